@@ -1,0 +1,189 @@
+// Package actiontest helps test actions without the engine: a [Recorder] that implements
+// [action.Output] in memory and [NewTask] that builds a task around bytes or a file.
+package actiontest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/sluice-project/sluice/internal/action"
+)
+
+// RecordedChild is a child as the [Recorder] saw it, with its blob read into memory.
+type RecordedChild struct {
+	action.Child
+	Data          []byte
+	ThumbnailData []byte
+}
+
+// Recorder is an in-memory [action.Output]. Its fields are safe to read after Run returns.
+type Recorder struct {
+	mu            sync.Mutex
+	Children      []RecordedChild
+	Text          *string
+	Thumbnail     []byte
+	ThumbnailType string
+	Metadata      map[string]any
+	ContentType   string
+	Outputs       map[string]json.RawMessage
+	Events        []string
+	Progresses    []float64
+	Heartbeats    int
+	// MaxChildren, when positive, makes CreateChild fail after that many children (tests of limits).
+	MaxChildren int
+}
+
+var _ action.Output = (*Recorder)(nil)
+
+// CreateChild records c, reading its blob and thumbnail fully.
+func (r *Recorder) CreateChild(ctx context.Context, c action.Child) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rc := RecordedChild{Child: c}
+	if c.Blob != nil {
+		b, err := io.ReadAll(c.Blob)
+		if err != nil {
+			return fmt.Errorf("read child %q blob: %w", c.Name, err)
+		}
+		rc.Data = b
+	}
+	if c.Thumbnail != nil {
+		b, err := io.ReadAll(c.Thumbnail)
+		if err != nil {
+			return fmt.Errorf("read child %q thumbnail: %w", c.Name, err)
+		}
+		rc.ThumbnailData = b
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.MaxChildren > 0 && len(r.Children) >= r.MaxChildren {
+		return fmt.Errorf("recorder: more than %d children", r.MaxChildren)
+	}
+	r.Children = append(r.Children, rc)
+	return nil
+}
+
+// SetText records the first text set.
+func (r *Recorder) SetText(_ context.Context, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Text == nil {
+		r.Text = &text
+	}
+	return nil
+}
+
+// SetThumbnail records the first thumbnail set.
+func (r *Recorder) SetThumbnail(_ context.Context, rd io.Reader, contentType string) error {
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Thumbnail == nil {
+		r.Thumbnail, r.ThumbnailType = b, contentType
+	}
+	return nil
+}
+
+// SetContentType records the detected content type.
+func (r *Recorder) SetContentType(ct string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ContentType = ct
+}
+
+// SetMetadata merges md into Metadata.
+func (r *Recorder) SetMetadata(md map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Metadata == nil {
+		r.Metadata = map[string]any{}
+	}
+	for k, v := range md {
+		r.Metadata[k] = v
+	}
+}
+
+// SetOutput records an output by kind.
+func (r *Recorder) SetOutput(_ context.Context, kind string, value json.RawMessage) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Outputs == nil {
+		r.Outputs = map[string]json.RawMessage{}
+	}
+	r.Outputs[kind] = value
+	return nil
+}
+
+// Emit records events.
+func (r *Recorder) Emit(events ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Events = append(r.Events, events...)
+}
+
+// Progress records a progress report.
+func (r *Recorder) Progress(f float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Progresses = append(r.Progresses, f)
+}
+
+// Heartbeat counts heartbeats.
+func (r *Recorder) Heartbeat() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Heartbeats++
+}
+
+// NewTask returns a task whose blob is data, stored in a file under t.TempDir() so that both
+// OpenBlob and BlobPath work. name and contentType fill the item; with and options may be nil.
+func NewTask(t testing.TB, name, contentType string, data []byte, with, options map[string]any) *action.Task {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "blob")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if with == nil {
+		with = map[string]any{}
+	}
+	if options == nil {
+		options = map[string]any{}
+	}
+	return &action.Task{
+		ID: 1, JobID: 1, Step: "step", Attempt: 1,
+		Item: action.Item{ID: 1, JobID: 1, RootID: 1, Name: name, ContentType: contentType,
+			Size: int64(len(data)), BlobSHA256: "test", Metadata: map[string]any{}, Options: options},
+		With: with,
+		OpenBlob: func(context.Context) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(data)), nil
+		},
+		BlobPath: func(context.Context) (string, error) { return path, nil },
+		TempDir:  tmp,
+	}
+}
+
+// NewFileTask is [NewTask] for the content of a file on disk.
+func NewFileTask(t testing.TB, path, contentType string, with, options map[string]any) *action.Task {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewTask(t, filepath.Base(path), contentType, data, with, options)
+}

@@ -1,0 +1,62 @@
+package action
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Catalog is a set of actions by name. The zero value is empty and ready to use; it is safe for
+// concurrent use.
+type Catalog struct {
+	mu      sync.RWMutex
+	actions map[string]Action
+}
+
+// Register adds actions. It panics on a duplicate or empty name: that is a wiring mistake.
+func (c *Catalog) Register(as ...Action) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.actions == nil {
+		c.actions = make(map[string]Action)
+	}
+	for _, a := range as {
+		name := a.Spec().Name
+		if name == "" {
+			panic("action: register an action with an empty name")
+		}
+		if _, dup := c.actions[name]; dup {
+			panic(fmt.Sprintf("action: %q registered twice", name))
+		}
+		c.actions[name] = a
+	}
+}
+
+// Lookup returns the action with the given name.
+func (c *Catalog) Lookup(name string) (Action, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	a, ok := c.actions[name]
+	return a, ok
+}
+
+// Spec returns the spec of the named action; it satisfies workflow validation's lookup.
+func (c *Catalog) Spec(name string) (Spec, bool) {
+	a, ok := c.Lookup(name)
+	if !ok {
+		return Spec{}, false
+	}
+	return a.Spec(), true
+}
+
+// Names returns the registered action names, sorted.
+func (c *Catalog) Names() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	names := make([]string, 0, len(c.actions))
+	for n := range c.actions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,338 @@
+package email
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/emersion/go-message"
+	// Registers the legacy charsets (ISO-8859-*, Windows-125x, Shift_JIS, GB18030, …) with
+	// go-message, which then converts text parts and encoded headers to UTF-8.
+	_ "github.com/emersion/go-message/charset"
+	"github.com/emersion/go-message/mail"
+
+	"github.com/sluice-project/sluice/internal/action"
+)
+
+// body is one kind of body alternative, buffered in a temporary file.
+type body struct {
+	ext       string // "txt", "html" or "rtf"
+	mediaType string
+	utf8      bool // every part was converted to UTF-8 from a declared charset
+	file      *os.File
+	parts     int
+}
+
+// bodyPreference lists body alternatives, best first.
+var bodyPreference = []string{"txt", "html", "rtf"}
+
+// bodyExt returns the body kind of a part's media type, or "".
+func bodyExt(mediaType string) string {
+	switch mediaType {
+	case "text/plain":
+		return "txt"
+	case "text/html":
+		return "html"
+	case "application/rtf", "text/rtf":
+		return "rtf"
+	}
+	return ""
+}
+
+// partReader remembers the first error reading a part, so that a broken message can be told
+// from a failing output.
+type partReader struct {
+	r   io.Reader
+	err error
+}
+
+func (p *partReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) && p.err == nil {
+		p.err = err
+	}
+	return n, err
+}
+
+// unpackMessage creates the children of one RFC 822 message read from r: attachments in order,
+// then the body.
+func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.Reader) error {
+	cr := &countingReader{r: r}
+	mr, err := mail.CreateReader(cr)
+	if err != nil && !message.IsUnknownCharset(err) {
+		return action.Permanentf("corrupt message: %s", oneLine(err.Error()))
+	}
+	md := headerMetadata(mr.Header, t.Item.Metadata)
+	if len(md) > 0 {
+		out.SetMetadata(md)
+	}
+	dir, err := os.MkdirTemp(t.TempDir, "email-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	bodies := map[string]*body{}
+	defer func() {
+		for _, b := range bodies {
+			b.file.Close()
+		}
+	}()
+	names := map[string]int{}
+	nAttach := 0
+	var broken error // the message's own error; the children so far stay
+	last := time.Now()
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil && !message.IsUnknownCharset(err) {
+			broken = err
+			break
+		}
+		converted := err == nil // an unknown charset leaves the bytes as they were
+		var h message.Header
+		switch ph := p.Header.(type) {
+		case *mail.InlineHeader:
+			h = ph.Header
+		case *mail.AttachmentHeader:
+			h = ph.Header
+		}
+		mediaType, ctParams, _ := h.ContentType()
+		mediaType = strings.ToLower(mediaType)
+		disp, _, _ := h.ContentDisposition()
+		filename, _ := (&mail.AttachmentHeader{Header: h}).Filename()
+		if ext := bodyExt(mediaType); ext != "" && filename == "" && !strings.EqualFold(disp, "attachment") {
+			if err := appendBody(bodies, dir, ext, mediaType, converted && ctParams["charset"] != "", p.Body); err != nil {
+				var pe *partError
+				if errors.As(err, &pe) {
+					broken = pe.err
+					break
+				}
+				return err
+			}
+			continue
+		}
+		nAttach++
+		if filename == "" {
+			filename = defaultName(mediaType, nAttach)
+		}
+		child := action.Child{
+			Name:     t.Item.Name + "/" + unique(names, cleanFileName(filename)),
+			Metadata: md,
+		}
+		if mediaType == "message/rfc822" || mediaType == "message/global" {
+			child.ContentType = "message/rfc822"
+		}
+		progress(out, t.Item.Size, cr.n)
+		if time.Since(last) > 5*time.Second {
+			out.Heartbeat()
+			last = time.Now()
+		}
+		pr := &partReader{r: p.Body}
+		child.Blob = pr
+		if err := out.CreateChild(ctx, child); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pr.err != nil {
+				broken = pr.err
+				break
+			}
+			return fmt.Errorf("create attachment %q: %w", child.Name, err)
+		}
+	}
+	for _, ext := range bodyPreference {
+		b := bodies[ext]
+		if b == nil {
+			continue
+		}
+		if _, err := b.file.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("rewind body: %w", err)
+		}
+		ct := b.mediaType
+		if b.utf8 {
+			ct += "; charset=utf-8"
+		}
+		err := out.CreateChild(ctx, action.Child{
+			Name:        t.Item.Name + "/" + unique(names, "body."+ext),
+			ContentType: ct,
+			Metadata:    md,
+			Blob:        b.file,
+		})
+		if err != nil {
+			return fmt.Errorf("create body: %w", err)
+		}
+		break
+	}
+	out.Progress(1)
+	if broken != nil {
+		return action.Permanentf("corrupt message: %s", oneLine(broken.Error()))
+	}
+	return nil
+}
+
+// partError is an error reading the message, as opposed to writing the temporary file.
+type partError struct{ err error }
+
+func (e *partError) Error() string { return e.err.Error() }
+
+// appendBody appends a body part to the buffered alternative of its kind. Several text/plain
+// parts are joined by a blank line; of the other kinds only the first part is kept.
+func appendBody(bodies map[string]*body, dir, ext, mediaType string, utf8 bool, r io.Reader) error {
+	b := bodies[ext]
+	if b == nil {
+		f, err := os.Create(filepath.Join(dir, "body."+ext))
+		if err != nil {
+			return fmt.Errorf("buffer body: %w", err)
+		}
+		b = &body{ext: ext, mediaType: mediaType, utf8: true, file: f}
+		bodies[ext] = b
+	} else if ext != "txt" {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return &partError{err}
+		}
+		return nil
+	} else if _, err := b.file.WriteString("\n\n"); err != nil {
+		return fmt.Errorf("buffer body: %w", err)
+	}
+	b.parts++
+	b.utf8 = b.utf8 && utf8
+	pr := &partReader{r: r}
+	if _, err := io.Copy(b.file, pr); err != nil {
+		if pr.err != nil {
+			return &partError{pr.err}
+		}
+		return fmt.Errorf("buffer body: %w", err)
+	}
+	return nil
+}
+
+// extensions gives unnamed attachments of common types an extension. (mime.ExtensionsByType
+// depends on the machine's mime.types, which would make names differ between machines.)
+var extensions = map[string]string{
+	"application/pdf": ".pdf", "application/zip": ".zip", "image/png": ".png", "image/jpeg": ".jpg",
+	"image/gif": ".gif", "image/tiff": ".tif", "text/plain": ".txt", "text/html": ".html",
+	"text/calendar": ".ics", "text/vcard": ".vcf", "text/x-vcard": ".vcf", "application/rtf": ".rtf",
+	"application/msword": ".doc", "application/vnd.ms-excel": ".xls", "application/ms-tnef": ".dat",
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document":   ".docx",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet":         ".xlsx",
+	"application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+}
+
+// defaultName names the n-th attachment when it has no file name.
+func defaultName(mediaType string, n int) string {
+	if mediaType == "message/rfc822" || mediaType == "message/global" {
+		return "message-" + strconv.Itoa(n) + ".eml"
+	}
+	return "attachment-" + strconv.Itoa(n) + extensions[mediaType]
+}
+
+// cleanFileName makes an attachment's file name a single, readable path component: no
+// separators, no control characters, valid UTF-8, not "." or "..", at most 255 bytes.
+func cleanFileName(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0, r == '/', r == '\\':
+			return '_'
+		}
+		return r
+	}, s)
+	s = strings.TrimSpace(s)
+	if len(s) > 255 {
+		n := 255
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	if s == "" || s == "." || s == ".." {
+		return "attachment"
+	}
+	return s
+}
+
+// unique returns name, or name with " (2)", " (3)", … before its extension when already used.
+func unique(used map[string]int, name string) string {
+	used[name]++
+	n := used[name]
+	if n == 1 {
+		return name
+	}
+	ext := filepath.Ext(name)
+	if ext == name {
+		ext = ""
+	}
+	for {
+		cand := fmt.Sprintf("%s (%d)%s", strings.TrimSuffix(name, ext), n, ext)
+		if used[cand] == 0 {
+			used[cand] = 1
+			return cand
+		}
+		n++
+	}
+}
+
+// headerMetadata returns the message's headers as metadata keys, without the keys existing
+// already has.
+func headerMetadata(h mail.Header, existing map[string]any) map[string]any {
+	md := map[string]any{}
+	set := func(key, value string) {
+		value = strings.TrimSpace(value)
+		if value == "" {
+			return
+		}
+		if _, ok := existing[key]; ok {
+			return
+		}
+		md[key] = strings.ToValidUTF8(value, "\uFFFD")
+	}
+	for _, k := range []struct{ header, key string }{{"From", "email_from"}, {"To", "email_to"}, {"Cc", "email_cc"}} {
+		set(k.key, addresses(h, k.header))
+	}
+	if s, err := h.Subject(); err == nil {
+		set("email_subject", s)
+	} else {
+		set("email_subject", h.Get("Subject"))
+	}
+	if d, err := h.Date(); err == nil && !d.IsZero() {
+		set("email_date", d.UTC().Format(time.RFC3339))
+	} else {
+		set("email_date", h.Get("Date"))
+	}
+	if id, err := h.MessageID(); err == nil && id != "" {
+		set("email_message_id", id)
+	} else {
+		set("email_message_id", strings.Trim(h.Get("Message-Id"), "<> "))
+	}
+	return md
+}
+
+// addresses formats an address header as "Name <addr>, addr, …", decoded; when it does not
+// parse, its decoded text.
+func addresses(h mail.Header, key string) string {
+	list, err := h.AddressList(key)
+	if err != nil || len(list) == 0 {
+		if s, err := h.Text(key); err == nil {
+			return s
+		}
+		return h.Get(key)
+	}
+	parts := make([]string, len(list))
+	for i, a := range list {
+		if a.Name != "" {
+			parts[i] = a.Name + " <" + a.Address + ">"
+		} else {
+			parts[i] = a.Address
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,284 @@
+// Package html provides the "html" action of the documents workflow: it decodes an HTML
+// document (byte-order mark, <meta charset>, else charset detection), takes its text from the
+// DOM, renders it to PDF with headless Chromium (network off) and creates one final child with
+// the PDF, the text and a thumbnail. Without Chromium the text is rendered as a monospace PDF
+// and the child's metadata says degraded: true.
+package html
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/text"
+	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/textclean"
+)
+
+// Name is the action's name in workflows.
+const Name = "html"
+
+// Action is the "html" action. Create it with [New]; it is safe for concurrent use.
+type Action struct {
+	text    *text.Action
+	browser string // the Chromium binary; tests point it at a missing one
+}
+
+// New returns the "html" action. r renders the fallback PDF when Chromium is missing; share the
+// text action's [text.Renderer] so the fonts are parsed once (nil means a new one).
+func New(r *text.Renderer) *Action {
+	return &Action{text: text.New(r), browser: "chromium"}
+}
+
+// Spec describes the action.
+func (a *Action) Spec() action.Spec {
+	w := 0.75
+	return action.Spec{
+		Name:    Name,
+		Version: "1",
+		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
+			"(a monospace text PDF without it); one final child.",
+		Settings: []action.Setting{
+			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the Chromium run. Defaults to 120s."},
+			{Name: "max_text_chars", Type: action.TypeInt, Doc: "cap on the document's text in characters. Defaults to 1,000,000."},
+		},
+		Concurrency:    2,
+		Timeout:        10 * time.Minute,
+		ProgressWeight: &w,
+	}
+}
+
+// Run converts one HTML document.
+func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	cfg, err := converter.ParseSettings(t.With)
+	if err != nil {
+		return err
+	}
+	rc, err := t.OpenBlob(ctx)
+	if err != nil {
+		return fmt.Errorf("open html blob: %w", err)
+	}
+	limit := int64(64 << 20)
+	raw, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("read html blob: %w", err)
+	}
+	md := map[string]any{}
+	if int64(len(raw)) > limit {
+		raw = raw[:limit]
+		md["truncated"] = true
+	}
+	doc, charset := Decode(raw)
+	md["charset"] = charset
+	root, err := html.Parse(strings.NewReader(doc))
+	if err != nil {
+		return action.Permanentf("parse html: %v", err)
+	}
+	body := textclean.Sanitize(Text(root), cfg.MaxTextChars)
+	out.Progress(0.2)
+
+	lim := cfg.Limits
+	lim.MemoryLimit = -1 // Chromium reserves terabytes of address space; an rlimit kills it
+	r := &converter.Runner{Limits: lim, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	if !converter.Installed(a.browser) {
+		md["degraded"] = true
+		md["renderer"] = "text"
+		return a.fallback(ctx, r, t, out, body, md)
+	}
+	pdf, err := render(ctx, r, a.browser, doc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The text is still worth keeping: fall back to the text rendering and say why.
+		md["degraded"] = true
+		md["renderer"] = "text"
+		md["render_error"] = err.Error()
+		return a.fallback(ctx, r, t, out, body, md)
+	}
+	md["renderer"] = "chromium"
+	c := action.Child{Name: t.Item.Name, ContentType: "application/pdf", Metadata: md, Blob: bytes.NewReader(pdf), Text: &body}
+	thumb, err := text.Thumbnail(ctx, r, pdf)
+	switch {
+	case err == nil:
+		c.Thumbnail, c.ThumbnailType = bytes.NewReader(thumb), "image/png"
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		md["thumbnail_skipped"] = err.Error()
+	}
+	return out.CreateChild(ctx, c)
+}
+
+func (a *Action) fallback(ctx context.Context, r *converter.Runner, t *action.Task, out action.Output, body string, md map[string]any) error {
+	c, err := a.text.Child(ctx, r, t.Item.Name, body, md)
+	if err != nil {
+		return err
+	}
+	return out.CreateChild(ctx, c)
+}
+
+// render prints the document to PDF with headless Chromium. The input is written as UTF-8
+// with a byte-order mark, which overrides any <meta charset>, so Chromium reads the characters
+// Decode found. Name resolution and proxying point nowhere: the page cannot reach the network.
+func render(ctx context.Context, r *converter.Runner, browser, doc string) ([]byte, error) {
+	dir, err := os.MkdirTemp(r.Dir, "chromium-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	in := filepath.Join(dir, "document.html")
+	if err := os.WriteFile(in, append([]byte("\ufeff"), doc...), 0o600); err != nil {
+		return nil, err
+	}
+	outPath := filepath.Join(dir, "document.pdf")
+	args := []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-extensions", "--no-pdf-header-footer", "--mute-audio",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=socks5://127.0.0.1:9",
+		"--user-data-dir=" + filepath.Join(dir, "profile"),
+		"--print-to-pdf=" + outPath,
+		"file://" + in,
+	}
+	msg, err := r.Combined(ctx, browser, 64<<10, args...)
+	if err != nil {
+		return nil, converter.Failure("render html", err)
+	}
+	pdf, err := os.ReadFile(outPath)
+	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+		m := converter.CleanMessage(string(msg))
+		if m == "" {
+			m = "no pdf written"
+		}
+		return nil, fmt.Errorf("render html: chromium: %s", m)
+	}
+	return pdf, nil
+}
+
+// metaCharset finds a charset declaration in the first bytes of a document, as in
+// <meta charset="x"> or <meta http-equiv="Content-Type" content="text/html; charset=x">.
+var metaCharset = regexp.MustCompile(`(?i)<meta[^>]+charset\s*=\s*["']?\s*([a-z0-9_:.\-]+)`)
+
+// Decode returns the document as UTF-8 and the charset it was in: a byte-order mark wins, then
+// a <meta> charset declaration in the first 1024 bytes, then [textclean.Decode]'s detection.
+func Decode(b []byte) (string, string) {
+	if bytes.HasPrefix(b, []byte{0xef, 0xbb, 0xbf}) || bytes.HasPrefix(b, []byte{0xff, 0xfe}) || bytes.HasPrefix(b, []byte{0xfe, 0xff}) {
+		return textclean.Decode(b)
+	}
+	if m := metaCharset.FindSubmatch(b[:min(len(b), 1024)]); m != nil {
+		if enc, name, ok := textclean.LookupCharset(string(m[1])); ok && !strings.HasPrefix(name, "utf-16") {
+			if s, err := enc.NewDecoder().Bytes(b); err == nil {
+				return string(s), name
+			}
+		}
+	}
+	return textclean.Decode(b)
+}
+
+// Text returns the visible text of a parsed document: the title, then the body, with a line
+// break after each block element and whitespace collapsed outside <pre>. Scripts, styles and
+// templates are left out.
+func Text(root *html.Node) string {
+	var sb strings.Builder
+	w := &textWriter{sb: &sb}
+	w.walk(root, false)
+	return strings.TrimSpace(sb.String())
+}
+
+type textWriter struct {
+	sb      *strings.Builder
+	pending bool // a space is due before the next word
+}
+
+func (w *textWriter) walk(n *html.Node, pre bool) {
+	switch n.Type {
+	case html.TextNode:
+		if pre {
+			w.sb.WriteString(n.Data)
+			return
+		}
+		for i, f := range strings.Fields(n.Data) {
+			if (i > 0 || w.pending || startsWithSpace(n.Data)) && !w.atLineStart() {
+				w.sb.WriteByte(' ')
+			}
+			w.sb.WriteString(f)
+			w.pending = false
+		}
+		if endsWithSpace(n.Data) {
+			w.pending = true
+		}
+		return
+	case html.ElementNode:
+		switch n.DataAtom {
+		case atom.Script, atom.Style, atom.Noscript, atom.Template, atom.Head:
+			if n.DataAtom == atom.Head {
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					if c.DataAtom == atom.Title {
+						w.walk(c, false)
+						w.newline()
+					}
+				}
+			}
+			return
+		case atom.Br:
+			w.newline()
+			return
+		case atom.Pre, atom.Textarea:
+			pre = true
+		}
+	case html.CommentNode, html.DoctypeNode:
+		return
+	}
+	block := n.Type == html.ElementNode && isBlock(n.DataAtom)
+	if block {
+		w.newline()
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		w.walk(c, pre)
+	}
+	if block {
+		w.newline()
+	} else if n.Type == html.ElementNode && (n.DataAtom == atom.Td || n.DataAtom == atom.Th) {
+		w.pending = true
+	}
+}
+
+func (w *textWriter) atLineStart() bool {
+	s := w.sb.String()
+	return s == "" || s[len(s)-1] == '\n'
+}
+
+func (w *textWriter) newline() {
+	if !w.atLineStart() {
+		w.sb.WriteByte('\n')
+	}
+	w.pending = false
+}
+
+func startsWithSpace(s string) bool { return s != "" && strings.TrimLeft(s, " \t\r\n\f") != s }
+func endsWithSpace(s string) bool   { return s != "" && strings.TrimRight(s, " \t\r\n\f") != s }
+
+func isBlock(a atom.Atom) bool {
+	switch a {
+	case atom.Address, atom.Article, atom.Aside, atom.Blockquote, atom.Body, atom.Caption,
+		atom.Dd, atom.Details, atom.Dialog, atom.Div, atom.Dl, atom.Dt, atom.Fieldset,
+		atom.Figcaption, atom.Figure, atom.Footer, atom.Form, atom.H1, atom.H2, atom.H3,
+		atom.H4, atom.H5, atom.H6, atom.Header, atom.Hr, atom.Html, atom.Li, atom.Main,
+		atom.Nav, atom.Ol, atom.P, atom.Pre, atom.Section, atom.Summary, atom.Table,
+		atom.Tbody, atom.Thead, atom.Tfoot, atom.Tr, atom.Ul, atom.Title:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,124 @@
+package html
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+
+	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/action/text"
+	"github.com/sluice-project/sluice/internal/converter/convertertest"
+)
+
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	exp := convertertest.Expectations(t)
+	a := New(&text.Renderer{})
+	for _, tt := range []struct{ file, charset string }{
+		{"testHTML_utf8.html", "utf-8"},
+		{"testHTML_charset_utf16le.html", "utf-16le"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			convertertest.RequireTools(t, "chromium", "pdftoppm")
+			task := actiontest.NewFileTask(t, convertertest.File(t, tt.file), "text/html", nil, nil)
+			rec := &actiontest.Recorder{}
+			if err := a.Run(t.Context(), task, rec); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if len(rec.Children) != 1 {
+				t.Fatalf("%d children", len(rec.Children))
+			}
+			c := rec.Children[0]
+			if c.Name != tt.file || c.ContentType != "application/pdf" || c.Text == nil {
+				t.Fatalf("child %q %q text set %v", c.Name, c.ContentType, c.Text != nil)
+			}
+			if c.Metadata["renderer"] != "chromium" || c.Metadata["charset"] != tt.charset {
+				t.Errorf("metadata %v", c.Metadata)
+			}
+			if !strings.HasPrefix(string(c.Data), "%PDF-") {
+				t.Error("child blob is not a PDF")
+			}
+			convertertest.CheckPhrases(t, *c.Text, exp[tt.file].Phrases)
+			convertertest.CheckThumbnail(t, c.ThumbnailData, c.ThumbnailType)
+		})
+	}
+}
+
+func TestText(t *testing.T) {
+	t.Parallel()
+	doc := `<!doctype html><html><head><title>The  title</title><style>p{}</style><script>var x=1</script></head>
+<body><h1>Head</h1><p>One <b>bold</b>word, <i>two</i>
+ lines</p><ul><li>a</li><li>b</li></ul><pre>  keep
+   this</pre><table><tr><td>c1</td><td>c2</td></tr></table>x<br>y<!-- gone --></body></html>`
+	root, err := html.Parse(strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "The title\nHead\nOne boldword, two lines\na\nb\n  keep\n   this\nc1 c2\nx\ny"
+	if got := Text(root); got != want {
+		t.Errorf("Text = %q, want %q", got, want)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want, charset string
+	}{
+		{"meta charset", `<meta charset="windows-1251"><p>` + "\xcf\xf0\xe8\xe2\xe5\xf2", `<meta charset="windows-1251"><p>Привет`, "windows-1251"},
+		{"http-equiv", `<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1">` + "caf\xe9", `<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1">café`, "windows-1252"},
+		{"bom beats meta", "\xef\xbb\xbf<meta charset=latin1>é", "<meta charset=latin1>é", "utf-8"},
+		{"no declaration", "<p>é</p>", "<p>é</p>", "utf-8"},
+		{"unknown label", "<meta charset=bogus><p>é</p>", "<meta charset=bogus><p>é</p>", "utf-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, cs := Decode([]byte(tt.in))
+			if got != tt.want || cs != tt.charset {
+				t.Errorf("Decode = %q, %q; want %q, %q", got, cs, tt.want, tt.charset)
+			}
+		})
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "chromium", "pdftoppm")
+	// A page whose resources point at the network still renders, quickly and without them.
+	doc := `<html><body><p>offline page</p><img src="http://example.com/x.png"><script src="https://example.com/x.js"></script>
+<link rel="stylesheet" href="http://93.184.216.34/x.css"></body></html>`
+	task := actiontest.NewTask(t, "net.html", "text/html", []byte(doc), nil, nil)
+	rec := &actiontest.Recorder{}
+	if err := New(nil).Run(t.Context(), task, rec); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	c := rec.Children[0]
+	if c.Metadata["renderer"] != "chromium" {
+		t.Errorf("metadata %v", c.Metadata)
+	}
+	convertertest.CheckPhrases(t, *c.Text, []string{"offline page"})
+}
+
+func TestFallbackWithoutChromium(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "pdftoppm")
+	a := New(nil)
+	a.browser = "sluice-no-such-chromium"
+	task := actiontest.NewFileTask(t, convertertest.File(t, "testHTML_utf8.html"), "text/html", nil, nil)
+	rec := &actiontest.Recorder{}
+	if err := a.Run(t.Context(), task, rec); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	c := rec.Children[0]
+	if c.Metadata["degraded"] != true || c.Metadata["renderer"] != "text" {
+		t.Errorf("metadata %v", c.Metadata)
+	}
+	if !strings.HasPrefix(string(c.Data), "%PDF-") {
+		t.Error("child blob is not a PDF")
+	}
+	convertertest.CheckPhrases(t, *c.Text, convertertest.Expectations(t)["testHTML_utf8.html"].Phrases)
+	convertertest.CheckThumbnail(t, c.ThumbnailData, c.ThumbnailType)
+}

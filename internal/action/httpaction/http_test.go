@@ -1,0 +1,441 @@
+package httpaction
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/actiontest"
+)
+
+// request is what a test server saw.
+type request struct {
+	method string
+	uri    string
+	header http.Header
+	body   []byte
+}
+
+// serve starts a server that records each request and answers with h.
+func serve(t *testing.T, h http.HandlerFunc) (*httptest.Server, <-chan request) {
+	t.Helper()
+	reqs := make(chan request, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		reqs <- request{method: r.Method, uri: r.RequestURI, header: r.Header.Clone(), body: body}
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, reqs
+}
+
+// respond answers with a status, headers (name, value pairs) and a body.
+func respond(status int, body string, header ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// run runs the http action on an item holding data with the given settings.
+func run(t *testing.T, ctx context.Context, with map[string]any, data []byte) (*actiontest.Recorder, error) {
+	t.Helper()
+	task := actiontest.NewTask(t, "dir/report 1.pdf", "application/pdf", data, with, map[string]any{"lang": "fra"})
+	task.Item.ID = 42
+	task.JobID = 7
+	task.Item.BlobSHA256 = "abc123"
+	task.Item.Metadata = map[string]any{"token": "s3cret", "pages": 3}
+	a := New(Config{})
+	if err := a.Spec().Validate(with); err != nil {
+		t.Fatalf("Validate(%v) = %v", with, err)
+	}
+	rec := &actiontest.Recorder{}
+	return rec, a.Run(ctx, task, rec)
+}
+
+func TestItemBody(t *testing.T) {
+	t.Parallel()
+	srv, reqs := serve(t, respond(http.StatusOK, "ignored"))
+	with := map[string]any{
+		"url":     srv.URL + "/items/{{.Item.ID}}/{{pathescape .Item.Name}}?lang={{.Item.Options.lang}}&step={{queryescape .Step}}",
+		"headers": map[string]any{"Authorization": "Bearer {{.Item.Metadata.token}}", "x-job": "{{.Job}}"},
+	}
+	if _, err := run(t, t.Context(), with, []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-reqs
+	if r.method != http.MethodPost {
+		t.Errorf("method = %s; want POST", r.method)
+	}
+	if want := "/items/42/dir%2Freport%201.pdf?lang=fra&step=step"; r.uri != want {
+		t.Errorf("uri = %s; want %s", r.uri, want)
+	}
+	for k, want := range map[string]string{"Authorization": "Bearer s3cret", "X-Job": "7",
+		"Content-Type": "application/json", "Idempotency-Key": "sluice-7-42-step"} {
+		if got := r.header.Get(k); got != want {
+			t.Errorf("header %s = %q; want %q", k, got, want)
+		}
+	}
+	var got map[string]any
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatalf("body %s: %v", r.body, err)
+	}
+	want := map[string]any{"job_id": 7.0, "item_id": 42.0, "name": "dir/report 1.pdf",
+		"content_type": "application/pdf", "size": 4.0, "sha256": "abc123",
+		"metadata": map[string]any{"token": "s3cret", "pages": 3.0},
+		"options":  map[string]any{"lang": "fra"}, "step": "step"}
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("body = %s; want %s", gotJSON, wantJSON)
+	}
+}
+
+func TestBlobBody(t *testing.T) {
+	t.Parallel()
+	srv, reqs := serve(t, respond(http.StatusCreated, ""))
+	with := map[string]any{"url": srv.URL + "/upload", "method": "put", "body": "blob"}
+	if _, err := run(t, t.Context(), with, []byte("%PDF-1.7 blob")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-reqs
+	if r.method != http.MethodPut || string(r.body) != "%PDF-1.7 blob" {
+		t.Errorf("request = %s %q; want PUT %q", r.method, r.body, "%PDF-1.7 blob")
+	}
+	if got := r.header.Get("Content-Type"); got != "application/pdf" {
+		t.Errorf("Content-Type = %q; want application/pdf", got)
+	}
+	if got := r.header.Get("Content-Length"); got != "13" {
+		t.Errorf("Content-Length = %q; want 13", got)
+	}
+}
+
+func TestNoBodyForGet(t *testing.T) {
+	t.Parallel()
+	srv, reqs := serve(t, respond(http.StatusOK, ""))
+	if _, err := run(t, t.Context(), map[string]any{"url": srv.URL, "method": "GET"}, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-reqs
+	if r.method != http.MethodGet || len(r.body) != 0 || r.header.Get("Content-Type") != "" {
+		t.Errorf("request = %s %q with Content-Type %q; want GET without a body", r.method, r.body, r.header.Get("Content-Type"))
+	}
+}
+
+func TestBlobBodyWithoutBlob(t *testing.T) {
+	t.Parallel()
+	task := actiontest.NewTask(t, "a", "", nil, map[string]any{"url": "http://127.0.0.1:1/", "body": "blob"}, nil)
+	task.Item.BlobSHA256 = ""
+	if err := New(Config{}).Run(t.Context(), task, &actiontest.Recorder{}); !action.IsPermanent(err) {
+		t.Fatalf("Run = %v; want a permanent error", err)
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	outcomes := map[string]any{"2xx": "sent", "404": "not-found", "4XX": "rejected", "503": "busy"}
+	tests := []struct {
+		name   string
+		status int
+		want   []string
+	}{
+		{name: "class", status: http.StatusCreated, want: []string{"sent"}},
+		{name: "exact code wins", status: http.StatusNotFound, want: []string{"not-found"}},
+		{name: "class of an error status", status: http.StatusGone, want: []string{"rejected"}},
+		{name: "mapped server error", status: http.StatusServiceUnavailable, want: []string{"busy"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := serve(t, respond(tt.status, ""))
+			rec, err := run(t, t.Context(), map[string]any{"url": srv.URL, "outcomes": outcomes}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rec.Events, tt.want) {
+				t.Fatalf("events = %v; want %v", rec.Events, tt.want)
+			}
+		})
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	t.Parallel()
+	future := time.Now().Add(3 * time.Hour).UTC().Format(http.TimeFormat)
+	tests := []struct {
+		name          string
+		handler       http.HandlerFunc
+		wantPermanent bool
+		wantSnooze    time.Duration
+		wantMsg       string
+	}{
+		{name: "500 is transient", handler: respond(500, "database is down"), wantMsg: "status 500: database is down"},
+		{name: "429 is transient", handler: respond(429, ""), wantMsg: "status 429: (empty body)"},
+		{name: "404 is permanent", handler: respond(404, "no such item\n"), wantPermanent: true,
+			wantMsg: "status 404: no such item"},
+		{name: "400 snippet is capped", handler: respond(400, strings.Repeat("x", 10000)), wantPermanent: true,
+			wantMsg: "status 400: " + strings.Repeat("x", 512) + "…"},
+		{name: "503 Retry-After seconds", handler: respond(503, "", "Retry-After", "7"), wantSnooze: 7 * time.Second},
+		{name: "429 Retry-After date is capped", handler: respond(429, "", "Retry-After", future), wantSnooze: time.Hour},
+		{name: "503 bad Retry-After", handler: respond(503, "", "Retry-After", "soon"), wantMsg: "status 503"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := serve(t, tt.handler)
+			_, err := run(t, t.Context(), map[string]any{"url": srv.URL + "/x?token=secret"}, nil)
+			if err == nil {
+				t.Fatal("Run = nil; want an error")
+			}
+			if d, ok := action.AsSnooze(err); ok != (tt.wantSnooze > 0) || d != tt.wantSnooze {
+				t.Fatalf("Run = %v; want snooze %v", err, tt.wantSnooze)
+			}
+			if action.IsPermanent(err) != tt.wantPermanent {
+				t.Fatalf("Run = %v; permanent = %v, want %v", err, action.IsPermanent(err), tt.wantPermanent)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantMsg)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Fatalf("error %q shows the URL's query", err)
+			}
+		})
+	}
+}
+
+// block returns a handler that waits until the client goes away or the test ends.
+func block(t *testing.T, arrived chan<- struct{}) http.HandlerFunc {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // runs before the server's Close, registered earlier
+	return func(_ http.ResponseWriter, r *http.Request) {
+		if arrived != nil {
+			arrived <- struct{}{}
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(nil)
+	t.Cleanup(srv.Close)
+	srv.Config.Handler = block(t, nil)
+	_, err := run(t, t.Context(), map[string]any{"url": srv.URL, "timeout": "50ms"}, nil)
+	if err == nil || action.IsPermanent(err) || !strings.Contains(err.Error(), "timed out after 50ms") {
+		t.Fatalf("Run = %v; want a transient timeout", err)
+	}
+	if _, ok := action.AsSnooze(err); ok {
+		t.Fatalf("Run = %v; want no snooze", err)
+	}
+}
+
+func TestConnectionError(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(respond(200, ""))
+	url := srv.URL
+	srv.Close()
+	_, err := run(t, t.Context(), map[string]any{"url": url}, nil)
+	if err == nil || action.IsPermanent(err) {
+		t.Fatalf("Run = %v; want a transient error", err)
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(nil)
+	t.Cleanup(srv.Close)
+	srv.Config.Handler = block(t, arrived)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	task := actiontest.NewTask(t, "a", "", nil, map[string]any{"url": srv.URL}, nil)
+	go func() { done <- New(Config{}).Run(ctx, task, &actiontest.Recorder{}) }()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("request did not arrive")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || action.IsPermanent(err) {
+			t.Fatalf("Run = %v; want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func TestJSONResponse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		status        int
+		body          string
+		wantPermanent string
+		wantEvents    []string
+		wantMetadata  map[string]any
+		wantText      string
+	}{
+		{name: "full", status: 200, body: `{"events": ["indexed"], "metadata": {"remote_id": "r-1"}, "text": "hi"}`,
+			wantEvents: []string{"indexed"}, wantMetadata: map[string]any{"remote_id": "r-1"}, wantText: "hi"},
+		{name: "with mapped status", status: 202, body: `{"metadata": {"queued": true}}`,
+			wantEvents: []string{"accepted"}, wantMetadata: map[string]any{"queued": true}},
+		{name: "error", status: 200, body: `{"error": "unsupported language"}`, wantPermanent: "unsupported language"},
+		{name: "undeclared event", status: 200, body: `{"events": ["other"]}`, wantPermanent: `"other"`},
+		{name: "not json", status: 200, body: `OK`, wantPermanent: "not a JSON object"},
+		{name: "unknown field", status: 200, body: `{"evnts": []}`, wantPermanent: "unknown field"},
+		{name: "too large", status: 200, body: `{"text": "` + strings.Repeat("x", maxResponse) + `"}`,
+			wantPermanent: "larger than 1 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := serve(t, respond(tt.status, tt.body, "Content-Type", "application/json"))
+			with := map[string]any{"url": srv.URL, "response": "json", "events": []any{"indexed"},
+				"outcomes": map[string]any{"202": "accepted"}}
+			rec, err := run(t, t.Context(), with, nil)
+			if tt.wantPermanent != "" {
+				if !action.IsPermanent(err) || !strings.Contains(err.Error(), tt.wantPermanent) {
+					t.Fatalf("Run = %v; want a permanent error containing %q", err, tt.wantPermanent)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rec.Events, tt.wantEvents) {
+				t.Errorf("events = %v; want %v", rec.Events, tt.wantEvents)
+			}
+			if len(rec.Metadata) != len(tt.wantMetadata) {
+				t.Errorf("metadata = %v; want %v", rec.Metadata, tt.wantMetadata)
+			}
+			for k, v := range tt.wantMetadata {
+				if rec.Metadata[k] != v {
+					t.Errorf("metadata[%s] = %v; want %v", k, rec.Metadata[k], v)
+				}
+			}
+			if tt.wantText != "" && (rec.Text == nil || *rec.Text != tt.wantText) {
+				t.Errorf("text = %v; want %q", rec.Text, tt.wantText)
+			}
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header string
+		want   time.Duration
+		wantOK bool
+	}{
+		{name: "absent"},
+		{name: "seconds", header: "30", want: 30 * time.Second, wantOK: true},
+		{name: "zero is at least a second", header: "0", want: time.Second, wantOK: true},
+		{name: "huge is capped", header: "99999999999", want: time.Hour, wantOK: true},
+		{name: "negative", header: "-1"},
+		{name: "date", header: now.Add(90 * time.Second).Format(http.TimeFormat), want: 90 * time.Second, wantOK: true},
+		{name: "past date", header: now.Add(-time.Hour).Format(http.TimeFormat), want: time.Second, wantOK: true},
+		{name: "garbage", header: "later"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := retryAfter(tt.header, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("retryAfter(%q) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestSpec(t *testing.T) {
+	t.Parallel()
+	spec := New(Config{}).Spec()
+	if spec.Name != "http" || spec.Version != "1" || spec.Doc == "" {
+		t.Fatalf("spec = %+v", spec)
+	}
+	for _, s := range spec.Settings {
+		if s.Doc == "" {
+			t.Errorf("setting %s has no doc", s.Name)
+		}
+	}
+	with := map[string]any{"url": "http://x/", "outcomes": map[string]any{"2xx": "b", "404": "a"}, "events": []any{"c"}}
+	if got := spec.OutcomesFor(with); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("OutcomesFor = %v", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	u := "https://example.com/items"
+	tests := []struct {
+		name    string
+		with    map[string]any
+		wantKey string
+	}{
+		{name: "minimal", with: map[string]any{"url": u}},
+		{name: "everything", with: map[string]any{"url": u + "/{{.Item.ID}}?x={{urlquery .Item.Metadata.a.b}}",
+			"method": "PATCH", "headers": map[string]any{"X-Step": "{{.Step}}", "Host": "h"}, "body": "blob",
+			"timeout": "5s", "outcomes": map[string]any{"2xx": "ok", "599": "odd", "1XX": "info"},
+			"events": []any{"e"}, "response": "json"}},
+		{name: "url wholly templated", with: map[string]any{"url": "{{.Item.Metadata.callback}}"}},
+		{name: "missing url", with: map[string]any{}, wantKey: "url"},
+		{name: "url not string", with: map[string]any{"url": 1}, wantKey: "url"},
+		{name: "url not http", with: map[string]any{"url": "ftp://example.com/"}, wantKey: "url"},
+		{name: "url relative", with: map[string]any{"url": "/items/{{.Item.ID}}"}, wantKey: "url"},
+		{name: "bad url template", with: map[string]any{"url": u + "/{{.Item.ID"}, wantKey: "url"},
+		{name: "unknown url field", with: map[string]any{"url": u + "/{{.Item.Path}}"}, wantKey: "url"},
+		{name: "exec-only field", with: map[string]any{"url": u + "/{{.Input}}"}, wantKey: "url"},
+		{name: "unknown method", with: map[string]any{"url": u, "method": "FETCH"}, wantKey: "method"},
+		{name: "bad header name", with: map[string]any{"url": u, "headers": map[string]any{"X Y": "1"}}, wantKey: "headers"},
+		{name: "header not string", with: map[string]any{"url": u, "headers": map[string]any{"X": 1}}, wantKey: "headers"},
+		{name: "content-length header", with: map[string]any{"url": u, "headers": map[string]any{"content-length": "1"}}, wantKey: "headers"},
+		{name: "unknown header field", with: map[string]any{"url": u, "headers": map[string]any{"X": "{{.Nope}}"}}, wantKey: "headers"},
+		{name: "unknown body", with: map[string]any{"url": u, "body": "form"}, wantKey: "body"},
+		{name: "bad timeout", with: map[string]any{"url": u, "timeout": "5"}, wantKey: "timeout"},
+		{name: "outcome key word", with: map[string]any{"url": u, "outcomes": map[string]any{"ok": "x"}}, wantKey: "outcomes"},
+		{name: "outcome key 600", with: map[string]any{"url": u, "outcomes": map[string]any{"600": "x"}}, wantKey: "outcomes"},
+		{name: "outcome key 6xx", with: map[string]any{"url": u, "outcomes": map[string]any{"6xx": "x"}}, wantKey: "outcomes"},
+		{name: "outcome empty event", with: map[string]any{"url": u, "outcomes": map[string]any{"200": ""}}, wantKey: "outcomes"},
+		{name: "unknown response", with: map[string]any{"url": u, "response": "text"}, wantKey: "response"},
+		{name: "events not list", with: map[string]any{"url": u, "events": "a"}, wantKey: "events"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := New(Config{}).Spec().Validate(tt.with)
+			if tt.wantKey == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v; want nil", err)
+				}
+				return
+			}
+			var se *action.SettingError
+			if !errors.As(err, &se) || se.Key != tt.wantKey {
+				t.Fatalf("Validate = %v; want a SettingError for %q", err, tt.wantKey)
+			}
+			task := actiontest.NewTask(t, "a", "", nil, tt.with, nil)
+			if err := New(Config{}).Run(t.Context(), task, &actiontest.Recorder{}); !action.IsPermanent(err) {
+				t.Fatalf("Run with bad settings = %v; want permanent", err)
+			}
+		})
+	}
+}

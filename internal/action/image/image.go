@@ -1,0 +1,384 @@
+// Package image provides the "image" action of the documents workflow: it turns a PNG, JPEG,
+// GIF, TIFF (every page), BMP, WebP or HEIC image into a PDF with one page per image page, a
+// thumbnail, and — with the item option ocr — tesseract's text, all as one final child.
+//
+// libvips (vips, vipsthumbnail) does the decoding and resizing; without it a pure-Go fallback
+// handles PNG, JPEG, GIF, BMP, WebP and the first page of a TIFF, and HEIC is unhandled.
+package image
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "image/gif" // decoders for the pure-Go fallback
+
+	_ "golang.org/x/image/bmp"
+	"golang.org/x/image/draw"
+	_ "golang.org/x/image/tiff"
+	_ "golang.org/x/image/webp"
+
+	"github.com/signintech/gopdf"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/textclean"
+)
+
+// Name is the action's name in workflows.
+const Name = "image"
+
+// maxPages bounds the pages read from one multi-page image.
+const maxPages = 10_000
+
+// Action is the "image" action. The zero value is ready to use and safe for concurrent use.
+type Action struct{}
+
+// New returns the "image" action.
+func New() *Action { return &Action{} }
+
+// Spec describes the action.
+func (a *Action) Spec() action.Spec {
+	w := 1.0
+	return action.Spec{
+		Name:    Name,
+		Version: "1",
+		Doc: "Make a PDF (one page per image page) and a thumbnail of an image, OCR it with the item option ocr; " +
+			"one final child.",
+		Settings:       converter.Settings(),
+		Concurrency:    2,
+		Timeout:        30 * time.Minute,
+		ProgressWeight: &w,
+	}
+}
+
+// page is one image page ready to embed: a PNG or JPEG file and its pixel size.
+type page struct {
+	path          string
+	width, height int
+}
+
+// Run converts one image.
+func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	cfg, err := converter.ParseSettings(t.With)
+	if err != nil {
+		return err
+	}
+	src, err := t.BlobPath(ctx)
+	if err != nil {
+		return fmt.Errorf("get image blob: %w", err)
+	}
+	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	ct := strings.ToLower(t.Item.ContentType)
+	useVips := converter.Installed("vips") && converter.Installed("vipsheader")
+	md := map[string]any{}
+	var pages []page
+	if useVips {
+		pages, err = vipsPages(ctx, r, src, ct)
+	} else {
+		md["degraded"] = true
+		pages, err = goPages(src, ct, t.TempDir)
+	}
+	if err != nil {
+		return err
+	}
+	out.Progress(0.3)
+	pdfPath := filepath.Join(t.TempDir, "image.pdf")
+	if err := writePDF(pdfPath, pages); err != nil {
+		return action.Permanentf("make pdf of image: %v", err)
+	}
+	out.Progress(0.4)
+
+	thumb, thumbType, err := thumbnail(ctx, r, src, ct, pages[0], useVips && converter.Installed("vipsthumbnail"))
+	if err != nil {
+		return err
+	}
+	out.Progress(0.5)
+
+	text := ""
+	ocr := converter.BoolOption(t.Item.Options, "ocr")
+	if ocr {
+		lang := converter.TesseractLang(converter.StringOption(t.Item.Options, "lang"))
+		var texts []string
+		for i, p := range pages {
+			s, err := r.OCR(ctx, p.path, lang)
+			if err != nil {
+				return err
+			}
+			texts = append(texts, strings.TrimRight(s, " \t\n"))
+			out.Progress(0.5 + 0.45*float64(i+1)/float64(len(pages)))
+		}
+		text = textclean.Sanitize(strings.Join(texts, "\n\n"), cfg.MaxTextChars)
+	}
+	md["is_from_ocr"] = ocr
+	md["page_count"] = len(pages)
+	md["width"], md["height"] = pages[0].width, pages[0].height
+
+	f, err := os.Open(pdfPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return out.CreateChild(ctx, action.Child{
+		Name:          t.Item.Name,
+		ContentType:   "application/pdf",
+		Metadata:      md,
+		Blob:          f,
+		Text:          &text,
+		Thumbnail:     bytes.NewReader(thumb),
+		ThumbnailType: thumbType,
+	})
+}
+
+// isPhoto reports whether thumbnails of the type are JPEG (photographs) rather than PNG.
+func isPhoto(ct string) bool {
+	switch ct {
+	case "image/jpeg", "image/pjpeg", "image/heic", "image/heif", "image/heic-sequence", "image/heif-sequence", "image/avif":
+		return true
+	}
+	return false
+}
+
+// vipsPages converts every page of the image to an embeddable file with libvips. JPEGs are
+// embedded as they are.
+func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page, error) {
+	n := 1
+	if ct == "image/tiff" {
+		b, err := r.Output(ctx, "vipsheader", 1<<10, "-f", "n-pages", src)
+		if err != nil {
+			return nil, imageFailure(ct, err)
+		}
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 1 {
+			n = min(v, maxPages)
+		}
+	}
+	if ct == "image/jpeg" {
+		w, h, err := vipsSize(ctx, r, src)
+		if err != nil {
+			return nil, err
+		}
+		if cmyk, _ := isCMYKJPEG(src); !cmyk {
+			return []page{{path: src, width: w, height: h}}, nil
+		}
+	}
+	pages := make([]page, 0, n)
+	for i := 0; i < n; i++ {
+		in := src
+		if n > 1 {
+			in = fmt.Sprintf("%s[page=%d]", src, i)
+		}
+		dst := filepath.Join(r.Dir, fmt.Sprintf("page-%05d.png", i+1))
+		// colourspace normalises CMYK, 16-bit, LAB and palette images to 8-bit sRGB, which every
+		// PDF reader and tesseract understand.
+		if err := r.Run(ctx, "vips", []string{"colourspace", in, dst, "srgb"}, nil); err != nil {
+			return nil, imageFailure(ct, err)
+		}
+		cfg, err := decodeConfig(dst)
+		if err != nil {
+			return nil, fmt.Errorf("read converted page %d: %w", i+1, err)
+		}
+		pages = append(pages, page{path: dst, width: cfg.Width, height: cfg.Height})
+	}
+	return pages, nil
+}
+
+func vipsSize(ctx context.Context, r *converter.Runner, src string) (int, int, error) {
+	b, err := r.Output(ctx, "vipsheader", 1<<10, "-f", "width", src)
+	if err != nil {
+		return 0, 0, imageFailure("image/jpeg", err)
+	}
+	w, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	b, err = r.Output(ctx, "vipsheader", 1<<10, "-f", "height", src)
+	if err != nil {
+		return 0, 0, imageFailure("image/jpeg", err)
+	}
+	h, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if w <= 0 || h <= 0 {
+		return 0, 0, action.Permanentf("read image: bad size %dx%d", w, h)
+	}
+	return w, h, nil
+}
+
+// isCMYKJPEG reports whether a JPEG is neither greyscale nor YCbCr; PDF viewers invert Adobe CMYK JPEGs
+// embedded as they are, so those are converted.
+func isCMYKJPEG(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	cfg, err := jpeg.DecodeConfig(f)
+	if err != nil {
+		return false, err
+	}
+	return cfg.ColorModel != nil && cfg.ColorModel != color.GrayModel && cfg.ColorModel != color.YCbCrModel, nil
+}
+
+// imageFailure explains a libvips failure; a missing HEIC decoder gets its own message.
+func imageFailure(ct string, err error) error {
+	s := converter.Stderr(err)
+	if strings.Contains(s, "is not a known file format") || strings.Contains(s, "not a known") {
+		if strings.HasPrefix(ct, "image/hei") || ct == "image/avif" {
+			return action.Permanentf("unhandled: %s (libvips has no decoder for it: apt-get install libheif1 vips-modules-8.14)", ct)
+		}
+		return action.Permanentf("read image: libvips does not recognise this %s file", ct)
+	}
+	return converter.Failure("read image", err)
+}
+
+// goPages is the pure-Go fallback: it decodes the image (first page only) and writes it as a
+// PNG, or uses a JPEG as it is.
+func goPages(src, ct, dir string) ([]page, error) {
+	if strings.HasPrefix(ct, "image/hei") || ct == "image/avif" {
+		return nil, converter.NotInstalledError("vips")
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if ct == "image/jpeg" {
+		cfg, err := jpeg.DecodeConfig(f)
+		if err != nil {
+			return nil, action.Permanentf("read image: %v", err)
+		}
+		if cfg.ColorModel == color.YCbCrModel || cfg.ColorModel == color.GrayModel {
+			return []page{{path: src, width: cfg.Width, height: cfg.Height}}, nil
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			return nil, err
+		}
+	}
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return nil, action.Permanentf("read image: %v", err)
+	}
+	// Re-encode as 8-bit RGBA: gopdf embeds only 8-bit PNGs, and decoders return many layouts.
+	rgba := image.NewNRGBA(img.Bounds())
+	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
+	dst := filepath.Join(dir, "page-00001.png")
+	if err := writePNG(dst, rgba); err != nil {
+		return nil, err
+	}
+	b := img.Bounds()
+	return []page{{path: dst, width: b.Dx(), height: b.Dy()}}, nil
+}
+
+// writePDF writes one page per image, each page the size of its image at 96 dpi.
+func writePDF(path string, pages []page) error {
+	var pdf gopdf.GoPdf
+	pdf.Start(gopdf.Config{PageSize: *gopdf.PageSizeA4})
+	for _, p := range pages {
+		w, h := pageSize(p.width, p.height)
+		rect := &gopdf.Rect{W: w, H: h}
+		pdf.AddPageWithOption(gopdf.PageOption{PageSize: rect})
+		holder, err := gopdf.ImageHolderByPath(p.path)
+		if err != nil {
+			return err
+		}
+		if err := pdf.ImageByHolder(holder, 0, 0, rect); err != nil {
+			return err
+		}
+	}
+	return pdf.WritePdf(path)
+}
+
+// pageSize maps pixels to points at 96 dpi, shrunk to fit PDF's 14,400-point page limit.
+func pageSize(w, h int) (float64, float64) {
+	pw, ph := float64(w)*0.75, float64(h)*0.75
+	if m := max(pw, ph); m > 14400 {
+		pw, ph = pw*14400/m, ph*14400/m
+	}
+	return max(pw, 1), max(ph, 1)
+}
+
+// thumbnail makes the thumbnail of the first page: JPEG for photographs, PNG otherwise.
+func thumbnail(ctx context.Context, r *converter.Runner, src, ct string, first page, useVips bool) ([]byte, string, error) {
+	photo := isPhoto(ct)
+	if useVips {
+		dst := filepath.Join(r.Dir, "thumb.png")
+		spec := dst
+		if photo {
+			dst = filepath.Join(r.Dir, "thumb.jpg")
+			spec = dst + "[Q=80,strip]"
+		}
+		size := fmt.Sprintf("%dx%d>", converter.ThumbnailSize, converter.ThumbnailSize)
+		if err := r.Run(ctx, "vipsthumbnail", []string{src, "--size", size, "-o", spec}, nil); err != nil {
+			return nil, "", imageFailure(ct, err)
+		}
+		b, err := os.ReadFile(dst)
+		if photo {
+			return b, "image/jpeg", err
+		}
+		return b, "image/png", err
+	}
+	f, err := os.Open(first.path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return nil, "", action.Permanentf("read image: %v", err)
+	}
+	img = shrink(img, converter.ThumbnailSize)
+	var buf bytes.Buffer
+	if photo {
+		err = jpeg.Encode(&buf, img, &jpeg.Options{Quality: 80})
+		return buf.Bytes(), "image/jpeg", err
+	}
+	err = png.Encode(&buf, img)
+	return buf.Bytes(), "image/png", err
+}
+
+// shrink scales img down so its longest side is at most size; smaller images are returned as is.
+func shrink(img image.Image, size int) image.Image {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	if w <= size && h <= size {
+		return img
+	}
+	if w >= h {
+		h, w = max(1, h*size/w), size
+	} else {
+		w, h = max(1, w*size/h), size
+	}
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.CatmullRom.Scale(dst, dst.Bounds(), img, b, draw.Src, nil)
+	return dst
+}
+
+func writePNG(path string, img image.Image) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, img); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func decodeConfig(path string) (image.Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return image.Config{}, err
+	}
+	defer f.Close()
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil {
+		return cfg, errors.New(strings.TrimPrefix(err.Error(), "image: "))
+	}
+	return cfg, nil
+}

@@ -1,0 +1,168 @@
+package image
+
+import (
+	"image"
+	"image/color"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/converter/convertertest"
+)
+
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file, ct  string
+		pages     int
+		thumbType string
+	}{
+		{"testPNG.png", "image/png", 1, "image/png"},
+		{"testJPEG_EXIF.jpg", "image/jpeg", 1, "image/jpeg"},
+		{"testTIFF_multipage.tif", "image/tiff", 2, "image/png"},
+		{"testGIF.gif", "image/gif", 1, "image/png"},
+		{"testBMP.bmp", "image/bmp", 1, "image/png"},
+		{"testWEBP.webp", "image/webp", 1, "image/png"},
+		{"testHEIF.heic", "image/heic", 1, "image/jpeg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			convertertest.RequireTools(t, "vips", "vipsheader", "vipsthumbnail", "pdfinfo")
+			task := actiontest.NewFileTask(t, convertertest.File(t, tt.file), tt.ct, nil, nil)
+			rec := &actiontest.Recorder{}
+			if err := New().Run(t.Context(), task, rec); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			c := checkChild(t, rec, tt.file)
+			if c.Metadata["page_count"] != tt.pages {
+				t.Errorf("page_count = %v, want %d", c.Metadata["page_count"], tt.pages)
+			}
+			if got := pdfPages(t, c.Data); got != tt.pages {
+				t.Errorf("pdf has %d pages, want %d", got, tt.pages)
+			}
+			if c.ThumbnailType != tt.thumbType {
+				t.Errorf("thumbnail type %s, want %s", c.ThumbnailType, tt.thumbType)
+			}
+		})
+	}
+}
+
+func checkChild(t *testing.T, rec *actiontest.Recorder, name string) actiontest.RecordedChild {
+	t.Helper()
+	if len(rec.Children) != 1 {
+		t.Fatalf("%d children, want 1", len(rec.Children))
+	}
+	c := rec.Children[0]
+	if c.Name != name || c.ContentType != "application/pdf" || c.Text == nil {
+		t.Fatalf("child %q %q text set %v", c.Name, c.ContentType, c.Text != nil)
+	}
+	if !strings.HasPrefix(string(c.Data), "%PDF-") {
+		t.Fatalf("child blob is not a PDF: %q", c.Data[:min(len(c.Data), 20)])
+	}
+	convertertest.CheckThumbnail(t, c.ThumbnailData, c.ThumbnailType)
+	return c
+}
+
+// pdfPages counts the PDF's pages with pdfinfo, which also proves poppler can read it.
+func pdfPages(t *testing.T, data []byte) int {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.pdf")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("pdfinfo", p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pdfinfo: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pages:"); ok {
+			var n int
+			for _, c := range strings.TrimSpace(v) {
+				n = n*10 + int(c-'0')
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+func TestOCR(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "vips", "vipsheader", "vipsthumbnail", "tesseract", "pdftoppm")
+	// Render the scanned page of testOCR.pdf to a PNG and OCR it as an image.
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "scan")
+	if out, err := exec.Command("pdftoppm", "-r", "200", "-png", "-singlefile", convertertest.File(t, "testOCR.pdf"), prefix).CombinedOutput(); err != nil {
+		t.Fatalf("pdftoppm: %v: %s", err, out)
+	}
+	task := actiontest.NewFileTask(t, prefix+".png", "image/png", nil, map[string]any{"ocr": true})
+	rec := &actiontest.Recorder{}
+	if err := New().Run(t.Context(), task, rec); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	c := checkChild(t, rec, "scan.png")
+	convertertest.CheckPhrases(t, *c.Text, convertertest.Expectations(t)["testOCR.pdf"].OCRPhrases)
+	if c.Metadata["is_from_ocr"] != true {
+		t.Errorf("is_from_ocr = %v", c.Metadata["is_from_ocr"])
+	}
+}
+
+func TestCorrupt(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "vips", "vipsheader", "vipsthumbnail")
+	task := actiontest.NewTask(t, "broken.png", "image/png", []byte("\x89PNG\r\n\x1a\nnot really"), nil, nil)
+	err := New().Run(t.Context(), task, &actiontest.Recorder{})
+	if !action.IsPermanent(err) {
+		t.Fatalf("err = %v, want permanent", err)
+	}
+	t.Logf("error: %v", err)
+}
+
+func TestGoFallback(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ file, ct string }{
+		{"testPNG.png", "image/png"}, {"testJPEG_EXIF.jpg", "image/jpeg"},
+		{"testGIF.gif", "image/gif"}, {"testBMP.bmp", "image/bmp"}, {"testWEBP.webp", "image/webp"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			pages, err := goPages(convertertest.File(t, tt.file), tt.ct, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := writePDF(filepath.Join(dir, "x.pdf"), pages); err != nil {
+				t.Fatal(err)
+			}
+			thumb, typ, err := thumbnail(t.Context(), nil, "", tt.ct, pages[0], false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			convertertest.CheckThumbnail(t, thumb, typ)
+		})
+	}
+	// x/image/tiff cannot read JPEG-compressed TIFFs: a clear error, not a crash.
+	if _, err := goPages(convertertest.File(t, "testTIFF_multipage.tif"), "image/tiff", t.TempDir()); !action.IsPermanent(err) {
+		t.Errorf("jpeg tiff without vips: err = %v", err)
+	}
+	if _, err := goPages("x.heic", "image/heic", t.TempDir()); !action.IsPermanent(err) {
+		t.Errorf("heic without vips: err = %v", err)
+	}
+}
+
+func TestShrink(t *testing.T) {
+	t.Parallel()
+	img := image.NewGray(image.Rect(0, 0, 2000, 500))
+	img.Set(0, 0, color.White)
+	if b := shrink(img, 700).Bounds(); b.Dx() != 700 || b.Dy() != 175 {
+		t.Errorf("shrunk to %v", b)
+	}
+	if shrink(img, 3000) != image.Image(img) {
+		t.Error("small image was scaled")
+	}
+}

@@ -1,0 +1,332 @@
+// Package pdf provides the "pdf" action of the documents workflow: it reads an application/pdf
+// item's text page by page with poppler's pdftotext, renders a thumbnail of page 1, optionally
+// OCRs pages that have no text with tesseract, and optionally splits the PDF into one final child
+// per page.
+package pdf
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/textclean"
+)
+
+// Name is the action's name in workflows.
+const Name = "pdf"
+
+// PageSeparator joins the texts of a document's pages: a blank line, which the UI can show
+// (unlike pdftotext's form feed).
+const PageSeparator = "\n\n"
+
+// Action is the "pdf" action. The zero value is ready to use and safe for concurrent use.
+type Action struct{}
+
+// New returns the "pdf" action.
+func New() *Action { return &Action{} }
+
+// Spec describes the action.
+func (a *Action) Spec() action.Spec {
+	w := 1.0
+	return action.Spec{
+		Name:    Name,
+		Version: "1",
+		Doc: "Read a PDF's text per page (pdftotext) and a page-1 thumbnail; with the item option ocr, " +
+			"OCR pages without text (tesseract, option lang); with split_by_page, one final child per page.",
+		Settings:       converter.Settings(),
+		Concurrency:    2,
+		Timeout:        30 * time.Minute,
+		ProgressWeight: &w,
+	}
+}
+
+// Run converts one PDF. A password-protected PDF fails with the permanent error
+// "password-protected"; a corrupt one with poppler's cleaned-up message.
+func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	cfg, err := converter.ParseSettings(t.With)
+	if err != nil {
+		return err
+	}
+	path, err := t.BlobPath(ctx)
+	if err != nil {
+		return fmt.Errorf("get pdf blob: %w", err)
+	}
+	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	doc, err := Read(ctx, r, path, Options{
+		OCR:  converter.BoolOption(t.Item.Options, "ocr"),
+		Lang: converter.StringOption(t.Item.Options, "lang"),
+		Progress: func(f float64) {
+			out.Progress(0.8 * f)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if converter.BoolOption(t.Item.Options, "split_by_page") && doc.PageCount > 0 {
+		return a.split(ctx, r, t, out, path, doc, cfg.MaxTextChars)
+	}
+	texts := make([]string, len(doc.Pages))
+	for i, p := range doc.Pages {
+		texts[i] = p.Text
+	}
+	if err := out.SetText(ctx, textclean.Sanitize(strings.Join(texts, PageSeparator), cfg.MaxTextChars)); err != nil {
+		return err
+	}
+	if doc.PageCount > 0 {
+		// A page that poppler cannot render leaves the document without a thumbnail, not unread.
+		if png, err := r.PDFThumbnail(ctx, path, 1); err == nil {
+			if err := out.SetThumbnail(ctx, bytes.NewReader(png), "image/png"); err != nil {
+				return err
+			}
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	out.SetMetadata(converter.AddedMetadata(t.Item, map[string]any{
+		"page_count":  doc.PageCount,
+		"is_from_ocr": doc.FromOCR(),
+	}))
+	out.Progress(1)
+	return nil
+}
+
+// split creates one final child per page: "<name>/page-0001.pdf" with the page's text,
+// thumbnail and page_number metadata.
+func (a *Action) split(ctx context.Context, r *converter.Runner, t *action.Task, out action.Output, path string, doc *Document, maxChars int) error {
+	pageFiles, err := SplitPages(ctx, r, path)
+	if err != nil {
+		return err
+	}
+	if len(pageFiles) != doc.PageCount {
+		return action.Permanentf("split pdf: got %d page files for %d pages", len(pageFiles), doc.PageCount)
+	}
+	thumbs, err := pageThumbnails(ctx, r, path)
+	if err != nil {
+		return err
+	}
+	for i, pf := range pageFiles {
+		n := i + 1
+		text := textclean.Sanitize(doc.Pages[i].Text, maxChars)
+		f, err := os.Open(pf)
+		if err != nil {
+			return fmt.Errorf("open page %d: %w", n, err)
+		}
+		c := action.Child{
+			Name:        fmt.Sprintf("%s/page-%04d.pdf", t.Item.Name, n),
+			ContentType: "application/pdf",
+			Metadata:    map[string]any{"page_number": n, "is_from_ocr": doc.Pages[i].FromOCR},
+			Blob:        f,
+			Text:        &text,
+		}
+		if i < len(thumbs) {
+			c.Thumbnail, c.ThumbnailType = bytes.NewReader(thumbs[i]), "image/png"
+		}
+		err = out.CreateChild(ctx, c)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		out.Progress(0.8 + 0.2*float64(n)/float64(len(pageFiles)))
+	}
+	out.SetMetadata(converter.AddedMetadata(t.Item, map[string]any{"page_count": doc.PageCount, "is_from_ocr": doc.FromOCR()}))
+	return nil
+}
+
+// Document is what [Read] finds in a PDF.
+type Document struct {
+	PageCount int
+	Pages     []Page // one per page, in order
+}
+
+// Page is one page's text.
+type Page struct {
+	Text    string // as the tool produced it, not sanitised
+	FromOCR bool
+}
+
+// FromOCR reports whether any page's text came from OCR.
+func (d *Document) FromOCR() bool {
+	for _, p := range d.Pages {
+		if p.FromOCR {
+			return true
+		}
+	}
+	return false
+}
+
+// Options control [Read].
+type Options struct {
+	// OCR recognises the text of pages that have none.
+	OCR bool
+	// Lang is the OCR language as ISO-639-1 ("fr") or a tesseract code. Defaults to English.
+	Lang string
+	// Progress, when set, receives the fraction of pages done.
+	Progress func(float64)
+}
+
+// Read reads the page count (pdfinfo) and the text of each page (pdftotext) of the PDF at path,
+// OCRing text-less pages when opts.OCR is set.
+func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (*Document, error) {
+	n, err := PageCount(ctx, r, path)
+	if err != nil {
+		return nil, err
+	}
+	doc := &Document{PageCount: n, Pages: make([]Page, n)}
+	if n == 0 {
+		return doc, nil
+	}
+	txtPath := filepath.Join(r.Dir, "pdftotext.txt")
+	if err := r.Run(ctx, "pdftotext", []string{"-enc", "UTF-8", "-eol", "unix", path, txtPath}, nil); err != nil {
+		return nil, pdfFailure("extract pdf text", err)
+	}
+	b, err := os.ReadFile(txtPath)
+	if err != nil {
+		return nil, fmt.Errorf("read pdftotext output: %w", err)
+	}
+	os.Remove(txtPath)
+	// pdftotext ends every page with a form feed.
+	for i, p := range strings.Split(string(b), "\f") {
+		if i < n {
+			doc.Pages[i].Text = strings.TrimRight(p, " \t\n")
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(0.2)
+	}
+	if !opts.OCR {
+		return doc, nil
+	}
+	lang := converter.TesseractLang(opts.Lang)
+	for i := range doc.Pages {
+		if strings.TrimSpace(doc.Pages[i].Text) != "" {
+			continue
+		}
+		text, err := ocrPage(ctx, r, path, i+1, lang)
+		if err != nil {
+			return nil, err
+		}
+		doc.Pages[i] = Page{Text: strings.TrimRight(text, " \t\n"), FromOCR: true}
+		if opts.Progress != nil {
+			opts.Progress(0.2 + 0.8*float64(i+1)/float64(n))
+		}
+	}
+	return doc, nil
+}
+
+// ocrPage renders one page at 300 dpi in grey and OCRs it.
+func ocrPage(ctx context.Context, r *converter.Runner, path string, page int, lang string) (string, error) {
+	prefix := filepath.Join(r.Dir, "ocr-page")
+	p := strconv.Itoa(page)
+	if err := r.Run(ctx, "pdftoppm", []string{"-r", "300", "-gray", "-png", "-f", p, "-l", p, "-singlefile", path, prefix}, nil); err != nil {
+		return "", pdfFailure(fmt.Sprintf("render page %d for ocr", page), err)
+	}
+	defer os.Remove(prefix + ".png")
+	return r.OCR(ctx, prefix+".png", lang)
+}
+
+// PageCount returns the number of pages of the PDF at path (pdfinfo). It returns the permanent
+// error "password-protected" for a PDF that needs a password to open.
+func PageCount(ctx context.Context, r *converter.Runner, path string) (int, error) {
+	info, err := r.Output(ctx, "pdfinfo", 4<<20, "-enc", "UTF-8", path)
+	if err != nil {
+		return 0, pdfFailure("read pdf", err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pages:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 {
+				return 0, action.Permanentf("read pdf: bad page count %q", strings.TrimSpace(v))
+			}
+			return n, nil
+		}
+	}
+	return 0, action.Permanentf("read pdf: pdfinfo reported no page count")
+}
+
+// pdfFailure maps poppler's "Incorrect password" to "password-protected" and other failures to
+// their cleaned-up message.
+func pdfFailure(what string, err error) error {
+	if s := converter.Stderr(err); strings.Contains(s, "Incorrect password") {
+		return action.Permanentf("password-protected")
+	}
+	return converter.Failure(what, err)
+}
+
+// SplitPages writes each page of the PDF at path to its own PDF file under r.Dir and returns
+// their paths in page order. It uses qpdf, or poppler's pdfseparate when qpdf is not installed.
+func SplitPages(ctx context.Context, r *converter.Runner, path string) ([]string, error) {
+	dir, err := os.MkdirTemp(r.Dir, "split-")
+	if err != nil {
+		return nil, err
+	}
+	if converter.Installed("qpdf") {
+		err = r.Run(ctx, "qpdf", []string{"--split-pages", path, filepath.Join(dir, "page.pdf")}, nil)
+		// qpdf exits 3 when it succeeded with warnings (a damaged but recoverable file).
+		if s := converter.ExitCode(err); s == 3 {
+			err = nil
+		}
+	} else {
+		err = r.Run(ctx, "pdfseparate", []string{path, filepath.Join(dir, "page-%d.pdf")}, nil)
+	}
+	if err != nil {
+		return nil, pdfFailure("split pdf", err)
+	}
+	return sortedFiles(dir)
+}
+
+// pageThumbnails renders every page as a PNG thumbnail in one pdftoppm run.
+func pageThumbnails(ctx context.Context, r *converter.Runner, path string) ([][]byte, error) {
+	dir, err := os.MkdirTemp(r.Dir, "thumbs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"-png", "-scale-to", strconv.Itoa(converter.ThumbnailSize), path, filepath.Join(dir, "t")}
+	if err := r.Run(ctx, "pdftoppm", args, nil); err != nil {
+		return nil, pdfFailure("render pdf thumbnails", err)
+	}
+	files, err := sortedFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(files))
+	for i, f := range files {
+		if out[i], err = os.ReadFile(f); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// sortedFiles lists dir's files in page order. Tools number pages with zero padding (qpdf,
+// pdftoppm) or without (pdfseparate), so sort by the number in the name.
+func sortedFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		files = append(files, filepath.Join(dir, e.Name()))
+	}
+	sort.Slice(files, func(i, j int) bool { return pageNumber(files[i]) < pageNumber(files[j]) })
+	return files, nil
+}
+
+func pageNumber(path string) int {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	i := len(base)
+	for i > 0 && base[i-1] >= '0' && base[i-1] <= '9' {
+		i--
+	}
+	n, _ := strconv.Atoi(base[i:])
+	return n
+}

@@ -1,0 +1,122 @@
+// Package text provides the "text" action of the documents workflow: it detects a text file's
+// character set, keeps the decoded, sanitised text, and renders it as a paged monospace PDF with
+// a thumbnail of page 1, all as one final child. Its [Renderer] is also the fallback renderer of
+// the "html" action.
+package text
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/textclean"
+)
+
+// Name is the action's name in workflows.
+const Name = "text"
+
+// Action is the "text" action. Create it with [New]; it is safe for concurrent use and shares
+// one [Renderer] (and so one parse of the fonts) across all its tasks.
+type Action struct {
+	renderer *Renderer
+}
+
+// New returns the "text" action, rendering with the fonts of r (nil means a new [Renderer]
+// with [DefaultFonts]).
+func New(r *Renderer) *Action {
+	if r == nil {
+		r = &Renderer{}
+	}
+	return &Action{renderer: r}
+}
+
+// Spec describes the action.
+func (a *Action) Spec() action.Spec {
+	w := 0.75
+	return action.Spec{
+		Name:           Name,
+		Version:        "1",
+		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
+		Settings:       converter.Settings(),
+		Concurrency:    4,
+		Timeout:        10 * time.Minute,
+		ProgressWeight: &w,
+	}
+}
+
+// Run converts one text file.
+func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	cfg, err := converter.ParseSettings(t.With)
+	if err != nil {
+		return err
+	}
+	rc, err := t.OpenBlob(ctx)
+	if err != nil {
+		return fmt.Errorf("open text blob: %w", err)
+	}
+	// No encoding needs more than 4 bytes per character: read no more than the cap can keep.
+	limit := int64(cfg.MaxTextChars)*4 + 4
+	raw, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("read text blob: %w", err)
+	}
+	md := map[string]any{}
+	if int64(len(raw)) > limit {
+		raw = raw[:limit]
+		md["truncated"] = true
+	}
+	decoded, charset := textclean.Decode(raw)
+	text := textclean.Sanitize(decoded, cfg.MaxTextChars)
+	md["charset"] = charset
+	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	child, err := a.Child(ctx, r, t.Item.Name, text, md)
+	if err != nil {
+		return err
+	}
+	return out.CreateChild(ctx, child)
+}
+
+// Child renders text (already decoded and sanitised) as the final child named name: a PDF, the
+// text, a page-1 thumbnail when pdftoppm is installed (otherwise md gets "thumbnail_skipped"
+// with the reason), and metadata md. The html action uses it when Chromium is missing.
+func (a *Action) Child(ctx context.Context, r *converter.Runner, name, text string, md map[string]any) (action.Child, error) {
+	pdf, err := a.renderer.Render(text)
+	if err != nil {
+		return action.Child{}, err
+	}
+	c := action.Child{Name: name, ContentType: "application/pdf", Metadata: md, Blob: bytes.NewReader(pdf), Text: &text}
+	thumb, err := Thumbnail(ctx, r, pdf)
+	switch {
+	case err == nil:
+		c.Thumbnail, c.ThumbnailType = bytes.NewReader(thumb), "image/png"
+	case ctx.Err() != nil:
+		return action.Child{}, ctx.Err()
+	default:
+		md["thumbnail_skipped"] = err.Error()
+	}
+	return c, nil
+}
+
+// Thumbnail renders page 1 of a PDF held in memory as a PNG thumbnail (pdftoppm).
+func Thumbnail(ctx context.Context, r *converter.Runner, pdf []byte) ([]byte, error) {
+	f, err := os.CreateTemp(r.Dir, "render-*.pdf")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(pdf); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return r.PDFThumbnail(ctx, filepath.Clean(f.Name()), 1)
+}

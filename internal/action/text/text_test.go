@@ -1,0 +1,148 @@
+package text
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/converter/convertertest"
+)
+
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	exp := convertertest.Expectations(t)
+	a := New(nil)
+	tests := []struct{ file, ct, charset string }{
+		{"testTXTNonASCIIUTF8.txt", "text/plain", "utf-8"},
+		{"candide-utf-16le.txt", "text/plain", "utf-16le"},
+		{"candide-windows-1252.txt", "text/plain", "windows-1252"},
+		{"rashomon-shift-jis.txt", "text/plain", "shift_jis"},
+		{"testCSV.csv", "text/csv", "utf-8"},
+		{"metadata-keys-3x.json", "application/json", "utf-8"},
+		{"testXML.xml", "text/xml", "utf-8"},
+		{"testMARKDOWN.md", "text/markdown", "utf-8"},
+		{"file10_permahang.txt", "inode/x-empty", "utf-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			convertertest.RequireTools(t, "pdftoppm", "pdftotext")
+			task := actiontest.NewFileTask(t, convertertest.File(t, tt.file), tt.ct, nil, nil)
+			rec := &actiontest.Recorder{}
+			if err := a.Run(t.Context(), task, rec); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if len(rec.Children) != 1 {
+				t.Fatalf("%d children", len(rec.Children))
+			}
+			c := rec.Children[0]
+			if c.Name != tt.file || c.ContentType != "application/pdf" || c.Text == nil {
+				t.Fatalf("child %q %q text set %v", c.Name, c.ContentType, c.Text != nil)
+			}
+			if c.Metadata["charset"] != tt.charset {
+				t.Errorf("charset = %v, want %s", c.Metadata["charset"], tt.charset)
+			}
+			convertertest.CheckPhrases(t, *c.Text, exp[tt.file].Phrases)
+			convertertest.CheckThumbnail(t, c.ThumbnailData, c.ThumbnailType)
+			if !bytes.HasPrefix(c.Data, []byte("%PDF-")) {
+				t.Errorf("child blob is not a PDF")
+			}
+		})
+	}
+}
+
+func pdfText(t *testing.T, pdf []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.pdf")
+	if err := os.WriteFile(p, pdf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("pdftotext", "-enc", "UTF-8", p, "-").Output()
+	if err != nil {
+		t.Fatalf("pdftotext: %v", err)
+	}
+	return string(out)
+}
+
+func TestRenderLayout(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "pdftotext")
+	r := &Renderer{}
+	long := strings.Repeat("x", 250)
+	text := "a\tb\n" + long + "\n日本語 — Привет \U0001F600 \u0378\n" + strings.Repeat("line\n", 300)
+	pdf, err := r.Render(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pdfText(t, pdf)
+	// 1 + 3 (250 columns wrapped at 96) + 1 + 300 lines at 69 per page.
+	if n := strings.Count(got, "\f"); n != 5 {
+		t.Errorf("%d pages, want 5", n)
+	}
+	if !strings.Contains(got, "Привет") || !strings.Contains(strings.ReplaceAll(got, " ", ""), "日本語") {
+		t.Errorf("missing scripts in %q", got[:min(len(got), 600)])
+	}
+	if strings.Count(got, "x") != 250 {
+		t.Errorf("wrapped line lost characters")
+	}
+}
+
+func TestRenderEmptyAndControls(t *testing.T) {
+	t.Parallel()
+	r := &Renderer{}
+	for _, s := range []string{"", "\x00\x01\r\f", "\uFFFD"} {
+		pdf, err := r.Render(s)
+		if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+			t.Errorf("Render(%q): %v", s, err)
+		}
+	}
+}
+
+func TestRenderNoFonts(t *testing.T) {
+	t.Parallel()
+	r := &Renderer{Fonts: []string{filepath.Join(t.TempDir(), "missing.ttf")}}
+	if _, err := r.Render("x"); err == nil || !strings.Contains(err.Error(), "no usable TrueType font") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestRenderConcurrent(t *testing.T) {
+	t.Parallel()
+	r := &Renderer{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := r.Render(strings.Repeat("concurrent é 日本 ", 50+i))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func BenchmarkRenderSmall(b *testing.B) {
+	r := &Renderer{}
+	text := strings.Repeat("A small text file, like most of a 10,000-file ingest. café\n", 20)
+	if _, err := r.Render(text); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Render(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package unpack
+
+// raceEnabled reports whether the race detector, which multiplies memory use, is on.
+const raceEnabled = true

@@ -1,0 +1,150 @@
+package unpack
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/mholt/archives"
+	"github.com/nwaples/rardecode/v2"
+)
+
+// unpackStream unpacks the formats of github.com/mholt/archives other than zip: tar, 7z, rar,
+// compressed tars and single compressed files.
+func (r *run) unpackStream(f *os.File, contentType string) error {
+	cf := &countingFile{f: f}
+	// Identify by content only: matching by name is order-dependent in the library (it walks a
+	// map) and a misleading name such as "x.zip.gz" would pick the wrong inner format.
+	format, _, err := archives.Identify(r.ctx, "", cf)
+	if errors.Is(err, archives.NoMatch) {
+		if contentType == "" {
+			contentType = "unknown"
+		}
+		r.fatal = fmt.Errorf("unsupported archive format: %s", contentType)
+		return nil
+	}
+	if err != nil {
+		r.fatal = fmt.Errorf("corrupt archive: %s", cleanError(err))
+		return nil
+	}
+	if _, err := cf.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewind archive: %w", err)
+	}
+	cf.n.Store(0)
+	// Solid 7z and rar blocks and tar streams do not say what each entry cost compressed, so
+	// the ratio is the archive's: expanded bytes so far over archive bytes read so far. When it
+	// trips, the archive is a bomb and unpacking stops.
+	ratio := func(int64) error {
+		used := r.budget.used
+		if used <= r.lim.RatioFloor {
+			return nil
+		}
+		if q := float64(used) / float64(max(cf.n.Load(), 1)); q > r.lim.MaxRatio {
+			e := ratioError(q, r.lim.MaxRatio)
+			e.fatal = true
+			return e
+		}
+		return nil
+	}
+	switch fm := format.(type) {
+	case archives.Extractor:
+		err = fm.Extract(r.ctx, cf, func(ctx context.Context, fi archives.FileInfo) error {
+			return r.streamEntry(fi, cf, ratio)
+		})
+	case archives.Decompressor:
+		rc, oerr := fm.OpenReader(cf)
+		if oerr != nil {
+			r.fatal = fmt.Errorf("corrupt archive: %s", cleanError(oerr))
+			return nil
+		}
+		defer rc.Close()
+		if !r.countEntry() {
+			return nil
+		}
+		r.reportProgress(0)
+		name := decompressedName(path.Base(r.parent))
+		if r.emit(name, rc, ratio) {
+			r.reportProgress(r.size)
+		}
+		// A corrupt stream fails the only child: say the archive is corrupt rather than
+		// "1 entry skipped".
+		if r.fatal == nil && len(r.skipped) == 1 {
+			r.fatal = fmt.Errorf("corrupt archive: %s", r.skipped[0])
+			r.skipped = nil
+		}
+		return nil
+	default:
+		r.fatal = fmt.Errorf("unsupported archive format: %s", format.MediaType())
+		return nil
+	}
+	switch {
+	case r.outErr != nil || r.fatal != nil:
+		// Stopped on purpose; the walk's own error (if any) is a consequence.
+	case err != nil && r.ctx.Err() != nil:
+		r.outErr = r.ctx.Err()
+	case err != nil && isPasswordError(err.Error()):
+		r.fatal = errors.New("password-protected")
+	case err != nil:
+		r.fatal = fmt.Errorf("corrupt archive: %s", cleanError(unwrapHandling(err)))
+	default:
+		r.reportProgress(r.size)
+	}
+	return nil
+}
+
+// errStop ends a walk early; the reason is recorded in the run.
+var errStop = fs.SkipAll
+
+// streamEntry handles one entry of a walk.
+func (r *run) streamEntry(fi archives.FileInfo, cf *countingFile, ratio func(int64) error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if !r.countEntry() {
+		return errStop
+	}
+	name := entryName(decodeName(fi.NameInArchive))
+	if fi.IsDir() || fi.Mode()&special != 0 || !fi.Mode().IsRegular() {
+		return nil
+	}
+	switch h := fi.Header.(type) {
+	case *tar.Header:
+		// Hard links look like regular files in FileInfo; only real file types are unpacked.
+		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse {
+			return nil
+		}
+	case *rardecode.FileHeader:
+		if h.Encrypted {
+			r.skip(name, "password-protected")
+			return nil
+		}
+	}
+	r.reportProgress(cf.n.Load())
+	rc, err := fi.Open()
+	if err != nil {
+		r.skip(name, cleanError(err))
+		return nil
+	}
+	ok := r.emit(name, rc, ratio)
+	rc.Close()
+	if !ok {
+		return errStop
+	}
+	return nil
+}
+
+// unwrapHandling strips the archive library's "handling file: <name>: " wrapping.
+func unwrapHandling(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}

@@ -1,0 +1,339 @@
+// Package unpack implements the `unpack` action of the documents workflow: it streams each
+// regular file of an archive (zip, tar, 7z, rar, and tar or single files compressed with gzip,
+// bzip2, xz, zstd, lz4, lzip, brotli, snappy, zlib or minlz) into a child item named
+// "<archive name>/<entry path>", which the workflow then routes again.
+//
+// Entries are never written to disk by name: each entry's stream goes straight into
+// [action.Output.CreateChild] (the blob store is content-addressed), through a meter that
+// enforces the limits below and stops reading the moment one trips, so a bomb is never expanded
+// beyond the limit and no entry is ever held whole in memory. Directories, symbolic and hard
+// links, devices and other special entries are skipped.
+//
+// Limits, each overridable by the step's settings (`with:`):
+//   - max_depth (16): an archive at nesting depth d creates children at d+1; d+1 > max_depth is
+//     the permanent error "archive nested too deep: depth 17 > 16".
+//   - max_entries (100,000): entries of one archive, counted before extraction for zip and while
+//     reading for the other formats.
+//   - max_ratio (1000): compression ratio of one entry; entries that expand to less than 1 MiB
+//     are never judged by ratio. For zip it is the entry's (declared, then measured) size over
+//     its compressed size; tar, 7z and rar do not record per-entry compressed sizes (and solid
+//     7z/rar blocks share them), so there it is the archive's expanded bytes so far over the
+//     archive bytes read so far, and tripping it stops the archive.
+//   - expansion_factor (20) and max_expanded_bytes (64 GiB): the expanded bytes of one archive
+//     may not exceed expansion_factor × the archive's size, at most max_expanded_bytes and at
+//     least min_expanded_bytes (64 MiB, so that a small archive of text, which compresses more
+//     than 20:1, still unpacks). The budget is tracked per archive, not per root: a nested
+//     archive gets its own budget from its own size (its expansion was already counted, as
+//     bytes, against its parent's).
+//
+// An entry that cannot be read (encrypted, over the ratio, an unsupported method, corrupt data)
+// does not stop its siblings; when the archive is done, Run returns a permanent error that
+// lists the skipped entries ("2 entries skipped: a.txt: password-protected; b.bin: compression
+// ratio 14000:1 exceeds 1000:1"). A corrupt or truncated archive keeps the children read so far
+// and returns "corrupt archive: <the parser's message>". Children already created always stay.
+//
+// Zip entry names without the UTF-8 flag that are not valid UTF-8 are decoded as CP437 or
+// CP866, chosen per archive (see legacyCharset); other formats' invalid names as Windows-1252.
+// ISO 9660 images and CAB files are recognised by detect but not supported by the archive
+// library: they fail with "unsupported archive format".
+package unpack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+)
+
+// Config holds the default limits; a step's settings override them. The zero value uses the
+// defaults of the documents spec.
+type Config struct {
+	// MaxDepth is the deepest nesting level children may have. Defaults to 16.
+	MaxDepth int
+	// MaxEntries is the most entries one archive may have. Defaults to 100,000.
+	MaxEntries int
+	// MaxRatio is the highest compression ratio of an entry. Defaults to 1000.
+	MaxRatio float64
+	// RatioFloor is the expanded size under which the ratio is not checked. Defaults to 1 MiB.
+	RatioFloor int64
+	// ExpansionFactor bounds an archive's expanded bytes as a multiple of its size. Defaults to 20.
+	ExpansionFactor float64
+	// MaxExpandedBytes caps an archive's expanded bytes. Defaults to 64 GiB.
+	MaxExpandedBytes int64
+	// MinExpandedBytes is the budget of an archive whose ExpansionFactor × size is smaller.
+	// Defaults to 64 MiB.
+	MinExpandedBytes int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxDepth <= 0 {
+		c.MaxDepth = 16
+	}
+	if c.MaxEntries <= 0 {
+		c.MaxEntries = 100_000
+	}
+	if c.MaxRatio <= 0 {
+		c.MaxRatio = 1000
+	}
+	if c.RatioFloor <= 0 {
+		c.RatioFloor = 1 << 20
+	}
+	if c.ExpansionFactor <= 0 {
+		c.ExpansionFactor = 20
+	}
+	if c.MaxExpandedBytes <= 0 {
+		c.MaxExpandedBytes = 64 << 30
+	}
+	if c.MinExpandedBytes <= 0 {
+		c.MinExpandedBytes = 64 << 20
+	}
+	return c
+}
+
+type unpacker struct {
+	cfg Config
+}
+
+// New returns the unpack action with cfg's limits as defaults.
+func New(cfg Config) action.Action {
+	return &unpacker{cfg: cfg.withDefaults()}
+}
+
+var settings = []action.Setting{
+	{Name: "max_depth", Type: action.TypeInt, Doc: "deepest nesting level of archives in archives (default 16)"},
+	{Name: "max_entries", Type: action.TypeInt, Doc: "most entries per archive (default 100000)"},
+	{Name: "max_ratio", Type: action.TypeNumber, Doc: "highest compression ratio per entry (default 1000)"},
+	{Name: "expansion_factor", Type: action.TypeNumber, Doc: "expanded bytes per archive as a multiple of its size (default 20)"},
+	{Name: "max_expanded_bytes", Type: action.TypeInt, Doc: "cap on expanded bytes per archive (default 64 GiB)"},
+	{Name: "min_expanded_bytes", Type: action.TypeInt, Doc: "floor of the expanded-bytes budget per archive (default 64 MiB)"},
+}
+
+// Spec describes the action.
+func (u *unpacker) Spec() action.Spec {
+	w := 0.1
+	return action.Spec{
+		Name:           "unpack",
+		Version:        "1",
+		Doc:            "unpack an archive or compressed file: one child per regular file entry",
+		Settings:       settings,
+		Validate:       validate,
+		ProgressWeight: &w,
+	}
+}
+
+func validate(with map[string]any) error {
+	for _, s := range settings {
+		v, ok := with[s.Name]
+		if !ok {
+			continue
+		}
+		f, ok := number(v)
+		if !ok || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return &action.SettingError{Key: s.Name, Reason: "must be a positive number"}
+		}
+	}
+	return nil
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case uint64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// limits returns the defaults overridden by the task's settings.
+func (u *unpacker) limits(with map[string]any) Config {
+	c := u.cfg
+	get := func(key string, set func(float64)) {
+		if f, ok := number(with[key]); ok && f > 0 {
+			set(f)
+		}
+	}
+	get("max_depth", func(f float64) { c.MaxDepth = int(f) })
+	get("max_entries", func(f float64) { c.MaxEntries = int(f) })
+	get("max_ratio", func(f float64) { c.MaxRatio = f })
+	get("expansion_factor", func(f float64) { c.ExpansionFactor = f })
+	get("max_expanded_bytes", func(f float64) { c.MaxExpandedBytes = int64(f) })
+	get("min_expanded_bytes", func(f float64) { c.MinExpandedBytes = int64(f) })
+	return c
+}
+
+// run is the state of one Run.
+type run struct {
+	ctx    context.Context
+	out    action.Output
+	lim    Config
+	parent string // the archive's derived name
+	size   int64
+	budget *budget
+
+	entries   int
+	skipped   []string // "<entry>: <reason>"
+	fatal     error    // a permanent error that stopped the archive
+	outErr    error    // a failure of the output: transient
+	progress  float64
+	heartbeat time.Time
+}
+
+// Run unpacks the item's archive. See the package documentation for limits and errors.
+func (u *unpacker) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	lim := u.limits(t.With)
+	if d := t.Item.Depth + 1; d > lim.MaxDepth {
+		return action.Permanentf("archive nested too deep: depth %d > %d", d, lim.MaxDepth)
+	}
+	p, err := t.BlobPath(ctx)
+	if err != nil {
+		return fmt.Errorf("blob path: %w", err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("open blob: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat blob: %w", err)
+	}
+	size := st.Size()
+	allow := int64(math.Min(lim.ExpansionFactor*float64(size), float64(lim.MaxExpandedBytes)))
+	allow = max(allow, min(lim.MinExpandedBytes, lim.MaxExpandedBytes))
+	r := &run{
+		ctx: ctx, out: out, lim: lim, parent: t.Item.Name, size: size,
+		budget:    &budget{max: allow, factor: lim.ExpansionFactor, size: size},
+		heartbeat: time.Now(),
+	}
+	out.Heartbeat()
+	if err := r.unpack(f, t.Item.ContentType); err != nil {
+		return err
+	}
+	return r.result()
+}
+
+// unpack dispatches on the archive's format, found from its magic bytes.
+func (r *run) unpack(f *os.File, contentType string) error {
+	var head [8]byte
+	n, _ := f.ReadAt(head[:], 0)
+	if isZip(head[:n]) {
+		return r.unpackZip(f)
+	}
+	return r.unpackStream(f, contentType)
+}
+
+// result turns what was recorded into Run's error.
+func (r *run) result() error {
+	if r.outErr != nil {
+		return r.outErr
+	}
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	var parts []string
+	if r.fatal != nil {
+		parts = append(parts, r.fatal.Error())
+	}
+	if n := len(r.skipped); n > 0 {
+		const show = 10
+		word := "entries"
+		if n == 1 {
+			word = "entry"
+		}
+		list := r.skipped
+		more := ""
+		if n > show {
+			list, more = list[:show], fmt.Sprintf("; and %d more", n-show)
+		}
+		parts = append(parts, fmt.Sprintf("%d %s skipped: %s%s", n, word, strings.Join(list, "; "), more))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return action.Permanent(errors.New(strings.Join(parts, "; ")))
+}
+
+// skip records an entry that could not be unpacked.
+func (r *run) skip(name, reason string) {
+	r.skipped = append(r.skipped, name+": "+reason)
+}
+
+// countEntry counts one entry against max_entries; false means stop.
+func (r *run) countEntry() bool {
+	r.entries++
+	if r.entries > r.lim.MaxEntries {
+		r.fatal = fmt.Errorf("archive has more than %d entries", r.lim.MaxEntries)
+		return false
+	}
+	return true
+}
+
+// reportProgress reports consumed/size and heartbeats every few seconds.
+func (r *run) reportProgress(consumed int64) {
+	if r.size > 0 {
+		p := math.Min(1, float64(consumed)/float64(r.size))
+		if p > r.progress {
+			r.progress = p
+		}
+	}
+	r.out.Progress(r.progress)
+	if time.Since(r.heartbeat) > 5*time.Second {
+		r.out.Heartbeat()
+		r.heartbeat = time.Now()
+	}
+}
+
+// emit streams one entry into a child. It returns false when the archive must stop (a fatal
+// limit, the output failing or the context ending); an entry's own failure is recorded with
+// skip and emit returns true.
+func (r *run) emit(entry string, src io.Reader, ratio func(int64) error) bool {
+	er := &entryReader{r: src, budget: r.budget, ratio: ratio}
+	err := r.out.CreateChild(r.ctx, action.Child{Name: r.parent + "/" + entry, Blob: er})
+	if err == nil {
+		return true
+	}
+	if cerr := r.ctx.Err(); cerr != nil {
+		r.outErr = cerr
+		return false
+	}
+	if er.err == nil {
+		// The entry read fine: the output itself failed. Retry the task.
+		r.outErr = fmt.Errorf("create child %q: %w", entry, err)
+		return false
+	}
+	var le *limitError
+	if errors.As(er.err, &le) && le.fatal {
+		r.fatal = fmt.Errorf("%s: %s", entry, le.msg)
+		return false
+	}
+	r.skip(entry, cleanError(er.err))
+	return true
+}
+
+// cleanError returns err's message without Go-internal wrapping, one line, at most 300 bytes.
+func cleanError(err error) string {
+	msg := err.Error()
+	if isPasswordError(msg) {
+		return "password-protected"
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	return truncate(msg, 300)
+}
+
+func isPasswordError(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "password") || strings.Contains(m, "encrypted")
+}

@@ -1,0 +1,179 @@
+package blob_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/blob/blobtest"
+)
+
+func newDir(t *testing.T) *blob.Dir {
+	t.Helper()
+	d, err := blob.NewDir(filepath.Join(t.TempDir(), "blobs"))
+	if err != nil {
+		t.Fatalf("NewDir: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestDir(t *testing.T) {
+	t.Parallel()
+	blobtest.Exercise(t, func(t *testing.T) blob.Store { return newDir(t) })
+}
+
+func TestDirLayout(t *testing.T) {
+	t.Parallel()
+	d := newDir(t)
+	sum, _, err := d.Put(t.Context(), strings.NewReader("layout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(d.Path(), "sha256", sum[:2], sum[2:4], sum)
+	fi, err := os.Stat(want)
+	if err != nil {
+		t.Fatalf("blob not at %s: %v", want, err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o400 {
+		t.Errorf("blob mode = %v, want read-only for the owner", perm)
+	}
+	if p, err := d.LocalPath(sum); err != nil || p != want {
+		t.Errorf("LocalPath = %q, %v; want %q", p, err, want)
+	}
+}
+
+// A crash between creating and renaming a temp file leaves it behind: Walk
+// must not list it and GC must remove it once it is past grace.
+func TestDirCrashLeftovers(t *testing.T) {
+	t.Parallel()
+	d, ctx := newDir(t), t.Context()
+	tmp := filepath.Join(d.Path(), "tmp")
+	stale := filepath.Join(tmp, "put-leftover-from-crash")
+	fresh := filepath.Join(tmp, "put-in-progress")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("half a blob"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-3 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	// A half-written file in the blob tree itself, under a name that is not
+	// its hash's layout path, is not a blob either.
+	stray := filepath.Join(d.Path(), "sha256", "ab", "cd")
+	if err := os.MkdirAll(stray, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stray, strings.Repeat("0", 64)), []byte("misplaced"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	err := d.Walk(ctx, func(sum string, _ int64, _ time.Time) error {
+		t.Errorf("Walk listed %s", sum)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Walk: %v", err)
+	}
+
+	deleted, freed, err := blob.GC(ctx, d, func(string) (bool, error) { return false, nil }, time.Hour, time.Now())
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if deleted != 0 || freed != int64(len("half a blob")) {
+		t.Errorf("GC = %d deleted, %d freed; want 0 blobs and the stale temp file's %d bytes", deleted, freed, len("half a blob"))
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temp file survived GC: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("temp file of a Put in progress was removed: %v", err)
+	}
+}
+
+func TestDirCancelledPutLeavesNoTempFile(t *testing.T) {
+	t.Parallel()
+	d := newDir(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, _, err := d.Put(ctx, strings.NewReader("never")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put = %v, want context.Canceled", err)
+	}
+	_, _, err := d.Put(t.Context(), readerFunc(func([]byte) (int, error) { return 0, errors.New("broken pipe") }))
+	if err == nil {
+		t.Fatal("Put of failing reader succeeded")
+	}
+	entries, err := os.ReadDir(filepath.Join(d.Path(), "tmp"))
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("tmp after failed Puts = %v, %v; want empty", entries, err)
+	}
+}
+
+// Re-Putting old content must refresh its mtime, or GC could delete a blob
+// that a row is about to reference.
+func TestDirPutRefreshesModTime(t *testing.T) {
+	t.Parallel()
+	d, ctx := newDir(t), t.Context()
+	sum, _, err := d.Put(ctx, strings.NewReader("old content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := d.LocalPath(sum)
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Put(ctx, strings.NewReader("old content")); err != nil {
+		t.Fatal(err)
+	}
+	deleted, _, err := blob.GC(ctx, d, func(string) (bool, error) { return false, nil }, time.Hour, time.Now())
+	if err != nil || deleted != 0 {
+		t.Fatalf("GC after re-Put = %d, %v; want 0 deleted", deleted, err)
+	}
+}
+
+// A symlink planted in the blob tree must not let Open read outside it.
+func TestDirSymlinkEscape(t *testing.T) {
+	t.Parallel()
+	d, ctx := newDir(t), t.Context()
+	key := strings.Repeat("ab", 32)
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.MkdirAll(filepath.Join(outside, "ab"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "ab", key), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(d.Path(), "sha256", "ab")); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := d.Open(ctx, key); err == nil {
+		rc.Close()
+		t.Fatal("Open followed a symlink out of the blob directory")
+	}
+	if _, err := d.LocalPath(key); err == nil {
+		t.Fatal("LocalPath followed a symlink out of the blob directory")
+	}
+}
+
+func TestNewDirOnFile(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blob.NewDir(f); err == nil {
+		t.Fatal("NewDir on a regular file succeeded")
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

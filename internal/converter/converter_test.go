@@ -1,0 +1,121 @@
+package converter
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+)
+
+func TestNotInstalledError(t *testing.T) {
+	t.Parallel()
+	err := NotInstalledError("soffice")
+	want := "office conversion needs LibreOffice: apt-get install libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
+	if !action.IsPermanent(err) || err.Error() != want {
+		t.Errorf("err = %v, want permanent %q", err, want)
+	}
+}
+
+func TestRunMissingTool(t *testing.T) {
+	t.Parallel()
+	r := &Runner{Dir: t.TempDir()}
+	err := r.Run(t.Context(), "sluice-no-such-tool", nil, nil)
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "sluice-no-such-tool is not installed") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	r := &Runner{Dir: t.TempDir(), Limits: Limits{Timeout: 50 * time.Millisecond}}
+	start := time.Now()
+	err := r.Run(t.Context(), "sleep", []string{"30"}, nil)
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "sleep timed out after 50ms") {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &Runner{Dir: t.TempDir(), Heartbeat: func() {}}
+	done := make(chan error)
+	go func() { done <- r.Run(ctx, "sleep", []string{"30"}, nil) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestFailure(t *testing.T) {
+	t.Parallel()
+	r := &Runner{Dir: t.TempDir()}
+	err := Failure("read thing", r.Run(t.Context(), "sh", []string{"-c", "echo 'Syntax Error: Bad Thing' >&2; echo 'Syntax Error (12): Worse thing' >&2; exit 2"}, nil))
+	if !action.IsPermanent(err) || err.Error() != "read thing: bad Thing; worse thing" {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestCombined(t *testing.T) {
+	t.Parallel()
+	r := &Runner{Dir: t.TempDir()}
+	out, err := r.Combined(t.Context(), "sh", 1024, "-c", "echo out; echo err >&2")
+	if err != nil || !strings.Contains(string(out), "out") || !strings.Contains(string(out), "err") {
+		t.Errorf("out = %q, err = %v", out, err)
+	}
+}
+
+func TestCleanMessage(t *testing.T) {
+	t.Parallel()
+	in := "Syntax Error: A\nSyntax Error: A\n\nWarning: failed to launch javaldx - java may not function correctly\nSyntax Error: B\nC\nD\nE\n"
+	if got, want := CleanMessage(in), "b; c; d; e"; got != want {
+		t.Errorf("CleanMessage = %q, want %q", got, want)
+	}
+}
+
+func TestParseSettings(t *testing.T) {
+	t.Parallel()
+	c, err := ParseSettings(map[string]any{"timeout": "5s", "memory_limit": float64(1 << 30), "max_text_chars": 10})
+	if err != nil || c.Limits.Timeout != 5*time.Second || c.Limits.MemoryLimit != 1<<30 || c.MaxTextChars != 10 {
+		t.Errorf("got %+v, %v", c, err)
+	}
+	if _, err := ParseSettings(map[string]any{"timeout": "soon"}); !action.IsPermanent(err) {
+		t.Errorf("bad timeout: err = %v", err)
+	}
+	d, err := ParseSettings(nil)
+	if err != nil || d.Limits.Timeout != DefaultTimeout || d.Limits.MemoryLimit != DefaultMemoryLimit || d.MaxTextChars != 1_000_000 {
+		t.Errorf("defaults %+v, %v", d, err)
+	}
+}
+
+func TestTesseractLang(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"": "eng", "fr": "fra", "pt-BR": "por", "zh-TW": "chi_tra", "zh": "chi_sim", "deu": "deu", "eng+fra": "eng+fra"} {
+		if got := TesseractLang(in); got != want {
+			t.Errorf("TesseractLang(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	st := Doctor(t.Context())
+	if len(st) != len(Tools()) {
+		t.Fatalf("%d statuses for %d tools", len(st), len(Tools()))
+	}
+	for _, s := range st {
+		if s.Package == "" || s.Impact == "" {
+			t.Errorf("%s: empty package or impact", s.Name)
+		}
+		if s.Installed && s.Path == "" {
+			t.Errorf("%s: installed without a path", s.Name)
+		}
+		t.Logf("%-14s installed=%-5v %-45q %s", s.Name, s.Installed, s.Version, s.Path)
+	}
+}

@@ -1,0 +1,249 @@
+package converter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/subprocess"
+)
+
+// Defaults for [Limits].
+const (
+	DefaultTimeout     = 120 * time.Second
+	DefaultMemoryLimit = 2 << 30
+)
+
+// heartbeatEvery is how often [Runner] calls its Heartbeat while a tool runs.
+const heartbeatEvery = 10 * time.Second
+
+// Limits bound one run of a tool.
+type Limits struct {
+	// Timeout bounds each run. Defaults to [DefaultTimeout].
+	Timeout time.Duration
+	// MemoryLimit caps the tool's address space in bytes. Negative means no limit (needed for
+	// Chromium, whose sandboxed allocator reserves terabytes of address space).
+	// Defaults to [DefaultMemoryLimit].
+	MemoryLimit int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.MemoryLimit == 0 {
+		l.MemoryLimit = DefaultMemoryLimit
+	}
+	return l
+}
+
+// Runner runs tools for one task. The zero value runs with the default limits in the current
+// directory and no heartbeats. A Runner is not safe for concurrent use when Heartbeat is set,
+// because an [action.Output] accepts calls from one goroutine at a time.
+type Runner struct {
+	Limits Limits
+	// Dir is the working directory and HOME of the tool; use the task's TempDir.
+	Dir string
+	// Env adds variables to the minimal environment (PATH, HOME=Dir, LANG=C.UTF-8).
+	Env []string
+	// Heartbeat, when set, is called periodically while a tool runs.
+	Heartbeat func()
+}
+
+// Run runs tool with args, writing its stdout to stdout (which may be nil). It returns
+// [NotInstalledError] when the tool is missing, a permanent "timed out" error when the run
+// exceeds the timeout, ctx.Err() when ctx ends, and a [*subprocess.ExitError] when the tool
+// fails; pass that to [Failure] to turn it into a message for users.
+func (r *Runner) Run(ctx context.Context, tool string, args []string, stdout io.Writer) error {
+	return r.run(ctx, tool, args, stdout, nil)
+}
+
+func (r *Runner) run(ctx context.Context, tool string, args []string, stdout, stderr io.Writer) error {
+	lim := r.Limits.withDefaults()
+	env := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+		// tesseract's OpenMP threads oversubscribe the CPUs when workers run in parallel.
+		"OMP_THREAD_LIMIT=1"}
+	home := r.Dir
+	if home == "" {
+		home = os.TempDir()
+	}
+	env = append(env, "HOME="+home, "TMPDIR="+home)
+	env = append(env, r.Env...)
+	c := subprocess.Cmd{Path: tool, Args: args, Dir: r.Dir, Env: env, Stdout: stdout, Stderr: stderr, Timeout: lim.Timeout}
+	if lim.MemoryLimit > 0 {
+		c.MemoryLimit = lim.MemoryLimit
+	}
+	if r.Heartbeat != nil {
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			t := time.NewTicker(heartbeatEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					r.Heartbeat()
+				case <-done:
+					return
+				}
+			}
+		}()
+		defer func() { close(done); <-stopped }()
+	}
+	err := subprocess.Run(ctx, c)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, subprocess.ErrNotInstalled) {
+		return NotInstalledError(tool)
+	}
+	var ee *subprocess.ExitError
+	if errors.As(err, &ee) && ee.TimedOut {
+		return action.Permanentf("%s timed out after %s", tool, lim.Timeout)
+	}
+	return err
+}
+
+// Output runs tool and returns its stdout, at most max bytes.
+func (r *Runner) Output(ctx context.Context, tool string, max int64, args ...string) ([]byte, error) {
+	var buf bytes.Buffer
+	lw := &limitWriter{w: &buf, n: max}
+	err := r.Run(ctx, tool, args, lw)
+	if lw.over {
+		return buf.Bytes(), action.Permanentf("%s: output larger than %d bytes", tool, max)
+	}
+	return buf.Bytes(), err
+}
+
+type limitWriter struct {
+	w    io.Writer
+	n    int64
+	over bool
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.n {
+		l.over = true
+		p = p[:l.n]
+	}
+	n, err := l.w.Write(p)
+	l.n -= int64(n)
+	if l.over {
+		return n, errors.New("output limit exceeded")
+	}
+	return n, err
+}
+
+// Failure turns an error from [Runner.Run] into the error an action returns. Errors that are
+// already permanent, and context errors, pass through. A tool that exited non-zero becomes a
+// permanent error "<what>: <the tool's cleaned-up message>"; one killed by a signal under a
+// memory limit becomes "<what>: <tool> ran out of memory". Other errors (the tool could not be
+// started) stay transient.
+func Failure(what string, err error) error {
+	if err == nil || action.IsPermanent(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var ee *subprocess.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	msg := CleanMessage(ee.Stderr)
+	low := strings.ToLower(ee.Stderr)
+	switch {
+	case ee.Signal != "" || strings.Contains(low, "bad_alloc") || strings.Contains(low, "out of memory") ||
+		strings.Contains(low, "cannot allocate memory"):
+		if msg == "" {
+			msg = "killed by " + ee.Signal
+		}
+		return action.Permanentf("%s: %s ran out of memory or crashed (%s)", what, ee.Path, msg)
+	case msg == "":
+		return action.Permanentf("%s: %s exited with status %d", what, ee.Path, ee.Code)
+	}
+	return action.Permanentf("%s: %s", what, msg)
+}
+
+// CleanMessage makes a tool's stderr readable in one line: it drops blank and duplicate lines and
+// noise such as poppler's "Syntax Error: " and "Internal Error: " prefixes, lowercases the first
+// letter of each line, and joins the last four with "; ", capped at 300 bytes.
+func CleanMessage(stderr string) string {
+	seen := map[string]bool{}
+	var parts []string
+	for _, line := range strings.Split(stderr, "\n") {
+		line = strings.TrimSpace(line)
+		for _, p := range []string{"Syntax Error: ", "Syntax Error (", "Internal Error: ", "Syntax Warning: ", "Command Line Error: ", "I/Error: ", "Error: ", "WARNING: ", "error: "} {
+			if strings.HasPrefix(line, p) {
+				if strings.HasSuffix(p, "(") {
+					// "Syntax Error (123): msg" → "msg"
+					if i := strings.Index(line, "): "); i > 0 {
+						line = line[i+3:]
+					}
+				} else {
+					line = strings.TrimPrefix(line, p)
+				}
+				break
+			}
+		}
+		// "(vips:1244): VIPS-WARNING **: 00:52:46.478: msg" → "msg"
+		line = strings.TrimSpace(glibPrefix.ReplaceAllString(line, ""))
+		if line == "" || seen[line] || isNoise(line) {
+			continue
+		}
+		seen[line] = true
+		parts = append(parts, line)
+	}
+	for i, p := range parts {
+		if p[0] >= 'A' && p[0] <= 'Z' && (len(p) == 1 || p[1] < 'A' || p[1] > 'Z') {
+			parts[i] = strings.ToLower(p[:1]) + p[1:]
+		}
+	}
+	// Tools print the cause last ("… couldn't read page catalog"): keep the end of a long message.
+	if len(parts) > 4 {
+		parts = parts[len(parts)-4:]
+	}
+	for len(parts) > 1 && len(strings.Join(parts, "; ")) > 300 {
+		parts = parts[1:]
+	}
+	msg := strings.Join(parts, "; ")
+	if len(msg) > 300 {
+		cut := 300
+		for cut > 0 && msg[cut]&0xc0 == 0x80 {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
+
+var glibPrefix = regexp.MustCompile(`^\(\S+:\d+\): [\w-]+ \*\*: [\d:.]+: `)
+
+func isNoise(line string) bool {
+	for _, n := range []string{"javaldx", "Warning: failed to launch", "Estimating resolution", "Detected ", "DevTools listening", "dbus", "Fontconfig"} {
+		if strings.Contains(line, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Combined runs tool and returns its stdout and stderr interleaved, at most limit bytes (the tail
+// is kept in a failure's [subprocess.ExitError]). It is for tools such as LibreOffice that
+// report failure on stdout or stderr while exiting 0.
+func (r *Runner) Combined(ctx context.Context, tool string, limit int64, args ...string) ([]byte, error) {
+	var buf bytes.Buffer
+	lw := &limitWriter{w: &buf, n: limit}
+	err := r.run(ctx, tool, args, lw, lw)
+	var ee *subprocess.ExitError
+	if errors.As(err, &ee) && ee.Stderr == "" {
+		b := buf.Bytes()
+		ee.Stderr = string(bytes.TrimSpace(b[max(0, len(b)-4096):]))
+	}
+	return buf.Bytes(), err
+}

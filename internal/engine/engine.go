@@ -1,0 +1,516 @@
+// Package engine is Sluice's scheduler: it turns events into ready tasks (the AND-join of a step's
+// needs), applies finished tasks' effects, fans in with children.done, settles items through
+// written → processed → ingested bottom-up, and ends jobs — all inside store transactions, so
+// everything it knows is derived from the database and survives a crash at any instant (DESIGN §3–4).
+//
+// The engine does not run actions; package worker leases tasks, runs them and hands their results
+// to [Engine.Apply] in batches.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// ErrNondeterministic is returned when a replayed task creates a child that differs from the one
+// recorded at the same ordinal (DESIGN §4.2).
+var ErrNondeterministic = errors.New("nondeterministic action")
+
+// Config configures an [Engine].
+type Config struct {
+	Store   store.Store
+	Catalog *action.Catalog
+	Logger  *slog.Logger
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+	// OnReady is called (without blocking) after a transaction made tasks ready, to wake workers.
+	OnReady func()
+	// OnCancel is called with the ids of running tasks whose job was canceled or failed.
+	OnCancel func(taskIDs []int64)
+	// OnJobEnd is called after a job reached a final state.
+	OnJobEnd func(jobID int64, state string)
+	// Remote lists actions whose tasks go to the queue "remote:<name>" for remote workers.
+	Remote map[string]bool
+}
+
+// Engine applies workflow semantics to the store. It is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	mu    sync.RWMutex
+	defs  map[defKey]*workflow.Definition
+}
+
+type defKey struct {
+	name    string
+	version int
+}
+
+// New returns an engine.
+func New(cfg Config) *Engine {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OnReady == nil {
+		cfg.OnReady = func() {}
+	}
+	if cfg.OnCancel == nil {
+		cfg.OnCancel = func([]int64) {}
+	}
+	if cfg.OnJobEnd == nil {
+		cfg.OnJobEnd = func(int64, string) {}
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = &action.Catalog{}
+	}
+	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}}
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.store }
+
+// Catalog returns the engine's action catalog.
+func (e *Engine) Catalog() *action.Catalog { return e.cfg.Catalog }
+
+// Now returns the engine's clock time in UTC.
+func (e *Engine) Now() time.Time { return e.cfg.Now().UTC() }
+
+// ApplyWorkflow validates and stores a workflow definition, returning the stored version (an existing
+// one when the definition is unchanged) and validation warnings.
+func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string) (*store.Workflow, []workflow.Diagnostic, error) {
+	def, err := workflow.Parse(src, filename)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings, err := workflow.Validate(def, e.cfg.Catalog.Spec, e.cfg.Catalog.Names()...)
+	if err != nil {
+		return nil, warnings, err
+	}
+	canon, err := workflow.Marshal(def)
+	if err != nil {
+		return nil, warnings, err
+	}
+	wf, err := e.store.WorkflowInsert(ctx, store.WorkflowInsertParams{
+		Name: def.Name, Digest: workflow.Digest(def), Definition: canon, Source: src, Now: e.Now(),
+	})
+	return wf, warnings, err
+}
+
+// Definition returns the parsed definition of a stored workflow version (0: the latest).
+func (e *Engine) Definition(ctx context.Context, name string, version int) (*workflow.Definition, int, error) {
+	if version != 0 {
+		e.mu.RLock()
+		d := e.defs[defKey{name, version}]
+		e.mu.RUnlock()
+		if d != nil {
+			return d, version, nil
+		}
+	}
+	wf, err := e.store.WorkflowGet(ctx, name, version)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, 0, fmt.Errorf("workflow %q not found: apply it first with `sluice workflow apply`", name)
+		}
+		return nil, 0, err
+	}
+	d, err := workflow.Parse(wf.Definition, fmt.Sprintf("%s v%d", name, wf.Version))
+	if err != nil {
+		return nil, 0, fmt.Errorf("decode workflow %q v%d: %w", name, wf.Version, err)
+	}
+	e.mu.Lock()
+	e.defs[defKey{name, wf.Version}] = d
+	e.mu.Unlock()
+	return d, wf.Version, nil
+}
+
+// Queue returns the queue a step's tasks go to. A step with its own concurrency limit gets its own
+// queue so the limit applies to it alone.
+func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
+	if e.cfg.Remote[s.Action] {
+		return "remote:" + s.Action
+	}
+	if s.Action == "remote" {
+		if n, ok := s.With["name"].(string); ok {
+			return "remote:" + n
+		}
+	}
+	if s.Concurrency > 0 {
+		return s.Action + "@" + def.Name + "/" + s.Name
+	}
+	return s.Action
+}
+
+// weight returns the step's progress weight.
+func (e *Engine) weight(s *workflow.Step) float64 {
+	if s.ProgressWeight != nil {
+		return *s.ProgressWeight
+	}
+	if spec, ok := e.cfg.Catalog.Spec(s.Action); ok && spec.ProgressWeight != nil {
+		return *spec.ProgressWeight
+	}
+	return 1
+}
+
+// Weight returns the progress weight of a task's step.
+func (e *Engine) Weight(ctx context.Context, t *store.Task, job *store.Job) float64 {
+	def, _, err := e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	if err != nil {
+		return 1
+	}
+	if s := def.Step(t.Step); s != nil {
+		return e.weight(s)
+	}
+	return 1
+}
+
+// tx is the state of one engine transaction: caches and the items to settle at the end.
+type tx struct {
+	e       *Engine
+	ctx     context.Context
+	x       store.Executor
+	now     time.Time
+	jobs    map[int64]*store.Job
+	events  map[int64]map[string]bool
+	dirty   map[int64]int // item id → depth
+	touched map[int64]bool
+	ready   bool
+	cancel  []int64
+	ended   map[int64]string
+}
+
+func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
+	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{},
+		dirty: map[int64]int{}, touched: map[int64]bool{}, ended: map[int64]string{}}
+}
+
+// Run runs fn in one store transaction with engine state, settles what fn touched, and fires
+// the in-memory notifications after commit. fn may be called again if the transaction is retried.
+func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
+	var t *tx
+	err := e.store.InTx(ctx, func(x store.Executor) error {
+		t = e.newTx(ctx, x)
+		if err := fn(&Tx{t: t}); err != nil {
+			return err
+		}
+		return t.finish()
+	})
+	if err != nil {
+		return err
+	}
+	t.notify()
+	return nil
+}
+
+// Tx is the engine's view of one transaction, handed to [Engine.Run] callbacks.
+type Tx struct{ t *tx }
+
+// Executor returns the store transaction.
+func (t *Tx) Executor() store.Executor { return t.t.x }
+
+// Now is the transaction's time.
+func (t *Tx) Now() time.Time { return t.t.now }
+
+func (t *tx) notify() {
+	if t.ready {
+		t.e.cfg.OnReady()
+	}
+	if len(t.cancel) > 0 {
+		t.e.cfg.OnCancel(t.cancel)
+	}
+	for id, st := range t.ended {
+		t.e.cfg.OnJobEnd(id, st)
+	}
+}
+
+func (t *tx) job(id int64) (*store.Job, error) {
+	if j, ok := t.jobs[id]; ok {
+		return j, nil
+	}
+	j, err := t.x.JobGet(t.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t.jobs[id] = j
+	return j, nil
+}
+
+func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
+	j, err := t.job(jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, _, err := t.e.Definition(t.ctx, j.WorkflowName, j.WorkflowVersion)
+	return d, j, err
+}
+
+func (t *tx) itemEvents(itemID int64) (map[string]bool, error) {
+	if ev, ok := t.events[itemID]; ok {
+		return ev, nil
+	}
+	names, err := t.x.EventListByItem(t.ctx, itemID)
+	if err != nil {
+		return nil, err
+	}
+	ev := make(map[string]bool, len(names))
+	for _, n := range names {
+		ev[n] = true
+	}
+	t.events[itemID] = ev
+	return ev, nil
+}
+
+func (t *tx) markDirty(it *store.Item) {
+	t.dirty[it.ID] = it.Depth
+	t.touched[it.JobID] = true
+}
+
+// fire records event on the item and makes ready every step whose needs are now all met.
+func (t *tx) fire(it *store.Item, event string) error {
+	inserted, err := t.x.EventInsert(t.ctx, it.ID, event, t.now)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		return nil // events are a set
+	}
+	ev, err := t.itemEvents(it.ID)
+	if err != nil {
+		return err
+	}
+	ev[event] = true
+	t.markDirty(it)
+	def, job, err := t.def(it.JobID)
+	if err != nil {
+		return err
+	}
+	if event == workflow.EventFail {
+		return t.endJob(job, store.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
+	}
+	if job.State != store.JobRunning {
+		return nil
+	}
+	for _, s := range def.Consumers(event) {
+		met := true
+		for _, n := range s.Needs {
+			if !ev[n] {
+				met = false
+				break
+			}
+		}
+		if !met {
+			continue
+		}
+		ins, err := t.x.TaskInsert(t.ctx, store.TaskInsertParams{
+			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
+			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
+		})
+		if err != nil {
+			return err
+		}
+		if ins {
+			t.ready = true
+		}
+	}
+	return nil
+}
+
+// endJob moves a running job to a final state, canceling its ready tasks and asking running ones to stop.
+func (t *tx) endJob(job *store.Job, state, reason string) error {
+	ok, err := t.x.JobSetState(t.ctx, store.JobSetStateParams{ID: job.ID, State: state, Error: reason, Now: t.now})
+	if err != nil || !ok {
+		return err
+	}
+	job.State = state
+	t.ended[job.ID] = state
+	if state == store.JobComplete {
+		return nil
+	}
+	running, err := t.x.TaskCancelJob(t.ctx, job.ID, "canceled", t.now)
+	if err != nil {
+		return err
+	}
+	t.cancel = append(t.cancel, running...)
+	return nil
+}
+
+// finish settles dirty items deepest first (so a batch of children settles before their parent,
+// once), then ends the touched jobs that have nothing left open.
+func (t *tx) finish() error {
+	for len(t.dirty) > 0 {
+		ids := make([]int64, 0, len(t.dirty))
+		for id := range t.dirty {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool {
+			di, dj := t.dirty[ids[i]], t.dirty[ids[j]]
+			if di != dj {
+				return di > dj
+			}
+			return ids[i] < ids[j]
+		})
+		// Settle only the deepest level now; parents marked dirty meanwhile join the map.
+		depth := t.dirty[ids[0]]
+		for _, id := range ids {
+			if t.dirty[id] != depth {
+				break
+			}
+			delete(t.dirty, id)
+			if err := t.settle(id); err != nil {
+				return err
+			}
+		}
+	}
+	jobs := make([]int64, 0, len(t.touched))
+	for id := range t.touched {
+		jobs = append(jobs, id)
+	}
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i] < jobs[j] })
+	for _, id := range jobs {
+		job, err := t.job(id)
+		if err != nil {
+			return err
+		}
+		if job.State != store.JobRunning {
+			continue
+		}
+		open, err := t.x.JobHasOpenItems(t.ctx, id)
+		if err != nil {
+			return err
+		}
+		if !open {
+			if err := t.endJob(job, store.JobComplete, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var openStates = []string{store.ItemCreated, store.ItemWritten}
+var unfinishedStates = []string{store.ItemCreated, store.ItemWritten, store.ItemProcessed}
+
+// settle moves an item as far along written → processed → ingested as the database allows.
+func (t *tx) settle(id int64) error {
+	it, err := t.x.ItemLock(t.ctx, id)
+	if err != nil {
+		return err
+	}
+	def, job, err := t.def(it.JobID)
+	if err != nil {
+		return err
+	}
+	if it.State == store.ItemWritten {
+		tasks, err := t.x.TaskListByItem(t.ctx, id)
+		if err != nil {
+			return err
+		}
+		has := make(map[string]bool, len(tasks))
+		for _, tk := range tasks {
+			if tk.State == store.TaskReady || tk.State == store.TaskRunning {
+				return nil // still working
+			}
+			has[tk.Step] = true
+		}
+		openChildren := false
+		if it.NChildren > 0 {
+			if openChildren, err = t.x.ItemHasChildInState(t.ctx, id, openStates); err != nil {
+				return err
+			}
+		}
+		if job.State == store.JobRunning {
+			if def.NeedsChildrenDone() && !openChildren {
+				ev, err := t.itemEvents(id)
+				if err != nil {
+					return err
+				}
+				if !ev[workflow.EventChildrenDone] {
+					wasReady := t.ready
+					t.ready = false
+					if err := t.fire(it, workflow.EventChildrenDone); err != nil {
+						return err
+					}
+					madeReady := t.ready
+					t.ready = t.ready || wasReady
+					if madeReady {
+						return nil // a collector is now ready
+					}
+				}
+			}
+			if len(has) < len(def.Steps) {
+				waiting, err := t.waiting(def, it, has, openChildren)
+				if err != nil || waiting {
+					return err
+				}
+			}
+		}
+		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemWritten, To: store.ItemProcessed, Now: t.now}); err != nil {
+			return err
+		}
+		it.State = store.ItemProcessed
+		if it.ParentID != 0 {
+			t.dirty[it.ParentID] = it.Depth - 1
+		}
+	}
+	if it.State == store.ItemProcessed {
+		if it.NChildren > 0 {
+			open, err := t.x.ItemHasChildInState(t.ctx, id, unfinishedStates)
+			if err != nil || open {
+				return err
+			}
+		}
+		share := it.Share
+		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemProcessed, To: store.ItemIngested, Now: t.now, Colored: &share}); err != nil {
+			return err
+		}
+		if it.ParentID != 0 {
+			t.dirty[it.ParentID] = it.Depth - 1
+		}
+		t.touched[it.JobID] = true
+	}
+	return nil
+}
+
+// waiting reports whether a step of the item that has not run could still be unblocked by an
+// event to come: a declared external event, or children.done while children are open.
+func (t *tx) waiting(def *workflow.Definition, it *store.Item, has map[string]bool, openChildren bool) (bool, error) {
+	ev, err := t.itemEvents(it.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range def.Steps {
+		if has[s.Name] {
+			continue
+		}
+		possible := true
+		missing := 0
+		for _, n := range s.Needs {
+			if ev[n] {
+				continue
+			}
+			missing++
+			switch {
+			case def.IsExternal(n):
+			case n == workflow.EventChildrenDone && openChildren:
+			default:
+				possible = false
+			}
+		}
+		if possible && missing > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// CreateJobParams starts a job of a stored workflow.
+type CreateJobParams struct {
+	Workflow string
+	Version  int // 0: the latest
+	// Key makes creation idempotent: a second call with the same key returns the existing job.
+	Key      string
+	Metadata map[string]any
+	Options  map[string]any
+}
+
+// CreateJob creates a running job with no items; add them with [Engine.AddRoots]. A job with no
+// roots at all completes when [Engine.Seal] is called.
+func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*store.Job, bool, error) {
+	if p.Key != "" {
+		if j, err := e.store.JobGetByKey(ctx, p.Key); err == nil {
+			return j, false, nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	_, version, err := e.Definition(ctx, p.Workflow, p.Version)
+	if err != nil {
+		return nil, false, err
+	}
+	md, err := json.Marshal(orEmpty(p.Metadata))
+	if err != nil {
+		return nil, false, fmt.Errorf("job metadata: %w", err)
+	}
+	opts, err := json.Marshal(orEmpty(p.Options))
+	if err != nil {
+		return nil, false, fmt.Errorf("job options: %w", err)
+	}
+	j, err := e.store.JobInsert(ctx, store.JobInsertParams{Key: p.Key, WorkflowName: p.Workflow, WorkflowVersion: version, Metadata: md, Options: opts, Now: e.Now()})
+	if err != nil {
+		return nil, false, err
+	}
+	return j, true, nil
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// Root is one user-supplied input of a job.
+type Root struct {
+	Ordinal     int // its index among the job's roots; keys it, so adding it twice is a no-op
+	Name        string
+	ContentType string
+	BlobSHA256  string
+	Size        int64
+	Metadata    map[string]any // merged over the job's metadata
+	Options     map[string]any // merged over the job's options
+}
+
+// AddRoots inserts root items (idempotently, by ordinal) and fires start on the new ones. Large
+// batches are split into transactions of 500.
+func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) error {
+	var jobMD, jobOpts map[string]any
+	_ = json.Unmarshal(job.Metadata, &jobMD)
+	_ = json.Unmarshal(job.Options, &jobOpts)
+	for start := 0; start < len(roots); start += 500 {
+		batch := roots[start:min(start+500, len(roots))]
+		err := e.Run(ctx, func(t *Tx) error {
+			var added float64
+			for _, r := range batch {
+				md, _ := json.Marshal(merge(jobMD, r.Metadata, true))
+				opts, _ := json.Marshal(merge(jobOpts, r.Options, true))
+				length := math.Max(float64(r.Size), 1)
+				it, inserted, err := t.t.x.ItemInsert(t.t.ctx, store.ItemInsertParams{
+					JobID: job.ID, Ordinal: r.Ordinal, SortKey: fmt.Sprintf("%08x", r.Ordinal), Name: r.Name,
+					ContentType: r.ContentType, BlobSHA256: r.BlobSHA256, Size: r.Size, Metadata: md, Options: opts,
+					RangeLo: float64(r.Ordinal), RangeLen: length, Now: t.t.now,
+				})
+				if err != nil {
+					return err
+				}
+				if !inserted {
+					continue
+				}
+				added += length
+				t.t.events[it.ID] = map[string]bool{}
+				if err := t.t.fire(it, workflow.EventStart); err != nil {
+					return err
+				}
+			}
+			if added > 0 {
+				return t.t.x.JobAddTotal(t.t.ctx, job.ID, added)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("add roots to job %d: %w", job.ID, err)
+		}
+	}
+	return nil
+}
+
+// Seal completes a running job that has no open items (for a job created with no roots).
+func (e *Engine) Seal(ctx context.Context, jobID int64) error {
+	return e.Run(ctx, func(t *Tx) error {
+		t.t.touched[jobID] = true
+		return nil
+	})
+}
+
+// merge returns base with over's keys; when baseWins, keys in base are kept.
+func merge(base, over map[string]any, overWins bool) map[string]any {
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		if _, exists := out[k]; exists && !overWins {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Cancel cancels a running job: ready tasks end with the error "canceled", running actions see
+// their context canceled, completed outputs stay (DESIGN §5).
+func (e *Engine) Cancel(ctx context.Context, jobID int64) error {
+	return e.Run(ctx, func(t *Tx) error {
+		job, err := t.t.job(jobID)
+		if err != nil {
+			return err
+		}
+		if job.State != store.JobRunning {
+			return fmt.Errorf("job %d is %s, not running", jobID, job.State)
+		}
+		return t.t.endJob(job, store.JobCanceled, "canceled")
+	})
+}
+
+// ErrUnknownEvent is returned by [Engine.FireExternal] for an event the workflow does not declare.
+var ErrUnknownEvent = errors.New("event not declared external by the workflow")
+
+// FireExternal fires a declared external event on an item. Repeats are harmless (false).
+func (e *Engine) FireExternal(ctx context.Context, itemID int64, event string) (bool, error) {
+	var fired bool
+	err := e.Run(ctx, func(t *Tx) error {
+		it, err := t.t.x.ItemLock(t.t.ctx, itemID)
+		if err != nil {
+			return err
+		}
+		def, _, err := t.t.def(it.JobID)
+		if err != nil {
+			return err
+		}
+		if !def.IsExternal(event) {
+			return fmt.Errorf("%w: %q (workflow %q declares %v)", ErrUnknownEvent, event, def.Name, def.External)
+		}
+		ev, err := t.t.itemEvents(itemID)
+		if err != nil {
+			return err
+		}
+		fired = !ev[event]
+		return t.t.fire(it, event)
+	})
+	return fired, err
+}
+
+// Progress is a job's progress derived from the database.
+type Progress struct {
+	JobID    int64
+	State    string
+	Fraction float64 // 0..1
+	Items    map[string]int
+	Tasks    map[string]int
+	Elapsed  time.Duration
+	ETA      time.Duration // 0 when unknown
+}
+
+// Progress computes a job's weighted progress and ETA from its rows; it is correct after a restart.
+func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
+	job, err := e.store.JobGet(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	jp, err := e.store.JobProgress(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := e.store.TaskStats(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	p := &Progress{JobID: jobID, State: job.State, Items: jp.Items, Tasks: ts}
+	if jp.Total > 0 {
+		p.Fraction = math.Min(1, jp.Colored/jp.Total)
+	}
+	end := e.Now()
+	if !job.FinishedAt.IsZero() {
+		end = job.FinishedAt
+		p.Fraction = 1
+	}
+	p.Elapsed = end.Sub(job.CreatedAt)
+	if p.Fraction > 0.001 && p.Fraction < 1 {
+		p.ETA = time.Duration(float64(p.Elapsed) * (1 - p.Fraction) / p.Fraction)
+	}
+	return p, nil
+}

@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// Result is the outcome of one attempt of a leased task, with the effects to commit with it.
+type Result struct {
+	Task  *store.Task
+	Owner string
+	// Err is nil on success; see package action for the classes. Panics arrive as errors with Stack set.
+	Err      error
+	Stack    string
+	TimedOut bool
+	// Lost marks an attempt whose worker died: retried at once, as the task itself did not fail.
+	Lost    bool
+	Started time.Time
+
+	Text          *string
+	ThumbnailSHA  string
+	ThumbnailType string
+	Metadata      map[string]any
+	ContentType   string
+	Events        []string
+	Outputs       map[string]json.RawMessage
+}
+
+// Backoff returns the delay before retry number attempt (1-based): exponential from 1 s, capped at
+// 10 minutes, with ±25 % jitter so a burst of failures does not retry in lockstep.
+func Backoff(attempt int) time.Duration {
+	d := time.Second << min(attempt-1, 10)
+	d = min(d, 10*time.Minute)
+	jitter := 0.75 + rand.Float64()/2
+	return time.Duration(float64(d) * jitter)
+}
+
+// Apply commits a batch of results in one transaction.
+func (e *Engine) Apply(ctx context.Context, results []*Result) error {
+	return e.Run(ctx, func(t *Tx) error {
+		for _, r := range results {
+			if err := t.Apply(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Apply commits one result inside the transaction.
+func (t *Tx) Apply(r *Result) error {
+	tt := t.t
+	task := r.Task
+	def, job, err := tt.def(task.JobID)
+	if err != nil {
+		return err
+	}
+	step := def.Step(task.Step)
+	if step == nil {
+		return fmt.Errorf("task %d: step %q not in workflow %q v%d", task.ID, task.Step, def.Name, job.WorkflowVersion)
+	}
+	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now}
+	var itemErr string
+	var fire []string
+	switch {
+	case r.Err == nil:
+		finish.State = store.TaskComplete
+		fire = append(append(fire, step.Success...), r.Events...)
+	case job.State != store.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != store.JobRunning:
+		finish.State = store.TaskCanceled
+		finish.Error = "canceled"
+	default:
+		if d, ok := action.AsSnooze(r.Err); ok {
+			finish.State, finish.RunAfter, finish.Refund = store.TaskReady, tt.now.Add(d), true
+			break
+		}
+		msg := r.Err.Error()
+		if r.TimedOut {
+			msg = "timed out: " + msg
+		}
+		permanent := action.IsPermanent(r.Err) || errors.Is(r.Err, ErrNondeterministic)
+		if !permanent && task.Attempt < task.MaxAttempts {
+			finish.State, finish.Error, finish.RunAfter = store.TaskReady, msg, tt.now.Add(Backoff(task.Attempt))
+			if r.Lost {
+				finish.RunAfter = tt.now
+			}
+		} else {
+			finish.State, finish.Error = store.TaskFailed, msg
+			if !permanent {
+				itemErr = fmt.Sprintf("%s failed %d times: %s", task.Action, task.Attempt, msg)
+			} else {
+				itemErr = msg
+			}
+			finish.Error = itemErr
+			fire = append(fire, step.Failure...)
+		}
+		if err := tt.x.AttemptInsert(tt.ctx, store.AttemptInsertParams{TaskID: task.ID, Attempt: task.Attempt, Owner: r.Owner,
+			StartedAt: r.Started, FinishedAt: tt.now, Error: msg, Stack: r.Stack}); err != nil {
+			return err
+		}
+	}
+	ok, err := tt.x.TaskFinish(tt.ctx, finish)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// The lease was lost (expired and re-leased, or canceled): this attempt's effects are void.
+		return nil
+	}
+	it, err := tt.x.ItemLock(tt.ctx, task.ItemID)
+	if err != nil {
+		return err
+	}
+	tt.markDirty(it)
+	if finish.State == store.TaskReady {
+		tt.ready = true
+		return nil
+	}
+	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}
+	if finish.State == store.TaskComplete {
+		up.Text, up.ThumbnailSHA, up.ThumbnailType, up.ContentType = r.Text, r.ThumbnailSHA, r.ThumbnailType, r.ContentType
+		up.AddColored = task.ProgressWeight
+		if len(r.Metadata) > 0 {
+			if up.Metadata, err = json.Marshal(r.Metadata); err != nil {
+				return fmt.Errorf("task %d metadata: %w", task.ID, err)
+			}
+		}
+		for kind, v := range r.Outputs {
+			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
+				return err
+			}
+		}
+	}
+	if up.Text != nil || up.ThumbnailSHA != "" || up.Metadata != nil || up.ContentType != "" || up.Error != "" || up.AddColored != 0 {
+		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
+			return err
+		}
+	}
+	for _, ev := range fire {
+		if err := tt.fire(it, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewChild is a child to record for a running task; its blob is already durable.
+type NewChild struct {
+	Task          *store.Task
+	Ordinal       int
+	Name          string
+	ContentType   string
+	BlobSHA256    string
+	Size          int64
+	Metadata      map[string]any
+	Options       map[string]any
+	Text          *string
+	ThumbnailSHA  string
+	ThumbnailType string
+	// ProgressFrom and ProgressTo are the task's reported progress before the previous child and
+	// before this one: the child gets that slice of the part of the parent not colored by the task.
+	ProgressFrom, ProgressTo float64
+}
+
+// CreateChild records a child of the task's item and fires start on it. A child that exists at
+// the same (parent, step, ordinal) is left alone when it matches and is an [ErrNondeterministic]
+// error when it differs.
+func (t *Tx) CreateChild(c *NewChild) error {
+	tt := t.t
+	parent, err := tt.x.ItemLock(tt.ctx, c.Task.ItemID)
+	if err != nil {
+		return err
+	}
+	var pmd, popts map[string]any
+	_ = json.Unmarshal(parent.Metadata, &pmd)
+	_ = json.Unmarshal(parent.Options, &popts)
+	md, err := json.Marshal(merge(pmd, c.Metadata, false))
+	if err != nil {
+		return fmt.Errorf("child %q metadata: %w", c.Name, err)
+	}
+	opts, err := json.Marshal(merge(popts, c.Options, true))
+	if err != nil {
+		return fmt.Errorf("child %q options: %w", c.Name, err)
+	}
+	w := c.Task.ProgressWeight
+	rest := parent.RangeLen * (1 - w)
+	lo := parent.RangeLo + parent.RangeLen*w + rest*c.ProgressFrom
+	length := max(0, rest*(c.ProgressTo-c.ProgressFrom))
+	it, inserted, err := tt.x.ItemInsert(tt.ctx, store.ItemInsertParams{
+		JobID: parent.JobID, ParentID: parent.ID, RootID: parent.RootID, Step: c.Task.Step, Ordinal: c.Ordinal,
+		Depth: parent.Depth + 1, SortKey: fmt.Sprintf("%s%08x", parent.SortKey, c.Ordinal), Name: c.Name,
+		ContentType: c.ContentType, BlobSHA256: c.BlobSHA256, Size: c.Size, Metadata: md, Options: opts,
+		Text: c.Text, ThumbnailSHA: c.ThumbnailSHA, ThumbnailType: c.ThumbnailType, RangeLo: lo, RangeLen: length, Now: tt.now,
+	})
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		// The content type is not compared: detect may have refined it since.
+		if it.Name != c.Name || it.BlobSHA256 != c.BlobSHA256 {
+			return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",
+				ErrNondeterministic, c.Ordinal, parent.Name, it.Name, it.BlobSHA256, c.Name, c.BlobSHA256)
+		}
+		return nil
+	}
+	if err := tt.x.ItemAddChild(tt.ctx, parent.ID, length); err != nil {
+		return err
+	}
+	tt.events[it.ID] = map[string]bool{}
+	return tt.fire(it, workflow.EventStart)
+}
+
+// ReclaimParams configures [Engine.Reclaim].
+type ReclaimParams struct {
+	// All reclaims every running task, not only expired ones: used by the embedded engine at
+	// start, when the data-dir lock proves no other process runs them.
+	All   bool
+	Limit int
+}
+
+// Reclaim puts running tasks whose lease expired back to ready (their worker is gone), or fails
+// them with a specific error once their attempts are spent (DESIGN §4.4). It returns how many
+// tasks it reclaimed.
+func (e *Engine) Reclaim(ctx context.Context, p ReclaimParams) (int, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	now := e.Now()
+	cutoff := now
+	if p.All {
+		cutoff = time.Unix(1<<40, 0) // every running task
+	}
+	n := 0
+	err := e.Run(ctx, func(t *Tx) error {
+		tasks, err := t.t.x.TaskListExpired(t.t.ctx, cutoff, p.Limit)
+		if err != nil {
+			return err
+		}
+		n = len(tasks)
+		for _, task := range tasks {
+			r := &Result{Task: task, Owner: task.LeaseOwner, Started: task.StartedAt,
+				Lost: true, Err: fmt.Errorf("worker lost (lease of %s expired)", task.LeaseOwner)}
+			if err := t.Apply(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
+}

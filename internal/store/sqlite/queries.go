@@ -1,0 +1,827 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// queries implements store.Executor over the read pool and the writer (outside a transaction) or
+// over one transaction.
+type queries struct {
+	db *DB
+	r  dbtx
+	w  dbtx
+	tx *sql.Tx
+}
+
+// prepared returns a statement prepared once on the writer connection, bound to the transaction
+// when there is one. The engine's hot path runs the same few statements thousands of times a
+// second; preparing each once saves most of database/sql's per-call cost.
+func (q *queries) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	v, ok := q.db.stmts.Load(query)
+	if !ok && q.tx != nil {
+		// The transaction holds the only writer connection: preparing on the pool would wait
+		// for it forever. Prepare on the transaction now and cache on the writer after commit.
+		q.db.pending.Store(query, true)
+		st, err := q.tx.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		return st, nil
+	}
+	if !ok {
+		st, err := q.db.w.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		v, _ = q.db.stmts.LoadOrStore(query, st)
+	}
+	st := v.(*sql.Stmt)
+	if q.tx != nil {
+		return q.tx.StmtContext(ctx, st), nil
+	}
+	return st, nil
+}
+
+func (q *queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := q.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	return res, mapErr(err)
+}
+
+func (q *queries) wrow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := q.prepared(ctx, query)
+	if err != nil {
+		return q.w.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// --- workflows
+
+func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertParams) (*store.Workflow, error) {
+	var wf *store.Workflow
+	var err error
+	insert := func(e store.Executor) error {
+		qq := e.(*queries)
+		var version int
+		err := qq.w.QueryRowContext(ctx, `SELECT version FROM workflows WHERE name = ? AND digest = ?`, p.Name, p.Digest).Scan(&version)
+		if err == nil {
+			wf, err = qq.WorkflowGet(ctx, p.Name, version)
+			return err
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := qq.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) + 1 FROM workflows WHERE name = ?`, p.Name).Scan(&version); err != nil {
+			return err
+		}
+		if _, err := qq.w.ExecContext(ctx, `INSERT INTO workflows (name, version, digest, definition, source, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			p.Name, version, p.Digest, string(p.Definition), string(p.Source), micros(p.Now)); err != nil {
+			return mapErr(err)
+		}
+		wf = &store.Workflow{Name: p.Name, Version: version, Digest: p.Digest, Definition: p.Definition, Source: p.Source, CreatedAt: p.Now.UTC()}
+		return nil
+	}
+	if q.tx != nil {
+		err = insert(q)
+	} else {
+		err = q.db.InTx(ctx, insert)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert workflow %q: %w", p.Name, err)
+	}
+	return wf, nil
+}
+
+func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*store.Workflow, error) {
+	query := `SELECT name, version, digest, definition, source, created_at FROM workflows WHERE name = ? AND version = ?`
+	args := []any{name, version}
+	if version == 0 {
+		query = `SELECT name, version, digest, definition, source, created_at FROM workflows WHERE name = ? ORDER BY version DESC LIMIT 1`
+		args = args[:1]
+	}
+	var wf store.Workflow
+	var def, src string
+	var created int64
+	err := q.r.QueryRowContext(ctx, query, args...).Scan(&wf.Name, &wf.Version, &wf.Digest, &def, &src, &created)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("get workflow %q v%d: %w", name, version, err))
+	}
+	wf.Definition, wf.Source, wf.CreatedAt = []byte(def), []byte(src), fromMicros(created)
+	return &wf, nil
+}
+
+func (q *queries) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT name, version, digest, definition, source, created_at FROM workflows ORDER BY name, version`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Workflow
+	for rows.Next() {
+		var wf store.Workflow
+		var def, src string
+		var created int64
+		if err := rows.Scan(&wf.Name, &wf.Version, &wf.Digest, &def, &src, &created); err != nil {
+			return nil, err
+		}
+		wf.Definition, wf.Source, wf.CreatedAt = []byte(def), []byte(src), fromMicros(created)
+		out = append(out, &wf)
+	}
+	return out, rows.Err()
+}
+
+// --- jobs
+
+const jobCols = `id, COALESCE(key, ''), workflow_name, workflow_version, state, error, metadata, options, total_bytes, created_at, finished_at`
+
+func scanJob(sc interface{ Scan(...any) error }) (*store.Job, error) {
+	var j store.Job
+	var md, opts string
+	var created, finished int64
+	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &created, &finished); err != nil {
+		return nil, mapErr(err)
+	}
+	j.Metadata, j.Options, j.CreatedAt, j.FinishedAt = []byte(md), []byte(opts), fromMicros(created), fromMicros(finished)
+	return &j, nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func jsonOr(b []byte) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}
+
+func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*store.Job, error) {
+	row := q.wrow(ctx, `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?) RETURNING `+jobCols,
+		nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now))
+	j, err := scanJob(row)
+	if err != nil {
+		return nil, fmt.Errorf("insert job: %w", err)
+	}
+	return j, nil
+}
+
+func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
+	j, err := scanJob(q.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, error) {
+	j, err := scanJob(q.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE key = ?`, key))
+	if err != nil {
+		return nil, fmt.Errorf("get job by key: %w", err)
+	}
+	return j, nil
+}
+
+func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*store.Job, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var where []string
+	var args []any
+	if p.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, p.State)
+	}
+	if p.AfterID > 0 {
+		where = append(where, "id < ?")
+		args = append(args, p.AfterID)
+	}
+	query := `SELECT ` + jobCols + ` FROM jobs`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY id DESC LIMIT ?"
+	args = append(args, p.Limit)
+	return q.listJobs(ctx, query, args...)
+}
+
+func (q *queries) listJobs(ctx context.Context, query string, args ...any) ([]*store.Job, error) {
+	rows, err := q.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) JobListRunning(ctx context.Context) ([]*store.Job, error) {
+	return q.listJobs(ctx, `SELECT `+jobCols+` FROM jobs WHERE state = 'running' ORDER BY id`)
+}
+
+func (q *queries) JobSetState(ctx context.Context, p store.JobSetStateParams) (bool, error) {
+	res, err := q.exec(ctx, `UPDATE jobs SET state = ?, error = ?, finished_at = ? WHERE id = ? AND state = 'running'`, p.State, p.Error, micros(p.Now), p.ID)
+	if err != nil {
+		return false, fmt.Errorf("set job %d state: %w", p.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) JobAddTotal(ctx context.Context, id int64, bytes float64) error {
+	_, err := q.exec(ctx, `UPDATE jobs SET total_bytes = total_bytes + ? WHERE id = ?`, bytes, id)
+	return err
+}
+
+func (q *queries) JobHasOpenItems(ctx context.Context, id int64) (bool, error) {
+	var n int
+	err := q.wrow(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = ? AND state IN ('created', 'written', 'processed'))`, id).Scan(&n)
+	return n > 0, mapErr(err)
+}
+
+func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress, error) {
+	p := &store.JobProgress{Items: map[string]int{}}
+	if err := q.r.QueryRowContext(ctx, `SELECT total_bytes FROM jobs WHERE id = ?`, id).Scan(&p.Total); err != nil {
+		return nil, mapErr(fmt.Errorf("job %d progress: %w", id, err))
+	}
+	rows, err := q.r.QueryContext(ctx, `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = ? GROUP BY state`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state string
+		var n int
+		var colored float64
+		if err := rows.Scan(&state, &n, &colored); err != nil {
+			return nil, err
+		}
+		p.Items[state] = n
+		p.Colored += colored
+	}
+	return p, rows.Err()
+}
+
+// --- items
+
+const itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
+
+func scanItem(sc interface{ Scan(...any) error }, withText bool) (*store.Item, error) {
+	var it store.Item
+	var md, opts string
+	var created int64
+	var text sql.NullString
+	dest := []any{&it.ID, &it.JobID, &it.ParentID, &it.RootID, &it.Step, &it.Ordinal, &it.Depth, &it.SortKey, &it.Name, &it.ContentType, &it.BlobSHA256, &it.Size, &md, &opts, &it.HasText, &it.ThumbnailSHA, &it.ThumbnailType, &it.State, &it.Error, &it.NChildren, &it.RangeLo, &it.RangeLen, &it.Share, &it.Colored, &created}
+	if withText {
+		dest = append(dest, &text)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return nil, mapErr(err)
+	}
+	it.Metadata, it.Options, it.CreatedAt, it.Text = []byte(md), []byte(opts), fromMicros(created), text.String
+	return &it, nil
+}
+
+func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*store.Item, bool, error) {
+	var text any
+	if p.Text != nil {
+		text = *p.Text
+	}
+	var id int64
+	err := q.wrow(ctx, `INSERT INTO items (job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'written', ?, ?, ?, ?)
+		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING id`,
+		p.JobID, p.ParentID, p.RootID, p.Step, p.Ordinal, p.Depth, p.SortKey, p.Name, p.ContentType, p.BlobSHA256, p.Size,
+		jsonOr(p.Metadata), jsonOr(p.Options), text, p.ThumbnailSHA, p.ThumbnailType, p.RangeLo, p.RangeLen, p.RangeLen, micros(p.Now)).Scan(&id)
+	inserted := true
+	if errors.Is(err, sql.ErrNoRows) {
+		inserted = false
+		err = q.wrow(ctx, `SELECT id FROM items WHERE job_id = ? AND parent_id = ? AND step = ? AND ordinal = ?`, p.JobID, p.ParentID, p.Step, p.Ordinal).Scan(&id)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("insert item %q: %w", p.Name, mapErr(err))
+	}
+	if inserted && p.RootID == 0 && p.ParentID == 0 {
+		if _, err := q.exec(ctx, `UPDATE items SET root_id = id WHERE id = ?`, id); err != nil {
+			return nil, false, err
+		}
+	}
+	it, err := q.itemGetW(ctx, id)
+	return it, inserted, err
+}
+
+func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
+	it, err := scanItem(q.wrow(ctx, `SELECT `+itemCols+` FROM items WHERE id = ?`, id), false)
+	if err != nil {
+		return nil, fmt.Errorf("get item %d: %w", id, err)
+	}
+	return it, nil
+}
+
+func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
+	it, err := scanItem(q.r.QueryRowContext(ctx, `SELECT `+itemCols+`, text FROM items WHERE id = ?`, id), true)
+	if err != nil {
+		return nil, fmt.Errorf("get item %d: %w", id, err)
+	}
+	return it, nil
+}
+
+// ItemLock reads the item on the writer: SQLite's single writer already serialises transactions.
+func (q *queries) ItemLock(ctx context.Context, id int64) (*store.Item, error) {
+	return q.itemGetW(ctx, id)
+}
+
+func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	where := []string{"job_id = ?"}
+	args := []any{p.JobID}
+	if p.ParentID != nil {
+		where = append(where, "parent_id = ?")
+		args = append(args, *p.ParentID)
+	}
+	if len(p.States) > 0 {
+		where = append(where, "state IN ("+placeholders(len(p.States))+")")
+		for _, s := range p.States {
+			args = append(args, s)
+		}
+	}
+	if p.OnlyErrored {
+		where = append(where, "error <> ''")
+	}
+	if p.AfterSort != "" {
+		where = append(where, "sort_key > ?")
+		args = append(args, p.AfterSort)
+	}
+	cols := itemCols
+	if p.WithText {
+		cols += ", text"
+	}
+	args = append(args, p.Limit)
+	rows, err := q.r.QueryContext(ctx, `SELECT `+cols+` FROM items WHERE `+strings.Join(where, " AND ")+` ORDER BY sort_key LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list items: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Item
+	for rows.Next() {
+		it, err := scanItem(rows, p.WithText)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
+	col := "processed_at"
+	if p.To == store.ItemIngested {
+		col = "ingested_at"
+	}
+	var res sql.Result
+	var err error
+	if p.Colored != nil {
+		res, err = q.exec(ctx, `UPDATE items SET state = ?, `+col+` = ?, colored = ? WHERE id = ? AND state = ?`, p.To, micros(p.Now), *p.Colored, p.ID, p.From)
+	} else {
+		res, err = q.exec(ctx, `UPDATE items SET state = ?, `+col+` = ? WHERE id = ? AND state = ?`, p.To, micros(p.Now), p.ID, p.From)
+	}
+	if err != nil {
+		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
+	if p.Text != nil {
+		if _, err := q.exec(ctx, `UPDATE items SET text = ? WHERE id = ? AND text IS NULL`, *p.Text, p.ID); err != nil {
+			return fmt.Errorf("set item %d text: %w", p.ID, err)
+		}
+	}
+	if p.ThumbnailSHA != "" {
+		if _, err := q.exec(ctx, `UPDATE items SET thumbnail_sha256 = ?, thumbnail_type = ? WHERE id = ? AND thumbnail_sha256 = ''`, p.ThumbnailSHA, p.ThumbnailType, p.ID); err != nil {
+			return fmt.Errorf("set item %d thumbnail: %w", p.ID, err)
+		}
+	}
+	if len(p.Metadata) > 0 {
+		// json_patch(new, old): keys already on the item (the user's) win over the action's.
+		if _, err := q.exec(ctx, `UPDATE items SET metadata = json_patch(?, metadata) WHERE id = ?`, string(p.Metadata), p.ID); err != nil {
+			return fmt.Errorf("set item %d metadata: %w", p.ID, err)
+		}
+	}
+	if p.ContentType != "" {
+		if _, err := q.exec(ctx, `UPDATE items SET content_type = ? WHERE id = ?`, p.ContentType, p.ID); err != nil {
+			return fmt.Errorf("set item %d content type: %w", p.ID, err)
+		}
+	}
+	if p.Error != "" {
+		if _, err := q.exec(ctx, `UPDATE items SET error = ? WHERE id = ? AND error = ''`, p.Error, p.ID); err != nil {
+			return fmt.Errorf("set item %d error: %w", p.ID, err)
+		}
+	}
+	if p.AddColored != 0 {
+		if _, err := q.exec(ctx, `UPDATE items SET colored = MIN(share, colored + ? * range_len) WHERE id = ?`, p.AddColored, p.ID); err != nil {
+			return fmt.Errorf("color item %d: %w", p.ID, err)
+		}
+	}
+	return nil
+}
+
+func (q *queries) ItemAddChild(ctx context.Context, parentID int64, length float64) error {
+	_, err := q.exec(ctx, `UPDATE items SET n_children = n_children + 1, share = MAX(0, share - ?) WHERE id = ?`, length, parentID)
+	if err != nil {
+		return fmt.Errorf("count child of %d: %w", parentID, err)
+	}
+	return nil
+}
+
+func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
+	args := []any{parentID}
+	for _, s := range states {
+		args = append(args, s)
+	}
+	var n int
+	err := q.wrow(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = ? AND state IN (`+placeholders(len(states))+`))`, args...).Scan(&n)
+	return n > 0, mapErr(err)
+}
+
+func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
+	rows, err := q.w.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
+	if err != nil {
+		return nil, fmt.Errorf("list children of %d: %w", parentID, err)
+	}
+	defer rows.Close()
+	var out []*store.Item
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// --- events
+
+func (q *queries) EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error) {
+	res, err := q.exec(ctx, `INSERT INTO events (item_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, itemID, name, micros(now))
+	if err != nil {
+		return false, fmt.Errorf("insert event %q on item %d: %w", name, itemID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, error) {
+	st, err := q.prepared(ctx, `SELECT name FROM events WHERE item_id = ? ORDER BY created_at, name`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, itemID)
+	if err != nil {
+		return nil, fmt.Errorf("list events of item %d: %w", itemID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// --- tasks
+
+const taskCols = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
+
+func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
+	var t store.Task
+	var runAfter, lease, created, started, finished int64
+	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished); err != nil {
+		return nil, mapErr(err)
+	}
+	t.RunAfter, t.LeaseExpires, t.CreatedAt, t.StartedAt, t.FinishedAt = fromMicros(runAfter), fromMicros(lease), fromMicros(created), fromMicros(started), fromMicros(finished)
+	return &t, nil
+}
+
+func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
+	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, max_attempts, sort_key, progress_weight, created_at, run_after)
+		VALUES (?, ?, ?, ?, ?, 'ready', ?, ?, ?, ?, 0) ON CONFLICT (item_id, step) DO NOTHING`,
+		p.JobID, p.ItemID, p.Step, p.Action, p.Queue, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now))
+	if err != nil {
+		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
+	t, err := scanTask(q.r.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
+	st, err := q.prepared(ctx, `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ?, started_at = ?
+		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND run_after <= ? ORDER BY job_id, sort_key LIMIT ?)
+		RETURNING `+taskCols)
+	if err != nil {
+		return nil, err
+	}
+	now := micros(p.Now)
+	rows, err := st.QueryContext(ctx, p.Owner, micros(p.LeaseUntil), now, p.Queue, now, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("lease %q: %w", p.Queue, mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].JobID != out[j].JobID {
+			return out[i].JobID < out[j].JobID
+		}
+		return out[i].SortKey < out[j].SortKey
+	})
+	return out, nil
+}
+
+func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
+	refund := 0
+	if p.Refund {
+		refund = 1
+	}
+	finished := micros(p.Now)
+	if p.State == store.TaskReady {
+		finished = 0
+	}
+	res, err := q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt - ?, finished_at = ?, lease_owner = '', lease_expires = 0
+		WHERE id = ? AND state = 'running' AND attempt = ?`,
+		p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt)
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", p.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error) {
+	res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE state = 'running' AND lease_owner = ?`, micros(until), owner)
+	if err != nil {
+		return 0, fmt.Errorf("renew leases of %s: %w", owner, err)
+	}
+	return res.RowsAffected()
+}
+
+func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	rows, err := q.w.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE state = 'running' AND lease_expires < ? ORDER BY lease_expires LIMIT ?`, micros(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list expired tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) TaskCountActive(ctx context.Context, itemID int64) (int, error) {
+	var n int
+	err := q.wrow(ctx, `SELECT count(*) FROM tasks WHERE item_id = ? AND state IN ('ready', 'running')`, itemID).Scan(&n)
+	return n, mapErr(err)
+}
+
+func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*store.Task, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
+	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id = ? ORDER BY id`, itemID)
+}
+
+func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	where := []string{"job_id = ?", "id > ?"}
+	args := []any{p.JobID, p.AfterID}
+	if p.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, p.State)
+	}
+	args = append(args, p.Limit)
+	return q.listTasks(ctx, q.r, `SELECT `+taskCols+` FROM tasks WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+}
+
+func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) ([]int64, error) {
+	if _, err := q.w.ExecContext(ctx, `UPDATE tasks SET state = 'canceled', error = ?, finished_at = ? WHERE job_id = ? AND state = 'ready'`, reason, micros(now), jobID); err != nil {
+		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, err)
+	}
+	rows, err := q.w.QueryContext(ctx, `SELECT id FROM tasks WHERE job_id = ? AND state = 'running'`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
+	var v sql.NullInt64
+	err := q.r.QueryRowContext(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready'`).Scan(&v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fromMicros(v.Int64), nil
+}
+
+func (q *queries) TaskStats(ctx context.Context, jobID int64) (map[string]int, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+// --- attempts
+
+func (q *queries) AttemptInsert(ctx context.Context, p store.AttemptInsertParams) error {
+	_, err := q.exec(ctx, `INSERT INTO attempts (task_id, attempt, owner, started_at, finished_at, error, stack) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		p.TaskID, p.Attempt, p.Owner, micros(p.StartedAt), micros(p.FinishedAt), p.Error, p.Stack)
+	if err != nil {
+		return fmt.Errorf("insert attempt %d of task %d: %w", p.Attempt, p.TaskID, err)
+	}
+	return nil
+}
+
+func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attempt, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT task_id, attempt, owner, started_at, finished_at, error, stack FROM attempts WHERE task_id = ? ORDER BY attempt`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Attempt
+	for rows.Next() {
+		var a store.Attempt
+		var s, f int64
+		if err := rows.Scan(&a.TaskID, &a.Attempt, &a.Owner, &s, &f, &a.Error, &a.Stack); err != nil {
+			return nil, err
+		}
+		a.StartedAt, a.FinishedAt = fromMicros(s), fromMicros(f)
+		out = append(out, &a)
+	}
+	return out, rows.Err()
+}
+
+// --- outputs
+
+func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {
+	_, err := q.exec(ctx, `INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		p.ItemID, p.JobID, p.Kind, string(p.Value), micros(p.Now))
+	if err != nil {
+		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, err)
+	}
+	return nil
+}
+
+func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	where := []string{"item_id > ?"}
+	args := []any{p.AfterItem}
+	if p.JobID != 0 {
+		where = append(where, "job_id = ?")
+		args = append(args, p.JobID)
+	}
+	if p.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, p.Kind)
+	}
+	args = append(args, p.Limit)
+	rows, err := q.r.QueryContext(ctx, `SELECT item_id, job_id, kind, value, created_at FROM outputs WHERE `+strings.Join(where, " AND ")+` ORDER BY item_id, kind LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list outputs: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Output
+	for rows.Next() {
+		var o store.Output
+		var v string
+		var c int64
+		if err := rows.Scan(&o.ItemID, &o.JobID, &o.Kind, &v, &c); err != nil {
+			return nil, err
+		}
+		o.Value, o.CreatedAt = []byte(v), fromMicros(c)
+		out = append(out, &o)
+	}
+	return out, rows.Err()
+}
+
+// --- cache
+
+func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
+	var v string
+	err := q.wrow(ctx, `SELECT value FROM cache WHERE key = ?`, key).Scan(&v)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("get cache entry: %w", err))
+	}
+	return []byte(v), nil
+}
+
+func (q *queries) CachePut(ctx context.Context, key string, value []byte, now time.Time) error {
+	_, err := q.exec(ctx, `INSERT INTO cache (key, value, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, key, string(value), micros(now))
+	if err != nil {
+		return fmt.Errorf("put cache entry: %w", err)
+	}
+	return nil
+}
+
+func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error) {
+	var n int
+	err := q.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = ?) OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = ?) OR EXISTS (SELECT 1 FROM cache WHERE instr(value, ?) > 0)`, sha, sha, sha).Scan(&n)
+	return n > 0, mapErr(err)
+}

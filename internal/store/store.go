@@ -1,0 +1,410 @@
+// Package store is the seam between Sluice's engine and its database: one [Store] interface with
+// noun-verb methods taking params structs, the row types they return, and the errors every driver
+// maps its native errors to. Drivers live in subpackages (sqlite, postgres) and pass the same
+// conformance suite (storetest). No SQL dialect leaks outside the drivers.
+//
+// Every write is idempotent and keyed (DESIGN §4.1): a child by (parent, step, ordinal), an event by
+// (item, name), a task by (item, step), an output by (item, kind). Replaying a write is a no-op at
+// the database level.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors every driver maps its native errors to.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrConflict = errors.New("store: conflict")
+)
+
+// Item states (DESIGN §2).
+const (
+	ItemCreated   = "created"
+	ItemWritten   = "written"
+	ItemProcessed = "processed"
+	ItemIngested  = "ingested"
+)
+
+// Task states (DESIGN §2). Blocked and skipped tasks have no row: a task row is created when it
+// becomes ready, and a step with no row on a processed item was skipped. This keeps the task table
+// as small as the work actually done (a 9-step workflow over 100k archive entries would otherwise
+// write 900k rows, most of them skipped).
+const (
+	TaskBlocked  = "blocked"
+	TaskReady    = "ready"
+	TaskRunning  = "running"
+	TaskComplete = "complete"
+	TaskFailed   = "failed"
+	TaskSkipped  = "skipped"
+	TaskCanceled = "canceled"
+)
+
+// Job states (DESIGN §2).
+const (
+	JobRunning  = "running"
+	JobComplete = "complete"
+	JobFailed   = "failed"
+	JobCanceled = "canceled"
+)
+
+// Capabilities declares what a driver can do, so callers adapt without switching on driver names.
+type Capabilities struct {
+	// MultiProcess is true when several processes may run engines on the same store at once
+	// (Postgres). False for the embedded SQLite store, which a data-dir lock keeps to one engine.
+	MultiProcess bool
+	// Listen is true when the driver can wake waiting processes on new work (LISTEN/NOTIFY).
+	Listen bool
+}
+
+// Store is a database holding Sluice's state. It is safe for concurrent use.
+type Store interface {
+	Executor
+	// InTx runs fn in one write transaction and commits it if fn returns nil. On SQLite this is an
+	// IMMEDIATE transaction on the single writer connection.
+	InTx(ctx context.Context, fn func(tx Executor) error) error
+	Capabilities() Capabilities
+	// Wait blocks until another process signals new work, ctx ends, or d passes. Drivers without
+	// Listen just wait for d or ctx.
+	Wait(ctx context.Context, d time.Duration)
+	Close() error
+}
+
+// Executor holds the queries; both the [Store] (one statement, autocommit) and a transaction
+// implement it.
+type Executor interface {
+	WorkflowInsert(ctx context.Context, p WorkflowInsertParams) (*Workflow, error)
+	WorkflowGet(ctx context.Context, name string, version int) (*Workflow, error)
+	WorkflowList(ctx context.Context) ([]*Workflow, error)
+
+	JobInsert(ctx context.Context, p JobInsertParams) (*Job, error)
+	JobGet(ctx context.Context, id int64) (*Job, error)
+	JobGetByKey(ctx context.Context, key string) (*Job, error)
+	JobList(ctx context.Context, p JobListParams) ([]*Job, error)
+	// JobSetState moves a running job to a final state; false when it was not running.
+	JobSetState(ctx context.Context, p JobSetStateParams) (bool, error)
+	JobAddTotal(ctx context.Context, id int64, bytes float64) error
+	// JobHasOpenItems reports whether any item of the job is not yet ingested.
+	JobHasOpenItems(ctx context.Context, id int64) (bool, error)
+	JobProgress(ctx context.Context, id int64) (*JobProgress, error)
+	// JobListRunning lists running jobs oldest first.
+	JobListRunning(ctx context.Context) ([]*Job, error)
+
+	// ItemInsert inserts an item unless one exists at (job, parent, step, ordinal); it returns the
+	// stored item and whether it was inserted.
+	ItemInsert(ctx context.Context, p ItemInsertParams) (*Item, bool, error)
+	ItemGet(ctx context.Context, id int64) (*Item, error)
+	// ItemLock locks the item's row for the rest of the transaction where the driver needs it
+	// (Postgres: SELECT … FOR UPDATE) and returns it.
+	ItemLock(ctx context.Context, id int64) (*Item, error)
+	ItemList(ctx context.Context, p ItemListParams) ([]*Item, error)
+	ItemSetState(ctx context.Context, p ItemSetStateParams) (bool, error)
+	// ItemUpdate applies a task's effects on its item: text and thumbnail (each set once),
+	// metadata merged, content type, error (set once), added progress.
+	ItemUpdate(ctx context.Context, p ItemUpdateParams) error
+	// ItemAddChild records a created child on its parent: n_children+1, share reduced by length.
+	ItemAddChild(ctx context.Context, parentID int64, length float64) error
+	// ItemHasChildInState reports whether the parent has a child in one of the states.
+	ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error)
+	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*Item, error)
+
+	// EventInsert records an event; false when it had already fired.
+	EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error)
+	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
+
+	// TaskInsert inserts a ready task unless one exists for (item, step); false when it existed.
+	TaskInsert(ctx context.Context, p TaskInsertParams) (bool, error)
+	TaskGet(ctx context.Context, id int64) (*Task, error)
+	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
+	// oldest job first and depth-first within a tree, and returns them with attempt incremented.
+	TaskLease(ctx context.Context, p TaskLeaseParams) ([]*Task, error)
+	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
+	// returns false when the task is no longer running this attempt (its lease was lost).
+	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
+	// TaskRenewLeases extends every running task leased by owner.
+	TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error)
+	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
+	// of other owners when all is set), for the engine to put back or fail.
+	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
+	// TaskCountActive counts the item's ready and running tasks.
+	TaskCountActive(ctx context.Context, itemID int64) (int, error)
+	TaskListByItem(ctx context.Context, itemID int64) ([]*Task, error)
+	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
+	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
+	TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) (running []int64, err error)
+	// TaskNextRunAfter returns the earliest run_after of a ready task, or zero.
+	TaskNextRunAfter(ctx context.Context) (time.Time, error)
+	TaskStats(ctx context.Context, jobID int64) (map[string]int, error)
+
+	AttemptInsert(ctx context.Context, p AttemptInsertParams) error
+	AttemptList(ctx context.Context, taskID int64) ([]*Attempt, error)
+
+	OutputPut(ctx context.Context, p OutputPutParams) error
+	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
+
+	CacheGet(ctx context.Context, key string) ([]byte, error)
+	CachePut(ctx context.Context, key string, value []byte, now time.Time) error
+
+	// BlobIsReferenced reports whether any row references the blob.
+	BlobIsReferenced(ctx context.Context, sha256 string) (bool, error)
+}
+
+// Workflow is a stored, immutable workflow version.
+type Workflow struct {
+	Name       string
+	Version    int
+	Digest     string
+	Definition []byte // canonical JSON
+	Source     []byte // as applied (YAML or JSON)
+	CreatedAt  time.Time
+}
+
+// WorkflowInsertParams stores a new version unless one with the same digest exists.
+type WorkflowInsertParams struct {
+	Name       string
+	Digest     string
+	Definition []byte
+	Source     []byte
+	Now        time.Time
+}
+
+// Job is one run of a workflow.
+type Job struct {
+	ID              int64
+	Key             string // idempotency key (for example the ingest command's arguments); may be empty
+	WorkflowName    string
+	WorkflowVersion int
+	State           string
+	Error           string
+	Metadata        []byte // JSON object
+	Options         []byte // JSON object
+	TotalBytes      float64
+	CreatedAt       time.Time
+	FinishedAt      time.Time
+}
+
+// JobInsertParams creates a running job.
+type JobInsertParams struct {
+	Key             string
+	WorkflowName    string
+	WorkflowVersion int
+	Metadata        []byte
+	Options         []byte
+	Now             time.Time
+}
+
+// JobListParams filters jobs; newest first.
+type JobListParams struct {
+	State   string
+	AfterID int64 // ids below this, for pagination (0: from the newest)
+	Limit   int
+}
+
+// JobSetStateParams ends a running job.
+type JobSetStateParams struct {
+	ID    int64
+	State string
+	Error string
+	Now   time.Time
+}
+
+// JobProgress is derived from the items of a job.
+type JobProgress struct {
+	Total   float64
+	Colored float64
+	Items   map[string]int // by state
+}
+
+// Item is one node of a job's tree.
+type Item struct {
+	ID            int64
+	JobID         int64
+	ParentID      int64 // 0 for roots
+	RootID        int64
+	Step          string // the step that created it; "" for roots
+	Ordinal       int
+	Depth         int
+	SortKey       string
+	Name          string
+	ContentType   string
+	BlobSHA256    string
+	Size          int64
+	Metadata      []byte
+	Options       []byte
+	HasText       bool
+	Text          string // only filled by ItemGet/ItemList with text
+	ThumbnailSHA  string
+	ThumbnailType string
+	State         string
+	Error         string
+	NChildren     int
+	RangeLo       float64
+	RangeLen      float64
+	Share         float64
+	Colored       float64
+	CreatedAt     time.Time
+}
+
+// ItemInsertParams creates an item in the written state (its blob is already durable).
+type ItemInsertParams struct {
+	JobID         int64
+	ParentID      int64
+	RootID        int64 // 0 for a root: set to its own id
+	Step          string
+	Ordinal       int
+	Depth         int
+	SortKey       string
+	Name          string
+	ContentType   string
+	BlobSHA256    string
+	Size          int64
+	Metadata      []byte
+	Options       []byte
+	Text          *string
+	ThumbnailSHA  string
+	ThumbnailType string
+	RangeLo       float64
+	RangeLen      float64
+	Now           time.Time
+}
+
+// ItemListParams lists a job's items in tree order.
+type ItemListParams struct {
+	JobID       int64
+	ParentID    *int64
+	States      []string
+	AfterSort   string
+	Limit       int
+	WithText    bool
+	OnlyErrored bool
+}
+
+// ItemSetStateParams moves an item from one state to another.
+type ItemSetStateParams struct {
+	ID   int64
+	From string
+	To   string
+	Now  time.Time
+	// Colored, when set, is stored as the item's colored progress.
+	Colored *float64
+}
+
+// ItemUpdateParams applies a finished task's effects on its item.
+type ItemUpdateParams struct {
+	ID            int64
+	Text          *string
+	ThumbnailSHA  string
+	ThumbnailType string
+	Metadata      []byte // merged: new keys are added, keys the item already has are kept
+	ContentType   string
+	Error         string // set only if the item has none
+	// AddColored colors this fraction of the item's range (capped at its own share).
+	AddColored float64
+}
+
+// Task is one step applied to one item.
+type Task struct {
+	ID             int64
+	JobID          int64
+	ItemID         int64
+	Step           string
+	Action         string
+	Queue          string
+	State          string
+	Attempt        int
+	MaxAttempts    int
+	RunAfter       time.Time
+	LeaseOwner     string
+	LeaseExpires   time.Time
+	Error          string
+	SortKey        string
+	ProgressWeight float64
+	CreatedAt      time.Time
+	StartedAt      time.Time
+	FinishedAt     time.Time
+}
+
+// TaskInsertParams creates a ready task.
+type TaskInsertParams struct {
+	JobID          int64
+	ItemID         int64
+	Step           string
+	Action         string
+	Queue          string
+	MaxAttempts    int
+	SortKey        string
+	ProgressWeight float64
+	Now            time.Time
+}
+
+// TaskLeaseParams leases ready tasks of one queue.
+type TaskLeaseParams struct {
+	Queue      string
+	Limit      int
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// TaskFinishParams ends the running attempt Attempt of task ID.
+type TaskFinishParams struct {
+	ID      int64
+	Attempt int
+	// State is complete, failed, canceled or ready (a retry or a snooze).
+	State    string
+	Error    string
+	RunAfter time.Time
+	// Refund gives the attempt back (a snooze, or a lease lost to a crash that should not count).
+	Refund bool
+	Now    time.Time
+}
+
+// TaskListParams lists a job's tasks.
+type TaskListParams struct {
+	JobID   int64
+	State   string
+	AfterID int64
+	Limit   int
+}
+
+// Attempt records one run of a task.
+type Attempt struct {
+	TaskID     int64
+	Attempt    int
+	Owner      string
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Error      string
+	Stack      string
+}
+
+// AttemptInsertParams records a finished attempt.
+type AttemptInsertParams = Attempt
+
+// Output is a named result of an item, such as a document.
+type Output struct {
+	ItemID    int64
+	JobID     int64
+	Kind      string
+	Value     []byte
+	CreatedAt time.Time
+}
+
+// OutputPutParams stores an output unless one exists for (item, kind).
+type OutputPutParams struct {
+	ItemID int64
+	JobID  int64
+	Kind   string
+	Value  []byte
+	Now    time.Time
+}
+
+// OutputListParams lists outputs of a job (or all jobs when JobID is 0) by kind, in item order.
+type OutputListParams struct {
+	JobID     int64
+	Kind      string
+	AfterItem int64
+	Limit     int
+}

@@ -1,0 +1,200 @@
+// Package subprocess runs external tools the way Sluice needs them run (DESIGN §5): in their own
+// process group, under a timeout, optionally under an address-space limit, and killed as a whole
+// group when the context ends, so a converter's grandchildren never outlive the task.
+package subprocess
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Cmd describes one run of a tool.
+type Cmd struct {
+	// Path is the program; looked up in PATH when it has no slash.
+	Path string
+	Args []string
+	// Dir is the working directory. Defaults to the current one.
+	Dir string
+	// Env is the complete environment. Nil means a minimal one: PATH, HOME=Dir, LANG=C.UTF-8.
+	Env    []string
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Stderr, when nil, is captured (last 4 KiB) into [ExitError.Stderr].
+	Stderr io.Writer
+	// Timeout bounds the run; zero means only the context bounds it.
+	Timeout time.Duration
+	// MemoryLimit, when positive, caps the process's address space in bytes (via prlimit(1)
+	// when it is installed: Go cannot set rlimits for a child directly).
+	MemoryLimit int64
+}
+
+// ExitError is returned when the tool ran but exited non-zero or was killed.
+type ExitError struct {
+	Path     string
+	Code     int    // -1 when killed by a signal
+	Signal   string // set when killed by a signal
+	Stderr   string // tail of stderr, when captured
+	TimedOut bool
+}
+
+func (e *ExitError) Error() string {
+	switch {
+	case e.TimedOut:
+		return fmt.Sprintf("%s timed out", e.Path)
+	case e.Signal != "":
+		return fmt.Sprintf("%s killed by %s%s", e.Path, e.Signal, tail(e.Stderr))
+	default:
+		return fmt.Sprintf("%s exited with status %d%s", e.Path, e.Code, tail(e.Stderr))
+	}
+}
+
+func tail(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// ErrNotInstalled is returned (wrapped) when the program cannot be found.
+var ErrNotInstalled = errors.New("not installed")
+
+// Run runs c and waits for it. It returns an [*ExitError] for a non-zero exit, a kill or a timeout,
+// an error wrapping [ErrNotInstalled] when the program is missing, and ctx.Err() when the context
+// ended first. The whole process group is killed when the run ends early.
+func Run(ctx context.Context, c Cmd) error {
+	path, err := exec.LookPath(c.Path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Path, ErrNotInstalled)
+	}
+	args := c.Args
+	if c.MemoryLimit > 0 {
+		if pl, err := exec.LookPath("prlimit"); err == nil {
+			args = append([]string{"--as=" + strconv.FormatInt(c.MemoryLimit, 10), "--", path}, args...)
+			path = pl
+		}
+	}
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	if cmd.Env == nil {
+		home := c.Dir
+		if home == "" {
+			home = os.TempDir()
+		}
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}
+	}
+	cmd.Stdin = c.Stdin
+	cmd.Stdout = c.Stdout
+	var errTail *tailBuffer
+	if c.Stderr != nil {
+		cmd.Stderr = c.Stderr
+	} else {
+		errTail = &tailBuffer{max: 4096}
+		cmd.Stderr = errTail
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", c.Path, err)
+	}
+	done := make(chan struct{})
+	killed := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			// Negative pid: the whole process group.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			close(killed)
+		case <-done:
+		}
+	}()
+	werr := cmd.Wait()
+	close(done)
+	// Reap any grandchildren left in the group.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-killed:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Timeout > 0 {
+			return &ExitError{Path: c.Path, Code: -1, TimedOut: true, Stderr: errTail.String()}
+		}
+		return ctx.Err()
+	default:
+	}
+	if werr == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		out := &ExitError{Path: c.Path, Code: ee.ExitCode(), Stderr: errTail.String()}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			out.Code = -1
+			out.Signal = ws.Signal().String()
+		}
+		return out
+	}
+	return fmt.Errorf("wait %s: %w", c.Path, werr)
+}
+
+// Output runs c and returns its stdout, capped at max bytes (an error if exceeded).
+func Output(ctx context.Context, c Cmd, max int64) ([]byte, error) {
+	var buf bytes.Buffer
+	lw := &limitWriter{w: &buf, n: max}
+	c.Stdout = lw
+	err := Run(ctx, c)
+	if lw.over {
+		return buf.Bytes(), fmt.Errorf("%s: output larger than %d bytes", c.Path, max)
+	}
+	return buf.Bytes(), err
+}
+
+type limitWriter struct {
+	w    io.Writer
+	n    int64
+	over bool
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.n {
+		l.over = true
+		p = p[:l.n]
+	}
+	n, err := l.w.Write(p)
+	l.n -= int64(n)
+	if l.over {
+		return n, errors.New("output limit exceeded")
+	}
+	return n, err
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	if t == nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(t.buf))
+}

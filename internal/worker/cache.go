@@ -1,0 +1,153 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// effects is what a cacheable action did to one input: enough to replay it on another item with
+// the same content without running the action again.
+type effects struct {
+	Children      []cachedChild              `json:"children,omitempty"`
+	Text          *string                    `json:"text,omitempty"`
+	ThumbnailSHA  string                     `json:"thumbnail_sha256,omitempty"`
+	ThumbnailType string                     `json:"thumbnail_type,omitempty"`
+	Metadata      map[string]any             `json:"metadata,omitempty"`
+	ContentType   string                     `json:"content_type,omitempty"`
+	Events        []string                   `json:"events,omitempty"`
+	Outputs       map[string]json.RawMessage `json:"outputs,omitempty"`
+	Error         string                     `json:"error,omitempty"` // a permanent error
+	Parent        string                     `json:"parent"`          // the item name children were named under
+}
+
+type cachedChild struct {
+	Name          string         `json:"name"`
+	ContentType   string         `json:"content_type,omitempty"`
+	BlobSHA256    string         `json:"sha256,omitempty"`
+	Size          int64          `json:"size,omitempty"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+	Options       map[string]any `json:"options,omitempty"`
+	Text          *string        `json:"text,omitempty"`
+	ThumbnailSHA  string         `json:"thumbnail_sha256,omitempty"`
+	ThumbnailType string         `json:"thumbnail_type,omitempty"`
+	From          float64        `json:"from,omitempty"`
+	To            float64        `json:"to,omitempty"`
+}
+
+// cacheKey identifies a conversion: the action and its version, the step's settings, the item's
+// options (ocr, lang, split_by_page change the result) and the input's content. Names are not part
+// of it, but children are named after their parent, so cached child names are rebased on replay.
+func cacheKey(spec action.Spec, step *workflow.Step, it *store.Item) string {
+	h := sha256.New()
+	v := spec.Version
+	if v == "" {
+		v = "1"
+	}
+	with, _ := json.Marshal(step.With) // encoding/json sorts map keys: canonical
+	var opts map[string]any
+	_ = json.Unmarshal(it.Options, &opts)
+	optb, _ := json.Marshal(opts)
+	for _, part := range [][]byte{[]byte(spec.Name), []byte(v), with, optb, []byte(it.BlobSHA256), []byte(it.ContentType)} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fromCache replays cached effects; concurrent identical conversions wait for the first
+// (singleflight) and then replay its result.
+func (w *Worker) fromCache(ctx context.Context, key string, out *output) (bool, error) {
+	for {
+		w.mu.Lock()
+		ch, inFlight := w.flights[key]
+		if !inFlight {
+			w.flights[key] = make(chan struct{})
+		}
+		w.mu.Unlock()
+		if inFlight {
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
+		break
+	}
+	raw, err := w.e.Store().CacheGet(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil // we own the flight; land() releases it
+	}
+	w.land(key)
+	if err != nil {
+		return false, err
+	}
+	var ef effects
+	if err := json.Unmarshal(raw, &ef); err != nil {
+		return false, nil
+	}
+	w.replay(ctx, &ef, out)
+	if ef.Error != "" {
+		return true, action.Permanentf("%s", ef.Error)
+	}
+	return true, nil
+}
+
+func (w *Worker) land(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.flights[key]; ok {
+		close(ch)
+		delete(w.flights, key)
+	}
+}
+
+// replay applies cached effects to this attempt's output. Child names recorded under another
+// parent's name are rebased onto this item's name.
+func (w *Worker) replay(ctx context.Context, ef *effects, out *output) {
+	res := out.result
+	res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType = ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType
+	res.Metadata, res.Events, res.Outputs = ef.Metadata, ef.Events, ef.Outputs
+	for i, c := range ef.Children {
+		name := c.Name
+		if rest, ok := strings.CutPrefix(name, ef.Parent); ok && ef.Parent != "" {
+			name = out.itemName + rest
+		}
+		nc := &engine.NewChild{Task: out.task, Ordinal: i, Name: name, ContentType: c.ContentType, BlobSHA256: c.BlobSHA256, Size: c.Size,
+			Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: c.ThumbnailSHA, ThumbnailType: c.ThumbnailType,
+			ProgressFrom: c.From, ProgressTo: c.To}
+		if err := out.queueChild(ctx, nc); err != nil {
+			out.mu.Lock()
+			out.childErr = err
+			out.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (w *Worker) toCache(ctx context.Context, key string, out *output, runErr error) {
+	ef := out.record
+	res := out.result
+	ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType = res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType
+	ef.Metadata, ef.Events, ef.Outputs = res.Metadata, res.Events, res.Outputs
+	if runErr != nil {
+		ef.Error = runErr.Error()
+	}
+	raw, err := json.Marshal(ef)
+	if err != nil {
+		return
+	}
+	// Cached before the flight lands so waiters find it; it commits ahead of the task's result.
+	if err := w.commit.do(ctx, func(t *engine.Tx) error { return t.Executor().CachePut(ctx, key, raw, t.Now()) }); err != nil {
+		w.log.Warn("cache result", "error", err)
+	}
+}

@@ -1,0 +1,200 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// output implements action.Output for one attempt. Children are recorded asynchronously through
+// the committer (their blobs are durable first), so a long action commits them as it goes without
+// waiting a transaction per child; the task's completion is queued after them and so commits last.
+type output struct {
+	w      *Worker
+	task   *store.Task
+	spec   action.Spec
+	ctx    context.Context
+	result *engine.Result
+	// itemName is the item's derived path, for rebasing cached child names.
+	itemName string
+
+	mu       sync.Mutex
+	ordinal  int
+	progress float64
+	lastP    float64
+	existing map[int]*store.Item // children recorded by an earlier attempt
+	childErr error
+	pending  sync.WaitGroup
+	beat     func()
+	// record, when set, collects the effects for the conversion cache.
+	record *effects
+}
+
+var _ action.Output = (*output)(nil)
+
+func (o *output) failed() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.childErr
+}
+
+func (o *output) CreateChild(ctx context.Context, c action.Child) error {
+	if err := o.failed(); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	ord := o.ordinal
+	o.ordinal++
+	from, to := o.lastP, o.progress
+	o.lastP = o.progress
+	prev := o.existing[ord]
+	o.mu.Unlock()
+	if c.Name == "" {
+		return fmt.Errorf("child %d: empty name", ord)
+	}
+	var sha string
+	var size int64
+	if prev != nil && c.Thumbnail == nil {
+		// Replay: hash without storing; identical content means the child exists already.
+		if c.Blob != nil {
+			h := sha256.New()
+			n, err := io.Copy(h, c.Blob)
+			if err != nil {
+				return fmt.Errorf("read child %q: %w", c.Name, err)
+			}
+			sha, size = hex.EncodeToString(h.Sum(nil)), n
+		}
+		if prev.Name == c.Name && prev.BlobSHA256 == sha {
+			o.recordChild(c, sha, size, "", "", from, to)
+			return nil
+		}
+		return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",
+			engine.ErrNondeterministic, ord, o.itemName, prev.Name, prev.BlobSHA256, c.Name, sha)
+	}
+	if c.Blob != nil {
+		var err error
+		if sha, size, err = o.w.cfg.Blobs.Put(ctx, c.Blob); err != nil {
+			return fmt.Errorf("store child %q: %w", c.Name, err)
+		}
+	}
+	var thumbSHA string
+	if c.Thumbnail != nil {
+		var err error
+		if thumbSHA, _, err = o.w.cfg.Blobs.Put(ctx, c.Thumbnail); err != nil {
+			return fmt.Errorf("store thumbnail of child %q: %w", c.Name, err)
+		}
+	}
+	o.recordChild(c, sha, size, thumbSHA, c.ThumbnailType, from, to)
+	nc := &engine.NewChild{Task: o.task, Ordinal: ord, Name: c.Name, ContentType: c.ContentType, BlobSHA256: sha, Size: size,
+		Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: thumbSHA, ThumbnailType: c.ThumbnailType,
+		ProgressFrom: from, ProgressTo: to}
+	return o.queueChild(ctx, nc)
+}
+
+func (o *output) queueChild(ctx context.Context, nc *engine.NewChild) error {
+	done := make(chan error, 1)
+	o.pending.Add(1)
+	if err := o.w.commit.submit(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }, done); err != nil {
+		o.pending.Done()
+		return err
+	}
+	go func() {
+		defer o.pending.Done()
+		if err := <-done; err != nil {
+			o.mu.Lock()
+			if o.childErr == nil {
+				o.childErr = err
+			}
+			o.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (o *output) recordChild(c action.Child, sha string, size int64, thumb, thumbType string, from, to float64) {
+	if o.record == nil {
+		return
+	}
+	o.record.Children = append(o.record.Children, cachedChild{Name: c.Name, ContentType: c.ContentType, BlobSHA256: sha, Size: size,
+		Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: thumb, ThumbnailType: thumbType, From: from, To: to})
+}
+
+func (o *output) SetText(_ context.Context, text string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.result.Text == nil {
+		o.result.Text = &text
+	}
+	return nil
+}
+
+func (o *output) SetThumbnail(ctx context.Context, r io.Reader, contentType string) error {
+	sha, _, err := o.w.cfg.Blobs.Put(ctx, r)
+	if err != nil {
+		return fmt.Errorf("store thumbnail: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.result.ThumbnailSHA == "" {
+		o.result.ThumbnailSHA, o.result.ThumbnailType = sha, contentType
+	}
+	return nil
+}
+
+func (o *output) SetContentType(ct string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.result.ContentType = ct
+}
+
+func (o *output) SetMetadata(md map[string]any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.result.Metadata == nil {
+		o.result.Metadata = map[string]any{}
+	}
+	for k, v := range md {
+		o.result.Metadata[k] = v
+	}
+}
+
+func (o *output) SetOutput(_ context.Context, kind string, value json.RawMessage) error {
+	if !json.Valid(value) {
+		return fmt.Errorf("output %q: invalid JSON", kind)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.result.Outputs == nil {
+		o.result.Outputs = map[string]json.RawMessage{}
+	}
+	o.result.Outputs[kind] = value
+	return nil
+}
+
+func (o *output) Emit(events ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.result.Events = append(o.result.Events, events...)
+}
+
+func (o *output) Progress(f float64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f > o.progress && f <= 1 {
+		o.progress = f
+	}
+}
+
+func (o *output) Heartbeat() {
+	if o.beat != nil {
+		o.beat()
+	}
+}

@@ -1,0 +1,560 @@
+// Package worker runs tasks inside the sluice process: it leases ready tasks per queue up to each
+// queue's concurrency limit, runs their actions under a per-attempt timeout with panics recovered,
+// renews the process's leases in one batched write, and commits results through one group-commit
+// writer (DESIGN §4–5).
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Config configures a [Worker].
+type Config struct {
+	Engine *engine.Engine
+	Blobs  blob.Store
+	Logger *slog.Logger
+	// Owner names this process in leases. Defaults to a random id.
+	Owner string
+	// Queues limits which queues this worker leases from; nil means every action in the catalog.
+	Queues []string
+	// Concurrency overrides an action's default concurrency by action name.
+	Concurrency map[string]int
+	// LeaseDuration is how long a lease lasts without renewal. Defaults to 30s; renewed every third of it.
+	LeaseDuration time.Duration
+	// PollInterval bounds how long an idle worker waits before looking for work that another
+	// process (or a retry's run_after) made ready. Defaults to 1s.
+	PollInterval time.Duration
+	// MaxBatch bounds the writes committed in one transaction. Defaults to 512.
+	MaxBatch int
+	// Cache lists the actions whose results are cached by (action, version, settings, options,
+	// input sha256), so the same conversion is never done twice.
+	Cache map[string]bool
+	// TempDir is where attempts get their private directories. Defaults to os.TempDir().
+	TempDir string
+}
+
+// Worker leases and runs tasks. Start it once; Stop is idempotent.
+type Worker struct {
+	cfg    Config
+	e      *engine.Engine
+	log    *slog.Logger
+	commit *committer
+	wake   chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]int
+	running  map[int64]context.CancelFunc
+	flights  map[string]chan struct{}
+
+	cancel   context.CancelFunc
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	tasks    sync.WaitGroup
+}
+
+// New returns a worker.
+func New(cfg Config) *Worker {
+	if cfg.Owner == "" {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		host, _ := os.Hostname()
+		cfg.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = 30 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TempDir == "" {
+		cfg.TempDir = os.TempDir()
+	}
+	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
+		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}}
+	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
+	return w
+}
+
+// Owner returns the lease owner name of this worker.
+func (w *Worker) Owner() string { return w.cfg.Owner }
+
+// Wake tells the worker that tasks may be ready. Safe to call from any goroutine; never blocks.
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// CancelTasks cancels the contexts of running tasks (their job was canceled or failed).
+func (w *Worker) CancelTasks(ids []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		if c := w.running[id]; c != nil {
+			c()
+		}
+	}
+}
+
+// Do runs fn in the worker's group-commit writer and waits for it to commit. Other components
+// (job creation, the API) use it so that all writes of the process share one writer.
+func (w *Worker) Do(ctx context.Context, fn func(t *engine.Tx) error) error {
+	return w.commit.do(ctx, fn)
+}
+
+// Start starts the committer, the dispatcher and the lease renewer.
+func (w *Worker) Start(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.commit.start(ctx)
+	w.wg.Add(2)
+	go func() { defer w.wg.Done(); w.dispatch(ctx) }()
+	go func() { defer w.wg.Done(); w.renew(ctx) }()
+}
+
+// Stop stops leasing, waits for running tasks until ctx ends, then cancels the rest, and commits
+// what is queued. Tasks cut short are released for another worker without spending an attempt.
+func (w *Worker) Stop(ctx context.Context) {
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.inflight = nil // no more leasing
+		w.mu.Unlock()
+		done := make(chan struct{})
+		go func() { w.tasks.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			w.mu.Lock()
+			for _, c := range w.running {
+				c()
+			}
+			w.mu.Unlock()
+			<-done
+		}
+		w.cancel()
+		w.wg.Wait()
+		w.commit.wait()
+	})
+}
+
+type queueInfo struct {
+	name  string
+	limit int
+}
+
+// queues returns the queues this worker serves with their limits: one per action, plus one per
+// step that sets its own concurrency.
+func (w *Worker) queues(ctx context.Context) []queueInfo {
+	cat := w.e.Catalog()
+	var out []queueInfo
+	seen := map[string]bool{}
+	add := func(name, act string, limit int) {
+		if seen[name] {
+			return
+		}
+		if w.cfg.Queues != nil {
+			ok := false
+			for _, q := range w.cfg.Queues {
+				if q == name || q == act {
+					ok = true
+				}
+			}
+			if !ok {
+				return
+			}
+		}
+		seen[name] = true
+		out = append(out, queueInfo{name: name, limit: limit})
+	}
+	limitOf := func(act string) int {
+		if n := w.cfg.Concurrency[act]; n > 0 {
+			return n
+		}
+		spec, _ := cat.Spec(act)
+		if spec.Concurrency > 0 {
+			return spec.Concurrency
+		}
+		return 4
+	}
+	for _, name := range cat.Names() {
+		add(name, name, limitOf(name))
+	}
+	if wfs, err := w.e.Store().WorkflowList(ctx); err == nil {
+		for _, wf := range wfs {
+			def, _, err := w.e.Definition(ctx, wf.Name, wf.Version)
+			if err != nil {
+				continue
+			}
+			for _, s := range def.Steps {
+				if s.Concurrency > 0 {
+					if _, ok := cat.Lookup(s.Action); ok {
+						add(w.e.Queue(def, s), s.Action, min(s.Concurrency, limitOf(s.Action)))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (w *Worker) dispatch(ctx context.Context) {
+	queues := w.queues(ctx)
+	refresh := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if time.Since(refresh) > 5*time.Second {
+			queues, refresh = w.queues(ctx), time.Now()
+		}
+		leased, full, err := w.lease(ctx, queues)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("lease tasks", "error", err)
+		}
+		if leased > 0 && !full {
+			continue // there may be more
+		}
+		wait := w.cfg.PollInterval
+		if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
+			if d := time.Until(next); d > 0 && d < wait {
+				wait = d
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer.C:
+			queues, refresh = w.queues(ctx), time.Now()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// lease leases tasks for every queue with free slots in one transaction and starts them. full
+// reports that every queue is at its limit.
+func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, error) {
+	type want struct {
+		q    queueInfo
+		free int
+	}
+	var wants []want
+	w.mu.Lock()
+	if w.inflight == nil {
+		w.mu.Unlock()
+		return 0, true, nil
+	}
+	for _, q := range queues {
+		if free := q.limit - w.inflight[q.name]; free > 0 {
+			wants = append(wants, want{q, free})
+		}
+	}
+	w.mu.Unlock()
+	if len(wants) == 0 {
+		return 0, true, nil
+	}
+	var got []*store.Task
+	now := w.e.Now()
+	err := w.commit.do(ctx, func(t *engine.Tx) error {
+		got = got[:0]
+		for _, wt := range wants {
+			ts, err := t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: wt.q.name, Limit: wt.free, Owner: w.cfg.Owner,
+				Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
+			if err != nil {
+				return err
+			}
+			got = append(got, ts...)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	w.mu.Lock()
+	if w.inflight == nil { // stopping: give them back
+		w.mu.Unlock()
+		for _, t := range got {
+			w.release(t)
+		}
+		return 0, true, nil
+	}
+	for _, t := range got {
+		w.inflight[t.Queue]++
+	}
+	w.mu.Unlock()
+	for _, t := range got {
+		w.tasks.Add(1)
+		go w.run(ctx, t)
+	}
+	return len(got), false, nil
+}
+
+func (w *Worker) release(t *store.Task) {
+	_ = w.commit.submit(context.Background(), func(tx *engine.Tx) error {
+		_, err := tx.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: t.ID, Attempt: t.Attempt, State: store.TaskReady, Refund: true, Now: tx.Now()})
+		return err
+	}, nil)
+}
+
+// renew extends this process's leases in one statement every third of the lease, and reclaims
+// expired leases of other processes.
+func (w *Worker) renew(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.LeaseDuration / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		until := w.e.Now().Add(w.cfg.LeaseDuration)
+		err := w.commit.do(ctx, func(t *engine.Tx) error {
+			_, err := t.Executor().TaskRenewLeases(ctx, w.cfg.Owner, until)
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("renew leases", "error", err)
+		}
+		if n, err := w.e.Reclaim(ctx, engine.ReclaimParams{}); err != nil && ctx.Err() == nil {
+			w.log.Error("reclaim expired leases", "error", err)
+		} else if n > 0 {
+			w.log.Info("reclaimed expired leases", "tasks", n)
+			w.Wake()
+		}
+	}
+}
+
+func (w *Worker) done(t *store.Task) {
+	w.mu.Lock()
+	if w.inflight != nil {
+		w.inflight[t.Queue]--
+	}
+	delete(w.running, t.ID)
+	w.mu.Unlock()
+	w.tasks.Done()
+	w.Wake()
+}
+
+// run runs one leased task and queues its result.
+func (w *Worker) run(ctx context.Context, t *store.Task) {
+	defer w.done(t)
+	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
+	err := w.execute(ctx, t, res)
+	if errors.Is(err, errStopping) {
+		w.release(t)
+		return
+	}
+	res.Err = err
+	var pe *panicError
+	if errors.As(err, &pe) {
+		res.Stack = pe.stack
+	}
+	if err != nil && ctx.Err() == nil {
+		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
+	}
+	if err := w.commit.submit(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(res) }, nil); err != nil {
+		w.log.Error("queue result", "task_id", t.ID, "error", err)
+	}
+}
+
+var errStopping = errors.New("worker stopping")
+
+type panicError struct {
+	v     any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
+
+func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result) (err error) {
+	act, ok := w.e.Catalog().Lookup(t.Action)
+	if !ok {
+		return action.Permanentf("unknown action %q", t.Action)
+	}
+	job, err := w.e.Store().JobGet(ctx, t.JobID)
+	if err != nil {
+		return err
+	}
+	def, _, err := w.e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	if err != nil {
+		return err
+	}
+	step := def.Step(t.Step)
+	if step == nil {
+		return action.Permanentf("step %q not in workflow %q", t.Step, def.Name)
+	}
+	it, err := w.e.Store().ItemGet(ctx, t.ItemID)
+	if err != nil {
+		return err
+	}
+	spec := act.Spec()
+	timeout := time.Duration(step.Timeout)
+	if timeout <= 0 {
+		timeout = spec.Timeout
+	}
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w.mu.Lock()
+	w.running[t.ID] = cancel
+	w.mu.Unlock()
+
+	at := &action.Task{ID: t.ID, JobID: t.JobID, Step: t.Step, Action: t.Action, Attempt: t.Attempt, With: step.With,
+		Item: toActionItem(it)}
+	if at.With == nil {
+		at.With = map[string]any{}
+	}
+	var tmp string
+	at.OpenBlob = func(ctx context.Context) (io.ReadCloser, error) {
+		if it.BlobSHA256 == "" {
+			return nil, action.Permanentf("item %q has no content", it.Name)
+		}
+		return w.cfg.Blobs.Open(ctx, it.BlobSHA256)
+	}
+	at.BlobPath = func(ctx context.Context) (string, error) { return w.blobPath(ctx, it, &tmp) }
+	mkTemp := func() (string, error) {
+		if tmp == "" {
+			d, err := os.MkdirTemp(w.cfg.TempDir, "sluice-task-")
+			if err != nil {
+				return "", err
+			}
+			tmp = d
+		}
+		return tmp, nil
+	}
+	defer func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if spec.Name != "noop" { // the no-op benchmark action needs no directory
+		if at.TempDir, err = mkTemp(); err != nil {
+			return fmt.Errorf("temp dir: %w", err)
+		}
+	}
+	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name}
+	if it.NChildren > 0 {
+		kids, err := w.e.Store().ItemListChildren(ctx, it.ID, t.Step)
+		if err != nil {
+			return err
+		}
+		out.existing = make(map[int]*store.Item, len(kids))
+		for _, k := range kids {
+			out.existing[k.Ordinal] = k
+		}
+	}
+	key := ""
+	if w.cfg.Cache[t.Action] && it.BlobSHA256 != "" {
+		key = cacheKey(spec, step, it)
+		if hit, err := w.fromCache(tctx, key, out); hit || err != nil {
+			if err == nil {
+				out.pending.Wait()
+				err = out.failed()
+			}
+			return err
+		}
+		defer w.land(key)
+		out.record = &effects{Parent: it.Name}
+	}
+	err = w.safeRun(tctx, act, at, out)
+	out.pending.Wait()
+	if cerr := out.failed(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil && tctx.Err() != nil && ctx.Err() == nil {
+		if errors.Is(tctx.Err(), context.DeadlineExceeded) {
+			res.TimedOut = true
+			err = fmt.Errorf("%s timed out after %s", t.Action, timeout)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return errStopping
+	}
+	if key != "" && (err == nil || action.IsPermanent(err)) {
+		w.toCache(ctx, key, out, err)
+	}
+	return err
+}
+
+func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{v: v, stack: string(debug.Stack())}
+		}
+	}()
+	return act.Run(ctx, t, out)
+}
+
+func (w *Worker) blobPath(ctx context.Context, it *store.Item, tmp *string) (string, error) {
+	if it.BlobSHA256 == "" {
+		return "", action.Permanentf("item %q has no content", it.Name)
+	}
+	if lp, ok := w.cfg.Blobs.(blob.LocalPather); ok {
+		return lp.LocalPath(it.BlobSHA256)
+	}
+	if *tmp == "" {
+		d, err := os.MkdirTemp(w.cfg.TempDir, "sluice-task-")
+		if err != nil {
+			return "", err
+		}
+		*tmp = d
+	}
+	f, err := os.CreateTemp(*tmp, "input-*.blob")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	r, err := w.cfg.Blobs.Open(ctx, it.BlobSHA256)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	if _, err := io.Copy(f, r); err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
+}
+
+func toActionItem(it *store.Item) action.Item {
+	ai := action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
+		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.BlobSHA256, HasText: it.HasText,
+		HasThumbnail: it.ThumbnailSHA != "", Error: it.Error, NChildren: it.NChildren}
+	_ = json.Unmarshal(it.Metadata, &ai.Metadata)
+	_ = json.Unmarshal(it.Options, &ai.Options)
+	if ai.Metadata == nil {
+		ai.Metadata = map[string]any{}
+	}
+	if ai.Options == nil {
+		ai.Options = map[string]any{}
+	}
+	return ai
+}

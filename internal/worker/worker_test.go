@@ -1,0 +1,172 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/worker"
+)
+
+// fn is an in-memory action for tests.
+type fn struct {
+	spec action.Spec
+	run  func(ctx context.Context, t *action.Task, out action.Output) error
+}
+
+func (f *fn) Spec() action.Spec { return f.spec }
+func (f *fn) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	return f.run(ctx, t, out)
+}
+
+type bundle struct {
+	e     *engine.Engine
+	w     *worker.Worker
+	db    *sqlite.DB
+	blobs *blob.Dir
+}
+
+func setup(t *testing.T, actions ...action.Action) *bundle {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := &action.Catalog{}
+	cat.Register(actions...)
+	var w *worker.Worker
+	e := engine.New(engine.Config{Store: db, Catalog: cat,
+		OnReady:  func() { w.Wake() },
+		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
+	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	w.Start(ctx)
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		w.Stop(sctx)
+		cancel()
+		db.Close()
+	})
+	return &bundle{e: e, w: w, db: db, blobs: blobs}
+}
+
+func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		j, err := e.Store().JobGet(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != store.JobRunning {
+			return j
+		}
+		if time.Now().After(deadline) {
+			p, _ := e.Progress(t.Context(), id)
+			t.Fatalf("job %d still running after %s: %+v", id, d, p)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func TestFanOutFanIn(t *testing.T) {
+	t.Parallel()
+	const n = 10000
+	var collected, aRuns, bRuns atomic.Int64
+	var collectorSawOpen atomic.Bool
+	var b *bundle
+	split := &fn{spec: action.Spec{Name: "split", Concurrency: 2}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+		if t.Item.ParentID != 0 {
+			return nil
+		}
+		for i := 0; i < n; i++ {
+			out.Progress(float64(i) / n)
+			if err := out.CreateChild(ctx, action.Child{Name: fmt.Sprintf("%s/%05d", t.Item.Name, i), Blob: strings.NewReader(fmt.Sprint(i))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	stepA := &fn{spec: action.Spec{Name: "a", Concurrency: 50}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+		aRuns.Add(1)
+		return nil
+	}}
+	stepB := &fn{spec: action.Spec{Name: "b", Concurrency: 50}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+		bRuns.Add(1)
+		return nil
+	}}
+	collect := &fn{spec: action.Spec{Name: "collect"}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+		if t.Item.ParentID != 0 {
+			return nil
+		}
+		collected.Add(1)
+		open, err := b.db.ItemHasChildInState(ctx, t.Item.ID, []string{store.ItemCreated, store.ItemWritten})
+		if err != nil {
+			return err
+		}
+		collectorSawOpen.Store(open)
+		return nil
+	}}
+	b = setup(t, split, stepA, stepB, collect)
+	wf := `name: fan
+steps:
+  split: {action: split, needs: [start], success: [split.done]}
+  a: {action: a, needs: [split.done], success: [a.done]}
+  b: {action: b, needs: [a.done]}
+  collect: {action: collect, needs: [children.done]}
+`
+	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), "fan.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "fan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, size, _ := b.blobs.Put(t.Context(), strings.NewReader("root"))
+	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Name: "root", BlobSHA256: sha, Size: size}}); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, b.e, job.ID, 3*time.Minute)
+	if j.State != store.JobComplete {
+		t.Fatalf("job state %s: %s", j.State, j.Error)
+	}
+	// The root runs split, a, b and collect too; children run split (a no-op for them), a, b, collect.
+	if got := aRuns.Load(); got != n+1 {
+		t.Errorf("a ran %d times, want %d", got, n+1)
+	}
+	if got := bRuns.Load(); got != n+1 {
+		t.Errorf("b ran %d times, want %d", got, n+1)
+	}
+	if got := collected.Load(); got != 1 {
+		t.Errorf("root collector ran %d times, want 1", got)
+	}
+	if collectorSawOpen.Load() {
+		t.Error("collector ran while children were still open")
+	}
+	p, err := b.e.Progress(t.Context(), job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Items[store.ItemIngested] != n+1 || p.Fraction != 1 {
+		t.Errorf("progress %+v", p)
+	}
+	st, _ := b.db.TaskStats(t.Context(), job.ID)
+	if st[store.TaskComplete] != 4*(n+1) {
+		t.Errorf("task stats %v, want %d complete", st, 4*(n+1))
+	}
+}

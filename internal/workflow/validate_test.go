@@ -1,0 +1,169 @@
+package workflow_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// mediathread is Banzai's Mediathread workflow (DESIGN §3) with real settings in place of {...}.
+const mediathread = `name: mediathread-video
+external: [et-job-finished]
+steps:
+  extract-metadata: {action: exec, needs: [start], success: [metadata-extracted], failure: [failed], with: {command: [mediainfo, --output=JSON]}}
+  create-transcode: {action: http, needs: [start], success: [et-job-created], failure: [failed], with: {url: "https://transcoder.example/jobs", method: POST}}
+  pull-thumbnails:  {action: http, needs: [et-job-finished], success: [poster-created], failure: [failed], with: {url: "https://transcoder.example/thumbs"}}
+  copy-to-cunix:    {action: exec, needs: [et-job-finished], success: [uploaded-to-cunix], failure: [failed], with: {command: [rsync, out/, cunix:h264/]}}
+  submit:           {action: http, needs: [metadata-extracted, poster-created, uploaded-to-cunix], success: [submitted], failure: [failed], with: {url: "https://mediathread.example/api"}}
+  email-success:    {action: email, needs: [submitted], success: [ok], with: {to: uploader@example.edu}}
+  email-failure:    {action: email, needs: [failed], success: [fail], failure: [fail], with: {to: uploader@example.edu}}
+`
+
+// validExamples are workflows that must parse and validate.
+var validExamples = map[string]string{
+	"mediathread": mediathread,
+	"router": `name: documents
+steps:
+  detect: {action: detect, needs: [start], failure: [fail]}
+  unpack: {action: noop, needs: [detected.archive]}
+  pdf:    {action: noop, needs: [detected.pdf], success: [has-text]}
+  summary: {action: noop, needs: [has-text, children.done]}
+`,
+	"configured outcomes": `name: emitter
+steps:
+  route: {action: emit, needs: [start], with: {events: [select.unknown, select.done]}}
+  fetch: {action: noop, needs: [select.unknown], success: [ok]}
+  done:  {action: noop, needs: [select.done]}
+`,
+	"retry loop": `# a step may wait for an event it fires itself once something else fires it first
+name: loop
+steps:
+  poll: {action: noop, needs: [start], success: [polled]}
+  again: {action: noop, needs: [polled], failure: [polled]}
+`,
+	"json": `{"name": "j", "steps": {"s": {"action": "noop", "needs": ["start"], "success": ["ok"]}}}`,
+}
+
+func TestValidExamples(t *testing.T) {
+	t.Parallel()
+	for name, src := range validExamples {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			mustValid(t, src)
+		})
+	}
+}
+
+func TestMediathread(t *testing.T) {
+	t.Parallel()
+	def, warnings := mustValid(t, mediathread)
+	if len(warnings) != 0 {
+		t.Errorf("warnings: %+v", warnings)
+	}
+	if len(def.Steps) != 7 || def.Steps[4].Name != "submit" || def.Steps[4].Line != 8 {
+		t.Fatalf("steps: %+v", def.Steps)
+	}
+	if !def.IsExternal("et-job-finished") || def.NeedsChildrenDone() {
+		t.Error("external / children.done")
+	}
+	if got := len(def.Consumers("failed")); got != 1 {
+		t.Errorf("consumers of failed: %d", got)
+	}
+}
+
+func TestValidateWarnings(t *testing.T) {
+	t.Parallel()
+	_, warnings := mustValid(t, `name: w
+external: [unused-ext]
+steps:
+  detect: {action: detect, needs: [start]}
+  pdf: {action: noop, needs: [detected.pdf]}
+`)
+	assertWarning(t, warnings, `outcome "detected.archive" of action "detect" is not needed by any step`)
+	assertWarning(t, warnings, `external event "unused-ext" is not needed by any step`)
+	if len(warnings) != 2 {
+		t.Errorf("warnings: %+v", warnings)
+	}
+	if warnings[0].Line != 2 || warnings[0].Field != "external" || warnings[1].Step != "detect" || warnings[1].Line != 4 {
+		t.Errorf("warning positions: %+v", warnings)
+	}
+}
+
+func TestValidateWarningsWithErrors(t *testing.T) {
+	t.Parallel()
+	_, warnings, err := parseAndValidate(`name: w
+steps:
+  detect: {action: detect, needs: [start]}
+  pdf: {action: noop, needs: [detected.pfd]}
+`)
+	assertProblem(t, err, `(did you mean "detected.pdf"?)`, 4)
+	assertWarning(t, warnings, `outcome "detected.archive"`)
+}
+
+func TestValidationErrorFormat(t *testing.T) {
+	t.Parallel()
+	_, _, err := parseAndValidate(`name: fmt
+steps:
+  a: {action: noop, needs: [start], with: {x: 1}}
+  b: {action: htp, needs: [nope]}
+`)
+	var ve *workflow.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("error %T %v", err, err)
+	}
+	want := strings.Join([]string{
+		`workflow "fmt": line 3: step "a": with.x: unknown setting "x": action "noop" takes no settings`,
+		`workflow "fmt": line 4: step "b": action: unknown action "htp" (did you mean "http"?)`,
+		`workflow "fmt": line 4: step "b": needs: event "nope" is never produced: no step, action outcome, start, children.done or external event fires it`,
+	}, "\n")
+	if err.Error() != want {
+		t.Fatalf("Error():\n%s\nwant:\n%s", err, want)
+	}
+}
+
+// TestValidateBuiltInGo checks definitions built in Go, with no source positions.
+func TestValidateBuiltInGo(t *testing.T) {
+	t.Parallel()
+	lk, _ := lookup()
+	def := &workflow.Definition{Name: "go", Steps: []*workflow.Step{
+		{Name: "step", Action: "noop", Needs: []string{"start"}},
+		{Name: "Step", Action: "noop", Needs: []string{"start"}},
+		{Name: "empty", Action: "noop"},
+		{Name: "neg", Action: "noop", Needs: []string{"start"}, Concurrency: -1},
+	}}
+	_, err := workflow.Validate(def, lk)
+	for _, want := range []string{
+		`step "Step": step name "Step" collides with step "step"`,
+		`step "empty": needs: empty needs`,
+		`step "neg": concurrency: must not be negative`,
+	} {
+		assertProblem(t, err, want, 0)
+	}
+	if _, err := workflow.Validate(nil, lk); err == nil {
+		t.Error("nil definition validated")
+	}
+	// Without a lookup every action is unknown.
+	if _, err := workflow.Validate(&workflow.Definition{Name: "x", Steps: []*workflow.Step{{Name: "s", Action: "noop", Needs: []string{"start"}}}}, nil); err == nil {
+		t.Error("nil lookup accepted an action")
+	}
+}
+
+func TestValidatePanickingAction(t *testing.T) {
+	t.Parallel()
+	lk := func(name string) (action.Spec, bool) {
+		return action.Spec{
+			Name:        name,
+			Validate:    func(map[string]any) error { panic("boom") },
+			OutcomesFor: func(map[string]any) []string { panic("boom") },
+		}, true
+	}
+	def, err := workflow.Parse([]byte("name: p\nsteps:\n  s: {action: bad, needs: [start]}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = workflow.Validate(def, lk)
+	assertProblem(t, err, "settings check of the action panicked: boom", 3)
+}

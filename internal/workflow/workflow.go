@@ -1,0 +1,100 @@
+// Package workflow defines workflows as data: named, versioned sets of steps wired by events
+// (a Petri net over each item, DESIGN §3). It parses YAML and JSON definitions, validates them
+// against the catalog of actions with messages that name the step, the field and the line, and
+// renders them as DOT and SVG.
+package workflow
+
+import (
+	"time"
+)
+
+// Built-in event names with engine-defined meaning.
+const (
+	EventStart        = "start"         // fired when an item is created
+	EventChildrenDone = "children.done" // fired once the item's tasks are finished and every child is processed
+	EventFail         = "fail"          // marks the job failed
+	EventOK           = "ok"            // a readable no-op
+)
+
+// Definition is one workflow version as the engine uses it. A stored Definition is immutable.
+type Definition struct {
+	Name     string   `json:"name"`
+	External []string `json:"external,omitempty"`
+	// Steps in the order they appear in the source.
+	Steps []*Step `json:"steps"`
+
+	pos *defPos // source positions, set by Parse; nil for definitions built in Go
+}
+
+// Step is an action placed in a workflow.
+type Step struct {
+	Name    string         `json:"name"`
+	Action  string         `json:"action"`
+	Needs   []string       `json:"needs"`
+	Success []string       `json:"success,omitempty"`
+	Failure []string       `json:"failure,omitempty"`
+	With    map[string]any `json:"with,omitempty"`
+	// Concurrency limits tasks of this step running at once in one process; 0 means the action's default.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Timeout is the per-attempt timeout; 0 means the action's default.
+	Timeout Duration `json:"timeout,omitempty"`
+	// Attempts bounds attempts (crashes, timeouts, transient errors); 0 means 3.
+	Attempts int `json:"attempts,omitempty"`
+	// ProgressWeight is the share of the item's progress colored when the task completes; nil means the action's default.
+	ProgressWeight *float64 `json:"progress_weight,omitempty"`
+	// Line is the source line of the step's key, for messages. Not part of the definition's identity.
+	Line int `json:"-"`
+
+	pos *stepPos // source positions of fields, set by Parse
+}
+
+// DefaultAttempts is the attempt bound of a step that does not set one.
+const DefaultAttempts = 3
+
+// MaxAttempts returns the step's attempt bound.
+func (s *Step) MaxAttempts() int {
+	if s.Attempts > 0 {
+		return s.Attempts
+	}
+	return DefaultAttempts
+}
+
+// Duration is a time.Duration that reads and writes as a Go duration string ("30s").
+type Duration time.Duration
+
+// Step returns the named step, or nil.
+func (d *Definition) Step(name string) *Step {
+	for _, s := range d.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// IsExternal reports whether event is declared external.
+func (d *Definition) IsExternal(event string) bool {
+	for _, e := range d.External {
+		if e == event {
+			return true
+		}
+	}
+	return false
+}
+
+// Consumers returns the steps whose needs include event, in source order.
+func (d *Definition) Consumers(event string) []*Step {
+	var out []*Step
+	for _, s := range d.Steps {
+		for _, n := range s.Needs {
+			if n == event {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// NeedsChildrenDone reports whether any step waits for children.done.
+func (d *Definition) NeedsChildrenDone() bool { return len(d.Consumers(EventChildrenDone)) > 0 }
