@@ -184,6 +184,7 @@ type tx struct {
 	now     time.Time
 	jobs    map[int64]*store.Job
 	events  map[int64]map[string]bool
+	items   map[int64]*store.Item // locked in this transaction, kept in step with its writes
 	dirty   map[int64]int // item id → depth
 	touched map[int64]bool
 	ready   bool
@@ -192,7 +193,7 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
-	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{},
+	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{},
 		dirty: map[int64]int{}, touched: map[int64]bool{}, ended: map[int64]string{}}
 }
 
@@ -254,6 +255,19 @@ func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
 	}
 	d, _, err := t.e.Definition(t.ctx, j.WorkflowName, j.WorkflowVersion)
 	return d, j, err
+}
+
+// item returns the item, locking it on first use in this transaction.
+func (t *tx) item(id int64) (*store.Item, error) {
+	if it, ok := t.items[id]; ok {
+		return it, nil
+	}
+	it, err := t.x.ItemLock(t.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t.items[id] = it
+	return it, nil
 }
 
 func (t *tx) itemEvents(itemID int64) (map[string]bool, error) {
@@ -404,7 +418,7 @@ var unfinishedStates = []string{store.ItemCreated, store.ItemWritten, store.Item
 
 // settle moves an item as far along written → processed → ingested as the database allows.
 func (t *tx) settle(id int64) error {
-	it, err := t.x.ItemLock(t.ctx, id)
+	it, err := t.item(id)
 	if err != nil {
 		return err
 	}
@@ -456,6 +470,19 @@ func (t *tx) settle(id int64) error {
 				}
 			}
 		}
+		if it.NChildren == 0 {
+			// No children: processed and ingested at once, in one write.
+			share := it.Share
+			if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemWritten, To: store.ItemIngested, Now: t.now, Colored: &share}); err != nil {
+				return err
+			}
+			it.State, it.Colored = store.ItemIngested, share
+			if it.ParentID != 0 {
+				t.dirty[it.ParentID] = it.Depth - 1
+			}
+			t.touched[it.JobID] = true
+			return nil
+		}
 		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemWritten, To: store.ItemProcessed, Now: t.now}); err != nil {
 			return err
 		}
@@ -475,6 +502,7 @@ func (t *tx) settle(id int64) error {
 		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemProcessed, To: store.ItemIngested, Now: t.now, Colored: &share}); err != nil {
 			return err
 		}
+		it.State, it.Colored = store.ItemIngested, share
 		if it.ParentID != 0 {
 			t.dirty[it.ParentID] = it.Depth - 1
 		}

@@ -95,6 +95,7 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 					continue
 				}
 				added += length
+				t.t.items[it.ID] = it
 				t.t.events[it.ID] = map[string]bool{}
 				if err := t.t.fire(it, workflow.EventStart); err != nil {
 					return err
@@ -157,7 +158,7 @@ var ErrUnknownEvent = errors.New("event not declared external by the workflow")
 func (e *Engine) FireExternal(ctx context.Context, itemID int64, event string) (bool, error) {
 	var fired bool
 	err := e.Run(ctx, func(t *Tx) error {
-		it, err := t.t.x.ItemLock(t.t.ctx, itemID)
+		it, err := t.t.item(itemID)
 		if err != nil {
 			return err
 		}

@@ -115,7 +115,7 @@ func (t *Tx) Apply(r *Result) error {
 		// The lease was lost (expired and re-leased, or canceled): this attempt's effects are void.
 		return nil
 	}
-	it, err := tt.x.ItemLock(tt.ctx, task.ItemID)
+	it, err := tt.item(task.ItemID)
 	if err != nil {
 		return err
 	}
@@ -143,6 +143,13 @@ func (t *Tx) Apply(r *Result) error {
 		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
 			return err
 		}
+		if it.Error == "" {
+			it.Error = up.Error
+		}
+		if up.Text != nil {
+			it.HasText = true
+		}
+		it.Colored = min(it.Share, it.Colored+up.AddColored*it.RangeLen)
 	}
 	for _, ev := range fire {
 		if err := tt.fire(it, ev); err != nil {
@@ -175,7 +182,7 @@ type NewChild struct {
 // error when it differs.
 func (t *Tx) CreateChild(c *NewChild) error {
 	tt := t.t
-	parent, err := tt.x.ItemLock(tt.ctx, c.Task.ItemID)
+	parent, err := tt.item(c.Task.ItemID)
 	if err != nil {
 		return err
 	}
@@ -214,6 +221,9 @@ func (t *Tx) CreateChild(c *NewChild) error {
 	if err := tt.x.ItemAddChild(tt.ctx, parent.ID, length); err != nil {
 		return err
 	}
+	parent.NChildren++
+	parent.Share = max(0, parent.Share-length)
+	tt.items[it.ID] = it
 	tt.events[it.ID] = map[string]bool{}
 	return tt.fire(it, workflow.EventStart)
 }

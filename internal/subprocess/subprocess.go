@@ -106,17 +106,18 @@ func Run(ctx context.Context, c Cmd) error {
 		cmd.Stderr = errTail
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A grandchild left in the background can hold our stdout/stderr pipes open; without a
+	// WaitDelay, Wait would block until it exits. The group is killed after Wait anyway.
+	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", c.Path, err)
 	}
 	done := make(chan struct{})
-	killed := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 			// Negative pid: the whole process group.
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			close(killed)
 		case <-done:
 		}
 	}()
@@ -124,13 +125,13 @@ func Run(ctx context.Context, c Cmd) error {
 	close(done)
 	// Reap any grandchildren left in the group.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-killed:
+	// Decide by the context, not by whether the killer goroutine got there first: Wait can
+	// return (the process died of our SIGKILL) before that goroutine closes killed.
+	if ctx.Err() != nil && werr != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Timeout > 0 {
 			return &ExitError{Path: c.Path, Code: -1, TimedOut: true, Stderr: errTail.String()}
 		}
 		return ctx.Err()
-	default:
 	}
 	if werr == nil {
 		return nil

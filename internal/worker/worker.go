@@ -61,6 +61,7 @@ type Worker struct {
 	inflight map[string]int
 	running  map[int64]context.CancelFunc
 	flights  map[string]chan struct{}
+	jobs     map[int64]jobWF
 
 	cancel   context.CancelFunc
 	stopOnce sync.Once
@@ -92,7 +93,7 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = os.TempDir()
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}}
+		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
 	return w
 }
@@ -398,11 +399,11 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result)
 	if !ok {
 		return action.Permanentf("unknown action %q", t.Action)
 	}
-	job, err := w.e.Store().JobGet(ctx, t.JobID)
+	wfName, wfVersion, err := w.jobWorkflow(ctx, t.JobID)
 	if err != nil {
 		return err
 	}
-	def, _, err := w.e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	def, _, err := w.e.Definition(ctx, wfName, wfVersion)
 	if err != nil {
 		return err
 	}
@@ -503,6 +504,32 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result)
 		w.toCache(ctx, key, out, err)
 	}
 	return err
+}
+
+// jobWorkflow returns the job's workflow name and version (immutable, so cached).
+func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, error) {
+	w.mu.Lock()
+	jw, ok := w.jobs[jobID]
+	w.mu.Unlock()
+	if ok {
+		return jw.name, jw.version, nil
+	}
+	job, err := w.e.Store().JobGet(ctx, jobID)
+	if err != nil {
+		return "", 0, err
+	}
+	w.mu.Lock()
+	if len(w.jobs) > 10000 {
+		clear(w.jobs)
+	}
+	w.jobs[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
+	w.mu.Unlock()
+	return job.WorkflowName, job.WorkflowVersion, nil
+}
+
+type jobWF struct {
+	name    string
+	version int
 }
 
 func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) (err error) {

@@ -56,6 +56,43 @@ func (q *queries) prepared(ctx context.Context, query string) (*sql.Stmt, error)
 	return st, nil
 }
 
+// rprepared returns a statement prepared on the read pool (or the transaction's).
+func (q *queries) rprepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if q.tx != nil {
+		return q.prepared(ctx, query)
+	}
+	v, ok := q.db.rstmts.Load(query)
+	if !ok {
+		st, err := q.db.r.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		v, ok = q.db.rstmts.LoadOrStore(query, st)
+		if ok {
+			st.Close()
+		}
+	}
+	return v.(*sql.Stmt), nil
+}
+
+// rrow runs a one-row read through a prepared statement.
+func (q *queries) rrow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := q.rprepared(ctx, query)
+	if err != nil {
+		return q.r.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// wquery runs a read on the writer side (or the transaction) through a prepared statement.
+func (q *queries) wquery(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := q.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
 func (q *queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	st, err := q.prepared(ctx, query)
 	if err != nil {
@@ -188,7 +225,7 @@ func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*stor
 }
 
 func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
-	j, err := scanJob(q.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	j, err := scanJob(q.rrow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, err)
 	}
@@ -329,13 +366,29 @@ func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*st
 	if err != nil {
 		return nil, false, fmt.Errorf("insert item %q: %w", p.Name, mapErr(err))
 	}
-	if inserted && p.RootID == 0 && p.ParentID == 0 {
+	if !inserted {
+		it, err := q.itemGetW(ctx, id)
+		return it, false, err
+	}
+	root := p.RootID
+	if root == 0 && p.ParentID == 0 {
+		root = id
 		if _, err := q.exec(ctx, `UPDATE items SET root_id = id WHERE id = ?`, id); err != nil {
 			return nil, false, err
 		}
 	}
-	it, err := q.itemGetW(ctx, id)
-	return it, inserted, err
+	// Built from the params rather than read back: this is the hot path of fan-out.
+	md, opts := p.Metadata, p.Options
+	if len(md) == 0 {
+		md = []byte("{}")
+	}
+	if len(opts) == 0 {
+		opts = []byte("{}")
+	}
+	return &store.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
+		SortKey: p.SortKey, Name: p.Name, ContentType: p.ContentType, BlobSHA256: p.BlobSHA256, Size: p.Size, Metadata: md, Options: opts,
+		HasText: p.Text != nil, ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: store.ItemWritten,
+		RangeLo: p.RangeLo, RangeLen: p.RangeLen, Share: p.RangeLen, CreatedAt: p.Now.UTC().Truncate(time.Microsecond)}, true, nil
 }
 
 func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
@@ -347,7 +400,7 @@ func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
 }
 
 func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
-	it, err := scanItem(q.r.QueryRowContext(ctx, `SELECT `+itemCols+`, text FROM items WHERE id = ?`, id), true)
+	it, err := scanItem(q.rrow(ctx, `SELECT `+itemCols+`, text FROM items WHERE id = ?`, id), true)
 	if err != nil {
 		return nil, fmt.Errorf("get item %d: %w", id, err)
 	}
@@ -408,17 +461,17 @@ func placeholders(n int) string {
 }
 
 func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
-	col := "processed_at"
+	// ?1 state, ?2 now, ?3 id, ?4 from, ?5 colored (NULL: unchanged).
+	set := `processed_at = ?2`
 	if p.To == store.ItemIngested {
-		col = "ingested_at"
+		set = `processed_at = CASE WHEN processed_at = 0 THEN ?2 ELSE processed_at END, ingested_at = ?2`
 	}
-	var res sql.Result
-	var err error
+	var colored any
 	if p.Colored != nil {
-		res, err = q.exec(ctx, `UPDATE items SET state = ?, `+col+` = ?, colored = ? WHERE id = ? AND state = ?`, p.To, micros(p.Now), *p.Colored, p.ID, p.From)
-	} else {
-		res, err = q.exec(ctx, `UPDATE items SET state = ?, `+col+` = ? WHERE id = ? AND state = ?`, p.To, micros(p.Now), p.ID, p.From)
+		colored = *p.Colored
 	}
+	res, err := q.exec(ctx, `UPDATE items SET state = ?1, `+set+`, colored = COALESCE(?5, colored) WHERE id = ?3 AND state = ?4`,
+		p.To, micros(p.Now), p.ID, p.From, colored)
 	if err != nil {
 		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, err)
 	}
@@ -480,7 +533,7 @@ func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, state
 }
 
 func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
-	rows, err := q.w.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
+	rows, err := q.wquery(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
 	if err != nil {
 		return nil, fmt.Errorf("list children of %d: %w", parentID, err)
 	}
@@ -645,7 +698,13 @@ func (q *queries) TaskCountActive(ctx context.Context, itemID int64) (int, error
 }
 
 func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*store.Task, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
+	var rows *sql.Rows
+	var err error
+	if db == q.w {
+		rows, err = q.wquery(ctx, query, args...)
+	} else {
+		rows, err = db.QueryContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}

@@ -39,9 +39,10 @@ type Config struct {
 
 // DB is the SQLite store. It is safe for concurrent use.
 type DB struct {
-	w     *sql.DB // exactly one connection: SQLite has one writer anyway, and queuing in Go is
-	r     *sql.DB // cheaper than SQLITE_BUSY retries (deferred transactions failed 62–83% here).
+	w       *sql.DB  // exactly one connection: SQLite has one writer anyway, and queuing in Go is
+	r       *sql.DB  // cheaper than SQLITE_BUSY retries (deferred transactions failed 62–83% here).
 	stmts   sync.Map // query → *sql.Stmt prepared on w
+	rstmts  sync.Map // query → *sql.Stmt prepared on r
 	pending sync.Map // queries first seen inside a transaction, to prepare on w after it
 	*queries
 }

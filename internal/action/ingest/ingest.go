@@ -1,0 +1,71 @@
+// Package ingest is the last step of the documents workflow: it turns an item, once its children
+// are done, into what the user sees — a Document for a leaf, an Error for any item with an error
+// (parents too) — as outputs keyed by (item, kind), so replays are harmless.
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluice-project/sluice/internal/action"
+)
+
+// Output kinds written by the ingest action.
+const (
+	KindDocument = "document"
+	KindError    = "error"
+)
+
+// Document is the value of a "document" output.
+type Document struct {
+	Title      string         `json:"title"`
+	PageNumber int            `json:"page_number,omitempty"`
+	IsFromOCR  bool           `json:"is_from_ocr"`
+	Metadata   map[string]any `json:"metadata"`
+}
+
+// Error is the value of an "error" output.
+type Error struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+type ingestAction struct{}
+
+// New returns the ingest action.
+func New() action.Action { return ingestAction{} }
+
+func (ingestAction) Spec() action.Spec {
+	w := 0.0
+	return action.Spec{Name: "ingest", Version: "1", Concurrency: 16, ProgressWeight: &w,
+		Doc: "records a Document for a leaf item and an Error for an item with an error"}
+}
+
+func (ingestAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	it := t.Item
+	if it.Error != "" {
+		v, err := json.Marshal(Error{Name: it.Name, Message: it.Error})
+		if err != nil {
+			return err
+		}
+		if err := out.SetOutput(ctx, KindError, v); err != nil {
+			return err
+		}
+	}
+	if it.NChildren > 0 || it.Error != "" && !it.HasText {
+		return nil
+	}
+	doc := Document{Title: it.Name, Metadata: it.Metadata}
+	if v, ok := it.Metadata["page_number"].(float64); ok {
+		doc.PageNumber = int(v)
+	}
+	if v, ok := it.Metadata["is_from_ocr"].(bool); ok {
+		doc.IsFromOCR = v
+	}
+	v, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode document: %w", err)
+	}
+	return out.SetOutput(ctx, KindDocument, v)
+}

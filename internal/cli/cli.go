@@ -1,0 +1,171 @@
+// Package cli implements the sluice command's subcommands. It is the composition root: the only
+// package (with tests) that chooses a store driver and a blob store.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sluice-project/sluice/internal/node"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+// env carries the process's streams to commands.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+// usageError is an error in the command line: printed with a hint, exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func commands() []command {
+	return []command{
+		{"ingest", "ingest files, folders and archives into documents (the main job)", runIngest},
+		{"documents", "list, show or export ingested documents: documents list|show|export", runDocuments},
+		{"doctor", "show which converters are installed and what is degraded without them", runDoctor},
+		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun},
+		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume},
+		{"job", "list, show, cancel or retry jobs: job list|show|cancel", runJob},
+		{"event", "fire an external event on an item: event fire", runEvent},
+		{"workflow", "validate, graph, apply or list workflows: workflow validate|graph|apply|list|actions", runWorkflow},
+		{"bench", "measure the engine: bench engine|ingest", runBench},
+		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
+			fmt.Fprintln(e.stdout, "sluice", version)
+			return nil
+		}},
+	}
+}
+
+var version = "0.1.0-dev"
+
+// Main runs the command line and returns the process exit code: 0 on success, 1 when the
+// command failed, 2 for a usage error.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(ctx, e, args[1:])
+			var ue *usageError
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.As(err, &ue):
+				fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice %s -h' for usage.\n", c.name, err, c.name)
+				return 2
+			case errors.Is(err, node.ErrLocked):
+				fmt.Fprintf(stderr, "sluice %s: %v (wait for it to finish, or stop it)\n", c.name, err)
+				return 1
+			default:
+				fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Sluice: a durable, crash-safe pipeline engine for ingesting files and data.")
+	fmt.Fprintln(w, "\nUsage: sluice COMMAND [flags] [args]\n\nCommands:")
+	cs := commands()
+	sort.SliceStable(cs, func(i, j int) bool { return false })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nEvery command takes --data DIR (default ./sluice-data; env SLUICE_DATA).")
+}
+
+// flags returns a FlagSet with the common flags.
+type common struct {
+	data    string
+	verbose bool
+}
+
+func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	c := &common{}
+	def := os.Getenv("SLUICE_DATA")
+	if def == "" {
+		def = "sluice-data"
+	}
+	fs.StringVar(&c.data, "data", def, "data directory")
+	fs.BoolVar(&c.verbose, "v", false, "log engine events to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
+		fs.PrintDefaults()
+	}
+	return fs, c
+}
+
+// parse parses flags that may be interleaved with positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func (c *common) logger(e *env) *slog.Logger {
+	if !c.verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// open opens the data dir; engine processes also lock it and get workers.
+func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node, error) {
+	return node.Open(ctx, node.Config{DataDir: c.data, Engine: engineProc, Logger: c.logger(e)})
+}
+
+func oneOf(s string, allowed ...string) bool {
+	for _, a := range allowed {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(word, "s"))
+}

@@ -1,0 +1,351 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+func runJob(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("job needs a subcommand: list, show, cancel")
+	}
+	sub := args[0]
+	fs, c := newFlags(e, "job "+sub, "job list|show ID|cancel ID [--data DIR]")
+	state := fs.String("state", "", "list: only jobs in this state")
+	limit := fs.Int("limit", 50, "list: at most this many jobs")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	n, err := c.open(ctx, e, false)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	switch sub {
+	case "list":
+		jobs, err := n.Store.JobList(ctx, store.JobListParams{State: *state, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(jobs)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tPROGRESS\tCREATED\tERROR")
+		for _, j := range jobs {
+			p, _ := n.Engine.Progress(ctx, j.ID)
+			frac := 0.0
+			if p != nil {
+				frac = p.Fraction
+			}
+			fmt.Fprintf(tw, "%d\t%s v%d\t%s\t%.1f%%\t%s\t%s\n", j.ID, j.WorkflowName, j.WorkflowVersion, j.State, frac*100, j.CreatedAt.Local().Format(time.DateTime), j.Error)
+		}
+		return tw.Flush()
+	case "show":
+		id, err := jobID(pos)
+		if err != nil {
+			return err
+		}
+		return showJob(ctx, e, n, id, *asJSON)
+	case "cancel":
+		id, err := jobID(pos)
+		if err != nil {
+			return err
+		}
+		if err := n.Engine.Cancel(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "job %d canceled\n", id)
+		return nil
+	default:
+		return usagef("unknown job subcommand %q (want list, show, cancel)", sub)
+	}
+}
+
+func jobID(pos []string) (int64, error) {
+	if len(pos) != 1 {
+		return 0, usagef("want one job ID")
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("job ID %q is not a positive number", pos[0])
+	}
+	return id, nil
+}
+
+func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) error {
+	j, err := n.Store.JobGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	p, err := n.Engine.Progress(ctx, id)
+	if err != nil {
+		return err
+	}
+	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: id, Limit: 200})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(e.stdout).Encode(map[string]any{"job": j, "progress": p, "items": items})
+	}
+	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
+	if j.Error != "" {
+		fmt.Fprintf(e.stdout, " (%s)", j.Error)
+	}
+	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s, items %v, tasks %v\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), p.Items, p.Tasks)
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tTASKS\tERROR")
+	for _, it := range items {
+		tasks, _ := n.Store.TaskListByItem(ctx, it.ID)
+		var ts []string
+		for _, t := range tasks {
+			ts = append(ts, t.Step+":"+t.State)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\n", it.ID, it.State, strings.Repeat("  ", it.Depth), it.Name, strings.Join(ts, " "), it.Error)
+	}
+	return tw.Flush()
+}
+
+func runEvent(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "fire" {
+		return usagef("usage: event fire (--item ID | --job ID --key K=V) EVENT")
+	}
+	fs, c := newFlags(e, "event fire", "event fire (--item ID | --job ID --key NAME=VALUE) EVENT")
+	itemID := fs.Int64("item", 0, "item id")
+	jobIDf := fs.Int64("job", 0, "job id (with --key)")
+	key := fs.String("key", "", "correlate by a metadata key: NAME=VALUE")
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one EVENT")
+	}
+	n, err := c.open(ctx, e, false)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	ids := []int64{}
+	switch {
+	case *itemID > 0:
+		ids = append(ids, *itemID)
+	case *jobIDf > 0 && *key != "":
+		k, v, ok := strings.Cut(*key, "=")
+		if !ok {
+			return usagef("--key must be NAME=VALUE")
+		}
+		after := ""
+		for {
+			items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: *jobIDf, AfterSort: after, Limit: 1000})
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				var md map[string]any
+				_ = json.Unmarshal(it.Metadata, &md)
+				if fmt.Sprint(md[k]) == v && md[k] != nil {
+					ids = append(ids, it.ID)
+				}
+			}
+			if len(items) < 1000 {
+				break
+			}
+			after = items[len(items)-1].SortKey
+		}
+		if len(ids) == 0 {
+			fmt.Fprintf(e.stdout, "no item of job %d has %s; event acknowledged, nothing fired\n", *jobIDf, *key)
+			return nil
+		}
+	default:
+		return usagef("give --item ID, or --job ID with --key NAME=VALUE")
+	}
+	for _, id := range ids {
+		fired, err := n.Engine.FireExternal(ctx, id, pos[0])
+		if err != nil {
+			return err
+		}
+		if fired {
+			fmt.Fprintf(e.stdout, "fired %s on item %d\n", pos[0], id)
+		} else {
+			fmt.Fprintf(e.stdout, "%s had already fired on item %d; nothing to do\n", pos[0], id)
+		}
+	}
+	return nil
+}
+
+func runWorkflow(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("workflow needs a subcommand: validate, graph, apply, list, actions")
+	}
+	sub := args[0]
+	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions")
+	format := fs.String("format", "svg", "graph: svg or dot")
+	out := fs.String("o", "", "graph: write to this file instead of stdout")
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	cat := node.Catalog()
+	switch sub {
+	case "validate":
+		if len(pos) == 0 {
+			return usagef("want one or more workflow files")
+		}
+		bad := 0
+		for _, p := range pos {
+			def, err := readDefinition(p)
+			if err == nil {
+				var warnings []workflow.Diagnostic
+				warnings, err = workflow.Validate(def, cat.Spec, cat.Names()...)
+				printDiagnostics(e, warnings)
+			}
+			if err != nil {
+				fmt.Fprintln(e.stderr, err)
+				bad++
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%s: workflow %q is valid (%s)\n", p, def.Name, plural(len(def.Steps), "step"))
+		}
+		if bad > 0 {
+			return fmt.Errorf("%d of %d workflows invalid", bad, len(pos))
+		}
+		return nil
+	case "graph":
+		if len(pos) != 1 {
+			return usagef("want one workflow file or name")
+		}
+		if !oneOf(*format, "svg", "dot") {
+			return usagef("--format must be svg or dot")
+		}
+		def, err := readDefinition(pos[0])
+		if err != nil {
+			n, oerr := c.open(ctx, e, false)
+			if oerr != nil {
+				return err
+			}
+			defer n.Close()
+			if src, ok := builtin.Source(pos[0]); ok {
+				def, err = workflow.Parse(src, pos[0]+".yaml")
+			} else if def, _, err = n.Engine.Definition(ctx, pos[0], 0); err != nil {
+				return err
+			}
+			if err != nil {
+				return err
+			}
+		}
+		g := workflow.NewGraph(def, cat.Spec)
+		var b []byte
+		if *format == "dot" {
+			b = []byte(g.DOT())
+		} else {
+			b = g.SVG()
+		}
+		if *out != "" {
+			return writeFileAtomic(*out, b)
+		}
+		_, err = e.stdout.Write(b)
+		return err
+	case "apply":
+		if len(pos) == 0 {
+			return usagef("want one or more workflow files")
+		}
+		n, err := c.open(ctx, e, false)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		for _, p := range pos {
+			src, err := readSource(p)
+			if err != nil {
+				return err
+			}
+			wf, warnings, err := n.Engine.ApplyWorkflow(ctx, src, p)
+			printDiagnostics(e, warnings)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "workflow %s v%d (digest %.12s)\n", wf.Name, wf.Version, wf.Digest)
+		}
+		return nil
+	case "list":
+		n, err := c.open(ctx, e, false)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		wfs, err := n.Store.WorkflowList(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVERSION\tDIGEST\tCREATED")
+		for _, wf := range wfs {
+			fmt.Fprintf(tw, "%s\t%d\t%.12s\t%s\n", wf.Name, wf.Version, wf.Digest, wf.CreatedAt.Local().Format(time.DateTime))
+		}
+		for _, name := range builtin.Names() {
+			fmt.Fprintf(tw, "%s\t(built in)\t\t\n", name)
+		}
+		return tw.Flush()
+	case "actions":
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ACTION\tOUTCOMES\tSETTINGS\tDESCRIPTION")
+		for _, name := range cat.Names() {
+			spec, _ := cat.Spec(name)
+			var settings []string
+			for _, s := range spec.Settings {
+				settings = append(settings, s.Name)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, strings.Join(spec.Outcomes, ","), strings.Join(settings, ","), spec.Doc)
+		}
+		return tw.Flush()
+	default:
+		return usagef("unknown workflow subcommand %q", sub)
+	}
+}
+
+func readSource(path string) ([]byte, error) {
+	src, err := readFileLimited(path, workflow.MaxSourceBytes+1)
+	if err != nil {
+		return nil, fmt.Errorf("read workflow: %w", err)
+	}
+	return src, nil
+}
+
+func readDefinition(path string) (*workflow.Definition, error) {
+	src, err := readSource(path)
+	if err != nil {
+		return nil, err
+	}
+	return workflow.Parse(src, path)
+}
+
+func printDiagnostics(e *env, ds []workflow.Diagnostic) {
+	for _, d := range ds {
+		loc := ""
+		if d.Line > 0 {
+			loc = fmt.Sprintf("line %d: ", d.Line)
+		}
+		if d.Step != "" {
+			loc += fmt.Sprintf("step %q: ", d.Step)
+		}
+		fmt.Fprintf(e.stderr, "%s: %s%s\n", d.Severity, loc, d.Message)
+	}
+}
+
+func applyBuiltin(ctx context.Context, n *node.Node, name string) error {
+	return builtin.Apply(ctx, n.Engine, name)
+}

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	fs, c := newFlags(e, "run", "run WORKFLOW [FILES…] [--meta JSON] [--data DIR]")
+	meta := fs.String("meta", "", "job metadata as a JSON object")
+	opts := fs.String("options", "", "job options as a JSON object")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 {
+		return usagef("missing WORKFLOW (a workflow file or the name of a stored workflow)")
+	}
+	md, err := jsonObject("--meta", *meta)
+	if err != nil {
+		return err
+	}
+	op, err := jsonObject("--options", *opts)
+	if err != nil {
+		return err
+	}
+	n, err := c.open(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	name, err := resolveWorkflow(ctx, e, n, pos[0])
+	if err != nil {
+		return err
+	}
+	inputs, err := collectInputs(pos[1:])
+	if err != nil {
+		return err
+	}
+	job, err := startJob(ctx, n, name, inputs, md, op)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "job %d: workflow %s v%d, %s\n", job.ID, job.WorkflowName, job.WorkflowVersion, plural(len(inputs), "input"))
+	final, err := follow(ctx, e, n, job.ID)
+	if err != nil {
+		return err
+	}
+	if final.State != store.JobComplete {
+		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+	}
+	return nil
+}
+
+func runResume(ctx context.Context, e *env, args []string) error {
+	fs, c := newFlags(e, "resume", "resume [--data DIR]")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	n, err := c.open(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	jobs, err := n.Store.JobListRunning(ctx)
+	if err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(e.stderr, "no unfinished jobs")
+		return nil
+	}
+	n.Start(ctx)
+	defer n.Stop(10 * time.Second)
+	for _, j := range jobs {
+		fmt.Fprintf(e.stderr, "resuming job %d (%s)\n", j.ID, j.WorkflowName)
+		if _, err := waitJob(ctx, e, n, j.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func jsonObject(flagName, s string) (map[string]any, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, usagef("%s must be a JSON object: %v", flagName, err)
+	}
+	return m, nil
+}
+
+// resolveWorkflow applies a workflow file, or checks that a stored or built-in workflow exists.
+func resolveWorkflow(ctx context.Context, e *env, n *node.Node, arg string) (string, error) {
+	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") || strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, os.PathSeparator) {
+		src, err := os.ReadFile(arg)
+		if err != nil {
+			return "", fmt.Errorf("read workflow: %w", err)
+		}
+		wf, warnings, err := n.Engine.ApplyWorkflow(ctx, src, arg)
+		printDiagnostics(e, warnings)
+		if err != nil {
+			return "", err
+		}
+		return wf.Name, nil
+	}
+	if _, _, err := n.Engine.Definition(ctx, arg, 0); err == nil {
+		return arg, nil
+	}
+	if err := applyBuiltin(ctx, n, arg); err != nil {
+		return "", fmt.Errorf("workflow %q: not a file, a stored workflow or a built-in one", arg)
+	}
+	return arg, nil
+}
+
+// input is one file to hand to a job.
+type input struct {
+	path string // on disk
+	name string // as shown: relative to the argument's parent for folders
+	size int64
+}
+
+// collectInputs expands arguments: files as they are, folders walked (sorted, so the same
+// command always yields the same roots in the same order). Symlinks are not followed.
+func collectInputs(args []string) ([]input, error) {
+	var out []input
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", a, errors.Unwrap(err))
+		}
+		if !st.IsDir() {
+			out = append(out, input{path: a, name: filepath.Base(a), size: st.Size()})
+			continue
+		}
+		base := filepath.Dir(filepath.Clean(a))
+		var found []input
+		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return fmt.Errorf("walk %s: %w", p, err)
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(base, p)
+			found = append(found, input{path: p, name: filepath.ToSlash(rel), size: info.Size()})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(found, func(i, j int) bool { return found[i].name < found[j].name })
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+// jobKey identifies "the same command": the workflow, the absolute inputs and the settings. Running
+// the same command again after a kill finds the job and resumes it instead of starting over.
+func jobKey(workflow string, inputs []input, md, opts map[string]any) string {
+	h := sha256.New()
+	fmt.Fprintln(h, workflow)
+	for _, in := range inputs {
+		abs, _ := filepath.Abs(in.path)
+		fmt.Fprintln(h, abs, in.size)
+	}
+	b, _ := json.Marshal([]any{md, opts})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// startJob creates the job (or finds the one a previous run of the same command created), stores
+// each input's blob and adds the roots. Each step is idempotent, so a kill at any point is
+// repaired by running the command again.
+func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*store.Job, error) {
+	key := jobKey(wf, inputs, md, opts)
+	job, created, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: wf, Key: key, Metadata: md, Options: opts})
+	if err != nil {
+		return nil, err
+	}
+	if !created && job.State != store.JobRunning {
+		return job, nil
+	}
+	n.Start(ctx)
+	batch := make([]engine.Root, 0, 256)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := n.Engine.AddRoots(ctx, job, batch)
+		batch = batch[:0]
+		return err
+	}
+	// Roots already recorded by an interrupted run are skipped without reading their files.
+	have := map[int]bool{}
+	if !created {
+		var zero int64
+		after := ""
+		for {
+			items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, ParentID: &zero, AfterSort: after, Limit: 5000})
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				have[it.Ordinal] = true
+			}
+			if len(items) < 5000 {
+				break
+			}
+			after = items[len(items)-1].SortKey
+		}
+	}
+	for i, in := range inputs {
+		if have[i] {
+			continue
+		}
+		sha, size, err := putFile(ctx, n, in.path)
+		if err != nil {
+			return nil, err
+		}
+		batch = append(batch, engine.Root{Ordinal: i, Name: in.name, BlobSHA256: sha, Size: size})
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	if len(inputs) == 0 {
+		if err := n.Engine.Seal(ctx, job.ID); err != nil {
+			return nil, err
+		}
+	}
+	return job, nil
+}
+
+func putFile(ctx context.Context, n *node.Node, path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("read input: %w", err)
+	}
+	defer f.Close()
+	sha, size, err := n.Blobs.Put(ctx, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("store %s: %w", path, err)
+	}
+	return sha, size, nil
+}
+
+// follow starts the workers (if not yet) and waits for the job, printing progress.
+func follow(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
+	n.Start(ctx)
+	defer n.Stop(10 * time.Second)
+	return waitJob(ctx, e, n, jobID)
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// waitJob polls the job's progress from the database until it ends: a redrawn bar on a TTY,
+// a plain line every few seconds otherwise.
+func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
+	tty := isTTY(e.stderr)
+	interval := 200 * time.Millisecond
+	printEvery := 5 * time.Second
+	lastPrint := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		p, err := n.Engine.Progress(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		done := p.State != store.JobRunning
+		switch {
+		case tty:
+			fmt.Fprintf(e.stderr, "\r\033[K%s", progressLine(p))
+			if done {
+				fmt.Fprintln(e.stderr)
+			}
+		case done || time.Since(lastPrint) >= printEvery:
+			fmt.Fprintln(e.stderr, progressLine(p))
+			lastPrint = time.Now()
+		}
+		if done {
+			return n.Store.JobGet(ctx, jobID)
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(e.stderr)
+			}
+			return nil, fmt.Errorf("interrupted; run the same command again to resume job %d", jobID)
+		case <-tick.C:
+		}
+	}
+}
+
+func progressLine(p *engine.Progress) string {
+	const width = 30
+	filled := int(p.Fraction * width)
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+	total := 0
+	for _, v := range p.Items {
+		total += v
+	}
+	eta := ""
+	if p.ETA > 0 {
+		eta = " ETA " + p.ETA.Round(time.Second).String()
+	}
+	failed := ""
+	if f := p.Tasks[store.TaskFailed]; f > 0 {
+		failed = fmt.Sprintf(", %d failed tasks", f)
+	}
+	return fmt.Sprintf("job %d %s %5.1f%% %s: %d/%d items done%s, %s%s", p.JobID, bar, p.Fraction*100, p.State,
+		p.Items[store.ItemIngested], total, failed, p.Elapsed.Round(100*time.Millisecond), eta)
+}

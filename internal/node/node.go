@@ -1,0 +1,199 @@
+// Package node opens a Sluice installation — a data directory with its database and blobs, or a
+// database URL and a blob store — and wires the engine, the action catalog and the in-process
+// workers. It is the composition root shared by the CLI commands and end-to-end tests.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/basic"
+	"github.com/sluice-project/sluice/internal/action/detect"
+	"github.com/sluice-project/sluice/internal/action/email"
+	"github.com/sluice-project/sluice/internal/action/execaction"
+	"github.com/sluice-project/sluice/internal/action/html"
+	"github.com/sluice-project/sluice/internal/action/httpaction"
+	"github.com/sluice-project/sluice/internal/action/image"
+	"github.com/sluice-project/sluice/internal/action/ingest"
+	"github.com/sluice-project/sluice/internal/action/office"
+	"github.com/sluice-project/sluice/internal/action/pdf"
+	"github.com/sluice-project/sluice/internal/action/text"
+	"github.com/sluice-project/sluice/internal/action/unpack"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/worker"
+)
+
+// Config configures [Open].
+type Config struct {
+	// DataDir holds the embedded database and blobs. Defaults to ./sluice-data.
+	DataDir string
+	// Engine is true for processes that run workers: they take the data dir's lock (one engine
+	// per embedded installation) and reclaim tasks a killed predecessor left running.
+	Engine bool
+	Logger *slog.Logger
+	// Concurrency overrides action concurrency by name.
+	Concurrency map[string]int
+	// Remote lists actions handed to remote workers instead of running in process.
+	Remote map[string]bool
+	// OpenStore, when set, replaces the embedded SQLite store (Postgres).
+	OpenStore func(ctx context.Context) (store.Store, error)
+	// Blobs, when set, replaces the data dir's blob directory (S3).
+	Blobs blob.Store
+	// MaxBatch bounds writes per transaction; see worker.Config.
+	MaxBatch int
+}
+
+// Node is an opened installation.
+type Node struct {
+	Store   store.Store
+	Blobs   blob.Store
+	Catalog *action.Catalog
+	Engine  *engine.Engine
+	Worker  *worker.Worker
+	DataDir string
+	lock    *os.File
+	log     *slog.Logger
+}
+
+// Catalog returns the catalog of built-in actions.
+func Catalog() *action.Catalog {
+	cat := &action.Catalog{}
+	r := &text.Renderer{}
+	cat.Register(
+		basic.NewNoop(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{}),
+		detect.New(detect.Config{}), unpack.New(unpack.Config{}), email.New(email.Config{}),
+		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
+	)
+	return cat
+}
+
+// Cached lists the actions whose results are cached by input content: the converters.
+var Cached = map[string]bool{"unpack": true, "email": true, "pdf": true, "office": true, "html": true, "image": true, "text": true}
+
+// ErrLocked is returned when another engine process holds the data dir.
+var ErrLocked = errors.New("data dir is in use by another sluice process")
+
+// Open opens the installation. With cfg.Engine it also takes the lock, reclaims orphaned tasks
+// and creates (but does not start) the worker.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "sluice-data"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: Catalog()}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if cfg.Engine && cfg.OpenStore == nil {
+		f, err := os.OpenFile(filepath.Join(cfg.DataDir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open lock: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.DataDir)
+		}
+		n.lock = f
+	}
+	var err error
+	if cfg.OpenStore != nil {
+		n.Store, err = cfg.OpenStore(ctx)
+	} else {
+		n.Store, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, "sluice.db")})
+	}
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.Blobs = cfg.Blobs
+	if n.Blobs == nil {
+		d, err := blob.NewDir(filepath.Join(cfg.DataDir, "blobs"))
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		n.Blobs = d
+	}
+	var w *worker.Worker
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote,
+		OnReady: func() {
+			if w != nil {
+				w.Wake()
+			}
+		},
+		OnCancel: func(ids []int64) {
+			if w != nil {
+				w.CancelTasks(ids)
+			}
+		}})
+	if cfg.Engine {
+		tmp := filepath.Join(cfg.DataDir, "tmp")
+		_ = os.RemoveAll(tmp) // attempt dirs of a killed process
+		if err := os.MkdirAll(tmp, 0o700); err != nil {
+			n.Close()
+			return nil, err
+		}
+		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
+			Cache: Cached, TempDir: tmp, MaxBatch: cfg.MaxBatch})
+		n.Worker = w
+		if n.lock != nil {
+			// The lock proves no other process runs these tasks: reclaim them all now instead
+			// of waiting for their leases to expire.
+			for {
+				k, err := n.Engine.Reclaim(ctx, engine.ReclaimParams{All: true})
+				if err != nil {
+					n.Close()
+					return nil, fmt.Errorf("reclaim tasks: %w", err)
+				}
+				if k == 0 {
+					break
+				}
+				cfg.Logger.Info("reclaimed tasks of a previous run", "tasks", k)
+			}
+		}
+	}
+	return n, nil
+}
+
+// Start starts the workers.
+func (n *Node) Start(ctx context.Context) {
+	if n.Worker != nil {
+		n.Worker.Start(ctx)
+	}
+}
+
+// Stop stops the workers, waiting up to grace for running tasks.
+func (n *Node) Stop(grace time.Duration) {
+	if n.Worker != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		n.Worker.Stop(ctx)
+	}
+}
+
+// Close releases the store and the lock.
+func (n *Node) Close() error {
+	var errs []error
+	if n.Store != nil {
+		errs = append(errs, n.Store.Close())
+	}
+	if c, ok := n.Blobs.(interface{ Close() error }); ok {
+		errs = append(errs, c.Close())
+	}
+	if n.lock != nil {
+		errs = append(errs, n.lock.Close())
+	}
+	return errors.Join(errs...)
+}

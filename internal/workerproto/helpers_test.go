@@ -1,0 +1,243 @@
+package workerproto_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/worker"
+	"github.com/sluice-project/sluice/internal/workerproto"
+)
+
+// route is an in-process action that sends roots to the remote step, so children (which also get
+// start) are not converted again.
+type route struct{}
+
+func (route) Spec() action.Spec { return action.Spec{Name: "route", Outcomes: []string{"root"}} }
+func (route) Run(_ context.Context, t *action.Task, out action.Output) error {
+	if t.Item.ParentID == 0 {
+		out.Emit("root")
+	}
+	return nil
+}
+
+type bundle struct {
+	e     *engine.Engine
+	w     *worker.Worker
+	db    *sqlite.DB
+	blobs *blob.Dir
+	srv   *workerproto.Server
+	http  *httptest.Server
+	base  string // poll URL base
+}
+
+type opts struct {
+	idle     time.Duration
+	attempts int
+	longPoll time.Duration
+}
+
+const workflowTmpl = `name: conv
+steps:
+  route: {action: route, needs: [start]}
+  convert: {action: remote, needs: [root], attempts: %d, with: {name: Pdf}}
+`
+
+func setup(t *testing.T, o opts) *bundle {
+	t.Helper()
+	if o.idle == 0 {
+		o.idle = 10 * time.Second
+	}
+	if o.attempts == 0 {
+		o.attempts = 3
+	}
+	if o.longPoll == 0 {
+		o.longPoll = 5 * time.Second
+	}
+	dir := t.TempDir()
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := &action.Catalog{}
+	cat.Register(route{}, workerproto.RemoteAction())
+	var w *worker.Worker
+	var srv *workerproto.Server
+	e := engine.New(engine.Config{Store: db, Catalog: cat,
+		OnReady:  func() { w.Wake(); srv.Wake() },
+		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
+	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
+	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
+		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	w.Start(ctx)
+	srv.Start(ctx)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		srv.Stop()
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		w.Stop(sctx)
+		cancel()
+		db.Close()
+	})
+	if _, _, err := e.ApplyWorkflow(t.Context(), fmt.Appendf(nil, workflowTmpl, o.attempts), "conv.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{e: e, w: w, db: db, blobs: blobs, srv: srv, http: hs, base: hs.URL + "/v1/workers"}
+}
+
+// job creates a job with one root per content.
+func (b *bundle) job(t *testing.T, contents ...string) *store.Job {
+	t.Helper()
+	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "conv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []engine.Root
+	for i, c := range contents {
+		sha, size, err := b.blobs.Put(t.Context(), strings.NewReader(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, engine.Root{Ordinal: i, Name: fmt.Sprintf("in%d.pdf", i), ContentType: "application/pdf", BlobSHA256: sha, Size: size})
+	}
+	if err := b.e.AddRoots(t.Context(), job, roots); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func (b *bundle) client() *workerproto.Client { return &workerproto.Client{Server: b.base} }
+
+// poll polls until it gets a task.
+func (b *bundle) poll(t *testing.T) *workerproto.TaskHandle {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		th, err := b.client().Poll(t.Context(), "Pdf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th != nil {
+			return th
+		}
+	}
+	t.Fatal("no task handed out")
+	return nil
+}
+
+func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		j, err := e.Store().JobGet(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != store.JobRunning {
+			return j
+		}
+		if time.Now().After(deadline) {
+			p, _ := e.Progress(t.Context(), id)
+			t.Fatalf("job %d still running after %s: %+v", id, d, p)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func (b *bundle) root(t *testing.T, job *store.Job) *store.Item {
+	t.Helper()
+	zero := int64(0)
+	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, ParentID: &zero, WithText: true})
+	if err != nil || len(items) == 0 {
+		t.Fatalf("roots: %v %v", items, err)
+	}
+	return items[0]
+}
+
+func (b *bundle) children(t *testing.T, parent *store.Item) []*store.Item {
+	t.Helper()
+	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: parent.JobID, ParentID: &parent.ID, WithText: true, Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Ordinal < items[j].Ordinal })
+	return items
+}
+
+func (b *bundle) blobText(t *testing.T, sha string) string {
+	t.Helper()
+	rc, err := b.blobs.Open(t.Context(), sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, _ := io.ReadAll(rc)
+	return string(data)
+}
+
+func childJSON(name string) string {
+	return fmt.Sprintf(`{"filename":%q,"contentType":"application/pdf","languageCode":"en","metadata":{"k":"v"},"wantOcr":false,"wantSplitByPage":false}`, name)
+}
+
+// rawPost posts body to url with a content type and returns the status.
+func rawPost(t *testing.T, url, contentType string, body io.Reader) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, body)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func status(t *testing.T, method, url string) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func str(s string) io.Reader { return bytes.NewBufferString(s) }

@@ -1,0 +1,32 @@
+package workerproto
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-project/sluice/internal/action"
+)
+
+// RemoteAction returns the catalog entry for steps served by remote workers:
+//
+//	convert: {action: remote, needs: [detected.pdf], with: {name: Pdf}}
+//
+// Tasks of such a step go to the queue "remote:<name>" (see engine.Engine.Queue) and are handed out
+// at the poll URL <prefix>/<name>. The action exists so that workflows using it validate; its Run
+// is never meant to be called in process and fails (transiently) if it is.
+func RemoteAction() action.Action { return remoteAction{} }
+
+type remoteAction struct{}
+
+func (remoteAction) Spec() action.Spec {
+	return action.Spec{
+		Name: "remote",
+		Doc:  "Hand the item to remote workers polling <base>/v1/workers/<name> (the worker protocol).",
+		Settings: []action.Setting{{Name: "name", Type: action.TypeString, Required: true,
+			Doc: "the remote action name workers poll for, such as Pdf (case-sensitive)"}},
+	}
+}
+
+func (remoteAction) Run(_ context.Context, t *action.Task, _ action.Output) error {
+	return fmt.Errorf("action remote (name %v) is served by remote workers, not in process: check the worker's queues", t.With["name"])
+}

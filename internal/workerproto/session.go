@@ -1,0 +1,824 @@
+package workerproto
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/textclean"
+)
+
+// Task is the task JSON of the protocol: what a poll answers with 201 and a GET of the task URL
+// returns.
+type Task struct {
+	ID              string         `json:"id"`
+	URL             string         `json:"url"`
+	Filename        string         `json:"filename"`
+	ContentType     string         `json:"contentType"`
+	LanguageCode    string         `json:"languageCode"`
+	Metadata        map[string]any `json:"metadata"`
+	WantOcr         bool           `json:"wantOcr"`
+	WantSplitByPage bool           `json:"wantSplitByPage"`
+	Blob            TaskBlob       `json:"blob"`
+}
+
+// TaskBlob locates a task's input bytes.
+type TaskBlob struct {
+	URL    string `json:"url"`
+	NBytes int64  `json:"nBytes"`
+	SHA1   string `json:"sha1"`
+}
+
+// Session states (spec: "Order").
+const (
+	stateStart = iota
+	stateChild
+	stateEnd
+)
+
+// How a finished session answers later requests.
+const (
+	endDone     = "done"     // done or error applied: POSTs are drained and answered 202
+	endCanceled = "canceled" // 404
+)
+
+// Payload limits: whole-payload fragments are read into memory, so each is bounded.
+const (
+	maxHeaderBytes   = 16 << 20
+	maxProgressBytes = 4 << 10
+	maxErrorBytes    = 64 << 10
+	// flushChildren and flushTextBytes bound the children kept in memory before they are
+	// written in one transaction.
+	flushChildren  = 256
+	flushTextBytes = 16 << 20
+)
+
+var (
+	errTruncated = errors.New("request body ended early")
+	errCanceled  = errors.New("canceled")
+)
+
+// pendingChild is the child being written: its header arrived, it is created in the database
+// when it is closed (by the next header or done), with everything its payloads carried.
+type pendingChild struct {
+	hdr       *header
+	ordinal   int
+	from      float64
+	blobSHA   string
+	size      int64
+	text      *string
+	thumbSHA  string
+	thumbType string
+}
+
+// session is one hand-out of a task: a protocol id bound to (task id, attempt).
+type session struct {
+	srv     *Server
+	id      string
+	name    string // the remote action name, as in the poll URL
+	owner   string
+	task    *store.Task
+	item    *store.Item
+	started time.Time
+
+	mu         sync.Mutex
+	json       []byte
+	lastActive time.Time
+	open       int  // requests in progress
+	posting    bool // a fragment-carrying POST is open
+	finished   bool // the task's result is applied (or being applied)
+	ended      string
+	gone       bool // forgotten: its id answers 404
+	canceled   bool
+	cancelCh   chan struct{}
+	checkedAt  time.Time
+
+	// The state machine; touched only by the request holding posting, or by the one finalizer.
+	state     int
+	curN      int
+	next      int
+	child     *pendingChild
+	progress  float64
+	edge      float64
+	batch     []*engine.NewChild
+	batchText int
+}
+
+func newSession(s *Server, name, owner string, task *store.Task, it *store.Item) *session {
+	now := time.Now()
+	return &session{srv: s, id: newID(), name: name, owner: owner, task: task, item: it, started: s.b.Engine().Now(),
+		lastActive: now, cancelCh: make(chan struct{})}
+}
+
+// enter registers a request on the session; post asks for the exclusive fragment POST. ok is
+// false when the session is gone; conflict when another POST is open.
+func (ss *session) enter(post bool) (ok, conflict bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.gone {
+		return false, false
+	}
+	if post && ss.posting {
+		ss.lastActive = time.Now()
+		return true, true
+	}
+	ss.open++
+	ss.lastActive = time.Now()
+	if post {
+		ss.posting = true
+	}
+	return true, false
+}
+
+func (ss *session) leave(post bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.open--
+	ss.lastActive = time.Now()
+	if post {
+		ss.posting = false
+	}
+}
+
+// expire marks the session gone when nothing touched it for the idle timeout.
+func (ss *session) expire(now time.Time) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.gone || ss.open > 0 || now.Sub(ss.lastActive) < ss.srv.cfg.IdleTimeout {
+		return false
+	}
+	ss.gone = true
+	return true
+}
+
+func (ss *session) isFinished() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.finished
+}
+
+func (ss *session) endedAs() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.ended
+}
+
+// claim makes the caller the one that applies the task's result.
+func (ss *session) claim(ended string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.finished {
+		return false
+	}
+	ss.finished, ss.ended = true, ended
+	return true
+}
+
+func (ss *session) markCanceled() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.canceled {
+		ss.canceled = true
+		close(ss.cancelCh)
+	}
+}
+
+// checkCanceled reports whether the task's job is no longer running, looking at the database at
+// most every 200ms (and at once when force is set) besides the pushes of [Server.CancelTasks].
+func (ss *session) checkCanceled(ctx context.Context, force bool) bool {
+	ss.mu.Lock()
+	if ss.canceled {
+		ss.mu.Unlock()
+		return true
+	}
+	now := time.Now()
+	if !force && now.Sub(ss.checkedAt) < 200*time.Millisecond {
+		ss.mu.Unlock()
+		return false
+	}
+	ss.checkedAt = now
+	ss.mu.Unlock()
+	job, err := ss.srv.b.Engine().Store().JobGet(ctx, ss.task.JobID)
+	if err != nil {
+		return false
+	}
+	if job.State != store.JobRunning {
+		ss.markCanceled()
+		return true
+	}
+	return false
+}
+
+// cancelNow ends a canceled task: the unfinished child is discarded, children already closed are
+// kept, and the task ends canceled.
+func (ss *session) cancelNow(ctx context.Context) {
+	if !ss.claim(endCanceled) {
+		return
+	}
+	ss.child = nil
+	ss.finalize(ctx, &engine.Result{Err: errCanceled})
+}
+
+// timeout ends an attempt whose worker went quiet: the task is handed out again at once, or,
+// with its attempts spent, fails with "<Action> worker failed N times: <reason>".
+func (ss *session) timeout(ctx context.Context) {
+	if !ss.claim(endCanceled) {
+		return
+	}
+	ss.child = nil
+	reason := fmt.Sprintf("no request for %s (worker lost)", ss.srv.cfg.IdleTimeout)
+	res := &engine.Result{Lost: true, Err: errors.New(reason)}
+	if ss.task.Attempt >= ss.task.MaxAttempts {
+		res.Err = action.Permanent(fmt.Errorf("%s worker failed %d times: %s", ss.name, ss.task.Attempt, reason))
+	}
+	ss.srv.log.Info("remote task timed out", "action", ss.name, "task_id", ss.task.ID, "attempt", ss.task.Attempt)
+	ss.finalize(ctx, res)
+	ss.srv.Wake()
+}
+
+// fail ends the task with an item error (bad fragments, the worker's own error).
+func (ss *session) fail(ctx context.Context, err error) error {
+	if !ss.claim(endDone) {
+		return nil
+	}
+	ss.child = nil
+	ss.state = stateEnd
+	return ss.finalize(ctx, &engine.Result{Err: err})
+}
+
+// finalize writes the closed children and the task's result in one transaction.
+func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
+	ctx = context.WithoutCancel(ctx)
+	res.Task, res.Owner, res.Started = ss.task, ss.owner, ss.started
+	batch := ss.batch
+	ss.batch, ss.batchText = nil, 0
+	err := ss.srv.b.Do(ctx, func(t *engine.Tx) error {
+		for _, c := range batch {
+			if err := t.CreateChild(c); err != nil {
+				return err
+			}
+		}
+		return t.Apply(res)
+	})
+	if errors.Is(err, engine.ErrNondeterministic) {
+		res.Err, res.Lost = err, false
+		err = ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
+	}
+	ss.srv.unbind(ss)
+	if err != nil {
+		ss.srv.log.Error("finish remote task", "action", ss.name, "task_id", ss.task.ID, "error", err)
+		return err
+	}
+	return nil
+}
+
+// flush writes the closed children.
+func (ss *session) flush(ctx context.Context) error {
+	if len(ss.batch) == 0 {
+		return nil
+	}
+	batch := ss.batch
+	ss.batch, ss.batchText = nil, 0
+	err := ss.srv.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
+		for _, c := range batch {
+			if err := t.CreateChild(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, engine.ErrNondeterministic) {
+		return ss.fail(ctx, err)
+	}
+	return err
+}
+
+func (ss *session) logicError(format string, args ...any) error {
+	return action.Permanent(fmt.Errorf("logic error in %s: %s", ss.name, fmt.Sprintf(format, args...)))
+}
+
+// closeChild queues the current child for writing, with its progress slice ending at to.
+func (ss *session) closeChild(ctx context.Context, to float64) error {
+	c := ss.child
+	ss.child = nil
+	if c.blobSHA == "" {
+		return ss.fail(ctx, ss.logicError("tried to write child without blob data"))
+	}
+	to = max(to, c.from)
+	h := c.hdr
+	opts := map[string]any{"ocr": h.WantOcr, "split_by_page": h.WantSplitByPage}
+	if h.LanguageCode != "" {
+		opts["lang"] = h.LanguageCode
+	}
+	ss.batch = append(ss.batch, &engine.NewChild{Task: ss.task, Ordinal: c.ordinal, Name: h.Filename, ContentType: h.ContentType,
+		BlobSHA256: c.blobSHA, Size: c.size, Metadata: h.Metadata, Options: opts, Text: c.text,
+		ThumbnailSHA: c.thumbSHA, ThumbnailType: c.thumbType, ProgressFrom: c.from, ProgressTo: to})
+	if c.text != nil {
+		ss.batchText += len(*c.text)
+	}
+	ss.edge = to
+	if len(ss.batch) >= flushChildren || ss.batchText >= flushTextBytes {
+		return ss.flush(ctx)
+	}
+	return nil
+}
+
+// trackReader remembers a read error of the request body, to tell a truncated request from a
+// failure of the server's own storage.
+type trackReader struct {
+	r   io.Reader
+	err error
+}
+
+func (t *trackReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		t.err = err
+	}
+	return n, err
+}
+
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit))
+	if err != nil {
+		return nil, errTruncated
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return nil, errTruncated
+	}
+	return b, nil
+}
+
+// apply applies one fragment and consumes its payload. It returns errTruncated when the payload
+// could not be read in full, errCanceled when the task was canceled meanwhile, or an internal
+// error; bad fragments end the task and return nil.
+func (ss *session) apply(ctx context.Context, name string, body io.Reader) error {
+	tr := &trackReader{r: body}
+	body = tr
+	if ss.state == stateEnd {
+		_, err := io.Copy(io.Discard, body)
+		if err != nil {
+			return errTruncated
+		}
+		return nil
+	}
+	f := parseFragment(name)
+	blobs := ss.srv.b.Blobs()
+	switch f.kind {
+	case fragHeartbeat:
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return errTruncated
+		}
+	case fragProgress:
+		b, err := readLimited(body, maxProgressBytes)
+		if err != nil {
+			return err
+		}
+		p, perr := parseProgress(b)
+		if perr != nil {
+			ss.srv.log.Warn("ignore unparsable progress", "action", ss.name, "task_id", ss.task.ID, "error", perr)
+			return nil
+		}
+		ss.progress = max(ss.progress, p)
+	case fragHeader:
+		b, err := readLimited(body, maxHeaderBytes)
+		if err != nil {
+			return err
+		}
+		if ss.state == stateChild && f.n <= ss.curN {
+			return nil // a replayed header
+		}
+		h, herr := parseHeader(b)
+		if herr != nil {
+			return ss.fail(ctx, action.Permanent(fmt.Errorf("step error: %v", herr)))
+		}
+		if ss.state == stateChild {
+			if err := ss.closeChild(ctx, ss.progress); err != nil || ss.state == stateEnd {
+				return err
+			}
+		}
+		ss.child = &pendingChild{hdr: h, ordinal: ss.next, from: ss.edge}
+		ss.next++
+		ss.curN, ss.state = f.n, stateChild
+	case fragBlob, fragText, fragThumb, fragInherit:
+		if ss.state == stateStart {
+			if _, err := io.Copy(io.Discard, body); err != nil {
+				return errTruncated
+			}
+			return ss.fail(ctx, ss.logicError("unexpected fragment %s before a child header", name))
+		}
+		if f.kind != fragInherit && f.n < ss.curN {
+			if _, err := io.Copy(io.Discard, body); err != nil { // a replayed payload of an earlier child
+				return errTruncated
+			}
+			return nil
+		}
+		c := ss.child
+		switch f.kind {
+		case fragBlob:
+			if c.blobSHA != "" {
+				if _, err := io.Copy(io.Discard, body); err != nil {
+					return errTruncated
+				}
+				return nil
+			}
+			sha, size, err := blobs.Put(ctx, body)
+			if err != nil {
+				return ss.bodyErr(ctx, tr, fmt.Errorf("store blob of child %d: %w", c.ordinal, err))
+			}
+			c.blobSHA, c.size = sha, size
+		case fragInherit:
+			if _, err := io.Copy(io.Discard, body); err != nil {
+				return errTruncated
+			}
+			if c.ordinal != 0 {
+				return ss.fail(ctx, ss.logicError("tried to inherit blob when child index != 0"))
+			}
+			if c.blobSHA == "" {
+				c.blobSHA, c.size = ss.item.BlobSHA256, ss.item.Size
+			}
+		case fragText:
+			b, err := readLimited(body, int64(ss.maxText())*4)
+			if err != nil {
+				return err
+			}
+			t := textclean.Sanitize(string(b), ss.maxText())
+			c.text = &t
+		case fragThumb:
+			if c.thumbSHA != "" {
+				if _, err := io.Copy(io.Discard, body); err != nil {
+					return errTruncated
+				}
+				return nil
+			}
+			sha, _, err := blobs.Put(ctx, body)
+			if err != nil {
+				return ss.bodyErr(ctx, tr, fmt.Errorf("store thumbnail of child %d: %w", c.ordinal, err))
+			}
+			c.thumbSHA, c.thumbType = sha, f.thumbType
+		}
+	case fragDone:
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return errTruncated
+		}
+		if ss.state == stateChild {
+			if err := ss.closeChild(ctx, 1); err != nil || ss.state == stateEnd {
+				return err
+			}
+		}
+		if !ss.claim(endDone) {
+			return nil
+		}
+		ss.state = stateEnd
+		return ss.finalize(ctx, &engine.Result{})
+	case fragError:
+		b, err := readLimited(body, maxErrorBytes)
+		if err != nil {
+			return err
+		}
+		msg := textclean.Sanitize(string(b), 4000)
+		if msg == "" {
+			msg = ss.name + " worker reported an empty error"
+		}
+		return ss.fail(ctx, action.Permanent(errors.New(msg)))
+	default:
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return errTruncated
+		}
+		return ss.fail(ctx, action.Permanent(fmt.Errorf("step error: unrecognized fragment %s", name)))
+	}
+	return nil
+}
+
+func (ss *session) maxText() int {
+	if ss.srv.cfg.MaxText > 0 {
+		return ss.srv.cfg.MaxText
+	}
+	return textclean.DefaultMaxChars
+}
+
+// bodyErr classifies a failed Put: the worker's body ended, the task was canceled, or storage failed.
+func (ss *session) bodyErr(ctx context.Context, tr *trackReader, err error) error {
+	switch {
+	case tr.err != nil:
+		return errTruncated
+	case ctx.Err() != nil:
+		return errCanceled
+	case errors.Is(err, blob.ErrInvalidKey):
+		return err
+	}
+	return err
+}
+
+// taskJSON renders (once) the task JSON for the request's scheme and host.
+func (s *Server) taskJSON(ctx context.Context, r *http.Request, ss *session) ([]byte, error) {
+	ss.mu.Lock()
+	b := ss.json
+	ss.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	it := ss.item
+	t := Task{ID: ss.id, URL: scheme + "://" + r.Host + s.cfg.Prefix + "/" + ss.name + "/" + ss.id,
+		Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}}
+	_ = json.Unmarshal(it.Metadata, &t.Metadata)
+	if t.Metadata == nil {
+		t.Metadata = map[string]any{}
+	}
+	var opts map[string]any
+	_ = json.Unmarshal(it.Options, &opts)
+	t.LanguageCode, _ = opts["lang"].(string)
+	if t.LanguageCode == "" {
+		t.LanguageCode = "en"
+	}
+	t.WantOcr, _ = opts["ocr"].(bool)
+	t.WantSplitByPage, _ = opts["split_by_page"].(bool)
+	t.Blob = TaskBlob{URL: t.URL + "/blob", NBytes: it.Size, SHA1: "da39a3ee5e6b4b0d3255bfef95601890afd80709"}
+	if it.BlobSHA256 != "" {
+		sum, err := s.blobSHA1(ctx, it.BlobSHA256)
+		if err != nil {
+			return nil, err
+		}
+		t.Blob.SHA1 = sum
+		if ps, ok := s.b.Blobs().(blob.Presigner); ok {
+			u, err := ps.PresignGet(ctx, it.BlobSHA256, s.cfg.PresignTTL)
+			if err != nil {
+				return nil, err
+			}
+			t.Blob.URL = u
+		}
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	ss.json = b
+	ss.mu.Unlock()
+	return b, nil
+}
+
+func drain(r io.ReadCloser) {
+	if r != nil {
+		_, _ = io.Copy(io.Discard, r)
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+}
+
+func notFound(w http.ResponseWriter) {
+	writeError(w, http.StatusNotFound, "task_gone", "task canceled, finished, timed out or unknown")
+}
+
+// handleTask answers GET (the task JSON) and HEAD (a liveness and cancel probe).
+func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
+	ss := s.session(r)
+	if ss == nil {
+		notFound(w)
+		return
+	}
+	if ok, _ := ss.enter(false); !ok {
+		notFound(w)
+		return
+	}
+	defer ss.leave(false)
+	if ss.isFinished() {
+		notFound(w)
+		return
+	}
+	if ss.checkCanceled(r.Context(), true) {
+		ss.mu.Lock()
+		idle := !ss.posting
+		ss.mu.Unlock()
+		if idle {
+			ss.cancelNow(r.Context())
+		}
+		notFound(w)
+		return
+	}
+	b, err := s.taskJSON(r.Context(), r, ss)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "could not render the task")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b)
+	}
+}
+
+// handleBlob streams the task's input bytes.
+func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
+	ss := s.session(r)
+	if ss == nil {
+		notFound(w)
+		return
+	}
+	if ok, _ := ss.enter(false); !ok {
+		notFound(w)
+		return
+	}
+	defer ss.leave(false)
+	if ss.isFinished() || ss.checkCanceled(r.Context(), true) {
+		notFound(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if ss.item.BlobSHA256 == "" {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	rc, err := s.b.Blobs().Open(r.Context(), ss.item.BlobSHA256)
+	if err != nil {
+		s.log.Error("open task blob", "task_id", ss.task.ID, "error", err)
+		writeError(w, http.StatusInternalServerError, "internal", "could not read the blob")
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Length", fmt.Sprint(ss.item.Size))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = io.Copy(w, rc)
+	}
+}
+
+// postSession looks up and enters the session of a fragment POST, answering the request itself
+// when it cannot go on.
+func (s *Server) postSession(w http.ResponseWriter, r *http.Request) *session {
+	ss := s.session(r)
+	if ss == nil {
+		drain(r.Body)
+		notFound(w)
+		return nil
+	}
+	ok, conflict := ss.enter(true)
+	if !ok {
+		drain(r.Body)
+		notFound(w)
+		return nil
+	}
+	if conflict {
+		drain(r.Body)
+		writeError(w, http.StatusConflict, "post_open", "another fragment POST is open for this task")
+		return nil
+	}
+	switch ss.endedAs() {
+	case endDone:
+		ss.leave(true)
+		drain(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	case endCanceled:
+		ss.leave(true)
+		drain(r.Body)
+		notFound(w)
+		return nil
+	}
+	if ss.checkCanceled(r.Context(), true) {
+		drain(r.Body)
+		ss.cancelNow(r.Context())
+		ss.leave(true)
+		notFound(w)
+		return nil
+	}
+	return ss
+}
+
+// handleFragment applies one fragment POSTed on its own.
+func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request) {
+	ss := s.postSession(w, r)
+	if ss == nil {
+		return
+	}
+	defer ss.leave(true)
+	ctx, stop := ss.watchCancel(r.Context())
+	defer stop()
+	err := ss.apply(ctx, r.PathValue("fragment"), r.Body)
+	if err == nil {
+		err = ss.flush(ctx)
+	}
+	s.answer(w, r, ss, err)
+}
+
+// watchCancel returns a context canceled when the task is canceled, so a Put in progress stops.
+func (ss *session) watchCancel(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ss.cancelCh:
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
+}
+
+// answer writes the outcome of a fragment POST.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, ss *session, err error) {
+	switch {
+	case err == nil && !ss.checkCanceledAfter(r.Context()):
+		w.WriteHeader(http.StatusAccepted)
+	case err == nil, errors.Is(err, errCanceled):
+		ss.cancelNow(r.Context())
+		w.Header().Set("Connection", "close")
+		notFound(w)
+	case errors.Is(err, errTruncated):
+		// The worker is gone; what was applied stays, and the task times out and is retried.
+		s.log.Info("remote worker request cut off", "action", ss.name, "task_id", ss.task.ID)
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+	default:
+		s.log.Error("apply remote fragment", "action", ss.name, "task_id", ss.task.ID, "error", err)
+		writeError(w, http.StatusInternalServerError, "internal", "could not apply the fragment")
+	}
+}
+
+// checkCanceledAfter reports a cancel seen while a request ran, unless the task already finished.
+func (ss *session) checkCanceledAfter(ctx context.Context) bool {
+	if ss.isFinished() {
+		return false
+	}
+	ss.mu.Lock()
+	c := ss.canceled
+	ss.mu.Unlock()
+	return c
+}
+
+// handleMultipart applies the parts of a multipart/form-data stream one by one, as they arrive.
+func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		drain(r.Body)
+		writeError(w, http.StatusUnsupportedMediaType, "not_multipart",
+			"POST a fragment to <task url>/<fragment>, or many as multipart/form-data to <task url>")
+		return
+	}
+	ss := s.postSession(w, r)
+	if ss == nil {
+		return
+	}
+	defer ss.leave(true)
+	ctx, stop := ss.watchCancel(r.Context())
+	defer stop()
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	for {
+		if ss.state != stateEnd && ss.checkCanceled(ctx, false) {
+			err = errCanceled
+			break
+		}
+		var part *multipart.Part
+		part, err = mr.NextRawPart()
+		if err == io.EOF {
+			err = nil
+			break
+		}
+		if err != nil {
+			err = errTruncated
+			break
+		}
+		ss.touch()
+		err = ss.apply(ctx, part.FormName(), part)
+		part.Close()
+		if err != nil {
+			break
+		}
+	}
+	if errors.Is(err, errTruncated) && ss.state != stateEnd {
+		// Keep what arrived complete; the partial child is dropped when the task is retried.
+		if ferr := ss.flush(ctx); ferr != nil {
+			err = ferr
+		}
+	} else if err == nil {
+		err = ss.flush(ctx)
+	}
+	s.answer(w, r, ss, err)
+}
+
+func (ss *session) touch() {
+	ss.mu.Lock()
+	ss.lastActive = time.Now()
+	ss.mu.Unlock()
+}
