@@ -185,7 +185,7 @@ type tx struct {
 	jobs    map[int64]*store.Job
 	events  map[int64]map[string]bool
 	items   map[int64]*store.Item // locked in this transaction, kept in step with its writes
-	dirty   map[int64]int // item id → depth
+	dirty   map[int64]int         // item id → depth
 	touched map[int64]bool
 	ready   bool
 	cancel  []int64
