@@ -153,7 +153,9 @@ func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
 	return s.Action
 }
 
-// weight returns the step's progress weight.
+// weight returns the step's progress weight. A task colors weight/N of its item's share, N being
+// the workflow's number of steps, so an item that runs several steps is not shown done after
+// the first; whatever is left is colored when the item is ingested.
 func (e *Engine) weight(s *workflow.Step) float64 {
 	if s.ProgressWeight != nil {
 		return *s.ProgressWeight
@@ -329,7 +331,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 		}
 		ins, err := t.x.TaskInsert(t.ctx, store.TaskInsertParams{
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
-			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
+			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
 		})
 		if err != nil {
 			return err

@@ -19,12 +19,11 @@ type op struct {
 // batches (group commit): while one transaction commits, the next batch accumulates. With one
 // SQLite writer this turns thousands of small writes per second into a few dozen transactions.
 type committer struct {
-	e     *engine.Engine
-	log   *slog.Logger
-	ops   chan op
-	max   int
-	wg    sync.WaitGroup
-	batch []op
+	e   *engine.Engine
+	log *slog.Logger
+	ops chan op
+	max int
+	wg  sync.WaitGroup
 }
 
 func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int) *committer {
@@ -64,6 +63,7 @@ func (c *committer) do(ctx context.Context, fn func(t *engine.Tx) error) error {
 }
 
 func (c *committer) loop(ctx context.Context) {
+	batch := make([]op, 0, c.max)
 	for {
 		var first op
 		select {
@@ -72,17 +72,17 @@ func (c *committer) loop(ctx context.Context) {
 			c.drain()
 			return
 		}
-		c.batch = append(c.batch[:0], first)
+		batch = append(batch[:0], first)
 	fill:
-		for len(c.batch) < c.max {
+		for len(batch) < c.max {
 			select {
 			case o := <-c.ops:
-				c.batch = append(c.batch, o)
+				batch = append(batch, o)
 			default:
 				break fill
 			}
 		}
-		c.commit(context.WithoutCancel(ctx), c.batch)
+		c.commit(context.WithoutCancel(ctx), batch)
 	}
 }
 

@@ -63,10 +63,11 @@ type Worker struct {
 	flights  map[string]chan struct{}
 	jobs     map[int64]jobWF
 
-	cancel   context.CancelFunc
-	stopOnce sync.Once
-	wg       sync.WaitGroup
-	tasks    sync.WaitGroup
+	cancel    context.CancelFunc
+	startOnce sync.Once
+	stopOnce  sync.Once
+	wg        sync.WaitGroup
+	tasks     sync.WaitGroup
 }
 
 // New returns a worker.
@@ -127,18 +128,26 @@ func (w *Worker) Do(ctx context.Context, fn func(t *engine.Tx) error) error {
 }
 
 // Start starts the committer, the dispatcher and the lease renewer.
+// Calling it again does nothing.
 func (w *Worker) Start(ctx context.Context) {
-	ctx, w.cancel = context.WithCancel(ctx)
-	w.commit.start(ctx)
-	w.wg.Add(2)
-	go func() { defer w.wg.Done(); w.dispatch(ctx) }()
-	go func() { defer w.wg.Done(); w.renew(ctx) }()
+	w.startOnce.Do(func() {
+		ctx, w.cancel = context.WithCancel(ctx)
+		w.commit.start(ctx)
+		w.wg.Add(2)
+		go func() { defer w.wg.Done(); w.dispatch(ctx) }()
+		go func() { defer w.wg.Done(); w.renew(ctx) }()
+	})
 }
 
 // Stop stops leasing, waits for running tasks until ctx ends, then cancels the rest, and commits
 // what is queued. Tasks cut short are released for another worker without spending an attempt.
 func (w *Worker) Stop(ctx context.Context) {
 	w.stopOnce.Do(func() {
+		started := true
+		w.startOnce.Do(func() { started = false })
+		if !started {
+			return
+		}
 		w.mu.Lock()
 		w.inflight = nil // no more leasing
 		w.mu.Unlock()

@@ -211,6 +211,9 @@ func (s *Stream) Part(name string, body io.Reader) error {
 		_, err = io.Copy(w, body)
 	}
 	if err != nil {
+		// Either the server answered early (the pipe's reader is closed) or body failed: end the
+		// request either way and report the server's answer when there is one.
+		s.pw.CloseWithError(err)
 		<-s.done
 		return s.errOr(err)
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -491,8 +492,9 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 		}
 	}
 	if len(p.Metadata) > 0 {
-		// json_patch(new, old): keys already on the item (the user's) win over the action's.
-		if _, err := q.exec(ctx, `UPDATE items SET metadata = json_patch(?, metadata) WHERE id = ?`, string(p.Metadata), p.ID); err != nil {
+		// Keys already on the item (the user's) win over the action's, at every depth. Merged in Go:
+		// json_patch(new, old) also deleted every key the item held with a null value.
+		if err := q.mergeMetadata(ctx, p.ID, p.Metadata); err != nil {
 			return fmt.Errorf("set item %d metadata: %w", p.ID, err)
 		}
 	}
@@ -883,4 +885,64 @@ func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error
 	var n int
 	err := q.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = ?) OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = ?) OR EXISTS (SELECT 1 FROM cache WHERE instr(value, ?) > 0)`, sha, sha, sha).Scan(&n)
 	return n > 0, mapErr(err)
+}
+
+// mergeMetadata merges upd into the item's metadata with [mergeKept], in one transaction.
+func (q *queries) mergeMetadata(ctx context.Context, id int64, upd []byte) error {
+	merge := func(e store.Executor) error {
+		qq := e.(*queries)
+		var stored string
+		err := qq.wrow(ctx, `SELECT metadata FROM items WHERE id = ?`, id).Scan(&stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return mapErr(err)
+		}
+		merged, err := mergeKept([]byte(stored), upd)
+		if err != nil {
+			return err
+		}
+		_, err = qq.exec(ctx, `UPDATE items SET metadata = ? WHERE id = ?`, string(merged), id)
+		return err
+	}
+	if q.tx != nil {
+		return merge(q)
+	}
+	return q.db.InTx(ctx, merge)
+}
+
+// mergeKept returns the JSON object upd with stored's keys laid over it: a key stored holds keeps
+// its value (null included) unless both hold objects, which merge the same way.
+func mergeKept(stored, upd []byte) ([]byte, error) {
+	var s, u map[string]json.RawMessage
+	if err := json.Unmarshal(upd, &u); err != nil || u == nil {
+		return nil, fmt.Errorf("metadata %.40q is not a JSON object", upd)
+	}
+	if err := json.Unmarshal(stored, &s); err != nil || s == nil {
+		return stored, nil // not an object: nothing to merge into
+	}
+	for k, sv := range s {
+		if uv, ok := u[k]; ok && isObject(sv) && isObject(uv) {
+			m, err := mergeKept(sv, uv)
+			if err != nil {
+				return nil, err
+			}
+			u[k] = m
+			continue
+		}
+		u[k] = sv
+	}
+	return json.Marshal(u)
+}
+
+func isObject(v json.RawMessage) bool {
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }

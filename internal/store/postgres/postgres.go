@@ -1,0 +1,415 @@
+// Package postgres is the scale-out [store.Store] driver: PostgreSQL through a pgx connection pool,
+// shared by many sluice processes on many machines. Leases use FOR UPDATE SKIP LOCKED, so racing
+// leasers never block on or double-lease a task; wake-ups use LISTEN/NOTIFY on the channel
+// sluice_tasks, always bounded by a timeout so a lost notification (or a PgBouncer in transaction
+// pooling mode, where LISTEN does not work) only delays work, never loses it.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+//go:embed migrations/*.up.sql
+var migrations embed.FS
+
+// notifyChannel is the LISTEN/NOTIFY channel; the payload is the queue that got ready work.
+const notifyChannel = "sluice_tasks"
+
+// Config configures [Open].
+type Config struct {
+	// URL is a libpq connection string or postgres:// URL. pgx options in it apply, for example
+	// pool_max_conns, or default_query_exec_mode=simple_protocol behind a PgBouncer older than
+	// 1.21 in transaction pooling mode.
+	URL string
+	// Schema holds Sluice's tables; it is created if missing and set as the search_path of every
+	// pooled connection, so several deployments (or tests) can share a database. Behind PgBouncer
+	// in transaction pooling mode keep the default, or set the role's search_path instead.
+	// Defaults to "public".
+	Schema string
+	// SkipMigrate makes Open leave the schema as it is; `sluice migrate` uses it to report and
+	// apply migrations itself. By default Open applies pending migrations.
+	SkipMigrate bool
+}
+
+// DB is the PostgreSQL store. It is safe for concurrent use.
+type DB struct {
+	pool    *pgxpool.Pool
+	connCfg *pgx.ConnConfig // for the dedicated LISTEN and advisory-lock connections
+	schema  string
+	listen  *listener
+	*queries
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open connects to the database, creates the schema if missing and, unless cfg.SkipMigrate is
+// set, applies pending migrations. Connections are made lazily; Open pings once.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.Schema == "" {
+		cfg.Schema = "public"
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres url: %w", err)
+	}
+	setPath := "SET search_path TO " + pgx.Identifier{cfg.Schema}.Sanitize()
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, setPath)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema}
+	db.listen = &listener{cfg: pcfg.ConnConfig, wake: make(chan struct{})}
+	db.queries = &queries{db: db, c: pool}
+	if err := db.createSchema(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if !cfg.SkipMigrate {
+		if _, err := db.Migrate(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+func (db *DB) createSchema(ctx context.Context) error {
+	var exists bool
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, db.schema).Scan(&exists); err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	_, err := db.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{db.schema}.Sanitize())
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		err = nil // another process created it at the same moment
+	}
+	if err != nil {
+		return fmt.Errorf("create schema %q: %w", db.schema, err)
+	}
+	return nil
+}
+
+// Close stops the listener and closes every connection. Dedicated advisory-lock connections
+// belong to their release functions.
+func (db *DB) Close() error {
+	db.listen.stop()
+	db.pool.Close()
+	return nil
+}
+
+// Capabilities reports that many processes may share the database and that Wait listens.
+func (db *DB) Capabilities() store.Capabilities {
+	return store.Capabilities{MultiProcess: true, Listen: true}
+}
+
+// Wait blocks until a task becomes ready in any process (a NOTIFY on sluice_tasks), ctx ends, or d
+// passes. The first call starts a listener on a dedicated connection; while it cannot listen,
+// Wait just waits for d or ctx. Notifications sent before a waiter arrives are not remembered.
+func (db *DB) Wait(ctx context.Context, d time.Duration) {
+	wake := db.listen.subscribe()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-wake:
+	}
+}
+
+// InTx runs fn in one transaction (READ COMMITTED) and commits it if fn returns nil. Tasks that
+// became ready in it are announced with one pg_notify per queue, delivered at commit.
+func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return mapErr(fmt.Errorf("begin: %w", err))
+	}
+	// Rolls back when fn fails or panics; a no-op after Commit.
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	q := &queries{db: db, c: tx, tx: tx}
+	if err := fn(q); err != nil {
+		return err
+	}
+	if len(q.notify) > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', q) FROM unnest($1::text[]) q`, q.notify); err != nil {
+			return mapErr(fmt.Errorf("notify: %w", err))
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return mapErr(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+// AdvisoryLock tries to take the session-level advisory lock named key (scoped to the schema) on
+// a dedicated connection, for a leader among processes (the maintenance loop). ok is false when
+// another session holds it. release unlocks and closes the connection; it is idempotent. The lock
+// is also released if the connection drops, so a leader should retake it periodically. It needs
+// a direct or session-pooled connection: transaction pooling cannot hold session locks.
+func (db *DB) AdvisoryLock(ctx context.Context, key string) (release func(), ok bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, db.connCfg.Copy())
+	if err != nil {
+		return nil, false, fmt.Errorf("advisory lock %q: connect: %w", key, err)
+	}
+	name := db.schema + "." + key
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, name).Scan(&ok); err != nil || !ok {
+		conn.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, false, fmt.Errorf("advisory lock %q: %w", key, err)
+		}
+		return nil, false, nil
+	}
+	return sync.OnceFunc(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, name)
+		_ = conn.Close(ctx)
+	}), true, nil
+}
+
+// listener owns the LISTEN connection and wakes every waiter on each notification.
+type listener struct {
+	cfg *pgx.ConnConfig
+
+	mu      sync.Mutex
+	wake    chan struct{} // closed and replaced on every notification
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (l *listener) subscribe() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started && !l.stopped {
+		l.started = true
+		ctx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done = cancel, make(chan struct{})
+		go l.run(ctx)
+	}
+	return l.wake
+}
+
+func (l *listener) broadcast() {
+	l.mu.Lock()
+	close(l.wake)
+	l.wake = make(chan struct{})
+	l.mu.Unlock()
+}
+
+func (l *listener) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// run listens until ctx ends, reconnecting with backoff. After a reconnect it wakes everyone once,
+// since notifications sent while it was away are lost.
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := time.Second
+	for lost := false; ; lost = true {
+		if l.listenOnce(ctx, lost) {
+			backoff = time.Second
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// listenOnce connects, listens and forwards notifications until the connection fails or ctx ends.
+// It reports whether it got as far as listening.
+func (l *listener) listenOnce(ctx context.Context, reconnect bool) bool {
+	conn, err := pgx.ConnectConfig(ctx, l.cfg.Copy())
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return false
+	}
+	if reconnect {
+		l.broadcast()
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return true
+		}
+		l.broadcast()
+	}
+}
+
+// Migration is one numbered schema migration.
+type Migration struct {
+	Version int
+	Name    string // file name without .up.sql; empty for an applied version this binary lacks
+	// AppliedAt is when it was applied; zero while pending.
+	AppliedAt time.Time
+}
+
+// MigrationVersions lists the embedded migration numbers (for the test that both drivers match).
+func MigrationVersions() []int {
+	var out []int
+	for _, m := range embedded() {
+		out = append(out, m.Version)
+	}
+	return out
+}
+
+type embeddedMigration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+func embedded() []embeddedMigration {
+	names, _ := fs.Glob(migrations, "migrations/*.up.sql")
+	var out []embeddedMigration
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".up.sql")
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			panic(fmt.Sprintf("postgres migration %s: bad number", n)) // a build-time mistake
+		}
+		body, _ := migrations.ReadFile(n)
+		out = append(out, embeddedMigration{Version: v, Name: base, SQL: string(body)})
+	}
+	slices.SortFunc(out, func(a, b embeddedMigration) int { return a.Version - b.Version })
+	return out
+}
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL DEFAULT '', applied_at bigint NOT NULL)`
+
+// MigrationStatus lists every embedded migration with when it was applied (zero if pending),
+// followed by applied versions this binary does not know (a newer sluice migrated the schema).
+func (db *DB) MigrationStatus(ctx context.Context) ([]Migration, error) {
+	applied := map[int]time.Time{}
+	var exists bool
+	if err := db.pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read migration status: %w", err)
+	}
+	if exists {
+		rows, err := db.pool.Query(ctx, `SELECT version, applied_at FROM schema_migrations ORDER BY version`)
+		if err != nil {
+			return nil, fmt.Errorf("read migration status: %w", err)
+		}
+		var v int
+		var at int64
+		if _, err := pgx.ForEachRow(rows, []any{&v, &at}, func() error { applied[v] = fromMicros(at); return nil }); err != nil {
+			return nil, fmt.Errorf("read migration status: %w", err)
+		}
+	}
+	var out []Migration
+	for _, m := range embedded() {
+		out = append(out, Migration{Version: m.Version, Name: m.Name, AppliedAt: applied[m.Version]})
+		delete(applied, m.Version)
+	}
+	var unknown []Migration
+	for v, at := range applied {
+		unknown = append(unknown, Migration{Version: v, AppliedAt: at})
+	}
+	slices.SortFunc(unknown, func(a, b Migration) int { return a.Version - b.Version })
+	return append(out, unknown...), nil
+}
+
+// Migrate applies pending migrations in one transaction, serialised across processes by an
+// advisory lock, and returns those it applied.
+func (db *DB) Migrate(ctx context.Context) ([]Migration, error) {
+	var done []Migration
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, db.schema+".sluice.migrate"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, createMigrationsTable); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+		if err != nil {
+			return err
+		}
+		have, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, m := range embedded() {
+			if slices.Contains(have, m.Version) {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`, m.Version, m.Name, micros(now)); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			done = append(done, Migration{Version: m.Version, Name: m.Name, AppliedAt: now.UTC().Truncate(time.Microsecond)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("migrate schema %q: %w", db.schema, err)
+	}
+	return done, nil
+}
+
+// mapErr maps pgx's errors to the store's.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	}
+	return err
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UTC().UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}

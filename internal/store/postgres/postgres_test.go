@@ -1,0 +1,166 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
+	"github.com/sluice-project/sluice/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// databaseURL returns SLUICE_TEST_DATABASE_URL, skipping the test when it is unset (failing when
+// SLUICE_TEST_REQUIRE_POSTGRES=1, as in CI).
+func databaseURL(tb testing.TB) string {
+	tb.Helper()
+	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if url == "" {
+		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
+			tb.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_TEST_REQUIRE_POSTGRES=1")
+		}
+		tb.Skip("SLUICE_TEST_DATABASE_URL is unset")
+	}
+	return url
+}
+
+// open returns a store in a new schema of its own, dropped when the test ends.
+func open(tb testing.TB) *postgres.DB {
+	tb.Helper()
+	return openSchema(tb, randomSchema(tb), false)
+}
+
+func randomSchema(tb testing.TB) string {
+	tb.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return "sluice_test_" + hex.EncodeToString(b)
+}
+
+func openSchema(tb testing.TB, schema string, skipMigrate bool) *postgres.DB {
+	tb.Helper()
+	url := databaseURL(tb)
+	db, err := postgres.Open(tb.Context(), postgres.Config{URL: url, Schema: schema, SkipMigrate: skipMigrate})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() {
+		db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return db
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	databaseURL(t)
+	storetest.Exercise(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openSchema(t, randomSchema(t), true)
+	status, err := db.MigrationStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(status) == 0 || !status[0].AppliedAt.IsZero() {
+		t.Fatalf("status before migrating = %+v, want all pending", status)
+	}
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int
+	for _, m := range applied {
+		versions = append(versions, m.Version)
+	}
+	if want := postgres.MigrationVersions(); !slices.Equal(versions, want) {
+		t.Errorf("Migrate applied %v, want %v", versions, want)
+	}
+	if again, err := db.Migrate(ctx); err != nil || len(again) != 0 {
+		t.Errorf("second Migrate = %v, %v; want nothing to do", again, err)
+	}
+	status, err = db.MigrationStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range status {
+		if m.AppliedAt.IsZero() || m.Name == "" {
+			t.Errorf("after Migrate: %+v", m)
+		}
+	}
+	// Concurrent Opens of a fresh schema (many processes starting at once) all succeed.
+	schema := randomSchema(t)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			db, err := postgres.Open(ctx, postgres.Config{URL: databaseURL(t), Schema: schema})
+			if err == nil {
+				db.Close()
+			}
+			errs <- err
+		}()
+	}
+	openSchema(t, schema, true) // registers the cleanup
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Open: %v", err)
+		}
+	}
+}
+
+func TestAdvisoryLock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema := randomSchema(t)
+	a, b := openSchema(t, schema, false), openSchema(t, schema, true)
+	other := open(t) // another schema: another lock namespace
+	release, ok, err := a.AdvisoryLock(ctx, "maintenance")
+	if err != nil || !ok {
+		t.Fatalf("first AdvisoryLock = %v, %v", ok, err)
+	}
+	if _, ok, err := b.AdvisoryLock(ctx, "maintenance"); err != nil || ok {
+		t.Fatalf("AdvisoryLock while held = %v, %v; want false", ok, err)
+	}
+	if rel, ok, err := other.AdvisoryLock(ctx, "maintenance"); err != nil || !ok {
+		t.Fatalf("AdvisoryLock in another schema = %v, %v; want true", ok, err)
+	} else {
+		rel()
+	}
+	release()
+	release() // idempotent
+	rel, ok, err := b.AdvisoryLock(ctx, "maintenance")
+	if err != nil || !ok {
+		t.Fatalf("AdvisoryLock after release = %v, %v", ok, err)
+	}
+	rel()
+}
+
+func BenchmarkLeaseFinish(b *testing.B) {
+	storetest.BenchmarkLeaseFinish(b, func(tb testing.TB) store.Store { return open(tb) }, 10_000)
+}
