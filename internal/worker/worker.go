@@ -291,9 +291,9 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		return 0, true, nil
 	}
 	var got []*store.Task
-	now := w.e.Now()
 	err := w.commit.do(ctx, func(t *engine.Tx) error {
 		got = got[:0]
+		now := t.Now() // the transaction's time: after every commit that made these tasks ready
 		for _, wt := range wants {
 			ts, err := t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: wt.q.name, Limit: wt.free, Owner: w.cfg.Owner,
 				Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})

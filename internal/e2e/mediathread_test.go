@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+func openNode(t *testing.T) *node.Node {
+	t.Helper()
+	n, err := node.Open(t.Context(), node.Config{DataDir: t.TempDir(), Engine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.Start(ctx)
+	t.Cleanup(func() {
+		n.Stop(5 * time.Second)
+		cancel()
+		n.Close()
+	})
+	return n
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func startMediathread(t *testing.T, n *node.Node, src string) (*store.Job, *store.Item) {
+	t.Helper()
+	ctx := t.Context()
+	if _, _, err := n.Engine.ApplyWorkflow(ctx, []byte(src), "mediathread.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "mediathread-video"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, size, err := n.Blobs.Put(ctx, strings.NewReader("not really a video"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Engine.AddRoots(ctx, job, []engine.Root{{Name: "lecture.mp4", BlobSHA256: sha, Size: size}}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items %v %v", items, err)
+	}
+	return job, items[0]
+}
+
+func taskStates(t *testing.T, n *node.Node, itemID int64) map[string]*store.Task {
+	t.Helper()
+	tasks, err := n.Store.TaskListByItem(t.Context(), itemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*store.Task{}
+	for _, tk := range tasks {
+		m[tk.Step] = tk
+	}
+	return m
+}
+
+func TestMediathread(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "mediathread.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := openNode(t)
+	job, it := startMediathread(t, n, string(src))
+	ctx := t.Context()
+
+	// Both start steps run; the rest waits for the transcoder's external event.
+	waitFor(t, 30*time.Second, "start steps", func() bool {
+		ts := taskStates(t, n, it.ID)
+		return ts["extract-metadata"] != nil && ts["extract-metadata"].State == store.TaskComplete &&
+			ts["create-transcode"] != nil && ts["create-transcode"].State == store.TaskComplete
+	})
+	ts := taskStates(t, n, it.ID)
+	for _, s := range []string{"pull-thumbnails", "copy-to-cunix", "submit", "email-success", "email-failure"} {
+		if ts[s] != nil {
+			t.Fatalf("%s ran before et-job-finished: %+v", s, ts[s])
+		}
+	}
+	cur, _ := n.Store.ItemGet(ctx, it.ID)
+	if cur.State != store.ItemWritten {
+		t.Fatalf("item waiting for an external event is %s, want written", cur.State)
+	}
+	if !strings.Contains(string(cur.Metadata), `"transcode_job":"tj-`) {
+		t.Fatalf("create-transcode's metadata missing: %s", cur.Metadata)
+	}
+	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != store.JobRunning {
+		t.Fatalf("job %s before the external event", j.State)
+	}
+	// An undeclared event is refused; the declared one fires once, a repeat is harmless.
+	if _, err := n.Engine.FireExternal(ctx, it.ID, "et-bogus"); err == nil {
+		t.Fatal("an undeclared external event was accepted")
+	}
+	if fired, err := n.Engine.FireExternal(ctx, it.ID, "et-job-finished"); err != nil || !fired {
+		t.Fatalf("fire: %v %v", fired, err)
+	}
+	if fired, err := n.Engine.FireExternal(ctx, it.ID, "et-job-finished"); err != nil || fired {
+		t.Fatalf("repeat fire: %v %v", fired, err)
+	}
+	waitFor(t, 30*time.Second, "job end", func() bool {
+		j, _ := n.Store.JobGet(ctx, job.ID)
+		return j.State != store.JobRunning
+	})
+	j, _ := n.Store.JobGet(ctx, job.ID)
+	if j.State != store.JobComplete {
+		t.Fatalf("job %s: %s", j.State, j.Error)
+	}
+	ts = taskStates(t, n, it.ID)
+	// submit waits for all three of its needs (AND-join).
+	for _, dep := range []string{"extract-metadata", "pull-thumbnails", "copy-to-cunix"} {
+		if ts[dep].FinishedAt.After(ts["submit"].StartedAt) {
+			t.Errorf("submit started at %s before %s finished at %s", ts["submit"].StartedAt, dep, ts[dep].FinishedAt)
+		}
+	}
+	if ts["email-success"] == nil || ts["email-success"].State != store.TaskComplete || ts["email-success"].StartedAt.Before(ts["submit"].FinishedAt) {
+		t.Errorf("email-success did not run after submit: %+v", ts["email-success"])
+	}
+	if ts["email-failure"] != nil {
+		t.Errorf("email-failure ran on the success path")
+	}
+	if len(ts) != 6 {
+		t.Errorf("%d tasks ran, want 6: %v", len(ts), ts)
+	}
+}
+
+func TestMediathreadFailurePath(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "mediathread.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The metadata extractor rejects the input: a permanent failure.
+	bad := strings.Replace(string(src), `with: {command: [sh, -c, 'wc -c'], input: stdin}`,
+		`with: {command: [sh, -c, 'echo corrupt video >&2; exit 3'], input: stdin, permanent_exit_codes: [3]}`, 1)
+	if bad == string(src) {
+		t.Fatal("the example changed: update the test's replacement")
+	}
+	n := openNode(t)
+	job, it := startMediathread(t, n, bad)
+	waitFor(t, 30*time.Second, "job end", func() bool {
+		j, _ := n.Store.JobGet(t.Context(), job.ID)
+		return j.State != store.JobRunning
+	})
+	j, _ := n.Store.JobGet(t.Context(), job.ID)
+	if j.State != store.JobFailed {
+		t.Fatalf("job %s, want failed", j.State)
+	}
+	ts := taskStates(t, n, it.ID)
+	if ts["extract-metadata"].State != store.TaskFailed || !strings.Contains(ts["extract-metadata"].Error, "corrupt video") {
+		t.Errorf("extract-metadata: %+v", ts["extract-metadata"])
+	}
+	if ts["email-failure"] == nil || ts["email-failure"].State != store.TaskComplete {
+		t.Errorf("email-failure did not run: %+v", ts["email-failure"])
+	}
+	if ts["submit"] != nil || ts["email-success"] != nil {
+		t.Errorf("success steps ran on the failure path")
+	}
+	cur, _ := n.Store.ItemGet(t.Context(), it.ID)
+	if !strings.Contains(cur.Error, "corrupt video") {
+		t.Errorf("item error %q", cur.Error)
+	}
+}
