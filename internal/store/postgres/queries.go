@@ -517,7 +517,7 @@ const (
 	// disjoint sets without waiting on each other.
 	qTaskLease = `WITH picked AS MATERIALIZED (
 			SELECT id AS picked_id FROM tasks WHERE state = 'ready' AND queue = $1 AND run_after <= $2
-			ORDER BY job_id, sort_key LIMIT $3)
+			ORDER BY job_id, sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
 		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
 		FROM picked WHERE id = picked_id RETURNING ` + taskCols
 	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
