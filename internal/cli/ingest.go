@@ -1,10 +1,548 @@
 package cli
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/detect"
+	"github.com/sluice-project/sluice/internal/action/text"
+
+	"github.com/sluice-project/sluice/internal/action/ingest"
+	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
-func runIngest(ctx context.Context, e *env, args []string) error    { return usagef("not yet") }
-func runDocuments(ctx context.Context, e *env, args []string) error { return usagef("not yet") }
-func runDoctor(ctx context.Context, e *env, args []string) error    { return usagef("not yet") }
-func benchIngest(ctx context.Context, e *env, args []string) error  { return usagef("not yet") }
+// documentsWorkflow is the built-in workflow `sluice ingest` runs.
+const documentsWorkflow = "documents"
+
+func runIngest(ctx context.Context, e *env, args []string) error {
+	fs, c := newFlags(e, "ingest", "ingest PATH… [--ocr] [--split-by-page] [--lang xx] [--metadata JSON] [--data DIR]")
+	ocr := fs.Bool("ocr", false, "run OCR on PDF pages without text and on images")
+	split := fs.Bool("split-by-page", false, "make one document per PDF page")
+	lang := fs.String("lang", "", "ISO-639-1 language of the documents (selects the OCR language)")
+	meta := fs.String("metadata", "", "metadata for every document, as a JSON object")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("missing PATH (files, folders or archives to ingest)")
+	}
+	if *lang != "" && (len(*lang) != 2 || strings.ToLower(*lang) != *lang) {
+		return usagef("--lang must be a two-letter ISO-639-1 code such as en or fr, not %q", *lang)
+	}
+	md, err := jsonObject("--metadata", *meta)
+	if err != nil {
+		return err
+	}
+	inputs, err := collectInputs(pos)
+	if err != nil {
+		return err
+	}
+	opts := map[string]any{"ocr": *ocr, "split_by_page": *split}
+	if *lang != "" {
+		opts["lang"] = *lang
+	}
+	n, err := c.open(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	if err := builtin.Apply(ctx, n.Engine, documentsWorkflow); err != nil {
+		return err
+	}
+	start := time.Now()
+	job, err := startJob(ctx, n, documentsWorkflow, inputs, md, opts)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, in := range inputs {
+		total += in.size
+	}
+	fmt.Fprintf(e.stderr, "job %d: ingesting %s (%s)\n", job.ID, plural(len(inputs), "file"), formatBytes(float64(total)))
+	final, err := followIngest(ctx, e, n, job.ID)
+	if err != nil {
+		return err
+	}
+	sum, err := summarize(ctx, n, final.ID)
+	if err != nil {
+		return err
+	}
+	sum.print(e.stdout, time.Since(start))
+	if final.State != store.JobComplete {
+		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+	}
+	return nil
+}
+
+// followIngest starts the workers and waits for the job like [follow], with a progress line that
+// speaks of files and bytes.
+func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
+	n.Start(ctx)
+	defer n.Stop(10 * time.Second)
+	tty := isTTY(e.stderr)
+	printEvery := 5 * time.Second
+	lastPrint := time.Now()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := n.Engine.Progress(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		job, err := n.Store.JobGet(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		done := p.State != store.JobRunning
+		switch {
+		case tty:
+			fmt.Fprintf(e.stderr, "\r\033[K%s", ingestLine(p, job.TotalBytes))
+			if done {
+				fmt.Fprintln(e.stderr)
+			}
+		case done || time.Since(lastPrint) >= printEvery:
+			fmt.Fprintln(e.stderr, ingestLine(p, job.TotalBytes))
+			lastPrint = time.Now()
+		}
+		if done {
+			return job, nil
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(e.stderr)
+			}
+			return nil, fmt.Errorf("interrupted; run the same command again to resume job %d", jobID)
+		case <-tick.C:
+		}
+	}
+}
+
+// ingestLine is one progress line: a bar, the files (items, archive entries included) done out of
+// those known so far, the bytes done (the weighted progress applied to the inputs' total size) and
+// the ETA.
+func ingestLine(p *engine.Progress, totalBytes float64) string {
+	const width = 30
+	filled := min(width, int(p.Fraction*width))
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+	known := 0
+	for _, v := range p.Items {
+		known += v
+	}
+	eta := ""
+	if p.ETA > 0 {
+		eta = ", ETA " + p.ETA.Round(time.Second).String()
+	}
+	return fmt.Sprintf("%s %5.1f%%  %d/%d files, %s/%s, %s%s", bar, p.Fraction*100,
+		p.Items[store.ItemIngested], known, formatBytes(p.Fraction*totalBytes), formatBytes(totalBytes),
+		p.Elapsed.Round(100*time.Millisecond), eta)
+}
+
+func formatBytes(b float64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", b/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", int64(b))
+	}
+}
+
+// summary is what a finished ingest job produced.
+type summary struct {
+	JobID     int64
+	State     string
+	Documents int
+	Errors    int
+	Reasons   map[string]int // error messages, generalised, by count
+}
+
+// summarize counts a job's documents and errors from its outputs.
+func summarize(ctx context.Context, n *node.Node, jobID int64) (*summary, error) {
+	job, err := n.Store.JobGet(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	s := &summary{JobID: jobID, State: job.State, Reasons: map[string]int{}}
+	err = eachOutput(ctx, n, jobID, func(o *store.Output) error {
+		switch o.Kind {
+		case ingest.KindDocument:
+			s.Documents++
+		case ingest.KindError:
+			s.Errors++
+			var ev ingest.Error
+			_ = json.Unmarshal(o.Value, &ev)
+			s.Reasons[errorReason(ev.Message)]++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// eachOutput calls fn with every output of a job, in item id order.
+func eachOutput(ctx context.Context, n *node.Node, jobID int64, fn func(o *store.Output) error) error {
+	const page = 5000
+	var after int64
+	for {
+		outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: jobID, AfterItem: after, Limit: page})
+		if err != nil {
+			return err
+		}
+		full := len(outs) == page
+		if full {
+			// Pages restart after an item id: leave the last item's outputs to the next page so
+			// none of its kinds is skipped.
+			last := outs[len(outs)-1].ItemID
+			for len(outs) > 0 && outs[len(outs)-1].ItemID == last {
+				outs = outs[:len(outs)-1]
+			}
+		}
+		for _, o := range outs {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+		if !full || len(outs) == 0 {
+			return nil
+		}
+		after = outs[len(outs)-1].ItemID
+	}
+}
+
+// errorReason shortens an error message to the reason it shares with similar errors: the
+// message's first line, cut at 120 characters.
+func errorReason(msg string) string {
+	msg, _, _ = strings.Cut(msg, "\n")
+	msg = strings.TrimSpace(msg)
+	if r := []rune(msg); len(r) > 120 {
+		msg = string(r[:119]) + "…"
+	}
+	if msg == "" {
+		msg = "(no message)"
+	}
+	return msg
+}
+
+func (s *summary) print(w io.Writer, took time.Duration) {
+	fmt.Fprintf(w, "job %d %s in %s: %s, %s\n", s.JobID, s.State, took.Round(100*time.Millisecond),
+		plural(s.Documents, "document"), plural(s.Errors, "error"))
+	if len(s.Reasons) == 0 {
+		return
+	}
+	type reason struct {
+		msg string
+		n   int
+	}
+	rs := make([]reason, 0, len(s.Reasons))
+	for m, k := range s.Reasons {
+		rs = append(rs, reason{m, k})
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].n != rs[j].n {
+			return rs[i].n > rs[j].n
+		}
+		return rs[i].msg < rs[j].msg
+	})
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  COUNT\tERROR")
+	for i, r := range rs {
+		if i == 20 {
+			fmt.Fprintf(tw, "  …\t%d more reasons (sluice documents export writes errors.jsonl)\n", len(rs)-i)
+			break
+		}
+		fmt.Fprintf(tw, "  %d\t%s\n", r.n, r.msg)
+	}
+	tw.Flush()
+}
+
+// benchIngestResult is what `sluice bench ingest` prints.
+type benchIngestResult struct {
+	Files           int     `json:"files"`
+	Documents       int     `json:"documents"`
+	Errors          int     `json:"errors"`
+	Seconds         float64 `json:"seconds"`
+	DocumentsPerSec float64 `json:"documents_per_sec"`
+	PeakRSSMB       float64 `json:"peak_rss_mb"`
+	// DirectSeconds is the time of the same conversions without the engine; DirectIncludes says
+	// exactly what that covers.
+	DirectSeconds     float64 `json:"direct_seconds"`
+	DirectIncludes    string  `json:"direct_includes"`
+	EngineOverheadPct float64 `json:"engine_overhead_pct"`
+	Concurrency       int     `json:"direct_concurrency"`
+}
+
+func benchIngest(ctx context.Context, e *env, args []string) error {
+	fs, c := newFlags(e, "bench ingest", "bench ingest [--files N] [--keep]")
+	nfiles := fs.Int("files", 10000, "number of small text files in the zip")
+	keep := fs.Bool("keep", false, "keep the temporary directory")
+	skipDirect := fs.Bool("no-direct", false, "skip the direct (engine-free) measurement")
+	fs.Lookup("data").DefValue = ""
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *nfiles <= 0 {
+		return usagef("--files must be positive")
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-ingest-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintln(e.stderr, "keeping", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	entries := benchEntries(*nfiles)
+	zipPath := filepath.Join(dir, "bench.zip")
+	if err := writeBenchZip(zipPath, entries); err != nil {
+		return err
+	}
+	c.data = filepath.Join(dir, "data")
+	n, err := c.open(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	if err := builtin.Apply(ctx, n.Engine, documentsWorkflow); err != nil {
+		return err
+	}
+	inputs, err := collectInputs([]string{zipPath})
+	if err != nil {
+		return err
+	}
+	res := benchIngestResult{Files: *nfiles}
+	start := time.Now()
+	job, err := startJob(ctx, n, documentsWorkflow, inputs, nil, map[string]any{"ocr": false, "split_by_page": false})
+	if err != nil {
+		return err
+	}
+	final, err := followIngest(ctx, &env{stdout: io.Discard, stderr: io.Discard}, n, job.ID)
+	if err != nil {
+		return err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.PeakRSSMB = peakRSSMB()
+	if final.State != store.JobComplete {
+		return fmt.Errorf("bench job ended %s: %s", final.State, final.Error)
+	}
+	sum, err := summarize(ctx, n, job.ID)
+	if err != nil {
+		return err
+	}
+	res.Documents, res.Errors = sum.Documents, sum.Errors
+	res.DocumentsPerSec = float64(res.Documents) / res.Seconds
+	if !*skipDirect {
+		d, conc, err := directConvert(ctx, filepath.Join(dir, "direct"), entries)
+		if err != nil {
+			return fmt.Errorf("direct conversions: %w", err)
+		}
+		res.DirectSeconds, res.Concurrency = d.Seconds(), conc
+		res.DirectIncludes = fmt.Sprintf("detect + text (charset decode, PDF render, pdftoppm thumbnail) on each entry's bytes "+
+			"held in memory, %d at a time like the engine's text action, results kept in memory; excludes unpacking the zip, "+
+			"blob and database writes, routing the PDF child and ingest, which the engine's seconds include", conc)
+		res.EngineOverheadPct = (res.Seconds - res.DirectSeconds) / res.DirectSeconds * 100
+	}
+	enc := json.NewEncoder(e.stdout)
+	return enc.Encode(res)
+}
+
+type benchEntry struct {
+	name string
+	data []byte
+}
+
+// benchEntries returns n small, distinct text files (distinct, so the conversion cache does not
+// make the benchmark trivial).
+func benchEntries(n int) []benchEntry {
+	out := make([]benchEntry, n)
+	for i := range out {
+		out[i] = benchEntry{
+			name: fmt.Sprintf("dir%02d/file-%06d.txt", i%50, i),
+			data: []byte(fmt.Sprintf("Bench document %d.\nThe quick brown fox jumps over the lazy dog %d times.\n%s\n",
+				i, i, strings.Repeat("lorem ipsum ", 5+i%20))),
+		}
+	}
+	return out
+}
+
+func writeBenchZip(path string, entries []benchEntry) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw := zip.NewWriter(f)
+	for _, en := range entries {
+		w, err := zw.Create(en.name)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if _, err := w.Write(en.data); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// directConvert runs detect and text on every entry without the engine, as many at a time as
+// the text action's default concurrency, and returns the time taken.
+func directConvert(ctx context.Context, tmp string, entries []benchEntry) (time.Duration, int, error) {
+	det := detect.New(detect.Config{})
+	txt := text.New(&text.Renderer{})
+	conc := txt.Spec().Concurrency
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var firstErr error
+	for i, en := range entries {
+		if gctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := convertOne(gctx, det, txt, tmp, i, en); err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), conc, firstErr
+}
+
+// convertOne runs detect, then text, on entry i as the engine would, outside the engine.
+func convertOne(ctx context.Context, det action.Action, txt action.Action, tmp string, i int, en benchEntry) error {
+	td := filepath.Join(tmp, strconv.Itoa(i))
+	if err := os.Mkdir(td, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(td)
+	t := &action.Task{ID: int64(i + 1), Attempt: 1, With: map[string]any{}, TempDir: td,
+		Item: action.Item{ID: int64(i + 1), Name: "bench.zip/" + en.name, Size: int64(len(en.data)),
+			Metadata: map[string]any{}, Options: map[string]any{}},
+		OpenBlob: func(context.Context) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(en.data)), nil
+		},
+	}
+	var o memOutput
+	if err := det.Run(ctx, t, &o); err != nil {
+		return fmt.Errorf("detect %s: %w", en.name, err)
+	}
+	if len(o.events) != 1 || o.events[0] != "detected.text" {
+		return fmt.Errorf("detect %s: routed %v, want detected.text", en.name, o.events)
+	}
+	t.Item.ContentType = o.contentType
+	if err := txt.Run(ctx, t, &o); err != nil {
+		return fmt.Errorf("text %s: %w", en.name, err)
+	}
+	if len(o.children) != 1 || o.children[0].text == nil {
+		return fmt.Errorf("text %s: no child with text", en.name)
+	}
+	return nil
+}
+
+// memOutput is an in-memory [action.Output] for the direct measurement: it keeps what the
+// actions produce, reading blobs fully as the engine would.
+type memOutput struct {
+	events      []string
+	contentType string
+	children    []memChild
+	text        *string
+}
+
+type memChild struct {
+	name        string
+	blob, thumb []byte
+	text        *string
+}
+
+func (o *memOutput) CreateChild(ctx context.Context, c action.Child) error {
+	mc := memChild{name: c.Name, text: c.Text}
+	var err error
+	if c.Blob != nil {
+		if mc.blob, err = io.ReadAll(c.Blob); err != nil {
+			return err
+		}
+	}
+	if c.Thumbnail != nil {
+		if mc.thumb, err = io.ReadAll(c.Thumbnail); err != nil {
+			return err
+		}
+	}
+	o.children = append(o.children, mc)
+	return nil
+}
+
+func (o *memOutput) SetText(_ context.Context, text string) error {
+	if o.text == nil {
+		o.text = &text
+	}
+	return nil
+}
+
+func (o *memOutput) SetThumbnail(_ context.Context, r io.Reader, _ string) error {
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
+
+func (o *memOutput) SetContentType(ct string)                                 { o.contentType = ct }
+func (o *memOutput) SetMetadata(map[string]any)                               {}
+func (o *memOutput) SetOutput(context.Context, string, json.RawMessage) error { return nil }
+func (o *memOutput) Emit(events ...string)                                    { o.events = append(o.events, events...) }
+func (o *memOutput) Progress(float64)                                         {}
+func (o *memOutput) Heartbeat()                                               {}
+
+// peakRSSMB returns this process's peak resident set size (VmHWM) in MiB, or 0 where /proc is
+// not available.
+func peakRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseFloat(f[0], 64)
+				return math.Round(kb/1024*10) / 10
+			}
+		}
+	}
+	return 0
+}

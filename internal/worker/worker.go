@@ -62,6 +62,7 @@ type Worker struct {
 	running  map[int64]context.CancelFunc
 	flights  map[string]chan struct{}
 	jobs     map[int64]jobWF
+	stats    map[string]*ActionStats
 
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -94,9 +95,41 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = os.TempDir()
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}}
+		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{}}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
 	return w
+}
+
+// ActionStats counts what this worker did for one action since it was created.
+type ActionStats struct {
+	Runs      int64 // the action actually ran
+	CacheHits int64 // a cached result was replayed instead
+}
+
+// Stats returns per-action counts of actual runs and cache hits.
+func (w *Worker) Stats() map[string]ActionStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]ActionStats, len(w.stats))
+	for k, v := range w.stats {
+		out[k] = *v
+	}
+	return out
+}
+
+func (w *Worker) count(act string, hit bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.stats[act]
+	if st == nil {
+		st = &ActionStats{}
+		w.stats[act] = st
+	}
+	if hit {
+		st.CacheHits++
+	} else {
+		st.Runs++
+	}
 }
 
 // Owner returns the lease owner name of this worker.
@@ -246,7 +279,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 			continue // there may be more
 		}
 		wait := w.cfg.PollInterval
-		if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
+		if leased > 0 {
+			// Every queue is full: a finishing task wakes us.
+		} else if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
 			if d := time.Until(next); d > 0 && d < wait {
 				wait = d
 			}
@@ -486,6 +521,9 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result)
 	if w.cfg.Cache[t.Action] && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
 		if hit, err := w.fromCache(tctx, key, out); hit || err != nil {
+			if hit {
+				w.count(t.Action, true)
+			}
 			if err == nil {
 				out.pending.Wait()
 				err = out.failed()
@@ -495,6 +533,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result)
 		defer w.land(key)
 		out.record = &effects{Parent: it.Name}
 	}
+	w.count(t.Action, false)
 	err = w.safeRun(tctx, act, at, out)
 	out.pending.Wait()
 	if cerr := out.failed(); cerr != nil && err == nil {

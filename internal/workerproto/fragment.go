@@ -13,16 +13,16 @@ import (
 type fragKind int
 
 const (
-	fragUnknown fragKind = iota
-	fragHeader           // N.json
-	fragBlob             // N.blob
-	fragInherit          // inherit-blob
-	fragText             // N.txt
-	fragThumb            // N-thumbnail.png, N-thumbnail.jpg
-	fragProgress         // progress
-	fragHeartbeat        // heartbeat
-	fragDone             // done
-	fragError            // error
+	fragUnknown   fragKind = iota
+	fragHeader             // N.json
+	fragBlob               // N.blob
+	fragInherit            // inherit-blob
+	fragText               // N.txt
+	fragThumb              // N-thumbnail.png, N-thumbnail.jpg
+	fragProgress           // progress
+	fragHeartbeat          // heartbeat
+	fragDone               // done
+	fragError              // error
 )
 
 // fragment is a parsed fragment name.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -85,7 +87,7 @@ func setup(t *testing.T, o opts) *bundle {
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
-		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond})
+		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	srv.Start(ctx)
@@ -238,6 +240,13 @@ func status(t *testing.T, method, url string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func str(s string) io.Reader { return bytes.NewBufferString(s) }

@@ -257,7 +257,7 @@ func (s *Server) wakeChan() <-chan struct{} {
 
 // handlePoll long-polls the action's queue and hands out one task.
 func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
-	drain(r.Body)
+	drainBody(r.Body)
 	tokenID := "anonymous"
 	if s.cfg.Auth != nil {
 		id, err := s.cfg.Auth(TokenFromRequest(r))

@@ -239,7 +239,7 @@ func TestOrderingErrors(t *testing.T) {
 // attempts, children already written are not duplicated (checked in the database).
 func TestReplaySuppression(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{idle: 300 * time.Millisecond})
+	b := setup(t, opts{idle: time.Second})
 	job := b.job(t, "input")
 	th := b.poll(t)
 	for _, f := range [][2]string{

@@ -515,8 +515,6 @@ func (ss *session) bodyErr(ctx context.Context, tr *trackReader, err error) erro
 		return errTruncated
 	case ctx.Err() != nil:
 		return errCanceled
-	case errors.Is(err, blob.ErrInvalidKey):
-		return err
 	}
 	return err
 }
@@ -573,7 +571,7 @@ func (s *Server) taskJSON(ctx context.Context, r *http.Request, ss *session) ([]
 	return b, nil
 }
 
-func drain(r io.ReadCloser) {
+func drainBody(r io.ReadCloser) {
 	if r != nil {
 		_, _ = io.Copy(io.Discard, r)
 	}
@@ -666,7 +664,15 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 
 // postSession looks up and enters the session of a fragment POST, answering the request itself
 // when it cannot go on.
-func (s *Server) postSession(w http.ResponseWriter, r *http.Request) *session {
+// A multipart body is not drained before a 404: it may be endless, so the connection is closed.
+func (s *Server) postSession(w http.ResponseWriter, r *http.Request, multi bool) *session {
+	drain := func(body io.ReadCloser) {
+		if multi {
+			w.Header().Set("Connection", "close")
+			return
+		}
+		drainBody(body)
+	}
 	ss := s.session(r)
 	if ss == nil {
 		drain(r.Body)
@@ -708,7 +714,7 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) *session {
 
 // handleFragment applies one fragment POSTed on its own.
 func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request) {
-	ss := s.postSession(w, r)
+	ss := s.postSession(w, r, false)
 	if ss == nil {
 		return
 	}
@@ -771,12 +777,12 @@ func (ss *session) checkCanceledAfter(ctx context.Context) bool {
 func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		drain(r.Body)
+		drainBody(r.Body)
 		writeError(w, http.StatusUnsupportedMediaType, "not_multipart",
 			"POST a fragment to <task url>/<fragment>, or many as multipart/form-data to <task url>")
 		return
 	}
-	ss := s.postSession(w, r)
+	ss := s.postSession(w, r, true)
 	if ss == nil {
 		return
 	}

@@ -618,7 +618,7 @@ func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 
 func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
 	st, err := q.prepared(ctx, `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ?, started_at = ?
-		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND run_after <= ? ORDER BY job_id, sort_key LIMIT ?)
+		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT ?)
 		RETURNING `+taskCols)
 	if err != nil {
 		return nil, err
@@ -762,7 +762,7 @@ func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string,
 
 func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
-	err := q.r.QueryRowContext(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready'`).Scan(&v)
+	err := q.rrow(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready'`).Scan(&v)
 	if err != nil {
 		return time.Time{}, err
 	}

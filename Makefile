@@ -1,0 +1,25 @@
+.PHONY: help test test-race lint bench build ci
+
+help: ## show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build ./sluice
+	go build -o sluice ./cmd/sluice
+
+test: ## run the tests (the README's command)
+	go test ./...
+
+test-race: ## run the tests with the race detector
+	go test -race ./...
+
+lint: ## gofmt, go vet, and the duplicate-code check
+	@test -z "$$(gofmt -l cmd internal)" || (gofmt -l cmd internal; exit 1)
+	go vet ./...
+
+bench: build ## engine and store benchmarks on this machine
+	./sluice bench engine --tasks 20000
+	./sluice bench engine --tasks 2000 --mode paced --rate 200
+	go test -run XXX -bench . -benchtime 1x ./internal/store/...
+
+ci: ## what CI runs
+	bash .ci/run

@@ -1,0 +1,455 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/worker"
+	"github.com/sluice-project/sluice/internal/workerproto"
+)
+
+// doc is an in-process action that records a document output and text.
+type doc struct{}
+
+func (doc) Spec() action.Spec { return action.Spec{Name: "doc"} }
+func (doc) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	if strings.HasSuffix(t.Item.Name, ".bad") {
+		return action.Permanentf("bad input")
+	}
+	out.SetText(ctx, "text of "+t.Item.Name)
+	return out.SetOutput(ctx, "document", json.RawMessage(`{"title":"`+t.Item.Name+`"}`))
+}
+
+type bundle struct {
+	e      *engine.Engine
+	srv    *httptest.Server
+	tokens *api.TokenStore
+	admin  string
+	reader string
+	worker string
+	dir    string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := &action.Catalog{}
+	cat.Register(doc{}, workerproto.RemoteAction())
+	var w *worker.Worker
+	var wp *workerproto.Server
+	e := engine.New(engine.Config{Store: db, Catalog: cat,
+		OnReady:  func() { w.Wake(); wp.Wake() },
+		OnCancel: func(ids []int64) { w.CancelTasks(ids); wp.CancelTasks(ids) }})
+	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
+	tokens, err := api.OpenTokenStore(filepath.Join(dir, "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := workerproto.NewBackend(e, blobs, w)
+	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
+		ProgressInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	w.Start(ctx)
+	wp.Start(ctx)
+	hs := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		wp.Stop()
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		w.Stop(sctx)
+		cancel()
+		db.Close()
+	})
+	b := &bundle{e: e, srv: hs, tokens: tokens, dir: dir}
+	for _, p := range []struct {
+		dst  *string
+		role api.Role
+	}{{&b.admin, api.RoleAdmin}, {&b.reader, api.RoleReader}, {&b.worker, api.RoleWorker}} {
+		if *p.dst, err = tokens.Create(p.role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+const docsWorkflow = `name: docs
+external: [approved]
+steps:
+  doc: {action: doc, needs: [start], success: [documented]}
+  approve: {action: doc, needs: [documented, approved]}
+`
+
+func (b *bundle) do(t *testing.T, method, path, token, contentType string, body io.Reader) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, b.srv.URL+path, body)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+func (b *bundle) json(t *testing.T, method, path string, body any, want int, out any) {
+	t.Helper()
+	var r io.Reader
+	if s, ok := body.(string); ok {
+		r = strings.NewReader(s)
+	} else if body != nil {
+		data, _ := json.Marshal(body)
+		r = bytes.NewReader(data)
+	}
+	code, data := b.do(t, method, path, b.admin, "application/json", r)
+	if code != want {
+		t.Fatalf("%s %s = %d, want %d: %s", method, path, code, want, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+	}
+}
+
+func waitState(t *testing.T, b *bundle, id int64, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var j map[string]any
+		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d", id), nil, 200, &j)
+		if j["state"] == want {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d: %v, want %s", id, j, want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func TestJobLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var applied map[string]any
+	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, &applied)
+	if applied["valid"] != true {
+		t.Fatalf("apply: %v", applied)
+	}
+	// Upload two files in one streamed multipart request.
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	jp, _ := mw.CreateFormField("job")
+	jp.Write([]byte(`{"workflow":"docs","metadata":{"batch":"b1"}}`))
+	for _, name := range []string{"a.txt", "b.bad"} {
+		fp, _ := mw.CreateFormFile("file", name)
+		fp.Write([]byte("content of " + name))
+	}
+	mw.Close()
+	code, data := b.do(t, "POST", "/v1/jobs", b.admin, mw.FormDataContentType(), &buf)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, data)
+	}
+	var job struct {
+		ID int64 `json:"id"`
+	}
+	json.Unmarshal(data, &job)
+
+	// Wait for the doc step, then the items are waiting for the external event.
+	var items struct {
+		Items []struct {
+			ID       int64  `json:"id"`
+			Name     string `json:"name"`
+			Error    string `json:"error"`
+			HasText  bool   `json:"has_text"`
+			Metadata map[string]any
+		} `json:"items"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/items", job.ID), nil, 200, &items)
+		if len(items.Items) == 2 && items.Items[0].HasText && items.Items[1].Error != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("items %+v", items)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	if items.Items[1].Error != "bad input" {
+		t.Errorf("error %q", items.Items[1].Error)
+	}
+	// Fire the external event by metadata key (the correlation), then by item id (a repeat).
+	var fired struct {
+		Items []int64 `json:"items"`
+		Fired int     `json:"fired"`
+	}
+	b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/events", job.ID), map[string]any{"event": "approved", "key": "batch", "value": "b1"}, 202, &fired)
+	if len(fired.Items) != 2 {
+		t.Errorf("fired %+v", fired)
+	}
+	b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/events", job.ID), map[string]any{"event": "approved", "item_id": items.Items[0].ID}, 202, &fired)
+	b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/events", job.ID), map[string]any{"event": "nope", "item_id": items.Items[0].ID}, 422, nil)
+	waitState(t, b, job.ID, "complete")
+
+	var docs, errs struct {
+		Outputs []struct {
+			ItemID int64          `json:"item_id"`
+			Value  map[string]any `json:"value"`
+		} `json:"outputs"`
+	}
+	b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/documents", job.ID), nil, 200, &docs)
+	if len(docs.Outputs) != 1 || docs.Outputs[0].Value["title"] != "a.txt" {
+		t.Errorf("documents %+v", docs)
+	}
+	b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/errors", job.ID), nil, 200, &errs)
+	code, data = b.do(t, "GET", fmt.Sprintf("/v1/items/%d/original", items.Items[0].ID), b.reader, "", nil)
+	if code != 200 || string(data) != "content of a.txt" {
+		t.Errorf("original: %d %q", code, data)
+	}
+	code, data = b.do(t, "GET", fmt.Sprintf("/v1/items/%d/text", items.Items[0].ID), b.reader, "", nil)
+	if code != 200 || string(data) != "text of a.txt" {
+		t.Errorf("text: %d %q", code, data)
+	}
+	code, _ = b.do(t, "GET", fmt.Sprintf("/v1/items/%d/thumbnail", items.Items[0].ID), b.reader, "", nil)
+	if code != 404 {
+		t.Errorf("thumbnail: %d", code)
+	}
+	var list struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	b.json(t, "GET", "/v1/jobs?state=complete&limit=10", nil, 200, &list)
+	if len(list.Jobs) != 1 {
+		t.Errorf("jobs %+v", list)
+	}
+	// SSE on a finished job: one progress event, then end.
+	code, data = b.do(t, "GET", fmt.Sprintf("/v1/jobs/%d/progress", job.ID), b.reader, "", nil)
+	if code != 200 || !strings.Contains(string(data), "event: progress\ndata: {\"state\":\"complete\",\"fraction\":1") || !strings.Contains(string(data), "event: end") {
+		t.Errorf("progress stream: %d %s", code, data)
+	}
+}
+
+func TestProgressStreamAndCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
+	os.MkdirAll(filepath.Join(b.dir, "inbox"), 0o700)
+	os.WriteFile(filepath.Join(b.dir, "inbox", "x.txt"), []byte("x"), 0o600)
+	var job struct {
+		ID int64 `json:"id"`
+	}
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{filepath.Join(b.dir, "inbox", "x.txt")}}, 201, &job)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{"/etc/passwd"}}, 403, nil)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "nope"}, 404, nil)
+
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", fmt.Sprintf("%s/v1/jobs/%d/progress?token=%s", b.srv.URL, job.ID, b.reader), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Scan()
+	if sc.Text() != "event: progress" {
+		t.Fatalf("first line %q", sc.Text())
+	}
+	// The job waits for its external event; cancel it and the stream ends with the state.
+	b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", job.ID), nil, 200, nil)
+	var rest strings.Builder
+	for sc.Scan() {
+		rest.WriteString(sc.Text() + "\n")
+	}
+	if !strings.Contains(rest.String(), "event: end\ndata: {\"state\":\"canceled\"}") {
+		t.Errorf("stream tail %s", rest.String())
+	}
+	b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", job.ID), nil, 409, nil)
+}
+
+func TestWorkflowEndpoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var v map[string]any
+	b.json(t, "POST", "/v1/workflows/validate", "name: x\nsteps:\n  a: {action: nosuch, needs: [start]}\n", 200, &v)
+	if v["valid"] != false || len(v["errors"].([]any)) == 0 {
+		t.Errorf("validate %v", v)
+	}
+	b.json(t, "POST", "/v1/workflows", "name: x\nsteps:\n  a: {action: nosuch, needs: [start]}\n", 422, nil)
+	b.json(t, "POST", "/v1/workflows", "name: r\nsteps:\n  conv: {action: remote, needs: [start], with: {name: Pdf}}\n", 201, nil)
+	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
+	var list struct {
+		Workflows []map[string]any `json:"workflows"`
+	}
+	b.json(t, "GET", "/v1/workflows", nil, 200, &list)
+	if len(list.Workflows) != 2 {
+		t.Errorf("workflows %v", list)
+	}
+	var wf map[string]any
+	b.json(t, "GET", "/v1/workflows/docs", nil, 200, &wf)
+	if wf["version"] != float64(1) || !strings.Contains(wf["source"].(string), "approved") {
+		t.Errorf("workflow %v", wf)
+	}
+	code, data := b.do(t, "GET", "/v1/workflows/docs/graph", b.reader, "", nil)
+	if code != 200 || !bytes.HasPrefix(bytes.TrimSpace(data), []byte("<svg")) && !bytes.Contains(data, []byte("<svg")) {
+		t.Errorf("svg: %d %.80s", code, data)
+	}
+	code, data = b.do(t, "GET", "/v1/workflows/docs/graph?format=dot", b.reader, "", nil)
+	if code != 200 || !strings.Contains(string(data), "digraph") {
+		t.Errorf("dot: %d %.80s", code, data)
+	}
+	b.json(t, "GET", "/v1/workflows/nope", nil, 404, nil)
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Every route refuses a missing or wrong token.
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	b.json(t, "GET", "/v1/openapi.json", nil, 200, &doc)
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if path == "/healthz" {
+				continue
+			}
+			p := strings.NewReplacer("{id}", "1", "{content}", "text", "{name}", "docs", "{action}", "Pdf", "{fragment}", "done").Replace(path)
+			if strings.HasPrefix(path, "/v1/workers/{action}/{id}") {
+				continue // task URLs: the unguessable id is the credential (checked in workerproto)
+			}
+			for _, tok := range []string{"", "wrong"} {
+				code, data := b.do(t, strings.ToUpper(method), p, tok, "", nil)
+				if code != 401 {
+					t.Errorf("%s %s with token %q = %d: %s", method, p, tok, code, data)
+				}
+				var e map[string]string
+				if json.Unmarshal(data, &e) != nil || e["code"] != "unauthorized" {
+					t.Errorf("%s %s: error body %s", method, p, data)
+				}
+			}
+			// Worker tokens only speak the worker protocol.
+			if !strings.HasPrefix(path, "/v1/workers/") {
+				if code, _ := b.do(t, strings.ToUpper(method), p, b.worker, "", nil); code != 403 {
+					t.Errorf("%s %s with a worker token = %d", method, p, code)
+				}
+			}
+		}
+	}
+	if code, data := b.do(t, "POST", "/v1/jobs", b.worker, "application/json", strings.NewReader(`{"workflow":"docs"}`)); code != 403 {
+		t.Errorf("worker token created a job: %d %s", code, data)
+	}
+	if code, _ := b.do(t, "POST", "/v1/jobs", b.reader, "application/json", strings.NewReader(`{"workflow":"docs"}`)); code != 403 {
+		t.Errorf("reader token created a job: %d", code)
+	}
+	if code, _ := b.do(t, "POST", "/v1/workers/Pdf", b.worker, "", nil); code != 204 {
+		t.Errorf("worker poll = %d", code)
+	}
+	if code, _ := b.do(t, "POST", "/v1/workers/Pdf", b.reader, "", nil); code != 403 {
+		t.Errorf("reader poll = %d", code)
+	}
+	if code, _ := b.do(t, "GET", "/healthz", "", "", nil); code != 200 {
+		t.Errorf("healthz = %d", code)
+	}
+	if code, _ := b.do(t, "GET", "/v1/nothing", "", "", nil); code != 401 {
+		t.Errorf("unknown path without token = %d", code)
+	}
+	fi, err := os.Stat(filepath.Join(b.dir, "tokens.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("tokens.json: %v %v", fi.Mode(), err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(b.dir, "tokens.json"))
+	if strings.Contains(string(raw), b.admin) {
+		t.Error("tokens.json holds a plaintext token")
+	}
+}
+
+// TestOpenAPIMatchesRoutes: every documented path is routed (probed through the handler's mux
+// with a reader token: a routed path never answers the catch-all "no such endpoint"), and every
+// route is documented.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	b.json(t, "GET", "/v1/openapi.json", nil, 200, &doc)
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi %q", doc.OpenAPI)
+	}
+	documented := map[string]bool{}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			documented[strings.ToUpper(method)+" "+path] = true
+			p := strings.NewReplacer("{id}", "999999", "{content}", "text", "{name}", "zz", "{action}", "Zz", "{fragment}", "done").Replace(path)
+			code, data := b.do(t, strings.ToUpper(method), p, b.admin, "application/json", strings.NewReader("{}"))
+			if strings.Contains(string(data), "no such endpoint") || code == 405 {
+				t.Errorf("documented %s %s is not routed: %d %s", method, path, code, data)
+			}
+		}
+	}
+	for _, r := range b.apiForRoutes(t).Routes() {
+		if !documented[r] {
+			t.Errorf("route %s is not documented", r)
+		}
+	}
+	if code, data := b.do(t, "GET", "/v1/nothing", b.admin, "", nil); code != 404 || !strings.Contains(string(data), "no such endpoint") {
+		t.Errorf("unknown path = %d %s", code, data)
+	}
+}
+
+func (b *bundle) apiForRoutes(t *testing.T) *api.API {
+	return api.New(api.Config{Backend: workerproto.NewBackend(b.e, nil, nil), NoAuth: true})
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs"}, 201, nil)
+	code, data := b.do(t, "GET", "/metrics", b.reader, "", nil)
+	if code != 200 {
+		t.Fatalf("metrics %d", code)
+	}
+	for _, want := range []string{"# TYPE sluice_tasks gauge", "sluice_jobs_running", "sluice_queue_depth", "sluice_task_retries",
+		"sluice_http_request_duration_seconds_bucket{route=\"POST /v1/jobs\",le=\"+Inf\"} 1", "sluice_remote_tasks 0"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("metrics lack %q:\n%s", want, data)
+		}
+	}
+}

@@ -1,0 +1,730 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+func (a *API) routes() []route {
+	return []route{
+		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI},
+		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics},
+		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: after_id, limit)", a.listJobs},
+		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob},
+		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob},
+		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob},
+		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed items of a job", a.retryJob},
+		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress},
+		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id, after, limit)", a.listItems},
+		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent},
+		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document")},
+		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error")},
+		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem},
+		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download},
+		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows},
+		{"POST", "/v1/workflows", RoleAdmin, "Validate and store a workflow (YAML or JSON body)", a.applyWorkflow},
+		{"POST", "/v1/workflows/validate", RoleReader, "Validate a workflow without storing it", a.validateWorkflow},
+		{"GET", "/v1/workflows/{name}", RoleReader, "A workflow's definition (latest or ?version=)", a.getWorkflow},
+		{"GET", "/v1/workflows/{name}/graph", RoleReader, "A workflow's diagram (?format=svg or dot)", a.graph},
+	}
+}
+
+// --- jobs
+
+type jobJSON struct {
+	ID              int64           `json:"id"`
+	Key             string          `json:"key,omitempty"`
+	Workflow        string          `json:"workflow"`
+	WorkflowVersion int             `json:"workflow_version"`
+	State           string          `json:"state"`
+	Error           string          `json:"error,omitempty"`
+	Metadata        json.RawMessage `json:"metadata"`
+	Options         json.RawMessage `json:"options"`
+	CreatedAt       time.Time       `json:"created_at"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	Progress        *progressJSON   `json:"progress,omitempty"`
+}
+
+type progressJSON struct {
+	State      string         `json:"state"`
+	Fraction   float64        `json:"fraction"`
+	Items      map[string]int `json:"items"`
+	Tasks      map[string]int `json:"tasks"`
+	ElapsedSec float64        `json:"elapsed_seconds"`
+	ETASec     float64        `json:"eta_seconds,omitempty"`
+}
+
+func toJob(j *store.Job) *jobJSON {
+	out := &jobJSON{ID: j.ID, Key: j.Key, Workflow: j.WorkflowName, WorkflowVersion: j.WorkflowVersion, State: j.State, Error: j.Error,
+		Metadata: rawOr(j.Metadata), Options: rawOr(j.Options), CreatedAt: j.CreatedAt}
+	if !j.FinishedAt.IsZero() {
+		t := j.FinishedAt
+		out.FinishedAt = &t
+	}
+	return out
+}
+
+func toProgress(p *engine.Progress) *progressJSON {
+	return &progressJSON{State: p.State, Fraction: p.Fraction, Items: p.Items, Tasks: p.Tasks,
+		ElapsedSec: p.Elapsed.Seconds(), ETASec: p.ETA.Seconds()}
+}
+
+func rawOr(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
+	after, err := queryInt(r, "after_id", 0, 0)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1000)
+	if err != nil {
+		return err
+	}
+	jobs, err := a.b.Engine().Store().JobList(r.Context(), store.JobListParams{State: r.URL.Query().Get("state"), AfterID: after, Limit: int(limit)})
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Jobs       []*jobJSON `json:"jobs"`
+		NextCursor int64      `json:"next_after_id,omitempty"`
+	}{Jobs: []*jobJSON{}}
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, toJob(j))
+	}
+	if len(jobs) == int(limit) && limit > 0 {
+		out.NextCursor = jobs[len(jobs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *API) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	j, err := a.b.Engine().Store().JobGet(r.Context(), id)
+	if err != nil {
+		return notFound(err, "job %d", id)
+	}
+	out := toJob(j)
+	if p, err := a.b.Engine().Progress(r.Context(), id); err == nil {
+		out.Progress = toProgress(p)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errf(CodeNotFound, format+" not found", args...)
+	}
+	return err
+}
+
+// createJobRequest is the JSON body of POST /v1/jobs, or the "job" part of a multipart upload.
+type createJobRequest struct {
+	Workflow string         `json:"workflow"`
+	Version  int            `json:"version"`
+	Key      string         `json:"key"`
+	Metadata map[string]any `json:"metadata"`
+	Options  map[string]any `json:"options"`
+	// Paths are server-side files under one of the configured path roots.
+	Paths []string `json:"paths"`
+}
+
+func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	var req createJobRequest
+	var roots []engine.Root
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "multipart/form-data" {
+		// Files are streamed part by part into the blob store; nothing is buffered whole.
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return errf(CodeBadRequest, "read multipart body: %v", err)
+			}
+			switch part.FormName() {
+			case "job":
+				if err := json.NewDecoder(io.LimitReader(part, 1<<20)).Decode(&req); err != nil {
+					return errf(CodeBadRequest, "job part: %v", err)
+				}
+			case "file", "files":
+				name := part.FileName()
+				if name == "" {
+					name = fmt.Sprintf("file-%d", len(roots))
+				}
+				sha, size, err := a.b.Blobs().Put(ctx, part)
+				if err != nil {
+					return fmt.Errorf("store upload %q: %w", name, err)
+				}
+				roots = append(roots, engine.Root{Ordinal: len(roots), Name: name, ContentType: part.Header.Get("Content-Type"), BlobSHA256: sha, Size: size})
+			default:
+				return errf(CodeBadRequest, "unexpected part %q: send a \"job\" JSON part and \"file\" parts", part.FormName())
+			}
+		}
+	} else if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&req); err != nil {
+		return errf(CodeBadRequest, "body: %v", err)
+	}
+	if req.Workflow == "" {
+		return errf(CodeBadRequest, "workflow is required")
+	}
+	for _, p := range req.Paths {
+		root, err := a.serverFile(r, p, len(roots))
+		if err != nil {
+			return err
+		}
+		roots = append(roots, root)
+	}
+	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: req.Workflow, Version: req.Version, Key: req.Key,
+		Metadata: req.Metadata, Options: req.Options})
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			return errf(CodeNotFound, "%v", err)
+		}
+		return err
+	}
+	if len(roots) > 0 {
+		if err := a.b.Engine().AddRoots(ctx, job, roots); err != nil {
+			return err
+		}
+	} else if created {
+		if err := a.b.Engine().Seal(ctx, job.ID); err != nil {
+			return err
+		}
+	}
+	if j, err := a.b.Engine().Store().JobGet(ctx, job.ID); err == nil {
+		job = j
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, toJob(job))
+	return nil
+}
+
+// serverFile stores a server-side file, which must lie under a configured root.
+func (a *API) serverFile(r *http.Request, p string, ordinal int) (engine.Root, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return engine.Root{}, errf(CodeBadRequest, "path %q: %v", p, err)
+	}
+	allowed := false
+	for _, root := range a.cfg.PathRoots {
+		rabs, err := filepath.Abs(root)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(rabs, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			allowed = true
+		}
+	}
+	if !allowed {
+		return engine.Root{}, errf(CodeForbidden, "path %q is not under a configured path root", p)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return engine.Root{}, errf(CodeBadRequest, "open %q: %v", p, err)
+	}
+	defer f.Close()
+	sha, size, err := a.b.Blobs().Put(r.Context(), f)
+	if err != nil {
+		return engine.Root{}, err
+	}
+	return engine.Root{Ordinal: ordinal, Name: filepath.Base(abs), BlobSHA256: sha, Size: size,
+		ContentType: mime.TypeByExtension(filepath.Ext(abs))}, nil
+}
+
+func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	j, err := a.b.Engine().Store().JobGet(r.Context(), id)
+	if err != nil {
+		return notFound(err, "job %d", id)
+	}
+	if j.State != store.JobRunning {
+		return errf(CodeConflict, "job %d is %s, not running", id, j.State)
+	}
+	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
+		return err
+	}
+	j, err = a.b.Engine().Store().JobGet(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+	return nil
+}
+
+// retryJob needs a store method that puts a failed task back to ready (see docs/api.md).
+func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
+	if _, err := pathID(r, "id"); err != nil {
+		return err
+	}
+	return errf(CodeNotImplemented, "retrying failed items needs store support that is not there yet")
+}
+
+// progress streams the job's progress as server-sent events: one "progress" event per interval
+// while it changes, and a final one when the job ends.
+func (a *API) progress(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	e := a.b.Engine()
+	p, err := e.Progress(r.Context(), id)
+	if err != nil {
+		return notFound(err, "job %d", id)
+	}
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(a.cfg.ProgressInterval)
+	defer tick.Stop()
+	var last []byte
+	for {
+		b, _ := json.Marshal(toProgress(p))
+		if string(b) != string(last) {
+			if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
+				return nil
+			}
+			last = b
+		} else if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			return nil
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if p.State != store.JobRunning {
+			_, _ = fmt.Fprintf(w, "event: end\ndata: {\"state\":%q}\n\n", p.State)
+			if fl != nil {
+				fl.Flush()
+			}
+			return nil
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+		if p, err = e.Progress(r.Context(), id); err != nil {
+			return nil
+		}
+	}
+}
+
+// --- items
+
+type itemJSON struct {
+	ID            int64           `json:"id"`
+	JobID         int64           `json:"job_id"`
+	ParentID      int64           `json:"parent_id,omitempty"`
+	Ordinal       int             `json:"ordinal"`
+	Name          string          `json:"name"`
+	ContentType   string          `json:"content_type,omitempty"`
+	Size          int64           `json:"size"`
+	SHA256        string          `json:"sha256,omitempty"`
+	State         string          `json:"state"`
+	Error         string          `json:"error,omitempty"`
+	NChildren     int             `json:"n_children"`
+	HasText       bool            `json:"has_text"`
+	HasThumbnail  bool            `json:"has_thumbnail"`
+	Metadata      json.RawMessage `json:"metadata"`
+	Options       json.RawMessage `json:"options"`
+	SortKey       string          `json:"sort_key"`
+	CreatedAt     time.Time       `json:"created_at"`
+	ThumbnailType string          `json:"thumbnail_type,omitempty"`
+}
+
+func toItem(it *store.Item) *itemJSON {
+	return &itemJSON{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, Ordinal: it.Ordinal, Name: it.Name, ContentType: it.ContentType,
+		Size: it.Size, SHA256: it.BlobSHA256, State: it.State, Error: it.Error, NChildren: it.NChildren, HasText: it.HasText,
+		HasThumbnail: it.ThumbnailSHA != "", Metadata: rawOr(it.Metadata), Options: rawOr(it.Options), SortKey: it.SortKey,
+		CreatedAt: it.CreatedAt, ThumbnailType: it.ThumbnailType}
+}
+
+func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	parent, err := queryInt(r, "parent_id", 0, 0)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1000)
+	if err != nil {
+		return err
+	}
+	p := store.ItemListParams{JobID: id, ParentID: &parent, AfterSort: r.URL.Query().Get("after"), Limit: int(limit)}
+	if r.URL.Query().Get("errors") == "true" {
+		p.OnlyErrored = true
+	}
+	items, err := a.b.Engine().Store().ItemList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Items []*itemJSON `json:"items"`
+		Next  string      `json:"next_after,omitempty"`
+	}{Items: []*itemJSON{}}
+	for _, it := range items {
+		out.Items = append(out.Items, toItem(it))
+	}
+	if len(items) == int(limit) && limit > 0 {
+		out.Next = items[len(items)-1].SortKey
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	it, err := a.b.Engine().Store().ItemGet(r.Context(), id)
+	if err != nil {
+		return notFound(err, "item %d", id)
+	}
+	writeJSON(w, http.StatusOK, toItem(it))
+	return nil
+}
+
+// download serves an item's original bytes, its PDF (its blob when it is a PDF), its text or its
+// thumbnail.
+func (a *API) download(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	it, err := a.b.Engine().Store().ItemGet(r.Context(), id)
+	if err != nil {
+		return notFound(err, "item %d", id)
+	}
+	var sha, ct string
+	switch r.PathValue("content") {
+	case "original":
+		sha, ct = it.BlobSHA256, it.ContentType
+	case "pdf":
+		if it.ContentType != "application/pdf" {
+			return errf(CodeNotFound, "item %d is %s, not a PDF", id, it.ContentType)
+		}
+		sha, ct = it.BlobSHA256, "application/pdf"
+	case "text":
+		if !it.HasText {
+			return errf(CodeNotFound, "item %d has no text", id)
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, err := io.WriteString(w, it.Text)
+		return err
+	case "thumbnail":
+		sha, ct = it.ThumbnailSHA, it.ThumbnailType
+	default:
+		return errf(CodeNotFound, "unknown content %q: want original, pdf, text or thumbnail", r.PathValue("content"))
+	}
+	if sha == "" {
+		return errf(CodeNotFound, "item %d has no %s", id, r.PathValue("content"))
+	}
+	rc, err := a.b.Blobs().Open(r.Context(), sha)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	if size, err := a.b.Blobs().Stat(r.Context(), sha); err == nil {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+	}
+	_, _ = io.Copy(w, rc)
+	return nil
+}
+
+func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		after, err := queryInt(r, "after_item", 0, 0)
+		if err != nil {
+			return err
+		}
+		limit, err := queryInt(r, "limit", 100, 1000)
+		if err != nil {
+			return err
+		}
+		outs, err := a.b.Engine().Store().OutputList(r.Context(), store.OutputListParams{JobID: id, Kind: kind, AfterItem: after, Limit: int(limit)})
+		if err != nil {
+			return err
+		}
+		type outJSON struct {
+			ItemID int64           `json:"item_id"`
+			Value  json.RawMessage `json:"value"`
+		}
+		out := struct {
+			Outputs []outJSON `json:"outputs"`
+			Next    int64     `json:"next_after_item,omitempty"`
+		}{Outputs: []outJSON{}}
+		for _, o := range outs {
+			out.Outputs = append(out.Outputs, outJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
+		}
+		if len(outs) == int(limit) && limit > 0 {
+			out.Next = outs[len(outs)-1].ItemID
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+}
+
+// --- events
+
+type eventRequest struct {
+	Event  string `json:"event"`
+	ItemID int64  `json:"item_id"`
+	// Key and Value correlate by metadata: every item of the job whose metadata[key] equals value.
+	Key   string `json:"key"`
+	Value any    `json:"value"`
+}
+
+func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
+	jobID, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var req eventRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		return errf(CodeBadRequest, "body: %v", err)
+	}
+	if req.Event == "" || (req.ItemID == 0) == (req.Key == "") {
+		return errf(CodeBadRequest, "send event and either item_id or key and value")
+	}
+	e := a.b.Engine()
+	var targets []int64
+	if req.ItemID != 0 {
+		it, err := e.Store().ItemGet(r.Context(), req.ItemID)
+		if err != nil || it.JobID != jobID {
+			return errf(CodeNotFound, "item %d not found in job %d", req.ItemID, jobID)
+		}
+		targets = append(targets, it.ID)
+	} else {
+		want, _ := json.Marshal(req.Value)
+		after := ""
+		for {
+			items, err := e.Store().ItemList(r.Context(), store.ItemListParams{JobID: jobID, AfterSort: after, Limit: 1000})
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				var md map[string]json.RawMessage
+				if json.Unmarshal(it.Metadata, &md) == nil {
+					if v, ok := md[req.Key]; ok && jsonEqual(v, want) {
+						targets = append(targets, it.ID)
+					}
+				}
+			}
+			if len(items) < 1000 {
+				break
+			}
+			after = items[len(items)-1].SortKey
+		}
+	}
+	out := struct {
+		Event string  `json:"event"`
+		Items []int64 `json:"items"`
+		Fired int     `json:"fired"`
+	}{Event: req.Event, Items: targets}
+	for _, id := range targets {
+		fired, err := e.FireExternal(r.Context(), id, req.Event)
+		if errors.Is(err, engine.ErrUnknownEvent) {
+			return errf(CodeUnknownEvent, "%v", err)
+		}
+		if err != nil {
+			return err
+		}
+		if fired {
+			out.Fired++
+		}
+	}
+	if out.Items == nil {
+		out.Items = []int64{}
+	}
+	// Unknown correlations and repeats are acknowledged harmlessly (DESIGN §3).
+	writeJSON(w, http.StatusAccepted, out)
+	return nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+// --- workflows
+
+type workflowJSON struct {
+	Name       string          `json:"name"`
+	Version    int             `json:"version"`
+	Digest     string          `json:"digest"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Definition json.RawMessage `json:"definition,omitempty"`
+	Source     string          `json:"source,omitempty"`
+}
+
+func (a *API) listWorkflows(w http.ResponseWriter, r *http.Request) error {
+	wfs, err := a.b.Engine().Store().WorkflowList(r.Context())
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Workflows []workflowJSON `json:"workflows"`
+	}{Workflows: []workflowJSON{}}
+	for _, wf := range wfs {
+		out.Workflows = append(out.Workflows, workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *API) getWorkflow(w http.ResponseWriter, r *http.Request) error {
+	v, err := queryInt(r, "version", 0, 0)
+	if err != nil {
+		return err
+	}
+	wf, err := a.b.Engine().Store().WorkflowGet(r.Context(), r.PathValue("name"), int(v))
+	if err != nil {
+		return notFound(err, "workflow %q", r.PathValue("name"))
+	}
+	writeJSON(w, http.StatusOK, workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt,
+		Definition: rawOr(wf.Definition), Source: string(wf.Source)})
+	return nil
+}
+
+type diagnosticsJSON struct {
+	Valid    bool                  `json:"valid"`
+	Errors   []workflow.Diagnostic `json:"errors"`
+	Warnings []workflow.Diagnostic `json:"warnings"`
+	Workflow *workflowJSON         `json:"workflow,omitempty"`
+}
+
+// diagnose turns a parse or validation error into diagnostics; other errors are returned.
+func diagnose(warnings []workflow.Diagnostic, err error) (*diagnosticsJSON, error) {
+	out := &diagnosticsJSON{Valid: err == nil, Errors: []workflow.Diagnostic{}, Warnings: warnings}
+	if out.Warnings == nil {
+		out.Warnings = []workflow.Diagnostic{}
+	}
+	var ve *workflow.ValidationError
+	var pe *workflow.ParseError
+	switch {
+	case err == nil:
+	case errors.As(err, &ve):
+		out.Errors = ve.Diagnostics
+	case errors.As(err, &pe):
+		out.Errors = []workflow.Diagnostic{pe.Diagnostic()}
+	default:
+		return nil, err
+	}
+	return out, nil
+}
+
+func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
+	src, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		return errf(CodeBadRequest, "body: %v", err)
+	}
+	cat := a.b.Engine().Catalog()
+	def, err := workflow.Parse(src, "request")
+	var warnings []workflow.Diagnostic
+	if err == nil {
+		warnings, err = workflow.Validate(def, cat.Spec, cat.Names()...)
+	}
+	out, err := diagnose(warnings, err)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
+	src, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		return errf(CodeBadRequest, "body: %v", err)
+	}
+	wf, warnings, err := a.b.Engine().ApplyWorkflow(r.Context(), src, "request")
+	out, derr := diagnose(warnings, err)
+	if derr != nil {
+		return derr
+	}
+	if !out.Valid {
+		writeJSON(w, http.StatusUnprocessableEntity, struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			*diagnosticsJSON
+		}{CodeInvalid, err.Error(), out})
+		return nil
+	}
+	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (a *API) graph(w http.ResponseWriter, r *http.Request) error {
+	v, err := queryInt(r, "version", 0, 0)
+	if err != nil {
+		return err
+	}
+	e := a.b.Engine()
+	if _, err := e.Store().WorkflowGet(r.Context(), r.PathValue("name"), int(v)); err != nil {
+		return notFound(err, "workflow %q", r.PathValue("name"))
+	}
+	def, _, err := e.Definition(r.Context(), r.PathValue("name"), int(v))
+	if err != nil {
+		return err
+	}
+	g := workflow.NewGraph(def, e.Catalog().Spec)
+	switch f := r.URL.Query().Get("format"); f {
+	case "", "svg":
+		w.Header().Set("Content-Type", "image/svg+xml")
+		_, _ = w.Write(g.SVG())
+	case "dot":
+		w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")
+		_, _ = io.WriteString(w, g.DOT())
+	default:
+		return errf(CodeBadRequest, "format %q: want svg or dot", f)
+	}
+	return nil
+}

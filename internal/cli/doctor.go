@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sluice-project/sluice/internal/converter"
+)
+
+func runDoctor(ctx context.Context, e *env, args []string) error {
+	fs, _ := newFlags(e, "doctor", "doctor [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	st := converter.Doctor(ctx)
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(st)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tINSTALLED\tVERSION\tPACKAGE\tWITHOUT IT")
+	var missing []converter.ToolStatus
+	for _, s := range st {
+		inst, impact := "yes", "-"
+		if !s.Installed {
+			inst, impact = "NO", s.Impact
+			missing = append(missing, s)
+		}
+		v := s.Version
+		if v == "" {
+			v = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, inst, truncate(v, 40), s.Package, impact)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(missing) == 0 {
+		fmt.Fprintln(e.stdout, "\nAll converters are installed: every type of the documents workflow is handled.")
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "\n%s missing; until installed:\n", plural(len(missing), "converter"))
+	seen := map[string]bool{}
+	var pkgs []string
+	for _, s := range missing {
+		if !seen[s.Impact] {
+			seen[s.Impact] = true
+			fmt.Fprintf(e.stdout, "  - %s\n", s.Impact)
+		}
+		for _, p := range strings.Fields(s.Package) {
+			if !seen["pkg:"+p] {
+				seen["pkg:"+p] = true
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
+	fmt.Fprintf(e.stdout, "Install them with: apt-get install %s\n", strings.Join(pkgs, " "))
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

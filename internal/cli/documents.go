@@ -1,0 +1,493 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluice-project/sluice/internal/action/ingest"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+func runDocuments(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("documents needs a subcommand: list, show, export")
+	}
+	sub := args[0]
+	fs, c := newFlags(e, "documents "+sub, "documents list|show ID|export [--format dir|jsonl] [--out DIR] [--job ID] [--data DIR]")
+	jobFlag := fs.Int64("job", 0, "the job (default: the newest documents job)")
+	format := fs.String("format", "dir", "export: dir (files, index.jsonl and errors.jsonl in --out) or jsonl (the index on stdout)")
+	outDir := fs.String("out", "", "export: the directory to write to")
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list", "export":
+		if len(pos) != 0 {
+			return usagef("documents %s takes no arguments", sub)
+		}
+	case "show":
+		if len(pos) != 1 {
+			return usagef("documents show needs one document ID")
+		}
+	default:
+		return usagef("unknown documents subcommand %q (want list, show, export)", sub)
+	}
+	if sub == "export" {
+		if !oneOf(*format, "dir", "jsonl") {
+			return usagef("--format must be dir or jsonl")
+		}
+		if *format == "dir" && *outDir == "" {
+			return usagef("export --format dir needs --out DIR")
+		}
+	}
+	n, err := c.open(ctx, e, false)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	if sub == "show" {
+		id, err := strconv.ParseInt(pos[0], 10, 64)
+		if err != nil {
+			return usagef("document ID must be a number, not %q", pos[0])
+		}
+		return showDocument(ctx, e, n, id)
+	}
+	jobID, err := documentsJob(ctx, n, *jobFlag)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list":
+		return listDocuments(ctx, e, n, jobID)
+	default:
+		return exportDocuments(ctx, e, n, jobID, *format, *outDir)
+	}
+}
+
+// documentsJob returns id, or when it is 0 the newest job of the documents workflow.
+func documentsJob(ctx context.Context, n *node.Node, id int64) (int64, error) {
+	if id != 0 {
+		if _, err := n.Store.JobGet(ctx, id); err != nil {
+			return 0, fmt.Errorf("job %d: %w", id, err)
+		}
+		return id, nil
+	}
+	var after int64
+	for {
+		jobs, err := n.Store.JobList(ctx, store.JobListParams{AfterID: after, Limit: 100})
+		if err != nil {
+			return 0, err
+		}
+		for _, j := range jobs {
+			if j.WorkflowName == documentsWorkflow {
+				return j.ID, nil
+			}
+		}
+		if len(jobs) < 100 {
+			return 0, errors.New("no documents job in this data dir: run sluice ingest first")
+		}
+		after = jobs[len(jobs)-1].ID
+	}
+}
+
+// entry is one document or error of a job, in tree order.
+type entry struct {
+	item *store.Item
+	doc  *ingest.Document
+	err  *ingest.Error
+}
+
+// eachEntry calls fn for every item of the job that has a document or an error, in the items'
+// tree order (sort key), which is the same in every run of the same inputs.
+func eachEntry(ctx context.Context, n *node.Node, jobID int64, fn func(en entry) error) error {
+	docs := map[int64]*ingest.Document{}
+	errs := map[int64]*ingest.Error{}
+	err := eachOutput(ctx, n, jobID, func(o *store.Output) error {
+		switch o.Kind {
+		case ingest.KindDocument:
+			var d ingest.Document
+			if err := json.Unmarshal(o.Value, &d); err != nil {
+				return fmt.Errorf("decode document of item %d: %w", o.ItemID, err)
+			}
+			docs[o.ItemID] = &d
+		case ingest.KindError:
+			var ev ingest.Error
+			if err := json.Unmarshal(o.Value, &ev); err != nil {
+				return fmt.Errorf("decode error of item %d: %w", o.ItemID, err)
+			}
+			errs[o.ItemID] = &ev
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	after := ""
+	for {
+		items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: jobID, AfterSort: after, Limit: 2000})
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			en := entry{item: it, doc: docs[it.ID], err: errs[it.ID]}
+			if en.doc == nil && en.err == nil {
+				continue
+			}
+			if err := fn(en); err != nil {
+				return err
+			}
+		}
+		if len(items) < 2000 {
+			return nil
+		}
+		after = items[len(items)-1].SortKey
+	}
+}
+
+func listDocuments(ctx context.Context, e *env, n *node.Node, jobID int64) error {
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tTITLE\tDETAIL")
+	var docs, errs int
+	err := eachEntry(ctx, n, jobID, func(en entry) error {
+		if en.doc != nil {
+			docs++
+			var detail []string
+			if en.doc.PageNumber > 0 {
+				detail = append(detail, fmt.Sprintf("page %d", en.doc.PageNumber))
+			}
+			if en.doc.IsFromOCR {
+				detail = append(detail, "ocr")
+			}
+			if !en.item.HasText {
+				detail = append(detail, "no text")
+			}
+			fmt.Fprintf(tw, "%d\tdocument\t%s\t%s\n", en.item.ID, printable(en.doc.Title), strings.Join(detail, ", "))
+		}
+		if en.err != nil {
+			errs++
+			fmt.Fprintf(tw, "%d\terror\t%s\t%s\n", en.item.ID, printable(en.err.Name), printable(errorReason(en.err.Message)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "job %d: %s, %s\n", jobID, plural(docs, "document"), plural(errs, "error"))
+	return nil
+}
+
+// printable replaces control characters, which a hostile archive entry name may hold, so a name
+// cannot move the terminal's cursor or break a table row.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// indexEntry is one line of index.jsonl. Every field but ID is the same in two runs over the same
+// inputs, so two exports can be compared once ID is dropped.
+type indexEntry struct {
+	ID          int64          `json:"id"`
+	Title       string         `json:"title"`
+	PageNumber  int            `json:"page_number,omitempty"`
+	IsFromOCR   bool           `json:"is_from_ocr"`
+	Metadata    map[string]any `json:"metadata"`
+	ContentType string         `json:"content_type"`
+	// SHA256 holds the hex SHA-256 of each part: "pdf" (the item's blob — the viewable PDF of
+	// a converted leaf; "blob" when the leaf is not a PDF, such as an empty archive), "text"
+	// (UTF-8) and "thumbnail".
+	SHA256 map[string]string `json:"sha256"`
+	// Files are the parts' paths relative to the export directory (dir format only).
+	Files map[string]string `json:"files,omitempty"`
+}
+
+// errorEntry is one line of errors.jsonl.
+type errorEntry struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
+	it, err := n.Store.ItemGet(ctx, id)
+	if err != nil {
+		return fmt.Errorf("document %d: %w", id, err)
+	}
+	var doc *ingest.Document
+	var docErr *ingest.Error
+	err = eachOutputOfItem(ctx, n, it, func(o *store.Output) error {
+		switch o.Kind {
+		case ingest.KindDocument:
+			doc = &ingest.Document{}
+			return json.Unmarshal(o.Value, doc)
+		case ingest.KindError:
+			docErr = &ingest.Error{}
+			return json.Unmarshal(o.Value, docErr)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if doc == nil && docErr == nil {
+		return fmt.Errorf("item %d (%s) is neither a document nor an error (it has children, or is not ingested yet)", id, printable(it.Name))
+	}
+	if doc != nil {
+		ie := indexFor(it, doc, it.Text)
+		b, err := json.MarshalIndent(ie, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n\n%s\n", b, it.Text)
+	}
+	if docErr != nil {
+		fmt.Fprintf(e.stdout, "error: %s: %s\n", printable(docErr.Name), docErr.Message)
+	}
+	return nil
+}
+
+// eachOutputOfItem calls fn with the outputs of one item.
+func eachOutputOfItem(ctx context.Context, n *node.Node, it *store.Item, fn func(o *store.Output) error) error {
+	outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: it.JobID, AfterItem: it.ID - 1, Limit: 10})
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		if o.ItemID == it.ID {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func indexFor(it *store.Item, doc *ingest.Document, text string) indexEntry {
+	ie := indexEntry{ID: it.ID, Title: doc.Title, PageNumber: doc.PageNumber, IsFromOCR: doc.IsFromOCR,
+		Metadata: doc.Metadata, ContentType: it.ContentType, SHA256: map[string]string{}}
+	if ie.Metadata == nil {
+		ie.Metadata = map[string]any{}
+	}
+	if it.BlobSHA256 != "" {
+		ie.SHA256[blobPart(it)] = it.BlobSHA256
+	}
+	if it.HasText {
+		sum := sha256.Sum256([]byte(text))
+		ie.SHA256["text"] = hex.EncodeToString(sum[:])
+	}
+	if it.ThumbnailSHA != "" {
+		ie.SHA256["thumbnail"] = it.ThumbnailSHA
+	}
+	return ie
+}
+
+// blobPart names a document's blob in the index: "pdf" when it is one.
+func blobPart(it *store.Item) string {
+	if strings.HasPrefix(it.ContentType, "application/pdf") {
+		return "pdf"
+	}
+	return "blob"
+}
+
+// exportDocuments writes the job's documents and errors. With format "jsonl" it prints the index
+// to stdout; with "dir" it writes documents/NNNNNN-NAME.{pdf,txt,png} under out, then
+// errors.jsonl and index.jsonl (last, so a complete index means a complete export).
+func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, format, out string) error {
+	toDir := format == "dir"
+	var index, errsOut *bufio.Writer
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	create := func(name string) (*bufio.Writer, error) {
+		f, err := os.Create(filepath.Join(out, name))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		return bufio.NewWriter(f), nil
+	}
+	if toDir {
+		if err := os.MkdirAll(filepath.Join(out, "documents"), 0o755); err != nil {
+			return fmt.Errorf("create export dir: %w", err)
+		}
+		var err error
+		if index, err = create(".index.jsonl.tmp"); err != nil {
+			return err
+		}
+		if errsOut, err = create("errors.jsonl"); err != nil {
+			return err
+		}
+	} else {
+		index = bufio.NewWriter(e.stdout)
+	}
+	var docs, nerrs int
+	err := eachEntry(ctx, n, jobID, func(en entry) error {
+		if en.err != nil {
+			nerrs++
+			if toDir {
+				b, err := json.Marshal(errorEntry{Name: en.err.Name, Message: en.err.Message})
+				if err != nil {
+					return err
+				}
+				errsOut.Write(append(b, '\n'))
+			}
+		}
+		if en.doc == nil {
+			return nil
+		}
+		docs++
+		text := ""
+		if en.item.HasText {
+			it, err := n.Store.ItemGet(ctx, en.item.ID)
+			if err != nil {
+				return err
+			}
+			text = it.Text
+		}
+		ie := indexFor(en.item, en.doc, text)
+		if toDir {
+			files, err := writeDocument(ctx, n, out, docs, en.item, en.doc.Title, text)
+			if err != nil {
+				return fmt.Errorf("export %s: %w", printable(en.doc.Title), err)
+			}
+			ie.Files = files
+		}
+		b, err := json.Marshal(ie)
+		if err != nil {
+			return err
+		}
+		_, err = index.Write(append(b, '\n'))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := index.Flush(); err != nil {
+		return err
+	}
+	if !toDir {
+		return nil
+	}
+	if err := errsOut.Flush(); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	files = nil
+	if err := os.Rename(filepath.Join(out, ".index.jsonl.tmp"), filepath.Join(out, "index.jsonl")); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "exported job %d to %s: %s, %s\n", jobID, out, plural(docs, "document"), plural(nerrs, "error"))
+	return nil
+}
+
+// writeDocument writes one document's parts as documents/NNNNNN-NAME.EXT, where NNNNNN is its
+// 1-based position in the export (stable across runs) and NAME its title's last element,
+// sanitised; it returns the parts' paths relative to out. No title can choose where a file goes.
+func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *store.Item, title, text string) (map[string]string, error) {
+	base := fmt.Sprintf("%06d-%s", seq, safeName(title))
+	files := map[string]string{}
+	write := func(part, ext string, r io.Reader) error {
+		rel := "documents/" + base + ext
+		f, err := os.Create(filepath.Join(out, filepath.FromSlash(rel)))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, r); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		files[part] = rel
+		return nil
+	}
+	copyBlob := func(part, ext, sha string) error {
+		rc, err := n.Blobs.Open(ctx, sha)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		return write(part, ext, rc)
+	}
+	if it.BlobSHA256 != "" {
+		part, ext := blobPart(it), ".pdf"
+		if part != "pdf" {
+			ext = ".blob"
+		}
+		if err := copyBlob(part, ext, it.BlobSHA256); err != nil {
+			return nil, err
+		}
+	}
+	if it.HasText {
+		if err := write("text", ".txt", strings.NewReader(text)); err != nil {
+			return nil, err
+		}
+	}
+	if it.ThumbnailSHA != "" {
+		ext := ".png"
+		if it.ThumbnailType == "image/jpeg" {
+			ext = ".jpg"
+		}
+		if err := copyBlob("thumbnail", ".thumbnail"+ext, it.ThumbnailSHA); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// safeName turns the last element of a derived path into a file name that is safe on any file
+// system: no separators, no control characters, no leading dot, at most 80 bytes of valid UTF-8.
+func safeName(title string) string {
+	title = strings.ReplaceAll(title, "\\", "/")
+	title = strings.TrimRight(title, "/")
+	if i := strings.LastIndexByte(title, '/'); i >= 0 {
+		title = title[i+1:]
+	}
+	var b strings.Builder
+	for _, r := range title {
+		switch {
+		case r == utf8.RuneError, unicode.IsControl(r), strings.ContainsRune(`/\:*?"<>|`, r):
+			b.WriteByte('_')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	s := strings.TrimLeft(b.String(), ". ")
+	for len(s) > 80 {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	s = strings.TrimRight(s, ". ")
+	if s == "" {
+		s = "document"
+	}
+	return s
+}
