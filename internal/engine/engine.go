@@ -187,6 +187,7 @@ type tx struct {
 	jobs    map[int64]*store.Job
 	events  map[int64]map[string]bool
 	items   map[int64]*store.Item // locked in this transaction, kept in step with its writes
+	colored map[int64]bool        // items whose colored progress changed in memory
 	dirty   map[int64]int         // item id → depth
 	touched map[int64]bool
 	ready   bool
@@ -195,7 +196,7 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
-	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{},
+	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, colored: map[int64]bool{},
 		dirty: map[int64]int{}, touched: map[int64]bool{}, ended: map[int64]string{}}
 }
 
@@ -387,6 +388,16 @@ func (t *tx) finish() error {
 			if err := t.settle(id); err != nil {
 				return err
 			}
+		}
+	}
+	for id := range t.colored {
+		it := t.items[id]
+		if it == nil || it.State == store.ItemIngested {
+			continue // ingesting wrote colored = share
+		}
+		c := it.Colored
+		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: it.State, To: it.State, Now: t.now, Colored: &c}); err != nil {
+			return err
 		}
 	}
 	jobs := make([]int64, 0, len(t.touched))

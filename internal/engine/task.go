@@ -127,7 +127,10 @@ func (t *Tx) Apply(r *Result) error {
 	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}
 	if finish.State == store.TaskComplete {
 		up.Text, up.ThumbnailSHA, up.ThumbnailType, up.ContentType = r.Text, r.ThumbnailSHA, r.ThumbnailType, r.ContentType
-		up.AddColored = task.ProgressWeight
+		// Progress is colored in memory and written once at the end of the transaction, unless
+		// the item is ingested by then (which colors all of it anyway).
+		it.Colored = min(it.Share, it.Colored+task.ProgressWeight*it.RangeLen)
+		tt.colored[it.ID] = true
 		if len(r.Metadata) > 0 {
 			if up.Metadata, err = json.Marshal(r.Metadata); err != nil {
 				return fmt.Errorf("task %d metadata: %w", task.ID, err)
@@ -139,7 +142,7 @@ func (t *Tx) Apply(r *Result) error {
 			}
 		}
 	}
-	if up.Text != nil || up.ThumbnailSHA != "" || up.Metadata != nil || up.ContentType != "" || up.Error != "" || up.AddColored != 0 {
+	if up.Text != nil || up.ThumbnailSHA != "" || up.Metadata != nil || up.ContentType != "" || up.Error != "" {
 		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
 			return err
 		}
@@ -149,7 +152,6 @@ func (t *Tx) Apply(r *Result) error {
 		if up.Text != nil {
 			it.HasText = true
 		}
-		it.Colored = min(it.Share, it.Colored+up.AddColored*it.RangeLen)
 	}
 	for _, ev := range fire {
 		if err := tt.fire(it, ev); err != nil {

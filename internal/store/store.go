@@ -281,7 +281,8 @@ type ItemListParams struct {
 	OnlyErrored bool
 }
 
-// ItemSetStateParams moves an item from one state to another.
+// ItemSetStateParams moves an item from one state to another. With To equal to From it only
+// stores Colored.
 type ItemSetStateParams struct {
 	ID   int64
 	From string

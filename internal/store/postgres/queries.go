@@ -330,7 +330,8 @@ const (
 	qItemGet           = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
 	qItemLock          = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
 	qItemSetProcessed  = `UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetIngested   = `UPDATE items SET state = $1, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
+	qItemSetIngested   = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
+	qItemSetColored    = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
 	qItemAddChild      = `UPDATE items SET n_children = n_children + 1, share = GREATEST(0, share - $1) WHERE id = $2`
 	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = $1 AND state = ANY($2))`
 	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE parent_id = $1 AND step = $2 ORDER BY ordinal`
@@ -433,7 +434,10 @@ func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*stor
 
 func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
 	query := qItemSetProcessed
-	if p.To == store.ItemIngested {
+	switch {
+	case p.To == p.From:
+		query = qItemSetColored
+	case p.To == store.ItemIngested:
 		query = qItemSetIngested
 	}
 	tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored)

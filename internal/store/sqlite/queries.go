@@ -464,7 +464,9 @@ func placeholders(n int) string {
 func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
 	// ?1 state, ?2 now, ?3 id, ?4 from, ?5 colored (NULL: unchanged).
 	set := `processed_at = ?2`
-	if p.To == store.ItemIngested {
+	if p.To == p.From {
+		set = `processed_at = processed_at + 0 * ?2` // same state: only colored changes
+	} else if p.To == store.ItemIngested {
 		set = `processed_at = CASE WHEN processed_at = 0 THEN ?2 ELSE processed_at END, ingested_at = ?2`
 	}
 	var colored any
