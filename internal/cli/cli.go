@@ -46,6 +46,7 @@ func commands() []command {
 		{"event", "fire an external event on an item: event fire", runEvent},
 		{"workflow", "validate, graph, apply or list workflows: workflow validate|graph|apply|list|actions", runWorkflow},
 		{"bench", "measure the engine: bench engine|ingest", runBench},
+		{"gc", "delete blobs no row references any more", runGC},
 		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stdout, "sluice", version)
 			return nil
