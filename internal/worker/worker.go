@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
 )
 
 // Config configures a [Worker].
@@ -214,8 +216,8 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 	var out []queueInfo
 	seen := map[string]bool{}
 	add := func(name, act string, limit int) {
-		if seen[name] {
-			return
+		if seen[name] || strings.HasPrefix(name, "remote:") {
+			return // remote workers lease these over HTTP
 		}
 		if w.cfg.Queues != nil {
 			ok := false
@@ -242,7 +244,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 		return 4
 	}
 	for _, name := range cat.Names() {
-		add(name, name, limitOf(name))
+		add(w.e.Queue(&workflow.Definition{}, &workflow.Step{Action: name}), name, limitOf(name))
 	}
 	if wfs, err := w.e.Store().WorkflowList(ctx); err == nil {
 		for _, wf := range wfs {

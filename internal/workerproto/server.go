@@ -90,7 +90,7 @@ type Config struct {
 	// open before it is handed out again. Defaults to 15s.
 	IdleTimeout time.Duration
 	// LeaseDuration is the database lease of a handed-out task, renewed while this process serves
-	// it; it only matters when this process dies. Defaults to 60s.
+	// it; it only matters when this process dies (or stalls writing that long). Defaults to 2m.
 	LeaseDuration time.Duration
 	// PollInterval bounds how long a waiting poll goes without looking at the queue when nobody
 	// calls [Server.Wake] (other processes, retries whose backoff ended). Defaults to 1s.
@@ -142,7 +142,7 @@ func New(cfg Config) *Server {
 		cfg.IdleTimeout = 15 * time.Second
 	}
 	if cfg.LeaseDuration <= 0 {
-		cfg.LeaseDuration = 60 * time.Second
+		cfg.LeaseDuration = 2 * time.Minute
 	}
 	if cfg.LeaseDuration < 2*cfg.IdleTimeout {
 		cfg.LeaseDuration = 2 * cfg.IdleTimeout
@@ -426,7 +426,7 @@ func (s *Server) reap(ctx context.Context) {
 
 // renew extends the database leases of the tasks this server has handed out.
 func (s *Server) renew(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.LeaseDuration / 3)
+	tick := time.NewTicker(s.cfg.LeaseDuration / 6)
 	defer tick.Stop()
 	for {
 		select {

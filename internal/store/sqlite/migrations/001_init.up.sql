@@ -98,7 +98,7 @@ CREATE UNIQUE INDEX tasks_item_step ON tasks (item_id, step);
 CREATE INDEX tasks_ready ON tasks (queue, job_id, sort_key) WHERE state = 'ready';
 CREATE INDEX tasks_running ON tasks (lease_expires) WHERE state = 'running';
 CREATE INDEX tasks_ready_after ON tasks (run_after) WHERE state = 'ready';
-CREATE INDEX tasks_job ON tasks (job_id, state);
+CREATE INDEX tasks_job ON tasks (job_id); -- not (job_id, state): every lease and finish would rewrite it
 
 CREATE TABLE attempts (
     task_id     INTEGER NOT NULL,
