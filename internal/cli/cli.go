@@ -47,6 +47,9 @@ func commands() []command {
 		{"workflow", "validate, graph, apply or list workflows: workflow validate|graph|apply|list|actions", runWorkflow},
 		{"bench", "measure the engine: bench engine|ingest", runBench},
 		{"gc", "delete blobs no row references any more", runGC},
+		{"serve", "run the HTTP API, the remote worker protocol and the workers", runServe},
+		{"worker", "serve a remote action by running a local command per task", runWorker},
+		{"token", "create, list or revoke API tokens: token create --role admin|worker|reader", runToken},
 		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stdout, "sluice", version)
 			return nil
@@ -55,6 +58,9 @@ func commands() []command {
 }
 
 var version = "0.1.0-dev"
+
+// lookupEnv reads a SLUICE_* variable (the CLI is the only reader of the environment).
+func lookupEnv(name string) string { return os.Getenv(name) }
 
 // Main runs the command line and returns the process exit code: 0 on success, 1 when the
 // command failed, 2 for a usage error.

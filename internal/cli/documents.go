@@ -31,6 +31,7 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 	jobFlag := fs.Int64("job", 0, "the job (default: the newest documents job)")
 	format := fs.String("format", "dir", "export: dir (files, index.jsonl and errors.jsonl in --out) or jsonl (the index on stdout)")
 	outDir := fs.String("out", "", "export: the directory to write to")
+	partsFlag := fs.String("parts", "pdf,text,thumbnail", "export: the parts of each document to write (dir format)")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -54,6 +55,11 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 		if *format == "dir" && *outDir == "" {
 			return usagef("export --format dir needs --out DIR")
 		}
+		for _, p := range strings.Split(*partsFlag, ",") {
+			if !oneOf(p, "pdf", "text", "thumbnail") {
+				return usagef("--parts lists pdf, text and thumbnail, not %q", p)
+			}
+		}
 	}
 	n, err := c.open(ctx, e, false)
 	if err != nil {
@@ -75,7 +81,11 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 	case "list":
 		return listDocuments(ctx, e, n, jobID)
 	default:
-		return exportDocuments(ctx, e, n, jobID, *format, *outDir)
+		parts := map[string]bool{}
+		for _, p := range strings.Split(*partsFlag, ",") {
+			parts[p] = true
+		}
+		return exportDocuments(ctx, e, n, jobID, *format, *outDir, parts)
 	}
 }
 
@@ -310,9 +320,10 @@ func blobPart(it *store.Item) string {
 }
 
 // exportDocuments writes the job's documents and errors. With format "jsonl" it prints the index
-// to stdout; with "dir" it writes documents/NNNNNN-NAME.{pdf,txt,png} under out, then
-// errors.jsonl and index.jsonl (last, so a complete index means a complete export).
-func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, format, out string) error {
+// to stdout; with "dir" it writes the chosen parts as documents/NNNNNN-NAME.{pdf,txt,thumbnail.png}
+// under out, then errors.jsonl and index.jsonl (last, so a complete index means a complete
+// export). The index always holds every part's SHA-256, whichever parts are written.
+func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, format, out string, parts map[string]bool) error {
 	toDir := format == "dir"
 	var index, errsOut *bufio.Writer
 	var files []*os.File
@@ -369,7 +380,7 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 		}
 		ie := indexFor(en.item, en.doc, text)
 		if toDir {
-			files, err := writeDocument(ctx, n, out, docs, en.item, en.doc.Title, text)
+			files, err := writeDocument(ctx, n, out, docs, en.item, en.doc.Title, text, parts)
 			if err != nil {
 				return fmt.Errorf("export %s: %w", printable(en.doc.Title), err)
 			}
@@ -410,7 +421,7 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 // writeDocument writes one document's parts as documents/NNNNNN-NAME.EXT, where NNNNNN is its
 // 1-based position in the export (stable across runs) and NAME its title's last element,
 // sanitised; it returns the parts' paths relative to out. No title can choose where a file goes.
-func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *store.Item, title, text string) (map[string]string, error) {
+func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *store.Item, title, text string, parts map[string]bool) (map[string]string, error) {
 	base := fmt.Sprintf("%06d-%s", seq, safeName(title))
 	files := map[string]string{}
 	write := func(part, ext string, r io.Reader) error {
@@ -437,7 +448,7 @@ func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *s
 		defer rc.Close()
 		return write(part, ext, rc)
 	}
-	if it.BlobSHA256 != "" {
+	if it.BlobSHA256 != "" && parts["pdf"] {
 		part, ext := blobPart(it), ".pdf"
 		if part != "pdf" {
 			ext = ".blob"
@@ -446,12 +457,12 @@ func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *s
 			return nil, err
 		}
 	}
-	if it.HasText {
+	if it.HasText && parts["text"] {
 		if err := write("text", ".txt", strings.NewReader(text)); err != nil {
 			return nil, err
 		}
 	}
-	if it.ThumbnailSHA != "" {
+	if it.ThumbnailSHA != "" && parts["thumbnail"] {
 		ext := ".png"
 		if it.ThumbnailType == "image/jpeg" {
 			ext = ".jpg"

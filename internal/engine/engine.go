@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +39,8 @@ type Config struct {
 	OnCancel func(taskIDs []int64)
 	// OnJobEnd is called after a job reached a final state.
 	OnJobEnd func(jobID int64, state string)
-	// Remote lists actions whose tasks go to the queue "remote:<name>" for remote workers.
+	// Remote lists actions whose tasks go to the queue "remote:<name>" for remote workers. Keys
+	// match action names case-insensitively and are used as written ("Pdf" → "remote:Pdf").
 	Remote map[string]bool
 }
 
@@ -49,6 +51,8 @@ type Engine struct {
 	log   *slog.Logger
 	mu    sync.RWMutex
 	defs  map[defKey]*workflow.Definition
+	// remote maps a lowercased action name to the name remote workers poll for ("pdf" → "Pdf").
+	remote map[string]string
 }
 
 type defKey struct {
@@ -76,7 +80,13 @@ func New(cfg Config) *Engine {
 	if cfg.Catalog == nil {
 		cfg.Catalog = &action.Catalog{}
 	}
-	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}}
+	remote := map[string]string{}
+	for name, on := range cfg.Remote {
+		if on {
+			remote[strings.ToLower(name)] = name
+		}
+	}
+	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}, remote: remote}
 }
 
 // Store returns the engine's store.
@@ -139,8 +149,8 @@ func (e *Engine) Definition(ctx context.Context, name string, version int) (*wor
 // Queue returns the queue a step's tasks go to. A step with its own concurrency limit gets its own
 // queue so the limit applies to it alone.
 func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
-	if e.cfg.Remote[s.Action] {
-		return "remote:" + s.Action
+	if name, ok := e.remote[strings.ToLower(s.Action)]; ok {
+		return "remote:" + name
 	}
 	if s.Action == "remote" {
 		if n, ok := s.With["name"].(string); ok {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
+	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
 // Config configures [Open].
@@ -63,6 +65,32 @@ type Node struct {
 	DataDir string
 	lock    *os.File
 	log     *slog.Logger
+
+	mu        sync.Mutex
+	listeners []Listener
+}
+
+// Listener hears about tasks made ready and tasks to cancel, for components outside the
+// in-process worker (the remote worker protocol server).
+type Listener struct {
+	Wake   func()
+	Cancel func(taskIDs []int64)
+}
+
+// Listen adds a listener.
+func (n *Node) Listen(l Listener) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.listeners = append(n.listeners, l)
+}
+
+func (n *Node) each(fn func(Listener)) {
+	n.mu.Lock()
+	ls := n.listeners
+	n.mu.Unlock()
+	for _, l := range ls {
+		fn(l)
+	}
 }
 
 // Catalog returns the catalog of built-in actions.
@@ -73,6 +101,7 @@ func Catalog() *action.Catalog {
 		basic.NewNoop(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{}),
 		detect.New(detect.Config{}), unpack.New(unpack.Config{}), email.New(email.Config{}),
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
+		workerproto.RemoteAction(),
 	)
 	return cat
 }
@@ -132,11 +161,13 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			if w != nil {
 				w.Wake()
 			}
+			n.each(func(l Listener) { l.Wake() })
 		},
 		OnCancel: func(ids []int64) {
 			if w != nil {
 				w.CancelTasks(ids)
 			}
+			n.each(func(l Listener) { l.Cancel(ids) })
 		}})
 	if cfg.Engine {
 		tmp := filepath.Join(cfg.DataDir, "tmp")

@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/workerproto"
+)
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--data DIR]")
+	listen := fs.String("listen", "127.0.0.1:7080", "address to listen on (loopback by default)")
+	remote := fs.String("remote", "", "comma-separated actions handed to remote workers instead of running in process (e.g. Pdf,Office)")
+	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under")
+	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	rem := map[string]bool{}
+	for _, r := range strings.Split(*remote, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			rem[r] = true
+		}
+	}
+	log := c.logger(e)
+	n, err := node.Open(ctx, node.Config{DataDir: c.data, Engine: true, Logger: log, Remote: rem})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	for _, name := range []string{"documents"} {
+		if err := applyBuiltin(ctx, n, name); err != nil {
+			return err
+		}
+	}
+	tokens, err := api.OpenTokenStore(filepath.Join(c.data, "tokens.json"))
+	if err != nil {
+		return err
+	}
+	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
+	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
+	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
+	var pathRoots []string
+	for _, r := range strings.Split(*roots, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			abs, err := filepath.Abs(r)
+			if err != nil {
+				return err
+			}
+			pathRoots = append(pathRoots, abs)
+		}
+	}
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots})
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	n.Start(ctx)
+	wp.Start(ctx)
+	toks, _ := tokens.List()
+	fmt.Fprintf(e.stderr, "sluice serving on http://%s (data %s, %d tokens)\n", ln.Addr(), c.data, len(toks))
+	if len(toks) == 0 {
+		fmt.Fprintln(e.stderr, "no tokens yet: create one with `sluice token create --role admin`")
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(e.stderr, "shutting down: no new leases, finishing running tasks")
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	wp.Stop()
+	n.Stop(*grace)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func runWorker(ctx context.Context, e *env, args []string) error {
+	fs, _ := newFlags(e, "worker", "worker --server URL --action NAME --token T -- COMMAND…")
+	server := fs.String("server", "http://127.0.0.1:7080", "the sluice server")
+	act := fs.String("action", "", "the remote action to serve, e.g. Pdf")
+	token := fs.String("token", "", "a worker token (or SLUICE_TOKEN)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *act == "" || len(pos) == 0 {
+		return usagef("need --action and a command after --")
+	}
+	tok := *token
+	if tok == "" {
+		tok = lookupEnv("SLUICE_TOKEN")
+	}
+	fmt.Fprintf(e.stderr, "serving %s tasks from %s with %s\n", *act, *server, strings.Join(pos, " "))
+	err = workerproto.RunCommand(ctx, workerproto.CommandConfig{Server: strings.TrimSuffix(*server, "/") + "/v1/workers", Action: *act, Token: tok, Argv: pos})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func runToken(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("token needs a subcommand: create, list, revoke")
+	}
+	sub := args[0]
+	fs, c := newFlags(e, "token "+sub, "token create --role admin|worker|reader | list | revoke ID")
+	role := fs.String("role", "", "create: admin, worker or reader")
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	tokens, err := api.OpenTokenStore(filepath.Join(c.data, "tokens.json"))
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "create":
+		if !oneOf(*role, "admin", "worker", "reader") {
+			return usagef("--role must be admin, worker or reader")
+		}
+		plain, err := tokens.Create(api.Role(*role))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, plain)
+		fmt.Fprintln(e.stderr, "store it now: only its hash is kept")
+		return nil
+	case "list":
+		toks, err := tokens.List()
+		if err != nil {
+			return err
+		}
+		for _, t := range toks {
+			fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.ID, t.Role, t.CreatedAt.Local().Format(time.DateTime))
+		}
+		return nil
+	case "revoke":
+		if len(pos) != 1 {
+			return usagef("want one token ID")
+		}
+		ok, err := tokens.Revoke(pos[0])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("no token %q", pos[0])
+		}
+		fmt.Fprintf(e.stdout, "token %s revoked\n", pos[0])
+		return nil
+	default:
+		return usagef("unknown token subcommand %q", sub)
+	}
+}
