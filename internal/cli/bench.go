@@ -4,15 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
 // benchResult is what `sluice bench engine` prints.
@@ -45,101 +50,152 @@ func runBench(ctx context.Context, e *env, args []string) error {
 }
 
 func benchEngine(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "bench engine", "bench engine --tasks N [--mode burndown|stream|paced --rate R] [--workers W]")
-	tasks := fs.Int("tasks", 20000, "number of one-step no-op items")
-	mode := fs.String("mode", "burndown", "burndown (insert all, then work), stream (work while inserting) or paced (insert at --rate)")
-	rate := fs.Float64("rate", 200, "paced: items inserted per second")
-	workers := fs.Int("workers", 0, "no-op concurrency (0: the action's default)")
+	fs, c := newFlags(e, "bench engine", "bench engine --tasks N [--mode burndown|stream|paced --rate R] [--workers W] [--remote]")
+	o := benchOpts{}
+	fs.IntVar(&o.tasks, "tasks", 20000, "number of one-step no-op items")
+	fs.StringVar(&o.mode, "mode", "burndown", "burndown (insert all, then work), stream (work while inserting) or paced (insert at --rate)")
+	fs.Float64Var(&o.rate, "rate", 200, "paced: items inserted per second")
+	fs.IntVar(&o.workers, "workers", 0, "no-op concurrency (0: the action's default); with --remote, the number of remote workers (default 8)")
+	remote := fs.Bool("remote", false, "also run the same tasks through remote workers over HTTP (the worker protocol) and report both")
 	keep := fs.Bool("keep", false, "keep the temporary data dir")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured part to this file")
-	fs.Lookup("data").DefValue = ""
-	c.data = ""
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	if !oneOf(*mode, "burndown", "stream", "paced") {
+	if !oneOf(o.mode, "burndown", "stream", "paced") {
 		return usagef("--mode must be burndown, stream or paced")
 	}
-	if *tasks <= 0 {
+	if o.tasks <= 0 {
 		return usagef("--tasks must be positive")
 	}
-	if c.data == "" || c.data == "sluice-data" {
-		dir, err := os.MkdirTemp("", "sluice-bench-")
-		if err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(dir)
-		}
-		c.data = filepath.Join(dir, "data")
-	}
-	conc := map[string]int{}
-	if *workers > 0 {
-		conc["noop"] = *workers
-	}
-	n, err := node.Open(ctx, node.Config{DataDir: c.data, Engine: true, Logger: c.logger(e), Concurrency: conc})
+	o.log = c.logger(e)
+	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	o.data = filepath.Join(dir, "in-process")
+	remoteWorkers := o.workers
+	if *remote {
+		o.workers = 0 // --workers counts the remote workers; in process keeps its default
+	}
+	local, err := benchMeasure(ctx, o)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(e.stdout)
+	if !*remote {
+		return enc.Encode(local)
+	}
+	o.data = filepath.Join(dir, "remote")
+	o.remote = true
+	o.workers = remoteWorkers
+	if o.workers == 0 {
+		o.workers = 8
+	}
+	o.cpuprofile = ""
+	rem, err := benchMeasure(ctx, o)
+	if err != nil {
+		return err
+	}
+	return enc.Encode(map[string]any{"in_process": local, "remote": rem, "remote_over_in_process": rem.TasksPerSec / local.TasksPerSec})
+}
+
+type benchOpts struct {
+	tasks      int
+	mode       string
+	rate       float64
+	workers    int
+	remote     bool
+	data       string
+	cpuprofile string
+	log        *slog.Logger
+}
+
+// benchMeasure runs one bench job in a fresh data dir and reads latencies back from the tasks'
+// stored timestamps.
+func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
+	conc := map[string]int{}
+	cfg := node.Config{DataDir: o.data, Engine: true, Logger: o.log, Concurrency: conc}
+	if o.remote {
+		cfg.Remote = map[string]bool{"noop": true}
+	} else if o.workers > 0 {
+		conc["noop"] = o.workers
+	}
+	n, err := node.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
 	defer n.Close()
 	if err := applyBuiltin(ctx, n, "bench"); err != nil {
-		return err
+		return nil, err
 	}
 	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "bench"})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	roots := make([]engine.Root, *tasks)
+	roots := make([]engine.Root, o.tasks)
 	for i := range roots {
 		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("item-%d", i), Size: 1}
 	}
-	res := benchResult{Mode: *mode, Tasks: *tasks, Store: "sqlite", Workers: *workers}
-	var start time.Time
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: "sqlite", Workers: o.workers}
+	startWorkers := func() { n.Start(ctx) }
+	if o.remote {
+		res.Store = "sqlite, remote workers over HTTP"
+		stop, err := startRemoteBench(ctx, n, o.workers)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		defer stop()
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return nil, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return nil, err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	switch *mode {
+	var start time.Time
+	switch o.mode {
 	case "burndown":
 		t0 := time.Now()
 		if err := n.Engine.AddRoots(ctx, job, roots); err != nil {
-			return err
+			return nil, err
 		}
 		res.InsertSecs = time.Since(t0).Seconds()
 		start = time.Now()
-		n.Start(ctx)
+		startWorkers()
 	case "stream":
-		n.Start(ctx)
+		startWorkers()
 		start = time.Now()
 		for i := 0; i < len(roots); i += 100 {
 			if err := n.Engine.AddRoots(ctx, job, roots[i:min(i+100, len(roots))]); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		res.InsertSecs = time.Since(start).Seconds()
 	case "paced":
-		n.Start(ctx)
+		startWorkers()
 		start = time.Now()
-		every := time.Duration(float64(time.Second) / *rate)
+		every := time.Duration(float64(time.Second) / o.rate)
 		for i := range roots {
 			if d := time.Until(start.Add(time.Duration(i) * every)); d > 0 {
 				t := time.NewTimer(d)
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return ctx.Err()
+					return nil, ctx.Err()
 				case <-t.C:
 				}
 			}
 			if err := n.Engine.AddRoots(ctx, job, roots[i:i+1]); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		res.InsertSecs = time.Since(start).Seconds()
@@ -147,29 +203,29 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	for {
 		j, err := n.Store.JobGet(ctx, job.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if j.State != store.JobRunning {
 			if j.State != store.JobComplete {
-				return fmt.Errorf("bench job ended %s: %s", j.State, j.Error)
+				return nil, fmt.Errorf("bench job ended %s: %s", j.State, j.Error)
 			}
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
 	n.Stop(5 * time.Second)
-	res.TasksPerSec = float64(*tasks) / res.Seconds
+	res.TasksPerSec = float64(o.tasks) / res.Seconds
 	var pickup, e2e []float64
 	var after int64
 	for {
 		ts, err := n.Store.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, AfterID: after, Limit: 5000})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, t := range ts {
 			pickup = append(pickup, ms(t.StartedAt.Sub(t.CreatedAt)))
@@ -182,8 +238,46 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	}
 	res.PickupP50, res.PickupP99 = percentile(pickup, 50), percentile(pickup, 99)
 	res.E2EP50, res.E2EP99 = percentile(e2e, 50), percentile(e2e, 99)
-	enc := json.NewEncoder(e.stdout)
-	return enc.Encode(res)
+	return res, nil
+}
+
+// startRemoteBench serves the worker protocol on a loopback port and runs w Go workers that
+// answer each no-op task with `done`.
+func startRemoteBench(ctx context.Context, n *node.Node, w int) (func(), error) {
+	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
+	wp := workerproto.New(workerproto.Config{Backend: backend})
+	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: wp.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	n.Start(ctx) // the committer the protocol server writes through
+	wp.Start(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	client := &workerproto.Client{Server: "http://" + ln.Addr().String() + "/v1/workers",
+		HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: w * 2}}}
+	for i := 0; i < w; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				t, err := client.Poll(wctx, "noop")
+				if err != nil || t == nil {
+					continue
+				}
+				_ = t.Post(wctx, "done", nil)
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		_ = srv.Close()
+		wp.Stop()
+	}, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
