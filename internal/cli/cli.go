@@ -13,7 +13,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
 // command is one subcommand.
@@ -49,6 +52,7 @@ func commands() []command {
 		{"gc", "delete blobs no row references any more", runGC},
 		{"serve", "run the HTTP API, the remote worker protocol and the workers", runServe},
 		{"worker", "serve a remote action by running a local command per task", runWorker},
+		{"migrate", "apply or show PostgreSQL schema migrations: migrate up|status --database URL", runMigrate},
 		{"token", "create, list or revoke API tokens: token create --role admin|worker|reader", runToken},
 		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stdout, "sluice", version)
@@ -109,8 +113,10 @@ func usage(w io.Writer) {
 
 // flags returns a FlagSet with the common flags.
 type common struct {
-	data    string
-	verbose bool
+	data     string
+	database string
+	blobs    string
+	verbose  bool
 }
 
 func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
@@ -123,6 +129,8 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	}
 	fs.StringVar(&c.data, "data", def, "data directory")
 	fs.BoolVar(&c.verbose, "v", false, "log engine events to stderr")
+	fs.StringVar(&c.database, "database", os.Getenv("SLUICE_DATABASE"), "a postgres:// URL to share state between processes (default: the data dir's SQLite file)")
+	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
 		fs.PrintDefaults()
@@ -158,7 +166,41 @@ func (c *common) logger(e *env) *slog.Logger {
 
 // open opens the data dir; engine processes also lock it and get workers.
 func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node, error) {
-	return node.Open(ctx, node.Config{DataDir: c.data, Engine: engineProc, Logger: c.logger(e)})
+	cfg, err := c.nodeConfig(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Engine = engineProc
+	return node.Open(ctx, cfg)
+}
+
+// nodeConfig turns --data, --database and --blobs into a node configuration.
+func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
+	cfg := node.Config{DataDir: c.data, Logger: c.logger(e)}
+	if c.database != "" {
+		if !strings.HasPrefix(c.database, "postgres://") && !strings.HasPrefix(c.database, "postgresql://") {
+			return cfg, usagef("--database must be a postgres:// URL")
+		}
+		url := c.database
+		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
+			return postgres.Open(ctx, postgres.Config{URL: url})
+		}
+	}
+	if c.blobs != "" {
+		s3cfg := blob.S3ConfigFromEnv(os.Getenv)
+		bucket, prefix, err := blob.ParseURL(c.blobs)
+		if err != nil {
+			return cfg, usagef("--blobs: %v", err)
+		}
+		s3cfg.Bucket, s3cfg.Prefix = bucket, prefix
+		s3cfg.SpoolDir = os.TempDir()
+		b, err := blob.NewS3(ctx, s3cfg)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Blobs = b
+	}
+	return cfg, nil
 }
 
 func oneOf(s string, allowed ...string) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -31,7 +32,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	log := c.logger(e)
-	n, err := node.Open(ctx, node.Config{DataDir: c.data, Engine: true, Logger: log, Remote: rem})
+	cfg, err := c.nodeConfig(ctx, e)
+	if err != nil {
+		return err
+	}
+	cfg.Engine, cfg.Remote = true, rem
+	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -92,13 +98,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 }
 
 func runWorker(ctx context.Context, e *env, args []string) error {
-	fs, _ := newFlags(e, "worker", "worker --server URL --action NAME --token T -- COMMAND…")
+	fs, c := newFlags(e, "worker", "worker --server URL --action NAME --token T -- COMMAND… | worker --database URL [--blobs s3://…] [--actions a,b]")
 	server := fs.String("server", "http://127.0.0.1:7080", "the sluice server")
 	act := fs.String("action", "", "the remote action to serve, e.g. Pdf")
 	token := fs.String("token", "", "a worker token (or SLUICE_TOKEN)")
+	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if c.database != "" {
+		return runDBWorker(ctx, e, c, *actions)
 	}
 	if *act == "" || len(pos) == 0 {
 		return usagef("need --action and a command after --")
@@ -167,4 +177,74 @@ func runToken(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("unknown token subcommand %q", sub)
 	}
+}
+
+// runDBWorker runs in-process workers against a shared PostgreSQL database (and blob store) until
+// interrupted: the scale-out worker. Several may run on several machines.
+func runDBWorker(ctx context.Context, e *env, c *common, actions string) error {
+	cfg, err := c.nodeConfig(ctx, e)
+	if err != nil {
+		return err
+	}
+	cfg.Engine = true
+	for _, a := range strings.Split(actions, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Queues = append(cfg.Queues, a)
+		}
+	}
+	n, err := node.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	n.Start(ctx)
+	fmt.Fprintf(e.stderr, "worker %s running (actions: %s)\n", n.Worker.Owner(), orAll(actions))
+	<-ctx.Done()
+	n.Stop(30 * time.Second)
+	return nil
+}
+
+func orAll(s string) string {
+	if s == "" {
+		return "all"
+	}
+	return s
+}
+
+func runMigrate(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || !oneOf(args[0], "up", "status") {
+		return usagef("migrate needs a subcommand: up, status")
+	}
+	fs, c := newFlags(e, "migrate "+args[0], "migrate up|status --database postgres://…")
+	if _, err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if c.database == "" {
+		return usagef("--database is required (the embedded SQLite store migrates itself on open)")
+	}
+	db, err := postgres.Open(ctx, postgres.Config{URL: c.database, SkipMigrate: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var ms []postgres.Migration
+	if args[0] == "up" {
+		ms, err = db.Migrate(ctx)
+		if err == nil && len(ms) == 0 {
+			fmt.Fprintln(e.stdout, "schema is up to date")
+		}
+	} else {
+		ms, err = db.MigrationStatus(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		state := "pending"
+		if !m.AppliedAt.IsZero() {
+			state = "applied " + m.AppliedAt.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(e.stdout, "%03d %s %s\n", m.Version, m.Name, state)
+	}
+	return nil
 }

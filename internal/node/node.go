@@ -53,6 +53,8 @@ type Config struct {
 	Blobs blob.Store
 	// MaxBatch bounds writes per transaction; see worker.Config.
 	MaxBatch int
+	// Queues limits the actions this process runs; nil means all.
+	Queues []string
 }
 
 // Node is an opened installation.
@@ -177,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
-			Cache: Cached, TempDir: tmp, MaxBatch: cfg.MaxBatch})
+			Cache: Cached, TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues})
 		n.Worker = w
 		if n.lock != nil {
 			// The lock proves no other process runs these tasks: reclaim them all now instead
