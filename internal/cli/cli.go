@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/node"
@@ -116,6 +118,7 @@ type common struct {
 	data     string
 	database string
 	blobs    string
+	lease    time.Duration
 	verbose  bool
 }
 
@@ -130,6 +133,7 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.StringVar(&c.data, "data", def, "data directory")
 	fs.BoolVar(&c.verbose, "v", false, "log engine events to stderr")
 	fs.StringVar(&c.database, "database", os.Getenv("SLUICE_DATABASE"), "a postgres:// URL to share state between processes (default: the data dir's SQLite file)")
+	fs.DurationVar(&c.lease, "lease", 0, "task lease duration: how soon a dead process's tasks are taken over (default 30s)")
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
@@ -176,14 +180,23 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
-	cfg := node.Config{DataDir: c.data, Logger: c.logger(e)}
+	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease}
 	if c.database != "" {
 		if !strings.HasPrefix(c.database, "postgres://") && !strings.HasPrefix(c.database, "postgresql://") {
 			return cfg, usagef("--database must be a postgres:// URL")
 		}
-		url := c.database
+		// sluice_schema=NAME in the URL selects a schema (one database, several installations).
+		u, err := url.Parse(c.database)
+		if err != nil {
+			return cfg, usagef("--database: %v", err)
+		}
+		q := u.Query()
+		schema := q.Get("sluice_schema")
+		q.Del("sluice_schema")
+		u.RawQuery = q.Encode()
+		dsn := u.String()
 		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
-			return postgres.Open(ctx, postgres.Config{URL: url})
+			return postgres.Open(ctx, postgres.Config{URL: dsn, Schema: schema})
 		}
 	}
 	if c.blobs != "" {

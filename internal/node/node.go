@@ -55,6 +55,8 @@ type Config struct {
 	MaxBatch int
 	// Queues limits the actions this process runs; nil means all.
 	Queues []string
+	// LeaseDuration is the task lease; see worker.Config. Defaults to 30s.
+	LeaseDuration time.Duration
 }
 
 // Node is an opened installation.
@@ -179,7 +181,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
-			Cache: Cached, TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues})
+			Cache: Cached, TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration})
 		n.Worker = w
 		if n.lock != nil {
 			// The lock proves no other process runs these tasks: reclaim them all now instead

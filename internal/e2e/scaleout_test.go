@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
+)
+
+// postgresURL returns the test database, skipping (or failing, in CI) when there is none.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if u == "" {
+		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("SLUICE_TEST_DATABASE_URL is not set but SLUICE_TEST_REQUIRE_POSTGRES=1")
+		}
+		t.Skip("PostgreSQL: set SLUICE_TEST_DATABASE_URL")
+	}
+	return u
+}
+
+// versityGW starts a real S3 server on loopback with one bucket and returns its endpoint.
+func versityGW(t *testing.T, bucket string) string {
+	t.Helper()
+	bin := os.Getenv("SLUICE_TEST_VERSITYGW")
+	if bin == "" {
+		out, _ := exec.Command("go", "env", "GOPATH").Output()
+		bin = filepath.Join(strings.TrimSpace(string(out)), "bin", "versitygw")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("SLUICE_TEST_REQUIRE_S3") == "1" {
+			t.Fatalf("versitygw not installed at %s", bin)
+		}
+		t.Skip("versitygw not installed (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	data := t.TempDir()
+	if err := os.Mkdir(filepath.Join(data, bucket), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--port", addr, "--access", "sluicekey", "--secret", "sluicesecret", "posix", data)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	endpoint := "http://" + addr
+	waitFor(t, 30*time.Second, "versitygw", func() bool {
+		resp, err := http.Get(endpoint)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
+	return endpoint
+}
+
+// TestScaleOut runs one job on PostgreSQL + S3 with three worker processes and the process that
+// created the job; one worker is SIGKILLed mid-job. The job must complete with exact counts and
+// no duplicate children or outputs.
+func TestScaleOut(t *testing.T) {
+	dbURL := postgresURL(t)
+	endpoint := versityGW(t, "sluice")
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "sluice_e2e_" + hex.EncodeToString(b)
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	database := dbURL + sep + "sluice_schema=" + schema
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		if err == nil {
+			conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID=sluicekey", "AWS_SECRET_ACCESS_KEY=sluicesecret",
+		"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL_S3="+endpoint, "SLUICE_DATABASE="+database, "SLUICE_BLOBS=s3://sluice/e2e")
+
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "crash.yaml")
+	if err := os.WriteFile(wf, []byte(crashWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inputs := filepath.Join(dir, "inputs")
+	makeZips(t, inputs, 20, 100) // 20 roots + 2,000 children
+
+	ctx := t.Context()
+	start := func(name string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Env = env
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+		return cmd, &out
+	}
+	// The job creator also works; three more workers share the database and the bucket.
+	run, runOut := start("run", "run", "--data", filepath.Join(dir, "run"), "--lease", "3s", wf, inputs)
+	var workers []*exec.Cmd
+	for i := 0; i < 3; i++ {
+		w, _ := start("worker", "worker", "--data", filepath.Join(dir, "w", string(rune('a'+i))), "--lease", "3s")
+		workers = append(workers, w)
+	}
+	// Kill one worker once the job is well under way.
+	n, err := node.Open(ctx, node.Config{DataDir: filepath.Join(dir, "observer"), OpenStore: func(ctx context.Context) (store.Store, error) {
+		return postgres.Open(ctx, postgres.Config{URL: dbURL, Schema: schema, SkipMigrate: true})
+	}, Blobs: mustS3(t, endpoint)})
+	if err == nil {
+		defer n.Close()
+		waitFor(t, 2*time.Minute, "progress before the kill", func() bool {
+			p, err := n.Engine.Progress(ctx, 1)
+			return err == nil && p.Items[store.ItemIngested] > 200
+		})
+	} else {
+		waitFor(t, time.Minute, "the schema", func() bool {
+			n, err = node.Open(ctx, node.Config{DataDir: filepath.Join(dir, "observer"), OpenStore: func(ctx context.Context) (store.Store, error) {
+				return postgres.Open(ctx, postgres.Config{URL: dbURL, Schema: schema, SkipMigrate: true})
+			}, Blobs: mustS3(t, endpoint)})
+			return err == nil
+		})
+		defer n.Close()
+	}
+	if err := syscall.Kill(-workers[0].Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v\n%s", err, runOut.String())
+		}
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("job did not finish\n%s", runOut.String())
+	}
+	j, err := n.Store.JobGet(ctx, 1)
+	if err != nil || j.State != store.JobComplete {
+		t.Fatalf("job %+v %v", j, err)
+	}
+	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: 1, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 2020 {
+		t.Fatalf("%d items, want 2020", len(items))
+	}
+	names := map[string]bool{}
+	for _, it := range items {
+		if names[it.Name] {
+			t.Errorf("duplicate child %q", it.Name)
+		}
+		names[it.Name] = true
+		if it.State != store.ItemIngested || it.Error != "" {
+			t.Errorf("item %q: %s %q", it.Name, it.State, it.Error)
+		}
+	}
+	outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: 1, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2000 {
+		t.Errorf("%d outputs, want 2000 documents", len(outs))
+	}
+	st, _ := n.Store.TaskStats(ctx, 1)
+	// Every item runs detect and collect; the 2,000 children run hash, the 20 roots unpack.
+	if want := 2020*2 + 2000 + 20; len(st) != 1 || st[store.TaskComplete] != want {
+		t.Errorf("tasks %v, want only complete ones (%d)", st, want)
+	}
+}
+
+func mustS3(t *testing.T, endpoint string) blob.Store {
+	t.Helper()
+	s, err := blob.NewS3(t.Context(), blob.S3Config{Bucket: "sluice", Prefix: "e2e", Endpoint: endpoint, Region: "us-east-1",
+		AccessKey: "sluicekey", SecretKey: "sluicesecret", PathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
