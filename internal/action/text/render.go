@@ -49,6 +49,14 @@ type Renderer struct {
 	faces []face
 	charW float64 // advance of the first (monospace) font at fontSize
 	cols  int
+	thumb thumbFonts
+}
+
+func (r *Renderer) fontList() []string {
+	if r.Fonts != nil {
+		return r.Fonts
+	}
+	return DefaultFonts()
 }
 
 // face is one loaded font: its family name in the container and the runes it has glyphs for.

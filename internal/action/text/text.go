@@ -84,15 +84,15 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 }
 
 // Child renders text (already decoded and sanitised) as the final child named name: a PDF, the
-// text, a page-1 thumbnail when pdftoppm is installed (otherwise md gets "thumbnail_skipped"
-// with the reason), and metadata md. The html action uses it when Chromium is missing.
+// text, a page-1 thumbnail drawn in Go from the same layout (md gets "thumbnail_skipped" with
+// the reason if that fails), and metadata md. The html action uses it when Chromium is missing.
 func (a *Action) Child(ctx context.Context, r *converter.Runner, name, text string, md map[string]any) (action.Child, error) {
 	pdf, err := a.renderer.Render(text)
 	if err != nil {
 		return action.Child{}, err
 	}
 	c := action.Child{Name: name, ContentType: "application/pdf", Metadata: md, Blob: bytes.NewReader(pdf), Text: &text}
-	thumb, err := Thumbnail(ctx, r, pdf)
+	thumb, err := a.renderer.Thumbnail(text)
 	switch {
 	case err == nil:
 		c.Thumbnail, c.ThumbnailType = bytes.NewReader(thumb), "image/png"
