@@ -34,6 +34,9 @@ type Result struct {
 	Outputs       map[string]json.RawMessage
 }
 
+// LostAllowance is how many attempts lost to a dead process a task gets beyond its step's bound.
+const LostAllowance = 10
+
 // Backoff returns the delay before retry number attempt (1-based): exponential from 1 s, capped at
 // 10 minutes, with ±25 % jitter so a burst of failures does not retry in lockstep.
 func Backoff(attempt int) time.Duration {
@@ -87,7 +90,15 @@ func (t *Tx) Apply(r *Result) error {
 			msg = "timed out: " + msg
 		}
 		permanent := action.IsPermanent(r.Err) || errors.Is(r.Err, ErrNondeterministic)
-		if !permanent && task.Attempt < task.MaxAttempts {
+		// An attempt lost because its process died (kill -9, power loss, a redeploy) says
+		// nothing about the input; it gets LostAllowance more attempts on top of the step's, so
+		// a crash-looping host does not turn healthy files into errors, while an input that
+		// really kills its process still ends with a specific error.
+		limit := task.MaxAttempts
+		if r.Lost {
+			limit += LostAllowance
+		}
+		if !permanent && task.Attempt < limit {
 			finish.State, finish.Error, finish.RunAfter = store.TaskReady, msg, tt.now.Add(Backoff(task.Attempt))
 			if r.Lost {
 				finish.RunAfter = tt.now

@@ -45,7 +45,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "1",
+		Version: "2", // 2: Chromium no longer crashes under a deep data dir (socket path length)
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings: []action.Setting{
@@ -132,12 +132,19 @@ func (a *Action) fallback(ctx context.Context, r *converter.Runner, t *action.Ta
 // render prints the document to PDF with headless Chromium. The input is written as UTF-8
 // with a byte-order mark, which overrides any <meta charset>, so Chromium reads the characters
 // Decode found. Name resolution and proxying point nowhere: the page cannot reach the network.
+//
+// Chromium's profile and TMPDIR live in a short directory under the system temp dir, not in the
+// task's: Chromium puts Unix sockets (SingletonSocket, the zygote's) there, and a socket path
+// longer than 107 bytes — easily reached under a data dir in a deep folder — makes it crash.
 func render(ctx context.Context, r *converter.Runner, browser, doc string) ([]byte, error) {
-	dir, err := os.MkdirTemp(r.Dir, "chromium-")
+	dir, err := os.MkdirTemp("", "sluice-chromium-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	rr := *r
+	rr.Env = append(append([]string(nil), r.Env...), "TMPDIR="+dir)
+	r = &rr
 	in := filepath.Join(dir, "document.html")
 	if err := os.WriteFile(in, append([]byte("\ufeff"), doc...), 0o600); err != nil {
 		return nil, err
