@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -619,14 +620,16 @@ func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
+	// The limit is a literal (one cached statement per value): a bound LIMIT makes SQLite
+	// re-prepare the statement on every call, which cost a third of the writer's time.
 	st, err := q.prepared(ctx, `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ?, started_at = ?
-		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT ?)
+		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT `+strconv.Itoa(max(p.Limit, 0))+`)
 		RETURNING `+taskCols)
 	if err != nil {
 		return nil, err
 	}
 	now := micros(p.Now)
-	rows, err := st.QueryContext(ctx, p.Owner, micros(p.LeaseUntil), now, p.Queue, now, p.Limit)
+	rows, err := st.QueryContext(ctx, p.Owner, micros(p.LeaseUntil), now, p.Queue, now)
 	if err != nil {
 		return nil, fmt.Errorf("lease %q: %w", p.Queue, mapErr(err))
 	}
