@@ -200,21 +200,23 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 		roots = append(roots, root)
 	}
 	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: req.Workflow, Version: req.Version, Key: req.Key,
-		Metadata: req.Metadata, Options: req.Options})
+		Metadata: req.Metadata, Options: req.Options, Open: true})
 	if err != nil {
 		if strings.Contains(err.Error(), "not found") {
 			return errf(CodeNotFound, "%v", err)
 		}
 		return err
 	}
+	// Roots are committed in batches: the job is sealed only after the last one, so it
+	// cannot complete while some are still being added. A retried request (same key) seals too.
 	if len(roots) > 0 {
 		if err := a.b.Engine().AddRoots(ctx, job, roots); err != nil {
 			return err
 		}
-	} else if created {
-		if err := a.b.Engine().Seal(ctx, job.ID); err != nil {
-			return err
-		}
+	}
+	_ = created
+	if err := a.b.Engine().Seal(ctx, job.ID); err != nil {
+		return err
 	}
 	if j, err := a.b.Engine().Store().JobGet(ctx, job.ID); err == nil {
 		job = j

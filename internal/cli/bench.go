@@ -30,6 +30,8 @@ type benchResult struct {
 	PickupP99   float64 `json:"pickup_p99_ms"`
 	E2EP50      float64 `json:"e2e_p50_ms"`
 	E2EP99      float64 `json:"e2e_p99_ms"`
+	PickupMax   float64 `json:"pickup_max_ms"`
+	E2EMax      float64 `json:"e2e_max_ms"`
 	Store       string  `json:"store"`
 	Workers     int     `json:"workers"`
 	InsertSecs  float64 `json:"insert_seconds"`
@@ -132,7 +134,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	if err := applyBuiltin(ctx, n, "bench"); err != nil {
 		return nil, err
 	}
-	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "bench"})
+	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "bench", Open: true})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +202,9 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		}
 		res.InsertSecs = time.Since(start).Seconds()
 	}
+	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+		return nil, err
+	}
 	for {
 		j, err := n.Store.JobGet(ctx, job.ID)
 		if err != nil {
@@ -238,6 +243,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	}
 	res.PickupP50, res.PickupP99 = percentile(pickup, 50), percentile(pickup, 99)
 	res.E2EP50, res.E2EP99 = percentile(e2e, 50), percentile(e2e, 99)
+	res.PickupMax, res.E2EMax = percentile(pickup, 100), percentile(e2e, 100)
 	return res, nil
 }
 

@@ -197,7 +197,7 @@ func jobKey(workflow string, inputs []input, md, opts map[string]any) string {
 // repaired by running the command again.
 func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*store.Job, error) {
 	key := jobKey(wf, inputs, md, opts)
-	job, created, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: wf, Key: key, Metadata: md, Options: opts})
+	job, created, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: wf, Key: key, Metadata: md, Options: opts, Open: true})
 	if err != nil {
 		return nil, err
 	}
@@ -251,10 +251,9 @@ func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, 
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	if len(inputs) == 0 {
-		if err := n.Engine.Seal(ctx, job.ID); err != nil {
-			return nil, err
-		}
+	// Every root is recorded: the job may complete from now on.
+	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+		return nil, err
 	}
 	return job, nil
 }

@@ -420,8 +420,8 @@ func (t *tx) finish() error {
 		if err != nil {
 			return err
 		}
-		if job.State != store.JobRunning {
-			continue
+		if job.State != store.JobRunning || !job.Sealed {
+			continue // an unsealed job may still get roots
 		}
 		open, err := t.x.JobHasOpenItems(t.ctx, id)
 		if err != nil {

@@ -20,10 +20,13 @@ type CreateJobParams struct {
 	Key      string
 	Metadata map[string]any
 	Options  map[string]any
+	// Open creates the job unsealed: it cannot complete until [Engine.Seal], so roots may be
+	// added in several batches while workers run. Without it, the job may complete as soon as
+	// the roots added so far are done.
+	Open bool
 }
 
-// CreateJob creates a running job with no items; add them with [Engine.AddRoots]. A job with no
-// roots at all completes when [Engine.Seal] is called.
+// CreateJob creates a running job with no items; add them with [Engine.AddRoots].
 func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*store.Job, bool, error) {
 	if p.Key != "" {
 		if j, err := e.store.JobGetByKey(ctx, p.Key); err == nil {
@@ -44,7 +47,7 @@ func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*store.Job, 
 	if err != nil {
 		return nil, false, fmt.Errorf("job options: %w", err)
 	}
-	j, err := e.store.JobInsert(ctx, store.JobInsertParams{Key: p.Key, WorkflowName: p.Workflow, WorkflowVersion: version, Metadata: md, Options: opts, Now: e.Now()})
+	j, err := e.store.JobInsert(ctx, store.JobInsertParams{Open: p.Open, Key: p.Key, WorkflowName: p.Workflow, WorkflowVersion: version, Metadata: md, Options: opts, Now: e.Now()})
 	if err != nil {
 		return nil, false, err
 	}
@@ -113,9 +116,16 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 	return nil
 }
 
-// Seal completes a running job that has no open items (for a job created with no roots).
+// Seal tells the engine that every root of the job has been added: from now on it completes
+// once nothing is open (at once when all its items are done, or it has none).
 func (e *Engine) Seal(ctx context.Context, jobID int64) error {
 	return e.Run(ctx, func(t *Tx) error {
+		if _, err := t.t.x.JobSeal(t.t.ctx, jobID); err != nil {
+			return err
+		}
+		if j, ok := t.t.jobs[jobID]; ok {
+			j.Sealed = true
+		}
 		t.t.touched[jobID] = true
 		return nil
 	})

@@ -86,6 +86,8 @@ type Executor interface {
 	// JobSetState moves a running job to a final state; false when it was not running.
 	JobSetState(ctx context.Context, p JobSetStateParams) (bool, error)
 	JobAddTotal(ctx context.Context, id int64, bytes float64) error
+	// JobSeal marks that no more roots will be added; false when it was sealed already.
+	JobSeal(ctx context.Context, id int64) (bool, error)
 	// JobHasOpenItems reports whether any item of the job is not yet ingested.
 	JobHasOpenItems(ctx context.Context, id int64) (bool, error)
 	JobProgress(ctx context.Context, id int64) (*JobProgress, error)
@@ -181,12 +183,16 @@ type Job struct {
 	Metadata        []byte // JSON object
 	Options         []byte // JSON object
 	TotalBytes      float64
-	CreatedAt       time.Time
-	FinishedAt      time.Time
+	// Sealed is false while the job's creator may still add roots: it cannot complete before.
+	Sealed     bool
+	CreatedAt  time.Time
+	FinishedAt time.Time
 }
 
 // JobInsertParams creates a running job.
 type JobInsertParams struct {
+	// Open creates the job unsealed: roots will follow in batches, and [Executor.JobSeal] ends that.
+	Open            bool
 	Key             string
 	WorkflowName    string
 	WorkflowVersion int

@@ -170,3 +170,52 @@ steps:
 		t.Errorf("task stats %v, want %d complete", st, 4*(n+1))
 	}
 }
+
+// TestJobOpenUntilSealed: roots arrive in batches while workers run; the job must not complete
+// between batches, and completes once sealed.
+func TestJobOpenUntilSealed(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	count := &fn{spec: action.Spec{Name: "count"}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+		runs.Add(1)
+		return nil
+	}}
+	b := setup(t, count)
+	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte("name: one\nsteps:\n  c: {action: count, needs: [start]}\n"), "one.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "one", Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Ordinal: 0, Name: "first"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := b.e.Progress(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Items[store.ItemIngested] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first item not done: %+v", p)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+	if j, _ := b.db.JobGet(t.Context(), job.ID); j.State != store.JobRunning {
+		t.Fatalf("unsealed job is %s after its first batch; more roots are coming", j.State)
+	}
+	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Ordinal: 1, Name: "second"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.Seal(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, b.e, job.ID, 30*time.Second)
+	if j.State != store.JobComplete || runs.Load() != 2 {
+		t.Fatalf("job %s after %d runs, want complete after 2", j.State, runs.Load())
+	}
+}

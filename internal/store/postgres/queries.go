@@ -177,15 +177,16 @@ func (q *queries) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
 // --- jobs
 
 const (
-	jobCols = `id, COALESCE(key, ''), workflow_name, workflow_version, state, error, metadata, options, total_bytes, created_at, finished_at`
+	jobCols = `id, COALESCE(key, ''), workflow_name, workflow_version, state, error, metadata, options, total_bytes, sealed, created_at, finished_at`
 	// ON CONFLICT DO NOTHING rather than a raised unique violation, which would abort the
 	// caller's transaction (SQLite's statement-level rollback keeps it usable).
-	qJobInsert = `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at)
-		VALUES ($1, $2, $3, 'running', $4, $5, $6) ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING ` + jobCols
+	qJobInsert = `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at, sealed)
+		VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING ` + jobCols
 	qJobGet          = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
 	qJobGetByKey     = `SELECT ` + jobCols + ` FROM jobs WHERE key = $1`
 	qJobListRunning  = `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' ORDER BY id`
 	qJobSetState     = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
+	qJobSeal         = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
 	qJobAddTotal     = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
 	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = $1 AND state IN ('created', 'written', 'processed'))`
 	qJobTotal        = `SELECT total_bytes FROM jobs WHERE id = $1`
@@ -196,7 +197,7 @@ func scanJob(sc scanner) (*store.Job, error) {
 	var j store.Job
 	var md, opts []byte
 	var created, finished int64
-	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &created, &finished); err != nil {
+	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &j.Sealed, &created, &finished); err != nil {
 		return nil, mapErr(err)
 	}
 	j.Metadata, j.Options, j.CreatedAt, j.FinishedAt = md, opts, fromMicros(created), fromMicros(finished)
@@ -210,9 +211,18 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
+// JobSeal marks that no more roots will be added.
+func (q *queries) JobSeal(ctx context.Context, id int64) (bool, error) {
+	tag, err := q.c.Exec(ctx, qJobSeal, id)
+	if err != nil {
+		return false, fmt.Errorf("seal job %d: %w", id, mapErr(err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 // JobInsert returns an error wrapping [store.ErrConflict] when the key is taken.
 func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*store.Job, error) {
-	j, err := scanJob(q.c.QueryRow(ctx, qJobInsert, nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now)))
+	j, err := scanJob(q.c.QueryRow(ctx, qJobInsert, nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now), !p.Open))
 	if errors.Is(err, store.ErrNotFound) {
 		err = fmt.Errorf("%w: job key %q exists", store.ErrConflict, p.Key)
 	}

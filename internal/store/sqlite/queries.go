@@ -189,13 +189,13 @@ func (q *queries) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
 
 // --- jobs
 
-const jobCols = `id, COALESCE(key, ''), workflow_name, workflow_version, state, error, metadata, options, total_bytes, created_at, finished_at`
+const jobCols = `id, COALESCE(key, ''), workflow_name, workflow_version, state, error, metadata, options, total_bytes, sealed, created_at, finished_at`
 
 func scanJob(sc interface{ Scan(...any) error }) (*store.Job, error) {
 	var j store.Job
 	var md, opts string
 	var created, finished int64
-	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &created, &finished); err != nil {
+	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &j.Sealed, &created, &finished); err != nil {
 		return nil, mapErr(err)
 	}
 	j.Metadata, j.Options, j.CreatedAt, j.FinishedAt = []byte(md), []byte(opts), fromMicros(created), fromMicros(finished)
@@ -217,8 +217,8 @@ func jsonOr(b []byte) string {
 }
 
 func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*store.Job, error) {
-	row := q.wrow(ctx, `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?) RETURNING `+jobCols,
-		nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now))
+	row := q.wrow(ctx, `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at, sealed) VALUES (?, ?, ?, 'running', ?, ?, ?, ?) RETURNING `+jobCols,
+		nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now), !p.Open)
 	j, err := scanJob(row)
 	if err != nil {
 		return nil, fmt.Errorf("insert job: %w", err)
@@ -290,6 +290,15 @@ func (q *queries) JobSetState(ctx context.Context, p store.JobSetStateParams) (b
 	res, err := q.exec(ctx, `UPDATE jobs SET state = ?, error = ?, finished_at = ? WHERE id = ? AND state = 'running'`, p.State, p.Error, micros(p.Now), p.ID)
 	if err != nil {
 		return false, fmt.Errorf("set job %d state: %w", p.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) JobSeal(ctx context.Context, id int64) (bool, error) {
+	res, err := q.exec(ctx, `UPDATE jobs SET sealed = 1 WHERE id = ? AND sealed = 0`, id)
+	if err != nil {
+		return false, fmt.Errorf("seal job %d: %w", id, err)
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil

@@ -26,6 +26,8 @@ CREATE TABLE jobs (
     metadata         jsonb   NOT NULL DEFAULT '{}',
     options          jsonb   NOT NULL DEFAULT '{}',
     total_bytes      double precision NOT NULL DEFAULT 0,
+    -- a job accepting more roots cannot complete until sealed (roots arrive in batches)
+    sealed           boolean NOT NULL DEFAULT true,
     created_at       bigint  NOT NULL,
     finished_at      bigint  NOT NULL DEFAULT 0
 );

@@ -20,6 +20,8 @@ CREATE TABLE jobs (
     metadata         TEXT    NOT NULL DEFAULT '{}',
     options          TEXT    NOT NULL DEFAULT '{}',
     total_bytes      REAL    NOT NULL DEFAULT 0,
+    -- a job accepting more roots cannot complete until sealed (roots arrive in batches)
+    sealed           INTEGER NOT NULL DEFAULT 1,
     created_at       INTEGER NOT NULL,
     finished_at      INTEGER NOT NULL DEFAULT 0
 );
