@@ -13,7 +13,7 @@ func TestNoop(t *testing.T) {
 	t.Parallel()
 	a := NewNoop()
 	spec := a.Spec()
-	if spec.Name != "noop" || spec.Version != "1" || spec.Concurrency != 100 {
+	if spec.Name != "noop" || spec.Version != "1" || spec.Concurrency != 1000 {
 		t.Fatalf("spec = %+v", spec)
 	}
 	task := actiontest.NewTask(t, "a.txt", "text/plain", []byte("x"), nil, nil)
