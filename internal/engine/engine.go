@@ -198,6 +198,7 @@ type tx struct {
 	events  map[int64]map[string]bool
 	items   map[int64]*store.Item // locked in this transaction, kept in step with its writes
 	colored map[int64]bool        // items whose colored progress changed in memory
+	busy    map[int64]bool        // items that got a ready task in this transaction: not settling
 	dirty   map[int64]int         // item id → depth
 	touched map[int64]bool
 	ready   bool
@@ -206,7 +207,7 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
-	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, colored: map[int64]bool{},
+	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, colored: map[int64]bool{}, busy: map[int64]bool{},
 		dirty: map[int64]int{}, touched: map[int64]bool{}, ended: map[int64]string{}}
 }
 
@@ -349,6 +350,9 @@ func (t *tx) fire(it *store.Item, event string) error {
 		}
 		if ins {
 			t.ready = true
+			// A task made ready here cannot also finish in this transaction (it is leased and
+			// run after the commit), so the item cannot settle now: skip looking.
+			t.busy[it.ID] = true
 		}
 	}
 	return nil
@@ -441,6 +445,9 @@ var unfinishedStates = []string{store.ItemCreated, store.ItemWritten, store.Item
 
 // settle moves an item as far along written → processed → ingested as the database allows.
 func (t *tx) settle(id int64) error {
+	if t.busy[id] {
+		return nil
+	}
 	it, err := t.item(id)
 	if err != nil {
 		return err
