@@ -1,10 +1,6 @@
 package blob
 
 import (
-	"sync/atomic"
-
-	"golang.org/x/sys/unix"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -44,10 +40,8 @@ const (
 // process is killed. Temporary files left by a crash are ignored by Walk and
 // removed by [GC].
 type Dir struct {
-	root      *os.Root
-	path      string // absolute path of root, for LocalPath
-	deferSync atomic.Bool
-	pending   atomic.Int64 // Puts since the last Sync, in deferred mode
+	root *os.Root
+	path string // absolute path of root, for LocalPath
 }
 
 var (
@@ -106,11 +100,8 @@ func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("put blob: write %s: %w", tmp, err)
 	}
-	deferred := d.deferSync.Load()
-	if !deferred {
-		if err := f.Sync(); err != nil {
-			return "", 0, fmt.Errorf("put blob %s: sync %s: %w", sum, tmp, err)
-		}
+	if err := f.Sync(); err != nil {
+		return "", 0, fmt.Errorf("put blob %s: sync %s: %w", sum, tmp, err)
 	}
 	err = f.Close()
 	f = nil
@@ -129,10 +120,6 @@ func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 	// Existing content: refresh its mtime so GC's grace period covers this Put.
 	switch err := d.root.Chtimes(final, now, now); {
 	case err == nil:
-		if deferred {
-			d.pending.Add(1)
-			return sum, n, nil
-		}
 		// Another Put may have renamed it but not yet synced the directory.
 		if err := d.syncDir(leaf); err != nil {
 			return "", 0, fmt.Errorf("put blob %s: %w", sum, err)
@@ -153,10 +140,6 @@ func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 		return "", 0, fmt.Errorf("put blob %s: rename into place: %w", sum, err)
 	}
 	renamed = true
-	if deferred {
-		d.pending.Add(1)
-		return sum, n, nil
-	}
 	syncs := []string{leaf}
 	if created { // the new directory entries must be durable too
 		syncs = append(syncs, path.Dir(leaf), dirBlobs)
@@ -167,30 +150,6 @@ func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 		}
 	}
 	return sum, n, nil
-}
-
-// SetDeferredSync switches Put to group durability: a Put no longer fsyncs its file and
-// directories; the caller must call [Dir.Sync] before committing anything that references the
-// blobs put so far. One syncfs per transaction replaces three fsyncs per blob — the engine calls
-// Sync at the start of every write transaction.
-func (d *Dir) SetDeferredSync(on bool) { d.deferSync.Store(on) }
-
-// Sync makes every blob put so far durable (one syncfs(2) of the file system holding the store)
-// when deferred sync is on and something was put since the last Sync. Safe for concurrent use.
-func (d *Dir) Sync(ctx context.Context) error {
-	if d.pending.Swap(0) == 0 {
-		return nil
-	}
-	f, err := os.Open(d.path)
-	if err != nil {
-		return fmt.Errorf("sync blobs: %w", err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		d.pending.Add(1) // try again next time
-		return fmt.Errorf("sync blobs: syncfs: %w", err)
-	}
-	return nil
 }
 
 // createTemp creates a new, empty temporary file in root/tmp.

@@ -28,28 +28,6 @@ func TestDir(t *testing.T) {
 	blobtest.Exercise(t, func(t *testing.T) blob.Store { return newDir(t) })
 }
 
-// TestDirDeferredSync runs the conformance suite with group durability on, and checks that Sync
-// reports the pending puts it flushed.
-func TestDirDeferredSync(t *testing.T) {
-	t.Parallel()
-	blobtest.Exercise(t, func(t *testing.T) blob.Store {
-		d := newDir(t)
-		d.SetDeferredSync(true)
-		return d
-	})
-	d := newDir(t)
-	d.SetDeferredSync(true)
-	if _, _, err := d.Put(t.Context(), strings.NewReader("deferred")); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Sync(t.Context()); err != nil { // nothing pending: a no-op
-		t.Fatal(err)
-	}
-}
-
 func TestDirLayout(t *testing.T) {
 	t.Parallel()
 	d := newDir(t)

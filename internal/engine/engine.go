@@ -39,9 +39,6 @@ type Config struct {
 	OnCancel func(taskIDs []int64)
 	// OnJobEnd is called after a job reached a final state.
 	OnJobEnd func(jobID int64, state string)
-	// BeforeCommit, when set, runs at the start of every write transaction: the blob store's
-	// group sync, so a row never commits before the blobs it references are durable.
-	BeforeCommit func(ctx context.Context) error
 	// Remote lists actions whose tasks go to the queue "remote:<name>" for remote workers. Keys
 	// match action names case-insensitively and are used as written ("Pdf" → "remote:Pdf").
 	Remote map[string]bool
@@ -217,11 +214,6 @@ func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
 // Run runs fn in one store transaction with engine state, settles what fn touched, and fires
 // the in-memory notifications after commit. fn may be called again if the transaction is retried.
 func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
-	if e.cfg.BeforeCommit != nil {
-		if err := e.cfg.BeforeCommit(ctx); err != nil {
-			return err
-		}
-	}
 	var t *tx
 	err := e.store.InTx(ctx, func(x store.Executor) error {
 		t = e.newTx(ctx, x)

@@ -159,14 +159,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.Blobs = d
 	}
-	var beforeCommit func(context.Context) error
-	if d, ok := n.Blobs.(*blob.Dir); ok && cfg.Engine {
-		// Group durability: blobs are synced once per transaction instead of per file.
-		d.SetDeferredSync(true)
-		beforeCommit = d.Sync
-	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, BeforeCommit: beforeCommit,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote,
 		OnReady: func() {
 			if w != nil {
 				w.Wake()
