@@ -361,7 +361,7 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("direct conversions: %w", err)
 		}
 		res.DirectSeconds, res.Concurrency = d.Seconds(), conc
-		res.DirectIncludes = fmt.Sprintf("detect + text (charset decode, PDF render, pdftoppm thumbnail) on each entry's bytes "+
+		res.DirectIncludes = fmt.Sprintf("detect + text (charset decode, PDF render, page-1 thumbnail) on each entry's bytes "+
 			"held in memory, %d at a time like the engine's text action, results kept in memory; excludes unpacking the zip, "+
 			"blob and database writes, routing the PDF child and ingest, which the engine's seconds include", conc)
 		res.EngineOverheadPct = (res.Seconds - res.DirectSeconds) / res.DirectSeconds * 100
