@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,6 +301,7 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	nfiles := fs.Int("files", 10000, "number of small text files in the zip")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	skipDirect := fs.Bool("no-direct", false, "skip the direct (engine-free) measurement")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the engine run to this file")
 	fs.Lookup("data").DefValue = ""
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -335,6 +337,16 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	res := benchIngestResult{Files: *nfiles}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	start := time.Now()
 	job, err := startJob(ctx, n, documentsWorkflow, inputs, nil, map[string]any{"ocr": false, "split_by_page": false})
 	if err != nil {
@@ -345,6 +357,9 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	res.Seconds = time.Since(start).Seconds()
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	res.PeakRSSMB = peakRSSMB()
 	if final.State != store.JobComplete {
 		return fmt.Errorf("bench job ended %s: %s", final.State, final.Error)
