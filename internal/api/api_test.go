@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -147,18 +148,13 @@ func (b *bundle) json(t *testing.T, method, path string, body any, want int, out
 
 func waitState(t *testing.T, b *bundle, id int64, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var j map[string]any
+	var j map[string]any
+	poll.Until(t, 20*time.Second, fmt.Sprintf("job %d to be %s", id, want), func() (bool, string) {
+		j = nil
 		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d", id), nil, 200, &j)
-		if j["state"] == want {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: %v, want %s", id, j, want)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+		return j["state"] == want, fmt.Sprint(j)
+	})
+	return j
 }
 
 func TestJobLifecycle(t *testing.T) {
@@ -198,17 +194,10 @@ func TestJobLifecycle(t *testing.T) {
 			Metadata map[string]any
 		} `json:"items"`
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, "both items done", func() (bool, string) {
 		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/items", job.ID), nil, 200, &items)
-		if len(items.Items) == 2 && items.Items[0].HasText && items.Items[1].Error != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("items %+v", items)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+		return len(items.Items) == 2 && items.Items[0].HasText && items.Items[1].Error != "", fmt.Sprintf("%+v", items)
+	})
 	if items.Items[1].Error != "bad input" {
 		t.Errorf("error %q", items.Items[1].Error)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -32,13 +33,7 @@ func openNode(t *testing.T) *node.Node {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
-	}
+	poll.Until(t, d, what, func() (bool, string) { return cond(), "" })
 }
 
 func startMediathread(t *testing.T, n *node.Node, src string) (*store.Job, *store.Item) {

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -67,21 +68,16 @@ func setup(t *testing.T, actions ...action.Action) *bundle {
 
 func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		j, err := e.Store().JobGet(t.Context(), id)
-		if err != nil {
+	var j *store.Job
+	poll.Until(t, d, fmt.Sprintf("job %d to end", id), func() (bool, string) {
+		var err error
+		if j, err = e.Store().JobGet(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if j.State != store.JobRunning {
-			return j
-		}
-		if time.Now().After(deadline) {
-			p, _ := e.Progress(t.Context(), id)
-			t.Fatalf("job %d still running after %s: %+v", id, d, p)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
-	}
+		p, _ := e.Progress(t.Context(), id)
+		return j.State != store.JobRunning, fmt.Sprintf("%+v", p)
+	})
+	return j
 }
 
 func TestFanOutFanIn(t *testing.T) {
@@ -191,20 +187,13 @@ func TestJobOpenUntilSealed(t *testing.T) {
 	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Ordinal: 0, Name: "first"}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the first item", func() (bool, string) {
 		p, err := b.e.Progress(t.Context(), job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Items[store.ItemIngested] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first item not done: %+v", p)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
-	}
+		return p.Items[store.ItemIngested] == 1, fmt.Sprintf("%+v", p)
+	})
 	if j, _ := b.db.JobGet(t.Context(), job.ID); j.State != store.JobRunning {
 		t.Fatalf("unsealed job is %s after its first batch; more roots are coming", j.State)
 	}

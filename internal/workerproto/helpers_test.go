@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -150,33 +151,22 @@ func (b *bundle) poll(t *testing.T) *workerproto.TaskHandle {
 
 func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		j, err := e.Store().JobGet(t.Context(), id)
-		if err != nil {
+	var j *store.Job
+	poll.Until(t, d, fmt.Sprintf("job %d to end", id), func() (bool, string) {
+		var err error
+		if j, err = e.Store().JobGet(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if j.State != store.JobRunning {
-			return j
-		}
-		if time.Now().After(deadline) {
-			p, _ := e.Progress(t.Context(), id)
-			t.Fatalf("job %d still running after %s: %+v", id, d, p)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
-	}
+		p, _ := e.Progress(t.Context(), id)
+		return j.State != store.JobRunning, fmt.Sprintf("%+v", p)
+	})
+	return j
 }
 
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
-	}
+	poll.Until(t, d, what, func() (bool, string) { return cond(), "" })
 }
 
 func (b *bundle) root(t *testing.T, job *store.Job) *store.Item {

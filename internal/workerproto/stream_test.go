@@ -55,6 +55,8 @@ func TestCancel(t *testing.T) {
 		canceled := false
 		var err error
 		// Heartbeat parts keep flowing; after cancel the server answers 404 within one of them.
+		pace := time.NewTicker(time.Millisecond) // heartbeats paced like a worker's
+		defer pace.Stop()
 		for i := 0; i < 100000 && err == nil; i++ {
 			if i == 20 {
 				if cerr := b.e.Cancel(t.Context(), job.ID); cerr != nil {
@@ -64,7 +66,7 @@ func TestCancel(t *testing.T) {
 			}
 			err = s.Part("heartbeat", strings.NewReader(strings.Repeat("h", 1024)))
 			if canceled && err == nil {
-				time.Sleep(time.Millisecond) // pace heartbeats like a worker would
+				<-pace.C
 			}
 		}
 		if err == nil {
