@@ -502,23 +502,10 @@ func (t *tx) settle(id int64) error {
 		}
 		if it.NChildren == 0 {
 			// No children: processed and ingested at once, in one write.
-			share := it.Share
-			if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemWritten, To: store.ItemIngested, Now: t.now, Colored: &share}); err != nil {
-				return err
-			}
-			it.State, it.Colored = store.ItemIngested, share
-			if it.ParentID != 0 {
-				t.dirty[it.ParentID] = it.Depth - 1
-			}
-			t.touched[it.JobID] = true
-			return nil
+			return t.moveItem(it, store.ItemIngested)
 		}
-		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemWritten, To: store.ItemProcessed, Now: t.now}); err != nil {
+		if err := t.moveItem(it, store.ItemProcessed); err != nil {
 			return err
-		}
-		it.State = store.ItemProcessed
-		if it.ParentID != 0 {
-			t.dirty[it.ParentID] = it.Depth - 1
 		}
 	}
 	if it.State == store.ItemProcessed {
@@ -528,15 +515,29 @@ func (t *tx) settle(id int64) error {
 				return err
 			}
 		}
+		return t.moveItem(it, store.ItemIngested)
+	}
+	return nil
+}
+
+// moveItem moves the item to state (coloring all of its share when ingested) and marks its parent
+// for settling, since a child's progress may let the parent move too.
+func (t *tx) moveItem(it *store.Item, state string) error {
+	p := store.ItemSetStateParams{ID: it.ID, From: it.State, To: state, Now: t.now}
+	if state == store.ItemIngested {
 		share := it.Share
-		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: store.ItemProcessed, To: store.ItemIngested, Now: t.now, Colored: &share}); err != nil {
-			return err
-		}
-		it.State, it.Colored = store.ItemIngested, share
-		if it.ParentID != 0 {
-			t.dirty[it.ParentID] = it.Depth - 1
-		}
+		p.Colored = &share
+	}
+	if _, err := t.x.ItemSetState(t.ctx, p); err != nil {
+		return err
+	}
+	it.State = state
+	if p.Colored != nil {
+		it.Colored = *p.Colored
 		t.touched[it.JobID] = true
+	}
+	if it.ParentID != 0 {
+		t.dirty[it.ParentID] = it.Depth - 1
 	}
 	return nil
 }
