@@ -1,0 +1,291 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+func testItemInsert(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	text := "hello"
+	p := store.ItemInsertParams{
+		JobID: j.ID, Ordinal: 0, Depth: 0, SortKey: "0000", Name: "a.zip", ContentType: "application/zip",
+		BlobSHA256: "abc", Size: 42, Metadata: []byte(`{"m":1}`), Options: []byte(`{"ocr":true}`), Text: &text,
+		ThumbnailSHA: "th", ThumbnailType: "image/jpeg", RangeLo: 10, RangeLen: 90, Now: b.now,
+	}
+	root, inserted, err := b.s.ItemInsert(ctx, p)
+	mustOK(t, err)
+	if !inserted {
+		t.Error("first ItemInsert: inserted = false")
+	}
+	if root.ID <= 0 || root.RootID != root.ID || root.ParentID != 0 || root.JobID != j.ID || root.Step != "" {
+		t.Errorf("root ids: id %d root %d parent %d job %d step %q", root.ID, root.RootID, root.ParentID, root.JobID, root.Step)
+	}
+	if root.State != store.ItemWritten || root.Name != "a.zip" || root.ContentType != "application/zip" || root.BlobSHA256 != "abc" ||
+		root.Size != 42 || !root.HasText || root.ThumbnailSHA != "th" || root.ThumbnailType != "image/jpeg" || root.SortKey != "0000" ||
+		root.RangeLo != 10 || root.RangeLen != 90 || root.Share != 90 || root.Colored != 0 || root.NChildren != 0 || root.Error != "" {
+		t.Errorf("root = %+v", root)
+	}
+	checkJSON(t, "Metadata", root.Metadata, `{"m":1}`)
+	checkJSON(t, "Options", root.Options, `{"ocr":true}`)
+	checkTime(t, "CreatedAt", root.CreatedAt, b.now)
+
+	// Replay: same key, different content; the stored item is returned unchanged.
+	replay := p
+	replay.Name, replay.BlobSHA256, replay.Now = "other", "def", b.at(time.Hour)
+	again, inserted, err := b.s.ItemInsert(ctx, replay)
+	mustOK(t, err)
+	if inserted || again.ID != root.ID || again.Name != "a.zip" || again.BlobSHA256 != "abc" || again.RootID != root.ID {
+		t.Errorf("replayed ItemInsert = %d %q %q inserted=%v, want %d a.zip abc false", again.ID, again.Name, again.BlobSHA256, inserted, root.ID)
+	}
+	checkTime(t, "replayed CreatedAt", again.CreatedAt, b.now)
+	if got := b.getItem(root.ID); got.Text != "hello" || !got.HasText {
+		t.Errorf("ItemGet text = %q (has %v), want hello", got.Text, got.HasText)
+	}
+
+	// Children: keyed by (parent, step, ordinal); no text means HasText false.
+	cp := store.ItemInsertParams{JobID: j.ID, ParentID: root.ID, RootID: root.ID, Step: "unpack", Ordinal: 0, Depth: 1, SortKey: "0000/0000", Name: "a.zip/x", RangeLo: 10, RangeLen: 30, Now: b.now}
+	c1, ins1, err := b.s.ItemInsert(ctx, cp)
+	mustOK(t, err)
+	cp2 := cp
+	cp2.Step = "attachments"
+	c2, ins2, err := b.s.ItemInsert(ctx, cp2)
+	mustOK(t, err)
+	c1again, ins3, err := b.s.ItemInsert(ctx, cp)
+	mustOK(t, err)
+	if !ins1 || !ins2 || ins3 || c1.ID == c2.ID || c1again.ID != c1.ID {
+		t.Errorf("children: %d(%v) %d(%v) replay %d(%v)", c1.ID, ins1, c2.ID, ins2, c1again.ID, ins3)
+	}
+	if c1.ParentID != root.ID || c1.RootID != root.ID || c1.Depth != 1 || c1.HasText || c1.Step != "unpack" {
+		t.Errorf("child = %+v", c1)
+	}
+	checkJSON(t, "child default Metadata", c1.Metadata, `{}`)
+	if got := b.getItem(c1.ID); got.HasText || got.Text != "" {
+		t.Errorf("child without text: HasText %v Text %q", got.HasText, got.Text)
+	}
+	// The same ordinal under another job is another item.
+	other, ins, err := b.s.ItemInsert(ctx, store.ItemInsertParams{JobID: b.job("").ID, Ordinal: 0, SortKey: "0000", Name: "a.zip", Now: b.now})
+	mustOK(t, err)
+	if !ins || other.ID == root.ID || other.RootID != other.ID {
+		t.Errorf("root of another job = %d (inserted %v, root %d), want a new root", other.ID, ins, other.RootID)
+	}
+	// ItemLock returns the current row inside a transaction.
+	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
+		it, err := x.ItemLock(ctx, c1.ID)
+		if err != nil {
+			return err
+		}
+		if it.ID != c1.ID || it.Name != "a.zip/x" {
+			return fmt.Errorf("ItemLock = %d %q", it.ID, it.Name)
+		}
+		_, err = x.ItemLock(ctx, 1<<40)
+		if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("ItemLock(missing): error = %v, want store.ErrNotFound", err)
+		}
+		return nil
+	}))
+}
+
+func testItemList(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	r0, r1 := b.root(j.ID, 0, "0000"), b.root(j.ID, 1, "0001")
+	c00 := b.child(r0, "unpack", 0)
+	c01 := b.child(r0, "unpack", 1)
+	c10 := b.child(r1, "unpack", 0)
+	b.root(b.job("").ID, 0, "0000") // another job's item
+	text := "txt"
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: c01.ID, Text: &text, Error: "bad"}))
+	must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: c10.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t)
+
+	zero := int64(0)
+	for _, tc := range []struct {
+		name string
+		p    store.ItemListParams
+		want []*store.Item
+	}{
+		{"all in tree order", store.ItemListParams{}, []*store.Item{r0, c00, c01, r1, c10}},
+		{"roots", store.ItemListParams{ParentID: &zero}, []*store.Item{r0, r1}},
+		{"children of r0", store.ItemListParams{ParentID: &r0.ID}, []*store.Item{c00, c01}},
+		{"processed", store.ItemListParams{States: []string{store.ItemProcessed}}, []*store.Item{c10}},
+		{"two states", store.ItemListParams{States: []string{store.ItemProcessed, store.ItemWritten}, Limit: 2}, []*store.Item{r0, c00}},
+		{"after sort key", store.ItemListParams{AfterSort: c00.SortKey, Limit: 2}, []*store.Item{c01, r1}},
+		{"only errored", store.ItemListParams{OnlyErrored: true}, []*store.Item{c01}},
+	} {
+		tc.p.JobID = j.ID
+		checkIDs(t, "ItemList "+tc.name, itemIDs(must(b.s.ItemList(ctx, tc.p))(t)), itemIDs(tc.want))
+	}
+	for _, with := range []bool{false, true} {
+		got := must(b.s.ItemList(ctx, store.ItemListParams{JobID: j.ID, OnlyErrored: true, WithText: with}))(t)
+		if len(got) != 1 || !got[0].HasText || got[0].Error != "bad" {
+			t.Fatalf("ItemList(errored, WithText %v) = %+v", with, got)
+		}
+		if want := map[bool]string{false: "", true: "txt"}[with]; got[0].Text != want {
+			t.Errorf("ItemList(WithText %v).Text = %q, want %q", with, got[0].Text, want)
+		}
+	}
+}
+
+func testItemSetState(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	it := b.root(b.job("").ID, 0, "0")
+	if must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now}))(t) {
+		t.Error("ItemSetState from the wrong state = true")
+	}
+	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t) {
+		t.Error("ItemSetState(written→processed) = false")
+	}
+	if got := b.getItem(it.ID); got.State != store.ItemProcessed || got.Colored != 0 {
+		t.Errorf("after processed: %s colored %v", got.State, got.Colored)
+	}
+	c := 77.5
+	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
+		t.Error("ItemSetState(processed→ingested) = false")
+	}
+	if got := b.getItem(it.ID); got.State != store.ItemIngested || got.Colored != 77.5 {
+		t.Errorf("after ingested: %s colored %v, want ingested 77.5", got.State, got.Colored)
+	}
+	if must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: 1 << 40, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t) {
+		t.Error("ItemSetState of a missing item = true")
+	}
+}
+
+func testItemUpdateSetOnce(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	it := b.root(j.ID, 0, "0")
+	first, second := "first", "second"
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, Text: &first, ThumbnailSHA: "t1", ThumbnailType: "image/png", Error: "e1", ContentType: "a/b"}))
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, Text: &second, ThumbnailSHA: "t2", ThumbnailType: "image/jpeg", Error: "e2", ContentType: "c/d"}))
+	got := b.getItem(it.ID)
+	if got.Text != "first" || !got.HasText || got.ThumbnailSHA != "t1" || got.ThumbnailType != "image/png" || got.Error != "e1" {
+		t.Errorf("set-once fields = text %q thumb %q %q error %q, want first t1 image/png e1", got.Text, got.ThumbnailSHA, got.ThumbnailType, got.Error)
+	}
+	if got.ContentType != "c/d" {
+		t.Errorf("ContentType = %q, want the latest c/d", got.ContentType)
+	}
+	// Empty values change nothing.
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID}))
+	if again := b.getItem(it.ID); again.ContentType != "c/d" || again.Text != "first" || again.Error != "e1" {
+		t.Errorf("empty ItemUpdate changed the item: %+v", again)
+	}
+	// Empty text counts as set.
+	empty := ""
+	it2 := b.root(j.ID, 1, "1")
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it2.ID, Text: &empty}))
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it2.ID, Text: &second}))
+	if got := b.getItem(it2.ID); !got.HasText || got.Text != "" {
+		t.Errorf("after empty text then %q: HasText %v Text %q, want true \"\"", second, got.HasText, got.Text)
+	}
+	// Text given at insert is already set.
+	p := store.ItemInsertParams{JobID: j.ID, Ordinal: 2, SortKey: "2", Name: "t", Text: &first, Now: b.now}
+	it3, _, err := b.s.ItemInsert(ctx, p)
+	mustOK(t, err)
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it3.ID, Text: &second}))
+	if got := b.getItem(it3.ID); got.Text != "first" {
+		t.Errorf("text set at insert then updated = %q, want first", got.Text)
+	}
+}
+
+// testItemUpdateMetadataMerge pins the merge rule: the stored metadata is applied as a JSON merge
+// patch (RFC 7386) over the new metadata, so keys the item already has win, at every depth.
+func testItemUpdateMetadataMerge(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	for i, tc := range []struct {
+		name, stored, update, want string
+	}{
+		{"new keys added", `{}`, `{"a":1,"b":"x"}`, `{"a":1,"b":"x"}`},
+		{"existing keys win", `{"a":"user","keep":true}`, `{"a":"action","b":2}`, `{"a":"user","keep":true,"b":2}`},
+		{"nested objects merge, existing wins", `{"o":{"x":1,"deep":{"p":1}}}`, `{"o":{"x":2,"y":3,"deep":{"p":2,"q":2}}}`, `{"o":{"x":1,"y":3,"deep":{"p":1,"q":2}}}`},
+		{"arrays are values", `{"l":[1,2]}`, `{"l":[3],"m":[4]}`, `{"l":[1,2],"m":[4]}`},
+		{"stored scalar beats new object", `{"o":5}`, `{"o":{"x":1}}`, `{"o":5}`},
+		{"types survive", `{}`, `{"t":true,"f":false,"n":null,"i":12,"r":1.5,"s":"é"}`, `{"t":true,"f":false,"n":null,"i":12,"r":1.5,"s":"é"}`},
+	} {
+		it, _, err := b.s.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, Ordinal: i, SortKey: fmt.Sprint(i), Name: tc.name, Metadata: []byte(tc.stored), Now: b.now})
+		mustOK(t, err)
+		mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, Metadata: []byte(tc.update)}))
+		checkJSON(t, "metadata after merge: "+tc.name, b.getItem(it.ID).Metadata, tc.want)
+		// Replaying the same update is a no-op.
+		mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, Metadata: []byte(tc.update)}))
+		checkJSON(t, "metadata after replay: "+tc.name, b.getItem(it.ID).Metadata, tc.want)
+	}
+}
+
+func testItemColored(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	it := b.root(b.job("").ID, 0, "0") // range 100, share 100
+	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 40))
+	got := b.getItem(it.ID)
+	if got.NChildren != 1 || got.Share != 60 || got.RangeLen != 100 {
+		t.Errorf("after ItemAddChild(40): n %d share %v range %v, want 1 60 100", got.NChildren, got.Share, got.RangeLen)
+	}
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, AddColored: 0.5}))
+	if got := b.getItem(it.ID); got.Colored != 50 {
+		t.Errorf("colored after 0.5 = %v, want 50 (a fraction of the range)", got.Colored)
+	}
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, AddColored: 0.5}))
+	if got := b.getItem(it.ID); got.Colored != 60 {
+		t.Errorf("colored after 0.5 more = %v, want 60 (capped at share)", got.Colored)
+	}
+	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 100))
+	if got := b.getItem(it.ID); got.NChildren != 2 || got.Share != 0 {
+		t.Errorf("after ItemAddChild(100): n %d share %v, want 2 0 (never negative)", got.NChildren, got.Share)
+	}
+}
+
+func testItemChildren(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	r := b.root(j.ID, 0, "0")
+	c1 := b.child(r, "unpack", 1)
+	c0 := b.child(r, "unpack", 0)
+	a0 := b.child(r, "attach", 0)
+	b.child(c0, "unpack", 0) // grandchild
+	checkIDs(t, "ItemListChildren(unpack)", itemIDs(must(b.s.ItemListChildren(ctx, r.ID, "unpack"))(t)), []int64{c0.ID, c1.ID})
+	checkIDs(t, "ItemListChildren(attach)", itemIDs(must(b.s.ItemListChildren(ctx, r.ID, "attach"))(t)), []int64{a0.ID})
+	checkIDs(t, "ItemListChildren(none)", itemIDs(must(b.s.ItemListChildren(ctx, r.ID, "nope"))(t)), nil)
+
+	has := func(states ...string) bool {
+		t.Helper()
+		return must(b.s.ItemHasChildInState(ctx, r.ID, states))(t)
+	}
+	if !has(store.ItemWritten) || has(store.ItemProcessed) || has(store.ItemIngested, store.ItemCreated) {
+		t.Error("ItemHasChildInState with all children written")
+	}
+	for _, c := range []*store.Item{c0, c1, a0} {
+		must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: c.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t)
+	}
+	if has(store.ItemCreated, store.ItemWritten) || !has(store.ItemWritten, store.ItemProcessed) {
+		t.Error("ItemHasChildInState with all children processed (the grandchild is not a child)")
+	}
+}
+
+func testEvents(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	it := b.root(b.job("").ID, 0, "0")
+	other := b.root(b.job("").ID, 0, "0")
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{"start", true}, {"detected.pdf", true}, {"start", false}, {"detected.pdf", false}} {
+		if got := must(b.s.EventInsert(ctx, it.ID, tc.name, b.now))(t); got != tc.want {
+			t.Errorf("EventInsert(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	must(b.s.EventInsert(ctx, other.ID, "other", b.now))(t)
+	got := must(b.s.EventListByItem(ctx, it.ID))(t)
+	slices.Sort(got)
+	if want := []string{"detected.pdf", "start"}; !slices.Equal(got, want) {
+		t.Errorf("EventListByItem = %v, want %v", got, want)
+	}
+	if got := must(b.s.EventListByItem(ctx, 1<<40))(t); len(got) != 0 {
+		t.Errorf("EventListByItem(missing) = %v, want none", got)
+	}
+}

@@ -1,0 +1,344 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+func testTaskInsert(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	it := b.root(b.job("").ID, 0, "0007")
+	p := store.TaskInsertParams{JobID: it.JobID, ItemID: it.ID, Step: "detect", Action: "detect", Queue: "cpu", MaxAttempts: 3, SortKey: it.SortKey, ProgressWeight: 0.25, Now: b.now}
+	if !must(b.s.TaskInsert(ctx, p))(t) {
+		t.Error("first TaskInsert = false")
+	}
+	replay := p
+	replay.Action, replay.Queue, replay.MaxAttempts, replay.Now = "other", "io", 9, b.at(time.Hour)
+	if must(b.s.TaskInsert(ctx, replay))(t) {
+		t.Error("replayed TaskInsert = true")
+	}
+	ts := must(b.s.TaskListByItem(ctx, it.ID))(t)
+	if len(ts) != 1 {
+		t.Fatalf("TaskListByItem = %d tasks, want 1", len(ts))
+	}
+	tk := b.getTask(ts[0].ID)
+	if tk.JobID != it.JobID || tk.ItemID != it.ID || tk.Step != "detect" || tk.Action != "detect" || tk.Queue != "cpu" ||
+		tk.State != store.TaskReady || tk.Attempt != 0 || tk.MaxAttempts != 3 || tk.SortKey != "0007" || tk.ProgressWeight != 0.25 ||
+		tk.LeaseOwner != "" || tk.Error != "" {
+		t.Errorf("task = %+v", tk)
+	}
+	checkTime(t, "CreatedAt", tk.CreatedAt, b.now)
+	checkTime(t, "RunAfter", tk.RunAfter, time.Time{})
+	checkTime(t, "LeaseExpires", tk.LeaseExpires, time.Time{})
+	checkTime(t, "StartedAt", tk.StartedAt, time.Time{})
+	checkTime(t, "FinishedAt", tk.FinishedAt, time.Time{})
+	// Another step of the same item is another task.
+	p.Step = "pdf"
+	if !must(b.s.TaskInsert(ctx, p))(t) {
+		t.Error("TaskInsert of a second step = false")
+	}
+}
+
+func testTaskLeaseOrder(t *testing.T, b *bundle) {
+	older, newer := b.job(""), b.job("")
+	// Insert the newer job's task first: age is the job's, not the task's.
+	n0 := b.task(b.s, b.root(newer.ID, 0, "0000"), "s")
+	r0 := b.root(older.ID, 0, "0000")
+	r1 := b.root(older.ID, 1, "0001")
+	t1 := b.task(b.s, r1, "s")
+	c := b.child(r0, "unpack", 0) // 0000/0000: sorts between r0 and r1
+	tc := b.task(b.s, c, "s")
+	t0 := b.task(b.s, r0, "s")
+	b.taskIn(b.s, r0, "elsewhere", "other-queue")
+
+	before := b.now.Add(-time.Second)
+	got := b.lease("q", 10, "w1", b.now)
+	checkIDs(t, "lease order", taskIDs(got), []int64{t0.ID, tc.ID, t1.ID, n0.ID})
+	for _, tk := range got {
+		if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w1" || tk.Queue != "q" {
+			t.Errorf("leased task = %+v", tk)
+		}
+		checkTime(t, "LeaseExpires", tk.LeaseExpires, b.now.Add(time.Minute))
+		checkTime(t, "StartedAt", tk.StartedAt, b.now)
+	}
+	if stored := b.getTask(t0.ID); stored.State != store.TaskRunning || stored.Attempt != 1 || stored.LeaseOwner != "w1" {
+		t.Errorf("stored leased task = %+v", stored)
+	}
+	if again := b.lease("q", 10, "w2", b.now); len(again) != 0 {
+		t.Errorf("second lease = %v, want none", taskIDs(again))
+	}
+	if other := b.lease("other-queue", 10, "w2", before); len(other) != 1 || other[0].Step != "elsewhere" {
+		t.Errorf("lease of other-queue = %v", taskIDs(other))
+	}
+}
+
+func testTaskLeaseLimit(t *testing.T, b *bundle) {
+	j := b.job("")
+	var want []int64
+	for i := range 5 {
+		want = append(want, b.task(b.s, b.root(j.ID, i, fmt.Sprintf("%04d", i)), "s").ID)
+	}
+	var got []int64
+	for _, n := range []int{2, 2, 1, 0} {
+		leased := b.lease("q", 2, "w", b.now)
+		if len(leased) != n {
+			t.Fatalf("lease with limit 2 = %d tasks, want %d", len(leased), n)
+		}
+		got = append(got, taskIDs(leased)...)
+	}
+	checkIDs(t, "leased in batches", got, want)
+}
+
+func testTaskLeaseRunAfter(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	tk := b.task(b.s, b.root(b.job("").ID, 0, "0"), "s")
+	b.lease("q", 1, "w", b.now)
+	later := b.at(time.Minute)
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: store.TaskReady, Error: "retry me", RunAfter: later, Now: b.now}))(t) {
+		t.Fatal("TaskFinish(ready) = false")
+	}
+	got := b.getTask(tk.ID)
+	if got.State != store.TaskReady || got.Attempt != 1 || got.Error != "retry me" || got.LeaseOwner != "" {
+		t.Errorf("after retry: %+v", got)
+	}
+	checkTime(t, "RunAfter", got.RunAfter, later)
+	checkTime(t, "FinishedAt of a retry", got.FinishedAt, time.Time{})
+	checkTime(t, "LeaseExpires of a retry", got.LeaseExpires, time.Time{})
+	if n := b.lease("q", 1, "w", later.Add(-time.Microsecond)); len(n) != 0 {
+		t.Errorf("lease before run_after = %v, want none", taskIDs(n))
+	}
+	again := b.lease("q", 1, "w", later) // run_after <= now
+	if len(again) != 1 || again[0].Attempt != 2 {
+		t.Fatalf("lease at run_after = %+v, want the task at attempt 2", again)
+	}
+}
+
+func testTaskFinishGuard(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	finish := func(id int64, attempt int, state, msg string, now time.Time) bool {
+		t.Helper()
+		return must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: id, Attempt: attempt, State: state, Error: msg, Now: now}))(t)
+	}
+	tk := b.task(b.s, b.root(j.ID, 0, "0"), "s")
+	if finish(tk.ID, 0, store.TaskComplete, "", b.now) {
+		t.Error("TaskFinish of a ready task = true")
+	}
+	b.lease("q", 1, "w", b.now)
+	if finish(tk.ID, 2, store.TaskComplete, "", b.now) {
+		t.Error("TaskFinish with a future attempt = true")
+	}
+	if !finish(tk.ID, 1, store.TaskComplete, "", b.at(time.Second)) {
+		t.Error("TaskFinish(complete) = false")
+	}
+	if finish(tk.ID, 1, store.TaskFailed, "late", b.at(time.Hour)) {
+		t.Error("second TaskFinish = true")
+	}
+	got := b.getTask(tk.ID)
+	if got.State != store.TaskComplete || got.Attempt != 1 || got.Error != "" || got.LeaseOwner != "" {
+		t.Errorf("completed task = %+v", got)
+	}
+	checkTime(t, "FinishedAt", got.FinishedAt, b.at(time.Second))
+	checkTime(t, "LeaseExpires", got.LeaseExpires, time.Time{})
+
+	// A stale attempt (its lease was lost and the task re-leased) cannot finish the new one.
+	tk2 := b.task(b.s, b.root(j.ID, 1, "1"), "s")
+	b.lease("q", 1, "w1", b.now)
+	if !finish(tk2.ID, 1, store.TaskReady, "crashed", b.now) {
+		t.Fatal("TaskFinish(ready) = false")
+	}
+	b.lease("q", 1, "w2", b.now)
+	if finish(tk2.ID, 1, store.TaskComplete, "", b.now) {
+		t.Error("stale attempt 1 finished attempt 2")
+	}
+	if !finish(tk2.ID, 2, store.TaskFailed, "gave up", b.at(time.Minute)) {
+		t.Error("TaskFinish(failed) of attempt 2 = false")
+	}
+	got = b.getTask(tk2.ID)
+	if got.State != store.TaskFailed || got.Error != "gave up" || got.Attempt != 2 {
+		t.Errorf("failed task = %+v", got)
+	}
+	checkTime(t, "FinishedAt", got.FinishedAt, b.at(time.Minute))
+	// Canceled is a final state too.
+	tk3 := b.task(b.s, b.root(j.ID, 2, "2"), "s")
+	b.lease("q", 1, "w", b.now)
+	if !finish(tk3.ID, 1, store.TaskCanceled, "canceled", b.now) || b.getTask(tk3.ID).State != store.TaskCanceled {
+		t.Error("TaskFinish(canceled) did not cancel")
+	}
+}
+
+func testTaskFinishRefund(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	tk := b.task(b.s, b.root(b.job("").ID, 0, "0"), "s")
+	b.lease("q", 1, "w", b.now)
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.now, Refund: true, Now: b.now}))(t) {
+		t.Fatal("TaskFinish(ready, refund) = false")
+	}
+	if got := b.getTask(tk.ID); got.State != store.TaskReady || got.Attempt != 0 {
+		t.Errorf("after refund: %s attempt %d, want ready 0", got.State, got.Attempt)
+	}
+	if again := b.lease("q", 1, "w", b.now); len(again) != 1 || again[0].Attempt != 1 {
+		t.Fatalf("lease after refund = %+v, want attempt 1 again", again)
+	}
+	// A refunded attempt number can finish only the attempt that now runs.
+	if must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 0, State: store.TaskComplete, Now: b.now}))(t) {
+		t.Error("TaskFinish with attempt 0 after refund and re-lease = true")
+	}
+}
+
+func testTaskRenewLeases(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	a1 := b.task(b.s, b.root(j.ID, 0, "0"), "s")
+	a2 := b.task(b.s, b.root(j.ID, 1, "1"), "s")
+	done := b.task(b.s, b.root(j.ID, 2, "2"), "s")
+	bt := b.task(b.s, b.root(j.ID, 3, "3"), "s")
+	ready := b.task(b.s, b.root(j.ID, 4, "4"), "s")
+	b.lease("q", 3, "A", b.now) // a1, a2, done
+	b.lease("q", 1, "B", b.now)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	until := b.at(time.Hour)
+	if n := must(b.s.TaskRenewLeases(ctx, "A", until))(t); n != 2 {
+		t.Errorf("TaskRenewLeases(A) = %d, want 2", n)
+	}
+	for _, tc := range []struct {
+		tk   *store.Task
+		want time.Time
+	}{{a1, until}, {a2, until}, {bt, b.at(time.Minute)}, {done, time.Time{}}, {ready, time.Time{}}} {
+		checkTime(t, fmt.Sprintf("LeaseExpires of task %d", tc.tk.ID), b.getTask(tc.tk.ID).LeaseExpires, tc.want)
+	}
+	if n := must(b.s.TaskRenewLeases(ctx, "nobody", until))(t); n != 0 {
+		t.Errorf("TaskRenewLeases(nobody) = %d, want 0", n)
+	}
+}
+
+func testTaskListExpired(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	var ts []*store.Task
+	for i := range 5 {
+		ts = append(ts, b.task(b.s, b.root(j.ID, i, fmt.Sprint(i)), "s"))
+	}
+	// Leases expiring at +3m, +1m, +2m, +10m, and one finished.
+	for i, until := range []time.Duration{3, 1, 2, 10, 1} {
+		leased := must(b.s.TaskLease(ctx, store.TaskLeaseParams{Queue: "q", Limit: 1, Owner: "w", Now: b.now, LeaseUntil: b.at(until * time.Minute)}))(t)
+		if len(leased) != 1 || leased[0].ID != ts[i].ID {
+			t.Fatalf("lease %d = %v", i, taskIDs(leased))
+		}
+	}
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ts[4].ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	at := b.at(3 * time.Minute) // +3m itself is not expired yet
+	checkIDs(t, "TaskListExpired", taskIDs(must(b.s.TaskListExpired(ctx, at, 10))(t)), []int64{ts[1].ID, ts[2].ID})
+	checkIDs(t, "TaskListExpired limit 1", taskIDs(must(b.s.TaskListExpired(ctx, at, 1))(t)), []int64{ts[1].ID})
+	checkIDs(t, "TaskListExpired later", taskIDs(must(b.s.TaskListExpired(ctx, b.at(time.Hour), 10))(t)), []int64{ts[1].ID, ts[2].ID, ts[0].ID, ts[3].ID})
+	checkIDs(t, "TaskListExpired before any", taskIDs(must(b.s.TaskListExpired(ctx, b.now, 10))(t)), nil)
+	if got := must(b.s.TaskListExpired(ctx, at, 10))(t); len(got) > 0 && (got[0].State != store.TaskRunning || got[0].LeaseOwner != "w") {
+		t.Errorf("expired task = %+v", got[0])
+	}
+}
+
+func testTaskLists(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j, other := b.job(""), b.job("")
+	it := b.root(j.ID, 0, "0")
+	s1, s2, s3 := b.task(b.s, it, "s1"), b.task(b.s, it, "s2"), b.task(b.s, it, "s3")
+	s4 := b.task(b.s, b.root(j.ID, 1, "1"), "s1")
+	b.task(b.s, b.root(other.ID, 0, "0"), "s1")
+	b.lease("q", 1, "w", b.now) // s1
+	leased2 := b.lease("q", 1, "w", b.now)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: leased2[0].ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t) // s2
+
+	if n := must(b.s.TaskCountActive(ctx, it.ID))(t); n != 2 {
+		t.Errorf("TaskCountActive = %d, want 2 (running s1, ready s3)", n)
+	}
+	checkIDs(t, "TaskListByItem", taskIDs(must(b.s.TaskListByItem(ctx, it.ID))(t)), []int64{s1.ID, s2.ID, s3.ID})
+	checkIDs(t, "TaskListByJob", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID}))(t)), []int64{s1.ID, s2.ID, s3.ID, s4.ID})
+	checkIDs(t, "TaskListByJob ready", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskReady}))(t)), []int64{s3.ID, s4.ID})
+	checkIDs(t, "TaskListByJob page", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, AfterID: s1.ID, Limit: 2}))(t)), []int64{s2.ID, s3.ID})
+	stats := must(b.s.TaskStats(ctx, j.ID))(t)
+	if want := map[string]int{store.TaskRunning: 1, store.TaskComplete: 1, store.TaskReady: 2}; !mapsEqual(stats, want) {
+		t.Errorf("TaskStats = %v, want %v", stats, want)
+	}
+	if empty := must(b.s.TaskStats(ctx, 1<<40))(t); len(empty) != 0 {
+		t.Errorf("TaskStats of a missing job = %v, want empty", empty)
+	}
+}
+
+func testTaskCancelJob(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j, other := b.job(""), b.job("")
+	running := b.task(b.s, b.root(j.ID, 0, "0"), "s")
+	done := b.task(b.s, b.root(j.ID, 1, "1"), "s")
+	b.lease("q", 2, "w", b.now)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	ready := b.task(b.s, b.root(j.ID, 2, "2"), "s")
+	otherReady := b.task(b.s, b.root(other.ID, 0, "0"), "s")
+
+	ids := must(b.s.TaskCancelJob(ctx, j.ID, "canceled", b.at(time.Second)))(t)
+	checkIDs(t, "TaskCancelJob running ids", ids, []int64{running.ID})
+	got := b.getTask(ready.ID)
+	if got.State != store.TaskCanceled || got.Error != "canceled" {
+		t.Errorf("canceled task = %s %q", got.State, got.Error)
+	}
+	checkTime(t, "FinishedAt of canceled", got.FinishedAt, b.at(time.Second))
+	for _, tc := range []struct {
+		tk   *store.Task
+		want string
+	}{{running, store.TaskRunning}, {done, store.TaskComplete}, {otherReady, store.TaskReady}} {
+		if s := b.getTask(tc.tk.ID).State; s != tc.want {
+			t.Errorf("task %d after cancel = %s, want %s", tc.tk.ID, s, tc.want)
+		}
+	}
+	// Replaying the cancel changes nothing more.
+	checkIDs(t, "second TaskCancelJob", must(b.s.TaskCancelJob(ctx, j.ID, "again", b.at(time.Hour)))(t), []int64{running.ID})
+	if got := b.getTask(ready.ID); got.Error != "canceled" {
+		t.Errorf("replayed cancel rewrote the error: %q", got.Error)
+	}
+}
+
+func testTaskNextRunAfter(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	checkTime(t, "TaskNextRunAfter with no tasks", must(b.s.TaskNextRunAfter(ctx))(t), time.Time{})
+	j := b.job("")
+	t1 := b.task(b.s, b.root(j.ID, 0, "0"), "s")
+	t2 := b.task(b.s, b.root(j.ID, 1, "1"), "s")
+	b.lease("q", 2, "w", b.now)
+	checkTime(t, "TaskNextRunAfter with only running tasks", must(b.s.TaskNextRunAfter(ctx))(t), time.Time{})
+	for _, tc := range []struct {
+		tk *store.Task
+		d  time.Duration
+	}{{t1, time.Hour}, {t2, time.Minute}} {
+		must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tc.tk.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.at(tc.d), Now: b.now}))(t)
+	}
+	checkTime(t, "TaskNextRunAfter", must(b.s.TaskNextRunAfter(ctx))(t), b.at(time.Minute))
+}
+
+func testAttempts(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	tk := b.task(b.s, b.root(b.job("").ID, 0, "0"), "s")
+	a2 := store.AttemptInsertParams{TaskID: tk.ID, Attempt: 2, Owner: "w2", StartedAt: b.at(time.Minute), FinishedAt: b.at(2 * time.Minute), Error: "boom", Stack: "goroutine 1"}
+	a1 := store.AttemptInsertParams{TaskID: tk.ID, Attempt: 1, Owner: "w1", StartedAt: b.now, FinishedAt: b.at(time.Second), Error: "timeout"}
+	mustOK(t, b.s.AttemptInsert(ctx, a2))
+	mustOK(t, b.s.AttemptInsert(ctx, a1))
+	replay := a1
+	replay.Error, replay.Owner = "other", "w9"
+	mustOK(t, b.s.AttemptInsert(ctx, replay))
+	got := must(b.s.AttemptList(ctx, tk.ID))(t)
+	if len(got) != 2 {
+		t.Fatalf("AttemptList = %d attempts, want 2", len(got))
+	}
+	for i, want := range []store.Attempt{a1, a2} {
+		g := got[i]
+		if g.TaskID != want.TaskID || g.Attempt != want.Attempt || g.Owner != want.Owner || g.Error != want.Error || g.Stack != want.Stack {
+			t.Errorf("attempt %d = %+v, want %+v", i, g, want)
+		}
+		checkTime(t, "StartedAt", g.StartedAt, want.StartedAt)
+		checkTime(t, "FinishedAt", g.FinishedAt, want.FinishedAt)
+	}
+	if none := must(b.s.AttemptList(ctx, 1<<40))(t); len(none) != 0 {
+		t.Errorf("AttemptList(missing) = %v", none)
+	}
+}
