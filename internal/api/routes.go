@@ -214,7 +214,6 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	_ = created
 	if err := a.b.Engine().Seal(ctx, job.ID); err != nil {
 		return err
 	}

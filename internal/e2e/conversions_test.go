@@ -96,7 +96,7 @@ func TestConversionsOnce(t *testing.T) {
 	first := n.Worker.Stats()
 	keys := cacheRows(t, filepath.Join(data, "sluice.db"))
 	var runs, hits int64
-	for act := range node.Cached {
+	for act := range node.Cached() {
 		runs += first[act].Runs
 		hits += first[act].CacheHits
 	}
@@ -110,7 +110,7 @@ func TestConversionsOnce(t *testing.T) {
 
 	docs2 := run("second")
 	second := n.Worker.Stats()
-	for act := range node.Cached {
+	for act := range node.Cached() {
 		if d := second[act].Runs - first[act].Runs; d != 0 {
 			t.Errorf("second job ran %s %d times, want 0 (all cached)", act, d)
 		}

@@ -176,18 +176,6 @@ func (e *Engine) weight(s *workflow.Step) float64 {
 	return 1
 }
 
-// Weight returns the progress weight of a task's step.
-func (e *Engine) Weight(ctx context.Context, t *store.Task, job *store.Job) float64 {
-	def, _, err := e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
-	if err != nil {
-		return 1
-	}
-	if s := def.Step(t.Step); s != nil {
-		return e.weight(s)
-	}
-	return 1
-}
-
 // tx is the state of one engine transaction: caches and the items to settle at the end.
 type tx struct {
 	e       *Engine
