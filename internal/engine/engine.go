@@ -184,10 +184,12 @@ type tx struct {
 	now     time.Time
 	jobs    map[int64]*store.Job
 	events  map[int64]map[string]bool
-	items   map[int64]*store.Item // locked in this transaction, kept in step with its writes
-	colored map[int64]bool        // items whose colored progress changed in memory
-	busy    map[int64]bool        // items that got a ready task in this transaction: not settling
-	dirty   map[int64]int         // item id → depth
+	items   map[int64]*store.Item   // locked in this transaction, kept in step with its writes
+	colored map[int64]bool          // items whose colored progress changed in memory
+	busy    map[int64]bool          // items that got a ready task in this transaction: not settling
+	dirty   map[int64]int           // item id → depth
+	tasks   map[int64][]*store.Task // tasks of the level being settled, read in one statement
+	moves   map[int64][2]string     // item → (state in the database, new state), written by flushMoves
 	touched map[int64]bool
 	ready   bool
 	cancel  []int64
@@ -196,7 +198,7 @@ type tx struct {
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
 	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, colored: map[int64]bool{}, busy: map[int64]bool{},
-		dirty: map[int64]int{}, touched: map[int64]bool{}, ended: map[int64]string{}}
+		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, ended: map[int64]string{}}
 }
 
 // Run runs fn in one store transaction with engine state, settles what fn touched, and fires
@@ -272,6 +274,30 @@ func (t *tx) item(id int64) (*store.Item, error) {
 	return it, nil
 }
 
+// Prefetch locks and reads the items in one statement, so a batch of results does not read
+// them one by one.
+func (t *Tx) Prefetch(ids []int64) error { return t.t.prefetch(ids) }
+
+func (t *tx) prefetch(ids []int64) error {
+	var need []int64
+	for _, id := range ids {
+		if _, ok := t.items[id]; !ok {
+			need = append(need, id)
+		}
+	}
+	if len(need) < 2 {
+		return nil // one item: the item() call that needs it reads it as cheaply
+	}
+	its, err := t.x.ItemLockMany(t.ctx, need)
+	if err != nil {
+		return err
+	}
+	for _, it := range its {
+		t.items[it.ID] = it
+	}
+	return nil
+}
+
 func (t *tx) itemEvents(itemID int64) (map[string]bool, error) {
 	if ev, ok := t.events[itemID]; ok {
 		return ev, nil
@@ -337,6 +363,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 			return err
 		}
 		if ins {
+			delete(t.tasks, it.ID)
 			t.ready = true
 			// A task made ready here cannot also finish in this transaction (it is leased and
 			// run after the commit), so the item cannot settle now: skip looking.
@@ -361,6 +388,7 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 	if err != nil {
 		return err
 	}
+	clear(t.tasks) // their states changed
 	t.cancel = append(t.cancel, running...)
 	return nil
 }
@@ -382,14 +410,25 @@ func (t *tx) finish() error {
 		})
 		// Settle only the deepest level now; parents marked dirty meanwhile join the map.
 		depth := t.dirty[ids[0]]
+		level := ids[:0]
 		for _, id := range ids {
 			if t.dirty[id] != depth {
 				break
 			}
 			delete(t.dirty, id)
+			level = append(level, id)
+		}
+		if err := t.loadLevel(level); err != nil {
+			return err
+		}
+		for _, id := range level {
 			if err := t.settle(id); err != nil {
 				return err
 			}
+		}
+		clear(t.tasks)
+		if err := t.flushMoves(); err != nil {
+			return err
 		}
 	}
 	for id := range t.colored {
@@ -445,9 +484,11 @@ func (t *tx) settle(id int64) error {
 		return err
 	}
 	if it.State == store.ItemWritten {
-		tasks, err := t.x.TaskListByItem(t.ctx, id)
-		if err != nil {
-			return err
+		tasks, ok := t.tasks[id]
+		if !ok {
+			if tasks, err = t.x.TaskListByItem(t.ctx, id); err != nil {
+				return err
+			}
 		}
 		has := make(map[string]bool, len(tasks))
 		for _, tk := range tasks {
@@ -510,22 +551,88 @@ func (t *tx) settle(id int64) error {
 
 // moveItem moves the item to state (coloring all of its share when ingested) and marks its parent
 // for settling, since a child's progress may let the parent move too.
+// The write is queued and made for the whole level at once by flushMoves, before anything reads
+// these items' states back (the parent level, the job's open items).
 func (t *tx) moveItem(it *store.Item, state string) error {
-	p := store.ItemSetStateParams{ID: it.ID, From: it.State, To: state, Now: t.now}
-	if state == store.ItemIngested {
-		share := it.Share
-		p.Colored = &share
+	m, ok := t.moves[it.ID]
+	if !ok {
+		m[0] = it.State
 	}
-	if _, err := t.x.ItemSetState(t.ctx, p); err != nil {
-		return err
-	}
+	m[1] = state
+	t.moves[it.ID] = m
 	it.State = state
-	if p.Colored != nil {
-		it.Colored = *p.Colored
+	if state == store.ItemIngested {
+		it.Colored = it.Share
 		t.touched[it.JobID] = true
 	}
 	if it.ParentID != 0 {
 		t.dirty[it.ParentID] = it.Depth - 1
+	}
+	return nil
+}
+
+// flushMoves writes the queued item moves, one statement per (from, to) pair.
+func (t *tx) flushMoves() error {
+	if len(t.moves) == 0 {
+		return nil
+	}
+	groups := map[[2]string][]int64{}
+	var keys [][2]string
+	for id, m := range t.moves {
+		if groups[m] == nil {
+			keys = append(keys, m)
+		}
+		groups[m] = append(groups[m], id)
+	}
+	clear(t.moves)
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, key := range keys {
+		ids := groups[key]
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested}
+		if len(ids) == 1 {
+			sp := store.ItemSetStateParams{ID: ids[0], From: p.From, To: p.To, Now: t.now}
+			if p.ColorAll {
+				share := t.items[ids[0]].Share
+				sp.Colored = &share
+			}
+			if _, err := t.x.ItemSetState(t.ctx, sp); err != nil {
+				return err
+			}
+		} else if _, err := t.x.ItemSetStateMany(t.ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadLevel reads what settling a level needs in a few statements: the items not yet read, and
+// the tasks of those still written.
+func (t *tx) loadLevel(level []int64) error {
+	if len(level) < 2 {
+		return nil
+	}
+	if err := t.prefetch(level); err != nil {
+		return err
+	}
+	var need []int64
+	for _, id := range level {
+		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {
+			need = append(need, id)
+		}
+	}
+	if len(need) < 2 {
+		return nil
+	}
+	tasks, err := t.x.TaskListByItems(t.ctx, need)
+	if err != nil {
+		return err
+	}
+	for _, id := range need {
+		t.tasks[id] = nil
+	}
+	for _, tk := range tasks {
+		t.tasks[tk.ItemID] = append(t.tasks[tk.ItemID], tk)
 	}
 	return nil
 }

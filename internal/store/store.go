@@ -98,11 +98,18 @@ type Executor interface {
 	// stored item and whether it was inserted.
 	ItemInsert(ctx context.Context, p ItemInsertParams) (*Item, bool, error)
 	ItemGet(ctx context.Context, id int64) (*Item, error)
+	// ItemGetMany is ItemGet for many items at once, in id order; missing ids are left out.
+	ItemGetMany(ctx context.Context, ids []int64) ([]*Item, error)
 	// ItemLock locks the item's row for the rest of the transaction where the driver needs it
 	// (Postgres: SELECT … FOR UPDATE) and returns it.
 	ItemLock(ctx context.Context, id int64) (*Item, error)
+	// ItemLockMany is ItemLock for many items at once, in id order; missing ids are left out.
+	ItemLockMany(ctx context.Context, ids []int64) ([]*Item, error)
 	ItemList(ctx context.Context, p ItemListParams) ([]*Item, error)
 	ItemSetState(ctx context.Context, p ItemSetStateParams) (bool, error)
+	// ItemSetStateMany moves the items that are in From to To at once, coloring all of each
+	// one's share when ColorAll is set; it returns how many moved.
+	ItemSetStateMany(ctx context.Context, p ItemSetStateManyParams) (int64, error)
 	// ItemUpdate applies a task's effects on its item: text and thumbnail (each set once),
 	// metadata merged, content type, error (set once), added progress.
 	ItemUpdate(ctx context.Context, p ItemUpdateParams) error
@@ -133,6 +140,8 @@ type Executor interface {
 	// TaskCountActive counts the item's ready and running tasks.
 	TaskCountActive(ctx context.Context, itemID int64) (int, error)
 	TaskListByItem(ctx context.Context, itemID int64) ([]*Task, error)
+	// TaskListByItems returns the tasks of many items, ordered by item and id.
+	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*Task, error)
 	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
 	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
 	TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) (running []int64, err error)
@@ -296,6 +305,15 @@ type ItemSetStateParams struct {
 	Now  time.Time
 	// Colored, when set, is stored as the item's colored progress.
 	Colored *float64
+}
+
+// ItemSetStateManyParams moves many items between the same two states.
+type ItemSetStateManyParams struct {
+	IDs      []int64
+	From, To string
+	Now      time.Time
+	// ColorAll sets each item's colored progress to its whole share.
+	ColorAll bool
 }
 
 // ItemUpdateParams applies a finished task's effects on its item.

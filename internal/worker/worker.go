@@ -356,9 +356,25 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		w.inflight[t.Queue]++
 	}
 	w.mu.Unlock()
+	// Read the leased tasks' items in one statement; a task whose item is not here (an error)
+	// reads its own.
+	items := map[int64]*store.Item{}
+	if len(got) > 1 {
+		ids := make([]int64, len(got))
+		for i, t := range got {
+			ids[i] = t.ItemID
+		}
+		its, err := w.e.Store().ItemGetMany(ctx, ids)
+		if err != nil {
+			w.log.Warn("read leased items", "error", err)
+		}
+		for _, it := range its {
+			items[it.ID] = it
+		}
+	}
 	for _, t := range got {
 		w.tasks.Add(1)
-		go w.run(ctx, t)
+		go w.run(ctx, t, items[t.ItemID])
 	}
 	return len(got), false, nil
 }
@@ -409,11 +425,11 @@ func (w *Worker) done(t *store.Task) {
 	w.Wake()
 }
 
-// run runs one leased task and queues its result.
-func (w *Worker) run(ctx context.Context, t *store.Task) {
+// run runs one leased task (it is the task's item when already read) and queues its result.
+func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
-	err := w.execute(ctx, t, res)
+	err := w.execute(ctx, t, it, res)
 	if errors.Is(err, errStopping) {
 		w.release(t)
 		return
@@ -426,7 +442,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task) {
 	if err != nil && ctx.Err() == nil {
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
-	if err := w.commit.submit(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(res) }, nil); err != nil {
+	if err := w.commit.submitOp(context.WithoutCancel(ctx), op{fn: func(tx *engine.Tx) error { return tx.Apply(res) }, item: t.ItemID}); err != nil {
 		w.log.Error("queue result", "task_id", t.ID, "error", err)
 	}
 }
@@ -440,7 +456,7 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
-func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result) (err error) {
+func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result) (err error) {
 	act, ok := w.e.Catalog().Lookup(t.Action)
 	if !ok {
 		return action.Permanentf("unknown action %q", t.Action)
@@ -457,9 +473,10 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result)
 	if step == nil {
 		return action.Permanentf("step %q not in workflow %q", t.Step, def.Name)
 	}
-	it, err := w.e.Store().ItemGet(ctx, t.ItemID)
-	if err != nil {
-		return err
+	if it == nil {
+		if it, err = w.e.Store().ItemGet(ctx, t.ItemID); err != nil {
+			return err
+		}
 	}
 	spec := act.Spec()
 	timeout := time.Duration(step.Timeout)

@@ -824,3 +824,67 @@ func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error
 	}
 	return ref, nil
 }
+
+// --- set-based variants: one statement for a whole batch, the ids as one array parameter.
+
+const (
+	qItemGetMany         = `SELECT ` + itemCols + `, text FROM items WHERE id = ANY($1) ORDER BY id`
+	qItemLockMany        = `SELECT ` + itemCols + ` FROM items WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+	qItemSetManyIngested = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2,
+		colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY($3) AND state = $4`
+	qItemSetManyProcessed = `UPDATE items SET state = $1, processed_at = $2, colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY($3) AND state = $4`
+	qTaskListByItems      = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY($1) ORDER BY item_id, id`
+)
+
+// ItemLockMany locks the items in id order, the same order every engine uses, so two engines
+// locking overlapping batches cannot deadlock on them.
+func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.c.Query(ctx, qItemLockMany, ids)
+	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, false) })
+	if err != nil {
+		return nil, fmt.Errorf("lock items: %w", err)
+	}
+	return out, nil
+}
+
+func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.c.Query(ctx, qItemGetMany, ids)
+	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, true) })
+	if err != nil {
+		return nil, fmt.Errorf("get items: %w", err)
+	}
+	return out, nil
+}
+
+func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateManyParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	query := qItemSetManyProcessed
+	if p.To == store.ItemIngested {
+		query = qItemSetManyIngested
+	}
+	tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.IDs, p.From, p.ColorAll)
+	if err != nil {
+		return 0, fmt.Errorf("set %d items %s: %w", len(p.IDs), p.To, mapErr(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
+	if len(itemIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := q.c.Query(ctx, qTaskListByItems, itemIDs)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of %d items: %w", len(itemIDs), err)
+	}
+	return out, nil
+}

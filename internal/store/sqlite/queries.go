@@ -960,3 +960,80 @@ func isObject(v json.RawMessage) bool {
 	}
 	return false
 }
+
+// --- set-based variants: one statement for a whole batch, the ids passed as one JSON array so
+// the statement text (and its prepared statement) is the same whatever the batch size.
+
+func idArray(ids []int64) string {
+	b := make([]byte, 0, 2+len(ids)*8)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
+}
+
+// ItemLockMany reads the items on the writer (SQLite's single writer already serialises
+// transactions, as for ItemLock).
+func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	return q.itemsByID(ctx, q.w, itemCols, false, ids)
+}
+
+func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	return q.itemsByID(ctx, q.r, itemCols+", text", true, ids)
+}
+
+// itemsByID reads the items with the ids, in id order, on the writer or the read pool.
+func (q *queries) itemsByID(ctx context.Context, db dbtx, cols string, withText bool, ids []int64) ([]*store.Item, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	query := `SELECT ` + cols + ` FROM items WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`
+	var rows *sql.Rows
+	var err error
+	if db == q.w {
+		rows, err = q.wquery(ctx, query, idArray(ids))
+	} else {
+		rows, err = db.QueryContext(ctx, query, idArray(ids))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get items: %w", err)
+	}
+	defer rows.Close()
+	out := make([]*store.Item, 0, len(ids))
+	for rows.Next() {
+		it, err := scanItem(rows, withText)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateManyParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	// ?1 state, ?2 now, ?3 ids, ?4 from, ?5 color all.
+	set := `processed_at = ?2`
+	if p.To == store.ItemIngested {
+		set = `processed_at = CASE WHEN processed_at = 0 THEN ?2 ELSE processed_at END, ingested_at = ?2`
+	}
+	res, err := q.exec(ctx, `UPDATE items SET state = ?1, `+set+`, colored = CASE WHEN ?5 THEN share ELSE colored END
+		WHERE id IN (SELECT value FROM json_each(?3)) AND state = ?4`, p.To, micros(p.Now), idArray(p.IDs), p.From, p.ColorAll)
+	if err != nil {
+		return 0, fmt.Errorf("set %d items %s: %w", len(p.IDs), p.To, err)
+	}
+	return res.RowsAffected()
+}
+
+func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
+	if len(itemIDs) == 0 {
+		return nil, nil
+	}
+	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY item_id, id`, idArray(itemIDs))
+}

@@ -156,6 +156,68 @@ func testItemSetState(t *testing.T, b *bundle) {
 	}
 }
 
+// testItemManyAtOnce covers the set-based variants the engine uses for a batch: locking items,
+// listing their tasks and moving them, each in one statement.
+func testItemManyAtOnce(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	a, c, d := b.root(j.ID, 0, "0"), b.root(j.ID, 1, "1"), b.root(j.ID, 2, "2")
+	b.task(b.s, a, "one")
+	b.task(b.s, a, "two")
+	b.task(b.s, d, "one")
+
+	// In id order, whatever the order asked; a missing id is left out.
+	err := b.s.InTx(ctx, func(x store.Executor) error {
+		its, err := x.ItemLockMany(ctx, []int64{d.ID, 1 << 40, a.ID, c.ID})
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for _, it := range its {
+			ids = append(ids, it.ID)
+		}
+		if want := []int64{a.ID, c.ID, d.ID}; !slices.Equal(ids, want) {
+			t.Errorf("ItemLockMany ids = %v, want %v", ids, want)
+		}
+		if its[0].Name != a.Name || its[0].State != store.ItemWritten || its[0].Share != a.Share {
+			t.Errorf("ItemLockMany[0] = %+v, want %+v", its[0], a)
+		}
+		return nil
+	})
+	mustOK(t, err)
+
+	tasks := must(b.s.TaskListByItems(ctx, []int64{d.ID, c.ID, a.ID}))(t)
+	var got []string
+	for _, tk := range tasks {
+		got = append(got, fmt.Sprintf("%d/%s", tk.ItemID, tk.Step))
+	}
+	if want := []string{fmt.Sprintf("%d/one", a.ID), fmt.Sprintf("%d/two", a.ID), fmt.Sprintf("%d/one", d.ID)}; !slices.Equal(got, want) {
+		t.Errorf("TaskListByItems = %v, want %v", got, want)
+	}
+	if none := must(b.s.TaskListByItems(ctx, nil))(t); len(none) != 0 {
+		t.Errorf("TaskListByItems(nil) = %d tasks", len(none))
+	}
+
+	// Only the items in From move; ColorAll colors each one's whole share.
+	must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: c.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t)
+	n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{a.ID, c.ID, d.ID}, From: store.ItemWritten, To: store.ItemIngested, Now: b.at(time.Second), ColorAll: true}))(t)
+	if n != 2 {
+		t.Errorf("ItemSetStateMany moved %d, want 2", n)
+	}
+	for _, it := range []*store.Item{a, d} {
+		if got := b.getItem(it.ID); got.State != store.ItemIngested || got.Colored != got.Share || got.Share == 0 {
+			t.Errorf("item %d after ItemSetStateMany: %s colored %v share %v, want ingested and fully colored", it.ID, got.State, got.Colored, got.Share)
+		}
+	}
+	if got := b.getItem(c.ID); got.State != store.ItemProcessed || got.Colored != 0 {
+		t.Errorf("item in another state moved: %s colored %v", got.State, got.Colored)
+	}
+	n = must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{c.ID}, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now}))(t)
+	if got := b.getItem(c.ID); n != 1 || got.State != store.ItemIngested || got.Colored != 0 {
+		t.Errorf("ItemSetStateMany without ColorAll: moved %d, %s colored %v", n, got.State, got.Colored)
+	}
+}
+
 func testItemUpdateSetOnce(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")

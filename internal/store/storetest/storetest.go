@@ -26,6 +26,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ItemInsert", testItemInsert},
 		{"ItemList", testItemList},
 		{"ItemSetState", testItemSetState},
+		{"ItemManyAtOnce", testItemManyAtOnce},
 		{"ItemUpdateSetOnce", testItemUpdateSetOnce},
 		{"ItemUpdateMetadataMerge", testItemUpdateMetadataMerge},
 		{"ItemColoredCappedAtShare", testItemColored},
