@@ -62,7 +62,8 @@ type TableCount struct {
 // every table, ids preserved, in one transaction. It holds the data dir's lock throughout, so
 // it fails with an error wrapping [node.ErrLocked] while an engine runs there, and no engine
 // starts there meanwhile. It fails before copying anything when the target already has rows.
-// The data dir is only read: after a copy it still works as before, which keeps a way back.
+// The data dir is only read; after the copy Copy writes [node.MigratedFile] into it, so that
+// sluice refuses to open the stale embedded database (delete the file to go back).
 func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.DataDir == "" || cfg.To == nil {
 		return nil, errors.New("migrate copy: a data dir and a target database are required")
@@ -136,6 +137,15 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 		return sum, fmt.Errorf("copy rows (nothing was committed): %w", notEmpty(err))
 	}
 	fmt.Fprintf(cfg.Out, "rows: %d in %d tables copied and committed in %s\n", sum.Rows, len(sum.Tables), sum.RowsTook.Round(time.Millisecond))
+	marker := filepath.Join(cfg.DataDir, node.MigratedFile)
+	note := fmt.Sprintf("This data dir was copied to PostgreSQL (schema %q) by `sluice migrate copy` at %s.\n"+
+		"Its embedded database (%s) is stale: sluice refuses to open it without --database.\n"+
+		"Delete this file to use it again (for example to go back, or to copy it again).\n",
+		cfg.To.Schema(), time.Now().UTC().Format(time.RFC3339), node.DatabaseFile)
+	if err := os.WriteFile(marker, []byte(note), 0o644); err != nil {
+		return sum, fmt.Errorf("rows and blobs are copied, but marking the data dir failed (do not run it as an embedded installation any more): %w", err)
+	}
+	fmt.Fprintf(cfg.Out, "marked %s as copied (%s)\n", cfg.DataDir, marker)
 	return sum, nil
 }
 

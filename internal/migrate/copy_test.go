@@ -458,11 +458,11 @@ func TestCopyCLI(t *testing.T) {
 		}
 		return out.String()
 	}
+	want := run("documents", "list", "--job", "1", "--data", src.dir)
 	out := run("migrate", "copy", "--from", src.dir, "--to", to)
 	if !strings.Contains(out, "blobs: not copied") || strings.Contains(out, url) {
 		t.Errorf("copy output (should say the blobs stay, and not repeat the URL):\n%s", out)
 	}
-	want := run("documents", "list", "--job", "1", "--data", src.dir)
 	got := run("documents", "list", "--job", "1", "--data", src.dir, "--database", to)
 	if want != got || !strings.Contains(want, "document") || !strings.Contains(want, "error") {
 		t.Errorf("documents list differs:\n target:\n%s\n source:\n%s", got, want)
@@ -475,5 +475,12 @@ func TestCopyCLI(t *testing.T) {
 	if code := cli.Main(t.Context(), []string{"migrate", "copy", "--from", src.dir, "--to", to}, io.Discard, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "target database already has 2 jobs") {
 		t.Errorf("second copy: exit %d, %s", code, errOut.String())
+	}
+	// The data dir is marked: its stale embedded database no longer opens without --database
+	// (a gc there would delete the new installation's blobs).
+	errOut.Reset()
+	if code := cli.Main(t.Context(), []string{"gc", "--data", src.dir}, io.Discard, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "copied to PostgreSQL") {
+		t.Errorf("gc on the copied data dir: exit %d, %s", code, errOut.String())
 	}
 }

@@ -118,11 +118,19 @@ func Cached() map[string]bool {
 // ErrLocked is returned when another engine process holds the data dir.
 var ErrLocked = errors.New("data dir is in use by another sluice process")
 
-// The layout of a data dir: the embedded database file and the blob directory. A node opened
-// with its own store ([Config.OpenStore]) but no [Config.Blobs] still keeps blobs in BlobsDir.
+// ErrMigrated is returned when a data dir's embedded database was copied to PostgreSQL
+// (`sluice migrate copy`) and a node opens it without [Config.OpenStore].
+var ErrMigrated = errors.New("data dir was copied to PostgreSQL; its embedded database is stale")
+
+// The layout of a data dir: the embedded database file, the blob directory, and the marker a
+// successful `sluice migrate copy` leaves. A node opened with its own store
+// ([Config.OpenStore]) but no [Config.Blobs] still keeps blobs in BlobsDir. While MigratedFile
+// exists, Open refuses the embedded database: an engine on it, or a GC checking references in
+// it, would work on stale rows (a GC would delete the new installation's blobs in BlobsDir).
 const (
 	DatabaseFile = "sluice.db"
 	BlobsDir     = "blobs"
+	MigratedFile = "MIGRATED"
 )
 
 // LockDataDir takes the data dir's lock (an exclusive flock on <dir>/lock), which every engine
@@ -153,6 +161,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: Catalog()}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if cfg.OpenStore == nil {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, MigratedFile)); err == nil {
+			return nil, fmt.Errorf("%w: pass --database (see %s), or delete that file to use the embedded database again",
+				ErrMigrated, filepath.Join(cfg.DataDir, MigratedFile))
+		}
 	}
 	if cfg.Engine && cfg.OpenStore == nil {
 		lock, err := LockDataDir(cfg.DataDir)
