@@ -173,9 +173,14 @@ func (imp *Importer) checkEmpty(ctx context.Context) error {
 			return fmt.Errorf("import: count %s: %w", t, err)
 		}
 		if n > 0 {
-			noun := t
-			if t == "cache" {
+			noun := t // tables are named in the plural
+			switch {
+			case t == "cache" && n == 1:
+				noun = "cache entry"
+			case t == "cache":
 				noun = "cache entries"
+			case n == 1:
+				noun = strings.TrimSuffix(t, "s")
 			}
 			has = append(has, fmt.Sprintf("%d %s", n, noun))
 		}
