@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // RowSource is a stream of rows to import, shaped like pgx.CopyFromSource: Next advances, Values
@@ -232,6 +234,11 @@ func (imp *Importer) Table(ctx context.Context, table string, columns []string, 
 	if err != nil {
 		if cs.err != nil {
 			err = cs.err
+		}
+		// Where says which row and column Postgres rejected: "COPY items, line 7, column text".
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Where != "" {
+			return n, fmt.Errorf("import %s (%s): %w", table, pe.Where, err)
 		}
 		return n, fmt.Errorf("import %s: %w", table, err)
 	}
