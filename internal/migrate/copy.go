@@ -140,7 +140,7 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 	marker := filepath.Join(cfg.DataDir, node.MigratedFile)
 	note := fmt.Sprintf("This data dir was copied to PostgreSQL (schema %q) by `sluice migrate copy` at %s.\n"+
 		"Its embedded database (%s) is stale: sluice refuses to open it without --database.\n"+
-		"Delete this file to use it again (for example to go back, or to copy it again).\n",
+		"Delete this file to use it as an embedded installation again (`sluice migrate copy` reads it either way).\n",
 		cfg.To.Schema(), time.Now().UTC().Format(time.RFC3339), node.DatabaseFile)
 	if err := os.WriteFile(marker, []byte(note), 0o644); err != nil {
 		return sum, fmt.Errorf("rows and blobs are copied, but marking the data dir failed (do not run it as an embedded installation any more): %w", err)
