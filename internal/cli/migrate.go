@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/sluice-project/sluice/internal/migrate"
+	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
@@ -27,7 +29,8 @@ func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "Usage: sluice migrate copy --from DIR --to postgres://… [--blobs s3://…]\n\n"+
 			"Copies every row of the data dir's database to an empty PostgreSQL schema in one transaction,\n"+
 			"ids kept, and every blob to --blobs (verified; re-running skips blobs already there).\n"+
-			"The data dir is only read and keeps working.\n\nFlags:\n")
+			"The data dir is only read, then marked MIGRATED so that sluice stops using its stale database\n"+
+			"(see docs/scale-out.md).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, err := parse(fs, args)
@@ -43,6 +46,10 @@ func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 	pcfg, err := postgresConfig("--to", *to)
 	if err != nil {
 		return err
+	}
+	// Before connecting, which creates and migrates the target schema.
+	if _, err := os.Stat(filepath.Join(*from, node.DatabaseFile)); err != nil {
+		return fmt.Errorf("no embedded installation in %s: %w", *from, err)
 	}
 	cfg := migrate.Config{DataDir: *from, Parallel: *parallel, Out: e.stdout}
 	if *blobs != "" {
