@@ -54,7 +54,7 @@ func commands() []command {
 		{"gc", "delete blobs no row references any more", runGC},
 		{"serve", "run the HTTP API, the remote worker protocol and the workers", runServe},
 		{"worker", "serve a remote action by running a local command per task", runWorker},
-		{"migrate", "apply or show PostgreSQL schema migrations: migrate up|status --database URL", runMigrate},
+		{"migrate", "apply or show PostgreSQL schema migrations, or copy a data dir to PostgreSQL: migrate up|status|copy", runMigrate},
 		{"token", "create, list or revoke API tokens: token create --role admin|worker|reader", runToken},
 		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stdout, "sluice", version)
@@ -182,38 +182,52 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease}
 	if c.database != "" {
-		if !strings.HasPrefix(c.database, "postgres://") && !strings.HasPrefix(c.database, "postgresql://") {
-			return cfg, usagef("--database must be a postgres:// URL")
-		}
-		// sluice_schema=NAME in the URL selects a schema (one database, several installations).
-		u, err := url.Parse(c.database)
+		pcfg, err := postgresConfig("--database", c.database)
 		if err != nil {
-			return cfg, usagef("--database: %v", err)
+			return cfg, err
 		}
-		q := u.Query()
-		schema := q.Get("sluice_schema")
-		q.Del("sluice_schema")
-		u.RawQuery = q.Encode()
-		dsn := u.String()
 		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
-			return postgres.Open(ctx, postgres.Config{URL: dsn, Schema: schema})
+			return postgres.Open(ctx, pcfg)
 		}
 	}
 	if c.blobs != "" {
-		s3cfg := blob.S3ConfigFromEnv(os.Getenv)
-		bucket, prefix, err := blob.ParseURL(c.blobs)
-		if err != nil {
-			return cfg, usagef("--blobs: %v", err)
-		}
-		s3cfg.Bucket, s3cfg.Prefix = bucket, prefix
-		s3cfg.SpoolDir = os.TempDir()
-		b, err := blob.NewS3(ctx, s3cfg)
+		b, err := openS3(ctx, "--blobs", c.blobs)
 		if err != nil {
 			return cfg, err
 		}
 		cfg.Blobs = b
 	}
 	return cfg, nil
+}
+
+// postgresConfig turns a postgres:// URL given to flag into the driver's configuration:
+// sluice_schema=NAME in the URL selects a schema (one database, several installations).
+func postgresConfig(flag, raw string) (postgres.Config, error) {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return postgres.Config{}, usagef("%s must be a postgres:// URL", flag)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return postgres.Config{}, usagef("%s: %v", flag, err)
+	}
+	q := u.Query()
+	schema := q.Get("sluice_schema")
+	q.Del("sluice_schema")
+	u.RawQuery = q.Encode()
+	return postgres.Config{URL: u.String(), Schema: schema}, nil
+}
+
+// openS3 opens the s3://bucket/prefix URL given to flag; endpoint, region and keys come from
+// the AWS_* variables.
+func openS3(ctx context.Context, flag, raw string) (*blob.S3, error) {
+	s3cfg := blob.S3ConfigFromEnv(os.Getenv)
+	bucket, prefix, err := blob.ParseURL(raw)
+	if err != nil {
+		return nil, usagef("%s: %v", flag, err)
+	}
+	s3cfg.Bucket, s3cfg.Prefix = bucket, prefix
+	s3cfg.SpoolDir = os.TempDir()
+	return blob.NewS3(ctx, s3cfg)
 }
 
 func oneOf(s string, allowed ...string) bool {

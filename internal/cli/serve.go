@@ -212,8 +212,11 @@ func orAll(s string) string {
 }
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || !oneOf(args[0], "up", "status") {
-		return usagef("migrate needs a subcommand: up, status")
+	if len(args) == 0 || !oneOf(args[0], "up", "status", "copy") {
+		return usagef("migrate needs a subcommand: up, status, copy")
+	}
+	if args[0] == "copy" {
+		return runMigrateCopy(ctx, e, args[1:])
 	}
 	fs, c := newFlags(e, "migrate "+args[0], "migrate up|status --database postgres://…")
 	if _, err := parse(fs, args[1:]); err != nil {
@@ -222,7 +225,12 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if c.database == "" {
 		return usagef("--database is required (the embedded SQLite store migrates itself on open)")
 	}
-	db, err := postgres.Open(ctx, postgres.Config{URL: c.database, SkipMigrate: true})
+	pcfg, err := postgresConfig("--database", c.database)
+	if err != nil {
+		return err
+	}
+	pcfg.SkipMigrate = true
+	db, err := postgres.Open(ctx, pcfg)
 	if err != nil {
 		return err
 	}

@@ -118,6 +118,37 @@ func Cached() map[string]bool {
 // ErrLocked is returned when another engine process holds the data dir.
 var ErrLocked = errors.New("data dir is in use by another sluice process")
 
+// ErrMigrated is returned when a data dir's embedded database was copied to PostgreSQL
+// (`sluice migrate copy`) and a node opens it without [Config.OpenStore].
+var ErrMigrated = errors.New("data dir was copied to PostgreSQL; its embedded database is stale")
+
+// The layout of a data dir: the embedded database file, the blob directory, and the marker a
+// successful `sluice migrate copy` leaves. A node opened with its own store
+// ([Config.OpenStore]) but no [Config.Blobs] still keeps blobs in BlobsDir. While MigratedFile
+// exists, Open refuses the embedded database: an engine on it, or a GC checking references in
+// it, would work on stale rows (a GC would delete the new installation's blobs in BlobsDir).
+const (
+	DatabaseFile = "sluice.db"
+	BlobsDir     = "blobs"
+	MigratedFile = "MIGRATED"
+)
+
+// LockDataDir takes the data dir's lock (an exclusive flock on <dir>/lock), which every engine
+// process on the embedded store holds while it runs, and returns it; closing the file releases
+// it, as does the process's exit. It fails with an error wrapping [ErrLocked] at once, without
+// waiting, when another process holds it.
+func LockDataDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+	}
+	return f, nil
+}
+
 // Open opens the installation. With cfg.Engine it also takes the lock, reclaims orphaned tasks
 // and creates (but does not start) the worker.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
@@ -131,22 +162,24 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	if cfg.OpenStore == nil {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, MigratedFile)); err == nil {
+			return nil, fmt.Errorf("%w: pass --database (see %s), or delete that file to use the embedded database again",
+				ErrMigrated, filepath.Join(cfg.DataDir, MigratedFile))
+		}
+	}
 	if cfg.Engine && cfg.OpenStore == nil {
-		f, err := os.OpenFile(filepath.Join(cfg.DataDir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		lock, err := LockDataDir(cfg.DataDir)
 		if err != nil {
-			return nil, fmt.Errorf("open lock: %w", err)
+			return nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.DataDir)
-		}
-		n.lock = f
+		n.lock = lock
 	}
 	var err error
 	if cfg.OpenStore != nil {
 		n.Store, err = cfg.OpenStore(ctx)
 	} else {
-		n.Store, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, "sluice.db")})
+		n.Store, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, DatabaseFile)})
 	}
 	if err != nil {
 		n.Close()
@@ -154,7 +187,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.Blobs = cfg.Blobs
 	if n.Blobs == nil {
-		d, err := blob.NewDir(filepath.Join(cfg.DataDir, "blobs"))
+		d, err := blob.NewDir(filepath.Join(cfg.DataDir, BlobsDir))
 		if err != nil {
 			n.Close()
 			return nil, err

@@ -111,6 +111,9 @@ func (db *DB) createSchema(ctx context.Context) error {
 	return nil
 }
 
+// Schema returns the schema that holds Sluice's tables.
+func (db *DB) Schema() string { return db.schema }
+
 // Close stops the listener and closes every connection. Dedicated advisory-lock connections
 // belong to their release functions.
 func (db *DB) Close() error {

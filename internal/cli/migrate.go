@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sluice-project/sluice/internal/migrate"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store/postgres"
+)
+
+// runMigrateCopy copies an embedded installation (a data dir) to PostgreSQL and, with --blobs,
+// its blobs to S3: `sluice migrate copy --from sluice-data --to postgres://… [--blobs s3://…]`.
+func runMigrateCopy(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("migrate copy", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	def := os.Getenv("SLUICE_DATA")
+	if def == "" {
+		def = "sluice-data"
+	}
+	from := fs.String("from", def, "the data dir to copy (its engine must be stopped)")
+	to := fs.String("to", "", "the target postgres:// URL (sluice_schema=NAME selects a schema); its schema is migrated and must hold no rows")
+	blobs := fs.String("blobs", "", "s3://bucket/prefix to copy the blobs to (endpoint, region and keys from AWS_* variables); without it they stay in the data dir")
+	parallel := fs.Int("parallel", 8, "blobs copied at once")
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: sluice migrate copy --from DIR --to postgres://… [--blobs s3://…]\n\n"+
+			"Copies every row of the data dir's database to an empty PostgreSQL schema in one transaction,\n"+
+			"ids kept, and every blob to --blobs (verified; re-running skips blobs already there).\n"+
+			"The data dir is only read, then marked MIGRATED so that sluice stops using its stale database\n"+
+			"(see docs/scale-out.md).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected arguments %q", pos)
+	}
+	if *to == "" {
+		return usagef("--to postgres://… is required")
+	}
+	pcfg, err := postgresConfig("--to", *to)
+	if err != nil {
+		return err
+	}
+	// Before connecting, which creates and migrates the target schema.
+	if _, err := os.Stat(filepath.Join(*from, node.DatabaseFile)); err != nil {
+		return fmt.Errorf("no embedded installation in %s: %w", *from, err)
+	}
+	cfg := migrate.Config{DataDir: *from, Parallel: *parallel, Out: e.stdout}
+	if *blobs != "" {
+		b, err := openS3(ctx, "--blobs", *blobs)
+		if err != nil {
+			return err
+		}
+		cfg.Blobs = b
+	}
+	db, err := postgres.Open(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cfg.To = db
+	if _, err := migrate.Copy(ctx, cfg); err != nil {
+		return err
+	}
+	// The URL is not repeated: it may hold a password.
+	if *blobs == "" {
+		fmt.Fprintf(e.stdout, "done: start nodes with --data %s and --database set to the --to URL\n", *from)
+	} else {
+		fmt.Fprintf(e.stdout, "done: start nodes with --blobs %s and --database set to the --to URL\n", *blobs)
+	}
+	return nil
+}
