@@ -97,14 +97,14 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // The catalogue of error codes.
 const (
-	CodeBadRequest     = "bad_request"
-	CodeUnauthorized   = "unauthorized"
-	CodeForbidden      = "forbidden"
-	CodeNotFound       = "not_found"
-	CodeConflict       = "conflict"
-	CodeInvalid        = "invalid_workflow"
-	CodeUnknownEvent   = "unknown_event"
-	CodeInternal       = "internal"
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeInvalid      = "invalid_workflow"
+	CodeUnknownEvent = "unknown_event"
+	CodeInternal     = "internal"
 )
 
 var codeStatus = map[string]int{
