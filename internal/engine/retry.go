@@ -120,7 +120,7 @@ func (t *tx) reopen(itemID int64, clearError bool) error {
 		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: it.ID, To: store.ItemWritten, ClearError: clearError}); err != nil {
 			return err
 		}
-		it.State = store.ItemWritten
+		it.State, it.Colored = store.ItemWritten, 0
 		if clearError {
 			it.Error = ""
 		}

@@ -310,6 +310,8 @@ type ItemSetStateParams struct {
 // ItemReopenParams moves an item back for a retry: to written from processed or ingested (its
 // tasks may run again), or to processed from ingested (a child of it is open again). Moving
 // to the state the item is in is allowed, so ClearError alone can be applied to a written item.
+// An item reopened to written loses its colored progress (ingesting colored all of it); one
+// reopened to processed keeps it.
 type ItemReopenParams struct {
 	ID         int64
 	To         string // written or processed

@@ -469,6 +469,7 @@ func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) 
 const qItemReopen = `UPDATE items SET state = $1,
 		error = CASE WHEN $2 THEN '' ELSE error END,
 		processed_at = CASE WHEN $1 = 'written' THEN 0 ELSE processed_at END,
+		colored = CASE WHEN $1 = 'written' THEN 0 ELSE colored END,
 		ingested_at = 0
 	WHERE id = $3 AND state = ANY($4)`
 

@@ -509,6 +509,7 @@ func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (boo
 	res, err := q.w.ExecContext(ctx, `UPDATE items SET state = ?1,
 		error = CASE WHEN ?2 THEN '' ELSE error END,
 		processed_at = CASE WHEN ?1 = 'written' THEN 0 ELSE processed_at END,
+		colored = CASE WHEN ?1 = 'written' THEN 0 ELSE colored END,
 		ingested_at = 0
 		WHERE id = ?3 AND state IN (`+from+`)`, p.To, p.ClearError, p.ID)
 	if err != nil {

@@ -305,12 +305,15 @@ func testItemReopen(t *testing.T, b *bundle) {
 	}
 	failed := b.root(j.ID, 0, "0")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "pdf failed 3 times: boom"}))
-	set(failed, store.ItemWritten, store.ItemIngested)
+	c := 50.0
+	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: failed.ID, From: store.ItemWritten, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
+		t.Fatal("ItemSetState(written→ingested) = false")
+	}
 	if !reopen(failed, store.ItemWritten, true) {
 		t.Fatal("ItemReopen(ingested→written) = false")
 	}
-	if got := b.getItem(failed.ID); got.State != store.ItemWritten || got.Error != "" {
-		t.Errorf("reopened item = %s %q, want written with no error", got.State, got.Error)
+	if got := b.getItem(failed.ID); got.State != store.ItemWritten || got.Error != "" || got.Colored != 0 {
+		t.Errorf("reopened item = %s %q colored %v, want written with no error and nothing colored", got.State, got.Error, got.Colored)
 	}
 	// The error is set once; reopening clears it so a later failure can set it again.
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "again"}))
@@ -321,12 +324,14 @@ func testItemReopen(t *testing.T, b *bundle) {
 	parent := b.root(j.ID, 1, "1")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: parent.ID, Error: "parent's own"}))
 	set(parent, store.ItemWritten, store.ItemProcessed)
-	set(parent, store.ItemProcessed, store.ItemIngested)
+	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: parent.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
+		t.Fatal("ItemSetState(processed→ingested) = false")
+	}
 	if !reopen(parent, store.ItemProcessed, false) {
 		t.Fatal("ItemReopen(ingested→processed) = false")
 	}
-	if got := b.getItem(parent.ID); got.State != store.ItemProcessed || got.Error != "parent's own" {
-		t.Errorf("reopened parent = %s %q, want processed keeping its error", got.State, got.Error)
+	if got := b.getItem(parent.ID); got.State != store.ItemProcessed || got.Error != "parent's own" || got.Colored != 50 {
+		t.Errorf("reopened parent = %s %q colored %v, want processed keeping its error and colored 50", got.State, got.Error, got.Colored)
 	}
 	if !reopen(parent, store.ItemProcessed, false) {
 		t.Error("ItemReopen to the state the item is in = false")
