@@ -301,8 +301,8 @@ func (t *tx) fire(it *store.Item, event string) error {
 	}
 	if !inserted {
 		if event == workflow.EventFail {
-			// fail ends a running job even where it fired before: after a retry, the same
-			// failure must fail the job again (DESIGN §2, docs/state-machines.md).
+			// fail ends a running job even where it fired before: after a retry
+			// ([Engine.Retry]), the same failure must fail the job again.
 			_, job, err := t.def(it.JobID)
 			if err != nil {
 				return err
