@@ -59,12 +59,14 @@ type bundle struct {
 	db    *sqlite.DB
 	blobs *blob.Dir
 	runs  *runs
-	// fixed makes the step "b" succeed on item "r/1"; until then it fails permanently there.
-	fixed atomic.Bool
+	// failOn names the item that step b fails on, permanently, until fixed is set.
+	failOn atomic.Pointer[string]
+	fixed  atomic.Bool
 }
 
-// setup starts an engine and a worker on a fresh SQLite store with the actions of retryWorkflow.
-func setup(t *testing.T) *bundle {
+// setup starts an engine and a worker on a fresh SQLite store with the actions of retryWorkflow;
+// step b fails on failOn (an item name). cache lists the actions whose results the worker caches.
+func setup(t *testing.T, failOn string, cache map[string]bool) *bundle {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
@@ -76,6 +78,7 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	b := &bundle{db: db, blobs: blobs, runs: &runs{n: map[string]int{}}}
+	b.failOn.Store(&failOn)
 	ok := func(step string) *fn {
 		return &fn{spec: action.Spec{Name: step}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
 			b.runs.add(step, t, "ok")
@@ -94,7 +97,7 @@ func setup(t *testing.T) *bundle {
 		return nil
 	}}
 	flaky := &fn{spec: action.Spec{Name: "b"}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
-		if t.Item.Name == "r/1" && !b.fixed.Load() {
+		if t.Item.Name == *b.failOn.Load() && !b.fixed.Load() {
 			b.runs.add("b", t, "failed")
 			return action.Permanentf("converter missing")
 		}
@@ -107,7 +110,7 @@ func setup(t *testing.T) *bundle {
 	b.e = engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func() { w.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
-	w = worker.New(worker.Config{Engine: b.e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
+	w = worker.New(worker.Config{Engine: b.e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Cache: cache})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	t.Cleanup(func() {
@@ -207,7 +210,7 @@ func TestRetry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
+			b := setup(t, "r/1", nil)
 			wf := retryWorkflow(tc.failure)
 			if tc.failure == "noted" {
 				wf += "  note: {action: note, needs: [noted]}\n"
@@ -282,7 +285,7 @@ func diffCounts(got, want map[string]int) string {
 
 func TestRetryRefused(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, "r/1", nil)
 	b.fixed.Store(true)
 	complete := b.start(t, retryWorkflow("fail"))
 	if complete.State != store.JobComplete {
@@ -317,5 +320,27 @@ func TestRetryRefused(t *testing.T) {
 	}
 	if j, err := b.db.JobGet(t.Context(), complete.ID); err != nil || j.State != store.JobComplete {
 		t.Errorf("complete job after a refused retry = %+v, %v", j, err)
+	}
+}
+
+// TestRetryCachedError: a permanent error of an action whose results are cached by content is not
+// replayed from the cache to the retried task: the action runs again.
+func TestRetryCachedError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "r", map[string]bool{"b": true}) // only the root has a blob, so a cache key
+	j := b.start(t, retryWorkflow("noted")+"  note: {action: note, needs: [noted]}\n")
+	if it := b.item(t, j.ID, "r"); j.State != store.JobComplete || it.Error != "converter missing" {
+		t.Fatalf("job %s, r error %q; want complete with the error on r", j.State, it.Error)
+	}
+	b.fixed.Store(true)
+	if _, err := b.e.Retry(t.Context(), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	j = b.wait(t, j.ID)
+	if it := b.item(t, j.ID, "r"); j.State != store.JobComplete || it.Error != "" {
+		t.Errorf("after retry: job %s, r error %q; want complete with no error", j.State, it.Error)
+	}
+	if got := b.runs.snapshot(); got["b r failed"] != 1 || got["b r ok"] != 1 {
+		t.Errorf("b on r: failed %d, ok %d; want 1 and 1 (run again, not replayed from the cache)", got["b r failed"], got["b r ok"])
 	}
 }

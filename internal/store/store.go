@@ -157,6 +157,9 @@ type Executor interface {
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
 	CachePut(ctx context.Context, key string, value []byte, now time.Time) error
+	// CacheDelete removes an entry (a cached error a retry is about to replace); no error when
+	// there is none.
+	CacheDelete(ctx context.Context, key string) error
 
 	// BlobIsReferenced reports whether any row references the blob.
 	BlobIsReferenced(ctx context.Context, sha256 string) (bool, error)

@@ -845,8 +845,9 @@ func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*
 // --- cache
 
 const (
-	qCacheGet = `SELECT value FROM cache WHERE key = $1`
-	qCachePut = `INSERT INTO cache (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	qCacheGet    = `SELECT value FROM cache WHERE key = $1`
+	qCachePut    = `INSERT INTO cache (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	qCacheDelete = `DELETE FROM cache WHERE key = $1`
 	// The cache scan mirrors SQLite's instr(value, sha): blob GC is rare and offline-ish.
 	qBlobIsReferenced = `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = $1)
 		OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = $1)
@@ -864,6 +865,13 @@ func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
 func (q *queries) CachePut(ctx context.Context, key string, value []byte, now time.Time) error {
 	if _, err := q.c.Exec(ctx, qCachePut, key, nonNil(value), micros(now)); err != nil {
 		return fmt.Errorf("put cache entry: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) CacheDelete(ctx context.Context, key string) error {
+	if _, err := q.c.Exec(ctx, qCacheDelete, key); err != nil {
+		return fmt.Errorf("delete cache entry: %w", mapErr(err))
 	}
 	return nil
 }

@@ -943,6 +943,13 @@ func (q *queries) CachePut(ctx context.Context, key string, value []byte, now ti
 	return nil
 }
 
+func (q *queries) CacheDelete(ctx context.Context, key string) error {
+	if _, err := q.exec(ctx, `DELETE FROM cache WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("delete cache entry: %w", err)
+	}
+	return nil
+}
+
 func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error) {
 	var n int
 	err := q.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = ?) OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = ?) OR EXISTS (SELECT 1 FROM cache WHERE instr(value, ?) > 0)`, sha, sha, sha).Scan(&n)
