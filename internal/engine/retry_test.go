@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,11 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
 )
@@ -56,7 +61,7 @@ func (r *runs) snapshot() map[string]int {
 
 type bundle struct {
 	e     *engine.Engine
-	db    *sqlite.DB
+	db    store.Store
 	blobs *blob.Dir
 	runs  *runs
 	// failOn names the item that step b fails on, permanently, until fixed is set.
@@ -64,15 +69,52 @@ type bundle struct {
 	fixed  atomic.Bool
 }
 
-// setup starts an engine and a worker on a fresh SQLite store with the actions of retryWorkflow;
-// step b fails on failOn (an item name). cache lists the actions whose results the worker caches.
-func setup(t *testing.T, failOn string, cache map[string]bool) *bundle {
+// openStore returns a fresh store of the driver: SQLite in a temporary directory, or Postgres in
+// a schema of its own (dropped at the end) when SLUICE_TEST_DATABASE_URL is set.
+func openStore(t *testing.T, driver string) store.Store {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
+	if driver == "sqlite" {
+		db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "sluice.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if url == "" {
+		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_TEST_REQUIRE_POSTGRES=1")
+		}
+		t.Skip("SLUICE_TEST_DATABASE_URL is unset")
+	}
+	schema := fmt.Sprintf("sluice_test_engine_%d", rand.Uint64())
+	db, err := postgres.Open(t.Context(), postgres.Config{URL: url, Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return db
+}
+
+// setup starts an engine and a worker on a fresh store of the driver with the actions of
+// retryWorkflow; step b fails on failOn (an item name). cache lists the actions whose results the
+// worker caches.
+func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
+	t.Helper()
+	dir := t.TempDir()
+	db := openStore(t, driver)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
@@ -195,73 +237,75 @@ func TestRetry(t *testing.T) {
 			done[step+" "+name+" ok"] = 1
 		}
 	}
-	for _, tc := range []struct {
-		name string
-		// failure is b's failure event: "fail" fails the job; "noted" only records an item error.
-		failure string
-		// ended is the job's state after b failed.
-		ended string
-		// fix makes b succeed before the retry; without it the retry ends like the first run.
-		fix bool
-	}{
-		{name: "failed job", failure: "fail", ended: store.JobFailed, fix: true},
-		{name: "complete job with an item error", failure: "noted", ended: store.JobComplete, fix: true},
-		{name: "failed job failing again", failure: "fail", ended: store.JobFailed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, "r/1", nil)
-			wf := retryWorkflow(tc.failure)
-			if tc.failure == "noted" {
-				wf += "  note: {action: note, needs: [noted]}\n"
-			}
-			j := b.start(t, wf)
-			if j.State != tc.ended {
-				t.Fatalf("job %s (%q) after b failed, want %s", j.State, j.Error, tc.ended)
-			}
-			if it := b.item(t, j.ID, "r/1"); it.Error != "converter missing" {
-				t.Fatalf("r/1 error = %q, want %q", it.Error, "converter missing")
-			}
-			before := b.runs.snapshot()
-			if before["b r/1 failed"] != 1 {
-				t.Fatalf("b failed on r/1 %d times, want 1: %v", before["b r/1 failed"], before)
-			}
-
-			b.fixed.Store(tc.fix)
-			rj, err := b.e.Retry(t.Context(), j.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rj.State != store.JobRunning && rj.State != tc.ended {
-				t.Errorf("Retry returned the job %s, want running (or already ended again)", rj.State)
-			}
-			j = b.wait(t, j.ID)
-			after := b.runs.snapshot()
-			it := b.item(t, j.ID, "r/1")
-			if !tc.fix {
-				if j.State != store.JobFailed || it.Error != "converter missing" || after["b r/1 failed"] != 2 {
-					t.Errorf("retry without a fix: job %s, r/1 error %q, b failed %d times; want failed, the error again, 2",
-						j.State, it.Error, after["b r/1 failed"])
+	for _, driver := range []string{"sqlite", "postgres"} {
+		for _, tc := range []struct {
+			name string
+			// failure is b's failure event: "fail" fails the job; "noted" only records an item error.
+			failure string
+			// ended is the job's state after b failed.
+			ended string
+			// fix makes b succeed before the retry; without it the retry ends like the first run.
+			fix bool
+		}{
+			{name: "failed job", failure: "fail", ended: store.JobFailed, fix: true},
+			{name: "complete job with an item error", failure: "noted", ended: store.JobComplete, fix: true},
+			{name: "failed job failing again", failure: "fail", ended: store.JobFailed},
+		} {
+			t.Run(driver+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, driver, "r/1", nil)
+				wf := retryWorkflow(tc.failure)
+				if tc.failure == "noted" {
+					wf += "  note: {action: note, needs: [noted]}\n"
 				}
-				return
-			}
-			if j.State != store.JobComplete || j.Error != "" {
-				t.Errorf("job after retry = %s %q, want complete with no error", j.State, j.Error)
-			}
-			if it.Error != "" || it.State != store.ItemIngested {
-				t.Errorf("r/1 after retry = %s %q, want ingested with no error", it.State, it.Error)
-			}
-			want := map[string]int{"b r/1 failed": 1}
-			for k, v := range done {
-				want[k] = v
-			}
-			if tc.failure == "noted" {
-				want["note r/1 ok"] = 1 // the failure path ran on the first failure and is not run again
-			}
-			if diff := diffCounts(after, want); diff != "" {
-				t.Errorf("runs after retry (want every step to succeed exactly once per item):\n%s", diff)
-			}
-		})
+				j := b.start(t, wf)
+				if j.State != tc.ended {
+					t.Fatalf("job %s (%q) after b failed, want %s", j.State, j.Error, tc.ended)
+				}
+				if it := b.item(t, j.ID, "r/1"); it.Error != "converter missing" {
+					t.Fatalf("r/1 error = %q, want %q", it.Error, "converter missing")
+				}
+				before := b.runs.snapshot()
+				if before["b r/1 failed"] != 1 {
+					t.Fatalf("b failed on r/1 %d times, want 1: %v", before["b r/1 failed"], before)
+				}
+
+				b.fixed.Store(tc.fix)
+				rj, err := b.e.Retry(t.Context(), j.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rj.State != store.JobRunning && rj.State != tc.ended {
+					t.Errorf("Retry returned the job %s, want running (or already ended again)", rj.State)
+				}
+				j = b.wait(t, j.ID)
+				after := b.runs.snapshot()
+				it := b.item(t, j.ID, "r/1")
+				if !tc.fix {
+					if j.State != store.JobFailed || it.Error != "converter missing" || after["b r/1 failed"] != 2 {
+						t.Errorf("retry without a fix: job %s, r/1 error %q, b failed %d times; want failed, the error again, 2",
+							j.State, it.Error, after["b r/1 failed"])
+					}
+					return
+				}
+				if j.State != store.JobComplete || j.Error != "" {
+					t.Errorf("job after retry = %s %q, want complete with no error", j.State, j.Error)
+				}
+				if it.Error != "" || it.State != store.ItemIngested {
+					t.Errorf("r/1 after retry = %s %q, want ingested with no error", it.State, it.Error)
+				}
+				want := map[string]int{"b r/1 failed": 1}
+				for k, v := range done {
+					want[k] = v
+				}
+				if tc.failure == "noted" {
+					want["note r/1 ok"] = 1 // the failure path ran on the first failure and is not run again
+				}
+				if diff := diffCounts(after, want); diff != "" {
+					t.Errorf("runs after retry (want every step to succeed exactly once per item):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
@@ -285,7 +329,7 @@ func diffCounts(got, want map[string]int) string {
 
 func TestRetryRefused(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "r/1", nil)
+	b := setup(t, "sqlite", "r/1", nil)
 	b.fixed.Store(true)
 	complete := b.start(t, retryWorkflow("fail"))
 	if complete.State != store.JobComplete {
@@ -327,7 +371,7 @@ func TestRetryRefused(t *testing.T) {
 // replayed from the cache to the retried task: the action runs again.
 func TestRetryCachedError(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "r", map[string]bool{"b": true}) // only the root has a blob, so a cache key
+	b := setup(t, "sqlite", "r", map[string]bool{"b": true}) // only the root has a blob, so a cache key
 	j := b.start(t, retryWorkflow("noted")+"  note: {action: note, needs: [noted]}\n")
 	if it := b.item(t, j.ID, "r"); j.State != store.JobComplete || it.Error != "converter missing" {
 		t.Fatalf("job %s, r error %q; want complete with the error on r", j.State, it.Error)
