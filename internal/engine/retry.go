@@ -36,13 +36,19 @@ var (
 // Retry returns an error wrapping [ErrNotRetryable] for a running or canceled job, one wrapping
 // [ErrNothingToRetry] for a failed or complete job with no failed task, and one wrapping
 // [store.ErrNotFound] for an unknown job.
+//
+// Retry runs its own transaction. In a process whose workers are running, use [Tx.Retry] in the
+// process's writer (worker.Worker.Do) instead, so that the retry does not contend with the
+// workers' transactions for the same item rows (on Postgres, a deadlock).
 func (e *Engine) Retry(ctx context.Context, jobID int64) (*store.Job, error) {
-	err := e.Run(ctx, func(t *Tx) error { return t.t.retry(jobID) })
-	if err != nil {
+	if err := e.Run(ctx, func(t *Tx) error { return t.Retry(jobID) }); err != nil {
 		return nil, err
 	}
 	return e.store.JobGet(ctx, jobID)
 }
+
+// Retry does what [Engine.Retry] does, inside the transaction.
+func (t *Tx) Retry(jobID int64) error { return t.t.retry(jobID) }
 
 func (t *tx) retry(jobID int64) error {
 	def, job, err := t.def(jobID)
