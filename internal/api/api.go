@@ -97,20 +97,19 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // The catalogue of error codes.
 const (
-	CodeBadRequest     = "bad_request"
-	CodeUnauthorized   = "unauthorized"
-	CodeForbidden      = "forbidden"
-	CodeNotFound       = "not_found"
-	CodeConflict       = "conflict"
-	CodeInvalid        = "invalid_workflow"
-	CodeUnknownEvent   = "unknown_event"
-	CodeNotImplemented = "not_implemented"
-	CodeInternal       = "internal"
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeInvalid      = "invalid_workflow"
+	CodeUnknownEvent = "unknown_event"
+	CodeInternal     = "internal"
 )
 
 var codeStatus = map[string]int{
 	CodeBadRequest: 400, CodeUnauthorized: 401, CodeForbidden: 403, CodeNotFound: 404, CodeConflict: 409,
-	CodeInvalid: 422, CodeUnknownEvent: 422, CodeNotImplemented: 501, CodeInternal: 500,
+	CodeInvalid: 422, CodeUnknownEvent: 422, CodeInternal: 500,
 }
 
 func errf(code, format string, args ...any) *Error {
@@ -151,6 +150,8 @@ type route struct {
 	Role    Role // the least role allowed (reader < admin)
 	Summary string
 	Handler func(w http.ResponseWriter, r *http.Request) error
+	// Status is the usual success status, for the OpenAPI document.
+	Status int
 }
 
 // authorized checks the request's token for the role and answers 401/403 itself.

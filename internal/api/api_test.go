@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,19 @@ func (doc) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return out.SetOutput(ctx, "document", json.RawMessage(`{"title":"`+t.Item.Name+`"}`))
 }
 
+// flaky is an in-process action that fails permanently until fixed is set.
+type flaky struct{ fixed *atomic.Bool }
+
+func (flaky) Spec() action.Spec { return action.Spec{Name: "flaky"} }
+func (f flaky) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	if !f.fixed.Load() {
+		return action.Permanentf("service down")
+	}
+	return nil
+}
+
 type bundle struct {
+	fixed  *atomic.Bool // makes the flaky action succeed
 	e      *engine.Engine
 	srv    *httptest.Server
 	tokens *api.TokenStore
@@ -60,7 +73,8 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	cat := &action.Catalog{}
-	cat.Register(doc{}, workerproto.RemoteAction())
+	fixed := new(atomic.Bool)
+	cat.Register(doc{}, flaky{fixed}, workerproto.RemoteAction())
 	var w *worker.Worker
 	var wp *workerproto.Server
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
@@ -89,7 +103,7 @@ func setup(t *testing.T) *bundle {
 		cancel()
 		db.Close()
 	})
-	b := &bundle{e: e, srv: hs, tokens: tokens, dir: dir}
+	b := &bundle{fixed: fixed, e: e, srv: hs, tokens: tokens, dir: dir}
 	for _, p := range []struct {
 		dst  *string
 		role api.Role
@@ -384,6 +398,74 @@ func TestAuth(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(b.dir, "tokens.json"))
 	if strings.Contains(string(raw), b.admin) {
 		t.Error("tokens.json holds a plaintext token")
+	}
+}
+
+func TestRetryJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
+	b.json(t, "POST", "/v1/workflows", "name: flaky\nsteps:\n  call: {action: flaky, needs: [start]}\n", 201, nil)
+	inbox := filepath.Join(b.dir, "inbox")
+	os.MkdirAll(inbox, 0o700)
+	os.WriteFile(filepath.Join(inbox, "x.txt"), []byte("x"), 0o600)
+	type jobJSON struct {
+		ID    int64  `json:"id"`
+		State string `json:"state"`
+		Error string `json:"error"`
+	}
+	var job, waiting jobJSON
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "flaky", "paths": []string{filepath.Join(inbox, "x.txt")}}, 201, &job)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{filepath.Join(inbox, "x.txt")}}, 201, &waiting)
+	// A per-item error does not fail the job: it completes with the error on its item.
+	waitState(t, b, job.ID, "complete")
+	itemError := func() string {
+		t.Helper()
+		var items struct {
+			Items []struct {
+				Error string `json:"error"`
+			} `json:"items"`
+		}
+		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/items", job.ID), nil, 200, &items)
+		if len(items.Items) != 1 {
+			t.Fatalf("job %d has %d items, want 1", job.ID, len(items.Items))
+		}
+		return items.Items[0].Error
+	}
+	if e := itemError(); e != "service down" {
+		t.Fatalf("item error = %q, want %q", e, "service down")
+	}
+
+	retry := fmt.Sprintf("/v1/jobs/%d/retry", job.ID)
+	if code, data := b.do(t, "POST", retry, b.reader, "", nil); code != 403 {
+		t.Errorf("retry with a reader token = %d %s, want 403", code, data)
+	}
+	if code, data := b.do(t, "POST", retry, "", "", nil); code != 401 {
+		t.Errorf("retry without a token = %d %s, want 401", code, data)
+	}
+	var apiErr api.Error
+	b.json(t, "POST", "/v1/jobs/999999/retry", nil, 404, &apiErr)
+	if apiErr.Code != "not_found" || !strings.Contains(apiErr.Message, "job 999999") {
+		t.Errorf("unknown job: %+v", apiErr)
+	}
+	b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/retry", waiting.ID), nil, 409, &apiErr)
+	if apiErr.Code != "conflict" || !strings.Contains(apiErr.Message, "is running") {
+		t.Errorf("running job: %+v", apiErr)
+	}
+
+	b.fixed.Store(true)
+	var retried jobJSON
+	b.json(t, "POST", retry, nil, 200, &retried)
+	if retried.ID != job.ID || retried.State == "failed" || retried.Error != "" {
+		t.Errorf("retry answered %+v, want job %d running (or complete already)", retried, job.ID)
+	}
+	waitState(t, b, job.ID, "complete")
+	if e := itemError(); e != "" {
+		t.Errorf("item error after retry = %q, want none", e)
+	}
+	b.json(t, "POST", retry, nil, 409, &apiErr)
+	if apiErr.Code != "conflict" || !strings.Contains(apiErr.Message, fmt.Sprintf("job %d has no failed tasks", job.ID)) {
+		t.Errorf("retry with nothing to retry: %+v", apiErr)
 	}
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -38,11 +39,7 @@ func (a *API) openAPIDoc() map[string]any {
 		paths[path][strings.ToLower(method)] = op
 	}
 	for _, r := range a.routes() {
-		ok := "200"
-		if r.Method == "POST" {
-			ok = "201"
-		}
-		add(r.Method, r.Path, r.Summary, "api", ok)
+		add(r.Method, r.Path, r.Summary, "api", strconv.Itoa(r.Status))
 	}
 	add("GET", "/healthz", "Liveness (no token needed)", "api", "200")
 	if a.cfg.Workers != nil {

@@ -20,25 +20,25 @@ import (
 
 func (a *API) routes() []route {
 	return []route{
-		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI},
-		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics},
-		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: after_id, limit)", a.listJobs},
-		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob},
-		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob},
-		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob},
-		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed items of a job", a.retryJob},
-		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress},
-		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id, after, limit)", a.listItems},
-		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent},
-		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document")},
-		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error")},
-		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem},
-		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download},
-		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows},
-		{"POST", "/v1/workflows", RoleAdmin, "Validate and store a workflow (YAML or JSON body)", a.applyWorkflow},
-		{"POST", "/v1/workflows/validate", RoleReader, "Validate a workflow without storing it", a.validateWorkflow},
-		{"GET", "/v1/workflows/{name}", RoleReader, "A workflow's definition (latest or ?version=)", a.getWorkflow},
-		{"GET", "/v1/workflows/{name}/graph", RoleReader, "A workflow's diagram (?format=svg or dot)", a.graph},
+		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI, 200},
+		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics, 200},
+		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: after_id, limit)", a.listJobs, 200},
+		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob, 201},
+		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob, 200},
+		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob, 200},
+		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed tasks of a failed or complete job (409 when there are none)", a.retryJob, 200},
+		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
+		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id, after, limit)", a.listItems, 200},
+		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
+		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
+		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error"), 200},
+		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
+		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
+		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows, 200},
+		{"POST", "/v1/workflows", RoleAdmin, "Validate and store a workflow (YAML or JSON body)", a.applyWorkflow, 201},
+		{"POST", "/v1/workflows/validate", RoleReader, "Validate a workflow without storing it", a.validateWorkflow, 200},
+		{"GET", "/v1/workflows/{name}", RoleReader, "A workflow's definition (latest or ?version=)", a.getWorkflow, 200},
+		{"GET", "/v1/workflows/{name}/graph", RoleReader, "A workflow's diagram (?format=svg or dot)", a.graph, 200},
 	}
 }
 
@@ -283,12 +283,29 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// retryJob needs a store method that puts a failed task back to ready (see docs/api.md).
+// retryJob re-runs the failed tasks of an ended job ([engine.Engine.Retry]) and returns the job,
+// running again.
 func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
-	if _, err := pathID(r, "id"); err != nil {
+	id, err := pathID(r, "id")
+	if err != nil {
 		return err
 	}
-	return errf(CodeNotImplemented, "retrying failed items needs store support that is not there yet")
+	// Through the process's writer: a transaction of its own would contend with the workers'.
+	err = a.b.Do(r.Context(), func(t *engine.Tx) error { return t.Retry(id) })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound(err, "job %d", id)
+	case errors.Is(err, engine.ErrNotRetryable), errors.Is(err, engine.ErrNothingToRetry):
+		return errf(CodeConflict, "%s", err)
+	case err != nil:
+		return err
+	}
+	j, err := a.b.Engine().Store().JobGet(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+	return nil
 }
 
 // progress streams the job's progress as server-sent events: one "progress" event per interval

@@ -47,7 +47,7 @@ func commands() []command {
 		{"doctor", "show which converters are installed and what is degraded without them", runDoctor},
 		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun},
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume},
-		{"job", "list, show, cancel or retry jobs: job list|show|cancel", runJob},
+		{"job", "list, show, cancel or retry jobs: job list|show|cancel|retry", runJob},
 		{"event", "fire an external event on an item: event fire", runEvent},
 		{"workflow", "validate, graph, apply or list workflows: workflow validate|graph|apply|list|actions", runWorkflow},
 		{"bench", "measure the engine: bench engine|ingest", runBench},

@@ -17,18 +17,20 @@ import (
 
 func runJob(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return usagef("job needs a subcommand: list, show, cancel")
+		return usagef("job needs a subcommand: list, show, cancel, retry")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "job "+sub, "job list|show ID|cancel ID [--data DIR]")
+	fs, c := newFlags(e, "job "+sub, "job list|show ID|cancel ID|retry ID [--follow] [--data DIR]")
 	state := fs.String("state", "", "list: only jobs in this state")
 	limit := fs.Int("limit", 50, "list: at most this many jobs")
 	asJSON := fs.Bool("json", false, "print JSON")
+	followJob := fs.Bool("follow", false, "retry: run the job's tasks in this process and wait for it to end, like sluice run")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
 	}
-	n, err := c.open(ctx, e, false)
+	// Following runs workers here, so it needs the engine's hold on the data dir.
+	n, err := c.open(ctx, e, sub == "retry" && *followJob)
 	if err != nil {
 		return err
 	}
@@ -69,8 +71,29 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "job %d canceled\n", id)
 		return nil
+	case "retry":
+		id, err := jobID(pos)
+		if err != nil {
+			return err
+		}
+		if _, err := n.Engine.Retry(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "job %d retried: its failed tasks are ready again\n", id)
+		if !*followJob {
+			fmt.Fprintf(e.stderr, "they run in `sluice serve`, or here with `sluice resume`; watch with `sluice job show %d`\n", id)
+			return nil
+		}
+		final, err := follow(ctx, e, n, id)
+		if err != nil {
+			return err
+		}
+		if final.State != store.JobComplete {
+			return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+		}
+		return nil
 	default:
-		return usagef("unknown job subcommand %q (want list, show, cancel)", sub)
+		return usagef("unknown job subcommand %q (want list, show, cancel, retry)", sub)
 	}
 }
 

@@ -326,6 +326,15 @@ func (t *tx) fire(it *store.Item, event string) error {
 		return err
 	}
 	if !inserted {
+		if event == workflow.EventFail {
+			// fail ends a running job even where it fired before: after a retry
+			// ([Engine.Retry]), the same failure must fail the job again.
+			_, job, err := t.def(it.JobID)
+			if err != nil {
+				return err
+			}
+			return t.endJob(job, store.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
+		}
 		return nil // events are a set
 	}
 	ev, err := t.itemEvents(it.ID)

@@ -86,6 +86,9 @@ type Executor interface {
 	// JobSetState moves a running job to a final state; false when it was not running.
 	JobSetState(ctx context.Context, p JobSetStateParams) (bool, error)
 	JobAddTotal(ctx context.Context, id int64, bytes float64) error
+	// JobReopen moves a failed or complete job back to running, clearing its error and finish
+	// time (a retry); false when it was in neither state.
+	JobReopen(ctx context.Context, id int64) (bool, error)
 	// JobSeal marks that no more roots will be added; false when it was sealed already.
 	JobSeal(ctx context.Context, id int64) (bool, error)
 	// JobHasOpenItems reports whether any item of the job is not yet ingested.
@@ -110,6 +113,9 @@ type Executor interface {
 	// ItemSetStateMany moves the items that are in From to To at once, coloring all of each
 	// one's share when ColorAll is set; it returns how many moved.
 	ItemSetStateMany(ctx context.Context, p ItemSetStateManyParams) (int64, error)
+	// ItemReopen moves an item back to an earlier state for a retry, clearing its error when asked;
+	// false when the item is not in a state it may leave that way (see [ItemReopenParams]).
+	ItemReopen(ctx context.Context, p ItemReopenParams) (bool, error)
 	// ItemUpdate applies a task's effects on its item: text and thumbnail (each set once),
 	// metadata merged, content type, error (set once), added progress.
 	ItemUpdate(ctx context.Context, p ItemUpdateParams) error
@@ -145,6 +151,9 @@ type Executor interface {
 	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
 	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
 	TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) (running []int64, err error)
+	// TaskRetry puts a failed or canceled task back to ready for a retry of its job; false when
+	// the task is in neither state.
+	TaskRetry(ctx context.Context, p TaskRetryParams) (bool, error)
 	// TaskNextRunAfter returns the earliest run_after of a ready task, or zero.
 	TaskNextRunAfter(ctx context.Context) (time.Time, error)
 	TaskStats(ctx context.Context, jobID int64) (map[string]int, error)
@@ -157,6 +166,9 @@ type Executor interface {
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
 	CachePut(ctx context.Context, key string, value []byte, now time.Time) error
+	// CacheDelete removes an entry (a cached error a retry is about to replace); no error when
+	// there is none.
+	CacheDelete(ctx context.Context, key string) error
 
 	// BlobIsReferenced reports whether any row references the blob.
 	BlobIsReferenced(ctx context.Context, sha256 string) (bool, error)
@@ -316,6 +328,17 @@ type ItemSetStateManyParams struct {
 	ColorAll bool
 }
 
+// ItemReopenParams moves an item back for a retry: to written from processed or ingested (its
+// tasks may run again), or to processed from ingested (a child of it is open again). Moving
+// to the state the item is in is allowed, so ClearError alone can be applied to a written item.
+// An item reopened to written loses its colored progress (ingesting colored all of it); one
+// reopened to processed keeps it.
+type ItemReopenParams struct {
+	ID         int64
+	To         string // written or processed
+	ClearError bool
+}
+
 // ItemUpdateParams applies a finished task's effects on its item.
 type ItemUpdateParams struct {
 	ID            int64
@@ -384,6 +407,16 @@ type TaskFinishParams struct {
 	// Refund gives the attempt back (a snooze, or a lease lost to a crash that should not count).
 	Refund bool
 	Now    time.Time
+}
+
+// TaskRetryParams puts a failed or canceled task back to ready, runnable at Now, with no error.
+// Its attempt number is kept, so the attempts of every run stay in the task's history (attempts
+// are keyed by number); MaxAttempts is the new bound, normally the attempt number plus the
+// step's attempts: a fresh budget.
+type TaskRetryParams struct {
+	ID          int64
+	MaxAttempts int
+	Now         time.Time
 }
 
 // TaskListParams lists a job's tasks.

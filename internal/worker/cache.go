@@ -64,8 +64,10 @@ func cacheKey(spec action.Spec, step *workflow.Step, it *store.Item) string {
 }
 
 // fromCache replays cached effects; concurrent identical conversions wait for the first
-// (singleflight) and then replay its result.
-func (w *Worker) fromCache(ctx context.Context, key string, out *output) (bool, error) {
+// (singleflight) and then replay its result. A cached permanent error is replayed only when
+// replayError is set (a task's first attempt); otherwise it is deleted and the action runs again,
+// so that a retry after its cause was fixed (`sluice job retry`) is not answered from the cache.
+func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayError bool) (bool, error) {
 	for {
 		w.mu.Lock()
 		ch, inFlight := w.flights[key]
@@ -87,14 +89,24 @@ func (w *Worker) fromCache(ctx context.Context, key string, out *output) (bool, 
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil // we own the flight; land() releases it
 	}
-	w.land(key)
 	if err != nil {
+		w.land(key)
 		return false, err
 	}
 	var ef effects
 	if err := json.Unmarshal(raw, &ef); err != nil {
+		w.land(key)
 		return false, nil
 	}
+	if ef.Error != "" && !replayError {
+		// Still owning the flight: the run's result is cached in the entry's place.
+		if err := w.commit.do(ctx, func(t *engine.Tx) error { return t.Executor().CacheDelete(ctx, key) }); err != nil {
+			w.land(key)
+			return false, err
+		}
+		return false, nil
+	}
+	w.land(key)
 	w.replay(ctx, &ef, out)
 	if ef.Error != "" {
 		return true, action.Permanentf("%s", ef.Error)

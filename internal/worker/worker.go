@@ -539,7 +539,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	key := ""
 	if w.cfg.Cache[t.Action] && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
-		if hit, err := w.fromCache(tctx, key, out); hit || err != nil {
+		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1); hit || err != nil {
 			if hit {
 				w.count(t.Action, true)
 			}

@@ -186,6 +186,7 @@ const (
 	qJobGetByKey     = `SELECT ` + jobCols + ` FROM jobs WHERE key = $1`
 	qJobListRunning  = `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' ORDER BY id`
 	qJobSetState     = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
+	qJobReopen       = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
 	qJobSeal         = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
 	qJobAddTotal     = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
 	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = $1 AND state IN ('created', 'written', 'processed'))`
@@ -285,6 +286,14 @@ func (q *queries) JobSetState(ctx context.Context, p store.JobSetStateParams) (b
 	tag, err := q.c.Exec(ctx, qJobSetState, p.State, p.Error, micros(p.Now), p.ID)
 	if err != nil {
 		return false, fmt.Errorf("set job %d state: %w", p.ID, mapErr(err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+func (q *queries) JobReopen(ctx context.Context, id int64) (bool, error) {
+	tag, err := q.c.Exec(ctx, qJobReopen, id)
+	if err != nil {
+		return false, fmt.Errorf("reopen job %d: %w", id, mapErr(err))
 	}
 	return tag.RowsAffected() > 0, nil
 }
@@ -457,6 +466,30 @@ func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) 
 	return tag.RowsAffected() > 0, nil
 }
 
+const qItemReopen = `UPDATE items SET state = $1,
+		error = CASE WHEN $2 THEN '' ELSE error END,
+		processed_at = CASE WHEN $1 = 'written' THEN 0 ELSE processed_at END,
+		colored = CASE WHEN $1 = 'written' THEN 0 ELSE colored END,
+		ingested_at = 0
+	WHERE id = $3 AND state = ANY($4)`
+
+func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
+	var from []string
+	switch p.To {
+	case store.ItemWritten:
+		from = []string{store.ItemWritten, store.ItemProcessed, store.ItemIngested}
+	case store.ItemProcessed:
+		from = []string{store.ItemProcessed, store.ItemIngested}
+	default:
+		return false, fmt.Errorf("reopen item %d to %q: only written or processed", p.ID, p.To)
+	}
+	tag, err := q.c.Exec(ctx, qItemReopen, p.To, p.ClearError, p.ID, from)
+	if err != nil {
+		return false, fmt.Errorf("reopen item %d to %s: %w", p.ID, p.To, mapErr(err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
 	var md any
 	if len(p.Metadata) > 0 {
@@ -536,12 +569,14 @@ const (
 		FROM picked WHERE id = picked_id RETURNING ` + taskCols
 	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
 		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
-	qTaskRenew        = `UPDATE tasks SET lease_expires = $1 WHERE state = 'running' AND lease_owner = $2`
-	qTaskListExpired  = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
-	qTaskCountActive  = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
-	qTaskListByItem   = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
-	qTaskCancelReady  = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2 WHERE job_id = $3 AND state = 'ready'`
-	qTaskListRunning  = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
+	qTaskRenew       = `UPDATE tasks SET lease_expires = $1 WHERE state = 'running' AND lease_owner = $2`
+	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
+	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
+	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
+	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2 WHERE job_id = $3 AND state = 'ready'`
+	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
+	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
 	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready'`
 	qTaskStats        = `SELECT state, count(*) FROM tasks WHERE job_id = $1 GROUP BY state`
 )
@@ -699,6 +734,22 @@ func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string,
 	return ids, nil
 }
 
+// TaskRetry announces the task's queue on sluice_tasks (at commit inside a transaction).
+func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
+	var queue string
+	err := q.c.QueryRow(ctx, qTaskRetry, p.MaxAttempts, micros(p.Now), p.ID).Scan(&queue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("retry task %d: %w", p.ID, mapErr(err))
+	}
+	if err := q.ready(ctx, queue); err != nil {
+		return false, fmt.Errorf("retry task %d: notify: %w", p.ID, mapErr(err))
+	}
+	return true, nil
+}
+
 func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	var v int64
 	if err := q.c.QueryRow(ctx, qTaskNextRunAfter).Scan(&v); err != nil {
@@ -794,8 +845,9 @@ func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*
 // --- cache
 
 const (
-	qCacheGet = `SELECT value FROM cache WHERE key = $1`
-	qCachePut = `INSERT INTO cache (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	qCacheGet    = `SELECT value FROM cache WHERE key = $1`
+	qCachePut    = `INSERT INTO cache (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	qCacheDelete = `DELETE FROM cache WHERE key = $1`
 	// The cache scan mirrors SQLite's instr(value, sha): blob GC is rare and offline-ish.
 	qBlobIsReferenced = `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = $1)
 		OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = $1)
@@ -813,6 +865,13 @@ func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
 func (q *queries) CachePut(ctx context.Context, key string, value []byte, now time.Time) error {
 	if _, err := q.c.Exec(ctx, qCachePut, key, nonNil(value), micros(now)); err != nil {
 		return fmt.Errorf("put cache entry: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) CacheDelete(ctx context.Context, key string) error {
+	if _, err := q.c.Exec(ctx, qCacheDelete, key); err != nil {
+		return fmt.Errorf("delete cache entry: %w", mapErr(err))
 	}
 	return nil
 }

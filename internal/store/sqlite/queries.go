@@ -295,6 +295,15 @@ func (q *queries) JobSetState(ctx context.Context, p store.JobSetStateParams) (b
 	return n > 0, nil
 }
 
+func (q *queries) JobReopen(ctx context.Context, id int64) (bool, error) {
+	res, err := q.w.ExecContext(ctx, `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = ? AND state IN ('failed', 'complete')`, id)
+	if err != nil {
+		return false, fmt.Errorf("reopen job %d: %w", id, mapErr(err))
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
 func (q *queries) JobSeal(ctx context.Context, id int64) (bool, error) {
 	res, err := q.exec(ctx, `UPDATE jobs SET sealed = 1 WHERE id = ? AND sealed = 0`, id)
 	if err != nil {
@@ -490,6 +499,35 @@ func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) 
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil
+}
+
+func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
+	from, err := reopenFrom(p.To)
+	if err != nil {
+		return false, err
+	}
+	res, err := q.w.ExecContext(ctx, `UPDATE items SET state = ?1,
+		error = CASE WHEN ?2 THEN '' ELSE error END,
+		processed_at = CASE WHEN ?1 = 'written' THEN 0 ELSE processed_at END,
+		colored = CASE WHEN ?1 = 'written' THEN 0 ELSE colored END,
+		ingested_at = 0
+		WHERE id = ?3 AND state IN (`+from+`)`, p.To, p.ClearError, p.ID)
+	if err != nil {
+		return false, fmt.Errorf("reopen item %d to %s: %w", p.ID, p.To, mapErr(err))
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// reopenFrom returns the states (as SQL literals) an item may be reopened to state from.
+func reopenFrom(to string) (string, error) {
+	switch to {
+	case store.ItemWritten:
+		return `'written', 'processed', 'ingested'`, nil
+	case store.ItemProcessed:
+		return `'processed', 'ingested'`, nil
+	}
+	return "", fmt.Errorf("reopen item to %q: only written or processed", to)
 }
 
 func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
@@ -774,6 +812,16 @@ func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string,
 	return ids, rows.Err()
 }
 
+func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
+	res, err := q.exec(ctx, `UPDATE tasks SET state = 'ready', max_attempts = ?, error = '', run_after = ?, finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = ? AND state IN ('failed', 'canceled')`, p.MaxAttempts, micros(p.Now), p.ID)
+	if err != nil {
+		return false, fmt.Errorf("retry task %d: %w", p.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
 func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
 	err := q.rrow(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready'`).Scan(&v)
@@ -891,6 +939,13 @@ func (q *queries) CachePut(ctx context.Context, key string, value []byte, now ti
 	_, err := q.exec(ctx, `INSERT INTO cache (key, value, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, key, string(value), micros(now))
 	if err != nil {
 		return fmt.Errorf("put cache entry: %w", err)
+	}
+	return nil
+}
+
+func (q *queries) CacheDelete(ctx context.Context, key string) error {
+	if _, err := q.exec(ctx, `DELETE FROM cache WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("delete cache entry: %w", err)
 	}
 	return nil
 }

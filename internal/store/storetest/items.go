@@ -351,3 +351,67 @@ func testEvents(t *testing.T, b *bundle) {
 		t.Errorf("EventListByItem(missing) = %v, want none", got)
 	}
 }
+
+func testItemReopen(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	set := func(it *store.Item, from, to string) {
+		t.Helper()
+		if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: from, To: to, Now: b.now}))(t) {
+			t.Fatalf("ItemSetState(%s→%s) = false", from, to)
+		}
+	}
+	reopen := func(it *store.Item, to string, clear bool) bool {
+		t.Helper()
+		return must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: it.ID, To: to, ClearError: clear}))(t)
+	}
+	failed := b.root(j.ID, 0, "0")
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "pdf failed 3 times: boom"}))
+	c := 50.0
+	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: failed.ID, From: store.ItemWritten, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
+		t.Fatal("ItemSetState(written→ingested) = false")
+	}
+	if !reopen(failed, store.ItemWritten, true) {
+		t.Fatal("ItemReopen(ingested→written) = false")
+	}
+	if got := b.getItem(failed.ID); got.State != store.ItemWritten || got.Error != "" || got.Colored != 0 {
+		t.Errorf("reopened item = %s %q colored %v, want written with no error and nothing colored", got.State, got.Error, got.Colored)
+	}
+	// The error is set once; reopening clears it so a later failure can set it again.
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "again"}))
+	if got := b.getItem(failed.ID); got.Error != "again" {
+		t.Errorf("error after reopen and a new failure = %q, want %q", got.Error, "again")
+	}
+
+	parent := b.root(j.ID, 1, "1")
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: parent.ID, Error: "parent's own"}))
+	set(parent, store.ItemWritten, store.ItemProcessed)
+	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: parent.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
+		t.Fatal("ItemSetState(processed→ingested) = false")
+	}
+	if !reopen(parent, store.ItemProcessed, false) {
+		t.Fatal("ItemReopen(ingested→processed) = false")
+	}
+	if got := b.getItem(parent.ID); got.State != store.ItemProcessed || got.Error != "parent's own" || got.Colored != 50 {
+		t.Errorf("reopened parent = %s %q colored %v, want processed keeping its error and colored 50", got.State, got.Error, got.Colored)
+	}
+	if !reopen(parent, store.ItemProcessed, false) {
+		t.Error("ItemReopen to the state the item is in = false")
+	}
+	// Reopening never moves an item forward.
+	open := b.root(j.ID, 2, "2")
+	if reopen(open, store.ItemProcessed, true) {
+		t.Error("ItemReopen(written→processed) = true")
+	}
+	if got := b.getItem(open.ID); got.State != store.ItemWritten {
+		t.Errorf("item after refused reopen = %s", got.State)
+	}
+	if _, err := b.s.ItemReopen(ctx, store.ItemReopenParams{ID: open.ID, To: store.ItemIngested}); err == nil {
+		t.Error("ItemReopen to ingested: no error")
+	}
+	if must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: 1 << 40, To: store.ItemWritten}))(t) {
+		t.Error("ItemReopen of a missing item = true")
+	}
+	// A reopened item settles forward again.
+	set(failed, store.ItemWritten, store.ItemIngested)
+}

@@ -69,6 +69,12 @@ func testCache(t *testing.T, b *bundle) {
 	mustOK(t, b.s.CachePut(ctx, "empty", []byte{}, b.now))
 	checkBytes(t, "CacheGet(k)", must(b.s.CacheGet(ctx, "k"))(t), `{"pages":3}`)
 	checkBytes(t, "CacheGet(empty)", must(b.s.CacheGet(ctx, "empty"))(t), "")
+	mustOK(t, b.s.CacheDelete(ctx, "k"))
+	_, err = b.s.CacheGet(ctx, "k")
+	checkNotFound(t, "CacheGet after CacheDelete", err)
+	mustOK(t, b.s.CacheDelete(ctx, "k")) // deleting a missing entry is no error
+	mustOK(t, b.s.CachePut(ctx, "k", []byte(`{"pages":5}`), b.now))
+	checkBytes(t, "CacheGet(k) after delete and put", must(b.s.CacheGet(ctx, "k"))(t), `{"pages":5}`)
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		if err := x.CachePut(ctx, "tx", []byte("v"), b.now); err != nil {
 			return err

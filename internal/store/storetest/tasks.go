@@ -342,3 +342,62 @@ func testAttempts(t *testing.T, b *bundle) {
 		t.Errorf("AttemptList(missing) = %v", none)
 	}
 }
+
+func testTaskRetry(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	retry := func(tk *store.Task, max int, now time.Time) bool {
+		t.Helper()
+		return must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: tk.ID, MaxAttempts: max, Now: now}))(t)
+	}
+	failed := b.task(b.s, b.root(j.ID, 0, "0"), "s")
+	done := b.task(b.s, b.root(j.ID, 1, "1"), "s")
+	running := b.task(b.s, b.root(j.ID, 2, "2"), "s")
+	b.lease("q", 3, "w", b.now)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: failed.ID, Attempt: 1, State: store.TaskFailed, Error: "s failed 1 times: boom", Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	canceled := b.task(b.s, b.root(j.ID, 3, "3"), "s")
+	other := b.task(b.s, b.root(j.ID, 4, "4"), "s")
+	must(b.s.TaskCancelJob(ctx, j.ID, "canceled", b.now))(t)
+	b.task(b.s, b.root(j.ID, 5, "5"), "s") // ready again after the cancel
+
+	later := b.at(time.Hour)
+	if !retry(failed, 4, later) {
+		t.Fatal("TaskRetry of a failed task = false")
+	}
+	got := b.getTask(failed.ID)
+	if got.State != store.TaskReady || got.Error != "" || got.Attempt != 1 || got.MaxAttempts != 4 || got.LeaseOwner != "" {
+		t.Errorf("retried task = %+v, want ready, no error, attempt 1 of 4", got)
+	}
+	checkTime(t, "RunAfter of a retried task", got.RunAfter, later)
+	checkTime(t, "FinishedAt of a retried task", got.FinishedAt, time.Time{})
+	if !retry(canceled, 3, later) || b.getTask(canceled.ID).State != store.TaskReady {
+		t.Error("TaskRetry of a canceled task did not make it ready")
+	}
+	for _, tk := range []*store.Task{done, running, failed} {
+		before := b.getTask(tk.ID)
+		if retry(tk, 9, later) {
+			t.Errorf("TaskRetry of a %s task = true", before.State)
+		}
+		if after := b.getTask(tk.ID); after.State != before.State || after.MaxAttempts != before.MaxAttempts {
+			t.Errorf("refused TaskRetry changed task %d: %+v → %+v", tk.ID, before, after)
+		}
+	}
+	if must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: 1 << 40, MaxAttempts: 3, Now: later}))(t) {
+		t.Error("TaskRetry of a missing task = true")
+	}
+	if got := b.getTask(other.ID); got.State != store.TaskCanceled {
+		t.Errorf("a task not retried is %s, want still canceled", got.State)
+	}
+	// The retried task is leased again at its next attempt number, once run_after has passed.
+	if n := b.lease("q", 10, "w", later.Add(-time.Microsecond)); len(n) != 1 {
+		t.Errorf("lease before run_after = %v, want only the task made ready after the cancel", taskIDs(n))
+	}
+	leased := b.lease("q", 10, "w", later)
+	checkIDs(t, "leased after retry", taskIDs(leased), []int64{failed.ID, canceled.ID})
+	for _, tk := range leased {
+		if tk.ID == failed.ID && tk.Attempt != 2 {
+			t.Errorf("retried task leased at attempt %d, want 2", tk.Attempt)
+		}
+	}
+}

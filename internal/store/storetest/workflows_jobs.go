@@ -255,3 +255,46 @@ func testJobSeal(t *testing.T, b *bundle) {
 		t.Errorf("a job created without Open is unsealed")
 	}
 }
+
+func testJobReopen(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name  string
+		state string // "" leaves the job running
+		want  bool
+	}{
+		{"failed", store.JobFailed, true},
+		{"complete", store.JobComplete, true},
+		{"canceled", store.JobCanceled, false},
+		{"running", "", false},
+	} {
+		j := b.job("")
+		if tc.state != "" {
+			if !must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j.ID, State: tc.state, Error: "boom", Now: b.at(time.Minute)}))(t) {
+				t.Fatalf("%s: JobSetState = false", tc.name)
+			}
+		}
+		if got := must(b.s.JobReopen(ctx, j.ID))(t); got != tc.want {
+			t.Errorf("%s: JobReopen = %v, want %v", tc.name, got, tc.want)
+		}
+		got := must(b.s.JobGet(ctx, j.ID))(t)
+		switch {
+		case tc.want:
+			if got.State != store.JobRunning || got.Error != "" {
+				t.Errorf("%s: reopened job = %s %q, want running with no error", tc.name, got.State, got.Error)
+			}
+			checkTime(t, tc.name+": FinishedAt of a reopened job", got.FinishedAt, time.Time{})
+			// A reopened job ends again like any running job.
+			if !must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j.ID, State: store.JobComplete, Now: b.at(time.Hour)}))(t) {
+				t.Errorf("%s: JobSetState after reopen = false", tc.name)
+			}
+		case tc.state != "":
+			if got.State != tc.state || got.Error != "boom" {
+				t.Errorf("%s: job after refused reopen = %s %q", tc.name, got.State, got.Error)
+			}
+		}
+	}
+	if must(b.s.JobReopen(ctx, 1<<40))(t) {
+		t.Error("JobReopen of a missing job = true")
+	}
+}
