@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -39,10 +40,25 @@ const (
 // and fsyncs the directory, so a blob is either absent or complete even if the
 // process is killed. Temporary files left by a crash are ignored by Walk and
 // removed by [GC].
+//
+// With [DirOptions.SmallMax] set, blobs of at most that many bytes are rows of root/small.db
+// instead of files (see smallDB): concurrent Puts of small blobs share one fsync.
 type Dir struct {
-	root *os.Root
-	path string // absolute path of root, for LocalPath
+	root  *os.Root
+	path  string   // absolute path of root, for LocalPath
+	small *smallDB // nil: every blob is a file
 }
+
+// DirOptions configures [OpenDir].
+type DirOptions struct {
+	// SmallMax is the size up to which blobs are kept in root/small.db; 0 keeps every blob as a
+	// file.
+	SmallMax int
+}
+
+// DefaultSmallMax is the small-blob limit the engine uses: a few kilobytes of text, a page's PDF,
+// a thumbnail.
+const DefaultSmallMax = 64 << 10
 
 var (
 	_ Store       = (*Dir)(nil)
@@ -51,7 +67,10 @@ var (
 
 // NewDir returns a Dir rooted at root, creating the directory and its layout
 // if needed. The caller should Close it when done.
-func NewDir(root string) (*Dir, error) {
+func NewDir(root string) (*Dir, error) { return OpenDir(root, DirOptions{}) }
+
+// OpenDir is [NewDir] with options.
+func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("open blob dir %q: %w", root, err)
@@ -69,12 +88,23 @@ func NewDir(root string) (*Dir, error) {
 			return nil, fmt.Errorf("open blob dir %q: create %s: %w", abs, sub, err)
 		}
 	}
-	return &Dir{root: r, path: abs}, nil
+	d := &Dir{root: r, path: abs}
+	if opts.SmallMax > 0 {
+		if d.small, err = openSmall(filepath.Join(abs, "small.db"), opts.SmallMax); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("open blob dir %q: %w", abs, err)
+		}
+	}
+	return d, nil
 }
 
 // Close releases the directory handle. Using d after Close returns errors.
 func (d *Dir) Close() error {
-	return d.root.Close()
+	var err error
+	if d.small != nil {
+		err = d.small.close()
+	}
+	return errors.Join(err, d.root.Close())
 }
 
 // Path returns the absolute path of the directory d was opened on.
@@ -82,6 +112,25 @@ func (d *Dir) Path() string { return d.path }
 
 // Put implements [Store.Put].
 func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
+	if d.small != nil {
+		head, small, err := readSmall(ctx, r, d.small.max)
+		if err != nil {
+			return "", 0, fmt.Errorf("put blob: read: %w", err)
+		}
+		if small {
+			sum := sumHex(head)
+			if err := d.small.put(ctx, sum, head); err != nil {
+				return "", 0, fmt.Errorf("put blob %s: %w", sum, err)
+			}
+			return sum, int64(len(head)), nil
+		}
+		r = io.MultiReader(bytes.NewReader(head), r)
+	}
+	return d.putFile(ctx, r)
+}
+
+// putFile writes r as a file blob.
+func (d *Dir) putFile(ctx context.Context, r io.Reader) (string, int64, error) {
 	tmp, f, err := d.createTemp()
 	if err != nil {
 		return "", 0, fmt.Errorf("put blob: %w", err)
@@ -187,6 +236,15 @@ func (d *Dir) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, fmt.Errorf("open blob: %w", err)
 	}
+	if d.small != nil {
+		data, err := d.small.get(ctx, key)
+		if err == nil {
+			return io.NopCloser(bytes.NewReader(data)), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open blob %s: %w", key, err)
+		}
+	}
 	f, err := d.root.Open(blobPath(key))
 	if err != nil {
 		return nil, fmt.Errorf("open blob %s: %w", key, notFound(err))
@@ -196,6 +254,15 @@ func (d *Dir) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // Stat implements [Store.Stat].
 func (d *Dir) Stat(ctx context.Context, key string) (int64, error) {
+	if d.small != nil && checkKey(key) == nil {
+		size, _, err := d.small.stat(ctx, key)
+		if err == nil {
+			return size, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("stat blob %s: %w", key, err)
+		}
+	}
 	fi, err := d.stat(key)
 	if err != nil {
 		return 0, fmt.Errorf("stat blob: %w", err)
@@ -222,6 +289,11 @@ func (d *Dir) stat(key string) (fs.FileInfo, error) {
 func (d *Dir) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("delete blob: %w", err)
+	}
+	if d.small != nil {
+		if err := d.small.delete(ctx, key); err != nil {
+			return fmt.Errorf("delete blob %s: %w", key, err)
+		}
 	}
 	if err := d.root.Remove(blobPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete blob %s: %w", key, err)
@@ -261,26 +333,61 @@ func (d *Dir) Walk(ctx context.Context, fn func(key string, size int64, modTime 
 		}
 		return fn(key, fi.Size(), fi.ModTime())
 	})
+	if err == nil && d.small != nil {
+		err = d.small.walk(ctx, func(key string, size int64, modTime time.Time) error {
+			if _, err := d.stat(key); err == nil {
+				return nil // also a file (promoted by LocalPath): listed above
+			}
+			return fn(key, size, modTime)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("walk blobs in %s: %w", d.path, err)
 	}
 	return nil
 }
 
-// LocalPath implements [LocalPather].
+// LocalPath implements [LocalPather]. A small blob is written out as a file first (once: the
+// file then serves every later call), for the tools that need a path.
 func (d *Dir) LocalPath(key string) (string, error) {
-	if _, err := d.stat(key); err != nil {
+	_, err := d.stat(key)
+	if err != nil && d.small != nil && errors.Is(err, ErrNotFound) {
+		ctx := context.Background()
+		data, gerr := d.small.get(ctx, key)
+		if gerr == nil {
+			_, _, err = d.putFile(ctx, bytes.NewReader(data))
+		} else if !errors.Is(gerr, fs.ErrNotExist) {
+			err = gerr
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("local path of blob: %w", err)
 	}
 	return filepath.Join(d.path, filepath.FromSlash(blobPath(key))), nil
 }
 
+// blobModTime is the latest modification time of the blob's row and file.
 func (d *Dir) blobModTime(ctx context.Context, key string) (time.Time, error) {
+	var latest time.Time
+	found := false
+	if d.small != nil {
+		_, mt, err := d.small.stat(ctx, key)
+		if err == nil {
+			latest, found = mt, true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return time.Time{}, err
+		}
+	}
 	fi, err := d.stat(key)
-	if err != nil {
+	if err == nil {
+		found = true
+		if fi.ModTime().After(latest) {
+			latest = fi.ModTime()
+		}
+	} else if !errors.Is(err, ErrNotFound) || !found {
 		return time.Time{}, err
 	}
-	return fi.ModTime(), nil
+	return latest, nil
 }
 
 // cleanStale removes temporary files of Puts started before before; younger

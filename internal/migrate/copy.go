@@ -97,10 +97,11 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.Blobs == nil {
 		fmt.Fprintf(cfg.Out, "blobs: not copied; they stay in %s (start nodes with --data %s, or pass --blobs to copy them)\n", blobDir, cfg.DataDir)
 	} else {
-		src, err := blob.NewDir(blobDir)
+		src, err := blob.OpenDir(blobDir, blob.DirOptions{SmallMax: blob.DefaultSmallMax})
 		if err != nil {
 			return nil, err
 		}
+		defer src.Close()
 		start := time.Now()
 		last := start
 		sum.Blobs, err = blob.Copy(ctx, cfg.Blobs, src, blob.CopyOptions{Parallel: cfg.Parallel, Progress: func(s blob.CopyStats) {

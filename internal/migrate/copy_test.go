@@ -360,10 +360,11 @@ func TestCopy(t *testing.T) {
 		}
 	}
 
-	srcBlobs, err := blob.NewDir(filepath.Join(src.dir, "blobs"))
+	srcBlobs, err := blob.OpenDir(filepath.Join(src.dir, "blobs"), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer srcBlobs.Close()
 	checked := 0
 	for _, it := range got.Items {
 		for _, sha := range []string{it.BlobSHA256, it.ThumbnailSHA} {

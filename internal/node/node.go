@@ -187,7 +187,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.Blobs = cfg.Blobs
 	if n.Blobs == nil {
-		d, err := blob.NewDir(filepath.Join(cfg.DataDir, BlobsDir))
+		d, err := blob.OpenDir(filepath.Join(cfg.DataDir, BlobsDir), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
 		if err != nil {
 			n.Close()
 			return nil, err
