@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ type bundle struct {
 	reader string
 	worker string
 	dir    string
+	leader *atomic.Bool // what the API reports as maintenance leadership
 }
 
 func setup(t *testing.T) *bundle {
@@ -73,8 +75,9 @@ func setup(t *testing.T) *bundle {
 	}
 	backend := workerproto.NewBackend(e, blobs, w)
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
+	leader := new(atomic.Bool)
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
-		ProgressInterval: 20 * time.Millisecond})
+		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	wp.Start(ctx)
@@ -89,7 +92,7 @@ func setup(t *testing.T) *bundle {
 		cancel()
 		db.Close()
 	})
-	b := &bundle{e: e, srv: hs, tokens: tokens, dir: dir}
+	b := &bundle{e: e, srv: hs, tokens: tokens, dir: dir, leader: leader}
 	for _, p := range []struct {
 		dst  *string
 		role api.Role
@@ -436,9 +439,13 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("metrics %d", code)
 	}
 	for _, want := range []string{"# TYPE sluice_tasks gauge", "sluice_jobs_running", "sluice_queue_depth", "sluice_task_retries",
-		"sluice_http_request_duration_seconds_bucket{route=\"POST /v1/jobs\",le=\"+Inf\"} 1", "sluice_remote_tasks 0"} {
+		"sluice_http_request_duration_seconds_bucket{route=\"POST /v1/jobs\",le=\"+Inf\"} 1", "sluice_remote_tasks 0", "\nsluice_maintenance_leader 0\n"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("metrics lack %q:\n%s", want, data)
 		}
+	}
+	b.leader.Store(true)
+	if _, data := b.do(t, "GET", "/metrics", b.reader, "", nil); !strings.Contains(string(data), "\nsluice_maintenance_leader 1\n") {
+		t.Errorf("metrics of the leader lack sluice_maintenance_leader 1:\n%s", data)
 	}
 }
