@@ -76,8 +76,8 @@ type Node struct {
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
 	DataDir     string
-	lock    *os.File
-	log     *slog.Logger
+	lock        *os.File
+	log         *slog.Logger
 
 	mu        sync.Mutex
 	listeners []Listener
