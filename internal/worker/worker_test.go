@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
@@ -32,17 +32,14 @@ func (f *fn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 type bundle struct {
 	e     *engine.Engine
 	w     *worker.Worker
-	db    *sqlite.DB
+	db    store.Store
 	blobs *blob.Dir
 }
 
-func setup(t *testing.T, actions ...action.Action) *bundle {
+func setup(t *testing.T, open drivertest.Open, actions ...action.Action) *bundle {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := open(t)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +77,17 @@ func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.J
 	return j
 }
 
+// TestFanOutFanIn runs 10,000 children through two steps each and a collector on the root, on
+// every store driver.
 func TestFanOutFanIn(t *testing.T) {
 	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testFanOutFanIn(t, open)
+	})
+}
+
+func testFanOutFanIn(t *testing.T, open drivertest.Open) {
 	const n = 10000
 	var collected, aRuns, bRuns atomic.Int64
 	var collectorSawOpen atomic.Bool
@@ -118,7 +124,7 @@ func TestFanOutFanIn(t *testing.T) {
 		collectorSawOpen.Store(open)
 		return nil
 	}}
-	b = setup(t, split, stepA, stepB, collect)
+	b = setup(t, open, split, stepA, stepB, collect)
 	wf := `name: fan
 steps:
   split: {action: split, needs: [start], success: [split.done]}
@@ -137,7 +143,9 @@ steps:
 	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Name: "root", BlobSHA256: sha, Size: size}}); err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	j := waitJob(t, b.e, job.ID, 3*time.Minute)
+	t.Logf("%d children fanned out and in: %s", n, time.Since(start).Round(time.Millisecond))
 	if j.State != store.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
 	}
@@ -171,12 +179,19 @@ steps:
 // between batches, and completes once sealed.
 func TestJobOpenUntilSealed(t *testing.T) {
 	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testJobOpenUntilSealed(t, open)
+	})
+}
+
+func testJobOpenUntilSealed(t *testing.T, open drivertest.Open) {
 	var runs atomic.Int64
 	count := &fn{spec: action.Spec{Name: "count"}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
 		runs.Add(1)
 		return nil
 	}}
-	b := setup(t, count)
+	b := setup(t, open, count)
 	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte("name: one\nsteps:\n  c: {action: count, needs: [start]}\n"), "one.yaml"); err != nil {
 		t.Fatal(err)
 	}
