@@ -102,6 +102,11 @@ type Executor interface {
 
 	JobInsert(ctx context.Context, p JobInsertParams) (*Job, error)
 	JobGet(ctx context.Context, id int64) (*Job, error)
+	// JobLock locks the job's row for the rest of the transaction where the driver needs it
+	// (Postgres: SELECT … FOR UPDATE) and returns it, so that transactions that may each end the
+	// job (the one that seals it, those that ingest its last roots) take turns and see each
+	// other's writes.
+	JobLock(ctx context.Context, id int64) (*Job, error)
 	JobGetByKey(ctx context.Context, key string) (*Job, error)
 	JobList(ctx context.Context, p JobListParams) ([]*Job, error)
 	// JobSetState moves a running job to a final state; false when it was not running.
