@@ -22,7 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -50,13 +50,17 @@ type bundle struct {
 	leader *atomic.Bool // what the API reports as maintenance leadership
 }
 
+// setup serves the API over a SQLite store.
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupOn(t, drivertest.OpenSQLite)
+}
+
+// setupOn serves the API over a store of the driver open opens.
+func setupOn(t *testing.T, open drivertest.Open) *bundle {
+	t.Helper()
 	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := open(t)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +166,14 @@ func waitState(t *testing.T, b *bundle, id int64, want string) map[string]any {
 
 func TestJobLifecycle(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testJobLifecycle(t, open)
+	})
+}
+
+func testJobLifecycle(t *testing.T, open drivertest.Open) {
+	b := setupOn(t, open)
 	var applied map[string]any
 	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, &applied)
 	if applied["valid"] != true {
@@ -256,7 +267,14 @@ func TestJobLifecycle(t *testing.T) {
 
 func TestProgressStreamAndCancel(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testProgressStreamAndCancel(t, open)
+	})
+}
+
+func testProgressStreamAndCancel(t *testing.T, open drivertest.Open) {
+	b := setupOn(t, open)
 	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
 	os.MkdirAll(filepath.Join(b.dir, "inbox"), 0o700)
 	os.WriteFile(filepath.Join(b.dir, "inbox", "x.txt"), []byte("x"), 0o600)
