@@ -105,7 +105,9 @@ func testFanOutFanIn(t *testing.T, open drivertest.Open) {
 	var collected, aRuns, bRuns atomic.Int64
 	var collectorSawOpen atomic.Bool
 	var b *bundle
-	split := &fn{spec: action.Spec{Name: "split", Concurrency: 2}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+	// Every child runs split too, as a no-op: a low limit would pass all 10,000 through one
+	// queue a few at a time, a lease and a commit each, which on Postgres takes minutes.
+	split := &fn{spec: action.Spec{Name: "split", Concurrency: 50}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
 		if t.Item.ParentID != 0 {
 			return nil
 		}
