@@ -9,7 +9,8 @@
 // is safe to run twice or concurrently, so the short overlap when a leader loses its connection
 // before noticing it does no harm.
 //
-// Sluice keeps jobs and their items until they are deleted, so there is no retention step yet.
+// Sluice keeps jobs, items and outputs for ever: there is no retention setting yet, so there is
+// no retention step either.
 package maintenance
 
 import (
