@@ -34,6 +34,9 @@ type Config struct {
 	PathRoots []string
 	// ProgressInterval is how often the progress stream sends an event. Defaults to 1s.
 	ProgressInterval time.Duration
+	// Leader, when set, reports whether this process is the maintenance leader, shown on
+	// /metrics as sluice_maintenance_leader.
+	Leader func() bool
 	// NoAuth disables authentication (tests of handlers only; never in production).
 	NoAuth bool
 }

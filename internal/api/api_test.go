@@ -22,7 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -59,15 +59,20 @@ type bundle struct {
 	reader string
 	worker string
 	dir    string
+	leader *atomic.Bool // what the API reports as maintenance leadership
 }
 
+// setup serves the API over a SQLite store.
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupOn(t, drivertest.OpenSQLite)
+}
+
+// setupOn serves the API over a store of the driver open opens.
+func setupOn(t *testing.T, open drivertest.Open) *bundle {
+	t.Helper()
 	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := open(t)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +92,9 @@ func setup(t *testing.T) *bundle {
 	}
 	backend := workerproto.NewBackend(e, blobs, w)
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
+	leader := new(atomic.Bool)
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
-		ProgressInterval: 20 * time.Millisecond})
+		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	wp.Start(ctx)
@@ -103,7 +109,7 @@ func setup(t *testing.T) *bundle {
 		cancel()
 		db.Close()
 	})
-	b := &bundle{fixed: fixed, e: e, srv: hs, tokens: tokens, dir: dir}
+	b := &bundle{fixed: fixed, e: e, srv: hs, tokens: tokens, dir: dir, leader: leader}
 	for _, p := range []struct {
 		dst  *string
 		role api.Role
@@ -173,7 +179,14 @@ func waitState(t *testing.T, b *bundle, id int64, want string) map[string]any {
 
 func TestJobLifecycle(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testJobLifecycle(t, open)
+	})
+}
+
+func testJobLifecycle(t *testing.T, open drivertest.Open) {
+	b := setupOn(t, open)
 	var applied map[string]any
 	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, &applied)
 	if applied["valid"] != true {
@@ -267,7 +280,14 @@ func TestJobLifecycle(t *testing.T) {
 
 func TestProgressStreamAndCancel(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testProgressStreamAndCancel(t, open)
+	})
+}
+
+func testProgressStreamAndCancel(t *testing.T, open drivertest.Open) {
+	b := setupOn(t, open)
 	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
 	os.MkdirAll(filepath.Join(b.dir, "inbox"), 0o700)
 	os.WriteFile(filepath.Join(b.dir, "inbox", "x.txt"), []byte("x"), 0o600)
@@ -518,9 +538,13 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("metrics %d", code)
 	}
 	for _, want := range []string{"# TYPE sluice_tasks gauge", "sluice_jobs_running", "sluice_queue_depth", "sluice_task_retries",
-		"sluice_http_request_duration_seconds_bucket{route=\"POST /v1/jobs\",le=\"+Inf\"} 1", "sluice_remote_tasks 0"} {
+		"sluice_http_request_duration_seconds_bucket{route=\"POST /v1/jobs\",le=\"+Inf\"} 1", "sluice_remote_tasks 0", "\nsluice_maintenance_leader 0\n"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("metrics lack %q:\n%s", want, data)
 		}
+	}
+	b.leader.Store(true)
+	if _, data := b.do(t, "GET", "/metrics", b.reader, "", nil); !strings.Contains(string(data), "\nsluice_maintenance_leader 1\n") {
+		t.Errorf("metrics of the leader lack sluice_maintenance_leader 1:\n%s", data)
 	}
 }

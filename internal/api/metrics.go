@@ -163,6 +163,13 @@ func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	if a.cfg.Workers != nil {
 		fmt.Fprintf(&b, "# HELP sluice_remote_tasks Tasks handed out to remote workers.\n# TYPE sluice_remote_tasks gauge\nsluice_remote_tasks %d\n", a.cfg.Workers.Sessions())
 	}
+	if a.cfg.Leader != nil {
+		v := 0
+		if a.cfg.Leader() {
+			v = 1
+		}
+		fmt.Fprintf(&b, "# HELP sluice_maintenance_leader 1 when this process leads maintenance (lease reaping, blob collection).\n# TYPE sluice_maintenance_leader gauge\nsluice_maintenance_leader %d\n", v)
+	}
 	a.metrics.write(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, err = io.WriteString(w, b.String())

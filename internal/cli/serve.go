@@ -64,7 +64,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			pathRoots = append(pathRoots, abs)
 		}
 	}
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots})
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,14 @@ import (
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
-func openNode(t *testing.T) *node.Node {
+// openNode opens an engine node on a store of the driver open opens, and starts it.
+func openNode(t *testing.T, open drivertest.Open) *node.Node {
 	t.Helper()
-	n, err := node.Open(t.Context(), node.Config{DataDir: t.TempDir(), Engine: true})
+	n, err := node.Open(t.Context(), node.Config{DataDir: t.TempDir(), Engine: true,
+		OpenStore: func(context.Context) (store.Store, error) { return open(t), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +79,18 @@ func taskStates(t *testing.T, n *node.Node, itemID int64) map[string]*store.Task
 
 func TestMediathread(t *testing.T) {
 	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testMediathread(t, open)
+	})
+}
+
+func testMediathread(t *testing.T, open drivertest.Open) {
 	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "mediathread.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := openNode(t)
+	n := openNode(t, open)
 	job, it := startMediathread(t, n, string(src))
 	ctx := t.Context()
 
@@ -99,7 +110,11 @@ func TestMediathread(t *testing.T) {
 	if cur.State != store.ItemWritten {
 		t.Fatalf("item waiting for an external event is %s, want written", cur.State)
 	}
-	if !strings.Contains(string(cur.Metadata), `"transcode_job":"tj-`) {
+	var md map[string]any
+	if err := json.Unmarshal(cur.Metadata, &md); err != nil {
+		t.Fatal(err)
+	}
+	if tj, _ := md["transcode_job"].(string); !strings.HasPrefix(tj, "tj-") {
 		t.Fatalf("create-transcode's metadata missing: %s", cur.Metadata)
 	}
 	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != store.JobRunning {
@@ -143,6 +158,13 @@ func TestMediathread(t *testing.T) {
 
 func TestMediathreadFailurePath(t *testing.T) {
 	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testMediathreadFailurePath(t, open)
+	})
+}
+
+func testMediathreadFailurePath(t *testing.T, open drivertest.Open) {
 	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "mediathread.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +175,7 @@ func TestMediathreadFailurePath(t *testing.T) {
 	if bad == string(src) {
 		t.Fatal("the example changed: update the test's replacement")
 	}
-	n := openNode(t)
+	n := openNode(t, open)
 	job, it := startMediathread(t, n, bad)
 	waitFor(t, 30*time.Second, "job end", func() bool {
 		j, _ := n.Store.JobGet(t.Context(), job.ID)

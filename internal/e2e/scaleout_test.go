@@ -77,10 +77,17 @@ func versityGW(t *testing.T, bucket string) string {
 	return endpoint
 }
 
-// TestScaleOut runs one job on PostgreSQL + S3 with three worker processes and the process that
-// created the job; one worker is SIGKILLed mid-job. The job must complete with exact counts and
-// no duplicate children or outputs.
-func TestScaleOut(t *testing.T) {
+// shared is a scale-out installation for the real binary: a fresh schema of the test database and
+// a bucket on a versitygw S3 server.
+type shared struct {
+	dbURL  string   // the test database
+	schema string   // this test's schema, dropped when it ends
+	s3     string   // the S3 endpoint
+	env    []string // environment for sluice processes: SLUICE_DATABASE, SLUICE_BLOBS, AWS_*
+}
+
+func newShared(t *testing.T) *shared {
+	t.Helper()
 	dbURL := postgresURL(t)
 	endpoint := versityGW(t, "sluice")
 	b := make([]byte, 6)
@@ -100,6 +107,15 @@ func TestScaleOut(t *testing.T) {
 	})
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID=sluicekey", "AWS_SECRET_ACCESS_KEY=sluicesecret",
 		"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL_S3="+endpoint, "SLUICE_DATABASE="+database, "SLUICE_BLOBS=s3://sluice/e2e")
+	return &shared{dbURL: dbURL, schema: schema, s3: endpoint, env: env}
+}
+
+// TestScaleOut runs one job on PostgreSQL + S3 with three worker processes and the process that
+// created the job; one worker is SIGKILLed mid-job. The job must complete with exact counts and
+// no duplicate children or outputs.
+func TestScaleOut(t *testing.T) {
+	sh := newShared(t)
+	dbURL, schema, endpoint, env := sh.dbURL, sh.schema, sh.s3, sh.env
 
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "crash.yaml")
@@ -161,16 +177,26 @@ func TestScaleOut(t *testing.T) {
 	case <-time.After(4 * time.Minute):
 		t.Fatalf("job did not finish\n%s", runOut.String())
 	}
-	j, err := n.Store.JobGet(ctx, 1)
+	checkCrashJob(t, n.Store, 20, 100)
+}
+
+// checkCrashJob checks that job 1 of crashWorkflow over zips zip files of per entries completed
+// exactly: every item once and ingested without error, one document per entry, every task
+// complete.
+func checkCrashJob(t *testing.T, st store.Store, zips, per int) {
+	t.Helper()
+	ctx := t.Context()
+	j, err := st.JobGet(ctx, 1)
 	if err != nil || j.State != store.JobComplete {
 		t.Fatalf("job %+v %v", j, err)
 	}
-	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: 1, Limit: 10000})
+	items, err := st.ItemList(ctx, store.ItemListParams{JobID: 1, Limit: 100_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(items) != 2020 {
-		t.Fatalf("%d items, want 2020", len(items))
+	entries := zips * per
+	if len(items) != zips+entries {
+		t.Fatalf("%d items, want %d", len(items), zips+entries)
 	}
 	names := map[string]bool{}
 	for _, it := range items {
@@ -182,17 +208,24 @@ func TestScaleOut(t *testing.T) {
 			t.Errorf("item %q: %s %q", it.Name, it.State, it.Error)
 		}
 	}
-	outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: 1, Limit: 10000})
+	outs, err := st.OutputList(ctx, store.OutputListParams{JobID: 1, Limit: 100_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(outs) != 2000 {
-		t.Errorf("%d outputs, want 2000 documents", len(outs))
+	if len(outs) != entries {
+		t.Errorf("%d outputs, want %d documents", len(outs), entries)
 	}
-	st, _ := n.Store.TaskStats(ctx, 1)
-	// Every item runs detect and collect; the 2,000 children run hash, the 20 roots unpack.
-	if want := 2020*2 + 2000 + 20; len(st) != 1 || st[store.TaskComplete] != want {
-		t.Errorf("tasks %v, want only complete ones (%d)", st, want)
+	seen := map[int64]bool{}
+	for _, o := range outs {
+		if seen[o.ItemID] {
+			t.Errorf("duplicate output of item %d", o.ItemID)
+		}
+		seen[o.ItemID] = true
+	}
+	st2, _ := st.TaskStats(ctx, 1)
+	// Every item runs detect and collect; the children run hash, the roots unpack.
+	if want := (zips+entries)*2 + entries + zips; len(st2) != 1 || st2[store.TaskComplete] != want {
+		t.Errorf("tasks %v, want only complete ones (%d)", st2, want)
 	}
 }
 

@@ -191,6 +191,9 @@ type tx struct {
 	tasks   map[int64][]*store.Task // tasks of the level being settled, read in one statement
 	moves   map[int64][2]string     // item → (state in the database, new state), written by flushMoves
 	touched map[int64]bool
+	// closing holds the jobs this transaction may end: it sealed them or ingested one of their
+	// roots (the last item of a job to be ingested is a root).
+	closing map[int64]bool
 	ready   bool
 	cancel  []int64
 	ended   map[int64]string
@@ -198,7 +201,7 @@ type tx struct {
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
 	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, colored: map[int64]bool{}, busy: map[int64]bool{},
-		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, ended: map[int64]string{}}
+		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, closing: map[int64]bool{}, ended: map[int64]string{}}
 }
 
 // Run runs fn in one store transaction with engine state, settles what fn touched, and fires
@@ -460,6 +463,16 @@ func (t *tx) finish() error {
 		if err != nil {
 			return err
 		}
+		if t.closing[id] && job.State == store.JobRunning {
+			// Without the lock two transactions that each close the job's last open items (or
+			// one that seals it and one that ingests its last root) could each miss the other's
+			// uncommitted writes, and the job would never end (Postgres, READ COMMITTED).
+			locked, err := t.x.JobLock(t.ctx, id)
+			if err != nil {
+				return err
+			}
+			*job = *locked
+		}
 		if job.State != store.JobRunning || !job.Sealed {
 			continue // an unsealed job may still get roots
 		}
@@ -573,6 +586,9 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 	if state == store.ItemIngested {
 		it.Colored = it.Share
 		t.touched[it.JobID] = true
+	}
+	if state == store.ItemIngested && it.ParentID == 0 {
+		t.closing[it.JobID] = true
 	}
 	if it.ParentID != 0 {
 		t.dirty[it.ParentID] = it.Depth - 1

@@ -127,6 +127,7 @@ func (e *Engine) Seal(ctx context.Context, jobID int64) error {
 			j.Sealed = true
 		}
 		t.t.touched[jobID] = true
+		t.t.closing[jobID] = true
 		return nil
 	})
 }

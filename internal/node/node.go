@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/unpack"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -55,8 +56,13 @@ type Config struct {
 	MaxBatch int
 	// Queues limits the actions this process runs; nil means all.
 	Queues []string
-	// LeaseDuration is the task lease; see worker.Config. Defaults to 30s.
+	// LeaseDuration is the task lease; see worker.Config. Defaults to 30s. The maintenance
+	// leader reaps expired leases every third of it, and followers try to take over leadership
+	// as often, at most every 5s.
 	LeaseDuration time.Duration
+	// GCInterval is how often the maintenance leader deletes unreferenced blobs; negative
+	// disables it. See maintenance.Config. Defaults to 6h.
+	GCInterval time.Duration
 }
 
 // Node is an opened installation.
@@ -66,9 +72,12 @@ type Node struct {
 	Catalog *action.Catalog
 	Engine  *engine.Engine
 	Worker  *worker.Worker
-	DataDir string
-	lock    *os.File
-	log     *slog.Logger
+	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
+	// those sharing the store leads it.
+	Maintenance *maintenance.Loop
+	DataDir     string
+	lock        *os.File
+	log         *slog.Logger
 
 	mu        sync.Mutex
 	listeners []Listener
@@ -218,6 +227,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
 			Cache: Cached(), TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration})
 		n.Worker = w
+		lease := cfg.LeaseDuration
+		if lease <= 0 {
+			lease = 30 * time.Second
+		}
+		// A store several processes share elects one leader by lock; otherwise this process is
+		// the only engine (the data dir's lock) and leads.
+		locker, _ := n.Store.(store.Locker)
+		n.Maintenance = maintenance.New(maintenance.Config{Engine: n.Engine, Blobs: n.Blobs, Locker: locker, Logger: cfg.Logger,
+			ReapInterval: lease / 3, ElectInterval: min(lease/3, 5*time.Second), GCInterval: cfg.GCInterval})
 		if n.lock != nil {
 			// The lock proves no other process runs these tasks: reclaim them all now instead
 			// of waiting for their leases to expire.
@@ -237,15 +255,22 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Start starts the workers.
+// Start starts the workers and the maintenance loop. Calling it again does nothing.
 func (n *Node) Start(ctx context.Context) {
 	if n.Worker != nil {
 		n.Worker.Start(ctx)
 	}
+	if n.Maintenance != nil {
+		n.Maintenance.Start(ctx)
+	}
 }
 
-// Stop stops the workers, waiting up to grace for running tasks.
+// Stop stops the maintenance loop, handing leadership to another process, then the workers,
+// waiting up to grace for running tasks.
 func (n *Node) Stop(grace time.Duration) {
+	if n.Maintenance != nil {
+		n.Maintenance.Stop()
+	}
 	if n.Worker != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
@@ -253,8 +278,11 @@ func (n *Node) Stop(grace time.Duration) {
 	}
 }
 
-// Close releases the store and the lock.
+// Close stops the maintenance loop if Stop did not, and releases the store and the lock.
 func (n *Node) Close() error {
+	if n.Maintenance != nil {
+		n.Maintenance.Stop()
+	}
 	var errs []error
 	if n.Store != nil {
 		errs = append(errs, n.Store.Close())

@@ -59,6 +59,27 @@ type Capabilities struct {
 	Listen bool
 }
 
+// Locker is implemented by drivers whose store several processes share at once (Postgres), so
+// that one of them can be elected for work done on behalf of all, such as the maintenance loop.
+// Drivers that only one engine process opens at a time (SQLite, behind the data dir's lock) do not
+// implement it: that process leads.
+type Locker interface {
+	// TryLock takes the lock called name for this process without waiting. ok is false, with a
+	// nil Lock, when another process holds it. The lock is held until [Lock.Release], or until the
+	// process dies or loses its connection to the database, which then releases it by itself.
+	TryLock(ctx context.Context, name string) (l Lock, ok bool, err error)
+}
+
+// Lock is a lock taken with [Locker.TryLock]. Its methods may be called from one goroutine at a
+// time.
+type Lock interface {
+	// Check returns an error when the lock may have been lost: the connection that holds it
+	// failed, so the database may already have handed it to another process.
+	Check(ctx context.Context) error
+	// Release releases the lock. It is idempotent.
+	Release()
+}
+
 // Store is a database holding Sluice's state. It is safe for concurrent use.
 type Store interface {
 	Executor
@@ -81,6 +102,11 @@ type Executor interface {
 
 	JobInsert(ctx context.Context, p JobInsertParams) (*Job, error)
 	JobGet(ctx context.Context, id int64) (*Job, error)
+	// JobLock locks the job's row for the rest of the transaction where the driver needs it
+	// (Postgres: SELECT … FOR UPDATE) and returns it, so that transactions that may each end the
+	// job (the one that seals it, those that ingest its last roots) take turns and see each
+	// other's writes.
+	JobLock(ctx context.Context, id int64) (*Job, error)
 	JobGetByKey(ctx context.Context, key string) (*Job, error)
 	JobList(ctx context.Context, p JobListParams) ([]*Job, error)
 	// JobSetState moves a running job to a final state; false when it was not running.

@@ -386,8 +386,8 @@ func (w *Worker) release(t *store.Task) {
 	}, nil)
 }
 
-// renew extends this process's leases in one statement every third of the lease, and reclaims
-// expired leases of other processes.
+// renew extends this process's leases in one statement every third of the lease. Expired leases
+// of dead processes are reclaimed by the maintenance leader (package maintenance), not here.
 func (w *Worker) renew(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.LeaseDuration / 3)
 	defer tick.Stop()
@@ -404,12 +404,6 @@ func (w *Worker) renew(ctx context.Context) {
 		})
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("renew leases", "error", err)
-		}
-		if n, err := w.e.Reclaim(ctx, engine.ReclaimParams{}); err != nil && ctx.Err() == nil {
-			w.log.Error("reclaim expired leases", "error", err)
-		} else if n > 0 {
-			w.log.Info("reclaimed expired leases", "tasks", n)
-			w.Wake()
 		}
 	}
 }

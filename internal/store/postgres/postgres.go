@@ -49,7 +49,7 @@ type Config struct {
 // DB is the PostgreSQL store. It is safe for concurrent use.
 type DB struct {
 	pool    *pgxpool.Pool
-	connCfg *pgx.ConnConfig // for the dedicated LISTEN and advisory-lock connections
+	connCfg *pgx.ConnConfig // for the dedicated LISTEN and lock connections
 	schema  string
 	listen  *listener
 	*queries
@@ -114,8 +114,8 @@ func (db *DB) createSchema(ctx context.Context) error {
 // Schema returns the schema that holds Sluice's tables.
 func (db *DB) Schema() string { return db.schema }
 
-// Close stops the listener and closes every connection. Dedicated advisory-lock connections
-// belong to their release functions.
+// Close stops the listener and closes every connection but those of held locks, which
+// [store.Lock.Release] closes.
 func (db *DB) Close() error {
 	db.listen.stop()
 	db.pool.Close()
@@ -165,30 +165,86 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	return nil
 }
 
-// AdvisoryLock tries to take the session-level advisory lock named key (scoped to the schema) on
-// a dedicated connection, for a leader among processes (the maintenance loop). ok is false when
-// another session holds it. release unlocks and closes the connection; it is idempotent. The lock
-// is also released if the connection drops, so a leader should retake it periodically. It needs
-// a direct or session-pooled connection: transaction pooling cannot hold session locks.
-func (db *DB) AdvisoryLock(ctx context.Context, key string) (release func(), ok bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, db.connCfg.Copy())
-	if err != nil {
-		return nil, false, fmt.Errorf("advisory lock %q: connect: %w", key, err)
+// TryLock takes the session-level advisory lock called name (scoped to the schema) on a
+// connection of its own, for a leader among the processes sharing the database (the maintenance
+// loop). ok is false when another session holds it. The server releases the lock when that
+// connection ends, so a killed process never keeps it; [store.Lock.Check] pings the connection to
+// notice a lost one. Locking needs a direct or session-pooled connection: PgBouncer in transaction
+// pooling mode cannot hold session locks.
+//
+// While the lock is taken, a try costs one query on the pool and no new connection.
+func (db *DB) TryLock(ctx context.Context, name string) (store.Lock, bool, error) {
+	key := db.schema + "." + name
+	var held bool
+	if err := db.pool.QueryRow(ctx, qLockHeld, key).Scan(&held); err != nil {
+		return nil, false, fmt.Errorf("lock %q: %w", name, err)
 	}
-	name := db.schema + "." + key
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, name).Scan(&ok); err != nil || !ok {
+	if held {
+		return nil, false, nil
+	}
+	cfg := db.connCfg.Copy()
+	// The server keeps the lock until it notices the connection is gone. A killed process's
+	// socket is closed by its kernel at once; these keepalives bound the wait for a leader cut
+	// off by the network to about 25s instead of the system default of hours.
+	cfg.RuntimeParams["tcp_keepalives_idle"] = "10"
+	cfg.RuntimeParams["tcp_keepalives_interval"] = "5"
+	cfg.RuntimeParams["tcp_keepalives_count"] = "3"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %q: connect: %w", name, err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&ok); err != nil || !ok {
 		conn.Close(context.WithoutCancel(ctx))
 		if err != nil {
-			return nil, false, fmt.Errorf("advisory lock %q: %w", key, err)
+			return nil, false, fmt.Errorf("lock %q: %w", name, err)
 		}
 		return nil, false, nil
 	}
-	return sync.OnceFunc(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, name)
-		_ = conn.Close(ctx)
-	}), true, nil
+	return &advisoryLock{conn: conn, key: key}, true, nil
+}
+
+var _ store.Locker = (*DB)(nil)
+
+// qLockHeld reports whether any session holds the advisory lock with the key's hash in this
+// database. pg_locks shows a bigint key as its high and low 32 bits in classid and objid.
+const qLockHeld = `SELECT EXISTS (SELECT 1 FROM pg_locks l, (SELECT hashtextextended($1, 0) AS k) h
+	WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND l.classid = ((h.k >> 32) & 4294967295)::oid AND l.objid = (h.k & 4294967295)::oid)`
+
+// advisoryLock is a held session-level advisory lock and the connection that holds it.
+type advisoryLock struct {
+	mu   sync.Mutex
+	conn *pgx.Conn // nil once released
+	key  string
+}
+
+func (l *advisoryLock) Check(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return errors.New("lock released")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := l.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("lock %q: connection lost: %w", l.key, err)
+	}
+	return nil
+}
+
+func (l *advisoryLock) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = l.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, l.key)
+	_ = l.conn.Close(ctx)
+	l.conn = nil
 }
 
 // listener owns the LISTEN connection and wakes every waiter on each notification.

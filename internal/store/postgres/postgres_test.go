@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/storetest"
@@ -134,31 +136,59 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
-func TestAdvisoryLock(t *testing.T) {
+func TestTryLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	schema := randomSchema(t)
 	a, b := openSchema(t, schema, false), openSchema(t, schema, true)
 	other := open(t) // another schema: another lock namespace
-	release, ok, err := a.AdvisoryLock(ctx, "maintenance")
+	la, ok, err := a.TryLock(ctx, "maintenance")
 	if err != nil || !ok {
-		t.Fatalf("first AdvisoryLock = %v, %v", ok, err)
+		t.Fatalf("first TryLock = %v, %v", ok, err)
 	}
-	if _, ok, err := b.AdvisoryLock(ctx, "maintenance"); err != nil || ok {
-		t.Fatalf("AdvisoryLock while held = %v, %v; want false", ok, err)
+	if err := la.Check(ctx); err != nil {
+		t.Fatalf("Check of a held lock: %v", err)
 	}
-	if rel, ok, err := other.AdvisoryLock(ctx, "maintenance"); err != nil || !ok {
-		t.Fatalf("AdvisoryLock in another schema = %v, %v; want true", ok, err)
+	if l, ok, err := b.TryLock(ctx, "maintenance"); err != nil || ok || l != nil {
+		t.Fatalf("TryLock while held = %v, %v, %v; want nil, false", l, ok, err)
+	}
+	if l, ok, err := other.TryLock(ctx, "maintenance"); err != nil || !ok {
+		t.Fatalf("TryLock in another schema = %v, %v; want true", ok, err)
 	} else {
-		rel()
+		l.Release()
 	}
-	release()
-	release() // idempotent
-	rel, ok, err := b.AdvisoryLock(ctx, "maintenance")
+	la.Release()
+	la.Release() // idempotent
+	if err := la.Check(ctx); err == nil {
+		t.Fatal("Check of a released lock succeeded")
+	}
+	lb, ok, err := b.TryLock(ctx, "maintenance")
 	if err != nil || !ok {
-		t.Fatalf("AdvisoryLock after release = %v, %v", ok, err)
+		t.Fatalf("TryLock after release = %v, %v", ok, err)
 	}
-	rel()
+	defer lb.Release()
+
+	// The server releases the lock of a session that ends without unlocking (a killed process),
+	// and the holder's Check reports the loss.
+	conn, err := pgx.Connect(ctx, databaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()
+		AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`, schema+".maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Check(ctx); err == nil {
+		t.Fatal("Check after the server ended the lock's session succeeded")
+	}
+	var la2 store.Lock
+	poll.Until(t, 10*time.Second, "the lock to be free after its session ended", func() (bool, string) {
+		var err error
+		la2, ok, err = a.TryLock(ctx, "maintenance")
+		return err == nil && ok, fmt.Sprint(ok, err)
+	})
+	la2.Release()
 }
 
 func BenchmarkLeaseFinish(b *testing.B) {

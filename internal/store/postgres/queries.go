@@ -183,6 +183,7 @@ const (
 	qJobInsert = `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at, sealed)
 		VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING ` + jobCols
 	qJobGet          = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
+	qJobLock         = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1 FOR UPDATE`
 	qJobGetByKey     = `SELECT ` + jobCols + ` FROM jobs WHERE key = $1`
 	qJobListRunning  = `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' ORDER BY id`
 	qJobSetState     = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
@@ -237,6 +238,16 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 	j, err := scanJob(q.c.QueryRow(ctx, qJobGet, id))
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobLock locks the job's row until the transaction ends (SELECT … FOR UPDATE). Under READ
+// COMMITTED each later statement sees what the previous holder committed.
+func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
+	j, err := scanJob(q.c.QueryRow(ctx, qJobLock, id))
+	if err != nil {
+		return nil, fmt.Errorf("lock job %d: %w", id, err)
 	}
 	return j, nil
 }

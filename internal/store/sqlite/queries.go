@@ -234,6 +234,15 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 	return j, nil
 }
 
+// JobLock reads the job on the writer: SQLite's single writer already serialises transactions.
+func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
+	j, err := scanJob(q.wrow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("lock job %d: %w", id, err)
+	}
+	return j, nil
+}
+
 func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, error) {
 	j, err := scanJob(q.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE key = ?`, key))
 	if err != nil {
