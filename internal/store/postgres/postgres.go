@@ -1,13 +1,15 @@
 // Package postgres is the scale-out [store.Store] driver: PostgreSQL through a pgx connection pool,
 // shared by many sluice processes on many machines. Leases use FOR UPDATE SKIP LOCKED, so racing
 // leasers never block on or double-lease a task; wake-ups use LISTEN/NOTIFY on the channel
-// sluice_tasks, always bounded by a timeout so a lost notification (or a PgBouncer in transaction
+// sluice_tasks.<schema>, always bounded by a timeout so a lost notification (or a PgBouncer in transaction
 // pooling mode, where LISTEN does not work) only delays work, never loses it.
 package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,8 +29,16 @@ import (
 //go:embed migrations/*.up.sql
 var migrations embed.FS
 
-// notifyChannel is the LISTEN/NOTIFY channel; the payload is the queue that got ready work.
-const notifyChannel = "sluice_tasks"
+// notifyChannel is the schema's LISTEN/NOTIFY channel; the payload is the queue that got ready
+// work. One channel per schema: installations sharing a database do not wake each other.
+func notifyChannel(schema string) string {
+	ch := "sluice_tasks." + schema
+	if len(ch) > 63 { // Postgres truncates identifiers to 63 bytes; pg_notify refuses longer names
+		sum := sha256.Sum256([]byte(schema))
+		ch = "sluice_tasks." + hex.EncodeToString(sum[:16])
+	}
+	return ch
+}
 
 // Config configures [Open].
 type Config struct {
@@ -77,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
 	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema}
-	db.listen = &listener{cfg: pcfg.ConnConfig, wake: make(chan struct{})}
+	db.listen = &listener{cfg: pcfg.ConnConfig, channel: notifyChannel(cfg.Schema), wake: make(chan struct{})}
 	db.queries = &queries{db: db, c: pool}
 	if err := db.createSchema(ctx); err != nil {
 		pool.Close()
@@ -155,7 +165,7 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 		return err
 	}
 	if len(q.notify) > 0 {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', q) FROM unnest($1::text[]) q`, q.notify); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($2, q) FROM unnest($1::text[]) q`, q.notify, db.listen.channel); err != nil {
 			return mapErr(fmt.Errorf("notify: %w", err))
 		}
 	}
@@ -249,7 +259,8 @@ func (l *advisoryLock) Release() {
 
 // listener owns the LISTEN connection and wakes every waiter on each notification.
 type listener struct {
-	cfg *pgx.ConnConfig
+	cfg     *pgx.ConnConfig
+	channel string
 
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced on every notification
@@ -317,7 +328,7 @@ func (l *listener) listenOnce(ctx context.Context, reconnect bool) bool {
 		return false
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		return false
 	}
 	if reconnect {

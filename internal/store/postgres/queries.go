@@ -40,7 +40,7 @@ func (q *queries) ready(ctx context.Context, queue string) error {
 		}
 		return nil
 	}
-	_, err := q.c.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', $1)`, queue)
+	_, err := q.c.Exec(ctx, `SELECT pg_notify($2, $1)`, queue, q.db.listen.channel)
 	return err
 }
 
@@ -602,7 +602,7 @@ func scanTask(sc scanner) (*store.Task, error) {
 	return &t, nil
 }
 
-// TaskInsert announces the new task on sluice_tasks (at commit inside a transaction).
+// TaskInsert announces the new task on the schema's channel (at commit inside a transaction).
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
 	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now))
 	if err != nil {
@@ -652,7 +652,7 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// TaskFinish announces a task put back to ready on sluice_tasks.
+// TaskFinish announces a task put back to ready on the schema's channel.
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
 	refund := 0
 	if p.Refund {
@@ -745,7 +745,7 @@ func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string,
 	return ids, nil
 }
 
-// TaskRetry announces the task's queue on sluice_tasks (at commit inside a transaction).
+// TaskRetry announces the task's queue on the schema's channel (at commit inside a transaction).
 func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
 	var queue string
 	err := q.c.QueryRow(ctx, qTaskRetry, p.MaxAttempts, micros(p.Now), p.ID).Scan(&queue)
