@@ -99,49 +99,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
 	n.Start(ctx)
 	defer n.Stop(10 * time.Second)
-	tty := isTTY(e.stderr)
-	// Progress reads every task of the job: compute it only for a line that is shown (the bar
-	// twice a second, plain lines every 5s), and watch for the end with a cheap JobGet.
-	printEvery := 5 * time.Second
-	if tty {
-		printEvery = 500 * time.Millisecond
-	}
-	lastPrint := time.Now()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for first := true; ; first = false {
-		job, err := n.Store.JobGet(ctx, jobID)
-		if err != nil {
-			return nil, err
-		}
-		done := job.State != store.JobRunning
-		if (tty && first) || done || time.Since(lastPrint) >= printEvery {
-			p, err := n.Engine.Progress(ctx, jobID)
-			if err != nil {
-				return nil, err
-			}
-			if tty {
-				fmt.Fprintf(e.stderr, "\r\033[K%s", ingestLine(p, job.TotalBytes))
-				if done {
-					fmt.Fprintln(e.stderr)
-				}
-			} else {
-				fmt.Fprintln(e.stderr, ingestLine(p, job.TotalBytes))
-			}
-			lastPrint = time.Now()
-		}
-		if done {
-			return job, nil
-		}
-		select {
-		case <-ctx.Done():
-			if tty {
-				fmt.Fprintln(e.stderr)
-			}
-			return nil, fmt.Errorf("interrupted; run the same command again to resume job %d", jobID)
-		case <-tick.C:
-		}
-	}
+	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *store.Job) string { return ingestLine(p, job.TotalBytes) })
 }
 
 // ingestLine is one progress line: a bar, the files (items, archive entries included) done out of

@@ -283,33 +283,47 @@ func isTTY(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// waitJob polls the job's progress from the database until it ends: a redrawn bar on a TTY,
-// a plain line every few seconds otherwise.
+// waitJob waits for the job to end, showing its progress: a redrawn bar on a TTY, a plain line
+// every few seconds otherwise.
 func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
+	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, _ *store.Job) string { return progressLine(p) })
+}
+
+// watchJob waits for the job to end, printing line's rendering of its progress. Progress reads
+// every task of the job, so it is computed only for a line that is shown (the bar twice a
+// second, plain lines every 5s); the end is watched with a cheap JobGet.
+func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(*engine.Progress, *store.Job) string) (*store.Job, error) {
 	tty := isTTY(e.stderr)
-	interval := 200 * time.Millisecond
 	printEvery := 5 * time.Second
+	if tty {
+		printEvery = 500 * time.Millisecond
+	}
 	lastPrint := time.Now()
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		p, err := n.Engine.Progress(ctx, jobID)
+	for first := true; ; first = false {
+		job, err := n.Store.JobGet(ctx, jobID)
 		if err != nil {
 			return nil, err
 		}
-		done := p.State != store.JobRunning
-		switch {
-		case tty:
-			fmt.Fprintf(e.stderr, "\r\033[K%s", progressLine(p))
-			if done {
-				fmt.Fprintln(e.stderr)
+		done := job.State != store.JobRunning
+		if (tty && first) || done || time.Since(lastPrint) >= printEvery {
+			p, err := n.Engine.Progress(ctx, jobID)
+			if err != nil {
+				return nil, err
 			}
-		case done || time.Since(lastPrint) >= printEvery:
-			fmt.Fprintln(e.stderr, progressLine(p))
+			if tty {
+				fmt.Fprintf(e.stderr, "\r\033[K%s", line(p, job))
+				if done {
+					fmt.Fprintln(e.stderr)
+				}
+			} else {
+				fmt.Fprintln(e.stderr, line(p, job))
+			}
 			lastPrint = time.Now()
 		}
 		if done {
-			return n.Store.JobGet(ctx, jobID)
+			return job, nil
 		}
 		select {
 		case <-ctx.Done():
