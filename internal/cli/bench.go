@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,12 +12,14 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -61,7 +64,8 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	remote := fs.Bool("remote", false, "also run the same tasks through remote workers over HTTP (the worker protocol) and report both")
 	keep := fs.Bool("keep", false, "keep the temporary data dir")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
-	if _, err := parse(fs, args); err != nil {
+	_, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
 	if !oneOf(o.mode, "burndown", "stream", "paced") {
@@ -71,6 +75,11 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 		return usagef("--tasks must be positive")
 	}
 	o.log = c.logger(e)
+	if c.database != "" {
+		if o.dsn, _, err = c.postgresURL(); err != nil {
+			return err
+		}
+	}
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return err
@@ -112,6 +121,7 @@ type benchOpts struct {
 	workers    int
 	remote     bool
 	data       string
+	dsn        string // with --database: bench in a new schema of this database, dropped after
 	cpuprofile string
 	log        *slog.Logger
 }
@@ -125,6 +135,20 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		cfg.Remote = map[string]bool{"noop": true}
 	} else if o.workers > 0 {
 		conc["noop"] = o.workers
+	}
+	storeName := "sqlite"
+	if o.dsn != "" {
+		storeName = "postgres"
+		schema := "sluice_bench_" + strings.ToLower(rand.Text()[:10])
+		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
+			return postgres.Open(ctx, postgres.Config{URL: o.dsn, Schema: schema})
+		}
+		// Deferred first, so it runs after the node (and its pool) closed.
+		defer func() {
+			if err := postgres.DropSchema(context.WithoutCancel(ctx), o.dsn, schema); err != nil {
+				o.log.Error("drop bench schema", "schema", schema, "error", err)
+			}
+		}()
 	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
@@ -142,10 +166,10 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	for i := range roots {
 		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("item-%d", i), Size: 1}
 	}
-	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: "sqlite", Workers: o.workers}
+	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: storeName, Workers: o.workers}
 	startWorkers := func() { n.Start(ctx) }
 	if o.remote {
-		res.Store = "sqlite, remote workers over HTTP"
+		res.Store = storeName + ", remote workers over HTTP"
 		stop, err := startRemoteBench(ctx, n, o.workers)
 		if err != nil {
 			return nil, err

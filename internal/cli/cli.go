@@ -178,23 +178,31 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 	return node.Open(ctx, cfg)
 }
 
+// postgresURL splits --database into the connection URL and the schema its sluice_schema=NAME
+// parameter selects (one database, several installations; "" for the default).
+func (c *common) postgresURL() (dsn, schema string, err error) {
+	if !strings.HasPrefix(c.database, "postgres://") && !strings.HasPrefix(c.database, "postgresql://") {
+		return "", "", usagef("--database must be a postgres:// URL")
+	}
+	u, err := url.Parse(c.database)
+	if err != nil {
+		return "", "", usagef("--database: %v", err)
+	}
+	q := u.Query()
+	schema = q.Get("sluice_schema")
+	q.Del("sluice_schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
+}
+
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease}
 	if c.database != "" {
-		if !strings.HasPrefix(c.database, "postgres://") && !strings.HasPrefix(c.database, "postgresql://") {
-			return cfg, usagef("--database must be a postgres:// URL")
-		}
-		// sluice_schema=NAME in the URL selects a schema (one database, several installations).
-		u, err := url.Parse(c.database)
+		dsn, schema, err := c.postgresURL()
 		if err != nil {
-			return cfg, usagef("--database: %v", err)
+			return cfg, err
 		}
-		q := u.Query()
-		schema := q.Get("sluice_schema")
-		q.Del("sluice_schema")
-		u.RawQuery = q.Encode()
-		dsn := u.String()
 		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
 			return postgres.Open(ctx, postgres.Config{URL: dsn, Schema: schema})
 		}
