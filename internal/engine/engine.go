@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -192,6 +193,9 @@ type tx struct {
 	ready   bool
 	cancel  []int64
 	ended   map[int64]string
+	results []*Result                  // queued by Tx.Apply, applied together in finish
+	tasks   map[int64][]*store.Task    // tasks of items about to settle, read in one call
+	moves   []store.ItemSetStateParams // item moves of the level being settled, written together
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
@@ -257,6 +261,29 @@ func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
 	}
 	d, _, err := t.e.Definition(t.ctx, j.WorkflowName, j.WorkflowVersion)
 	return d, j, err
+}
+
+// lockItems locks and caches the items not yet locked in this transaction, in one call.
+func (t *tx) lockItems(ids []int64) error {
+	var want []int64
+	for _, id := range ids {
+		if _, ok := t.items[id]; !ok {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	items, err := t.x.ItemLockMany(t.ctx, want)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		t.items[it.ID] = it
+	}
+	return nil
 }
 
 // item returns the item, locking it on first use in this transaction.
@@ -368,6 +395,9 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 // finish settles dirty items deepest first (so a batch of children settles before their parent,
 // once), then ends the touched jobs that have nothing left open.
 func (t *tx) finish() error {
+	if err := t.applyResults(); err != nil {
+		return err
+	}
 	for len(t.dirty) > 0 {
 		ids := make([]int64, 0, len(t.dirty))
 		for id := range t.dirty {
@@ -382,14 +412,25 @@ func (t *tx) finish() error {
 		})
 		// Settle only the deepest level now; parents marked dirty meanwhile join the map.
 		depth := t.dirty[ids[0]]
+		level := ids[:0]
 		for _, id := range ids {
 			if t.dirty[id] != depth {
 				break
 			}
 			delete(t.dirty, id)
+			level = append(level, id)
+		}
+		if err := t.prefetch(level); err != nil {
+			return err
+		}
+		for _, id := range level {
 			if err := t.settle(id); err != nil {
 				return err
 			}
+		}
+		// The level's moves are written before the parents settle: they read their children.
+		if err := t.flushMoves(); err != nil {
+			return err
 		}
 	}
 	for id := range t.colored {
@@ -398,9 +439,10 @@ func (t *tx) finish() error {
 			continue // ingesting wrote colored = share
 		}
 		c := it.Colored
-		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: it.State, To: it.State, Now: t.now, Colored: &c}); err != nil {
-			return err
-		}
+		t.moves = append(t.moves, store.ItemSetStateParams{ID: id, From: it.State, To: it.State, Now: t.now, Colored: &c})
+	}
+	if err := t.flushMoves(); err != nil {
+		return err
 	}
 	jobs := make([]int64, 0, len(t.touched))
 	for id := range t.touched {
@@ -428,6 +470,52 @@ func (t *tx) finish() error {
 	return nil
 }
 
+// prefetch locks the items of a level about to settle and reads the tasks of those written, one
+// call each, instead of a round trip per item.
+func (t *tx) prefetch(ids []int64) error {
+	var settle []int64
+	for _, id := range ids {
+		if !t.busy[id] {
+			settle = append(settle, id)
+		}
+	}
+	if err := t.lockItems(settle); err != nil {
+		return err
+	}
+	var written []int64
+	for _, id := range settle {
+		if it := t.items[id]; it != nil && it.State == store.ItemWritten {
+			written = append(written, id)
+		}
+	}
+	if len(written) == 0 {
+		return nil
+	}
+	tasks, err := t.x.TaskListByItems(t.ctx, written)
+	if err != nil {
+		return err
+	}
+	t.tasks = make(map[int64][]*store.Task, len(written))
+	for _, id := range written {
+		t.tasks[id] = nil // read, with no task
+	}
+	for _, tk := range tasks {
+		t.tasks[tk.ItemID] = append(t.tasks[tk.ItemID], tk)
+	}
+	return nil
+}
+
+// flushMoves writes the queued item moves.
+func (t *tx) flushMoves() error {
+	t.tasks = nil
+	if len(t.moves) == 0 {
+		return nil
+	}
+	moves := t.moves
+	t.moves = nil
+	return t.x.ItemSetStateMany(t.ctx, moves)
+}
+
 var openStates = []string{store.ItemCreated, store.ItemWritten}
 var unfinishedStates = []string{store.ItemCreated, store.ItemWritten, store.ItemProcessed}
 
@@ -445,9 +533,11 @@ func (t *tx) settle(id int64) error {
 		return err
 	}
 	if it.State == store.ItemWritten {
-		tasks, err := t.x.TaskListByItem(t.ctx, id)
-		if err != nil {
-			return err
+		tasks, ok := t.tasks[id]
+		if !ok {
+			if tasks, err = t.x.TaskListByItem(t.ctx, id); err != nil {
+				return err
+			}
 		}
 		has := make(map[string]bool, len(tasks))
 		for _, tk := range tasks {
@@ -516,9 +606,7 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 		share := it.Share
 		p.Colored = &share
 	}
-	if _, err := t.x.ItemSetState(t.ctx, p); err != nil {
-		return err
-	}
+	t.moves = append(t.moves, p) // written with the rest of the level (flushMoves)
 	it.State = state
 	if p.Colored != nil {
 		it.Colored = *p.Colored

@@ -98,11 +98,19 @@ type Executor interface {
 	// stored item and whether it was inserted.
 	ItemInsert(ctx context.Context, p ItemInsertParams) (*Item, bool, error)
 	ItemGet(ctx context.Context, id int64) (*Item, error)
+	// ItemGetMany returns those of the items that exist, in id order, without Text (HasText is set).
+	ItemGetMany(ctx context.Context, ids []int64) ([]*Item, error)
 	// ItemLock locks the item's row for the rest of the transaction where the driver needs it
 	// (Postgres: SELECT … FOR UPDATE) and returns it.
 	ItemLock(ctx context.Context, id int64) (*Item, error)
+	// ItemLockMany is ItemLock for several items, in one round trip where the driver can: it
+	// returns those that exist, in id order, locking them in that order.
+	ItemLockMany(ctx context.Context, ids []int64) ([]*Item, error)
 	ItemList(ctx context.Context, p ItemListParams) ([]*Item, error)
 	ItemSetState(ctx context.Context, p ItemSetStateParams) (bool, error)
+	// ItemSetStateMany applies each ItemSetState in order (an item may appear more than once),
+	// in as few statements as the driver can.
+	ItemSetStateMany(ctx context.Context, ps []ItemSetStateParams) error
 	// ItemUpdate applies a task's effects on its item: text and thumbnail (each set once),
 	// metadata merged, content type, error (set once), added progress.
 	ItemUpdate(ctx context.Context, p ItemUpdateParams) error
@@ -125,6 +133,9 @@ type Executor interface {
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
+	// TaskFinishMany applies each TaskFinish in order, in as few statements as the driver can,
+	// and reports for each whether it ended its attempt.
+	TaskFinishMany(ctx context.Context, ps []TaskFinishParams) ([]bool, error)
 	// TaskRenewLeases extends every running task leased by owner.
 	TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error)
 	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
@@ -133,6 +144,8 @@ type Executor interface {
 	// TaskCountActive counts the item's ready and running tasks.
 	TaskCountActive(ctx context.Context, itemID int64) (int, error)
 	TaskListByItem(ctx context.Context, itemID int64) ([]*Task, error)
+	// TaskListByItems lists the tasks of several items, by item id then id.
+	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*Task, error)
 	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
 	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
 	TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) (running []int64, err error)

@@ -356,9 +356,23 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		w.inflight[t.Queue]++
 	}
 	w.mu.Unlock()
+	// The tasks' items in one read rather than one per task; a task whose item is missing here
+	// reads it itself.
+	items := map[int64]*store.Item{}
+	if len(got) > 1 {
+		ids := make([]int64, len(got))
+		for i, t := range got {
+			ids[i] = t.ItemID
+		}
+		if its, err := w.e.Store().ItemGetMany(ctx, ids); err == nil {
+			for _, it := range its {
+				items[it.ID] = it
+			}
+		}
+	}
 	for _, t := range got {
 		w.tasks.Add(1)
-		go w.run(ctx, t)
+		go w.run(ctx, t, items[t.ItemID])
 	}
 	return len(got), false, nil
 }
@@ -410,10 +424,10 @@ func (w *Worker) done(t *store.Task) {
 }
 
 // run runs one leased task and queues its result.
-func (w *Worker) run(ctx context.Context, t *store.Task) {
+func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
-	err := w.execute(ctx, t, res)
+	err := w.execute(ctx, t, it, res)
 	if errors.Is(err, errStopping) {
 		w.release(t)
 		return
@@ -440,7 +454,8 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
-func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result) (err error) {
+// execute runs the task's action; it is the task's item when the caller read it already.
+func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result) (err error) {
 	act, ok := w.e.Catalog().Lookup(t.Action)
 	if !ok {
 		return action.Permanentf("unknown action %q", t.Action)
@@ -457,9 +472,10 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, res *engine.Result)
 	if step == nil {
 		return action.Permanentf("step %q not in workflow %q", t.Step, def.Name)
 	}
-	it, err := w.e.Store().ItemGet(ctx, t.ItemID)
-	if err != nil {
-		return err
+	if it == nil {
+		if it, err = w.e.Store().ItemGet(ctx, t.ItemID); err != nil {
+			return err
+		}
 	}
 	spec := act.Spec()
 	timeout := time.Duration(step.Timeout)

@@ -824,3 +824,163 @@ func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error
 	}
 	return ref, nil
 }
+
+// --- batches: one statement over unnest()ed arrays instead of a round trip per row. The
+// updates also say id = ANY($1): without it the planner, which cannot see the arrays' length,
+// hashes the whole table (a sequential scan) to join it with the arrays.
+
+const (
+	qItemGetMany  = `SELECT ` + itemCols + ` FROM items WHERE id = ANY($1) ORDER BY id`
+	qItemLockMany = `SELECT ` + itemCols + ` FROM items WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+	// qItemSetStateMany is ItemSetState over arrays: a state change stamps processed_at (kept
+	// when it was set, for ingested) and ingested_at; the same state only stores colored.
+	qItemSetStateMany = `UPDATE items i SET state = u.to_state,
+		processed_at = CASE WHEN u.to_state = u.from_state THEN i.processed_at
+			WHEN u.to_state = 'ingested' AND i.processed_at <> 0 THEN i.processed_at ELSE u.now END,
+		ingested_at = CASE WHEN u.to_state <> u.from_state AND u.to_state = 'ingested' THEN u.now ELSE i.ingested_at END,
+		colored = COALESCE(u.colored, i.colored)
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::float8[]) AS u(id, from_state, to_state, now, colored)
+		WHERE i.id = ANY($1) AND i.id = u.id AND i.state = u.from_state`
+	qTaskFinishMany = `UPDATE tasks t SET state = u.state, error = u.error, run_after = u.run_after, attempt = t.attempt - u.refund,
+		finished_at = u.finished_at, lease_owner = '', lease_expires = 0
+		FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::bigint[])
+			AS u(id, attempt, state, error, run_after, refund, finished_at)
+		WHERE t.id = ANY($1) AND t.id = u.id AND t.state = 'running' AND t.attempt = u.attempt
+		RETURNING t.id, t.queue, t.state`
+	qTaskListByItems = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY($1) ORDER BY item_id, id`
+)
+
+// ItemLockMany locks in id order, so transactions locking overlapping sets do not deadlock.
+func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if len(ids) == 1 {
+		it, err := q.ItemLock(ctx, ids[0])
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []*store.Item{it}, nil
+	}
+	rows, err := q.c.Query(ctx, qItemLockMany, ids)
+	out, err := collect(rows, err, scanItemNoText)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d items: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// distinctRuns splits n rows into runs in which no id repeats, so that one UPDATE … FROM unnest
+// (which updates a row once however many input rows match it) applies them in order.
+func distinctRuns(n int, id func(int) int64, apply func(lo, hi int) error) error {
+	seen := map[int64]bool{}
+	lo := 0
+	for i := 0; i < n; i++ {
+		if seen[id(i)] {
+			if err := apply(lo, i); err != nil {
+				return err
+			}
+			lo = i
+			clear(seen)
+		}
+		seen[id(i)] = true
+	}
+	if lo < n {
+		return apply(lo, n)
+	}
+	return nil
+}
+
+func (q *queries) ItemSetStateMany(ctx context.Context, ps []store.ItemSetStateParams) error {
+	if len(ps) == 1 {
+		_, err := q.ItemSetState(ctx, ps[0])
+		return err
+	}
+	return distinctRuns(len(ps), func(i int) int64 { return ps[i].ID }, func(lo, hi int) error {
+		run := ps[lo:hi]
+		ids, from, to, now := make([]int64, len(run)), make([]string, len(run)), make([]string, len(run)), make([]int64, len(run))
+		colored := make([]*float64, len(run))
+		for i, p := range run {
+			ids[i], from[i], to[i], now[i], colored[i] = p.ID, p.From, p.To, micros(p.Now), p.Colored
+		}
+		if _, err := q.c.Exec(ctx, qItemSetStateMany, ids, from, to, now, colored); err != nil {
+			return fmt.Errorf("set state of %d items: %w", len(run), mapErr(err))
+		}
+		return nil
+	})
+}
+
+// TaskFinishMany announces tasks put back to ready on sluice_tasks, once per queue.
+func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
+	oks := make([]bool, len(ps))
+	if len(ps) == 1 {
+		ok, err := q.TaskFinish(ctx, ps[0])
+		oks[0] = ok
+		return oks, err
+	}
+	err := distinctRuns(len(ps), func(i int) int64 { return ps[i].ID }, func(lo, hi int) error {
+		run := ps[lo:hi]
+		n := len(run)
+		ids, attempts, states, errs := make([]int64, n), make([]int32, n), make([]string, n), make([]string, n)
+		runAfter, refund, finished := make([]int64, n), make([]int32, n), make([]int64, n)
+		at := make(map[int64]int, n)
+		for i, p := range run {
+			ids[i], attempts[i], states[i], errs[i], runAfter[i] = p.ID, int32(p.Attempt), p.State, p.Error, micros(p.RunAfter)
+			if p.Refund {
+				refund[i] = 1
+			}
+			if p.State != store.TaskReady {
+				finished[i] = micros(p.Now)
+			}
+			at[p.ID] = lo + i
+		}
+		rows, err := q.c.Query(ctx, qTaskFinishMany, ids, attempts, states, errs, runAfter, refund, finished)
+		if err != nil {
+			return fmt.Errorf("finish %d tasks: %w", n, mapErr(err))
+		}
+		var id int64
+		var queue, state string
+		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &state}, func() error {
+			oks[at[id]] = true
+			if state == store.TaskReady {
+				return q.ready(ctx, queue)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("finish %d tasks: %w", n, mapErr(err))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return oks, nil
+}
+
+func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
+	if len(itemIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := q.c.Query(ctx, qTaskListByItems, itemIDs)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of %d items: %w", len(itemIDs), err)
+	}
+	return out, nil
+}
+
+func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.c.Query(ctx, qItemGetMany, ids)
+	out, err := collect(rows, err, scanItemNoText)
+	if err != nil {
+		return nil, fmt.Errorf("get %d items: %w", len(ids), err)
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -959,4 +960,85 @@ func isObject(v json.RawMessage) bool {
 		return c == '{'
 	}
 	return false
+}
+
+// --- batches: statements are in-process calls here, so a batch is a loop over the single ones.
+
+// ItemLockMany reads the items on the writer connection (the transaction holds the database lock).
+func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	out := make([]*store.Item, 0, len(ids))
+	for i, id := range ids {
+		if i > 0 && ids[i-1] == id {
+			continue
+		}
+		it, err := q.itemGetW(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+func (q *queries) ItemSetStateMany(ctx context.Context, ps []store.ItemSetStateParams) error {
+	for _, p := range ps {
+		if _, err := q.ItemSetState(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
+	oks := make([]bool, len(ps))
+	for i, p := range ps {
+		ok, err := q.TaskFinish(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		oks[i] = ok
+	}
+	return oks, nil
+}
+
+func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
+	var out []*store.Task
+	ids := slices.Clone(itemIDs)
+	slices.Sort(ids)
+	for i, id := range ids {
+		if i > 0 && ids[i-1] == id {
+			continue
+		}
+		ts, err := q.TaskListByItem(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	out := make([]*store.Item, 0, len(ids))
+	for i, id := range ids {
+		if i > 0 && ids[i-1] == id {
+			continue
+		}
+		it, err := scanItem(q.rrow(ctx, `SELECT `+itemCols+` FROM items WHERE id = ?`, id), false)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get item %d: %w", id, err)
+		}
+		out = append(out, it)
+	}
+	return out, nil
 }
