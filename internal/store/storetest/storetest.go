@@ -42,6 +42,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskLists", testTaskLists},
 		{"TaskCancelJob", testTaskCancelJob},
 		{"TaskNextRunAfter", testTaskNextRunAfter},
+		{"Batches", testBatches},
 		{"Attempts", testAttempts},
 		{"Outputs", testOutputs},
 		{"Cache", testCache},
