@@ -2,6 +2,9 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"time"
 	"log/slog"
 	"sync"
 
@@ -15,27 +18,32 @@ type op struct {
 	done chan error
 }
 
-// committer funnels every write of this process through one goroutine that commits them in
+// committer funnels every write of this process through writer goroutines that commit them in
 // batches (group commit): while one transaction commits, the next batch accumulates. With one
 // SQLite writer this turns thousands of small writes per second into a few dozen transactions.
+// A database that takes concurrent writers gets more than one, so that one batch's round trips
+// and commit overlap with the next batch's.
 type committer struct {
-	e   *engine.Engine
-	log *slog.Logger
-	ops chan op
-	max int
-	wg  sync.WaitGroup
+	e       *engine.Engine
+	log     *slog.Logger
+	ops     chan op
+	max     int
+	writers int
+	wg      sync.WaitGroup
 }
 
-func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int) *committer {
-	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch}
+func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch, writers int) *committer {
+	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch, writers: max(1, writers)}
 }
 
 func (c *committer) start(ctx context.Context) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loop(ctx)
-	}()
+	for range c.writers {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.loop(ctx)
+		}()
+	}
 }
 
 // submit queues fn; it blocks when the queue is full (backpressure), or returns ctx's error.
@@ -99,6 +107,10 @@ func (c *committer) drain() {
 }
 
 func (c *committer) commit(ctx context.Context, batch []op) {
+	if debugCommit {
+		t0 := time.Now()
+		defer func() { fmt.Fprintf(os.Stderr, "commit %d ops %v\n", len(batch), time.Since(t0)) }()
+	}
 	errs := make([]error, len(batch))
 	err := c.e.Run(ctx, func(t *engine.Tx) error {
 		for i, o := range batch {
@@ -132,3 +144,5 @@ func (c *committer) commit(ctx context.Context, batch []op) {
 }
 
 func (c *committer) wait() { c.wg.Wait() }
+
+var debugCommit = os.Getenv("SLUICE_DEBUG_COMMIT") != ""

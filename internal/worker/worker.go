@@ -98,7 +98,11 @@ func New(cfg Config) *Worker {
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{}}
-	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
+	writers := 1
+	if cfg.Engine.Store().Capabilities().MultiProcess {
+		writers = 2 // see committer
+	}
+	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, writers)
 	return w
 }
 
