@@ -84,3 +84,9 @@ func maybeTimed(q querier) querier {
 	}
 	return q
 }
+
+func (t timed) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	t0 := time.Now()
+	defer func() { record(fmt.Sprintf("BATCH %d x %s", b.Len(), b.QueuedQueries[0].SQL), time.Since(t0)) }()
+	return t.q.SendBatch(ctx, b)
+}

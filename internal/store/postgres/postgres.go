@@ -33,7 +33,7 @@ const notifyChannel = "sluice_tasks"
 // Config configures [Open].
 type Config struct {
 	// URL is a libpq connection string or postgres:// URL. pgx options in it apply, for example
-	// pool_max_conns, or default_query_exec_mode=simple_protocol behind a PgBouncer older than
+	// pool_max_conns (default 10 here), or default_query_exec_mode=simple_protocol behind a PgBouncer older than
 	// 1.21 in transaction pooling mode.
 	URL string
 	// Schema holds Sluice's tables; it is created if missing and set as the search_path of every
@@ -67,9 +67,17 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres url: %w", err)
 	}
+	if !strings.Contains(cfg.URL, "pool_max_conns") {
+		// pgx's default, max(4, GOMAXPROCS), is too few for a process whose writers, leases,
+		// item reads and API share the pool: they queue for a connection while the database idles.
+		pcfg.MaxConns = max(pcfg.MaxConns, 10)
+	}
 	setPath := "SET search_path TO " + pgx.Identifier{cfg.Schema}.Sanitize()
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		_, err := c.Exec(ctx, setPath)
+		if err == nil && debugTiming {
+			_, err = c.Exec(ctx, "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 100; SET auto_explain.log_analyze = on")
+		}
 		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
