@@ -267,7 +267,6 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	stopProfile()
-	postgres.DumpTimings()
 	n.Stop(5 * time.Second)
 	res.TasksPerSec = float64(o.tasks) / res.Seconds
 	var pickup, e2e []float64

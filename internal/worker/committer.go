@@ -2,9 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"time"
 	"log/slog"
 	"sync"
 
@@ -107,10 +104,6 @@ func (c *committer) drain() {
 }
 
 func (c *committer) commit(ctx context.Context, batch []op) {
-	if debugCommit {
-		t0 := time.Now()
-		defer func() { fmt.Fprintf(os.Stderr, "commit %d ops %v\n", len(batch), time.Since(t0)) }()
-	}
 	errs := make([]error, len(batch))
 	err := c.e.Run(ctx, func(t *engine.Tx) error {
 		for i, o := range batch {
@@ -144,5 +137,3 @@ func (c *committer) commit(ctx context.Context, batch []op) {
 }
 
 func (c *committer) wait() { c.wg.Wait() }
-
-var debugCommit = os.Getenv("SLUICE_DEBUG_COMMIT") != ""

@@ -75,9 +75,6 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	setPath := "SET search_path TO " + pgx.Identifier{cfg.Schema}.Sanitize()
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		_, err := c.Exec(ctx, setPath)
-		if err == nil && debugTiming {
-			_, err = c.Exec(ctx, "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 100; SET auto_explain.log_analyze = on")
-		}
 		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -86,7 +83,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema}
 	db.listen = &listener{cfg: pcfg.ConnConfig, wake: make(chan struct{})}
-	db.queries = &queries{db: db, c: maybeTimed(pool)}
+	db.queries = &queries{db: db, c: pool}
 	if err := db.createSchema(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -166,15 +163,13 @@ func (db *DB) Wait(ctx context.Context, d time.Duration) {
 // InTx runs fn in one transaction (READ COMMITTED) and commits it if fn returns nil. Tasks that
 // became ready in it are announced with one pg_notify per queue, delivered at commit.
 func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
-	tb := time.Now()
 	tx, err := db.pool.Begin(ctx)
-	record("BEGIN", time.Since(tb))
 	if err != nil {
 		return mapErr(fmt.Errorf("begin: %w", err))
 	}
 	// Rolls back when fn fails or panics; a no-op after Commit.
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	q := &queries{db: db, c: maybeTimed(tx), tx: tx}
+	q := &queries{db: db, c: tx, tx: tx}
 	if err := fn(q); err != nil {
 		return err
 	}
@@ -183,8 +178,6 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 			return mapErr(fmt.Errorf("notify: %w", err))
 		}
 	}
-	t0 := time.Now()
-	defer func() { record("COMMIT", time.Since(t0)) }()
 	if err := tx.Commit(ctx); err != nil {
 		return mapErr(fmt.Errorf("commit: %w", err))
 	}
