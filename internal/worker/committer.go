@@ -15,32 +15,27 @@ type op struct {
 	done chan error
 }
 
-// committer funnels every write of this process through writer goroutines that commit them in
+// committer funnels every write of this process through one goroutine that commits them in
 // batches (group commit): while one transaction commits, the next batch accumulates. With one
 // SQLite writer this turns thousands of small writes per second into a few dozen transactions.
-// A database that takes concurrent writers gets more than one, so that one batch's round trips
-// and commit overlap with the next batch's.
 type committer struct {
-	e       *engine.Engine
-	log     *slog.Logger
-	ops     chan op
-	max     int
-	writers int
-	wg      sync.WaitGroup
+	e   *engine.Engine
+	log *slog.Logger
+	ops chan op
+	max int
+	wg  sync.WaitGroup
 }
 
-func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch, writers int) *committer {
-	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch, writers: max(1, writers)}
+func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int) *committer {
+	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch}
 }
 
 func (c *committer) start(ctx context.Context) {
-	for range c.writers {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.loop(ctx)
-		}()
-	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.loop(ctx)
+	}()
 }
 
 // submit queues fn; it blocks when the queue is full (backpressure), or returns ctx's error.

@@ -98,11 +98,7 @@ func New(cfg Config) *Worker {
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{}}
-	writers := 1
-	if cfg.Engine.Store().Capabilities().MultiProcess {
-		writers = 2 // see committer
-	}
-	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, writers)
+	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
 	return w
 }
 
