@@ -222,7 +222,11 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if c.database == "" {
 		return usagef("--database is required (the embedded SQLite store migrates itself on open)")
 	}
-	db, err := postgres.Open(ctx, postgres.Config{URL: c.database, SkipMigrate: true})
+	dsn, schema, err := c.postgresURL()
+	if err != nil {
+		return err
+	}
+	db, err := postgres.Open(ctx, postgres.Config{URL: dsn, Schema: schema, SkipMigrate: true})
 	if err != nil {
 		return err
 	}
