@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -74,7 +77,8 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	remote := fs.Bool("remote", false, "also run the same tasks through remote workers over HTTP (the worker protocol) and report both")
 	keep := fs.Bool("keep", false, "keep the temporary data dir")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
-	if _, err := parse(fs, args); err != nil {
+	_, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
 	if !oneOf(o.mode, "burndown", "stream", "paced") {
@@ -84,6 +88,13 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 		return usagef("--tasks must be positive")
 	}
 	o.log = c.logger(e)
+	if c.database != "" {
+		pcfg, err := postgresConfig("--database", c.database)
+		if err != nil {
+			return err
+		}
+		o.dsn = pcfg.URL // the bench makes and drops a schema of its own
+	}
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return err
@@ -125,6 +136,7 @@ type benchOpts struct {
 	workers    int
 	remote     bool
 	data       string
+	dsn        string // with --database: bench in a new schema of this database, dropped after
 	cpuprofile string
 	log        *slog.Logger
 }
@@ -138,6 +150,20 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		cfg.Remote = map[string]bool{"noop": true}
 	} else if o.workers > 0 {
 		conc["noop"] = o.workers
+	}
+	storeName := "sqlite"
+	if o.dsn != "" {
+		storeName = "postgres"
+		schema := "sluice_bench_" + strings.ToLower(rand.Text()[:10])
+		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
+			return postgres.Open(ctx, postgres.Config{URL: o.dsn, Schema: schema})
+		}
+		// Deferred first, so it runs after the node (and its pool) closed.
+		defer func() {
+			if err := postgres.DropSchema(context.WithoutCancel(ctx), o.dsn, schema); err != nil {
+				o.log.Error("drop bench schema", "schema", schema, "error", err)
+			}
+		}()
 	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
@@ -155,26 +181,36 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	for i := range roots {
 		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("item-%d", i), Size: 1}
 	}
-	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: "sqlite", Workers: o.workers}
+	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: storeName, Workers: o.workers}
 	startWorkers := func() { n.Start(ctx) }
 	if o.remote {
-		res.Store = "sqlite, remote workers over HTTP"
+		res.Store = storeName + ", remote workers over HTTP"
 		stop, err := startRemoteBench(ctx, n, o.workers)
 		if err != nil {
 			return nil, err
 		}
 		defer stop()
 	}
-	if o.cpuprofile != "" {
+	stopProfile := func() {}
+	defer func() { stopProfile() }()
+	// The profile covers the measured part: in burndown, not the insert.
+	profile := func() error {
+		if o.cpuprofile == "" {
+			return nil
+		}
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, err
+			f.Close()
+			return err
 		}
-		defer pprof.StopCPUProfile()
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		return nil
 	}
 	var start time.Time
 	var cpu0 time.Duration
@@ -185,9 +221,15 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 			return nil, err
 		}
 		res.InsertSecs = time.Since(t0).Seconds()
+		if err := profile(); err != nil {
+			return nil, err
+		}
 		start, cpu0 = time.Now(), cpuTime()
 		startWorkers()
 	case "stream":
+		if err := profile(); err != nil {
+			return nil, err
+		}
 		startWorkers()
 		start, cpu0 = time.Now(), cpuTime()
 		for i := 0; i < len(roots); i += 100 {
@@ -197,6 +239,9 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		}
 		res.InsertSecs = time.Since(start).Seconds()
 	case "paced":
+		if err := profile(); err != nil {
+			return nil, err
+		}
 		startWorkers()
 		start, cpu0 = time.Now(), cpuTime()
 		every := time.Duration(float64(time.Second) / o.rate)
@@ -233,10 +278,11 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond): // each poll is a query: do not load the database it measures
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
+	stopProfile()
 	res.CPUPerTask = float64((cpuTime() - cpu0).Microseconds()) / float64(o.tasks)
 	n.Stop(5 * time.Second)
 	res.TasksPerSec = float64(o.tasks) / res.Seconds

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -197,6 +198,7 @@ type tx struct {
 	ready   bool
 	cancel  []int64
 	ended   map[int64]string
+	results []*Result // queued by Tx.Apply, applied together in finish
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
@@ -264,6 +266,29 @@ func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
 	return d, j, err
 }
 
+// lockItems locks and caches the items not yet locked in this transaction, in one call.
+func (t *tx) lockItems(ids []int64) error {
+	var want []int64
+	for _, id := range ids {
+		if _, ok := t.items[id]; !ok {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	items, err := t.x.ItemLockMany(t.ctx, want)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		t.items[it.ID] = it
+	}
+	return nil
+}
+
 // item returns the item, locking it on first use in this transaction.
 func (t *tx) item(id int64) (*store.Item, error) {
 	if it, ok := t.items[id]; ok {
@@ -281,25 +306,7 @@ func (t *tx) item(id int64) (*store.Item, error) {
 // them one by one.
 func (t *Tx) Prefetch(ids []int64) error { return t.t.prefetch(ids) }
 
-func (t *tx) prefetch(ids []int64) error {
-	var need []int64
-	for _, id := range ids {
-		if _, ok := t.items[id]; !ok {
-			need = append(need, id)
-		}
-	}
-	if len(need) < 2 {
-		return nil // one item: the item() call that needs it reads it as cheaply
-	}
-	its, err := t.x.ItemLockMany(t.ctx, need)
-	if err != nil {
-		return err
-	}
-	for _, it := range its {
-		t.items[it.ID] = it
-	}
-	return nil
-}
+func (t *tx) prefetch(ids []int64) error { return t.lockItems(ids) }
 
 func (t *tx) itemEvents(itemID int64) (map[string]bool, error) {
 	if ev, ok := t.events[itemID]; ok {
@@ -408,6 +415,9 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 // finish settles dirty items deepest first (so a batch of children settles before their parent,
 // once), then ends the touched jobs that have nothing left open.
 func (t *tx) finish() error {
+	if err := t.applyResults(); err != nil {
+		return err
+	}
 	for len(t.dirty) > 0 {
 		ids := make([]int64, 0, len(t.dirty))
 		for id := range t.dirty {

@@ -164,6 +164,9 @@ type Executor interface {
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
+	// TaskFinishMany applies each TaskFinish in order, in as few statements as the driver can,
+	// and reports for each whether it ended its attempt.
+	TaskFinishMany(ctx context.Context, ps []TaskFinishParams) ([]bool, error)
 	// TaskRenewLeases extends every running task leased by owner.
 	TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error)
 	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks

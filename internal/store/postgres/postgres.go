@@ -43,7 +43,7 @@ func notifyChannel(schema string) string {
 // Config configures [Open].
 type Config struct {
 	// URL is a libpq connection string or postgres:// URL. pgx options in it apply, for example
-	// pool_max_conns, or default_query_exec_mode=simple_protocol behind a PgBouncer older than
+	// pool_max_conns (default 10 here), or default_query_exec_mode=simple_protocol behind a PgBouncer older than
 	// 1.21 in transaction pooling mode.
 	URL string
 	// Schema holds Sluice's tables; it is created if missing and set as the search_path of every
@@ -76,6 +76,11 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres url: %w", err)
+	}
+	if !strings.Contains(cfg.URL, "pool_max_conns") {
+		// pgx's default, max(4, GOMAXPROCS), is too few for a process whose writers, leases,
+		// item reads and API share the pool: they queue for a connection while the database idles.
+		pcfg.MaxConns = max(pcfg.MaxConns, 10)
 	}
 	setPath := "SET search_path TO " + pgx.Identifier{cfg.Schema}.Sanitize()
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
@@ -123,6 +128,23 @@ func (db *DB) createSchema(ctx context.Context) error {
 
 // Schema returns the schema that holds Sluice's tables.
 func (db *DB) Schema() string { return db.schema }
+
+// DropSchema drops schema with everything in it, connecting to url on its own connection. It is
+// for throwaway installations (`sluice bench`); stores open on the schema break.
+func DropSchema(ctx context.Context, url, schema string) error {
+	if schema == "" || schema == "public" {
+		return fmt.Errorf("drop schema %q: refusing to drop the default schema", schema)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("drop schema %q: connect: %w", schema, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %q: %w", schema, err)
+	}
+	return nil
+}
 
 // Close stops the listener and closes every connection but those of held locks, which
 // [store.Lock.Release] closes.

@@ -20,6 +20,7 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // queries implements store.Executor over the pool (each call its own transaction) or over one
@@ -462,15 +463,18 @@ func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*stor
 	return out, nil
 }
 
-func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
-	query := qItemSetProcessed
+func itemSetStateQuery(p store.ItemSetStateParams) string {
 	switch {
 	case p.To == p.From:
-		query = qItemSetColored
+		return qItemSetColored
 	case p.To == store.ItemIngested:
-		query = qItemSetIngested
+		return qItemSetIngested
 	}
-	tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored)
+	return qItemSetProcessed
+}
+
+func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
+	tag, err := q.c.Exec(ctx, itemSetStateQuery(p), p.To, micros(p.Now), p.ID, p.From, p.Colored)
 	if err != nil {
 		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
 	}
@@ -652,8 +656,7 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// TaskFinish announces a task put back to ready on the schema's channel.
-func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
+func taskFinishArgs(p store.TaskFinishParams) []any {
 	refund := 0
 	if p.Refund {
 		refund = 1
@@ -662,8 +665,13 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	if p.State == store.TaskReady {
 		finished = 0
 	}
+	return []any{p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt}
+}
+
+// TaskFinish announces a task put back to ready on the schema's channel.
+func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
 	var queue string
-	err := q.c.QueryRow(ctx, qTaskFinish, p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt).Scan(&queue)
+	err := q.c.QueryRow(ctx, qTaskFinish, taskFinishArgs(p)...).Scan(&queue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -957,4 +965,46 @@ func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*stor
 		return nil, fmt.Errorf("list tasks of %d items: %w", len(itemIDs), err)
 	}
 	return out, nil
+}
+
+// TaskFinishMany sends the finishes as one pipelined batch of single-row statements: one round
+// trip instead of one per task.
+
+func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
+	oks := make([]bool, len(ps))
+	if len(ps) == 1 {
+		ok, err := q.TaskFinish(ctx, ps[0])
+		oks[0] = ok
+		return oks, err
+	}
+	b := &pgx.Batch{}
+	for _, p := range ps {
+		b.Queue(qTaskFinish, taskFinishArgs(p)...)
+	}
+	br := q.c.SendBatch(ctx, b)
+	var queues []string
+	for i := range ps {
+		var queue string
+		err := br.QueryRow().Scan(&queue)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			br.Close()
+			return nil, fmt.Errorf("finish task %d: %w", ps[i].ID, mapErr(err))
+		}
+		oks[i] = true
+		if ps[i].State == store.TaskReady {
+			queues = append(queues, queue)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
+	}
+	for _, queue := range queues { // after Close: outside a transaction ready sends a statement
+		if err := q.ready(ctx, queue); err != nil {
+			return nil, fmt.Errorf("finish tasks: notify: %w", mapErr(err))
+		}
+	}
+	return oks, nil
 }

@@ -1101,3 +1101,17 @@ func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*stor
 	}
 	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY item_id, id`, idArray(itemIDs))
 }
+
+// TaskFinishMany is a loop: statements are in-process calls here, so one per task costs no round
+// trip.
+func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
+	oks := make([]bool, len(ps))
+	for i, p := range ps {
+		ok, err := q.TaskFinish(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		oks[i] = ok
+	}
+	return oks, nil
+}

@@ -46,6 +46,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskCancelJob", testTaskCancelJob},
 		{"TaskRetry", testTaskRetry},
 		{"TaskNextRunAfter", testTaskNextRunAfter},
+		{"Batches", testBatches},
 		{"Attempts", testAttempts},
 		{"Outputs", testOutputs},
 		{"Cache", testCache},
