@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-project/sluice/internal/blob"
@@ -30,6 +28,7 @@ import (
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
@@ -37,41 +36,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// databaseURL returns SLUICE_TEST_DATABASE_URL, skipping the test when it is unset (failing when
-// SLUICE_TEST_REQUIRE_POSTGRES=1, as in CI).
-func databaseURL(tb testing.TB) string {
-	tb.Helper()
-	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if url == "" {
-		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
-			tb.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_TEST_REQUIRE_POSTGRES=1")
-		}
-		tb.Skip("SLUICE_TEST_DATABASE_URL is unset")
-	}
-	return url
-}
-
 // newSchema names a fresh schema, dropped when the test ends, and returns the database URL and
 // the schema.
 func newSchema(t *testing.T) (string, string) {
 	t.Helper()
-	url := databaseURL(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "sluice_test_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	url, schema := drivertest.DatabaseURL(t), drivertest.Schema(t)
+	t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
 	return url, schema
 }
 

@@ -3,73 +3,21 @@ package store_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 )
 
-// databaseURL returns SLUICE_TEST_DATABASE_URL, skipping the test when it is unset (failing when
-// SLUICE_TEST_REQUIRE_POSTGRES=1, as in CI).
-func databaseURL(tb testing.TB) string {
-	tb.Helper()
-	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if url == "" {
-		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
-			tb.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_TEST_REQUIRE_POSTGRES=1")
-		}
-		tb.Skip("SLUICE_TEST_DATABASE_URL is unset")
-	}
-	return url
-}
-
 // openPostgres opens a store in a schema of its own, dropped when the test ends.
-func openPostgres(t *testing.T) *postgres.DB {
-	t.Helper()
-	url := databaseURL(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "sluice_test_" + hex.EncodeToString(b)
-	db, err := postgres.Open(t.Context(), postgres.Config{URL: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return db
-}
+func openPostgres(t *testing.T) *postgres.DB { return drivertest.OpenPostgres(t).(*postgres.DB) }
 
-func openSQLite(t *testing.T) *sqlite.DB {
-	t.Helper()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "sluice.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+func openSQLite(t *testing.T) *sqlite.DB { return drivertest.OpenSQLite(t).(*sqlite.DB) }
 
 // copyAll exports every table of from into to, the way `sluice migrate copy` does.
 func copyAll(ctx context.Context, from *sqlite.DB, to *postgres.DB) error {

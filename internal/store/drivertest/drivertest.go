@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
@@ -95,13 +93,7 @@ func DropSchema(tb testing.TB, url, schema string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		tb.Errorf("drop schema %s: %v", schema, err)
-		return
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		tb.Errorf("drop schema %s: %v", schema, err)
+	if err := postgres.DropSchema(ctx, url, schema); err != nil {
+		tb.Error(err)
 	}
 }

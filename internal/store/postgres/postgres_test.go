@@ -1,11 +1,7 @@
 package postgres_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -15,6 +11,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/storetest"
 )
@@ -23,69 +20,36 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// databaseURL returns SLUICE_TEST_DATABASE_URL, skipping the test when it is unset (failing when
-// SLUICE_TEST_REQUIRE_POSTGRES=1, as in CI).
-func databaseURL(tb testing.TB) string {
-	tb.Helper()
-	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if url == "" {
-		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
-			tb.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_TEST_REQUIRE_POSTGRES=1")
-		}
-		tb.Skip("SLUICE_TEST_DATABASE_URL is unset")
-	}
-	return url
-}
-
 // open returns a store in a new schema of its own, dropped when the test ends.
 func open(tb testing.TB) *postgres.DB {
 	tb.Helper()
-	return openSchema(tb, randomSchema(tb), false)
-}
-
-func randomSchema(tb testing.TB) string {
-	tb.Helper()
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	return "sluice_test_" + hex.EncodeToString(b)
+	return openSchema(tb, drivertest.Schema(tb), false)
 }
 
 func openSchema(tb testing.TB, schema string, skipMigrate bool) *postgres.DB {
 	tb.Helper()
-	url := databaseURL(tb)
+	url := drivertest.DatabaseURL(tb)
 	db, err := postgres.Open(tb.Context(), postgres.Config{URL: url, Schema: schema, SkipMigrate: skipMigrate})
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}
 	tb.Cleanup(func() {
 		db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-		}
+		drivertest.DropSchema(tb, url, schema)
 	})
 	return db
 }
 
 func TestStore(t *testing.T) {
 	t.Parallel()
-	databaseURL(t)
+	drivertest.DatabaseURL(t)
 	storetest.Exercise(t, func(t *testing.T) store.Store { return open(t) })
 }
 
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := openSchema(t, randomSchema(t), true)
+	db := openSchema(t, drivertest.Schema(t), true)
 	status, err := db.MigrationStatus(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -117,11 +81,11 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 	// Concurrent Opens of a fresh schema (many processes starting at once) all succeed.
-	schema := randomSchema(t)
+	schema := drivertest.Schema(t)
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
-			db, err := postgres.Open(ctx, postgres.Config{URL: databaseURL(t), Schema: schema})
+			db, err := postgres.Open(ctx, postgres.Config{URL: drivertest.DatabaseURL(t), Schema: schema})
 			if err == nil {
 				db.Close()
 			}
@@ -139,7 +103,7 @@ func TestMigrate(t *testing.T) {
 func TestTryLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	schema := randomSchema(t)
+	schema := drivertest.Schema(t)
 	a, b := openSchema(t, schema, false), openSchema(t, schema, true)
 	other := open(t) // another schema: another lock namespace
 	la, ok, err := a.TryLock(ctx, "maintenance")
@@ -170,7 +134,7 @@ func TestTryLock(t *testing.T) {
 
 	// The server releases the lock of a session that ends without unlocking (a killed process),
 	// and the holder's Check reports the loss.
-	conn, err := pgx.Connect(ctx, databaseURL(t))
+	conn, err := pgx.Connect(ctx, drivertest.DatabaseURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
