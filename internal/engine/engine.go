@@ -302,12 +302,6 @@ func (t *tx) item(id int64) (*store.Item, error) {
 	return it, nil
 }
 
-// Prefetch locks and reads the items in one statement, so a batch of results does not read
-// them one by one.
-func (t *Tx) Prefetch(ids []int64) error { return t.t.prefetch(ids) }
-
-func (t *tx) prefetch(ids []int64) error { return t.lockItems(ids) }
-
 func (t *tx) itemEvents(itemID int64) (map[string]bool, error) {
 	if ev, ok := t.events[itemID]; ok {
 		return ev, nil
@@ -625,16 +619,7 @@ func (t *tx) flushMoves() error {
 		ids := groups[key]
 		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested}
-		if len(ids) == 1 {
-			sp := store.ItemSetStateParams{ID: ids[0], From: p.From, To: p.To, Now: t.now}
-			if p.ColorAll {
-				share := t.items[ids[0]].Share
-				sp.Colored = &share
-			}
-			if _, err := t.x.ItemSetState(t.ctx, sp); err != nil {
-				return err
-			}
-		} else if _, err := t.x.ItemSetStateMany(t.ctx, p); err != nil {
+		if _, err := t.x.ItemSetStateMany(t.ctx, p); err != nil {
 			return err
 		}
 	}
@@ -647,7 +632,7 @@ func (t *tx) loadLevel(level []int64) error {
 	if len(level) < 2 {
 		return nil
 	}
-	if err := t.prefetch(level); err != nil {
+	if err := t.lockItems(level); err != nil {
 		return err
 	}
 	var need []int64

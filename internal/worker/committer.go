@@ -13,7 +13,6 @@ import (
 type op struct {
 	fn   func(t *engine.Tx) error
 	done chan error
-	item int64 // the item fn reads, if any: a batch reads its items in one statement
 }
 
 // committer funnels every write of this process through one goroutine that commits them in
@@ -41,12 +40,8 @@ func (c *committer) start(ctx context.Context) {
 
 // submit queues fn; it blocks when the queue is full (backpressure), or returns ctx's error.
 func (c *committer) submit(ctx context.Context, fn func(t *engine.Tx) error, done chan error) error {
-	return c.submitOp(ctx, op{fn: fn, done: done})
-}
-
-func (c *committer) submitOp(ctx context.Context, o op) error {
 	select {
-	case c.ops <- o:
+	case c.ops <- op{fn: fn, done: done}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -105,19 +100,7 @@ func (c *committer) drain() {
 
 func (c *committer) commit(ctx context.Context, batch []op) {
 	errs := make([]error, len(batch))
-	var items []int64
-	if len(batch) > 1 {
-		items = make([]int64, 0, len(batch))
-		for _, o := range batch {
-			if o.item != 0 {
-				items = append(items, o.item)
-			}
-		}
-	}
 	err := c.e.Run(ctx, func(t *engine.Tx) error {
-		if err := t.Prefetch(items); err != nil {
-			return err
-		}
 		for i, o := range batch {
 			if errs[i] = o.fn(t); errs[i] != nil {
 				return errs[i]

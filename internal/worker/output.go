@@ -102,7 +102,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 func (o *output) queueChild(ctx context.Context, nc *engine.NewChild) error {
 	done := make(chan error, 1)
 	o.pending.Add(1)
-	if err := o.w.commit.submitOp(ctx, op{fn: func(t *engine.Tx) error { return t.CreateChild(nc) }, done: done, item: nc.Task.ItemID}); err != nil {
+	if err := o.w.commit.submit(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }, done); err != nil {
 		o.pending.Done()
 		return err
 	}

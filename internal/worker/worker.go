@@ -436,7 +436,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
 	if err != nil && ctx.Err() == nil {
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
-	if err := w.commit.submitOp(context.WithoutCancel(ctx), op{fn: func(tx *engine.Tx) error { return tx.Apply(res) }, item: t.ItemID}); err != nil {
+	if err := w.commit.submit(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(res) }, nil); err != nil {
 		w.log.Error("queue result", "task_id", t.ID, "error", err)
 	}
 }
