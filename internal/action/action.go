@@ -53,7 +53,20 @@ type Spec struct {
 	// ProgressWeight is the default share of an item's progress colored when the task
 	// completes; the rest is handed to the children it creates. Defaults to 1.
 	ProgressWeight *float64
+	// Inline, when set, tells for an item whether the engine may run the action itself, inside
+	// the transaction that makes its task ready, instead of handing the task to a worker: no
+	// lease, no commit of its own. It may say yes only where the action is quick and reads
+	// nothing but [Task.Item] and [Task.With] — no blob, no TempDir, no children, no thumbnail.
+	// An inline run's error fails the task for good (a second try would see the same item); a
+	// retried task runs on a worker like any other. [InlineAlways] says yes to every item.
+	Inline func(it Item) bool
+	// NoTempDir says the action never uses [Task.TempDir], so the worker creates none (a
+	// directory made and removed per task is a measurable cost for quick actions).
+	NoTempDir bool
 }
+
+// InlineAlways is an [Spec.Inline] for actions that never need a worker.
+func InlineAlways(Item) bool { return true }
 
 // SettingType is the JSON type of a setting.
 type SettingType string

@@ -69,6 +69,17 @@ type LocalPather interface {
 	LocalPath(sha256 string) (string, error)
 }
 
+// Stager is implemented by stores that can take a small blob now and make it durable a moment
+// later, together with others: a writer of many small blobs (an unpack of 10,000 entries, a
+// converter's PDF and its thumbnail) then shares one fsync among them instead of waiting for one
+// each. Whoever records a reference to the blob must call wait first.
+type Stager interface {
+	// Stage reads r as Put does and returns the blob's SHA-256 and size at once; the blob is
+	// durable when wait returns nil. A blob too large to stage is stored as by Put before Stage
+	// returns, and its wait returns nil.
+	Stage(ctx context.Context, r io.Reader) (sha256 string, size int64, wait func() error, err error)
+}
+
 // Presigner is implemented by stores that can hand out time-limited URLs
 // ([S3]), so that remote workers can download blobs without credentials.
 type Presigner interface {

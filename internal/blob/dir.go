@@ -129,6 +129,35 @@ func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 	return d.putFile(ctx, r)
 }
 
+// Stage implements [Stager]: a small blob is queued for the next group commit of small.db.
+func (d *Dir) Stage(ctx context.Context, r io.Reader) (string, int64, func() error, error) {
+	if d.small == nil {
+		sum, n, err := d.putFile(ctx, r)
+		return sum, n, durable, err
+	}
+	head, small, err := readSmall(ctx, r, d.small.max)
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("put blob: read: %w", err)
+	}
+	if !small {
+		sum, n, err := d.putFile(ctx, io.MultiReader(bytes.NewReader(head), r))
+		return sum, n, durable, err
+	}
+	sum := sumHex(head)
+	wait, err := d.small.stage(ctx, sum, head)
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("put blob %s: %w", sum, err)
+	}
+	return sum, int64(len(head)), func() error {
+		if err := wait(); err != nil {
+			return fmt.Errorf("put blob %s: %w", sum, err)
+		}
+		return nil
+	}, nil
+}
+
+func durable() error { return nil }
+
 // putFile writes r as a file blob.
 func (d *Dir) putFile(ctx context.Context, r io.Reader) (string, int64, error) {
 	tmp, f, err := d.createTemp()

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,43 @@ type smallDB struct {
 	reqs chan smallPut
 	stop chan struct{}
 	done sync.WaitGroup
+
+	// recent keeps the blobs written last, up to recentMax bytes: the steps after the one that
+	// wrote a blob (detect, then a converter, on each entry an unpack made) read it back at once.
+	mu          sync.Mutex
+	recent      map[string][]byte
+	recentOrder []string
+	recentBytes int
+}
+
+// recentMax bounds the bytes of [smallDB.recent].
+const recentMax = 8 << 20
+
+func (s *smallDB) remember(key string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.recent[key]; ok {
+		return
+	}
+	s.recent[key] = data
+	s.recentOrder = append(s.recentOrder, key)
+	s.recentBytes += cap(data)
+	for s.recentBytes > recentMax && len(s.recentOrder) > 0 {
+		old := s.recentOrder[0]
+		s.recentOrder = s.recentOrder[1:]
+		s.recentBytes -= cap(s.recent[old])
+		delete(s.recent, old)
+	}
+}
+
+func (s *smallDB) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if data, ok := s.recent[key]; ok {
+		s.recentBytes -= cap(data)
+		delete(s.recent, key)
+		s.recentOrder = slices.DeleteFunc(s.recentOrder, func(k string) bool { return k == key })
+	}
 }
 
 type smallPut struct {
@@ -70,7 +108,7 @@ func openSmall(path string, max int) (*smallDB, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	s := &smallDB{max: max, w: w, r: r, reqs: make(chan smallPut, 256), stop: make(chan struct{})}
+	s := &smallDB{max: max, w: w, r: r, recent: map[string][]byte{}, reqs: make(chan smallPut, 256), stop: make(chan struct{})}
 	s.done.Add(1)
 	go s.loop()
 	return s, nil
@@ -84,21 +122,43 @@ func (s *smallDB) close() error {
 
 // put stores data under key and returns once it is durable.
 func (s *smallDB) put(ctx context.Context, key string, data []byte) error {
+	wait, err := s.stage(ctx, key, data)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+var errSmallClosed = errors.New("blob store closed")
+
+// stage queues data under key for the next transaction (blocking while the queue is full) and
+// returns a function that waits until it is durable.
+func (s *smallDB) stage(ctx context.Context, key string, data []byte) (func() error, error) {
 	p := smallPut{key: key, data: data, now: time.Now(), err: make(chan error, 1)}
 	select {
 	case s.reqs <- p:
 	case <-s.stop:
-		return errors.New("blob store closed")
+		return nil, errSmallClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
-	select {
-	case err := <-p.err:
-		return err
-	case <-ctx.Done():
-		// The row may still be written: harmless, GC removes it if nothing refers to it.
-		return ctx.Err()
-	}
+	return func() error {
+		select {
+		case err := <-p.err:
+			return err
+		case <-s.stop:
+			// The loop answers what it took before stopping; what it did not take is lost.
+			select {
+			case err := <-p.err:
+				return err
+			default:
+				return errSmallClosed
+			}
+		case <-ctx.Done():
+			// The row may still be written: harmless, GC removes it if nothing refers to it.
+			return ctx.Err()
+		}
+	}, nil
 }
 
 // loop writes the queued rows, as many as are waiting in one transaction.
@@ -123,6 +183,9 @@ func (s *smallDB) loop() {
 		}
 		err := s.write(batch)
 		for _, p := range batch {
+			if err == nil {
+				s.remember(p.key, p.data)
+			}
 			p.err <- err
 		}
 	}
@@ -153,7 +216,12 @@ func (s *smallDB) write(batch []smallPut) error {
 
 // get returns the blob's bytes, or an error wrapping fs.ErrNotExist.
 func (s *smallDB) get(ctx context.Context, key string) ([]byte, error) {
-	var data []byte
+	s.mu.Lock()
+	data, ok := s.recent[key]
+	s.mu.Unlock()
+	if ok {
+		return data, nil
+	}
 	err := s.r.QueryRowContext(ctx, `SELECT data FROM blobs WHERE sha256 = ?`, key).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fs.ErrNotExist
@@ -172,6 +240,7 @@ func (s *smallDB) stat(ctx context.Context, key string) (int64, time.Time, error
 }
 
 func (s *smallDB) delete(ctx context.Context, key string) error {
+	s.forget(key)
 	_, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE sha256 = ?`, key)
 	return err
 }
@@ -222,7 +291,13 @@ func readSmall(ctx context.Context, r io.Reader, max int) (head []byte, small bo
 	if err != nil {
 		return nil, false, err
 	}
-	return w.Bytes(), n <= int64(max), nil
+	head = w.Bytes()
+	if n <= int64(max) && cap(head)-len(head) > 4<<10 {
+		// A small blob may be held for a while (staged, or in the recent cache): do not let
+		// it pin the 64 KiB buffer it was read into.
+		head = bytes.Clone(head)
+	}
+	return head, n <= int64(max), nil
 }
 
 func sumHex(b []byte) string {

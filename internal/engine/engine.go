@@ -3,8 +3,9 @@
 // written → processed → ingested bottom-up, and ends jobs — all inside store transactions, so
 // everything it knows is derived from the database and survives a crash at any instant (DESIGN §3–4).
 //
-// The engine does not run actions; package worker leases tasks, runs them and hands their results
-// to [Engine.Apply] in batches.
+// The engine runs no action itself except inline ones ([action.Spec.Inline]: quick steps that read
+// only their item, run inside the transaction that makes them ready); package worker leases the
+// other tasks, runs them and hands their results to [Engine.Apply] in batches.
 package engine
 
 import (
@@ -179,13 +180,16 @@ func (e *Engine) weight(s *workflow.Step) float64 {
 
 // tx is the state of one engine transaction: caches and the items to settle at the end.
 type tx struct {
-	e       *Engine
-	ctx     context.Context
-	x       store.Executor
-	now     time.Time
-	jobs    map[int64]*store.Job
-	events  map[int64]map[string]bool
-	items   map[int64]*store.Item   // locked in this transaction, kept in step with its writes
+	e      *Engine
+	ctx    context.Context
+	x      store.Executor
+	now    time.Time
+	jobs   map[int64]*store.Job
+	events map[int64]map[string]bool
+	items  map[int64]*store.Item // locked in this transaction, kept in step with its writes
+	// stale holds the cached items whose row got writes the cache does not mirror (merged
+	// metadata, content type, thumbnail, a reopened error): read again before an inline run.
+	stale   map[int64]bool
 	colored map[int64]bool          // items whose colored progress changed in memory
 	busy    map[int64]bool          // items that got a ready task in this transaction: not settling
 	dirty   map[int64]int           // item id → depth
@@ -202,7 +206,7 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
-	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, colored: map[int64]bool{}, busy: map[int64]bool{},
+	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, stale: map[int64]bool{}, colored: map[int64]bool{}, busy: map[int64]bool{},
 		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, closing: map[int64]bool{}, ended: map[int64]string{}}
 }
 
@@ -368,10 +372,21 @@ func (t *tx) fire(it *store.Item, event string) error {
 		if !met {
 			continue
 		}
-		ins, err := t.x.TaskInsert(t.ctx, store.TaskInsertParams{
+		p := store.TaskInsertParams{
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
 			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
-		})
+		}
+		if act, spec, ok := t.e.inlineAction(s.Action); ok {
+			delete(t.tasks, it.ID)
+			ran, err := t.runInline(it, s, act, spec, p)
+			if err != nil {
+				return err
+			}
+			if ran {
+				continue
+			}
+		}
+		ins, err := t.x.TaskInsert(t.ctx, p)
 		if err != nil {
 			return err
 		}

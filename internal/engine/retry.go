@@ -123,6 +123,7 @@ func (t *tx) reopen(itemID int64, clearError bool) error {
 		return err
 	}
 	if it.State != store.ItemWritten || clearError && it.Error != "" {
+		t.stale[it.ID] = true
 		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: it.ID, To: store.ItemWritten, ClearError: clearError}); err != nil {
 			return err
 		}
@@ -139,6 +140,7 @@ func (t *tx) reopen(itemID int64, clearError bool) error {
 		if p.State != store.ItemIngested {
 			break // an unfinished item's ancestors are unfinished already
 		}
+		t.stale[p.ID] = true
 		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: p.ID, To: store.ItemProcessed}); err != nil {
 			return err
 		}

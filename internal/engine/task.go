@@ -216,6 +216,7 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
 			return err
 		}
+		tt.stale[it.ID] = true
 		if it.Error == "" {
 			it.Error = up.Error
 		}

@@ -111,7 +111,7 @@ func Catalog() *action.Catalog {
 	cat := &action.Catalog{}
 	r := &text.Renderer{}
 	cat.Register(
-		basic.NewNoop(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{}),
+		basic.NewNoop(), basic.NewPass(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{}),
 		detect.New(detect.Config{}), unpack.New(unpack.Config{}), email.New(email.Config{}),
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
 		workerproto.RemoteAction(),

@@ -155,7 +155,8 @@ type Executor interface {
 	EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error)
 	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
 
-	// TaskInsert inserts a ready task unless one exists for (item, step); false when it existed.
+	// TaskInsert inserts a ready task (or an ended one, [TaskInsertParams.Done]) unless one exists
+	// for (item, step); false when it existed.
 	TaskInsert(ctx context.Context, p TaskInsertParams) (bool, error)
 	TaskGet(ctx context.Context, id int64) (*Task, error)
 	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
@@ -414,6 +415,15 @@ type TaskInsertParams struct {
 	SortKey        string
 	ProgressWeight float64
 	Now            time.Time
+	// Done, when set, inserts the task already ended after one attempt, started and finished at
+	// Now, instead of ready: a step the engine ran inline in this transaction.
+	Done *TaskDone
+}
+
+// TaskDone is how a task run inline ended: State is complete or failed.
+type TaskDone struct {
+	State string
+	Error string
 }
 
 // TaskLeaseParams leases ready tasks of one queue.

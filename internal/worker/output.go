@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -33,6 +34,7 @@ type output struct {
 	existing map[int]*store.Item // children recorded by an earlier attempt
 	childErr error
 	pending  sync.WaitGroup
+	staged   chan struct{} // a slot per child being recorded; see maxStaged
 	beat     func()
 	// record, when set, collects the effects for the conversion cache.
 	record *effects
@@ -79,16 +81,37 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",
 			engine.ErrNondeterministic, ord, o.itemName, prev.Name, prev.BlobSHA256, c.Name, sha)
 	}
+	// The blobs are staged, not waited for: their durability is awaited by the goroutine that
+	// records the child, so an action that makes many small children shares each fsync among
+	// them. At most maxStaged children wait at once (memory: small blobs are held until durable).
+	select {
+	case o.staged <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var waits []func() error
+	put := func(r io.Reader) (string, int64, error) {
+		if st, ok := o.w.cfg.Blobs.(blob.Stager); ok {
+			sha, n, wait, err := st.Stage(ctx, r)
+			if err == nil {
+				waits = append(waits, wait)
+			}
+			return sha, n, err
+		}
+		return o.w.cfg.Blobs.Put(ctx, r)
+	}
 	if c.Blob != nil {
 		var err error
-		if sha, size, err = o.w.cfg.Blobs.Put(ctx, c.Blob); err != nil {
+		if sha, size, err = put(c.Blob); err != nil {
+			<-o.staged
 			return fmt.Errorf("store child %q: %w", c.Name, err)
 		}
 	}
 	var thumbSHA string
 	if c.Thumbnail != nil {
 		var err error
-		if thumbSHA, _, err = o.w.cfg.Blobs.Put(ctx, c.Thumbnail); err != nil {
+		if thumbSHA, _, err = put(c.Thumbnail); err != nil {
+			<-o.staged
 			return fmt.Errorf("store thumbnail of child %q: %w", c.Name, err)
 		}
 	}
@@ -96,9 +119,37 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	nc := &engine.NewChild{Task: o.task, Ordinal: ord, Name: c.Name, ContentType: c.ContentType, BlobSHA256: sha, Size: size,
 		Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: thumbSHA, ThumbnailType: c.ThumbnailType,
 		ProgressFrom: from, ProgressTo: to}
-	return o.queueChild(ctx, nc)
+	o.pending.Add(1)
+	go func() {
+		defer o.pending.Done()
+		defer func() { <-o.staged }()
+		for _, wait := range waits {
+			if err := wait(); err != nil {
+				o.fail(fmt.Errorf("store child %q: %w", c.Name, err))
+				return
+			}
+		}
+		o.fail(o.w.commit.do(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }))
+	}()
+	return nil
 }
 
+// maxStaged bounds the children of one attempt whose blobs are staged but not yet recorded.
+const maxStaged = 256
+
+// fail records the first error of recording a child; the attempt then fails with it.
+func (o *output) fail(err error) {
+	if err == nil {
+		return
+	}
+	o.mu.Lock()
+	if o.childErr == nil {
+		o.childErr = err
+	}
+	o.mu.Unlock()
+}
+
+// queueChild records a child whose blobs are already durable (a cached conversion's).
 func (o *output) queueChild(ctx context.Context, nc *engine.NewChild) error {
 	done := make(chan error, 1)
 	o.pending.Add(1)
@@ -108,13 +159,7 @@ func (o *output) queueChild(ctx context.Context, nc *engine.NewChild) error {
 	}
 	go func() {
 		defer o.pending.Done()
-		if err := <-done; err != nil {
-			o.mu.Lock()
-			if o.childErr == nil {
-				o.childErr = err
-			}
-			o.mu.Unlock()
-		}
+		o.fail(<-done)
 	}()
 	return nil
 }

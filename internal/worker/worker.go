@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -487,7 +486,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	w.mu.Unlock()
 
 	at := &action.Task{ID: t.ID, JobID: t.JobID, Step: t.Step, Action: t.Action, Attempt: t.Attempt, With: step.With,
-		Item: toActionItem(it)}
+		Item: engine.ActionItem(it)}
 	if at.With == nil {
 		at.With = map[string]any{}
 	}
@@ -514,12 +513,13 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 			os.RemoveAll(tmp)
 		}
 	}()
-	if spec.Name != "noop" { // the no-op benchmark action needs no directory
+	if !spec.NoTempDir {
 		if at.TempDir, err = mkTemp(); err != nil {
 			return fmt.Errorf("temp dir: %w", err)
 		}
 	}
-	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name}
+	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name,
+		staged: make(chan struct{}, maxStaged)}
 	if it.NChildren > 0 {
 		kids, err := w.e.Store().ItemListChildren(ctx, it.ID, t.Step)
 		if err != nil {
@@ -630,19 +630,4 @@ func (w *Worker) blobPath(ctx context.Context, it *store.Item, tmp *string) (str
 		return "", err
 	}
 	return f.Name(), f.Close()
-}
-
-func toActionItem(it *store.Item) action.Item {
-	ai := action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
-		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.BlobSHA256, HasText: it.HasText,
-		HasThumbnail: it.ThumbnailSHA != "", Error: it.Error, NChildren: it.NChildren}
-	_ = json.Unmarshal(it.Metadata, &ai.Metadata)
-	_ = json.Unmarshal(it.Options, &ai.Options)
-	if ai.Metadata == nil {
-		ai.Metadata = map[string]any{}
-	}
-	if ai.Options == nil {
-		ai.Options = map[string]any{}
-	}
-	return ai
 }

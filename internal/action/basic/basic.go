@@ -1,4 +1,5 @@
 // Package basic provides the smallest built-in actions: [NewNoop] (`noop`), which does nothing,
+// [NewPass] (`pass`), which does nothing inside the engine's transaction,
 // [NewFail] (`fail`), which fails its item with a fixed message, and [NewEmit] (`emit`), which
 // fires configured outcome events. They are the glue of workflows — routing, placeholders and
 // explicit failures — and the load the engine benchmark measures.
@@ -24,10 +25,30 @@ func (noop) Spec() action.Spec {
 		Version:     "1",
 		Doc:         "Does nothing and succeeds; a placeholder, or a join point for events.",
 		Concurrency: 1000, // no-ops cost a goroutine each while running; the engine benchmark measures the writer, not this cap
+		NoTempDir:   true,
 	}
 }
 
 func (noop) Run(context.Context, *action.Task, action.Output) error { return nil }
+
+// NewPass returns the `pass` action, which succeeds without doing anything, inline: the engine
+// completes its task in the transaction that makes it ready, with no lease and no worker. It is
+// the cheap join point of a workflow (the documents workflow's `final`).
+func NewPass() action.Action { return pass{} }
+
+type pass struct{}
+
+func (pass) Spec() action.Spec {
+	return action.Spec{
+		Name:      "pass",
+		Version:   "1",
+		Doc:       "Does nothing and succeeds, inside the engine's transaction (no task to lease); a join point for events.",
+		Inline:    action.InlineAlways,
+		NoTempDir: true,
+	}
+}
+
+func (pass) Run(context.Context, *action.Task, action.Output) error { return nil }
 
 // NewFail returns the `fail` action, which fails its item with the setting `message` as a
 // permanent (not retried) error.

@@ -74,6 +74,10 @@ func (d *detector) Spec() action.Spec {
 		Doc:         "detect an item's content type and route it: emits one detected.<route> event",
 		Outcomes:    outcomes,
 		Concurrency: 8,
+		NoTempDir:   true,
+		// An item that already has its text (a converter's final child) is routed to final
+		// without reading its blob: the engine does that inline, as the child is created.
+		Inline: func(it action.Item) bool { return it.HasText },
 	}
 }
 

@@ -39,7 +39,10 @@ func New() action.Action { return ingestAction{} }
 func (ingestAction) Spec() action.Spec {
 	w := 0.0
 	return action.Spec{Name: "ingest", Version: "1", Concurrency: 16, ProgressWeight: &w,
-		Doc: "records a Document for a leaf item and an Error for an item with an error"}
+		Doc: "records a Document for a leaf item and an Error for an item with an error",
+		// It reads only the item's row: the engine runs it in the transaction that fires
+		// children.done.
+		Inline: action.InlineAlways, NoTempDir: true}
 }
 
 func (ingestAction) Run(ctx context.Context, t *action.Task, out action.Output) error {

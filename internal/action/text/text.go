@@ -47,6 +47,7 @@ func (a *Action) Spec() action.Spec {
 		Concurrency:    16, // pure Go now; more tasks than cores so blob fsyncs overlap with rendering
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
+		NoTempDir:      true, // rendering is pure Go; the thumbnail too
 	}
 }
 

@@ -124,6 +124,7 @@ func (u *unpacker) Spec() action.Spec {
 		Settings:       settings,
 		Validate:       validate,
 		ProgressWeight: &w,
+		NoTempDir:      true,
 	}
 }
 

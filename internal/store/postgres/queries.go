@@ -571,8 +571,8 @@ func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, 
 
 const (
 	taskCols    = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
-	qTaskInsert = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, max_attempts, sort_key, progress_weight, created_at, run_after)
-		VALUES ($1, $2, $3, $4, $5, 'ready', $6, $7, $8, $9, 0) ON CONFLICT (item_id, step) DO NOTHING`
+	qTaskInsert = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $13) ON CONFLICT (item_id, step) DO NOTHING`
 	qTaskGet = `SELECT ` + taskCols + ` FROM tasks WHERE id = $1`
 	// qTaskLease picks in a materialised CTE so the locked set is computed exactly once (an IN
 	// (subquery) may be planned as a join that rescans it); SKIP LOCKED lets racing leasers take
@@ -608,12 +608,19 @@ func scanTask(sc scanner) (*store.Task, error) {
 
 // TaskInsert announces the new task on the schema's channel (at commit inside a transaction).
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
-	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now))
+	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+	if p.Done != nil {
+		state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+	}
+	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended)
 	if err != nil {
 		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, mapErr(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return false, nil
+	}
+	if p.Done != nil {
+		return true, nil // nothing to wake
 	}
 	if err := q.ready(ctx, p.Queue); err != nil {
 		return false, fmt.Errorf("insert task %q of item %d: notify: %w", p.Step, p.ItemID, mapErr(err))

@@ -657,9 +657,13 @@ func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
 }
 
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
-	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, max_attempts, sort_key, progress_weight, created_at, run_after)
-		VALUES (?, ?, ?, ?, ?, 'ready', ?, ?, ?, ?, 0) ON CONFLICT (item_id, step) DO NOTHING`,
-		p.JobID, p.ItemID, p.Step, p.Action, p.Queue, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now))
+	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+	if p.Done != nil {
+		state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+	}
+	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (item_id, step) DO NOTHING`,
+		p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended)
 	if err != nil {
 		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, err)
 	}

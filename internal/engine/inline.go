@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// ActionItem is the read-only view of an item that an action receives.
+func ActionItem(it *store.Item) action.Item {
+	ai := action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
+		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.BlobSHA256, HasText: it.HasText,
+		HasThumbnail: it.ThumbnailSHA != "", Error: it.Error, NChildren: it.NChildren}
+	_ = json.Unmarshal(it.Metadata, &ai.Metadata)
+	_ = json.Unmarshal(it.Options, &ai.Options)
+	if ai.Metadata == nil {
+		ai.Metadata = map[string]any{}
+	}
+	if ai.Options == nil {
+		ai.Options = map[string]any{}
+	}
+	return ai
+}
+
+// inlineAction returns the action of the step and its spec when the engine may run it inline.
+func (e *Engine) inlineAction(name string) (action.Action, action.Spec, bool) {
+	act, ok := e.cfg.Catalog.Lookup(name)
+	if !ok {
+		return nil, action.Spec{}, false
+	}
+	spec := act.Spec()
+	return act, spec, spec.Inline != nil
+}
+
+// runInline runs the step's task on the item inside this transaction when the action's
+// [action.Spec.Inline] allows it for the item, and reports whether it did: the task is inserted
+// already ended, and its effects are applied at once, as a worker's result would be — so the
+// step costs neither a lease nor a commit of its own, and nothing a crash could split. p is the
+// task the step would otherwise get.
+func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec action.Spec, p store.TaskInsertParams) (bool, error) {
+	// The cached item is kept in step with state and counters, not with every column a task
+	// may have written (metadata is merged by the database): where such a write was made, read
+	// the row as it is now.
+	view := it
+	if t.stale[it.ID] {
+		fresh, err := t.x.ItemLock(t.ctx, it.ID)
+		if err != nil {
+			return false, err
+		}
+		view = fresh
+	}
+	ai := ActionItem(view)
+	if !spec.Inline(ai) {
+		return false, nil
+	}
+	with := s.With
+	if with == nil {
+		with = map[string]any{}
+	}
+	at := &action.Task{JobID: it.JobID, Step: s.Name, Action: s.Action, Attempt: 1, Item: ai, With: with,
+		OpenBlob: func(context.Context) (io.ReadCloser, error) {
+			return nil, fmt.Errorf("%s runs inline and cannot read blobs", s.Action)
+		},
+		BlobPath: func(context.Context) (string, error) {
+			return "", fmt.Errorf("%s runs inline and cannot read blobs", s.Action)
+		},
+	}
+	out := &inlineOutput{action: s.Action}
+	runErr, stack := safeInline(t.ctx, act, at, out)
+	if runErr == nil {
+		runErr = out.err
+	}
+	task := &store.Task{JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: p.Queue, Attempt: 1,
+		MaxAttempts: p.MaxAttempts, ProgressWeight: p.ProgressWeight, CreatedAt: t.now, StartedAt: t.now}
+	pf := pendingFinish{r: &Result{Task: task, Err: runErr, Stack: stack, Started: t.now}}
+	if runErr == nil {
+		pf.finish.State = store.TaskComplete
+		pf.r.Text, pf.r.Metadata, pf.r.ContentType, pf.r.Events, pf.r.Outputs = out.text, out.metadata, out.contentType, out.events, out.outputs
+		pf.fire = append(append(pf.fire, s.Success...), out.events...)
+	} else {
+		// Nothing an inline action does can go better on a second try: it fails for good.
+		pf.finish.State, pf.finish.Error, pf.itemErr = store.TaskFailed, runErr.Error(), runErr.Error()
+		pf.fire = append(pf.fire, s.Failure...)
+	}
+	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error}
+	ins, err := t.x.TaskInsert(t.ctx, p)
+	if err != nil || !ins {
+		return true, err // existed: it ran before, and its effects with it
+	}
+	return true, t.applyEffects(pf)
+}
+
+func safeInline(ctx context.Context, act action.Action, t *action.Task, out action.Output) (err error, stack string) {
+	defer func() {
+		if v := recover(); v != nil {
+			stack = string(debug.Stack())
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return act.Run(ctx, t, out), ""
+}
+
+// errNotInline is what an inline action gets for the writes only a worker can make.
+var errNotInline = errors.New("not allowed in an inline action")
+
+// inlineOutput collects what an inline action writes; it becomes the task's result.
+type inlineOutput struct {
+	action      string
+	err         error
+	text        *string
+	metadata    map[string]any
+	contentType string
+	events      []string
+	outputs     map[string]json.RawMessage
+}
+
+func (o *inlineOutput) fail(what string) error {
+	err := fmt.Errorf("%s: %s %w", o.action, what, errNotInline)
+	if o.err == nil {
+		o.err = err
+	}
+	return err
+}
+
+func (o *inlineOutput) CreateChild(context.Context, action.Child) error {
+	return o.fail("CreateChild is")
+}
+
+func (o *inlineOutput) SetThumbnail(context.Context, io.Reader, string) error {
+	return o.fail("SetThumbnail is")
+}
+
+func (o *inlineOutput) SetText(_ context.Context, text string) error {
+	if o.text == nil {
+		o.text = &text
+	}
+	return nil
+}
+
+func (o *inlineOutput) SetContentType(ct string) { o.contentType = ct }
+
+func (o *inlineOutput) SetMetadata(md map[string]any) {
+	if o.metadata == nil {
+		o.metadata = map[string]any{}
+	}
+	for k, v := range md {
+		o.metadata[k] = v
+	}
+}
+
+func (o *inlineOutput) SetOutput(_ context.Context, kind string, v json.RawMessage) error {
+	if o.outputs == nil {
+		o.outputs = map[string]json.RawMessage{}
+	}
+	o.outputs[kind] = v
+	return nil
+}
+
+func (o *inlineOutput) Emit(events ...string) { o.events = append(o.events, events...) }
+func (o *inlineOutput) Progress(float64)      {}
+func (o *inlineOutput) Heartbeat()            {}
