@@ -1,0 +1,32 @@
+package e2e
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestBenchIngest runs `sluice bench ingest` small: every file must become a document, and the
+// report must carry both measurements (engine and direct), in seconds and in CPU time.
+func TestBenchIngest(t *testing.T) {
+	out, err := runSluice(t.Context(), "bench", "ingest", "--files", "200").Output()
+	if err != nil {
+		t.Fatalf("bench ingest: %v\n%s", err, out)
+	}
+	var r struct {
+		Files, Documents, Errors int
+		Seconds                  float64 `json:"seconds"`
+		DirectSeconds            float64 `json:"direct_seconds"`
+		CPUSeconds               float64 `json:"cpu_seconds"`
+		DirectCPUSeconds         float64 `json:"direct_cpu_seconds"`
+		PeakRSSMB                float64 `json:"peak_rss_mb"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("bench ingest output %q: %v", out, err)
+	}
+	if r.Files != 200 || r.Documents != 200 || r.Errors != 0 {
+		t.Errorf("files %d, documents %d, errors %d; want 200, 200, 0", r.Files, r.Documents, r.Errors)
+	}
+	if r.Seconds <= 0 || r.DirectSeconds <= 0 || r.CPUSeconds <= 0 || r.DirectCPUSeconds <= 0 || r.PeakRSSMB <= 0 {
+		t.Errorf("missing measurements: %s", out)
+	}
+}
