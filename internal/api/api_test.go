@@ -83,7 +83,7 @@ func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	var w *worker.Worker
 	var wp *workerproto.Server
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
-		OnReady:  func() { w.Wake(); wp.Wake() },
+		OnReady:  func(qs []string) { w.Ready(qs); wp.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); wp.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	tokens, err := api.OpenTokenStore(filepath.Join(dir, "tokens.json"))

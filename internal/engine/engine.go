@@ -35,8 +35,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
-	// OnReady is called (without blocking) after a transaction made tasks ready, to wake workers.
-	OnReady func()
+	// OnReady is called (without blocking) after a transaction made tasks ready, to wake workers,
+	// with the queues of those tasks; nil means any queue may have ready tasks.
+	OnReady func(queues []string)
 	// OnCancel is called with the ids of running tasks whose job was canceled or failed.
 	OnCancel func(taskIDs []int64)
 	// OnJobEnd is called after a job reached a final state.
@@ -71,7 +72,7 @@ func New(cfg Config) *Engine {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.OnReady == nil {
-		cfg.OnReady = func() {}
+		cfg.OnReady = func([]string) {}
 	}
 	if cfg.OnCancel == nil {
 		cfg.OnCancel = func([]int64) {}
@@ -200,13 +201,16 @@ type tx struct {
 	// roots (the last item of a job to be ingested is a root).
 	closing map[int64]bool
 	ready   bool
-	cancel  []int64
-	ended   map[int64]string
-	results []*Result // queued by Tx.Apply, applied together in finish
+	// readyQueues are the queues of the tasks made ready, unless readyAll says they are not known.
+	readyQueues map[string]bool
+	readyAll    bool
+	cancel      []int64
+	ended       map[int64]string
+	results     []*Result // queued by Tx.Apply, applied together in finish
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
-	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, items: map[int64]*store.Item{}, stale: map[int64]bool{}, colored: map[int64]bool{}, busy: map[int64]bool{},
+	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, readyQueues: map[string]bool{}, items: map[int64]*store.Item{}, stale: map[int64]bool{}, colored: map[int64]bool{}, busy: map[int64]bool{},
 		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, closing: map[int64]bool{}, ended: map[int64]string{}}
 }
 
@@ -239,7 +243,14 @@ func (t *Tx) Now() time.Time { return t.t.now }
 
 func (t *tx) notify() {
 	if t.ready {
-		t.e.cfg.OnReady()
+		var qs []string
+		if !t.readyAll {
+			qs = make([]string, 0, len(t.readyQueues))
+			for q := range t.readyQueues {
+				qs = append(qs, q)
+			}
+		}
+		t.e.cfg.OnReady(qs)
 	}
 	if len(t.cancel) > 0 {
 		t.e.cfg.OnCancel(t.cancel)
@@ -393,6 +404,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 		if ins {
 			delete(t.tasks, it.ID)
 			t.ready = true
+			t.readyQueues[p.Queue] = true
 			// A task made ready here cannot also finish in this transaction (it is leased and
 			// run after the commit), so the item cannot settle now: skip looking.
 			t.busy[it.ID] = true

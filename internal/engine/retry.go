@@ -103,6 +103,7 @@ func (t *tx) retry(jobID int64) error {
 			continue
 		}
 		t.ready = true
+		t.readyQueues[task.Queue] = true
 		if err := t.reopen(task.ItemID, true); err != nil {
 			return err
 		}
@@ -222,7 +223,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 	}
 	switch {
 	case made:
-		t.ready = true
+		t.ready, t.readyAll = true, true
 		t.busy[listed.ID] = true
 		return t.reopen(listed.ID, false)
 	case t.busy[listed.ID]:

@@ -151,7 +151,7 @@ func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
 	cat.Register(split, ok("a"), flaky, ok("c"), ok("collect"), ok("note"))
 	var w *worker.Worker
 	b.e = engine.New(engine.Config{Store: db, Catalog: cat,
-		OnReady:  func() { w.Wake() },
+		OnReady:  func(qs []string) { w.Ready(qs) },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: b.e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Cache: cache})
 	ctx, cancel := context.WithCancel(context.Background())

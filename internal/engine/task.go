@@ -192,6 +192,7 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 	tt.markDirty(it)
 	if finish.State == store.TaskReady {
 		tt.ready = true
+		tt.readyQueues[task.Queue] = true
 		return nil
 	}
 	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}

@@ -205,9 +205,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var w *worker.Worker
 	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote,
-		OnReady: func() {
+		OnReady: func(queues []string) {
 			if w != nil {
-				w.Wake()
+				w.Ready(queues)
 			}
 			n.each(func(l Listener) { l.Wake() })
 		},

@@ -64,6 +64,13 @@ type Worker struct {
 	flights  map[string]chan struct{}
 	jobs     map[int64]jobWF
 	stats    map[string]*ActionStats
+	// idle holds the queues whose last lease found fewer ready tasks than it asked for: lease
+	// skips them (a statement each, a round trip each on Postgres) until a wake names them
+	// (WakeQueues), any wake does (Wake), or the poll interval passes. wakeAll and wakeQueue
+	// count wakes, so that a lease does not mark idle a queue woken while it ran.
+	idle      map[string]bool
+	wakeAll   uint64
+	wakeQueue map[string]uint64
 
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -96,7 +103,8 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = os.TempDir()
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{}}
+		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
+		idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
 	return w
 }
@@ -136,8 +144,39 @@ func (w *Worker) count(act string, hit bool) {
 // Owner returns the lease owner name of this worker.
 func (w *Worker) Owner() string { return w.cfg.Owner }
 
-// Wake tells the worker that tasks may be ready. Safe to call from any goroutine; never blocks.
+// Wake tells the worker that tasks may be ready in any queue. Safe to call from any goroutine;
+// never blocks.
 func (w *Worker) Wake() {
+	w.mu.Lock()
+	w.wakeAll++
+	clear(w.idle)
+	w.mu.Unlock()
+	w.kick()
+}
+
+// WakeQueues tells the worker that tasks became ready in these queues.
+func (w *Worker) WakeQueues(queues []string) {
+	w.mu.Lock()
+	for _, q := range queues {
+		w.wakeQueue[q]++
+		delete(w.idle, q)
+	}
+	w.mu.Unlock()
+	w.kick()
+}
+
+// Ready is what an engine's [engine.Config.OnReady] should call: it wakes the queues named, or
+// every queue when queues is nil.
+func (w *Worker) Ready(queues []string) {
+	if queues == nil {
+		w.Wake()
+		return
+	}
+	w.WakeQueues(queues)
+}
+
+// kick makes the dispatcher look again (a slot is free, or a queue was woken).
+func (w *Worker) kick() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -294,6 +333,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 		case <-w.wake:
 		case <-timer.C:
 			queues, refresh = w.queues(ctx), time.Now()
+			w.mu.Lock()
+			clear(w.idle) // a poll: tasks may have become ready elsewhere (another process, a backoff ending)
+			w.mu.Unlock()
 		}
 		if !timer.Stop() {
 			select {
@@ -317,25 +359,36 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		w.mu.Unlock()
 		return 0, true, nil
 	}
+	full := true
 	for _, q := range queues {
 		if free := q.limit - w.inflight[q.name]; free > 0 {
-			wants = append(wants, want{q, free})
+			full = false
+			if !w.idle[q.name] {
+				wants = append(wants, want{q, free})
+			}
 		}
+	}
+	all := w.wakeAll
+	gens := make([]uint64, len(wants))
+	for i, wt := range wants {
+		gens[i] = w.wakeQueue[wt.q.name]
 	}
 	w.mu.Unlock()
 	if len(wants) == 0 {
-		return 0, true, nil
+		return 0, full, nil
 	}
 	var got []*store.Task
+	counts := make([]int, len(wants))
 	err := w.commit.do(ctx, func(t *engine.Tx) error {
 		got = got[:0]
 		now := t.Now() // the transaction's time: after every commit that made these tasks ready
-		for _, wt := range wants {
+		for i, wt := range wants {
 			ts, err := t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: wt.q.name, Limit: wt.free, Owner: w.cfg.Owner,
 				Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
 			if err != nil {
 				return err
 			}
+			counts[i] = len(ts)
 			got = append(got, ts...)
 		}
 		return nil
@@ -344,6 +397,16 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		return 0, false, err
 	}
 	w.mu.Lock()
+	if w.wakeAll == all {
+		for i, wt := range wants {
+			switch {
+			case counts[i] == wt.free:
+				delete(w.idle, wt.q.name) // there may be more
+			case w.wakeQueue[wt.q.name] == gens[i]:
+				w.idle[wt.q.name] = true
+			}
+		}
+	}
 	if w.inflight == nil { // stopping: give them back
 		w.mu.Unlock()
 		for _, t := range got {
@@ -415,7 +478,7 @@ func (w *Worker) done(t *store.Task) {
 	delete(w.running, t.ID)
 	w.mu.Unlock()
 	w.tasks.Done()
-	w.Wake()
+	w.kick() // a slot is free
 }
 
 // run runs one leased task (it is the task's item when already read) and queues its result.

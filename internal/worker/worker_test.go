@@ -48,7 +48,7 @@ func setup(t *testing.T, open drivertest.Open, actions ...action.Action) *bundle
 	cat.Register(actions...)
 	var w *worker.Worker
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
-		OnReady:  func() { w.Wake() },
+		OnReady:  func(qs []string) { w.Ready(qs) },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())

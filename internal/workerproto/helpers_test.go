@@ -84,7 +84,7 @@ func setup(t *testing.T, o opts) *bundle {
 	var w *worker.Worker
 	var srv *workerproto.Server
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
-		OnReady:  func() { w.Wake(); srv.Wake() },
+		OnReady:  func(qs []string) { w.Ready(qs); srv.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
