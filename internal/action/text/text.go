@@ -44,7 +44,7 @@ func (a *Action) Spec() action.Spec {
 		Version:        "1",
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),
-		Concurrency:    16, // pure Go now; more tasks than cores so blob fsyncs overlap with rendering
+		Concurrency:    32, // pure Go: more tasks than cores, so that the waits on blob and commit fsyncs overlap with rendering
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
 		NoTempDir:      true, // rendering is pure Go; the thumbnail too
