@@ -76,8 +76,9 @@ type LocalPather interface {
 type Stager interface {
 	// Stage reads r as Put does and returns the blob's SHA-256 and size at once; the blob is
 	// durable when wait returns nil. A blob too large to stage is stored as by Put before Stage
-	// returns, and its wait returns nil.
-	Stage(ctx context.Context, r io.Reader) (sha256 string, size int64, wait func() error, err error)
+	// returns, and its wait returns nil. soon says the blob will be read back shortly (an input
+	// of later steps): a store may keep it in memory for a while.
+	Stage(ctx context.Context, r io.Reader, soon bool) (sha256 string, size int64, wait func() error, err error)
 }
 
 // Presigner is implemented by stores that can hand out time-limited URLs

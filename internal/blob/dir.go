@@ -130,7 +130,7 @@ func (d *Dir) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 }
 
 // Stage implements [Stager]: a small blob is queued for the next group commit of small.db.
-func (d *Dir) Stage(ctx context.Context, r io.Reader) (string, int64, func() error, error) {
+func (d *Dir) Stage(ctx context.Context, r io.Reader, soon bool) (string, int64, func() error, error) {
 	if d.small == nil {
 		sum, n, err := d.putFile(ctx, r)
 		return sum, n, durable, err
@@ -144,7 +144,7 @@ func (d *Dir) Stage(ctx context.Context, r io.Reader) (string, int64, func() err
 		return sum, n, durable, err
 	}
 	sum := sumHex(head)
-	wait, err := d.small.stage(ctx, sum, head)
+	wait, err := d.small.stage(ctx, sum, head, soon)
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("put blob %s: %w", sum, err)
 	}

@@ -3,6 +3,7 @@ package blob_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -265,5 +266,76 @@ func TestDirSmallConcurrent(t *testing.T) {
 		if len(b) != i+1 {
 			t.Errorf("blob %d reads %d bytes", i, len(b))
 		}
+	}
+}
+
+// A staged blob has its key at once and is durable once wait returns: readable after a reopen
+// of the store. A blob staged as read soon is served from memory, and GC's delete forgets it.
+func TestDirStage(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d, err := blob.OpenDir(root, blob.DirOptions{SmallMax: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	sums := map[string]string{}
+	var waits []func() error
+	for i, soon := range []bool{true, false} {
+		content := fmt.Sprintf("staged blob %d", i)
+		sum, n, wait, err := d.Stage(ctx, strings.NewReader(content), soon)
+		if err != nil || n != int64(len(content)) {
+			t.Fatalf("Stage = %d, %v", n, err)
+		}
+		sums[sum] = content
+		waits = append(waits, wait)
+	}
+	big := strings.Repeat("b", 64<<10+1) // over the limit: stored before Stage returns
+	sum, _, wait, err := d.Stage(ctx, strings.NewReader(big), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums[sum] = big
+	waits = append(waits, wait)
+	for _, w := range waits {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(d *blob.Dir, sum string) (string, error) {
+		r, err := d.Open(ctx, sum)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		return string(b), err
+	}
+	// Another instance on the same root reads from the database and files, not from memory.
+	other, err := blob.OpenDir(root, blob.DirOptions{SmallMax: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sum, want := range sums {
+		for _, dd := range []*blob.Dir{d, other} {
+			if got, err := read(dd, sum); err != nil || got != want {
+				t.Errorf("Open(%.8s) = %.20q, %v; want %.20q", sum, got, err, want)
+			}
+		}
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := blob.GC(ctx, d, func(string) (bool, error) { return false, nil }, 0, time.Now().Add(time.Minute))
+	if err != nil || n != 3 {
+		t.Fatalf("GC deleted %d, %v; want 3", n, err)
+	}
+	for sum := range sums {
+		if _, err := read(d, sum); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("after GC, Open(%.8s) = %v, want ErrNotFound (not a copy kept in memory)", sum, err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

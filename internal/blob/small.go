@@ -34,8 +34,9 @@ type smallDB struct {
 	stop chan struct{}
 	done sync.WaitGroup
 
-	// recent keeps the blobs written last, up to recentMax bytes: the steps after the one that
-	// wrote a blob (detect, then a converter, on each entry an unpack made) read it back at once.
+	// recent keeps the blobs staged last as to be read soon, up to recentMax bytes: the steps
+	// after the one that wrote a blob (detect, then a converter, on each entry an unpack made)
+	// read it back; a final child's PDF and thumbnails are not kept.
 	mu          sync.Mutex
 	recent      map[string][]byte
 	recentOrder []string
@@ -76,6 +77,7 @@ type smallPut struct {
 	key  string
 	data []byte
 	now  time.Time
+	soon bool // read back shortly: keep it in recent
 	err  chan error
 }
 
@@ -125,7 +127,7 @@ func (s *smallDB) close() error {
 
 // put stores data under key and returns once it is durable.
 func (s *smallDB) put(ctx context.Context, key string, data []byte) error {
-	wait, err := s.stage(ctx, key, data)
+	wait, err := s.stage(ctx, key, data, false)
 	if err != nil {
 		return err
 	}
@@ -136,8 +138,8 @@ var errSmallClosed = errors.New("blob store closed")
 
 // stage queues data under key for the next transaction (blocking while the queue is full) and
 // returns a function that waits until it is durable.
-func (s *smallDB) stage(ctx context.Context, key string, data []byte) (func() error, error) {
-	p := smallPut{key: key, data: data, now: time.Now(), err: make(chan error, 1)}
+func (s *smallDB) stage(ctx context.Context, key string, data []byte, soon bool) (func() error, error) {
+	p := smallPut{key: key, data: data, now: time.Now(), soon: soon, err: make(chan error, 1)}
 	select {
 	case s.reqs <- p:
 	case <-s.stop:
@@ -186,7 +188,7 @@ func (s *smallDB) loop() {
 		}
 		err := s.write(batch)
 		for _, p := range batch {
-			if err == nil {
+			if err == nil && p.soon {
 				s.remember(p.key, p.data)
 			}
 			p.err <- err

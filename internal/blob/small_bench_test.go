@@ -28,7 +28,7 @@ func BenchmarkSmallStage(b *testing.B) {
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			data := append([]byte(fmt.Sprintf("%d ", i)), payload...)
-			_, _, wait, err := d.Stage(ctx, bytes.NewReader(data))
+			_, _, wait, err := d.Stage(ctx, bytes.NewReader(data), false)
 			if err == nil {
 				err = wait()
 			}

@@ -90,9 +90,9 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		return ctx.Err()
 	}
 	var waits []func() error
-	put := func(r io.Reader) (string, int64, error) {
+	put := func(r io.Reader, soon bool) (string, int64, error) {
 		if st, ok := o.w.cfg.Blobs.(blob.Stager); ok {
-			sha, n, wait, err := st.Stage(ctx, r)
+			sha, n, wait, err := st.Stage(ctx, r, soon)
 			if err == nil {
 				waits = append(waits, wait)
 			}
@@ -102,7 +102,8 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	}
 	if c.Blob != nil {
 		var err error
-		if sha, size, err = put(c.Blob); err != nil {
+		// A child without its text yet will be detected and converted: its blob is read soon.
+		if sha, size, err = put(c.Blob, c.Text == nil); err != nil {
 			<-o.staged
 			return fmt.Errorf("store child %q: %w", c.Name, err)
 		}
@@ -110,7 +111,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	var thumbSHA string
 	if c.Thumbnail != nil {
 		var err error
-		if thumbSHA, _, err = put(c.Thumbnail); err != nil {
+		if thumbSHA, _, err = put(c.Thumbnail, false); err != nil {
 			<-o.staged
 			return fmt.Errorf("store thumbnail of child %q: %w", c.Name, err)
 		}
