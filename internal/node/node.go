@@ -63,6 +63,10 @@ type Config struct {
 	// GCInterval is how often the maintenance leader deletes unreferenced blobs; negative
 	// disables it. See maintenance.Config. Defaults to 6h.
 	GCInterval time.Duration
+	// PollInterval bounds how long an idle worker waits before looking for work no wake-up
+	// announced; see worker.Config. On a store that listens (Postgres), other processes' ready
+	// tasks wake it at once, so the poll is only the fallback (behind PgBouncer, say).
+	PollInterval time.Duration
 }
 
 // Node is an opened installation.
@@ -81,6 +85,11 @@ type Node struct {
 
 	mu        sync.Mutex
 	listeners []Listener
+
+	// The goroutine that turns the store's notifications into worker wake-ups (listen).
+	listenOnce sync.Once
+	stopListen context.CancelFunc
+	listening  sync.WaitGroup
 }
 
 // Listener hears about tasks made ready and tasks to cancel, for components outside the
@@ -225,7 +234,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
-			Cache: Cached(), TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration})
+			Cache: Cached(), TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration,
+			PollInterval: cfg.PollInterval})
 		n.Worker = w
 		lease := cfg.LeaseDuration
 		if lease <= 0 {
@@ -259,6 +269,16 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) Start(ctx context.Context) {
 	if n.Worker != nil {
 		n.Worker.Start(ctx)
+		if n.Store.Capabilities().Listen {
+			n.listenOnce.Do(func() {
+				lctx, cancel := context.WithCancel(ctx)
+				n.mu.Lock()
+				n.stopListen = cancel
+				n.mu.Unlock()
+				n.listening.Add(1)
+				go func() { defer n.listening.Done(); n.listen(lctx) }()
+			})
+		}
 	}
 	if n.Maintenance != nil {
 		n.Maintenance.Start(ctx)
@@ -266,8 +286,33 @@ func (n *Node) Start(ctx context.Context) {
 }
 
 // Stop stops the maintenance loop, handing leadership to another process, then the workers,
+// listen wakes the worker whenever a task becomes ready in the shared database, in this process
+// or another (Postgres LISTEN/NOTIFY, [store.Store.Wait]): without it a worker would find other
+// processes' tasks only at its next poll.
+func (n *Node) listen(ctx context.Context) {
+	const max = time.Minute
+	for ctx.Err() == nil {
+		start := time.Now()
+		n.Store.Wait(ctx, max)
+		if ctx.Err() == nil && time.Since(start) < max {
+			n.Worker.Wake()
+		}
+	}
+}
+
+func (n *Node) unlisten() {
+	n.mu.Lock()
+	stop := n.stopListen
+	n.mu.Unlock()
+	if stop != nil {
+		stop()
+		n.listening.Wait()
+	}
+}
+
 // waiting up to grace for running tasks.
 func (n *Node) Stop(grace time.Duration) {
+	n.unlisten()
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()
 	}
@@ -280,6 +325,7 @@ func (n *Node) Stop(grace time.Duration) {
 
 // Close stops the maintenance loop if Stop did not, and releases the store and the lock.
 func (n *Node) Close() error {
+	n.unlisten()
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()
 	}
