@@ -273,6 +273,7 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	skipDirect := fs.Bool("no-direct", false, "skip the direct (engine-free) measurement")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the engine run to this file")
+	memprofile := fs.String("memprofile", "", "write a profile of the engine run's allocations to this file")
 	fs.Lookup("data").DefValue = ""
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -343,6 +344,19 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	if *cpuprofile != "" {
 		pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			return err
+		}
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	res.PeakRSSMB = peakRSSMB()
 	if final.State != store.JobComplete {

@@ -45,7 +45,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "2", // 2: Chromium no longer crashes under a deep data dir (socket path length)
+		Version: "3", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings: []action.Setting{

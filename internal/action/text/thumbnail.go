@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"math"
 	"os"
 	"sync"
 
@@ -63,9 +64,13 @@ func (r *Renderer) Thumbnail(text string) ([]byte, error) {
 		}
 	}
 	defer tf.faces.Put(face)
-	img := image.NewGray(image.Rect(0, 0, int(pageW*scale+0.5), thumbHeight))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	d := &font.Drawer{Dst: img, Src: image.NewUniform(color.Gray{Y: 0x20}), Face: face}
+	img := thumbCanvases.Get().(*image.Gray)
+	defer thumbCanvases.Put(img)
+	// White, every pixel (the canvas is reused): one byte, then doubling copies.
+	img.Pix[0] = 0xff
+	for n := 1; n < len(img.Pix); n *= 2 {
+		copy(img.Pix[n:], img.Pix[:n])
+	}
 	lines := r.layout(text)
 	for j := 0; j < min(len(lines), linesPerPage); j++ {
 		y := (margin + float64(j)*lineHeight + fontSize) * scale
@@ -73,14 +78,64 @@ func (r *Renderer) Thumbnail(text string) ([]byte, error) {
 			if c.r == ' ' || c.face != 0 {
 				continue
 			}
-			d.Dot = fixed.Point26_6{X: fixed.Int26_6((margin + float64(c.col)*r.charW) * scale * 64), Y: fixed.Int26_6(y * 64)}
-			d.DrawString(string(c.r))
+			dot := fixed.Point26_6{X: fixed.Int26_6((margin + float64(c.col)*r.charW) * scale * 64), Y: fixed.Int26_6(y * 64)}
+			drawGlyph(img, face, dot, c.r)
 		}
 	}
 	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	enc := png.Encoder{CompressionLevel: png.BestSpeed, BufferPool: &pngBuffers}
 	if err := enc.Encode(&buf, img); err != nil {
 		return nil, fmt.Errorf("thumbnail: %w", err)
 	}
 	return buf.Bytes(), nil
 }
+
+// ink is the gray of the thumbnail's text.
+const ink = 0x20
+
+// drawGlyph draws rune r at dot in ink over img. A glyph mask of the usual kind (*image.Alpha)
+// is blended here, byte by byte: image/draw has no fast path for a gray destination, and its
+// general one (per pixel, through color interfaces) took most of a text document's CPU.
+func drawGlyph(img *image.Gray, face font.Face, dot fixed.Point26_6, r rune) {
+	dr, mask, mp, _, ok := face.Glyph(dot, r)
+	if !ok {
+		return
+	}
+	a, isAlpha := mask.(*image.Alpha)
+	if !isAlpha {
+		draw.DrawMask(img, dr, image.NewUniform(color.Gray{Y: ink}), image.Point{}, mask, mp, draw.Over)
+		return
+	}
+	clip := dr.Intersect(img.Bounds())
+	for y := clip.Min.Y; y < clip.Max.Y; y++ {
+		mrow := a.Pix[a.PixOffset(mp.X+clip.Min.X-dr.Min.X, mp.Y+y-dr.Min.Y):]
+		drow := img.Pix[img.PixOffset(clip.Min.X, y):]
+		for x := 0; x < clip.Dx(); x++ {
+			m := uint32(mrow[x])
+			if m == 0 {
+				continue
+			}
+			// Over with an opaque source: d' = d·(1−m) + ink·m, rounded.
+			drow[x] = uint8((uint32(drow[x])*(255-m) + ink*m + 127) / 255)
+		}
+	}
+}
+
+// thumbCanvases recycles thumbnail canvases (350 KB each): allocating one per document made the
+// collector run far more often. thumbWidth is the page's width at the thumbnail's scale.
+var (
+	thumbWidth    = int(math.Round(pageW * thumbHeight / pageH))
+	thumbCanvases = sync.Pool{New: func() any { return image.NewGray(image.Rect(0, 0, thumbWidth, thumbHeight)) }}
+)
+
+// pngBuffers lets the PNG encoder reuse its buffers and compressor between thumbnails.
+var pngBuffers pngPool
+
+type pngPool struct{ p sync.Pool }
+
+func (p *pngPool) Get() *png.EncoderBuffer {
+	b, _ := p.p.Get().(*png.EncoderBuffer)
+	return b
+}
+
+func (p *pngPool) Put(b *png.EncoderBuffer) { p.p.Put(b) }
