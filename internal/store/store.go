@@ -161,6 +161,10 @@ type Executor interface {
 	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
 	// oldest job first and depth-first within a tree, and returns them with attempt incremented.
 	TaskLease(ctx context.Context, p TaskLeaseParams) ([]*Task, error)
+	// TaskLeaseMany is TaskLease for several queues at once, in as few statements as the driver
+	// can: up to Limits[i] tasks of Queues[i]. It returns the tasks of each queue in lease order,
+	// the queues in the order given.
+	TaskLeaseMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
@@ -420,6 +424,15 @@ type TaskInsertParams struct {
 type TaskLeaseParams struct {
 	Queue      string
 	Limit      int
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// TaskLeaseManyParams leases ready tasks of several queues; Queues and Limits have the same length.
+type TaskLeaseManyParams struct {
+	Queues     []string
+	Limits     []int
 	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time

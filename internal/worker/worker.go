@@ -273,17 +273,14 @@ func (w *Worker) dispatch(ctx context.Context) {
 		if time.Since(refresh) > 5*time.Second {
 			queues, refresh = w.queues(ctx), time.Now()
 		}
-		leased, full, err := w.lease(ctx, queues)
-		if err != nil && ctx.Err() == nil {
+		// No second look after a lease: a queue that filled its free slots has none left, and
+		// one that got fewer tasks than it asked for had no more ready ones. What changes that
+		// (a finished task, new ready work) calls Wake, buffered while this leases.
+		if err := w.lease(ctx, queues); err != nil && ctx.Err() == nil {
 			w.log.Error("lease tasks", "error", err)
 		}
-		if leased > 0 && !full {
-			continue // there may be more
-		}
 		wait := w.cfg.PollInterval
-		if leased > 0 {
-			// Every queue is full: a finishing task wakes us.
-		} else if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
+		if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
 			if d := time.Until(next); d > 0 && d < wait {
 				wait = d
 			}
@@ -305,9 +302,8 @@ func (w *Worker) dispatch(ctx context.Context) {
 	}
 }
 
-// lease leases tasks for every queue with free slots in one transaction and starts them. full
-// reports that every queue is at its limit.
-func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, error) {
+// lease leases tasks for every queue with free slots, in one statement, and starts them.
+func (w *Worker) lease(ctx context.Context, queues []queueInfo) error {
 	type want struct {
 		q    queueInfo
 		free int
@@ -316,7 +312,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 	w.mu.Lock()
 	if w.inflight == nil {
 		w.mu.Unlock()
-		return 0, true, nil
+		return nil
 	}
 	for _, q := range queues {
 		if free := q.limit - w.inflight[q.name]; free > 0 {
@@ -325,24 +321,22 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 	}
 	w.mu.Unlock()
 	if len(wants) == 0 {
-		return 0, true, nil
+		return nil
+	}
+	p := store.TaskLeaseManyParams{Owner: w.cfg.Owner, Queues: make([]string, len(wants)), Limits: make([]int, len(wants))}
+	for i, wt := range wants {
+		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
 	}
 	var got []*store.Task
 	err := w.commit.do(ctx, func(t *engine.Tx) error {
-		got = got[:0]
-		now := t.Now() // the transaction's time: after every commit that made these tasks ready
-		for _, wt := range wants {
-			ts, err := t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: wt.q.name, Limit: wt.free, Owner: w.cfg.Owner,
-				Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
-			if err != nil {
-				return err
-			}
-			got = append(got, ts...)
-		}
-		return nil
+		p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
+		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
+		var err error
+		got, err = t.Executor().TaskLeaseMany(ctx, p)
+		return err
 	})
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	w.mu.Lock()
 	if w.inflight == nil { // stopping: give them back
@@ -350,7 +344,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		for _, t := range got {
 			w.release(t)
 		}
-		return 0, true, nil
+		return nil
 	}
 	for _, t := range got {
 		w.inflight[t.Queue]++
@@ -376,7 +370,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		w.tasks.Add(1)
 		go w.run(ctx, t, items[t.ItemID])
 	}
-	return len(got), false, nil
+	return nil
 }
 
 func (w *Worker) release(t *store.Task) {
