@@ -29,13 +29,13 @@ type querier interface {
 type queries struct {
 	db     *DB
 	c      querier
-	tx     pgx.Tx
+	inTx   bool
 	notify []string // queues with newly ready tasks, announced at commit
 }
 
 // ready announces new ready work on queue: at commit inside a transaction, at once outside.
 func (q *queries) ready(ctx context.Context, queue string) error {
-	if q.tx != nil {
+	if q.inTx {
 		if !slices.Contains(q.notify, queue) {
 			q.notify = append(q.notify, queue)
 		}
@@ -141,7 +141,7 @@ func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertPara
 		return err
 	}
 	var err error
-	if q.tx != nil {
+	if q.inTx {
 		err = insert(q)
 	} else {
 		err = q.db.InTx(ctx, insert)
