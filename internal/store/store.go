@@ -57,6 +57,10 @@ type Capabilities struct {
 	MultiProcess bool
 	// Listen is true when the driver can wake waiting processes on new work (LISTEN/NOTIFY).
 	Listen bool
+	// ConcurrentWrites is true when writes on separate connections of one process run at the
+	// same time (Postgres). False for SQLite, whose one writer connection serialises them: a
+	// write outside the group-commit writer waits for it and commits on its own.
+	ConcurrentWrites bool
 }
 
 // Locker is implemented by drivers whose store several processes share at once (Postgres), so

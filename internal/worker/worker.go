@@ -328,13 +328,22 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) error {
 		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
 	}
 	var got []*store.Task
-	err := w.commit.do(ctx, func(t *engine.Tx) error {
-		p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
+	var err error
+	if w.e.Store().Capabilities().ConcurrentWrites {
+		// The lease is one statement in a transaction of its own: it does not queue behind
+		// the group-commit writer's transaction, which holds the results of finished tasks.
+		p.Now = w.e.Now() // after the commits that made these tasks ready: they woke us
 		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
-		var err error
-		got, err = t.Executor().TaskLeaseMany(ctx, p)
-		return err
-	})
+		got, err = w.e.Store().TaskLeaseMany(ctx, p)
+	} else {
+		err = w.commit.do(ctx, func(t *engine.Tx) error {
+			p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
+			p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
+			var err error
+			got, err = t.Executor().TaskLeaseMany(ctx, p)
+			return err
+		})
+	}
 	if err != nil {
 		return err
 	}

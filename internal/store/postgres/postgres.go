@@ -154,9 +154,10 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// Capabilities reports that many processes may share the database and that Wait listens.
+// Capabilities reports that many processes may share the database, that Wait listens, and that
+// writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
-	return store.Capabilities{MultiProcess: true, Listen: true}
+	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true}
 }
 
 // Wait blocks until a task becomes ready in any process (a NOTIFY on sluice_tasks), ctx ends, or d
