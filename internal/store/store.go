@@ -57,6 +57,10 @@ type Capabilities struct {
 	MultiProcess bool
 	// Listen is true when the driver can wake waiting processes on new work (LISTEN/NOTIFY).
 	Listen bool
+	// ConcurrentWrites is true when writes on separate connections of one process run at the
+	// same time (Postgres). False for SQLite, whose one writer connection serialises them: a
+	// write outside the group-commit writer waits for it and commits on its own.
+	ConcurrentWrites bool
 }
 
 // Locker is implemented by drivers whose store several processes share at once (Postgres), so
@@ -162,6 +166,10 @@ type Executor interface {
 	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
 	// oldest job first and depth-first within a tree, and returns them with attempt incremented.
 	TaskLease(ctx context.Context, p TaskLeaseParams) ([]*Task, error)
+	// TaskLeaseMany is TaskLease for several queues at once, in as few statements as the driver
+	// can: up to Limits[i] tasks of Queues[i]. It returns the tasks of each queue in lease order,
+	// the queues in the order given.
+	TaskLeaseMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
@@ -430,6 +438,15 @@ type TaskDone struct {
 type TaskLeaseParams struct {
 	Queue      string
 	Limit      int
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// TaskLeaseManyParams leases ready tasks of several queues; Queues and Limits have the same length.
+type TaskLeaseManyParams struct {
+	Queues     []string
+	Limits     []int
 	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time

@@ -311,19 +311,21 @@ func (w *Worker) dispatch(ctx context.Context) {
 		if time.Since(refresh) > 5*time.Second {
 			queues, refresh = w.queues(ctx), time.Now()
 		}
-		leased, full, err := w.lease(ctx, queues)
+		// No second look after a lease: a queue that filled its free slots has none left, and
+		// one that got fewer tasks than it asked for had no more ready ones. What changes that
+		// (a finished task, new ready work) calls Wake, buffered while this leases.
+		leased, err := w.lease(ctx, queues)
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("lease tasks", "error", err)
 		}
-		if leased > 0 && !full {
-			continue // there may be more
-		}
 		wait := w.cfg.PollInterval
-		if leased > 0 {
-			// Every queue is full: a finishing task wakes us.
-		} else if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
-			if d := time.Until(next); d > 0 && d < wait {
-				wait = d
+		// The next backoff's end matters only to a worker that found nothing (the query is
+		// milliseconds on Postgres with many ready tasks).
+		if leased == 0 {
+			if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
+				if d := time.Until(next); d > 0 && d < wait {
+					wait = d
+				}
 			}
 		}
 		timer.Reset(wait)
@@ -346,9 +348,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 	}
 }
 
-// lease leases tasks for every queue with free slots in one transaction and starts them. full
-// reports that every queue is at its limit.
-func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, error) {
+// lease leases tasks for every queue with free slots that is not idle, in one statement, starts
+// them and returns how many.
+func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	type want struct {
 		q    queueInfo
 		free int
@@ -357,12 +359,10 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 	w.mu.Lock()
 	if w.inflight == nil {
 		w.mu.Unlock()
-		return 0, true, nil
+		return 0, nil
 	}
-	full := true
 	for _, q := range queues {
 		if free := q.limit - w.inflight[q.name]; free > 0 {
-			full = false
 			if !w.idle[q.name] {
 				wants = append(wants, want{q, free})
 			}
@@ -375,32 +375,41 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 	}
 	w.mu.Unlock()
 	if len(wants) == 0 {
-		return 0, full, nil
+		return 0, nil
+	}
+	p := store.TaskLeaseManyParams{Owner: w.cfg.Owner, Queues: make([]string, len(wants)), Limits: make([]int, len(wants))}
+	for i, wt := range wants {
+		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
 	}
 	var got []*store.Task
-	counts := make([]int, len(wants))
-	err := w.commit.do(ctx, func(t *engine.Tx) error {
-		got = got[:0]
-		now := t.Now() // the transaction's time: after every commit that made these tasks ready
-		for i, wt := range wants {
-			ts, err := t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: wt.q.name, Limit: wt.free, Owner: w.cfg.Owner,
-				Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
-			if err != nil {
-				return err
-			}
-			counts[i] = len(ts)
-			got = append(got, ts...)
-		}
-		return nil
-	})
+	var err error
+	if w.e.Store().Capabilities().ConcurrentWrites {
+		// The lease is one statement in a transaction of its own: it does not queue behind
+		// the group-commit writer's transaction, which holds the results of finished tasks.
+		p.Now = w.e.Now() // after the commits that made these tasks ready: they woke us
+		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
+		got, err = w.e.Store().TaskLeaseMany(ctx, p)
+	} else {
+		err = w.commit.do(ctx, func(t *engine.Tx) error {
+			p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
+			p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
+			var err error
+			got, err = t.Executor().TaskLeaseMany(ctx, p)
+			return err
+		})
+	}
 	if err != nil {
-		return 0, false, err
+		return 0, err
+	}
+	counts := map[string]int{}
+	for _, t := range got {
+		counts[t.Queue]++
 	}
 	w.mu.Lock()
 	if w.wakeAll == all {
 		for i, wt := range wants {
 			switch {
-			case counts[i] == wt.free:
+			case counts[wt.q.name] == wt.free:
 				delete(w.idle, wt.q.name) // there may be more
 			case w.wakeQueue[wt.q.name] == gens[i]:
 				w.idle[wt.q.name] = true
@@ -412,7 +421,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		for _, t := range got {
 			w.release(t)
 		}
-		return 0, true, nil
+		return 0, nil
 	}
 	for _, t := range got {
 		w.inflight[t.Queue]++
@@ -438,7 +447,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, bool, erro
 		w.tasks.Add(1)
 		go w.run(ctx, t, items[t.ItemID])
 	}
-	return len(got), false, nil
+	return len(got), nil
 }
 
 func (w *Worker) release(t *store.Task) {

@@ -154,9 +154,10 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// Capabilities reports that many processes may share the database and that Wait listens.
+// Capabilities reports that many processes may share the database, that Wait listens, and that
+// writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
-	return store.Capabilities{MultiProcess: true, Listen: true}
+	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true}
 }
 
 // Wait blocks until a task becomes ready in any process (a NOTIFY on sluice_tasks), ctx ends, or d
@@ -174,25 +175,23 @@ func (db *DB) Wait(ctx context.Context, d time.Duration) {
 }
 
 // InTx runs fn in one transaction (READ COMMITTED) and commits it if fn returns nil. Tasks that
-// became ready in it are announced with one pg_notify per queue, delivered at commit.
+// became ready in it are announced with one pg_notify per queue, delivered at commit. BEGIN is
+// sent with the first statement and COMMIT with the notifications (see txConn).
 func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
-	tx, err := db.pool.Begin(ctx)
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return mapErr(fmt.Errorf("begin: %w", err))
 	}
-	// Rolls back when fn fails or panics; a no-op after Commit.
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	q := &queries{db: db, c: tx, tx: tx}
+	defer conn.Release()
+	tc := &txConn{conn: conn.Conn()}
+	q := &queries{db: db, c: tc, inTx: true}
 	if err := fn(q); err != nil {
+		tc.rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	if len(q.notify) > 0 {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($2, q) FROM unnest($1::text[]) q`, q.notify, db.listen.channel); err != nil {
-			return mapErr(fmt.Errorf("notify: %w", err))
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return mapErr(fmt.Errorf("commit: %w", err))
+	if err := tc.commit(ctx, db.listen.channel, q.notify); err != nil {
+		tc.rollback(context.WithoutCancel(ctx))
+		return mapErr(err)
 	}
 	return nil
 }

@@ -29,13 +29,13 @@ type querier interface {
 type queries struct {
 	db     *DB
 	c      querier
-	tx     pgx.Tx
+	inTx   bool
 	notify []string // queues with newly ready tasks, announced at commit
 }
 
 // ready announces new ready work on queue: at commit inside a transaction, at once outside.
 func (q *queries) ready(ctx context.Context, queue string) error {
-	if q.tx != nil {
+	if q.inTx {
 		if !slices.Contains(q.notify, queue) {
 			q.notify = append(q.notify, queue)
 		}
@@ -141,7 +141,7 @@ func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertPara
 		return err
 	}
 	var err error
-	if q.tx != nil {
+	if q.inTx {
 		err = insert(q)
 	} else {
 		err = q.db.InTx(ctx, insert)
@@ -582,6 +582,16 @@ const (
 			ORDER BY job_id, sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
 		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
 		FROM picked WHERE id = picked_id RETURNING ` + taskCols
+	// qTaskLeaseMany is qTaskLease for several queues in one statement: a lateral pick per
+	// (queue, limit) pair, so a worker serving many queues leases in one round trip. The update
+	// takes the picked ids as an array: joining the CTE instead lets the generic plan (after five
+	// executions of the prepared statement) hash-join against a sequential scan of tasks.
+	qTaskLeaseMany = `WITH picked AS MATERIALIZED (
+			SELECT p.id AS picked_id FROM unnest($1::text[], $3::int[]) AS w(queue, lim)
+			CROSS JOIN LATERAL (SELECT id FROM tasks WHERE state = 'ready' AND queue = w.queue AND run_after <= $2
+				ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p)
+		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
+		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) RETURNING ` + taskCols
 	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
 		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
 	qTaskRenew       = `UPDATE tasks SET lease_expires = $1 WHERE state = 'running' AND lease_owner = $2`
@@ -645,6 +655,42 @@ func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*st
 	}
 	// RETURNING has no order.
 	slices.SortFunc(out, func(a, b *store.Task) int {
+		if a.JobID != b.JobID {
+			return cmpInt(a.JobID, b.JobID)
+		}
+		return strings.Compare(a.SortKey, b.SortKey)
+	})
+	return out, nil
+}
+
+func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	if len(p.Queues) == 0 {
+		return nil, nil
+	}
+	if len(p.Queues) == 1 {
+		return q.TaskLease(ctx, store.TaskLeaseParams{Queue: p.Queues[0], Limit: p.Limits[0], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
+	}
+	limits := make([]int32, len(p.Limits))
+	for i, l := range p.Limits {
+		limits[i] = int32(max(l, 0))
+	}
+	now := micros(p.Now)
+	rows, err := q.c.Query(ctx, qTaskLeaseMany, p.Queues, now, limits, p.Owner, micros(p.LeaseUntil))
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("lease %d queues: %w", len(p.Queues), err)
+	}
+	// RETURNING has no order: the queues in the order given, each in lease order.
+	rank := make(map[string]int, len(p.Queues))
+	for i, queue := range p.Queues {
+		if _, ok := rank[queue]; !ok {
+			rank[queue] = i
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Task) int {
+		if a.Queue != b.Queue {
+			return rank[a.Queue] - rank[b.Queue]
+		}
 		if a.JobID != b.JobID {
 			return cmpInt(a.JobID, b.JobID)
 		}

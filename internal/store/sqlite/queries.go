@@ -714,6 +714,20 @@ func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*st
 	return out, nil
 }
 
+// TaskLeaseMany is a loop: statements are in-process calls here, so one per queue costs no round
+// trip.
+func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	var out []*store.Task
+	for i, queue := range p.Queues {
+		ts, err := q.TaskLease(ctx, store.TaskLeaseParams{Queue: queue, Limit: p.Limits[i], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
 	refund := 0
 	if p.Refund {

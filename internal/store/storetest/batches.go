@@ -57,6 +57,29 @@ func testBatches(t *testing.T, b *bundle) {
 	if tk := b.getTask(leased[2].ID); tk.State != store.TaskRunning {
 		t.Errorf("task 2 state %s, want running", tk.State)
 	}
+	// A batch without a task named twice: task 2 is snoozed with its
+	// attempt refunded; tasks 0 and 1 are no longer running.
+	ps = []store.TaskFinishParams{
+		{ID: leased[2].ID, Attempt: leased[2].Attempt, State: store.TaskReady, Error: "snoozed", RunAfter: b.at(5), Refund: true, Now: b.at(3)},
+		{ID: leased[1].ID, Attempt: leased[1].Attempt, State: store.TaskComplete, Now: b.at(3)},
+		{ID: leased[0].ID, Attempt: leased[0].Attempt, State: store.TaskComplete, Now: b.at(3)},
+	}
+	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
+		var err error
+		oks, err = x.TaskFinishMany(ctx, ps)
+		return err
+	}))
+	if !slices.Equal(oks, []bool{true, false, false}) {
+		t.Errorf("TaskFinishMany without repeats = %v, want [true false false]", oks)
+	}
+	if tk := b.getTask(leased[2].ID); tk.State != store.TaskReady || tk.Error != "snoozed" || tk.Attempt != leased[2].Attempt-1 || !tk.FinishedAt.IsZero() || tk.LeaseOwner != "" {
+		t.Errorf("snoozed task 2 = %+v", tk)
+	} else {
+		checkTime(t, "RunAfter of snoozed task 2", tk.RunAfter, b.at(5))
+	}
+	if tk := b.getTask(leased[0].ID); tk.State != store.TaskComplete {
+		t.Errorf("task 0 state %s, want complete", tk.State)
+	}
 
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		locked, err := x.ItemLockMany(ctx, []int64{r1.ID, r0.ID, r1.ID})

@@ -38,6 +38,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskLeaseOrder", testTaskLeaseOrder},
 		{"TaskLeaseLimit", testTaskLeaseLimit},
 		{"TaskLeaseRunAfter", testTaskLeaseRunAfter},
+		{"TaskLeaseMany", testTaskLeaseMany},
 		{"TaskFinishGuard", testTaskFinishGuard},
 		{"TaskFinishRefund", testTaskFinishRefund},
 		{"TaskRenewLeases", testTaskRenewLeases},

@@ -116,6 +116,40 @@ func testTaskLeaseRunAfter(t *testing.T, b *bundle) {
 	}
 }
 
+func testTaskLeaseMany(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	var a, c []int64
+	for i := range 3 {
+		it := b.root(j.ID, i, fmt.Sprintf("%04d", i))
+		c = append(c, b.taskIn(b.s, it, "c", "qc").ID)
+		a = append(a, b.taskIn(b.s, it, "a", "qa").ID)
+	}
+	leaseMany := func(queues []string, limits []int, now time.Time) []*store.Task {
+		t.Helper()
+		return must(b.s.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: queues, Limits: limits, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)}))(t)
+	}
+	got := leaseMany([]string{"qc", "qa", "empty"}, []int{2, 10, 5}, b.now)
+	checkIDs(t, "first lease", taskIDs(got), []int64{c[0], c[1], a[0], a[1], a[2]})
+	for _, tk := range got {
+		if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" {
+			t.Errorf("leased task = %+v", tk)
+		}
+		checkTime(t, "LeaseExpires", tk.LeaseExpires, b.now.Add(time.Minute))
+		checkTime(t, "StartedAt", tk.StartedAt, b.now)
+	}
+	later := b.at(time.Minute)
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: a[0], Attempt: 1, State: store.TaskReady, RunAfter: later, Now: b.now}))(t) {
+		t.Fatal("TaskFinish(ready) = false")
+	}
+	got = leaseMany([]string{"qa", "qc"}, []int{5, 5}, b.now)
+	checkIDs(t, "second lease", taskIDs(got), []int64{c[2]})
+	got = leaseMany([]string{"qa", "qc"}, []int{5, 5}, later)
+	if len(got) != 1 || got[0].ID != a[0] || got[0].Attempt != 2 {
+		t.Errorf("lease at run_after = %+v, want task %d at attempt 2", got, a[0])
+	}
+}
+
 func testTaskFinishGuard(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
