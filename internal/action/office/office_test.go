@@ -24,10 +24,20 @@ func TestCorpus(t *testing.T) {
 			t.Parallel()
 			convertertest.RequireTools(t, "soffice", "pdfinfo", "pdftotext", "pdftoppm")
 			e := exp[name]
-			task := actiontest.NewFileTask(t, convertertest.File(t, name), e.MIME, nil, nil)
-			rec := &actiontest.Recorder{}
-			if err := New().Run(t.Context(), task, rec); err != nil {
-				t.Fatalf("run: %v", err)
+			// Like the engine, try again after a transient failure (LibreOffice, ten at once on
+			// a loaded machine, has crashed on start-up); a permanent error fails at once.
+			var rec *actiontest.Recorder
+			for attempt := 1; ; attempt++ {
+				task := actiontest.NewFileTask(t, convertertest.File(t, name), e.MIME, nil, nil)
+				rec = &actiontest.Recorder{}
+				err := New().Run(t.Context(), task, rec)
+				if err == nil {
+					break
+				}
+				if action.IsPermanent(err) || attempt == 3 {
+					t.Fatalf("run (attempt %d): %v", attempt, err)
+				}
+				t.Logf("attempt %d failed, retrying as the engine would: %v", attempt, err)
 			}
 			if len(rec.Children) != 1 {
 				t.Fatalf("%d children, want 1", len(rec.Children))
