@@ -290,6 +290,18 @@ func (n *Node) Start(ctx context.Context) {
 // or another (Postgres LISTEN/NOTIFY, [store.Store.Wait]): without it a worker would find other
 // processes' tasks only at its next poll.
 func (n *Node) listen(ctx context.Context) {
+	if nf, ok := n.Store.(store.Notifier); ok {
+		ch, stop := nf.Notify()
+		defer stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				n.Worker.Wake()
+			}
+		}
+	}
 	const max = time.Minute
 	for ctx.Err() == nil {
 		start := time.Now()

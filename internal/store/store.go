@@ -85,6 +85,14 @@ type Lock interface {
 }
 
 // Store is a database holding Sluice's state. It is safe for concurrent use.
+// Notifier is implemented by stores that listen (Capabilities.Listen): Notify returns a channel
+// that receives a value after each notification of new work — never missing one since the call,
+// unlike a loop of Waits — and once as soon as the listener is connected, since what was
+// announced before that was not heard. stop releases it.
+type Notifier interface {
+	Notify() (ch <-chan struct{}, stop func())
+}
+
 type Store interface {
 	Executor
 	// InTx runs fn in one write transaction and commits it if fn returns nil. On SQLite this is an

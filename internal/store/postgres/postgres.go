@@ -160,6 +160,9 @@ func (db *DB) Capabilities() store.Capabilities {
 	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true}
 }
 
+// Notify implements [store.Notifier].
+func (db *DB) Notify() (<-chan struct{}, func()) { return db.listen.notify() }
+
 // Wait blocks until a task becomes ready in any process (a NOTIFY on sluice_tasks), ctx ends, or d
 // passes. The first call starts a listener on a dedicated connection; while it cannot listen,
 // Wait just waits for d or ctx. Notifications sent before a waiter arrives are not remembered.
@@ -285,6 +288,7 @@ type listener struct {
 
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced on every notification
+	subs    map[chan struct{}]bool
 	started bool
 	stopped bool
 	cancel  context.CancelFunc
@@ -294,19 +298,50 @@ type listener struct {
 func (l *listener) subscribe() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.startLocked()
+	return l.wake
+}
+
+// notify returns a channel of [store.Notifier]: buffered, so a notification while its reader is
+// busy is kept (several coalesce into one).
+func (l *listener) notify() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.subs == nil {
+		l.subs = map[chan struct{}]bool{}
+	}
+	l.subs[ch] = true
+	l.startLocked()
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.subs, ch)
+		l.mu.Unlock()
+	}
+}
+
+func (l *listener) startLocked() {
 	if !l.started && !l.stopped {
 		l.started = true
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel, l.done = cancel, make(chan struct{})
 		go l.run(ctx)
 	}
-	return l.wake
 }
 
-func (l *listener) broadcast() {
+// broadcast wakes the Notify channels and, unless subsOnly, the waiters of Wait.
+func (l *listener) broadcast(subsOnly bool) {
 	l.mu.Lock()
-	close(l.wake)
-	l.wake = make(chan struct{})
+	if !subsOnly {
+		close(l.wake)
+		l.wake = make(chan struct{})
+	}
+	for ch := range l.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 	l.mu.Unlock()
 }
 
@@ -321,8 +356,9 @@ func (l *listener) stop() {
 	}
 }
 
-// run listens until ctx ends, reconnecting with backoff. After a reconnect it wakes everyone once,
-// since notifications sent while it was away are lost.
+// run listens until ctx ends, reconnecting with backoff. Each time it is listening it wakes the
+// Notify channels once (and, after a reconnect, the waiters too), since notifications sent while
+// it was not are lost.
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	backoff := time.Second
@@ -352,14 +388,14 @@ func (l *listener) listenOnce(ctx context.Context, reconnect bool) bool {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		return false
 	}
-	if reconnect {
-		l.broadcast()
-	}
+	// Whatever was announced before this point was not heard: after a lost connection wake
+	// everyone once; on the first, the Notify channels (a Wait that has just begun need not).
+	l.broadcast(!reconnect)
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return true
 		}
-		l.broadcast()
+		l.broadcast(false)
 	}
 }
 

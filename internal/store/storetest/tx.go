@@ -245,9 +245,25 @@ func testWait(t *testing.T, b *bundle) {
 	if !b.s.Capabilities().Listen {
 		return
 	}
+	it := b.root(b.job("").ID, 0, "0")
+	// A Notify channel hears every notification from its call on: a TaskInsert must reach it.
+	if nf, ok := b.s.(store.Notifier); ok {
+		ch, stop := nf.Notify()
+		defer stop()
+		for i := 0; ; i++ {
+			b.task(b.s, it, fmt.Sprintf("n%d", i))
+			select {
+			case <-ch:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Notify channel not woken by TaskInsert within 20s")
+			}
+			if i == 1 {
+				break // the first may be the listener's own wake-up on connecting
+			}
+		}
+	}
 	// A notification sent before the waiter listens is lost by design (Wait is never the only way
 	// to find work), so keep making work until a waiter wakes: every TaskInsert must notify.
-	it := b.root(b.job("").ID, 0, "0")
 	woke := make(chan time.Duration, 1)
 	waitCtx, stop := context.WithCancel(t.Context())
 	defer stop()
