@@ -291,14 +291,18 @@ func (n *Node) Start(ctx context.Context) {
 // processes' tasks only at its next poll.
 func (n *Node) listen(ctx context.Context) {
 	if nf, ok := n.Store.(store.Notifier); ok {
-		ch, stop := nf.Notify()
+		ch, take, stop := nf.Notify()
 		defer stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-ch:
-				n.Worker.Wake()
+				if queues, all := take(); all {
+					n.Worker.Wake()
+				} else {
+					n.Worker.WakeQueues(queues)
+				}
 			}
 		}
 	}

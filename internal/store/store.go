@@ -85,12 +85,13 @@ type Lock interface {
 }
 
 // Store is a database holding Sluice's state. It is safe for concurrent use.
-// Notifier is implemented by stores that listen (Capabilities.Listen): Notify returns a channel
-// that receives a value after each notification of new work — never missing one since the call,
-// unlike a loop of Waits — and once as soon as the listener is connected, since what was
-// announced before that was not heard. stop releases it.
+// Notifier is implemented by stores that listen (Capabilities.Listen). Notify returns a channel
+// that receives after each notification of new work — never missing one since the call, unlike
+// a loop of Waits — and once as soon as the listener is connected, since what was announced
+// before that was not heard. After a receive, take returns the queues announced since the last
+// take, or all=true when any queue may have work (on connecting). stop releases it.
 type Notifier interface {
-	Notify() (ch <-chan struct{}, stop func())
+	Notify() (ch <-chan struct{}, take func() (queues []string, all bool), stop func())
 }
 
 type Store interface {

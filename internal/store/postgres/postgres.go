@@ -161,7 +161,9 @@ func (db *DB) Capabilities() store.Capabilities {
 }
 
 // Notify implements [store.Notifier].
-func (db *DB) Notify() (<-chan struct{}, func()) { return db.listen.notify() }
+func (db *DB) Notify() (<-chan struct{}, func() ([]string, bool), func()) {
+	return db.listen.notify()
+}
 
 // Wait blocks until a task becomes ready in any process (a NOTIFY on sluice_tasks), ctx ends, or d
 // passes. The first call starts a listener on a dedicated connection; while it cannot listen,
@@ -288,7 +290,7 @@ type listener struct {
 
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced on every notification
-	subs    map[chan struct{}]bool
+	subs    map[*subscriber]bool
 	started bool
 	stopped bool
 	cancel  context.CancelFunc
@@ -302,20 +304,37 @@ func (l *listener) subscribe() <-chan struct{} {
 	return l.wake
 }
 
-// notify returns a channel of [store.Notifier]: buffered, so a notification while its reader is
-// busy is kept (several coalesce into one).
-func (l *listener) notify() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// subscriber is one [store.Notifier] channel with the queues announced since its last take.
+type subscriber struct {
+	ch     chan struct{} // buffered: a notification while the reader is busy is kept
+	queues map[string]bool
+	all    bool
+}
+
+func (l *listener) notify() (<-chan struct{}, func() ([]string, bool), func()) {
+	s := &subscriber{ch: make(chan struct{}, 1), queues: map[string]bool{}}
 	l.mu.Lock()
 	if l.subs == nil {
-		l.subs = map[chan struct{}]bool{}
+		l.subs = map[*subscriber]bool{}
 	}
-	l.subs[ch] = true
+	l.subs[s] = true
 	l.startLocked()
 	l.mu.Unlock()
-	return ch, func() {
+	take := func() ([]string, bool) {
 		l.mu.Lock()
-		delete(l.subs, ch)
+		defer l.mu.Unlock()
+		qs := make([]string, 0, len(s.queues))
+		for q := range s.queues {
+			qs = append(qs, q)
+		}
+		clear(s.queues)
+		all := s.all
+		s.all = false
+		return qs, all
+	}
+	return s.ch, take, func() {
+		l.mu.Lock()
+		delete(l.subs, s)
 		l.mu.Unlock()
 	}
 }
@@ -329,16 +348,22 @@ func (l *listener) startLocked() {
 	}
 }
 
-// broadcast wakes the Notify channels and, unless subsOnly, the waiters of Wait.
-func (l *listener) broadcast(subsOnly bool) {
+// broadcast wakes the Notify channels with the queue announced ("" when any queue may have work)
+// and, unless subsOnly, the waiters of Wait.
+func (l *listener) broadcast(subsOnly bool, queue string) {
 	l.mu.Lock()
 	if !subsOnly {
 		close(l.wake)
 		l.wake = make(chan struct{})
 	}
-	for ch := range l.subs {
+	for s := range l.subs {
+		if queue == "" {
+			s.all = true
+		} else {
+			s.queues[queue] = true
+		}
 		select {
-		case ch <- struct{}{}:
+		case s.ch <- struct{}{}:
 		default: // one is pending already
 		}
 	}
@@ -390,12 +415,13 @@ func (l *listener) listenOnce(ctx context.Context, reconnect bool) bool {
 	}
 	// Whatever was announced before this point was not heard: after a lost connection wake
 	// everyone once; on the first, the Notify channels (a Wait that has just begun need not).
-	l.broadcast(!reconnect)
+	l.broadcast(!reconnect, "")
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return true
 		}
-		l.broadcast(false)
+		l.broadcast(false, n.Payload)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -248,7 +249,7 @@ func testWait(t *testing.T, b *bundle) {
 	it := b.root(b.job("").ID, 0, "0")
 	// A Notify channel hears every notification from its call on: a TaskInsert must reach it.
 	if nf, ok := b.s.(store.Notifier); ok {
-		ch, stop := nf.Notify()
+		ch, take, stop := nf.Notify()
 		defer stop()
 		for i := 0; ; i++ {
 			b.task(b.s, it, fmt.Sprintf("n%d", i))
@@ -257,8 +258,14 @@ func testWait(t *testing.T, b *bundle) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("Notify channel not woken by TaskInsert within 20s")
 			}
+			queues, all := take()
 			if i == 1 {
-				break // the first may be the listener's own wake-up on connecting
+				// The first may be the listener's own wake-up on connecting; this one names
+				// the task's queue.
+				if !all && !slices.Contains(queues, "q") {
+					t.Errorf("Notify announced queues %v, want q", queues)
+				}
+				break
 			}
 		}
 	}
