@@ -173,6 +173,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "sluice-data"
 	}
+	// Absolute: converters run in their task's directory under it, so a relative path handed to
+	// a tool (an output file, LibreOffice's profile) would resolve against the wrong directory.
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -101,6 +102,11 @@ func New(cfg Config) *Worker {
 	}
 	if cfg.TempDir == "" {
 		cfg.TempDir = os.TempDir()
+	}
+	// Tools run with their attempt's directory as working directory: paths under it must not
+	// be relative to ours.
+	if abs, err := filepath.Abs(cfg.TempDir); err == nil {
+		cfg.TempDir = abs
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
