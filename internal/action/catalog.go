@@ -11,6 +11,9 @@ import (
 type Catalog struct {
 	mu      sync.RWMutex
 	actions map[string]Action
+	// specs holds each action's Spec, taken once at Register: a spec is a declaration, and the
+	// engine asks for it on every step it makes ready.
+	specs map[string]Spec
 }
 
 // Register adds actions. It panics on a duplicate or empty name: that is a wiring mistake.
@@ -19,9 +22,11 @@ func (c *Catalog) Register(as ...Action) {
 	defer c.mu.Unlock()
 	if c.actions == nil {
 		c.actions = make(map[string]Action)
+		c.specs = make(map[string]Spec)
 	}
 	for _, a := range as {
-		name := a.Spec().Name
+		spec := a.Spec()
+		name := spec.Name
 		if name == "" {
 			panic("action: register an action with an empty name")
 		}
@@ -29,6 +34,7 @@ func (c *Catalog) Register(as ...Action) {
 			panic(fmt.Sprintf("action: %q registered twice", name))
 		}
 		c.actions[name] = a
+		c.specs[name] = spec
 	}
 }
 
@@ -42,11 +48,10 @@ func (c *Catalog) Lookup(name string) (Action, bool) {
 
 // Spec returns the spec of the named action; it satisfies workflow validation's lookup.
 func (c *Catalog) Spec(name string) (Spec, bool) {
-	a, ok := c.Lookup(name)
-	if !ok {
-		return Spec{}, false
-	}
-	return a.Spec(), true
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.specs[name]
+	return s, ok
 }
 
 // Names returns the registered action names, sorted.

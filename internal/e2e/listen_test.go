@@ -22,21 +22,10 @@ func TestListenWakesOtherProcess(t *testing.T) {
 	schema := drivertest.Schema(t)
 	t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
 	open := func(queues []string) *node.Node {
-		n, err := node.Open(t.Context(), node.Config{DataDir: t.TempDir(), Engine: true, Queues: queues, PollInterval: time.Hour,
+		return startNode(t, node.Config{DataDir: t.TempDir(), Engine: true, Queues: queues, PollInterval: time.Hour,
 			OpenStore: func(ctx context.Context) (store.Store, error) {
 				return postgres.Open(ctx, postgres.Config{URL: url, Schema: schema})
 			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		n.Start(ctx)
-		t.Cleanup(func() {
-			n.Stop(5 * time.Second)
-			cancel()
-			n.Close()
-		})
-		return n
 	}
 	front := open([]string{"none"})
 	back := open([]string{"noop"})

@@ -19,8 +19,14 @@ import (
 // openNode opens an engine node on a store of the driver open opens, and starts it.
 func openNode(t *testing.T, open drivertest.Open) *node.Node {
 	t.Helper()
-	n, err := node.Open(t.Context(), node.Config{DataDir: t.TempDir(), Engine: true,
+	return startNode(t, node.Config{DataDir: t.TempDir(), Engine: true,
 		OpenStore: func(context.Context) (store.Store, error) { return open(t), nil }})
+}
+
+// startNode opens and starts a node, stopped and closed when the test ends.
+func startNode(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
+	n, err := node.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,12 +31,12 @@ func ActionItem(it *store.Item) action.Item {
 
 // inlineAction returns the action of the step and its spec when the engine may run it inline.
 func (e *Engine) inlineAction(name string) (action.Action, action.Spec, bool) {
-	act, ok := e.cfg.Catalog.Lookup(name)
-	if !ok {
-		return nil, action.Spec{}, false
+	spec, ok := e.cfg.Catalog.Spec(name)
+	if !ok || spec.Inline == nil {
+		return nil, spec, false
 	}
-	spec := act.Spec()
-	return act, spec, spec.Inline != nil
+	act, ok := e.cfg.Catalog.Lookup(name)
+	return act, spec, ok
 }
 
 // runInline runs the step's task on the item inside this transaction when the action's

@@ -274,14 +274,14 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) Start(ctx context.Context) {
 	if n.Worker != nil {
 		n.Worker.Start(ctx)
-		if n.Store.Capabilities().Listen {
+		if nf, ok := n.Store.(store.Notifier); ok {
 			n.listenOnce.Do(func() {
 				lctx, cancel := context.WithCancel(ctx)
 				n.mu.Lock()
 				n.stopListen = cancel
 				n.mu.Unlock()
 				n.listening.Add(1)
-				go func() { defer n.listening.Done(); n.listen(lctx) }()
+				go func() { defer n.listening.Done(); n.listen(lctx, nf) }()
 			})
 		}
 	}
@@ -294,29 +294,19 @@ func (n *Node) Start(ctx context.Context) {
 // listen wakes the worker whenever a task becomes ready in the shared database, in this process
 // or another (Postgres LISTEN/NOTIFY, [store.Store.Wait]): without it a worker would find other
 // processes' tasks only at its next poll.
-func (n *Node) listen(ctx context.Context) {
-	if nf, ok := n.Store.(store.Notifier); ok {
-		ch, take, stop := nf.Notify()
-		defer stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ch:
-				if queues, all := take(); all {
-					n.Worker.Wake()
-				} else {
-					n.Worker.WakeQueues(queues)
-				}
+func (n *Node) listen(ctx context.Context, nf store.Notifier) {
+	ch, take, stop := nf.Notify()
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			if queues, all := take(); all {
+				n.Worker.Wake()
+			} else {
+				n.Worker.WakeQueues(queues)
 			}
-		}
-	}
-	const max = time.Minute
-	for ctx.Err() == nil {
-		start := time.Now()
-		n.Store.Wait(ctx, max)
-		if ctx.Err() == nil && time.Since(start) < max {
-			n.Worker.Wake()
 		}
 	}
 }
