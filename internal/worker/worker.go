@@ -388,22 +388,16 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
 	}
 	var got []*store.Task
-	var err error
-	if w.e.Store().Capabilities().ConcurrentWrites {
-		// The lease is one statement in a transaction of its own: it does not queue behind
-		// the group-commit writer's transaction, which holds the results of finished tasks.
-		p.Now = w.e.Now() // after the commits that made these tasks ready: they woke us
+	// Through the writer, on every store: leasing beside it (Postgres) let a worker hold hundreds
+	// of tasks while their results queued behind it, and a killed worker's crowd of expired
+	// leases, reclaimed while others deadlocked on their items, stalled TestLeaderKilled.
+	err := w.commit.do(ctx, func(t *engine.Tx) error {
+		p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
 		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
-		got, err = w.e.Store().TaskLeaseMany(ctx, p)
-	} else {
-		err = w.commit.do(ctx, func(t *engine.Tx) error {
-			p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
-			p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
-			var err error
-			got, err = t.Executor().TaskLeaseMany(ctx, p)
-			return err
-		})
-	}
+		var err error
+		got, err = t.Executor().TaskLeaseMany(ctx, p)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -475,10 +469,19 @@ func (w *Worker) renew(ctx context.Context) {
 		case <-tick.C:
 		}
 		until := w.e.Now().Add(w.cfg.LeaseDuration)
-		err := w.commit.do(ctx, func(t *engine.Tx) error {
-			_, err := t.Executor().TaskRenewLeases(ctx, w.cfg.Owner, until)
-			return err
-		})
+		var err error
+		if w.e.Store().Capabilities().ConcurrentWrites {
+			// Not behind the writer: when its queue is long (results waiting, a deadlock being
+			// retried) the leases of tasks whose results wait in it would expire, the leader
+			// would reclaim them, and their results would be thrown away — more work, longer
+			// queues (TestLeaderKilled saw that storm once).
+			_, err = w.e.Store().TaskRenewLeases(ctx, w.cfg.Owner, until)
+		} else {
+			err = w.commit.do(ctx, func(t *engine.Tx) error {
+				_, err := t.Executor().TaskRenewLeases(ctx, w.cfg.Owner, until)
+				return err
+			})
+		}
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("renew leases", "error", err)
 		}
