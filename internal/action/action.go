@@ -163,6 +163,7 @@ type Child struct {
 // them.
 type Output interface {
 	// CreateChild creates the next child item. Its blob is durable before the child is recorded.
+	// It reads c.Blob and c.Thumbnail to the end before it returns.
 	// On a replay a child that already exists is skipped; one that differs fails the task with
 	// "nondeterministic action".
 	CreateChild(ctx context.Context, c Child) error

@@ -31,6 +31,7 @@ type smallDB struct {
 	max  int
 	w, r *sql.DB
 	reqs chan smallPut
+	ins  *sql.Stmt // the insert, prepared by the first write (only the loop uses it)
 	stop chan struct{}
 	done sync.WaitGroup
 
@@ -197,16 +198,22 @@ func (s *smallDB) loop() {
 }
 
 func (s *smallDB) write(batch []smallPut) error {
+	if s.ins == nil {
+		// Prepared once (before the transaction takes the writer's only connection); each
+		// transaction uses it through tx.Stmt.
+		put, err := s.w.Prepare(`INSERT INTO blobs (sha256, size, data, mtime) VALUES (?, ?, ?, ?)
+		ON CONFLICT (sha256) DO UPDATE SET mtime = excluded.mtime`)
+		if err != nil {
+			return fmt.Errorf("write small blobs: %w", err)
+		}
+		s.ins = put
+	}
 	tx, err := s.w.Begin()
 	if err != nil {
 		return fmt.Errorf("write small blobs: %w", err)
 	}
 	defer tx.Rollback()
-	st, err := tx.Prepare(`INSERT INTO blobs (sha256, size, data, mtime) VALUES (?, ?, ?, ?)
-		ON CONFLICT (sha256) DO UPDATE SET mtime = excluded.mtime`)
-	if err != nil {
-		return fmt.Errorf("write small blobs: %w", err)
-	}
+	st := tx.Stmt(s.ins)
 	defer st.Close()
 	for _, p := range batch {
 		if _, err := st.Exec(p.key, len(p.data), p.data, p.now.UnixMicro()); err != nil {

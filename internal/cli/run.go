@@ -307,7 +307,9 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 			return nil, err
 		}
 		done := job.State != store.JobRunning
-		if (tty && first) || done || time.Since(lastPrint) >= printEvery {
+		if e.stderr == io.Discard {
+			// Nobody reads the lines (bench ingest): spare the progress queries.
+		} else if (tty && first) || done || time.Since(lastPrint) >= printEvery {
 			p, err := n.Engine.Progress(ctx, jobID)
 			if err != nil {
 				return nil, err

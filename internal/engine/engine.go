@@ -207,11 +207,21 @@ type tx struct {
 	cancel      []int64
 	ended       map[int64]string
 	results     []*Result // queued by Tx.Apply, applied together in finish
+	// fresh holds the items created in this transaction, each with the tasks it got here (see
+	// pending.go); freshStale says those task states may have changed since (a job's tasks were
+	// canceled) and must be read.
+	fresh        map[int64][]*store.Task
+	kids         map[int64][]*store.Item // parent → its children created in this transaction
+	freshStale   bool
+	pendTasks    []store.TaskInsertParams
+	pendEvents   []store.EventInsertParams
+	pendChildren map[int64]childCount
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
 	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, readyQueues: map[string]bool{}, items: map[int64]*store.Item{}, stale: map[int64]bool{}, colored: map[int64]bool{}, busy: map[int64]bool{},
-		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, closing: map[int64]bool{}, ended: map[int64]string{}}
+		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, closing: map[int64]bool{}, ended: map[int64]string{},
+		fresh: map[int64][]*store.Task{}, kids: map[int64][]*store.Item{}, pendChildren: map[int64]childCount{}}
 }
 
 // Run runs fn in one store transaction with engine state, settles what fn touched, and fires
@@ -223,7 +233,10 @@ func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
 		if err := fn(&Tx{t: t}); err != nil {
 			return err
 		}
-		return t.finish()
+		if err := t.finish(); err != nil {
+			return err
+		}
+		return t.flushPending()
 	})
 	if err != nil {
 		return err
@@ -340,7 +353,7 @@ func (t *tx) markDirty(it *store.Item) {
 
 // fire records event on the item and makes ready every step whose needs are now all met.
 func (t *tx) fire(it *store.Item, event string) error {
-	inserted, err := t.x.EventInsert(t.ctx, it.ID, event, t.now)
+	inserted, err := t.addEvent(it, event)
 	if err != nil {
 		return err
 	}
@@ -356,11 +369,6 @@ func (t *tx) fire(it *store.Item, event string) error {
 		}
 		return nil // events are a set
 	}
-	ev, err := t.itemEvents(it.ID)
-	if err != nil {
-		return err
-	}
-	ev[event] = true
 	t.markDirty(it)
 	def, job, err := t.def(it.JobID)
 	if err != nil {
@@ -373,15 +381,22 @@ func (t *tx) fire(it *store.Item, event string) error {
 		return nil
 	}
 	for _, s := range def.Consumers(event) {
-		met := true
-		for _, n := range s.Needs {
-			if !ev[n] {
-				met = false
-				break
+		if len(s.Needs) > 1 {
+			// Only a step with other needs reads the item's events (this one among them).
+			ev, err := t.itemEvents(it.ID)
+			if err != nil {
+				return err
 			}
-		}
-		if !met {
-			continue
+			met := true
+			for _, n := range s.Needs {
+				if !ev[n] {
+					met = false
+					break
+				}
+			}
+			if !met {
+				continue
+			}
 		}
 		p := store.TaskInsertParams{
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
@@ -397,7 +412,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 				continue
 			}
 		}
-		ins, err := t.x.TaskInsert(t.ctx, p)
+		ins, err := t.addTask(p)
 		if err != nil {
 			return err
 		}
@@ -424,6 +439,11 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 	if state == store.JobComplete {
 		return nil
 	}
+	// The held-back tasks are canceled with the others, and the known ones change state.
+	if err := t.flushTasks(); err != nil {
+		return err
+	}
+	t.freshStale = true
 	running, err := t.x.TaskCancelJob(t.ctx, job.ID, "canceled", t.now)
 	if err != nil {
 		return err
@@ -474,15 +494,17 @@ func (t *tx) finish() error {
 			return err
 		}
 	}
+	var cids []int64
+	var cvals []float64
 	for id := range t.colored {
 		it := t.items[id]
 		if it == nil || it.State == store.ItemIngested {
 			continue // ingesting wrote colored = share
 		}
-		c := it.Colored
-		if _, err := t.x.ItemSetState(t.ctx, store.ItemSetStateParams{ID: id, From: it.State, To: it.State, Now: t.now, Colored: &c}); err != nil {
-			return err
-		}
+		cids, cvals = append(cids, id), append(cvals, it.Colored)
+	}
+	if err := t.x.ItemColorMany(t.ctx, cids, cvals); err != nil {
+		return err
 	}
 	jobs := make([]int64, 0, len(t.touched))
 	for id := range t.touched {
@@ -507,9 +529,17 @@ func (t *tx) finish() error {
 		if job.State != store.JobRunning || !job.Sealed {
 			continue // an unsealed job may still get roots
 		}
-		open, err := t.x.JobHasOpenItems(t.ctx, id)
-		if err != nil {
-			return err
+		open := false
+		for _, it := range t.items {
+			if it.JobID == id && it.State != store.ItemIngested {
+				open = true // one of its items, locked here, is still open
+				break
+			}
+		}
+		if !open {
+			if open, err = t.x.JobHasOpenItems(t.ctx, id); err != nil {
+				return err
+			}
 		}
 		if !open {
 			if err := t.endJob(job, store.JobComplete, ""); err != nil {
@@ -539,6 +569,12 @@ func (t *tx) settle(id int64) error {
 	if it.State == store.ItemWritten {
 		tasks, ok := t.tasks[id]
 		if !ok {
+			tasks, ok = t.freshTasks(id)
+		}
+		if !ok {
+			if err := t.flushTasks(); err != nil {
+				return err
+			}
 			if tasks, err = t.x.TaskListByItem(t.ctx, id); err != nil {
 				return err
 			}
@@ -550,19 +586,14 @@ func (t *tx) settle(id int64) error {
 			}
 			has[tk.Step] = true
 		}
-		openChildren := false
-		if it.NChildren > 0 {
-			if openChildren, err = t.x.ItemHasChildInState(t.ctx, id, openStates); err != nil {
-				return err
-			}
+		openChildren, err := t.hasChildIn(it, openStates)
+		if err != nil {
+			return err
 		}
 		if job.State == store.JobRunning {
 			if def.NeedsChildrenDone() && !openChildren {
-				ev, err := t.itemEvents(id)
-				if err != nil {
-					return err
-				}
-				if !ev[workflow.EventChildrenDone] {
+				// fire leaves an event that fired alone: only a cached set saves the try.
+				if ev, ok := t.events[id]; !ok || !ev[workflow.EventChildrenDone] {
 					wasReady := t.ready
 					t.ready = false
 					if err := t.fire(it, workflow.EventChildrenDone); err != nil {
@@ -591,15 +622,30 @@ func (t *tx) settle(id int64) error {
 		}
 	}
 	if it.State == store.ItemProcessed {
-		if it.NChildren > 0 {
-			open, err := t.x.ItemHasChildInState(t.ctx, id, unfinishedStates)
-			if err != nil || open {
-				return err
-			}
+		open, err := t.hasChildIn(it, unfinishedStates)
+		if err != nil || open {
+			return err
 		}
 		return t.moveItem(it, store.ItemIngested)
 	}
 	return nil
+}
+
+// hasChildIn reports whether the item has a child in one of the states: from memory when every
+// child was created in this transaction (their states are kept in step), else from the database.
+func (t *tx) hasChildIn(it *store.Item, states []string) (bool, error) {
+	if it.NChildren == 0 {
+		return false, nil
+	}
+	if kids := t.kids[it.ID]; len(kids) == it.NChildren {
+		for _, k := range kids {
+			if slices.Contains(states, k.State) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return t.x.ItemHasChildInState(t.ctx, it.ID, states)
 }
 
 // moveItem moves the item to state (coloring all of its share when ingested) and marks its parent
@@ -631,6 +677,13 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 func (t *tx) flushMoves() error {
 	if len(t.moves) == 0 {
 		return nil
+	}
+	// An ingested item is colored with its share as the database has it: write the held-back
+	// child counts (which reduce shares) first.
+	for id := range t.pendChildren {
+		if err := t.flushChildCount(id); err != nil {
+			return err
+		}
 	}
 	groups := map[[2]string][]int64{}
 	var keys [][2]string
@@ -664,12 +717,18 @@ func (t *tx) loadLevel(level []int64) error {
 	}
 	var need []int64
 	for _, id := range level {
+		if _, known := t.freshTasks(id); known {
+			continue
+		}
 		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {
 			need = append(need, id)
 		}
 	}
 	if len(need) < 2 {
 		return nil
+	}
+	if err := t.flushTasks(); err != nil {
+		return err
 	}
 	tasks, err := t.x.TaskListByItems(t.ctx, need)
 	if err != nil {
@@ -687,13 +746,29 @@ func (t *tx) loadLevel(level []int64) error {
 // waiting reports whether a step of the item that has not run could still be unblocked by an
 // event to come: a declared external event, or children.done while children are open.
 func (t *tx) waiting(def *workflow.Definition, it *store.Item, has map[string]bool, openChildren bool) (bool, error) {
-	ev, err := t.itemEvents(it.ID)
-	if err != nil {
-		return false, err
-	}
+	// A need can only be waited for if it is external, or children.done with children open: a
+	// step with no such need can never be unblocked, whatever the item's events (and they are
+	// read only when some step has one).
+	var ev map[string]bool
 	for _, s := range def.Steps {
 		if has[s.Name] {
 			continue
+		}
+		waitable := false
+		for _, n := range s.Needs {
+			if def.IsExternal(n) || (n == workflow.EventChildrenDone && openChildren) {
+				waitable = true
+				break
+			}
+		}
+		if !waitable {
+			continue
+		}
+		if ev == nil {
+			var err error
+			if ev, err = t.itemEvents(it.ID); err != nil {
+				return false, err
+			}
 		}
 		possible := true
 		missing := 0

@@ -50,6 +50,9 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 	// the row as it is now.
 	view := it
 	if t.stale[it.ID] {
+		if err := t.flushChildCount(it.ID); err != nil {
+			return false, err
+		}
 		fresh, err := t.x.ItemLock(t.ctx, it.ID)
 		if err != nil {
 			return false, err
@@ -90,7 +93,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 		pf.fire = append(pf.fire, s.Failure...)
 	}
 	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error}
-	ins, err := t.x.TaskInsert(t.ctx, p)
+	ins, err := t.addTask(p)
 	if err != nil || !ins {
 		return true, err // existed: it ran before, and its effects with it
 	}

@@ -100,6 +100,7 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 				added += length
 				t.t.items[it.ID] = it
 				t.t.events[it.ID] = map[string]bool{}
+				t.t.fresh[it.ID] = nil
 				if err := t.t.fire(it, workflow.EventStart); err != nil {
 					return err
 				}

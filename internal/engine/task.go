@@ -32,6 +32,9 @@ type Result struct {
 	ContentType   string
 	Events        []string
 	Outputs       map[string]json.RawMessage
+	// Children are recorded by [Tx.Apply], in the result's transaction: the children whose blobs
+	// became durable only after the action returned, so that they and the result commit together.
+	Children []*NewChild
 }
 
 // LostAllowance is how many attempts lost to a dead process a task gets beyond its step's bound.
@@ -63,6 +66,11 @@ func (e *Engine) Apply(ctx context.Context, results []*Result) error {
 // of write for the whole batch (TaskFinishMany, ItemLockMany), which on a networked database
 // saves a round trip per write. An error in applying it fails the transaction.
 func (t *Tx) Apply(r *Result) error {
+	for _, c := range r.Children {
+		if err := t.CreateChild(c); err != nil {
+			return err
+		}
+	}
 	t.t.results = append(t.t.results, r)
 	return nil
 }
@@ -198,6 +206,9 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}
 	if finish.State == store.TaskComplete {
 		up.Text, up.ThumbnailSHA, up.ThumbnailType, up.ContentType = r.Text, r.ThumbnailSHA, r.ThumbnailType, r.ContentType
+		if up.ContentType == it.ContentType {
+			up.ContentType = "" // detect confirming a type the item was created with: nothing to write
+		}
 		// Progress is colored in memory and written once at the end of the transaction, unless
 		// the item is ingested by then (which colors all of it anyway).
 		it.Colored = min(it.Share, it.Colored+task.ProgressWeight*it.RangeLen)
@@ -220,6 +231,9 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		tt.stale[it.ID] = true
 		if it.Error == "" {
 			it.Error = up.Error
+		}
+		if up.ContentType != "" {
+			it.ContentType = up.ContentType
 		}
 		if up.Text != nil {
 			it.HasText = true
@@ -292,13 +306,13 @@ func (t *Tx) CreateChild(c *NewChild) error {
 		}
 		return nil
 	}
-	if err := tt.x.ItemAddChild(tt.ctx, parent.ID, length); err != nil {
-		return err
-	}
+	tt.addChild(parent.ID, length)
 	parent.NChildren++
 	parent.Share = max(0, parent.Share-length)
 	tt.items[it.ID] = it
 	tt.events[it.ID] = map[string]bool{}
+	tt.fresh[it.ID] = nil
+	tt.kids[parent.ID] = append(tt.kids[parent.ID], it)
 	return tt.fire(it, workflow.EventStart)
 }
 

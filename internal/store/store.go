@@ -152,25 +152,34 @@ type Executor interface {
 	// ItemSetStateMany moves the items that are in From to To at once, coloring all of each
 	// one's share when ColorAll is set; it returns how many moved.
 	ItemSetStateMany(ctx context.Context, p ItemSetStateManyParams) (int64, error)
+	// ItemColorMany sets the colored progress of many items at once: colored[i] on ids[i].
+	ItemColorMany(ctx context.Context, ids []int64, colored []float64) error
 	// ItemReopen moves an item back to an earlier state for a retry, clearing its error when asked;
 	// false when the item is not in a state it may leave that way (see [ItemReopenParams]).
 	ItemReopen(ctx context.Context, p ItemReopenParams) (bool, error)
 	// ItemUpdate applies a task's effects on its item: text and thumbnail (each set once),
 	// metadata merged, content type, error (set once), added progress.
 	ItemUpdate(ctx context.Context, p ItemUpdateParams) error
-	// ItemAddChild records a created child on its parent: n_children+1, share reduced by length.
-	ItemAddChild(ctx context.Context, parentID int64, length float64) error
+	// ItemAddChild records n created children on their parent: n_children+n, share reduced by
+	// length (their lengths summed), never below zero.
+	ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
 	ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error)
 	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*Item, error)
 
 	// EventInsert records an event; false when it had already fired.
 	EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error)
+	// EventInsertMany records events in as few statements as the driver can; one that had
+	// already fired is left alone. The engine uses it for events it knows are new.
+	EventInsertMany(ctx context.Context, es []EventInsertParams) error
 	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
 
 	// TaskInsert inserts a ready task (or an ended one, [TaskInsertParams.Done]) unless one exists
 	// for (item, step); false when it existed.
 	TaskInsert(ctx context.Context, p TaskInsertParams) (bool, error)
+	// TaskInsertMany is TaskInsert for many tasks, in as few statements as the driver can. The
+	// engine uses it for the tasks of items created in the same transaction, which cannot exist.
+	TaskInsertMany(ctx context.Context, ps []TaskInsertParams) error
 	TaskGet(ctx context.Context, id int64) (*Task, error)
 	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
 	// oldest job first and depth-first within a tree, and returns them with attempt incremented.
@@ -435,6 +444,13 @@ type TaskInsertParams struct {
 	// Done, when set, inserts the task already ended after one attempt, started and finished at
 	// Now, instead of ready: a step the engine ran inline in this transaction.
 	Done *TaskDone
+}
+
+// EventInsertParams is one event to record.
+type EventInsertParams struct {
+	ItemID int64
+	Name   string
+	Now    time.Time
 }
 
 // TaskDone is how a task run inline ended: State is complete or failed.

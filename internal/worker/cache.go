@@ -146,7 +146,8 @@ func (w *Worker) replay(ctx context.Context, ef *effects, out *output) {
 	}
 }
 
-func (w *Worker) toCache(ctx context.Context, key string, out *output, runErr error) {
+// cacheEntry returns the cache entry of a run: its effects, or its permanent error.
+func (w *Worker) cacheEntry(out *output, runErr error) []byte {
 	ef := out.record
 	res := out.result
 	ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType = res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType
@@ -156,10 +157,8 @@ func (w *Worker) toCache(ctx context.Context, key string, out *output, runErr er
 	}
 	raw, err := json.Marshal(ef)
 	if err != nil {
-		return
-	}
-	// Cached before the flight lands so waiters find it; it commits ahead of the task's result.
-	if err := w.commit.do(ctx, func(t *engine.Tx) error { return t.Executor().CachePut(ctx, key, raw, t.Now()) }); err != nil {
 		w.log.Warn("cache result", "error", err)
+		return nil
 	}
+	return raw
 }

@@ -34,6 +34,10 @@ type output struct {
 	existing map[int]*store.Item // children recorded by an earlier attempt
 	childErr error
 	pending  sync.WaitGroup
+	// returned is set once the action has returned: a child whose blobs become durable after that
+	// is not committed on its own but goes with the result (leftover), in the same transaction.
+	returned bool
+	leftover []*engine.NewChild
 	staged   chan struct{} // a slot per child being recorded; see maxStaged
 	beat     func()
 	// record, when set, collects the effects for the conversion cache.
@@ -130,6 +134,13 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 				return
 			}
 		}
+		o.mu.Lock()
+		if o.returned {
+			o.leftover = append(o.leftover, nc)
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
 		o.fail(o.w.commit.do(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }))
 	}()
 	return nil

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -503,9 +504,13 @@ func (w *Worker) done(t *store.Task) {
 func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
-	err := w.execute(ctx, t, it, res)
+	var fin finishing
+	err := w.execute(ctx, t, it, res, &fin)
 	if errors.Is(err, errStopping) {
 		w.release(t)
+		if fin.flight != "" {
+			w.land(fin.flight)
+		}
 		return
 	}
 	res.Err = err
@@ -516,9 +521,34 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
 	if err != nil && ctx.Err() == nil {
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
-	if err := w.commit.submit(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(res) }, nil); err != nil {
-		w.log.Error("queue result", "task_id", t.ID, "error", err)
+	apply := func(tx *engine.Tx) error {
+		if fin.cacheValue != nil {
+			// Committed with the result, ahead of it in the same transaction.
+			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), fin.flight, fin.cacheValue, tx.Now()); err != nil {
+				return err
+			}
+		}
+		return tx.Apply(res)
 	}
+	if fin.flight == "" {
+		if err := w.commit.submit(context.WithoutCancel(ctx), apply, nil); err != nil {
+			w.log.Error("queue result", "task_id", t.ID, "error", err)
+		}
+		return
+	}
+	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
+	if err := w.commit.do(context.WithoutCancel(ctx), apply); err != nil {
+		w.log.Error("commit result", "task_id", t.ID, "error", err)
+	}
+	w.land(fin.flight)
+}
+
+// finishing is what a task's result commits with, filled in by execute.
+type finishing struct {
+	// flight is the conversion cache key whose flight this task owns, landed after the commit;
+	// cacheValue, when set, is the entry cached under it.
+	flight     string
+	cacheValue []byte
 }
 
 var errStopping = errors.New("worker stopping")
@@ -530,7 +560,7 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
-func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result) (err error) {
+func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing) (err error) {
 	act, ok := w.e.Catalog().Lookup(t.Action)
 	if !ok {
 		return action.Permanentf("unknown action %q", t.Action)
@@ -624,12 +654,17 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 			}
 			return err
 		}
-		defer w.land(key)
+		fin.flight = key // landed by run, after the result commits
 		out.record = &effects{Parent: it.Name}
 	}
 	w.count(t.Action, false)
 	err = w.safeRun(tctx, act, at, out)
+	out.mu.Lock()
+	out.returned = true
+	out.mu.Unlock()
 	out.pending.Wait()
+	slices.SortFunc(out.leftover, func(a, b *engine.NewChild) int { return a.Ordinal - b.Ordinal })
+	res.Children = out.leftover
 	if cerr := out.failed(); cerr != nil && err == nil {
 		err = cerr
 	}
@@ -643,7 +678,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		return errStopping
 	}
 	if key != "" && (err == nil || action.IsPermanent(err)) {
-		w.toCache(ctx, key, out, err)
+		fin.cacheValue = w.cacheEntry(out, err)
 	}
 	return err
 }

@@ -75,9 +75,11 @@ func (d *detector) Spec() action.Spec {
 		Outcomes:    outcomes,
 		Concurrency: 8,
 		NoTempDir:   true,
-		// An item that already has its text (a converter's final child) is routed to final
-		// without reading its blob: the engine does that inline, as the child is created.
-		Inline: func(it action.Item) bool { return it.HasText },
+		// An item that already has its text (a converter's final child) is routed to final,
+		// and one with a specific content type (given, or recorded by unpack with Whole) is
+		// routed by it, without reading its blob: the engine does that inline, as the item
+		// is created.
+		Inline: func(it action.Item) bool { return it.HasText || specific(it.ContentType) },
 	}
 }
 
@@ -106,6 +108,12 @@ func (d *detector) Run(ctx context.Context, t *action.Task, out action.Output) e
 	return nil
 }
 
+// specific reports whether a given content type is used as it is, not detected again.
+func specific(ct string) bool {
+	c := Canonical(ct)
+	return c != "" && c != "application/octet-stream"
+}
+
 // withParams returns canon with the charset parameter of orig, if any, for text types.
 func withParams(canon, orig string) string {
 	_, params, err := mime.ParseMediaType(orig)
@@ -118,7 +126,7 @@ func withParams(canon, orig string) string {
 // contentType returns the item's content type: the given one when it is specific, else the
 // detected one (possibly with a charset parameter).
 func (d *detector) contentType(ctx context.Context, t *action.Task) (string, error) {
-	if given := Canonical(t.Item.ContentType); given != "" && given != "application/octet-stream" {
+	if specific(t.Item.ContentType) {
 		return t.Item.ContentType, nil
 	}
 	if t.OpenBlob == nil {
@@ -234,6 +242,17 @@ func utf16le(s string) []byte {
 		b = append(b, byte(r), byte(r>>8))
 	}
 	return b
+}
+
+// WholeMax is the largest file [Whole] is meant for: up to this size, with the default
+// [Config.HeadSize], detect reads a file whole in one go and its answer is Whole's.
+const WholeMax = 64 << 10
+
+// Whole returns the content type detect gives a file named name whose whole content is buf, as
+// Run records it. A converter that holds a small child whole (unpack) records it as the child's
+// content type: detect then routes the child without reading its blob, inline.
+func Whole(buf []byte, name string) string {
+	return detectBytes(buf, path.Base(name))
 }
 
 // detectBytes detects the type of buf, the start (or all) of a file named name.

@@ -39,6 +39,7 @@
 package unpack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/detect"
 )
 
 // Config holds the default limits; a step's settings override them. The zero value uses the
@@ -184,6 +186,7 @@ type run struct {
 	size   int64
 	budget *budget
 
+	head      []byte // the buffer a small entry is read into whole (see emit)
 	entries   int
 	skipped   []string // "<entry>: <reason>"
 	fatal     error    // a permanent error that stopped the archive
@@ -302,7 +305,24 @@ func (r *run) reportProgress(consumed int64) {
 // skip and emit returns true.
 func (r *run) emit(entry string, src io.Reader, ratio func(int64) error) bool {
 	er := &entryReader{r: src, budget: r.budget, ratio: ratio}
-	err := r.out.CreateChild(r.ctx, action.Child{Name: r.parent + "/" + entry, Blob: er})
+	child := action.Child{Name: r.parent + "/" + entry, Blob: er}
+	// A small entry is read whole here and its content type recorded, as detect would find it:
+	// detect then routes the child inline, without a task of its own (the common case of an
+	// archive of many small files). A larger one streams, and detect reads it later.
+	if r.head == nil {
+		r.head = make([]byte, detect.WholeMax+1) // reused: CreateChild reads a blob before it returns
+	}
+	head := r.head
+	n, herr := io.ReadFull(er, head)
+	switch {
+	case (errors.Is(herr, io.EOF) || errors.Is(herr, io.ErrUnexpectedEOF)) && er.err == nil:
+		// The entry ended (ReadFull's short read; the entry's own error would be in er.err).
+		child.Blob, child.ContentType = bytes.NewReader(head[:n]), detect.Whole(head[:n], child.Name)
+	default:
+		// Too large for Whole, or a read error that CreateChild meets again (er keeps it).
+		child.Blob = io.MultiReader(bytes.NewReader(head[:n]), er)
+	}
+	err := r.out.CreateChild(r.ctx, child)
 	if err == nil {
 		return true
 	}

@@ -363,7 +363,7 @@ const (
 	qItemSetProcessed  = `UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
 	qItemSetIngested   = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
 	qItemSetColored    = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
-	qItemAddChild      = `UPDATE items SET n_children = n_children + 1, share = GREATEST(0, share - $1) WHERE id = $2`
+	qItemAddChild      = `UPDATE items SET n_children = n_children + $3, share = GREATEST(0, share - $1) WHERE id = $2`
 	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = $1 AND state = ANY($2))`
 	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE parent_id = $1 AND step = $2 ORDER BY ordinal`
 	// qItemUpdate applies every effect in one statement. The right-hand sides see the row as it
@@ -516,8 +516,8 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 	return nil
 }
 
-func (q *queries) ItemAddChild(ctx context.Context, parentID int64, length float64) error {
-	if _, err := q.c.Exec(ctx, qItemAddChild, length, parentID); err != nil {
+func (q *queries) ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error {
+	if _, err := q.c.Exec(ctx, qItemAddChild, length, parentID, n); err != nil {
 		return fmt.Errorf("count child of %d: %w", parentID, mapErr(err))
 	}
 	return nil

@@ -575,8 +575,8 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 	return nil
 }
 
-func (q *queries) ItemAddChild(ctx context.Context, parentID int64, length float64) error {
-	_, err := q.exec(ctx, `UPDATE items SET n_children = n_children + 1, share = MAX(0, share - ?) WHERE id = ?`, length, parentID)
+func (q *queries) ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error {
+	_, err := q.exec(ctx, `UPDATE items SET n_children = n_children + ?, share = MAX(0, share - ?) WHERE id = ?`, n, length, parentID)
 	if err != nil {
 		return fmt.Errorf("count child of %d: %w", parentID, err)
 	}
@@ -955,7 +955,11 @@ func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*
 
 func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
 	var v string
-	err := q.wrow(ctx, `SELECT value FROM cache WHERE key = ?`, key).Scan(&v)
+	row := q.rrow // outside a transaction, a reader: a lookup need not wait for the writer
+	if q.tx != nil {
+		row = q.wrow
+	}
+	err := row(ctx, `SELECT value FROM cache WHERE key = ?`, key).Scan(&v)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("get cache entry: %w", err))
 	}

@@ -283,7 +283,7 @@ func testItemUpdateMetadataMerge(t *testing.T, b *bundle) {
 func testItemColored(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	it := b.root(b.job("").ID, 0, "0") // range 100, share 100
-	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 40))
+	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 1, 40))
 	got := b.getItem(it.ID)
 	if got.NChildren != 1 || got.Share != 60 || got.RangeLen != 100 {
 		t.Errorf("after ItemAddChild(40): n %d share %v range %v, want 1 60 100", got.NChildren, got.Share, got.RangeLen)
@@ -296,9 +296,22 @@ func testItemColored(t *testing.T, b *bundle) {
 	if got := b.getItem(it.ID); got.Colored != 60 {
 		t.Errorf("colored after 0.5 more = %v, want 60 (capped at share)", got.Colored)
 	}
-	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 100))
+	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 1, 100))
 	if got := b.getItem(it.ID); got.NChildren != 2 || got.Share != 0 {
 		t.Errorf("after ItemAddChild(100): n %d share %v, want 2 0 (never negative)", got.NChildren, got.Share)
+	}
+	// Colored set on many items at once.
+	a, b2 := b.root(b.job("").ID, 0, "0"), b.root(b.job("").ID, 1, "1")
+	mustOK(t, b.s.ItemColorMany(ctx, []int64{a.ID, b2.ID}, []float64{12.5, 0.25}))
+	if ga, gb := b.getItem(a.ID).Colored, b.getItem(b2.ID).Colored; ga != 12.5 || gb != 0.25 {
+		t.Errorf("after ItemColorMany: colored %v and %v, want 12.5 and 0.25", ga, gb)
+	}
+	mustOK(t, b.s.ItemColorMany(ctx, nil, nil))
+	// Many children at once: counted together, their lengths summed.
+	other := b.root(b.job("").ID, 0, "0")
+	mustOK(t, b.s.ItemAddChild(ctx, other.ID, 3, 30))
+	if got := b.getItem(other.ID); got.NChildren != 3 || got.Share != 70 {
+		t.Errorf("after ItemAddChild(3, 30): n %d share %v, want 3 70", got.NChildren, got.Share)
 	}
 }
 

@@ -35,6 +35,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ItemChildren", testItemChildren},
 		{"Events", testEvents},
 		{"TaskInsert", testTaskInsert},
+		{"InsertMany", testInsertMany},
 		{"TaskLeaseOrder", testTaskLeaseOrder},
 		{"TaskLeaseLimit", testTaskLeaseLimit},
 		{"TaskLeaseRunAfter", testTaskLeaseRunAfter},

@@ -42,6 +42,50 @@ func testTaskInsert(t *testing.T, b *bundle) {
 	}
 }
 
+// testInsertMany checks the multi-row inserts with counts that cross the drivers' chunk sizes.
+func testInsertMany(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	for _, n := range []int{0, 1, 5, 70, 150} {
+		var items []*store.Item
+		var tasks []store.TaskInsertParams
+		var events []store.EventInsertParams
+		for i := range n {
+			it := b.root(j.ID, i, fmt.Sprintf("%04d", i))
+			items = append(items, it)
+			p := store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: "a", Action: "act", Queue: "q", MaxAttempts: 3, SortKey: it.SortKey, ProgressWeight: 0.5, Now: b.now}
+			tasks = append(tasks, p)
+			p.Step, p.Done = "b", &store.TaskDone{State: store.TaskFailed, Error: fmt.Sprint("boom ", i)}
+			tasks = append(tasks, p)
+			events = append(events, store.EventInsertParams{ItemID: it.ID, Name: "start", Now: b.now}, store.EventInsertParams{ItemID: it.ID, Name: "x", Now: b.now})
+		}
+		mustOK(t, b.s.TaskInsertMany(ctx, tasks))
+		mustOK(t, b.s.EventInsertMany(ctx, events))
+		// A row that exists is left alone, as with TaskInsert and EventInsert.
+		mustOK(t, b.s.TaskInsertMany(ctx, tasks))
+		mustOK(t, b.s.EventInsertMany(ctx, events))
+		for i, it := range items {
+			ts := must(b.s.TaskListByItem(ctx, it.ID))(t)
+			if len(ts) != 2 {
+				t.Fatalf("n=%d item %d: %d tasks, want 2", n, i, len(ts))
+			}
+			a, f := b.getTask(ts[0].ID), b.getTask(ts[1].ID)
+			if a.Step != "a" || a.State != store.TaskReady || a.Attempt != 0 || a.Queue != "q" || a.SortKey != it.SortKey || a.ProgressWeight != 0.5 || a.MaxAttempts != 3 {
+				t.Errorf("n=%d item %d: ready task = %+v", n, i, a)
+			}
+			checkTime(t, "ready FinishedAt", a.FinishedAt, time.Time{})
+			if f.Step != "b" || f.State != store.TaskFailed || f.Attempt != 1 || f.Error != fmt.Sprint("boom ", i) {
+				t.Errorf("n=%d item %d: ended task = %+v", n, i, f)
+			}
+			checkTime(t, "ended StartedAt", f.StartedAt, b.now)
+			checkTime(t, "ended FinishedAt", f.FinishedAt, b.now)
+			if ev := must(b.s.EventListByItem(ctx, it.ID))(t); len(ev) != 2 {
+				t.Errorf("n=%d item %d: events %v, want start and x", n, i, ev)
+			}
+		}
+	}
+}
+
 func testTaskLeaseOrder(t *testing.T, b *bundle) {
 	older, newer := b.job(""), b.job("")
 	// Insert the newer job's task first: age is the job's, not the task's.

@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Many rows go in one statement as arrays unnested server-side: one round trip and one plan
+// whatever the count.
+const (
+	qEventInsertMany = `INSERT INTO events (item_id, name, created_at)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[]) ON CONFLICT DO NOTHING`
+	qTaskInsertMany = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
+		SELECT j, i, s, a, q, st, att, e, m, k, w, c, 0, f, f
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::bigint[], $13::bigint[])
+			AS r(j, i, s, a, q, st, att, e, m, k, w, c, f)
+		ON CONFLICT (item_id, step) DO NOTHING`
+)
+
+func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertParams) error {
+	if len(es) == 0 {
+		return nil
+	}
+	ids, names, at := make([]int64, len(es)), make([]string, len(es)), make([]int64, len(es))
+	for i, e := range es {
+		ids[i], names[i], at[i] = e.ItemID, e.Name, micros(e.Now)
+	}
+	if _, err := q.c.Exec(ctx, qEventInsertMany, ids, names, at); err != nil {
+		return fmt.Errorf("insert %d events: %w", len(es), mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	n := len(ps)
+	jobs, items, steps, actions, queues, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts, errs, maxes, keys, weights, created, ended := make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]float64, n), make([]int64, n), make([]int64, n)
+	var wake []string
+	for i, p := range ps {
+		jobs[i], items[i], steps[i], actions[i], queues[i] = p.JobID, p.ItemID, p.Step, p.Action, p.Queue
+		states[i], maxes[i], keys[i], weights[i], created[i] = store.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
+		if p.Done != nil {
+			states[i], attempts[i], errs[i], ended[i] = p.Done.State, 1, p.Done.Error, micros(p.Now)
+		} else if !slices.Contains(wake, p.Queue) {
+			wake = append(wake, p.Queue)
+		}
+	}
+	if _, err := q.c.Exec(ctx, qTaskInsertMany, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended); err != nil {
+		return fmt.Errorf("insert %d tasks: %w", n, mapErr(err))
+	}
+	for _, queue := range wake {
+		if err := q.ready(ctx, queue); err != nil {
+			return fmt.Errorf("insert %d tasks: notify: %w", n, mapErr(err))
+		}
+	}
+	return nil
+}
+
+const qItemColorMany = `UPDATE items SET colored = u.c FROM unnest($1::bigint[], $2::float8[]) AS u(id, c) WHERE items.id = u.id`
+
+func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []float64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.c.Exec(ctx, qItemColorMany, ids, colored); err != nil {
+		return fmt.Errorf("color %d items: %w", len(ids), mapErr(err))
+	}
+	return nil
+}
