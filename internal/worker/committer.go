@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 )
@@ -13,6 +14,9 @@ import (
 type op struct {
 	fn   func(t *engine.Tx) error
 	done chan error
+	// lazy marks an op nothing waits on urgently (a task's result, a child): it may wait for
+	// the committer's linger. A lease, a renewal or an API write is committed at once.
+	lazy bool
 }
 
 // committer funnels every write of this process through one goroutine that commits them in
@@ -23,11 +27,20 @@ type committer struct {
 	log *slog.Logger
 	ops chan op
 	max int
-	wg  sync.WaitGroup
+	// linger, when set, is how long a small batch of lazy ops waits for more while the
+	// committer is busy (its last commit ended less than busyGap ago): a transaction's fixed
+	// cost (the pages every commit writes again, the job's row read) is then shared by more
+	// ops. An idle committer never waits, nor does a batch with an urgent op, and an urgent op
+	// arriving ends the wait.
+	linger time.Duration
+	wg     sync.WaitGroup
 }
 
-func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int) *committer {
-	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch}
+// busyGap is how recent the last commit must be for the committer to count as busy.
+const busyGap = 20 * time.Millisecond
+
+func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int, linger time.Duration) *committer {
+	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch, linger: linger}
 }
 
 func (c *committer) start(ctx context.Context) {
@@ -40,8 +53,31 @@ func (c *committer) start(ctx context.Context) {
 
 // submit queues fn; it blocks when the queue is full (backpressure), or returns ctx's error.
 func (c *committer) submit(ctx context.Context, fn func(t *engine.Tx) error, done chan error) error {
+	return c.enqueue(ctx, op{fn: fn, done: done})
+}
+
+// submitLazy is submit for an op that may wait for the linger (see op.lazy).
+func (c *committer) submitLazy(ctx context.Context, fn func(t *engine.Tx) error, done chan error) error {
+	return c.enqueue(ctx, op{fn: fn, done: done, lazy: true})
+}
+
+// doLazy is do for an op that may wait for the linger.
+func (c *committer) doLazy(ctx context.Context, fn func(t *engine.Tx) error) error {
+	done := make(chan error, 1)
+	if err := c.submitLazy(ctx, fn, done); err != nil {
+		return err
+	}
 	select {
-	case c.ops <- op{fn: fn, done: done}:
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *committer) enqueue(ctx context.Context, o op) error {
+	select {
+	case c.ops <- o:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -64,6 +100,8 @@ func (c *committer) do(ctx context.Context, fn func(t *engine.Tx) error) error {
 
 func (c *committer) loop(ctx context.Context) {
 	batch := make([]op, 0, c.max)
+	var lastEnd time.Time
+	var timer *time.Timer
 	for {
 		var first op
 		select {
@@ -82,7 +120,34 @@ func (c *committer) loop(ctx context.Context) {
 				break fill
 			}
 		}
+		lazy := true
+		for _, o := range batch {
+			lazy = lazy && o.lazy
+		}
+		if lazy && c.linger > 0 && len(batch) < c.max/4 && time.Since(lastEnd) < busyGap {
+			if timer == nil {
+				timer = time.NewTimer(c.linger)
+			} else {
+				timer.Reset(c.linger)
+			}
+		linger:
+			for len(batch) < c.max {
+				select {
+				case o := <-c.ops:
+					batch = append(batch, o)
+					if !o.lazy {
+						break linger
+					}
+				case <-timer.C:
+					break linger
+				case <-ctx.Done():
+					break linger
+				}
+			}
+			timer.Stop()
+		}
 		c.commit(context.WithoutCancel(ctx), batch)
+		lastEnd = time.Now()
 	}
 }
 

@@ -141,7 +141,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 			return
 		}
 		o.mu.Unlock()
-		o.fail(o.w.commit.do(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }))
+		o.fail(o.w.commit.doLazy(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }))
 	}()
 	return nil
 }

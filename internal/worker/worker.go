@@ -112,7 +112,13 @@ func New(cfg Config) *Worker {
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
 		idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
-	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch)
+	var linger time.Duration
+	if !cfg.Engine.Store().Capabilities().ConcurrentWrites {
+		// One writer (SQLite): a busy committer waits a little to fill its transactions. On
+		// Postgres leases go through the committer too, and their latency counts more.
+		linger = 5 * time.Millisecond
+	}
+	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, linger)
 	return w
 }
 
@@ -369,7 +375,11 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		return 0, nil
 	}
 	for _, q := range queues {
-		if free := q.limit - w.inflight[q.name]; free > 0 {
+		// A busy queue waits until a quarter of its slots are free: its running tasks keep the
+		// machine busy meanwhile, and one lease (one statement, one turn of the writer) then
+		// starts several tasks instead of one per finished task.
+		running := w.inflight[q.name]
+		if free := q.limit - running; free > 0 && (running == 0 || free*4 >= q.limit) {
 			if !w.idle[q.name] {
 				wants = append(wants, want{q, free})
 			}
@@ -531,13 +541,13 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
 		return tx.Apply(res)
 	}
 	if fin.flight == "" {
-		if err := w.commit.submit(context.WithoutCancel(ctx), apply, nil); err != nil {
+		if err := w.commit.submitLazy(context.WithoutCancel(ctx), apply, nil); err != nil {
 			w.log.Error("queue result", "task_id", t.ID, "error", err)
 		}
 		return
 	}
 	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
-	if err := w.commit.do(context.WithoutCancel(ctx), apply); err != nil {
+	if err := w.commit.doLazy(context.WithoutCancel(ctx), apply); err != nil {
 		w.log.Error("commit result", "task_id", t.ID, "error", err)
 	}
 	w.land(fin.flight)
