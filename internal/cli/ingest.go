@@ -265,6 +265,10 @@ type benchIngestResult struct {
 	CPUSeconds       float64 `json:"cpu_seconds"`
 	DirectCPUSeconds float64 `json:"direct_cpu_seconds"`
 	CPUOverheadPct   float64 `json:"cpu_overhead_pct"`
+	// Tasks is how many tasks the job made, LeasedTasks how many of them a worker ran (the
+	// others ran inline, in the transactions that made them ready).
+	Tasks       int `json:"tasks"`
+	LeasedTasks int `json:"leased_tasks"`
 }
 
 func benchIngest(ctx context.Context, e *env, args []string) error {
@@ -367,6 +371,9 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	res.Documents, res.Errors = sum.Documents, sum.Errors
+	if res.Tasks, res.LeasedTasks, err = countTasks(ctx, n, job.ID); err != nil {
+		return err
+	}
 	res.DocumentsPerSec = float64(res.Documents) / res.Seconds
 	if !*skipDirect {
 		res.CPUOverheadPct = (res.CPUSeconds - res.DirectCPUSeconds) / res.DirectCPUSeconds * 100
@@ -377,6 +384,28 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	}
 	enc := json.NewEncoder(e.stdout)
 	return enc.Encode(res)
+}
+
+// countTasks counts the job's tasks and those a worker leased: an inline task starts and ends at
+// the same instant, in the transaction that made it ready.
+func countTasks(ctx context.Context, n *node.Node, jobID int64) (all, leased int, err error) {
+	var after int64
+	for {
+		page, err := n.Store.TaskListByJob(ctx, store.TaskListParams{JobID: jobID, AfterID: after, Limit: 1000})
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, tk := range page {
+			all++
+			if !tk.FinishedAt.Equal(tk.StartedAt) {
+				leased++
+			}
+			after = tk.ID
+		}
+		if len(page) < 1000 {
+			return all, leased, nil
+		}
+	}
 }
 
 type benchEntry struct {

@@ -19,12 +19,20 @@ func TestBenchIngest(t *testing.T) {
 		CPUSeconds               float64 `json:"cpu_seconds"`
 		DirectCPUSeconds         float64 `json:"direct_cpu_seconds"`
 		PeakRSSMB                float64 `json:"peak_rss_mb"`
+		Tasks                    int     `json:"tasks"`
+		LeasedTasks              int     `json:"leased_tasks"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("bench ingest output %q: %v", out, err)
 	}
 	if r.Files != 200 || r.Documents != 200 || r.Errors != 0 {
 		t.Errorf("files %d, documents %d, errors %d; want 200, 200, 0", r.Files, r.Documents, r.Errors)
+	}
+	// Per entry: detect runs inline (unpack recorded its type), text is leased, and the PDF
+	// child's detect, final and ingest and the entry's ingest run inline. Plus the zip's detect
+	// (it has no type yet), unpack and ingest.
+	if r.LeasedTasks != 202 || r.Tasks != 6*200+3 {
+		t.Errorf("tasks %d, leased %d; want %d and 202 (one leased task per entry, and the zip's detect and unpack)", r.Tasks, r.LeasedTasks, 6*200+3)
 	}
 	if r.Seconds <= 0 || r.DirectSeconds <= 0 || r.CPUSeconds <= 0 || r.DirectCPUSeconds <= 0 || r.PeakRSSMB <= 0 {
 		t.Errorf("missing measurements: %s", out)
