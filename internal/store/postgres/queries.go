@@ -191,7 +191,7 @@ const (
 	qJobReopen       = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
 	qJobSeal         = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
 	qJobAddTotal     = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
-	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = $1 AND state IN ('created', 'written', 'processed'))`
+	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = $1 AND state IN ('created', 'written', 'processed') AND state <> 'ingested')`
 	qJobTotal        = `SELECT total_bytes FROM jobs WHERE id = $1`
 	qJobItemStates   = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`
 )
@@ -357,15 +357,20 @@ const (
 		INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
 		SELECT nid.id, $1, $2, CASE WHEN $3::bigint = 0 AND $2::bigint = 0 THEN nid.id ELSE $3::bigint END, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'written', $17, $18, $18, $19 FROM nid
 		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols
-	qItemByKey         = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
-	qItemGet           = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
-	qItemLock          = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
-	qItemSetProcessed  = `UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetIngested   = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetColored    = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
-	qItemAddChild      = `UPDATE items SET n_children = n_children + 1, share = GREATEST(0, share - $1) WHERE id = $2`
-	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = $1 AND state = ANY($2))`
-	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE parent_id = $1 AND step = $2 ORDER BY ordinal`
+	qItemByKey        = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
+	qItemGet          = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
+	qItemLock         = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
+	qItemSetProcessed = `UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
+	qItemSetIngested  = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
+	qItemSetColored   = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
+	qItemAddChild     = `UPDATE items SET n_children = n_children + 1, share = GREATEST(0, share - $1) WHERE id = $2`
+	// qItemHasOpenChild repeats items_parent_open's predicate (002_partial_item_indexes.up.sql)
+	// so that the planner can use it with any parameters; qItemHasChildState, for a set of states
+	// that includes ingested, and qItemListChildren find the children through items_key, with
+	// the parent's job.
+	qItemHasOpenChild  = `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = $1 AND parent_id <> 0 AND state <> 'ingested' AND state = ANY($2))`
+	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND state = ANY($2))`
+	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 ORDER BY ordinal`
 	// qItemUpdate applies every effect in one statement. The right-hand sides see the row as it
 	// was, so the thumbnail type is set exactly when its sha is. Set-once: text (NULL means no
 	// change), thumbnail, error; metadata merges with metadata_merge (001_init.up.sql).
@@ -524,8 +529,12 @@ func (q *queries) ItemAddChild(ctx context.Context, parentID int64, length float
 }
 
 func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
+	query := qItemHasOpenChild
+	if slices.Contains(states, store.ItemIngested) {
+		query = qItemHasChildState
+	}
 	var has bool
-	if err := q.c.QueryRow(ctx, qItemHasChildState, parentID, states).Scan(&has); err != nil {
+	if err := q.c.QueryRow(ctx, query, parentID, states).Scan(&has); err != nil {
 		return false, fmt.Errorf("children of %d: %w", parentID, mapErr(err))
 	}
 	return has, nil
@@ -921,8 +930,9 @@ const (
 	qCachePut    = `INSERT INTO cache (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
 	qCacheDelete = `DELETE FROM cache WHERE key = $1`
 	// The cache scan mirrors SQLite's instr(value, sha): blob GC is rare and offline-ish.
-	qBlobIsReferenced = `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = $1)
-		OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = $1)
+	// The <> '' conditions repeat the partial indexes' predicates (002_partial_item_indexes.up.sql).
+	qBlobIsReferenced = `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = $1 AND blob_sha256 <> '')
+		OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = $1 AND thumbnail_sha256 <> '')
 		OR EXISTS (SELECT 1 FROM cache WHERE position(convert_to($1, 'UTF8') IN value) > 0)`
 )
 
