@@ -191,7 +191,7 @@ const (
 	qJobReopen       = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
 	qJobSeal         = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
 	qJobAddTotal     = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
-	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = $1 AND state IN ('created', 'written', 'processed') AND state <> 'ingested')`
+	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM open_items WHERE job_id = $1)`
 	qJobTotal        = `SELECT total_bytes FROM jobs WHERE id = $1`
 	qJobItemStates   = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`
 )
@@ -352,23 +352,29 @@ func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress
 const (
 	itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
 	// The id is drawn first so a root can be its own root_id in the same statement. A replay
-	// burns a sequence value, as any identity insert that conflicts does.
-	qItemInsert = `WITH nid AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id)
-		INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
-		SELECT nid.id, $1, $2, CASE WHEN $3::bigint = 0 AND $2::bigint = 0 THEN nid.id ELSE $3::bigint END, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'written', $17, $18, $18, $19 FROM nid
-		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols
+	// burns a sequence value, as any identity insert that conflicts does. A new item is open:
+	// it gets its open_items row (003_open_items.up.sql) in the same statement, as every write
+	// below that moves an item's state keeps that row in step.
+	qItemInsert = `WITH nid AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id),
+		ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
+			SELECT nid.id, $1, $2, CASE WHEN $3::bigint = 0 AND $2::bigint = 0 THEN nid.id ELSE $3::bigint END, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'written', $17, $18, $18, $19 FROM nid
+			ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols + `),
+		open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)
+		SELECT * FROM ins`
 	qItemByKey        = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
 	qItemGet          = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
 	qItemLock         = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
-	qItemSetProcessed = `UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetIngested  = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetColored   = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
-	qItemAddChild     = `UPDATE items SET n_children = n_children + 1, share = GREATEST(0, share - $1) WHERE id = $2`
-	// qItemHasOpenChild repeats items_parent_open's predicate (002_partial_item_indexes.up.sql)
-	// so that the planner can use it with any parameters; qItemHasChildState, for a set of states
-	// that includes ingested, and qItemListChildren find the children through items_key, with
-	// the parent's job.
-	qItemHasOpenChild  = `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = $1 AND parent_id <> 0 AND state <> 'ingested' AND state = ANY($2))`
+	qItemSetProcessed = `WITH u AS (UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 RETURNING id),
+		` + openMoved + ` SELECT count(*) FROM u`
+	qItemSetIngested = `WITH u AS (UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 RETURNING id),
+		` + openIngested + ` SELECT count(*) FROM u`
+	qItemSetColored = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
+	qItemAddChild   = `UPDATE items SET n_children = n_children + 1, share = GREATEST(0, share - $1) WHERE id = $2`
+	// qItemHasOpenChild repeats open_items_parent's predicate (003_open_items.up.sql) so that
+	// the planner can use it with any parameters; qItemHasChildState, for a set of states that
+	// includes ingested, and qItemListChildren find the children through items_key, with the
+	// parent's job.
+	qItemHasOpenChild  = `SELECT EXISTS (SELECT 1 FROM open_items WHERE parent_id = $1 AND parent_id <> 0 AND state = ANY($2))`
 	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND state = ANY($2))`
 	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 ORDER BY ordinal`
 	// qItemUpdate applies every effect in one statement. The right-hand sides see the row as it
@@ -468,6 +474,14 @@ func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*stor
 	return out, nil
 }
 
+// openMoved and openIngested keep open_items (003_open_items.up.sql) in step with a statement
+// that moves items to the state $1: a CTE u of the moved item ids comes first. The ids are
+// read through ARRAY(…) so that the rows are found through the primary key (see qItemGetMany).
+const (
+	openMoved    = `open AS (UPDATE open_items SET state = $1 WHERE id = ANY (ARRAY(SELECT id FROM u)))`
+	openIngested = `open AS (DELETE FROM open_items WHERE id = ANY (ARRAY(SELECT id FROM u)))`
+)
+
 func itemSetStateQuery(p store.ItemSetStateParams) string {
 	switch {
 	case p.To == p.From:
@@ -479,19 +493,31 @@ func itemSetStateQuery(p store.ItemSetStateParams) string {
 }
 
 func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
-	tag, err := q.c.Exec(ctx, itemSetStateQuery(p), p.To, micros(p.Now), p.ID, p.From, p.Colored)
-	if err != nil {
+	query := itemSetStateQuery(p)
+	if query == qItemSetColored { // the state stays: open_items too
+		tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored)
+		if err != nil {
+			return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
+		}
+		return tag.RowsAffected() > 0, nil
+	}
+	var n int64
+	if err := q.c.QueryRow(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored).Scan(&n); err != nil {
 		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
-const qItemReopen = `UPDATE items SET state = $1,
+// qItemReopen gives a reopened item its open_items row back, or moves it.
+const qItemReopen = `WITH u AS (UPDATE items SET state = $1,
 		error = CASE WHEN $2 THEN '' ELSE error END,
 		processed_at = CASE WHEN $1 = 'written' THEN 0 ELSE processed_at END,
 		colored = CASE WHEN $1 = 'written' THEN 0 ELSE colored END,
 		ingested_at = 0
-	WHERE id = $3 AND state = ANY($4)`
+	WHERE id = $3 AND state = ANY($4) RETURNING id, job_id, parent_id),
+	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, $1 FROM u
+		ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state)
+	SELECT count(*) FROM u`
 
 func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
 	var from []string
@@ -503,11 +529,11 @@ func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (boo
 	default:
 		return false, fmt.Errorf("reopen item %d to %q: only written or processed", p.ID, p.To)
 	}
-	tag, err := q.c.Exec(ctx, qItemReopen, p.To, p.ClearError, p.ID, from)
-	if err != nil {
+	var n int64
+	if err := q.c.QueryRow(ctx, qItemReopen, p.To, p.ClearError, p.ID, from).Scan(&n); err != nil {
 		return false, fmt.Errorf("reopen item %d to %s: %w", p.ID, p.To, mapErr(err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
@@ -978,10 +1004,13 @@ func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error
 const (
 	qItemGetMany         = `SELECT ` + itemCols + `, text FROM items WHERE id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY id`
 	qItemLockMany        = `SELECT ` + itemCols + ` FROM items WHERE id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY id FOR UPDATE`
-	qItemSetManyIngested = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2,
-		colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4`
-	qItemSetManyProcessed = `UPDATE items SET state = $1, processed_at = $2, colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4`
-	qTaskListByItems      = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, id`
+	qItemSetManyIngested = `WITH u AS (UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2,
+		colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4 RETURNING id),
+		` + openIngested + ` SELECT count(*) FROM u`
+	qItemSetManyProcessed = `WITH u AS (UPDATE items SET state = $1, processed_at = $2, colored = CASE WHEN $5 THEN share ELSE colored END
+		WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4 RETURNING id),
+		` + openMoved + ` SELECT count(*) FROM u`
+	qTaskListByItems = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, id`
 )
 
 // ItemLockMany locks the items in id order, the same order every engine uses, so two engines
@@ -1018,11 +1047,11 @@ func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateMany
 	if p.To == store.ItemIngested {
 		query = qItemSetManyIngested
 	}
-	tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.IDs, p.From, p.ColorAll)
-	if err != nil {
+	var n int64
+	if err := q.c.QueryRow(ctx, query, p.To, micros(p.Now), p.IDs, p.From, p.ColorAll).Scan(&n); err != nil {
 		return 0, fmt.Errorf("set %d items %s: %w", len(p.IDs), p.To, mapErr(err))
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
