@@ -633,12 +633,26 @@ const (
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
 	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
 	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
-	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2 WHERE job_id = $3 AND state = 'ready'`
+	// qTaskCancelReady checks the state again as it updates (a task may have been leased since
+	// the subquery read it), written state || '' so that the planner does not read a partial
+	// index of every ready task to intersect it with the ids (see qTaskFinishMany).
+	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2
+		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state = 'ready')) AND state || '' = 'ready'`
 	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
 	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
 		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
 	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready'`
-	qTaskStats        = `SELECT state, count(*) FROM tasks WHERE job_id = $1 GROUP BY state`
+	qTaskStats        = `SELECT state, count(*) FROM ` + jobTasks1 + ` GROUP BY state`
+)
+
+// jobTasks1 and jobTasks3 are the tasks of the job $1 or $3 as a subquery jt, found through the
+// job's items (items_key) and each item's tasks (tasks_item_step): there is no index of tasks by
+// job (004_drop_tasks_job.up.sql). OFFSET 0 keeps conditions on jt out of the per-item lookup,
+// where a condition on the state could lead the planner to a partial index of ready or running
+// tasks, read whole for every item.
+const (
+	jobTasks1 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $1) jt`
+	jobTasks3 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $3) jt`
 )
 
 func scanTask(sc scanner) (*store.Task, error) {
@@ -814,12 +828,12 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 		p.Limit = 1000
 	}
 	var w where
-	w.add("job_id = ?", p.JobID)
+	w.args = []any{p.JobID} // $1 of jobTasks1
 	w.add("id > ?", p.AfterID)
 	if p.State != "" {
 		w.add("state = ?", p.State)
 	}
-	rows, err := q.c.Query(ctx, `SELECT `+taskCols+` FROM tasks WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
+	rows, err := q.c.Query(ctx, `SELECT `+taskCols+` FROM `+jobTasks1+` WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
 	out, err := collect(rows, err, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of job %d: %w", p.JobID, err)
