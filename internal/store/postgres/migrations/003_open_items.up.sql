@@ -5,7 +5,9 @@
 -- of most items) are HOT updates: the new row version goes on the same page and no index of
 -- items is touched. Ingesting an item deletes its row here, which writes no index entry either.
 -- The store keeps the two tables in step in the statements that insert items and move their
--- states; an import fills this table from items.
+-- states; an import fills this table from items. A sluice older than this migration does not:
+-- stop every older process before migrating (its items would be missing here, or stay here
+-- once ingested, and jobs would end too early or never).
 CREATE TABLE open_items (
     id        bigint PRIMARY KEY,
     job_id    bigint NOT NULL,
