@@ -98,6 +98,12 @@ func (db *DB) Import(ctx context.Context, fn func(imp *Importer) error) error {
 			return fmt.Errorf("import: the source has no table %s", t)
 		}
 	}
+	for t, fill := range derived {
+		if _, err := tx.Exec(ctx, fill); err != nil {
+			return fmt.Errorf("import: fill %s: %w", t, err)
+		}
+		names = append(names, t) // analyzed below
+	}
 	for _, t := range names {
 		for _, c := range imp.tables[t] {
 			if !c.identity {
@@ -145,11 +151,19 @@ func (db *DB) importer(ctx context.Context, tx pgx.Tx) (*Importer, error) {
 	return imp, nil
 }
 
-// names lists the tables, jobs first (what a not-empty error leads with), then by name.
+// derived are the tables an import does not copy but fills from the others, with the
+// statements that fill them.
+var derived = map[string]string{
+	"open_items": `INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM items WHERE state <> 'ingested'`,
+}
+
+// names lists the tables to copy, jobs first (what a not-empty error leads with), then by name.
 func (imp *Importer) names() []string {
 	var out []string
 	for t := range imp.tables {
-		out = append(out, t)
+		if _, ok := derived[t]; !ok {
+			out = append(out, t)
+		}
 	}
 	slices.SortFunc(out, func(a, b string) int {
 		if (a == "jobs") != (b == "jobs") {

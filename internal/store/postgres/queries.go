@@ -191,7 +191,7 @@ const (
 	qJobReopen       = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
 	qJobSeal         = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
 	qJobAddTotal     = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
-	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = $1 AND state IN ('created', 'written', 'processed'))`
+	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM open_items WHERE job_id = $1)`
 	qJobTotal        = `SELECT total_bytes FROM jobs WHERE id = $1`
 	qJobItemStates   = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`
 )
@@ -352,20 +352,31 @@ func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress
 const (
 	itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
 	// The id is drawn first so a root can be its own root_id in the same statement. A replay
-	// burns a sequence value, as any identity insert that conflicts does.
-	qItemInsert = `WITH nid AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id)
-		INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
-		SELECT nid.id, $1, $2, CASE WHEN $3::bigint = 0 AND $2::bigint = 0 THEN nid.id ELSE $3::bigint END, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'written', $17, $18, $18, $19 FROM nid
-		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols
-	qItemByKey         = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
-	qItemGet           = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
-	qItemLock          = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
-	qItemSetProcessed  = `UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetIngested   = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4`
-	qItemSetColored    = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
-	qItemAddChild      = `UPDATE items SET n_children = n_children + $3, share = GREATEST(0, share - $1) WHERE id = $2`
-	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = $1 AND state = ANY($2))`
-	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE parent_id = $1 AND step = $2 ORDER BY ordinal`
+	// burns a sequence value, as any identity insert that conflicts does. A new item is open:
+	// it gets its open_items row (003_open_items.up.sql) in the same statement, as every write
+	// below that moves an item's state keeps that row in step.
+	qItemInsert = `WITH nid AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id),
+		ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
+			SELECT nid.id, $1, $2, CASE WHEN $3::bigint = 0 AND $2::bigint = 0 THEN nid.id ELSE $3::bigint END, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'written', $17, $18, $18, $19 FROM nid
+			ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols + `),
+		open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)
+		SELECT * FROM ins`
+	qItemByKey        = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
+	qItemGet          = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
+	qItemLock         = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
+	qItemSetProcessed = `WITH u AS (UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 RETURNING id),
+		` + openMoved + ` SELECT count(*) FROM u`
+	qItemSetIngested = `WITH u AS (UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 RETURNING id),
+		` + openIngested + ` SELECT count(*) FROM u`
+	qItemSetColored = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
+	qItemAddChild   = `UPDATE items SET n_children = n_children + $3, share = GREATEST(0, share - $1) WHERE id = $2`
+	// qItemHasOpenChild repeats open_items_parent's predicate (003_open_items.up.sql) so that
+	// the planner can use it with any parameters; qItemHasChildState, for a set of states that
+	// includes ingested, and qItemListChildren find the children through items_key, with the
+	// parent's job.
+	qItemHasOpenChild  = `SELECT EXISTS (SELECT 1 FROM open_items WHERE parent_id = $1 AND parent_id <> 0 AND state = ANY($2))`
+	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND state = ANY($2))`
+	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 ORDER BY ordinal`
 	// qItemUpdate applies every effect in one statement. The right-hand sides see the row as it
 	// was, so the thumbnail type is set exactly when its sha is. Set-once: text (NULL means no
 	// change), thumbnail, error; metadata merges with metadata_merge (001_init.up.sql).
@@ -463,6 +474,14 @@ func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*stor
 	return out, nil
 }
 
+// openMoved and openIngested keep open_items (003_open_items.up.sql) in step with a statement
+// that moves items to the state $1: a CTE u of the moved item ids comes first. The ids are
+// read through ARRAY(…) so that the rows are found through the primary key (see qItemGetMany).
+const (
+	openMoved    = `open AS (UPDATE open_items SET state = $1 WHERE id = ANY (ARRAY(SELECT id FROM u)))`
+	openIngested = `open AS (DELETE FROM open_items WHERE id = ANY (ARRAY(SELECT id FROM u)))`
+)
+
 func itemSetStateQuery(p store.ItemSetStateParams) string {
 	switch {
 	case p.To == p.From:
@@ -474,19 +493,31 @@ func itemSetStateQuery(p store.ItemSetStateParams) string {
 }
 
 func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
-	tag, err := q.c.Exec(ctx, itemSetStateQuery(p), p.To, micros(p.Now), p.ID, p.From, p.Colored)
-	if err != nil {
+	query := itemSetStateQuery(p)
+	if query == qItemSetColored { // the state stays: open_items too
+		tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored)
+		if err != nil {
+			return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
+		}
+		return tag.RowsAffected() > 0, nil
+	}
+	var n int64
+	if err := q.c.QueryRow(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored).Scan(&n); err != nil {
 		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
-const qItemReopen = `UPDATE items SET state = $1,
+// qItemReopen gives a reopened item its open_items row back, or moves it.
+const qItemReopen = `WITH u AS (UPDATE items SET state = $1,
 		error = CASE WHEN $2 THEN '' ELSE error END,
 		processed_at = CASE WHEN $1 = 'written' THEN 0 ELSE processed_at END,
 		colored = CASE WHEN $1 = 'written' THEN 0 ELSE colored END,
 		ingested_at = 0
-	WHERE id = $3 AND state = ANY($4)`
+	WHERE id = $3 AND state = ANY($4) RETURNING id, job_id, parent_id),
+	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, $1 FROM u
+		ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state)
+	SELECT count(*) FROM u`
 
 func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
 	var from []string
@@ -498,11 +529,11 @@ func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (boo
 	default:
 		return false, fmt.Errorf("reopen item %d to %q: only written or processed", p.ID, p.To)
 	}
-	tag, err := q.c.Exec(ctx, qItemReopen, p.To, p.ClearError, p.ID, from)
-	if err != nil {
+	var n int64
+	if err := q.c.QueryRow(ctx, qItemReopen, p.To, p.ClearError, p.ID, from).Scan(&n); err != nil {
 		return false, fmt.Errorf("reopen item %d to %s: %w", p.ID, p.To, mapErr(err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
@@ -524,8 +555,12 @@ func (q *queries) ItemAddChild(ctx context.Context, parentID int64, n int, lengt
 }
 
 func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
+	query := qItemHasOpenChild
+	if slices.Contains(states, store.ItemIngested) {
+		query = qItemHasChildState
+	}
 	var has bool
-	if err := q.c.QueryRow(ctx, qItemHasChildState, parentID, states).Scan(&has); err != nil {
+	if err := q.c.QueryRow(ctx, query, parentID, states).Scan(&has); err != nil {
 		return false, fmt.Errorf("children of %d: %w", parentID, mapErr(err))
 	}
 	return has, nil
@@ -598,12 +633,26 @@ const (
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
 	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
 	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
-	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2 WHERE job_id = $3 AND state = 'ready'`
+	// qTaskCancelReady checks the state again as it updates (a task may have been leased since
+	// the subquery read it), written state || '' so that the planner does not read a partial
+	// index of every ready task to intersect it with the ids (see qTaskFinishMany).
+	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2
+		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state = 'ready')) AND state || '' = 'ready'`
 	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
 	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
 		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
 	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready'`
-	qTaskStats        = `SELECT state, count(*) FROM tasks WHERE job_id = $1 GROUP BY state`
+	qTaskStats        = `SELECT state, count(*) FROM ` + jobTasks1 + ` GROUP BY state`
+)
+
+// jobTasks1 and jobTasks3 are the tasks of the job $1 or $3 as a subquery jt, found through the
+// job's items (items_key) and each item's tasks (tasks_item_step): there is no index of tasks by
+// job (004_drop_tasks_job.up.sql). OFFSET 0 keeps conditions on jt out of the per-item lookup,
+// where a condition on the state could lead the planner to a partial index of ready or running
+// tasks, read whole for every item.
+const (
+	jobTasks1 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $1) jt`
+	jobTasks3 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $3) jt`
 )
 
 func scanTask(sc scanner) (*store.Task, error) {
@@ -709,6 +758,7 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
+// taskFinishArgs are qTaskFinish's arguments; taskFinishSet builds qTaskFinishMany's alike.
 func taskFinishArgs(p store.TaskFinishParams) []any {
 	refund := 0
 	if p.Refund {
@@ -778,12 +828,12 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 		p.Limit = 1000
 	}
 	var w where
-	w.add("job_id = ?", p.JobID)
+	w.args = []any{p.JobID} // $1 of jobTasks1
 	w.add("id > ?", p.AfterID)
 	if p.State != "" {
 		w.add("state = ?", p.State)
 	}
-	rows, err := q.c.Query(ctx, `SELECT `+taskCols+` FROM tasks WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
+	rows, err := q.c.Query(ctx, `SELECT `+taskCols+` FROM `+jobTasks1+` WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
 	out, err := collect(rows, err, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of job %d: %w", p.JobID, err)
@@ -921,8 +971,9 @@ const (
 	qCachePut    = `INSERT INTO cache (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
 	qCacheDelete = `DELETE FROM cache WHERE key = $1`
 	// The cache scan mirrors SQLite's instr(value, sha): blob GC is rare and offline-ish.
-	qBlobIsReferenced = `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = $1)
-		OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = $1)
+	// The <> '' conditions repeat the partial indexes' predicates (002_partial_item_indexes.up.sql).
+	qBlobIsReferenced = `SELECT EXISTS (SELECT 1 FROM items WHERE blob_sha256 = $1 AND blob_sha256 <> '')
+		OR EXISTS (SELECT 1 FROM items WHERE thumbnail_sha256 = $1 AND thumbnail_sha256 <> '')
 		OR EXISTS (SELECT 1 FROM cache WHERE position(convert_to($1, 'UTF8') IN value) > 0)`
 )
 
@@ -958,13 +1009,22 @@ func (q *queries) BlobIsReferenced(ctx context.Context, sha string) (bool, error
 
 // --- set-based variants: one statement for a whole batch, the ids as one array parameter.
 
+// The ids are passed as ARRAY(SELECT unnest($n)) rather than $n itself: the planner cannot see
+// into the subquery, so it estimates a handful of rows and looks them up in the index. Given the
+// array itself, a custom plan (the first five executions of a statement on each connection)
+// estimates hundreds of rows of a table it has no statistics for (a new schema, before any
+// ANALYZE) and scans the whole table with a hashed ANY: with 20,000 items that was a scan of
+// every item, dead versions included, several times per second.
 const (
-	qItemGetMany         = `SELECT ` + itemCols + `, text FROM items WHERE id = ANY($1) ORDER BY id`
-	qItemLockMany        = `SELECT ` + itemCols + ` FROM items WHERE id = ANY($1) ORDER BY id FOR UPDATE`
-	qItemSetManyIngested = `UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2,
-		colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY($3) AND state = $4`
-	qItemSetManyProcessed = `UPDATE items SET state = $1, processed_at = $2, colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY($3) AND state = $4`
-	qTaskListByItems      = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY($1) ORDER BY item_id, id`
+	qItemGetMany         = `SELECT ` + itemCols + `, text FROM items WHERE id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY id`
+	qItemLockMany        = `SELECT ` + itemCols + ` FROM items WHERE id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY id FOR UPDATE`
+	qItemSetManyIngested = `WITH u AS (UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2,
+		colored = CASE WHEN $5 THEN share ELSE colored END WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4 RETURNING id),
+		` + openIngested + ` SELECT count(*) FROM u`
+	qItemSetManyProcessed = `WITH u AS (UPDATE items SET state = $1, processed_at = $2, colored = CASE WHEN $5 THEN share ELSE colored END
+		WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4 RETURNING id),
+		` + openMoved + ` SELECT count(*) FROM u`
+	qTaskListByItems = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, id`
 )
 
 // ItemLockMany locks the items in id order, the same order every engine uses, so two engines
@@ -1001,11 +1061,11 @@ func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateMany
 	if p.To == store.ItemIngested {
 		query = qItemSetManyIngested
 	}
-	tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.IDs, p.From, p.ColorAll)
-	if err != nil {
+	var n int64
+	if err := q.c.QueryRow(ctx, query, p.To, micros(p.Now), p.IDs, p.From, p.ColorAll).Scan(&n); err != nil {
 		return 0, fmt.Errorf("set %d items %s: %w", len(p.IDs), p.To, mapErr(err))
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
@@ -1020,15 +1080,36 @@ func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*stor
 	return out, nil
 }
 
-// TaskFinishMany sends the finishes as one pipelined batch of single-row statements: one round
-// trip instead of one per task.
+// qTaskFinishMany is qTaskFinish for a set of distinct tasks that end alike (same state, error,
+// run_after, refund and time): the usual batch, every task complete. The plan wanted is a
+// nested loop over the (id, attempt) pairs with a primary key lookup for each, and two things
+// keep the planner to it. The arrays are passed as ARRAY(SELECT unnest($n)) (see qItemGetMany),
+// so it expects a few pairs, not the hundreds a custom plan would see and hash-join against a
+// scan of tasks. And the running check is written state || ” so that it does not match
+// tasks_running's predicate: the planner, which estimates a few running tasks there, read that
+// whole partial index and filtered it by id, but it holds an entry for every lease since the
+// last vacuum — thousands in a burndown.
+const qTaskFinishMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt - $6, finished_at = $7, lease_owner = '', lease_expires = 0
+	FROM unnest(ARRAY(SELECT unnest($1::bigint[])), ARRAY(SELECT unnest($2::int[]))) AS u(id, attempt)
+	WHERE tasks.id = u.id AND tasks.attempt = u.attempt AND tasks.state || '' = 'running'
+	RETURNING tasks.id, tasks.queue`
 
+// TaskFinishMany finishes distinct tasks with one qTaskFinishMany per way of ending (usually
+// one), sent as one pipelined batch. A batch that names a task twice, where each finish must
+// see the one before, goes as one pipelined batch of single-row statements: one round trip too.
 func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
 	oks := make([]bool, len(ps))
 	if len(ps) == 1 {
 		ok, err := q.TaskFinish(ctx, ps[0])
 		oks[0] = ok
 		return oks, err
+	}
+	at := make(map[int64]int, len(ps))
+	for i, p := range ps {
+		at[p.ID] = i
+	}
+	if len(at) == len(ps) {
+		return q.taskFinishSet(ctx, ps, at)
 	}
 	b := &pgx.Batch{}
 	for _, p := range ps {
@@ -1049,6 +1130,72 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 		oks[i] = true
 		if ps[i].State == store.TaskReady {
 			queues = append(queues, queue)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
+	}
+	for _, queue := range queues { // after Close: outside a transaction ready sends a statement
+		if err := q.ready(ctx, queue); err != nil {
+			return nil, fmt.Errorf("finish tasks: notify: %w", mapErr(err))
+		}
+	}
+	return oks, nil
+}
+
+// finishGroup is the tasks of a batch that end alike: the arguments of one qTaskFinishMany.
+type finishGroup struct {
+	args     []any // state, error, run_after, refund, finished_at
+	ids      []int64
+	attempts []int32
+}
+
+// taskFinishSet finishes distinct tasks, grouped by how they end; at maps each task id to its
+// index in ps.
+func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams, at map[int64]int) ([]bool, error) {
+	type key struct {
+		state, err       string
+		runAfter, finish int64
+		refund           int
+	}
+	var groups []*finishGroup
+	byKey := map[key]*finishGroup{}
+	for _, p := range ps {
+		a := taskFinishArgs(p) // state, error, run_after, refund, finished_at, id, attempt
+		k := key{a[0].(string), a[1].(string), a[2].(int64), a[4].(int64), a[3].(int)}
+		g := byKey[k]
+		if g == nil {
+			g = &finishGroup{args: a[:5]}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, p.ID)
+		g.attempts = append(g.attempts, int32(p.Attempt))
+	}
+	b := &pgx.Batch{}
+	for _, g := range groups {
+		b.Queue(qTaskFinishMany, append([]any{g.ids, g.attempts}, g.args...)...)
+	}
+	br := q.c.SendBatch(ctx, b)
+	oks := make([]bool, len(ps))
+	var queues []string
+	var id int64
+	var queue string
+	for range groups {
+		rows, err := br.Query()
+		if err == nil {
+			_, err = pgx.ForEachRow(rows, []any{&id, &queue}, func() error {
+				i := at[id]
+				oks[i] = true
+				if ps[i].State == store.TaskReady && !slices.Contains(queues, queue) {
+					queues = append(queues, queue)
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			br.Close()
+			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
 		}
 	}
 	if err := br.Close(); err != nil {

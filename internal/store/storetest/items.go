@@ -340,6 +340,26 @@ func testItemChildren(t *testing.T, b *bundle) {
 	if has(store.ItemCreated, store.ItemWritten) || !has(store.ItemWritten, store.ItemProcessed) {
 		t.Error("ItemHasChildInState with all children processed (the grandchild is not a child)")
 	}
+	// Moved in a batch, ingested, then one reopened: the open-child checks follow every move.
+	ids := []int64{c0.ID, c1.ID, a0.ID}
+	if n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: ids, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now}))(t); n != 3 {
+		t.Fatalf("ItemSetStateMany(processed→ingested) = %d, want 3", n)
+	}
+	if has(store.ItemCreated, store.ItemWritten, store.ItemProcessed) || !has(store.ItemIngested) {
+		t.Error("ItemHasChildInState with all children ingested")
+	}
+	if !must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: c1.ID, To: store.ItemProcessed}))(t) {
+		t.Fatal("ItemReopen(ingested→processed) = false")
+	}
+	if !has(store.ItemProcessed) || has(store.ItemCreated, store.ItemWritten) {
+		t.Error("ItemHasChildInState with one child reopened to processed")
+	}
+	if !must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: c1.ID, To: store.ItemWritten}))(t) {
+		t.Fatal("ItemReopen(processed→written) = false")
+	}
+	if !has(store.ItemWritten) || has(store.ItemProcessed) {
+		t.Error("ItemHasChildInState with one child reopened to written")
+	}
 }
 
 func testEvents(t *testing.T, b *bundle) {
@@ -384,8 +404,14 @@ func testItemReopen(t *testing.T, b *bundle) {
 	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: failed.ID, From: store.ItemWritten, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
 		t.Fatal("ItemSetState(written→ingested) = false")
 	}
+	if must(b.s.JobHasOpenItems(ctx, j.ID))(t) {
+		t.Error("JobHasOpenItems with the job's only item ingested = true")
+	}
 	if !reopen(failed, store.ItemWritten, true) {
 		t.Fatal("ItemReopen(ingested→written) = false")
+	}
+	if !must(b.s.JobHasOpenItems(ctx, j.ID))(t) {
+		t.Error("JobHasOpenItems after an item was reopened = false")
 	}
 	if got := b.getItem(failed.ID); got.State != store.ItemWritten || got.Error != "" || got.Colored != 0 {
 		t.Errorf("reopened item = %s %q colored %v, want written with no error and nothing colored", got.State, got.Error, got.Colored)
