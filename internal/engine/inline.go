@@ -18,15 +18,21 @@ func ActionItem(it *store.Item) action.Item {
 	ai := action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
 		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.BlobSHA256, HasText: it.HasText,
 		HasThumbnail: it.ThumbnailSHA != "", Error: it.Error, NChildren: it.NChildren}
-	_ = json.Unmarshal(it.Metadata, &ai.Metadata)
-	_ = json.Unmarshal(it.Options, &ai.Options)
-	if ai.Metadata == nil {
-		ai.Metadata = map[string]any{}
-	}
-	if ai.Options == nil {
-		ai.Options = map[string]any{}
-	}
+	ai.Metadata, ai.Options = jsonObject(it.Metadata), jsonObject(it.Options)
 	return ai
+}
+
+// jsonObject decodes a stored JSON object, never nil. Most items have none ("{}"): that case,
+// one per task run, skips the decoder.
+func jsonObject(raw []byte) map[string]any {
+	if len(raw) == 0 || string(raw) == "{}" {
+		return map[string]any{}
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return map[string]any{}
+	}
+	return m
 }
 
 // inlineAction returns the action of the step and its spec when the engine may run it inline.
