@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime/debug"
+	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/store"
@@ -22,12 +24,44 @@ func ActionItem(it *store.Item) action.Item {
 	return ai
 }
 
-// jsonObject decodes a stored JSON object, never nil. Most items have none ("{}"): that case,
-// one per task run, skips the decoder.
+// jsonObject decodes a stored JSON object, never nil. Most items have none ("{}"), and the
+// items of one job share their options: a flat object is decoded once (a few hundred at most are
+// kept) and each caller gets its own copy.
 func jsonObject(raw []byte) map[string]any {
 	if len(raw) == 0 || string(raw) == "{}" {
 		return map[string]any{}
 	}
+	if len(raw) > 256 {
+		return decodeObject(raw)
+	}
+	objects.Lock()
+	m, ok := objects.m[string(raw)]
+	objects.Unlock()
+	if !ok {
+		m = decodeObject(raw)
+		for _, v := range m {
+			switch v.(type) {
+			case map[string]any, []any:
+				return m // nested: a shallow copy would share it, so it is not kept
+			}
+		}
+		objects.Lock()
+		if len(objects.m) >= 512 {
+			clear(objects.m)
+		}
+		objects.m[string(raw)] = m
+		objects.Unlock()
+	}
+	return maps.Clone(m)
+}
+
+// objects caches small decoded objects by their JSON; the maps in it are never handed out.
+var objects = struct {
+	sync.Mutex
+	m map[string]map[string]any
+}{m: map[string]map[string]any{}}
+
+func decodeObject(raw []byte) map[string]any {
 	var m map[string]any
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		return map[string]any{}

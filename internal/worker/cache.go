@@ -67,7 +67,7 @@ func cacheKey(spec action.Spec, step *workflow.Step, it *store.Item) string {
 // (singleflight) and then replay its result. A cached permanent error is replayed only when
 // replayError is set (a task's first attempt); otherwise it is deleted and the action runs again,
 // so that a retry after its cause was fixed (`sluice job retry`) is not answered from the cache.
-func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayError bool) (bool, error) {
+func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayError bool, pf *prefetch) (bool, error) {
 	for {
 		w.mu.Lock()
 		ch, inFlight := w.flights[key]
@@ -85,7 +85,15 @@ func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayE
 		}
 		break
 	}
-	raw, err := w.e.Store().CacheGet(ctx, key)
+	var raw []byte
+	var err error
+	if pf != nil && pf.key == key && !w.landedSince(pf.seq, key) {
+		// Read in the lease's transaction, and no flight of this key has landed since: the
+		// entry is as it was then.
+		raw, err = pf.raw, pf.err
+	} else {
+		raw, err = w.e.Store().CacheGet(ctx, key)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil // we own the flight; land() releases it
 	}
@@ -117,6 +125,8 @@ func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayE
 func (w *Worker) land(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.landSeq++
+	w.landRing[w.landSeq%uint64(len(w.landRing))] = key
 	if ch, ok := w.flights[key]; ok {
 		close(ch)
 		delete(w.flights, key)
@@ -161,4 +171,74 @@ func (w *Worker) cacheEntry(out *output, runErr error) []byte {
 		return nil
 	}
 	return raw
+}
+
+// prefetch is a task's cache entry as its lease's transaction read it.
+type prefetch struct {
+	key string
+	raw []byte
+	err error  // store.ErrNotFound for a miss
+	seq uint64 // landSeq before the lease
+}
+
+// landedSince reports whether a flight of key may have landed since landSeq was seq (it had, or
+// too many landed to tell).
+func (w *Worker) landedSince(seq uint64, key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := uint64(len(w.landRing))
+	if w.landSeq-seq >= n {
+		return true
+	}
+	for s := seq + 1; s <= w.landSeq; s++ {
+		if w.landRing[s%n] == key {
+			return true
+		}
+	}
+	return false
+}
+
+// prefetch reads, in the lease's transaction x, the leased tasks' items into items and the
+// cache entries of their cacheable conversions into pre. What it cannot read is left for the
+// task to read itself.
+func (w *Worker) prefetch(ctx context.Context, x store.Executor, got []*store.Task, seq uint64, items map[int64]*store.Item, pre map[int64]*prefetch) {
+	ids := make([]int64, len(got))
+	for i, t := range got {
+		ids[i] = t.ItemID
+	}
+	its, err := x.ItemGetMany(ctx, ids)
+	if err != nil {
+		return
+	}
+	for _, it := range its {
+		items[it.ID] = it
+	}
+	for _, t := range got {
+		it := items[t.ItemID]
+		if it == nil || !w.cfg.Cache[t.Action] || it.BlobSHA256 == "" {
+			continue
+		}
+		act, ok := w.e.Catalog().Lookup(t.Action)
+		if !ok {
+			continue
+		}
+		name, version, err := w.jobWorkflow(ctx, t.JobID)
+		if err != nil {
+			continue
+		}
+		def, _, err := w.e.Definition(ctx, name, version)
+		if err != nil {
+			continue
+		}
+		step := def.Step(t.Step)
+		if step == nil {
+			continue
+		}
+		key := cacheKey(act.Spec(), step, it)
+		raw, err := x.CacheGet(ctx, key)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		pre[t.ID] = &prefetch{key: key, raw: raw, err: err, seq: seq}
+	}
 }

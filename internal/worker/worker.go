@@ -64,6 +64,10 @@ type Worker struct {
 	inflight map[string]int
 	running  map[int64]context.CancelFunc
 	flights  map[string]chan struct{}
+	// landSeq counts landed flights; landRing holds the keys of the last len(landRing), so that
+	// a cache answer read in a lease transaction can be told still good (see prefetch).
+	landSeq  uint64
+	landRing [1024]string
 	jobs     map[int64]jobWF
 	stats    map[string]*ActionStats
 	// idle holds the queues whose last lease found fewer ready tasks than it asked for: lease
@@ -399,6 +403,15 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
 	}
 	var got []*store.Task
+	// With one writer (SQLite) the leased tasks' items and cached conversions are read in the
+	// lease's own transaction: a statement there costs less than a read transaction of its own
+	// on a reader. On Postgres that would lengthen the one writer's turn; readers run beside it.
+	local := !w.e.Store().Capabilities().ConcurrentWrites
+	items := map[int64]*store.Item{}
+	pre := map[int64]*prefetch{}
+	w.mu.Lock()
+	seq := w.landSeq
+	w.mu.Unlock()
 	// Through the writer, on every store: leasing beside it (Postgres) let a worker hold hundreds
 	// of tasks while their results queued behind it, and a killed worker's crowd of expired
 	// leases, reclaimed while others deadlocked on their items, stalled TestLeaderKilled.
@@ -406,8 +419,13 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
 		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
 		var err error
-		got, err = t.Executor().TaskLeaseMany(ctx, p)
-		return err
+		if got, err = t.Executor().TaskLeaseMany(ctx, p); err != nil || !local || len(got) == 0 {
+			return err
+		}
+		clear(items)
+		clear(pre)
+		w.prefetch(ctx, t.Executor(), got, seq, items, pre)
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -440,8 +458,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	w.mu.Unlock()
 	// Read the leased tasks' items in one statement; a task whose item is not here (an error)
 	// reads its own.
-	items := map[int64]*store.Item{}
-	if len(got) > 1 {
+	if !local && len(got) > 1 {
 		ids := make([]int64, len(got))
 		for i, t := range got {
 			ids[i] = t.ItemID
@@ -456,7 +473,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	}
 	for _, t := range got {
 		w.tasks.Add(1)
-		go w.run(ctx, t, items[t.ItemID])
+		go w.run(ctx, t, items[t.ItemID], pre[t.ID])
 	}
 	return len(got), nil
 }
@@ -511,11 +528,11 @@ func (w *Worker) done(t *store.Task) {
 }
 
 // run runs one leased task (it is the task's item when already read) and queues its result.
-func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item) {
+func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *prefetch) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
 	var fin finishing
-	err := w.execute(ctx, t, it, res, &fin)
+	err := w.execute(ctx, t, it, res, &fin, pf)
 	if errors.Is(err, errStopping) {
 		w.release(t)
 		if fin.flight != "" {
@@ -570,7 +587,7 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
-func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing) (err error) {
+func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
 	act, ok := w.e.Catalog().Lookup(t.Action)
 	if !ok {
 		return action.Permanentf("unknown action %q", t.Action)
@@ -654,7 +671,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	key := ""
 	if w.cfg.Cache[t.Action] && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
-		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1); hit || err != nil {
+		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
 			if hit {
 				w.count(t.Action, true)
 			}

@@ -1069,7 +1069,11 @@ func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item,
 }
 
 func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
-	return q.itemsByID(ctx, q.r, itemCols+", text", true, ids)
+	db := q.r
+	if q.tx != nil {
+		db = q.w // in a transaction (a lease's), read there: no read transaction of its own
+	}
+	return q.itemsByID(ctx, db, itemCols+", text", true, ids)
 }
 
 // itemsByID reads the items with the ids, in id order, on the writer or the read pool.
