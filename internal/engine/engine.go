@@ -412,18 +412,13 @@ func (t *tx) fire(it *store.Item, event string) error {
 				continue
 			}
 		}
-		ins, err := t.addTask(p)
-		if err != nil {
-			return err
-		}
-		if ins {
-			delete(t.tasks, it.ID)
-			t.ready = true
-			t.readyQueues[p.Queue] = true
-			// A task made ready here cannot also finish in this transaction (it is leased and
-			// run after the commit), so the item cannot settle now: skip looking.
-			t.busy[it.ID] = true
-		}
+		t.addTask(p)
+		delete(t.tasks, it.ID)
+		t.ready = true
+		t.readyQueues[p.Queue] = true
+		// A task made ready here cannot also finish in this transaction (it is leased and run
+		// after the commit), so the item cannot settle now: skip looking.
+		t.busy[it.ID] = true
 	}
 	return nil
 }

@@ -133,10 +133,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 		pf.fire = append(pf.fire, s.Failure...)
 	}
 	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error}
-	ins, err := t.addTask(p)
-	if err != nil || !ins {
-		return true, err // existed: it ran before, and its effects with it
-	}
+	t.addTask(p)
 	return true, t.applyEffects(pf)
 }
 

@@ -32,9 +32,9 @@ func (t *tx) addEvent(it *store.Item, event string) (bool, error) {
 
 // addTask inserts the task of a step whose needs an event new in this transaction has just met,
 // held back until the flush. Such a task cannot exist: events are never removed, so a step's
-// needs are met once, by the last of them to fire ([tx.resume] inserts its own). It reports
-// whether the task is new, which is always true; the insert still leaves an existing row alone.
-func (t *tx) addTask(p store.TaskInsertParams) (bool, error) {
+// needs are met once, by the last of them to fire ([tx.resume] inserts its own). The insert
+// still leaves an existing row alone.
+func (t *tx) addTask(p store.TaskInsertParams) {
 	t.pendTasks = append(t.pendTasks, p)
 	if known, ok := t.fresh[p.ItemID]; ok {
 		tk := &store.Task{JobID: p.JobID, ItemID: p.ItemID, Step: p.Step, Action: p.Action, Queue: p.Queue, State: store.TaskReady}
@@ -43,7 +43,6 @@ func (t *tx) addTask(p store.TaskInsertParams) (bool, error) {
 		}
 		t.fresh[p.ItemID] = append(known, tk)
 	}
-	return true, nil
 }
 
 // freshTasks returns the tasks of an item created in this transaction, known without a read.
@@ -55,7 +54,7 @@ func (t *tx) freshTasks(id int64) ([]*store.Task, bool) {
 	return ts, ok
 }
 
-// addChildren counts a new child on its parent, held back until the flush.
+// addChild counts a new child on its parent, held back until the flush.
 func (t *tx) addChild(parentID int64, length float64) {
 	c := t.pendChildren[parentID]
 	c.n++
@@ -63,7 +62,7 @@ func (t *tx) addChild(parentID int64, length float64) {
 	t.pendChildren[parentID] = c
 }
 
-// flushChildCounts writes the held-back child counts of the parent, before its row is read.
+// flushChildCount writes the held-back child count of the parent, before its row is read.
 func (t *tx) flushChildCount(parentID int64) error {
 	c, ok := t.pendChildren[parentID]
 	if !ok {

@@ -218,21 +218,9 @@ func (w *Worker) prefetch(ctx context.Context, x store.Executor, got []*store.Ta
 		if it == nil || !w.cfg.Cache[t.Action] || it.BlobSHA256 == "" {
 			continue
 		}
-		act, ok := w.e.Catalog().Lookup(t.Action)
-		if !ok {
-			continue
-		}
-		name, version, err := w.jobWorkflow(ctx, t.JobID)
+		act, step, err := w.stepOf(ctx, t)
 		if err != nil {
-			continue
-		}
-		def, _, err := w.e.Definition(ctx, name, version)
-		if err != nil {
-			continue
-		}
-		step := def.Step(t.Step)
-		if step == nil {
-			continue
+			continue // the task meets it itself
 		}
 		key := cacheKey(act.Spec(), step, it)
 		raw, err := x.CacheGet(ctx, key)

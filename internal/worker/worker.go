@@ -588,21 +588,9 @@ type panicError struct {
 func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
 func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
-	act, ok := w.e.Catalog().Lookup(t.Action)
-	if !ok {
-		return action.Permanentf("unknown action %q", t.Action)
-	}
-	wfName, wfVersion, err := w.jobWorkflow(ctx, t.JobID)
+	act, step, err := w.stepOf(ctx, t)
 	if err != nil {
 		return err
-	}
-	def, _, err := w.e.Definition(ctx, wfName, wfVersion)
-	if err != nil {
-		return err
-	}
-	step := def.Step(t.Step)
-	if step == nil {
-		return action.Permanentf("step %q not in workflow %q", t.Step, def.Name)
 	}
 	if it == nil {
 		if it, err = w.e.Store().ItemGet(ctx, t.ItemID); err != nil {
@@ -729,6 +717,27 @@ func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, err
 	w.jobs[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
 	w.mu.Unlock()
 	return job.WorkflowName, job.WorkflowVersion, nil
+}
+
+// stepOf returns the task's action and its step in the job's workflow.
+func (w *Worker) stepOf(ctx context.Context, t *store.Task) (action.Action, *workflow.Step, error) {
+	act, ok := w.e.Catalog().Lookup(t.Action)
+	if !ok {
+		return nil, nil, action.Permanentf("unknown action %q", t.Action)
+	}
+	wfName, wfVersion, err := w.jobWorkflow(ctx, t.JobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	def, _, err := w.e.Definition(ctx, wfName, wfVersion)
+	if err != nil {
+		return nil, nil, err
+	}
+	step := def.Step(t.Step)
+	if step == nil {
+		return nil, nil, action.Permanentf("step %q not in workflow %q", t.Step, def.Name)
+	}
+	return act, step, nil
 }
 
 type jobWF struct {
