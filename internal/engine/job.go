@@ -80,24 +80,28 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 	_ = json.Unmarshal(job.Options, &jobOpts)
 	for start := 0; start < len(roots); start += 500 {
 		batch := roots[start:min(start+500, len(roots))]
+		ps := make([]store.ItemInsertParams, len(batch))
+		for i, r := range batch {
+			md, _ := json.Marshal(merge(jobMD, r.Metadata, true))
+			opts, _ := json.Marshal(merge(jobOpts, r.Options, true))
+			ps[i] = store.ItemInsertParams{
+				JobID: job.ID, Ordinal: r.Ordinal, SortKey: fmt.Sprintf("%08x", r.Ordinal), Name: r.Name,
+				ContentType: r.ContentType, BlobSHA256: r.BlobSHA256, Size: r.Size, Metadata: md, Options: opts,
+				RangeLo: float64(r.Ordinal), RangeLen: math.Max(float64(r.Size), 1),
+			}
+		}
 		err := e.Run(ctx, func(t *Tx) error {
+			for i := range ps {
+				ps[i].Now = t.t.now
+			}
+			// One statement for the batch; a replayed root (its key exists) is left out.
+			items, err := t.t.x.ItemInsertMany(t.t.ctx, ps)
+			if err != nil {
+				return err
+			}
 			var added float64
-			for _, r := range batch {
-				md, _ := json.Marshal(merge(jobMD, r.Metadata, true))
-				opts, _ := json.Marshal(merge(jobOpts, r.Options, true))
-				length := math.Max(float64(r.Size), 1)
-				it, inserted, err := t.t.x.ItemInsert(t.t.ctx, store.ItemInsertParams{
-					JobID: job.ID, Ordinal: r.Ordinal, SortKey: fmt.Sprintf("%08x", r.Ordinal), Name: r.Name,
-					ContentType: r.ContentType, BlobSHA256: r.BlobSHA256, Size: r.Size, Metadata: md, Options: opts,
-					RangeLo: float64(r.Ordinal), RangeLen: length, Now: t.t.now,
-				})
-				if err != nil {
-					return err
-				}
-				if !inserted {
-					continue
-				}
-				added += length
+			for _, it := range items {
+				added += it.RangeLen
 				t.t.items[it.ID] = it
 				t.t.events[it.ID] = map[string]bool{}
 				t.t.fresh[it.ID] = nil

@@ -139,6 +139,9 @@ type Executor interface {
 	// ItemInsert inserts an item unless one exists at (job, parent, step, ordinal); it returns the
 	// stored item and whether it was inserted.
 	ItemInsert(ctx context.Context, p ItemInsertParams) (*Item, bool, error)
+	// ItemInsertMany is ItemInsert for many items in one statement where the driver can: it
+	// returns the items it inserted, in id order, and leaves out those whose key exists.
+	ItemInsertMany(ctx context.Context, ps []ItemInsertParams) ([]*Item, error)
 	ItemGet(ctx context.Context, id int64) (*Item, error)
 	// ItemGetMany is ItemGet for many items at once, in id order; missing ids are left out.
 	ItemGetMany(ctx context.Context, ids []int64) ([]*Item, error)

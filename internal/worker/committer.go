@@ -19,9 +19,12 @@ type op struct {
 	lazy bool
 }
 
-// committer funnels every write of this process through one goroutine that commits them in
-// batches (group commit): while one transaction commits, the next batch accumulates. With one
-// SQLite writer this turns thousands of small writes per second into a few dozen transactions.
+// committer funnels every write of this process through a few goroutines (lanes) that commit
+// them in batches (group commit): while one transaction commits, the next batch accumulates.
+// With one SQLite writer (one lane) this turns thousands of small writes per second into a few
+// dozen transactions. On Postgres two lanes overlap one batch's statements with the other's
+// wait for the disk; ops in flight at once touch different tasks, and two transactions that
+// meet on a row (a parent, the job) take turns on its lock.
 type committer struct {
 	e   *engine.Engine
 	log *slog.Logger
@@ -33,22 +36,28 @@ type committer struct {
 	// ops. An idle committer never waits, nor does a batch with an urgent op, and an urgent op
 	// arriving ends the wait.
 	linger time.Duration
-	wg     sync.WaitGroup
+	// lanes is how many goroutines commit batches at once: one for SQLite's single writer;
+	// several on Postgres, where one batch's statements run while another's commit waits for
+	// the disk.
+	lanes int
+	wg    sync.WaitGroup
 }
 
 // busyGap is how recent the last commit must be for the committer to count as busy.
 const busyGap = 20 * time.Millisecond
 
-func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int, linger time.Duration) *committer {
-	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch, linger: linger}
+func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int, linger time.Duration, lanes int) *committer {
+	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch, linger: linger, lanes: max(lanes, 1)}
 }
 
 func (c *committer) start(ctx context.Context) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loop(ctx)
-	}()
+	for range c.lanes {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.loop(ctx)
+		}()
+	}
 }
 
 // submit queues fn; it blocks when the queue is full (backpressure), or returns ctx's error.

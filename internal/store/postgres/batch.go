@@ -62,6 +62,39 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 	return nil
 }
 
+// qItemInsertMany is qItemInsert (queries.go) for many rows: each draws its id first so that a
+// root is its own root_id, and every new item gets its open_items row in the same statement.
+const qItemInsertMany = `WITH r AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id, r.*
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[],
+			$11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::float8[], $18::float8[], $19::bigint[])
+			AS r(j, p, rt, s, o, d, k, n, ct, b, sz, md, op, tx, ts, tt, lo, len, c)),
+	ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
+		SELECT id, j, p, CASE WHEN rt = 0 AND p = 0 THEN id ELSE rt END, s, o, d, k, n, ct, b, sz, md::jsonb, op::jsonb, tx, ts, tt, 'written', lo, len, len, c FROM r
+		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols + `),
+	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)
+	SELECT * FROM ins ORDER BY id`
+
+func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	n := len(ps)
+	jobs, parents, roots, steps, ords, depths := make([]int64, n), make([]int64, n), make([]int64, n), make([]string, n), make([]int32, n), make([]int32, n)
+	keys, names, types, blobs, sizes, mds, opts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
+	texts, thumbs, thumbTypes, los, lens, created := make([]*string, n), make([]string, n), make([]string, n), make([]float64, n), make([]float64, n), make([]int64, n)
+	for i, p := range ps {
+		jobs[i], parents[i], roots[i], steps[i], ords[i], depths[i] = p.JobID, p.ParentID, p.RootID, p.Step, int32(p.Ordinal), int32(p.Depth)
+		keys[i], names[i], types[i], blobs[i], sizes[i], mds[i], opts[i] = p.SortKey, p.Name, p.ContentType, p.BlobSHA256, p.Size, jsonOr(p.Metadata), jsonOr(p.Options)
+		texts[i], thumbs[i], thumbTypes[i], los[i], lens[i], created[i] = p.Text, p.ThumbnailSHA, p.ThumbnailType, p.RangeLo, p.RangeLen, micros(p.Now)
+	}
+	rows, err := q.c.Query(ctx, qItemInsertMany, jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created)
+	items, err := collect(rows, err, scanItemNoText)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d items: %w", n, err)
+	}
+	return items, nil
+}
+
 const qItemColorMany = `UPDATE items SET colored = u.c FROM unnest($1::bigint[], $2::float8[]) AS u(id, c) WHERE items.id = u.id`
 
 func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []float64) error {

@@ -98,3 +98,19 @@ func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []floa
 	}
 	return nil
 }
+
+// ItemInsertMany inserts one row at a time: with SQLite in process a statement costs no round
+// trip, and ItemInsert already builds the new item without reading it back.
+func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
+	var out []*store.Item
+	for _, p := range ps {
+		it, inserted, err := q.ItemInsert(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if inserted {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}

@@ -92,6 +92,81 @@ func testItemInsert(t *testing.T, b *bundle) {
 	}))
 }
 
+// testItemInsertMany checks the batch insert against ItemInsert: the same stored rows, roots
+// their own root, existing keys left out, and every new item open.
+func testItemInsertMany(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	existing := b.root(j.ID, 1, "0001")
+	text := "body"
+	ps := []store.ItemInsertParams{
+		{JobID: j.ID, Ordinal: 0, SortKey: "0000", Name: "a.txt", ContentType: "text/plain", BlobSHA256: "aa", Size: 3,
+			Metadata: []byte(`{"m":1}`), Options: []byte(`{"ocr":true}`), Text: &text, RangeLo: 0, RangeLen: 3, Now: b.now},
+		{JobID: j.ID, Ordinal: 1, SortKey: "0001", Name: "replayed", Now: b.now},
+		{JobID: j.ID, Ordinal: 2, SortKey: "0002", Name: "b.bin", Size: 7, RangeLo: 3, RangeLen: 7, Now: b.now},
+		{JobID: j.ID, ParentID: existing.ID, RootID: existing.ID, Step: "unpack", Depth: 1, SortKey: "0001/0000", Name: "child", Now: b.now},
+	}
+	got, err := b.s.ItemInsertMany(ctx, ps)
+	mustOK(t, err)
+	if len(got) != 3 {
+		t.Fatalf("ItemInsertMany returned %d items, want 3 (the existing key left out)", len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].ID <= got[i-1].ID {
+			t.Errorf("items not in id order: %d after %d", got[i].ID, got[i-1].ID)
+		}
+	}
+	a, bin, child := got[0], got[1], got[2]
+	if a.Name != "a.txt" || a.RootID != a.ID || a.ParentID != 0 || a.State != store.ItemWritten || a.ContentType != "text/plain" ||
+		a.BlobSHA256 != "aa" || a.Size != 3 || !a.HasText || a.RangeLen != 3 || a.Share != 3 || a.SortKey != "0000" {
+		t.Errorf("first item = %+v", a)
+	}
+	checkJSON(t, "Metadata", a.Metadata, `{"m":1}`)
+	checkJSON(t, "Options", a.Options, `{"ocr":true}`)
+	checkTime(t, "CreatedAt", a.CreatedAt, b.now)
+	if bin.Name != "b.bin" || bin.RootID != bin.ID || bin.HasText || bin.RangeLo != 3 {
+		t.Errorf("second item = %+v", bin)
+	}
+	checkJSON(t, "default Metadata", bin.Metadata, `{}`)
+	if child.Name != "child" || child.ParentID != existing.ID || child.RootID != existing.ID || child.Depth != 1 || child.Step != "unpack" {
+		t.Errorf("child = %+v", child)
+	}
+	if g := b.getItem(a.ID); g.Text != "body" {
+		t.Errorf("ItemGet text = %q, want body", g.Text)
+	}
+	if g := b.getItem(existing.ID); g.Name != "root-1" {
+		t.Errorf("existing item renamed to %q by a replayed key", g.Name)
+	}
+	// The new items are open: the job has open items until the last is ingested.
+	for i, it := range append(got, existing) {
+		if open := must(b.s.JobHasOpenItems(ctx, j.ID))(t); !open {
+			t.Fatalf("JobHasOpenItems = false with %d items of %d ingested", i, len(got)+1)
+		}
+		for _, to := range []string{store.ItemProcessed, store.ItemIngested} {
+			from := store.ItemWritten
+			if to == store.ItemIngested {
+				from = store.ItemProcessed
+			}
+			if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: from, To: to, Now: b.now}))(t) {
+				t.Fatalf("item %d: ItemSetState(%s→%s) = false", it.ID, from, to)
+			}
+		}
+	}
+	if must(b.s.JobHasOpenItems(ctx, j.ID))(t) {
+		t.Error("JobHasOpenItems = true after every item was ingested")
+	}
+	again, err := b.s.ItemInsertMany(ctx, ps)
+	mustOK(t, err)
+	if len(again) != 0 {
+		t.Errorf("replayed ItemInsertMany inserted %d items, want 0", len(again))
+	}
+	none, err := b.s.ItemInsertMany(ctx, nil)
+	mustOK(t, err)
+	if len(none) != 0 {
+		t.Errorf("ItemInsertMany(nil) = %d items", len(none))
+	}
+}
+
 func testItemList(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")

@@ -25,6 +25,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobHasOpenItems", testJobHasOpenItems},
 		{"JobProgress", testJobProgress},
 		{"ItemInsert", testItemInsert},
+		{"ItemInsertMany", testItemInsertMany},
 		{"ItemList", testItemList},
 		{"ItemSetState", testItemSetState},
 		{"ItemManyAtOnce", testItemManyAtOnce},
