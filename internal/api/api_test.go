@@ -532,7 +532,23 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
-	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs"}, 201, nil)
+	// A running job with two files: each runs doc, then waits for the external event.
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	jp, _ := mw.CreateFormField("job")
+	jp.Write([]byte(`{"workflow":"docs"}`))
+	for _, name := range []string{"a.txt", "b.txt"} {
+		fp, _ := mw.CreateFormFile("file", name)
+		fp.Write([]byte("content of " + name))
+	}
+	mw.Close()
+	if code, data := b.do(t, "POST", "/v1/jobs", b.admin, mw.FormDataContentType(), &buf); code != 201 {
+		t.Fatalf("create: %d %s", code, data)
+	}
+	poll.Until(t, 20*time.Second, "both doc tasks counted complete", func() (bool, string) {
+		_, data := b.do(t, "GET", "/metrics", b.reader, "", nil)
+		return strings.Contains(string(data), "\nsluice_tasks{state=\"complete\",action=\"doc\"} 2\n"), string(data)
+	})
 	code, data := b.do(t, "GET", "/metrics", b.reader, "", nil)
 	if code != 200 {
 		t.Fatalf("metrics %d", code)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -93,6 +94,9 @@ func escLabel(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
 
+// scraped are the task states counted in sluice_tasks and sluice_task_retries.
+var scraped = []string{store.TaskReady, store.TaskRunning, store.TaskFailed, store.TaskComplete}
+
 // serveMetrics writes the Prometheus text format (version 0.0.4) by hand.
 func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
@@ -111,28 +115,20 @@ func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 		if p, err := a.b.Engine().Progress(ctx, j.ID); err == nil {
 			fmt.Fprintf(&b, "sluice_job_progress{job_id=\"%d\",workflow=\"%s\"} %g\n", j.ID, escLabel(j.WorkflowName), p.Fraction)
 		}
-		for _, state := range []string{store.TaskReady, store.TaskRunning, store.TaskFailed, store.TaskComplete} {
-			var after int64
-			for n := 0; n < 100_000; { // bounded per scrape
-				ts, err := st.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: state, AfterID: after, Limit: 1000})
-				if err != nil {
-					return err
-				}
-				for _, t := range ts {
-					tasks[key{t.State, t.Action}]++
-					if t.State == store.TaskReady {
-						queues[t.Queue]++
-					}
-					if t.Attempt > 1 {
-						retries += t.Attempt - 1
-					}
-				}
-				n += len(ts)
-				if len(ts) < 1000 {
-					break
-				}
-				after = ts[len(ts)-1].ID
+		// One aggregate per job: a scrape costs one pass over the job's tasks, whatever its size.
+		counts, err := st.TaskCounts(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		for _, c := range counts {
+			if !slices.Contains(scraped, c.State) {
+				continue
 			}
+			tasks[key{c.State, c.Action}] += c.Tasks
+			if c.State == store.TaskReady {
+				queues[c.Queue] += c.Tasks
+			}
+			retries += c.Retries
 		}
 	}
 	fmt.Fprintf(&b, "# HELP sluice_jobs_running Jobs in the running state.\n# TYPE sluice_jobs_running gauge\nsluice_jobs_running %d\n", len(jobs))

@@ -216,7 +216,7 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := e.store.TaskStats(ctx, jobID)
+	ts, err := store.TaskStats(ctx, e.store, jobID)
 	if err != nil {
 		return nil, err
 	}

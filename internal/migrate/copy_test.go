@@ -215,7 +215,7 @@ func snapshot(t *testing.T, st store.Store) state {
 		for _, o := range outs {
 			s.Outputs = append(s.Outputs, *o)
 		}
-		stats, err := st.TaskStats(ctx, j.ID)
+		stats, err := store.TaskStats(ctx, st, j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -215,7 +215,8 @@ type Executor interface {
 	TaskRetry(ctx context.Context, p TaskRetryParams) (bool, error)
 	// TaskNextRunAfter returns the earliest run_after of a ready task, or zero.
 	TaskNextRunAfter(ctx context.Context) (time.Time, error)
-	TaskStats(ctx context.Context, jobID int64) (map[string]int, error)
+	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
+	TaskCounts(ctx context.Context, jobID int64) ([]TaskCount, error)
 
 	AttemptInsert(ctx context.Context, p AttemptInsertParams) error
 	AttemptList(ctx context.Context, taskID int64) ([]*Attempt, error)
@@ -412,6 +413,26 @@ type ItemUpdateParams struct {
 }
 
 // Task is one step applied to one item.
+// TaskCount is how many of a job's tasks share a state, an action and a queue, and their
+// attempts beyond the first.
+type TaskCount struct {
+	State, Action, Queue string
+	Tasks, Retries       int
+}
+
+// TaskStats counts the job's tasks by state.
+func TaskStats(ctx context.Context, x Executor, jobID int64) (map[string]int, error) {
+	counts, err := x.TaskCounts(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, c := range counts {
+		out[c.State] += c.Tasks
+	}
+	return out, nil
+}
+
 type Task struct {
 	ID             int64
 	JobID          int64

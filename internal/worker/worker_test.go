@@ -184,7 +184,7 @@ steps:
 	if p.Items[store.ItemIngested] != n+1 || p.Fraction != 1 {
 		t.Errorf("progress %+v", p)
 	}
-	st, _ := b.db.TaskStats(t.Context(), job.ID)
+	st, _ := store.TaskStats(t.Context(), b.db, job.ID)
 	if st[store.TaskComplete] != 4*(n+1) {
 		t.Errorf("task stats %v, want %d complete", st, 4*(n+1))
 	}

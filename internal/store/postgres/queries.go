@@ -642,7 +642,7 @@ const (
 	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
 		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
 	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready'`
-	qTaskStats        = `SELECT state, count(*) FROM ` + jobTasks1 + ` GROUP BY state`
+	qTaskCounts       = `SELECT state, action, queue, count(*), COALESCE(sum(GREATEST(attempt - 1, 0)), 0) FROM ` + jobTasks1 + ` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 )
 
 // jobTasks1 and jobTasks3 are the tasks of the job $1 or $3 as a subquery jt, found through the
@@ -880,16 +880,14 @@ func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	return fromMicros(v), nil
 }
 
-func (q *queries) TaskStats(ctx context.Context, jobID int64) (map[string]int, error) {
-	rows, err := q.c.Query(ctx, qTaskStats, jobID)
+func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
+	rows, err := q.c.Query(ctx, qTaskCounts, jobID)
+	out, err := collect(rows, err, func(sc scanner) (store.TaskCount, error) {
+		var c store.TaskCount
+		return c, sc.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("task stats of job %d: %w", jobID, mapErr(err))
-	}
-	out := map[string]int{}
-	var s string
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&s, &n}, func() error { out[s] = n; return nil }); err != nil {
-		return nil, fmt.Errorf("task stats of job %d: %w", jobID, mapErr(err))
+		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 	}
 	return out, nil
 }

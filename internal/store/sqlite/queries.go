@@ -858,20 +858,20 @@ func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	return fromMicros(v.Int64), nil
 }
 
-func (q *queries) TaskStats(ctx context.Context, jobID int64) (map[string]int, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state`, jobID)
+func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT state, action, queue, count(*), COALESCE(sum(max(attempt - 1, 0)), 0) FROM tasks WHERE job_id = ?
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, jobID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 	}
 	defer rows.Close()
-	out := map[string]int{}
+	var out []store.TaskCount
 	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
+		var c store.TaskCount
+		if err := rows.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries); err != nil {
+			return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 		}
-		out[s] = n
+		out = append(out, c)
 	}
 	return out, rows.Err()
 }

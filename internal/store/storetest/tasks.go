@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -336,12 +337,31 @@ func testTaskLists(t *testing.T, b *bundle) {
 	checkIDs(t, "TaskListByJob", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID}))(t)), []int64{s1.ID, s2.ID, s3.ID, s4.ID})
 	checkIDs(t, "TaskListByJob ready", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskReady}))(t)), []int64{s3.ID, s4.ID})
 	checkIDs(t, "TaskListByJob page", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, AfterID: s1.ID, Limit: 2}))(t)), []int64{s2.ID, s3.ID})
-	stats := must(b.s.TaskStats(ctx, j.ID))(t)
+	stats := must(store.TaskStats(ctx, b.s, j.ID))(t)
 	if want := map[string]int{store.TaskRunning: 1, store.TaskComplete: 1, store.TaskReady: 2}; !mapsEqual(stats, want) {
 		t.Errorf("TaskStats = %v, want %v", stats, want)
 	}
-	if empty := must(b.s.TaskStats(ctx, 1<<40))(t); len(empty) != 0 {
+	if empty := must(store.TaskStats(ctx, b.s, 1<<40))(t); len(empty) != 0 {
 		t.Errorf("TaskStats of a missing job = %v, want empty", empty)
+	}
+	// Counts by state, action and queue, with retries: s3 is given back (its attempt refunded),
+	// s4 goes back to ready after a spent attempt; both are leased again.
+	if got := b.lease("q", 2, "w", b.now); len(got) != 2 {
+		t.Fatalf("leased %d tasks, want s3 and s4", len(got))
+	}
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: s3.ID, Attempt: 1, State: store.TaskReady, Refund: true, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: s4.ID, Attempt: 1, State: store.TaskReady, Now: b.now}))(t)
+	if got := b.lease("q", 2, "w", b.now); len(got) != 2 {
+		t.Fatalf("leased %d tasks again, want s3 and s4", len(got))
+	}
+	counts := must(b.s.TaskCounts(ctx, j.ID))(t)
+	want := []store.TaskCount{
+		{State: store.TaskComplete, Action: "act-s2", Queue: "q", Tasks: 1},
+		{State: store.TaskRunning, Action: "act-s1", Queue: "q", Tasks: 2, Retries: 1},
+		{State: store.TaskRunning, Action: "act-s3", Queue: "q", Tasks: 1},
+	}
+	if !slices.Equal(counts, want) {
+		t.Errorf("TaskCounts = %+v, want %+v", counts, want)
 	}
 }
 

@@ -120,7 +120,7 @@ func testInTxReadsOwnWrites(t *testing.T, b *bundle) {
 		if ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}); err != nil || !ok {
 			return fmt.Errorf("TaskFinish in tx = %v, %v", ok, err)
 		}
-		if st, err := x.TaskStats(ctx, j.ID); err != nil || st[store.TaskComplete] != 1 {
+		if st, err := store.TaskStats(ctx, x, j.ID); err != nil || st[store.TaskComplete] != 1 {
 			return fmt.Errorf("TaskStats in tx = %v, %v", st, err)
 		}
 		if _, err := x.EventInsert(ctx, it.ID, "start", b.now); err != nil {
