@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -157,4 +158,57 @@ func TestTryLock(t *testing.T) {
 
 func BenchmarkLeaseFinish(b *testing.B) {
 	storetest.BenchmarkLeaseFinish(b, func(tb testing.TB) store.Store { return open(tb) }, 10_000)
+}
+
+// TestRenewSkipsHeldRows checks that renewing a process's leases does not wait for a transaction
+// of the same process that holds one of its tasks (its committer finishing it): the held task is
+// left for that transaction, the others are renewed.
+func TestRenewSkipsHeldRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := open(t)
+	now := time.Now().Truncate(time.Microsecond)
+	j, err := db.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Metadata: []byte(`{}`), Options: []byte(`{}`), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		it, _, err := db.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, Ordinal: i, SortKey: fmt.Sprint(i), Name: fmt.Sprint(i), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.TaskInsert(ctx, store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: "s", Action: "a", Queue: "q", MaxAttempts: 3, SortKey: it.SortKey, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leased, err := db.TaskLease(ctx, store.TaskLeaseParams{Queue: "q", Limit: 2, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(leased) != 2 {
+		t.Fatalf("lease = %d tasks, %v; want 2", len(leased), err)
+	}
+	held := leased[0]
+	err = db.InTx(ctx, func(x store.Executor) error {
+		if _, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held.ID, Attempt: held.Attempt, State: store.TaskComplete, Now: now}); err != nil {
+			return err
+		}
+		// Another connection renews while this transaction holds the finished task's row.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := db.TaskRenewLeases(rctx, "w", now.Add(2*time.Minute))
+		if err != nil {
+			return fmt.Errorf("renew while a task is held: %w (it waited for the holder)", err)
+		}
+		if n != 1 {
+			return fmt.Errorf("renewed %d leases, want 1 (the task not held)", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.TaskGet(ctx, leased[1].ID); err != nil || !got.LeaseExpires.Equal(now.Add(2*time.Minute)) {
+		t.Errorf("the task not held: lease until %v (%v), want %v", got.LeaseExpires, err, now.Add(2*time.Minute))
+	}
+	if got, err := db.TaskGet(ctx, held.ID); err != nil || got.State != store.TaskComplete {
+		t.Errorf("the held task = %+v (%v), want complete", got, err)
+	}
 }

@@ -629,7 +629,12 @@ const (
 		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) RETURNING ` + taskCols
 	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
 		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
-	qTaskRenew       = `UPDATE tasks SET lease_expires = $1 WHERE state = 'running' AND lease_owner = $2`
+	// qTaskRenew skips the rows another transaction holds: those are this process's tasks being
+	// finished or released by its committer, whose locks it would otherwise wait for (and, with
+	// a batch that finishes tasks in two statements, could deadlock with). A row skipped because
+	// its transaction rolled back is renewed on the next round, a third of a lease later.
+	qTaskRenew = `UPDATE tasks SET lease_expires = $1 WHERE id IN (
+		SELECT id FROM tasks WHERE state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
 	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
 	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
