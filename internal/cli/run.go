@@ -299,6 +299,7 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 		printEvery = 500 * time.Millisecond
 	}
 	lastPrint := time.Now()
+	var cost time.Duration // of the last progress query
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for first := true; ; first = false {
@@ -309,11 +310,16 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 		done := job.State != store.JobRunning
 		if e.stderr == io.Discard {
 			// Nobody reads the lines (bench ingest): spare the progress queries.
-		} else if (tty && first) || done || time.Since(lastPrint) >= printEvery {
+		} else if (tty && first) || done || time.Since(lastPrint) >= max(printEvery, 10*cost) {
+			// Progress counts the job's rows; on a job of millions that takes a while, and the
+			// next count waits ten times as long, so the line never costs the database more
+			// than a tenth of one connection.
+			t0 := time.Now()
 			p, err := n.Engine.Progress(ctx, jobID)
 			if err != nil {
 				return nil, err
 			}
+			cost = time.Since(t0)
 			if tty {
 				fmt.Fprintf(e.stderr, "\r\033[K%s", line(p, job))
 				if done {
