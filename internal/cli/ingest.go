@@ -391,7 +391,7 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 func countTasks(ctx context.Context, n *node.Node, jobID int64) (all, leased int, err error) {
 	var after int64
 	for {
-		page, err := n.Store.TaskListByJob(ctx, store.TaskListParams{JobID: jobID, AfterID: after, Limit: 1000})
+		page, err := n.Store.TaskListByJob(ctx, store.TaskListParams{JobID: jobID, AfterID: after, Limit: readBackPage})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -402,7 +402,7 @@ func countTasks(ctx context.Context, n *node.Node, jobID int64) (all, leased int
 			}
 			after = tk.ID
 		}
-		if len(page) < 1000 {
+		if len(page) < readBackPage {
 			return all, leased, nil
 		}
 	}
