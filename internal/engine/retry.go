@@ -47,6 +47,9 @@ func (e *Engine) Retry(ctx context.Context, jobID int64) (*store.Job, error) {
 	return e.store.JobGet(ctx, jobID)
 }
 
+// retryPage is how many failed tasks a retry reads per query.
+const retryPage = 10_000
+
 // Retry does what [Engine.Retry] does, inside the transaction.
 func (t *Tx) Retry(jobID int64) error { return t.t.retry(jobID) }
 
@@ -66,12 +69,14 @@ func (t *tx) retry(jobID int64) error {
 	for _, state := range states {
 		var after int64
 		for {
-			page, err := t.x.TaskListByJob(t.ctx, store.TaskListParams{JobID: jobID, State: state, AfterID: after, Limit: 1000})
+			// Large pages: on Postgres each one reads every task of the job (there is no index
+			// of tasks by job), and all of them are held here anyway.
+			page, err := t.x.TaskListByJob(t.ctx, store.TaskListParams{JobID: jobID, State: state, AfterID: after, Limit: retryPage})
 			if err != nil {
 				return fmt.Errorf("retry job %d: %w", jobID, err)
 			}
 			tasks = append(tasks, page...)
-			if len(page) < 1000 {
+			if len(page) < retryPage {
 				break
 			}
 			after = page[len(page)-1].ID
