@@ -18,6 +18,9 @@ import (
 var (
 	ErrNotFound = errors.New("store: not found")
 	ErrConflict = errors.New("store: conflict")
+	// ErrRetry marks a transaction the database aborted to let another go on (a deadlock, a
+	// serialization failure): nothing of it was written, and running it again may succeed.
+	ErrRetry = errors.New("store: transaction aborted by the database; run it again")
 )
 
 // Item states (DESIGN §2).

@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // op is one unit of work for the committer: fn runs inside a shared transaction. done, when
@@ -17,6 +19,8 @@ type op struct {
 	// lazy marks an op nothing waits on urgently (a task's result, a child): it may wait for
 	// the committer's linger. A lease, a renewal or an API write is committed at once.
 	lazy bool
+	// exclusive commits with no other lane's transaction open (see committer.excl).
+	exclusive bool
 }
 
 // committer funnels every write of this process through a few goroutines (lanes) that commit
@@ -40,7 +44,13 @@ type committer struct {
 	// several on Postgres, where one batch's statements run while another's commit waits for
 	// the disk.
 	lanes int
-	wg    sync.WaitGroup
+	// excl is held shared by a lane while it runs a batch and exclusively by a batch with an
+	// exclusive op: the writes of other components (Worker.Do: a job's retry, the remote
+	// workers' protocol) then see no half-done transaction of this process, as with one lane.
+	// A retry reopening a failed job's items, for one, must not interleave with a result that
+	// read the job as failed and settled an item without its collector.
+	excl sync.RWMutex
+	wg   sync.WaitGroup
 }
 
 // busyGap is how recent the last commit must be for the committer to count as busy.
@@ -95,8 +105,19 @@ func (c *committer) enqueue(ctx context.Context, o op) error {
 
 // do queues fn and waits for its commit.
 func (c *committer) do(ctx context.Context, fn func(t *engine.Tx) error) error {
+	return c.await(ctx, op{fn: fn})
+}
+
+// doExclusive is do for an op that commits with no other lane's transaction open.
+func (c *committer) doExclusive(ctx context.Context, fn func(t *engine.Tx) error) error {
+	return c.await(ctx, op{fn: fn, exclusive: true})
+}
+
+// await queues o and waits for its commit.
+func (c *committer) await(ctx context.Context, o op) error {
 	done := make(chan error, 1)
-	if err := c.submit(ctx, fn, done); err != nil {
+	o.done = done
+	if err := c.enqueue(ctx, o); err != nil {
 		return err
 	}
 	select {
@@ -173,15 +194,21 @@ func (c *committer) drain() {
 }
 
 func (c *committer) commit(ctx context.Context, batch []op) {
-	errs := make([]error, len(batch))
-	err := c.e.Run(ctx, func(t *engine.Tx) error {
-		for i, o := range batch {
-			if errs[i] = o.fn(t); errs[i] != nil {
-				return errs[i]
-			}
-		}
-		return nil
-	})
+	exclusive := false
+	for _, o := range batch {
+		exclusive = exclusive || o.exclusive
+	}
+	if exclusive {
+		c.excl.Lock()
+	} else {
+		c.excl.RLock()
+	}
+	err := c.run(ctx, batch)
+	if exclusive {
+		c.excl.Unlock()
+	} else {
+		c.excl.RUnlock()
+	}
 	if err == nil {
 		for _, o := range batch {
 			if o.done != nil {
@@ -204,5 +231,31 @@ func (c *committer) commit(ctx context.Context, batch []op) {
 		c.commit(ctx, []op{o})
 	}
 }
+
+// run commits the batch in one transaction. A transaction the database aborted for another's
+// sake (a deadlock between two lanes or two processes) wrote nothing: it runs the same batch
+// again, up to maxRetries times. Ops are idempotent writes.
+func (c *committer) run(ctx context.Context, batch []op) error {
+	var err error
+	for try := 0; ; try++ {
+		err = c.e.Run(ctx, func(t *engine.Tx) error {
+			for _, o := range batch {
+				if err := o.fn(t); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil || !errors.Is(err, store.ErrRetry) || try == maxRetries {
+			break
+		}
+		c.log.Debug("commit aborted by the database; again", "ops", len(batch), "try", try+1, "error", err)
+	}
+	return err
+}
+
+// maxRetries bounds how many times a batch the database aborted is run again before its ops are
+// committed one by one.
+const maxRetries = 5
 
 func (c *committer) wait() { c.wg.Wait() }

@@ -222,9 +222,10 @@ func (w *Worker) CancelTasks(ids []int64) {
 }
 
 // Do runs fn in the worker's group-commit writer and waits for it to commit. Other components
-// (job creation, the API) use it so that all writes of the process share one writer.
+// (a job's retry, the remote workers' protocol) use it so that all writes of the process share
+// one writer: fn's transaction commits while no other transaction of the writer is open.
 func (w *Worker) Do(ctx context.Context, fn func(t *engine.Tx) error) error {
-	return w.commit.do(ctx, fn)
+	return w.commit.doExclusive(ctx, fn)
 }
 
 // Start starts the committer, the dispatcher and the lease renewer.

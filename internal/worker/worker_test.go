@@ -238,3 +238,32 @@ func testJobOpenUntilSealed(t *testing.T, open drivertest.Open) {
 		t.Fatalf("job %s after %d runs, want complete after 2", j.State, runs.Load())
 	}
 }
+
+// TestCommitRunsAbortedAgain checks that a transaction the database aborted (store.ErrRetry: a
+// deadlock) is run again rather than failed, so a task's result is not lost to it, and that an
+// ordinary error still fails.
+func TestCommitRunsAbortedAgain(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		b := setup(t, open)
+		var calls atomic.Int64
+		err := b.w.Do(t.Context(), func(tx *engine.Tx) error {
+			if calls.Add(1) < 3 {
+				return fmt.Errorf("lock item 1: %w", store.ErrRetry)
+			}
+			return nil
+		})
+		if err != nil || calls.Load() != 3 {
+			t.Errorf("Do after two aborts = %v with %d runs, want nil after 3", err, calls.Load())
+		}
+		calls.Store(0)
+		err = b.w.Do(t.Context(), func(tx *engine.Tx) error {
+			calls.Add(1)
+			return fmt.Errorf("bad input")
+		})
+		if err == nil || calls.Load() != 1 {
+			t.Errorf("Do with an ordinary error = %v with %d runs, want the error after 1", err, calls.Load())
+		}
+	})
+}

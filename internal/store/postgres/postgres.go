@@ -192,6 +192,9 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	q := &queries{db: db, c: tc, inTx: true}
 	if err := fn(q); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
+		if retryable(err) { // a statement whose error the caller wrapped without mapErr
+			err = fmt.Errorf("%w: %w", store.ErrRetry, err)
+		}
 		return err
 	}
 	if err := tc.commit(ctx, db.listen.channel, q.notify); err != nil {
@@ -550,7 +553,16 @@ func mapErr(err error) error {
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
+	if retryable(err) {
+		return fmt.Errorf("%w: %w", store.ErrRetry, err)
+	}
 	return err
+}
+
+// retryable reports a deadlock or a serialization failure not yet marked [store.ErrRetry].
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") && !errors.Is(err, store.ErrRetry)
 }
 
 func micros(t time.Time) int64 {

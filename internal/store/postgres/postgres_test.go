@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,5 +212,55 @@ func TestRenewSkipsHeldRows(t *testing.T) {
 	}
 	if got, err := db.TaskGet(ctx, held.ID); err != nil || got.State != store.TaskComplete {
 		t.Errorf("the held task = %+v (%v), want complete", got, err)
+	}
+}
+
+// TestDeadlockIsErrRetry checks that a transaction Postgres aborts as a deadlock victim returns
+// an error wrapping store.ErrRetry, which the committer runs again.
+func TestDeadlockIsErrRetry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := open(t)
+	now := time.Now()
+	j, err := db.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids [2]int64
+	for i := range ids {
+		it, _, err := db.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, Ordinal: i, SortKey: fmt.Sprint(i), Name: fmt.Sprint(i), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = it.ID
+	}
+	// Two transactions lock the two items in opposite orders; each takes its first lock before
+	// either asks for its second, so Postgres must abort one of them.
+	var first sync.WaitGroup
+	first.Add(2)
+	errs := make(chan error, 2)
+	for _, order := range [][2]int64{{ids[0], ids[1]}, {ids[1], ids[0]}} {
+		go func() {
+			errs <- db.InTx(ctx, func(x store.Executor) error {
+				if _, err := x.ItemLock(ctx, order[0]); err != nil {
+					return err
+				}
+				first.Done()
+				first.Wait()
+				_, err := x.ItemLock(ctx, order[1])
+				return err
+			})
+		}()
+	}
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("errors %v and %v, want exactly one deadlock victim", e1, e2)
+	}
+	victim := e1
+	if victim == nil {
+		victim = e2
+	}
+	if !errors.Is(victim, store.ErrRetry) {
+		t.Errorf("deadlock victim's error = %v, want one wrapping store.ErrRetry", victim)
 	}
 }
