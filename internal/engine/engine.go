@@ -281,6 +281,15 @@ func (t *tx) job(id int64) (*store.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j.State == store.JobFailed || j.State == store.JobComplete {
+		// A job in a state a retry reopens: decide on it under its lock. Otherwise this
+		// transaction could settle an item as a stopped job's (without waiting for its
+		// collector) while a retry, in another process, reopens the job and its items, and
+		// commit after it: the job would complete without the collector.
+		if j, err = t.x.JobLock(t.ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	t.jobs[id] = j
 	return j, nil
 }
