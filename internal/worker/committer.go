@@ -82,16 +82,7 @@ func (c *committer) submitLazy(ctx context.Context, fn func(t *engine.Tx) error,
 
 // doLazy is do for an op that may wait for the linger.
 func (c *committer) doLazy(ctx context.Context, fn func(t *engine.Tx) error) error {
-	done := make(chan error, 1)
-	if err := c.submitLazy(ctx, fn, done); err != nil {
-		return err
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.await(ctx, op{fn: fn, lazy: true})
 }
 
 func (c *committer) enqueue(ctx context.Context, o op) error {

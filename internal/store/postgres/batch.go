@@ -130,25 +130,23 @@ const (
 // ItemLockMany locks the items in id order, the same order every engine uses, so two engines
 // locking overlapping batches cannot deadlock on them.
 func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := q.c.Query(ctx, qItemLockMany, ids)
-	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, false) })
-	if err != nil {
-		return nil, fmt.Errorf("lock items: %w", err)
-	}
-	return out, nil
+	return q.itemsByID(ctx, "lock", qItemLockMany, ids, false)
 }
 
 func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+	return q.itemsByID(ctx, "get", qItemGetMany, ids, true)
+}
+
+// itemsByID runs query, which reads items by the array of ids in $1 (with their text when
+// withText); verb names the read in errors.
+func (q *queries) itemsByID(ctx context.Context, verb, query string, ids []int64, withText bool) ([]*store.Item, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := q.c.Query(ctx, qItemGetMany, ids)
-	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, true) })
+	rows, err := q.c.Query(ctx, query, ids)
+	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, withText) })
 	if err != nil {
-		return nil, fmt.Errorf("get items: %w", err)
+		return nil, fmt.Errorf("%s items: %w", verb, err)
 	}
 	return out, nil
 }
