@@ -112,15 +112,13 @@ func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	var b strings.Builder
 	b.WriteString("# HELP sluice_job_progress Fraction of a running job's work done.\n# TYPE sluice_job_progress gauge\n")
 	for _, j := range jobs {
-		if p, err := a.b.Engine().Progress(ctx, j.ID); err == nil {
-			fmt.Fprintf(&b, "sluice_job_progress{job_id=\"%d\",workflow=\"%s\"} %g\n", j.ID, escLabel(j.WorkflowName), p.Fraction)
-		}
-		// One aggregate per job: a scrape costs one pass over the job's tasks, whatever its size.
-		counts, err := st.TaskCounts(ctx, j.ID)
+		// One aggregate of the job's tasks (in Progress), whatever its size.
+		p, err := a.b.Engine().Progress(ctx, j.ID)
 		if err != nil {
 			return err
 		}
-		for _, c := range counts {
+		fmt.Fprintf(&b, "sluice_job_progress{job_id=\"%d\",workflow=\"%s\"} %g\n", j.ID, escLabel(j.WorkflowName), p.Fraction)
+		for _, c := range p.Counts {
 			if !slices.Contains(scraped, c.State) {
 				continue
 			}

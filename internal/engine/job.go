@@ -201,7 +201,8 @@ type Progress struct {
 	State    string
 	Fraction float64 // 0..1
 	Items    map[string]int
-	Tasks    map[string]int
+	Tasks    map[string]int    // by state
+	Counts   []store.TaskCount // by state, action and queue, with retries: what Tasks sums
 	Elapsed  time.Duration
 	ETA      time.Duration // 0 when unknown
 }
@@ -216,11 +217,14 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := store.TaskStats(ctx, e.store, jobID)
+	counts, err := e.store.TaskCounts(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}
-	p := &Progress{JobID: jobID, State: job.State, Items: jp.Items, Tasks: ts}
+	p := &Progress{JobID: jobID, State: job.State, Items: jp.Items, Tasks: map[string]int{}, Counts: counts}
+	for _, c := range counts {
+		p.Tasks[c.State] += c.Tasks
+	}
 	if jp.Total > 0 {
 		p.Fraction = math.Min(1, jp.Colored/jp.Total)
 	}
