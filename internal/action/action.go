@@ -63,6 +63,11 @@ type Spec struct {
 	// NoTempDir says the action never uses [Task.TempDir], so the worker creates none (a
 	// directory made and removed per task is a measurable cost for quick actions).
 	NoTempDir bool
+	// Brief says the action runs in the process in microseconds, creating no children and no
+	// blobs, so that a worker may run a batch of its tasks inside the transaction that leases
+	// them and commits their results (on a store with held leases: Postgres). The tasks are
+	// then leased by the rows' locks, without a lease written to each.
+	Brief bool
 }
 
 // InlineAlways is an [Spec.Inline] for actions that never need a worker.

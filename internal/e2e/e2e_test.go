@@ -116,6 +116,7 @@ steps:
   unpack:  {action: unpack, needs: [detected.archive], attempts: 100}
   hash:    {action: exec, needs: [detected.text], attempts: 100, with: {command: [sha256sum], stdout: text}}
   collect: {action: ingest, needs: [children.done], attempts: 100}
+  note:    {action: noop, needs: [start], attempts: 100}
 `
 
 // makeZips writes nz zip files of per text files each.

@@ -254,6 +254,21 @@ func (t *Tx) Executor() store.Executor { return t.t.x }
 // Now is the transaction's time.
 func (t *Tx) Now() time.Time { return t.t.now }
 
+// LockItems locks the items (in id order, as results lock them) and returns them. They are the
+// transaction's own copies, which applying results updates: read them before [Tx.Apply].
+func (t *Tx) LockItems(ids []int64) ([]*store.Item, error) {
+	if err := t.t.lockItems(ids); err != nil {
+		return nil, err
+	}
+	out := make([]*store.Item, 0, len(ids))
+	for _, id := range ids {
+		if it := t.t.items[id]; it != nil {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
 func (t *tx) notify() {
 	if t.ready {
 		var qs []string
@@ -722,6 +737,9 @@ func (t *tx) loadLevel(level []int64) error {
 	var need []int64
 	for _, id := range level {
 		if _, known := t.freshTasks(id); known {
+			continue
+		}
+		if _, known := t.tasks[id]; known {
 			continue
 		}
 		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {

@@ -81,6 +81,9 @@ type pendingFinish struct {
 	finish  store.TaskFinishParams
 	itemErr string
 	fire    []string
+	// only: the task is its item's only one (a one-step workflow), so after its finish the
+	// item's tasks are known without reading them.
+	only bool
 }
 
 // applyResults applies the queued results: their attempts and task finishes, then the items of the
@@ -115,6 +118,14 @@ func (tt *tx) applyResults() error {
 			lock = append(lock, p.r.Task.ItemID)
 		}
 	}
+	for i, p := range pend {
+		if oks[i] && p.only {
+			// Known before the effects, which forget it if they make a task ready.
+			tk := *p.r.Task
+			tk.State = p.finish.State
+			tt.tasks[tk.ItemID] = []*store.Task{&tk}
+		}
+	}
 	if err := tt.lockItems(lock); err != nil {
 		return err
 	}
@@ -139,7 +150,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 	if step == nil {
 		return pendingFinish{}, fmt.Errorf("task %d: step %q not in workflow %q v%d", task.ID, task.Step, def.Name, job.WorkflowVersion)
 	}
-	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now}
+	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Held: task.Held, Started: task.StartedAt}
 	var itemErr string
 	var fire []string
 	switch {
@@ -187,7 +198,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			return pendingFinish{}, err
 		}
 	}
-	return pendingFinish{r: r, finish: finish, itemErr: itemErr, fire: fire}, nil
+	return pendingFinish{r: r, finish: finish, itemErr: itemErr, fire: fire, only: len(def.Steps) == 1}, nil
 }
 
 // applyEffects writes a finished task's effects on its item.
@@ -338,6 +349,10 @@ func (e *Engine) Reclaim(ctx context.Context, p ReclaimParams) (int, error) {
 	}
 	n := 0
 	err := e.Run(ctx, func(t *Tx) error {
+		// Held leases whose process died first become expired leases, reclaimed below.
+		if _, err := t.t.x.HeldLeaseExpire(t.t.ctx, cutoff); err != nil {
+			return err
+		}
 		tasks, err := t.t.x.TaskListExpired(t.t.ctx, cutoff, p.Limit)
 		if err != nil {
 			return err

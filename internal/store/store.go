@@ -21,6 +21,8 @@ var (
 	// ErrRetry marks a transaction the database aborted to let another go on (a deadlock, a
 	// serialization failure): nothing of it was written, and running it again may succeed.
 	ErrRetry = errors.New("store: transaction aborted by the database; run it again")
+	// ErrUnsupported is returned by a call the driver cannot make (see Capabilities).
+	ErrUnsupported = errors.New("store: not supported by this driver")
 )
 
 // Item states (DESIGN §2).
@@ -64,6 +66,9 @@ type Capabilities struct {
 	// same time (Postgres). False for SQLite, whose one writer connection serialises them: a
 	// write outside the group-commit writer waits for it and commits on its own.
 	ConcurrentWrites bool
+	// HeldLeases is true when the driver can lease tasks by holding their rows locked in an
+	// open transaction (TaskHoldMany) instead of writing a lease to each (Postgres).
+	HeldLeases bool
 }
 
 // Locker is implemented by drivers whose store several processes share at once (Postgres), so
@@ -194,13 +199,33 @@ type Executor interface {
 	// can: up to Limits[i] tasks of Queues[i]. It returns the tasks of each queue in lease order,
 	// the queues in the order given.
 	TaskLeaseMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
+	// TaskHoldMany picks ready tasks as TaskLeaseMany does but writes nothing: it locks their
+	// rows until the transaction ends, which is their lease (held lease). The tasks come back
+	// as running in memory (attempt counted, owner, start and lease set) while their rows stay
+	// ready; they must be finished with TaskFinishParams.Held in the same transaction, and
+	// vanish back to ready if it rolls back or its connection dies. Drivers without
+	// Capabilities.HeldLeases return ErrUnsupported.
+	TaskHoldMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
 	// TaskFinishMany applies each TaskFinish in order, in as few statements as the driver can,
 	// and reports for each whether it ended its attempt.
 	TaskFinishMany(ctx context.Context, ps []TaskFinishParams) ([]bool, error)
-	// TaskRenewLeases extends every running task leased by owner.
+	// HeldLeaseRecord records, outside the holding transaction and before the tasks run, the
+	// tasks of a held lease (TaskHoldMany) with their attempts: if the process dies, the record
+	// outlives the transaction and HeldLeaseExpire counts the attempts as lost. It returns the
+	// record's id, for HeldLeaseDelete in the holding transaction. ErrUnsupported without
+	// Capabilities.HeldLeases.
+	HeldLeaseRecord(ctx context.Context, p HeldLeaseParams) (int64, error)
+	// HeldLeaseDelete deletes a record of HeldLeaseRecord.
+	HeldLeaseDelete(ctx context.Context, id int64) error
+	// HeldLeaseExpire turns the records of held leases that expired before now into running
+	// tasks whose lease has expired (attempt counted, owner and start from the record), for
+	// TaskListExpired to reclaim, and deletes the records. Tasks finished meanwhile are left
+	// alone. It returns how many tasks it turned.
+	HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error)
+	// TaskRenewLeases extends every running task leased by owner, and its held leases.
 	TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error)
 	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
 	// of other owners when all is set), for the engine to put back or fail.
@@ -455,6 +480,9 @@ type Task struct {
 	CreatedAt      time.Time
 	StartedAt      time.Time
 	FinishedAt     time.Time
+	// Held marks a task leased by TaskHoldMany (never stored): it is finished with
+	// TaskFinishParams.Held.
+	Held bool
 }
 
 // TaskInsertParams creates a ready task.
@@ -504,6 +532,15 @@ type TaskLeaseManyParams struct {
 	LeaseUntil time.Time
 }
 
+// HeldLeaseParams records a held lease: its tasks, each with the attempt it runs.
+type HeldLeaseParams struct {
+	Owner    string
+	TaskIDs  []int64
+	Attempts []int
+	Started  time.Time
+	Until    time.Time
+}
+
 // TaskFinishParams ends the running attempt Attempt of task ID.
 type TaskFinishParams struct {
 	ID      int64
@@ -515,6 +552,10 @@ type TaskFinishParams struct {
 	// Refund gives the attempt back (a snooze, or a lease lost to a crash that should not count).
 	Refund bool
 	Now    time.Time
+	// Held finishes an attempt run under a held lease (TaskHoldMany): the row is still ready
+	// at Attempt-1, and the finish writes the attempt and its Started time too.
+	Held    bool
+	Started time.Time
 }
 
 // TaskRetryParams puts a failed or canceled task back to ready, runnable at Now, with no error.

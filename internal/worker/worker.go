@@ -80,6 +80,7 @@ type Worker struct {
 	// (WakeQueues), any wake does (Wake), or the poll interval passes. wakeAll and wakeQueue
 	// count wakes, so that a lease does not mark idle a queue woken while it ran.
 	idle      map[string]bool
+	held      map[string]int // held batches running per queue (see hold)
 	wakeAll   uint64
 	wakeQueue map[string]uint64
 
@@ -120,7 +121,7 @@ func New(cfg Config) *Worker {
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
-		idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
+		idle: map[string]bool{}, held: map[string]int{}, wakeQueue: map[string]uint64{}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
 	if lanes <= 0 {
@@ -273,6 +274,7 @@ func (w *Worker) Stop(ctx context.Context) {
 type queueInfo struct {
 	name  string
 	limit int
+	brief bool // its action is Brief: run in held batches where the store can (see hold)
 }
 
 // queues returns the queues this worker serves with their limits: one per action, plus one per
@@ -297,7 +299,8 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 			}
 		}
 		seen[name] = true
-		out = append(out, queueInfo{name: name, limit: limit})
+		spec, _ := cat.Spec(act)
+		out = append(out, queueInfo{name: name, limit: limit, brief: spec.Brief && w.e.Store().Capabilities().HeldLeases})
 	}
 	limitOf := func(act string) int {
 		if n := w.cfg.Concurrency[act]; n > 0 {
@@ -343,6 +346,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 		// one that got fewer tasks than it asked for had no more ready ones. What changes that
 		// (a finished task, new ready work) calls Wake, buffered while this leases.
 		leased, err := w.lease(ctx, queues)
+		leased += w.hold(ctx, queues)
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("lease tasks", "error", err)
 		}
@@ -390,6 +394,9 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		return 0, nil
 	}
 	for _, q := range queues {
+		if q.brief {
+			continue // see hold
+		}
 		// A busy queue waits until a quarter of its slots are free: its running tasks keep the
 		// machine busy meanwhile, and one lease (one statement, one turn of the writer) then
 		// starts several tasks instead of one per finished task.

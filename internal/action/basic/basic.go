@@ -26,6 +26,7 @@ func (noop) Spec() action.Spec {
 		Doc:         "Does nothing and succeeds; a placeholder, or a join point for events.",
 		Concurrency: 1000, // no-ops cost a goroutine each while running; the engine benchmark measures the writer, not this cap
 		NoTempDir:   true,
+		Brief:       true,
 	}
 }
 
@@ -58,9 +59,11 @@ type fail struct{}
 
 func (fail) Spec() action.Spec {
 	return action.Spec{
-		Name:    "fail",
-		Version: "1",
-		Doc:     "Fails the item with a fixed message, without retrying.",
+		Name:      "fail",
+		Version:   "1",
+		Doc:       "Fails the item with a fixed message, without retrying.",
+		Brief:     true,
+		NoTempDir: true,
 		Settings: []action.Setting{
 			{Name: "message", Type: action.TypeString, Required: true, Doc: "The error shown on the item."},
 		},
@@ -96,9 +99,11 @@ type emit struct{}
 
 func (emit) Spec() action.Spec {
 	return action.Spec{
-		Name:    "emit",
-		Version: "1",
-		Doc:     "Fires the configured outcome events and succeeds.",
+		Name:      "emit",
+		Version:   "1",
+		Doc:       "Fires the configured outcome events and succeeds.",
+		Brief:     true,
+		NoTempDir: true,
 		Settings: []action.Setting{
 			{Name: "events", Type: action.TypeStrings, Required: true, Doc: "The outcome events to fire."},
 		},

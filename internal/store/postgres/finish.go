@@ -27,12 +27,19 @@ const qTaskFinishMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5
 	WHERE tasks.id = u.id AND tasks.attempt = u.attempt AND tasks.state || '' = 'running'
 	RETURNING tasks.id, tasks.queue`
 
+// qTaskFinishHeldMany is qTaskFinishMany for attempts run under a held lease: the rows are still
+// ready at the attempt before, and the finish counts the attempt and writes its start.
+const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt + 1 - $6, finished_at = $7, started_at = $8, lease_owner = '', lease_expires = 0
+	FROM unnest(ARRAY(SELECT unnest($1::bigint[])), ARRAY(SELECT unnest($2::int[]))) AS u(id, attempt)
+	WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'
+	RETURNING tasks.id, tasks.queue`
+
 // TaskFinishMany finishes distinct tasks with one qTaskFinishMany per way of ending (usually
 // one), sent as one pipelined batch. A batch that names a task twice, where each finish must
 // see the one before, goes as one pipelined batch of single-row statements: one round trip too.
 func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
 	oks := make([]bool, len(ps))
-	if len(ps) == 1 {
+	if len(ps) == 1 && !ps[0].Held {
 		ok, err := q.TaskFinish(ctx, ps[0])
 		oks[0] = ok
 		return oks, err
@@ -41,7 +48,7 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 	for i, p := range ps {
 		at[p.ID] = i
 	}
-	if len(at) == len(ps) {
+	if len(at) == len(ps) || ps[0].Held { // a held task is in one batch once
 		return q.taskFinishSet(ctx, ps, at)
 	}
 	b := &pgx.Batch{}
@@ -73,7 +80,8 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 
 // finishGroup is the tasks of a batch that end alike: the arguments of one qTaskFinishMany.
 type finishGroup struct {
-	args     []any // state, error, run_after, refund, finished_at
+	args     []any // state, error, run_after, refund, finished_at[, started_at]
+	held     bool
 	ids      []int64
 	attempts []int32
 }
@@ -85,15 +93,23 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 		state, err       string
 		runAfter, finish int64
 		refund           int
+		held             bool
+		started          int64
 	}
 	var groups []*finishGroup
 	byKey := map[key]*finishGroup{}
 	for _, p := range ps {
 		a := taskFinishArgs(p) // state, error, run_after, refund, finished_at, id, attempt
-		k := key{a[0].(string), a[1].(string), a[2].(int64), a[4].(int64), a[3].(int)}
+		k := key{a[0].(string), a[1].(string), a[2].(int64), a[4].(int64), a[3].(int), p.Held, 0}
+		if p.Held {
+			k.started = micros(p.Started)
+		}
 		g := byKey[k]
 		if g == nil {
-			g = &finishGroup{args: a[:5]}
+			g = &finishGroup{args: a[:5], held: p.Held}
+			if p.Held {
+				g.args = append(g.args, k.started)
+			}
 			byKey[k] = g
 			groups = append(groups, g)
 		}
@@ -102,7 +118,11 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 	}
 	b := &pgx.Batch{}
 	for _, g := range groups {
-		b.Queue(qTaskFinishMany, append([]any{g.ids, g.attempts}, g.args...)...)
+		query := qTaskFinishMany
+		if g.held {
+			query = qTaskFinishHeldMany
+		}
+		b.Queue(query, append([]any{g.ids, g.attempts}, g.args...)...)
 	}
 	br := q.c.SendBatch(ctx, b)
 	oks := make([]bool, len(ps))

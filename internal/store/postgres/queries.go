@@ -627,6 +627,19 @@ const (
 				ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p)
 		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
 		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) RETURNING ` + taskCols
+	// qTaskHoldMany picks as qTaskLeaseMany does and only locks the rows: a held lease.
+	qTaskHoldMany = `SELECT p.* FROM unnest($1::text[], $3::int[]) AS w(wq, lim)
+		CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM tasks WHERE state = 'ready' AND queue = w.wq AND run_after <= $2
+			ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p`
+	qHeldLeaseRecord = `INSERT INTO held_leases (owner, started, expires, task_ids, attempts) VALUES ($1, $2, $3, $4, $5) RETURNING id`
+	qHeldLeaseDelete = `DELETE FROM held_leases WHERE id = $1`
+	qHeldLeaseRenew  = `UPDATE held_leases SET expires = $1 WHERE owner = $2`
+	// qHeldLeaseExpire turns an expired record's tasks that are still ready at the attempt
+	// before into running tasks with an expired lease (lease_expires 0).
+	qHeldLeaseExpire = `WITH gone AS (DELETE FROM held_leases WHERE expires < $1 RETURNING owner, started, task_ids, attempts),
+		u AS (SELECT g.owner, g.started, x.id, x.attempt FROM gone g CROSS JOIN LATERAL unnest(g.task_ids, g.attempts) AS x(id, attempt))
+		UPDATE tasks SET state = 'running', attempt = tasks.attempt + 1, lease_owner = u.owner, lease_expires = 0, started_at = u.started
+		FROM u WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'`
 	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
 		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
 	// qTaskRenew skips the rows another transaction holds: those are this process's tasks being
@@ -753,6 +766,26 @@ func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams
 	return out, nil
 }
 
+// TaskHoldMany locks ready tasks for a held lease and returns them as leased, in pick order.
+func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	if len(p.Queues) == 0 {
+		return nil, nil
+	}
+	limits := make([]int32, len(p.Limits))
+	for i, l := range p.Limits {
+		limits[i] = int32(max(l, 0))
+	}
+	rows, err := q.c.Query(ctx, qTaskHoldMany, p.Queues, micros(p.Now), limits)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("hold tasks of %d queues: %w", len(p.Queues), err)
+	}
+	for _, t := range out {
+		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt, t.Held = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now, true
+	}
+	return out, nil
+}
+
 func cmpInt(a, b int64) int {
 	switch {
 	case a < b:
@@ -798,6 +831,37 @@ func (q *queries) TaskRenewLeases(ctx context.Context, owner string, until time.
 	tag, err := q.c.Exec(ctx, qTaskRenew, micros(until), owner)
 	if err != nil {
 		return 0, fmt.Errorf("renew leases of %s: %w", owner, mapErr(err))
+	}
+	if _, err := q.c.Exec(ctx, qHeldLeaseRenew, micros(until), owner); err != nil {
+		return 0, fmt.Errorf("renew held leases of %s: %w", owner, mapErr(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) (int64, error) {
+	attempts := make([]int32, len(p.Attempts))
+	for i, a := range p.Attempts {
+		attempts[i] = int32(a)
+	}
+	var id int64
+	err := q.c.QueryRow(ctx, qHeldLeaseRecord, p.Owner, micros(p.Started), micros(p.Until), p.TaskIDs, attempts).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("record held lease of %d tasks: %w", len(p.TaskIDs), mapErr(err))
+	}
+	return id, nil
+}
+
+func (q *queries) HeldLeaseDelete(ctx context.Context, id int64) error {
+	if _, err := q.c.Exec(ctx, qHeldLeaseDelete, id); err != nil {
+		return fmt.Errorf("delete held lease %d: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := q.c.Exec(ctx, qHeldLeaseExpire, micros(now))
+	if err != nil {
+		return 0, fmt.Errorf("expire held leases: %w", mapErr(err))
 	}
 	return tag.RowsAffected(), nil
 }

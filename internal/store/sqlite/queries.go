@@ -728,6 +728,22 @@ func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams
 	return out, nil
 }
 
+// TaskHoldMany is not for SQLite: its one writer would be held while the tasks run.
+func (q *queries) TaskHoldMany(context.Context, store.TaskLeaseManyParams) ([]*store.Task, error) {
+	return nil, store.ErrUnsupported
+}
+
+// HeldLeaseRecord is not for SQLite (see TaskHoldMany).
+func (q *queries) HeldLeaseRecord(context.Context, store.HeldLeaseParams) (int64, error) {
+	return 0, store.ErrUnsupported
+}
+
+// HeldLeaseDelete has nothing to delete on SQLite.
+func (q *queries) HeldLeaseDelete(context.Context, int64) error { return nil }
+
+// HeldLeaseExpire has nothing to expire on SQLite.
+func (q *queries) HeldLeaseExpire(context.Context, time.Time) (int64, error) { return 0, nil }
+
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
 	refund := 0
 	if p.Refund {

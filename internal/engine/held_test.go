@@ -1,0 +1,75 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestHeldLeaseLost checks that a held lease whose process died (its transaction rolled back,
+// its record left) is reclaimed as a lost attempt, so that a brief task that kills its process
+// every time still ends, failed, after the step's attempts and the lost allowance. Postgres
+// only: SQLite does not hold leases.
+func TestHeldLeaseLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openStore(t, "postgres")
+	cat := &action.Catalog{}
+	cat.Register(&fn{spec: action.Spec{Name: "b", Brief: true}, run: func(context.Context, *action.Task, action.Output) error { return nil }})
+	e := engine.New(engine.Config{Store: db, Catalog: cat})
+	if _, _, err := e.ApplyWorkflow(ctx, []byte("name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n"), "one.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 0, Name: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	errDied := errors.New("process died")
+	limit := 2 + engine.LostAllowance
+	for attempt := 1; attempt <= limit; attempt++ {
+		// A worker holds the task, records the batch, and dies before its results.
+		err := db.InTx(ctx, func(x store.Executor) error {
+			now := e.Now()
+			held, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{10}, Owner: "dead", Now: now, LeaseUntil: now})
+			if err != nil {
+				return err
+			}
+			if len(held) != 1 || held[0].Attempt != attempt {
+				return fmt.Errorf("held %+v, want the task at attempt %d", held, attempt)
+			}
+			if _, err := db.HeldLeaseRecord(ctx, store.HeldLeaseParams{Owner: "dead", TaskIDs: []int64{held[0].ID}, Attempts: []int{attempt},
+				Started: now, Until: now.Add(-time.Millisecond)}); err != nil {
+				return err
+			}
+			return errDied
+		})
+		if !errors.Is(err, errDied) {
+			t.Fatal(err)
+		}
+		n, err := e.Reclaim(ctx, engine.ReclaimParams{})
+		if err != nil || n != 1 {
+			t.Fatalf("attempt %d: reclaimed %d, %v; want 1", attempt, n, err)
+		}
+	}
+	tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("tasks = %v, %v", tasks, err)
+	}
+	tk := tasks[0]
+	if tk.State != store.TaskFailed || tk.Attempt != limit || !strings.Contains(tk.Error, fmt.Sprintf("b failed %d times: worker lost (lease of dead expired)", limit)) {
+		t.Fatalf("task after %d lost attempts = %+v, want failed with the lost attempts named", limit, tk)
+	}
+	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != store.JobComplete {
+		t.Fatalf("job = %+v, %v; want complete (an item error does not fail it)", j, err)
+	}
+}

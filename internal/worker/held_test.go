@@ -1,0 +1,137 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
+)
+
+// TestBriefTasks runs brief actions (action.Spec.Brief) on every driver: on Postgres their tasks
+// are held by row locks while they run (the row stays ready), elsewhere leased as usual (the row
+// is running). Successes, a snooze, a permanent error and a second step all end as with leases.
+func TestBriefTasks(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		testBriefTasks(t, open)
+	})
+}
+
+func testBriefTasks(t *testing.T, open drivertest.Open) {
+	db := open(t)
+	const n = 300
+	wantRow := store.TaskRunning
+	if db.Capabilities().HeldLeases {
+		wantRow = store.TaskReady
+	}
+	var runs, seconds atomic.Int64
+	var snoozed atomic.Bool
+	rowStates := make(chan string, 1)
+	var b *bundle
+	first := &fn{spec: action.Spec{Name: "first", Brief: true, Concurrency: 100, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, out action.Output) error {
+		runs.Add(1)
+		if tk.Item.Ordinal == 0 {
+			row, err := b.db.TaskGet(ctx, tk.ID) // read on a connection of its own
+			if err != nil {
+				return err
+			}
+			select {
+			case rowStates <- row.State:
+			default:
+			}
+		}
+		switch tk.Item.Ordinal {
+		case 1:
+			return action.Permanentf("item %s is bad", tk.Item.Name)
+		case 2:
+			if snoozed.CompareAndSwap(false, true) {
+				return action.Snooze(10 * time.Millisecond)
+			}
+		}
+		return nil
+	}}
+	second := &fn{spec: action.Spec{Name: "second", Brief: true, NoTempDir: true}, run: func(context.Context, *action.Task, action.Output) error {
+		seconds.Add(1)
+		return nil
+	}}
+	b = setup(t, func(testing.TB) store.Store { return db }, first, second)
+	wf := `name: brief
+steps:
+  first: {action: first, needs: [start], success: [first.done]}
+  second: {action: second, needs: [first.done]}
+`
+	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), "brief.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "brief"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := make([]engine.Root, n)
+	for i := range roots {
+		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("r%03d", i)}
+	}
+	if err := b.e.AddRoots(t.Context(), job, roots); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, b.e, job.ID, 2*time.Minute)
+	if j.State != store.JobComplete {
+		t.Fatalf("job state %s: %s", j.State, j.Error)
+	}
+	select {
+	case got := <-rowStates:
+		if got != wantRow {
+			t.Errorf("a running task's row was %s, want %s", got, wantRow)
+		}
+	default:
+		t.Error("the first item's task never ran")
+	}
+	if got := runs.Load(); got != n+1 { // once each, and the snoozed one again
+		t.Errorf("first ran %d times, want %d", got, n+1)
+	}
+	if got := seconds.Load(); got != n-1 { // not after the permanent error
+		t.Errorf("second ran %d times, want %d", got, n-1)
+	}
+	st, err := store.TaskStats(t.Context(), b.db, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[store.TaskComplete] != 2*n-2 || st[store.TaskFailed] != 1 || len(st) != 2 {
+		t.Errorf("task stats %v, want %d complete and 1 failed (its second step never made)", st, 2*n-2)
+	}
+	tasks, err := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, Limit: 10 * n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tasks {
+		if tk.State != store.TaskComplete {
+			continue
+		}
+		if tk.Attempt != 1 || tk.StartedAt.IsZero() || tk.FinishedAt.Before(tk.StartedAt) || tk.LeaseOwner != "" {
+			t.Fatalf("complete task %+v: want attempt 1 (a snooze gives its attempt back), a start before its end, no owner", tk)
+		}
+	}
+	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10 * n, OnlyErrored: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := 0
+	for _, it := range items {
+		if it.Error != "" {
+			errs++
+			if it.Name != "r001" || it.Error != "item r001 is bad" {
+				t.Errorf("item %s error %q, want only r001's permanent error", it.Name, it.Error)
+			}
+		}
+	}
+	if errs != 1 {
+		t.Errorf("%d items have an error, want 1", errs)
+	}
+}
