@@ -9,8 +9,6 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// heldBatches is how many held batches of one queue may run at once: while one commits,
-// the next runs.
 // heldBatches is how many held batches of one queue run at once: while one commits, the next
 // runs (3 or 4 measured no better in `sluice bench engine`, and smaller batches worse).
 const heldBatches = 2
@@ -67,6 +65,12 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 	defer w.commit.excl.RUnlock()
 	n := 0
 	var recorded int64
+	var flights []string
+	defer func() {
+		for _, f := range flights { // after the commit, as run does
+			w.land(f)
+		}
+	}()
 	err := w.e.Run(ctx, func(t *engine.Tx) error {
 		n = 0
 		x := t.Executor()
@@ -110,15 +114,14 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			w.mu.Lock()
 			delete(w.running, tk.ID)
 			w.mu.Unlock()
+			if fin.flight != "" {
+				flights = append(flights, fin.flight)
+			}
 			if errors.Is(err, errStopping) {
 				return err
 			}
-			res.Err = err
-			var pe *panicError
-			if errors.As(err, &pe) {
-				res.Stack = pe.stack
-			}
-			if err := t.Apply(res); err != nil {
+			setErr(res, err)
+			if err := w.applyResult(ctx, res, &fin)(t); err != nil {
 				return err
 			}
 		}

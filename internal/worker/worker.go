@@ -558,23 +558,11 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 		}
 		return
 	}
-	res.Err = err
-	var pe *panicError
-	if errors.As(err, &pe) {
-		res.Stack = pe.stack
-	}
+	setErr(res, err)
 	if err != nil && ctx.Err() == nil {
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
-	apply := func(tx *engine.Tx) error {
-		if fin.cacheValue != nil {
-			// Committed with the result, ahead of it in the same transaction.
-			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), fin.flight, fin.cacheValue, tx.Now()); err != nil {
-				return err
-			}
-		}
-		return tx.Apply(res)
-	}
+	apply := w.applyResult(ctx, res, &fin)
 	if fin.flight == "" {
 		if err := w.commit.submitLazy(context.WithoutCancel(ctx), apply, nil); err != nil {
 			w.log.Error("queue result", "task_id", t.ID, "error", err)
@@ -586,6 +574,28 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 		w.log.Error("commit result", "task_id", t.ID, "error", err)
 	}
 	w.land(fin.flight)
+}
+
+// setErr records the attempt's error in its result, with the stack of a panic.
+func setErr(res *engine.Result, err error) {
+	res.Err = err
+	var pe *panicError
+	if errors.As(err, &pe) {
+		res.Stack = pe.stack
+	}
+}
+
+// applyResult returns the op that commits a task's result: its cache entry, when it made one,
+// ahead of it in the same transaction.
+func (w *Worker) applyResult(ctx context.Context, res *engine.Result, fin *finishing) func(tx *engine.Tx) error {
+	return func(tx *engine.Tx) error {
+		if fin.cacheValue != nil {
+			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), fin.flight, fin.cacheValue, tx.Now()); err != nil {
+				return err
+			}
+		}
+		return tx.Apply(res)
+	}
 }
 
 // finishing is what a task's result commits with, filled in by execute.
