@@ -9,16 +9,18 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// heldBatches is how many held batches of one queue run at once: while one commits, the next
-// runs (3 or 4 measured no better in `sluice bench engine`, and smaller batches worse).
+// heldBatches is how many held batches a worker runs at once, over all its brief queues: while
+// one commits, the next runs (3 or 4 measured no better in `sluice bench engine`). Each holds a
+// connection and briefly takes a second for its record: bounded so that the pool (10 by
+// default) always has connections for the committer's lanes and for reads.
 const heldBatches = 2
 
 // heldMax bounds a held batch (and the queue's concurrency limit bounds it too): 1,000 measured
 // +10 % tasks/s over 512 in `sluice bench engine`.
 const heldMax = 1000
 
-// hold starts a held batch for each brief queue that is not idle and has fewer than
-// heldBatches running, and returns how many it started.
+// hold starts held batches for the brief queues that are not idle, up to heldBatches running
+// at once, and returns how many it started.
 func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 	started := 0
 	for _, q := range queues {
@@ -26,11 +28,15 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 			continue
 		}
 		w.mu.Lock()
-		if w.inflight == nil || w.idle[q.name] || w.held[q.name] >= heldBatches {
+		if w.inflight == nil || w.held >= heldBatches {
+			w.mu.Unlock()
+			break
+		}
+		if w.idle[q.name] {
 			w.mu.Unlock()
 			continue
 		}
-		w.held[q.name]++
+		w.held++
 		all, gen := w.wakeAll, w.wakeQueue[q.name]
 		w.mu.Unlock()
 		limit := min(q.limit, heldMax)
@@ -43,7 +49,7 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 				w.log.Error("held batch", "queue", q.name, "error", err)
 			}
 			w.mu.Lock()
-			w.held[q.name]--
+			w.held--
 			if err == nil && n < limit && w.wakeAll == all && w.wakeQueue[q.name] == gen {
 				w.idle[q.name] = true
 			}
@@ -79,6 +85,9 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			Owner: w.cfg.Owner, Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
 		if err != nil || len(got) == 0 {
 			return err
+		}
+		if len(got) == limit {
+			w.kick() // there may be more: the next batch can hold them while this one runs
 		}
 		rec := store.HeldLeaseParams{Owner: w.cfg.Owner, TaskIDs: make([]int64, len(got)), Attempts: make([]int, len(got)),
 			Started: now, Until: now.Add(w.cfg.LeaseDuration)}

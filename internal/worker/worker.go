@@ -80,7 +80,7 @@ type Worker struct {
 	// (WakeQueues), any wake does (Wake), or the poll interval passes. wakeAll and wakeQueue
 	// count wakes, so that a lease does not mark idle a queue woken while it ran.
 	idle      map[string]bool
-	held      map[string]int // held batches running per queue (see hold)
+	held      int // held batches running (see hold)
 	wakeAll   uint64
 	wakeQueue map[string]uint64
 
@@ -121,7 +121,7 @@ func New(cfg Config) *Worker {
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
-		idle: map[string]bool{}, held: map[string]int{}, wakeQueue: map[string]uint64{}}
+		idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
 	if lanes <= 0 {
