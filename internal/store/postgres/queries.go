@@ -631,7 +631,13 @@ const (
 	qTaskHoldMany = `SELECT p.* FROM unnest($1::text[], $3::int[]) AS w(wq, lim)
 		CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM tasks WHERE state = 'ready' AND queue = w.wq AND run_after <= $2
 			ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p`
-	qHeldLeaseRecord = `INSERT INTO held_leases (owner, started, expires, task_ids, attempts) VALUES ($1, $2, $3, $4, $5) RETURNING id`
+	// qHeldLeaseRecord commits asynchronously (synchronous_commit off for its own transaction):
+	// it is visible at once, and on disk within Postgres's WAL writer delay or with the next
+	// commit. It is there for a process that dies; if the database dies before flushing it, the
+	// holding transaction died too, and an attempt lost to a database crash says nothing about
+	// the input. The batch does not wait for a disk flush before it runs.
+	qHeldLeaseRecord = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		INSERT INTO held_leases (owner, started, expires, task_ids, attempts) SELECT $1, $2, $3, $4, $5 FROM async RETURNING id`
 	qHeldLeaseDelete = `DELETE FROM held_leases WHERE id = $1`
 	qHeldLeaseRenew  = `UPDATE held_leases SET expires = $1 WHERE owner = $2`
 	// qHeldLeaseExpire turns an expired record's tasks that are still ready at the attempt
