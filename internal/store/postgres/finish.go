@@ -48,7 +48,8 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 	for i, p := range ps {
 		at[p.ID] = i
 	}
-	if len(at) == len(ps) || ps[0].Held { // a held task is in one batch once
+	// A held batch (one transaction's TaskHoldMany) names each of its tasks once.
+	if len(at) == len(ps) || ps[0].Held {
 		return q.taskFinishSet(ctx, ps, at)
 	}
 	b := &pgx.Batch{}

@@ -109,9 +109,27 @@ func TestHeldLease(t *testing.T) {
 		t.Fatalf("finished held task = %+v (%v), want complete at attempt 1, started now, finished a second later", got, err)
 	}
 	// A held finish of a task that is no longer ready at the attempt before does nothing.
-	oks, err := db.TaskFinishMany(ctx, []store.TaskFinishParams{{ID: first.ID, Attempt: first.Attempt, State: store.TaskFailed, Now: now, Held: true, Started: now}})
-	if err != nil || oks[0] {
-		t.Fatalf("held finish of a finished task = %v, %v; want not ok", oks, err)
+	ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: first.ID, Attempt: first.Attempt, State: store.TaskFailed, Now: now, Held: true, Started: now})
+	if err != nil || ok {
+		t.Fatalf("held finish of a finished task = %v, %v; want not ok", ok, err)
+	}
+	// One held task finished on its own (TaskFinish) counts its attempt as in a batch.
+	err = db.InTx(ctx, func(x store.Executor) error {
+		held := hold(x, 1)
+		if len(held) != 1 || held[0].ID != ids[1] {
+			return fmt.Errorf("held %v, want task %d", held, ids[1])
+		}
+		ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held[0].ID, Attempt: held[0].Attempt, State: store.TaskComplete, Now: now, Held: true, Started: now})
+		if err != nil || !ok {
+			return fmt.Errorf("held finish of one task = %v, %v; want ok", ok, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.TaskGet(ctx, ids[1]); err != nil || got.State != store.TaskComplete || got.Attempt != 1 {
+		t.Fatalf("task finished alone = %+v (%v), want complete at attempt 1", got, err)
 	}
 }
 

@@ -817,6 +817,13 @@ func taskFinishArgs(p store.TaskFinishParams) []any {
 
 // TaskFinish announces a task put back to ready on the schema's channel.
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
+	if p.Held {
+		oks, err := q.taskFinishSet(ctx, []store.TaskFinishParams{p}, map[int64]int{p.ID: 0})
+		if err != nil {
+			return false, err
+		}
+		return oks[0], nil
+	}
 	var queue string
 	err := q.c.QueryRow(ctx, qTaskFinish, taskFinishArgs(p)...).Scan(&queue)
 	if errors.Is(err, pgx.ErrNoRows) {
