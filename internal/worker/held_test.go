@@ -15,7 +15,8 @@ import (
 
 // TestBriefTasks runs brief actions (action.Spec.Brief) on every driver: on Postgres their tasks
 // are held by row locks while they run (the row stays ready), elsewhere leased as usual (the row
-// is running). Successes, a snooze, a permanent error and a second step all end as with leases.
+// is running). Successes, a snooze, a permanent error and a second step all end as with leases;
+// a brief action creating a child fails, as it declared it would not.
 func TestBriefTasks(t *testing.T) {
 	t.Parallel()
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
@@ -54,6 +55,8 @@ func testBriefTasks(t *testing.T, open drivertest.Open) {
 			if snoozed.CompareAndSwap(false, true) {
 				return action.Snooze(10 * time.Millisecond)
 			}
+		case 3:
+			return out.CreateChild(ctx, action.Child{Name: "kid"}) // not for a brief action
 		}
 		return nil
 	}}
@@ -96,15 +99,15 @@ steps:
 	if got := runs.Load(); got != n+1 { // once each, and the snoozed one again
 		t.Errorf("first ran %d times, want %d", got, n+1)
 	}
-	if got := seconds.Load(); got != n-1 { // not after the permanent error
-		t.Errorf("second ran %d times, want %d", got, n-1)
+	if got := seconds.Load(); got != n-2 { // not after the two permanent errors
+		t.Errorf("second ran %d times, want %d", got, n-2)
 	}
 	st, err := store.TaskStats(t.Context(), b.db, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st[store.TaskComplete] != 2*n-2 || st[store.TaskFailed] != 1 || len(st) != 2 {
-		t.Errorf("task stats %v, want %d complete and 1 failed (its second step never made)", st, 2*n-2)
+	if st[store.TaskComplete] != 2*n-4 || st[store.TaskFailed] != 2 || len(st) != 2 {
+		t.Errorf("task stats %v, want %d complete and 2 failed (their second steps never made)", st, 2*n-4)
 	}
 	tasks, err := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, Limit: 10 * n})
 	if err != nil {
@@ -122,16 +125,13 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := 0
+	want := map[string]string{"r001": "item r001 is bad", "r003": "action first is brief (Spec.Brief) and cannot create children"}
 	for _, it := range items {
-		if it.Error != "" {
-			errs++
-			if it.Name != "r001" || it.Error != "item r001 is bad" {
-				t.Errorf("item %s error %q, want only r001's permanent error", it.Name, it.Error)
-			}
+		if it.Error != want[it.Name] {
+			t.Errorf("item %s error %q, want %q", it.Name, it.Error, want[it.Name])
 		}
 	}
-	if errs != 1 {
-		t.Errorf("%d items have an error, want 1", errs)
+	if len(items) != len(want) {
+		t.Errorf("%d items have an error, want %d", len(items), len(want))
 	}
 }

@@ -56,6 +56,14 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	if err := o.failed(); err != nil {
 		return err
 	}
+	if o.spec.Brief {
+		// A brief action declares it creates none: its tasks may run in a held batch, whose
+		// transaction is the lease, while children commit in transactions of their own. The
+		// same error on every driver.
+		err := action.Permanentf("action %s is brief (Spec.Brief) and cannot create children", o.spec.Name)
+		o.fail(err)
+		return err
+	}
 	o.mu.Lock()
 	ord := o.ordinal
 	o.ordinal++
