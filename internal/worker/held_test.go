@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
+	"github.com/sluice-project/sluice/internal/worker"
 )
 
 // TestBriefTasks runs brief actions (action.Spec.Brief) on every driver: on Postgres their tasks
@@ -133,5 +134,35 @@ steps:
 	}
 	if len(items) != len(want) {
 		t.Errorf("%d items have an error, want %d", len(items), len(want))
+	}
+}
+
+// TestHeldTaskTimesOutWithinALease checks that a brief action that hangs in a held batch (its
+// rows locked meanwhile) is timed out after a lease, not its step's default ten minutes.
+// Postgres only: elsewhere brief tasks are leased as usual.
+func TestHeldTaskTimesOutWithinALease(t *testing.T) {
+	t.Parallel()
+	hang := &fn{spec: action.Spec{Name: "hang", Brief: true, NoTempDir: true}, run: func(ctx context.Context, _ *action.Task, _ action.Output) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	b := setupWith(t, drivertest.OpenPostgres, func(c *worker.Config) { c.LeaseDuration = time.Second }, hang)
+	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte("name: hang\nsteps:\n  hang: {action: hang, needs: [start], attempts: 1}\n"), "hang.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "hang"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Ordinal: 0, Name: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, b.e, job.ID, time.Minute)
+	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items = %v, %v", items, err)
+	}
+	if want := "hang failed 1 times: timed out: hang timed out after 1s"; j.State != store.JobComplete || items[0].Error != want {
+		t.Fatalf("job %s, item error %q; want complete with %q", j.State, items[0].Error, want)
 	}
 }

@@ -633,6 +633,11 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
 	}
+	if t.Held {
+		// A held batch keeps its tasks' rows locked while each runs: a brief action that
+		// hangs gives up within a lease, not the default ten minutes.
+		timeout = min(timeout, w.cfg.LeaseDuration)
+	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	w.mu.Lock()

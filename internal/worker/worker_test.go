@@ -38,6 +38,12 @@ type bundle struct {
 
 func setup(t *testing.T, open drivertest.Open, actions ...action.Action) *bundle {
 	t.Helper()
+	return setupWith(t, open, nil, actions...)
+}
+
+// setupWith is setup with the worker's configuration changed by tweak.
+func setupWith(t *testing.T, open drivertest.Open, tweak func(*worker.Config), actions ...action.Action) *bundle {
+	t.Helper()
 	dir := t.TempDir()
 	db := open(t)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
@@ -50,7 +56,11 @@ func setup(t *testing.T, open drivertest.Open, actions ...action.Action) *bundle
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { w.Ready(qs) },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
-	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
+	cfg := worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	w = worker.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	t.Cleanup(func() {
