@@ -71,20 +71,11 @@ steps:
   first: {action: first, needs: [start], success: [first.done]}
   second: {action: second, needs: [first.done]}
 `
-	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), "brief.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "brief"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	roots := make([]engine.Root, n)
 	for i := range roots {
 		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("r%03d", i)}
 	}
-	if err := b.e.AddRoots(t.Context(), job, roots); err != nil {
-		t.Fatal(err)
-	}
+	job := b.startJob(t, "brief", wf, roots...)
 	j := waitJob(t, b.e, job.ID, 2*time.Minute)
 	if j.State != store.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
@@ -147,16 +138,7 @@ func TestHeldTaskTimesOutWithinALease(t *testing.T) {
 		return ctx.Err()
 	}}
 	b := setupWith(t, drivertest.OpenPostgres, func(c *worker.Config) { c.LeaseDuration = time.Second }, hang)
-	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte("name: hang\nsteps:\n  hang: {action: hang, needs: [start], attempts: 1}\n"), "hang.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "hang"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Ordinal: 0, Name: "r"}}); err != nil {
-		t.Fatal(err)
-	}
+	job := b.startJob(t, "hang", "name: hang\nsteps:\n  hang: {action: hang, needs: [start], attempts: 1}\n", engine.Root{Ordinal: 0, Name: "r"})
 	j := waitJob(t, b.e, job.ID, time.Minute)
 	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10})
 	if err != nil || len(items) != 1 {

@@ -73,6 +73,22 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*worker.Config), a
 	return &bundle{e: e, w: w, db: db, blobs: blobs}
 }
 
+// startJob applies the workflow called name, creates a job of it and adds the roots.
+func (b *bundle) startJob(t *testing.T, name, wf string, roots ...engine.Root) *store.Job {
+	t.Helper()
+	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), name+".yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.AddRoots(t.Context(), job, roots); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
 func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
 	t.Helper()
 	var j *store.Job
@@ -157,17 +173,8 @@ steps:
   b: {action: b, needs: [a.done]}
   collect: {action: collect, needs: [children.done]}
 `
-	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), "fan.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "fan"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sha, size, _ := b.blobs.Put(t.Context(), strings.NewReader("root"))
-	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Name: "root", BlobSHA256: sha, Size: size}}); err != nil {
-		t.Fatal(err)
-	}
+	job := b.startJob(t, "fan", wf, engine.Root{Name: "root", BlobSHA256: sha, Size: size})
 	start := time.Now()
 	j := waitJob(t, b.e, job.ID, 10*time.Minute)
 	t.Logf("%d children fanned out and in: %s", n, time.Since(start).Round(time.Millisecond))
