@@ -42,6 +42,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskLeaseRunAfter", testTaskLeaseRunAfter},
 		{"TaskLeaseMany", testTaskLeaseMany},
 		{"TaskFinishGuard", testTaskFinishGuard},
+		{"HeldLeases", testHeldLeases},
 		{"TaskFinishRefund", testTaskFinishRefund},
 		{"TaskRenewLeases", testTaskRenewLeases},
 		{"TaskListExpired", testTaskListExpired},
