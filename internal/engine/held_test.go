@@ -21,19 +21,7 @@ func TestHeldLeaseLost(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openStore(t, "postgres")
-	cat := &action.Catalog{}
-	cat.Register(&fn{spec: action.Spec{Name: "b", Brief: true}, run: func(context.Context, *action.Task, action.Output) error { return nil }})
-	e := engine.New(engine.Config{Store: db, Catalog: cat})
-	if _, _, err := e.ApplyWorkflow(ctx, []byte("name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n"), "one.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: "one"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 0, Name: "r"}}); err != nil {
-		t.Fatal(err)
-	}
+	e, job := oneRootJob(t, db, action.Spec{Name: "b", Brief: true}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	errDied := errors.New("process died")
 	limit := 2 + engine.LostAllowance
 	for attempt := 1; attempt <= limit; attempt++ {
@@ -72,4 +60,25 @@ func TestHeldLeaseLost(t *testing.T) {
 	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != store.JobComplete {
 		t.Fatalf("job = %+v, %v; want complete (an item error does not fail it)", j, err)
 	}
+}
+
+// oneRootJob makes an engine on db whose catalog holds one action (spec, succeeding at once),
+// applies the workflow called name and starts a job of it (left open when open) with one root.
+func oneRootJob(t *testing.T, db store.Store, spec action.Spec, name, wf string, open bool) (*engine.Engine, *store.Job) {
+	t.Helper()
+	ctx := t.Context()
+	cat := &action.Catalog{}
+	cat.Register(&fn{spec: spec, run: func(context.Context, *action.Task, action.Output) error { return nil }})
+	e := engine.New(engine.Config{Store: db, Catalog: cat})
+	if _, _, err := e.ApplyWorkflow(ctx, []byte(wf), name+".yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: name, Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 0, Name: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	return e, job
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-project/sluice/internal/action"
-	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -23,19 +22,7 @@ func TestStoppedJobDecidedUnderLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openStore(t, "postgres")
-	cat := &action.Catalog{}
-	cat.Register(&fn{spec: action.Spec{Name: "a"}, run: func(context.Context, *action.Task, action.Output) error { return nil }})
-	e := engine.New(engine.Config{Store: db, Catalog: cat})
-	if _, _, err := e.ApplyWorkflow(ctx, []byte("name: ext\nexternal: [approved]\nsteps:\n  a: {action: a, needs: [start, approved]}\n"), "ext.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: "ext", Open: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 0, Name: "r"}}); err != nil {
-		t.Fatal(err)
-	}
+	e, job := oneRootJob(t, db, action.Spec{Name: "a"}, "ext", "name: ext\nexternal: [approved]\nsteps:\n  a: {action: a, needs: [start, approved]}\n", true)
 	items, err := db.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 10})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("items = %d, %v", len(items), err)
