@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/sandbox"
 	"github.com/sluice-project/sluice/internal/subprocess"
 )
 
@@ -55,6 +57,54 @@ type Runner struct {
 	Env []string
 	// Heartbeat, when set, is called periodically while a tool runs.
 	Heartbeat func()
+
+	staged map[string]string // input path → its copy in Dir, see Stage
+}
+
+// Stage returns a path inside r.Dir holding the file at path (the task's blob), for a tool to
+// read: the sandbox shows a tool nothing outside its directory. Each input is copied once per
+// Runner. Callers pass the returned path to the tool.
+func (r *Runner) Stage(path string) (string, error) {
+	if r.Dir == "" {
+		return "", errors.New("stage input: the runner has no directory")
+	}
+	if within(r.Dir, path) {
+		return path, nil
+	}
+	if p, ok := r.staged[path]; ok {
+		return p, nil
+	}
+	dst := filepath.Join(r.Dir, fmt.Sprintf("input-%d%s", len(r.staged)+1, filepath.Ext(path)))
+	if err := copyFile(path, dst); err != nil {
+		return "", fmt.Errorf("stage input: %w", err)
+	}
+	if r.staged == nil {
+		r.staged = map[string]string{}
+	}
+	r.staged[path] = dst
+	return dst, nil
+}
+
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // Run runs tool with args, writing its stdout to stdout (which may be nil). It returns
@@ -65,18 +115,35 @@ func (r *Runner) Run(ctx context.Context, tool string, args []string, stdout io.
 	return r.run(ctx, tool, args, stdout, nil)
 }
 
+// RunFiles is [Runner.Run] for a tool that also inherits files as descriptors 3, 4, … (Chromium's
+// DevTools pipe); its stderr is kept for errors.
+func (r *Runner) RunFiles(ctx context.Context, tool string, args []string, files []*os.File, stdout io.Writer) error {
+	return r.runFiles(ctx, tool, args, stdout, nil, files)
+}
+
 func (r *Runner) run(ctx context.Context, tool string, args []string, stdout, stderr io.Writer) error {
+	return r.runFiles(ctx, tool, args, stdout, stderr, nil)
+}
+
+func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdout, stderr io.Writer, files []*os.File) error {
 	lim := r.Limits.withDefaults()
 	env := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
 		// tesseract's OpenMP threads oversubscribe the CPUs when workers run in parallel.
 		"OMP_THREAD_LIMIT=1"}
-	home := r.Dir
-	if home == "" {
-		home = os.TempDir()
+	dir := r.Dir
+	if dir == "" {
+		// Every tool runs in a scratch dir of its own: the sandbox shows it nothing else.
+		d, err := os.MkdirTemp("", "sluice-run-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
 	}
-	env = append(env, "HOME="+home, "TMPDIR="+home)
+	env = append(env, "HOME="+dir, "TMPDIR="+dir)
 	env = append(env, r.Env...)
-	c := subprocess.Cmd{Path: tool, Args: args, Dir: r.Dir, Env: env, Stdout: stdout, Stderr: stderr, Timeout: lim.Timeout}
+	c := subprocess.Cmd{Path: tool, Args: args, Dir: dir, Env: env, Stdout: stdout, Stderr: stderr, Timeout: lim.Timeout, ExtraFiles: files,
+		Sandbox: &sandbox.Spec{}}
 	if lim.MemoryLimit > 0 {
 		c.MemoryLimit = lim.MemoryLimit
 	}
@@ -104,6 +171,10 @@ func (r *Runner) run(ctx context.Context, tool string, args []string, stdout, st
 	}
 	if errors.Is(err, subprocess.ErrNotInstalled) {
 		return NotInstalledError(tool)
+	}
+	var ue *sandbox.UnavailableError
+	if errors.As(err, &ue) {
+		return action.Permanentf("%s: %v", tool, ue)
 	}
 	var ee *subprocess.ExitError
 	if errors.As(err, &ee) && ee.TimedOut {

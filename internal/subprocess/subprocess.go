@@ -12,8 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/sandbox"
 )
 
 // Cmd describes one run of a tool.
@@ -27,6 +30,8 @@ type Cmd struct {
 	Env    []string
 	Stdin  io.Reader
 	Stdout io.Writer
+	// ExtraFiles are open files the tool inherits as descriptors 3, 4, …
+	ExtraFiles []*os.File
 	// Stderr, when nil, is captured (last 4 KiB) into [ExitError.Stderr].
 	Stderr io.Writer
 	// Timeout bounds the run; zero means only the context bounds it.
@@ -34,6 +39,10 @@ type Cmd struct {
 	// MemoryLimit, when positive, caps the process's address space in bytes (via prlimit(1)
 	// when it is installed: Go cannot set rlimits for a child directly).
 	MemoryLimit int64
+	// Sandbox, when set, runs the tool as hostile code in [sandbox.Command]'s sandbox, seeing
+	// only Dir (read-write) and the sandbox's inputs, unless the sandbox is turned off
+	// ([sandbox.Off]). Dir is required with it.
+	Sandbox *sandbox.Spec
 }
 
 // ExitError is returned when the tool ran but exited non-zero or was killed.
@@ -74,8 +83,8 @@ func Run(ctx context.Context, c Cmd) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.Path, ErrNotInstalled)
 	}
-	args := c.Args
-	if c.MemoryLimit > 0 {
+	tool, args := path, c.Args
+	if c.MemoryLimit > 0 && (c.Sandbox == nil || sandbox.CurrentMode() == sandbox.Off) {
 		if pl, err := exec.LookPath("prlimit"); err == nil {
 			args = append([]string{"--as=" + strconv.FormatInt(c.MemoryLimit, 10), "--", path}, args...)
 			path = pl
@@ -86,15 +95,39 @@ func Run(ctx context.Context, c Cmd) error {
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.Env
-	if cmd.Env == nil {
+	env := c.Env
+	if env == nil {
 		home := c.Dir
 		if home == "" {
 			home = os.TempDir()
 		}
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}
+		env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}
+	}
+	var cmd *exec.Cmd
+	sandboxed := c.Sandbox != nil && sandbox.CurrentMode() == sandbox.On
+	if sandboxed {
+		spec := *c.Sandbox
+		spec.Scratch, spec.Env, spec.ExtraFiles = c.Dir, env, c.ExtraFiles
+		if spec.Memory == 0 {
+			spec.Memory = c.MemoryLimit
+		}
+		if spec.CPU == 0 && c.Timeout > 0 {
+			// CPU seconds over all threads: twice the wall-clock limit leaves room for two cores.
+			spec.CPU = int64(2*c.Timeout/time.Second) + 1
+		}
+		var cleanup func()
+		cmd, cleanup, err = sandbox.Command(tool, c.Args, spec)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		defer sandbox.Sanitize(c.Dir) //nolint:errcheck // best effort; what is left is regular files
+	} else {
+		cmd = exec.Command(path, args...)
+		cmd.Dir = c.Dir
+		cmd.Env = env
+		cmd.ExtraFiles = c.ExtraFiles
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	}
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
@@ -105,7 +138,6 @@ func Run(ctx context.Context, c Cmd) error {
 		errTail = &tailBuffer{max: 4096}
 		cmd.Stderr = errTail
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// A grandchild left in the background can hold our stdout/stderr pipes open; without a
 	// WaitDelay, Wait would block until it exits. The group is killed after Wait anyway.
 	cmd.WaitDelay = 2 * time.Second
@@ -139,6 +171,10 @@ func Run(ctx context.Context, c Cmd) error {
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
 		out := &ExitError{Path: c.Path, Code: ee.ExitCode(), Stderr: errTail.String()}
+		if sandboxed && out.Code == 1 && strings.HasPrefix(out.Stderr, "bwrap: ") {
+			// bwrap itself failed: the kernel refused a namespace or a mount.
+			return &sandbox.UnavailableError{Reason: strings.TrimSpace(strings.SplitN(out.Stderr, "\n", 2)[0])}
+		}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			out.Code = -1
 			out.Signal = ws.Signal().String()

@@ -35,11 +35,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/subprocess"
 )
 
@@ -156,17 +158,18 @@ func (a *emailAction) runMsg(ctx context.Context, t *action.Task, out action.Out
 	}
 	defer os.RemoveAll(dir)
 	eml := filepath.Join(dir, "message.eml")
-	err = subprocess.Run(ctx, subprocess.Cmd{
-		Path:        a.cfg.MsgConvert,
-		Args:        []string{"--outfile", eml, in},
-		Dir:         dir,
-		Timeout:     a.cfg.Timeout,
-		MemoryLimit: a.cfg.MemoryLimit,
-	})
+	r := &converter.Runner{Limits: converter.Limits{Timeout: a.cfg.Timeout, MemoryLimit: a.cfg.MemoryLimit}, Dir: dir, Heartbeat: out.Heartbeat}
+	if in, err = r.Stage(in); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath(a.cfg.MsgConvert); err != nil {
+		return action.Permanentf("email conversion of .msg needs msgconvert: apt-get install libemail-outlook-message-perl")
+	}
+	err = r.Run(ctx, a.cfg.MsgConvert, []string{"--outfile", eml, in}, nil)
 	var ee *subprocess.ExitError
 	switch {
-	case errors.Is(err, subprocess.ErrNotInstalled):
-		return action.Permanentf("email conversion of .msg needs msgconvert: apt-get install libemail-outlook-message-perl")
+	case action.IsPermanent(err):
+		return err
 	case errors.As(err, &ee):
 		if strings.Contains(ee.Stderr, "Email/Address") {
 			return action.Permanentf("email conversion of .msg needs msgconvert's Email::Address: apt-get install libemail-address-perl")

@@ -1,6 +1,7 @@
 // Package html provides the "html" action of the documents workflow: it decodes an HTML
 // document (byte-order mark, <meta charset>, else charset detection), takes its text from the
-// DOM, renders it to PDF with headless Chromium (network off) and creates one final child with
+// DOM, renders it to PDF with headless Chromium (in the converter sandbox, JavaScript off, every
+// request but data: URLs refused, the document never a file) and creates one final child with
 // the PDF, the text and a thumbnail. Without Chromium the text is rendered as a monospace PDF
 // and the child's metadata says degraded: true.
 package html
@@ -10,8 +11,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -45,7 +44,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "3", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs
+		Version: "4", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings: []action.Setting{
@@ -96,7 +95,10 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		md["renderer"] = "text"
 		return a.fallback(ctx, r, t, out, body, md)
 	}
-	pdf, err := render(ctx, r, a.browser, doc)
+	pdf, blocked, err := render(ctx, r, a.browser, Inert(root))
+	if blocked > 0 {
+		md["blocked_requests"] = blocked
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -129,49 +131,49 @@ func (a *Action) fallback(ctx context.Context, r *converter.Runner, t *action.Ta
 	return out.CreateChild(ctx, c)
 }
 
-// render prints the document to PDF with headless Chromium. The input is written as UTF-8
-// with a byte-order mark, which overrides any <meta charset>, so Chromium reads the characters
-// Decode found. Name resolution and proxying point nowhere: the page cannot reach the network.
-//
-// Chromium's profile and TMPDIR live in a short directory under the system temp dir, not in the
-// task's: Chromium puts Unix sockets (SingletonSocket, the zygote's) there, and a socket path
-// longer than 107 bytes — easily reached under a data dir in a deep folder — makes it crash.
-func render(ctx context.Context, r *converter.Runner, browser, doc string) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "sluice-chromium-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	rr := *r
-	rr.Env = append(append([]string(nil), r.Env...), "TMPDIR="+dir)
-	r = &rr
-	in := filepath.Join(dir, "document.html")
-	if err := os.WriteFile(in, append([]byte("\ufeff"), doc...), 0o600); err != nil {
-		return nil, err
-	}
-	outPath := filepath.Join(dir, "document.pdf")
-	args := []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-extensions", "--no-pdf-header-footer", "--mute-audio",
-		"--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=socks5://127.0.0.1:9",
-		"--user-data-dir=" + filepath.Join(dir, "profile"),
-		"--print-to-pdf=" + outPath,
-		"file://" + in,
-	}
-	msg, err := r.Combined(ctx, browser, 64<<10, args...)
-	if err != nil {
-		return nil, converter.Failure("render html", err)
-	}
-	pdf, err := os.ReadFile(outPath)
-	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
-		m := converter.CleanMessage(string(msg))
-		if m == "" {
-			m = "no pdf written"
+// Inert returns the parsed document as HTML with what could act on its own removed: scripts,
+// <meta http-equiv=refresh>, <base>, and event-handler attributes. Chromium renders it with
+// JavaScript off and every request but data: URLs refused; this is the first of those walls.
+func Inert(root *html.Node) string {
+	var strip func(n *html.Node)
+	strip = func(n *html.Node) {
+		for c := n.FirstChild; c != nil; {
+			next := c.NextSibling
+			if c.Type == html.ElementNode {
+				switch {
+				case c.DataAtom == atom.Script, c.DataAtom == atom.Base,
+					c.DataAtom == atom.Meta && strings.EqualFold(attr(c, "http-equiv"), "refresh"):
+					n.RemoveChild(c)
+					c = next
+					continue
+				}
+				kept := c.Attr[:0]
+				for _, a := range c.Attr {
+					if !strings.HasPrefix(strings.ToLower(a.Key), "on") {
+						kept = append(kept, a)
+					}
+				}
+				c.Attr = kept
+			}
+			strip(c)
+			c = next
 		}
-		return nil, fmt.Errorf("render html: chromium: %s", m)
 	}
-	return pdf, nil
+	strip(root)
+	var b strings.Builder
+	if err := html.Render(&b, root); err != nil {
+		return ""
+	}
+	return b.String()
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if strings.EqualFold(a.Key, key) {
+			return a.Val
+		}
+	}
+	return ""
 }
 
 // metaCharset finds a charset declaration in the first bytes of a document, as in

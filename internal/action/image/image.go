@@ -79,6 +79,9 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return fmt.Errorf("get image blob: %w", err)
 	}
 	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	if src, err = r.Stage(src); err != nil {
+		return err
+	}
 	ct := strings.ToLower(t.Item.ContentType)
 	useVips := converter.Installed("vips") && converter.Installed("vipsheader")
 	md := map[string]any{}

@@ -34,7 +34,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "1",
+		Version: "2", // 2: sandboxed, links never updated nor loaded
 		Doc:     "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
 		Settings: []action.Setting{
 			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the LibreOffice run. Defaults to 120s."},
@@ -80,8 +80,16 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if err := copyFile(src, in); err != nil {
 		return fmt.Errorf("stage office file: %w", err)
 	}
-	// A private profile per task: LibreOffice runs sharing one profile fail at random.
-	profile := url.URL{Scheme: "file", Path: filepath.Join(t.TempDir, "lo-profile")}
+	// A private profile per task: LibreOffice runs sharing one profile fail at random. It
+	// starts with the settings that keep a document from reaching out (see hardening).
+	profileDir := filepath.Join(t.TempDir, "lo-profile")
+	if err := os.MkdirAll(filepath.Join(profileDir, "user"), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(profileDir, "user", "registrymodifications.xcu"), []byte(hardening), 0o600); err != nil {
+		return err
+	}
+	profile := url.URL{Scheme: "file", Path: profileDir}
 	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
 	out.Progress(0.1)
 	msg, err := r.Combined(ctx, "soffice", 64<<10, "--headless", "--norestore", "--nolockcheck",
@@ -110,6 +118,25 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		Blob:        f,
 	})
 }
+
+// hardening is the LibreOffice profile every conversion starts with: links (linked images,
+// OLE links, DDE, external data) are never updated, images linked from a document are not
+// loaded (BlockUntrustedRefererLinks, made for headless conversion of untrusted files),
+// spreadsheets are never recalculated on load (so WEBSERVICE() and friends do not run), and
+// macros never run. LibreOffice also runs in the converter sandbox, with no network and no file
+// but its own: these settings are the first wall, the sandbox the second.
+const hardening = `<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="BlockUntrustedRefererLinks" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="DisableMacrosExecution" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="MacroSecurityLevel" oor:op="fuse"><value>3</value></prop></item>
+<item oor:path="/org.openoffice.Office.Writer/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>2</value></prop></item>
+<item oor:path="/org.openoffice.Office.Calc/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>2</value></prop></item>
+<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" oor:op="fuse"><value>1</value></prop></item>
+<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="ODFRecalcMode" oor:op="fuse"><value>1</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="UseOpenCL" oor:op="fuse"><value>false</value></prop></item>
+</oor:items>
+`
 
 // Extension returns the file extension (with the dot) LibreOffice needs to import a document of
 // the given content type, falling back to the extension of name when it is an office one. It

@@ -60,6 +60,9 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return fmt.Errorf("get pdf blob: %w", err)
 	}
 	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	if path, err = r.Stage(path); err != nil {
+		return err
+	}
 	doc, err := Read(ctx, r, path, Options{
 		OCR:  converter.BoolOption(t.Item.Options, "ocr"),
 		Lang: converter.StringOption(t.Item.Options, "lang"),

@@ -1,0 +1,400 @@
+// Package sandbox runs converters as hostile code. Sluice's users ingest documents they did not
+// write, and a converter (Chromium, LibreOffice, poppler, tesseract, vips, msgconvert) parsing
+// such a document is the one place where the document's author gets to run code: a linked image,
+// an iframe, a script, a parser bug. So each run of a converter gets, through bubblewrap (bwrap):
+//
+//   - no network: a network namespace of its own, with nothing in it but a loopback that is down;
+//   - a filesystem view of its own: /usr read-only, a few files of /etc it needs (fonts, the
+//     dynamic linker's cache, LibreOffice's registry; never passwd, hosts, or Sluice's data dir),
+//     a private /tmp, its scratch directory read-write and its inputs read-only — nothing else;
+//   - no privileges: an unprivileged uid (nobody when Sluice runs as root), no capabilities, its
+//     own pid, ipc and uts namespaces, a new session (no terminal injection);
+//   - limits: CPU seconds, address space and file size through rlimits (prlimit), and the time
+//     limit its caller sets.
+//
+// When the kernel refuses the namespaces or bwrap is missing, [Check] says why and every
+// sandboxed run fails with an [*UnavailableError] naming the reason — never a silent unsandboxed
+// run. Setting SLUICE_SANDBOX=off (or [SetMode]) runs converters unsandboxed, for machines that
+// cannot have namespaces and documents that are trusted; `sluice doctor` reports the mode.
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mode says whether converters run sandboxed.
+type Mode string
+
+const (
+	// On runs every converter in the sandbox and fails a run when the sandbox is unavailable.
+	On Mode = "on"
+	// Off runs converters unsandboxed (SLUICE_SANDBOX=off). Only for trusted documents.
+	Off Mode = "off"
+)
+
+var (
+	modeMu sync.RWMutex
+	mode   = modeFromEnv()
+)
+
+func modeFromEnv() Mode {
+	if strings.EqualFold(os.Getenv("SLUICE_SANDBOX"), "off") {
+		return Off
+	}
+	return On
+}
+
+// CurrentMode returns the mode in force.
+func CurrentMode() Mode {
+	modeMu.RLock()
+	defer modeMu.RUnlock()
+	return mode
+}
+
+// SetMode sets the mode for this process and returns the previous one.
+func SetMode(m Mode) Mode {
+	modeMu.Lock()
+	defer modeMu.Unlock()
+	old := mode
+	mode = m
+	return old
+}
+
+// ParseMode parses "on" or "off".
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "on":
+		return On, nil
+	case "off":
+		return Off, nil
+	}
+	return "", fmt.Errorf("sandbox mode %q: want on or off", s)
+}
+
+// Spec is what one sandboxed run may see and use.
+type Spec struct {
+	// Scratch is the directory the tool reads and writes, bound read-write at the same path
+	// and used as its working directory. Required.
+	Scratch string
+	// CPU is the CPU-time limit in seconds (RLIMIT_CPU); zero means none.
+	CPU int64
+	// Memory is the address-space limit in bytes (RLIMIT_AS); zero or negative means none.
+	Memory int64
+	// FileSize is the largest file the tool may write, in bytes (RLIMIT_FSIZE); zero means
+	// [DefaultFileSize].
+	FileSize int64
+	// TmpSize caps the private /tmp (a tmpfs), in bytes; zero means [DefaultTmpSize].
+	TmpSize int64
+	// Env is the tool's complete environment.
+	Env []string
+	// ExtraFiles are open files the tool inherits as descriptors 3, 4, …
+	ExtraFiles []*os.File
+}
+
+// Defaults of [Spec].
+const (
+	DefaultFileSize = 4 << 30
+	DefaultTmpSize  = 512 << 20
+)
+
+// UnavailableError is returned for a sandboxed run when the sandbox cannot be had.
+type UnavailableError struct{ Reason string }
+
+func (e *UnavailableError) Error() string {
+	return "converter sandbox unavailable: " + e.Reason +
+		" (sluice doctor explains; SLUICE_SANDBOX=off runs converters unsandboxed, for trusted documents only)"
+}
+
+// Status is what [Check] found, for `sluice doctor`.
+type Status struct {
+	Mode      Mode   `json:"mode"`
+	Available bool   `json:"available"`
+	Bwrap     string `json:"bwrap,omitempty"`
+	Version   string `json:"version,omitempty"`
+	// UID is the uid converters run as, outside their user namespace.
+	UID int `json:"uid"`
+	// Reason says why the sandbox is unavailable.
+	Reason string `json:"reason,omitempty"`
+}
+
+var (
+	checkOnce sync.Once
+	checked   Status
+)
+
+// Check probes the sandbox once per process: bwrap installed, and the kernel granting the user,
+// network, mount and pid namespaces it asks for.
+func Check() Status {
+	checkOnce.Do(func() { checked = probe() })
+	st := checked
+	st.Mode = CurrentMode()
+	return st
+}
+
+func probe() Status {
+	st := Status{UID: sandboxUID()}
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		st.Reason = "bubblewrap is not installed: apt-get install bubblewrap"
+		return st
+	}
+	st.Bwrap = p
+	if out, err := exec.Command(p, "--version").Output(); err == nil {
+		st.Version = strings.TrimSpace(string(out))
+	}
+	dir, err := os.MkdirTemp("", "sluice-sandbox-probe-")
+	if err != nil {
+		st.Reason = err.Error()
+		return st
+	}
+	defer os.RemoveAll(dir)
+	var stderr bytes.Buffer
+	cmd, cleanup, err := Command("/bin/sh", []string{"-c", "exit 0"}, Spec{Scratch: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		st.Reason = err.Error()
+		return st
+	}
+	defer cleanup()
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		st.Reason = err.Error()
+		return st
+	}
+	t := time.AfterFunc(20*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	defer t.Stop()
+	if err := cmd.Wait(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		st.Reason = "the kernel refused the sandbox's namespaces: " + msg
+		return st
+	}
+	st.Available = true
+	return st
+}
+
+// sandboxUID is the uid converters run as: nobody's when Sluice runs as root, else Sluice's own
+// (which has no privileges to drop).
+func sandboxUID() int {
+	if os.Geteuid() != 0 {
+		return os.Geteuid()
+	}
+	return nobody()
+}
+
+func nobody() int {
+	if u, err := user.Lookup("nobody"); err == nil {
+		if id, err := strconv.Atoi(u.Uid); err == nil {
+			return id
+		}
+	}
+	return 65534
+}
+
+// etcFiles are the files and directories of /etc a converter may see: the dynamic linker's
+// configuration, fonts, and the configuration LibreOffice, Chromium, ImageMagick and perl read.
+// Never passwd, group, shadow, hosts, resolv.conf or anything naming this machine.
+var etcFiles = []string{
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/fonts", "/etc/libreoffice",
+	"/etc/chromium", "/etc/chromium.d", "/etc/alternatives", "/etc/perl", "/etc/ImageMagick-6",
+	"/etc/mime.types", "/etc/magic", "/etc/localtime", "/etc/gtk-3.0",
+}
+
+// Command returns the command that runs path with args inside the sandbox described by spec, and
+// a cleanup to call once it has finished. The caller sets its stdio and starts it; the command is
+// the leader of a new process group, so killing the group kills the sandbox.
+//
+// When Sluice runs as root, bwrap runs as root without a user namespace (it needs none to make
+// the others) and starts the tool through setpriv as nobody with no capabilities and
+// no_new_privs; spec.Scratch is handed to nobody first. Otherwise bwrap makes a user namespace
+// and the tool keeps Sluice's uid, which has nothing to drop.
+func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, nil, &UnavailableError{Reason: "bubblewrap is not installed: apt-get install bubblewrap"}
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		return nil, nil, &UnavailableError{Reason: "prlimit is not installed: apt-get install util-linux"}
+	}
+	if spec.Scratch == "" {
+		return nil, nil, errors.New("sandbox: no scratch directory")
+	}
+	scratch, err := filepath.Abs(spec.Scratch)
+	if err != nil {
+		return nil, nil, err
+	}
+	uid := sandboxUID()
+	asRoot := os.Geteuid() == 0
+	// The caller's files come first, so the tool finds them at 3, 4, …; bwrap closes the
+	// ones that follow, which carry its own data.
+	files := append([]*os.File(nil), spec.ExtraFiles...)
+	cleanup := func() {
+		for _, f := range files[len(spec.ExtraFiles):] {
+			f.Close()
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			cleanup()
+		}
+	}()
+	var a []string
+	if asRoot {
+		if err := chownTree(scratch, uid); err != nil {
+			return nil, nil, fmt.Errorf("sandbox: hand the scratch dir to uid %d: %w", uid, err)
+		}
+		a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try")
+	} else {
+		a = append(a, "--unshare-all", "--cap-drop", "ALL")
+	}
+	a = append(a, "--die-with-parent", "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr")
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	a = append(a, "--perms", "0755", "--dir", "/etc")
+	for _, f := range etcFiles {
+		a = append(a, "--ro-bind-try", f, f)
+	}
+	// The synthetic passwd and group name only the sandbox's user: tools that look themselves
+	// up (LibreOffice) find an answer, and nothing of the host's accounts shows.
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:sandbox:%s:/usr/sbin/nologin\n", uid, uid, scratch)
+	group := fmt.Sprintf("root:x:0:\nsandbox:x:%d:\n", uid)
+	for _, f := range [][2]string{{passwd, "/etc/passwd"}, {group, "/etc/group"}} {
+		df, err := dataFD(f[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, df)
+		a = append(a, "--perms", "0644", "--ro-bind-data", strconv.Itoa(2+len(files)), f[1])
+	}
+	tmpSize := spec.TmpSize
+	if tmpSize <= 0 {
+		tmpSize = DefaultTmpSize
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", strconv.FormatInt(tmpSize, 10), "--tmpfs", "/tmp")
+	// The scratch dir's ancestors exist in the sandbox as empty directories nobody may enter.
+	var parents []string
+	for d := filepath.Dir(scratch); d != "/" && d != "."; d = filepath.Dir(d) {
+		parents = append(parents, d)
+	}
+	for i := len(parents) - 1; i >= 0; i-- {
+		if parents[i] != "/tmp" && parents[i] != "/usr" && !within("/usr", parents[i]) {
+			a = append(a, "--perms", "0755", "--dir", parents[i])
+		}
+	}
+	a = append(a, "--bind", scratch, scratch)
+	// A tool outside /usr (a test's fake, a hand-built converter) is bound read-only too.
+	if real, err := filepath.EvalSymlinks(path); err == nil && !within("/usr", real) && !within(scratch, real) {
+		a = append(a, "--ro-bind", real, real)
+		path = real
+	}
+	a = append(a, "--chdir", scratch, "--clearenv")
+	for _, kv := range spec.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			a = append(a, "--setenv", k, v)
+		}
+	}
+	a = append(a, "--")
+	if asRoot {
+		a = append(a, "/usr/bin/setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(uid), "--clear-groups",
+			"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
+	}
+	a = append(a, path)
+	a = append(a, args...)
+
+	lim := []string{"--core=0"}
+	if spec.CPU > 0 {
+		lim = append(lim, "--cpu="+strconv.FormatInt(spec.CPU, 10))
+	}
+	if spec.Memory > 0 {
+		lim = append(lim, "--as="+strconv.FormatInt(spec.Memory, 10))
+	}
+	fs := spec.FileSize
+	if fs <= 0 {
+		fs = DefaultFileSize
+	}
+	lim = append(lim, "--fsize="+strconv.FormatInt(fs, 10), "--", bwrap)
+	cmd := exec.Command(prlimit, append(lim, a...)...)
+	cmd.ExtraFiles = files
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	ok = true
+	return cmd, cleanup, nil
+}
+
+// Sanitize removes from dir, after a sandboxed run, everything but regular files and
+// directories: a tool that turned its output into a symlink to a host file, or a FIFO, must not
+// make Sluice read that file or hang.
+func Sanitize(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if t := d.Type(); t&(os.ModeSymlink|os.ModeNamedPipe|os.ModeSocket|os.ModeDevice|os.ModeCharDevice|os.ModeIrregular) != 0 {
+			return os.Remove(p)
+		}
+		return nil
+	})
+}
+
+// dataFD returns a readable file holding data (a memfd), for bwrap's --ro-bind-data.
+func dataFD(data string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("sluice-sandbox", 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "sluice-sandbox-data")
+	if _, err := io.WriteString(f, data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// chownTree hands dir and everything in it to uid (not following symlinks).
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
