@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/sandbox"
 )
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
@@ -17,9 +18,14 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	st := converter.Doctor(ctx)
+	sb := sandbox.Check()
 	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(st)
+		return json.NewEncoder(e.stdout).Encode(struct {
+			Tools   []converter.ToolStatus `json:"tools"`
+			Sandbox sandbox.Status         `json:"sandbox"`
+		}{st, sb})
 	}
+	defer printSandbox(e, sb)
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tINSTALLED\tVERSION\tPACKAGE\tWITHOUT IT")
 	var missing []converter.ToolStatus
@@ -59,6 +65,22 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "Install them with: apt-get install %s\n", strings.Join(pkgs, " "))
 	return nil
+}
+
+// printSandbox says how converters run: in the sandbox, unsandboxed on purpose, or not at all.
+func printSandbox(e *env, st sandbox.Status) {
+	switch {
+	case st.Mode == sandbox.Off:
+		fmt.Fprintln(e.stdout, "\nSandbox: OFF (SLUICE_SANDBOX=off): converters run unsandboxed, with Sluice's own "+
+			"access to files and the network. Use this only for documents you trust.")
+	case st.Available:
+		fmt.Fprintf(e.stdout, "\nSandbox: on (%s): each converter runs as uid %d with no network, no capabilities, "+
+			"and only its own directory, a private /tmp and read-only /usr in view; CPU, memory, file-size and time limited.\n",
+			st.Version, st.UID)
+	default:
+		fmt.Fprintf(e.stdout, "\nSandbox: UNAVAILABLE: %s.\nEvery conversion by an external tool fails with this reason until it is fixed "+
+			"(or SLUICE_SANDBOX=off runs converters unsandboxed, for trusted documents only).\n", st.Reason)
+	}
 }
 
 func truncate(s string, n int) string {

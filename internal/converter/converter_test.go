@@ -3,6 +3,8 @@ package converter
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +119,26 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("%s: installed without a path", s.Name)
 		}
 		t.Logf("%-14s installed=%-5v %-45q %s", s.Name, s.Installed, s.Version, s.Path)
+	}
+}
+
+// TestSandboxRefused: where the kernel refuses the sandbox's namespaces, each conversion fails
+// with a permanent error that says so, naming the tool; it never runs unsandboxed.
+func TestSandboxRefused(t *testing.T) {
+	fake := t.TempDir()
+	// bwrap's own words when user namespaces are off.
+	script := "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", fake+":/usr/bin:/bin")
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := &Runner{Dir: t.TempDir()}
+	err := r.Run(t.Context(), "touch", []string{marker}, nil)
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "touch: converter sandbox unavailable: bwrap: No permissions to create new namespace") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("the tool ran unsandboxed")
 	}
 }

@@ -298,19 +298,24 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		tmpSize = DefaultTmpSize
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", strconv.FormatInt(tmpSize, 10), "--tmpfs", "/tmp")
-	// The scratch dir's ancestors exist in the sandbox as empty directories nobody may enter.
-	var parents []string
-	for d := filepath.Dir(scratch); d != "/" && d != "."; d = filepath.Dir(d) {
-		parents = append(parents, d)
-	}
-	for i := len(parents) - 1; i >= 0; i-- {
-		if parents[i] != "/tmp" && parents[i] != "/usr" && !within("/usr", parents[i]) {
-			a = append(a, "--perms", "0755", "--dir", parents[i])
+	// The ancestors of what is bound below exist in the sandbox as empty directories that the
+	// tool may walk through (bwrap would make them 0700, closed to nobody).
+	made := map[string]bool{"/": true, "/tmp": true, "/usr": true, "/etc": true}
+	parents := func(p string) {
+		var ds []string
+		for d := filepath.Dir(p); !made[d] && d != "."; d = filepath.Dir(d) {
+			ds = append(ds, d)
+		}
+		for i := len(ds) - 1; i >= 0; i-- {
+			made[ds[i]] = true
+			a = append(a, "--perms", "0755", "--dir", ds[i])
 		}
 	}
+	parents(scratch)
 	a = append(a, "--bind", scratch, scratch)
 	// A tool outside /usr (a test's fake, a hand-built converter) is bound read-only too.
 	if real, err := filepath.EvalSymlinks(path); err == nil && !within("/usr", real) && !within(scratch, real) {
+		parents(real)
 		a = append(a, "--ro-bind", real, real)
 		path = real
 	}

@@ -175,6 +175,10 @@ func Run(ctx context.Context, c Cmd) error {
 			// bwrap itself failed: the kernel refused a namespace or a mount.
 			return &sandbox.UnavailableError{Reason: strings.TrimSpace(strings.SplitN(out.Stderr, "\n", 2)[0])}
 		}
+		if sandboxed && out.Code > 128 && out.Code < 128+65 {
+			// bwrap reports its tool's death by signal N as exit status 128+N.
+			out.Code, out.Signal = -1, syscall.Signal(out.Code-128).String()
+		}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			out.Code = -1
 			out.Signal = ws.Signal().String()

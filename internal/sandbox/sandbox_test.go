@@ -1,0 +1,234 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/sandbox"
+	"github.com/sluice-project/sluice/internal/subprocess"
+)
+
+// The test binary is its own hostile tool: run with SANDBOX_PROBE=what, it tries one thing and
+// prints what happened.
+func TestMain(m *testing.M) {
+	if what := os.Getenv("SANDBOX_PROBE"); what != "" {
+		probe(what, os.Getenv("SANDBOX_ARG"))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func probe(what, arg string) {
+	switch what {
+	case "id":
+		status, _ := os.ReadFile("/proc/self/status")
+		capEff := ""
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "CapEff:") {
+				capEff = strings.TrimSpace(strings.TrimPrefix(l, "CapEff:"))
+			}
+		}
+		fmt.Printf("uid=%d cap=%s", os.Getuid(), capEff)
+	case "read":
+		b, err := os.ReadFile(arg)
+		fmt.Printf("read=%q err=%v", b, err)
+	case "dial":
+		c, err := net.DialTimeout("tcp", arg, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		fmt.Printf("dial err=%v", err)
+	case "write":
+		n, _ := strconv.ParseInt(arg, 10, 64)
+		f, err := os.Create("big")
+		if err == nil {
+			_, err = f.Write(make([]byte, n))
+			f.Close()
+		}
+		fmt.Printf("write err=%v", err)
+	case "spin":
+		for i := 0; ; i++ {
+			_ = i * i
+		}
+	case "symlink":
+		os.Symlink(arg, "out.pdf")
+		os.WriteFile("kept.txt", []byte("kept"), 0o644)
+		fmt.Print("ok")
+	}
+}
+
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	st := sandbox.Check()
+	if !st.Available {
+		if os.Getenv("SLUICE_TEST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("sandbox unavailable: %s", st.Reason)
+		}
+		t.Skipf("sandbox unavailable: %s", st.Reason)
+	}
+}
+
+// run runs the test binary as a probe in the sandbox, with scratch as its directory.
+func run(t *testing.T, scratch, what, arg string, c subprocess.Cmd) (string, error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	c.Path, c.Dir, c.Stdout = self, scratch, &out
+	c.Env = []string{"SANDBOX_PROBE=" + what, "SANDBOX_ARG=" + arg, "PATH=/usr/bin"}
+	if c.Sandbox == nil {
+		c.Sandbox = &sandbox.Spec{}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = time.Minute
+	}
+	err = subprocess.Run(t.Context(), c)
+	return out.String(), err
+}
+
+// secret writes a file every user may read, outside the scratch dir: only the sandbox can keep
+// a tool from it.
+func secret(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "secret.txt")
+	if err := os.WriteFile(p, []byte("top secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	out, err := run(t, t.TempDir(), "id", "", subprocess.Cmd{})
+	if err != nil {
+		t.Fatalf("run: %v (%s)", err, out)
+	}
+	want := os.Getuid()
+	if want == 0 {
+		want = 65534
+	}
+	if out != fmt.Sprintf("uid=%d cap=0000000000000000", want) {
+		t.Errorf("got %q, want uid %d and no capabilities", out, want)
+	}
+}
+
+func TestNoFileOutsideScratch(t *testing.T) {
+	requireSandbox(t)
+	scratch := t.TempDir()
+	for _, p := range []string{secret(t), "/etc/hostname", "/etc/shadow", "/root", "/work", "/proc/1/environ"} {
+		out, _ := run(t, scratch, "read", p, subprocess.Cmd{})
+		if !strings.Contains(out, "err=open") || strings.Contains(out, "top secret") {
+			t.Errorf("read %s: %s", p, out)
+		}
+	}
+	// Its own passwd names only itself.
+	out, _ := run(t, scratch, "read", "/etc/passwd", subprocess.Cmd{})
+	if strings.Contains(out, "daemon:") || !strings.Contains(out, "sandbox:x:") {
+		t.Errorf("/etc/passwd: %s", out)
+	}
+	// Its scratch dir is its own.
+	if err := os.WriteFile(filepath.Join(scratch, "in.txt"), []byte("input"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(t, scratch, "read", filepath.Join(scratch, "in.txt"), subprocess.Cmd{}); !strings.Contains(out, `read="input"`) {
+		t.Errorf("scratch file: %s", out)
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	requireSandbox(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	out, err := run(t, t.TempDir(), "dial", ln.Addr().String(), subprocess.Cmd{})
+	if err != nil || !strings.Contains(out, "dial err=dial tcp") {
+		t.Errorf("dial: %s (%v)", out, err)
+	}
+	select {
+	case <-accepted:
+		t.Error("the listener on loopback got a connection")
+	default:
+	}
+}
+
+func TestLimits(t *testing.T) {
+	requireSandbox(t)
+	t.Run("file size", func(t *testing.T) {
+		// Go ignores SIGXFSZ, so the write fails with EFBIG; a C tool dies of the signal.
+		out, _ := run(t, t.TempDir(), "write", strconv.Itoa(8<<20), subprocess.Cmd{Sandbox: &sandbox.Spec{FileSize: 1 << 20}})
+		if out != "write err=write big: file too large" {
+			t.Errorf("got %q, want the write refused", out)
+		}
+	})
+	t.Run("cpu", func(t *testing.T) {
+		_, err := run(t, t.TempDir(), "spin", "", subprocess.Cmd{Sandbox: &sandbox.Spec{CPU: 1}})
+		var ee *subprocess.ExitError
+		if !errors.As(err, &ee) || (ee.Signal != "CPU time limit exceeded" && ee.Signal != "killed") {
+			t.Errorf("err = %v, want death by SIGXCPU", err)
+		}
+	})
+	t.Run("time", func(t *testing.T) {
+		_, err := run(t, t.TempDir(), "spin", "", subprocess.Cmd{Timeout: 500 * time.Millisecond})
+		var ee *subprocess.ExitError
+		if !errors.As(err, &ee) || !ee.TimedOut {
+			t.Errorf("err = %v, want a time-out", err)
+		}
+	})
+}
+
+// TestOutputsAreRegularFiles: a tool that replaces its output with a symlink to a host file
+// must not make Sluice read that file.
+func TestOutputsAreRegularFiles(t *testing.T) {
+	requireSandbox(t)
+	scratch := t.TempDir()
+	if _, err := run(t, scratch, "symlink", secret(t), subprocess.Cmd{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(scratch, "out.pdf")); !os.IsNotExist(err) {
+		t.Errorf("the symlink is still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(scratch, "kept.txt")); err != nil || string(b) != "kept" {
+		t.Errorf("regular output: %q, %v", b, err)
+	}
+}
+
+// TestUnavailable: without bwrap, a sandboxed run fails with a message that says why and what
+// to do; it never runs the tool unsandboxed.
+func TestUnavailable(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("PATH", empty)
+	err := subprocess.Run(context.Background(), subprocess.Cmd{Path: "/bin/true", Dir: t.TempDir(), Sandbox: &sandbox.Spec{}})
+	var ue *sandbox.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "apt-get install bubblewrap") {
+		t.Fatalf("err = %v", err)
+	}
+	// Turned off on purpose, the same run goes through.
+	old := sandbox.SetMode(sandbox.Off)
+	defer sandbox.SetMode(old)
+	if err := subprocess.Run(context.Background(), subprocess.Cmd{Path: "/bin/true", Dir: t.TempDir(), Sandbox: &sandbox.Spec{}}); err != nil {
+		t.Fatalf("with the sandbox off: %v", err)
+	}
+}
