@@ -30,6 +30,16 @@ const loadWait = 10 * time.Second
 // domain except data: URLs — so neither file:// nor the network can reach the PDF, whatever the
 // document says. Chromium itself runs in the converter sandbox, with its own sandbox on.
 func render(ctx context.Context, r *converter.Runner, browser, doc string) (pdf []byte, blocked int, err error) {
+	pdf, blocked, err = renderOnce(ctx, r, browser, doc, false)
+	if err != nil && strings.Contains(err.Error(), "No usable sandbox") && ctx.Err() == nil {
+		// The kernel denies Chromium's own sandbox (no user namespaces for nobody): Sluice's
+		// sandbox still holds it.
+		pdf, blocked, err = renderOnce(ctx, r, browser, doc, true)
+	}
+	return pdf, blocked, err
+}
+
+func renderOnce(ctx context.Context, r *converter.Runner, browser, doc string, noSandbox bool) (pdf []byte, blocked int, err error) {
 	// Chromium's profile and TMPDIR must be short paths: it puts Unix sockets there, and a
 	// socket path over 107 bytes (easily reached under a data dir in a deep folder) makes it
 	// crash. In the sandbox, /tmp is its own; without it, a short dir of ours.
@@ -51,7 +61,7 @@ func render(ctx context.Context, r *converter.Runner, browser, doc string) (pdf 
 		"--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=socks5://127.0.0.1:9",
 		"--remote-debugging-pipe", "--user-data-dir=" + short + "/sluice-chromium-profile",
 	}
-	if os.Geteuid() == 0 && sandbox.CurrentMode() == sandbox.Off {
+	if noSandbox || os.Geteuid() == 0 && sandbox.CurrentMode() == sandbox.Off {
 		// Chromium refuses to run as root with its own sandbox; in Sluice's sandbox it runs
 		// as nobody and keeps it.
 		args = append(args, "--no-sandbox")
