@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/subprocess"
 )
 
 func TestNotInstalledError(t *testing.T) {
@@ -140,5 +141,27 @@ func TestSandboxRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Fatal("the tool ran unsandboxed")
+	}
+}
+
+func TestFailureCrashIsTransient(t *testing.T) {
+	t.Parallel()
+	trace := "Fatal exception: Signal 6\nStack:\n/usr/lib/libreoffice/program/libuno_sal.so.3(+0x41234)[0x7fcef8e86732]\n" +
+		"/usr/lib/libreoffice/program/libmergedlo.so(_Z7DpResId11TranslateId+0x9b)[0x7fcef7a2edcb]\n"
+	for _, tt := range []struct {
+		name      string
+		ee        *subprocess.ExitError
+		want      string
+		permanent bool
+	}{
+		{"trace", &subprocess.ExitError{Path: "soffice", Code: 134, Stderr: trace}, "office conversion: soffice crashed (a crash trace, exit status 134)", false},
+		{"signal", &subprocess.ExitError{Path: "soffice", Code: -1, Signal: "segmentation fault"}, "office conversion: soffice crashed (killed by segmentation fault)", false},
+		{"oom", &subprocess.ExitError{Path: "soffice", Code: -1, Signal: "aborted", Stderr: "terminate called after throwing an instance of 'std::bad_alloc'"}, "office conversion: soffice ran out of memory (aborted)", true},
+		{"exit", &subprocess.ExitError{Path: "soffice", Code: 1, Stderr: "Error: source file could not be loaded"}, "office conversion: source file could not be loaded", true},
+	} {
+		err := Failure("office conversion", tt.ee)
+		if err.Error() != tt.want || action.IsPermanent(err) != tt.permanent {
+			t.Errorf("%s: err = %q (permanent %v), want %q (permanent %v)", tt.name, err, action.IsPermanent(err), tt.want, tt.permanent)
+		}
 	}
 }

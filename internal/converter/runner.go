@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -214,10 +215,13 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 }
 
 // Failure turns an error from [Runner.Run] into the error an action returns. Errors that are
-// already permanent, and context errors, pass through. A tool that exited non-zero becomes a
-// permanent error "<what>: <the tool's cleaned-up message>"; one killed by a signal under a
-// memory limit becomes "<what>: <tool> ran out of memory". Other errors (the tool could not be
-// started) stay transient.
+// already permanent, and context errors, pass through. A tool that ran out of memory (killed under
+// its memory limit, or saying bad_alloc) becomes the permanent "<what>: <tool> ran out of memory
+// (…)"; one that crashed otherwise — killed by a signal, or printing a crash trace, as LibreOffice
+// now and then does on a loaded machine — becomes the transient "<what>: <tool> crashed (…)",
+// retried like any transient error, with the trace logged rather than shown; one that exited
+// non-zero becomes the permanent "<what>: <the tool's cleaned-up message>". Other errors (the
+// tool could not be started) stay transient.
 func Failure(what string, err error) error {
 	if err == nil || action.IsPermanent(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -226,20 +230,39 @@ func Failure(what string, err error) error {
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	msg := CleanMessage(ee.Stderr)
 	low := strings.ToLower(ee.Stderr)
+	oom := strings.Contains(low, "bad_alloc") || strings.Contains(low, "out of memory") ||
+		strings.Contains(low, "cannot allocate memory")
+	crashed := ee.Signal != "" || crashTrace(ee.Stderr)
 	switch {
-	case ee.Signal != "" || strings.Contains(low, "bad_alloc") || strings.Contains(low, "out of memory") ||
-		strings.Contains(low, "cannot allocate memory"):
-		if msg == "" {
-			msg = "killed by " + ee.Signal
+	case oom:
+		how := ee.Signal
+		if how == "" {
+			how = fmt.Sprintf("exit status %d", ee.Code)
 		}
-		return action.Permanentf("%s: %s ran out of memory or crashed (%s)", what, ee.Path, msg)
-	case msg == "":
-		return action.Permanentf("%s: %s exited with status %d", what, ee.Path, ee.Code)
+		return action.Permanentf("%s: %s ran out of memory (%s)", what, ee.Path, how)
+	case crashed:
+		how := "killed by " + ee.Signal
+		if ee.Signal == "" {
+			how = fmt.Sprintf("a crash trace, exit status %d", ee.Code)
+		}
+		slog.Warn("converter crashed; the task will be retried", "tool", ee.Path, "what", what, "how", how, "stderr", ee.Stderr)
+		return fmt.Errorf("%s: %s crashed (%s)", what, ee.Path, how)
 	}
-	return action.Permanentf("%s: %s", what, msg)
+	if msg := CleanMessage(ee.Stderr); msg != "" {
+		return action.Permanentf("%s: %s", what, msg)
+	}
+	return action.Permanentf("%s: %s exited with status %d", what, ee.Path, ee.Code)
 }
+
+// crashTrace reports whether a tool's stderr holds a crash trace: LibreOffice's "Fatal
+// exception" or a glibc backtrace of shared-object frames ("libmergedlo.so(+0x1dd4608)[…]").
+func crashTrace(stderr string) bool {
+	return strings.Contains(stderr, "Fatal exception") || strings.Contains(stderr, "Unspecified Application Error") ||
+		backtraceFrame.MatchString(stderr)
+}
+
+var backtraceFrame = regexp.MustCompile(`\.so(\.\d+)*\([^)]*\+0x[0-9a-f]+\)\[0x[0-9a-f]+\]`)
 
 // CleanMessage makes a tool's stderr readable in one line: it drops blank and duplicate lines and
 // noise such as poppler's "Syntax Error: " and "Internal Error: " prefixes, lowercases the first

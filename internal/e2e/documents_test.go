@@ -193,7 +193,6 @@ func export(t *testing.T, data string, parts string) *exported {
 				}
 			}
 			delete(m, "id")
-			comparable(m)
 			line, _ := json.Marshal(m)
 			idx.Write(append(line, '\n'))
 		}
@@ -203,19 +202,6 @@ func export(t *testing.T, data string, parts string) *exported {
 	}
 	ex.index = idx.Bytes()
 	return ex
-}
-
-// comparable drops from an index entry what legitimately differs between two runs over the same
-// inputs: the SHA-256 of PDFs that LibreOffice and Chromium write, which embed the time of the
-// conversion (/CreationDate, /ModDate) and a random /ID. Their text and thumbnail hashes stay.
-func comparable(m map[string]any) {
-	md, _ := m["metadata"].(map[string]any)
-	if md["converted_from"] == nil && md["renderer"] != "chromium" {
-		return
-	}
-	if sums, ok := m["sha256"].(map[string]any); ok && sums["pdf"] != nil {
-		sums["pdf"] = "(timestamped by the converter)"
-	}
 }
 
 // fromRoot reports whether a derived name belongs to the root file named root.

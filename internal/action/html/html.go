@@ -44,7 +44,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "4", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests
+		Version: "4", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings: []action.Setting{
@@ -110,6 +110,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return a.fallback(ctx, r, t, out, body, md)
 	}
 	md["renderer"] = "chromium"
+	pdf = converter.NormalizePDF(pdf)
 	c := action.Child{Name: t.Item.Name, ContentType: "application/pdf", Metadata: md, Blob: bytes.NewReader(pdf), Text: &body}
 	thumb, err := text.Thumbnail(ctx, r, pdf)
 	switch {

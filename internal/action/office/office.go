@@ -34,7 +34,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "2", // 2: sandboxed, links never updated nor loaded
+		Version: "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
 		Doc:     "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
 		Settings: []action.Setting{
 			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the LibreOffice run. Defaults to 120s."},
@@ -98,7 +98,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return converter.Failure("office conversion", err)
 	}
 	pdfPath := filepath.Join(outDir, "document.pdf")
-	f, err := os.Open(pdfPath)
+	pdf, err := readPDF(pdfPath)
 	if err != nil {
 		text := converter.CleanMessage(string(msg))
 		if strings.Contains(text, "could not be loaded") {
@@ -109,14 +109,33 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		}
 		return action.Permanentf("office conversion: %s", text)
 	}
-	defer f.Close()
 	out.Progress(0.9)
 	return out.CreateChild(ctx, action.Child{
 		Name:        t.Item.Name,
 		ContentType: "application/pdf",
 		Metadata:    map[string]any{"converted_from": t.Item.ContentType},
-		Blob:        f,
+		Blob:        bytes.NewReader(converter.NormalizePDF(pdf)),
 	})
+}
+
+// maxPDF caps the PDF LibreOffice may write.
+const maxPDF = 1 << 30
+
+// readPDF reads the PDF LibreOffice wrote.
+func readPDF(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPDF+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPDF {
+		return nil, action.Permanentf("office conversion: the pdf is larger than %d bytes", maxPDF)
+	}
+	return b, nil
 }
 
 // hardening is the LibreOffice profile every conversion starts with: links (linked images,

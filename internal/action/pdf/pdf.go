@@ -38,7 +38,7 @@ func (a *Action) Spec() action.Spec {
 	w := 1.0
 	return action.Spec{
 		Name:    Name,
-		Version: "1",
+		Version: "2", // 2: split pages get deterministic ids
 		Doc: "Read a PDF's text per page (pdftotext) and a page-1 thumbnail; with the item option ocr, " +
 			"OCR pages without text (tesseract, option lang); with split_by_page, one final child per page.",
 		Settings:       converter.Settings(),
@@ -271,7 +271,7 @@ func SplitPages(ctx context.Context, r *converter.Runner, path string) ([]string
 		return nil, err
 	}
 	if converter.Installed("qpdf") {
-		err = r.Run(ctx, "qpdf", []string{"--split-pages", path, filepath.Join(dir, "page.pdf")}, nil)
+		err = r.Run(ctx, "qpdf", []string{"--deterministic-id", "--split-pages", path, filepath.Join(dir, "page.pdf")}, nil)
 		// qpdf exits 3 when it succeeded with warnings (a damaged but recoverable file).
 		if s := converter.ExitCode(err); s == 3 {
 			err = nil
