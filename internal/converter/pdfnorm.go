@@ -15,6 +15,8 @@ var (
 	pdfID   = regexp.MustCompile(`/ID\s*\[\s*<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]+)>\s*\]`)
 	xmpDate = regexp.MustCompile(`<xmp:(?:CreateDate|ModifyDate|MetadataDate)>(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)`)
 	xmpUUID = regexp.MustCompile(`uuid:([0-9a-fA-F-]{36})`)
+	// LibreOffice's trailer checksum covers the dates.
+	docSum = regexp.MustCompile(`/DocChecksum\s*/([0-9A-Fa-f]+)`)
 )
 
 // NormalizePDF makes a PDF written by LibreOffice or Chromium depend on its input only: the
@@ -28,6 +30,9 @@ func NormalizePDF(b []byte) []byte {
 	}
 	for _, m := range xmpDate.FindAllSubmatchIndex(b, -1) {
 		copy(b[m[2]:m[3]], "2000-01-01T00:00:00")
+	}
+	for _, m := range docSum.FindAllSubmatchIndex(b, -1) {
+		copy(b[m[2]:m[3]], bytes.Repeat([]byte{'0'}, m[3]-m[2]))
 	}
 	ids := pdfID.FindAllSubmatchIndex(b, -1)
 	uuids := xmpUUID.FindAllSubmatchIndex(b, -1)

@@ -9,7 +9,7 @@ import (
 func TestNormalizePDF(t *testing.T) {
 	t.Parallel()
 	lo := func(date, id string) []byte {
-		return []byte("%PDF-1.6\n1 0 obj <</Producer(LibreOffice)/CreationDate(D:" + date + "Z')>>\ntrailer <</Size 9/ID [ <" + id + ">\n<" + id + "> ]>>\n%%EOF")
+		return []byte("%PDF-1.6\n1 0 obj <</Producer(LibreOffice)/CreationDate(D:" + date + "Z')>>\ntrailer <</Size 9/ID [ <" + id + ">\n<" + id + "> ]/DocChecksum /" + id + ">>\n%%EOF")
 	}
 	a := NormalizePDF(lo("20261125031726", "F214AD8E8A033F22DC1CC87E2107FD45"))
 	b := NormalizePDF(lo("20251231235959", "0123456789ABCDEF0123456789ABCDEF"))
