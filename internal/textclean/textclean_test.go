@@ -6,6 +6,13 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/charmap"
+	"golang.org/x/text/encoding/japanese"
+	"golang.org/x/text/encoding/korean"
+	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/encoding/traditionalchinese"
 )
 
 func TestSanitize(t *testing.T) {
@@ -154,5 +161,37 @@ func BenchmarkSanitize(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Sanitize(s, 0)
+	}
+}
+
+// TestDecodeLegacyCJK encodes real sentences in each legacy CJK encoding (and the single-byte
+// ones they are confused with) and checks Decode names the encoding and restores the text.
+func TestDecodeLegacyCJK(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		charset string
+		enc     encoding.Encoding
+		text    string
+	}{
+		{"euc-kr", korean.EUCKR, "대한민국 헌법 제1조 대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다."},
+		{"euc-kr", korean.EUCKR, "서울 날씨 맑음"},
+		{"shift_jis", japanese.ShiftJIS, "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"},
+		{"euc-jp", japanese.EUCJP, "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"},
+		{"gb18030", simplifiedchinese.GB18030, "中华人民共和国是工人阶级领导的、以工农联盟为基础的人民民主专政的社会主义国家。"},
+		{"big5", traditionalchinese.Big5, "中華民國基於三民主義，為民有民治民享之民主共和國。"},
+		{"windows-1251", charmap.Windows1251, "Все люди рождаются свободными и равными в своем достоинстве и правах."},
+		{"windows-1252", charmap.Windows1252, "Tous les êtres humains naissent libres et égaux en dignité et en droits."},
+	} {
+		t.Run(tt.charset+"/"+tt.text[:6], func(t *testing.T) {
+			t.Parallel()
+			b, err := tt.enc.NewEncoder().Bytes([]byte(tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, cs := Decode(b)
+			if cs != tt.charset || got != tt.text {
+				t.Errorf("Decode = %q, %q; want %q, %q", got, cs, tt.text, tt.charset)
+			}
+		})
 	}
 }
