@@ -4,7 +4,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
+
+	"github.com/sluice-project/sluice/internal/textclean"
 )
 
 // Entry names are only ever names: they become the tail of a child's derived name
@@ -106,9 +109,26 @@ func legacyCharset(names []string) *charmap.Charmap {
 	return charmap.CodePage437
 }
 
+// legacyNames picks the encoding of a zip's non-UTF-8 names: a CJK code page when the names read
+// as Japanese, Chinese or Korean text in it (Japanese and Chinese Windows tools write Shift_JIS,
+// GBK or Big5 names without the UTF-8 flag), else [legacyCharset]'s DOS code page.
+func legacyNames(names []string) encoding.Encoding {
+	if len(names) == 0 {
+		return charmap.CodePage437
+	}
+	_, cs := textclean.Decode([]byte(strings.Join(names, "\n")))
+	switch cs {
+	case "shift_jis", "euc-jp", "gb18030", "big5", "euc-kr":
+		if enc, _, ok := textclean.LookupCharset(cs); ok {
+			return enc
+		}
+	}
+	return legacyCharset(names)
+}
+
 // decodeLegacy decodes s with cm; undecodable input (impossible for these single-byte code
 // pages) falls back to U+FFFD replacement.
-func decodeLegacy(s string, cm *charmap.Charmap) string {
+func decodeLegacy(s string, cm encoding.Encoding) string {
 	out, err := cm.NewDecoder().String(s)
 	if err != nil {
 		return strings.ToValidUTF8(s, "\uFFFD")

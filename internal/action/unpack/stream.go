@@ -2,13 +2,16 @@ package unpack
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/mholt/archives"
 	"github.com/nwaples/rardecode/v2"
@@ -17,6 +20,14 @@ import (
 // unpackStream unpacks the formats of github.com/mholt/archives other than zip: tar, 7z, rar,
 // compressed tars and single compressed files.
 func (r *run) unpackStream(f *os.File, contentType string) error {
+	switch sevenZipState(f) {
+	case sevenZipEmpty:
+		r.reportProgress(r.size)
+		return nil
+	case sevenZipEncryptedHeaders:
+		r.fatal = errors.New("password-protected")
+		return nil
+	}
 	cf := &countingFile{f: f}
 	// Identify by content only: matching by name is order-dependent in the library (it walks a
 	// map) and a misleading name such as "x.zip.gz" would pick the wrong inner format.
@@ -97,6 +108,41 @@ func (r *run) unpackStream(f *os.File, contentType string) error {
 	return nil
 }
 
+type sevenZip int
+
+const (
+	notSevenZip sevenZip = iota
+	sevenZipPlain
+	sevenZipEmpty            // a signature header and nothing after it
+	sevenZipEncryptedHeaders // its names are encrypted too: nothing can be listed
+)
+
+// sevenZipState reads a 7z archive's start header and the header it points to, to tell an empty
+// archive (the library reports EOF) and one whose header is AES-encrypted (the library reports
+// "unexpected id") from a corrupt one. An encoded header names its coders in the clear.
+func sevenZipState(f *os.File) sevenZip {
+	var sh [32]byte
+	if n, _ := f.ReadAt(sh[:], 0); n < 32 || !bytes.HasPrefix(sh[:], []byte("7z\xbc\xaf\x27\x1c")) {
+		return notSevenZip
+	}
+	off, size := binary.LittleEndian.Uint64(sh[12:]), binary.LittleEndian.Uint64(sh[20:])
+	if size == 0 {
+		return sevenZipEmpty
+	}
+	if size > 1<<20 || off > 1<<62 {
+		return sevenZipPlain
+	}
+	h := make([]byte, size)
+	if n, _ := f.ReadAt(h, int64(32+off)); n < len(h) {
+		return sevenZipPlain
+	}
+	// kEncodedHeader (0x17) whose folder uses the AES-256 + SHA-256 coder (06 F1 07 01).
+	if h[0] == 0x17 && bytes.Contains(h, []byte{0x06, 0xf1, 0x07, 0x01}) {
+		return sevenZipEncryptedHeaders
+	}
+	return sevenZipPlain
+}
+
 // errStop ends a walk early; the reason is recorded in the run.
 var errStop = fs.SkipAll
 
@@ -109,12 +155,25 @@ func (r *run) streamEntry(fi archives.FileInfo, cf *countingFile, ratio func(int
 		return errStop
 	}
 	name := entryName(decodeName(fi.NameInArchive))
+	if h, ok := fi.Header.(*tar.Header); ok && (h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink) {
+		// Recorded, so the user sees it; never followed or unpacked.
+		kind := "symbolic"
+		if h.Typeflag == tar.TypeLink {
+			kind = "hard"
+		}
+		r.skip(name, fmt.Sprintf("a %s link to %q, not followed", kind, truncate(strings.ToValidUTF8(h.Linkname, "\uFFFD"), 256)))
+		return nil
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		r.skip(name, "a symbolic link, not followed")
+		return nil
+	}
 	if fi.IsDir() || fi.Mode()&special != 0 || !fi.Mode().IsRegular() {
 		return nil
 	}
 	switch h := fi.Header.(type) {
 	case *tar.Header:
-		// Hard links look like regular files in FileInfo; only real file types are unpacked.
+		// Only real file types are unpacked.
 		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse {
 			return nil
 		}

@@ -43,11 +43,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/zip"
 	"io"
 	"math"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/bodgit/sevenzip"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/detect"
@@ -340,16 +343,30 @@ func (r *run) emit(entry string, src io.Reader, ratio func(int64) error) bool {
 		r.fatal = fmt.Errorf("%s: %s", entry, le.msg)
 		return false
 	}
-	r.skip(entry, cleanError(er.err))
+	r.skip(entry, entryError(er.err))
 	return true
+}
+
+// entryError says what went wrong reading one entry's data: what zip's "not a valid zip file"
+// means there, or [cleanError].
+func entryError(err error) string {
+	switch {
+	case errors.Is(err, zip.ErrFormat):
+		return "its data does not match the sizes the archive declares (corrupt, or its sizes lie)"
+	case errors.Is(err, zip.ErrChecksum):
+		return "its data does not match its checksum (corrupt)"
+	}
+	return cleanError(err)
 }
 
 // cleanError returns err's message without Go-internal wrapping, one line, at most 300 bytes.
 func cleanError(err error) string {
 	msg := err.Error()
-	if isPasswordError(msg) {
+	var re *sevenzip.ReadError
+	if isPasswordError(msg) || errors.As(err, &re) && re.Encrypted {
 		return "password-protected"
 	}
+
 	msg = strings.Join(strings.Fields(msg), " ")
 	return truncate(msg, 300)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zip"
@@ -42,7 +43,7 @@ func (r *run) unpackZip(f *os.File) error {
 			legacy = append(legacy, zf.Name)
 		}
 	}
-	cm := legacyCharset(legacy)
+	cm := legacyNames(legacy)
 	var selfCRC *uint32
 	for _, zf := range zr.File {
 		if !r.countEntry() {
@@ -54,6 +55,11 @@ func (r *run) unpackZip(f *os.File) error {
 		}
 		name := entryName(raw)
 		mode := zf.Mode()
+		if mode&fs.ModeSymlink != 0 {
+			// Recorded, so the user sees it; never followed or unpacked.
+			r.skip(name, fmt.Sprintf("a symbolic link to %q, not followed", zipLinkTarget(zf)))
+			continue
+		}
 		if mode.IsDir() || (len(zf.Name) > 0 && zf.Name[len(zf.Name)-1] == '/') || mode&special != 0 {
 			continue
 		}
@@ -119,6 +125,17 @@ func (r *run) unpackZip(f *os.File) error {
 	}
 	r.reportProgress(r.size)
 	return nil
+}
+
+// zipLinkTarget returns a symlink entry's target (its content), at most 256 bytes of it.
+func zipLinkTarget(zf *zip.File) string {
+	rc, err := zf.Open()
+	if err != nil {
+		return "?"
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 256))
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // zipEntryCount reads the entry count from the end-of-central-directory record (or its zip64
