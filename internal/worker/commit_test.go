@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -46,7 +47,7 @@ func testResultThatCannotCommit(t *testing.T, open drivertest.Open, brief bool) 
 	b := setupWith(t, open, func(c *worker.Config) { c.LeaseDuration = 600 * time.Millisecond }, nan)
 	job := b.startJob(t, "nan", "name: nan\nsteps:\n  nan: {action: nan, needs: [start]}\n",
 		engine.Root{Name: "bad"}, engine.Root{Ordinal: 1, Name: "good"})
-	j := waitJob(t, b.e, job.ID, 30*time.Second)
+	j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second)
 	if j.State != store.JobComplete {
 		t.Errorf("job = %s (%s), want complete (an item error does not fail it)", j.State, j.Error)
 	}
