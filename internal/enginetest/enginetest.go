@@ -2,7 +2,8 @@
 // rivertest in spirit): it opens a store on each driver ([ForEachDriver]: SQLite, and Postgres
 // when SLUICE_TEST_DATABASE_URL is set), starts an engine and a worker on it ([Start]), applies
 // workflows, starts jobs and waits for them with a deadline, and makes actions of plain
-// functions ([Func]). Everything it starts is stopped when the test ends.
+// functions ([Func]). Everything it starts is stopped when the test ends. Package testdomain is
+// a domain for tests of domain writes.
 package enginetest
 
 import (
@@ -66,8 +67,8 @@ type Config struct {
 	Engine func(*engine.Config)
 	// Worker, when set, edits the worker's configuration before it is made.
 	Worker func(*worker.Config)
-	// Setup, when set, is called with the engine before the worker starts (to register domains).
-	Setup func(*engine.Engine)
+	// Domains are registered with the engine (their migrations applied) before the worker starts.
+	Domains map[string]engine.Domain
 }
 
 // Kit is an engine and a worker running on one store.
@@ -106,8 +107,10 @@ func StartWith(t testing.TB, open Open, cfg Config, actions ...action.Action) *K
 		cfg.Engine(&ecfg)
 	}
 	e := engine.New(ecfg)
-	if cfg.Setup != nil {
-		cfg.Setup(e)
+	for name, d := range cfg.Domains {
+		if err := e.RegisterDomain(t.Context(), name, d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	wcfg := worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond}
 	if cfg.Worker != nil {

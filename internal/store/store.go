@@ -111,6 +111,10 @@ type Store interface {
 	// Wait blocks until another process signals new work, ctx ends, or d passes. Drivers without
 	// Listen just wait for d or ctx.
 	Wait(ctx context.Context, d time.Duration)
+	// MigrateDomain applies the domain's migrations not yet applied to this store, in order, each
+	// in a transaction of its own with its record in domain_migrations (domain, version), and
+	// returns the versions it applied. Safe to call from several processes at once.
+	MigrateDomain(ctx context.Context, domain string, ms []DomainMigration) ([]int, error)
 	Close() error
 }
 
@@ -263,6 +267,10 @@ type Executor interface {
 
 	// BlobIsReferenced reports whether any row references the blob.
 	BlobIsReferenced(ctx context.Context, sha256 string) (bool, error)
+
+	// DomainSQL returns the executor's raw statements for a domain's own tables (see
+	// [DomainSQL]): inside a transaction, in it.
+	DomainSQL() DomainSQL
 }
 
 // Workflow is a stored, immutable workflow version.
