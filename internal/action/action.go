@@ -191,4 +191,25 @@ type Output interface {
 	// Heartbeat tells the engine the action is alive. In-process leases are renewed for the whole
 	// process; long actions should still call it so a stuck action is distinguishable from a slow one.
 	Heartbeat()
+	// Write records a write to a domain's own tables (see [DomainWrite]), made when the task
+	// completes, in its transaction: it is applied if and only if the task completes. It returns
+	// an error, at once, for a domain the engine does not know or a payload that is not JSON.
+	Write(w DomainWrite) error
+}
+
+// DomainWrite is a write to the tables of a domain — rows a workflow keeps of its own, such as a
+// dependency graph's nodes or a file set's files — committed with the task that makes it, like
+// its outputs, by the applier the domain registered with the engine.
+//
+// A write is keyed: Key identifies it among the writes of the same step on the same item in the
+// domain, and a replay of the task (after a crash, from the conversion cache, from a remote
+// worker) makes the same keys, which the domain's applier does not write twice.
+type DomainWrite struct {
+	// Domain is the name the domain registered under.
+	Domain string
+	// Key identifies the write among its step's writes on the item (for example a node's id).
+	Key string
+	// Payload is the write's content, encoded as JSON when it is recorded: the applier gets the
+	// JSON, whether the task ran here, in a remote worker or came from the cache.
+	Payload any
 }

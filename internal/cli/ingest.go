@@ -580,6 +580,7 @@ func (o *memOutput) SetOutput(context.Context, string, json.RawMessage) error { 
 func (o *memOutput) Emit(events ...string)                                    { o.events = append(o.events, events...) }
 func (o *memOutput) Progress(float64)                                         {}
 func (o *memOutput) Heartbeat()                                               {}
+func (o *memOutput) Write(action.DomainWrite) error                           { return nil }
 
 // peakRSSMB returns this process's peak resident set size (VmHWM) in MiB, or 0 where /proc is
 // not available.

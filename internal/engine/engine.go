@@ -57,6 +57,8 @@ type Engine struct {
 	defs  map[defKey]*workflow.Definition
 	// remote maps a lowercased action name to the name remote workers poll for ("pdf" → "Pdf").
 	remote map[string]string
+	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
+	domains map[string]Domain
 }
 
 type defKey struct {

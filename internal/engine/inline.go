@@ -115,7 +115,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 			return "", fmt.Errorf("%s runs inline and cannot read blobs", s.Action)
 		},
 	}
-	out := &inlineOutput{action: s.Action}
+	out := &inlineOutput{action: s.Action, e: t.e}
 	runErr, stack := safeInline(t.ctx, act, at, out)
 	if runErr == nil {
 		runErr = out.err
@@ -126,6 +126,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 	if runErr == nil {
 		pf.finish.State = store.TaskComplete
 		pf.r.Text, pf.r.Metadata, pf.r.ContentType, pf.r.Events, pf.r.Outputs = out.text, out.metadata, out.contentType, out.events, out.outputs
+		pf.r.Writes = out.writes
 		pf.fire = append(append(pf.fire, s.Success...), out.events...)
 	} else {
 		// Nothing an inline action does can go better on a second try: it fails for good.
@@ -159,6 +160,8 @@ type inlineOutput struct {
 	contentType string
 	events      []string
 	outputs     map[string]json.RawMessage
+	e           *Engine
+	writes      []DomainWrite
 }
 
 func (o *inlineOutput) fail(what string) error {
@@ -206,3 +209,12 @@ func (o *inlineOutput) SetOutput(_ context.Context, kind string, v json.RawMessa
 func (o *inlineOutput) Emit(events ...string) { o.events = append(o.events, events...) }
 func (o *inlineOutput) Progress(float64)      {}
 func (o *inlineOutput) Heartbeat()            {}
+
+func (o *inlineOutput) Write(w action.DomainWrite) error {
+	dw, err := o.e.EncodeWrite(w)
+	if err != nil {
+		return err
+	}
+	o.writes = append(o.writes, dw)
+	return nil
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,15 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 
 	"github.com/sluice-project/sluice/internal/store"
-	"github.com/sluice-project/sluice/internal/store/postgres"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
@@ -70,43 +66,13 @@ type bundle struct {
 	fixed  atomic.Bool
 }
 
-// openStore returns a fresh store of the driver: SQLite in a temporary directory, or Postgres in
-// a schema of its own (dropped at the end) when SLUICE_TEST_DATABASE_URL is set.
+// openStore returns a fresh store of the driver (see drivertest), closed when t ends.
 func openStore(t *testing.T, driver string) store.Store {
 	t.Helper()
 	if driver == "sqlite" {
-		db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "sluice.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return drivertest.OpenSQLite(t)
 	}
-	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if url == "" {
-		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("SLUICE_TEST_DATABASE_URL is unset but SLUICE_TEST_REQUIRE_POSTGRES=1")
-		}
-		t.Skip("SLUICE_TEST_DATABASE_URL is unset")
-	}
-	schema := fmt.Sprintf("sluice_test_engine_%d", rand.Uint64())
-	db, err := postgres.Open(t.Context(), postgres.Config{URL: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return db
+	return drivertest.OpenPostgres(t)
 }
 
 // setup starts an engine and a worker on a fresh store of the driver with the actions of
@@ -197,21 +163,7 @@ func (b *bundle) start(t *testing.T, wf string) *store.Job {
 	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Name: "r", BlobSHA256: sha, Size: size}}); err != nil {
 		t.Fatal(err)
 	}
-	return b.wait(t, job.ID)
-}
-
-func (b *bundle) wait(t *testing.T, id int64) *store.Job {
-	t.Helper()
-	var j *store.Job
-	poll.Until(t, time.Minute, fmt.Sprintf("job %d to end", id), func() (bool, string) {
-		var err error
-		if j, err = b.db.JobGet(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		p, _ := b.e.Progress(t.Context(), id)
-		return j.State != store.JobRunning, fmt.Sprintf("%+v", p)
-	})
-	return j
+	return enginetest.WaitJob(t, b.e, job.ID, time.Minute)
 }
 
 // retry retries the job as a server does: in the worker's writer, where it does not contend with
@@ -283,7 +235,7 @@ func TestRetry(t *testing.T) {
 
 				b.fixed.Store(tc.fix)
 				b.retry(t, j.ID)
-				j = b.wait(t, j.ID)
+				j = enginetest.WaitJob(t, b.e, j.ID, time.Minute)
 				after := b.runs.snapshot()
 				it := b.item(t, j.ID, "r/1")
 				if !tc.fix {
@@ -383,7 +335,7 @@ func TestRetryCachedError(t *testing.T) {
 	}
 	b.fixed.Store(true)
 	b.retry(t, j.ID)
-	j = b.wait(t, j.ID)
+	j = enginetest.WaitJob(t, b.e, j.ID, time.Minute)
 	if it := b.item(t, j.ID, "r"); j.State != store.JobComplete || it.Error != "" {
 		t.Errorf("after retry: job %s, r error %q; want complete with no error", j.State, it.Error)
 	}

@@ -32,6 +32,8 @@ type Result struct {
 	ContentType   string
 	Events        []string
 	Outputs       map[string]json.RawMessage
+	// Writes are the task's domain writes (see [Domain]), applied when it completes.
+	Writes []DomainWrite
 	// Children are recorded by [Tx.Apply], in the result's transaction: the children whose blobs
 	// became durable only after the action returned, so that they and the result commit together.
 	Children []*NewChild
@@ -231,6 +233,11 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		}
 		for kind, v := range r.Outputs {
 			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
+				return err
+			}
+		}
+		if len(r.Writes) > 0 {
+			if err := tt.applyWrites(task, r.Writes); err != nil {
 				return err
 			}
 		}

@@ -111,6 +111,10 @@ type Store interface {
 	// Wait blocks until another process signals new work, ctx ends, or d passes. Drivers without
 	// Listen just wait for d or ctx.
 	Wait(ctx context.Context, d time.Duration)
+	// MigrateDomain applies the domain's migrations not yet applied to this store, in order, each
+	// in a transaction of its own with its record in domain_migrations (domain, version), and
+	// returns the versions it applied. Safe to call from several processes at once.
+	MigrateDomain(ctx context.Context, domain string, ms []DomainMigration) ([]int, error)
 	Close() error
 }
 
@@ -225,8 +229,11 @@ type Executor interface {
 	// TaskListExpired to reclaim, and deletes the records. Tasks finished meanwhile are left
 	// alone. It returns how many tasks it turned.
 	HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error)
-	// TaskRenewLeases extends every running task leased by owner, and its held leases.
-	TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error)
+	// TaskRenewLeases extends the leases of the running tasks p.TaskIDs that p.Owner holds, and
+	// the held-lease records p.HeldLeaseIDs of p.Owner; it returns how many tasks it extended.
+	// Only the ids given are renewed, never every lease of the owner: a task whose result its
+	// worker could not commit must be left to expire, so the leader reclaims it.
+	TaskRenewLeases(ctx context.Context, p TaskRenewLeasesParams) (int64, error)
 	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
 	// of other owners when all is set), for the engine to put back or fail.
 	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
@@ -260,6 +267,10 @@ type Executor interface {
 
 	// BlobIsReferenced reports whether any row references the blob.
 	BlobIsReferenced(ctx context.Context, sha256 string) (bool, error)
+
+	// DomainSQL returns the executor's raw statements for a domain's own tables (see
+	// [DomainSQL]): inside a transaction, in it.
+	DomainSQL() DomainSQL
 }
 
 // Workflow is a stored, immutable workflow version.
@@ -539,6 +550,15 @@ type HeldLeaseParams struct {
 	Attempts []int
 	Started  time.Time
 	Until    time.Time
+}
+
+// TaskRenewLeasesParams names the leases a process still needs: the tasks it runs (or whose
+// results wait to be committed) and the records of its held batches that run.
+type TaskRenewLeasesParams struct {
+	Owner        string
+	TaskIDs      []int64
+	HeldLeaseIDs []int64
+	Until        time.Time
 }
 
 // TaskFinishParams ends the running attempt Attempt of task ID.

@@ -25,8 +25,17 @@ type effects struct {
 	ContentType   string                     `json:"content_type,omitempty"`
 	Events        []string                   `json:"events,omitempty"`
 	Outputs       map[string]json.RawMessage `json:"outputs,omitempty"`
+	Writes        []cachedWrite              `json:"writes,omitempty"`
 	Error         string                     `json:"error,omitempty"` // a permanent error
 	Parent        string                     `json:"parent"`          // the item name children were named under
+}
+
+// cachedWrite is a domain write of a cached result, replayed with it (the domain keys it on the
+// item that replays it).
+type cachedWrite struct {
+	Domain  string          `json:"domain"`
+	Key     string          `json:"key"`
+	Payload json.RawMessage `json:"payload"`
 }
 
 type cachedChild struct {
@@ -139,6 +148,9 @@ func (w *Worker) replay(ctx context.Context, ef *effects, out *output) {
 	res := out.result
 	res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType = ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType
 	res.Metadata, res.Events, res.Outputs = ef.Metadata, ef.Events, ef.Outputs
+	for _, w := range ef.Writes {
+		res.Writes = append(res.Writes, engine.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload})
+	}
 	for i, c := range ef.Children {
 		name := c.Name
 		if rest, ok := strings.CutPrefix(name, ef.Parent); ok && ef.Parent != "" {
@@ -162,6 +174,9 @@ func (w *Worker) cacheEntry(out *output, runErr error) []byte {
 	res := out.result
 	ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType = res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType
 	ef.Metadata, ef.Events, ef.Outputs = res.Metadata, res.Events, res.Outputs
+	for _, w := range res.Writes {
+		ef.Writes = append(ef.Writes, cachedWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload})
+	}
 	if runErr != nil {
 		ef.Error = runErr.Error()
 	}

@@ -12,10 +12,13 @@ import (
 )
 
 // op is one unit of work for the committer: fn runs inside a shared transaction. done, when
-// non-nil, receives fn's error (or the batch's commit error) after the commit.
+// non-nil, receives fn's error (or the batch's commit error) after the commit; after, when
+// non-nil, is called with it instead, on the committer's goroutine (it must not wait for the
+// committer).
 type op struct {
-	fn   func(t *engine.Tx) error
-	done chan error
+	fn    func(t *engine.Tx) error
+	done  chan error
+	after func(error)
 	// lazy marks an op nothing waits on urgently (a task's result, a child): it may wait for
 	// the committer's linger. A lease, a renewal or an API write is committed at once.
 	lazy bool
@@ -78,6 +81,12 @@ func (c *committer) submit(ctx context.Context, fn func(t *engine.Tx) error, don
 // submitLazy is submit for an op that may wait for the linger (see op.lazy).
 func (c *committer) submitLazy(ctx context.Context, fn func(t *engine.Tx) error, done chan error) error {
 	return c.enqueue(ctx, op{fn: fn, done: done, lazy: true})
+}
+
+// submitAfter queues fn as a lazy op and calls after with its outcome once it committed or
+// failed alone (see op.after).
+func (c *committer) submitAfter(ctx context.Context, fn func(t *engine.Tx) error, after func(error)) error {
+	return c.enqueue(ctx, op{fn: fn, after: after, lazy: true})
 }
 
 // doLazy is do for an op that may wait for the linger.
@@ -202,18 +211,15 @@ func (c *committer) commit(ctx context.Context, batch []op) {
 	}
 	if err == nil {
 		for _, o := range batch {
-			if o.done != nil {
-				o.done <- nil
-			}
+			o.report(nil)
 		}
 		return
 	}
 	if len(batch) == 1 {
-		if batch[0].done != nil {
-			batch[0].done <- err
-		} else {
+		if batch[0].done == nil && batch[0].after == nil {
 			c.log.Error("commit", "error", err)
 		}
+		batch[0].report(err)
 		return
 	}
 	// One op failed the whole batch: isolate it by committing each op on its own. Ops are
@@ -221,6 +227,25 @@ func (c *committer) commit(ctx context.Context, batch []op) {
 	for _, o := range batch {
 		c.commit(ctx, []op{o})
 	}
+}
+
+// report hands the op's outcome to whoever waits for it.
+func (o op) report(err error) {
+	if o.done != nil {
+		o.done <- err
+	}
+	if o.after != nil {
+		o.after(err)
+	}
+}
+
+// alone commits fn in a transaction of its own, beside the lanes as a lane would (taking excl
+// shared), retrying it as run does. A result whose batch failed commits its fallback so: the
+// caller may be a lane, which must not wait for the committer's queue.
+func (c *committer) alone(ctx context.Context, fn func(t *engine.Tx) error) error {
+	c.excl.RLock()
+	defer c.excl.RUnlock()
+	return c.run(ctx, []op{{fn: fn}})
 }
 
 // run commits the batch in one transaction. A transaction the database aborted for another's

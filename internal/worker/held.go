@@ -66,20 +66,23 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 // lease written. If the process dies first, the transaction and its locks die with it and the
 // tasks are ready again. It returns how many tasks it ran.
 func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, error) {
-	// Shared with the committer's lanes for the whole batch: Worker.Do's exclusive writes wait
-	// for it, as for a lane (and a batch never waits for the lock while holding rows).
-	w.commit.excl.RLock()
-	defer w.commit.excl.RUnlock()
 	n := 0
 	var recorded int64
 	var flights []string
+	// results are the batch's results, applied in its transaction; if that fails for another
+	// reason than a stop or the database's retry, they are committed again one by one.
+	var results []*engine.Result
 	defer func() {
 		for _, f := range flights { // after the commit, as run does
 			w.land(f)
 		}
 	}()
+	// Shared with the committer's lanes for the whole batch: Worker.Do's exclusive writes wait
+	// for it, as for a lane (and a batch never waits for the lock while holding rows).
+	w.commit.excl.RLock()
 	err := w.e.Run(ctx, func(t *engine.Tx) error {
 		n = 0
+		results = results[:0]
 		x := t.Executor()
 		now := t.Now()
 		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{queue}, Limits: []int{limit},
@@ -106,6 +109,9 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			return err
 		}
 		recorded = id
+		w.mu.Lock()
+		w.records[id] = struct{}{}
+		w.mu.Unlock()
 		if err := x.HeldLeaseDelete(ctx, id); err != nil { // with the results
 			return err
 		}
@@ -134,16 +140,35 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			if err := w.applyResult(ctx, res, &fin)(t); err != nil {
 				return err
 			}
+			results = append(results, res)
 		}
 		n = len(got)
 		return nil
 	})
+	w.commit.excl.RUnlock()
+	if recorded != 0 {
+		w.mu.Lock()
+		delete(w.records, recorded)
+		w.mu.Unlock()
+	}
 	if err != nil && recorded != 0 {
 		// Rolled back, not crashed: the tasks are ready again at their attempt, and nothing
 		// ran for good. Without its record, that is not counted as a lost attempt.
 		if derr := w.e.Store().HeldLeaseDelete(context.WithoutCancel(ctx), recorded); derr != nil {
 			err = fmt.Errorf("%w (and its record: %w)", err, derr)
 		}
+	}
+	if err != nil && len(results) > 0 && ctx.Err() == nil && !errors.Is(err, errStopping) && !errors.Is(err, store.ErrRetry) {
+		// The batch ran but its results could not commit together (one of them cannot be
+		// applied). Rolled back, its tasks are ready again at their attempt, and would be held
+		// and run again forever: commit each result alone instead — a held finish takes the
+		// ready row at the attempt before, unless another batch took it meanwhile — and a
+		// result that fails alone as any other result does (see committed).
+		w.log.Warn("held batch failed to commit; its results are committed one by one", "queue", queue, "tasks", len(results), "error", err)
+		for _, res := range results {
+			w.committed(ctx, res, w.commit.alone(context.WithoutCancel(ctx), func(t *engine.Tx) error { return t.Apply(res) }))
+		}
+		return n, nil
 	}
 	return n, err
 }

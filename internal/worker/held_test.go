@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -76,7 +77,7 @@ steps:
 		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("r%03d", i)}
 	}
 	job := b.startJob(t, "brief", wf, roots...)
-	j := waitJob(t, b.e, job.ID, 2*time.Minute)
+	j := enginetest.WaitJob(t, b.e, job.ID, 2*time.Minute)
 	if j.State != store.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
 	}
@@ -139,7 +140,7 @@ func TestHeldTaskTimesOutWithinALease(t *testing.T) {
 	}}
 	b := setupWith(t, drivertest.OpenPostgres, func(c *worker.Config) { c.LeaseDuration = time.Second }, hang)
 	job := b.startJob(t, "hang", "name: hang\nsteps:\n  hang: {action: hang, needs: [start], attempts: 1}\n", engine.Root{Ordinal: 0, Name: "r"})
-	j := waitJob(t, b.e, job.ID, time.Minute)
+	j := enginetest.WaitJob(t, b.e, job.ID, time.Minute)
 	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("items = %v, %v", items, err)

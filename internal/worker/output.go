@@ -244,6 +244,17 @@ func (o *output) SetOutput(_ context.Context, kind string, value json.RawMessage
 	return nil
 }
 
+func (o *output) Write(w action.DomainWrite) error {
+	dw, err := o.w.e.EncodeWrite(w)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.result.Writes = append(o.result.Writes, dw)
+	return nil
+}
+
 func (o *output) Emit(events ...string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -68,7 +68,14 @@ type Worker struct {
 	mu       sync.Mutex
 	inflight map[string]int
 	running  map[int64]context.CancelFunc
-	flights  map[string]chan struct{}
+	// owned holds the tasks this worker leased whose outcome is not yet committed: running, or
+	// with their result queued. renew extends these leases and no others, so a task whose
+	// result could not be committed at all is left to expire and be reclaimed.
+	owned map[int64]struct{}
+	// records holds the ids of the held-lease records of the held batches running (see hold),
+	// renewed with the leases.
+	records map[int64]struct{}
+	flights map[string]chan struct{}
 	// landSeq counts landed flights; landRing holds the keys of the last len(landRing), so that
 	// a cache answer read in a lease transaction can be told still good (see prefetch).
 	landSeq  uint64
@@ -120,7 +127,7 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = abs
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
+		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, owned: map[int64]struct{}{}, records: map[int64]struct{}{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
 		idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
@@ -464,6 +471,9 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		}
 	}
 	if w.inflight == nil { // stopping: give them back
+		for _, t := range got {
+			w.owned[t.ID] = struct{}{}
+		}
 		w.mu.Unlock()
 		for _, t := range got {
 			w.release(t)
@@ -472,6 +482,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	}
 	for _, t := range got {
 		w.inflight[t.Queue]++
+		w.owned[t.ID] = struct{}{}
 	}
 	w.mu.Unlock()
 	// Read the leased tasks' items in one statement; a task whose item is not here (an error)
@@ -497,14 +508,42 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 }
 
 func (w *Worker) release(t *store.Task) {
-	_ = w.commit.submit(context.Background(), func(tx *engine.Tx) error {
+	err := w.commit.enqueue(context.Background(), op{fn: func(tx *engine.Tx) error {
 		_, err := tx.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: t.ID, Attempt: t.Attempt, State: store.TaskReady, Refund: true, Now: tx.Now()})
 		return err
-	}, nil)
+	}, after: func(error) { w.disown(t.ID) }})
+	if err != nil {
+		w.disown(t.ID)
+	}
 }
 
-// renew extends this process's leases in one statement every third of the lease. Expired leases
-// of dead processes are reclaimed by the maintenance leader (package maintenance), not here.
+// disown forgets a task whose outcome is committed (or given up): its lease is no longer renewed.
+func (w *Worker) disown(id int64) {
+	w.mu.Lock()
+	delete(w.owned, id)
+	w.mu.Unlock()
+}
+
+// renewal returns what renew extends: the tasks this worker owns and its held batches' records.
+func (w *Worker) renewal(until time.Time) store.TaskRenewLeasesParams {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := store.TaskRenewLeasesParams{Owner: w.cfg.Owner, Until: until,
+		TaskIDs: make([]int64, 0, len(w.owned)), HeldLeaseIDs: make([]int64, 0, len(w.records))}
+	for id := range w.owned {
+		p.TaskIDs = append(p.TaskIDs, id)
+	}
+	for id := range w.records {
+		p.HeldLeaseIDs = append(p.HeldLeaseIDs, id)
+	}
+	return p
+}
+
+// renew extends this worker's leases in one statement every third of the lease: those of the
+// tasks it owns (running, or with a result waiting to be committed) and of its held batches,
+// named by id — never every lease of its owner name, which would keep alive forever a task
+// whose result could not be committed. Expired leases are reclaimed by the maintenance leader
+// (package maintenance), not here.
 func (w *Worker) renew(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.LeaseDuration / 3)
 	defer tick.Stop()
@@ -514,17 +553,20 @@ func (w *Worker) renew(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		until := w.e.Now().Add(w.cfg.LeaseDuration)
+		p := w.renewal(w.e.Now().Add(w.cfg.LeaseDuration))
+		if len(p.TaskIDs) == 0 && len(p.HeldLeaseIDs) == 0 {
+			continue
+		}
 		var err error
 		if w.e.Store().Capabilities().ConcurrentWrites {
 			// Not behind the writer: when its queue is long (results waiting, a deadlock being
 			// retried) the leases of tasks whose results wait in it would expire, the leader
 			// would reclaim them, and their results would be thrown away — more work, longer
 			// queues (TestLeaderKilled saw that storm once).
-			_, err = w.e.Store().TaskRenewLeases(ctx, w.cfg.Owner, until)
+			_, err = w.e.Store().TaskRenewLeases(ctx, p)
 		} else {
 			err = w.commit.do(ctx, func(t *engine.Tx) error {
-				_, err := t.Executor().TaskRenewLeases(ctx, w.cfg.Owner, until)
+				_, err := t.Executor().TaskRenewLeases(ctx, p)
 				return err
 			})
 		}
@@ -564,16 +606,32 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 	}
 	apply := w.applyResult(ctx, res, &fin)
 	if fin.flight == "" {
-		if err := w.commit.submitLazy(context.WithoutCancel(ctx), apply, nil); err != nil {
-			w.log.Error("queue result", "task_id", t.ID, "error", err)
+		if err := w.commit.submitAfter(context.WithoutCancel(ctx), apply, func(err error) { w.committed(ctx, res, err) }); err != nil {
+			w.committed(ctx, res, err)
 		}
 		return
 	}
 	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
-	if err := w.commit.doLazy(context.WithoutCancel(ctx), apply); err != nil {
-		w.log.Error("commit result", "task_id", t.ID, "error", err)
-	}
+	w.committed(ctx, res, w.commit.doLazy(context.WithoutCancel(ctx), apply))
 	w.land(fin.flight)
+}
+
+// committed ends the worker's part in a result whose transaction ended with err. A result that
+// could not be committed (its effects failed to apply: metadata that is not JSON, a
+// nondeterministic child; or the batch failed) becomes the task's outcome in a transaction of
+// its own: failed with the reason, none of its effects. If even that fails the lease is no
+// longer renewed, so the maintenance leader reclaims the task as a lost attempt.
+func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
+	defer w.disown(res.Task.ID)
+	if err == nil {
+		return
+	}
+	t := res.Task
+	fail := engine.FailedCommit(res, err)
+	w.log.Error("commit result; the task fails", "task_id", t.ID, "job_id", t.JobID, "action", t.Action, "attempt", t.Attempt, "error", err)
+	if ferr := w.commit.alone(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(fail) }); ferr != nil {
+		w.log.Error("commit the failure of a result that could not be committed; its lease will expire", "task_id", t.ID, "error", ferr)
+	}
 }
 
 // setErr records the attempt's error in its result, with the stack of a panic.

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -44,33 +44,8 @@ func setup(t *testing.T, open drivertest.Open, actions ...action.Action) *bundle
 // setupWith is setup with the worker's configuration changed by tweak.
 func setupWith(t *testing.T, open drivertest.Open, tweak func(*worker.Config), actions ...action.Action) *bundle {
 	t.Helper()
-	dir := t.TempDir()
-	db := open(t)
-	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := &action.Catalog{}
-	cat.Register(actions...)
-	var w *worker.Worker
-	e := engine.New(engine.Config{Store: db, Catalog: cat,
-		OnReady:  func(qs []string) { w.Ready(qs) },
-		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
-	cfg := worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	w = worker.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	w.Start(ctx)
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		w.Stop(sctx)
-		cancel()
-		db.Close()
-	})
-	return &bundle{e: e, w: w, db: db, blobs: blobs}
+	k := enginetest.StartWith(t, open, enginetest.Config{Worker: tweak}, actions...)
+	return &bundle{e: k.Engine, w: k.Worker, db: k.Store, blobs: k.Blobs}
 }
 
 // startJob applies the workflow called name, creates a job of it and adds the roots.
@@ -87,27 +62,6 @@ func (b *bundle) startJob(t *testing.T, name, wf string, roots ...engine.Root) *
 		t.Fatal(err)
 	}
 	return job
-}
-
-func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
-	t.Helper()
-	var j *store.Job
-	var progress string
-	var seen time.Time
-	poll.Until(t, d, fmt.Sprintf("job %d to end", id), func() (bool, string) {
-		var err error
-		if j, err = e.Store().JobGet(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		// Progress aggregates every item and task of the job: once a second is enough for the
-		// failure message, and leaves the database to the workers.
-		if time.Since(seen) > time.Second {
-			p, _ := e.Progress(t.Context(), id)
-			progress, seen = fmt.Sprintf("%+v", p), time.Now()
-		}
-		return j.State != store.JobRunning, progress
-	})
-	return j
 }
 
 // TestFanOutFanIn runs 10,000 children through two steps each and a collector on the root, on
@@ -176,7 +130,7 @@ steps:
 	sha, size, _ := b.blobs.Put(t.Context(), strings.NewReader("root"))
 	job := b.startJob(t, "fan", wf, engine.Root{Name: "root", BlobSHA256: sha, Size: size})
 	start := time.Now()
-	j := waitJob(t, b.e, job.ID, 10*time.Minute)
+	j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Minute)
 	t.Logf("%d children fanned out and in: %s", n, time.Since(start).Round(time.Millisecond))
 	if j.State != store.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
@@ -250,7 +204,7 @@ func testJobOpenUntilSealed(t *testing.T, open drivertest.Open) {
 	if err := b.e.Seal(t.Context(), job.ID); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, b.e, job.ID, 30*time.Second)
+	j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second)
 	if j.State != store.JobComplete || runs.Load() != 2 {
 		t.Fatalf("job %s after %d runs, want complete after 2", j.State, runs.Load())
 	}

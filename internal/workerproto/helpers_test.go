@@ -149,20 +149,6 @@ func (b *bundle) poll(t *testing.T) *workerproto.TaskHandle {
 	return nil
 }
 
-func waitJob(t *testing.T, e *engine.Engine, id int64, d time.Duration) *store.Job {
-	t.Helper()
-	var j *store.Job
-	poll.Until(t, d, fmt.Sprintf("job %d to end", id), func() (bool, string) {
-		var err error
-		if j, err = e.Store().JobGet(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		p, _ := e.Progress(t.Context(), id)
-		return j.State != store.JobRunning, fmt.Sprintf("%+v", p)
-	})
-	return j
-}
-
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -434,10 +434,12 @@ func (s *Server) renew(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		owners := map[string]bool{}
+		// The tasks of the sessions still bound, by owner: a task whose session ended is left
+		// to expire, even when other sessions of its owner run.
+		owners := map[string][]int64{}
 		s.mu.Lock()
-		for _, ss := range s.byTask {
-			owners[ss.owner] = true
+		for id, ss := range s.byTask {
+			owners[ss.owner] = append(owners[ss.owner], id)
 		}
 		s.mu.Unlock()
 		if len(owners) == 0 {
@@ -445,8 +447,8 @@ func (s *Server) renew(ctx context.Context) {
 		}
 		until := s.b.Engine().Now().Add(s.cfg.LeaseDuration)
 		err := s.b.Do(ctx, func(t *engine.Tx) error {
-			for o := range owners {
-				if _, err := t.Executor().TaskRenewLeases(ctx, o, until); err != nil {
+			for o, ids := range owners {
+				if _, err := t.Executor().TaskRenewLeases(ctx, store.TaskRenewLeasesParams{Owner: o, TaskIDs: ids, Until: until}); err != nil {
 					return err
 				}
 			}

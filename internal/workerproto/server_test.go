@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -59,7 +60,7 @@ func TestTaskJSONAndBlob(t *testing.T) {
 	if err := th.Post(t.Context(), "done", nil); err != nil {
 		t.Fatal(err)
 	}
-	if j := waitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
 		t.Errorf("job %s", j.State)
 	}
 	if got := status(t, http.MethodHead, th.URL); got != 404 {
@@ -110,7 +111,7 @@ func convert(t *testing.T, send func(name, body string) error) {
 
 func checkConverted(t *testing.T, b *bundle, job *store.Job) {
 	t.Helper()
-	if j := waitJob(t, b.e, job.ID, 20*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 20*time.Second); j.State != store.JobComplete {
 		t.Fatalf("job %s: %s", j.State, j.Error)
 	}
 	root := b.root(t, job)
@@ -177,7 +178,7 @@ func TestMultipartLeniency(t *testing.T) {
 	if got := rawPost(t, th.URL, `multipart/form-data; boundary="`+bd+`"`, pr); got != http.StatusAccepted {
 		t.Fatalf("multipart = %d", got)
 	}
-	waitJob(t, b.e, job.ID, 10*time.Second)
+	enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
 	kids := b.children(t, b.root(t, job))
 	if len(kids) != 1 || kids[0].Text != "some text" || b.blobText(t, kids[0].BlobSHA256) != "blob bytes" {
 		t.Errorf("children %+v", kids)
@@ -217,7 +218,7 @@ func TestOrderingErrors(t *testing.T) {
 					t.Fatalf("%s: %v", f[0], err)
 				}
 			}
-			waitJob(t, b.e, job.ID, 10*time.Second)
+			enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
 			root := b.root(t, job)
 			if !strings.HasPrefix(root.Error, tt.want) {
 				t.Errorf("item error %q, want prefix %q", root.Error, tt.want)
@@ -275,7 +276,7 @@ func TestReplaySuppression(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j := waitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	root := b.root(t, job)
@@ -301,7 +302,7 @@ func TestAttemptBound(t *testing.T) {
 	if ids[0] == ids[1] {
 		t.Error("same id twice")
 	}
-	j := waitJob(t, b.e, job.ID, 10*time.Second)
+	j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
 	root := b.root(t, job)
 	if want := "Pdf worker failed 2 times: no request for 200ms"; !strings.HasPrefix(root.Error, want) {
 		t.Errorf("item error %q, want %q", root.Error, want)

@@ -275,6 +275,13 @@ func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 		res.Err, res.Lost = err, false
 		err = ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
 	}
+	if err != nil {
+		// The result cannot be committed (its effects cannot be applied): it fails the task
+		// in a transaction of its own, rather than leaving it running.
+		ss.srv.log.Error("commit remote result; the task fails", "action", ss.name, "task_id", ss.task.ID, "error", err)
+		fail := engine.FailedCommit(res, err)
+		err = ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(fail) })
+	}
 	ss.srv.unbind(ss)
 	if err != nil {
 		ss.srv.log.Error("finish remote task", "action", ss.name, "task_id", ss.task.ID, "error", err)

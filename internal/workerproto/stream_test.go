@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -104,7 +105,7 @@ func TestTruncatedBody(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitJob(t, b.e, job.ID, 10*time.Second)
+	enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
 	kids := b.children(t, root)
 	if len(kids) != 2 || b.blobText(t, kids[1].BlobSHA256) != "B" {
 		t.Errorf("children %+v", kids)
@@ -149,7 +150,7 @@ func TestHundredThousandParts(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j := waitJob(t, b.e, job.ID, 3*time.Minute); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 3*time.Minute); j.State != store.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	root := b.root(t, job)
@@ -256,7 +257,7 @@ func TestMemoryFlat(t *testing.T) {
 	if growth > 100<<20 {
 		t.Errorf("heap grew by %d MB streaming %d × %d MB", growth>>20, workers, size>>20)
 	}
-	waitJob(t, b.e, job.ID, time.Minute)
+	enginetest.WaitJob(t, b.e, job.ID, time.Minute)
 	for _, it := range mustItems(t, b, job) {
 		if it.ParentID != 0 && it.Size < size {
 			t.Errorf("child %s has %d bytes", it.Name, it.Size)
@@ -303,7 +304,7 @@ curl -sf -F '0.json=<0.json' -F '0.blob=@out.blob' -F '0.txt=<out.blob' -F 'done
 			t.Fatalf("worker run %d: %v: %s", i, err, out)
 		}
 	}
-	if j := waitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	var got []string
@@ -354,7 +355,7 @@ func TestGoWorkerKilled(t *testing.T) {
 	if err := goWorker(t.Context(), b.poll(t), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, b.e, calm.ID, 10*time.Second)
+	enginetest.WaitJob(t, b.e, calm.ID, 10*time.Second)
 
 	killed := b.job(t, "same input")
 	ctx, kill := context.WithCancel(t.Context())
@@ -368,7 +369,7 @@ func TestGoWorkerKilled(t *testing.T) {
 	if err := goWorker(t.Context(), b.poll(t), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, b.e, killed.ID, 10*time.Second)
+	enginetest.WaitJob(t, b.e, killed.ID, 10*time.Second)
 
 	summary := func(job *store.Job) string {
 		var out []string
@@ -414,7 +415,7 @@ echo 0.9
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := waitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	kids := b.children(t, b.root(t, job))
@@ -434,7 +435,7 @@ echo 0.9
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitJob(t, b.e, job.ID, 10*time.Second)
+		enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
 		if root := b.root(t, job); !strings.Contains(root.Error, tt.want) {
 			t.Errorf("error %q, want %q", root.Error, tt.want)
 		}

@@ -34,6 +34,7 @@ type Recorder struct {
 	ContentType   string
 	Outputs       map[string]json.RawMessage
 	Events        []string
+	Writes        []action.DomainWrite
 	Progresses    []float64
 	Heartbeats    int
 	// MaxChildren, when positive, makes CreateChild fail after that many children (tests of limits).
@@ -186,4 +187,12 @@ func NewFileTask(t testing.TB, path, contentType string, with, options map[strin
 		t.Fatal(err)
 	}
 	return NewTask(t, filepath.Base(path), contentType, data, with, options)
+}
+
+// Write records w.
+func (r *Recorder) Write(w action.DomainWrite) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Writes = append(r.Writes, w)
+	return nil
 }

@@ -143,15 +143,18 @@ func TestHeldLeaseExpire(t *testing.T) {
 	now := time.Now().Truncate(time.Microsecond)
 	ids := readyTasks(t, db, 2, now)
 	until := now.Add(time.Minute)
+	var deadID int64
 	// Task 0: held, recorded, and its transaction dies (rolled back) before the results.
 	err := db.InTx(ctx, func(x store.Executor) error {
 		held, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{1}, Owner: "dead", Now: now, LeaseUntil: until})
 		if err != nil || len(held) != 1 {
 			return fmt.Errorf("hold = %v, %v", held, err)
 		}
-		if _, err := db.HeldLeaseRecord(ctx, store.HeldLeaseParams{Owner: "dead", TaskIDs: []int64{held[0].ID}, Attempts: []int{held[0].Attempt}, Started: now, Until: until}); err != nil {
+		id, err := db.HeldLeaseRecord(ctx, store.HeldLeaseParams{Owner: "dead", TaskIDs: []int64{held[0].ID}, Attempts: []int{held[0].Attempt}, Started: now, Until: until})
+		if err != nil {
 			return err
 		}
+		deadID = id
 		return errRollback
 	})
 	if !errors.Is(err, errRollback) {
@@ -181,9 +184,16 @@ func TestHeldLeaseExpire(t *testing.T) {
 	if n, err := db.HeldLeaseExpire(ctx, now); err != nil || n != 0 {
 		t.Fatalf("expire before the lease ends = %d, %v; want 0", n, err)
 	}
-	// Renewal moves the record's end.
-	if _, err := db.TaskRenewLeases(ctx, "dead", until.Add(time.Minute)); err != nil {
-		t.Fatal(err)
+	// Renewal moves the end of the records named, of their owner, only.
+	for _, p := range []store.TaskRenewLeasesParams{
+		{Owner: "dead", Until: until.Add(time.Hour)},                                       // no record named
+		{Owner: "live", HeldLeaseIDs: []int64{deadID}, Until: until.Add(time.Hour)},        // another owner's
+		{Owner: "dead", HeldLeaseIDs: []int64{deadID}, Until: until.Add(time.Minute)},      // this one
+		{Owner: "dead", HeldLeaseIDs: []int64{deadID + 1000}, Until: until.Add(time.Hour)}, // no such record
+	} {
+		if _, err := db.TaskRenewLeases(ctx, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n, err := db.HeldLeaseExpire(ctx, until.Add(time.Second)); err != nil || n != 0 {
 		t.Fatalf("expire after a renewal = %d, %v; want 0", n, err)

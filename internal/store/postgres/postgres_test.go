@@ -195,7 +195,7 @@ func TestRenewSkipsHeldRows(t *testing.T) {
 		// Another connection renews while this transaction holds the finished task's row.
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		n, err := db.TaskRenewLeases(rctx, "w", now.Add(2*time.Minute))
+		n, err := db.TaskRenewLeases(rctx, store.TaskRenewLeasesParams{Owner: "w", TaskIDs: []int64{leased[0].ID, leased[1].ID}, Until: now.Add(2 * time.Minute)})
 		if err != nil {
 			return fmt.Errorf("renew while a task is held: %w (it waited for the holder)", err)
 		}

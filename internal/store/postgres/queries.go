@@ -639,7 +639,7 @@ const (
 	qHeldLeaseRecord = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 		INSERT INTO held_leases (owner, started, expires, task_ids, attempts) SELECT $1, $2, $3, $4, $5 FROM async RETURNING id`
 	qHeldLeaseDelete = `DELETE FROM held_leases WHERE id = $1`
-	qHeldLeaseRenew  = `UPDATE held_leases SET expires = $1 WHERE owner = $2`
+	qHeldLeaseRenew  = `UPDATE held_leases SET expires = $1 WHERE id = ANY($3) AND owner = $2`
 	// qHeldLeaseExpire turns an expired record's tasks that are still ready at the attempt
 	// before into running tasks with an expired lease (lease_expires 0).
 	qHeldLeaseExpire = `WITH gone AS (DELETE FROM held_leases WHERE expires < $1 RETURNING owner, started, task_ids, attempts),
@@ -653,7 +653,7 @@ const (
 	// a batch that finishes tasks in two statements, could deadlock with). A row skipped because
 	// its transaction rolled back is renewed on the next round, a third of a lease later.
 	qTaskRenew = `UPDATE tasks SET lease_expires = $1 WHERE id IN (
-		SELECT id FROM tasks WHERE state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
+		SELECT id FROM tasks WHERE id = ANY($3) AND state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
 	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
 	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
@@ -840,15 +840,21 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	return true, nil
 }
 
-func (q *queries) TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error) {
-	tag, err := q.c.Exec(ctx, qTaskRenew, micros(until), owner)
-	if err != nil {
-		return 0, fmt.Errorf("renew leases of %s: %w", owner, mapErr(err))
+func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesParams) (int64, error) {
+	var n int64
+	if len(p.TaskIDs) > 0 {
+		tag, err := q.c.Exec(ctx, qTaskRenew, micros(p.Until), p.Owner, p.TaskIDs)
+		if err != nil {
+			return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, mapErr(err))
+		}
+		n = tag.RowsAffected()
 	}
-	if _, err := q.c.Exec(ctx, qHeldLeaseRenew, micros(until), owner); err != nil {
-		return 0, fmt.Errorf("renew held leases of %s: %w", owner, mapErr(err))
+	if len(p.HeldLeaseIDs) > 0 {
+		if _, err := q.c.Exec(ctx, qHeldLeaseRenew, micros(p.Until), p.Owner, p.HeldLeaseIDs); err != nil {
+			return 0, fmt.Errorf("renew held leases of %s: %w", p.Owner, mapErr(err))
+		}
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) (int64, error) {

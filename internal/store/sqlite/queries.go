@@ -763,10 +763,15 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	return n > 0, nil
 }
 
-func (q *queries) TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error) {
-	res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE state = 'running' AND lease_owner = ?`, micros(until), owner)
+// TaskRenewLeases renews the tasks named; SQLite has no held leases to renew.
+func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesParams) (int64, error) {
+	if len(p.TaskIDs) == 0 {
+		return 0, nil
+	}
+	res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'running' AND lease_owner = ?`,
+		micros(p.Until), idArray(p.TaskIDs), p.Owner)
 	if err != nil {
-		return 0, fmt.Errorf("renew leases of %s: %w", owner, err)
+		return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
 	}
 	return res.RowsAffected()
 }

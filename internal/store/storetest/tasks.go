@@ -276,20 +276,29 @@ func testTaskRenewLeases(t *testing.T, b *bundle) {
 	done := b.task(b.s, b.root(j.ID, 2, "2"), "s")
 	bt := b.task(b.s, b.root(j.ID, 3, "3"), "s")
 	ready := b.task(b.s, b.root(j.ID, 4, "4"), "s")
+	dropped := b.task(b.s, b.root(j.ID, 5, "5"), "s")
 	b.lease("q", 3, "A", b.now) // a1, a2, done
-	b.lease("q", 1, "B", b.now)
+	b.lease("q", 3, "B", b.now) // bt, ready, dropped
 	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	// ready goes back to ready; dropped stays B's running task, whose id B no longer names.
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ready.ID, Attempt: 1, State: store.TaskReady, Refund: true, Now: b.now}))(t)
 	until := b.at(time.Hour)
-	if n := must(b.s.TaskRenewLeases(ctx, "A", until))(t); n != 2 {
+	// Only the ids given, of tasks the owner runs: bt is B's, done and ready are not running,
+	// and an id nobody has is ignored.
+	p := store.TaskRenewLeasesParams{Owner: "A", TaskIDs: []int64{a1.ID, a2.ID, done.ID, bt.ID, ready.ID, 1 << 40}, Until: until}
+	if n := must(b.s.TaskRenewLeases(ctx, p))(t); n != 2 {
 		t.Errorf("TaskRenewLeases(A) = %d, want 2", n)
+	}
+	if n := must(b.s.TaskRenewLeases(ctx, store.TaskRenewLeasesParams{Owner: "B", Until: until}))(t); n != 0 {
+		t.Errorf("TaskRenewLeases(B, no ids) = %d, want 0: a running task not named is not renewed", n)
 	}
 	for _, tc := range []struct {
 		tk   *store.Task
 		want time.Time
-	}{{a1, until}, {a2, until}, {bt, b.at(time.Minute)}, {done, time.Time{}}, {ready, time.Time{}}} {
+	}{{a1, until}, {a2, until}, {bt, b.at(time.Minute)}, {done, time.Time{}}, {ready, time.Time{}}, {dropped, b.at(time.Minute)}} {
 		checkTime(t, fmt.Sprintf("LeaseExpires of task %d", tc.tk.ID), b.getTask(tc.tk.ID).LeaseExpires, tc.want)
 	}
-	if n := must(b.s.TaskRenewLeases(ctx, "nobody", until))(t); n != 0 {
+	if n := must(b.s.TaskRenewLeases(ctx, store.TaskRenewLeasesParams{Owner: "nobody", TaskIDs: []int64{a1.ID}, Until: until}))(t); n != 0 {
 		t.Errorf("TaskRenewLeases(nobody) = %d, want 0", n)
 	}
 }

@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Domain is the store of a workflow's own rows (a graph's nodes, a file set's files, an ingest
+// sheet's works): its tables, created by its own migrations, and the applier of the writes its
+// actions make ([action.DomainWrite]), run inside the transaction that completes their task.
+// A domain writes SQL of its own per dialect, as a store driver does, and only through the
+// [store.DomainSQL] it is handed.
+type Domain interface {
+	// Migrations returns the domain's schema migrations in the dialect, numbered from 1 with the
+	// same numbers in every dialect; [Engine.RegisterDomain] applies those not yet applied.
+	Migrations(d store.Dialect) []store.DomainMigration
+	// Apply makes the writes, in order, in the transaction of the task that made them. It must
+	// be keyed: a write whose (item, step, key) it has written before changes nothing (a task's
+	// result may be replayed), at the database level (a unique key and ON CONFLICT DO NOTHING).
+	// An error fails the task for good (see [FailedCommit]) unless it wraps store.ErrRetry.
+	Apply(ctx context.Context, x store.DomainSQL, ws []DomainWrite) error
+}
+
+// DomainWrite is an [action.DomainWrite] as its domain's applier gets it: the payload as JSON,
+// and the task that made it.
+type DomainWrite struct {
+	Domain  string
+	Key     string
+	Payload json.RawMessage
+	JobID   int64
+	ItemID  int64
+	Step    string
+	// TaskID is the task's id; 0 for an inline step (its row is inserted with its effects).
+	TaskID  int64
+	Attempt int
+}
+
+// RegisterDomain registers a domain under name and applies its migrations not yet applied to
+// the engine's store. Call it before workers start; registering a name twice panics (a wiring
+// mistake).
+func (e *Engine) RegisterDomain(ctx context.Context, name string, d Domain) error {
+	e.mu.Lock()
+	if e.domains == nil {
+		e.domains = map[string]Domain{}
+	}
+	if _, dup := e.domains[name]; dup {
+		e.mu.Unlock()
+		panic(fmt.Sprintf("engine: domain %q registered twice", name))
+	}
+	e.domains[name] = d
+	e.mu.Unlock()
+	if _, err := e.store.MigrateDomain(ctx, name, d.Migrations(e.store.DomainSQL().Dialect())); err != nil {
+		return fmt.Errorf("register domain %q: %w", name, err)
+	}
+	return nil
+}
+
+func (e *Engine) domain(name string) (Domain, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	d, ok := e.domains[name]
+	return d, ok
+}
+
+// EncodeWrite checks an action's write against the registered domains and encodes its payload,
+// for a result to carry ([Result.Writes]).
+func (e *Engine) EncodeWrite(w action.DomainWrite) (DomainWrite, error) {
+	if _, ok := e.domain(w.Domain); !ok {
+		return DomainWrite{}, fmt.Errorf("write %q to domain %q: no such domain is registered", w.Key, w.Domain)
+	}
+	if w.Key == "" {
+		return DomainWrite{}, fmt.Errorf("write to domain %q: empty key", w.Domain)
+	}
+	payload, err := json.Marshal(w.Payload)
+	if err != nil {
+		return DomainWrite{}, fmt.Errorf("write %q to domain %q: %w", w.Key, w.Domain, err)
+	}
+	return DomainWrite{Domain: w.Domain, Key: w.Key, Payload: payload}, nil
+}
+
+// applyWrites hands a completed task's writes to their domains, in order, a run of writes to one
+// domain at a time.
+func (t *tx) applyWrites(task *store.Task, ws []DomainWrite) error {
+	for start := 0; start < len(ws); {
+		end := start + 1
+		for end < len(ws) && ws[end].Domain == ws[start].Domain {
+			end++
+		}
+		name := ws[start].Domain
+		d, ok := t.e.domain(name)
+		if !ok {
+			return fmt.Errorf("task %d writes to domain %q: no such domain is registered", task.ID, name)
+		}
+		run := make([]DomainWrite, end-start)
+		for i, w := range ws[start:end] {
+			w.JobID, w.ItemID, w.Step, w.TaskID, w.Attempt = task.JobID, task.ItemID, task.Step, task.ID, task.Attempt
+			run[i] = w
+		}
+		if err := d.Apply(t.ctx, t.x.DomainSQL(), run); err != nil {
+			return fmt.Errorf("task %d: domain %q: %w", task.ID, name, err)
+		}
+		start = end
+	}
+	return nil
+}

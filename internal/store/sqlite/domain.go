@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// DomainSQL implements store.Executor: a domain's statements on the writer (in the
+// transaction, if any) and its queries there too inside a transaction, else on the read pool.
+func (q *queries) DomainSQL() store.DomainSQL { return domainSQL{q} }
+
+type domainSQL struct{ q *queries }
+
+func (d domainSQL) Dialect() store.Dialect { return store.DialectSQLite }
+
+func (d domainSQL) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := d.q.w.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return res.RowsAffected()
+}
+
+func (d domainSQL) Query(ctx context.Context, query string, args ...any) (store.DomainRows, error) {
+	db := d.q.r
+	if d.q.tx != nil {
+		db = d.q.w
+	}
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return domainRows{rows}, nil
+}
+
+type domainRows struct{ *sql.Rows }
+
+func (r domainRows) Close() { _ = r.Rows.Close() }
+
+// MigrateDomain implements store.Store. The one writer serialises it with everything else.
+func (db *DB) MigrateDomain(ctx context.Context, domain string, ms []store.DomainMigration) ([]int, error) {
+	var done []int
+	for _, m := range ms {
+		applied := false
+		err := db.InTx(ctx, func(x store.Executor) error {
+			q := x.(*queries)
+			var n int
+			if err := q.w.QueryRowContext(ctx, `SELECT count(*) FROM domain_migrations WHERE domain = ? AND version = ?`, domain, m.Version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := q.w.ExecContext(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := q.w.ExecContext(ctx, `INSERT INTO domain_migrations (domain, version, name, applied_at) VALUES (?, ?, ?, ?)`,
+				domain, m.Version, m.Name, time.Now().UTC().UnixMicro())
+			applied = err == nil
+			return err
+		})
+		if err != nil {
+			return done, fmt.Errorf("domain %s migration %d %s: %w", domain, m.Version, m.Name, err)
+		}
+		if applied {
+			done = append(done, m.Version)
+		}
+	}
+	return done, nil
+}
