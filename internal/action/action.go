@@ -197,6 +197,25 @@ type Output interface {
 	Write(w DomainWrite) error
 }
 
+// Resumer is implemented by an [Output] that knows the children earlier attempts of the task
+// recorded. See [Resume].
+type Resumer interface {
+	// ResumeChildren returns how many children earlier attempts recorded, ordinals 0 to n-1
+	// without a gap, and moves the output past them: the next CreateChild is child n.
+	ResumeChildren() int
+}
+
+// Resume returns how many children an earlier attempt of this task already recorded and moves out
+// past them, so an action whose children come in a deterministic order (an archive's entries)
+// skips that many without reading them and resumes where the last attempt stopped. It must be
+// called before the first CreateChild; it returns 0 for an output that cannot resume.
+func Resume(out Output) int {
+	if r, ok := out.(Resumer); ok {
+		return r.ResumeChildren()
+	}
+	return 0
+}
+
 // DomainWrite is a write to the tables of a domain — rows a workflow keeps of its own, such as a
 // dependency graph's nodes or a file set's files — committed with the task that makes it, like
 // its outputs, by the applier the domain registered with the engine.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -22,8 +23,11 @@ type Result struct {
 	Stack    string
 	TimedOut bool
 	// Lost marks an attempt whose worker died: retried at once, as the task itself did not fail.
-	Lost    bool
-	Started time.Time
+	Lost bool
+	// Forgiven, with Lost, is how many of the task's lost attempts (this one included) do not
+	// count against its bound: see [Engine.Reclaim].
+	Forgiven int
+	Started  time.Time
 
 	Text          *string
 	ThumbnailSHA  string
@@ -41,6 +45,14 @@ type Result struct {
 
 // LostAllowance is how many attempts lost to a dead process a task gets beyond its step's bound.
 const LostAllowance = 10
+
+// SuspectAllowance bounds how many lost attempts a task is forgiven for having merely been
+// running beside others when its process died (see [Engine.Reclaim]); past it, such deaths count
+// again, so a task that really kills its process still ends with a bounded, named error.
+const SuspectAllowance = 30
+
+// forgivenMark ends the error of a lost attempt that does not count; Reclaim counts them.
+const forgivenMark = "; not counted: "
 
 // Backoff returns the delay before retry number attempt (1-based): exponential from 1 s, capped at
 // 10 minutes, with ±25 % jitter so a burst of failures does not retry in lockstep.
@@ -178,7 +190,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 		// really kills its process still ends with a specific error.
 		limit := task.MaxAttempts
 		if r.Lost {
-			limit += LostAllowance
+			limit += LostAllowance + r.Forgiven
 		}
 		if !permanent && task.Attempt < limit {
 			finish.State, finish.Error, finish.RunAfter = store.TaskReady, msg, tt.now.Add(Backoff(task.Attempt))
@@ -334,6 +346,45 @@ func (t *Tx) CreateChild(c *NewChild) error {
 	return tt.fire(it, workflow.EventStart)
 }
 
+// forgive decides whether a task's lost attempt counts against its bound. It does not when the
+// attempt made durable progress (it committed children: an unpack resumes after them, so a task
+// longer than the interval between crashes still finishes), nor when the task was only a suspect
+// (others ran beside it when the process died) and has been forgiven that fewer than
+// [SuspectAllowance] times. It returns the note for the attempt's error and how many lost
+// attempts of the task, this one included, are forgiven.
+func (tt *tx) forgive(task *store.Task, suspect bool, running int) (string, int, error) {
+	atts, err := tt.x.AttemptList(tt.ctx, task.ID)
+	if err != nil {
+		return "", 0, err
+	}
+	forgiven, suspected := 0, 0
+	for _, a := range atts {
+		if i := strings.Index(a.Error, forgivenMark); i >= 0 {
+			forgiven++
+			if strings.Contains(a.Error[i:], "a suspect") {
+				suspected++
+			}
+		}
+	}
+	kids, err := tt.x.ItemListChildren(tt.ctx, task.ItemID, task.Step)
+	if err != nil {
+		return "", 0, err
+	}
+	made := 0
+	for _, k := range kids {
+		if !k.CreatedAt.Before(task.StartedAt) {
+			made++
+		}
+	}
+	switch {
+	case made > 0:
+		return fmt.Sprintf("%sit committed %d children first", forgivenMark, made), forgiven + 1, nil
+	case suspect && suspected < SuspectAllowance:
+		return fmt.Sprintf("%s%d tasks were running when the process died, so it is a suspect", forgivenMark, running), forgiven + 1, nil
+	}
+	return "", forgiven, nil
+}
+
 // ReclaimParams configures [Engine.Reclaim].
 type ReclaimParams struct {
 	// All reclaims every running task, not only expired ones: used by the embedded engine at
@@ -365,9 +416,17 @@ func (e *Engine) Reclaim(ctx context.Context, p ReclaimParams) (int, error) {
 			return err
 		}
 		n = len(tasks)
+		// The embedded engine's restart reclaims everything its dead process ran: each of those
+		// tasks is a suspect, not the culprit, when others ran beside it.
+		suspects := p.All && len(tasks) > 1
 		for _, task := range tasks {
-			r := &Result{Task: task, Owner: task.LeaseOwner, Started: task.StartedAt,
-				Lost: true, Err: fmt.Errorf("worker lost (lease of %s expired)", task.LeaseOwner)}
+			r := &Result{Task: task, Owner: task.LeaseOwner, Started: task.StartedAt, Lost: true}
+			why, forgiven, err := t.t.forgive(task, suspects, len(tasks))
+			if err != nil {
+				return err
+			}
+			r.Forgiven = forgiven
+			r.Err = fmt.Errorf("worker lost (lease of %s expired)%s", task.LeaseOwner, why)
 			if err := t.Apply(r); err != nil {
 				return err
 			}

@@ -192,6 +192,25 @@ func (o *output) recordChild(c action.Child, sha string, size int64, thumb, thum
 		Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: thumb, ThumbnailType: thumbType, From: from, To: to})
 }
 
+// ResumeChildren implements [action.Resumer]. The skipped children are not recorded for the
+// conversion cache, so a resumed attempt caches nothing.
+func (o *output) ResumeChildren() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ordinal != 0 {
+		return 0
+	}
+	n := 0
+	for o.existing[n] != nil {
+		n++
+	}
+	o.ordinal = n
+	if n > 0 {
+		o.record = nil
+	}
+	return n
+}
+
 func (o *output) SetText(_ context.Context, text string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -39,7 +39,13 @@ type Recorder struct {
 	Heartbeats    int
 	// MaxChildren, when positive, makes CreateChild fail after that many children (tests of limits).
 	MaxChildren int
+	// Recorded, when positive, plays an earlier attempt that recorded that many children: it is
+	// what ResumeChildren returns ([action.Resume]).
+	Recorded int
 }
+
+// ResumeChildren implements [action.Resumer].
+func (r *Recorder) ResumeChildren() int { return r.Recorded }
 
 var _ action.Output = (*Recorder)(nil)
 

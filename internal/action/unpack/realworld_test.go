@@ -138,3 +138,21 @@ func TestUnpackTarLinksRecorded(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestUnpackResumes: a zip whose first children an earlier attempt recorded is resumed after
+// them, without reading those entries again.
+func TestUnpackResumes(t *testing.T) {
+	t.Parallel()
+	data := makeZip(t, 10)
+	rec := &actiontest.Recorder{Recorded: 6}
+	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", data, nil, nil), rec); err != nil {
+		t.Fatal(err)
+	}
+	all := &actiontest.Recorder{}
+	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", data, nil, nil), all); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := childNames(rec), childNames(all)[6:]; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("resumed children %q, want %q", got, want)
+	}
+}

@@ -191,6 +191,7 @@ type run struct {
 
 	head      []byte // the buffer a small entry is read into whole (see emit)
 	entries   int
+	emitted   int      // emit calls, resumed ones included: call i makes child i
 	skipped   []string // "<entry>: <reason>"
 	fatal     error    // a permanent error that stopped the archive
 	outErr    error    // a failure of the output: transient
@@ -307,6 +308,7 @@ func (r *run) reportProgress(consumed int64) {
 // limit, the output failing or the context ending); an entry's own failure is recorded with
 // skip and emit returns true.
 func (r *run) emit(entry string, src io.Reader, ratio func(int64) error) bool {
+	r.emitted++
 	er := &entryReader{r: src, budget: r.budget, ratio: ratio}
 	child := action.Child{Name: r.parent + "/" + entry, Blob: er}
 	// A small entry is read whole here and its content type recorded, as detect would find it:

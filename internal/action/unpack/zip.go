@@ -16,6 +16,8 @@ import (
 	// The archive library registers bzip2, zstd and xz decompressors for zip entries with
 	// klauspost/compress/zip; importing it here makes sure they are registered.
 	_ "github.com/mholt/archives"
+
+	"github.com/sluice-project/sluice/internal/action"
 )
 
 func isZip(head []byte) bool {
@@ -44,6 +46,9 @@ func (r *run) unpackZip(f *os.File) error {
 		}
 	}
 	cm := legacyNames(legacy)
+	// Entries whose children an earlier attempt recorded are passed over unread: emit call i
+	// makes child i, and the checks before emit depend only on the directory.
+	resume := action.Resume(r.out)
 	var selfCRC *uint32
 	for _, zf := range zr.File {
 		if !r.countEntry() {
@@ -91,6 +96,11 @@ func (r *run) unpackZip(f *os.File) error {
 		if left := r.budget.max - r.budget.used; usize > uint64(max(left, 0)) {
 			r.skip(name, fmt.Sprintf("expands to %d bytes, more than the %d bytes left of the archive's limit (%g× its size)",
 				usize, max(left, 0), r.lim.ExpansionFactor))
+			continue
+		}
+		if r.emitted < resume {
+			r.emitted++
+			r.budget.used += int64(usize)
 			continue
 		}
 		off, err := zf.DataOffset()

@@ -1,0 +1,91 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestSuspectsAreForgiven: when the embedded process dies with several tasks running, each is a
+// suspect, not the culprit: up to SuspectAllowance such deaths do not count against a task, so a
+// crash loop does not turn healthy files into errors; past it they count again, so a task that
+// really kills its process still ends with a bounded, named error. A task alone at a death pays.
+func TestSuspectsAreForgiven(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openStore(t, "sqlite")
+	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "two", "name: two\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", true)
+	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	die := func() int {
+		t.Helper()
+		now := e.Now()
+		var got []*store.Task
+		err := db.InTx(ctx, func(x store.Executor) error {
+			var err error
+			got, err = x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{10}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reclaim(ctx, engine.ReclaimParams{All: true}); err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	deaths := 0
+	for die() == 2 {
+		deaths++
+		if deaths > 100 {
+			t.Fatal("the tasks never failed: a task that kills its process must end")
+		}
+	}
+	// Both were forgiven SuspectAllowance times, then charged MaxAttempts + LostAllowance.
+	if want := engine.SuspectAllowance + 2 + engine.LostAllowance; deaths != want {
+		t.Errorf("the tasks failed after %d deaths, want %d", deaths, want)
+	}
+	tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tasks {
+		if tk.State != store.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
+			t.Errorf("task %+v, want failed naming the lost worker", tk)
+		}
+	}
+	atts, err := db.AttemptList(ctx, tasks[0].ID)
+	if err != nil || !strings.Contains(atts[0].Error, "2 tasks were running when the process died, so it is a suspect") {
+		t.Errorf("first attempt %+v, %v: want it forgiven as a suspect", atts[0], err)
+	}
+}
+
+// TestLoneTaskPays: a task alone in a dead process is charged each time.
+func TestLoneTaskPays(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openStore(t, "sqlite")
+	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
+	for i := 0; i < 2+engine.LostAllowance; i++ {
+		now := e.Now()
+		if err := db.InTx(ctx, func(x store.Executor) error {
+			_, err := x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{10}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reclaim(context.Background(), engine.ReclaimParams{All: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
+	if err != nil || len(tasks) != 1 || tasks[0].State != store.TaskFailed {
+		t.Fatalf("tasks %+v, %v: want failed after %d lone deaths", tasks, err, 2+engine.LostAllowance)
+	}
+}
