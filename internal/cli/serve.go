@@ -31,6 +31,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			rem[r] = true
 		}
 	}
+	pathRoots, err := pathRootList(*roots, c.data)
+	if err != nil {
+		return err
+	}
 	log := c.logger(e)
 	cfg, err := c.nodeConfig(ctx, e)
 	if err != nil {
@@ -54,16 +58,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
-	var pathRoots []string
-	for _, r := range strings.Split(*roots, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			abs, err := filepath.Abs(r)
-			if err != nil {
-				return err
-			}
-			pathRoots = append(pathRoots, abs)
-		}
-	}
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -95,6 +89,37 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// pathRootList turns --path-root into absolute directories. A root may not hold the data dir
+// (its tokens, database and blobs would be ingestible) nor lie inside it.
+func pathRootList(flagValue, dataDir string) ([]string, error) {
+	data, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range strings.Split(flagValue, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, err
+		}
+		if within(data, abs) || within(abs, data) {
+			return nil, usagef("--path-root %s overlaps the data dir %s: jobs could ingest its tokens and database; "+
+				"choose a root beside it", r, data)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// within reports whether path is dir or lies under it (lexically; both absolute and clean).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsLocal(rel) || rel == "."
 }
 
 func runWorker(ctx context.Context, e *env, args []string) error {
