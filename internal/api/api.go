@@ -157,10 +157,14 @@ type route struct {
 	Status int
 }
 
-// authorized checks the request's token for the role and answers 401/403 itself.
+// authorized checks the request's token for the role and answers 401/403 itself, without reading
+// any of the body of a request it refuses.
 func (a *API) authorized(w http.ResponseWriter, r *http.Request, need Role) bool {
 	if a.cfg.NoAuth {
 		return true
+	}
+	if r.ContentLength != 0 {
+		w = refusing{w}
 	}
 	plain := workerproto.TokenFromRequest(r)
 	if plain == "" {
@@ -182,6 +186,17 @@ func (a *API) authorized(w http.ResponseWriter, r *http.Request, need Role) bool
 	}
 	return false
 }
+
+// refusing is a ResponseWriter of a refused request: the body is not read (or drained) once the
+// status is written.
+type refusing struct{ http.ResponseWriter }
+
+func (w refusing) WriteHeader(code int) {
+	workerproto.RefuseBody(w.ResponseWriter)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w refusing) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (a *API) wrap(rt route) http.Handler {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -675,7 +675,8 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request, multi bool)
 	}
 	ss := s.session(r)
 	if ss == nil {
-		drain(r.Body)
+		// The task id is the credential of task URLs: without a known one, nothing is read.
+		RefuseBody(w)
 		notFound(w)
 		return nil
 	}
@@ -777,6 +778,11 @@ func (ss *session) checkCanceledAfter(ctx context.Context) bool {
 func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		if s.session(r) == nil {
+			RefuseBody(w)
+			notFound(w)
+			return
+		}
 		drainBody(r.Body)
 		writeError(w, http.StatusUnsupportedMediaType, "not_multipart",
 			"POST a fragment to <task url>/<fragment>, or many as multipart/form-data to <task url>")
