@@ -158,16 +158,25 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 	var req createJobRequest
 	var roots []engine.Root
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	lim := a.cfg.Limits
 	if mt == "multipart/form-data" {
-		// Files are streamed part by part into the blob store; nothing is buffered whole.
+		// Files are streamed part by part into the blob store; nothing is buffered whole. An
+		// upload may take as long as it keeps sending.
+		if bd, ok := r.Body.(*deadlineBody); ok {
+			bd.streaming()
+		}
+		uploadLeft := lim.MaxUploadBytes
 		mr := multipart.NewReader(r.Body, params["boundary"])
-		for {
+		for parts := 1; ; parts++ {
 			part, err := mr.NextPart()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return errf(CodeBadRequest, "read multipart body: %v", err)
+			}
+			if parts > lim.MaxParts {
+				return tooLarge("max-parts", "the request has more than %d multipart parts", lim.MaxParts)
 			}
 			switch part.FormName() {
 			case "job":
@@ -179,20 +188,31 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 				if name == "" {
 					name = fmt.Sprintf("file-%d", len(roots))
 				}
-				sha, size, err := a.b.Blobs().Put(ctx, part)
+				if len(roots) >= lim.MaxRoots {
+					return tooLarge("max-roots", "a job may be created with at most %d roots (files and paths)", lim.MaxRoots)
+				}
+				cr := &capReader{r: part, left: uploadLeft}
+				sha, size, err := a.b.Blobs().Put(ctx, cr)
+				if cr.hit {
+					return tooLarge("max-upload-bytes", "the files uploaded for one job exceed %s (at %q)", formatBytes(lim.MaxUploadBytes), name)
+				}
 				if err != nil {
 					return fmt.Errorf("store upload %q: %w", name, err)
 				}
+				uploadLeft -= size
 				roots = append(roots, engine.Root{Ordinal: len(roots), Name: name, ContentType: part.Header.Get("Content-Type"), BlobSHA256: sha, Size: size})
 			default:
 				return errf(CodeBadRequest, "unexpected part %q: send a \"job\" JSON part and \"file\" parts", part.FormName())
 			}
 		}
-	} else if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&req); err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+	} else if err := decodeCapped(r.Body, 4<<20, "the job JSON", &req); err != nil {
+		return err
 	}
 	if req.Workflow == "" {
 		return errf(CodeBadRequest, "workflow is required")
+	}
+	if len(roots)+len(req.Paths) > lim.MaxRoots {
+		return tooLarge("max-roots", "a job may be created with at most %d roots (files and paths), not %d", lim.MaxRoots, len(roots)+len(req.Paths))
 	}
 	for _, p := range req.Paths {
 		root, err := a.serverFile(r, p, len(roots))
@@ -603,8 +623,8 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req eventRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+	if err := decodeCapped(r.Body, 1<<20, "an event request", &req); err != nil {
+		return err
 	}
 	if req.Event == "" || (req.ItemID == 0) == (req.Key == "") {
 		return errf(CodeBadRequest, "send event and either item_id or key and value")
@@ -742,9 +762,9 @@ func diagnose(warnings []workflow.Diagnostic, err error) (*diagnosticsJSON, erro
 }
 
 func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
-	src, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	src, err := readCapped(r.Body, 4<<20, "a workflow")
 	if err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+		return err
 	}
 	cat := a.b.Engine().Catalog()
 	def, err := workflow.Parse(src, "request")
@@ -761,9 +781,9 @@ func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
-	src, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	src, err := readCapped(r.Body, 4<<20, "a workflow")
 	if err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+		return err
 	}
 	wf, warnings, err := a.b.Engine().ApplyWorkflow(r.Context(), src, "request")
 	out, derr := diagnose(warnings, err)

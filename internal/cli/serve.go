@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,11 +18,12 @@ import (
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--data DIR]")
+	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--max-upload-bytes 10GiB] [--max-parts N] [--max-roots N] [--data DIR]")
 	listen := fs.String("listen", "127.0.0.1:7080", "address to listen on (loopback by default)")
 	remote := fs.String("remote", "", "comma-separated actions handed to remote workers instead of running in process (e.g. Pdf,Office)")
 	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
+	limits := limitFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,13 +60,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader})
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader,
+		Limits: limits.get()})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := a.Server()
 	n.Start(ctx)
 	wp.Start(ctx)
 	toks, _ := tokens.List()
@@ -89,6 +92,29 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// serveLimits are the flags of api.Limits.
+type serveLimits struct {
+	uploadBytes                byteSize
+	parts, roots               *int
+	bodyRead, readHeader, idle *time.Duration
+}
+
+func limitFlags(fs *flag.FlagSet) *serveLimits {
+	l := &serveLimits{uploadBytes: api.DefaultMaxUploadBytes}
+	fs.Var(&l.uploadBytes, "max-upload-bytes", "cap on the bytes uploaded to create one job, e.g. 10GiB or 512MiB (default 10GiB)")
+	l.parts = fs.Int("max-parts", api.DefaultMaxParts, "cap on the parts of one multipart request")
+	l.roots = fs.Int("max-roots", api.DefaultMaxRoots, "cap on the roots (uploaded files and paths) a job is created with")
+	l.bodyRead = fs.Duration("body-read-timeout", api.DefaultBodyReadTimeout, "a JSON body must arrive within this; an upload may not stall longer")
+	l.readHeader = fs.Duration("read-header-timeout", api.DefaultReadHeaderTimeout, "how long a client may take to send a request's headers")
+	l.idle = fs.Duration("idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection is kept (remote workers want at least 60s)")
+	return l
+}
+
+func (l *serveLimits) get() api.Limits {
+	return api.Limits{MaxUploadBytes: int64(l.uploadBytes), MaxParts: *l.parts, MaxRoots: *l.roots,
+		BodyReadTimeout: *l.bodyRead, ReadHeaderTimeout: *l.readHeader, IdleTimeout: *l.idle}
 }
 
 // pathRootList turns --path-root into absolute directories. A root may not hold the data dir
