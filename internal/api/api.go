@@ -278,6 +278,8 @@ func (w refusing) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (a *API) wrap(rt route) http.Handler {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// No response of the API is to be sniffed into something it does not declare.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if !a.authorized(w, r, rt.Role) {
 			return
 		}

@@ -36,7 +36,15 @@ func (doc) Run(ctx context.Context, t *action.Task, out action.Output) error {
 		return action.Permanentf("bad input")
 	}
 	out.SetText(ctx, "text of "+t.Item.Name)
-	return out.SetOutput(ctx, "document", json.RawMessage(`{"title":"`+t.Item.Name+`"}`))
+	// Thumbnails for the download tests: one a browser would run (SVG), one it would only show.
+	switch {
+	case strings.HasSuffix(t.Item.Name, ".svg"):
+		out.SetThumbnail(ctx, strings.NewReader(svgDoc), "image/svg+xml")
+	case strings.HasSuffix(t.Item.Name, ".pdf"):
+		out.SetThumbnail(ctx, strings.NewReader("\x89PNG fake"), "image/png")
+	}
+	title, _ := json.Marshal(map[string]string{"title": t.Item.Name})
+	return out.SetOutput(ctx, "document", title)
 }
 
 // flaky is an in-process action that fails permanently until fixed is set.

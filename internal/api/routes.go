@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -520,7 +521,9 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 }
 
 // download serves an item's original bytes, its PDF (its blob when it is a PDF), its text or its
-// thumbnail.
+// thumbnail. All of it comes from an untrusted document, so it is served as inert
+// ([setDocumentHeaders]): never sniffed, sandboxed, and an original — or any content of a type a
+// browser would run, such as HTML or SVG — as an attachment.
 func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -530,44 +533,108 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "item %d", id)
 	}
-	var sha, ct string
-	switch r.PathValue("content") {
+	name := path.Base(it.Name)
+	var sha, ct, filename string
+	content := r.PathValue("content")
+	switch content {
 	case "original":
-		sha, ct = it.BlobSHA256, it.ContentType
+		sha, ct, filename = it.BlobSHA256, it.ContentType, name
 	case "pdf":
 		if it.ContentType != "application/pdf" {
 			return errf(CodeNotFound, "item %d is %s, not a PDF", id, it.ContentType)
 		}
-		sha, ct = it.BlobSHA256, "application/pdf"
+		sha, ct, filename = it.BlobSHA256, "application/pdf", name
 	case "text":
 		if !it.HasText {
 			return errf(CodeNotFound, "item %d has no text", id)
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		setDocumentHeaders(w.Header(), "text/plain; charset=utf-8", name+".txt", false)
 		_, err := io.WriteString(w, it.Text)
 		return err
 	case "thumbnail":
 		sha, ct = it.ThumbnailSHA, it.ThumbnailType
+		filename = name + ".thumbnail"
+		if exts, _ := mime.ExtensionsByType(it.ThumbnailType); len(exts) > 0 {
+			filename += exts[0]
+		}
 	default:
-		return errf(CodeNotFound, "unknown content %q: want original, pdf, text or thumbnail", r.PathValue("content"))
+		return errf(CodeNotFound, "unknown content %q: want original, pdf, text or thumbnail", content)
 	}
 	if sha == "" {
-		return errf(CodeNotFound, "item %d has no %s", id, r.PathValue("content"))
+		return errf(CodeNotFound, "item %d has no %s", id, content)
 	}
 	rc, err := a.b.Blobs().Open(r.Context(), sha)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	w.Header().Set("Content-Type", ct)
+	setDocumentHeaders(w.Header(), ct, filename, content == "original")
 	if size, err := a.b.Blobs().Stat(r.Context(), sha); err == nil {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
 	}
 	_, _ = io.Copy(w, rc)
 	return nil
+}
+
+// documentCSP sandboxes content from documents: a browser that opens it runs no script, loads
+// nothing and gets a unique origin, so an uploaded page cannot act with the API's origin.
+const documentCSP = "sandbox; default-src 'none'"
+
+// inlineTypes are the content types a browser may show in place: it renders them without running
+// anything of theirs. Everything else is an attachment.
+var inlineTypes = map[string]bool{
+	"application/pdf": true, "text/plain": true,
+	"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true,
+}
+
+// setDocumentHeaders sets the headers of bytes that come from a document: the content type (an
+// unparsable one becomes application/octet-stream), nosniff, the sandboxing CSP, and
+// Content-Disposition — attachment when attach is set or the type is not in inlineTypes, with the
+// filename in RFC 6266 form (an ASCII fallback and filename* in UTF-8).
+func setDocumentHeaders(h http.Header, contentType, filename string, attach bool) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || contentType == "" {
+		mt, params = "application/octet-stream", nil
+	}
+	ct := mime.FormatMediaType(mt, params)
+	if ct == "" {
+		ct = mt
+	}
+	h.Set("Content-Type", ct)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", documentCSP)
+	disp := "inline"
+	if attach || !inlineTypes[mt] {
+		disp = "attachment"
+	}
+	h.Set("Content-Disposition", contentDisposition(disp, filename))
+}
+
+// contentDisposition returns a Content-Disposition header value (RFC 6266) of disposition with
+// the filename: control characters become "_", a name outside ASCII gets an ASCII fallback in
+// filename and the exact name in filename* (RFC 8187).
+func contentDisposition(disposition, filename string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, filename)
+	if clean == "" {
+		clean = "download"
+	}
+	fallback := strings.Map(func(r rune) rune {
+		if r > 0x7e || r == '%' {
+			return '_'
+		}
+		return r
+	}, clean)
+	v := mime.FormatMediaType(disposition, map[string]string{"filename": fallback})
+	if fallback != clean {
+		// FormatMediaType writes a non-ASCII value as filename*=utf-8''…
+		v += strings.TrimPrefix(mime.FormatMediaType(disposition, map[string]string{"filename": clean}), disposition)
+	}
+	return v
 }
 
 func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Request) error {
@@ -820,6 +887,8 @@ func (a *API) graph(w http.ResponseWriter, r *http.Request) error {
 	switch f := r.URL.Query().Get("format"); f {
 	case "", "svg":
 		w.Header().Set("Content-Type", "image/svg+xml")
+		// Step names come from whoever stored the workflow: render the SVG inert all the same.
+		w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'; style-src 'unsafe-inline'")
 		_, _ = w.Write(g.SVG())
 	case "dot":
 		w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")

@@ -642,7 +642,11 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
+	// The bytes are a document's: inert should a browser ever open the URL.
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	w.Header().Set("Content-Disposition", "attachment")
 	if ss.item.BlobSHA256 == "" {
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
