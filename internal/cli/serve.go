@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
 	limits := limitFlags(fs)
+	c.addEgressFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -149,14 +151,21 @@ func within(path, dir string) bool {
 }
 
 func runWorker(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "worker", "worker --server URL --action NAME --token T -- COMMAND… | worker --database URL [--blobs s3://…] [--actions a,b]")
+	fs, c := newFlags(e, "worker", "worker --server URL --action NAME [--token-file FILE] -- COMMAND… (token in SLUICE_TOKEN or the file) | worker --database URL [--blobs s3://…] [--actions a,b]")
 	server := fs.String("server", "http://127.0.0.1:7080", "the sluice server")
 	act := fs.String("action", "", "the remote action to serve, e.g. Pdf")
-	token := fs.String("token", "", "a worker token (or SLUICE_TOKEN)")
+	// --token is refused, not merely deprecated: a token on the command line is visible to every
+	// user of the machine in ps and /proc, and stays in shell histories.
+	token := fs.String("token", "", "removed: use SLUICE_TOKEN or --token-file (a command-line token shows in ps)")
+	tokenFile := fs.String("token-file", "", "a file holding the worker token (default: the SLUICE_TOKEN variable)")
 	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
+	c.addEgressFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *token != "" {
+		return usagef("--token is no longer accepted (a token on the command line shows in ps): set SLUICE_TOKEN or pass --token-file FILE")
 	}
 	if c.database != "" {
 		return runDBWorker(ctx, e, c, *actions)
@@ -164,9 +173,9 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	if *act == "" || len(pos) == 0 {
 		return usagef("need --action and a command after --")
 	}
-	tok := *token
-	if tok == "" {
-		tok = lookupEnv("SLUICE_TOKEN")
+	tok, err := workerToken(e, *tokenFile)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(e.stderr, "serving %s tasks from %s with %s\n", *act, *server, strings.Join(pos, " "))
 	err = workerproto.RunCommand(ctx, workerproto.CommandConfig{Server: strings.TrimSuffix(*server, "/") + "/v1/workers", Action: *act, Token: tok, Argv: pos})
@@ -174,6 +183,29 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// workerToken returns the token of a remote worker: the first line of file when given, else
+// SLUICE_TOKEN.
+func workerToken(e *env, file string) (string, error) {
+	if file == "" {
+		if tok := strings.TrimSpace(lookupEnv("SLUICE_TOKEN")); tok != "" {
+			return tok, nil
+		}
+		return "", usagef("need a worker token: set SLUICE_TOKEN or pass --token-file FILE (create one with `sluice token create --role worker`)")
+	}
+	b, err := readFileLimited(file, 4096)
+	if err != nil {
+		return "", fmt.Errorf("read --token-file: %w", err)
+	}
+	tok, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if tok = strings.TrimSpace(tok); tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", file)
+	}
+	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(e.stderr, "warning: %s is readable by other users (mode %v); chmod 600 it\n", file, fi.Mode().Perm())
+	}
+	return tok, nil
 }
 
 func runToken(ctx context.Context, e *env, args []string) error {
