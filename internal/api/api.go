@@ -6,6 +6,11 @@
 // ([Error]). Every endpoint but /healthz needs a bearer token (`Authorization: Bearer` or
 // `?token=`): admin tokens may do everything, reader tokens only read, worker tokens only speak
 // the worker protocol.
+//
+// Requests are bounded ([Limits]): upload bytes, multipart parts and roots per job, and the time a
+// body or headers may take. Downloads of item contents are served inert (nosniff, a sandboxing
+// Content-Security-Policy, originals as attachments), and server-side paths are opened through
+// [os.Root] under the configured path roots.
 package api
 
 import (

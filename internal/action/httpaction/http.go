@@ -4,7 +4,8 @@
 //
 // Errors are classified the way DESIGN §4.5 asks: 5xx, 429, timeouts and connection errors are
 // transient and retried with backoff (or snoozed when the server sends Retry-After); other 4xx
-// statuses are bad input and fail the item.
+// statuses are bad input and fail the item. Connections obey an egress policy (package egress):
+// by default loopback, private and link-local addresses are refused, permanently.
 package httpaction
 
 import (
