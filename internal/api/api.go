@@ -6,6 +6,11 @@
 // ([Error]). Every endpoint but /healthz needs a bearer token (`Authorization: Bearer` or
 // `?token=`): admin tokens may do everything, reader tokens only read, worker tokens only speak
 // the worker protocol.
+//
+// Requests are bounded ([Limits]): upload bytes, multipart parts and roots per job, and the time a
+// body or headers may take. Downloads of item contents are served inert (nosniff, a sandboxing
+// Content-Security-Policy, originals as attachments), and server-side paths are opened through
+// [os.Root] under the configured path roots.
 package api
 
 import (
@@ -39,6 +44,66 @@ type Config struct {
 	Leader func() bool
 	// NoAuth disables authentication (tests of handlers only; never in production).
 	NoAuth bool
+	// Limits bounds what a request may make the server read and store.
+	Limits Limits
+}
+
+// Limits bounds what one request may make the server read and store, so that a client (even one
+// with a token) cannot exhaust the disk, the database or the server's connections. Exceeding a
+// cap answers 413 with the code "too_large" and names the `sluice serve` flag that raises it.
+// The zero value of each field means its default.
+type Limits struct {
+	// MaxUploadBytes caps the bytes of the files uploaded to create one job (flag
+	// --max-upload-bytes). Defaults to 10 GiB.
+	MaxUploadBytes int64
+	// MaxParts caps the parts of one multipart request, the "job" part included (flag
+	// --max-parts). Defaults to 10,000.
+	MaxParts int
+	// MaxRoots caps the roots — uploaded files and server-side paths — a job is created with
+	// (flag --max-roots). Defaults to 10,000.
+	MaxRoots int
+	// BodyReadTimeout bounds reading a request body (flag --body-read-timeout): a JSON or YAML
+	// body must arrive whole within it, and an upload may not stall (send nothing) for longer —
+	// an upload that keeps sending may take as long as it needs. A body that times out is
+	// answered 408. Defaults to 1m.
+	BodyReadTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers, for [API.Server] (flag
+	// --read-header-timeout). Defaults to 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long [API.Server] keeps an idle keep-alive connection (flag
+	// --idle-timeout). The worker protocol wants at least 60s. Defaults to 2m.
+	IdleTimeout time.Duration
+}
+
+// The defaults of [Limits].
+const (
+	DefaultMaxUploadBytes    = 10 << 30
+	DefaultMaxParts          = 10_000
+	DefaultMaxRoots          = 10_000
+	DefaultBodyReadTimeout   = time.Minute
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+)
+
+func (l *Limits) setDefaults() {
+	if l.MaxUploadBytes <= 0 {
+		l.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if l.MaxParts <= 0 {
+		l.MaxParts = DefaultMaxParts
+	}
+	if l.MaxRoots <= 0 {
+		l.MaxRoots = DefaultMaxRoots
+	}
+	if l.BodyReadTimeout <= 0 {
+		l.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if l.ReadHeaderTimeout <= 0 {
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
 }
 
 // API is the HTTP API. It is safe for concurrent use.
@@ -64,6 +129,7 @@ func New(cfg Config) *API {
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = time.Second
 	}
+	cfg.Limits.setDefaults()
 	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics()}
 	for _, r := range a.routes() {
 		a.mux.Handle(r.Method+" "+r.Path, a.wrap(r))
@@ -84,9 +150,18 @@ func New(cfg Config) *API {
 	return a
 }
 
-// Handler returns the API's handler. It sets no timeouts of its own; the http.Server should not
-// set WriteTimeout (progress streams and worker POSTs are long).
+// Handler returns the API's handler. It bounds the reading of request bodies itself
+// ([Limits.BodyReadTimeout]); the http.Server must not set ReadTimeout or WriteTimeout (uploads,
+// progress streams and worker POSTs are long). [API.Server] returns one set up for it.
 func (a *API) Handler() http.Handler { return a.mux }
+
+// Server returns an http.Server serving the API with the header and idle timeouts of
+// [Config.Limits] and no ReadTimeout or WriteTimeout: uploads, progress streams, worker long
+// polls and worker POSTs may last long, and each bounds its own reading instead.
+func (a *API) Server() *http.Server {
+	return &http.Server{Handler: a.Handler(), ReadHeaderTimeout: a.cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout: a.cfg.Limits.IdleTimeout}
+}
 
 // Error is a public API error: an HTTP status and code from the catalogue, and a message safe to
 // show. Handlers return it; any other error is logged and answered as "internal".
@@ -94,6 +169,8 @@ type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Limit names the `sluice serve` flag of the limit a "too_large" or "timeout" error exceeded.
+	Limit string `json:"limit,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -108,11 +185,13 @@ const (
 	CodeInvalid      = "invalid_workflow"
 	CodeUnknownEvent = "unknown_event"
 	CodeInternal     = "internal"
+	CodeTooLarge     = "too_large"
+	CodeTimeout      = "timeout"
 )
 
 var codeStatus = map[string]int{
 	CodeBadRequest: 400, CodeUnauthorized: 401, CodeForbidden: 403, CodeNotFound: 404, CodeConflict: 409,
-	CodeInvalid: 422, CodeUnknownEvent: 422, CodeInternal: 500,
+	CodeInvalid: 422, CodeUnknownEvent: 422, CodeInternal: 500, CodeTooLarge: 413, CodeTimeout: 408,
 }
 
 func errf(code, format string, args ...any) *Error {
@@ -132,8 +211,12 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			e = errf(CodeInternal, "internal error; see the server log")
 		}
 	}
-	if e.Status == http.StatusUnauthorized {
+	switch e.Status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+	case http.StatusRequestEntityTooLarge, http.StatusRequestTimeout:
+		// The rest of the body is not wanted: close the connection rather than drain it.
+		workerproto.RefuseBody(w)
 	}
 	writeJSON(w, e.Status, e)
 }
@@ -157,10 +240,14 @@ type route struct {
 	Status int
 }
 
-// authorized checks the request's token for the role and answers 401/403 itself.
+// authorized checks the request's token for the role and answers 401/403 itself, without reading
+// any of the body of a request it refuses.
 func (a *API) authorized(w http.ResponseWriter, r *http.Request, need Role) bool {
 	if a.cfg.NoAuth {
 		return true
+	}
+	if r.ContentLength != 0 {
+		w = refusing{w}
 	}
 	plain := workerproto.TokenFromRequest(r)
 	if plain == "" {
@@ -183,12 +270,35 @@ func (a *API) authorized(w http.ResponseWriter, r *http.Request, need Role) bool
 	return false
 }
 
+// refusing is a ResponseWriter of a refused request: the body is not read (or drained) once the
+// status is written.
+type refusing struct{ http.ResponseWriter }
+
+func (w refusing) WriteHeader(code int) {
+	workerproto.RefuseBody(w.ResponseWriter)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w refusing) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (a *API) wrap(rt route) http.Handler {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// No response of the API is to be sniffed into something it does not declare.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if !a.authorized(w, r, rt.Role) {
 			return
 		}
+		var bd *deadlineBody
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			bd = newDeadlineBody(w, r.Body, a.cfg.Limits.BodyReadTimeout)
+			r.Body = bd
+		}
 		if err := rt.Handler(w, r); err != nil {
+			if bd != nil && bd.timedOut() {
+				err = &Error{Status: http.StatusRequestTimeout, Code: CodeTimeout, Limit: "body-read-timeout",
+					Message: fmt.Sprintf("the request body did not arrive within %s; raise it with sluice serve --body-read-timeout",
+						a.cfg.Limits.BodyReadTimeout)}
+			}
 			a.writeError(w, r, err)
 		}
 	})

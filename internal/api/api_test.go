@@ -36,7 +36,15 @@ func (doc) Run(ctx context.Context, t *action.Task, out action.Output) error {
 		return action.Permanentf("bad input")
 	}
 	out.SetText(ctx, "text of "+t.Item.Name)
-	return out.SetOutput(ctx, "document", json.RawMessage(`{"title":"`+t.Item.Name+`"}`))
+	// Thumbnails for the download tests: one a browser would run (SVG), one it would only show.
+	switch {
+	case strings.HasSuffix(t.Item.Name, ".svg"):
+		out.SetThumbnail(ctx, strings.NewReader(svgDoc), "image/svg+xml")
+	case strings.HasSuffix(t.Item.Name, ".pdf"):
+		out.SetThumbnail(ctx, strings.NewReader("\x89PNG fake"), "image/png")
+	}
+	title, _ := json.Marshal(map[string]string{"title": t.Item.Name})
+	return out.SetOutput(ctx, "document", title)
 }
 
 // flaky is an in-process action that fails permanently until fixed is set.
@@ -71,6 +79,13 @@ func setup(t *testing.T) *bundle {
 // setupOn serves the API over a store of the driver open opens.
 func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	t.Helper()
+	return setupWith(t, open, nil)
+}
+
+// setupWith serves the API over a store of the driver open opens, with its configuration
+// changed by tweak.
+func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bundle {
+	t.Helper()
 	dir := t.TempDir()
 	db := open(t)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
@@ -93,12 +108,18 @@ func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	backend := workerproto.NewBackend(e, blobs, w)
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
 	leader := new(atomic.Bool)
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
-		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load})
+	cfg := api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
+		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	a := api.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	wp.Start(ctx)
-	hs := httptest.NewServer(a.Handler())
+	hs := httptest.NewUnstartedServer(a.Handler())
+	hs.Config = a.Server()
+	hs.Start()
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()

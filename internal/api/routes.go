@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
@@ -156,16 +159,25 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 	var req createJobRequest
 	var roots []engine.Root
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	lim := a.cfg.Limits
 	if mt == "multipart/form-data" {
-		// Files are streamed part by part into the blob store; nothing is buffered whole.
+		// Files are streamed part by part into the blob store; nothing is buffered whole. An
+		// upload may take as long as it keeps sending.
+		if bd, ok := r.Body.(*deadlineBody); ok {
+			bd.streaming()
+		}
+		uploadLeft := lim.MaxUploadBytes
 		mr := multipart.NewReader(r.Body, params["boundary"])
-		for {
+		for parts := 1; ; parts++ {
 			part, err := mr.NextPart()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return errf(CodeBadRequest, "read multipart body: %v", err)
+			}
+			if parts > lim.MaxParts {
+				return tooLarge("max-parts", "the request has more than %d multipart parts", lim.MaxParts)
 			}
 			switch part.FormName() {
 			case "job":
@@ -177,20 +189,31 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 				if name == "" {
 					name = fmt.Sprintf("file-%d", len(roots))
 				}
-				sha, size, err := a.b.Blobs().Put(ctx, part)
+				if len(roots) >= lim.MaxRoots {
+					return tooLarge("max-roots", "a job may be created with at most %d roots (files and paths)", lim.MaxRoots)
+				}
+				cr := &capReader{r: part, left: uploadLeft}
+				sha, size, err := a.b.Blobs().Put(ctx, cr)
+				if cr.hit {
+					return tooLarge("max-upload-bytes", "the files uploaded for one job exceed %s (at %q)", formatBytes(lim.MaxUploadBytes), name)
+				}
 				if err != nil {
 					return fmt.Errorf("store upload %q: %w", name, err)
 				}
+				uploadLeft -= size
 				roots = append(roots, engine.Root{Ordinal: len(roots), Name: name, ContentType: part.Header.Get("Content-Type"), BlobSHA256: sha, Size: size})
 			default:
 				return errf(CodeBadRequest, "unexpected part %q: send a \"job\" JSON part and \"file\" parts", part.FormName())
 			}
 		}
-	} else if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&req); err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+	} else if err := decodeCapped(r.Body, 4<<20, "the job JSON", &req); err != nil {
+		return err
 	}
 	if req.Workflow == "" {
 		return errf(CodeBadRequest, "workflow is required")
+	}
+	if len(roots)+len(req.Paths) > lim.MaxRoots {
+		return tooLarge("max-roots", "a job may be created with at most %d roots (files and paths), not %d", lim.MaxRoots, len(roots)+len(req.Paths))
 	}
 	for _, p := range req.Paths {
 		root, err := a.serverFile(r, p, len(roots))
@@ -228,36 +251,97 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// serverFile stores a server-side file, which must lie under a configured root.
+// serverFile stores a server-side file, which must lie under a configured root. The file is
+// opened through an [os.Root]: a symlink may point elsewhere inside the root but never out of it,
+// and ".." is refused outright. Only regular files are read: a FIFO would block the request until
+// some writer came, and a device could be endless, so both are refused before they are read.
 func (a *API) serverFile(r *http.Request, p string, ordinal int) (engine.Root, error) {
+	for _, el := range strings.Split(filepath.ToSlash(p), "/") {
+		if el == ".." {
+			return engine.Root{}, errf(CodeForbidden, "path %q: \"..\" is not allowed in server-side paths", p)
+		}
+	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return engine.Root{}, errf(CodeBadRequest, "path %q: %v", p, err)
 	}
-	allowed := false
+	var dir, rel string
 	for _, root := range a.cfg.PathRoots {
 		rabs, err := filepath.Abs(root)
 		if err != nil {
 			continue
 		}
-		if rel, err := filepath.Rel(rabs, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			allowed = true
+		if rl, err := filepath.Rel(rabs, abs); err == nil && filepath.IsLocal(rl) {
+			dir, rel = rabs, rl
+			break
 		}
 	}
-	if !allowed {
+	if dir == "" {
 		return engine.Root{}, errf(CodeForbidden, "path %q is not under a configured path root", p)
 	}
-	f, err := os.Open(abs)
+	// Opened per request: a root created or replaced after the server started is seen as it is now.
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return engine.Root{}, errf(CodeBadRequest, "open %q: %v", p, err)
+		return engine.Root{}, fmt.Errorf("open path root %s: %w", dir, err)
+	}
+	defer root.Close()
+	fi, err := root.Stat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return engine.Root{}, errf(CodeBadRequest, "path %q: no such file", p)
+	case err != nil:
+		// Among others, a symlink leading out of the root: "path escapes from parent".
+		return engine.Root{}, errf(CodeForbidden, "path %q cannot be read inside the path root %s: %v", p, dir, unwrapPath(err))
+	case !fi.Mode().IsRegular():
+		return engine.Root{}, errf(CodeBadRequest, "path %q is %s, not a regular file", p, fileKind(fi.Mode()))
+	}
+	// O_NONBLOCK: should the file have become a FIFO since the Stat, opening it does not wait for
+	// a writer, and the check below refuses it.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return engine.Root{}, errf(CodeForbidden, "path %q cannot be read inside the path root %s: %v", p, dir, unwrapPath(err))
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return engine.Root{}, fmt.Errorf("stat %q: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return engine.Root{}, errf(CodeBadRequest, "path %q is %s, not a regular file", p, fileKind(fi.Mode()))
+	}
 	sha, size, err := a.b.Blobs().Put(r.Context(), f)
 	if err != nil {
 		return engine.Root{}, err
 	}
 	return engine.Root{Ordinal: ordinal, Name: filepath.Base(abs), BlobSHA256: sha, Size: size,
 		ContentType: mime.TypeByExtension(filepath.Ext(abs))}, nil
+}
+
+// unwrapPath drops the *fs.PathError around err: its path is relative to the root, which the
+// caller names already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// fileKind names the type of a file that is not regular, for errors.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	default:
+		return "of type " + m.Type().String()
+	}
 }
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
@@ -437,7 +521,9 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 }
 
 // download serves an item's original bytes, its PDF (its blob when it is a PDF), its text or its
-// thumbnail.
+// thumbnail. All of it comes from an untrusted document, so it is served as inert
+// ([setDocumentHeaders]): never sniffed, sandboxed, and an original — or any content of a type a
+// browser would run, such as HTML or SVG — as an attachment.
 func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -447,44 +533,108 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "item %d", id)
 	}
-	var sha, ct string
-	switch r.PathValue("content") {
+	name := path.Base(it.Name)
+	var sha, ct, filename string
+	content := r.PathValue("content")
+	switch content {
 	case "original":
-		sha, ct = it.BlobSHA256, it.ContentType
+		sha, ct, filename = it.BlobSHA256, it.ContentType, name
 	case "pdf":
 		if it.ContentType != "application/pdf" {
 			return errf(CodeNotFound, "item %d is %s, not a PDF", id, it.ContentType)
 		}
-		sha, ct = it.BlobSHA256, "application/pdf"
+		sha, ct, filename = it.BlobSHA256, "application/pdf", name
 	case "text":
 		if !it.HasText {
 			return errf(CodeNotFound, "item %d has no text", id)
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		setDocumentHeaders(w.Header(), "text/plain; charset=utf-8", name+".txt", false)
 		_, err := io.WriteString(w, it.Text)
 		return err
 	case "thumbnail":
 		sha, ct = it.ThumbnailSHA, it.ThumbnailType
+		filename = name + ".thumbnail"
+		if exts, _ := mime.ExtensionsByType(it.ThumbnailType); len(exts) > 0 {
+			filename += exts[0]
+		}
 	default:
-		return errf(CodeNotFound, "unknown content %q: want original, pdf, text or thumbnail", r.PathValue("content"))
+		return errf(CodeNotFound, "unknown content %q: want original, pdf, text or thumbnail", content)
 	}
 	if sha == "" {
-		return errf(CodeNotFound, "item %d has no %s", id, r.PathValue("content"))
+		return errf(CodeNotFound, "item %d has no %s", id, content)
 	}
 	rc, err := a.b.Blobs().Open(r.Context(), sha)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	w.Header().Set("Content-Type", ct)
+	setDocumentHeaders(w.Header(), ct, filename, content == "original")
 	if size, err := a.b.Blobs().Stat(r.Context(), sha); err == nil {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
 	}
 	_, _ = io.Copy(w, rc)
 	return nil
+}
+
+// documentCSP sandboxes content from documents: a browser that opens it runs no script, loads
+// nothing and gets a unique origin, so an uploaded page cannot act with the API's origin.
+const documentCSP = "sandbox; default-src 'none'"
+
+// inlineTypes are the content types a browser may show in place: it renders them without running
+// anything of theirs. Everything else is an attachment.
+var inlineTypes = map[string]bool{
+	"application/pdf": true, "text/plain": true,
+	"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true,
+}
+
+// setDocumentHeaders sets the headers of bytes that come from a document: the content type (an
+// unparsable one becomes application/octet-stream), nosniff, the sandboxing CSP, and
+// Content-Disposition — attachment when attach is set or the type is not in inlineTypes, with the
+// filename in RFC 6266 form (an ASCII fallback and filename* in UTF-8).
+func setDocumentHeaders(h http.Header, contentType, filename string, attach bool) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || contentType == "" {
+		mt, params = "application/octet-stream", nil
+	}
+	ct := mime.FormatMediaType(mt, params)
+	if ct == "" {
+		ct = mt
+	}
+	h.Set("Content-Type", ct)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", documentCSP)
+	disp := "inline"
+	if attach || !inlineTypes[mt] {
+		disp = "attachment"
+	}
+	h.Set("Content-Disposition", contentDisposition(disp, filename))
+}
+
+// contentDisposition returns a Content-Disposition header value (RFC 6266) of disposition with
+// the filename: control characters become "_", a name outside ASCII gets an ASCII fallback in
+// filename and the exact name in filename* (RFC 8187).
+func contentDisposition(disposition, filename string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, filename)
+	if clean == "" {
+		clean = "download"
+	}
+	fallback := strings.Map(func(r rune) rune {
+		if r > 0x7e || r == '%' {
+			return '_'
+		}
+		return r
+	}, clean)
+	v := mime.FormatMediaType(disposition, map[string]string{"filename": fallback})
+	if fallback != clean {
+		// FormatMediaType writes a non-ASCII value as filename*=utf-8''…
+		v += strings.TrimPrefix(mime.FormatMediaType(disposition, map[string]string{"filename": clean}), disposition)
+	}
+	return v
 }
 
 func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Request) error {
@@ -540,8 +690,8 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req eventRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+	if err := decodeCapped(r.Body, 1<<20, "an event request", &req); err != nil {
+		return err
 	}
 	if req.Event == "" || (req.ItemID == 0) == (req.Key == "") {
 		return errf(CodeBadRequest, "send event and either item_id or key and value")
@@ -679,9 +829,9 @@ func diagnose(warnings []workflow.Diagnostic, err error) (*diagnosticsJSON, erro
 }
 
 func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
-	src, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	src, err := readCapped(r.Body, 4<<20, "a workflow")
 	if err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+		return err
 	}
 	cat := a.b.Engine().Catalog()
 	def, err := workflow.Parse(src, "request")
@@ -698,9 +848,9 @@ func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
-	src, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	src, err := readCapped(r.Body, 4<<20, "a workflow")
 	if err != nil {
-		return errf(CodeBadRequest, "body: %v", err)
+		return err
 	}
 	wf, warnings, err := a.b.Engine().ApplyWorkflow(r.Context(), src, "request")
 	out, derr := diagnose(warnings, err)
@@ -737,6 +887,8 @@ func (a *API) graph(w http.ResponseWriter, r *http.Request) error {
 	switch f := r.URL.Query().Get("format"); f {
 	case "", "svg":
 		w.Header().Set("Content-Type", "image/svg+xml")
+		// Step names come from whoever stored the workflow: render the SVG inert all the same.
+		w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'; style-src 'unsafe-inline'")
 		_, _ = w.Write(g.SVG())
 	case "dot":
 		w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")

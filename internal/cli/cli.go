@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -120,12 +121,61 @@ type common struct {
 	blobs    string
 	lease    time.Duration
 	verbose  bool
+	// egressAllow and egressDeny are the egress policy's rules: SLUICE_EGRESS_ALLOW and
+	// SLUICE_EGRESS_DENY for every command, replaced by --egress-allow and --egress-deny on the
+	// commands that run workflows (addEgressFlags).
+	egressAllow, egressDeny listFlag
+}
+
+// listFlag is a flag of comma-separated values, repeatable; the first use replaces the default
+// (from the environment).
+type listFlag struct {
+	values []string
+	set    bool
+}
+
+func newListFlag(s string) listFlag { return listFlag{values: splitList(s)} }
+
+func (l *listFlag) String() string { return strings.Join(l.values, ",") }
+
+func (l *listFlag) Set(s string) error {
+	if !l.set {
+		l.values, l.set = nil, true
+	}
+	l.values = append(l.values, splitList(s)...)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// addEgressFlags adds --egress-allow and --egress-deny, for the commands that run workflows.
+func (c *common) addEgressFlags(fs *flag.FlagSet) {
+	fs.Var(&c.egressAllow, "egress-allow", "addresses actions may connect to that are refused by default (loopback, private, link-local): "+
+		"CIDR prefixes, addresses, host names or *.domain, comma-separated or repeated (default $SLUICE_EGRESS_ALLOW)")
+	fs.Var(&c.egressDeny, "egress-deny", "addresses actions may never connect to, in the same forms; deny wins over allow (default $SLUICE_EGRESS_DENY)")
+}
+
+// egress returns the egress policy of the flags and environment.
+func (c *common) egress() (*egress.Policy, error) {
+	p, err := egress.New(c.egressAllow.values, c.egressDeny.values)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return p, nil
 }
 
 func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	c := &common{}
+	c := &common{egressAllow: newListFlag(os.Getenv("SLUICE_EGRESS_ALLOW")), egressDeny: newListFlag(os.Getenv("SLUICE_EGRESS_DENY"))}
 	def := os.Getenv("SLUICE_DATA")
 	if def == "" {
 		def = "sluice-data"
@@ -181,6 +231,11 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease}
+	pol, err := c.egress()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Egress = pol
 	if c.database != "" {
 		pcfg, err := postgresConfig("--database", c.database)
 		if err != nil {

@@ -40,6 +40,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	split := fs.Bool("split-by-page", false, "make one document per PDF page")
 	lang := fs.String("lang", "", "ISO-639-1 language of the documents (selects the OCR language)")
 	meta := fs.String("metadata", "", "metadata for every document, as a JSON object")
+	c.addEgressFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

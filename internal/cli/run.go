@@ -26,6 +26,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "run", "run WORKFLOW [FILES…] [--meta JSON] [--data DIR]")
 	meta := fs.String("meta", "", "job metadata as a JSON object")
 	opts := fs.String("options", "", "job options as a JSON object")
+	c.addEgressFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -71,6 +72,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 
 func runResume(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "resume", "resume [--data DIR]")
+	c.addEgressFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,11 +19,13 @@ import (
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--data DIR]")
+	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--max-upload-bytes 10GiB] [--max-parts N] [--max-roots N] [--data DIR]")
 	listen := fs.String("listen", "127.0.0.1:7080", "address to listen on (loopback by default)")
 	remote := fs.String("remote", "", "comma-separated actions handed to remote workers instead of running in process (e.g. Pdf,Office)")
 	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
+	limits := limitFlags(fs)
+	c.addEgressFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -30,6 +34,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if r = strings.TrimSpace(r); r != "" {
 			rem[r] = true
 		}
+	}
+	pathRoots, err := pathRootList(*roots, c.data)
+	if err != nil {
+		return err
 	}
 	log := c.logger(e)
 	cfg, err := c.nodeConfig(ctx, e)
@@ -54,23 +62,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
-	var pathRoots []string
-	for _, r := range strings.Split(*roots, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			abs, err := filepath.Abs(r)
-			if err != nil {
-				return err
-			}
-			pathRoots = append(pathRoots, abs)
-		}
-	}
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader})
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader,
+		Limits: limits.get()})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := a.Server()
 	n.Start(ctx)
 	wp.Start(ctx)
 	toks, _ := tokens.List()
@@ -97,15 +96,76 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// serveLimits are the flags of api.Limits.
+type serveLimits struct {
+	uploadBytes                byteSize
+	parts, roots               *int
+	bodyRead, readHeader, idle *time.Duration
+}
+
+func limitFlags(fs *flag.FlagSet) *serveLimits {
+	l := &serveLimits{uploadBytes: api.DefaultMaxUploadBytes}
+	fs.Var(&l.uploadBytes, "max-upload-bytes", "cap on the bytes uploaded to create one job, e.g. 10GiB or 512MiB (default 10GiB)")
+	l.parts = fs.Int("max-parts", api.DefaultMaxParts, "cap on the parts of one multipart request")
+	l.roots = fs.Int("max-roots", api.DefaultMaxRoots, "cap on the roots (uploaded files and paths) a job is created with")
+	l.bodyRead = fs.Duration("body-read-timeout", api.DefaultBodyReadTimeout, "a JSON body must arrive within this; an upload may not stall longer")
+	l.readHeader = fs.Duration("read-header-timeout", api.DefaultReadHeaderTimeout, "how long a client may take to send a request's headers")
+	l.idle = fs.Duration("idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection is kept (remote workers want at least 60s)")
+	return l
+}
+
+func (l *serveLimits) get() api.Limits {
+	return api.Limits{MaxUploadBytes: int64(l.uploadBytes), MaxParts: *l.parts, MaxRoots: *l.roots,
+		BodyReadTimeout: *l.bodyRead, ReadHeaderTimeout: *l.readHeader, IdleTimeout: *l.idle}
+}
+
+// pathRootList turns --path-root into absolute directories. A root may not hold the data dir
+// (its tokens, database and blobs would be ingestible) nor lie inside it.
+func pathRootList(flagValue, dataDir string) ([]string, error) {
+	data, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range strings.Split(flagValue, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, err
+		}
+		if within(data, abs) || within(abs, data) {
+			return nil, usagef("--path-root %s overlaps the data dir %s: jobs could ingest its tokens and database; "+
+				"choose a root beside it", r, data)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// within reports whether path is dir or lies under it (lexically; both absolute and clean).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsLocal(rel) || rel == "."
+}
+
 func runWorker(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "worker", "worker --server URL --action NAME --token T -- COMMAND… | worker --database URL [--blobs s3://…] [--actions a,b]")
+	fs, c := newFlags(e, "worker", "worker --server URL --action NAME [--token-file FILE] -- COMMAND… (token in SLUICE_TOKEN or the file) | worker --database URL [--blobs s3://…] [--actions a,b]")
 	server := fs.String("server", "http://127.0.0.1:7080", "the sluice server")
 	act := fs.String("action", "", "the remote action to serve, e.g. Pdf")
-	token := fs.String("token", "", "a worker token (or SLUICE_TOKEN)")
+	// --token is refused, not merely deprecated: a token on the command line is visible to every
+	// user of the machine in ps and /proc, and stays in shell histories.
+	token := fs.String("token", "", "removed: use SLUICE_TOKEN or --token-file (a command-line token shows in ps)")
+	tokenFile := fs.String("token-file", "", "a file holding the worker token (default: the SLUICE_TOKEN variable)")
 	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
+	c.addEgressFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *token != "" {
+		return usagef("--token is no longer accepted (a token on the command line shows in ps): set SLUICE_TOKEN or pass --token-file FILE")
 	}
 	if c.database != "" {
 		return runDBWorker(ctx, e, c, *actions)
@@ -113,9 +173,9 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	if *act == "" || len(pos) == 0 {
 		return usagef("need --action and a command after --")
 	}
-	tok := *token
-	if tok == "" {
-		tok = lookupEnv("SLUICE_TOKEN")
+	tok, err := workerToken(e, *tokenFile)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(e.stderr, "serving %s tasks from %s with %s\n", *act, *server, strings.Join(pos, " "))
 	err = workerproto.RunCommand(ctx, workerproto.CommandConfig{Server: strings.TrimSuffix(*server, "/") + "/v1/workers", Action: *act, Token: tok, Argv: pos})
@@ -123,6 +183,29 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// workerToken returns the token of a remote worker: the first line of file when given, else
+// SLUICE_TOKEN.
+func workerToken(e *env, file string) (string, error) {
+	if file == "" {
+		if tok := strings.TrimSpace(lookupEnv("SLUICE_TOKEN")); tok != "" {
+			return tok, nil
+		}
+		return "", usagef("need a worker token: set SLUICE_TOKEN or pass --token-file FILE (create one with `sluice token create --role worker`)")
+	}
+	b, err := readFileLimited(file, 4096)
+	if err != nil {
+		return "", fmt.Errorf("read --token-file: %w", err)
+	}
+	tok, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if tok = strings.TrimSpace(tok); tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", file)
+	}
+	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(e.stderr, "warning: %s is readable by other users (mode %v); chmod 600 it\n", file, fi.Mode().Perm())
+	}
+	return tok, nil
 }
 
 func runToken(ctx context.Context, e *env, args []string) error {

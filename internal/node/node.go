@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/text"
 	"github.com/sluice-project/sluice/internal/action/unpack"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/store"
@@ -63,6 +64,9 @@ type Config struct {
 	// GCInterval is how often the maintenance leader deletes unreferenced blobs; negative
 	// disables it. See maintenance.Config. Defaults to 6h.
 	GCInterval time.Duration
+	// Egress is the policy of the addresses actions may connect to (the http action). Nil is
+	// egress's default: loopback, private and link-local addresses are refused.
+	Egress *egress.Policy
 	// PollInterval bounds how long an idle worker waits before looking for work no wake-up
 	// announced; see worker.Config. On a store that listens (Postgres), other processes' ready
 	// tasks wake it at once, so the poll is only the fallback (behind PgBouncer, say).
@@ -74,8 +78,11 @@ type Node struct {
 	Store   store.Store
 	Blobs   blob.Store
 	Catalog *action.Catalog
-	Engine  *engine.Engine
-	Worker  *worker.Worker
+	// Egress is the policy every outbound connection made for a workflow obeys: share it with
+	// anything that downloads for a job (its Client).
+	Egress *egress.Policy
+	Engine *engine.Engine
+	Worker *worker.Worker
 	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
@@ -115,12 +122,16 @@ func (n *Node) each(fn func(Listener)) {
 	}
 }
 
-// Catalog returns the catalog of built-in actions.
-func Catalog() *action.Catalog {
+// Catalog returns the catalog of built-in actions under the default egress policy.
+func Catalog() *action.Catalog { return CatalogWith(nil) }
+
+// CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
+// egress policy p.
+func CatalogWith(p *egress.Policy) *action.Catalog {
 	cat := &action.Catalog{}
 	r := &text.Renderer{}
 	cat.Register(
-		basic.NewNoop(), basic.NewPass(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{}),
+		basic.NewNoop(), basic.NewPass(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{Egress: p}),
 		detect.New(detect.Config{}), unpack.New(unpack.Config{}), email.New(email.Config{}),
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
 		workerproto.RemoteAction(),
@@ -181,7 +192,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: Catalog()}
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: CatalogWith(cfg.Egress), Egress: cfg.Egress}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}

@@ -236,6 +236,20 @@ func newID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
+// maxPollBody bounds how much of a poll's (ignored) body is read.
+const maxPollBody = 64 << 10
+
+// RefuseBody makes the server answer r without reading any more of its body: the connection is
+// closed after the response instead of being drained for reuse (net/http would otherwise read up
+// to 256 KiB of a body the handler left, waiting for it as long as the client dawdles). Call it
+// before writing the response of a request whose body must not be read, such as one that failed
+// authentication.
+func RefuseBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	// A read deadline in the past fails the drain net/http attempts when the body is closed.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 // TokenFromRequest returns the token of r: `Authorization: Bearer <token>`, else `?token=`.
 func TokenFromRequest(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -256,21 +270,31 @@ func (s *Server) wakeChan() <-chan struct{} {
 }
 
 // handlePoll long-polls the action's queue and hands out one task.
+// The token is checked before any of the body is read: a client without one cannot make the
+// server read (or wait for) its body.
 func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
-	drainBody(r.Body)
 	tokenID := "anonymous"
 	if s.cfg.Auth != nil {
 		id, err := s.cfg.Auth(TokenFromRequest(r))
 		switch {
 		case errors.Is(err, ErrForbidden):
+			RefuseBody(w)
 			writeError(w, http.StatusForbidden, "forbidden", "this token may not serve workers")
 			return
 		case err != nil:
+			RefuseBody(w)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a worker token is required")
 			return
 		}
 		tokenID = id
+	}
+	// The body is ignored. Reading it to its end lets the server notice a client that hangs up
+	// during the long poll; one longer than maxPollBody is left unread (and the connection closed).
+	if r.Body != nil {
+		if n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, maxPollBody+1)); n > maxPollBody {
+			RefuseBody(w)
+		}
 	}
 	name := r.PathValue("action")
 	ctx := r.Context()

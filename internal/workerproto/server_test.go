@@ -38,7 +38,17 @@ func TestTaskJSONAndBlob(t *testing.T) {
 	if string(data) != "hello pdf" {
 		t.Errorf("blob %q", data)
 	}
-	resp, err := http.Get(th.URL)
+	// The blob is a document's bytes: inert should a browser open the URL.
+	resp, err := http.Get(th.Blob.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := resp.Header; h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Content-Security-Policy") != "sandbox; default-src 'none'" ||
+		h.Get("Content-Disposition") != "attachment" || h.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("blob headers %v", h)
+	}
+	resp, err = http.Get(th.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -649,7 +649,11 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
+	// The bytes are a document's: inert should a browser ever open the URL.
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	w.Header().Set("Content-Disposition", "attachment")
 	if ss.item.BlobSHA256 == "" {
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
@@ -682,7 +686,8 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request, multi bool)
 	}
 	ss := s.session(r)
 	if ss == nil {
-		drain(r.Body)
+		// The task id is the credential of task URLs: without a known one, nothing is read.
+		RefuseBody(w)
 		notFound(w)
 		return nil
 	}
@@ -784,6 +789,11 @@ func (ss *session) checkCanceledAfter(ctx context.Context) bool {
 func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		if s.session(r) == nil {
+			RefuseBody(w)
+			notFound(w)
+			return
+		}
 		drainBody(r.Body)
 		writeError(w, http.StatusUnsupportedMediaType, "not_multipart",
 			"POST a fragment to <task url>/<fragment>, or many as multipart/form-data to <task url>")

@@ -4,13 +4,15 @@
 //
 // Errors are classified the way DESIGN §4.5 asks: 5xx, 429, timeouts and connection errors are
 // transient and retried with backoff (or snoozed when the server sends Retry-After); other 4xx
-// statuses are bad input and fail the item.
+// statuses are bad input and fail the item. Connections obey an egress policy (package egress):
+// by default loopback, private and link-local addresses are refused, permanently.
 package httpaction
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/egress"
 )
 
 // maxResponse caps how much of a response body is read.
@@ -31,15 +34,20 @@ const maxSnooze = time.Hour
 
 // Config configures the `http` action. The zero value is ready to use.
 type Config struct {
-	// Client sends the requests. Its Timeout, if any, applies on top of the step's `timeout`
-	// setting and the per-attempt timeout. Defaults to a client using [http.DefaultTransport].
+	// Egress is the policy of the addresses requests may go to (redirects included). Nil is
+	// egress's default policy: loopback, private and link-local addresses are refused. A refused
+	// connection fails the item with a permanent error.
+	Egress *egress.Policy
+	// Client, when set, sends the requests instead of Egress's client, and is then responsible
+	// for enforcing a policy (tests). Its Timeout, if any, applies on top of the step's `timeout`
+	// setting and the per-attempt timeout. Defaults to Egress.Client().
 	Client *http.Client
 }
 
 // New returns the `http` action. It is safe for concurrent use.
 func New(cfg Config) action.Action {
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+		cfg.Client = cfg.Egress.Client()
 	}
 	return &httpAction{client: cfg.Client}
 }
@@ -147,6 +155,9 @@ func (a *httpAction) Run(ctx context.Context, t *action.Task, out action.Output)
 
 	resp, err := a.client.Do(req)
 	if err != nil {
+		if re := (*egress.RefusedError)(nil); errors.As(err, &re) {
+			return action.Permanent(fmt.Errorf("%s: %w", where, re))
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", where, ctx.Err())
 		}

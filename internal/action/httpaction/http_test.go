@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/egress"
 )
 
 // request is what a test server saw.
@@ -48,6 +49,17 @@ func respond(status int, body string, header ...string) http.HandlerFunc {
 	}
 }
 
+// loopbackConfig allows the test servers' loopback addresses, which the default egress policy
+// refuses.
+func loopbackConfig(t *testing.T) Config {
+	t.Helper()
+	p, err := egress.New([]string{"127.0.0.0/8", "::1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Egress: p}
+}
+
 // run runs the http action on an item holding data with the given settings.
 func run(t *testing.T, ctx context.Context, with map[string]any, data []byte) (*actiontest.Recorder, error) {
 	t.Helper()
@@ -56,7 +68,7 @@ func run(t *testing.T, ctx context.Context, with map[string]any, data []byte) (*
 	task.JobID = 7
 	task.Item.BlobSHA256 = "abc123"
 	task.Item.Metadata = map[string]any{"token": "s3cret", "pages": 3}
-	a := New(Config{})
+	a := New(loopbackConfig(t))
 	if err := a.Spec().Validate(with); err != nil {
 		t.Fatalf("Validate(%v) = %v", with, err)
 	}
@@ -264,7 +276,7 @@ func TestContextCancel(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	task := actiontest.NewTask(t, "a", "", nil, map[string]any{"url": srv.URL}, nil)
-	go func() { done <- New(Config{}).Run(ctx, task, &actiontest.Recorder{}) }()
+	go func() { done <- New(loopbackConfig(t)).Run(ctx, task, &actiontest.Recorder{}) }()
 	select {
 	case <-arrived:
 	case <-time.After(10 * time.Second):
@@ -437,5 +449,32 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Run with bad settings = %v; want permanent", err)
 			}
 		})
+	}
+}
+
+// TestEgressPolicy checks that the action's requests go through the egress policy: by default a
+// loopback server is refused with a permanent error naming the policy and is never reached, and
+// with loopback allowed, a redirect to the cloud metadata address is refused.
+func TestEgressPolicy(t *testing.T) {
+	t.Parallel()
+	srv, reqs := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+	})
+	task := actiontest.NewTask(t, "a", "", nil, map[string]any{"url": srv.URL + "/hook", "method": "GET"}, nil)
+	err := New(Config{}).Run(t.Context(), task, &actiontest.Recorder{})
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "refused by policy (loopback address; allow it with --egress-allow 127.0.0.0/8)") {
+		t.Errorf("default policy: %v; want a permanent refusal", err)
+	}
+	select {
+	case r := <-reqs:
+		t.Fatalf("a refused request arrived: %+v", r)
+	default:
+	}
+	err = New(loopbackConfig(t)).Run(t.Context(), task, &actiontest.Recorder{})
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "egress to 169.254.169.254:80 refused by policy") {
+		t.Errorf("redirect to the metadata address: %v; want a permanent refusal", err)
+	}
+	if len(reqs) != 1 {
+		t.Errorf("%d requests arrived, want the one redirected", len(reqs))
 	}
 }
