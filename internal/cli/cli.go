@@ -125,6 +125,9 @@ type common struct {
 	// SLUICE_EGRESS_DENY for every command, replaced by --egress-allow and --egress-deny on the
 	// commands that run workflows (addEgressFlags).
 	egressAllow, egressDeny listFlag
+	// maxDepth and maxItems bound every job's item tree (engine.Config).
+	maxDepth int
+	maxItems int64
 }
 
 // listFlag is a flag of comma-separated values, repeatable; the first use replaces the default
@@ -184,6 +187,8 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.BoolVar(&c.verbose, "v", false, "log engine events to stderr")
 	fs.StringVar(&c.database, "database", os.Getenv("SLUICE_DATABASE"), "a postgres:// URL to share state between processes (default: the data dir's SQLite file)")
 	fs.DurationVar(&c.lease, "lease", 0, "task lease duration: how soon a dead process's tasks are taken over (default 30s)")
+	fs.IntVar(&c.maxDepth, "max-item-depth", 0, "the deepest a job's item tree may grow; a child deeper fails its task with a named error (default 64)")
+	fs.Int64Var(&c.maxItems, "max-job-items", 0, "how many items a job may make (per process); past it a child fails its task with a named error (default 10,000,000)")
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
@@ -230,7 +235,7 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
-	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease}
+	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems}
 	pol, err := c.egress()
 	if err != nil {
 		return cfg, err

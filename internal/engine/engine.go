@@ -46,6 +46,12 @@ type Config struct {
 	// Remote lists actions whose tasks go to the queue "remote:<name>" for remote workers. Keys
 	// match action names case-insensitively and are used as written ("Pdf" → "remote:Pdf").
 	Remote map[string]bool
+	// MaxItemDepth bounds how deep a job's item tree may grow (roots are depth 0). Defaults to
+	// [DefaultMaxItemDepth].
+	MaxItemDepth int
+	// MaxJobItems bounds how many children a job may make in one process. Defaults to
+	// [DefaultMaxJobItems].
+	MaxJobItems int64
 }
 
 // Engine applies workflow semantics to the store. It is safe for concurrent use.
@@ -59,6 +65,7 @@ type Engine struct {
 	remote map[string]string
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
 	domains map[string]Domain
+	counts  itemCounts
 }
 
 type defKey struct {
@@ -70,6 +77,12 @@ type defKey struct {
 func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxItemDepth <= 0 {
+		cfg.MaxItemDepth = DefaultMaxItemDepth
+	}
+	if cfg.MaxJobItems <= 0 {
+		cfg.MaxJobItems = DefaultMaxJobItems
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

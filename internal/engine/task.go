@@ -304,6 +304,11 @@ func (t *Tx) CreateChild(c *NewChild) error {
 	if err != nil {
 		return err
 	}
+	if parent.NChildren <= c.Ordinal { // not a replay of a child that exists
+		if err := tt.e.checkChild(parent.JobID, parent.Depth+1); err != nil {
+			return err
+		}
+	}
 	var pmd, popts map[string]any
 	_ = json.Unmarshal(parent.Metadata, &pmd)
 	_ = json.Unmarshal(parent.Options, &popts)

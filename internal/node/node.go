@@ -49,6 +49,10 @@ type Config struct {
 	Concurrency map[string]int
 	// Remote lists actions handed to remote workers instead of running in process.
 	Remote map[string]bool
+	// MaxItemDepth and MaxJobItems bound every job's item tree (see engine.Config); zero means
+	// the engine's defaults.
+	MaxItemDepth int
+	MaxJobItems  int64
 	// OpenStore, when set, replaces the embedded SQLite store (Postgres).
 	OpenStore func(ctx context.Context) (store.Store, error)
 	// Blobs, when set, replaces the data dir's blob directory (S3).
@@ -229,7 +233,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Blobs = d
 	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems,
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)
