@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -145,13 +146,35 @@ func (p *parser) errf(line int, step, field, format string, args ...any) *ParseE
 // yamlLine extracts "line N" from a yaml.v3 error message.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// yamlParserProblems are the problems yaml.v3's parser (not its scanner) reports. It gives their
+// line 0-based — the line of the construct being parsed, such as the "[" of an unclosed flow
+// sequence — and leaves the line out when it is the first, where it reports its scanner's
+// problems 1-based: without this table a syntax error was reported one line early.
+var yamlParserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
 func (p *parser) syntaxErr(err error) *ParseError {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return p.errf(line, "", "", "invalid YAML: %s", m[2])
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
 	}
-	return p.errf(0, "", "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+	if slices.Contains(yamlParserProblems, msg) {
+		line++
+	}
+	return p.errf(line, "", "", "invalid YAML: %s", msg)
 }
 
 func (p *parser) parse(src []byte) (*Definition, error) {
