@@ -55,6 +55,7 @@ type Engine struct {
 	log   *slog.Logger
 	mu    sync.RWMutex
 	defs  map[defKey]*workflow.Definition
+	plans map[*workflow.Definition]*plan
 	// remote maps a lowercased action name to the name remote workers poll for ("pdf" → "Pdf").
 	remote map[string]string
 }
@@ -90,7 +91,7 @@ func New(cfg Config) *Engine {
 			remote[strings.ToLower(name)] = name
 		}
 	}
-	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}, remote: remote}
+	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}, plans: map[*workflow.Definition]*plan{}, remote: remote}
 }
 
 // Store returns the engine's store.
@@ -619,6 +620,14 @@ func (t *tx) settle(id int64) error {
 			if def.NeedsChildrenDone() && !openChildren {
 				// fire leaves an event that fired alone: only a cached set saves the try.
 				if ev, ok := t.events[id]; !ok || !ev[workflow.EventChildrenDone] {
+					// Not while a step that may create children can still run.
+					creating, err := t.mayCreateChildren(def, it, has)
+					if err != nil {
+						return err
+					}
+					if creating {
+						return nil // that step waits for an event to come, and holds the item open
+					}
 					wasReady := t.ready
 					t.ready = false
 					if err := t.fire(it, workflow.EventChildrenDone); err != nil {

@@ -40,7 +40,9 @@ type run struct {
 	children int
 }
 
-func newHarness(t *testing.T, open drivertest.Open, actions ...action.Action) *harness {
+// newHarness makes the harness; actions returns the actions of its catalog (made with
+// [harness.act] to record their runs).
+func newHarness(t *testing.T, open drivertest.Open, actions func(h *harness) []action.Action) *harness {
 	t.Helper()
 	h := &harness{t: t, db: open(t), dir: t.TempDir()}
 	var err error
@@ -48,7 +50,7 @@ func newHarness(t *testing.T, open drivertest.Open, actions ...action.Action) *h
 		t.Fatal(err)
 	}
 	cat := &action.Catalog{}
-	cat.Register(actions...)
+	cat.Register(actions(h)...)
 	h.e = engine.New(engine.Config{Store: h.db, Catalog: cat,
 		OnReady: func(qs []string) {
 			if w := h.worker(); w != nil {

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// plan is what the engine derives once from a workflow definition to decide on its items: the
+// events each step can fire and which steps can create children.
+type plan struct {
+	// fires holds, per step, the events it can fire: success, failure and its action's outcomes.
+	fires map[string][]string
+	// creators are the steps whose action may create children: all but brief ones
+	// ([action.Spec.Brief] declares none), and steps of actions the catalog does not know
+	// (served remotely).
+	creators []*workflow.Step
+}
+
+// plan returns the definition's plan, made on first use. Definitions are immutable and cached by
+// [Engine.Definition], so a plan is made once per workflow version.
+func (e *Engine) plan(def *workflow.Definition) *plan {
+	e.mu.RLock()
+	p := e.plans[def]
+	e.mu.RUnlock()
+	if p != nil {
+		return p
+	}
+	p = &plan{fires: make(map[string][]string, len(def.Steps))}
+	for _, s := range def.Steps {
+		fires := slices.Concat(s.Success, s.Failure)
+		spec, known := e.cfg.Catalog.Spec(s.Action)
+		if known {
+			fires = append(fires, spec.Outcomes...)
+			if spec.OutcomesFor != nil {
+				fires = append(fires, outcomesFor(spec.OutcomesFor, s.With)...)
+			}
+		}
+		p.fires[s.Name] = fires
+		if !known || !spec.Brief {
+			p.creators = append(p.creators, s)
+		}
+	}
+	e.mu.Lock()
+	if len(e.plans) > 1000 {
+		clear(e.plans) // workflow versions are few; this only bounds a long-lived process
+	}
+	e.plans[def] = p
+	e.mu.Unlock()
+	return p
+}
+
+// outcomesFor calls an action's OutcomesFor; a panic there (the action's bug, on settings that
+// validated) counts as no outcomes.
+func outcomesFor(f func(map[string]any) []string, with map[string]any) (out []string) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	return f(with)
+}
+
+// mayCreateChildren reports whether a step of the item that can create children may still run
+// without children.done: it has no task yet, and each of its needs has fired or can still fire —
+// start, a declared external event, or an event of another step that may still run. Until no
+// such step is left, children.done must not fire: a fan-out step waiting for an approval would
+// otherwise run beside (or after) the collector, which would see no children.
+//
+// Steps with a task are settled: it is called only for an item with no ready or running task.
+// Steps that need children.done (directly or through other steps) cannot run before it, so
+// they do not hold it back: a collector may create children of its own.
+func (t *tx) mayCreateChildren(def *workflow.Definition, it *store.Item, has map[string]bool) (bool, error) {
+	p := t.e.plan(def)
+	pending := false
+	for _, s := range p.creators {
+		if !has[s.Name] {
+			pending = true
+			break
+		}
+	}
+	if !pending {
+		return false, nil
+	}
+	// The least fixed point: a step may run once each of its needs is possible, and then its
+	// events are. Starting from nothing, so a cycle with no way in stays dead.
+	possible := map[string]bool{workflow.EventStart: true}
+	for _, e := range def.External {
+		possible[e] = true
+	}
+	live := map[string]bool{}
+	var ev map[string]bool
+	for changed := true; changed; {
+		changed = false
+		for _, s := range def.Steps {
+			if has[s.Name] || live[s.Name] {
+				continue
+			}
+			ok := true
+			for _, n := range s.Needs {
+				if possible[n] {
+					continue
+				}
+				if n == workflow.EventChildrenDone || len(s.Needs) == 1 {
+					// A step with one need and no task: had that need fired, the task would
+					// exist (a running job's task is inserted when its needs are met).
+					ok = false
+					break
+				}
+				if ev == nil {
+					var err error
+					if ev, err = t.itemEvents(it.ID); err != nil {
+						return false, err
+					}
+				}
+				if !ev[n] {
+					ok = false
+					break
+				}
+			}
+			if !ok {
+				continue
+			}
+			live[s.Name], changed = true, true
+			for _, e := range p.fires[s.Name] {
+				possible[e] = true
+			}
+		}
+	}
+	for _, s := range p.creators {
+		if live[s.Name] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
