@@ -73,6 +73,10 @@ func Marshal(def *Definition) ([]byte, error) {
 		writeString(&b, s.Action)
 		b.WriteString(`,"needs":`)
 		writeStrings(&b, s.Needs)
+		if s.When != "" {
+			b.WriteString(`,"when":`)
+			writeString(&b, s.When)
+		}
 		if len(s.Success) > 0 {
 			b.WriteString(`,"success":`)
 			writeStrings(&b, s.Success)

@@ -359,7 +359,7 @@ func (p *parser) steps(n *yaml.Node) ([]*Step, error) {
 	return steps, nil
 }
 
-var stepFields = []string{"action", "needs", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
+var stepFields = []string{"action", "needs", "when", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
 
 func (p *parser) step(kv keyValue) (*Step, error) {
 	name, n := kv.key, kv.value
@@ -400,6 +400,16 @@ func (p *parser) step(kv keyValue) (*Step, error) {
 				return nil, p.errf(v.Line, name, "needs", "empty needs; a step needs at least one event (use [start] for a first step)")
 			}
 			s.Needs, s.pos.lists["needs"] = list, lines
+		case "when":
+			if isNull(v) {
+				continue
+			}
+			if s.When, err = p.str(v, name, "when"); err != nil {
+				return nil, p.errf(v.Line, name, "when", "must be a condition in quotes, such as \"depth == 0\", got %s", describe(v))
+			}
+			if strings.TrimSpace(s.When) == "" {
+				return nil, p.errf(v.Line, name, "when", "empty condition; leave when: out for a step that applies to every item")
+			}
 		case "success", "failure":
 			list, lines, err := p.names(v, name, f.key, "event")
 			if err != nil {

@@ -105,6 +105,15 @@ func malformedCases() []malformedCase {
 		{"action Validate names key", lines("name: a", "steps:", "  s:", "    action: limited", "    needs: [start]", "    with:", "      n: 11"), "with.n: must be at most 10", 7},
 		{"action Validate other error", lines("name: a", "steps:", "  s:", "    action: limited", "    needs: [start]", "    with:", "      ratio: 0.5"), "with: ratio needs n", 6},
 
+		// Parse and Validate: when: conditions.
+		{"when not a string", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    when: true"), `when: must be a condition in quotes, such as "depth == 0", got boolean`, 6},
+		{"when a tag", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    when: !root"), "when: must be a condition in quotes", 6},
+		{"when empty", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: ' '}"), "when: empty condition", 3},
+		{"when syntax", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    when: depth = 0"), `step "s": when: invalid condition "depth = 0": column 7: unexpected "="; compare with "=="`, 6},
+		{"when unknown variable", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: deep == 0}"), `when: invalid condition "deep == 0": column 1: unknown variable "deep"`, 3},
+		{"when not boolean", lines("name: a", "steps:", "  s: {action: noop, needs: [start]}", "  t:", "    action: noop", "    needs: [start]", "    when: content_type"), "condition is a string, not a boolean", 7},
+		{"when type mismatch", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: 'depth == \"0\"'}"), `"==" compares an integer with a string`, 3},
+
 		// Validate: events.
 		{"need never produced", lines("name: a", "steps:", "  s: {action: noop, needs: [start], success: [metadata-extracted]}", "  t:", "    action: noop", "    needs: [metadata-extractd]"),
 			`step "t": needs: event "metadata-extractd" is never produced: no step, action outcome, start, children.done or external event fires it (did you mean "metadata-extracted"?)`, 6},

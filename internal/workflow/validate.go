@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/when"
 )
 
 // Lookup returns the spec of the named action and whether it exists. [action.Catalog.Spec]
@@ -64,11 +65,13 @@ func (e *ValidationError) Error() string {
 //     event, a step's success or failure, or an action's outcome;
 //   - every step can run: a step that needs an event only steps that can never run produce
 //     (including a cycle with no way in) is an error;
+//   - every when: condition parses, reads only known variables and is a boolean;
 //   - names do not collide: step names (case-insensitively), external events with the built-in
 //     start, children.done, fail and ok, duplicate list entries; fail and ok cannot be needed,
 //     start and children.done cannot be fired by a step.
 //
-// Warnings — an outcome or external event that no step needs — are returned whatever the
+// Warnings — an outcome or external event that no step needs, a when: condition that can never
+// hold — are returned whatever the
 // outcome; problems of error severity are returned as a *[ValidationError]. Diagnostics are
 // sorted by line. actions, when given, are the names the catalog holds, used for suggestions.
 // Validate does not modify def.
@@ -78,6 +81,7 @@ func Validate(def *Definition, lookup Lookup, actions ...string) (warnings []Dia
 	}
 	v := &validator{def: def, lookup: lookup, actions: actions, specs: make(map[*Step]*action.Spec)}
 	v.structure()
+	v.conditions()
 	v.actionsAndSettings()
 	v.events()
 	slices.SortStableFunc(v.diags, func(a, b Diagnostic) int { return a.Line - b.Line })
@@ -204,6 +208,23 @@ func (v *validator) structure() {
 					v.errorf(line, s.Name, list.field, "%q is fired by the engine; a step cannot fire it", e)
 				}
 			}
+		}
+	}
+}
+
+// conditions checks each step's when: condition, and warns about one that can never hold.
+func (v *validator) conditions() {
+	for _, s := range v.def.Steps {
+		if s == nil || s.When == "" {
+			continue
+		}
+		e, err := when.Parse(s.When)
+		if err != nil {
+			v.errorf(s.fieldLine("when"), s.Name, "when", "invalid condition %q: %s", s.When, err)
+			continue
+		}
+		if constant, value := e.Constant(); constant && !value {
+			v.add(SeverityWarning, s.fieldLine("when"), s.Name, "when", "condition %q can never hold: the step never runs", s.When)
 		}
 	}
 }

@@ -74,6 +74,43 @@ func TestMediathread(t *testing.T) {
 	}
 }
 
+func TestWhen(t *testing.T) {
+	t.Parallel()
+	def, warnings := mustValid(t, `name: w
+steps:
+  approve: {action: noop, needs: [start], when: root && metadata.kind == "sheet"}
+  digest:  {action: noop, needs: [start], when: "!root"}
+  never:   {action: noop, needs: [start], when: 1 == 2}
+  all:     {action: noop, needs: [start]}
+`)
+	if got := def.Step("approve").When; got != `root && metadata.kind == "sheet"` {
+		t.Errorf("approve.When = %q", got)
+	}
+	if def.Step("all").When != "" {
+		t.Errorf("all.When = %q, want empty", def.Step("all").When)
+	}
+	assertWarning(t, warnings, `condition "1 == 2" can never hold: the step never runs`)
+	if len(warnings) != 1 || warnings[0].Line != 5 || warnings[0].Step != "never" || warnings[0].Field != "when" {
+		t.Errorf("warnings %+v, want one on line 5, step never, field when", warnings)
+	}
+	// The condition is part of the definition's identity and survives the canonical form.
+	canon, err := workflow.Marshal(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := workflow.Parse(canon, "canonical")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Step("digest").When != "!root" || workflow.Digest(back) != workflow.Digest(def) {
+		t.Errorf("canonical form %s lost the condition", canon)
+	}
+	other, _ := mustValid(t, strings.Replace(string(canon), `"!root"`, `"root"`, 1))
+	if workflow.Digest(other) == workflow.Digest(def) {
+		t.Error("a different condition gives the same digest")
+	}
+}
+
 func TestValidateWarnings(t *testing.T) {
 	t.Parallel()
 	_, warnings := mustValid(t, `name: w

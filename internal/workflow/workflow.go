@@ -28,9 +28,13 @@ type Definition struct {
 
 // Step is an action placed in a workflow.
 type Step struct {
-	Name    string         `json:"name"`
-	Action  string         `json:"action"`
-	Needs   []string       `json:"needs"`
+	Name   string   `json:"name"`
+	Action string   `json:"action"`
+	Needs  []string `json:"needs"`
+	// When is the step's condition (package when): the step applies only to the items for
+	// which it holds; for the others its task is skipped as the item is created, and it never
+	// fires its events. Empty means every item.
+	When    string         `json:"when,omitempty"`
 	Success []string       `json:"success,omitempty"`
 	Failure []string       `json:"failure,omitempty"`
 	With    map[string]any `json:"with,omitempty"`
