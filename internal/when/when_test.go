@@ -39,8 +39,8 @@ func TestEval(t *testing.T) {
 		{`metadata.n == 3 && metadata.n > 2.5`, true, false},
 		{`metadata.nested.x == "y"`, true, false},
 		{`metadata.missing.deeper == null`, true, true},
-		{`metadata.role != "access"`, true, true}, // a missing key is null, not "access"
-		{`metadata.kind > 1`, false, false},       // a run-time type mismatch is false
+		{`metadata.role != "access"`, true, true},  // a missing key is null, not "access"
+		{`metadata.kind > 1`, false, false},        // a run-time type mismatch is false
 		{`metadata.kind > 1 || root`, true, false}, // ... but the other side of || can decide
 		{`false && metadata.kind > 1`, false, false},
 		{`(root || depth == 1) && !(name == "x")`, true, true},
