@@ -403,6 +403,12 @@ func (t *tx) fire(it *store.Item, event string) error {
 	if event == workflow.EventFail {
 		return t.endJob(job, store.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
 	}
+	if event == workflow.EventStart {
+		// Before anything runs, and whatever the job's state: a retry must find the skips.
+		if err := t.decideWhen(def, it); err != nil {
+			return err
+		}
+	}
 	if job.State != store.JobRunning {
 		return nil
 	}
@@ -422,6 +428,15 @@ func (t *tx) fire(it *store.Item, event string) error {
 			}
 			if !met {
 				continue
+			}
+		}
+		if s.When != "" {
+			ok, err := t.applies(it, s.Name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // skipped: it never runs, and never fires its events
 			}
 		}
 		p := store.TaskInsertParams{

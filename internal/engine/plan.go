@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
@@ -16,6 +17,9 @@ type plan struct {
 	// ([action.Spec.Brief] declares none), and steps of actions the catalog does not know
 	// (served remotely).
 	creators []*workflow.Step
+	// conds are the steps' when: conditions, by step name; a step without one applies to every
+	// item.
+	conds map[string]*when.Expr
 }
 
 // plan returns the definition's plan, made on first use. Definitions are immutable and cached by
@@ -38,6 +42,19 @@ func (e *Engine) plan(def *workflow.Definition) *plan {
 			}
 		}
 		p.fires[s.Name] = fires
+		if s.When != "" {
+			cond, err := when.Parse(s.When)
+			if err != nil {
+				// Stored definitions were validated: this is a condition an older version of
+				// the language accepted. The step applies rather than silently never running.
+				e.log.Error("invalid when: condition; the step applies to every item", "workflow", def.Name, "step", s.Name, "error", err)
+			} else {
+				if p.conds == nil {
+					p.conds = map[string]*when.Expr{}
+				}
+				p.conds[s.Name] = cond
+			}
+		}
 		if !known || !spec.Brief {
 			p.creators = append(p.creators, s)
 		}
@@ -134,4 +151,53 @@ func (t *tx) mayCreateChildren(def *workflow.Definition, it *store.Item, has map
 		}
 	}
 	return false, nil
+}
+
+// decideWhen skips, as the item is created, the steps whose when: condition does not hold for
+// it: each gets a task inserted already skipped, which is how the rest of the engine knows
+// (settling sees a step with a task as settled; [tx.applies] reads it when the step's needs are
+// met). The decision is made once, on the item as it was created, so that it cannot change
+// under a step waiting for an event; what a later step learns about the item (detect's content
+// type) is routed with outcome events instead.
+func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
+	p := t.e.plan(def)
+	if len(p.conds) == 0 {
+		return nil
+	}
+	view := when.Item{Depth: it.Depth, Name: it.Name, ContentType: it.ContentType,
+		Metadata: jsonObject(it.Metadata), Options: jsonObject(it.Options)}
+	for _, s := range def.Steps {
+		cond := p.conds[s.Name]
+		if cond == nil || cond.Eval(view) {
+			continue
+		}
+		t.addTask(store.TaskInsertParams{
+			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
+			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
+			Done: &store.TaskDone{State: store.TaskSkipped},
+		})
+		delete(t.tasks, it.ID)
+	}
+	return nil
+}
+
+// applies reports whether a step with a when: condition applies to the item, that is, whether
+// its task was not skipped as the item was created.
+func (t *tx) applies(it *store.Item, step string) (bool, error) {
+	tasks, ok := t.freshTasks(it.ID)
+	if !ok {
+		if err := t.flushTasks(); err != nil {
+			return false, err
+		}
+		var err error
+		if tasks, err = t.x.TaskListByItem(t.ctx, it.ID); err != nil {
+			return false, err
+		}
+	}
+	for _, tk := range tasks {
+		if tk.Step == step && tk.State == store.TaskSkipped {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -129,3 +129,148 @@ steps:
 		}
 	})
 }
+
+// TestWhen checks that a step whose when: condition does not hold for an item is skipped as the
+// item is created — a task recorded skipped (attempt 0) and counted in the job's progress — and
+// never fires its events, while the steps that apply run; on every kind of condition.
+func TestWhen(t *testing.T) {
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		h := newHarness(t, open, func(h *harness) []action.Action {
+			return []action.Action{
+				h.act("split", nil, func(ctx context.Context, t *action.Task, out action.Output) error {
+					if t.Item.Depth > 0 {
+						return nil
+					}
+					if err := out.CreateChild(ctx, action.Child{Name: "r/a.tif", ContentType: "image/tiff", Metadata: map[string]any{"role": "preservation"}}); err != nil {
+						return err
+					}
+					return out.CreateChild(ctx, action.Child{Name: "r/b.txt", ContentType: "text/plain"})
+				}),
+				h.act("note", nil, nil),
+			}
+		})
+		h.startWorker()
+		wf := `name: wf
+steps:
+  split:    {action: split, needs: [start], when: root}
+  image:    {action: note, needs: [start], when: 'content_type.startsWith("image/")', success: [imaged]}
+  after:    {action: note, needs: [imaged]}
+  preserve: {action: note, needs: [start], when: metadata.role == "preservation" && !root}
+  txt:      {action: note, needs: [start], when: name.endsWith(".txt") || options.all == true}
+  summary:  {action: note, needs: [children.done], when: depth == 0}
+`
+		job := h.start(wf, nil, engine.Root{Name: "r"})
+		if j := h.wait(job.ID); j.State != store.JobComplete {
+			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
+		}
+		want := map[string]string{
+			"r split": store.TaskComplete, "r image": store.TaskSkipped, "r preserve": store.TaskSkipped, "r txt": store.TaskSkipped, "r summary": store.TaskComplete,
+			"r/a.tif split": store.TaskSkipped, "r/a.tif image": store.TaskComplete, "r/a.tif after": store.TaskComplete,
+			"r/a.tif preserve": store.TaskComplete, "r/a.tif txt": store.TaskSkipped, "r/a.tif summary": store.TaskSkipped,
+			"r/b.txt split": store.TaskSkipped, "r/b.txt image": store.TaskSkipped, "r/b.txt preserve": store.TaskSkipped,
+			"r/b.txt txt": store.TaskComplete, "r/b.txt summary": store.TaskSkipped,
+			// after has no condition: it needs imaged, which a skipped image never fires, so
+			// it has no task on r and r/b.txt (skipped implicitly, as ever).
+		}
+		got := h.tasks(job.ID)
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("task %q is %q, want %q", k, got[k], v)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("tasks %v, want %v", got, want)
+		}
+		list, err := h.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: store.TaskSkipped, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range list {
+			if tk.Attempt != 0 {
+				t.Errorf("skipped task %s of item %d has attempt %d, want 0: it never ran", tk.Step, tk.ItemID, tk.Attempt)
+			}
+		}
+		p, err := h.e.Progress(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Tasks[store.TaskSkipped] != 10 || p.Tasks[store.TaskComplete] != 6 || p.Fraction != 1 {
+			t.Errorf("progress %+v, want 10 tasks skipped, 6 complete, all done", p)
+		}
+	})
+}
+
+// TestApprovalGate is the Meadow-shaped workflow of issue #15: an ingest sheet is validated,
+// waits for an approval (external) before its rows are made, each row runs its own chain, and
+// the sheet's collector runs once every row is done. The approval applies to the sheet only
+// (when: root): without when:, a step needing approved held every row open, and the job ran at
+// 13 % with all its work done until approved was fired on each row too.
+func TestApprovalGate(t *testing.T) {
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		h := newHarness(t, open, func(h *harness) []action.Action {
+			return []action.Action{h.act("validate", nil, nil), h.act("make-rows", nil, rows(3)),
+				h.act("digest", nil, nil), h.act("copy", nil, nil), h.act("collect", nil, nil)}
+		})
+		h.startWorker()
+		wf := `name: wf
+external: [approved]
+steps:
+  validate:  {action: validate, needs: [start], when: root, success: [sheet.valid]}
+  make-rows: {action: make-rows, needs: [sheet.valid, approved], when: root}
+  digest:    {action: digest, needs: [start], when: "!root", success: [digested]}
+  copy:      {action: copy, needs: [digested], when: "!root", success: [copied]}
+  collect:   {action: collect, needs: [approved, children.done], when: root}
+`
+		job := h.start(wf, nil, engine.Root{Name: "sheet"})
+		poll.Until(t, time.Minute, "the sheet to be validated", func() (bool, string) {
+			got := h.tasks(job.ID)
+			return got["sheet validate"] == store.TaskComplete, fmt.Sprint(got)
+		})
+		// The sheet waits for its approval, and nothing else of it runs meanwhile.
+		root := h.items(job.ID)["sheet"]
+		events, err := h.db.EventListByItem(t.Context(), root.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := h.db.JobGet(t.Context(), job.ID); root.State != store.ItemWritten || j.State != store.JobRunning || slices.Contains(events, "children.done") {
+			t.Fatalf("before approval: sheet %s with events %v, job %s; want the sheet open, waiting, without children.done", root.State, events, j.State)
+		}
+
+		h.fire(job.ID, "sheet", "approved") // on the sheet only
+		if j := h.wait(job.ID); j.State != store.JobComplete {
+			t.Fatalf("job %s (%s), want complete with approved fired on the sheet alone", j.State, j.Error)
+		}
+		got := h.tasks(job.ID)
+		for _, step := range []string{"validate", "make-rows", "collect"} {
+			if got["sheet "+step] != store.TaskComplete {
+				t.Errorf("sheet %s is %q, want complete", step, got["sheet "+step])
+			}
+		}
+		for i := range 3 {
+			row := fmt.Sprintf("sheet/row-%d", i)
+			for step, state := range map[string]string{"validate": store.TaskSkipped, "make-rows": store.TaskSkipped, "collect": store.TaskSkipped,
+				"digest": store.TaskComplete, "copy": store.TaskComplete} {
+				if got[row+" "+step] != state {
+					t.Errorf("%s %s is %q, want %q", row, step, got[row+" "+step], state)
+				}
+			}
+		}
+		var collect run
+		last := 0
+		for _, r := range h.runs() {
+			if r.item == "sheet" && r.step == "collect" {
+				collect = r
+			} else {
+				last = max(last, r.seq)
+			}
+		}
+		if collect.seq == 0 || collect.seq < last || collect.children != 3 {
+			t.Errorf("runs %+v: want the sheet's collect strictly after every other run, seeing 3 rows", h.runs())
+		}
+		if p, err := h.e.Progress(t.Context(), job.ID); err != nil || p.Fraction != 1 {
+			t.Errorf("progress %+v, %v; want all done", p, err)
+		}
+	})
+}

@@ -496,8 +496,8 @@ type TaskInsertParams struct {
 	SortKey        string
 	ProgressWeight float64
 	Now            time.Time
-	// Done, when set, inserts the task already ended after one attempt, started and finished at
-	// Now, instead of ready: a step the engine ran inline in this transaction.
+	// Done, when set, inserts the task already ended, started and finished at Now, instead of
+	// ready: a step the engine ran inline in this transaction (one attempt), or skipped (none).
 	Done *TaskDone
 }
 
@@ -508,10 +508,20 @@ type EventInsertParams struct {
 	Now    time.Time
 }
 
-// TaskDone is how a task run inline ended: State is complete or failed.
+// TaskDone is how a task ended as it was inserted: complete or failed (a step run inline), or
+// skipped (a step whose when: condition does not hold for the item).
 type TaskDone struct {
 	State string
 	Error string
+}
+
+// Attempt is the attempt number the ended task is inserted with: 1 for a step run inline, 0 for
+// a skipped one, which never ran.
+func (d *TaskDone) Attempt() int {
+	if d.State == TaskSkipped {
+		return 0
+	}
+	return 1
 }
 
 // TaskLeaseParams leases ready tasks of one queue.

@@ -693,7 +693,7 @@ func scanTask(sc scanner) (*store.Task, error) {
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
 	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
 	if p.Done != nil {
-		state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
 	}
 	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended)
 	if err != nil {

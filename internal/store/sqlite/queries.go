@@ -659,7 +659,7 @@ func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
 	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
 	if p.Done != nil {
-		state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
 	}
 	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (item_id, step) DO NOTHING`,
