@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"fmt"
 	"slices"
 	"testing"
@@ -271,6 +273,50 @@ steps:
 		}
 		if p, err := h.e.Progress(t.Context(), job.ID); err != nil || p.Fraction != 1 {
 			t.Errorf("progress %+v, %v; want all done", p, err)
+		}
+	})
+}
+
+// TestFailureOutcome checks that the outcome events an action emitted before failing for good
+// fire with the step's failure events, and its success events do not: an http status mapped to
+// a failure outcome (platform-404) ran the next step's success path too. A transient error's
+// events, once its attempts are spent, do not fire.
+func TestFailureOutcome(t *testing.T) {
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		h := newHarness(t, open, func(h *harness) []action.Action {
+			return []action.Action{
+				h.act("call", []string{"platform-404"}, func(_ context.Context, t *action.Task, out action.Output) error {
+					out.Emit("platform-404")
+					if t.Item.Name == "flaky" {
+						return errors.New("connection reset")
+					}
+					return action.Permanentf("status 404 (platform-404): no such record")
+				}),
+				h.act("note", nil, nil),
+			}
+		})
+		h.startWorker()
+		wf := `name: wf
+steps:
+  call:   {action: call, needs: [start], success: [called], failure: [call-failed], attempts: 1}
+  next:   {action: note, needs: [called]}
+  on-404: {action: note, needs: [platform-404]}
+  failed: {action: note, needs: [call-failed]}
+`
+		job := h.start(wf, nil, engine.Root{Ordinal: 0, Name: "gone"}, engine.Root{Ordinal: 1, Name: "flaky"})
+		if j := h.wait(job.ID); j.State != store.JobComplete {
+			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
+		}
+		want := map[string]string{
+			"gone call": store.TaskFailed, "gone on-404": store.TaskComplete, "gone failed": store.TaskComplete,
+			"flaky call": store.TaskFailed, "flaky failed": store.TaskComplete,
+		}
+		if got := h.tasks(job.ID); !maps.Equal(got, want) {
+			t.Errorf("tasks %v, want %v (no next after a failure; platform-404 only for the permanent one)", got, want)
+		}
+		if it := h.items(job.ID)["gone"]; it.Error != "status 404 (platform-404): no such record" {
+			t.Errorf("item error %q, want the status", it.Error)
 		}
 	})
 }

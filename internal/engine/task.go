@@ -192,6 +192,12 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			}
 			finish.Error = itemErr
 			fire = append(fire, step.Failure...)
+			if permanent {
+				// Outcomes the action emitted before it failed for good name the failure's
+				// cause (an http status mapped to a failure outcome): they fire with the
+				// failure path. A transient error's events say nothing for sure.
+				fire = append(fire, r.Events...)
+			}
 		}
 		if err := tt.x.AttemptInsert(tt.ctx, store.AttemptInsertParams{TaskID: task.ID, Attempt: task.Attempt, Owner: r.Owner,
 			StartedAt: r.Started, FinishedAt: tt.now, Error: msg, Stack: r.Stack}); err != nil {
