@@ -70,8 +70,8 @@ func (e *ValidationError) Error() string {
 //     start, children.done, fail and ok, duplicate list entries; fail and ok cannot be needed,
 //     start and children.done cannot be fired by a step.
 //
-// Warnings — an outcome or external event that no step needs, a when: condition that can never
-// hold — are returned whatever the
+// Warnings — an outcome, success, failure or external event that no step needs, a when:
+// condition that can never hold — are returned whatever the
 // outcome; problems of error severity are returned as a *[ValidationError]. Diagnostics are
 // sorted by line. actions, when given, are the names the catalog holds, used for suggestions.
 // Validate does not modify def.
@@ -525,6 +525,20 @@ func (v *validator) events() {
 			}
 			v.add(SeverityWarning, s.fieldLine("action"), s.Name, "action",
 				"outcome %q of action %q is not needed by any step", e, s.Action)
+		}
+	}
+	for _, s := range steps {
+		for _, list := range []struct {
+			field  string
+			events []string
+		}{{"success", s.Success}, {"failure", s.Failure}} {
+			for j, e := range list.events {
+				if e == EventFail || e == EventOK || len(def.Consumers(e)) > 0 {
+					continue
+				}
+				v.add(SeverityWarning, s.entryLine(list.field, j), s.Name, list.field,
+					"event %q is fired but no step needs it", e)
+			}
 		}
 	}
 	for i, e := range def.External {

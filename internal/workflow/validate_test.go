@@ -60,8 +60,10 @@ func TestValidExamples(t *testing.T) {
 func TestMediathread(t *testing.T) {
 	t.Parallel()
 	def, warnings := mustValid(t, mediathread)
-	if len(warnings) != 0 {
-		t.Errorf("warnings: %+v", warnings)
+	// et-job-created is a fact for the record: nothing waits for it.
+	if len(warnings) != 1 || warnings[0].Step != "create-transcode" || warnings[0].Field != "success" || warnings[0].Line != 5 ||
+		warnings[0].Message != `event "et-job-created" is fired but no step needs it` {
+		t.Errorf("warnings: %+v; want the one for et-job-created", warnings)
 	}
 	if len(def.Steps) != 7 || def.Steps[4].Name != "submit" || def.Steps[4].Line != 8 {
 		t.Fatalf("steps: %+v", def.Steps)
@@ -108,6 +110,20 @@ steps:
 	other, _ := mustValid(t, strings.Replace(string(canon), `"!root"`, `"root"`, 1))
 	if workflow.Digest(other) == workflow.Digest(def) {
 		t.Error("a different condition gives the same digest")
+	}
+}
+
+func TestUnconsumedEvents(t *testing.T) {
+	t.Parallel()
+	_, warnings := mustValid(t, `name: w
+steps:
+  a: {action: noop, needs: [start], success: [a.done, ok], failure: [a.failed, fail]}
+  b: {action: noop, needs: [a.done], success: [b.done]}
+  c: {action: noop, needs: [b.done]}
+`)
+	if len(warnings) != 1 || warnings[0].Step != "a" || warnings[0].Field != "failure" || warnings[0].Line != 3 ||
+		warnings[0].Message != `event "a.failed" is fired but no step needs it` {
+		t.Errorf("warnings %+v; want one for a.failed (ok and fail are sinks)", warnings)
 	}
 }
 
