@@ -518,6 +518,8 @@ func (v *validator) events() {
 			"step can never run: %q is produced only by steps that can never run (%s)", e, strings.Join(names, ", "))
 	}
 
+	v.ends(steps, fires, runs)
+
 	for _, s := range steps {
 		for _, e := range outcomes[s] {
 			if e == EventFail || e == EventOK || len(def.Consumers(e)) > 0 {
@@ -548,6 +550,48 @@ func (v *validator) events() {
 				line = def.pos.external[i]
 			}
 			v.add(SeverityWarning, line, "", "external", "external event %q is not needed by any step", e)
+		}
+	}
+}
+
+// ends warns about steps that can run but have no path to an end: whether they succeed or fail,
+// they fire events other steps need, and so on, round a loop. A path ends at a step that, on
+// success or on failure, fires no event another step needs (nothing at all, ok, fail, a fact for
+// the record). Such a loop stops, since each
+// event fires once per item, but nothing after it says the item's work is done.
+func (v *validator) ends(steps []*Step, fires map[*Step][]string, runs map[*Step]bool) {
+	consumers := make(map[string][]*Step)
+	for _, s := range steps {
+		for _, e := range s.Needs {
+			consumers[e] = append(consumers[e], s)
+		}
+	}
+	// A path ends where the step succeeds or fails firing nothing another step needs (its
+	// action's outcomes may not come, so they are not counted as a way on).
+	endsOn := func(events []string) bool {
+		return !slices.ContainsFunc(events, func(e string) bool { return len(consumers[e]) > 0 })
+	}
+	reaches := make(map[*Step]bool, len(steps))
+	for _, s := range steps {
+		reaches[s] = endsOn(s.Success) || endsOn(s.Failure) || slices.Contains(fires[s], EventOK) || slices.Contains(fires[s], EventFail)
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, s := range steps {
+			if reaches[s] {
+				continue
+			}
+			for _, e := range fires[s] {
+				if slices.ContainsFunc(consumers[e], func(c *Step) bool { return reaches[c] }) {
+					reaches[s], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for _, s := range steps {
+		if runs[s] && !reaches[s] {
+			v.add(SeverityWarning, s.Line, s.Name, "", "step has no path to an end: every event it fires leads back into a loop (fire ok where its work is done)")
 		}
 	}
 }

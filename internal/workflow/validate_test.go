@@ -2,6 +2,8 @@ package workflow_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,6 +126,31 @@ steps:
 	if len(warnings) != 1 || warnings[0].Step != "a" || warnings[0].Field != "failure" || warnings[0].Line != 3 ||
 		warnings[0].Message != `event "a.failed" is fired but no step needs it` {
 		t.Errorf("warnings %+v; want one for a.failed (ok and fail are sinks)", warnings)
+	}
+}
+
+func TestNoPathToEnd(t *testing.T) {
+	t.Parallel()
+	_, warnings := mustValid(t, `name: w
+steps:
+  a: {action: noop, needs: [start], success: [go], failure: [go]}
+  b: {action: noop, needs: [go], success: [back], failure: [back]}
+  c: {action: noop, needs: [back], success: [go], failure: [go]}
+  d: {action: noop, needs: [start], success: [again], failure: [ok]}
+  e: {action: noop, needs: [again], success: [again2], failure: [again2]}
+  f: {action: noop, needs: [again2], success: [again], failure: [again]}
+  g: {action: noop, needs: [again2], success: [again]}
+`)
+	var got []string
+	for _, w := range warnings {
+		if strings.Contains(w.Message, "no path to an end") {
+			got = append(got, fmt.Sprintf("%s:%d", w.Step, w.Line))
+		}
+	}
+	// a, b and c only feed the go/back loop; d ends when it fails (ok); e and f loop too, but
+	// e also leads to g, which ends when it fails (it fires nothing).
+	if want := []string{"a:3", "b:4", "c:5"}; !slices.Equal(got, want) {
+		t.Errorf("no path to an end for %v, want %v (warnings %+v)", got, want, warnings)
 	}
 }
 
