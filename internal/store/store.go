@@ -225,6 +225,15 @@ type Executor interface {
 	// TaskListExpired to reclaim, and deletes the records. Tasks finished meanwhile are left
 	// alone. It returns how many tasks it turned.
 	HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error)
+	// WaitInsert records that a step of an item waits for external events until p.Due; a wait
+	// already recorded for the (item, step) is left alone (its deadline counts from the first).
+	WaitInsert(ctx context.Context, p Wait) error
+	// WaitDelete deletes the wait of the item's step, if any.
+	WaitDelete(ctx context.Context, itemID int64, step string) error
+	// WaitListDue returns up to limit waits due at or before now, earliest first.
+	WaitListDue(ctx context.Context, now time.Time, limit int) ([]Wait, error)
+	// WaitListByJob returns the waits of the job's items, by item and step.
+	WaitListByJob(ctx context.Context, jobID int64) ([]Wait, error)
 	// TaskRenewLeases extends every running task leased by owner, and its held leases.
 	TaskRenewLeases(ctx context.Context, owner string, until time.Time) (int64, error)
 	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
@@ -540,6 +549,14 @@ type TaskLeaseManyParams struct {
 	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time
+}
+
+// Wait is a step of an item waiting for external events until a deadline.
+type Wait struct {
+	JobID  int64
+	ItemID int64
+	Step   string
+	Due    time.Time
 }
 
 // HeldLeaseParams records a held lease: its tasks, each with the attempt it runs.
