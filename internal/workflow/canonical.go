@@ -94,6 +94,10 @@ func Marshal(def *Definition) ([]byte, error) {
 		if s.Concurrency != 0 {
 			fmt.Fprintf(&b, `,"concurrency":%d`, s.Concurrency)
 		}
+		if s.Deadline != 0 {
+			b.WriteString(`,"deadline":`)
+			writeString(&b, s.Deadline.String())
+		}
 		if s.Timeout != 0 {
 			b.WriteString(`,"timeout":`)
 			writeString(&b, s.Timeout.String())

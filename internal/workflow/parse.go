@@ -359,7 +359,7 @@ func (p *parser) steps(n *yaml.Node) ([]*Step, error) {
 	return steps, nil
 }
 
-var stepFields = []string{"action", "needs", "when", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
+var stepFields = []string{"action", "needs", "when", "deadline", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
 
 func (p *parser) step(kv keyValue) (*Step, error) {
 	name, n := kv.key, kv.value
@@ -456,21 +456,25 @@ func (p *parser) step(kv keyValue) (*Step, error) {
 			if s.Attempts > MaxAttemptsLimit {
 				return nil, p.errf(v.Line, name, "attempts", "must be at most %d, got %d", MaxAttemptsLimit, s.Attempts)
 			}
-		case "timeout":
+		case "timeout", "deadline":
 			if isNull(v) {
 				continue
 			}
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-				return nil, p.errf(v.Line, name, "timeout", "must be a duration string such as \"30s\" or \"5m\", got %s", describe(v))
+				return nil, p.errf(v.Line, name, f.key, "must be a duration string such as \"30s\" or \"5m\", got %s", describe(v))
 			}
 			d, err := time.ParseDuration(v.Value)
 			if err != nil {
-				return nil, p.errf(v.Line, name, "timeout", "invalid duration %q (use a Go duration such as \"30s\" or \"5m\")", v.Value)
+				return nil, p.errf(v.Line, name, f.key, "invalid duration %q (use a Go duration such as \"30s\" or \"5m\")", v.Value)
 			}
 			if d < 0 {
-				return nil, p.errf(v.Line, name, "timeout", "must not be negative, got %s", v.Value)
+				return nil, p.errf(v.Line, name, f.key, "must not be negative, got %s", v.Value)
 			}
-			s.Timeout = Duration(d)
+			if f.key == "timeout" {
+				s.Timeout = Duration(d)
+			} else {
+				s.Deadline = Duration(d)
+			}
 		case "progress_weight":
 			if isNull(v) {
 				continue

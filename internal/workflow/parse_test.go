@@ -114,6 +114,10 @@ func malformedCases() []malformedCase {
 		{"when not boolean", lines("name: a", "steps:", "  s: {action: noop, needs: [start]}", "  t:", "    action: noop", "    needs: [start]", "    when: content_type"), "condition is a string, not a boolean", 7},
 		{"when type mismatch", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: 'depth == \"0\"'}"), `"==" compares an integer with a string`, 3},
 
+		{"deadline not a duration", lines("name: a", "external: [x]", "steps:", "  s: {action: noop, needs: [x], deadline: 1}"), `deadline: must be a duration string such as "30s"`, 4},
+		{"deadline bad", lines("name: a", "external: [x]", "steps:", "  s:", "    action: noop", "    needs: [x]", "    deadline: 1d"), `deadline: invalid duration "1d"`, 7},
+		{"deadline without external", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    deadline: 1h"), `step "s": deadline: a deadline bounds a wait for an external event, and the step needs none`, 6},
+
 		// Validate: events.
 		{"need never produced", lines("name: a", "steps:", "  s: {action: noop, needs: [start], success: [metadata-extracted]}", "  t:", "    action: noop", "    needs: [metadata-extractd]"),
 			`step "t": needs: event "metadata-extractd" is never produced: no step, action outcome, start, children.done or external event fires it (did you mean "metadata-extracted"?)`, 6},

@@ -65,6 +65,7 @@ func (e *ValidationError) Error() string {
 //     event, a step's success or failure, or an action's outcome;
 //   - every step can run: a step that needs an event only steps that can never run produce
 //     (including a cycle with no way in) is an error;
+//   - a deadline is set only on a step that needs an external event;
 //   - every when: condition parses, reads only known variables and is a boolean;
 //   - names do not collide: step names (case-insensitively), external events with the built-in
 //     start, children.done, fail and ok, duplicate list entries; fail and ok cannot be needed,
@@ -180,6 +181,12 @@ func (v *validator) structure() {
 		}
 		if s.Attempts < 0 || s.Attempts > MaxAttemptsLimit {
 			v.errorf(s.fieldLine("attempts"), s.Name, "attempts", "must be between 0 and %d, got %d", MaxAttemptsLimit, s.Attempts)
+		}
+		if s.Deadline < 0 {
+			v.errorf(s.fieldLine("deadline"), s.Name, "deadline", "must not be negative, got %s", s.Deadline)
+		}
+		if s.Deadline > 0 && !slices.ContainsFunc(s.Needs, def.IsExternal) {
+			v.errorf(s.fieldLine("deadline"), s.Name, "deadline", "a deadline bounds a wait for an external event, and the step needs none")
 		}
 		if s.Timeout < 0 {
 			v.errorf(s.fieldLine("timeout"), s.Name, "timeout", "must not be negative, got %s", s.Timeout)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -108,6 +109,10 @@ steps:
 	}
 	if back.Step("digest").When != "!root" || workflow.Digest(back) != workflow.Digest(def) {
 		t.Errorf("canonical form %s lost the condition", canon)
+	}
+	dl, _ := mustValid(t, "name: d\nexternal: [approved]\nsteps:\n  a: {action: noop, needs: [start, approved], deadline: 90m}\n")
+	if c, _ := workflow.Marshal(dl); dl.Step("a").Deadline != workflow.Duration(90*time.Minute) || !strings.Contains(string(c), `"deadline":"1h30m0s"`) {
+		t.Errorf("deadline %v, canonical %s", dl.Step("a").Deadline, c)
 	}
 	other, _ := mustValid(t, strings.Replace(string(canon), `"!root"`, `"root"`, 1))
 	if workflow.Digest(other) == workflow.Digest(def) {
