@@ -412,6 +412,14 @@ func (t *tx) fire(it *store.Item, event string) error {
 	if job.State != store.JobRunning {
 		return nil
 	}
+	if event == workflow.EventStart {
+		// Steps that need only external events wait from the item's creation.
+		for _, s := range t.e.plan(def).waitsFromStart {
+			if err := t.startWait(def, it, s); err != nil {
+				return err
+			}
+		}
+	}
 	for _, s := range def.Consumers(event) {
 		if len(s.Needs) > 1 {
 			// Only a step with other needs reads the item's events (this one among them).
@@ -427,16 +435,26 @@ func (t *tx) fire(it *store.Item, event string) error {
 				}
 			}
 			if !met {
+				if s.Deadline > 0 {
+					if err := t.startWait(def, it, s); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 		}
-		if s.When != "" {
+		if s.When != "" || s.Deadline > 0 {
 			ok, err := t.applies(it, s.Name)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				continue // skipped: it never runs, and never fires its events
+				continue // skipped (or its wait expired): it never runs, and never fires its events
+			}
+		}
+		if s.Deadline > 0 {
+			if err := t.x.WaitDelete(t.ctx, it.ID, s.Name); err != nil {
+				return err
 			}
 		}
 		p := store.TaskInsertParams{

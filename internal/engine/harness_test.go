@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type harness struct {
 	w     *worker.Worker
 	blobs *blob.Dir
 	dir   string
+	// skew is added to the engine's clock (nanoseconds), so a test can move time on.
+	skew atomic.Int64
 	// log records the action runs in the order they started.
 	mu  sync.Mutex
 	log []run
@@ -52,6 +55,7 @@ func newHarness(t *testing.T, open drivertest.Open, actions func(h *harness) []a
 	cat := &action.Catalog{}
 	cat.Register(actions(h)...)
 	h.e = engine.New(engine.Config{Store: h.db, Catalog: cat,
+		Now: func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) },
 		OnReady: func(qs []string) {
 			if w := h.worker(); w != nil {
 				w.Ready(qs)

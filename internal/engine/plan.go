@@ -20,6 +20,9 @@ type plan struct {
 	// conds are the steps' when: conditions, by step name; a step without one applies to every
 	// item.
 	conds map[string]*when.Expr
+	// waitsFromStart are the steps with a deadline whose needs are all external: they start
+	// waiting as the item is created.
+	waitsFromStart []*workflow.Step
 }
 
 // plan returns the definition's plan, made on first use. Definitions are immutable and cached by
@@ -42,6 +45,9 @@ func (e *Engine) plan(def *workflow.Definition) *plan {
 			}
 		}
 		p.fires[s.Name] = fires
+		if s.Deadline > 0 && !slices.ContainsFunc(s.Needs, func(n string) bool { return !def.IsExternal(n) }) {
+			p.waitsFromStart = append(p.waitsFromStart, s)
+		}
 		if s.When != "" {
 			cond, err := when.Parse(s.When)
 			if err != nil {

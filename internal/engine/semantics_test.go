@@ -320,3 +320,79 @@ steps:
 		}
 	})
 }
+
+// TestDeadline checks waits with a deadline: a step waiting for an external event is skipped
+// with a deadline error once its deadline passes, fires its failure path, and lets its item (and
+// job) end; where the event came in time, the step runs and its wait is gone. A step that needs
+// only external events waits from the item's creation; one with other needs, from when they
+// have fired.
+func TestDeadline(t *testing.T) {
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		h := newHarness(t, open, func(h *harness) []action.Action { return []action.Action{h.act("note", nil, nil)} })
+		h.startWorker()
+		wf := `name: wf
+external: [approved]
+steps:
+  check:   {action: note, needs: [start], success: [checked]}
+  approve: {action: note, needs: [checked, approved], deadline: 1h, failure: [expired]}
+  notify:  {action: note, needs: [approved], deadline: 2h}
+  expired: {action: note, needs: [expired]}
+`
+		job := h.start(wf, nil, engine.Root{Ordinal: 0, Name: "late"}, engine.Root{Ordinal: 1, Name: "prompt"})
+		waits := func() map[string]time.Duration {
+			list, err := h.db.WaitListByJob(t.Context(), job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[int64]string{}
+			for name, it := range h.items(job.ID) {
+				names[it.ID] = name
+			}
+			out := map[string]time.Duration{}
+			for _, w := range list {
+				out[names[w.ItemID]+" "+w.Step] = w.Due.Sub(job.CreatedAt).Round(time.Hour)
+			}
+			return out
+		}
+		poll.Until(t, time.Minute, "both items to wait for approved", func() (bool, string) {
+			w := waits()
+			return len(w) == 4, fmt.Sprint(w)
+		})
+		if w := waits(); w["late approve"] != time.Hour || w["late notify"] != 2*time.Hour {
+			t.Errorf("waits %v, want approve due in 1h and notify in 2h", w)
+		}
+		h.fire(job.ID, "prompt", "approved")
+		poll.Until(t, time.Minute, "prompt's waits to end", func() (bool, string) {
+			w := waits()
+			return len(w) == 2, fmt.Sprint(w)
+		})
+		if n, err := h.e.ExpireWaits(t.Context(), 0); err != nil || n != 0 {
+			t.Fatalf("ExpireWaits before the deadline = %d, %v; want none", n, err)
+		}
+		if j, _ := h.db.JobGet(t.Context(), job.ID); j.State != store.JobRunning {
+			t.Fatalf("job %s while late waits, want running", j.State)
+		}
+
+		h.skew.Store(int64(3 * time.Hour))
+		if n, err := h.e.ExpireWaits(t.Context(), 0); err != nil || n != 2 {
+			t.Fatalf("ExpireWaits after the deadlines = %d, %v; want 2", n, err)
+		}
+		if j := h.wait(job.ID); j.State != store.JobComplete {
+			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
+		}
+		want := map[string]string{
+			"late check": store.TaskComplete, "late approve": store.TaskSkipped, "late notify": store.TaskSkipped, "late expired": store.TaskComplete,
+			"prompt check": store.TaskComplete, "prompt approve": store.TaskComplete, "prompt notify": store.TaskComplete,
+		}
+		if got := h.tasks(job.ID); !maps.Equal(got, want) {
+			t.Errorf("tasks %v, want %v", got, want)
+		}
+		if it := h.items(job.ID)["late"]; it.Error != "deadline: waited 1h0m0s for approved" {
+			t.Errorf("late's error %q, want the deadline of approve", it.Error)
+		}
+		if w := waits(); len(w) != 0 {
+			t.Errorf("waits left: %v", w)
+		}
+	})
+}
