@@ -152,8 +152,8 @@ type Task struct {
 type Child struct {
 	Name        string
 	ContentType string
-	Metadata    map[string]any
-	Options     map[string]any // merged over the parent's options
+	Metadata    map[string]any // merged over the parent's metadata: the child's keys win
+	Options     map[string]any // merged over the parent's options: the child's keys win
 	// Blob is the child's content, streamed into the blob store. May be nil.
 	Blob io.Reader
 	// Text and Thumbnail, when set, are stored with the child as it is created.

@@ -121,8 +121,17 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 	if err != nil {
 		return err
 	}
+	waits, err := n.Store.WaitListByJob(ctx, id)
+	if err != nil {
+		return err
+	}
 	if asJSON {
-		return json.NewEncoder(e.stdout).Encode(map[string]any{"job": j, "progress": p, "items": items})
+		return json.NewEncoder(e.stdout).Encode(map[string]any{"job": j, "progress": p, "items": items, "waits": waits})
+	}
+	// Steps waiting for an external event with a deadline, by item.
+	waiting := map[int64][]string{}
+	for _, w := range waits {
+		waiting[w.ItemID] = append(waiting[w.ItemID], fmt.Sprintf("%s:waiting(until %s)", w.Step, w.Due.UTC().Format(time.RFC3339)))
 	}
 	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
 	if j.Error != "" {
@@ -137,6 +146,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		for _, t := range tasks {
 			ts = append(ts, t.Step+":"+t.State)
 		}
+		ts = append(ts, waiting[it.ID]...)
 		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\n", it.ID, it.State, strings.Repeat("  ", it.Depth), it.Name, strings.Join(ts, " "), it.Error)
 	}
 	return tw.Flush()

@@ -61,6 +61,7 @@ type Engine struct {
 	log   *slog.Logger
 	mu    sync.RWMutex
 	defs  map[defKey]*workflow.Definition
+	plans map[*workflow.Definition]*plan
 	// remote maps a lowercased action name to the name remote workers poll for ("pdf" → "Pdf").
 	remote map[string]string
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
@@ -105,7 +106,7 @@ func New(cfg Config) *Engine {
 			remote[strings.ToLower(name)] = name
 		}
 	}
-	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}, remote: remote}
+	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}, plans: map[*workflow.Definition]*plan{}, remote: remote}
 }
 
 // Store returns the engine's store.
@@ -417,8 +418,22 @@ func (t *tx) fire(it *store.Item, event string) error {
 	if event == workflow.EventFail {
 		return t.endJob(job, store.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
 	}
+	if event == workflow.EventStart {
+		// Before anything runs, and whatever the job's state: a retry must find the skips.
+		if err := t.decideWhen(def, it); err != nil {
+			return err
+		}
+	}
 	if job.State != store.JobRunning {
 		return nil
+	}
+	if event == workflow.EventStart {
+		// Steps that need only external events wait from the item's creation.
+		for _, s := range t.e.plan(def).waitsFromStart {
+			if err := t.startWait(def, it, s); err != nil {
+				return err
+			}
+		}
 	}
 	for _, s := range def.Consumers(event) {
 		if len(s.Needs) > 1 {
@@ -435,7 +450,26 @@ func (t *tx) fire(it *store.Item, event string) error {
 				}
 			}
 			if !met {
+				if s.Deadline > 0 {
+					if err := t.startWait(def, it, s); err != nil {
+						return err
+					}
+				}
 				continue
+			}
+		}
+		if s.When != "" || s.Deadline > 0 {
+			ok, err := t.applies(it, s.Name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // skipped (or its wait expired): it never runs, and never fires its events
+			}
+		}
+		if s.Deadline > 0 {
+			if err := t.x.WaitDelete(t.ctx, it.ID, s.Name); err != nil {
+				return err
 			}
 		}
 		p := store.TaskInsertParams{
@@ -634,6 +668,14 @@ func (t *tx) settle(id int64) error {
 			if def.NeedsChildrenDone() && !openChildren {
 				// fire leaves an event that fired alone: only a cached set saves the try.
 				if ev, ok := t.events[id]; !ok || !ev[workflow.EventChildrenDone] {
+					// Not while a step that may create children can still run.
+					creating, err := t.mayCreateChildren(def, it, has)
+					if err != nil {
+						return err
+					}
+					if creating {
+						return nil // that step waits for an event to come, and holds the item open
+					}
 					wasReady := t.ready
 					t.ready = false
 					if err := t.fire(it, workflow.EventChildrenDone); err != nil {

@@ -132,6 +132,9 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 		// Nothing an inline action does can go better on a second try: it fails for good.
 		pf.finish.State, pf.finish.Error, pf.itemErr = store.TaskFailed, runErr.Error(), runErr.Error()
 		pf.fire = append(pf.fire, s.Failure...)
+		if action.IsPermanent(runErr) {
+			pf.fire = append(pf.fire, out.events...) // as a worker's permanent failure does
+		}
 	}
 	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error}
 	t.addTask(p)

@@ -82,8 +82,8 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 		batch := roots[start:min(start+500, len(roots))]
 		ps := make([]store.ItemInsertParams, len(batch))
 		for i, r := range batch {
-			md, _ := json.Marshal(merge(jobMD, r.Metadata, true))
-			opts, _ := json.Marshal(merge(jobOpts, r.Options, true))
+			md, _ := json.Marshal(merge(jobMD, r.Metadata))
+			opts, _ := json.Marshal(merge(jobOpts, r.Options))
 			ps[i] = store.ItemInsertParams{
 				JobID: job.ID, Ordinal: r.Ordinal, SortKey: fmt.Sprintf("%08x", r.Ordinal), Name: r.Name,
 				ContentType: r.ContentType, BlobSHA256: r.BlobSHA256, Size: r.Size, Metadata: md, Options: opts,
@@ -137,16 +137,14 @@ func (e *Engine) Seal(ctx context.Context, jobID int64) error {
 	})
 }
 
-// merge returns base with over's keys; when baseWins, keys in base are kept.
-func merge(base, over map[string]any, overWins bool) map[string]any {
+// merge returns base with over's keys: a key in both gets over's value. An item inherits its
+// parent's (or job's) metadata and options, and its own keys win.
+func merge(base, over map[string]any) map[string]any {
 	out := make(map[string]any, len(base)+len(over))
 	for k, v := range base {
 		out[k] = v
 	}
 	for k, v := range over {
-		if _, exists := out[k]; exists && !overWins {
-			continue
-		}
 		out[k] = v
 	}
 	return out

@@ -206,6 +206,12 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			}
 			finish.Error = itemErr
 			fire = append(fire, step.Failure...)
+			if permanent {
+				// Outcomes the action emitted before it failed for good name the failure's
+				// cause (an http status mapped to a failure outcome): they fire with the
+				// failure path. A transient error's events say nothing for sure.
+				fire = append(fire, r.Events...)
+			}
 		}
 		if err := tt.x.AttemptInsert(tt.ctx, store.AttemptInsertParams{TaskID: task.ID, Attempt: task.Attempt, Owner: r.Owner,
 			StartedAt: r.Started, FinishedAt: tt.now, Error: msg, Stack: r.Stack}); err != nil {
@@ -295,7 +301,8 @@ type NewChild struct {
 	ProgressFrom, ProgressTo float64
 }
 
-// CreateChild records a child of the task's item and fires start on it. A child that exists at
+// CreateChild records a child of the task's item and fires start on it. The child inherits the
+// parent's metadata and options; its own keys win. A child that exists at
 // the same (parent, step, ordinal) is left alone when it matches and is an [ErrNondeterministic]
 // error when it differs.
 func (t *Tx) CreateChild(c *NewChild) error {
@@ -312,11 +319,11 @@ func (t *Tx) CreateChild(c *NewChild) error {
 	var pmd, popts map[string]any
 	_ = json.Unmarshal(parent.Metadata, &pmd)
 	_ = json.Unmarshal(parent.Options, &popts)
-	md, err := json.Marshal(merge(pmd, c.Metadata, false))
+	md, err := json.Marshal(merge(pmd, c.Metadata))
 	if err != nil {
 		return fmt.Errorf("child %q metadata: %w", c.Name, err)
 	}
-	opts, err := json.Marshal(merge(popts, c.Options, true))
+	opts, err := json.Marshal(merge(popts, c.Options))
 	if err != nil {
 		return fmt.Errorf("child %q options: %w", c.Name, err)
 	}

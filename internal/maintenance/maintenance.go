@@ -215,6 +215,30 @@ func (l *Loop) reap(ctx context.Context) {
 	if total > 0 {
 		l.log.Info("reclaimed expired leases", "tasks", total)
 	}
+	l.expireWaits(ctx)
+}
+
+// expireWaits ends the waits for external events whose deadline passed (steps that say
+// deadline:): so a deadline is met within a reap interval.
+func (l *Loop) expireWaits(ctx context.Context) {
+	const batch = 1000
+	total := 0
+	for {
+		n, err := l.e.ExpireWaits(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Error("expire waits", "error", err)
+			}
+			break
+		}
+		total += n
+		if n < batch {
+			break
+		}
+	}
+	if total > 0 {
+		l.log.Info("expired waits", "waits", total)
+	}
 }
 
 func (l *Loop) collectEvery(ctx context.Context) {

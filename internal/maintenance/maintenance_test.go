@@ -282,3 +282,39 @@ func TestCollectBlobs(t *testing.T) {
 		}
 	})
 }
+
+// TestExpireWaits: the leader ends a wait for an external event once its deadline passes, so the
+// waiting step is skipped with the deadline error and its item ends.
+func TestExpireWaits(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		st := open(t)
+		b := setup(t, st)
+		ctx := t.Context()
+		if _, _, err := b.e.ApplyWorkflow(ctx, []byte("name: gate\nexternal: [approved]\nsteps:\n  n: {action: noop, needs: [approved], deadline: 1h}\n"), "gate.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		job, _, err := b.e.CreateJob(ctx, engine.CreateJobParams{Workflow: "gate"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.e.AddRoots(ctx, job, []engine.Root{{Name: "root"}}); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.add(2 * time.Hour)
+		locker, _ := st.(store.Locker)
+		start(t, maintenance.Config{Engine: b.e, Locker: locker, ReapInterval: 10 * time.Millisecond, ElectInterval: 10 * time.Millisecond})
+		poll.Until(t, 10*time.Second, "the job to end once its wait expired", func() (bool, string) {
+			j, err := st.JobGet(ctx, job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.State == store.JobComplete, j.State
+		})
+		tasks, err := st.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
+		if err != nil || len(tasks) != 1 || tasks[0].State != store.TaskSkipped || tasks[0].Error != "deadline: waited 1h0m0s for approved" {
+			t.Fatalf("tasks %+v, %v; want n skipped with the deadline error", tasks, err)
+		}
+	})
+}

@@ -229,6 +229,15 @@ type Executor interface {
 	// TaskListExpired to reclaim, and deletes the records. Tasks finished meanwhile are left
 	// alone. It returns how many tasks it turned.
 	HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error)
+	// WaitInsert records that a step of an item waits for external events until p.Due; a wait
+	// already recorded for the (item, step) is left alone (its deadline counts from the first).
+	WaitInsert(ctx context.Context, p Wait) error
+	// WaitDelete deletes the wait of the item's step, if any.
+	WaitDelete(ctx context.Context, itemID int64, step string) error
+	// WaitListDue returns up to limit waits due at or before now, earliest first.
+	WaitListDue(ctx context.Context, now time.Time, limit int) ([]Wait, error)
+	// WaitListByJob returns the waits of the job's items, by item and step.
+	WaitListByJob(ctx context.Context, jobID int64) ([]Wait, error)
 	// TaskRenewLeases extends the leases of the running tasks p.TaskIDs that p.Owner holds, and
 	// the held-lease records p.HeldLeaseIDs of p.Owner; it returns how many tasks it extended.
 	// Only the ids given are renewed, never every lease of the owner: a task whose result its
@@ -507,8 +516,8 @@ type TaskInsertParams struct {
 	SortKey        string
 	ProgressWeight float64
 	Now            time.Time
-	// Done, when set, inserts the task already ended after one attempt, started and finished at
-	// Now, instead of ready: a step the engine ran inline in this transaction.
+	// Done, when set, inserts the task already ended, started and finished at Now, instead of
+	// ready: a step the engine ran inline in this transaction (one attempt), or skipped (none).
 	Done *TaskDone
 }
 
@@ -519,10 +528,20 @@ type EventInsertParams struct {
 	Now    time.Time
 }
 
-// TaskDone is how a task run inline ended: State is complete or failed.
+// TaskDone is how a task ended as it was inserted: complete or failed (a step run inline), or
+// skipped (a step whose when: condition does not hold for the item).
 type TaskDone struct {
 	State string
 	Error string
+}
+
+// Attempt is the attempt number the ended task is inserted with: 1 for a step run inline, 0 for
+// a skipped one, which never ran.
+func (d *TaskDone) Attempt() int {
+	if d.State == TaskSkipped {
+		return 0
+	}
+	return 1
 }
 
 // TaskLeaseParams leases ready tasks of one queue.
@@ -541,6 +560,14 @@ type TaskLeaseManyParams struct {
 	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time
+}
+
+// Wait is a step of an item waiting for external events until a deadline.
+type Wait struct {
+	JobID  int64
+	ItemID int64
+	Step   string
+	Due    time.Time
 }
 
 // HeldLeaseParams records a held lease: its tasks, each with the attempt it runs.

@@ -73,6 +73,10 @@ func Marshal(def *Definition) ([]byte, error) {
 		writeString(&b, s.Action)
 		b.WriteString(`,"needs":`)
 		writeStrings(&b, s.Needs)
+		if s.When != "" {
+			b.WriteString(`,"when":`)
+			writeString(&b, s.When)
+		}
 		if len(s.Success) > 0 {
 			b.WriteString(`,"success":`)
 			writeStrings(&b, s.Success)
@@ -89,6 +93,10 @@ func Marshal(def *Definition) ([]byte, error) {
 		}
 		if s.Concurrency != 0 {
 			fmt.Fprintf(&b, `,"concurrency":%d`, s.Concurrency)
+		}
+		if s.Deadline != 0 {
+			b.WriteString(`,"deadline":`)
+			writeString(&b, s.Deadline.String())
 		}
 		if s.Timeout != 0 {
 			b.WriteString(`,"timeout":`)

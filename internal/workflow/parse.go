@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -145,13 +146,35 @@ func (p *parser) errf(line int, step, field, format string, args ...any) *ParseE
 // yamlLine extracts "line N" from a yaml.v3 error message.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// yamlParserProblems are the problems yaml.v3's parser (not its scanner) reports. It gives their
+// line 0-based — the line of the construct being parsed, such as the "[" of an unclosed flow
+// sequence — and leaves the line out when it is the first, where it reports its scanner's
+// problems 1-based: without this table a syntax error was reported one line early.
+var yamlParserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
 func (p *parser) syntaxErr(err error) *ParseError {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return p.errf(line, "", "", "invalid YAML: %s", m[2])
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
 	}
-	return p.errf(0, "", "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+	if slices.Contains(yamlParserProblems, msg) {
+		line++
+	}
+	return p.errf(line, "", "", "invalid YAML: %s", msg)
 }
 
 func (p *parser) parse(src []byte) (*Definition, error) {
@@ -336,7 +359,7 @@ func (p *parser) steps(n *yaml.Node) ([]*Step, error) {
 	return steps, nil
 }
 
-var stepFields = []string{"action", "needs", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
+var stepFields = []string{"action", "needs", "when", "deadline", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
 
 func (p *parser) step(kv keyValue) (*Step, error) {
 	name, n := kv.key, kv.value
@@ -377,6 +400,16 @@ func (p *parser) step(kv keyValue) (*Step, error) {
 				return nil, p.errf(v.Line, name, "needs", "empty needs; a step needs at least one event (use [start] for a first step)")
 			}
 			s.Needs, s.pos.lists["needs"] = list, lines
+		case "when":
+			if isNull(v) {
+				continue
+			}
+			if s.When, err = p.str(v, name, "when"); err != nil {
+				return nil, p.errf(v.Line, name, "when", "must be a condition in quotes, such as \"depth == 0\", got %s", describe(v))
+			}
+			if strings.TrimSpace(s.When) == "" {
+				return nil, p.errf(v.Line, name, "when", "empty condition; leave when: out for a step that applies to every item")
+			}
 		case "success", "failure":
 			list, lines, err := p.names(v, name, f.key, "event")
 			if err != nil {
@@ -423,21 +456,25 @@ func (p *parser) step(kv keyValue) (*Step, error) {
 			if s.Attempts > MaxAttemptsLimit {
 				return nil, p.errf(v.Line, name, "attempts", "must be at most %d, got %d", MaxAttemptsLimit, s.Attempts)
 			}
-		case "timeout":
+		case "timeout", "deadline":
 			if isNull(v) {
 				continue
 			}
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-				return nil, p.errf(v.Line, name, "timeout", "must be a duration string such as \"30s\" or \"5m\", got %s", describe(v))
+				return nil, p.errf(v.Line, name, f.key, "must be a duration string such as \"30s\" or \"5m\", got %s", describe(v))
 			}
 			d, err := time.ParseDuration(v.Value)
 			if err != nil {
-				return nil, p.errf(v.Line, name, "timeout", "invalid duration %q (use a Go duration such as \"30s\" or \"5m\")", v.Value)
+				return nil, p.errf(v.Line, name, f.key, "invalid duration %q (use a Go duration such as \"30s\" or \"5m\")", v.Value)
 			}
 			if d < 0 {
-				return nil, p.errf(v.Line, name, "timeout", "must not be negative, got %s", v.Value)
+				return nil, p.errf(v.Line, name, f.key, "must not be negative, got %s", v.Value)
 			}
-			s.Timeout = Duration(d)
+			if f.key == "timeout" {
+				s.Timeout = Duration(d)
+			} else {
+				s.Deadline = Duration(d)
+			}
 		case "progress_weight":
 			if isNull(v) {
 				continue

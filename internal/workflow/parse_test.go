@@ -33,7 +33,13 @@ func malformedCases() []malformedCase {
 		{"only a comment", "# nothing here\n", "empty workflow", 1},
 		{"null document", "---\n", "empty workflow", 1},
 		{"too large", "name: x\n" + strings.Repeat("#", workflow.MaxSourceBytes), "the limit is 1048576", 0},
-		{"syntax error", lines("name: x", "steps: [a", "  b"), "invalid YAML: did not find expected ',' or ']'", 1},
+		{"syntax error", lines("name: x", "steps: [a", "  b"), "invalid YAML: did not find expected ',' or ']'", 2},
+		// yaml.v3 reports its parser's problems 0-based and its scanner's 1-based.
+		{"unclosed flow sequence", lines("name: x", "steps:", "  a: {action: noop, needs: [start, success: [ok]}"), "invalid YAML: did not find expected ',' or ']'", 3},
+		{"unclosed flow mapping", lines("name: x", "steps:", "  a: {action: noop, needs: [start]", "  b: 1"), "invalid YAML: did not find expected ',' or '}'", 3},
+		{"block sequence broken", lines("name: x", "steps:", "  - a", "  b: 2"), "invalid YAML: did not find expected '-' indicator", 3},
+		{"scanner error", lines("name: x", "steps:", "  a: b: c"), "invalid YAML: mapping values are not allowed in this context", 3},
+		{"tab indentation", lines("name: x", "\tsteps: 1"), "invalid YAML: found a tab character", 2},
 		{"multiple documents", lines("name: a", "steps: {s: {action: noop, needs: [start]}}", "---", "name: b"), "multiple YAML documents", 3},
 		{"anchor", lines("name: a", "steps:", "  s: &x {action: noop, needs: [start]}", "  t: *x"), "anchors and aliases are not allowed", 3},
 		{"billion laughs", lines("name: a", "x: &a [1, 1]", "y: &b [*a, *a]", "z: [*b, *b]"), "anchors and aliases are not allowed", 2},
@@ -98,6 +104,19 @@ func malformedCases() []malformedCase {
 		{"int setting", lines("name: a", "steps:", "  s:", "    action: limited", "    needs: [start]", "    with: {n: 2.5}"), "with.n: must be an integer, got number", 6},
 		{"action Validate names key", lines("name: a", "steps:", "  s:", "    action: limited", "    needs: [start]", "    with:", "      n: 11"), "with.n: must be at most 10", 7},
 		{"action Validate other error", lines("name: a", "steps:", "  s:", "    action: limited", "    needs: [start]", "    with:", "      ratio: 0.5"), "with: ratio needs n", 6},
+
+		// Parse and Validate: when: conditions.
+		{"when not a string", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    when: true"), `when: must be a condition in quotes, such as "depth == 0", got boolean`, 6},
+		{"when a tag", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    when: !root"), "when: must be a condition in quotes", 6},
+		{"when empty", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: ' '}"), "when: empty condition", 3},
+		{"when syntax", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    when: depth = 0"), `step "s": when: invalid condition "depth = 0": column 7: unexpected "="; compare with "=="`, 6},
+		{"when unknown variable", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: deep == 0}"), `when: invalid condition "deep == 0": column 1: unknown variable "deep"`, 3},
+		{"when not boolean", lines("name: a", "steps:", "  s: {action: noop, needs: [start]}", "  t:", "    action: noop", "    needs: [start]", "    when: content_type"), "condition is a string, not a boolean", 7},
+		{"when type mismatch", lines("name: a", "steps:", "  s: {action: noop, needs: [start], when: 'depth == \"0\"'}"), `"==" compares an integer with a string`, 3},
+
+		{"deadline not a duration", lines("name: a", "external: [x]", "steps:", "  s: {action: noop, needs: [x], deadline: 1}"), `deadline: must be a duration string such as "30s"`, 4},
+		{"deadline bad", lines("name: a", "external: [x]", "steps:", "  s:", "    action: noop", "    needs: [x]", "    deadline: 1d"), `deadline: invalid duration "1d"`, 7},
+		{"deadline without external", lines("name: a", "steps:", "  s:", "    action: noop", "    needs: [start]", "    deadline: 1h"), `step "s": deadline: a deadline bounds a wait for an external event, and the step needs none`, 6},
 
 		// Validate: events.
 		{"need never produced", lines("name: a", "steps:", "  s: {action: noop, needs: [start], success: [metadata-extracted]}", "  t:", "    action: noop", "    needs: [metadata-extractd]"),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/when"
 )
 
 // Lookup returns the spec of the named action and whether it exists. [action.Catalog.Spec]
@@ -64,11 +65,14 @@ func (e *ValidationError) Error() string {
 //     event, a step's success or failure, or an action's outcome;
 //   - every step can run: a step that needs an event only steps that can never run produce
 //     (including a cycle with no way in) is an error;
+//   - a deadline is set only on a step that needs an external event;
+//   - every when: condition parses, reads only known variables and is a boolean;
 //   - names do not collide: step names (case-insensitively), external events with the built-in
 //     start, children.done, fail and ok, duplicate list entries; fail and ok cannot be needed,
 //     start and children.done cannot be fired by a step.
 //
-// Warnings — an outcome or external event that no step needs — are returned whatever the
+// Warnings — an outcome, success, failure or external event that no step needs, a when:
+// condition that can never hold — are returned whatever the
 // outcome; problems of error severity are returned as a *[ValidationError]. Diagnostics are
 // sorted by line. actions, when given, are the names the catalog holds, used for suggestions.
 // Validate does not modify def.
@@ -78,6 +82,7 @@ func Validate(def *Definition, lookup Lookup, actions ...string) (warnings []Dia
 	}
 	v := &validator{def: def, lookup: lookup, actions: actions, specs: make(map[*Step]*action.Spec)}
 	v.structure()
+	v.conditions()
 	v.actionsAndSettings()
 	v.events()
 	slices.SortStableFunc(v.diags, func(a, b Diagnostic) int { return a.Line - b.Line })
@@ -177,6 +182,12 @@ func (v *validator) structure() {
 		if s.Attempts < 0 || s.Attempts > MaxAttemptsLimit {
 			v.errorf(s.fieldLine("attempts"), s.Name, "attempts", "must be between 0 and %d, got %d", MaxAttemptsLimit, s.Attempts)
 		}
+		if s.Deadline < 0 {
+			v.errorf(s.fieldLine("deadline"), s.Name, "deadline", "must not be negative, got %s", s.Deadline)
+		}
+		if s.Deadline > 0 && !slices.ContainsFunc(s.Needs, def.IsExternal) {
+			v.errorf(s.fieldLine("deadline"), s.Name, "deadline", "a deadline bounds a wait for an external event, and the step needs none")
+		}
 		if s.Timeout < 0 {
 			v.errorf(s.fieldLine("timeout"), s.Name, "timeout", "must not be negative, got %s", s.Timeout)
 		}
@@ -204,6 +215,23 @@ func (v *validator) structure() {
 					v.errorf(line, s.Name, list.field, "%q is fired by the engine; a step cannot fire it", e)
 				}
 			}
+		}
+	}
+}
+
+// conditions checks each step's when: condition, and warns about one that can never hold.
+func (v *validator) conditions() {
+	for _, s := range v.def.Steps {
+		if s == nil || s.When == "" {
+			continue
+		}
+		e, err := when.Parse(s.When)
+		if err != nil {
+			v.errorf(s.fieldLine("when"), s.Name, "when", "invalid condition %q: %s", s.When, err)
+			continue
+		}
+		if constant, value := e.Constant(); constant && !value {
+			v.add(SeverityWarning, s.fieldLine("when"), s.Name, "when", "condition %q can never hold: the step never runs", s.When)
 		}
 	}
 }
@@ -497,6 +525,8 @@ func (v *validator) events() {
 			"step can never run: %q is produced only by steps that can never run (%s)", e, strings.Join(names, ", "))
 	}
 
+	v.ends(steps, fires, runs)
+
 	for _, s := range steps {
 		for _, e := range outcomes[s] {
 			if e == EventFail || e == EventOK || len(def.Consumers(e)) > 0 {
@@ -506,6 +536,20 @@ func (v *validator) events() {
 				"outcome %q of action %q is not needed by any step", e, s.Action)
 		}
 	}
+	for _, s := range steps {
+		for _, list := range []struct {
+			field  string
+			events []string
+		}{{"success", s.Success}, {"failure", s.Failure}} {
+			for j, e := range list.events {
+				if e == EventFail || e == EventOK || len(def.Consumers(e)) > 0 {
+					continue
+				}
+				v.add(SeverityWarning, s.entryLine(list.field, j), s.Name, list.field,
+					"event %q is fired but no step needs it", e)
+			}
+		}
+	}
 	for i, e := range def.External {
 		if len(def.Consumers(e)) == 0 {
 			line := 0
@@ -513,6 +557,48 @@ func (v *validator) events() {
 				line = def.pos.external[i]
 			}
 			v.add(SeverityWarning, line, "", "external", "external event %q is not needed by any step", e)
+		}
+	}
+}
+
+// ends warns about steps that can run but have no path to an end: whether they succeed or fail,
+// they fire events other steps need, and so on, round a loop. A path ends at a step that, on
+// success or on failure, fires no event another step needs (nothing at all, ok, fail, a fact for
+// the record). Such a loop stops, since each
+// event fires once per item, but nothing after it says the item's work is done.
+func (v *validator) ends(steps []*Step, fires map[*Step][]string, runs map[*Step]bool) {
+	consumers := make(map[string][]*Step)
+	for _, s := range steps {
+		for _, e := range s.Needs {
+			consumers[e] = append(consumers[e], s)
+		}
+	}
+	// A path ends where the step succeeds or fails firing nothing another step needs (its
+	// action's outcomes may not come, so they are not counted as a way on).
+	endsOn := func(events []string) bool {
+		return !slices.ContainsFunc(events, func(e string) bool { return len(consumers[e]) > 0 })
+	}
+	reaches := make(map[*Step]bool, len(steps))
+	for _, s := range steps {
+		reaches[s] = endsOn(s.Success) || endsOn(s.Failure) || slices.Contains(fires[s], EventOK) || slices.Contains(fires[s], EventFail)
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, s := range steps {
+			if reaches[s] {
+				continue
+			}
+			for _, e := range fires[s] {
+				if slices.ContainsFunc(consumers[e], func(c *Step) bool { return reaches[c] }) {
+					reaches[s], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for _, s := range steps {
+		if runs[s] && !reaches[s] {
+			v.add(SeverityWarning, s.Line, s.Name, "", "step has no path to an end: every event it fires leads back into a loop (fire ok where its work is done)")
 		}
 	}
 }

@@ -2,8 +2,11 @@ package workflow_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -60,8 +63,10 @@ func TestValidExamples(t *testing.T) {
 func TestMediathread(t *testing.T) {
 	t.Parallel()
 	def, warnings := mustValid(t, mediathread)
-	if len(warnings) != 0 {
-		t.Errorf("warnings: %+v", warnings)
+	// et-job-created is a fact for the record: nothing waits for it.
+	if len(warnings) != 1 || warnings[0].Step != "create-transcode" || warnings[0].Field != "success" || warnings[0].Line != 5 ||
+		warnings[0].Message != `event "et-job-created" is fired but no step needs it` {
+		t.Errorf("warnings: %+v; want the one for et-job-created", warnings)
 	}
 	if len(def.Steps) != 7 || def.Steps[4].Name != "submit" || def.Steps[4].Line != 8 {
 		t.Fatalf("steps: %+v", def.Steps)
@@ -71,6 +76,86 @@ func TestMediathread(t *testing.T) {
 	}
 	if got := len(def.Consumers("failed")); got != 1 {
 		t.Errorf("consumers of failed: %d", got)
+	}
+}
+
+func TestWhen(t *testing.T) {
+	t.Parallel()
+	def, warnings := mustValid(t, `name: w
+steps:
+  approve: {action: noop, needs: [start], when: root && metadata.kind == "sheet"}
+  digest:  {action: noop, needs: [start], when: "!root"}
+  never:   {action: noop, needs: [start], when: 1 == 2}
+  all:     {action: noop, needs: [start]}
+`)
+	if got := def.Step("approve").When; got != `root && metadata.kind == "sheet"` {
+		t.Errorf("approve.When = %q", got)
+	}
+	if def.Step("all").When != "" {
+		t.Errorf("all.When = %q, want empty", def.Step("all").When)
+	}
+	assertWarning(t, warnings, `condition "1 == 2" can never hold: the step never runs`)
+	if len(warnings) != 1 || warnings[0].Line != 5 || warnings[0].Step != "never" || warnings[0].Field != "when" {
+		t.Errorf("warnings %+v, want one on line 5, step never, field when", warnings)
+	}
+	// The condition is part of the definition's identity and survives the canonical form.
+	canon, err := workflow.Marshal(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := workflow.Parse(canon, "canonical")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Step("digest").When != "!root" || workflow.Digest(back) != workflow.Digest(def) {
+		t.Errorf("canonical form %s lost the condition", canon)
+	}
+	dl, _ := mustValid(t, "name: d\nexternal: [approved]\nsteps:\n  a: {action: noop, needs: [start, approved], deadline: 90m}\n")
+	if c, _ := workflow.Marshal(dl); dl.Step("a").Deadline != workflow.Duration(90*time.Minute) || !strings.Contains(string(c), `"deadline":"1h30m0s"`) {
+		t.Errorf("deadline %v, canonical %s", dl.Step("a").Deadline, c)
+	}
+	other, _ := mustValid(t, strings.Replace(string(canon), `"!root"`, `"root"`, 1))
+	if workflow.Digest(other) == workflow.Digest(def) {
+		t.Error("a different condition gives the same digest")
+	}
+}
+
+func TestUnconsumedEvents(t *testing.T) {
+	t.Parallel()
+	_, warnings := mustValid(t, `name: w
+steps:
+  a: {action: noop, needs: [start], success: [a.done, ok], failure: [a.failed, fail]}
+  b: {action: noop, needs: [a.done], success: [b.done]}
+  c: {action: noop, needs: [b.done]}
+`)
+	if len(warnings) != 1 || warnings[0].Step != "a" || warnings[0].Field != "failure" || warnings[0].Line != 3 ||
+		warnings[0].Message != `event "a.failed" is fired but no step needs it` {
+		t.Errorf("warnings %+v; want one for a.failed (ok and fail are sinks)", warnings)
+	}
+}
+
+func TestNoPathToEnd(t *testing.T) {
+	t.Parallel()
+	_, warnings := mustValid(t, `name: w
+steps:
+  a: {action: noop, needs: [start], success: [go], failure: [go]}
+  b: {action: noop, needs: [go], success: [back], failure: [back]}
+  c: {action: noop, needs: [back], success: [go], failure: [go]}
+  d: {action: noop, needs: [start], success: [again], failure: [ok]}
+  e: {action: noop, needs: [again], success: [again2], failure: [again2]}
+  f: {action: noop, needs: [again2], success: [again], failure: [again]}
+  g: {action: noop, needs: [again2], success: [again]}
+`)
+	var got []string
+	for _, w := range warnings {
+		if strings.Contains(w.Message, "no path to an end") {
+			got = append(got, fmt.Sprintf("%s:%d", w.Step, w.Line))
+		}
+	}
+	// a, b and c only feed the go/back loop; d ends when it fails (ok); e and f loop too, but
+	// e also leads to g, which ends when it fails (it fires nothing).
+	if want := []string{"a:3", "b:4", "c:5"}; !slices.Equal(got, want) {
+		t.Errorf("no path to an end for %v, want %v (warnings %+v)", got, want, warnings)
 	}
 }
 

@@ -28,14 +28,22 @@ type Definition struct {
 
 // Step is an action placed in a workflow.
 type Step struct {
-	Name    string         `json:"name"`
-	Action  string         `json:"action"`
-	Needs   []string       `json:"needs"`
+	Name   string   `json:"name"`
+	Action string   `json:"action"`
+	Needs  []string `json:"needs"`
+	// When is the step's condition (package when): the step applies only to the items for
+	// which it holds; for the others its task is skipped as the item is created, and it never
+	// fires its events. Empty means every item.
+	When    string         `json:"when,omitempty"`
 	Success []string       `json:"success,omitempty"`
 	Failure []string       `json:"failure,omitempty"`
 	With    map[string]any `json:"with,omitempty"`
 	// Concurrency limits tasks of this step running at once in one process; 0 means the action's default.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Deadline bounds how long the step waits for the external events it needs, from the moment
+	// its other needs have all fired; when it passes, the step is skipped with a deadline error
+	// (the item's error) and fires its failure events. 0 means it waits as long as it takes.
+	Deadline Duration `json:"deadline,omitempty"`
 	// Timeout is the per-attempt timeout; 0 means the action's default.
 	Timeout Duration `json:"timeout,omitempty"`
 	// Attempts bounds attempts (crashes, timeouts, transient errors); 0 means 3.

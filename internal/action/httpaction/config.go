@@ -33,10 +33,18 @@ type config struct {
 	method   string
 	headers  []header // sorted by name
 	timeout  time.Duration
-	outcomes map[string]string // "404" or "4xx" → event
+	outcomes map[string]mapping // "404" or "4xx" → what the status means
 	declared map[string]bool
 	response string
 	body     string
+}
+
+// mapping is what a status mapped by the `outcomes` setting means: an outcome event, and
+// whether the call succeeded (the step's success events fire) or failed for good (its failure
+// events fire, and the item gets the status as its error).
+type mapping struct {
+	event   string
+	failure bool
 }
 
 type header struct {
@@ -143,21 +151,11 @@ func parseConfig(with map[string]any) (*config, error) {
 		return nil, err
 	}
 
-	outcomes, _, err := objectSetting(with, "outcomes")
-	if err != nil {
+	if c.outcomes, err = outcomesSetting(with); err != nil {
 		return nil, err
 	}
-	c.outcomes = make(map[string]string, len(outcomes))
-	for key, event := range outcomes {
-		k := strings.ToLower(key)
-		if !validStatusKey(k) {
-			return nil, settingErr("outcomes", "key %q is not a status code (100 to 599) or class (1xx to 5xx)", key)
-		}
-		if event == "" {
-			return nil, settingErr("outcomes", "status %s maps to an empty event", key)
-		}
-		c.outcomes[k] = event
-		c.declared[event] = true
+	for _, m := range c.outcomes {
+		c.declared[m.event] = true
 	}
 
 	events, _, err := stringsSetting(with, "events")
@@ -203,16 +201,70 @@ func (c *config) check() error {
 	return nil
 }
 
-// outcome returns the event a status maps to: an exact code first, then its class.
-func (c *config) outcome(status int) (string, bool) {
+// outcome returns what a status maps to: an exact code first, then its class.
+func (c *config) outcome(status int) (mapping, bool) {
 	if len(c.outcomes) == 0 {
-		return "", false
+		return mapping{}, false
 	}
-	if ev, ok := c.outcomes[strconv.Itoa(status)]; ok {
-		return ev, true
+	if m, ok := c.outcomes[strconv.Itoa(status)]; ok {
+		return m, true
 	}
-	ev, ok := c.outcomes[strconv.Itoa(status/100)+"xx"]
-	return ev, ok
+	m, ok := c.outcomes[strconv.Itoa(status/100)+"xx"]
+	return m, ok
+}
+
+// outcomesSetting reads `outcomes`: status or class → an event (a success), or
+// {event: E, outcome: success|failure}.
+func outcomesSetting(with map[string]any) (map[string]mapping, error) {
+	var raw map[string]any
+	switch v := with["outcomes"].(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		raw = v
+	case map[string]string:
+		raw = make(map[string]any, len(v))
+		for k, e := range v {
+			raw[k] = e
+		}
+	default:
+		return nil, settingErr("outcomes", "must be an object")
+	}
+	out := make(map[string]mapping, len(raw))
+	for key, v := range raw {
+		k := strings.ToLower(key)
+		if !validStatusKey(k) {
+			return nil, settingErr("outcomes", "key %q is not a status code (100 to 599) or class (1xx to 5xx)", key)
+		}
+		var m mapping
+		switch v := v.(type) {
+		case string:
+			m.event = v
+		case map[string]any:
+			for f, fv := range v {
+				s, ok := fv.(string)
+				switch {
+				case f == "event" && ok:
+					m.event = s
+				case f == "outcome" && ok && (s == "success" || s == "failure"):
+					m.failure = s == "failure"
+				case f == "outcome":
+					return nil, settingErr("outcomes", "status %s: outcome must be success or failure, got %v", key, fv)
+				case f == "event":
+					return nil, settingErr("outcomes", "status %s: event must be a string", key)
+				default:
+					return nil, settingErr("outcomes", "status %s: unknown field %q (want event and outcome)", key, f)
+				}
+			}
+		default:
+			return nil, settingErr("outcomes", "status %s must map to an event or to {event, outcome}", key)
+		}
+		if m.event == "" {
+			return nil, settingErr("outcomes", "status %s maps to an empty event", key)
+		}
+		out[k] = m
+	}
+	return out, nil
 }
 
 // outcomeEvents returns the events the step can emit, sorted.

@@ -74,7 +74,8 @@ func (a *httpAction) Spec() action.Spec {
 			{Name: "timeout", Type: action.TypeDuration, Doc: "Bounds the request, response included; the step's " +
 				"per-attempt timeout applies as well. A timeout is retried."},
 			{Name: "outcomes", Type: action.TypeObject, Doc: `Maps statuses ("404") or classes ("2xx") to outcome ` +
-				`events; an exact status wins over its class. A mapped status is a success.`},
+				`events; an exact status wins over its class. A status mapped to an event is a success; one mapped to ` +
+				`{event: E, outcome: failure} fails the task for good and fires E with the step's failure events.`},
 			{Name: "events", Type: action.TypeStrings, Doc: "Further outcome events a JSON response may name."},
 			{Name: "response", Type: action.TypeString, Doc: `What a successful response means: "ignore", or ` +
 				`"json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "..."} whose ` +
@@ -176,8 +177,13 @@ func (a *httpAction) Run(ctx context.Context, t *action.Task, out action.Output)
 	}
 	over := len(body) > maxResponse
 
-	event, mapped := c.outcome(resp.StatusCode)
+	m, mapped := c.outcome(resp.StatusCode)
 	switch code := resp.StatusCode; {
+	case mapped && m.failure:
+		// The event fires with the step's failure events (the engine fires the outcomes of a
+		// permanent failure), so the workflow can route this failure by its cause.
+		out.Emit(m.event)
+		return action.Permanentf("%s: status %d (%s): %s", where, code, m.event, snippet(body))
 	case mapped || 200 <= code && code < 300:
 		if c.response == responseJSON {
 			if over {
@@ -188,7 +194,7 @@ func (a *httpAction) Run(ctx context.Context, t *action.Task, out action.Output)
 			}
 		}
 		if mapped {
-			out.Emit(event)
+			out.Emit(m.event)
 		}
 		return nil
 	case code == http.StatusTooManyRequests || code >= 500:

@@ -182,6 +182,48 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// TestFailureOutcome checks the long form of outcomes: a status mapped to a failure outcome
+// fails the task for good (not retried, even a 5xx) with its event emitted, which the engine fires
+// with the step's failure events; a success outcome in the long form is the short form's.
+func TestFailureOutcome(t *testing.T) {
+	t.Parallel()
+	outcomes := map[string]any{
+		"404": map[string]any{"event": "platform-404", "outcome": "failure"},
+		"5xx": map[string]any{"event": "platform-down", "outcome": "failure"},
+		"409": map[string]any{"event": "exists", "outcome": "success"},
+		"2xx": "sent",
+	}
+	for _, tt := range []struct {
+		status  int
+		event   string
+		failure string // "" for a success
+	}{
+		{status: 404, event: "platform-404", failure: "status 404 (platform-404): gone"},
+		{status: 503, event: "platform-down", failure: "status 503 (platform-down): gone"},
+		{status: 409, event: "exists"},
+		{status: 200, event: "sent"},
+	} {
+		srv, _ := serve(t, respond(tt.status, "gone"))
+		rec, err := run(t, t.Context(), map[string]any{"url": srv.URL, "outcomes": outcomes}, nil)
+		if !slices.Equal(rec.Events, []string{tt.event}) {
+			t.Errorf("status %d: events %v, want [%s]", tt.status, rec.Events, tt.event)
+		}
+		switch {
+		case tt.failure == "" && err != nil:
+			t.Errorf("status %d: Run = %v, want a success", tt.status, err)
+		case tt.failure != "" && (!action.IsPermanent(err) || !strings.Contains(err.Error(), tt.failure)):
+			t.Errorf("status %d: Run = %v, want a permanent error with %q", tt.status, err, tt.failure)
+		}
+	}
+	c, err := parseConfig(map[string]any{"url": "http://x/", "outcomes": outcomes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.outcomeEvents(); !slices.Equal(got, []string{"exists", "platform-404", "platform-down", "sent"}) {
+		t.Errorf("declared outcomes %v, want every mapped event", got)
+	}
+}
+
 func TestStatusErrors(t *testing.T) {
 	t.Parallel()
 	future := time.Now().Add(3 * time.Hour).UTC().Format(http.TimeFormat)
@@ -427,6 +469,11 @@ func TestValidate(t *testing.T) {
 		{name: "outcome key 600", with: map[string]any{"url": u, "outcomes": map[string]any{"600": "x"}}, wantKey: "outcomes"},
 		{name: "outcome key 6xx", with: map[string]any{"url": u, "outcomes": map[string]any{"6xx": "x"}}, wantKey: "outcomes"},
 		{name: "outcome empty event", with: map[string]any{"url": u, "outcomes": map[string]any{"200": ""}}, wantKey: "outcomes"},
+		{name: "outcome failure form", with: map[string]any{"url": u, "outcomes": map[string]any{"404": map[string]any{"event": "gone", "outcome": "failure"}}}},
+		{name: "outcome unknown kind", with: map[string]any{"url": u, "outcomes": map[string]any{"404": map[string]any{"event": "gone", "outcome": "retry"}}}, wantKey: "outcomes"},
+		{name: "outcome without event", with: map[string]any{"url": u, "outcomes": map[string]any{"404": map[string]any{"outcome": "failure"}}}, wantKey: "outcomes"},
+		{name: "outcome unknown field", with: map[string]any{"url": u, "outcomes": map[string]any{"404": map[string]any{"event": "gone", "status": "failure"}}}, wantKey: "outcomes"},
+		{name: "outcome a number", with: map[string]any{"url": u, "outcomes": map[string]any{"404": 1}}, wantKey: "outcomes"},
 		{name: "unknown response", with: map[string]any{"url": u, "response": "text"}, wantKey: "response"},
 		{name: "events not list", with: map[string]any{"url": u, "events": "a"}, wantKey: "events"},
 	}

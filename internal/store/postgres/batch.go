@@ -46,7 +46,7 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 		jobs[i], items[i], steps[i], actions[i], queues[i] = p.JobID, p.ItemID, p.Step, p.Action, p.Queue
 		states[i], maxes[i], keys[i], weights[i], created[i] = store.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
 		if p.Done != nil {
-			states[i], attempts[i], errs[i], ended[i] = p.Done.State, 1, p.Done.Error, micros(p.Now)
+			states[i], attempts[i], errs[i], ended[i] = p.Done.State, int32(p.Done.Attempt()), p.Done.Error, micros(p.Now)
 		} else if !slices.Contains(wake, p.Queue) {
 			wake = append(wake, p.Queue)
 		}

@@ -602,6 +602,46 @@ func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, 
 	return out, nil
 }
 
+// --- waits
+
+func (q *queries) WaitInsert(ctx context.Context, p store.Wait) error {
+	if _, err := q.c.Exec(ctx, `INSERT INTO waits (item_id, step, job_id, due_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+		p.ItemID, p.Step, p.JobID, micros(p.Due)); err != nil {
+		return fmt.Errorf("insert wait of step %q of item %d: %w", p.Step, p.ItemID, mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) WaitDelete(ctx context.Context, itemID int64, step string) error {
+	if _, err := q.c.Exec(ctx, `DELETE FROM waits WHERE item_id = $1 AND step = $2`, itemID, step); err != nil {
+		return fmt.Errorf("delete wait of step %q of item %d: %w", step, itemID, mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) WaitListDue(ctx context.Context, now time.Time, limit int) ([]store.Wait, error) {
+	return q.waits(ctx, `SELECT job_id, item_id, step, due_at FROM waits WHERE due_at <= $1 ORDER BY due_at, item_id, step LIMIT $2`, micros(now), limit)
+}
+
+func (q *queries) WaitListByJob(ctx context.Context, jobID int64) ([]store.Wait, error) {
+	return q.waits(ctx, `SELECT job_id, item_id, step, due_at FROM waits WHERE job_id = $1 ORDER BY item_id, step`, jobID)
+}
+
+func (q *queries) waits(ctx context.Context, query string, args ...any) ([]store.Wait, error) {
+	rows, err := q.c.Query(ctx, query, args...)
+	out, err := collect(rows, err, func(sc scanner) (store.Wait, error) {
+		var w store.Wait
+		var due int64
+		err := sc.Scan(&w.JobID, &w.ItemID, &w.Step, &due)
+		w.Due = fromMicros(due)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list waits: %w", err)
+	}
+	return out, nil
+}
+
 // --- tasks
 
 const (
@@ -693,7 +733,7 @@ func scanTask(sc scanner) (*store.Task, error) {
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
 	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
 	if p.Done != nil {
-		state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
 	}
 	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended)
 	if err != nil {

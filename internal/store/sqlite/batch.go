@@ -68,7 +68,7 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 		for _, p := range ps[lo:hi] {
 			state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
 			if p.Done != nil {
-				state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+				state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
 			}
 			args = append(args, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended)
 		}

@@ -642,6 +642,54 @@ func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, 
 	return out, rows.Err()
 }
 
+// --- waits
+
+func (q *queries) WaitInsert(ctx context.Context, p store.Wait) error {
+	if _, err := q.exec(ctx, `INSERT INTO waits (item_id, step, job_id, due_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		p.ItemID, p.Step, p.JobID, micros(p.Due)); err != nil {
+		return fmt.Errorf("insert wait of step %q of item %d: %w", p.Step, p.ItemID, err)
+	}
+	return nil
+}
+
+func (q *queries) WaitDelete(ctx context.Context, itemID int64, step string) error {
+	if _, err := q.exec(ctx, `DELETE FROM waits WHERE item_id = ? AND step = ?`, itemID, step); err != nil {
+		return fmt.Errorf("delete wait of step %q of item %d: %w", step, itemID, err)
+	}
+	return nil
+}
+
+func (q *queries) WaitListDue(ctx context.Context, now time.Time, limit int) ([]store.Wait, error) {
+	return q.waits(ctx, `SELECT job_id, item_id, step, due_at FROM waits WHERE due_at <= ? ORDER BY due_at, item_id, step LIMIT ?`, micros(now), limit)
+}
+
+func (q *queries) WaitListByJob(ctx context.Context, jobID int64) ([]store.Wait, error) {
+	return q.waits(ctx, `SELECT job_id, item_id, step, due_at FROM waits WHERE job_id = ? ORDER BY item_id, step`, jobID)
+}
+
+func (q *queries) waits(ctx context.Context, query string, args ...any) ([]store.Wait, error) {
+	st, err := q.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list waits: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Wait
+	for rows.Next() {
+		var w store.Wait
+		var due int64
+		if err := rows.Scan(&w.JobID, &w.ItemID, &w.Step, &due); err != nil {
+			return nil, err
+		}
+		w.Due = fromMicros(due)
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
 // --- tasks
 
 const taskCols = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
@@ -659,7 +707,7 @@ func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
 	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
 	if p.Done != nil {
-		state, attempt, errMsg, ended = p.Done.State, 1, p.Done.Error, micros(p.Now)
+		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
 	}
 	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (item_id, step) DO NOTHING`,

@@ -460,6 +460,51 @@ func testEvents(t *testing.T, b *bundle) {
 	}
 }
 
+func testWaits(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j, other := b.job(""), b.job("")
+	a, c := b.root(j.ID, 0, "0"), b.root(other.ID, 0, "0")
+	waits := []store.Wait{
+		{JobID: j.ID, ItemID: a.ID, Step: "approve", Due: b.at(time.Hour)},
+		{JobID: j.ID, ItemID: a.ID, Step: "transcode", Due: b.at(time.Minute)},
+		{JobID: other.ID, ItemID: c.ID, Step: "approve", Due: b.at(2 * time.Hour)},
+	}
+	for _, w := range waits {
+		if err := b.s.WaitInsert(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second insert keeps the first deadline.
+	if err := b.s.WaitInsert(ctx, store.Wait{JobID: j.ID, ItemID: a.ID, Step: "approve", Due: b.at(5 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(b.s.WaitListByJob(ctx, j.ID))(t); !sameWaits(got, waits[:2]) {
+		t.Errorf("WaitListByJob = %+v, want %+v", got, waits[:2])
+	}
+	if got := must(b.s.WaitListDue(ctx, b.at(time.Hour), 10))(t); !sameWaits(got, []store.Wait{waits[1], waits[0]}) {
+		t.Errorf("WaitListDue(1h) = %+v, want the two due, earliest first", got)
+	}
+	if got := must(b.s.WaitListDue(ctx, b.at(3*time.Hour), 1))(t); !sameWaits(got, waits[1:2]) {
+		t.Errorf("WaitListDue(limit 1) = %+v, want the earliest", got)
+	}
+	if err := b.s.WaitDelete(ctx, a.ID, "transcode"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.s.WaitDelete(ctx, a.ID, "missing"); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(b.s.WaitListDue(ctx, b.at(3*time.Hour), 10))(t); !sameWaits(got, []store.Wait{waits[0], waits[2]}) {
+		t.Errorf("WaitListDue after a delete = %+v, want the other two", got)
+	}
+}
+
+// sameWaits compares waits with their deadlines as instants.
+func sameWaits(a, b []store.Wait) bool {
+	return slices.EqualFunc(a, b, func(x, y store.Wait) bool {
+		return x.JobID == y.JobID && x.ItemID == y.ItemID && x.Step == y.Step && x.Due.Equal(y.Due)
+	})
+}
+
 func testItemReopen(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")

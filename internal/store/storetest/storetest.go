@@ -35,6 +35,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ItemColoredCappedAtShare", testItemColored},
 		{"ItemChildren", testItemChildren},
 		{"Events", testEvents},
+		{"Waits", testWaits},
 		{"TaskInsert", testTaskInsert},
 		{"InsertMany", testInsertMany},
 		{"TaskLeaseOrder", testTaskLeaseOrder},
