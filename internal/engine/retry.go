@@ -47,6 +47,10 @@ func (e *Engine) Retry(ctx context.Context, jobID int64) (*store.Job, error) {
 	return e.store.JobGet(ctx, jobID)
 }
 
+// ErrorOutputKind is the kind of output that reports an item's error; [Engine.Retry] deletes
+// it when it clears the error.
+const ErrorOutputKind = "error"
+
 // retryPage is how many failed tasks a retry reads per query.
 const retryPage = 10_000
 
@@ -135,6 +139,12 @@ func (t *tx) reopen(itemID int64, clearError bool) error {
 		}
 		it.State, it.Colored = store.ItemWritten, 0
 		if clearError {
+			// An output of kind "error" tells the item's error (the documents workflow's
+			// ingest writes one): it goes with the error, or a retried file that became a
+			// document would be listed as both.
+			if err := t.x.OutputDelete(t.ctx, store.OutputDeleteParams{ItemID: it.ID, Kind: ErrorOutputKind}); err != nil {
+				return err
+			}
 			it.Error = ""
 		}
 	}

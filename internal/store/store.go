@@ -267,6 +267,8 @@ type Executor interface {
 
 	OutputPut(ctx context.Context, p OutputPutParams) error
 	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
+	// OutputDelete deletes the item's output of the kind, if any.
+	OutputDelete(ctx context.Context, p OutputDeleteParams) error
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
 	CachePut(ctx context.Context, key string, value []byte, now time.Time) error
@@ -653,6 +655,12 @@ type OutputPutParams struct {
 	Kind   string
 	Value  []byte
 	Now    time.Time
+}
+
+// OutputDeleteParams names one output.
+type OutputDeleteParams struct {
+	ItemID int64
+	Kind   string
 }
 
 // OutputListParams lists outputs of a job (or all jobs when JobID is 0) by kind, in item order.

@@ -1055,6 +1055,13 @@ func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attem
 
 const qOutputPut = `INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`
 
+func (q *queries) OutputDelete(ctx context.Context, p store.OutputDeleteParams) error {
+	if _, err := q.c.Exec(ctx, `DELETE FROM outputs WHERE item_id = $1 AND kind = $2`, p.ItemID, p.Kind); err != nil {
+		return fmt.Errorf("delete output %q of item %d: %w", p.Kind, p.ItemID, err)
+	}
+	return nil
+}
+
 func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {
 	if _, err := q.c.Exec(ctx, qOutputPut, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)); err != nil {
 		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, mapErr(err))

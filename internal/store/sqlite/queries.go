@@ -986,6 +986,13 @@ func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error 
 	return nil
 }
 
+func (q *queries) OutputDelete(ctx context.Context, p store.OutputDeleteParams) error {
+	if _, err := q.exec(ctx, `DELETE FROM outputs WHERE item_id = ? AND kind = ?`, p.ItemID, p.Kind); err != nil {
+		return fmt.Errorf("delete output %q of item %d: %w", p.Kind, p.ItemID, err)
+	}
+	return nil
+}
+
 func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000

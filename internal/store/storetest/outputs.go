@@ -58,6 +58,13 @@ func testOutputs(t *testing.T, b *bundle) {
 	}
 	checkBytes(t, "output value", got[0].Value, `{"n":1}`)
 	checkTime(t, "output CreatedAt", got[0].CreatedAt, b.now)
+
+	// OutputDelete removes one (item, kind) and nothing else; deleting what is not there is fine.
+	mustOK(t, b.s.OutputDelete(ctx, store.OutputDeleteParams{ItemID: i1.ID, Kind: "error"}))
+	mustOK(t, b.s.OutputDelete(ctx, store.OutputDeleteParams{ItemID: i3.ID, Kind: "error"}))
+	if got, want := list(store.OutputListParams{JobID: j1.ID}), []key{{i1.ID, "document"}, {i2.ID, "document"}}; !slices.Equal(got, want) {
+		t.Errorf("after OutputDelete: %v, want %v", got, want)
+	}
 }
 
 func testCache(t *testing.T, b *bundle) {
