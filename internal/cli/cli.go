@@ -73,12 +73,24 @@ func lookupEnv(name string) string { return os.Getenv(name) }
 // command failed, 2 for a usage error.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
+	args, err := hoistGlobals(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice: %v\n", err)
+		usage(stderr)
+		return 2
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
+			if len(args) > 1 && isHelp(args[1]) && strings.Contains(c.summary, "|") {
+				// A command of subcommands: say what they are (each has its own -h).
+				fmt.Fprintf(stdout, "Usage: sluice %s\n\n%s\nRun 'sluice %s SUBCOMMAND -h' for a subcommand's flags.\n",
+					c.summary[strings.LastIndex(c.summary, ": ")+2:], c.summary, c.name)
+				return 0
+			}
 			err := c.run(ctx, e, args[1:])
 			var ue *usageError
 			switch {
@@ -101,6 +113,48 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }
+
+// globalFlags are the flags every command takes, with whether each takes a value: they may come
+// before the command too (`sluice --data D token create`).
+var globalFlags = map[string]bool{"data": true, "database": true, "blobs": true, "lease": true, "v": false,
+	"max-item-depth": true, "max-job-items": true}
+
+// hoistGlobals moves global flags written before the command name to just after it, where the
+// command's own flag set parses them.
+func hoistGlobals(args []string) ([]string, error) {
+	var hoisted []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		takes, ok := globalFlags[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, -v, --max-item-depth, --max-job-items)", args[0])
+		}
+		n := 1
+		if takes && !hasValue {
+			n = 2
+		}
+		if len(args) < n {
+			return nil, fmt.Errorf("flag %s needs a value", args[0])
+		}
+		hoisted, args = append(hoisted, args[:n]...), args[n:]
+	}
+	if len(hoisted) == 0 || len(args) == 0 {
+		return append(hoisted, args...), nil
+	}
+	out := []string{args[0]}
+	rest := args[1:]
+	// A command of subcommands parses its flags after the subcommand.
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		for _, c := range commands() {
+			if c.name == args[0] && strings.Contains(c.summary, "|") {
+				out, rest = append(out, rest[0]), rest[1:]
+			}
+		}
+	}
+	return append(append(out, hoisted...), rest...), nil
 }
 
 func usage(w io.Writer) {
