@@ -174,6 +174,9 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 	case job.State != store.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != store.JobRunning:
 		finish.State = store.TaskCanceled
 		finish.Error = "canceled"
+		// The item says so: it did not complete (a canceled item used to end ingested with no
+		// error, as if its work were done).
+		itemErr = "canceled"
 	default:
 		if d, ok := action.AsSnooze(r.Err); ok {
 			finish.State, finish.RunAfter, finish.Refund = store.TaskReady, tt.now.Add(d), true
