@@ -288,8 +288,12 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 
 // NewChild is a child to record for a running task; its blob is already durable.
 type NewChild struct {
-	Task          *store.Task
-	Ordinal       int
+	Task    *store.Task
+	Ordinal int
+	// KeepExisting keeps a child that exists at the same ordinal as it is, whatever this one
+	// holds, instead of failing the task as nondeterministic: the worker protocol's rule for a
+	// replay (an unmodified converter's output may differ between runs, a PDF's dates say).
+	KeepExisting  bool
 	Name          string
 	ContentType   string
 	BlobSHA256    string
@@ -344,6 +348,9 @@ func (t *Tx) CreateChild(c *NewChild) error {
 		return err
 	}
 	if !inserted {
+		if c.KeepExisting {
+			return nil
+		}
 		// The content type is not compared: detect may have refined it since.
 		if it.Name != c.Name || it.BlobSHA256 != c.BlobSHA256 {
 			return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",

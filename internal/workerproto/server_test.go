@@ -348,3 +348,42 @@ func TestConcurrentPOSTConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNondeterministicReplayIgnored: an unmodified converter may write different bytes each run
+// (a PDF's dates). After its worker vanished mid-task, the re-handed task replays its children
+// with other content: the protocol says a replay is ignored, so the child already written (a)
+// stays, the one left unfinished (b) takes the new content, and the item completes without an
+// error.
+func TestNondeterministicReplayIgnored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{idle: time.Second})
+	job := b.job(t, "input")
+	th := b.poll(t)
+	for _, f := range [][2]string{{"0.json", childJSON("a")}, {"0.blob", "A at 10:00"}, {"1.json", childJSON("b")}, {"1.blob", "B at 10:00"}} {
+		if err := th.Post(t.Context(), f[0], str(f[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	th2 := b.poll(t) // the first worker vanished
+	s := th2.Stream(t.Context())
+	for _, f := range [][2]string{{"0.json", childJSON("a")}, {"0.blob", "A at 10:05"}, {"1.json", childJSON("b")}, {"1.blob", "B at 10:05"},
+		{"2.json", childJSON("c")}, {"2.blob", "C at 10:05"}, {"done", ""}} {
+		if err := s.Part(f[0], str(f[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+		t.Fatalf("job %s", j.State)
+	}
+	root := b.root(t, job)
+	var names []string
+	for _, k := range b.children(t, root) {
+		names = append(names, k.Name+"="+b.blobText(t, k.BlobSHA256))
+	}
+	if strings.Join(names, ",") != "a=A at 10:00,b=B at 10:05,c=C at 10:05" || root.Error != "" {
+		t.Errorf("children %v, error %q", names, root.Error)
+	}
+}

@@ -328,7 +328,7 @@ func (ss *session) closeChild(ctx context.Context, to float64) error {
 	if h.LanguageCode != "" {
 		opts["lang"] = h.LanguageCode
 	}
-	ss.batch = append(ss.batch, &engine.NewChild{Task: ss.task, Ordinal: c.ordinal, Name: h.Filename, ContentType: h.ContentType,
+	ss.batch = append(ss.batch, &engine.NewChild{Task: ss.task, Ordinal: c.ordinal, KeepExisting: true, Name: h.Filename, ContentType: h.ContentType,
 		BlobSHA256: c.blobSHA, Size: c.size, Metadata: h.Metadata, Options: opts, Text: c.text,
 		ThumbnailSHA: c.thumbSHA, ThumbnailType: c.thumbType, ProgressFrom: c.from, ProgressTo: to})
 	if c.text != nil {
