@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store/postgres"
+	"github.com/sluice-project/sluice/internal/web"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -70,7 +71,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// The web UI at / beside the API's /v1/…, /metrics and /healthz.
+	ui := web.New(web.Config{Backend: backend, Tokens: tokens, API: a.Handler(), Logger: log})
+	srv := &http.Server{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	n.Start(ctx)
 	wp.Start(ctx)
 	toks, _ := tokens.List()
