@@ -67,13 +67,32 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 	if err != nil {
 		return err
 	}
+	// The PDF shown beside the text: the item's own, or the PDF a converter made of it (a child).
+	pdfID := int64(0)
+	if isPDF(it) {
+		pdfID = it.ID
+	} else if it.NChildren > 0 {
+		parent := it.ID
+		kids, err := w.b.Engine().Store().ItemList(ctx, store.ItemListParams{JobID: it.JobID, ParentID: &parent, Limit: 5})
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if isPDF(k) {
+				pdfID = k.ID
+				break
+			}
+		}
+	}
 	data := struct {
 		Item  *store.Item
-		IsPDF bool
+		PDFID int64
 		Text  string
 		Cut   bool
 		Tasks []*store.Task
-	}{it, it.ContentType == "application/pdf" && it.BlobSHA256 != "", text, cut, tasks}
+	}{it, pdfID, text, cut, tasks}
 	w.render(rw, r, http.StatusOK, "item", s, pageData{Title: it.Name, Nav: "jobs", Data: data})
 	return nil
 }
+
+func isPDF(it *store.Item) bool { return it.ContentType == "application/pdf" && it.BlobSHA256 != "" }

@@ -76,7 +76,10 @@ func (d *downloadHeaders) WriteHeader(status int) {
 					h.Set("Content-Disposition", "attachment")
 				}
 			case "pdf":
+				// The viewer page frames the PDF (the browser's own PDF viewer): only this origin may.
 				h.Set("Content-Type", "application/pdf")
+				h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'self'")
+				h.Set("X-Frame-Options", "SAMEORIGIN")
 			}
 		}
 	}

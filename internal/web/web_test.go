@@ -23,12 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Chromium's exec allocator and net/http keep-alives wind down after the tests return.
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("os/exec.(*Cmd).Wait"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // bundle is a Sluice server in the test process: a real node (engine, workers, converters) on

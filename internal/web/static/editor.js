@@ -201,10 +201,27 @@
         $("workflow-problems").append(el("li", { class: sev, text: (d.step ? "step " + d.step + ": " : "") + where }));
         continue;
       }
-      if (sev === "error") fs.classList.add("has-problem");
-      fs.querySelector("[data-problems]").append(el("li", { class: sev, text: (sev === "warning" ? "Warning: " : "") + where }));
-      const field = d.field && (fs.querySelector('[data-field="' + CSS.escape(d.field) + '"]') ||
+      if (sev === "error") {
+        fs.classList.add("has-problem");
+        fs.querySelector("[data-problems]").append(el("li", { class: sev, text: where }));
+      } else {
+        // Warnings (say, outcomes nothing needs yet) fold away: they do not stop a save.
+        let box = fs.querySelector("details.warnings");
+        if (!box) {
+          box = el("details", { class: "warnings" }, el("summary"), el("ul", { class: "problems" }));
+          fs.querySelector("[data-problems]").append(el("li", { class: "warning" }, box));
+        }
+        const ul = box.querySelector("ul");
+        ul.append(el("li", { class: "warning", text: where }));
+        const n = ul.children.length;
+        box.querySelector("summary").textContent = n + " warning" + (n > 1 ? "s" : "");
+      }
+      let field = d.field && (fs.querySelector('[data-field="' + CSS.escape(d.field) + '"]') ||
         fs.querySelector('[data-field="' + CSS.escape(d.field.split(".").slice(0, 2).join(".")) + '"]'));
+      if (!field && d.field === "with") {
+        // "missing required setting "command"": the setting the message names.
+        field = Array.from(fs.querySelectorAll('[data-field^="with."]')).find((f) => d.message.includes('"' + f.dataset.field.slice(5) + '"'));
+      }
       if (field && sev === "error") {
         const id = "problem-" + (k++);
         field.setAttribute("aria-invalid", "true");
