@@ -332,6 +332,13 @@ func TestBrowserTour(t *testing.T) {
 
 	editorTour(t, admin, b)
 
+	admin.open("/jobs")
+	admin.waitJS(10*time.Second, "the jobs list", `document.querySelectorAll("tr.job").length === 1`, `document.querySelector("main").innerText`)
+	if got := eval[string](admin, `document.querySelector("tr.job [data-job-state]").textContent + " " + document.querySelector("tr.job .pct").textContent`); got != "complete 100 %" {
+		t.Errorf("the jobs list shows %q, want complete 100 %%", got)
+	}
+	admin.screenshot("01-jobs")
+
 	// Phone width: the job page still fits.
 	admin.do(chromedp.EmulateViewport(390, 844))
 	admin.open(jobPath)

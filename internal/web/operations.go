@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -15,11 +16,12 @@ type slowTask struct {
 	Usual   time.Duration // 0 when there is no history
 }
 
-// waitingTask is a task blocked on external events.
+// waitingTask is a step of an item blocked on external events.
 type waitingTask struct {
-	Task    *store.Task
-	Events  []string
-	Waiting time.Duration
+	JobID, ItemID int64
+	Item, Step    string
+	Events        []string
+	Waiting       time.Duration
 }
 
 // backlog is a queue with ready tasks.
@@ -91,23 +93,39 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 		if err != nil || len(def.External) == 0 {
 			continue
 		}
-		blocked, err := st.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskBlocked, Limit: 1000})
+		// Blocked tasks have no row: a step waits on an external event when the item is still
+		// open, the step needs an external event not yet fired, and the step has not run.
+		open, err := st.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []string{store.ItemWritten}, Limit: 200})
 		if err != nil {
 			return err
 		}
-		for _, t := range blocked {
-			step := def.Step(t.Step)
-			if step == nil {
-				continue
+		for _, it := range open {
+			fired, err := st.EventListByItem(ctx, it.ID)
+			if err != nil {
+				return err
 			}
-			var evs []string
-			for _, n := range step.Needs {
-				if def.IsExternal(n) {
-					evs = append(evs, n)
+			tasks, err := st.TaskListByItem(ctx, it.ID)
+			if err != nil {
+				return err
+			}
+			ran := map[string]bool{}
+			for _, t := range tasks {
+				ran[t.Step] = true
+			}
+			for _, step := range def.Steps {
+				if ran[step.Name] {
+					continue
 				}
-			}
-			if len(evs) > 0 {
-				waiting = append(waiting, waitingTask{Task: t, Events: evs, Waiting: since(now, t.CreatedAt)})
+				var evs []string
+				for _, n := range step.Needs {
+					if def.IsExternal(n) && !slices.Contains(fired, n) {
+						evs = append(evs, n)
+					}
+				}
+				if len(evs) > 0 {
+					waiting = append(waiting, waitingTask{JobID: j.ID, ItemID: it.ID, Item: it.Name, Step: step.Name,
+						Events: evs, Waiting: since(now, it.CreatedAt)})
+				}
 			}
 		}
 	}

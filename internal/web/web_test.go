@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -17,7 +18,10 @@ import (
 
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/web"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -326,4 +330,109 @@ func TestUserTextEscaped(t *testing.T) {
 	if !strings.Contains(page, "&lt;script&gt;alert(2)&lt;/script&gt;") {
 		t.Fatal("the item's name is not shown (escaped)")
 	}
+}
+
+// TestEventsAndOperations fires a declared external event from the job page's form, by a
+// metadata correlation key, after the operations page has listed the task waiting for it.
+func TestEventsAndOperations(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	src := "name: waits\nexternal: [approved]\nsteps:\n  publish: {action: noop, needs: [start, approved]}\n"
+	if _, _, err := b.n.Engine.ApplyWorkflow(ctx, []byte(src), "waits.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := b.n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "waits", Metadata: map[string]any{"ticket": "t-7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRoot(t, b, job, "request.txt", "please approve")
+	c := b.client(t)
+	csrf := c.signIn(b.admin)
+	jobPath := "/jobs/" + itoa(job.ID)
+
+	_, page := c.do("GET", "/operations", nil, nil)
+	if !strings.Contains(page, "Waiting on external events") || !strings.Contains(page, "approved") || !strings.Contains(page, "publish") {
+		t.Fatalf("the operations page does not list the step waiting for approved:\n%s", page)
+	}
+	_, page = c.do("GET", jobPath, nil, nil)
+	if !strings.Contains(page, `id="fire"`) || !strings.Contains(page, "<option>approved</option>") {
+		t.Fatal("the job page offers no way to send the declared event")
+	}
+	res, page := c.do("POST", jobPath+"/events", url.Values{"csrf": {csrf}, "event": {"nope"}, "correlation": {"ticket=t-7"}}, nil)
+	if res.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("an undeclared event: %s, want 422 (the API's rule)", res.Status)
+	}
+	res, _ = c.do("POST", jobPath+"/events", url.Values{"csrf": {csrf}, "event": {"approved"}, "correlation": {"ticket=t-7"}}, nil)
+	if res.StatusCode != http.StatusSeeOther || !strings.Contains(res.Header.Get("Location"), "notice=event") {
+		t.Fatalf("send approved: %s %q", res.Status, res.Header.Get("Location"))
+	}
+	poll.Until(t, 30*time.Second, "the job to complete once approved", func() (bool, string) {
+		j, err := b.n.Store.JobGet(ctx, job.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return j.State == store.JobComplete, j.State
+	})
+	_, page = c.do("GET", "/operations", nil, nil)
+	if strings.Contains(page, "publish") {
+		t.Error("the operations page still lists the step after the event")
+	}
+}
+
+// TestEditorDraft checks the editor's round trip: the form's model becomes YAML that parses
+// back to the same steps, problems name their step and field, and the diagram is drawn.
+func TestEditorDraft(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	csrf := c.signIn(b.reader) // checking a draft changes nothing: readers may
+	model := `{"model": {"name": "draft", "external": ["ok-from-outside"], "steps": [
+		{"name": "detect", "action": "detect", "needs": ["start"], "success": [], "failure": [], "with": {}},
+		{"name": "hash", "action": "exec", "needs": ["detected.text", "ok-from-outside"], "success": ["hashed"], "failure": [], "with": {"command": ["sha256sum"], "stdout": "text"}},
+		{"name": "bad", "action": "nosuch", "needs": ["never"], "success": [], "failure": [], "with": {}}]}}`
+	res, body := c.do("POST", "/ui/draft", nil, map[string]string{"X-CSRF-Token": csrf, "Content-Type": "application/json"})
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("an empty draft: %s", res.Status)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", b.url+"/ui/draft", strings.NewReader(model))
+	req.Header.Set("X-CSRF-Token", csrf)
+	res, err := c.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		YAML   string `json:"yaml"`
+		SVG    string `json:"svg"`
+		Valid  bool   `json:"valid"`
+		Errors []struct {
+			Step, Field, Message string
+			Line                 int
+		} `json:"errors"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Valid || !strings.Contains(out.SVG, "<svg") {
+		t.Fatalf("valid=%v svg=%d bytes, want invalid with a diagram", out.Valid, len(out.SVG))
+	}
+	for _, want := range []string{"name: draft", "external: [ok-from-outside]", "  hash:\n    action: exec\n    needs: [detected.text, ok-from-outside]", "command:\n        - sha256sum"} {
+		if !strings.Contains(out.YAML, want) {
+			t.Errorf("the YAML lacks %q:\n%s", want, out.YAML)
+		}
+	}
+	found := false
+	for _, d := range out.Errors {
+		if d.Step == "bad" && d.Field == "action" && d.Line > 0 {
+			found = true
+		}
+		if d.Step != "bad" {
+			t.Errorf("a problem at step %q: %+v", d.Step, d)
+		}
+	}
+	if !found {
+		t.Errorf("no problem at step bad's action (with its line): %+v", out.Errors)
+	}
+	_ = body
 }
