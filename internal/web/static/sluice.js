@@ -36,7 +36,7 @@ function followProgress() {
         let total = 0;
         for (const k in p.items) total += p.items[k];
         const failed = (p.tasks && p.tasks.failed) || 0;
-        counts.textContent = (p.items.ingested || 0) + " of " + total + " done" + (failed ? ", " + failed + " failed" : "");
+        counts.textContent = (p.items.ingested || 0) + " of " + total + " done" + (failed ? ", " + failed + (failed > 1 ? " tasks" : " task") + " failed" : "");
       }
     });
     es.addEventListener("end", (ev) => {
