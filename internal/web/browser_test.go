@@ -353,6 +353,20 @@ func TestBrowserTour(t *testing.T) {
 		t.Errorf("at phone width the documents page is %d px wide", w)
 	}
 	admin.screenshot("10-phone-documents")
+
+	// Dropping files on the new-job form lists them for upload, as choosing them does.
+	admin.open("/jobs/new")
+	admin.waitJS(10*time.Second, "the new-job form", `document.readyState === "complete" && document.querySelector("#drop") !== null`, `location.href`)
+	eval[chromedp.Void](admin, `(() => {
+		const dt = new DataTransfer();
+		dt.items.add(new File(["dropped text"], "dropped.txt", {type: "text/plain"}));
+		for (const type of ["dragenter", "dragover", "drop"]) {
+			document.querySelector("#drop").dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
+		}
+	})()`)
+	if got := eval[string](admin, `[...document.querySelectorAll("#uploads .file-name")].map((e) => e.textContent).join(",") + "|" + document.querySelector("#files").files.length`); got != "dropped.txt|1" {
+		t.Errorf("after a drop the form lists %q, want dropped.txt|1", got)
+	}
 }
 
 // editorTour creates a workflow in the editor, breaks and fixes it, and saves version 2.
