@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store/postgres"
+	"github.com/sluice-project/sluice/internal/web"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -69,7 +70,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
+	// The web UI at / beside the API's /v1/…, /metrics and /healthz, on the API's server (its
+	// header and idle timeouts).
+	ui := web.New(web.Config{Backend: backend, Tokens: tokens, API: a.Handler(), Logger: log})
 	srv := a.Server()
+	srv.Handler = ui.Handler()
 	n.Start(ctx)
 	wp.Start(ctx)
 	toks, _ := tokens.List()

@@ -1,0 +1,98 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+const documentsPerPage = 60
+
+func (w *Web) documentsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	j, err := w.b.Engine().Store().JobGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundf("there is no job %d", id)
+	} else if err != nil {
+		return err
+	}
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after_item"), 10, 64)
+	docs, next, err := w.outputs(ctx, id, "document", after, documentsPerPage)
+	if err != nil {
+		return err
+	}
+	var errs []outputValue
+	if after == 0 {
+		if errs, _, err = w.outputs(ctx, id, "error", 0, 500); err != nil {
+			return err
+		}
+	}
+	data := struct {
+		Job       jobRow
+		Documents []outputValue
+		Errors    []outputValue
+		Next      int64
+	}{w.jobRow(ctx, j), docs, errs, next}
+	w.render(rw, r, http.StatusOK, "documents", s, pageData{Title: fmt.Sprintf("Documents of job %d", id), Nav: "jobs", Data: data})
+	return nil
+}
+
+// maxShownText bounds the text shown beside the PDF; the whole text is a download away.
+const maxShownText = 512 << 10
+
+func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	it, err := w.b.Engine().Store().ItemGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundf("there is no item %d", id)
+	} else if err != nil {
+		return err
+	}
+	text, cut := it.Text, false
+	if len(text) > maxShownText {
+		text, cut = text[:maxShownText], true
+	}
+	tasks, err := w.b.Engine().Store().TaskListByItem(ctx, id)
+	if err != nil {
+		return err
+	}
+	// The PDF shown beside the text: the item's own, or the PDF a converter made of it (a child).
+	pdfID := int64(0)
+	if isPDF(it) {
+		pdfID = it.ID
+	} else if it.NChildren > 0 {
+		parent := it.ID
+		kids, err := w.b.Engine().Store().ItemList(ctx, store.ItemListParams{JobID: it.JobID, ParentID: &parent, Limit: 5})
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if isPDF(k) {
+				pdfID = k.ID
+				break
+			}
+		}
+	}
+	data := struct {
+		Item  *store.Item
+		PDFID int64
+		Text  string
+		Cut   bool
+		Tasks []*store.Task
+	}{it, pdfID, text, cut, tasks}
+	w.render(rw, r, http.StatusOK, "item", s, pageData{Title: it.Name, Nav: "jobs", Data: data})
+	return nil
+}
+
+func isPDF(it *store.Item) bool { return it.ContentType == "application/pdf" && it.BlobSHA256 != "" }

@@ -1,0 +1,386 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// jobRow is a job as the pages show it.
+type jobRow struct {
+	*store.Job
+	Progress *engine.Progress
+	Items    int // items so far
+	Done     int // ingested items
+	Failed   int // failed tasks
+}
+
+// Percent is the progress in whole percent.
+func (j jobRow) Percent() int {
+	if j.Progress == nil {
+		return 0
+	}
+	return int(j.Progress.Fraction*100 + 0.5)
+}
+
+// Running reports whether the job is running.
+func (j jobRow) Running() bool { return j.State == store.JobRunning }
+
+func (w *Web) jobRow(ctx context.Context, j *store.Job) jobRow {
+	row := jobRow{Job: j}
+	if p, err := w.b.Engine().Progress(ctx, j.ID); err == nil {
+		row.Progress = p
+		for st, n := range p.Items {
+			row.Items += n
+			if st == store.ItemIngested {
+				row.Done += n
+			}
+		}
+		row.Failed = p.Tasks[store.TaskFailed]
+	}
+	return row
+}
+
+func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after_id"), 10, 64)
+	state := r.URL.Query().Get("state")
+	const limit = 50
+	jobs, err := w.b.Engine().Store().JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
+	if err != nil {
+		return err
+	}
+	data := struct {
+		Jobs      []jobRow
+		State     string
+		AllStates []string
+		Next      int64
+	}{State: state, AllStates: []string{store.JobRunning, store.JobComplete, store.JobFailed, store.JobCanceled}}
+	for _, j := range jobs {
+		data.Jobs = append(data.Jobs, w.jobRow(r.Context(), j))
+	}
+	if len(jobs) == limit {
+		data.Next = jobs[len(jobs)-1].ID
+	}
+	w.render(rw, r, http.StatusOK, "jobs", s, pageData{Title: "Jobs", Nav: "jobs", Data: data})
+	return nil
+}
+
+// workflowChoice is a stored workflow offered for a new job.
+type workflowChoice struct {
+	Name     string
+	Version  int
+	Versions int
+}
+
+// latestWorkflows lists each stored workflow once, at its latest version, by name.
+func (w *Web) latestWorkflows(ctx context.Context) ([]workflowChoice, error) {
+	wfs, err := w.b.Engine().Store().WorkflowList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]*workflowChoice{}
+	for _, wf := range wfs {
+		c := by[wf.Name]
+		if c == nil {
+			c = &workflowChoice{Name: wf.Name}
+			by[wf.Name] = c
+		}
+		c.Versions++
+		if wf.Version > c.Version {
+			c.Version = wf.Version
+		}
+	}
+	out := make([]workflowChoice, 0, len(by))
+	for _, c := range by {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (w *Web) newJobPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	wfs, err := w.latestWorkflows(r.Context())
+	if err != nil {
+		return err
+	}
+	selected := r.URL.Query().Get("workflow")
+	if selected == "" {
+		selected = "documents"
+	}
+	w.render(rw, r, http.StatusOK, "newjob", s, pageData{Title: "New job", Nav: "jobs", Data: struct {
+		Workflows []workflowChoice
+		Selected  string
+	}{wfs, selected}})
+	return nil
+}
+
+// itemRow is an item with its tasks.
+type itemRow struct {
+	*store.Item
+	Tasks []*store.Task
+}
+
+// itemPage is a page of one level of the item tree.
+type itemPage struct {
+	JobID    int64
+	ParentID int64
+	Items    []itemRow
+	Next     string
+}
+
+const itemsPerPage = 50
+
+func (w *Web) items(ctx context.Context, jobID, parent int64, after string) (*itemPage, error) {
+	st := w.b.Engine().Store()
+	items, err := st.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &parent, AfterSort: after, Limit: itemsPerPage})
+	if err != nil {
+		return nil, err
+	}
+	out := &itemPage{JobID: jobID, ParentID: parent}
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	byItem := map[int64][]*store.Task{}
+	if len(ids) > 0 {
+		tasks, err := st.TaskListByItems(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tasks {
+			byItem[t.ItemID] = append(byItem[t.ItemID], t)
+		}
+	}
+	for _, it := range items {
+		out.Items = append(out.Items, itemRow{Item: it, Tasks: byItem[it.ID]})
+	}
+	if len(items) == itemsPerPage {
+		out.Next = items[len(items)-1].SortKey
+	}
+	return out, nil
+}
+
+// outputValue is a document's or an error's output, as the documents workflow writes them.
+type outputValue struct {
+	ItemID  int64
+	Title   string `json:"title"`
+	Name    string `json:"name"`
+	Message string `json:"message"`
+	Page    int    `json:"page_number"`
+	Item    *store.Item
+}
+
+func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64, limit int) ([]outputValue, int64, error) {
+	st := w.b.Engine().Store()
+	outs, err := st.OutputList(ctx, store.OutputListParams{JobID: jobID, Kind: kind, AfterItem: after, Limit: limit})
+	if err != nil {
+		return nil, 0, err
+	}
+	ids := make([]int64, len(outs))
+	for i, o := range outs {
+		ids[i] = o.ItemID
+	}
+	items := map[int64]*store.Item{}
+	if len(ids) > 0 {
+		its, err := st.ItemGetMany(ctx, ids)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, it := range its {
+			items[it.ID] = it
+		}
+	}
+	var vals []outputValue
+	for _, o := range outs {
+		v := outputValue{ItemID: o.ItemID, Item: items[o.ItemID]}
+		_ = json.Unmarshal(o.Value, &v)
+		if v.Item != nil {
+			if v.Name == "" {
+				v.Name = v.Item.Name
+			}
+			if v.Message == "" {
+				v.Message = v.Item.Error
+			}
+			if v.Title == "" {
+				v.Title = v.Item.Name
+			}
+		}
+		vals = append(vals, v)
+	}
+	var next int64
+	if len(outs) == limit {
+		next = outs[len(outs)-1].ItemID
+	}
+	return vals, next, nil
+}
+
+func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	j, err := w.b.Engine().Store().JobGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundf("there is no job %d", id)
+	} else if err != nil {
+		return err
+	}
+	roots, err := w.items(ctx, id, 0, "")
+	if err != nil {
+		return err
+	}
+	errs, _, err := w.outputs(ctx, id, "error", 0, 200)
+	if err != nil {
+		return err
+	}
+	var external []string
+	if def, _, err := w.b.Engine().Definition(ctx, j.WorkflowName, j.WorkflowVersion); err == nil {
+		external = def.External
+	}
+	data := struct {
+		Job      jobRow
+		Roots    *itemPage
+		Errors   []outputValue
+		External []string
+		Notice   string
+	}{w.jobRow(ctx, j), roots, errs, external, notice(r.URL.Query().Get("notice"))}
+	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
+	return nil
+}
+
+// notice turns a notice code from a redirect into words (never reflecting the query's text).
+func notice(code string) string {
+	switch code {
+	case "canceled":
+		return "The job was canceled."
+	case "retried":
+		return "The failed tasks run again."
+	case "event":
+		return "The event was sent."
+	case "created":
+		return "The job was created."
+	}
+	return ""
+}
+
+func (w *Web) itemsFragment(rw http.ResponseWriter, r *http.Request, s *session) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	parent, _ := strconv.ParseInt(r.URL.Query().Get("parent_id"), 10, 64)
+	page, err := w.items(r.Context(), id, parent, r.URL.Query().Get("after"))
+	if err != nil {
+		return err
+	}
+	w.render(rw, r, http.StatusOK, "frag-items", s, pageData{Data: page})
+	return nil
+}
+
+// callAPI runs a request through the API's handler with the session's token and returns its
+// status and its decoded error message, so the UI's forms share the API's rules (409 for
+// canceling a job that is not running, 422 for an undeclared event, …).
+func (w *Web) callAPI(ctx context.Context, s *session, method, path string, body any) (int, string, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "", err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, path, rd)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	w.cfg.API.ServeHTTP(rec, req)
+	var e struct {
+		Message string `json:"message"`
+	}
+	if rec.Code >= 400 {
+		_ = json.Unmarshal(rec.Body.Bytes(), &e)
+	}
+	return rec.Code, e.Message, nil
+}
+
+// jobAction posts to the API and goes back to the job page, or shows the API's refusal.
+func (w *Web) jobAction(rw http.ResponseWriter, r *http.Request, s *session, verb, done string, body any) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	status, msg, err := w.callAPI(r.Context(), s, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/%s", id, verb), body)
+	if err != nil {
+		return err
+	}
+	if status >= 400 {
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		return errorf(status, "%s", msg)
+	}
+	http.Redirect(rw, r, fmt.Sprintf("/jobs/%d?notice=%s", id, done), http.StatusSeeOther)
+	return nil
+}
+
+func (w *Web) cancelJob(rw http.ResponseWriter, r *http.Request, s *session) error {
+	return w.jobAction(rw, r, s, "cancel", "canceled", nil)
+}
+
+func (w *Web) retryJob(rw http.ResponseWriter, r *http.Request, s *session) error {
+	return w.jobAction(rw, r, s, "retry", "retried", nil)
+}
+
+// fireEvent fires a declared external event, on an item by id or on every item whose metadata
+// has key=value (the correlation key).
+func (w *Web) fireEvent(rw http.ResponseWriter, r *http.Request, s *session) error {
+	event := strings.TrimSpace(r.PostFormValue("event"))
+	corr := strings.TrimSpace(r.PostFormValue("correlation"))
+	body := map[string]any{"event": event}
+	if id, err := strconv.ParseInt(corr, 10, 64); err == nil && id > 0 {
+		body["item_id"] = id
+	} else {
+		k, v, ok := strings.Cut(corr, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return errorf(http.StatusBadRequest, "write the correlation as key=value (a metadata key of the item) or an item id")
+		}
+		body["key"], body["value"] = strings.TrimSpace(k), metadataValue(strings.TrimSpace(v))
+	}
+	return w.jobAction(rw, r, s, "events", "event", body)
+}
+
+// metadataValue reads a typed value: a JSON number, boolean or quoted string, else the text.
+func metadataValue(v string) any {
+	var x any
+	if json.Unmarshal([]byte(v), &x) == nil {
+		switch x.(type) {
+		case float64, bool, string:
+			return x
+		}
+	}
+	return v
+}
+
+// since is how long ago t was.
+func since(now, t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return now.Sub(t)
+}
