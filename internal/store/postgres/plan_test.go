@@ -1,0 +1,127 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLeasePlanAtScale: the pick of ready tasks (plain and held leases) must cost the same at any
+// backlog, so its plan may hold neither a sort nor a scan of every ready row. At a backlog of
+// 200,000 ready tasks, beside 60,000 finished ones (the point where, in the scale benchmark,
+// Postgres once switched to a bitmap scan of every ready row and an on-disk sort), the plans
+// Postgres makes for the statements — custom and generic, as a prepared statement's plan becomes
+// after five runs — are read from EXPLAIN and checked.
+func TestLeasePlanAtScale(t *testing.T) {
+	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if url == "" {
+		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("PostgreSQL required: set SLUICE_TEST_DATABASE_URL")
+		}
+		t.Skip("PostgreSQL: set SLUICE_TEST_DATABASE_URL")
+	}
+	ctx := t.Context()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "sluice_test_" + hex.EncodeToString(b)
+	db, err := Open(ctx, Config{URL: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		DropSchema(c, url, schema)
+	})
+	// Tasks straight into the table: 260,000 ready in queue q over three jobs (and a few
+	// thousand in another queue), of which 60,000 then finish.
+	for _, q := range []string{
+		`INSERT INTO tasks (job_id, item_id, step, action, queue, state, max_attempts, sort_key, created_at)
+		 SELECT 1 + g / 100000, g, 's', 'a', 'q', 'ready', 3, lpad(g::text, 10, '0'), 0 FROM generate_series(1, 260000) g`,
+		`INSERT INTO tasks (job_id, item_id, step, action, queue, state, max_attempts, sort_key, created_at)
+		 SELECT 3, 300000 + g, 's', 'b', 'other', 'ready', 3, lpad(g::text, 10, '0'), 0 FROM generate_series(1, 5000) g`,
+		`ANALYZE tasks`,
+		// The first 60,000 in pick order are worked off, as a burndown does: their rows leave
+		// the ready index's range while dead entries stay in it until a vacuum.
+		`UPDATE tasks SET state = 'complete', attempt = 1 WHERE queue = 'q' AND sort_key <= lpad('60000', 10, '0')`,
+		`ANALYZE tasks`,
+	} {
+		if _, err := db.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := micros(time.Now())
+	for _, tc := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"held", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}}},
+		{"lease", qTaskLeaseMany, []any{[]string{"q", "other"}, now, []int32{1000, 100}, "w", now + 30e6}},
+	} {
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan", "control"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				tx, err := db.pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(ctx)
+				set := "SET LOCAL plan_cache_mode = " + mode
+				if mode == "control" {
+					// The plan the check exists for, forced: it must be caught.
+					set = "SET LOCAL enable_indexscan = off"
+				}
+				if _, err := tx.Exec(ctx, set); err != nil {
+					t.Fatal(err)
+				}
+				var raw []byte
+				if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+tc.sql, tc.args...).Scan(&raw); err != nil {
+					t.Fatal(err)
+				}
+				var plan []struct{ Plan planNode }
+				if err := json.Unmarshal(raw, &plan); err != nil {
+					t.Fatal(err)
+				}
+				var bad []string
+				walkPlan(plan[0].Plan, func(n planNode) {
+					switch {
+					case n.NodeType == "Sort", n.NodeType == "Incremental Sort":
+						bad = append(bad, "a sort")
+					case n.RelationName == "tasks" && n.NodeType == "Seq Scan":
+						bad = append(bad, "a sequential scan of tasks")
+					case n.NodeType == "Bitmap Index Scan" && strings.HasPrefix(n.IndexName, "tasks_ready"):
+						// A bitmap of the ready index is every ready row, then sorted; one of
+						// the primary key (the picked ids) is bounded by the pick.
+						bad = append(bad, "a bitmap scan of "+n.IndexName)
+					}
+				})
+				switch {
+				case mode == "control" && len(bad) == 0:
+					t.Errorf("with index scans off, the check found nothing wrong in:\n%s", raw)
+				case mode != "control" && len(bad) > 0:
+					t.Errorf("the plan holds %s:\n%s", strings.Join(bad, ", "), raw)
+				}
+			})
+		}
+	}
+}
+
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	RelationName string     `json:"Relation Name"`
+	IndexName    string     `json:"Index Name"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func walkPlan(n planNode, fn func(planNode)) {
+	fn(n)
+	for _, c := range n.Plans {
+		walkPlan(c, fn)
+	}
+}
