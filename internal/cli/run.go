@@ -304,11 +304,29 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 	var cost time.Duration // of the last progress query
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var away time.Time // since when the database has been unreachable
 	for first := true; ; first = false {
 		job, err := n.Store.JobGet(ctx, jobID)
+		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+			// A restart or failover: the job goes on (the workers wait for the database too);
+			// so does the watch, for a while.
+			if away.IsZero() {
+				away = time.Now()
+				fmt.Fprintf(e.stderr, "\ndatabase unavailable, waiting for it: %v\n", err)
+			}
+			if time.Since(away) < 2*time.Minute {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-tick.C:
+				}
+				continue
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
+		away = time.Time{}
 		done := job.State != store.JobRunning
 		if e.stderr == io.Discard {
 			// Nobody reads the lines (bench ingest): spare the progress queries.
@@ -318,6 +336,9 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 			// than a tenth of one connection.
 			t0 := time.Now()
 			p, err := n.Engine.Progress(ctx, jobID)
+			if errors.Is(err, store.ErrUnavailable) && !done {
+				continue // the line waits for the database
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -21,6 +21,11 @@ var (
 	// ErrRetry marks a transaction the database aborted to let another go on (a deadlock, a
 	// serialization failure): nothing of it was written, and running it again may succeed.
 	ErrRetry = errors.New("store: transaction aborted by the database; run it again")
+	// ErrUnavailable marks a transaction that failed because the database could not be reached
+	// or went away (a restart, a failover, a network cut). It is also an [ErrRetry]: the
+	// transaction's writes are idempotent, so running it again once the database is back is
+	// safe even when its commit went through before the connection dropped.
+	ErrUnavailable = errors.New("store: database unavailable")
 	// ErrUnsupported is returned by a call the driver cannot make (see Capabilities).
 	ErrUnsupported = errors.New("store: not supported by this driver")
 )

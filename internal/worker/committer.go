@@ -262,7 +262,24 @@ func (c *committer) run(ctx context.Context, batch []op) error {
 			}
 			return nil
 		})
-		if err == nil || !errors.Is(err, store.ErrRetry) || try == maxRetries {
+		if err == nil || !errors.Is(err, store.ErrRetry) {
+			break
+		}
+		if errors.Is(err, store.ErrUnavailable) {
+			// The database is away (a restart, a failover): wait for it, with backoff, up to
+			// unavailableFor in all, instead of failing the batch's tasks.
+			if try >= unavailableTries {
+				break
+			}
+			c.log.Warn("database unavailable; the commit waits for it", "ops", len(batch), "try", try+1, "error", err)
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(min(100*time.Millisecond<<min(try, 5), 2*time.Second)):
+			}
+			continue
+		}
+		if try >= maxRetries {
 			break
 		}
 		c.log.Debug("commit aborted by the database; again", "ops", len(batch), "try", try+1, "error", err)
@@ -273,5 +290,9 @@ func (c *committer) run(ctx context.Context, batch []op) error {
 // maxRetries bounds how many times a batch the database aborted is run again before its ops are
 // committed one by one.
 const maxRetries = 5
+
+// unavailableTries bounds how many times a batch is run again while the database is unavailable:
+// with the backoff (0.1 s doubling to 2 s), about a minute.
+const unavailableTries = 35
 
 func (c *committer) wait() { c.wg.Wait() }

@@ -12,7 +12,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,7 +194,10 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	q := &queries{db: db, c: tc, inTx: true}
 	if err := fn(q); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
-		if retryable(err) { // a statement whose error the caller wrapped without mapErr
+		switch { // a statement whose error the caller wrapped without mapErr
+		case unavailable(err):
+			err = fmt.Errorf("%w: %w: %w", store.ErrRetry, store.ErrUnavailable, err)
+		case retryable(err):
 			err = fmt.Errorf("%w: %w", store.ErrRetry, err)
 		}
 		return err
@@ -553,10 +558,32 @@ func mapErr(err error) error {
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %w: %w", store.ErrRetry, store.ErrUnavailable, err)
+	}
 	if retryable(err) {
 		return fmt.Errorf("%w: %w", store.ErrRetry, err)
 	}
 	return err
+}
+
+// unavailable reports an error of reaching the database rather than of the statement: no
+// connection could be made, the connection broke, or the server is shutting down or starting.
+func unavailable(err error) bool {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // marked already, or the caller gave up
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) ||
+		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "connection reset")
 }
 
 // retryable reports a deadlock or a serialization failure not yet marked [store.ErrRetry].
