@@ -70,7 +70,9 @@ func privatePostgres(t *testing.T) (url string, restart func()) {
 		cmd.Run()
 	})
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		func() { run("pg_ctl", "-D", pg, "-o", opts, "-m", "fast", "-w", "-l", filepath.Join(dir, "log"), "restart") }
+		func() {
+			run("pg_ctl", "-D", pg, "-o", opts, "-m", "fast", "-w", "-l", filepath.Join(dir, "log"), "restart")
+		}
 }
 
 // TestPostgresRestartMidJob restarts PostgreSQL while a job runs on it: the job completes, every
