@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -69,6 +72,14 @@ type S3Config struct {
 	// (the object key is the hash, so it must be known first); it needs room
 	// for the largest blob. Defaults to [os.TempDir].
 	SpoolDir string
+	// RequestTimeout bounds the wait for a response's headers: a server that
+	// hangs is given up on and the request retried. Bodies may stream for longer.
+	// Defaults to 60 s.
+	RequestTimeout time.Duration
+	// MaxAttempts bounds the attempts of each request the server fails with a
+	// 5xx, a throttle or a broken connection, retried with jittered backoff.
+	// Defaults to 8.
+	MaxAttempts int
 }
 
 // ParseURL splits a store URL of the form s3://bucket/prefix into the bucket
@@ -155,10 +166,26 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if cfg.AccessKey == "" || cfg.SecretKey == "" {
 		return nil, fmt.Errorf("open s3 blob store for bucket %q: access key and secret key are required (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)", cfg.Bucket)
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = time.Minute
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 8
+	}
 	opts := s3.Options{
 		Region:       cfg.Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
 		UsePathStyle: cfg.PathStyle,
+		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.ResponseHeaderTimeout = cfg.RequestTimeout
+		}),
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = cfg.MaxAttempts
+			o.MaxBackoff = 5 * time.Second
+			// No client-side retry quota: a server failing one request in five would
+			// drain it and turn retryable errors into failures.
+			o.RateLimiter = ratelimit.None
+		}),
 	}
 	if opts.Region == "" {
 		opts.Region = "us-east-1"
