@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/search"
 )
 
 // Errors every driver maps its native errors to.
@@ -249,8 +251,23 @@ type Executor interface {
 	AttemptInsert(ctx context.Context, p AttemptInsertParams) error
 	AttemptList(ctx context.Context, taskID int64) ([]*Attempt, error)
 
+	// OutputPut stores an output unless one exists for (item, kind). An output of kind
+	// [OutputDocument] is also added to the full-text index (its item's name and text, see
+	// [search.Analyze]) in the same transaction, so a document is searchable exactly when it
+	// exists.
 	OutputPut(ctx context.Context, p OutputPutParams) error
 	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
+
+	// DocumentSearch returns the documents that match a query, best first (by rank, then item
+	// id), with the filters of p.
+	DocumentSearch(ctx context.Context, p DocumentSearchParams) ([]*DocumentHit, error)
+	// DocumentIndexMissing adds to the full-text index up to Limit documents with an item id
+	// above AfterItem that it lacks (documents recorded before the index existed), in item
+	// order. It returns how many it indexed and the last item id it looked at (0 when there
+	// was none left).
+	DocumentIndexMissing(ctx context.Context, p DocumentIndexMissingParams) (indexed int, last int64, err error)
+	// DocumentIndexCount counts the documents and those in the full-text index.
+	DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error)
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
 	CachePut(ctx context.Context, key string, value []byte, now time.Time) error
@@ -614,4 +631,49 @@ type OutputListParams struct {
 	Kind      string
 	AfterItem int64
 	Limit     int
+}
+
+// OutputDocument is the kind of output that is a document, the unit of search.
+const OutputDocument = "document"
+
+// DocumentSearchParams searches the documents. Query is required; the filters are optional.
+type DocumentSearchParams struct {
+	Query *search.Query
+	// JobID keeps the documents of one job.
+	JobID int64
+	// ContentType keeps the documents whose item has this content type.
+	ContentType string
+	// Metadata keeps the documents whose item's metadata has each key with the value, compared
+	// as text (a number's decimal form).
+	Metadata []KeyValue
+	// After continues after a hit of an earlier page (its Rank and ItemID).
+	After *DocumentHit
+	// Limit is the page size. Defaults to 20.
+	Limit int
+	// TextChars is how many characters of each document's text to return in its hit, for a
+	// snippet. Zero returns none.
+	TextChars int
+}
+
+// KeyValue is a metadata filter.
+type KeyValue struct{ Key, Value string }
+
+// DocumentHit is a document that matches a search.
+type DocumentHit struct {
+	ItemID      int64
+	JobID       int64
+	Name        string
+	ContentType string
+	Metadata    []byte // the item's, JSON
+	Value       []byte // the document output's value, JSON
+	// Rank orders hits: lower first. Its scale is the driver's own.
+	Rank float64
+	// Text is the start of the document's text, DocumentSearchParams.TextChars long.
+	Text string
+}
+
+// DocumentIndexMissingParams indexes documents that the full-text index lacks.
+type DocumentIndexMissingParams struct {
+	AfterItem int64
+	Limit     int // Defaults to 100.
 }

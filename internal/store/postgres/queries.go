@@ -1010,6 +1010,9 @@ func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attem
 const qOutputPut = `INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`
 
 func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {
+	if p.Kind == store.OutputDocument {
+		return q.outputPutDocument(ctx, p)
+	}
 	if _, err := q.c.Exec(ctx, qOutputPut, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)); err != nil {
 		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, mapErr(err))
 	}

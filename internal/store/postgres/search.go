@@ -1,0 +1,284 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluice-project/sluice/internal/search"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Limits of a tsvector: positions run up to 16383 (larger ones become 16383) and a lexeme is
+// at most 2046 bytes long.
+const (
+	maxTSPosition = 16383
+	maxLexemeLen  = 2046
+)
+
+// tsvector returns the tsvector literal of a document: the title's tokens at weight A from
+// position 1, the body's after a gap (so no phrase spans the two), each lexeme with at most 256
+// positions. Building it here rather than with to_tsvector keeps PostgreSQL's parser out of it:
+// the tokens are exactly search.Analyze's, as in the SQLite index.
+func tsvector(d search.Doc) string {
+	type entry struct {
+		pos []int
+		a   []bool
+	}
+	lex := map[string]*entry{}
+	var order []string
+	add := func(tok string, pos int, a bool) {
+		if len(tok) > maxLexemeLen {
+			return
+		}
+		e := lex[tok]
+		if e == nil {
+			e = &entry{}
+			lex[tok] = e
+			order = append(order, tok)
+		}
+		pos = min(pos, maxTSPosition)
+		if len(e.pos) >= 256 || len(e.pos) > 0 && e.pos[len(e.pos)-1] == pos {
+			return
+		}
+		e.pos = append(e.pos, pos)
+		e.a = append(e.a, a)
+	}
+	for i, tok := range d.Title {
+		add(tok, i+1, true)
+	}
+	for i, tok := range d.Body {
+		add(tok, len(d.Title)+2+i, false)
+	}
+	var b strings.Builder
+	for i, tok := range order {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteByte('\'')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, `\`, `\\`), `'`, `''`))
+		b.WriteString("':")
+		e := lex[tok]
+		for j, p := range e.pos {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(p))
+			if e.a[j] {
+				b.WriteByte('A')
+			}
+		}
+	}
+	return b.String()
+}
+
+func quoteLexeme(tok string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(tok, `\`, `\\`), `'`, `''`) + "'"
+}
+
+// tsquery renders a query tree as a tsquery literal.
+func tsquery(n *search.Node) string {
+	switch n.Op {
+	case search.OpTerm, search.OpPhrase:
+		parts := make([]string, len(n.Tokens))
+		for i, tok := range n.Tokens {
+			parts[i] = quoteLexeme(tok)
+		}
+		if n.Prefix {
+			parts[len(parts)-1] += ":*"
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		return "(" + strings.Join(parts, " <-> ") + ")"
+	case search.OpOr, search.OpAnd:
+		sep := " | "
+		if n.Op == search.OpAnd {
+			sep = " & "
+		}
+		parts := make([]string, len(n.Kids))
+		for i, k := range n.Kids {
+			parts[i] = tsquery(k)
+		}
+		return "(" + strings.Join(parts, sep) + ")"
+	case search.OpNot:
+		return "!" + tsquery(n.Kids[0])
+	}
+	panic(fmt.Sprintf("search: unknown node %d", n.Op))
+}
+
+const qIndexInsert = `INSERT INTO search_index (item_id, tsv) SELECT * FROM unnest($1::bigint[], $2::tsvector[]) ON CONFLICT (item_id) DO UPDATE SET tsv = EXCLUDED.tsv`
+
+// indexDocs adds documents to search_index: ids[i] with its item's name and text.
+func indexDocs(ctx context.Context, c querier, ids []int64, names, texts []string) error {
+	tsvs := make([]string, len(ids))
+	for i := range ids {
+		tsvs[i] = tsvector(search.Analyze(names[i], texts[i]))
+	}
+	if _, err := c.Exec(ctx, qIndexInsert, ids, tsvs); err != nil {
+		return fmt.Errorf("index documents: %w", mapErr(err))
+	}
+	return nil
+}
+
+// qOutputPutDocument records a document and returns what its index row is made from, when it
+// was new.
+const qOutputPutDocument = `WITH o AS (INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING item_id)
+SELECT i.name, COALESCE(i.text, '') FROM items i JOIN o ON o.item_id = i.id`
+
+func (q *queries) outputPutDocument(ctx context.Context, p store.OutputPutParams) error {
+	put := func(e store.Executor) error {
+		qq := e.(*queries)
+		var name, text string
+		err := qq.c.QueryRow(ctx, qOutputPutDocument, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)).Scan(&name, &text)
+		if err == pgx.ErrNoRows {
+			return nil // it existed
+		}
+		if err != nil {
+			return mapErr(err)
+		}
+		return indexDocs(ctx, qq.c, []int64{p.ItemID}, []string{name}, []string{text})
+	}
+	var err error
+	if q.inTx {
+		err = put(q)
+	} else {
+		err = q.db.InTx(ctx, put)
+	}
+	if err != nil {
+		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, err)
+	}
+	return nil
+}
+
+func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchParams) ([]*store.DocumentHit, error) {
+	if p.Query == nil {
+		return nil, fmt.Errorf("search documents: no query")
+	}
+	if p.Limit <= 0 {
+		p.Limit = 20
+	}
+	w := &where{}
+	w.add("s.tsv @@ ?::tsquery", tsquery(p.Query.Root))
+	qi := len(w.args) // $1
+	if p.JobID != 0 {
+		w.add("i.job_id = ?", p.JobID)
+	}
+	if p.ContentType != "" {
+		w.add("i.content_type = ?", p.ContentType)
+	}
+	for _, kv := range p.Metadata {
+		w.add("i.metadata ->> ?", kv.Key)
+		w.conds[len(w.conds)-1] += " = $" + strconv.Itoa(len(w.args)+1)
+		w.args = append(w.args, kv.Value)
+	}
+	// ts_rank is higher for better hits; Rank is lower for them.
+	rank := "-ts_rank(s.tsv, $" + strconv.Itoa(qi) + "::tsquery)::float8"
+	if p.After != nil {
+		w.add("("+rank+", s.item_id) > (?", p.After.Rank)
+		w.conds[len(w.conds)-1] += ", $" + strconv.Itoa(len(w.args)+1) + ")"
+		w.args = append(w.args, p.After.ItemID)
+	}
+	join := ""
+	if p.JobID != 0 || p.ContentType != "" || len(p.Metadata) > 0 {
+		join = "JOIN items i ON i.id = s.item_id"
+	}
+	text := "''"
+	if p.TextChars > 0 {
+		text = "COALESCE(left(i.text, " + strconv.Itoa(p.TextChars) + "), '')"
+	}
+	// The page's text is read after the LIMIT, so the sort does not carry every match's text.
+	sql := `SELECT h.item_id, h.rank, i.job_id, i.name, i.content_type, i.metadata, o.value, ` + text + `
+		FROM (SELECT s.item_id, ` + rank + ` AS rank FROM search_index s ` + join + `
+			WHERE ` + w.String() + ` ORDER BY rank, s.item_id LIMIT ` + w.next(p.Limit) + `) h
+		JOIN items i ON i.id = h.item_id JOIN outputs o ON o.item_id = h.item_id AND o.kind = 'document'
+		ORDER BY h.rank, h.item_id`
+	rows, err := q.c.Query(ctx, sql, w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var hits []*store.DocumentHit
+	for rows.Next() {
+		h := &store.DocumentHit{}
+		var meta []byte
+		if err := rows.Scan(&h.ItemID, &h.Rank, &h.JobID, &h.Name, &h.ContentType, &meta, &h.Value, &h.Text); err != nil {
+			return nil, fmt.Errorf("search documents: %w", err)
+		}
+		h.Metadata = meta
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+	}
+	return hits, nil
+}
+
+func (q *queries) DocumentIndexMissing(ctx context.Context, p store.DocumentIndexMissingParams) (int, int64, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var indexed int
+	var last int64
+	run := func(e store.Executor) error {
+		qq := e.(*queries)
+		var err error
+		indexed, last, err = indexMissing(ctx, qq.c, p.AfterItem, p.Limit)
+		return err
+	}
+	var err error
+	if q.inTx {
+		err = run(q)
+	} else {
+		err = q.db.InTx(ctx, run)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("index missing documents: %w", err)
+	}
+	return indexed, last, nil
+}
+
+// indexMissing indexes up to limit documents after the item id after that search_index lacks.
+func indexMissing(ctx context.Context, c querier, after int64, limit int) (indexed int, last int64, err error) {
+	rows, err := c.Query(ctx, `SELECT o.item_id, s.item_id IS NULL, i.name, CASE WHEN s.item_id IS NULL THEN COALESCE(i.text, '') ELSE '' END
+		FROM outputs o JOIN items i ON i.id = o.item_id LEFT JOIN search_index s ON s.item_id = o.item_id
+		WHERE o.kind = 'document' AND o.item_id > $1 ORDER BY o.item_id LIMIT $2`, after, limit)
+	if err != nil {
+		return 0, 0, mapErr(err)
+	}
+	var ids []int64
+	var names, texts []string
+	for rows.Next() {
+		var id int64
+		var miss bool
+		var name, text string
+		if err := rows.Scan(&id, &miss, &name, &text); err != nil {
+			rows.Close()
+			return 0, 0, err
+		}
+		last = id
+		if miss {
+			ids, names, texts = append(ids, id), append(names, name), append(texts, text)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, mapErr(err)
+	}
+	if len(ids) > 0 {
+		if err := indexDocs(ctx, c, ids, names, texts); err != nil {
+			return 0, 0, err
+		}
+	}
+	return len(ids), last, nil
+}
+
+func (q *queries) DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error) {
+	err = q.c.QueryRow(ctx, `SELECT (SELECT count(*) FROM outputs WHERE kind = 'document'), (SELECT count(*) FROM search_index)`).Scan(&documents, &indexed)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count indexed documents: %w", mapErr(err))
+	}
+	return documents, indexed, nil
+}
