@@ -229,11 +229,6 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 				return fmt.Errorf("task %d metadata: %w", task.ID, err)
 			}
 		}
-		for kind, v := range r.Outputs {
-			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
-				return err
-			}
-		}
 	}
 	if up.Text != nil || up.ThumbnailSHA != "" || up.Metadata != nil || up.ContentType != "" || up.Error != "" {
 		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
@@ -248,6 +243,14 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		}
 		if up.Text != nil {
 			it.HasText = true
+		}
+	}
+	if finish.State == store.TaskComplete {
+		// After the item's update: a document output indexes the item's text as it now is.
+		for kind, v := range r.Outputs {
+			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
+				return err
+			}
 		}
 	}
 	for _, ev := range fire {
