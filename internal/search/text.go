@@ -14,6 +14,9 @@ import (
 // long document's text is not searchable. It is about 100,000 words of ordinary prose.
 const MaxIndexBytes = 800_000
 
+// MaxIndexTokens bounds how many tokens of a document are indexed, whatever their size.
+const MaxIndexTokens = 200_000
+
 // maxPositions is how many positions PostgreSQL keeps per lexeme.
 const maxPositions = 256
 
@@ -41,6 +44,25 @@ func appendFolded(b []byte, r rune) []byte {
 			r += 'a' - 'A'
 		}
 		return append(b, byte(r))
+	}
+	if r < rune(len(foldLatin)) {
+		return append(b, foldLatin[r]...)
+	}
+	return appendFoldedSlow(b, r)
+}
+
+// foldLatin holds the folded form of the Latin-1 and Latin Extended runes, the accented
+// letters of most European text, which would otherwise each take a trip through norm.
+var foldLatin = func() (t [0x250]string) {
+	for r := range rune(len(t)) {
+		t[r] = string(appendFoldedSlow(nil, r))
+	}
+	return t
+}()
+
+func appendFoldedSlow(b []byte, r rune) []byte {
+	if r < utf8.RuneSelf {
+		return append(b, byte(unicode.ToLower(r)))
 	}
 	if unicode.Is(unicode.Mn, r) {
 		return b // a combining diacritic
@@ -188,7 +210,7 @@ type Doc struct {
 }
 
 // Analyze returns the tokens of a document's title (its path) and text, stopping when the
-// document would pass [MaxIndexBytes] in the index.
+// document would pass [MaxIndexBytes] in the index or [MaxIndexTokens].
 func Analyze(title, text string) Doc {
 	var d Doc
 	size := 0
@@ -202,7 +224,7 @@ func Analyze(title, text string) Doc {
 			size += 2
 		}
 		seen[tok] = n + 1
-		return size <= MaxIndexBytes
+		return size <= MaxIndexBytes && len(d.Title)+len(d.Body) < MaxIndexTokens
 	}
 	for _, tok := range Tokens(title) {
 		if !add(tok) {

@@ -118,7 +118,7 @@ func (db *DB) Import(ctx context.Context, fn func(imp *Importer) error) error {
 			}
 			after = last
 		}
-		names = append(names, "search_index")
+		names = append(names, "search_index", "search_chunks")
 	}
 	for _, t := range names {
 		for _, c := range imp.tables[t] {
@@ -175,7 +175,8 @@ var derived = map[string]string{
 	"held_leases": "",
 	// The full-text index is not copied (SQLite's is an FTS5 table) but rebuilt from the
 	// documents in the import's transaction: see Import.
-	"search_index": "",
+	"search_index":  "",
+	"search_chunks": "",
 }
 
 // names lists the tables to copy, jobs first (what a not-empty error leads with), then by name.

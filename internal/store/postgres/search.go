@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,9 +21,10 @@ const (
 
 // tsvector returns the tsvector literal of a document: the title's tokens at weight A from
 // position 1, the body's after a gap (so no phrase spans the two), each lexeme with at most 256
-// positions. Building it here rather than with to_tsvector keeps PostgreSQL's parser out of it:
-// the tokens are exactly search.Analyze's, as in the SQLite index.
-func tsvector(d search.Doc) string {
+// positions. lossy reports positions it could not keep (see migration 006). Building it here
+// rather than with to_tsvector keeps PostgreSQL's parser out of it: the tokens are exactly
+// search.Analyze's, as in the SQLite index.
+func tsvector(title, body []string) (lit string, lossy bool) {
 	type entry struct {
 		pos []int
 		a   []bool
@@ -39,27 +41,29 @@ func tsvector(d search.Doc) string {
 			lex[tok] = e
 			order = append(order, tok)
 		}
-		pos = min(pos, maxTSPosition)
-		if len(e.pos) >= 256 || len(e.pos) > 0 && e.pos[len(e.pos)-1] == pos {
-			return
+		if pos > maxTSPosition || len(e.pos) >= 256 {
+			lossy = true
+			pos = min(pos, maxTSPosition)
+			if len(e.pos) >= 256 || len(e.pos) > 0 && e.pos[len(e.pos)-1] == pos {
+				return
+			}
 		}
 		e.pos = append(e.pos, pos)
 		e.a = append(e.a, a)
 	}
-	for i, tok := range d.Title {
+	for i, tok := range title {
 		add(tok, i+1, true)
 	}
-	for i, tok := range d.Body {
-		add(tok, len(d.Title)+2+i, false)
+	for i, tok := range body {
+		add(tok, len(title)+2+i, false)
 	}
 	var b strings.Builder
 	for i, tok := range order {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteByte('\'')
-		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, `\`, `\\`), `'`, `''`))
-		b.WriteString("':")
+		b.WriteString(quoteLexeme(tok))
+		b.WriteByte(':')
 		e := lex[tok]
 		for j, p := range e.pos {
 			if j > 0 {
@@ -71,7 +75,35 @@ func tsvector(d search.Doc) string {
 			}
 		}
 	}
-	return b.String()
+	return b.String(), lossy
+}
+
+// Chunks of a lossy document's body: phrases of up to chunkOverlap+1 tokens are whole in one.
+const (
+	chunkLen     = 1000
+	chunkOverlap = 31
+)
+
+// chunks returns the tsvectors of the body's chunks. A chunk ends after chunkLen tokens, or
+// before a token's 257th time in it, so that each keeps every position; the next begins
+// chunkOverlap tokens before its end.
+func chunks(body []string) []string {
+	var out []string
+	for start := 0; start < len(body); {
+		count := map[string]int{}
+		end := start
+		for end < len(body) && end-start < chunkLen && count[body[end]] < 256 {
+			count[body[end]]++
+			end++
+		}
+		lit, _ := tsvector(nil, body[start:end])
+		out = append(out, lit)
+		if end == len(body) {
+			break
+		}
+		start = max(start+1, end-chunkOverlap)
+	}
+	return out
 }
 
 func quoteLexeme(tok string) string {
@@ -109,16 +141,36 @@ func tsquery(n *search.Node) string {
 	panic(fmt.Sprintf("search: unknown node %d", n.Op))
 }
 
-const qIndexInsert = `INSERT INTO search_index (item_id, tsv) SELECT * FROM unnest($1::bigint[], $2::tsvector[]) ON CONFLICT (item_id) DO UPDATE SET tsv = EXCLUDED.tsv`
+const (
+	qIndexInsert = `INSERT INTO search_index (item_id, tsv, lossy) SELECT * FROM unnest($1::bigint[], $2::tsvector[], $3::boolean[])
+		ON CONFLICT (item_id) DO UPDATE SET tsv = EXCLUDED.tsv, lossy = EXCLUDED.lossy`
+	qChunksInsert = `INSERT INTO search_chunks (item_id, chunk, tsv) SELECT * FROM unnest($1::bigint[], $2::integer[], $3::tsvector[])
+		ON CONFLICT (item_id, chunk) DO UPDATE SET tsv = EXCLUDED.tsv`
+)
 
 // indexDocs adds documents to search_index: ids[i] with its item's name and text.
 func indexDocs(ctx context.Context, c querier, ids []int64, names, texts []string) error {
 	tsvs := make([]string, len(ids))
+	lossy := make([]bool, len(ids))
+	var cids []int64
+	var cnos []int32
+	var ctsvs []string
 	for i := range ids {
-		tsvs[i] = tsvector(search.Analyze(names[i], texts[i]))
+		d := search.Analyze(names[i], texts[i])
+		tsvs[i], lossy[i] = tsvector(d.Title, d.Body)
+		if lossy[i] {
+			for j, c := range chunks(d.Body) {
+				cids, cnos, ctsvs = append(cids, ids[i]), append(cnos, int32(j)), append(ctsvs, c)
+			}
+		}
 	}
-	if _, err := c.Exec(ctx, qIndexInsert, ids, tsvs); err != nil {
+	if _, err := c.Exec(ctx, qIndexInsert, ids, tsvs, lossy); err != nil {
 		return fmt.Errorf("index documents: %w", mapErr(err))
+	}
+	if len(cids) > 0 {
+		if _, err := c.Exec(ctx, qChunksInsert, cids, cnos, ctsvs); err != nil {
+			return fmt.Errorf("index documents: %w", mapErr(err))
+		}
 	}
 	return nil
 }
@@ -161,8 +213,15 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		p.Limit = 20
 	}
 	w := &where{}
-	w.add("s.tsv @@ ?::tsquery", tsquery(p.Query.Root))
+	root := p.Query.Root
+	w.add("s.tsv @@ ?::tsquery", tsquery(root))
 	qi := len(w.args) // $1
+	if hasPhrase(root) {
+		// The exact query ($1) may miss a phrase in a lossy document: the index finds the
+		// candidates by the query with phrases relaxed to their words, and each phrase is
+		// checked in the chunks where the document-wide tsv cannot confirm it.
+		w.conds[0] = "s.tsv @@ " + w.next(relaxed(root)) + "::tsquery AND " + phraseExpr(root, w)
+	}
 	if p.JobID != 0 {
 		w.add("i.job_id = ?", p.JobID)
 	}
@@ -214,6 +273,62 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		return nil, fmt.Errorf("search documents: %w", mapErr(err))
 	}
 	return hits, nil
+}
+
+func hasPhrase(n *search.Node) bool {
+	return n.Op == search.OpPhrase || slices.ContainsFunc(n.Kids, hasPhrase)
+}
+
+// relaxed renders n as a tsquery that every document n matches may match: phrases become their
+// words, exclusions are left out.
+func relaxed(n *search.Node) string {
+	switch n.Op {
+	case search.OpPhrase:
+		parts := make([]string, len(n.Tokens))
+		for i, tok := range n.Tokens {
+			parts[i] = quoteLexeme(tok)
+		}
+		if n.Prefix {
+			parts[len(parts)-1] += ":*"
+		}
+		return "(" + strings.Join(parts, " & ") + ")"
+	case search.OpAnd, search.OpOr:
+		sep := " | "
+		if n.Op == search.OpAnd {
+			sep = " & "
+		}
+		var parts []string
+		for _, k := range n.Kids {
+			if k.Op != search.OpNot {
+				parts = append(parts, relaxed(k))
+			}
+		}
+		return "(" + strings.Join(parts, sep) + ")"
+	}
+	return tsquery(n)
+}
+
+// phraseExpr renders n as an SQL condition on s (search_index) that checks phrases in the
+// chunks of lossy documents.
+func phraseExpr(n *search.Node, w *where) string {
+	switch n.Op {
+	case search.OpTerm:
+		return "s.tsv @@ " + w.next(tsquery(n)) + "::tsquery"
+	case search.OpPhrase:
+		q := w.next(tsquery(n))
+		return "(s.tsv @@ " + q + "::tsquery OR s.lossy AND EXISTS (SELECT 1 FROM search_chunks c WHERE c.item_id = s.item_id AND c.tsv @@ " + q + "::tsquery))"
+	case search.OpNot:
+		return "NOT " + phraseExpr(n.Kids[0], w)
+	}
+	sep := " OR "
+	if n.Op == search.OpAnd {
+		sep = " AND "
+	}
+	parts := make([]string, len(n.Kids))
+	for i, k := range n.Kids {
+		parts[i] = phraseExpr(k, w)
+	}
+	return "(" + strings.Join(parts, sep) + ")"
 }
 
 func (q *queries) DocumentIndexMissing(ctx context.Context, p store.DocumentIndexMissingParams) (int, int64, error) {

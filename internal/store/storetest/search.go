@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluice-project/sluice/internal/search"
@@ -40,6 +41,9 @@ func testDocumentSearch(t *testing.T, b *bundle) {
 	add(j1, 4, "korean.txt", "text/plain", `{"lang":"ko"}`, "이 문서를 검색할 수 있습니다", true)
 	add(j2, 0, "report-2024.pdf", "application/pdf", `{"lang":"en"}`, "Heterogeneous systems scale. Cats and dogs.", true)
 	add(j2, 1, "notext.png", "image/png", `{}`, "", true)
+	// Long documents: a phrase after a word's 300th time, and one past the 20,000th word.
+	add(j2, 5, "long-repeats.txt", "text/plain", `{}`, strings.Repeat("of the ", 300)+"analysis of the scalability", true)
+	add(j2, 6, "long-words.txt", "text/plain", `{}`, strings.Repeat("filler ", 20_000)+"final words here", true)
 	// Not a document: an error output, and an item without output, are never found.
 	errItem := add(j2, 2, "broken.pdf", "application/pdf", `{}`, "cat cat cat", false)
 	mustOK(t, b.s.OutputPut(ctx, store.OutputPutParams{ItemID: errItem.ID, JobID: j2.ID, Kind: "error", Value: []byte(`{}`), Now: b.now}))
@@ -119,6 +123,11 @@ func testDocumentSearch(t *testing.T, b *bundle) {
 		{"japanese not a substring", "羅門", store.DocumentSearchParams{}, nil},
 		{"korean substring", "문서", store.DocumentSearchParams{}, []string{"korean.txt"}},
 		{"korean with particle", "검색할", store.DocumentSearchParams{}, []string{"korean.txt"}},
+		{"phrase late in a long document", `"analysis of the scalability"`, store.DocumentSearchParams{}, []string{"long-repeats.txt"}},
+		{"phrase far into a long document", `"filler final words"`, store.DocumentSearchParams{}, []string{"long-words.txt"}},
+		{"phrase in a long document and a word", `"final words" -dog filler`, store.DocumentSearchParams{}, []string{"long-words.txt"}},
+		{"not a phrase in a long document", `"words final"`, store.DocumentSearchParams{}, nil},
+		{"not a phrase of repeated words", `"the of scalability"`, store.DocumentSearchParams{}, nil},
 		{"title", "report", store.DocumentSearchParams{}, []string{"report-2024.pdf"}},
 		{"title of a document without text", "notext", store.DocumentSearchParams{}, []string{"notext.png"}},
 		{"same transaction", `"written late"`, store.DocumentSearchParams{}, []string{"late.txt"}},

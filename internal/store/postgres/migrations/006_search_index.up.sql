@@ -5,8 +5,20 @@
 -- allow; pg_trgm also drops non-ASCII letters in a database of the C locale), a query mixing CJK
 -- and other words is one tsquery on one GIN index, two-character CJK words (most of them) are
 -- found through the index (trigrams need three), and it finds exactly what the SQLite index finds.
+--
+-- A tsvector keeps at most 256 positions per lexeme and none past 16383: in a long document
+-- ("the" past its 256th time, any word past the 16,383rd) phrases would go unfound. Such a
+-- document is marked lossy and its body is also stored in overlapping chunks of 1,000 tokens,
+-- each exact, where a phrase the document-wide tsv cannot confirm is looked for.
 CREATE TABLE search_index (
     item_id bigint PRIMARY KEY,
-    tsv     tsvector NOT NULL
+    tsv     tsvector NOT NULL,
+    lossy   boolean  NOT NULL DEFAULT false
 );
 CREATE INDEX search_index_tsv ON search_index USING gin (tsv);
+CREATE TABLE search_chunks (
+    item_id bigint   NOT NULL,
+    chunk   integer  NOT NULL,
+    tsv     tsvector NOT NULL,
+    PRIMARY KEY (item_id, chunk)
+);
