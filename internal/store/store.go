@@ -258,8 +258,10 @@ type Executor interface {
 	OutputPut(ctx context.Context, p OutputPutParams) error
 	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
 
-	// DocumentSearch returns the documents that match a query, best first (by rank, then item
-	// id), with the filters of p.
+	// DocumentSearch returns the documents that match a query and the filters of p, best first
+	// (by rank, then item id). Ranking reads every candidate's index row, so when more than
+	// [SearchRankWindow] documents match, only the most recent SearchRankWindow of them (by
+	// item id; see DocumentSearchParams.RankWindow) are ranked and returned: a query that broad is refined, not paged through.
 	DocumentSearch(ctx context.Context, p DocumentSearchParams) ([]*DocumentHit, error)
 	// DocumentIndexMissing adds to the full-text index up to Limit documents with an item id
 	// above AfterItem that it lacks (documents recorded before the index existed), in item
@@ -633,6 +635,9 @@ type OutputListParams struct {
 	Limit     int
 }
 
+// SearchRankWindow is how many matches, the most recent, [Executor.DocumentSearch] ranks at most.
+const SearchRankWindow = 5000
+
 // OutputDocument is the kind of output that is a document, the unit of search.
 const OutputDocument = "document"
 
@@ -653,6 +658,9 @@ type DocumentSearchParams struct {
 	// TextChars is how many characters of each document's text to return in its hit, for a
 	// snippet. Zero returns none.
 	TextChars int
+	// RankWindow is how many of the most recent matches are ranked. Defaults to
+	// [SearchRankWindow].
+	RankWindow int
 }
 
 // KeyValue is a metadata filter.

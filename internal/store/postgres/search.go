@@ -235,10 +235,14 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	}
 	// ts_rank is higher for better hits; Rank is lower for them.
 	rank := "-ts_rank(s.tsv, $" + strconv.Itoa(qi) + "::tsquery)::float8"
+	matchFilter := w.String()
+	cursor := "true"
 	if p.After != nil {
-		w.add("("+rank+", s.item_id) > (?", p.After.Rank)
-		w.conds[len(w.conds)-1] += ", $" + strconv.Itoa(len(w.args)+1) + ")"
-		w.args = append(w.args, p.After.ItemID)
+		cursor = "(" + rank + ", s.item_id) > (" + w.next(p.After.Rank) + ", " + w.next(p.After.ItemID) + ")"
+	}
+	window := p.RankWindow
+	if window <= 0 {
+		window = store.SearchRankWindow
 	}
 	join := ""
 	if p.JobID != 0 || p.ContentType != "" || len(p.Metadata) > 0 {
@@ -249,9 +253,13 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		text = "COALESCE(left(i.text, " + strconv.Itoa(p.TextChars) + "), '')"
 	}
 	// The page's text is read after the LIMIT, so the sort does not carry every match's text.
-	sql := `SELECT h.item_id, h.rank, i.job_id, i.name, i.content_type, i.metadata, o.value, ` + text + `
-		FROM (SELECT s.item_id, ` + rank + ` AS rank FROM search_index s ` + join + `
-			WHERE ` + w.String() + ` ORDER BY rank, s.item_id LIMIT ` + w.next(p.Limit) + `) h
+	// Ranking detoasts each candidate's tsv: only the window of the most recent matches is
+	// ranked, found by the GIN index without reading a tsv.
+	sql := `WITH m AS MATERIALIZED (SELECT s.item_id FROM search_index s ` + join + ` WHERE ` + matchFilter + `
+			ORDER BY s.item_id DESC LIMIT ` + w.next(window) + `)
+		SELECT h.item_id, h.rank, i.job_id, i.name, i.content_type, i.metadata, o.value, ` + text + `
+		FROM (SELECT s.item_id, ` + rank + ` AS rank FROM search_index s JOIN m ON m.item_id = s.item_id
+			WHERE ` + cursor + ` ORDER BY rank, s.item_id LIMIT ` + w.next(p.Limit) + `) h
 		JOIN items i ON i.id = h.item_id JOIN outputs o ON o.item_id = h.item_id AND o.kind = 'document'
 		ORDER BY h.rank, h.item_id`
 	rows, err := q.c.Query(ctx, sql, w.args...)

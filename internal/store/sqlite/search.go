@@ -70,26 +70,39 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	if p.Limit <= 0 {
 		p.Limit = 20
 	}
-	args := []any{matchExpr(p.Query.Root)}
-	var b strings.Builder
-	b.WriteString(`SELECT s.id, s.rank FROM (SELECT rowid AS id, ` + qSearchRank + ` AS rank FROM search_index WHERE search_index MATCH ?) s`)
-	if p.JobID != 0 || p.ContentType != "" || len(p.Metadata) > 0 {
-		b.WriteString(` JOIN items i ON i.id = s.id`)
-	}
-	b.WriteString(` WHERE 1`)
+	match := matchExpr(p.Query.Root)
+	var filter strings.Builder
+	var fargs []any
 	if p.JobID != 0 {
-		b.WriteString(` AND i.job_id = ?`)
-		args = append(args, p.JobID)
+		filter.WriteString(` AND i.job_id = ?`)
+		fargs = append(fargs, p.JobID)
 	}
 	if p.ContentType != "" {
-		b.WriteString(` AND i.content_type = ?`)
-		args = append(args, p.ContentType)
+		filter.WriteString(` AND i.content_type = ?`)
+		fargs = append(fargs, p.ContentType)
 	}
 	for _, kv := range p.Metadata {
 		// ->> with a label reads that key; CAST makes numbers compare by their decimal form.
-		b.WriteString(` AND CAST(i.metadata ->> ? AS TEXT) = ?`)
-		args = append(args, kv.Key, kv.Value)
+		filter.WriteString(` AND CAST(i.metadata ->> ? AS TEXT) = ?`)
+		fargs = append(fargs, kv.Key, kv.Value)
 	}
+	join := ""
+	if filter.Len() > 0 {
+		join = ` JOIN items i ON i.id = s.id`
+	}
+	// The window: the item id of the SearchRankWindow-th most recent match, found without
+	// ranking (FTS5 walks its doclists by rowid); only the matches from there on are ranked.
+	args := []any{match}
+	args = append(args, fargs...)
+	window := p.RankWindow
+	if window <= 0 {
+		window = store.SearchRankWindow
+	}
+	args = append(args, window, match)
+	var b strings.Builder
+	b.WriteString(`WITH w AS (SELECT s.rowid AS id FROM search_index s` + strings.ReplaceAll(join, "s.id", "s.rowid") + ` WHERE search_index MATCH ?` + filter.String() + ` ORDER BY s.rowid DESC LIMIT ?)
+		SELECT s.id, s.rank FROM (SELECT rowid AS id, ` + qSearchRank + ` AS rank FROM search_index WHERE search_index MATCH ? AND rowid >= (SELECT COALESCE(min(id), 0) FROM w)) s` + join + ` WHERE 1` + filter.String())
+	args = append(args, fargs...)
 	if p.After != nil {
 		b.WriteString(` AND (s.rank > ? OR s.rank = ? AND s.id > ?)`)
 		args = append(args, p.After.Rank, p.After.Rank, p.After.ItemID)

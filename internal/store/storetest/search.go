@@ -181,6 +181,26 @@ func testDocumentSearch(t *testing.T, b *bundle) {
 		t.Fatalf("paged %v, want %v", paged, want)
 	}
 
+	// Only the RankWindow most recent matches are ranked, after the filters.
+	q, _ = search.Parse("cat* OR dog* OR chateau")
+	var newest []int64
+	for _, h := range all {
+		newest = append(newest, h.ItemID)
+	}
+	slices.Sort(newest)
+	got := must(b.s.DocumentSearch(ctx, store.DocumentSearchParams{Query: q, RankWindow: 2}))(t)
+	var gotIDs []int64
+	for _, h := range got {
+		gotIDs = append(gotIDs, h.ItemID)
+	}
+	slices.Sort(gotIDs)
+	if !slices.Equal(gotIDs, newest[len(newest)-2:]) {
+		t.Fatalf("window of 2: found %v, want the newest two of %v", gotIDs, newest)
+	}
+	if got := find(store.DocumentSearchParams{RankWindow: 1, JobID: j1.ID}, "cat* OR dog* OR chateau"); !slices.Equal(got, []string{"dogs.pdf"}) {
+		t.Fatalf("window of 1 in job 1: found %v, want the newest match of job 1", got)
+	}
+
 	// Every document is indexed: the re-indexer finds nothing to do, but walks them all.
 	n, idx := must2(b.s.DocumentIndexCount(ctx))(t)
 	if n != int64(len(docs)) || idx != n {
