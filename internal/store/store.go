@@ -636,7 +636,7 @@ type OutputListParams struct {
 }
 
 // SearchRankWindow is how many matches, the most recent, [Executor.DocumentSearch] ranks at most.
-const SearchRankWindow = 5000
+const SearchRankWindow = 2000
 
 // OutputDocument is the kind of output that is a document, the unit of search.
 const OutputDocument = "document"

@@ -91,7 +91,8 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		join = ` JOIN items i ON i.id = s.id`
 	}
 	// The window: the item id of the SearchRankWindow-th most recent match, found without
-	// ranking (FTS5 walks its doclists by rowid); only the matches from there on are ranked.
+	// ranking (FTS5 walks its doclists by rowid); only the matches from there on are ranked,
+	// and only those that pass the filters (bm25 is computed after the join).
 	args := []any{match}
 	args = append(args, fargs...)
 	window := p.RankWindow
@@ -101,7 +102,8 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	args = append(args, window, match)
 	var b strings.Builder
 	b.WriteString(`WITH w AS (SELECT s.rowid AS id FROM search_index s` + strings.ReplaceAll(join, "s.id", "s.rowid") + ` WHERE search_index MATCH ?` + filter.String() + ` ORDER BY s.rowid DESC LIMIT ?)
-		SELECT s.id, s.rank FROM (SELECT rowid AS id, ` + qSearchRank + ` AS rank FROM search_index WHERE search_index MATCH ? AND rowid >= (SELECT COALESCE(min(id), 0) FROM w)) s` + join + ` WHERE 1` + filter.String())
+		SELECT s.id, s.rank FROM (SELECT s.rowid AS id, ` + qSearchRank + ` AS rank FROM search_index s` + strings.ReplaceAll(join, "s.id", "s.rowid") + `
+			WHERE search_index MATCH ? AND s.rowid >= (SELECT COALESCE(min(id), 0) FROM w)` + filter.String() + `) s WHERE 1`)
 	args = append(args, fargs...)
 	if p.After != nil {
 		b.WriteString(` AND (s.rank > ? OR s.rank = ? AND s.id > ?)`)
