@@ -153,4 +153,17 @@ func TestReindex(t *testing.T) {
 	if err != nil || len(res.Hits) != 25 {
 		t.Fatalf("after: %d hits, %v", len(res.Hits), err)
 	}
+
+	// Deleting a document (no code does yet) deletes its index row.
+	raw, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`DELETE FROM outputs WHERE item_id = ?`, res.Hits[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if docs, indexed, err := st.DocumentIndexCount(ctx); err != nil || docs != 24 || indexed != 24 {
+		t.Fatalf("after a delete: %d documents, %d indexed, %v", docs, indexed, err)
+	}
 }

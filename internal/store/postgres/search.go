@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -185,7 +186,7 @@ func (q *queries) outputPutDocument(ctx context.Context, p store.OutputPutParams
 		qq := e.(*queries)
 		var name, text string
 		err := qq.c.QueryRow(ctx, qOutputPutDocument, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)).Scan(&name, &text)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // it existed
 		}
 		if err != nil {

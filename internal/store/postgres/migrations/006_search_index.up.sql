@@ -22,3 +22,14 @@ CREATE TABLE search_chunks (
     tsv     tsvector NOT NULL,
     PRIMARY KEY (item_id, chunk)
 );
+
+-- No code deletes a document today (outputs are insert-or-ignore), but whatever deletes one
+-- takes its index rows with it.
+CREATE FUNCTION outputs_search_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM search_index WHERE item_id = OLD.item_id;
+    DELETE FROM search_chunks WHERE item_id = OLD.item_id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER outputs_search_delete AFTER DELETE ON outputs
+    FOR EACH ROW WHEN (OLD.kind = 'document') EXECUTE FUNCTION outputs_search_delete();

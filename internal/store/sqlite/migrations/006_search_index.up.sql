@@ -9,3 +9,9 @@ CREATE VIRTUAL TABLE search_index USING fts5(
     content = '', contentless_delete = 1,
     tokenize = 'unicode61 remove_diacritics 2'
 );
+
+-- No code deletes a document today (outputs are insert-or-ignore), but whatever deletes one
+-- takes its index row with it.
+CREATE TRIGGER outputs_search_delete AFTER DELETE ON outputs WHEN OLD.kind = 'document' BEGIN
+    DELETE FROM search_index WHERE rowid = OLD.item_id;
+END;
