@@ -266,3 +266,20 @@ func sameTree(a, b *Node) bool {
 	}
 	return true
 }
+
+func TestFacets(t *testing.T) {
+	t.Parallel()
+	got := Facets(7, "text/plain", []byte(`{"lang":"fr","n":3,"ok":true,"x":null,"nested":{"a":1}}`))
+	want := []string{Facet("job", "7"), Facet("type", "text/plain"), Facet("meta:lang", "fr"), Facet("meta:n", "3"), Facet("meta:ok", "true")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Facets = %q, want %q", got, want)
+	}
+	for _, f := range got {
+		if toks := Tokens(f); len(toks) != 1 || toks[0] != f {
+			t.Fatalf("facet %q is not one index token: %q", f, toks)
+		}
+	}
+	if Facet("meta:a", "b") == Facet("meta:a", "c") || Facet("job", "1") == Facet("type", "1") {
+		t.Fatal("facets collide")
+	}
+}

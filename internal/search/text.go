@@ -1,6 +1,11 @@
 package search
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -244,3 +249,57 @@ func Analyze(title, text string) Doc {
 
 // Joined returns tokens separated by spaces.
 func Joined(tokens []string) string { return strings.Join(tokens, " ") }
+
+// Facet returns the index token that stands for a filter: a document's job, content type or a
+// metadata value, indexed with its words so that a filtered search is one index lookup. name
+// is "job", "type" or "meta:" followed by the metadata key. The token is a hash, all letters
+// and digits, that no word of a query can produce by chance.
+func Facet(name, value string) string {
+	h := sha256.Sum256([]byte(name + "\x00" + value))
+	return "zzf" + hex.EncodeToString(h[:10])
+}
+
+// Facets returns the facet tokens of a document: its job, its content type, and each top-level
+// key of its metadata (a JSON object) whose value is a string, a number (in its JSON form) or a
+// boolean.
+func Facets(jobID int64, contentType string, metadata []byte) []string {
+	out := []string{Facet("job", strconv.FormatInt(jobID, 10))}
+	if contentType != "" {
+		out = append(out, Facet("type", contentType))
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return out
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if v, ok := MetadataText(m[k]); ok {
+			out = append(out, Facet("meta:"+k, v))
+		}
+	}
+	return out
+}
+
+// MetadataText returns the text a metadata filter compares with a JSON value: a string's
+// contents, a number or boolean as written; false for null, objects and arrays.
+func MetadataText(v json.RawMessage) (string, bool) {
+	var x any
+	d := json.NewDecoder(strings.NewReader(string(v)))
+	d.UseNumber()
+	if d.Decode(&x) != nil {
+		return "", false
+	}
+	switch x := x.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	return "", false
+}

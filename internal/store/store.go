@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/search"
@@ -649,7 +650,8 @@ type DocumentSearchParams struct {
 	// ContentType keeps the documents whose item has this content type.
 	ContentType string
 	// Metadata keeps the documents whose item's metadata has each key with the value, compared
-	// as text (a number's decimal form).
+	// as text (search.MetadataText: a number or boolean as JSON writes it), as the item's
+	// metadata was when the document was recorded.
 	Metadata []KeyValue
 	// After continues after a hit of an earlier page (its Rank and ItemID).
 	After *DocumentHit
@@ -665,6 +667,29 @@ type DocumentSearchParams struct {
 
 // KeyValue is a metadata filter.
 type KeyValue struct{ Key, Value string }
+
+// Tree returns the query to run: p.Query's tree, and with filters, each filter's facet token
+// (see [search.Facets]) as a word that must also match. Drivers index facets with the words.
+func (p DocumentSearchParams) Tree() *search.Node {
+	var facets []string
+	if p.JobID != 0 {
+		facets = append(facets, search.Facet("job", strconv.FormatInt(p.JobID, 10)))
+	}
+	if p.ContentType != "" {
+		facets = append(facets, search.Facet("type", p.ContentType))
+	}
+	for _, kv := range p.Metadata {
+		facets = append(facets, search.Facet("meta:"+kv.Key, kv.Value))
+	}
+	if len(facets) == 0 {
+		return p.Query.Root
+	}
+	and := &search.Node{Op: search.OpAnd, Kids: []*search.Node{p.Query.Root}}
+	for _, f := range facets {
+		and.Kids = append(and.Kids, &search.Node{Op: search.OpTerm, Tokens: []string{f}})
+	}
+	return and
+}
 
 // DocumentHit is a document that matches a search.
 type DocumentHit struct {

@@ -25,7 +25,7 @@ const (
 // positions. lossy reports positions it could not keep (see migration 006). Building it here
 // rather than with to_tsvector keeps PostgreSQL's parser out of it: the tokens are exactly
 // search.Analyze's, as in the SQLite index.
-func tsvector(title, body []string) (lit string, lossy bool) {
+func tsvector(title, body, facets []string) (lit string, lossy bool) {
 	type entry struct {
 		pos []int
 		a   []bool
@@ -59,6 +59,12 @@ func tsvector(title, body []string) (lit string, lossy bool) {
 		add(tok, len(title)+2+i, false)
 	}
 	var b strings.Builder
+	for _, f := range facets {
+		// A facet has no position: no phrase includes it.
+		if lex[f] == nil {
+			b.WriteString(quoteLexeme(f) + " ")
+		}
+	}
 	for i, tok := range order {
 		if i > 0 {
 			b.WriteByte(' ')
@@ -97,7 +103,7 @@ func chunks(body []string) []string {
 			count[body[end]]++
 			end++
 		}
-		lit, _ := tsvector(nil, body[start:end])
+		lit, _ := tsvector(nil, body[start:end], nil)
 		out = append(out, lit)
 		if end == len(body) {
 			break
@@ -149,19 +155,30 @@ const (
 		ON CONFLICT (item_id, chunk) DO UPDATE SET tsv = EXCLUDED.tsv`
 )
 
-// indexDocs adds documents to search_index: ids[i] with its item's name and text.
-func indexDocs(ctx context.Context, c querier, ids []int64, names, texts []string) error {
-	tsvs := make([]string, len(ids))
-	lossy := make([]bool, len(ids))
+// indexDoc is what a document's index rows are made from: its item's columns.
+type indexDoc struct {
+	id          int64
+	name, text  string
+	jobID       int64
+	contentType string
+	metadata    []byte
+}
+
+// indexDocs adds documents to search_index (and the chunks of lossy ones).
+func indexDocs(ctx context.Context, c querier, docs []indexDoc) error {
+	ids := make([]int64, len(docs))
+	tsvs := make([]string, len(docs))
+	lossy := make([]bool, len(docs))
 	var cids []int64
 	var cnos []int32
 	var ctsvs []string
-	for i := range ids {
-		d := search.Analyze(names[i], texts[i])
-		tsvs[i], lossy[i] = tsvector(d.Title, d.Body)
+	for i, doc := range docs {
+		d := search.Analyze(doc.name, doc.text)
+		ids[i] = doc.id
+		tsvs[i], lossy[i] = tsvector(d.Title, d.Body, search.Facets(doc.jobID, doc.contentType, doc.metadata))
 		if lossy[i] {
 			for j, c := range chunks(d.Body) {
-				cids, cnos, ctsvs = append(cids, ids[i]), append(cnos, int32(j)), append(ctsvs, c)
+				cids, cnos, ctsvs = append(cids, doc.id), append(cnos, int32(j)), append(ctsvs, c)
 			}
 		}
 	}
@@ -179,20 +196,20 @@ func indexDocs(ctx context.Context, c querier, ids []int64, names, texts []strin
 // qOutputPutDocument records a document and returns what its index row is made from, when it
 // was new.
 const qOutputPutDocument = `WITH o AS (INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING item_id)
-SELECT i.name, COALESCE(i.text, '') FROM items i JOIN o ON o.item_id = i.id`
+SELECT i.name, COALESCE(i.text, ''), i.job_id, i.content_type, i.metadata FROM items i JOIN o ON o.item_id = i.id`
 
 func (q *queries) outputPutDocument(ctx context.Context, p store.OutputPutParams) error {
 	put := func(e store.Executor) error {
 		qq := e.(*queries)
-		var name, text string
-		err := qq.c.QueryRow(ctx, qOutputPutDocument, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)).Scan(&name, &text)
+		d := indexDoc{id: p.ItemID}
+		err := qq.c.QueryRow(ctx, qOutputPutDocument, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)).Scan(&d.name, &d.text, &d.jobID, &d.contentType, &d.metadata)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // it existed
 		}
 		if err != nil {
 			return mapErr(err)
 		}
-		return indexDocs(ctx, qq.c, []int64{p.ItemID}, []string{name}, []string{text})
+		return indexDocs(ctx, qq.c, []indexDoc{d})
 	}
 	var err error
 	if q.inTx {
@@ -214,7 +231,8 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		p.Limit = 20
 	}
 	w := &where{}
-	root := p.Query.Root
+	// Filters are facet tokens that must match too.
+	root := p.Tree()
 	w.add("s.tsv @@ ?::tsquery", tsquery(root))
 	qi := len(w.args) // $1
 	if hasPhrase(root) {
@@ -222,17 +240,6 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		// candidates by the query with phrases relaxed to their words, and each phrase is
 		// checked in the chunks where the document-wide tsv cannot confirm it.
 		w.conds[0] = "s.tsv @@ " + w.next(relaxed(root)) + "::tsquery AND " + phraseExpr(root, w)
-	}
-	if p.JobID != 0 {
-		w.add("i.job_id = ?", p.JobID)
-	}
-	if p.ContentType != "" {
-		w.add("i.content_type = ?", p.ContentType)
-	}
-	for _, kv := range p.Metadata {
-		w.add("i.metadata ->> ?", kv.Key)
-		w.conds[len(w.conds)-1] += " = $" + strconv.Itoa(len(w.args)+1)
-		w.args = append(w.args, kv.Value)
 	}
 	// ts_rank is higher for better hits; Rank is lower for them.
 	rank := "-ts_rank(s.tsv, $" + strconv.Itoa(qi) + "::tsquery)::float8"
@@ -246,9 +253,6 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		window = store.SearchRankWindow
 	}
 	join := ""
-	if p.JobID != 0 || p.ContentType != "" || len(p.Metadata) > 0 {
-		join = "JOIN items i ON i.id = s.item_id"
-	}
 	text := "''"
 	if p.TextChars > 0 {
 		text = "COALESCE(left(i.text, " + strconv.Itoa(p.TextChars) + "), '')"
@@ -366,37 +370,36 @@ func (q *queries) DocumentIndexMissing(ctx context.Context, p store.DocumentInde
 
 // indexMissing indexes up to limit documents after the item id after that search_index lacks.
 func indexMissing(ctx context.Context, c querier, after int64, limit int) (indexed int, last int64, err error) {
-	rows, err := c.Query(ctx, `SELECT o.item_id, s.item_id IS NULL, i.name, CASE WHEN s.item_id IS NULL THEN COALESCE(i.text, '') ELSE '' END
+	rows, err := c.Query(ctx, `SELECT o.item_id, s.item_id IS NULL, i.name, CASE WHEN s.item_id IS NULL THEN COALESCE(i.text, '') ELSE '' END,
+			i.job_id, i.content_type, i.metadata
 		FROM outputs o JOIN items i ON i.id = o.item_id LEFT JOIN search_index s ON s.item_id = o.item_id
 		WHERE o.kind = 'document' AND o.item_id > $1 ORDER BY o.item_id LIMIT $2`, after, limit)
 	if err != nil {
 		return 0, 0, mapErr(err)
 	}
-	var ids []int64
-	var names, texts []string
+	var docs []indexDoc
 	for rows.Next() {
-		var id int64
+		var d indexDoc
 		var miss bool
-		var name, text string
-		if err := rows.Scan(&id, &miss, &name, &text); err != nil {
+		if err := rows.Scan(&d.id, &miss, &d.name, &d.text, &d.jobID, &d.contentType, &d.metadata); err != nil {
 			rows.Close()
 			return 0, 0, err
 		}
-		last = id
+		last = d.id
 		if miss {
-			ids, names, texts = append(ids, id), append(names, name), append(texts, text)
+			docs = append(docs, d)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, 0, mapErr(err)
 	}
-	if len(ids) > 0 {
-		if err := indexDocs(ctx, c, ids, names, texts); err != nil {
+	if len(docs) > 0 {
+		if err := indexDocs(ctx, c, docs); err != nil {
 			return 0, 0, err
 		}
 	}
-	return len(ids), last, nil
+	return len(docs), last, nil
 }
 
 func (q *queries) DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error) {

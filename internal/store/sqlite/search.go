@@ -10,16 +10,18 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// indexDocument adds the document of an item to search_index, from the item's name and text.
+// indexDocument adds the document of an item to search_index, from the item's name, text,
+// job, content type and metadata.
 func (q *queries) indexDocument(ctx context.Context, itemID int64) error {
-	var name string
+	var name, ctype, meta string
+	var jobID int64
 	var text sql.NullString
-	if err := q.wrow(ctx, `SELECT name, text FROM items WHERE id = ?`, itemID).Scan(&name, &text); err != nil {
+	if err := q.wrow(ctx, `SELECT name, text, job_id, content_type, metadata FROM items WHERE id = ?`, itemID).Scan(&name, &text, &jobID, &ctype, &meta); err != nil {
 		return fmt.Errorf("index document %d: %w", itemID, mapErr(err))
 	}
 	d := search.Analyze(name, text.String)
-	if _, err := q.exec(ctx, `INSERT INTO search_index (rowid, title, body) VALUES (?, ?, ?)`,
-		itemID, search.Joined(d.Title), search.Joined(d.Body)); err != nil {
+	if _, err := q.exec(ctx, `INSERT INTO search_index (rowid, title, body, facets) VALUES (?, ?, ?, ?)`,
+		itemID, search.Joined(d.Title), search.Joined(d.Body), search.Joined(search.Facets(jobID, ctype, []byte(meta)))); err != nil {
 		return fmt.Errorf("index document %d: %w", itemID, err)
 	}
 	return nil
@@ -61,7 +63,7 @@ func matchExpr(n *search.Node) string {
 }
 
 // Weights of bm25 per column: a word in the title (the path) counts as ten in the text.
-const qSearchRank = `bm25(search_index, 10.0, 1.0)`
+const qSearchRank = `bm25(search_index, 10.0, 1.0, 0.0)`
 
 func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchParams) ([]*store.DocumentHit, error) {
 	if p.Query == nil {
@@ -70,41 +72,19 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	if p.Limit <= 0 {
 		p.Limit = 20
 	}
-	match := matchExpr(p.Query.Root)
-	var filter strings.Builder
-	var fargs []any
-	if p.JobID != 0 {
-		filter.WriteString(` AND i.job_id = ?`)
-		fargs = append(fargs, p.JobID)
-	}
-	if p.ContentType != "" {
-		filter.WriteString(` AND i.content_type = ?`)
-		fargs = append(fargs, p.ContentType)
-	}
-	for _, kv := range p.Metadata {
-		// ->> with a label reads that key; CAST makes numbers compare by their decimal form.
-		filter.WriteString(` AND CAST(i.metadata ->> ? AS TEXT) = ?`)
-		fargs = append(fargs, kv.Key, kv.Value)
-	}
-	join := ""
-	if filter.Len() > 0 {
-		join = ` JOIN items i ON i.id = s.id`
-	}
-	// The window: the item id of the SearchRankWindow-th most recent match, found without
-	// ranking (FTS5 walks its doclists by rowid); only the matches from there on are ranked,
-	// and only those that pass the filters (bm25 is computed after the join).
-	args := []any{match}
-	args = append(args, fargs...)
+	// Filters are facet tokens that must match too.
+	match := matchExpr(p.Tree())
 	window := p.RankWindow
 	if window <= 0 {
 		window = store.SearchRankWindow
 	}
-	args = append(args, window, match)
+	// The window: the item id of the RankWindow-th most recent match, found without ranking
+	// (FTS5 walks its doclists by rowid); only the matches from there on are ranked.
+	args := []any{match, window, match}
 	var b strings.Builder
-	b.WriteString(`WITH w AS (SELECT s.rowid AS id FROM search_index s` + strings.ReplaceAll(join, "s.id", "s.rowid") + ` WHERE search_index MATCH ?` + filter.String() + ` ORDER BY s.rowid DESC LIMIT ?)
-		SELECT s.id, s.rank FROM (SELECT s.rowid AS id, ` + qSearchRank + ` AS rank FROM search_index s` + strings.ReplaceAll(join, "s.id", "s.rowid") + `
-			WHERE search_index MATCH ? AND s.rowid >= (SELECT COALESCE(min(id), 0) FROM w)` + filter.String() + `) s WHERE 1`)
-	args = append(args, fargs...)
+	b.WriteString(`WITH w AS (SELECT rowid AS id FROM search_index WHERE search_index MATCH ? ORDER BY rowid DESC LIMIT ?)
+		SELECT s.id, s.rank FROM (SELECT rowid AS id, ` + qSearchRank + ` AS rank FROM search_index
+			WHERE search_index MATCH ? AND rowid >= (SELECT COALESCE(min(id), 0) FROM w)) s WHERE 1`)
 	if p.After != nil {
 		b.WriteString(` AND (s.rank > ? OR s.rank = ? AND s.id > ?)`)
 		args = append(args, p.After.Rank, p.After.Rank, p.After.ItemID)

@@ -2,10 +2,11 @@
 -- rowid is its item's id, written by OutputPut in the transaction that records the document.
 -- Title and body hold the tokens of search.Analyze (folded words, CJK as pairs of characters)
 -- separated by spaces; unicode61 with remove_diacritics 2 splits them back and would fold them
--- the same way. Contentless: the text is in items already, and snippets are made from it.
+-- the same way. Facets holds the tokens of search.Facets (job, content type, metadata values), so
+-- that a filtered search is one lookup in the index. Contentless: the text is in items already, and snippets are made from it.
 -- contentless_delete lets a row be deleted by rowid.
 CREATE VIRTUAL TABLE search_index USING fts5(
-    title, body,
+    title, body, facets,
     content = '', contentless_delete = 1,
     tokenize = 'unicode61 remove_diacritics 2'
 );
