@@ -5,6 +5,8 @@
 -- allow; pg_trgm also drops non-ASCII letters in a database of the C locale), a query mixing CJK
 -- and other words is one tsquery on one GIN index, two-character CJK words (most of them) are
 -- found through the index (trigrams need three), and it finds exactly what the SQLite index finds.
+-- It also holds, without positions, the tokens of search.Facets (job, content type, metadata
+-- values), so that a filtered search is one lookup in the GIN index.
 --
 -- A tsvector keeps at most 256 positions per lexeme and none past 16383: in a long document
 -- ("the" past its 256th time, any word past the 16,383rd) phrases would go unfound. Such a
