@@ -44,7 +44,7 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 func commands() []command {
 	return []command{
 		{"ingest", "ingest files, folders and archives into documents (the main job)", runIngest},
-		{"documents", "list, show or export ingested documents: documents list|show|export", runDocuments},
+		{"documents", "list, show, export or search ingested documents: documents list|show|export|search|reindex", runDocuments},
 		{"doctor", "show which converters are installed and what is degraded without them", runDoctor},
 		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun},
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume},

@@ -24,9 +24,15 @@ import (
 
 func runDocuments(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return usagef("documents needs a subcommand: list, show, export")
+		return usagef("documents needs a subcommand: list, show, export, search, reindex")
 	}
 	sub := args[0]
+	switch sub {
+	case "search":
+		return runDocumentsSearch(ctx, e, args[1:])
+	case "reindex":
+		return runDocumentsReindex(ctx, e, args[1:])
+	}
 	fs, c := newFlags(e, "documents "+sub, "documents list|show ID|export [--format dir|jsonl] [--out DIR] [--job ID] [--data DIR]")
 	jobFlag := fs.Int64("job", 0, "the job (default: the newest documents job)")
 	format := fs.String("format", "dir", "export: dir (files, index.jsonl and errors.jsonl in --out) or jsonl (the index on stdout)")
@@ -46,7 +52,7 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 			return usagef("documents show needs one document ID")
 		}
 	default:
-		return usagef("unknown documents subcommand %q (want list, show, export)", sub)
+		return usagef("unknown documents subcommand %q (want list, show, export, search, reindex)", sub)
 	}
 	if sub == "export" {
 		if !oneOf(*format, "dir", "jsonl") {

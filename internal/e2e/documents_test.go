@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/node"
 )
 
 // corpusDir is the shared test corpus (shared/corpus in the workspace, next to the module).
@@ -579,6 +581,13 @@ func TestDocumentsCrashLoop(t *testing.T) {
 	if !bytes.Equal(want.errRaw, got.errRaw) {
 		t.Errorf("errors.jsonl differs after %d kills:\n%s", kills, lineDiff(want.errRaw, got.errRaw))
 	}
+	// The search index holds exactly the documents, across the kills.
+	n, err := node.Open(ctx, node.Config{DataDir: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	checkSearchIndex(t, n.Store)
 	if !t.Failed() {
 		t.Logf("%d kills; %d documents and %d errors identical to the uninterrupted run", kills, len(got.docs), len(got.errors))
 	}

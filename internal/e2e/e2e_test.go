@@ -234,6 +234,13 @@ func TestCrashLoop(t *testing.T) {
 	if got.Tasks[store.TaskComplete] != want.Tasks[store.TaskComplete] || len(got.Tasks) != 1 {
 		t.Errorf("tasks: clean %v, crashed %v (every task must be complete exactly once)", want.Tasks, got.Tasks)
 	}
+	// The search index holds exactly the documents, across the kills.
+	n, err := node.Open(ctx, node.Config{DataDir: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	checkSearchIndex(t, n.Store)
 	var b []byte
 	b, _ = json.Marshal(got.Tasks)
 	t.Logf("crashed run survived %d kills; tasks %s", kills, b)

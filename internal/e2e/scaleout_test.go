@@ -222,6 +222,7 @@ func checkCrashJob(t *testing.T, st store.Store, zips, per int) {
 		}
 		seen[o.ItemID] = true
 	}
+	checkSearchIndex(t, st) // the documents of a job whose worker was killed: no hit missing, none extra
 	st2, _ := store.TaskStats(ctx, st, 1)
 	// Every item runs detect, note (a brief no-op: held leases on Postgres) and collect; the
 	// children run hash, the roots unpack.

@@ -252,16 +252,6 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 				return fmt.Errorf("task %d metadata: %w", task.ID, err)
 			}
 		}
-		for kind, v := range r.Outputs {
-			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
-				return err
-			}
-		}
-		if len(r.Writes) > 0 {
-			if err := tt.applyWrites(task, r.Writes); err != nil {
-				return err
-			}
-		}
 	}
 	if up.Text != nil || up.ThumbnailSHA != "" || up.Metadata != nil || up.ContentType != "" || up.Error != "" {
 		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
@@ -276,6 +266,19 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		}
 		if up.Text != nil {
 			it.HasText = true
+		}
+	}
+	if finish.State == store.TaskComplete {
+		// After the item's update: a document output indexes the item's text as it now is.
+		for kind, v := range r.Outputs {
+			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
+				return err
+			}
+		}
+		if len(r.Writes) > 0 {
+			if err := tt.applyWrites(task, r.Writes); err != nil {
+				return err
+			}
 		}
 	}
 	for _, ev := range fire {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/sluice-project/sluice/internal/migrate"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -322,6 +324,7 @@ func TestCopy(t *testing.T) {
 	compare(t, "attempts", want.Attempts, got.Attempts)
 	compare(t, "outputs", want.Outputs, got.Outputs)
 	compare(t, "task stats", want.Stats, got.Stats)
+	checkSearch(t, n.Store, want)
 	// Progress sums floats in SQL, in an order each database picks: equal up to rounding.
 	for i := range min(len(want.Progress), len(got.Progress)) {
 		w, g := want.Progress[i], got.Progress[i]
@@ -453,5 +456,41 @@ func TestCopyCLI(t *testing.T) {
 	if code := cli.Main(t.Context(), []string{"gc", "--data", src.dir}, io.Discard, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "copied to PostgreSQL") {
 		t.Errorf("gc on the copied data dir: exit %d, %s", code, errOut.String())
+	}
+}
+
+// checkSearch: the copy's full-text index (rebuilt, not copied) holds every document: each is
+// found by its name, and the index counts as many rows as there are documents.
+func checkSearch(t *testing.T, st store.Store, want state) {
+	t.Helper()
+	ctx := t.Context()
+	names := map[int64]string{}
+	for _, it := range want.Items {
+		names[it.ID] = it.Name
+	}
+	docs := 0
+	for _, o := range want.Outputs {
+		if o.Kind != store.OutputDocument {
+			continue
+		}
+		docs++
+		q, err := search.Parse(`"` + names[o.ItemID] + `"`)
+		if err != nil {
+			t.Fatalf("query for %q: %v", names[o.ItemID], err)
+		}
+		hits, err := st.DocumentSearch(ctx, store.DocumentSearchParams{Query: q, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(hits, func(h *store.DocumentHit) bool { return h.ItemID == o.ItemID }) {
+			t.Errorf("search for document %d (%q) in the copy: not found among %d hits", o.ItemID, names[o.ItemID], len(hits))
+		}
+	}
+	n, indexed, err := st.DocumentIndexCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs == 0 || n < int64(docs) || indexed != n {
+		t.Errorf("the copy has %d documents (the source %d) and %d in the index", n, docs, indexed)
 	}
 }

@@ -107,6 +107,19 @@ func (db *DB) Import(ctx context.Context, fn func(imp *Importer) error) error {
 		}
 		names = append(names, t) // analyzed below
 	}
+	if _, ok := imp.tables["search_index"]; ok {
+		for after := int64(0); ; {
+			_, last, err := indexMissing(ctx, tx, after, 500)
+			if err != nil {
+				return fmt.Errorf("import: index the documents: %w", err)
+			}
+			if last == 0 {
+				break
+			}
+			after = last
+		}
+		names = append(names, "search_index", "search_chunks")
+	}
 	for _, t := range names {
 		for _, c := range imp.tables[t] {
 			if !c.identity {
@@ -160,6 +173,10 @@ var derived = map[string]string{
 	"open_items": `INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM items WHERE state <> 'ingested'`,
 	// Records of leases held by this cluster's processes: an imported installation has none.
 	"held_leases": "",
+	// The full-text index is not copied (SQLite's is an FTS5 table) but rebuilt from the
+	// documents in the import's transaction: see Import.
+	"search_index":  "",
+	"search_chunks": "",
 }
 
 // names lists the tables to copy, jobs first (what a not-empty error leads with), then by name.

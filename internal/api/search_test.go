@@ -1,0 +1,114 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime/multipart"
+	"net/url"
+	"testing"
+
+	"github.com/sluice-project/sluice/internal/store/drivertest"
+)
+
+// TestSearchDocuments: GET /v1/documents/search finds the documents an action recorded (its text
+// set by the same task), filters by job, pages with a cursor, refuses a bad query with a 400
+// and needs a token.
+func TestSearchDocuments(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		b := setupOn(t, open)
+		b.json(t, "POST", "/v1/workflows", `name: one
+steps:
+  doc: {action: doc, needs: [start]}
+`, 201, nil)
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		jp, _ := mw.CreateFormField("job")
+		jp.Write([]byte(`{"workflow":"one"}`))
+		names := []string{"alpha.txt", "beta.txt", "gamma.txt", "Pièce.txt"}
+		for _, name := range names {
+			fp, _ := mw.CreateFormFile("file", name)
+			fp.Write([]byte("x"))
+		}
+		mw.Close()
+		code, data := b.do(t, "POST", "/v1/jobs", b.admin, mw.FormDataContentType(), &buf)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, data)
+		}
+		var job struct {
+			ID int64 `json:"id"`
+		}
+		json.Unmarshal(data, &job)
+		waitState(t, b, job.ID, "complete")
+
+		type result struct {
+			Hits []struct {
+				ID      int64  `json:"id"`
+				JobID   int64  `json:"job_id"`
+				Title   string `json:"title"`
+				Snippet string `json:"snippet"`
+			} `json:"hits"`
+			Next string `json:"next"`
+		}
+		get := func(query url.Values, want int) result {
+			t.Helper()
+			code, data := b.do(t, "GET", "/v1/documents/search?"+query.Encode(), b.reader, "", nil)
+			if code != want {
+				t.Fatalf("search %v = %d, want %d: %s", query, code, want, data)
+			}
+			var r result
+			if want == 200 {
+				if err := json.Unmarshal(data, &r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return r
+		}
+		// The doc action's text is "text of NAME": the words of the text and of the title.
+		r := get(url.Values{"q": {`"text of beta"`}}, 200)
+		if len(r.Hits) != 1 || r.Hits[0].Title != "beta.txt" || r.Hits[0].JobID != job.ID || r.Hits[0].Snippet != "«text of beta».txt" || r.Next != "" {
+			t.Fatalf("phrase: %+v", r)
+		}
+		if r := get(url.Values{"q": {"piece"}}, 200); len(r.Hits) != 1 || r.Hits[0].Title != "Pièce.txt" {
+			t.Fatalf("accent folded: %+v", r)
+		}
+		if r := get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(job.ID + 1)}}, 200); len(r.Hits) != 0 {
+			t.Fatalf("another job: %+v", r)
+		}
+		// Pages of two: every document once, then no cursor.
+		seen := map[int64]bool{}
+		var cursor string
+		for page := 0; ; page++ {
+			q := url.Values{"q": {"text -gamma"}, "limit": {"2"}}
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			r := get(q, 200)
+			for _, h := range r.Hits {
+				if seen[h.ID] || h.Title == "gamma.txt" {
+					t.Fatalf("page %d: hit %+v again or excluded", page, h)
+				}
+				seen[h.ID] = true
+			}
+			if r.Next == "" {
+				break
+			}
+			cursor = r.Next
+			if page > 3 {
+				t.Fatal("paging does not end")
+			}
+		}
+		if len(seen) != 3 {
+			t.Fatalf("paged through %d documents, want 3", len(seen))
+		}
+		get(url.Values{"q": {"-only"}}, 400)
+		get(url.Values{"q": {""}}, 400)
+		get(url.Values{"q": {"x"}, "cursor": {"garbage"}}, 400)
+		get(url.Values{"q": {"x"}, "meta": {"nokey"}}, 400)
+		if code, _ := b.do(t, "GET", "/v1/documents/search?q=text", "", "", nil); code != 401 {
+			t.Fatalf("without a token: %d", code)
+		}
+	})
+}

@@ -1,0 +1,413 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluice-project/sluice/internal/search"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Limits of a tsvector: positions run up to 16383 (larger ones become 16383) and a lexeme is
+// at most 2046 bytes long.
+const (
+	maxTSPosition = 16383
+	maxLexemeLen  = 2046
+)
+
+// tsvector returns the tsvector literal of a document: the title's tokens at weight A from
+// position 1, the body's after a gap (so no phrase spans the two), each lexeme with at most 256
+// positions. lossy reports positions it could not keep (see migration 009). Building it here
+// rather than with to_tsvector keeps PostgreSQL's parser out of it: the tokens are exactly
+// search.Analyze's, as in the SQLite index.
+func tsvector(title, body, facets []string) (lit string, lossy bool) {
+	type entry struct {
+		pos []int
+		a   []bool
+	}
+	lex := map[string]*entry{}
+	var order []string
+	add := func(tok string, pos int, a bool) {
+		if len(tok) > maxLexemeLen {
+			return
+		}
+		e := lex[tok]
+		if e == nil {
+			e = &entry{}
+			lex[tok] = e
+			order = append(order, tok)
+		}
+		if pos > maxTSPosition || len(e.pos) >= 256 {
+			lossy = true
+			pos = min(pos, maxTSPosition)
+			if len(e.pos) >= 256 || len(e.pos) > 0 && e.pos[len(e.pos)-1] == pos {
+				return
+			}
+		}
+		e.pos = append(e.pos, pos)
+		e.a = append(e.a, a)
+	}
+	for i, tok := range title {
+		add(tok, i+1, true)
+	}
+	for i, tok := range body {
+		add(tok, len(title)+2+i, false)
+	}
+	var b strings.Builder
+	for _, f := range facets {
+		// A facet has no position: no phrase includes it.
+		if lex[f] == nil {
+			b.WriteString(quoteLexeme(f) + " ")
+		}
+	}
+	for i, tok := range order {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quoteLexeme(tok))
+		b.WriteByte(':')
+		e := lex[tok]
+		for j, p := range e.pos {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(p))
+			if e.a[j] {
+				b.WriteByte('A')
+			}
+		}
+	}
+	return b.String(), lossy
+}
+
+// Chunks of a lossy document's body: phrases of up to chunkOverlap+1 tokens are whole in one.
+const (
+	chunkLen     = 1000
+	chunkOverlap = 31
+)
+
+// chunks returns the tsvectors of the body's chunks. A chunk ends after chunkLen tokens, or
+// before a token's 257th time in it, so that each keeps every position; the next begins
+// chunkOverlap tokens before its end.
+func chunks(body []string) []string {
+	var out []string
+	for start := 0; start < len(body); {
+		count := map[string]int{}
+		end := start
+		for end < len(body) && end-start < chunkLen && count[body[end]] < 256 {
+			count[body[end]]++
+			end++
+		}
+		lit, _ := tsvector(nil, body[start:end], nil)
+		out = append(out, lit)
+		if end == len(body) {
+			break
+		}
+		start = max(start+1, end-chunkOverlap)
+	}
+	return out
+}
+
+func quoteLexeme(tok string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(tok, `\`, `\\`), `'`, `''`) + "'"
+}
+
+// tsquery renders a query tree as a tsquery literal.
+func tsquery(n *search.Node) string {
+	switch n.Op {
+	case search.OpTerm, search.OpPhrase:
+		parts := make([]string, len(n.Tokens))
+		for i, tok := range n.Tokens {
+			parts[i] = quoteLexeme(tok)
+		}
+		if n.Prefix {
+			parts[len(parts)-1] += ":*"
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		return "(" + strings.Join(parts, " <-> ") + ")"
+	case search.OpOr, search.OpAnd:
+		sep := " | "
+		if n.Op == search.OpAnd {
+			sep = " & "
+		}
+		parts := make([]string, len(n.Kids))
+		for i, k := range n.Kids {
+			parts[i] = tsquery(k)
+		}
+		return "(" + strings.Join(parts, sep) + ")"
+	case search.OpNot:
+		return "!" + tsquery(n.Kids[0])
+	}
+	panic(fmt.Sprintf("search: unknown node %d", n.Op))
+}
+
+const (
+	qIndexInsert = `INSERT INTO search_index (item_id, tsv, lossy) SELECT * FROM unnest($1::bigint[], $2::tsvector[], $3::boolean[])
+		ON CONFLICT (item_id) DO UPDATE SET tsv = EXCLUDED.tsv, lossy = EXCLUDED.lossy`
+	qChunksInsert = `INSERT INTO search_chunks (item_id, chunk, tsv) SELECT * FROM unnest($1::bigint[], $2::integer[], $3::tsvector[])
+		ON CONFLICT (item_id, chunk) DO UPDATE SET tsv = EXCLUDED.tsv`
+)
+
+// indexDoc is what a document's index rows are made from: its item's columns.
+type indexDoc struct {
+	id          int64
+	name, text  string
+	jobID       int64
+	contentType string
+	metadata    []byte
+}
+
+// indexDocs adds documents to search_index (and the chunks of lossy ones).
+func indexDocs(ctx context.Context, c querier, docs []indexDoc) error {
+	ids := make([]int64, len(docs))
+	tsvs := make([]string, len(docs))
+	lossy := make([]bool, len(docs))
+	var cids []int64
+	var cnos []int32
+	var ctsvs []string
+	for i, doc := range docs {
+		d := search.Analyze(doc.name, doc.text)
+		ids[i] = doc.id
+		tsvs[i], lossy[i] = tsvector(d.Title, d.Body, search.Facets(doc.jobID, doc.contentType, doc.metadata))
+		if lossy[i] {
+			for j, c := range chunks(d.Body) {
+				cids, cnos, ctsvs = append(cids, doc.id), append(cnos, int32(j)), append(ctsvs, c)
+			}
+		}
+	}
+	if _, err := c.Exec(ctx, qIndexInsert, ids, tsvs, lossy); err != nil {
+		return fmt.Errorf("index documents: %w", mapErr(err))
+	}
+	if len(cids) > 0 {
+		if _, err := c.Exec(ctx, qChunksInsert, cids, cnos, ctsvs); err != nil {
+			return fmt.Errorf("index documents: %w", mapErr(err))
+		}
+	}
+	return nil
+}
+
+// qOutputPutDocument records a document and returns what its index row is made from, when it
+// was new.
+const qOutputPutDocument = `WITH o AS (INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING item_id)
+SELECT i.name, COALESCE(i.text, ''), i.job_id, i.content_type, i.metadata FROM items i JOIN o ON o.item_id = i.id`
+
+func (q *queries) outputPutDocument(ctx context.Context, p store.OutputPutParams) error {
+	put := func(e store.Executor) error {
+		qq := e.(*queries)
+		d := indexDoc{id: p.ItemID}
+		err := qq.c.QueryRow(ctx, qOutputPutDocument, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)).Scan(&d.name, &d.text, &d.jobID, &d.contentType, &d.metadata)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // it existed
+		}
+		if err != nil {
+			return mapErr(err)
+		}
+		return indexDocs(ctx, qq.c, []indexDoc{d})
+	}
+	var err error
+	if q.inTx {
+		err = put(q)
+	} else {
+		err = q.db.InTx(ctx, put)
+	}
+	if err != nil {
+		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, err)
+	}
+	return nil
+}
+
+func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchParams) ([]*store.DocumentHit, error) {
+	if p.Query == nil {
+		return nil, fmt.Errorf("search documents: no query")
+	}
+	if p.Limit <= 0 {
+		p.Limit = 20
+	}
+	w := &where{}
+	// Filters are facet tokens that must match too.
+	root := p.Tree()
+	w.add("s.tsv @@ ?::tsquery", tsquery(root))
+	qi := len(w.args) // $1
+	if hasPhrase(root) {
+		// The exact query ($1) may miss a phrase in a lossy document: the index finds the
+		// candidates by the query with phrases relaxed to their words, and each phrase is
+		// checked in the chunks where the document-wide tsv cannot confirm it.
+		w.conds[0] = "s.tsv @@ " + w.next(relaxed(root)) + "::tsquery AND " + phraseExpr(root, w)
+	}
+	// ts_rank is higher for better hits; Rank is lower for them.
+	rank := "-ts_rank(s.tsv, $" + strconv.Itoa(qi) + "::tsquery)::float8"
+	matchFilter := w.String()
+	cursor := "true"
+	if p.After != nil {
+		cursor = "(" + rank + ", s.item_id) > (" + w.next(p.After.Rank) + ", " + w.next(p.After.ItemID) + ")"
+	}
+	window := p.RankWindow
+	if window <= 0 {
+		window = store.SearchRankWindow
+	}
+	join := ""
+	text := "''"
+	if p.TextChars > 0 {
+		text = "COALESCE(left(i.text, " + strconv.Itoa(p.TextChars) + "), '')"
+	}
+	// The page's text is read after the LIMIT, so the sort does not carry every match's text.
+	// Ranking detoasts each candidate's tsv: only the window of the most recent matches is
+	// ranked, found by the GIN index without reading a tsv. "+ 0" keeps the planner from
+	// walking the primary key backwards testing each row's tsv, which it picks when it
+	// expects many matches and which reads every row when there are few (a filter's facets).
+	sql := `WITH m AS MATERIALIZED (SELECT s.item_id FROM search_index s ` + join + ` WHERE ` + matchFilter + `
+			ORDER BY s.item_id + 0 DESC LIMIT ` + w.next(window) + `)
+		SELECT h.item_id, h.rank, i.job_id, i.name, i.content_type, i.metadata, o.value, ` + text + `
+		FROM (SELECT s.item_id, ` + rank + ` AS rank FROM search_index s JOIN m ON m.item_id = s.item_id
+			WHERE ` + cursor + ` ORDER BY rank, s.item_id LIMIT ` + w.next(p.Limit) + `) h
+		JOIN items i ON i.id = h.item_id JOIN outputs o ON o.item_id = h.item_id AND o.kind = 'document'
+		ORDER BY h.rank, h.item_id`
+	rows, err := q.c.Query(ctx, sql, w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var hits []*store.DocumentHit
+	for rows.Next() {
+		h := &store.DocumentHit{}
+		var meta []byte
+		if err := rows.Scan(&h.ItemID, &h.Rank, &h.JobID, &h.Name, &h.ContentType, &meta, &h.Value, &h.Text); err != nil {
+			return nil, fmt.Errorf("search documents: %w", err)
+		}
+		h.Metadata = meta
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+	}
+	return hits, nil
+}
+
+func hasPhrase(n *search.Node) bool {
+	return n.Op == search.OpPhrase || slices.ContainsFunc(n.Kids, hasPhrase)
+}
+
+// relaxed renders n as a tsquery that every document n matches may match: phrases become their
+// words, exclusions are left out.
+func relaxed(n *search.Node) string {
+	switch n.Op {
+	case search.OpPhrase:
+		parts := make([]string, len(n.Tokens))
+		for i, tok := range n.Tokens {
+			parts[i] = quoteLexeme(tok)
+		}
+		if n.Prefix {
+			parts[len(parts)-1] += ":*"
+		}
+		return "(" + strings.Join(parts, " & ") + ")"
+	case search.OpAnd, search.OpOr:
+		sep := " | "
+		if n.Op == search.OpAnd {
+			sep = " & "
+		}
+		var parts []string
+		for _, k := range n.Kids {
+			if k.Op != search.OpNot {
+				parts = append(parts, relaxed(k))
+			}
+		}
+		return "(" + strings.Join(parts, sep) + ")"
+	}
+	return tsquery(n)
+}
+
+// phraseExpr renders n as an SQL condition on s (search_index) that checks phrases in the
+// chunks of lossy documents.
+func phraseExpr(n *search.Node, w *where) string {
+	switch n.Op {
+	case search.OpTerm:
+		return "s.tsv @@ " + w.next(tsquery(n)) + "::tsquery"
+	case search.OpPhrase:
+		q := w.next(tsquery(n))
+		return "(s.tsv @@ " + q + "::tsquery OR s.lossy AND EXISTS (SELECT 1 FROM search_chunks c WHERE c.item_id = s.item_id AND c.tsv @@ " + q + "::tsquery))"
+	case search.OpNot:
+		return "NOT " + phraseExpr(n.Kids[0], w)
+	}
+	sep := " OR "
+	if n.Op == search.OpAnd {
+		sep = " AND "
+	}
+	parts := make([]string, len(n.Kids))
+	for i, k := range n.Kids {
+		parts[i] = phraseExpr(k, w)
+	}
+	return "(" + strings.Join(parts, sep) + ")"
+}
+
+func (q *queries) DocumentIndexMissing(ctx context.Context, p store.DocumentIndexMissingParams) (int, int64, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var indexed int
+	var last int64
+	run := func(e store.Executor) error {
+		qq := e.(*queries)
+		var err error
+		indexed, last, err = indexMissing(ctx, qq.c, p.AfterItem, p.Limit)
+		return err
+	}
+	var err error
+	if q.inTx {
+		err = run(q)
+	} else {
+		err = q.db.InTx(ctx, run)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("index missing documents: %w", err)
+	}
+	return indexed, last, nil
+}
+
+// indexMissing indexes up to limit documents after the item id after that search_index lacks.
+func indexMissing(ctx context.Context, c querier, after int64, limit int) (indexed int, last int64, err error) {
+	rows, err := c.Query(ctx, `SELECT o.item_id, s.item_id IS NULL, i.name, CASE WHEN s.item_id IS NULL THEN COALESCE(i.text, '') ELSE '' END,
+			i.job_id, i.content_type, i.metadata
+		FROM outputs o JOIN items i ON i.id = o.item_id LEFT JOIN search_index s ON s.item_id = o.item_id
+		WHERE o.kind = 'document' AND o.item_id > $1 ORDER BY o.item_id LIMIT $2`, after, limit)
+	if err != nil {
+		return 0, 0, mapErr(err)
+	}
+	var docs []indexDoc
+	for rows.Next() {
+		var d indexDoc
+		var miss bool
+		if err := rows.Scan(&d.id, &miss, &d.name, &d.text, &d.jobID, &d.contentType, &d.metadata); err != nil {
+			rows.Close()
+			return 0, 0, err
+		}
+		last = d.id
+		if miss {
+			docs = append(docs, d)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, mapErr(err)
+	}
+	if len(docs) > 0 {
+		if err := indexDocs(ctx, c, docs); err != nil {
+			return 0, 0, err
+		}
+	}
+	return len(docs), last, nil
+}
+
+func (q *queries) DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error) {
+	err = q.c.QueryRow(ctx, `SELECT (SELECT count(*) FROM outputs WHERE kind = 'document'), (SELECT count(*) FROM search_index)`).Scan(&documents, &indexed)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count indexed documents: %w", mapErr(err))
+	}
+	return documents, indexed, nil
+}
