@@ -47,7 +47,9 @@ type ItemMetadataParams struct {
 	JobID int64
 	Key   string
 	Value []byte
-	Limit int // defaults to 1000
+	// AfterID pages: items with a larger id.
+	AfterID int64
+	Limit   int // defaults to 1000
 }
 
 // LimitAcquireParams asks for a slot of Key for the running task TaskID at its Attempt.

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -412,4 +413,35 @@ func (d *Definition) Correlations(event string) []*Correlation {
 		}
 	}
 	return out
+}
+
+// PathValue returns the value at path in a decoded JSON body (see [Correlation.Path]): keys
+// separated by dots, an integer indexing a list, and a string that holds JSON entered as the
+// value it encodes (an SNS envelope's Message). ok is false when the path leads nowhere.
+func PathValue(body any, path string) (v any, ok bool) {
+	v = body
+	for _, seg := range strings.Split(path, ".") {
+		if s, isStr := v.(string); isStr {
+			var inner any
+			if json.Unmarshal([]byte(s), &inner) != nil {
+				return nil, false
+			}
+			v = inner
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if v, ok = x[seg]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }

@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	qItemListByMetadata = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND metadata @> $2::jsonb ORDER BY id LIMIT $3`
+	qItemListByMetadata = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND metadata @> $2::jsonb AND id > $3 ORDER BY id LIMIT $4`
 	qClaimInsert        = `INSERT INTO claims (key, holder, state, created_at) VALUES ($1, $2, 'held', $3) ON CONFLICT (key) DO NOTHING`
 	qClaimLock          = `SELECT c.holder, c.state, c.result, COALESCE(t.state, '') FROM claims c LEFT JOIN tasks t ON t.id = c.holder WHERE c.key = $1 FOR UPDATE OF c`
 	qClaimTakeOver      = `UPDATE claims SET holder = $2 WHERE key = $1`
@@ -41,7 +41,7 @@ func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataPa
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.c.Query(ctx, qItemListByMetadata, p.JobID, string(probe), p.Limit)
+	rows, err := q.c.Query(ctx, qItemListByMetadata, p.JobID, string(probe), p.AfterID, p.Limit)
 	out, err := collect(rows, err, scanItemNoText)
 	if err != nil {
 		return nil, fmt.Errorf("list items of job %d by metadata %q: %w", p.JobID, p.Key, mapErr(err))

@@ -21,8 +21,8 @@ func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataPa
 	}
 	rows, err := q.r.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE job_id = ?1 AND EXISTS (
 		SELECT 1 FROM json_each(items.metadata) j WHERE j.key = ?2 AND j.value = json_extract(?3, '$')
-			AND (j.type IN ('true', 'false')) = (json_type(?3) IN ('true', 'false'))) ORDER BY id LIMIT ?4`,
-		p.JobID, p.Key, string(p.Value), p.Limit)
+			AND (j.type IN ('true', 'false')) = (json_type(?3) IN ('true', 'false'))) AND id > ?5 ORDER BY id LIMIT ?4`,
+		p.JobID, p.Key, string(p.Value), p.Limit, p.AfterID)
 	if err != nil {
 		return nil, fmt.Errorf("list items of job %d by metadata %q: %w", p.JobID, p.Key, err)
 	}
