@@ -683,6 +683,9 @@ type eventRequest struct {
 	// Key and Value correlate by metadata: every item of the job whose metadata[key] equals value.
 	Key   string `json:"key"`
 	Value any    `json:"value"`
+	// Body is the event's payload: alone, it correlates through the workflow's correlate:
+	// declarations; with item_id or key, it only carries the metadata they declare.
+	Body json.RawMessage `json:"body"`
 }
 
 func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
@@ -694,72 +697,43 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeCapped(r.Body, 1<<20, "an event request", &req); err != nil {
 		return err
 	}
-	if req.Event == "" || (req.ItemID == 0) == (req.Key == "") {
-		return errf(CodeBadRequest, "send event and either item_id or key and value")
+	hasBody := len(req.Body) > 0 && string(req.Body) != "null"
+	if req.Event == "" || (req.ItemID != 0 && req.Key != "") || (req.ItemID == 0 && req.Key == "" && !hasBody) {
+		return errf(CodeBadRequest, "send event and either item_id, key and value, or a body")
 	}
-	e := a.b.Engine()
-	var targets []int64
-	if req.ItemID != 0 {
-		it, err := e.Store().ItemGet(r.Context(), req.ItemID)
-		if err != nil || it.JobID != jobID {
-			return errf(CodeNotFound, "item %d not found in job %d", req.ItemID, jobID)
+	p := engine.FireParams{JobID: jobID, Event: req.Event, ItemID: req.ItemID, Key: req.Key}
+	if hasBody {
+		p.Body = req.Body
+	}
+	if req.Key != "" {
+		if p.Value, err = json.Marshal(req.Value); err != nil {
+			return errf(CodeBadRequest, "value: %v", err)
 		}
-		targets = append(targets, it.ID)
-	} else {
-		want, _ := json.Marshal(req.Value)
-		after := ""
-		for {
-			items, err := e.Store().ItemList(r.Context(), store.ItemListParams{JobID: jobID, AfterSort: after, Limit: 1000})
-			if err != nil {
-				return err
-			}
-			for _, it := range items {
-				var md map[string]json.RawMessage
-				if json.Unmarshal(it.Metadata, &md) == nil {
-					if v, ok := md[req.Key]; ok && jsonEqual(v, want) {
-						targets = append(targets, it.ID)
-					}
-				}
-			}
-			if len(items) < 1000 {
-				break
-			}
-			after = items[len(items)-1].SortKey
-		}
+	}
+	f, err := a.b.Engine().Fire(r.Context(), p)
+	switch {
+	case errors.Is(err, engine.ErrUnknownEvent):
+		return errf(CodeUnknownEvent, "%v", err)
+	case errors.Is(err, engine.ErrNoCorrelation):
+		return errf(CodeBadRequest, "%v", err)
+	case errors.Is(err, store.ErrNotFound) && req.ItemID != 0:
+		return errf(CodeNotFound, "item %d not found in job %d", req.ItemID, jobID)
+	case err != nil && req.Key != "" && strings.Contains(err.Error(), "metadata value"):
+		return errf(CodeBadRequest, "value: a string, a number or a boolean")
+	case err != nil:
+		return err
 	}
 	out := struct {
 		Event string  `json:"event"`
 		Items []int64 `json:"items"`
 		Fired int     `json:"fired"`
-	}{Event: req.Event, Items: targets}
-	for _, id := range targets {
-		fired, err := e.FireExternal(r.Context(), id, req.Event)
-		if errors.Is(err, engine.ErrUnknownEvent) {
-			return errf(CodeUnknownEvent, "%v", err)
-		}
-		if err != nil {
-			return err
-		}
-		if fired {
-			out.Fired++
-		}
-	}
+	}{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
 	}
 	// Unknown correlations and repeats are acknowledged harmlessly (DESIGN §3).
 	writeJSON(w, http.StatusAccepted, out)
 	return nil
-}
-
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xa, _ := json.Marshal(x)
-	ya, _ := json.Marshal(y)
-	return string(xa) == string(ya)
 }
 
 // --- workflows

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -153,13 +155,15 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 }
 
 func runEvent(ctx context.Context, e *env, args []string) error {
+	const usage = "event fire (--item ID | --job ID --key NAME=VALUE | --job ID --body FILE) [--body FILE] EVENT"
 	if len(args) == 0 || args[0] != "fire" {
-		return usagef("usage: event fire (--item ID | --job ID --key K=V) EVENT")
+		return usagef("usage: %s", usage)
 	}
-	fs, c := newFlags(e, "event fire", "event fire (--item ID | --job ID --key NAME=VALUE) EVENT")
+	fs, c := newFlags(e, "event fire", usage)
 	itemID := fs.Int64("item", 0, "item id")
-	jobIDf := fs.Int64("job", 0, "job id (with --key)")
+	jobIDf := fs.Int64("job", 0, "job id (with --key or --body)")
 	key := fs.String("key", "", "correlate by a metadata key: NAME=VALUE")
+	bodyFile := fs.String("body", "", "a file holding the event's JSON payload: correlated by the workflow's correlate: declarations")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -167,56 +171,61 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want one EVENT")
 	}
+	var body []byte
+	if *bodyFile != "" {
+		if body, err = os.ReadFile(*bodyFile); err != nil {
+			return fmt.Errorf("read the event body: %w", err)
+		}
+		if !json.Valid(body) {
+			return usagef("--body %s is not JSON", *bodyFile)
+		}
+	}
 	n, err := c.open(ctx, e, false)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	ids := []int64{}
+	p := engine.FireParams{Event: pos[0], Body: body}
 	switch {
 	case *itemID > 0:
-		ids = append(ids, *itemID)
+		it, err := n.Store.ItemGet(ctx, *itemID)
+		if err != nil {
+			return fmt.Errorf("item %d: %w", *itemID, err)
+		}
+		p.JobID, p.ItemID = it.JobID, it.ID
 	case *jobIDf > 0 && *key != "":
 		k, v, ok := strings.Cut(*key, "=")
 		if !ok {
 			return usagef("--key must be NAME=VALUE")
 		}
-		after := ""
-		for {
-			items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: *jobIDf, AfterSort: after, Limit: 1000})
-			if err != nil {
-				return err
-			}
-			for _, it := range items {
-				var md map[string]any
-				_ = json.Unmarshal(it.Metadata, &md)
-				if fmt.Sprint(md[k]) == v && md[k] != nil {
-					ids = append(ids, it.ID)
+		str, _ := json.Marshal(v)
+		p.JobID, p.Key, p.Value = *jobIDf, k, str
+		// A value that reads as a number or a boolean matches one too, as well as the string.
+		var x any
+		if json.Unmarshal([]byte(v), &x) == nil {
+			switch x.(type) {
+			case float64, bool:
+				q := p
+				q.Value = []byte(v)
+				if _, err := n.Engine.Fire(ctx, q); err != nil {
+					return err
 				}
 			}
-			if len(items) < 1000 {
-				break
-			}
-			after = items[len(items)-1].SortKey
 		}
-		if len(ids) == 0 {
-			fmt.Fprintf(e.stdout, "no item of job %d has %s; event acknowledged, nothing fired\n", *jobIDf, *key)
-			return nil
-		}
+	case *jobIDf > 0 && body != nil:
+		p.JobID = *jobIDf
 	default:
-		return usagef("give --item ID, or --job ID with --key NAME=VALUE")
+		return usagef("give --item ID, or --job ID with --key NAME=VALUE or --body FILE")
 	}
-	for _, id := range ids {
-		fired, err := n.Engine.FireExternal(ctx, id, pos[0])
-		if err != nil {
-			return err
-		}
-		if fired {
-			fmt.Fprintf(e.stdout, "fired %s on item %d\n", pos[0], id)
-		} else {
-			fmt.Fprintf(e.stdout, "%s had already fired on item %d; nothing to do\n", pos[0], id)
-		}
+	f, err := n.Engine.Fire(ctx, p)
+	if err != nil {
+		return err
 	}
+	if len(f.Items) == 0 {
+		fmt.Fprintf(e.stdout, "no item of job %d matches; event acknowledged, nothing fired\n", p.JobID)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "fired %s on %d of %d items %v (the others had it already)\n", pos[0], f.Fired, len(f.Items), f.Items)
 	return nil
 }
 

@@ -177,7 +177,9 @@ func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
 			return "remote:" + n
 		}
 	}
-	if s.Concurrency > 0 {
+	if s.Concurrency > 0 || s.Claim != nil || s.Limit != nil {
+		// A claim or a limit is checked by the worker before the action runs: never in a
+		// held batch or inline (see worker.queues).
 		return s.Action + "@" + def.Name + "/" + s.Name
 	}
 	return s.Action
@@ -476,7 +478,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
 			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
 		}
-		if act, spec, ok := t.e.inlineAction(s.Action); ok {
+		if act, spec, ok := t.e.inlineAction(s.Action); ok && s.Claim == nil && s.Limit == nil {
 			delete(t.tasks, it.ID)
 			ran, err := t.runInline(it, s, act, spec, p)
 			if err != nil {
@@ -519,7 +521,7 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 	}
 	clear(t.tasks) // their states changed
 	t.cancel = append(t.cancel, running...)
-	return nil
+	return t.releaseJobClaims(t.ctx, job.ID)
 }
 
 // finish settles dirty items deepest first (so a batch of children settles before their parent,
@@ -655,7 +657,7 @@ func (t *tx) settle(id int64) error {
 		}
 		has := make(map[string]bool, len(tasks))
 		for _, tk := range tasks {
-			if tk.State == store.TaskReady || tk.State == store.TaskRunning {
+			if tk.State == store.TaskReady || tk.State == store.TaskRunning || tk.State == store.TaskParked {
 				return nil // still working
 			}
 			has[tk.Step] = true

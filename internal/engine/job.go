@@ -170,27 +170,15 @@ var ErrUnknownEvent = errors.New("event not declared external by the workflow")
 
 // FireExternal fires a declared external event on an item. Repeats are harmless (false).
 func (e *Engine) FireExternal(ctx context.Context, itemID int64, event string) (bool, error) {
-	var fired bool
-	err := e.Run(ctx, func(t *Tx) error {
-		it, err := t.t.item(itemID)
-		if err != nil {
-			return err
-		}
-		def, _, err := t.t.def(it.JobID)
-		if err != nil {
-			return err
-		}
-		if !def.IsExternal(event) {
-			return fmt.Errorf("%w: %q (workflow %q declares %v)", ErrUnknownEvent, event, def.Name, def.External)
-		}
-		ev, err := t.t.itemEvents(itemID)
-		if err != nil {
-			return err
-		}
-		fired = !ev[event]
-		return t.t.fire(it, event)
-	})
-	return fired, err
+	it, err := e.store.ItemGet(ctx, itemID)
+	if err != nil {
+		return false, err
+	}
+	f, err := e.Fire(ctx, FireParams{JobID: it.JobID, ItemID: itemID, Event: event})
+	if err != nil {
+		return false, err
+	}
+	return f.Fired > 0, nil
 }
 
 // Progress is a job's progress derived from the database.

@@ -98,6 +98,8 @@ type pendingFinish struct {
 	// only: the task is its item's only one (a one-step workflow), so after its finish the
 	// item's tasks are known without reading them.
 	only bool
+	// claim: its step claims keys (claim:), so the claim it may hold ends with the attempt.
+	claim bool
 }
 
 // applyResults applies the queued results: their attempts and task finishes, then the items of the
@@ -144,10 +146,16 @@ func (tt *tx) applyResults() error {
 		return err
 	}
 	for i, p := range pend {
-		if oks[i] {
-			if err := tt.applyEffects(p); err != nil {
+		if !oks[i] {
+			continue
+		}
+		if p.claim && p.finish.State != store.TaskReady {
+			if err := tt.finishClaim(p); err != nil {
 				return err
 			}
+		}
+		if err := tt.applyEffects(p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -221,7 +229,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			return pendingFinish{}, err
 		}
 	}
-	return pendingFinish{r: r, finish: finish, itemErr: itemErr, fire: fire, only: len(def.Steps) == 1}, nil
+	return pendingFinish{r: r, finish: finish, itemErr: itemErr, fire: fire, only: len(def.Steps) == 1, claim: step.Claim != nil}, nil
 }
 
 // applyEffects writes a finished task's effects on its item.

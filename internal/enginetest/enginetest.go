@@ -119,11 +119,36 @@ func StartWith(t testing.TB, open Open, cfg Config, actions ...action.Action) *K
 	w = worker.New(wcfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
+	// As a node does: a task made ready by another process (another kit on the same schema)
+	// wakes this worker at once (Postgres LISTEN/NOTIFY), not at its next poll.
+	listening := make(chan struct{})
+	if nf, ok := db.(store.Notifier); ok {
+		go func() {
+			defer close(listening)
+			ch, take, stop := nf.Notify()
+			defer stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ch:
+					if queues, all := take(); all {
+						w.Wake()
+					} else {
+						w.WakeQueues(queues)
+					}
+				}
+			}
+		}()
+	} else {
+		close(listening)
+	}
 	t.Cleanup(func() {
 		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
 		w.Stop(sctx)
 		cancel()
+		<-listening
 		db.Close()
 	})
 	return &Kit{Engine: e, Worker: w, Store: db, Blobs: blobs, Dir: dir}

@@ -189,6 +189,10 @@ type Executor interface {
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
 	ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error)
 	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*Item, error)
+	// ItemListByMetadata returns the items of a job whose metadata holds a key with a value, in
+	// id order, through an index (Postgres) or a scan of the job's items in the database
+	// (SQLite): what correlates an external event with the items it fires on.
+	ItemListByMetadata(ctx context.Context, p ItemMetadataParams) ([]*Item, error)
 
 	// EventInsert records an event; false when it had already fired.
 	EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error)
@@ -269,6 +273,29 @@ type Executor interface {
 	TaskNextRunAfter(ctx context.Context) (time.Time, error)
 	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
 	TaskCounts(ctx context.Context, jobID int64) ([]TaskCount, error)
+
+	// ClaimTake claims p.Key for the running task p.TaskID unless another task holds it, and
+	// returns the claim as it stands: held by p.TaskID (it runs), held by another task (park it
+	// with ClaimPark in the same transaction), or done (reuse its result). A claim held by a
+	// task that is neither ready, running nor parked (its job canceled) is taken over. The
+	// claim's row stays locked until the transaction ends (Postgres: FOR UPDATE), so that a
+	// task parks only while the claim is held.
+	ClaimTake(ctx context.Context, p ClaimTakeParams) (*Claim, error)
+	// ClaimPark moves the running task to parked (its attempt given back, no lease) to wait
+	// for the claim of key: false when the task was not running that attempt.
+	ClaimPark(ctx context.Context, key string, taskID int64, attempt int, now time.Time) (bool, error)
+	// ClaimFinish finishes the claim held by p.TaskID, if any (see [ClaimFinishParams]), and
+	// puts the tasks parked on it back to ready, announcing them like any ready task; it
+	// returns their queues.
+	ClaimFinish(ctx context.Context, p ClaimFinishParams) ([]string, error)
+	// ClaimReleaseJob drops the claims held by the job's tasks that are not running (canceled
+	// with the job: a running one drops its claim as it finishes) and readies the tasks parked
+	// on them; it returns their queues.
+	ClaimReleaseJob(ctx context.Context, jobID int64, now time.Time) ([]string, error)
+	// LimitAcquire grants the running task a slot of a limit's key, or says when to ask again.
+	// Slots of tasks no longer running that attempt are freed as it counts. Calls for one key
+	// are serialised (Postgres: the key's row is locked until the transaction ends).
+	LimitAcquire(ctx context.Context, p LimitAcquireParams) (LimitAcquireResult, error)
 
 	AttemptInsert(ctx context.Context, p AttemptInsertParams) error
 	AttemptList(ctx context.Context, taskID int64) ([]*Attempt, error)

@@ -290,7 +290,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 	cat := w.e.Catalog()
 	var out []queueInfo
 	seen := map[string]bool{}
-	add := func(name, act string, limit int) {
+	add := func(name, act string, limit int, keyed bool) {
 		if seen[name] || strings.HasPrefix(name, "remote:") {
 			return // remote workers lease these over HTTP
 		}
@@ -307,7 +307,10 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 		}
 		seen[name] = true
 		spec, _ := cat.Spec(act)
-		out = append(out, queueInfo{name: name, limit: limit, brief: spec.Brief && w.e.Store().Capabilities().HeldLeases})
+		// A step's own queue with a claim or a limit is never held: they are checked in
+		// transactions of their own before the action runs.
+		brief := spec.Brief && w.e.Store().Capabilities().HeldLeases && !keyed
+		out = append(out, queueInfo{name: name, limit: limit, brief: brief})
 	}
 	limitOf := func(act string) int {
 		if n := w.cfg.Concurrency[act]; n > 0 {
@@ -320,7 +323,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 		return 4
 	}
 	for _, name := range cat.Names() {
-		add(w.e.Queue(&workflow.Definition{}, &workflow.Step{Action: name}), name, limitOf(name))
+		add(w.e.Queue(&workflow.Definition{}, &workflow.Step{Action: name}), name, limitOf(name), false)
 	}
 	if wfs, err := w.e.Store().WorkflowList(ctx); err == nil {
 		for _, wf := range wfs {
@@ -329,10 +332,15 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 				continue
 			}
 			for _, s := range def.Steps {
-				if s.Concurrency > 0 {
-					if _, ok := cat.Lookup(s.Action); ok {
-						add(w.e.Queue(def, s), s.Action, min(s.Concurrency, limitOf(s.Action)))
-					}
+				if _, ok := cat.Lookup(s.Action); !ok {
+					continue
+				}
+				keyed := s.Claim != nil || s.Limit != nil
+				switch {
+				case s.Concurrency > 0:
+					add(w.e.Queue(def, s), s.Action, min(s.Concurrency, limitOf(s.Action)), keyed)
+				case keyed:
+					add(w.e.Queue(def, s), s.Action, limitOf(s.Action), true)
 				}
 			}
 		}
@@ -593,6 +601,10 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
 	var fin finishing
 	err := w.execute(ctx, t, it, res, &fin, pf)
+	if errors.Is(err, errParked) {
+		w.disown(t.ID) // parked in the claim's transaction: no lease, nothing to commit
+		return
+	}
 	if errors.Is(err, errStopping) {
 		w.release(t)
 		if fin.flight != "" {
@@ -680,6 +692,11 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	}
 	if it == nil {
 		if it, err = w.e.Store().ItemGet(ctx, t.ItemID); err != nil {
+			return err
+		}
+	}
+	if step.Claim != nil || step.Limit != nil {
+		if done, err := w.keyed(ctx, t, step, it, res); done || err != nil {
 			return err
 		}
 	}

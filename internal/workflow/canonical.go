@@ -94,6 +94,7 @@ func Marshal(def *Definition) ([]byte, error) {
 		if s.Concurrency != 0 {
 			fmt.Fprintf(&b, `,"concurrency":%d`, s.Concurrency)
 		}
+		writeKeyed(&b, s)
 		if s.Deadline != 0 {
 			b.WriteString(`,"deadline":`)
 			writeString(&b, s.Deadline.String())

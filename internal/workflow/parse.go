@@ -359,7 +359,7 @@ func (p *parser) steps(n *yaml.Node) ([]*Step, error) {
 	return steps, nil
 }
 
-var stepFields = []string{"action", "needs", "when", "deadline", "success", "failure", "with", "concurrency", "timeout", "attempts", "progress_weight"}
+var stepFields = []string{"action", "needs", "when", "deadline", "success", "failure", "with", "concurrency", "claim", "limit", "correlate", "timeout", "attempts", "progress_weight"}
 
 func (p *parser) step(kv keyValue) (*Step, error) {
 	name, n := kv.key, kv.value
@@ -445,6 +445,18 @@ func (p *parser) step(kv keyValue) (*Step, error) {
 			}
 			if s.Concurrency < 0 {
 				return nil, p.errf(v.Line, name, "concurrency", "must not be negative, got %d", s.Concurrency)
+			}
+		case "claim":
+			if s.Claim, err = p.claim(s, v); err != nil {
+				return nil, err
+			}
+		case "limit":
+			if s.Limit, err = p.limit(s, v); err != nil {
+				return nil, err
+			}
+		case "correlate":
+			if s.Correlate, err = p.correlate(s, v); err != nil {
+				return nil, err
 			}
 		case "attempts":
 			if s.Attempts, err = p.int(v, name, "attempts"); err != nil {

@@ -83,6 +83,7 @@ func Validate(def *Definition, lookup Lookup, actions ...string) (warnings []Dia
 	v := &validator{def: def, lookup: lookup, actions: actions, specs: make(map[*Step]*action.Spec)}
 	v.structure()
 	v.conditions()
+	v.keyed()
 	v.actionsAndSettings()
 	v.events()
 	slices.SortStableFunc(v.diags, func(a, b Diagnostic) int { return a.Line - b.Line })
@@ -435,6 +436,9 @@ func (v *validator) events() {
 	outcomes := make(map[*Step][]string, len(steps))
 	for _, s := range steps {
 		out := slices.Concat(s.Success, s.Failure)
+		if s.Claim != nil {
+			out = append(out, s.Claim.Reused...)
+		}
 		if spec := v.specs[s]; spec != nil {
 			oc := slices.Clone(spec.Outcomes)
 			if spec.OutcomesFor != nil {

@@ -44,6 +44,14 @@ type Step struct {
 	// its other needs have all fired; when it passes, the step is skipped with a deadline error
 	// (the item's error) and fires its failure events. 0 means it waits as long as it takes.
 	Deadline Duration `json:"deadline,omitempty"`
+	// Claim, when set, makes the step's tasks claim a key or park until its claimer finishes
+	// (see [Claim]).
+	Claim *Claim `json:"claim,omitempty"`
+	// Limit, when set, bounds the step's tasks per key across processes (see [Limit]).
+	Limit *Limit `json:"limit,omitempty"`
+	// Correlate maps an external event the step needs to how its body finds the items it
+	// fires on and what of it lands in their metadata (see [Correlation]).
+	Correlate map[string]*Correlation `json:"correlate,omitempty"`
 	// Timeout is the per-attempt timeout; 0 means the action's default.
 	Timeout Duration `json:"timeout,omitempty"`
 	// Attempts bounds attempts (crashes, timeouts, transient errors); 0 means 3.

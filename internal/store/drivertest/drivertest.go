@@ -97,3 +97,22 @@ func DropSchema(tb testing.TB, url, schema string) {
 		tb.Error(err)
 	}
 }
+
+// SharedPostgres returns an Open whose every call opens a new store — its own pool, as another
+// process would — on one new schema of the database at SLUICE_TEST_DATABASE_URL, dropped when
+// tb ends. It skips tb without the database (see [DatabaseURL]).
+func SharedPostgres(tb testing.TB) Open {
+	tb.Helper()
+	url := DatabaseURL(tb)
+	schema := Schema(tb)
+	tb.Cleanup(func() { DropSchema(tb, url, schema) }) // after the stores close (cleanups run last first)
+	return func(tb testing.TB) store.Store {
+		tb.Helper()
+		db, err := postgres.Open(tb.Context(), postgres.Config{URL: url, Schema: schema})
+		if err != nil {
+			tb.Fatalf("open postgres: %v", err)
+		}
+		tb.Cleanup(func() { db.Close() })
+		return db
+	}
+}

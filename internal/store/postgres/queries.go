@@ -695,13 +695,13 @@ const (
 	qTaskRenew = `UPDATE tasks SET lease_expires = $1 WHERE id IN (
 		SELECT id FROM tasks WHERE id = ANY($3) AND state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
-	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running')`
+	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running', 'parked')`
 	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
 	// qTaskCancelReady checks the state again as it updates (a task may have been leased since
 	// the subquery read it), written state || '' so that the planner does not read a partial
 	// index of every ready task to intersect it with the ids (see qTaskFinishMany).
 	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2
-		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state = 'ready')) AND state || '' = 'ready'`
+		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state IN ('ready', 'parked'))) AND state || '' IN ('ready', 'parked')`
 	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
 	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
 		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`

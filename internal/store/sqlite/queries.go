@@ -843,7 +843,7 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 
 func (q *queries) TaskCountActive(ctx context.Context, itemID int64) (int, error) {
 	var n int
-	err := q.wrow(ctx, `SELECT count(*) FROM tasks WHERE item_id = ? AND state IN ('ready', 'running')`, itemID).Scan(&n)
+	err := q.wrow(ctx, `SELECT count(*) FROM tasks WHERE item_id = ? AND state IN ('ready', 'running', 'parked')`, itemID).Scan(&n)
 	return n, mapErr(err)
 }
 
@@ -889,7 +889,7 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 }
 
 func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) ([]int64, error) {
-	if _, err := q.w.ExecContext(ctx, `UPDATE tasks SET state = 'canceled', error = ?, finished_at = ? WHERE job_id = ? AND state = 'ready'`, reason, micros(now), jobID); err != nil {
+	if _, err := q.w.ExecContext(ctx, `UPDATE tasks SET state = 'canceled', error = ?, finished_at = ? WHERE job_id = ? AND state IN ('ready', 'parked')`, reason, micros(now), jobID); err != nil {
 		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, err)
 	}
 	rows, err := q.w.QueryContext(ctx, `SELECT id FROM tasks WHERE job_id = ? AND state = 'running'`, jobID)
