@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -37,6 +38,10 @@ type Config struct {
 	// Leader, when set, reports whether this process is the maintenance leader, shown on
 	// /metrics as sluice_maintenance_leader.
 	Leader func() bool
+	// Sources, when set, serves POST /v1/sources/{name} for admins (internal/source).
+	Sources http.Handler
+	// MoreMetrics, when set, writes more metrics to /metrics (the outbox's).
+	MoreMetrics func(ctx context.Context, w io.Writer) error
 	// NoAuth disables authentication (tests of handlers only; never in production).
 	NoAuth bool
 }
@@ -74,6 +79,13 @@ func New(cfg Config) *API {
 	})
 	if cfg.Workers != nil {
 		a.mux.Handle("/v1/workers/", a.metrics.instrument("worker", cfg.Workers.Handler()))
+	}
+	if cfg.Sources != nil {
+		a.mux.Handle("POST /v1/sources/{name}", a.metrics.instrument("sources", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if a.authorized(w, r, RoleAdmin) {
+				cfg.Sources.ServeHTTP(w, r)
+			}
+		})))
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if !a.authorized(w, r, RoleReader) {

@@ -55,6 +55,7 @@ func commands() []command {
 		{"serve", "run the HTTP API, the remote worker protocol and the workers", runServe},
 		{"worker", "serve a remote action by running a local command per task", runWorker},
 		{"migrate", "apply or show PostgreSQL schema migrations, or copy a data dir to PostgreSQL: migrate up|status|copy", runMigrate},
+		{"outbox", "show the outbox's pending messages per sink: outbox status", runOutbox},
 		{"token", "create, list or revoke API tokens: token create --role admin|worker|reader", runToken},
 		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stdout, "sluice", version)
@@ -120,6 +121,7 @@ type common struct {
 	blobs    string
 	lease    time.Duration
 	verbose  bool
+	topics   *topicFlags
 }
 
 func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
@@ -135,6 +137,7 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.StringVar(&c.database, "database", os.Getenv("SLUICE_DATABASE"), "a postgres:// URL to share state between processes (default: the data dir's SQLite file)")
 	fs.DurationVar(&c.lease, "lease", 0, "task lease duration: how soon a dead process's tasks are taken over (default 30s)")
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
+	c.topics = addTopicFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
 		fs.PrintDefaults()
@@ -181,6 +184,11 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease}
+	topics, err := c.topics.config()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Topics = topics
 	if c.database != "" {
 		pcfg, err := postgresConfig("--database", c.database)
 		if err != nil {

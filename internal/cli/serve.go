@@ -64,7 +64,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			pathRoots = append(pathRoots, abs)
 		}
 	}
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader})
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader,
+		Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
