@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -188,4 +189,79 @@ func TestSourceKilledMidStream(t *testing.T) {
 	if complete < requests-50 {
 		t.Errorf("only %d of %d jobs complete", complete, requests)
 	}
+}
+
+// TestMeadowChainThroughSubject runs Meadow's chain the Sequins way: examples/meadow-ingest-sheet
+// in one installation publishes every row's outcome to meadow.sheet.row-validated;
+// examples/meadow-file-set in another, joined to it only by a source on that subject with the
+// filter status: ok, makes a file set job of each valid row — none of the invalid ones — and
+// publishes each file set's completion to meadow.file-set.complete.
+func TestMeadowChainThroughSubject(t *testing.T) {
+	if testing.Short() {
+		t.Skip("meadow chain: skipped in -short")
+	}
+	nats1 := natstest.Shared(t)
+	dir := t.TempDir()
+	stream := fmt.Sprintf("MEADOW_%d", time.Now().UnixNano())
+	prefix := strings.ToLower(stream)
+	sinkURL := nats1 + "/" + prefix + "?stream=" + stream
+	rows := filepath.Join(dir, "rows")
+	if err := os.MkdirAll(rows, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const valid, invalid = 12, 4
+	for i := range valid + invalid {
+		body := fmt.Sprintf("role: access\nfile: f%02d.tif\n", i)
+		if i >= valid {
+			body = fmt.Sprintf("file: f%02d.tif\n", i) // no role: invalid
+		}
+		if err := os.WriteFile(filepath.Join(rows, fmt.Sprintf("row-%02d.txt", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fileSets := filepath.Join(dir, "file-sets")
+	if out, err := exec.Command(binary, "workflow", "apply", "--data", fileSets, "../../examples/meadow-file-set.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	source := "rows=" + nats1 + "/" + prefix + ".sheet.row-validated?stream=" + stream + "&durable=" + prefix +
+		"&workflow=meadow-file-set&filter.status=ok&filter.context=Sheet"
+	stop, out := serve(t, "--data", fileSets, "--listen", freeAddr(t), "--sink", "meadow="+sinkURL, "--source", source)
+
+	// Part 1: its invalid rows fail, so the run reports a job with errors; what matters is
+	// what it published.
+	sheet := filepath.Join(dir, "sheet")
+	res, _ := exec.Command(binary, "run", "--data", sheet, "--sink", "meadow="+sinkURL, "../../examples/meadow-ingest-sheet.yaml", rows).CombinedOutput()
+
+	nc, err := nats.Connect(nats1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	count := func(subject string) (uint64, error) {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return 0, err
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return 0, err
+		}
+		return info.State.Subjects[subject], nil
+	}
+	poll.Until(t, 30*time.Second, "every row's outcome published", func() (bool, string) {
+		n, err := count(prefix + ".sheet.row-validated")
+		return n == valid+invalid, fmt.Sprintf("%d (%v)\n%s", n, err, res)
+	})
+	poll.Until(t, 60*time.Second, "a completed file set per valid row", func() (bool, string) {
+		n, err := count(prefix + ".file-set.complete")
+		return n == valid, fmt.Sprintf("%d (%v)\n%s", n, err, out.String())
+	})
+	stop(true)
+	jobs, complete := sourceJobs(t, fileSets, "rows")
+	if len(jobs) != valid || complete != valid {
+		t.Fatalf("%d file set jobs (%d complete), want %d: only the rows with status ok", len(jobs), complete, valid)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
 }
