@@ -29,6 +29,9 @@ import (
 // drivertestSQLite opens the embedded store, for tests that are about sinks, not drivers.
 func drivertestSQLite(tb testing.TB) store.Store { return drivertest.OpenSQLite(tb) }
 
+// drivertestPostgres opens a Postgres store in a new schema (skipping without a database).
+func drivertestPostgres(tb testing.TB) store.Store { return drivertest.OpenPostgres(tb) }
+
 // recorder is a sink that keeps what it was sent, failing while down is set.
 type recorder struct {
 	mu   sync.Mutex
