@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -56,7 +57,11 @@ func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.Handler.Logger.Error("webhook source", "source", spec.Name, "message_id", m.ID, "error", err)
+		log := s.Handler.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		log.Error("webhook source", "source", spec.Name, "message_id", m.ID, "error", err)
 		httpError(w, http.StatusInternalServerError, "internal", "internal error; see the server log")
 		return
 	}
