@@ -161,7 +161,10 @@ func (o *Outbox) Installation() string { return o.inst }
 // domain gives the outbox's tables to the engine's domain registry; it takes no writes.
 type domain struct{}
 
-func (domain) Migrations(d store.Dialect) []store.DomainMigration {
+func (domain) Migrations(d store.Dialect) []store.DomainMigration { return Migrations(d) }
+
+// Migrations returns the outbox tables' migrations in the dialect.
+func Migrations(d store.Dialect) []store.DomainMigration {
 	ms, err := store.DomainMigrationsFS(migrations, "migrations/"+string(d))
 	if err != nil || len(ms) == 0 {
 		panic(fmt.Sprintf("outbox: no migrations for %s: %v", d, err)) // a build mistake
