@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -42,6 +43,10 @@ type Config struct {
 	// Leader, when set, reports whether this process is the maintenance leader, shown on
 	// /metrics as sluice_maintenance_leader.
 	Leader func() bool
+	// Sources, when set, serves POST /v1/sources/{name} for admins (internal/source).
+	Sources http.Handler
+	// MoreMetrics, when set, writes more metrics to /metrics (the outbox's).
+	MoreMetrics func(ctx context.Context, w io.Writer) error
 	// NoAuth disables authentication (tests of handlers only; never in production).
 	NoAuth bool
 	// Limits bounds what a request may make the server read and store.
@@ -140,6 +145,13 @@ func New(cfg Config) *API {
 	})
 	if cfg.Workers != nil {
 		a.mux.Handle("/v1/workers/", a.metrics.instrument("worker", cfg.Workers.Handler()))
+	}
+	if cfg.Sources != nil {
+		a.mux.Handle("POST /v1/sources/{name}", a.metrics.instrument("sources", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if a.authorized(w, r, RoleAdmin) {
+				cfg.Sources.ServeHTTP(w, r)
+			}
+		})))
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if !a.authorized(w, r, RoleReader) {

@@ -164,6 +164,11 @@ func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 		fmt.Fprintf(&b, "# HELP sluice_maintenance_leader 1 when this process leads maintenance (lease reaping, blob collection).\n# TYPE sluice_maintenance_leader gauge\nsluice_maintenance_leader %d\n", v)
 	}
+	if a.cfg.MoreMetrics != nil {
+		if err := a.cfg.MoreMetrics(ctx, &b); err != nil {
+			return err
+		}
+	}
 	a.metrics.write(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, err = io.WriteString(w, b.String())

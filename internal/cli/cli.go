@@ -56,6 +56,7 @@ func commands() []command {
 		{"serve", "run the HTTP API, the remote worker protocol and the workers", runServe},
 		{"worker", "serve a remote action by running a local command per task", runWorker},
 		{"migrate", "apply or show PostgreSQL schema migrations, or copy a data dir to PostgreSQL: migrate up|status|copy", runMigrate},
+		{"outbox", "show the outbox's pending messages per sink: outbox status", runOutbox},
 		{"token", "create, list or revoke API tokens: token create --role admin|worker|reader", runToken},
 		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stdout, "sluice", version)
@@ -182,6 +183,7 @@ type common struct {
 	// maxDepth and maxItems bound every job's item tree (engine.Config).
 	maxDepth int
 	maxItems int64
+	topics   *topicFlags
 }
 
 // listFlag is a flag of comma-separated values, repeatable; the first use replaces the default
@@ -244,6 +246,7 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.IntVar(&c.maxDepth, "max-item-depth", 0, "the deepest a job's item tree may grow; a child deeper fails its task with a named error (default 64)")
 	fs.Int64Var(&c.maxItems, "max-job-items", 0, "how many items a job may make (per process); past it a child fails its task with a named error (default 10,000,000)")
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
+	c.topics = addTopicFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
 		fs.PrintDefaults()
@@ -295,6 +298,11 @@ func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 		return cfg, err
 	}
 	cfg.Egress = pol
+	topics, err := c.topics.config()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Topics = topics
 	if c.database != "" {
 		pcfg, err := postgresConfig("--database", c.database)
 		if err != nil {

@@ -67,6 +67,8 @@ type Engine struct {
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
 	domains map[string]Domain
 	counts  itemCounts
+	// publisher records publications (see SetPublisher), guarded by mu.
+	publisher Publisher
 }
 
 type defKey struct {
@@ -226,6 +228,9 @@ type tx struct {
 	cancel      []int64
 	ended       map[int64]string
 	results     []*Result // queued by Tx.Apply, applied together in finish
+	// pubs are the publications queued for the publisher; published says some were recorded.
+	pubs      []Publication
+	published bool
 	// fresh holds the items created in this transaction, each with the tasks it got here (see
 	// pending.go); freshStale says those task states may have changed since (a job's tasks were
 	// canceled) and must be read.
@@ -253,6 +258,9 @@ func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
 			return err
 		}
 		if err := t.finish(); err != nil {
+			return err
+		}
+		if err := t.flushPublications(); err != nil {
 			return err
 		}
 		return t.flushPending()
@@ -304,6 +312,9 @@ func (t *tx) notify() {
 	}
 	for id, st := range t.ended {
 		t.e.cfg.OnJobEnd(id, st)
+	}
+	if t.published {
+		t.e.getPublisher().Committed()
 	}
 }
 
@@ -415,6 +426,9 @@ func (t *tx) fire(it *store.Item, event string) error {
 	t.markDirty(it)
 	def, job, err := t.def(it.JobID)
 	if err != nil {
+		return err
+	}
+	if err := t.publishEvent(def, job, it, event); err != nil {
 		return err
 	}
 	if event == workflow.EventFail {

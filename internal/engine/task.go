@@ -261,6 +261,11 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 			}
 		}
 	}
+	if finish.State == store.TaskComplete || finish.State == store.TaskFailed {
+		if err := tt.publishTask(it, task, finish.State, itemErr, r); err != nil {
+			return err
+		}
+	}
 	if up.Text != nil || up.ThumbnailSHA != "" || up.Metadata != nil || up.ContentType != "" || up.Error != "" {
 		if err := tt.x.ItemUpdate(tt.ctx, up); err != nil {
 			return err

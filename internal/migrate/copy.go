@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/outbox"
+	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 )
@@ -121,6 +123,13 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 
 	start := time.Now()
 	err = cfg.To.Import(ctx, func(imp *postgres.Importer) error {
+		// The outbox's tables (a domain every node registers) are created in the target
+		// as the source has them, to receive its rows: pending messages keep their ids.
+		if !imp.HasTable("outbox_messages") && hasDomain(ctx, from, outbox.DomainName) {
+			if err := imp.CreateDomain(ctx, outbox.Migrations(store.DialectPostgres)); err != nil {
+				return err
+			}
+		}
 		return from.Export(ctx, func(t *sqlite.ExportTable) error {
 			tstart := time.Now()
 			n, err := imp.Table(ctx, t.Name, t.Columns, t)
@@ -169,4 +178,18 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// hasDomain reports whether the store has applied a migration of the domain.
+func hasDomain(ctx context.Context, db store.Store, domain string) bool {
+	rows, err := db.DomainSQL().Query(ctx, `SELECT count(*) FROM domain_migrations WHERE domain = ?`, domain)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	var n int
+	if rows.Next() {
+		_ = rows.Scan(&n)
+	}
+	return n > 0
 }

@@ -75,6 +75,8 @@ type Config struct {
 	// announced; see worker.Config. On a store that listens (Postgres), other processes' ready
 	// tasks wake it at once, so the poll is only the fallback (behind PgBouncer, say).
 	PollInterval time.Duration
+	// Topics are the outbox's sinks and the sources; see [Topics].
+	Topics Topics
 }
 
 // Node is an opened installation.
@@ -101,6 +103,8 @@ type Node struct {
 	listenOnce sync.Once
 	stopListen context.CancelFunc
 	listening  sync.WaitGroup
+
+	topics *topics
 }
 
 // Listener hears about tasks made ready and tasks to cancel, for components outside the
@@ -246,6 +250,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
 		}})
+	if err := n.openTopics(ctx, cfg); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if cfg.Engine {
 		tmp := filepath.Join(cfg.DataDir, "tmp")
 		_ = os.RemoveAll(tmp) // attempt dirs of a killed process
@@ -303,6 +311,7 @@ func (n *Node) Start(ctx context.Context) {
 	if n.Maintenance != nil {
 		n.Maintenance.Start(ctx)
 	}
+	n.startTopics(ctx)
 }
 
 // Stop stops the maintenance loop, handing leadership to another process, then the workers,
@@ -338,6 +347,7 @@ func (n *Node) unlisten() {
 
 // waiting up to grace for running tasks.
 func (n *Node) Stop(grace time.Duration) {
+	n.stopSources()
 	n.unlisten()
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()
@@ -347,10 +357,13 @@ func (n *Node) Stop(grace time.Duration) {
 		defer cancel()
 		n.Worker.Stop(ctx)
 	}
+	n.stopRelays(grace)
 }
 
 // Close stops the maintenance loop if Stop did not, and releases the store and the lock.
 func (n *Node) Close() error {
+	n.stopSources()
+	n.stopRelays(0)
 	n.unlisten()
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()

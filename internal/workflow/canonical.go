@@ -112,9 +112,16 @@ func Marshal(def *Definition) ([]byte, error) {
 				return nil, fmt.Errorf("marshal workflow %q: step %q: progress_weight: %w", def.Name, s.Name, err)
 			}
 		}
+		if err := writePublish(&b, s.Publish); err != nil {
+			return nil, fmt.Errorf("marshal workflow %q: step %q: publish: %w", def.Name, s.Name, err)
+		}
 		b.WriteByte('}')
 	}
-	b.WriteString("}}")
+	b.WriteByte('}')
+	if err := writePublish(&b, def.Publish); err != nil {
+		return nil, fmt.Errorf("marshal workflow %q: publish: %w", def.Name, err)
+	}
+	b.WriteByte('}')
 	return b.Bytes(), nil
 }
 

@@ -282,7 +282,7 @@ func (p *parser) unknownField(kv keyValue, step string, known []string) error {
 	return p.errf(kv.kline, step, "", "%s", msg)
 }
 
-var topFields = []string{"name", "external", "steps"}
+var topFields = []string{"name", "external", "steps", "publish"}
 
 func (p *parser) definition(root *yaml.Node) (*Definition, error) {
 	if root.Kind != yaml.MappingNode {
@@ -313,6 +313,10 @@ func (p *parser) definition(root *yaml.Node) (*Definition, error) {
 				return nil, err
 			}
 			def.External, def.pos.external = list, lines
+		case "publish":
+			if def.Publish, err = p.publishRules(kv.value, ""); err != nil {
+				return nil, err
+			}
 		case "steps":
 			haveSteps = true
 			if def.Steps, err = p.steps(kv.value); err != nil {
@@ -359,7 +363,7 @@ func (p *parser) steps(n *yaml.Node) ([]*Step, error) {
 	return steps, nil
 }
 
-var stepFields = []string{"action", "needs", "when", "deadline", "success", "failure", "with", "concurrency", "claim", "limit", "correlate", "timeout", "attempts", "progress_weight"}
+var stepFields = []string{"action", "needs", "when", "deadline", "success", "failure", "with", "concurrency", "claim", "limit", "correlate", "timeout", "attempts", "progress_weight", "publish"}
 
 func (p *parser) step(kv keyValue) (*Step, error) {
 	name, n := kv.key, kv.value
@@ -502,6 +506,10 @@ func (p *parser) step(kv keyValue) (*Step, error) {
 				w = 0 // normalize -0
 			}
 			s.ProgressWeight = &w
+		case "publish":
+			if s.Publish, err = p.publishRules(v, name); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, p.unknownField(f, name, stepFields)
 		}

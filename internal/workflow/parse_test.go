@@ -46,7 +46,7 @@ func malformedCases() []malformedCase {
 		{"not a mapping", "- a\n- b\n", "workflow must be a mapping with name, external and steps, got list", 1},
 		// Parse: top-level fields.
 		{"unknown top field", lines("name: a", "step: {}"), `unknown field "step" (did you mean "steps"?)`, 2},
-		{"unknown top field far", lines("name: a", "version: 2"), `unknown field "version" (known: name, external, steps)`, 2},
+		{"unknown top field far", lines("name: a", "version: 2"), `unknown field "version" (known: name, external, steps, publish)`, 2},
 		{"duplicate top key", lines("name: a", "name: b", "steps: {s: {action: noop, needs: [start]}}"), `duplicate key "name" (first at line 1)`, 2},
 		{"missing name", lines("steps:", "  s: {action: noop, needs: [start]}"), "missing name", 1},
 		{"name not a string", lines("name: 5", "steps: {}"), "name: must be a string, got number", 1},

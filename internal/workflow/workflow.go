@@ -20,6 +20,8 @@ const (
 type Definition struct {
 	Name     string   `json:"name"`
 	External []string `json:"external,omitempty"`
+	// Publish lists rules that publish events fired on items (see [PublishRule]).
+	Publish []PublishRule `json:"publish,omitempty"`
 	// Steps in the order they appear in the source.
 	Steps []*Step `json:"steps"`
 
@@ -58,6 +60,8 @@ type Step struct {
 	Attempts int `json:"attempts,omitempty"`
 	// ProgressWeight is the share of the item's progress colored when the task completes; nil means the action's default.
 	ProgressWeight *float64 `json:"progress_weight,omitempty"`
+	// Publish lists rules that publish the step's outcomes (see [PublishRule]).
+	Publish []PublishRule `json:"publish,omitempty"`
 	// Line is the source line of the step's key, for messages. Not part of the definition's identity.
 	Line int `json:"-"`
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // RowSource is a stream of rows to import, shaped like pgx.CopyFromSource: Next advances, Values
@@ -93,6 +95,7 @@ func (db *DB) Import(ctx context.Context, fn func(imp *Importer) error) error {
 	if err := fn(imp); err != nil {
 		return err
 	}
+	names = imp.names() // with the tables of domains fn created (CreateDomain)
 	for _, t := range names {
 		if !imp.done[t] {
 			return fmt.Errorf("import: the source has no table %s", t)
@@ -375,4 +378,49 @@ func converter(typ string) (func(any) (any, error), error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("no conversion to column type %s", typ)
+}
+
+// HasTable reports whether the target has the table.
+func (imp *Importer) HasTable(name string) bool {
+	_, ok := imp.tables[name]
+	return ok
+}
+
+// CreateDomain creates a domain's tables in the import's transaction by running its
+// migrations, then empties them, so that the source's rows — the domain's and its
+// domain_migrations records — are imported like any other table. A domain whose tables exist
+// already must not be created again: see [Importer.HasTable].
+func (imp *Importer) CreateDomain(ctx context.Context, ms []store.DomainMigration) error {
+	for _, m := range ms {
+		if _, err := imp.tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("import: create domain tables (%s): %w", m.Name, err)
+		}
+	}
+	rows, err := imp.tx.Query(ctx, `SELECT c.table_name, c.column_name, c.data_type, c.is_identity = 'YES'
+		FROM information_schema.columns c
+		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+		WHERE c.table_schema = $1 AND t.table_type = 'BASE TABLE' AND c.table_name <> 'schema_migrations'
+		ORDER BY c.table_name, c.ordinal_position`, imp.schema)
+	if err != nil {
+		return fmt.Errorf("import: read the schema: %w", err)
+	}
+	tables := map[string][]column{}
+	var table string
+	var c column
+	if _, err := pgx.ForEachRow(rows, []any{&table, &c.name, &c.typ, &c.identity}, func() error {
+		tables[table] = append(tables[table], c)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("import: read the schema: %w", err)
+	}
+	for t := range tables {
+		if _, old := imp.tables[t]; old {
+			continue
+		}
+		if _, err := imp.tx.Exec(ctx, "TRUNCATE "+imp.ident(t)); err != nil {
+			return fmt.Errorf("import: empty %s: %w", t, err)
+		}
+	}
+	imp.tables = tables
+	return nil
 }

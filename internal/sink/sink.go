@@ -1,0 +1,138 @@
+// Package sink delivers messages to brokers and endpoints: NATS JetStream, HTTP webhooks and
+// JSONL files, each opened from a URL. A sink reports, per message, whether the receiver
+// acknowledged it; the outbox (internal/outbox) deletes a message only then, so every sink is
+// at-least-once, and each message carries a stable id by which a redelivery is deduplicated
+// (JetStream's Nats-Msg-Id window, a webhook consumer's Sluice-Message-Id, a file line's id).
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Message is one message to deliver.
+type Message struct {
+	// ID is the message's stable id: a redelivery carries the same one.
+	ID string
+	// Subject is the subject (NATS), the Sluice-Subject header (webhook) or a field (file).
+	Subject string
+	// Attributes travel as headers (NATS, webhook) or a field (file).
+	Attributes map[string]string
+	Body       []byte
+}
+
+// Sink delivers messages. Implementations are safe for concurrent use.
+type Sink interface {
+	// Send delivers msgs, in order per subject, and returns one error per message: nil once
+	// the receiver acknowledged it. A sink that sends one message at a time (webhook) does not
+	// attempt a message after a failed one of the same subject (its error is
+	// [ErrNotAttempted]), so a retry keeps the order; one that pipelines (JetStream) may have
+	// delivered later messages of the subject, and the retry then follows them, same id.
+	Send(ctx context.Context, msgs []Message) []error
+	// Close releases the sink's connections.
+	Close() error
+}
+
+// ErrNotAttempted is the error of a message that a sink did not try to deliver because an
+// earlier message of its subject failed.
+var ErrNotAttempted = errors.New("not attempted: an earlier message of its subject failed")
+
+// Options configures [Open].
+type Options struct {
+	// Timeout bounds one delivery (a webhook request, a JetStream acknowledgement). Defaults to 10s.
+	Timeout time.Duration
+	// Logger logs connection events. Defaults to discarding.
+	Logger *slog.Logger
+	// HTTPClient sends webhook requests. Defaults to a client with Timeout.
+	HTTPClient *http.Client
+}
+
+// Open opens a sink from its URL:
+//
+//   - nats://HOST:PORT[/PREFIX][?stream=NAME&duplicates=2m] — JetStream. Subjects are
+//     PREFIX.SUBJECT. With stream, a stream of that name capturing PREFIX.> is created when
+//     missing, with the duplicates window (default 2m, JetStream's).
+//   - http://… or https://…[?secret=S | ?secret_file=F] — a webhook: one POST per message,
+//     signed with HMAC-SHA256 of the body under the secret (the query parameters are not sent).
+//   - file:PATH — appends one JSON line per message to PATH, fsynced before acknowledging.
+func Open(ctx context.Context, raw string, o Options) (Sink, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("sink url: %w", err)
+	}
+	switch u.Scheme {
+	case "nats":
+		return openNATS(ctx, u, o)
+	case "http", "https":
+		return openWebhook(u, o)
+	case "file":
+		path := u.Opaque
+		if path == "" {
+			path = u.Path
+		}
+		if path == "" {
+			return nil, fmt.Errorf("sink url %q: no file path (file:/var/log/out.jsonl)", Redact(raw))
+		}
+		return OpenFile(path)
+	}
+	return nil, fmt.Errorf("sink url %q: unknown scheme %q (nats, http, https, file)", Redact(raw), u.Scheme)
+}
+
+// Redact returns the URL with secrets (a password, a secret parameter) replaced, for logs.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid url)"
+	}
+	q := u.Query()
+	if q.Has("secret") {
+		q.Set("secret", "xxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// readSecret returns the secret given by ?secret= or ?secret_file=.
+func readSecret(q url.Values) (string, error) {
+	if s := q.Get("secret"); s != "" {
+		return s, nil
+	}
+	if f := q.Get("secret_file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("webhook secret: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", nil
+}
+
+// skipAfterFailure sends msgs one subject at a time, in order, with send, marking the messages
+// of a subject after its first failure [ErrNotAttempted].
+func skipAfterFailure(msgs []Message, send func(i int) error) []error {
+	errs := make([]error, len(msgs))
+	failed := map[string]bool{}
+	for i, m := range msgs {
+		if failed[m.Subject] {
+			errs[i] = ErrNotAttempted
+			continue
+		}
+		if errs[i] = send(i); errs[i] != nil {
+			failed[m.Subject] = true
+		}
+	}
+	return errs
+}

@@ -1,0 +1,256 @@
+// Package source feeds Sluice from messages: each message a source accepts becomes a job of a
+// named workflow (its body as the root's metadata or as its file) or an external event fired on
+// the item whose metadata holds the message's correlation key. A source is a JetStream durable
+// consumer ([Consumer]) or an HTTP endpoint, POST /v1/sources/{name} ([Set.ServeHTTP]).
+//
+// Exactly once in effect: a message is acknowledged only after its job or event committed, and
+// its job is keyed by the message's id (Nats-Msg-Id or Sluice-Message-Id, else the stream
+// sequence or the body's hash), so a redelivered message finds its job instead of creating a
+// second one; a repeated event is a no-op (events are a set).
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Spec is a source's configuration, parsed from its URL ([Parse]):
+//
+//	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W[&as=metadata|file][&filter.ATTR=V1,V2…]
+//	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W&event=E&key=K[&filter.…]
+//	webhook:?workflow=W[&as=…][&event=E&key=K][&secret=S][&filter.…]
+type Spec struct {
+	Name string
+	// URL is the source's URL, with secrets redacted.
+	URL string
+	// Server and Subject, Stream and Durable: the JetStream consumer (nats:// sources).
+	Server                   *url.URL
+	Subject, Stream, Durable string
+	// Workflow is the workflow of the jobs (or, with Event, of the jobs searched for the item).
+	Workflow string
+	// As is how a job gets the body: "metadata" (a JSON object merged into the root's
+	// metadata; other bodies as {"body": "…"}) or "file" (the root's file). Defaults to metadata.
+	As string
+	// Event, with Key, makes the message an external event fired on the item of a running job
+	// of Workflow whose metadata Key equals the message's Key attribute (or body field).
+	Event, Key string
+	// Filters select messages by attribute: each named attribute must have one of the values.
+	Filters map[string][]string
+	// Secret, for webhook sources, is the HMAC-SHA256 key of the Sluice-Signature header.
+	Secret string
+}
+
+// Parse parses a source URL.
+func Parse(name, raw string) (*Spec, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", name, err)
+	}
+	q := u.Query()
+	s := &Spec{Name: name, Workflow: q.Get("workflow"), As: q.Get("as"), Event: q.Get("event"), Key: q.Get("key"),
+		Secret: q.Get("secret"), Filters: map[string][]string{}}
+	for k, vs := range q {
+		if attr, ok := strings.CutPrefix(k, "filter."); ok {
+			for _, v := range vs {
+				s.Filters[strings.ToLower(attr)] = append(s.Filters[strings.ToLower(attr)], strings.Split(v, ",")...)
+			}
+		}
+	}
+	if s.As == "" {
+		s.As = "metadata"
+	}
+	if s.As != "metadata" && s.As != "file" {
+		return nil, fmt.Errorf("source %s: as=%q: metadata or file", name, s.As)
+	}
+	if s.Workflow == "" {
+		return nil, fmt.Errorf("source %s: no workflow= (the workflow of its jobs)", name)
+	}
+	if (s.Event == "") != (s.Key == "") {
+		return nil, fmt.Errorf("source %s: event= and key= go together (the event, and the metadata key correlating it)", name)
+	}
+	switch u.Scheme {
+	case "nats":
+		s.Subject = strings.Trim(u.Path, "/")
+		s.Stream, s.Durable = q.Get("stream"), q.Get("durable")
+		if s.Subject == "" || s.Stream == "" {
+			return nil, fmt.Errorf("source %s: a nats source needs a subject and stream= (nats://host:4222/SUBJECT?stream=S&workflow=W)", name)
+		}
+		if s.Durable == "" {
+			s.Durable = "sluice-" + name
+		}
+		server := *u
+		server.Path, server.RawPath, server.RawQuery = "", "", ""
+		s.Server = &server
+	case "webhook":
+	default:
+		return nil, fmt.Errorf("source %s: unknown scheme %q (nats, webhook)", name, u.Scheme)
+	}
+	if s.Secret != "" {
+		q.Set("secret", "xxx")
+		u.RawQuery = q.Encode()
+	}
+	s.URL = u.Redacted()
+	return s, nil
+}
+
+// Message is one message as a source received it.
+type Message struct {
+	// ID is the message's id; a redelivery has the same.
+	ID      string
+	Subject string
+	// Attributes are its headers, names lowercased.
+	Attributes map[string]string
+	Body       []byte
+}
+
+// Accepts reports whether the message passes the source's filters.
+func (s *Spec) Accepts(m Message) bool {
+	for attr, want := range s.Filters {
+		v, ok := m.Attributes[attr]
+		if !ok || !slices.Contains(want, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// Outcome is what a message became.
+type Outcome struct {
+	// Filtered says the filters rejected the message (acknowledged, nothing done).
+	Filtered bool  `json:"filtered,omitempty"`
+	JobID    int64 `json:"job_id,omitempty"`
+	// Created is false when the message's job existed (a redelivery).
+	Created bool `json:"created,omitempty"`
+	// Fired lists the items the event fired on (newly); Matched those that matched.
+	Fired   []int64 `json:"fired,omitempty"`
+	Matched int     `json:"matched,omitempty"`
+}
+
+// Handler turns accepted messages into jobs or events. It is safe for concurrent use.
+type Handler struct {
+	Engine *engine.Engine
+	Blobs  blob.Store
+	Logger *slog.Logger
+}
+
+// JobKey returns the key of the job a source's message creates.
+func JobKey(source, msgID string) string { return "source:" + source + ":" + msgID }
+
+// Handle makes the message's job or fires its event and returns once that committed.
+func (h *Handler) Handle(ctx context.Context, s *Spec, m Message) (Outcome, error) {
+	if !s.Accepts(m) {
+		return Outcome{Filtered: true}, nil
+	}
+	if m.ID == "" {
+		sum := sha256.Sum256(m.Body)
+		m.ID = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if s.Event != "" {
+		return h.fire(ctx, s, m)
+	}
+	md := map[string]any{"source": s.Name, "source_message_id": m.ID, "source_subject": m.Subject, "source_attributes": m.Attributes}
+	root := engine.Root{Ordinal: 0, Name: m.ID}
+	if s.As == "file" {
+		sha, size, err := h.Blobs.Put(ctx, bytes.NewReader(m.Body))
+		if err != nil {
+			return Outcome{}, fmt.Errorf("store the body of %s: %w", m.ID, err)
+		}
+		root.BlobSHA256, root.Size = sha, size
+	} else {
+		var obj map[string]any
+		if json.Unmarshal(m.Body, &obj) == nil && obj != nil {
+			for k, v := range obj {
+				if _, taken := md[k]; !taken {
+					md[k] = v
+				}
+			}
+		} else {
+			md["body"] = string(m.Body)
+		}
+	}
+	root.Metadata = md
+	// Each step is idempotent: a redelivery after a crash anywhere here finds the job by its
+	// key, adds the root again (a no-op, keyed by ordinal) and seals it again.
+	job, created, err := h.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: s.Workflow, Key: JobKey(s.Name, m.ID), Open: true})
+	if err != nil {
+		return Outcome{}, err
+	}
+	if job.State == store.JobRunning && !job.Sealed {
+		if err := h.Engine.AddRoots(ctx, job, []engine.Root{root}); err != nil {
+			return Outcome{}, err
+		}
+		if err := h.Engine.Seal(ctx, job.ID); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return Outcome{JobID: job.ID, Created: created}, nil
+}
+
+// ErrNoKey is returned for an event message that carries no correlation key.
+var ErrNoKey = errors.New("the message has no correlation key")
+
+// fire fires the source's event on the items of running jobs of its workflow whose metadata
+// key equals the message's.
+func (h *Handler) fire(ctx context.Context, s *Spec, m Message) (Outcome, error) {
+	want, ok := m.Attributes[strings.ToLower(s.Key)]
+	if !ok {
+		var obj map[string]any
+		if json.Unmarshal(m.Body, &obj) == nil && obj[s.Key] != nil {
+			want, ok = fmt.Sprint(obj[s.Key]), true
+		}
+	}
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w %q (an attribute or a body field)", ErrNoKey, s.Key)
+	}
+	db := h.Engine.Store()
+	jobs, err := db.JobListRunning(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var out Outcome
+	for _, j := range jobs {
+		if j.WorkflowName != s.Workflow {
+			continue
+		}
+		after := ""
+		for {
+			items, err := db.ItemList(ctx, store.ItemListParams{JobID: j.ID, AfterSort: after, Limit: 1000})
+			if err != nil {
+				return Outcome{}, err
+			}
+			for _, it := range items {
+				var md map[string]any
+				_ = json.Unmarshal(it.Metadata, &md)
+				if md[s.Key] == nil || fmt.Sprint(md[s.Key]) != want {
+					continue
+				}
+				out.Matched++
+				fired, err := h.Engine.FireExternal(ctx, it.ID, s.Event)
+				if err != nil {
+					return Outcome{}, err
+				}
+				if fired {
+					out.Fired = append(out.Fired, it.ID)
+				}
+			}
+			if len(items) < 1000 {
+				break
+			}
+			after = items[len(items)-1].SortKey
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,107 @@
+package source_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action/basic"
+	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/sink"
+	"github.com/sluice-project/sluice/internal/source"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+func TestParseAndFilter(t *testing.T) {
+	t.Parallel()
+	s, err := source.Parse("rows", "nats://127.0.0.1:4222/meadow.rows?stream=M&workflow=w&filter.status=ok&filter.context=Sheet,FileSet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Subject != "meadow.rows" || s.Durable != "sluice-rows" || s.Server.String() != "nats://127.0.0.1:4222" {
+		t.Fatalf("spec = %+v", s)
+	}
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]string
+		want  bool
+	}{
+		{"match", map[string]string{"status": "ok", "context": "FileSet"}, true},
+		{"status error", map[string]string{"status": "error", "context": "Sheet"}, false},
+		{"no context", map[string]string{"status": "ok"}, false},
+	} {
+		if got := s.Accepts(source.Message{Attributes: tc.attrs}); got != tc.want {
+			t.Errorf("%s: accepts = %v", tc.name, got)
+		}
+	}
+	for _, bad := range []string{"nats://h/s?workflow=w", "webhook:?as=xml&workflow=w", "webhook:", "webhook:?workflow=w&event=e", "ftp://x?workflow=w"} {
+		if _, err := source.Parse("x", bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+}
+
+// TestWebhookSource posts messages to a webhook source: each id makes one job, a repeated id
+// finds the same job, a filtered message makes none, a bad signature is refused.
+func TestWebhookSource(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		t.Parallel()
+		k := enginetest.Start(t, open, basic.NewNoop())
+		k.ApplyWorkflow(t, "name: req\nsteps:\n  a: {action: noop, needs: [start]}\n")
+		spec, err := source.Parse("in", "webhook:?workflow=req&filter.status=ok&secret=k3y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Mounted as the API mounts it (the name comes from the pattern).
+		mux := http.NewServeMux()
+		mux.Handle("POST /v1/sources/{name}", &source.Set{Handler: &source.Handler{Engine: k.Engine, Blobs: k.Blobs}, Specs: map[string]*source.Spec{"in": spec}})
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		post := func(id, status, body, sig string) (int, string) {
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/sources/in", strings.NewReader(body))
+			req.Header.Set(sink.HeaderID, id)
+			req.Header.Set("status", status)
+			if sig == "" {
+				sig = sink.Sign([]byte("k3y"), []byte(body))
+			}
+			req.Header.Set(sink.HeaderSignature, sig)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, body := post("m1", "ok", `{"n": 1}`, "")
+		if code != 200 || !strings.Contains(body, `"created":true`) {
+			t.Fatalf("first post: %d %s", code, body)
+		}
+		code, body = post("m1", "ok", `{"n": 1}`, "")
+		if code != 200 || strings.Contains(body, `"created":true`) || !strings.Contains(body, `"job_id":1`) {
+			t.Fatalf("repeated post: %d %s", code, body)
+		}
+		code, body = post("m2", "error", `{"n": 2}`, "")
+		if code != 200 || !strings.Contains(body, `"filtered":true`) {
+			t.Fatalf("filtered post: %d %s", code, body)
+		}
+		code, _ = post("m3", "ok", `{"n": 3}`, "sha256=00")
+		if code != http.StatusUnauthorized {
+			t.Fatalf("bad signature: %d", code)
+		}
+		jobs, err := k.Store.JobList(t.Context(), store.JobListParams{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != 1 || jobs[0].Key != source.JobKey("in", "m1") {
+			t.Fatalf("jobs = %d, want the one of m1", len(jobs))
+		}
+		if j := k.WaitJob(t, jobs[0].ID, 10*time.Second); j.State != store.JobComplete {
+			t.Fatalf("job %s", j.State)
+		}
+	})
+}
