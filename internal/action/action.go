@@ -156,6 +156,9 @@ type Child struct {
 	Options     map[string]any // merged over the parent's options: the child's keys win
 	// Blob is the child's content, streamed into the blob store. May be nil.
 	Blob io.Reader
+	// BlobSHA256, when set instead of Blob, names in hex a blob already in the blob store as the
+	// child's content. CreateChild fails, permanently, if the store does not hold it.
+	BlobSHA256 string
 	// Text and Thumbnail, when set, are stored with the child as it is created.
 	Text      *string
 	Thumbnail io.Reader

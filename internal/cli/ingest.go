@@ -547,6 +547,9 @@ type memChild struct {
 }
 
 func (o *memOutput) CreateChild(ctx context.Context, c action.Child) error {
+	if c.BlobSHA256 != "" {
+		return fmt.Errorf("child %q: the direct loop has no blob store to find blob %.12s in", c.Name, c.BlobSHA256)
+	}
 	mc := memChild{name: c.Name, contentType: c.ContentType, text: c.Text}
 	var err error
 	if c.Blob != nil {
