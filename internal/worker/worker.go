@@ -50,9 +50,6 @@ type Config struct {
 	// the other's commit waits for the disk (+10–25 % tasks/s in `sluice bench engine`, where 3
 	// measured no better). SQLite has one writer: always 1.
 	CommitLanes int
-	// Cache lists the actions whose results are cached by (action, version, settings, options,
-	// input sha256), so the same conversion is never done twice.
-	Cache map[string]bool
 	// TempDir is where attempts get their private directories. Defaults to os.TempDir().
 	TempDir string
 }
@@ -748,7 +745,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		}
 	}
 	key := ""
-	if w.cfg.Cache[t.Action] && it.BlobSHA256 != "" {
+	if spec.Cacheable && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
 		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
 			if hit {
