@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -170,17 +171,17 @@ func (e *Engine) Definition(ctx context.Context, name string, version int) (*wor
 // queue so the limit applies to it alone.
 func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
 	if name, ok := e.remote[strings.ToLower(s.Action)]; ok {
-		return "remote:" + name
+		return queue.Remote(name).String()
 	}
 	if s.Action == "remote" {
 		if n, ok := s.With["name"].(string); ok {
-			return "remote:" + n
+			return queue.Remote(n).String()
 		}
 	}
 	if s.Concurrency > 0 {
-		return s.Action + "@" + def.Name + "/" + s.Name
+		return queue.Step(s.Action, def.Name, s.Name).String()
 	}
-	return s.Action
+	return queue.Action(s.Action).String()
 }
 
 // weight returns the step's progress weight. A task colors weight/N of its item's share, N being

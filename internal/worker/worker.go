@@ -16,13 +16,13 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -288,7 +288,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 	var out []queueInfo
 	seen := map[string]bool{}
 	add := func(name, act string, limit int) {
-		if seen[name] || strings.HasPrefix(name, "remote:") {
+		if _, remote := queue.Name(name).Remote(); seen[name] || remote {
 			return // remote workers lease these over HTTP
 		}
 		if w.cfg.Queues != nil {
