@@ -225,7 +225,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: req.Workflow, Version: req.Version, Key: req.Key,
 		Metadata: req.Metadata, Options: req.Options, Open: true})
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
+		if errors.Is(err, store.ErrNotFound) {
 			return errf(CodeNotFound, "%v", err)
 		}
 		return err

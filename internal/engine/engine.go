@@ -140,7 +140,21 @@ func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string)
 	return wf, warnings, err
 }
 
-// Definition returns the parsed definition of a stored workflow version (0: the latest).
+// workflowNotFoundError says how to fix a lookup of a workflow never applied, and wraps the
+// store's [store.ErrNotFound] so callers (the API's 404) match it with errors.Is.
+type workflowNotFoundError struct {
+	name string
+	err  error
+}
+
+func (e *workflowNotFoundError) Error() string {
+	return fmt.Sprintf("workflow %q not found: apply it first with `sluice workflow apply`", e.name)
+}
+
+func (e *workflowNotFoundError) Unwrap() error { return e.err }
+
+// Definition returns the parsed definition of a stored workflow version (0: the latest). For
+// a workflow or version never applied, the error wraps [store.ErrNotFound].
 func (e *Engine) Definition(ctx context.Context, name string, version int) (*workflow.Definition, int, error) {
 	if version != 0 {
 		e.mu.RLock()
@@ -153,7 +167,7 @@ func (e *Engine) Definition(ctx context.Context, name string, version int) (*wor
 	wf, err := e.store.WorkflowGet(ctx, name, version)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, 0, fmt.Errorf("workflow %q not found: apply it first with `sluice workflow apply`", name)
+			return nil, 0, &workflowNotFoundError{name: name, err: err}
 		}
 		return nil, 0, err
 	}

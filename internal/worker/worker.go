@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -634,9 +633,9 @@ func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 // setErr records the attempt's error in its result, with the stack of a panic.
 func setErr(res *engine.Result, err error) {
 	res.Err = err
-	var pe *panicError
+	var pe *action.PanicError
 	if errors.As(err, &pe) {
-		res.Stack = pe.stack
+		res.Stack = pe.Stack
 	}
 }
 
@@ -662,13 +661,6 @@ type finishing struct {
 }
 
 var errStopping = errors.New("worker stopping")
-
-type panicError struct {
-	v     any
-	stack string
-}
-
-func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
 func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
 	act, step, err := w.stepOf(ctx, t)
@@ -833,13 +825,8 @@ type jobWF struct {
 	version int
 }
 
-func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{v: v, stack: string(debug.Stack())}
-		}
-	}()
-	return act.Run(ctx, t, out)
+func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) error {
+	return action.Safe(func() error { return act.Run(ctx, t, out) })
 }
 
 func (w *Worker) blobPath(ctx context.Context, it *store.Item, tmp *string) (string, error) {

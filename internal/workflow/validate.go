@@ -315,22 +315,20 @@ func (v *validator) settings(s *Step, spec *action.Spec) bool {
 
 // callValidate runs an action's Validate. A panic there is the action's bug, but the input
 // comes from users (the web editor), so it becomes a message rather than a crash.
-func callValidate(f func(map[string]any) error, with map[string]any) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("settings check of the action panicked: %v", r)
-		}
-	}()
-	return f(with)
+func callValidate(f func(map[string]any) error, with map[string]any) error {
+	err := action.Safe(func() error { return f(with) })
+	if pe := (*action.PanicError)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("settings check of the action panicked: %v", pe.Value)
+	}
+	return err
 }
 
 func callOutcomesFor(f func(map[string]any) []string, with map[string]any) (out []string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("outcomes of the action panicked: %v", r)
-		}
-	}()
-	return f(with), nil
+	err = action.Safe(func() error { out = f(with); return nil })
+	if pe := (*action.PanicError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("outcomes of the action panicked: %v", pe.Value)
+	}
+	return out, nil
 }
 
 // events checks that every needed event can be produced and every step can run, and warns
