@@ -572,7 +572,11 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	if size, err := a.b.Blobs().Stat(r.Context(), sha); err == nil {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
 	}
-	_, _ = io.Copy(w, rc)
+	// The headers are sent: a failed copy can only be logged. A client that went away is not
+	// worth a line.
+	if _, err := io.Copy(w, rc); err != nil && r.Context().Err() == nil {
+		a.log.Warn("send download", "sha256", sha, "error", err)
+	}
 	return nil
 }
 
