@@ -292,13 +292,8 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // snippet returns the start of a body for an error message.
 func snippet(b []byte) string {
-	const max = 512
-	s := string(bytes.TrimSpace(b))
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	if s == "" {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return "(empty body)"
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return result.Snippet(b, 512)
 }
