@@ -60,6 +60,10 @@ type Spec struct {
 	// An inline run's error fails the task for good (a second try would see the same item); a
 	// retried task runs on a worker like any other. [InlineAlways] says yes to every item.
 	Inline func(it Item) bool
+	// Cacheable says the action's effects depend only on its version, the step's settings, the
+	// item's options and its blob, so the worker caches them by those (the conversion cache) and
+	// replays them for any item with the same input instead of running the action again.
+	Cacheable bool
 	// NoTempDir says the action never uses [Task.TempDir], so the worker creates none (a
 	// directory made and removed per task is a measurable cost for quick actions).
 	NoTempDir bool
@@ -156,6 +160,9 @@ type Child struct {
 	Options     map[string]any // merged over the parent's options: the child's keys win
 	// Blob is the child's content, streamed into the blob store. May be nil.
 	Blob io.Reader
+	// BlobSHA256, when set instead of Blob, names in hex a blob already in the blob store as the
+	// child's content. CreateChild fails, permanently, if the store does not hold it.
+	BlobSHA256 string
 	// Text and Thumbnail, when set, are stored with the child as it is created.
 	Text      *string
 	Thumbnail io.Reader

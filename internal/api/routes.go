@@ -226,7 +226,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: req.Workflow, Version: req.Version, Key: req.Key,
 		Metadata: req.Metadata, Options: req.Options, Open: true})
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
+		if errors.Is(err, store.ErrNotFound) {
 			return errf(CodeNotFound, "%v", err)
 		}
 		return err
@@ -573,7 +573,11 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	if size, err := a.b.Blobs().Stat(r.Context(), sha); err == nil {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
 	}
-	_, _ = io.Copy(w, rc)
+	// The headers are sent: a failed copy can only be logged. A client that went away is not
+	// worth a line.
+	if _, err := io.Copy(w, rc); err != nil && r.Context().Err() == nil {
+		a.log.Warn("send download", "sha256", sha, "error", err)
+	}
 	return nil
 }
 

@@ -92,7 +92,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintln(e.stderr, "shutting down: no new leases, finishing running tasks")
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintln(e.stderr, "shut down the HTTP server:", err)
+	}
 	wp.Stop()
 	n.Stop(*grace)
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -141,7 +142,21 @@ func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string)
 	return wf, warnings, err
 }
 
-// Definition returns the parsed definition of a stored workflow version (0: the latest).
+// workflowNotFoundError says how to fix a lookup of a workflow never applied, and wraps the
+// store's [store.ErrNotFound] so callers (the API's 404) match it with errors.Is.
+type workflowNotFoundError struct {
+	name string
+	err  error
+}
+
+func (e *workflowNotFoundError) Error() string {
+	return fmt.Sprintf("workflow %q not found: apply it first with `sluice workflow apply`", e.name)
+}
+
+func (e *workflowNotFoundError) Unwrap() error { return e.err }
+
+// Definition returns the parsed definition of a stored workflow version (0: the latest). For
+// a workflow or version never applied, the error wraps [store.ErrNotFound].
 func (e *Engine) Definition(ctx context.Context, name string, version int) (*workflow.Definition, int, error) {
 	if version != 0 {
 		e.mu.RLock()
@@ -154,7 +169,7 @@ func (e *Engine) Definition(ctx context.Context, name string, version int) (*wor
 	wf, err := e.store.WorkflowGet(ctx, name, version)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, 0, fmt.Errorf("workflow %q not found: apply it first with `sluice workflow apply`", name)
+			return nil, 0, &workflowNotFoundError{name: name, err: err}
 		}
 		return nil, 0, err
 	}
@@ -172,19 +187,19 @@ func (e *Engine) Definition(ctx context.Context, name string, version int) (*wor
 // queue so the limit applies to it alone.
 func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
 	if name, ok := e.remote[strings.ToLower(s.Action)]; ok {
-		return "remote:" + name
+		return queue.Remote(name).String()
 	}
 	if s.Action == "remote" {
 		if n, ok := s.With["name"].(string); ok {
-			return "remote:" + n
+			return queue.Remote(n).String()
 		}
 	}
 	if s.Concurrency > 0 || s.Claim != nil || s.Limit != nil {
 		// A claim or a limit is checked by the worker before the action runs: never in a
 		// held batch or inline (see worker.queues).
-		return s.Action + "@" + def.Name + "/" + s.Name
+		return queue.Step(s.Action, def.Name, s.Name).String()
 	}
-	return s.Action
+	return queue.Action(s.Action).String()
 }
 
 // weight returns the step's progress weight. A task colors weight/N of its item's share, N being

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"runtime/debug"
 	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -142,13 +141,11 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 }
 
 func safeInline(ctx context.Context, act action.Action, t *action.Task, out action.Output) (err error, stack string) {
-	defer func() {
-		if v := recover(); v != nil {
-			stack = string(debug.Stack())
-			err = fmt.Errorf("panic: %v", v)
-		}
-	}()
-	return act.Run(ctx, t, out), ""
+	err = action.Safe(func() error { return act.Run(ctx, t, out) })
+	if pe := (*action.PanicError)(nil); errors.As(err, &pe) {
+		stack = pe.Stack
+	}
+	return err, stack
 }
 
 // errNotInline is what an inline action gets for the writes only a worker can make.

@@ -76,8 +76,9 @@ type Root struct {
 // batches are split into transactions of 500.
 func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) error {
 	var jobMD, jobOpts map[string]any
-	_ = json.Unmarshal(job.Metadata, &jobMD)
-	_ = json.Unmarshal(job.Options, &jobOpts)
+	if err := unmarshalObjects(job.Metadata, &jobMD, job.Options, &jobOpts); err != nil {
+		return fmt.Errorf("job %d: %w", job.ID, err)
+	}
 	for start := 0; start < len(roots); start += 500 {
 		batch := roots[start:min(start+500, len(roots))]
 		ps := make([]store.ItemInsertParams, len(batch))
@@ -224,4 +225,20 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 		p.ETA = time.Duration(float64(p.Elapsed) * (1 - p.Fraction) / p.Fraction)
 	}
 	return p, nil
+}
+
+// unmarshalObjects decodes a row's stored metadata and options, which children and roots inherit:
+// a row that does not decode is reported, not inherited as nothing.
+func unmarshalObjects(metadata []byte, md *map[string]any, options []byte, opts *map[string]any) error {
+	if len(metadata) > 0 {
+		if err := json.Unmarshal(metadata, md); err != nil {
+			return fmt.Errorf("decode metadata: %w", err)
+		}
+	}
+	if len(options) > 0 {
+		if err := json.Unmarshal(options, opts); err != nil {
+			return fmt.Errorf("decode options: %w", err)
+		}
+	}
+	return nil
 }

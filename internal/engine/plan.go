@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 
+	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -77,12 +78,10 @@ func (e *Engine) plan(def *workflow.Definition) *plan {
 // outcomesFor calls an action's OutcomesFor; a panic there (the action's bug, on settings that
 // validated) counts as no outcomes.
 func outcomesFor(f func(map[string]any) []string, with map[string]any) (out []string) {
-	defer func() {
-		if recover() != nil {
-			out = nil
-		}
-	}()
-	return f(with)
+	if action.Safe(func() error { out = f(with); return nil }) != nil {
+		return nil
+	}
+	return out
 }
 
 // mayCreateChildren reports whether a step of the item that can create children may still run

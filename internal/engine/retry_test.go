@@ -76,8 +76,8 @@ func openStore(t *testing.T, driver string) store.Store {
 }
 
 // setup starts an engine and a worker on a fresh store of the driver with the actions of
-// retryWorkflow; step b fails on failOn (an item name). cache lists the actions whose results the
-// worker caches.
+// retryWorkflow; step b fails on failOn (an item name). cache["b"] makes b's results cacheable
+// (Spec.Cacheable).
 func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
 	t.Helper()
 	dir := t.TempDir()
@@ -105,7 +105,7 @@ func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
 		b.runs.add("split", t, "ok")
 		return nil
 	}}
-	flaky := &fn{spec: action.Spec{Name: "b"}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+	flaky := &fn{spec: action.Spec{Name: "b", Cacheable: cache["b"]}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
 		if t.Item.Name == *b.failOn.Load() && !b.fixed.Load() {
 			b.runs.add("b", t, "failed")
 			return action.Permanentf("converter missing")
@@ -119,7 +119,7 @@ func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
 	b.e = engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { w.Ready(qs) },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids) }})
-	w = worker.New(worker.Config{Engine: b.e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Cache: cache})
+	w = worker.New(worker.Config{Engine: b.e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	b.w = w

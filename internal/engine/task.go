@@ -340,8 +340,9 @@ func (t *Tx) CreateChild(c *NewChild) error {
 		}
 	}
 	var pmd, popts map[string]any
-	_ = json.Unmarshal(parent.Metadata, &pmd)
-	_ = json.Unmarshal(parent.Options, &popts)
+	if err := unmarshalObjects(parent.Metadata, &pmd, parent.Options, &popts); err != nil {
+		return fmt.Errorf("item %d: %w", parent.ID, err)
+	}
 	md, err := json.Marshal(merge(pmd, c.Metadata))
 	if err != nil {
 		return fmt.Errorf("child %q metadata: %w", c.Name, err)

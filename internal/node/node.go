@@ -147,11 +147,6 @@ func CatalogWith(p *egress.Policy) *action.Catalog {
 	return cat
 }
 
-// Cached returns the actions whose results are cached by input content: the converters.
-func Cached() map[string]bool {
-	return map[string]bool{"unpack": true, "email": true, "pdf": true, "office": true, "html": true, "image": true, "text": true}
-}
-
 // ErrLocked is returned when another engine process holds the data dir.
 var ErrLocked = errors.New("data dir is in use by another sluice process")
 
@@ -262,7 +257,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
-			Cache: Cached(), TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration,
+			TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration,
 			PollInterval: cfg.PollInterval})
 		n.Worker = w
 		lease := cfg.LeaseDuration

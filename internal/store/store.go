@@ -258,8 +258,6 @@ type Executor interface {
 	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
 	// of other owners when all is set), for the engine to put back or fail.
 	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
-	// TaskCountActive counts the item's ready and running tasks.
-	TaskCountActive(ctx context.Context, itemID int64) (int, error)
 	TaskListByItem(ctx context.Context, itemID int64) ([]*Task, error)
 	// TaskListByItems returns the tasks of many items, ordered by item and id.
 	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*Task, error)

@@ -230,7 +230,7 @@ func (w *Worker) prefetch(ctx context.Context, x store.Executor, got []*store.Ta
 	}
 	for _, t := range got {
 		it := items[t.ItemID]
-		if it == nil || !w.cfg.Cache[t.Action] || it.BlobSHA256 == "" {
+		if spec, _ := w.e.Catalog().Spec(t.Action); it == nil || !spec.Cacheable || it.BlobSHA256 == "" {
 			continue
 		}
 		act, step, err := w.stepOf(ctx, t)

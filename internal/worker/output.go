@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -76,6 +77,18 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	}
 	var sha string
 	var size int64
+	if c.BlobSHA256 != "" {
+		if c.Blob != nil {
+			return fmt.Errorf("child %q: both Blob and BlobSHA256 are set", c.Name)
+		}
+		n, err := o.w.cfg.Blobs.Stat(ctx, c.BlobSHA256)
+		if errors.Is(err, blob.ErrNotFound) {
+			return action.Permanentf("child %q: blob %s is not in the blob store", c.Name, c.BlobSHA256)
+		} else if err != nil {
+			return fmt.Errorf("child %q: find blob %s: %w", c.Name, c.BlobSHA256, err)
+		}
+		sha, size = c.BlobSHA256, n
+	}
 	if prev != nil && c.Thumbnail == nil {
 		// Replay: hash without storing; identical content means the child exists already.
 		if c.Blob != nil {

@@ -14,15 +14,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -50,9 +49,6 @@ type Config struct {
 	// the other's commit waits for the disk (+10–25 % tasks/s in `sluice bench engine`, where 3
 	// measured no better). SQLite has one writer: always 1.
 	CommitLanes int
-	// Cache lists the actions whose results are cached by (action, version, settings, options,
-	// input sha256), so the same conversion is never done twice.
-	Cache map[string]bool
 	// TempDir is where attempts get their private directories. Defaults to os.TempDir().
 	TempDir string
 }
@@ -291,7 +287,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 	var out []queueInfo
 	seen := map[string]bool{}
 	add := func(name, act string, limit int, keyed bool) {
-		if seen[name] || strings.HasPrefix(name, "remote:") {
+		if _, remote := queue.Name(name).Remote(); seen[name] || remote {
 			return // remote workers lease these over HTTP
 		}
 		if w.cfg.Queues != nil {
@@ -649,9 +645,9 @@ func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 // setErr records the attempt's error in its result, with the stack of a panic.
 func setErr(res *engine.Result, err error) {
 	res.Err = err
-	var pe *panicError
+	var pe *action.PanicError
 	if errors.As(err, &pe) {
-		res.Stack = pe.stack
+		res.Stack = pe.Stack
 	}
 }
 
@@ -677,13 +673,6 @@ type finishing struct {
 }
 
 var errStopping = errors.New("worker stopping")
-
-type panicError struct {
-	v     any
-	stack string
-}
-
-func (p *panicError) Error() string { return fmt.Sprintf("action panicked: %v", p.v) }
 
 func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
 	act, step, err := w.stepOf(ctx, t)
@@ -765,7 +754,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		}
 	}
 	key := ""
-	if w.cfg.Cache[t.Action] && it.BlobSHA256 != "" {
+	if spec.Cacheable && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
 		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
 			if hit {
@@ -853,13 +842,8 @@ type jobWF struct {
 	version int
 }
 
-func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{v: v, stack: string(debug.Stack())}
-		}
-	}()
-	return act.Run(ctx, t, out)
+func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) error {
+	return action.Safe(func() error { return act.Run(ctx, t, out) })
 }
 
 func (w *Worker) blobPath(ctx context.Context, it *store.Item, tmp *string) (string, error) {

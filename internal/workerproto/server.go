@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -351,7 +352,7 @@ func (s *Server) lease(ctx context.Context, name, owner string) (*session, error
 	err := s.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
 		now := t.Now()
 		var err error
-		got, err = t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: "remote:" + name, Limit: 1, Owner: owner,
+		got, err = t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: queue.Remote(name).String(), Limit: 1, Owner: owner,
 			Now: now, LeaseUntil: now.Add(s.cfg.LeaseDuration)})
 		return err
 	})

@@ -669,7 +669,9 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", fmt.Sprint(ss.item.Size))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = io.Copy(w, rc)
+		if _, err := io.Copy(w, rc); err != nil && r.Context().Err() == nil {
+			s.log.Warn("send task blob", "task_id", ss.task.ID, "error", err)
+		}
 	}
 }
 

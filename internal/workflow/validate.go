@@ -3,12 +3,11 @@ package workflow
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/when"
 )
 
@@ -289,7 +288,7 @@ func (v *validator) settings(s *Step, spec *action.Spec) bool {
 			}
 			continue
 		}
-		if msg := checkType(st.Type, s.With[k]); msg != "" {
+		if msg := settings.Check(st.Type, s.With[k]); msg != "" {
 			v.errorf(s.withLine(k), s.Name, "with."+k, "%s", msg)
 		}
 	}
@@ -317,108 +316,20 @@ func (v *validator) settings(s *Step, spec *action.Spec) bool {
 
 // callValidate runs an action's Validate. A panic there is the action's bug, but the input
 // comes from users (the web editor), so it becomes a message rather than a crash.
-func callValidate(f func(map[string]any) error, with map[string]any) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("settings check of the action panicked: %v", r)
-		}
-	}()
-	return f(with)
+func callValidate(f func(map[string]any) error, with map[string]any) error {
+	err := action.Safe(func() error { return f(with) })
+	if pe := (*action.PanicError)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("settings check of the action panicked: %v", pe.Value)
+	}
+	return err
 }
 
 func callOutcomesFor(f func(map[string]any) []string, with map[string]any) (out []string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("outcomes of the action panicked: %v", r)
-		}
-	}()
-	return f(with), nil
-}
-
-// checkType returns why value is not of type t, or "".
-func checkType(t action.SettingType, value any) string {
-	got := jsonType(value)
-	want := ""
-	switch t {
-	case action.TypeAny:
-		return ""
-	case action.TypeString:
-		if _, ok := value.(string); !ok {
-			want = "a string"
-		}
-	case action.TypeBool:
-		if _, ok := value.(bool); !ok {
-			want = "a boolean"
-		}
-	case action.TypeNumber:
-		if got != "number" {
-			want = "a number"
-		}
-	case action.TypeInt:
-		if !isInteger(value) {
-			want = "an integer"
-		}
-	case action.TypeDuration:
-		s, ok := value.(string)
-		if !ok {
-			want = "a duration string such as \"30s\""
-			break
-		}
-		if _, err := time.ParseDuration(s); err != nil {
-			return fmt.Sprintf("invalid duration %q (use a Go duration such as \"30s\" or \"5m\")", s)
-		}
-	case action.TypeStrings:
-		switch l := value.(type) {
-		case []string:
-		case []any:
-			for i, e := range l {
-				if _, ok := e.(string); !ok {
-					return fmt.Sprintf("entry %d must be a string, got %s", i, jsonType(e))
-				}
-			}
-		default:
-			want = "a list of strings"
-		}
-	case action.TypeObject:
-		if got != "mapping" {
-			want = "a mapping"
-		}
-	default:
-		return fmt.Sprintf("the action declares the unknown setting type %q", t)
+	err = action.Safe(func() error { out = f(with); return nil })
+	if pe := (*action.PanicError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("outcomes of the action panicked: %v", pe.Value)
 	}
-	if want != "" {
-		return fmt.Sprintf("must be %s, got %s", want, got)
-	}
-	return ""
-}
-
-func isInteger(value any) bool {
-	switch n := value.(type) {
-	case int, int64, int32:
-		return true
-	case float64:
-		return n == math.Trunc(n) && !math.IsInf(n, 0)
-	}
-	return false
-}
-
-// jsonType names the JSON type of a with: value for messages.
-func jsonType(value any) string {
-	switch value.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case int, int64, int32, float64, float32:
-		return "number"
-	case map[string]any:
-		return "mapping"
-	case []any, []string:
-		return "list"
-	}
-	return fmt.Sprintf("%T", value)
+	return out, nil
 }
 
 // events checks that every needed event can be produced and every step can run, and warns

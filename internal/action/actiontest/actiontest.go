@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 )
@@ -201,4 +203,41 @@ func (r *Recorder) Write(w action.DomainWrite) error {
 	defer r.mu.Unlock()
 	r.Writes = append(r.Writes, w)
 	return nil
+}
+
+// CheckSettings checks a's settings check on with: with wantKey empty, Validate accepts them;
+// otherwise Validate returns an [*action.SettingError] for wantKey, and Run with them fails
+// permanently (settings that reach a task despite validation never run).
+func CheckSettings(t *testing.T, a action.Action, with map[string]any, wantKey string) {
+	t.Helper()
+	err := a.Spec().Validate(with)
+	if wantKey == "" {
+		if err != nil {
+			t.Fatalf("Validate = %v; want nil", err)
+		}
+		return
+	}
+	var se *action.SettingError
+	if !errors.As(err, &se) || se.Key != wantKey {
+		t.Fatalf("Validate = %v; want a SettingError for %q", err, wantKey)
+	}
+	task := NewTask(t, "a", "", nil, with, nil)
+	if err := a.Run(t.Context(), task, &Recorder{}); !action.IsPermanent(err) {
+		t.Fatalf("Run with bad settings = %v; want permanent", err)
+	}
+}
+
+// WantCanceled waits up to 10 s for the result of a Run whose context was canceled and fails t
+// unless it is an error wrapping [context.Canceled] that is not permanent (a canceled task is
+// not the item's fault).
+func WantCanceled(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || action.IsPermanent(err) {
+			t.Fatalf("Run = %v; want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
 }

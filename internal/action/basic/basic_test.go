@@ -1,7 +1,6 @@
 package basic
 
 import (
-	"errors"
 	"slices"
 	"testing"
 
@@ -98,21 +97,7 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := tt.action.Spec().Validate(tt.with)
-			if tt.wantKey == "" {
-				if err != nil {
-					t.Fatalf("Validate = %v; want nil", err)
-				}
-				return
-			}
-			var se *action.SettingError
-			if !errors.As(err, &se) || se.Key != tt.wantKey {
-				t.Fatalf("Validate = %v; want a SettingError for %q", err, tt.wantKey)
-			}
-			task := actiontest.NewTask(t, "a", "", nil, tt.with, nil)
-			if err := tt.action.Run(t.Context(), task, &actiontest.Recorder{}); !action.IsPermanent(err) {
-				t.Fatalf("Run with bad settings = %v; want permanent", err)
-			}
+			actiontest.CheckSettings(t, tt.action, tt.with, tt.wantKey)
 		})
 	}
 }

@@ -83,6 +83,7 @@ func (a *emailAction) Spec() action.Spec {
 	w := 0.1
 	return action.Spec{
 		Name:           "email",
+		Cacheable:      true,
 		Version:        "1",
 		Doc:            "unpack an email (.eml, mbox, Outlook .msg) into its body and attachments",
 		ProgressWeight: &w,

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/result"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/subprocess"
 )
 
@@ -33,6 +35,7 @@ func New() action.Action { return execAction{} }
 type execAction struct{}
 
 func (execAction) Spec() action.Spec {
+	outcomesFor, validate := settings.Hooks(parseConfig)
 	return action.Spec{
 		Name:    "exec",
 		Version: "1",
@@ -52,26 +55,16 @@ func (execAction) Spec() action.Spec {
 			{Name: "events", Type: action.TypeStrings, Doc: `Further outcome events the command may name ` +
 				`in its JSON stdout.`},
 			{Name: "stdout", Type: action.TypeString, Doc: `What stdout means: "ignore"; "text", the item's ` +
-				`text; or "json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "..."} ` +
-				`whose events must be declared, whose metadata is merged and whose error fails the item. ` +
+				`text; or "json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "...", ` +
+				`"children": [...]} whose events must be declared, whose metadata is merged, whose error fails ` +
+				`the item and whose children are created (see package result: content inline, a file in the ` +
+				`temp dir, or a blob's sha256). ` +
 				`At most 16 MiB is read. Defaults to "ignore".`},
 			{Name: "permanent_exit_codes", Type: action.TypeAny, Doc: "A list of exit codes that mean bad " +
 				"input: the item fails without a retry. Other non-zero exits are retried."},
 		},
-		OutcomesFor: func(with map[string]any) []string {
-			c, err := parseConfig(with)
-			if err != nil {
-				return nil
-			}
-			return c.outcomeEvents()
-		},
-		Validate: func(with map[string]any) error {
-			c, err := parseConfig(with)
-			if err != nil {
-				return err
-			}
-			return c.check()
-		},
+		OutcomesFor: outcomesFor,
+		Validate:    validate,
 	}
 }
 
@@ -148,7 +141,7 @@ func (execAction) Run(ctx context.Context, t *action.Task, out action.Output) er
 			return fmt.Errorf("set text: %w", err)
 		}
 	case stdoutJSON:
-		if err := applyResult(ctx, stdout.Bytes(), c.declared, out); err != nil {
+		if err := result.Apply(ctx, stdout.Bytes(), result.Source{What: "stdout", Declared: c.declared, Dir: dir}, out); err != nil {
 			return err
 		}
 	}

@@ -43,8 +43,9 @@ func New(r *text.Renderer) *Action {
 func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
-		Name:    Name,
-		Version: "4", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised
+		Name:      Name,
+		Cacheable: true,
+		Version:   "4", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings: []action.Setting{

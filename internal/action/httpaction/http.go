@@ -22,6 +22,9 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/result"
+	"github.com/sluice-project/sluice/internal/action/settings"
+	"github.com/sluice-project/sluice/internal/action/tasktemplate"
 	"github.com/sluice-project/sluice/internal/egress"
 )
 
@@ -57,10 +60,14 @@ type httpAction struct {
 }
 
 func (a *httpAction) Spec() action.Spec {
+	outcomesFor, validate := settings.Hooks(parseConfig)
 	return action.Spec{
-		Name:    "http",
-		Version: "1",
-		Doc:     "Calls an HTTP service for the item, sending it as JSON or sending its blob.",
+		Name:        "http",
+		Version:     "1",
+		Doc:         "Calls an HTTP service for the item, sending it as JSON or sending its blob.",
+		Concurrency: 16,
+		OutcomesFor: outcomesFor,
+		Validate:    validate,
 		Settings: []action.Setting{
 			{Name: "url", Type: action.TypeString, Required: true, Doc: "The URL, a Go text/template with " +
 				".Item.Name, .Item.ID, .Item.ContentType, .Item.Metadata, .Item.Options, .Step and .Job; " +
@@ -78,25 +85,18 @@ func (a *httpAction) Spec() action.Spec {
 				`{event: E, outcome: failure} fails the task for good and fires E with the step's failure events.`},
 			{Name: "events", Type: action.TypeStrings, Doc: "Further outcome events a JSON response may name."},
 			{Name: "response", Type: action.TypeString, Doc: `What a successful response means: "ignore", or ` +
-				`"json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "..."} whose ` +
-				`events must be declared, whose metadata is merged and whose error fails the item. At most ` +
+				`"json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "...", "children": [...]} ` +
+				`whose events must be declared, whose metadata is merged, whose error fails the item and whose ` +
+				`children are created (content inline or a blob's sha256). At most ` +
 				`1 MiB is read. Defaults to "ignore".`},
 		},
-		OutcomesFor: func(with map[string]any) []string {
-			c, err := parseConfig(with)
-			if err != nil {
-				return nil
-			}
-			return c.outcomeEvents()
-		},
-		Validate: func(with map[string]any) error {
-			c, err := parseConfig(with)
-			if err != nil {
-				return err
-			}
-			return c.check()
-		},
-		Concurrency: 16,
+	}
+}
+
+func newTemplateData(t *action.Task) templateData {
+	return templateData{
+		Item: tasktemplate.ItemOf(t.Item),
+		Step: t.Step, Job: t.JobID,
 	}
 }
 
@@ -189,7 +189,7 @@ func (a *httpAction) Run(ctx context.Context, t *action.Task, out action.Output)
 			if over {
 				return action.Permanentf("%s: response larger than %d MiB", where, maxResponse>>20)
 			}
-			if err := applyResult(ctx, body, c.declared, out); err != nil {
+			if err := result.Apply(ctx, body, result.Source{What: "response", Declared: c.declared, Dir: t.TempDir}, out); err != nil {
 				return err
 			}
 		}
@@ -292,13 +292,8 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // snippet returns the start of a body for an error message.
 func snippet(b []byte) string {
-	const max = 512
-	s := string(bytes.TrimSpace(b))
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	if s == "" {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return "(empty body)"
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return result.Snippet(b, 512)
 }

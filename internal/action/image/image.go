@@ -51,8 +51,9 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 1.0
 	return action.Spec{
-		Name:    Name,
-		Version: "1",
+		Name:      Name,
+		Cacheable: true,
+		Version:   "1",
 		Doc: "Make a PDF (one page per image page) and a thumbnail of an image, OCR it with the item option ocr; " +
 			"one final child.",
 		Settings:       converter.Settings(),

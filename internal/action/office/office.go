@@ -33,9 +33,10 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
-		Name:    Name,
-		Version: "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
-		Doc:     "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
+		Name:      Name,
+		Cacheable: true,
+		Version:   "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
+		Doc:       "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
 		Settings: []action.Setting{
 			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the LibreOffice run. Defaults to 120s."},
 			{Name: "memory_limit", Type: action.TypeInt, Doc: "address-space limit of LibreOffice in bytes. Defaults to 2 GiB."},

@@ -37,8 +37,9 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 1.0
 	return action.Spec{
-		Name:    Name,
-		Version: "2", // 2: split pages get deterministic ids
+		Name:      Name,
+		Cacheable: true,
+		Version:   "2", // 2: split pages get deterministic ids
 		Doc: "Read a PDF's text per page (pdftotext) and a page-1 thumbnail; with the item option ocr, " +
 			"OCR pages without text (tesseract, option lang); with split_by_page, one final child per page.",
 		Settings:       converter.Settings(),

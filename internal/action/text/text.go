@@ -41,6 +41,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:           Name,
+		Cacheable:      true,
 		Version:        "3", // 2: thumbnail glyphs blended in Go (rounding may differ by one level); 3: a 2-bit thumbnail
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),

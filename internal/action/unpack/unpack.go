@@ -124,6 +124,7 @@ func (u *unpacker) Spec() action.Spec {
 	w := 0.1
 	return action.Spec{
 		Name:           "unpack",
+		Cacheable:      true,
 		Version:        "1",
 		Doc:            "unpack an archive or compressed file: one child per regular file entry",
 		Settings:       settings,

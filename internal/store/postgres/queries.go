@@ -695,7 +695,6 @@ const (
 	qTaskRenew = `UPDATE tasks SET lease_expires = $1 WHERE id IN (
 		SELECT id FROM tasks WHERE id = ANY($3) AND state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
-	qTaskCountActive = `SELECT count(*) FROM tasks WHERE item_id = $1 AND state IN ('ready', 'running', 'parked')`
 	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
 	// qTaskCancelReady checks the state again as it updates (a task may have been leased since
 	// the subquery read it), written state || '' so that the planner does not read a partial
@@ -932,14 +931,6 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 		return nil, fmt.Errorf("list expired tasks: %w", err)
 	}
 	return out, nil
-}
-
-func (q *queries) TaskCountActive(ctx context.Context, itemID int64) (int, error) {
-	var n int
-	if err := q.c.QueryRow(ctx, qTaskCountActive, itemID).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count tasks of item %d: %w", itemID, mapErr(err))
-	}
-	return n, nil
 }
 
 func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {

@@ -841,12 +841,6 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 	return out, rows.Err()
 }
 
-func (q *queries) TaskCountActive(ctx context.Context, itemID int64) (int, error) {
-	var n int
-	err := q.wrow(ctx, `SELECT count(*) FROM tasks WHERE item_id = ? AND state IN ('ready', 'running', 'parked')`, itemID).Scan(&n)
-	return n, mapErr(err)
-}
-
 func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*store.Task, error) {
 	var rows *sql.Rows
 	var err error

@@ -85,9 +85,6 @@ func testClaims(t *testing.T, b *bundle) {
 	if got := b.getTask(c.ID); got.State != store.TaskParked || got.Attempt != 0 || got.LeaseOwner != "" {
 		t.Fatalf("parked task %+v", got)
 	}
-	if n := must(b.s.TaskCountActive(ctx, c.ItemID))(t); n != 1 {
-		t.Errorf("TaskCountActive of a parked task's item = %d", n)
-	}
 	if got := b.lease("cq", 5, "w", b.at(time.Second)); len(got) != 0 {
 		t.Fatalf("leased a parked task: %+v", got)
 	}
