@@ -73,6 +73,7 @@ type tab struct {
 	ctx  context.Context
 	base string
 	shot string // screenshot dir
+	axe  string // axe-core's script; empty: no accessibility checks
 }
 
 func (tb *tab) do(steps ...chromedp.Action[chromedp.Void]) {
@@ -214,9 +215,13 @@ func TestBrowserTour(t *testing.T) {
 	shots := screenshotDir(t)
 	files := testFiles(t)
 	ctx := browser(t, tools["chromium"])
-	admin := &tab{t: t, ctx: ctx, base: b.url, shot: shots}
+	admin := &tab{t: t, ctx: ctx, base: b.url, shot: shots, axe: axeScript(t)}
 
+	admin.open("/signin")
+	admin.waitJS(10*time.Second, "the sign-in page", `document.readyState === "complete" && document.querySelector("#token") !== null`, `location.href`)
+	admin.checkA11y("sign-in")
 	admin.signIn(b.admin)
+	admin.checkA11y("jobs list (empty)")
 	if !eval[bool](admin, `document.querySelector("#new-job") !== null`) {
 		t.Fatal("an admin does not see the new-job link")
 	}
@@ -227,6 +232,7 @@ func TestBrowserTour(t *testing.T) {
 	admin.do(chromedp.SetUploadFiles(chromedp.ID("files"), files))
 	admin.waitJS(5*time.Second, "three files listed", `document.querySelectorAll("#uploads li").length === 3`, `document.querySelector("#uploads").innerText`)
 	admin.screenshot("02-new-job")
+	admin.checkA11y("new job")
 	// Record the highest value each file's bar reaches; sessionStorage outlives the navigation.
 	eval[chromedp.Void](admin, `(() => {
 		const seen = {};
@@ -249,9 +255,11 @@ func TestBrowserTour(t *testing.T) {
 	}
 	jobPath := eval[string](admin, `location.pathname`)
 
-	// The progress bar, fed by server-sent events, reaches 100 % and the job completes.
+	// The progress bar, fed by server-sent events, reaches 100 % and the job completes; the page
+	// then reloads itself, and the page the server rendered for the complete job follows no
+	// progress (the tree is read from that one, not from the page being left).
 	admin.waitJS(90*time.Second, "the job to complete at 100 %",
-		`document.querySelector("#job-state")?.textContent.trim() === "complete" && document.querySelector(".pct")?.textContent === "100 %" && document.querySelector(".progress progress")?.value === 100`,
+		`document.readyState === "complete" && document.querySelector(".progress[data-live-job]") === null && document.querySelector("#job-state")?.textContent.trim() === "complete" && document.querySelector(".pct")?.textContent === "100 %" && document.querySelector(".progress progress")?.value === 100`,
 		`(document.querySelector("#job-state")?.textContent || "") + " " + (document.querySelector(".pct")?.textContent || "")`)
 	roots := eval[int](admin, `document.querySelectorAll("#tree > li.item").length`)
 	if roots != 3 {
@@ -265,6 +273,7 @@ func TestBrowserTour(t *testing.T) {
 		t.Errorf("the job page lists no error for broken.pdf")
 	}
 	admin.screenshot("03-job")
+	admin.checkA11y("job")
 
 	// The documents grid: every thumbnail loads; the broken PDF's error and reason are listed.
 	admin.do(chromedp.Click(chromedp.ID("documents-link")))
@@ -285,6 +294,7 @@ func TestBrowserTour(t *testing.T) {
 	}
 	t.Logf("broken.pdf: %s", reason)
 	admin.screenshot("04-documents")
+	admin.checkA11y("documents")
 
 	// A document: its text beside its PDF, with downloads.
 	admin.do(chromedp.Click(chromedp.CSS(`#documents li.doc a`)))
@@ -293,6 +303,7 @@ func TestBrowserTour(t *testing.T) {
 		t.Error("the viewer shows no text")
 	}
 	admin.screenshot("05-viewer")
+	admin.checkA11y("viewer")
 
 	// A forged POST (no CSRF token) from the signed-in browser is refused, and changes nothing.
 	status := eval[int](admin, `fetch("`+jobPath+`/retry", {method: "POST", body: new URLSearchParams({x: "1"})}).then((r) => r.status)`)
@@ -326,6 +337,7 @@ func TestBrowserTour(t *testing.T) {
 		t.Errorf("a reader's GET /jobs/new got %d, want 403", status)
 	}
 	reader.screenshot("06-reader-job")
+	reader.checkA11y("reader's job")
 	reader.do(chromedp.Click(chromedp.CSS(`form[action="/signout"] button`)))
 	reader.waitJS(10*time.Second, "the sign-in page", `location.pathname === "/signin"`, `location.href`)
 	admin.signIn(b.admin)
@@ -338,6 +350,7 @@ func TestBrowserTour(t *testing.T) {
 		t.Errorf("the jobs list shows %q, want complete 100 %%", got)
 	}
 	admin.screenshot("01-jobs")
+	admin.checkA11y("jobs list")
 
 	// Phone width: the job page still fits.
 	admin.do(chromedp.EmulateViewport(390, 844))
@@ -347,12 +360,14 @@ func TestBrowserTour(t *testing.T) {
 		t.Errorf("at phone width the job page is %d px wide, want no horizontal scrolling", w)
 	}
 	admin.screenshot("09-phone-job")
+	admin.checkA11y("job at phone width")
 	admin.open(strings.TrimSuffix(jobPath, "/") + "/documents")
 	admin.waitJS(10*time.Second, "the documents page", `document.querySelector("#documents") !== null`, `location.href`)
 	if w := eval[int](admin, `document.documentElement.scrollWidth`); w > 400 {
 		t.Errorf("at phone width the documents page is %d px wide", w)
 	}
 	admin.screenshot("10-phone-documents")
+	admin.checkA11y("documents at phone width")
 
 	// Dropping files on the new-job form lists them for upload, as choosing them does.
 	admin.open("/jobs/new")
@@ -399,6 +414,7 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	}
 	broken := eval[string](admin, `document.querySelector("#diagram").src`)
 	admin.screenshot("07-editor-invalid")
+	admin.checkA11y("editor with a problem")
 
 	// Fix it: the error goes, the diagram is redrawn.
 	setField("s0-needs", "start")
@@ -422,6 +438,7 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 		`document.querySelector("#validity").textContent.startsWith("Valid") && document.querySelector("#yaml").value.includes("sha256sum") && document.querySelector("#diagram").src !== `+jsString(fixed),
 		`document.querySelector("#validity").textContent + " " + document.querySelector("#yaml").value`)
 	admin.screenshot("08-editor")
+	admin.checkA11y("editor")
 	admin.do(chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(10*time.Second, "version 2 saved", `document.querySelector("#save-status").textContent.includes("Saved version 2 of webflow")`, `document.querySelector("#save-status").textContent`)
 	wf, err := b.n.Store.WorkflowGet(t.Context(), "webflow", 2)
@@ -436,6 +453,16 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	}
 	admin.open("/workflows/webflow")
 	admin.waitJS(10*time.Second, "the library's diagram", `(() => { const i = document.querySelector(".diagram img"); return i && i.complete && i.naturalWidth > 0; })()`, `document.querySelector("main").innerText`)
+	admin.checkA11y("workflow")
+	admin.open("/workflows")
+	admin.waitJS(10*time.Second, "the workflows", `document.querySelector("section.workflow") !== null`, `document.querySelector("main").innerText`)
+	admin.checkA11y("workflows")
+	// The YAML tab.
+	admin.open("/workflows/webflow/edit")
+	admin.waitJS(10*time.Second, "the editor on webflow", `document.querySelector("#validity").textContent.startsWith("Valid")`, `document.querySelector("main").innerText`)
+	admin.do(chromedp.Click(chromedp.ID("tab-yaml")))
+	admin.waitJS(5*time.Second, "the YAML tab", `!document.querySelector("#panel-yaml").hidden`, `document.querySelector("main").innerText`)
+	admin.checkA11y("editor's YAML tab")
 }
 
 func jsString(s string) string {

@@ -250,13 +250,20 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 	if def, _, err := w.b.Engine().Definition(ctx, j.WorkflowName, j.WorkflowVersion); err == nil {
 		external = def.External
 	}
+	var waiting []waitingTask
+	if j.State == store.JobRunning && len(external) > 0 {
+		if waiting, err = w.waitingSteps(ctx, j, w.b.Engine().Now()); err != nil {
+			return err
+		}
+	}
 	data := struct {
 		Job      jobRow
 		Roots    *itemPage
 		Errors   []outputValue
 		External []string
+		Waiting  []waitingTask
 		Notice   string
-	}{w.jobRow(ctx, j), roots, errs, external, notice(r.URL.Query().Get("notice"))}
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(r.URL.Query().Get("notice"))}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
 }

@@ -1,6 +1,9 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -22,6 +25,9 @@ type waitingTask struct {
 	Item, Step    string
 	Events        []string
 	Waiting       time.Duration
+	// Keys are the item's metadata as key=value, sorted: the correlation keys an event may be
+	// sent by.
+	Keys []string
 }
 
 // backlog is a queue with ready tasks.
@@ -89,45 +95,11 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 				slow = append(slow, slowTask{Task: t, Running: d, Usual: u})
 			}
 		}
-		def, _, err := e.Definition(ctx, j.WorkflowName, j.WorkflowVersion)
-		if err != nil || len(def.External) == 0 {
-			continue
-		}
-		// Blocked tasks have no row: a step waits on an external event when the item is still
-		// open, the step needs an external event not yet fired, and the step has not run.
-		open, err := st.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []string{store.ItemWritten}, Limit: 200})
+		ws, err := w.waitingSteps(ctx, j, now)
 		if err != nil {
 			return err
 		}
-		for _, it := range open {
-			fired, err := st.EventListByItem(ctx, it.ID)
-			if err != nil {
-				return err
-			}
-			tasks, err := st.TaskListByItem(ctx, it.ID)
-			if err != nil {
-				return err
-			}
-			ran := map[string]bool{}
-			for _, t := range tasks {
-				ran[t.Step] = true
-			}
-			for _, step := range def.Steps {
-				if ran[step.Name] {
-					continue
-				}
-				var evs []string
-				for _, n := range step.Needs {
-					if def.IsExternal(n) && !slices.Contains(fired, n) {
-						evs = append(evs, n)
-					}
-				}
-				if len(evs) > 0 {
-					waiting = append(waiting, waitingTask{JobID: j.ID, ItemID: it.ID, Item: it.Name, Step: step.Name,
-						Events: evs, Waiting: since(now, it.CreatedAt)})
-				}
-			}
-		}
+		waiting = append(waiting, ws...)
 	}
 	sort.Slice(slow, func(i, j int) bool { return slow[i].Running > slow[j].Running })
 	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Waiting > waiting[j].Waiting })
@@ -145,6 +117,71 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 		Queues  []backlog
 	}{len(jobs), slow, waiting, qs}})
 	return nil
+}
+
+// waitingSteps lists the steps of a running job's open items (up to 200) that wait on external
+// events not yet fired. Blocked tasks have no row: a step waits on an external event when the
+// item is still open, the step needs an external event not yet fired, and the step has not run.
+func (w *Web) waitingSteps(ctx context.Context, j *store.Job, now time.Time) ([]waitingTask, error) {
+	e := w.b.Engine()
+	st := e.Store()
+	def, _, err := e.Definition(ctx, j.WorkflowName, j.WorkflowVersion)
+	if err != nil || len(def.External) == 0 {
+		return nil, nil
+	}
+	open, err := st.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []string{store.ItemWritten}, Limit: 200})
+	if err != nil {
+		return nil, err
+	}
+	var waiting []waitingTask
+	for _, it := range open {
+		fired, err := st.EventListByItem(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		tasks, err := st.TaskListByItem(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		ran := map[string]bool{}
+		for _, t := range tasks {
+			ran[t.Step] = true
+		}
+		for _, step := range def.Steps {
+			if ran[step.Name] {
+				continue
+			}
+			var evs []string
+			for _, n := range step.Needs {
+				if def.IsExternal(n) && !slices.Contains(fired, n) {
+					evs = append(evs, n)
+				}
+			}
+			if len(evs) > 0 {
+				waiting = append(waiting, waitingTask{JobID: j.ID, ItemID: it.ID, Item: it.Name, Step: step.Name,
+					Events: evs, Waiting: since(now, it.CreatedAt), Keys: metadataKeys(it.Metadata)})
+			}
+		}
+	}
+	return waiting, nil
+}
+
+// metadataKeys turns an item's metadata into key=value lines, sorted; values that are not a
+// string, number or boolean are left out (an event cannot be sent by them).
+func metadataKeys(md []byte) []string {
+	var m map[string]any
+	if json.Unmarshal(md, &m) != nil {
+		return nil
+	}
+	var keys []string
+	for k, v := range m {
+		switch v.(type) {
+		case string, float64, bool:
+			keys = append(keys, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -87,18 +87,41 @@
     inp.value = s[key].join(", ");
     const box = el("div", { class: "field" }, el("label", { for: id, text: label }), inp);
     if (chips) {
-      const c = el("div", { class: "chips", role: "group", "aria-label": "Events to add to " + key + " of step " + s.name });
+      // A toolbar (WAI-ARIA): one Tab stop, the arrow keys, Home and End move between its buttons.
+      const c = el("div", { class: "chips", role: "toolbar", "aria-label": "Events to add to " + key + " of step " + s.name });
       for (const e of chips) {
-        const b = el("button", { type: "button", text: "+ " + e, "aria-label": "Add " + e + " to " + key });
+        const b = el("button", { type: "button", text: "+ " + e, "aria-label": "Add " + e + " to " + key, tabindex: c.children.length ? "-1" : "0" });
         b.addEventListener("click", () => {
           const cur = list(inp.value);
           if (!cur.includes(e)) { cur.push(e); inp.value = cur.join(", "); changed(); }
         });
         c.append(b);
       }
+      roving(c, "button", ["ArrowLeft", "ArrowUp"], ["ArrowRight", "ArrowDown"], false);
       box.append(c);
     }
     return box;
+  }
+
+  // roving gives a group of controls one Tab stop (the last one used, tabindex 0; the others -1):
+  // the keys in prev and next move to the previous and next control, wrapping, Home and End to
+  // the first and last. With activate the control moved to is also clicked (the tabs' pattern).
+  function roving(group, selector, prev, next, activate) {
+    group.addEventListener("keydown", (ev) => {
+      const items = Array.from(group.querySelectorAll(selector));
+      const i = items.indexOf(ev.target);
+      if (i < 0) return;
+      let j;
+      if (prev.includes(ev.key)) j = (i - 1 + items.length) % items.length;
+      else if (next.includes(ev.key)) j = (i + 1) % items.length;
+      else if (ev.key === "Home") j = 0;
+      else if (ev.key === "End") j = items.length - 1;
+      else return;
+      ev.preventDefault();
+      for (const it of items) it.setAttribute("tabindex", it === items[j] ? "0" : "-1");
+      items[j].focus();
+      if (activate) items[j].click();
+    });
   }
 
   function renderStep(s, i, events) {
@@ -136,7 +159,12 @@
     }
     fs.append(el("ul", { class: "problems", "data-problems": "" }));
     const rm = el("button", { type: "button", class: "link", text: "Remove step " + s.name });
-    rm.addEventListener("click", () => { collect(); model.steps.splice(i, 1); render(); changed(true); });
+    rm.addEventListener("click", () => {
+      collect(); model.steps.splice(i, 1); render(); changed(true);
+      // The button is gone: focus the step that took its place, else the one before, else Add.
+      const next = $("s" + Math.min(i, model.steps.length - 1) + "-name");
+      (next || $("add-action")).focus();
+    });
     fs.append(rm);
     return fs;
   }
@@ -269,13 +297,20 @@
     if (e.target.tagName === "SELECT" && e.target.dataset.field && e.target.dataset.field.startsWith("with.")) changed();
   });
 
-  for (const [tab, panel, other, otherPanel] of [["tab-form", "panel-form", "tab-yaml", "panel-yaml"], ["tab-yaml", "panel-yaml", "tab-form", "panel-form"]]) {
-    $(tab).addEventListener("click", () => {
-      $(tab).setAttribute("aria-selected", "true"); $(tab).removeAttribute("tabindex");
-      $(other).setAttribute("aria-selected", "false"); $(other).setAttribute("tabindex", "-1");
-      $(panel).hidden = false; $(otherPanel).hidden = true;
+  // The Form and YAML tabs (the WAI-ARIA tabs pattern, activated as focus moves): the selected
+  // tab is the tablist's one Tab stop; Left and Right (wrapping), Home and End select another.
+  const tablist = root.querySelector('[role="tablist"]');
+  for (const tab of tablist.querySelectorAll('[role="tab"]')) {
+    tab.addEventListener("click", () => {
+      for (const t of tablist.querySelectorAll('[role="tab"]')) {
+        const on = t === tab;
+        t.setAttribute("aria-selected", String(on));
+        t.setAttribute("tabindex", on ? "0" : "-1");
+        $(t.getAttribute("aria-controls")).hidden = !on;
+      }
     });
   }
+  roving(tablist, '[role="tab"]', ["ArrowLeft"], ["ArrowRight"], true);
 
   $("add-action").addEventListener("change", () => {
     const a = spec($("add-action").value);
@@ -289,7 +324,10 @@
     model.steps.push({ name, action, needs: ["start"], success: [], failure: [], with: {} });
     render();
     changed(true);
-    $("s" + (model.steps.length - 1) + "-name").focus();
+    // The new step's name, selected: type to rename it, or Tab on to its action and settings.
+    const nameInp = $("s" + (model.steps.length - 1) + "-name");
+    nameInp.focus();
+    nameInp.select();
   });
 
   $("save").addEventListener("click", async () => {
