@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/web"
@@ -46,6 +47,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg.Engine, cfg.Remote = true, rem
+	cfg.Metrics = metric.New()
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -64,7 +66,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader,
-		Limits: limits.get()})
+		Limits: limits.get(), Metrics: cfg.Metrics})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	Cache map[string]bool
 	// TempDir is where attempts get their private directories. Defaults to os.TempDir().
 	TempDir string
+	// Metrics records each attempt's queue wait and run time and each lease renewal. Nil
+	// records nothing.
+	Metrics *metric.Set
 }
 
 // Worker leases and runs tasks. Start it once; Stop is idempotent.
@@ -572,6 +576,8 @@ func (w *Worker) renew(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("renew leases", "error", err)
+		} else if err == nil {
+			w.cfg.Metrics.LeasesRenewed(len(p.TaskIDs) + len(p.HeldLeaseIDs))
 		}
 	}
 }
@@ -592,6 +598,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
 	var fin finishing
+	begin := time.Now()
 	err := w.execute(ctx, t, it, res, &fin, pf)
 	if errors.Is(err, errStopping) {
 		w.release(t)
@@ -601,6 +608,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 		return
 	}
 	setErr(res, err)
+	w.observe(t, res, begin)
 	if err != nil && ctx.Err() == nil {
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
@@ -632,6 +640,19 @@ func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 	if ferr := w.commit.alone(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(fail) }); ferr != nil {
 		w.log.Error("commit the failure of a result that could not be committed; its lease will expire", "task_id", t.ID, "error", ferr)
 	}
+}
+
+// observe records an attempt of t that began at begin: how long the task waited, from becoming
+// ready (or the end of its retry backoff) to its lease, and how long it ran.
+func (w *Worker) observe(t *store.Task, res *engine.Result, begin time.Time) {
+	if w.cfg.Metrics == nil {
+		return
+	}
+	ready := t.RunAfter
+	if ready.IsZero() {
+		ready = t.CreatedAt
+	}
+	w.cfg.Metrics.TaskAttempt(t.Action, res.Started.Sub(ready), time.Since(begin), res.Err != nil)
 }
 
 // setErr records the attempt's error in its result, with the stack of a panic.
