@@ -222,6 +222,7 @@ func runToken(ctx context.Context, e *env, args []string) error {
 	sub := args[0]
 	fs, c := newFlags(e, "token "+sub, "token create --role admin|worker|reader | list | revoke ID")
 	role := fs.String("role", "", "create: admin, worker or reader")
+	out := addOutputFlag(fs)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -246,6 +247,13 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		toks, err := tokens.List()
 		if err != nil {
 			return err
+		}
+		if out.json() {
+			list := []tokenJSON{}
+			for _, t := range toks {
+				list = append(list, tokenJSON{ID: t.ID, Role: string(t.Role), CreatedAt: t.CreatedAt.UTC()})
+			}
+			return writeJSON(e.stdout, list)
 		}
 		for _, t := range toks {
 			fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.ID, t.Role, t.CreatedAt.Local().Format(time.DateTime))
