@@ -79,7 +79,7 @@ func applyConfig(fset *flag.FlagSet) ([]string, error) {
 		sec := m
 		if scope != "" {
 			s, ok := m[scope].(map[string]any)
-			if !ok || scope == "" {
+			if !ok {
 				continue
 			}
 			sec = s
@@ -90,14 +90,14 @@ func applyConfig(fset *flag.FlagSet) ([]string, error) {
 			}
 		}
 	}
+	if _, ok := values["data"]; ok && !explicit {
+		return nil, usagef("%s sets data: the data dir's own configuration file cannot move it (use --config FILE)", path)
+	}
 	var applied []string
 	for _, k := range slices.Sorted(mapsKeys(values)) {
 		f := fset.Lookup(k)
 		if f == nil || set[k] || k == "config" || os.Getenv(flagEnv[k]) != "" && flagEnv[k] != "" {
 			continue
-		}
-		if k == "data" && !explicit {
-			return nil, usagef("%s sets data: the data dir's own configuration file cannot move it (use --config FILE)", path)
 		}
 		for _, s := range configStrings(values[k]) {
 			if err := fset.Set(k, s); err != nil {

@@ -140,6 +140,9 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			}
 			setErr(res, err)
 			w.observe(tk, res, begin)
+			if err != nil && ctx.Err() == nil {
+				w.log.Debug("task attempt failed", "job_id", tk.JobID, "item_id", tk.ItemID, "task_id", tk.ID, "action", tk.Action, "attempt", tk.Attempt, "error", err)
+			}
 			if err := w.applyResult(ctx, res, &fin)(t); err != nil {
 				return err
 			}

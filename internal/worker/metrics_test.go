@@ -1,8 +1,13 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +23,7 @@ import (
 
 // TestMetricsOfAttempts: a worker given a metric.Set records each attempt's run time by action
 // and outcome and its queue wait by action, and counts its lease renewals and the leases they
-// extended; a blocked task keeps being renewed.
+// extended; a blocked task keeps being renewed. Its log lines about a task carry the ids.
 func TestMetricsOfAttempts(t *testing.T) {
 	t.Parallel()
 	set := metric.New()
@@ -36,7 +41,9 @@ func TestMetricsOfAttempts(t *testing.T) {
 		return action.Permanentf("bad input")
 	}}
 	const lease = 300 * time.Millisecond
-	b := setupWith(t, drivertest.OpenSQLite, func(c *worker.Config) { c.LeaseDuration = lease; c.Metrics = set }, block, bad)
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := setupWith(t, drivertest.OpenSQLite, func(c *worker.Config) { c.LeaseDuration = lease; c.Metrics = set; c.Logger = logger }, block, bad)
 	b.startJob(t, "m", "name: m\nsteps:\n  block: {action: block, needs: [start]}\n  bad: {action: bad, needs: [start]}\n",
 		engine.Root{Name: "r"})
 	<-started
@@ -55,6 +62,28 @@ func TestMetricsOfAttempts(t *testing.T) {
 		if n := histCount(t, set, "sluice_task_queue_wait_seconds", map[string]string{"action": a}); n != 1 {
 			t.Errorf("queue waits of %s = %d, want 1", a, n)
 		}
+	}
+	// Every log line about a task names its job, item, task, action and attempt (JSON, as
+	// --log-format json writes it).
+	failedLines := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == "task attempt failed" {
+			failedLines++
+		}
+		if _, ok := rec["task_id"]; ok || rec["msg"] == "task attempt failed" {
+			for _, k := range []string{"job_id", "item_id", "task_id", "action", "attempt"} {
+				if _, ok := rec[k]; !ok {
+					t.Errorf("log line about a task lacks %s: %s", k, line)
+				}
+			}
+		}
+	}
+	if failedLines != 1 {
+		t.Errorf("%d lines say the bad attempt failed, want 1:\n%s", failedLines, logs.String())
 	}
 	if s := histSum(t, set, "sluice_task_duration_seconds", map[string]string{"action": "block", "outcome": "succeeded"}); s < (lease / 3).Seconds() {
 		t.Errorf("the blocked attempt ran %vs by the histogram; it outlived two renewals, a third of %v apart", s, lease)
@@ -99,4 +128,22 @@ func histCount(t *testing.T, set *metric.Set, name string, labels map[string]str
 
 func histSum(t *testing.T, set *metric.Set, name string, labels map[string]string) float64 {
 	return find(t, set, name, labels).GetHistogram().GetSampleSum()
+}
+
+// syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

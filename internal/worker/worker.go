@@ -636,9 +636,10 @@ func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 	}
 	t := res.Task
 	fail := engine.FailedCommit(res, err)
-	w.log.Error("commit result; the task fails", "task_id", t.ID, "job_id", t.JobID, "action", t.Action, "attempt", t.Attempt, "error", err)
+	log := w.log.With("job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt)
+	log.Error("commit result; the task fails", "error", err)
 	if ferr := w.commit.alone(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(fail) }); ferr != nil {
-		w.log.Error("commit the failure of a result that could not be committed; its lease will expire", "task_id", t.ID, "error", ferr)
+		log.Error("commit the failure of a result that could not be committed; its lease will expire", "error", ferr)
 	}
 }
 
