@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	NoAuth bool
 	// Limits bounds what a request may make the server read and store.
 	Limits Limits
+	// Metrics holds the process's collectors served on /metrics, beside the figures read from
+	// the database when scraped; the API counts its requests there. Defaults to a set of its own.
+	Metrics *metric.Set
 }
 
 // Limits bounds what one request may make the server read and store, so that a client (even one
@@ -135,7 +139,7 @@ func New(cfg Config) *API {
 		cfg.ProgressInterval = time.Second
 	}
 	cfg.Limits.setDefaults()
-	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics()}
+	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Metrics)}
 	for _, r := range a.routes() {
 		a.mux.Handle(r.Method+" "+r.Path, a.wrap(r))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -100,7 +101,8 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bun
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { w.Ready(qs); wp.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); wp.CancelTasks(ids) }})
-	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
+	set := metric.New()
+	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Metrics: set})
 	tokens, err := api.OpenTokenStore(filepath.Join(dir, "tokens.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +111,7 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bun
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
 	leader := new(atomic.Bool)
 	cfg := api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
-		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load}
+		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load, Metrics: set}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -547,41 +549,4 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 func (b *bundle) apiForRoutes(t *testing.T) *api.API {
 	return api.New(api.Config{Backend: workerproto.NewBackend(b.e, nil, nil), NoAuth: true})
-}
-
-func TestMetrics(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
-	// A running job with two files: each runs doc, then waits for the external event.
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	jp, _ := mw.CreateFormField("job")
-	jp.Write([]byte(`{"workflow":"docs"}`))
-	for _, name := range []string{"a.txt", "b.txt"} {
-		fp, _ := mw.CreateFormFile("file", name)
-		fp.Write([]byte("content of " + name))
-	}
-	mw.Close()
-	if code, data := b.do(t, "POST", "/v1/jobs", b.admin, mw.FormDataContentType(), &buf); code != 201 {
-		t.Fatalf("create: %d %s", code, data)
-	}
-	poll.Until(t, 20*time.Second, "both doc tasks counted complete", func() (bool, string) {
-		_, data := b.do(t, "GET", "/metrics", b.reader, "", nil)
-		return strings.Contains(string(data), "\nsluice_tasks{state=\"complete\",action=\"doc\"} 2\n"), string(data)
-	})
-	code, data := b.do(t, "GET", "/metrics", b.reader, "", nil)
-	if code != 200 {
-		t.Fatalf("metrics %d", code)
-	}
-	for _, want := range []string{"# TYPE sluice_tasks gauge", "sluice_jobs_running", "sluice_queue_depth", "sluice_task_retries",
-		"sluice_http_request_duration_seconds_bucket{route=\"POST /v1/jobs\",le=\"+Inf\"} 1", "sluice_remote_tasks 0", "\nsluice_maintenance_leader 0\n"} {
-		if !strings.Contains(string(data), want) {
-			t.Errorf("metrics lack %q:\n%s", want, data)
-		}
-	}
-	b.leader.Store(true)
-	if _, data := b.do(t, "GET", "/metrics", b.reader, "", nil); !strings.Contains(string(data), "\nsluice_maintenance_leader 1\n") {
-		t.Errorf("metrics of the leader lack sluice_maintenance_leader 1:\n%s", data)
-	}
 }

@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
@@ -27,11 +27,16 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *env, args []string) error
+	// subs are the subcommands of a command of subcommands (job list, job show, …).
+	subs []string
 }
 
 // env carries the process's streams to commands.
 type env struct {
 	stdout, stderr io.Writer
+	// onFlags, when set, is called with each flag set a command makes (completion scripts
+	// read the flags from them).
+	onFlags func(*flag.FlagSet)
 }
 
 // usageError is an error in the command line: printed with a hint, exit code 2.
@@ -43,130 +48,178 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 
 func commands() []command {
 	return []command{
-		{"ingest", "ingest files, folders and archives into documents (the main job)", runIngest},
-		{"documents", "list, show, export or search ingested documents: documents list|show|export|search|reindex", runDocuments},
-		{"doctor", "show which converters are installed and what is degraded without them", runDoctor},
-		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun},
-		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume},
-		{"job", "list, show, cancel or retry jobs: job list|show|cancel|retry", runJob},
-		{"event", "fire an external event on an item: event fire", runEvent},
-		{"workflow", "validate, graph, apply or list workflows: workflow validate|graph|apply|list|actions", runWorkflow},
-		{"bench", "measure the engine: bench engine|ingest", runBench},
-		{"gc", "delete blobs no row references any more", runGC},
-		{"serve", "run the HTTP API, the remote worker protocol and the workers", runServe},
-		{"worker", "serve a remote action by running a local command per task", runWorker},
-		{"migrate", "apply or show PostgreSQL schema migrations, or copy a data dir to PostgreSQL: migrate up|status|copy", runMigrate},
-		{"outbox", "show the outbox's pending messages per sink: outbox status", runOutbox},
-		{"token", "create, list or revoke API tokens: token create --role admin|worker|reader", runToken},
-		{"version", "print the version", func(ctx context.Context, e *env, args []string) error {
-			fmt.Fprintln(e.stdout, "sluice", version)
-			return nil
-		}},
+		{"ingest", "ingest files, folders and archives into documents (the main job)", runIngest, nil},
+		{"documents", "list, show, export or search ingested documents", runDocuments, []string{"list", "show", "export", "search", "reindex"}},
+		{"doctor", "show which converters are installed and what is degraded without them", runDoctor, nil},
+		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun, nil},
+		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume, nil},
+		{"job", "list, show, cancel or retry jobs", runJob, []string{"list", "show", "cancel", "retry"}},
+		{"event", "fire an external event on an item", runEvent, []string{"fire"}},
+		{"workflow", "validate, graph, apply or list workflows; the action catalog", runWorkflow, []string{"validate", "graph", "apply", "list", "actions"}},
+		{"bench", "measure the engine, or ingestion", runBench, []string{"engine", "ingest"}},
+		{"gc", "delete blobs no row references any more", runGC, nil},
+		{"serve", "run the web UI, the HTTP API, the remote worker protocol and the workers", runServe, nil},
+		{"worker", "serve a remote action by running a local command per task, or run workers on a shared database", runWorker, nil},
+		{"migrate", "apply or show PostgreSQL schema migrations, or copy a data dir to PostgreSQL", runMigrate, []string{"up", "status", "copy"}},
+		{"outbox", "show the outbox's pending messages per sink", runOutbox, []string{"status"}},
+		{"token", "create, list or revoke API tokens", runToken, []string{"create", "list", "revoke"}},
+		{"config", "show the effective configuration, secrets masked", runConfig, []string{"show"}},
+		{"completion", "print a shell completion script", runCompletion, []string{"bash", "zsh", "fish"}},
+		{"version", "print the module version and VCS revision", runVersion, nil},
 	}
 }
-
-var version = "0.1.0-dev"
 
 // lookupEnv reads a SLUICE_* variable (the CLI is the only reader of the environment).
 func lookupEnv(name string) string { return os.Getenv(name) }
 
-// Main runs the command line and returns the process exit code: 0 on success, 1 when the
-// command failed, 2 for a usage error.
+// Main runs the command line and returns the process exit code: [ExitOK], [ExitFailed],
+// [ExitUsage] or [ExitLocked].
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
 	args, err := hoistGlobals(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice: %v\n", err)
 		usage(stderr)
-		return 2
+		return ExitUsage
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stdout)
-		return 0
+		return ExitOK
 	}
 	for _, c := range commands() {
-		if c.name == args[0] {
-			if len(args) > 1 && isHelp(args[1]) && strings.Contains(c.summary, "|") {
-				// A command of subcommands: say what they are (each has its own -h).
-				fmt.Fprintf(stdout, "Usage: sluice %s\n\n%s\nRun 'sluice %s SUBCOMMAND -h' for a subcommand's flags.\n",
-					c.summary[strings.LastIndex(c.summary, ": ")+2:], c.summary, c.name)
-				return 0
+		if c.name != args[0] {
+			continue
+		}
+		if len(c.subs) > 0 && (len(args) == 1 || isHelp(args[1])) {
+			if len(args) == 1 {
+				fmt.Fprintf(stderr, "sluice %s needs a subcommand: %s\n", c.name, strings.Join(c.subs, ", "))
+				printCommandHelp(stderr, c)
+				return ExitUsage
 			}
-			err := c.run(ctx, e, args[1:])
-			var ue *usageError
-			switch {
-			case err == nil:
-				return 0
-			case errors.Is(err, flag.ErrHelp):
-				return 0
-			case errors.As(err, &ue):
-				fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice %s -h' for usage.\n", c.name, err, c.name)
-				return 2
-			case errors.Is(err, node.ErrLocked):
-				fmt.Fprintf(stderr, "sluice %s: %v (wait for it to finish, or stop it)\n", c.name, err)
-				return 1
-			default:
-				fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
-				return 1
-			}
+			printCommandHelp(stdout, c)
+			return ExitOK
+		}
+		if wantsHelp(args[1:]) {
+			// Asked for, help is the answer: on stdout, exit 0.
+			e = &env{stdout: stdout, stderr: stdout}
+		}
+		err := c.run(ctx, e, args[1:])
+		var ue *usageError
+		switch {
+		case err == nil:
+			return ExitOK
+		case errors.Is(err, flag.ErrHelp):
+			return ExitOK
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice %s -h' for usage.\n", c.name, err, c.name)
+			return ExitUsage
+		case errors.Is(err, node.ErrLocked):
+			fmt.Fprintf(stderr, "sluice %s: %v (wait for it to finish, or stop it)\n", c.name, err)
+			return ExitLocked
+		default:
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
+			return ExitFailed
 		}
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n", args[0])
 	usage(stderr)
-	return 2
+	return ExitUsage
+}
+
+// wantsHelp reports whether args ask for help (-h, -help, --help) before a "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
 }
 
 func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }
 
 // globalFlags are the flags every command takes, with whether each takes a value: they may come
-// before the command too (`sluice --data D token create`).
+// before the command and between a command and its subcommand too (`sluice --data D token
+// create`, `sluice token --data D create`).
 var globalFlags = map[string]bool{"data": true, "database": true, "blobs": true, "lease": true, "v": false,
-	"max-item-depth": true, "max-job-items": true}
+	"max-item-depth": true, "max-job-items": true, "config": true, "log-format": true}
 
-// hoistGlobals moves global flags written before the command name to just after it, where the
-// command's own flag set parses them.
+// hoistGlobals moves global flags written before the command name, or between a command and its
+// subcommand, to just after the subcommand, where the command's own flag set parses them.
 func hoistGlobals(args []string) ([]string, error) {
 	var hoisted []string
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
-		takes, ok := globalFlags[name]
-		if !ok {
-			return nil, fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, -v, --max-item-depth, --max-job-items)", args[0])
+	take := func() error {
+		for len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]) && args[0] != "--" {
+			name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+			takes, ok := globalFlags[name]
+			if !ok {
+				return fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, -v, --log-format, --config, --max-item-depth, --max-job-items)", args[0])
+			}
+			n := 1
+			if takes && !hasValue {
+				n = 2
+			}
+			if len(args) < n {
+				return fmt.Errorf("flag %s needs a value", args[0])
+			}
+			hoisted, args = append(hoisted, args[:n]...), args[n:]
 		}
-		n := 1
-		if takes && !hasValue {
-			n = 2
-		}
-		if len(args) < n {
-			return nil, fmt.Errorf("flag %s needs a value", args[0])
-		}
-		hoisted, args = append(hoisted, args[:n]...), args[n:]
+		return nil
 	}
-	if len(hoisted) == 0 || len(args) == 0 {
-		return append(hoisted, args...), nil
+	if err := take(); err != nil {
+		return nil, err
+	}
+	if len(args) == 0 {
+		return hoisted, nil
 	}
 	out := []string{args[0]}
-	rest := args[1:]
-	// A command of subcommands parses its flags after the subcommand.
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		for _, c := range commands() {
-			if c.name == args[0] && strings.Contains(c.summary, "|") {
-				out, rest = append(out, rest[0]), rest[1:]
+	args = args[1:]
+	for _, c := range commands() {
+		if c.name == out[0] && len(c.subs) > 0 {
+			// A command of subcommands parses its flags after the subcommand.
+			if err := take(); err != nil {
+				return nil, err
+			}
+			if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+				out, args = append(out, args[0]), args[1:]
 			}
 		}
 	}
-	return append(append(out, hoisted...), rest...), nil
+	return append(append(out, hoisted...), args...), nil
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Sluice: a durable, crash-safe pipeline engine for ingesting files and data.")
-	fmt.Fprintln(w, "\nUsage: sluice COMMAND [flags] [args]\n\nCommands:")
-	cs := commands()
-	sort.SliceStable(cs, func(i, j int) bool { return false })
-	for _, c := range cs {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	fmt.Fprintln(w, "\nUsage: sluice [global flags] COMMAND [SUBCOMMAND] [flags] [args]\n\nCommands:")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, c := range commands() {
+		name := c.name
+		if len(c.subs) > 0 {
+			name += " " + strings.Join(c.subs, "|")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --data DIR (default ./sluice-data; env SLUICE_DATA).")
+	tw.Flush()
+	fmt.Fprint(w, `
+Global flags (before or after the command):
+  --data DIR          data directory (default ./sluice-data; env SLUICE_DATA)
+  --database URL      a postgres:// URL shared by several processes (env SLUICE_DATABASE)
+  --blobs URL         s3://bucket/prefix for blobs (env SLUICE_BLOBS)
+  --config FILE       configuration file (default: sluice.yaml in the data dir)
+  --log-format F      text or json (default: text on a terminal, json otherwise; env SLUICE_LOG_FORMAT)
+  -v                  log engine events, debug included
+  --lease D, --max-item-depth N, --max-job-items N
+
+Settings come from flags, then SLUICE_* variables, then the configuration file
+('sluice config show' prints them, secrets masked).
+
+`+exitCodes+`
+
+Run 'sluice COMMAND -h' for a command's flags and examples.
+`)
 }
 
 // flags returns a FlagSet with the common flags.
@@ -184,6 +237,11 @@ type common struct {
 	maxDepth int
 	maxItems int64
 	topics   *topicFlags
+	// config is the configuration file (--config); logFormat is text or json (--log-format).
+	config    string
+	logFormat string
+	// sources says where each setting came from (flag, env, file), for config show.
+	sources map[string]string
 }
 
 // listFlag is a flag of comma-separated values, repeatable; the first use replaces the default
@@ -234,6 +292,9 @@ func (c *common) egress() (*egress.Policy, error) {
 func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	if e.onFlags != nil {
+		e.onFlags(fs)
+	}
 	c := &common{egressAllow: newListFlag(os.Getenv("SLUICE_EGRESS_ALLOW")), egressDeny: newListFlag(os.Getenv("SLUICE_EGRESS_DENY"))}
 	def := os.Getenv("SLUICE_DATA")
 	if def == "" {
@@ -247,37 +308,74 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.Int64Var(&c.maxItems, "max-job-items", 0, "how many items a job may make (per process); past it a child fails its task with a named error (default 10,000,000)")
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
 	c.topics = addTopicFlags(fs)
+	fs.StringVar(&c.config, "config", os.Getenv("SLUICE_CONFIG"), "configuration file (default: sluice.yaml in the data dir, if there)")
+	fs.StringVar(&c.logFormat, "log-format", os.Getenv("SLUICE_LOG_FORMAT"), "log format: text or json (default: text on a terminal, json otherwise); logs are on with -v or this flag")
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: sluice %s\n\nFlags:\n", usageLine)
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: sluice %s\n", usageLine)
+		if h, ok := helpTexts()[name]; ok {
+			fmt.Fprintf(w, "\n%s\n\nExamples:\n", h.about)
+			for _, ex := range h.examples {
+				fmt.Fprintf(w, "  %s\n", ex)
+			}
+		}
+		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
 	return fs, c
 }
 
-// parse parses flags that may be interleaved with positional arguments.
+// parse parses flags that may be interleaved with positional arguments, then applies the
+// configuration file to the flags neither the command line nor the environment set.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if !wantsHelp(args) {
+		// A bad flag is a usage error: Main prints it with a hint to -h, not the whole usage.
+		out := fs.Output()
+		fs.SetOutput(io.Discard)
+		defer fs.SetOutput(out)
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usagef("%v", err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
+			return pos, applyConfigFile(fs)
 		}
 		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
+			return append(pos, args[1:]...), applyConfigFile(fs)
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
 }
 
+// logger returns the logger of -v and --log-format: none without either; at info level with
+// --log-format alone, debug with -v; text on a terminal and JSON otherwise unless --log-format
+// says. Attributes are snake_case (job_id, item_id, task_id, action, attempt, error).
 func (c *common) logger(e *env) *slog.Logger {
-	if !c.verbose {
+	if !c.verbose && c.logFormat == "" {
 		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if c.verbose {
+		opts.Level = slog.LevelDebug
+	}
+	format := c.logFormat
+	if format == "" {
+		format = "json"
+		if isTTY(e.stderr) {
+			format = "text"
+		}
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, opts))
 }
 
 // open opens the data dir; engine processes also lock it and get workers.
@@ -292,6 +390,9 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
+	if !oneOf(c.logFormat, "", "text", "json") {
+		return node.Config{}, usagef("--log-format must be text or json, not %q", c.logFormat)
+	}
 	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems}
 	pol, err := c.egress()
 	if err != nil {

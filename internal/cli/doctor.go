@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -12,15 +11,15 @@ import (
 )
 
 func runDoctor(ctx context.Context, e *env, args []string) error {
-	fs, _ := newFlags(e, "doctor", "doctor [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
+	fs, _ := newFlags(e, "doctor", "doctor [--output table|json]")
+	out := addOutputFlag(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	st := converter.Doctor(ctx)
 	sb := sandbox.Check()
-	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(struct {
+	if out.json() {
+		return writeJSON(e.stdout, struct {
 			Tools   []converter.ToolStatus `json:"tools"`
 			Sandbox sandbox.Status         `json:"sandbox"`
 		}{st, sb})

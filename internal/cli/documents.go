@@ -38,6 +38,7 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 	format := fs.String("format", "dir", "export: dir (files, index.jsonl and errors.jsonl in --out) or jsonl (the index on stdout)")
 	outDir := fs.String("out", "", "export: the directory to write to")
 	partsFlag := fs.String("parts", "pdf,text,thumbnail", "export: the parts of each document to write (dir format)")
+	output := addOutputFlag(fs)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -77,6 +78,9 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return usagef("document ID must be a number, not %q", pos[0])
 		}
+		if output.json() {
+			return showDocumentJSON(ctx, e, n, id)
+		}
 		return showDocument(ctx, e, n, id)
 	}
 	jobID, err := documentsJob(ctx, n, *jobFlag)
@@ -85,6 +89,9 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 	}
 	switch sub {
 	case "list":
+		if output.json() {
+			return listDocumentsJSON(ctx, e, n, jobID)
+		}
 		return listDocuments(ctx, e, n, jobID)
 	default:
 		parts := map[string]bool{}

@@ -25,7 +25,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "job "+sub, "job list|show ID|cancel ID|retry ID [--follow] [--data DIR]")
 	state := fs.String("state", "", "list: only jobs in this state")
 	limit := fs.Int("limit", 50, "list: at most this many jobs")
-	asJSON := fs.Bool("json", false, "print JSON")
+	out := addOutputFlag(fs)
 	followJob := fs.Bool("follow", false, "retry: run the job's tasks in this process and wait for it to end, like sluice run")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
@@ -43,8 +43,16 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(e.stdout).Encode(jobs)
+		if out.json() {
+			list := []jobJSON{}
+			for _, j := range jobs {
+				p, err := n.Engine.Progress(ctx, j.ID)
+				if err != nil {
+					return err
+				}
+				list = append(list, newJobJSON(j, p))
+			}
+			return writeJSON(e.stdout, list)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tPROGRESS\tCREATED\tERROR")
@@ -62,7 +70,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return showJob(ctx, e, n, id, *asJSON)
+		return showJob(ctx, e, n, id, out.json())
 	case "cancel":
 		id, err := jobID(pos)
 		if err != nil {
@@ -128,7 +136,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(e.stdout).Encode(map[string]any{"job": j, "progress": p, "items": items, "waits": waits})
+		return showJobJSON(ctx, e, n, j, p, items, waits)
 	}
 	// Steps waiting for an external event with a deadline, by item.
 	waiting := map[int64][]string{}
@@ -236,6 +244,7 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 	sub := args[0]
 	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions")
 	format := fs.String("format", "svg", "graph: svg or dot")
+	output := addOutputFlag(fs)
 	out := fs.String("o", "", "graph: write to this file instead of stdout")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
@@ -332,6 +341,17 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 		wfs, err := n.Store.WorkflowList(ctx)
 		if err != nil {
 			return err
+		}
+		if output.json() {
+			list := []workflowJSON{}
+			for _, wf := range wfs {
+				created := wf.CreatedAt.UTC()
+				list = append(list, workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: &created})
+			}
+			for _, name := range builtin.Names() {
+				list = append(list, workflowJSON{Name: name, BuiltIn: true})
+			}
+			return writeJSON(e.stdout, list)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tVERSION\tDIGEST\tCREATED")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/migrate"
 	"github.com/sluice-project/sluice/internal/node"
@@ -17,6 +18,9 @@ import (
 func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("migrate copy", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	if e.onFlags != nil {
+		e.onFlags(fs)
+	}
 	def := os.Getenv("SLUICE_DATA")
 	if def == "" {
 		def = "sluice-data"
@@ -26,11 +30,11 @@ func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 	blobs := fs.String("blobs", "", "s3://bucket/prefix to copy the blobs to (endpoint, region and keys from AWS_* variables); without it they stay in the data dir")
 	parallel := fs.Int("parallel", 8, "blobs copied at once")
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: sluice migrate copy --from DIR --to postgres://… [--blobs s3://…]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: sluice migrate copy --from DIR --to postgres://… [--blobs s3://…]\n\n"+
 			"Copies every row of the data dir's database to an empty PostgreSQL schema in one transaction,\n"+
 			"ids kept, and every blob to --blobs (verified; re-running skips blobs already there).\n"+
 			"The data dir is only read, then marked MIGRATED so that sluice stops using its stale database\n"+
-			"(see docs/scale-out.md).\n\nFlags:\n")
+			"(see docs/scale-out.md).\n\nExamples:\n  %s\n\nFlags:\n", strings.Join(helpTexts()["migrate copy"].examples, "\n  "))
 		fs.PrintDefaults()
 	}
 	pos, err := parse(fs, args)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/web"
@@ -46,6 +47,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg.Engine, cfg.Remote = true, rem
+	cfg.Metrics = metric.New()
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -64,7 +66,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader,
-		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics})
+		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -222,6 +224,7 @@ func runToken(ctx context.Context, e *env, args []string) error {
 	sub := args[0]
 	fs, c := newFlags(e, "token "+sub, "token create --role admin|worker|reader | list | revoke ID")
 	role := fs.String("role", "", "create: admin, worker or reader")
+	out := addOutputFlag(fs)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -246,6 +249,13 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		toks, err := tokens.List()
 		if err != nil {
 			return err
+		}
+		if out.json() {
+			list := []tokenJSON{}
+			for _, t := range toks {
+				list = append(list, tokenJSON{ID: t.ID, Role: string(t.Role), CreatedAt: t.CreatedAt.UTC()})
+			}
+			return writeJSON(e.stdout, list)
 		}
 		for _, t := range toks {
 			fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.ID, t.Role, t.CreatedAt.Local().Format(time.DateTime))

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/maintenance"
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -77,6 +78,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Topics are the outbox's sinks and the sources; see [Topics].
 	Topics Topics
+	// Metrics records the worker's task attempts and lease renewals (served on /metrics by
+	// sluice serve). Nil records nothing.
+	Metrics *metric.Set
 }
 
 // Node is an opened installation.
@@ -258,7 +262,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
 			TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration,
-			PollInterval: cfg.PollInterval})
+			PollInterval: cfg.PollInterval, Metrics: cfg.Metrics})
 		n.Worker = w
 		lease := cfg.LeaseDuration
 		if lease <= 0 {

@@ -182,7 +182,8 @@ func (w *Worker) cacheEntry(out *output, runErr error) []byte {
 	}
 	raw, err := json.Marshal(ef)
 	if err != nil {
-		w.log.Warn("cache result", "error", err)
+		t := res.Task
+		w.log.Warn("cache result", "job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt, "error", err)
 		return nil
 	}
 	return raw

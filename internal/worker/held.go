@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
@@ -126,6 +127,7 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 		for _, tk := range got {
 			res := &engine.Result{Task: tk, Owner: w.cfg.Owner, Started: now}
 			var fin finishing
+			begin := time.Now()
 			err := w.execute(ctx, tk, items[tk.ItemID], res, &fin, nil)
 			w.mu.Lock()
 			delete(w.running, tk.ID)
@@ -137,6 +139,10 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 				return err
 			}
 			setErr(res, err)
+			w.observe(tk, res, begin)
+			if err != nil && ctx.Err() == nil {
+				w.log.Debug("task attempt failed", "job_id", tk.JobID, "item_id", tk.ItemID, "task_id", tk.ID, "action", tk.Action, "attempt", tk.Attempt, "error", err)
+			}
 			if err := w.applyResult(ctx, res, &fin)(t); err != nil {
 				return err
 			}

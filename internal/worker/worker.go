@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -51,6 +52,9 @@ type Config struct {
 	CommitLanes int
 	// TempDir is where attempts get their private directories. Defaults to os.TempDir().
 	TempDir string
+	// Metrics records each attempt's queue wait and run time and each lease renewal. Nil
+	// records nothing.
+	Metrics *metric.Set
 }
 
 // Worker leases and runs tasks. Start it once; Stop is idempotent.
@@ -576,6 +580,8 @@ func (w *Worker) renew(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("renew leases", "error", err)
+		} else if err == nil {
+			w.cfg.Metrics.LeasesRenewed(len(p.TaskIDs) + len(p.HeldLeaseIDs))
 		}
 	}
 }
@@ -596,6 +602,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
 	var fin finishing
+	begin := time.Now()
 	err := w.execute(ctx, t, it, res, &fin, pf)
 	if errors.Is(err, errParked) {
 		w.disown(t.ID) // parked in the claim's transaction: no lease, nothing to commit
@@ -609,6 +616,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 		return
 	}
 	setErr(res, err)
+	w.observe(t, res, begin)
 	if err != nil && ctx.Err() == nil {
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
@@ -636,10 +644,24 @@ func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 	}
 	t := res.Task
 	fail := engine.FailedCommit(res, err)
-	w.log.Error("commit result; the task fails", "task_id", t.ID, "job_id", t.JobID, "action", t.Action, "attempt", t.Attempt, "error", err)
+	log := w.log.With("job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt)
+	log.Error("commit result; the task fails", "error", err)
 	if ferr := w.commit.alone(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(fail) }); ferr != nil {
-		w.log.Error("commit the failure of a result that could not be committed; its lease will expire", "task_id", t.ID, "error", ferr)
+		log.Error("commit the failure of a result that could not be committed; its lease will expire", "error", ferr)
 	}
+}
+
+// observe records an attempt of t that began at begin: how long the task waited, from becoming
+// ready (or the end of its retry backoff) to its lease, and how long it ran.
+func (w *Worker) observe(t *store.Task, res *engine.Result, begin time.Time) {
+	if w.cfg.Metrics == nil {
+		return
+	}
+	ready := t.RunAfter
+	if ready.IsZero() {
+		ready = t.CreatedAt
+	}
+	w.cfg.Metrics.TaskAttempt(t.Action, res.Started.Sub(ready), time.Since(begin), res.Err != nil)
 }
 
 // setErr records the attempt's error in its result, with the stack of a panic.

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action/ingest"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// outputFlag is --output table|json of a listing or show command; --json is its older spelling.
+type outputFlag struct{ format string }
+
+// addOutputFlag adds --output (and --json) to fs.
+func addOutputFlag(fs *flag.FlagSet) *outputFlag {
+	o := &outputFlag{format: "table"}
+	fs.Func("output", "output format: table or json (JSON fields are documented in docs/cli.md)", func(s string) error {
+		if !oneOf(s, "table", "json") {
+			return usagef("--output must be table or json, not %q", s)
+		}
+		o.format = s
+		return nil
+	})
+	fs.BoolFunc("json", "the same as --output json", func(string) error { o.format = "json"; return nil })
+	return o
+}
+
+// json reports whether JSON was asked for.
+func (o *outputFlag) json() bool { return o != nil && o.format == "json" }
+
+// writeJSON prints v as indented JSON and a newline: the stable, documented output of
+// --output json.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// jobJSON is a job in `sluice job list|show --output json` (docs/cli.md).
+type jobJSON struct {
+	ID              int64           `json:"id"`
+	Workflow        string          `json:"workflow"`
+	WorkflowVersion int             `json:"workflow_version"`
+	State           string          `json:"state"`
+	Error           string          `json:"error"`
+	Progress        float64         `json:"progress"`
+	Metadata        json.RawMessage `json:"metadata"`
+	CreatedAt       time.Time       `json:"created_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+}
+
+func newJobJSON(j *store.Job, p *engine.Progress) jobJSON {
+	out := jobJSON{ID: j.ID, Workflow: j.WorkflowName, WorkflowVersion: j.WorkflowVersion, State: j.State, Error: j.Error,
+		Metadata: json.RawMessage(j.Metadata), CreatedAt: j.CreatedAt.UTC()}
+	if len(out.Metadata) == 0 || !json.Valid(out.Metadata) {
+		out.Metadata = json.RawMessage("{}")
+	}
+	if p != nil {
+		out.Progress = p.Fraction
+	}
+	if !j.FinishedAt.IsZero() {
+		t := j.FinishedAt.UTC()
+		out.FinishedAt = &t
+	}
+	return out
+}
+
+// itemJSON is an item of `sluice job show --output json`.
+type itemJSON struct {
+	ID       int64      `json:"id"`
+	ParentID int64      `json:"parent_id"`
+	Depth    int        `json:"depth"`
+	Name     string     `json:"name"`
+	State    string     `json:"state"`
+	Error    string     `json:"error"`
+	Tasks    []taskJSON `json:"tasks"`
+}
+
+// taskJSON is a task of an item of `sluice job show --output json`; Until is set for a step
+// waiting for an external event with a deadline.
+type taskJSON struct {
+	Step    string     `json:"step"`
+	State   string     `json:"state"`
+	Attempt int        `json:"attempt"`
+	Error   string     `json:"error,omitempty"`
+	Until   *time.Time `json:"until,omitempty"`
+}
+
+// jobShowJSON is `sluice job show --output json`.
+type jobShowJSON struct {
+	Job   jobJSON    `json:"job"`
+	Items []itemJSON `json:"items"`
+}
+
+func showJobJSON(ctx context.Context, e *env, n *node.Node, j *store.Job, p *engine.Progress, items []*store.Item, waits []store.Wait) error {
+	out := jobShowJSON{Job: newJobJSON(j, p), Items: []itemJSON{}}
+	for _, it := range items {
+		tasks, err := n.Store.TaskListByItem(ctx, it.ID)
+		if err != nil {
+			return err
+		}
+		ij := itemJSON{ID: it.ID, ParentID: it.ParentID, Depth: it.Depth, Name: it.Name, State: it.State, Error: it.Error, Tasks: []taskJSON{}}
+		for _, t := range tasks {
+			ij.Tasks = append(ij.Tasks, taskJSON{Step: t.Step, State: t.State, Attempt: t.Attempt, Error: t.Error})
+		}
+		for _, w := range waits {
+			if w.ItemID == it.ID {
+				due := w.Due.UTC()
+				ij.Tasks = append(ij.Tasks, taskJSON{Step: w.Step, State: "waiting", Until: &due})
+			}
+		}
+		out.Items = append(out.Items, ij)
+	}
+	return writeJSON(e.stdout, out)
+}
+
+// workflowJSON is a workflow of `sluice workflow list --output json`; built-in workflows have
+// version 0, no digest and no creation time.
+type workflowJSON struct {
+	Name      string     `json:"name"`
+	Version   int        `json:"version"`
+	Digest    string     `json:"digest"`
+	BuiltIn   bool       `json:"built_in"`
+	CreatedAt *time.Time `json:"created_at"`
+}
+
+// tokenJSON is a token of `sluice token list --output json` (never its hash).
+type tokenJSON struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// documentJSON is an entry of `sluice documents list --output json`: a document, or an error
+// (kind "error", with its message).
+type documentJSON struct {
+	ID         int64  `json:"id"`
+	Kind       string `json:"kind"`
+	Title      string `json:"title"`
+	PageNumber int    `json:"page_number,omitempty"`
+	IsFromOCR  bool   `json:"is_from_ocr,omitempty"`
+	HasText    bool   `json:"has_text"`
+	Message    string `json:"message,omitempty"`
+}
+
+// listDocumentsJSON prints the job's documents and errors as a JSON array.
+func listDocumentsJSON(ctx context.Context, e *env, n *node.Node, jobID int64) error {
+	out := []documentJSON{}
+	err := eachEntry(ctx, n, jobID, func(en entry) error {
+		if en.doc != nil {
+			out = append(out, documentJSON{ID: en.item.ID, Kind: "document", Title: en.doc.Title, PageNumber: en.doc.PageNumber,
+				IsFromOCR: en.doc.IsFromOCR, HasText: en.item.HasText})
+		}
+		if en.err != nil {
+			out = append(out, documentJSON{ID: en.item.ID, Kind: "error", Title: en.err.Name, Message: en.err.Message})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(e.stdout, out)
+}
+
+// documentShowJSON is `sluice documents show ID --output json`: the document's index entry (as in
+// index.jsonl) and text, or its error.
+type documentShowJSON struct {
+	Document *indexEntry `json:"document"`
+	Text     string      `json:"text"`
+	Error    *errorEntry `json:"error"`
+}
+
+// showDocumentJSON prints one document or error as JSON.
+func showDocumentJSON(ctx context.Context, e *env, n *node.Node, id int64) error {
+	it, err := n.Store.ItemGet(ctx, id)
+	if err != nil {
+		return fmt.Errorf("document %d: %w", id, err)
+	}
+	var out documentShowJSON
+	err = eachOutputOfItem(ctx, n, it, func(o *store.Output) error {
+		switch o.Kind {
+		case ingest.KindDocument:
+			var doc ingest.Document
+			if err := json.Unmarshal(o.Value, &doc); err != nil {
+				return err
+			}
+			ie := indexFor(it, &doc, it.Text)
+			out.Document, out.Text = &ie, it.Text
+		case ingest.KindError:
+			var de ingest.Error
+			if err := json.Unmarshal(o.Value, &de); err != nil {
+				return err
+			}
+			out.Error = &errorEntry{Name: de.Name, Message: de.Message}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if out.Document == nil && out.Error == nil {
+		return fmt.Errorf("item %d (%s) is neither a document nor an error (it has children, or is not ingested yet)", id, printable(it.Name))
+	}
+	return writeJSON(e.stdout, out)
+}
