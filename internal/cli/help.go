@@ -32,6 +32,12 @@ func helpTexts() map[string]helpText {
 	return map[string]helpText{
 		"ingest": {"Ingest files, folders and archives through the documents workflow and follow the job. The same command after a kill resumes the same job.",
 			[]string{"sluice ingest ~/Documents/reports.zip", "sluice ingest --ocr --lang de scans/"}},
+		"documents search": {"Search the ingested documents' text: words (all must match), \"exact phrases\", a OR b, -excluded, prefix*; accents and case folded, CJK by substring.",
+			[]string{`sluice documents search "contract renewal" -draft`, "sluice documents search 'pièce OR piece*' --job 3 --output json"}},
+		"documents reindex": {"Index the documents recorded before the search index existed; resumable, with progress.",
+			[]string{"sluice documents reindex", "sluice documents reindex --batch 5000"}},
+		"outbox status": {"Show the outbox per sink: pending messages, the oldest one's age, deliveries, failures and drops.",
+			[]string{"sluice outbox status", "sluice outbox status --sink results=nats://127.0.0.1:4222/sluice --json"}},
 		"documents list": {"List the documents and errors of a documents job (default: the newest).",
 			[]string{"sluice documents list", "sluice documents list --job 3 --output json"}},
 		"documents show": {"Show one document's index entry and text, or its error.",
