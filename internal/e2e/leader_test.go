@@ -80,7 +80,7 @@ func TestLeaderKilled(t *testing.T) {
 
 	ctx := t.Context()
 	start := func(name string, args ...string) *proc {
-		cmd := exec.CommandContext(ctx, binary, append(args, "--lease", "3s", "-v")...)
+		cmd := exec.CommandContext(ctx, binary, append(args, "--lease", "3s", "-v", "--log-format", "text")...)
 		cmd.Env = sh.env
 		out := &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out

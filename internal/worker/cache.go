@@ -171,6 +171,9 @@ func (w *Worker) replay(ctx context.Context, ef *effects, out *output) {
 // cacheEntry returns the cache entry of a run: its effects, or its permanent error.
 func (w *Worker) cacheEntry(out *output, runErr error) []byte {
 	ef := out.record
+	if ef == nil {
+		return nil // a resumed attempt (action.Resume) saw only some of its children: nothing to cache
+	}
 	res := out.result
 	ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType = res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType
 	ef.Metadata, ef.Events, ef.Outputs = res.Metadata, res.Events, res.Outputs

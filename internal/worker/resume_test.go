@@ -1,0 +1,58 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestResumedCacheableTask: a cacheable action (an unpack) whose first attempt recorded two
+// children resumes after them on its second; the resumed attempt has seen only part of its
+// children, so it caches nothing — and completes with all of them (it used to panic).
+func TestResumedCacheableTask(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		resumed := make(chan int, 2)
+		split := enginetest.Func("split", func(ctx context.Context, tk *action.Task, out action.Output) error {
+			skip := action.Resume(out)
+			resumed <- skip
+			for i := skip; i < 3; i++ {
+				if tk.Attempt == 1 && i == 2 {
+					return errors.New("the process died here")
+				}
+				if err := out.CreateChild(ctx, action.Child{Name: fmt.Sprintf("%s/%d", tk.Item.Name, i), Blob: strings.NewReader(fmt.Sprint(i))}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}).WithSpec(func(s *action.Spec) { s.Cacheable = true })
+		k := enginetest.Start(t, open, split)
+		sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root}\n",
+			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+			t.Fatalf("job %s: %s", j.State, j.Error)
+		}
+		if first, second := <-resumed, <-resumed; first != 0 || second != 2 {
+			t.Errorf("attempts resumed after %d and %d children, want 0 and 2", first, second)
+		}
+		items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != 4 {
+			t.Errorf("%d items, want the root and 3 children", len(items))
+		}
+	})
+}
