@@ -436,3 +436,44 @@ func TestEditorDraft(t *testing.T) {
 	}
 	_ = body
 }
+
+// TestSearchPage: the search box finds documents by their text, marks the matched words, escapes
+// what it shows, and says what is wrong with a bad query.
+func TestSearchPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(b.reader)
+	job, _, err := b.n.Engine.CreateJob(t.Context(), engineParams("documents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRoot(t, b, job, "fox.txt", "The quick brown fox jumps over <b>the</b> lazy dog.")
+	addRoot(t, b, job, "other.txt", "Nothing to see here.")
+	deadline := time.Now().Add(60 * time.Second)
+	var page string
+	for {
+		var resp *http.Response
+		resp, page = c.do("GET", "/search?q=fox", nil, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("search: %d", resp.StatusCode)
+		}
+		if strings.Contains(page, "fox.txt") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(page, "fox.txt") || strings.Contains(page, "other.txt") {
+		t.Fatalf("hits: want fox.txt only:\n%s", page)
+	}
+	if !strings.Contains(page, "<mark>fox</mark>") {
+		t.Errorf("the matched word is not marked:\n%s", page)
+	}
+	if strings.Contains(page, "<b>the</b>") {
+		t.Error("the document's text reached the page unescaped")
+	}
+	resp, page := c.do("GET", "/search?q=-cat", nil, nil) // only an exclusion
+	if resp.StatusCode != 400 || !strings.Contains(page, "role=\"alert\"") {
+		t.Errorf("bad query: %d\n%s", resp.StatusCode, page)
+	}
+}

@@ -1,0 +1,83 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-project/sluice/internal/docsearch"
+	"github.com/sluice-project/sluice/internal/search"
+)
+
+// snippetPart is a run of a search hit's snippet, marked when it matched the query.
+type snippetPart struct {
+	Text string
+	Mark bool
+}
+
+// searchHit is a hit as the search page shows it.
+type searchHit struct {
+	docsearch.Hit
+	Parts []snippetPart
+}
+
+// searchPage searches the documents' text (the query language of `sluice documents search`),
+// optionally within one job, and shows each hit's title, page and snippet with the matched words
+// marked — as <mark> elements, the text escaped like every other.
+func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	q := r.URL.Query()
+	data := struct {
+		Query, Cursor, Error string
+		JobID                int64
+		Hits                 []searchHit
+		Next                 string
+		Searched             bool
+	}{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor")}
+	data.JobID, _ = strconv.ParseInt(q.Get("job"), 10, 64)
+	status := http.StatusOK
+	if data.Query != "" {
+		data.Searched = true
+		res, err := docsearch.Search(r.Context(), w.b.Engine().Store(), docsearch.Request{Query: data.Query, JobID: data.JobID, Limit: 20, Cursor: data.Cursor})
+		switch {
+		case docsearch.IsBadRequest(err):
+			data.Error, status = err.Error(), http.StatusBadRequest
+		case err != nil:
+			return err
+		default:
+			for _, h := range res.Hits {
+				data.Hits = append(data.Hits, searchHit{Hit: h, Parts: snippetParts(h.Snippet)})
+			}
+			data.Next = res.Next
+		}
+	}
+	title := "Search"
+	if data.Query != "" {
+		title = "Search: " + data.Query
+	}
+	w.render(rw, r, status, "search", s, pageData{Title: title, Nav: "search", Data: data})
+	return nil
+}
+
+// snippetParts splits a snippet at its «marks».
+func snippetParts(s string) []snippetPart {
+	var parts []snippetPart
+	for s != "" {
+		i := strings.Index(s, search.MarkStart)
+		if i < 0 {
+			parts = append(parts, snippetPart{Text: s})
+			break
+		}
+		if i > 0 {
+			parts = append(parts, snippetPart{Text: s[:i]})
+		}
+		s = s[i+len(search.MarkStart):]
+		j := strings.Index(s, search.MarkEnd)
+		if j < 0 {
+			parts = append(parts, snippetPart{Text: s, Mark: true})
+			break
+		}
+		parts = append(parts, snippetPart{Text: s[:j], Mark: true})
+		s = s[j+len(search.MarkEnd):]
+	}
+	return parts
+}
