@@ -76,7 +76,7 @@ func (r *Runner) Stage(path string) (string, error) {
 		return p, nil
 	}
 	dst := filepath.Join(r.Dir, fmt.Sprintf("input-%d%s", len(r.staged)+1, filepath.Ext(path)))
-	if err := copyFile(path, dst); err != nil {
+	if err := CopyFile(path, dst); err != nil {
 		return "", fmt.Errorf("stage input: %w", err)
 	}
 	if r.staged == nil {
@@ -91,7 +91,8 @@ func within(dir, p string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-func copyFile(src, dst string) error {
+// CopyFile copies the file at src to a new file dst (mode 0600); dst must not exist.
+func CopyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -78,7 +78,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	// LibreOffice picks its import filter by extension, so give the file the right one. A fixed
 	// base name keeps odd names (leading dashes, newlines) away from its command line.
 	in := filepath.Join(inDir, "document"+ext)
-	if err := copyFile(src, in); err != nil {
+	if err := converter.CopyFile(src, in); err != nil {
 		return fmt.Errorf("stage office file: %w", err)
 	}
 	// A private profile per task: LibreOffice runs sharing one profile fail at random. It
@@ -303,21 +303,4 @@ func utf16(s string) []byte {
 		b = append(b, s[i], 0)
 	}
 	return b
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
