@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -37,30 +36,9 @@ func TestArchiveCrashLoop(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 11))
-	kills := 0
-	for kills < 20 {
-		cmd := runSluice(ctx, append([]string{"ingest", "--data", crashed}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run %d failed before its kill: %v\n%s", kills, err, out.String())
-			}
-			// It finished between kills: the job is done; kill loops of later runs test nothing.
-			kills = 20
-			continue
-		case <-time.After(300*time.Millisecond + time.Duration(rng.Int64N(int64(2700*time.Millisecond)))):
-		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		kills++
-	}
+	killLoop(t, append([]string{"ingest", "--data", crashed}, args...), 20, func() time.Duration {
+		return 300*time.Millisecond + time.Duration(rng.Int64N(int64(2700*time.Millisecond)))
+	})
 	if out, err := runSluice(ctx, append([]string{"ingest", "--data", crashed}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("final run: %v\n%s", err, tail(out))
 	}

@@ -537,34 +537,13 @@ func TestDocumentsCrashLoop(t *testing.T) {
 
 	crashed := filepath.Join(work, "crashed")
 	const wantKills = 12
-	kills, finished := 0, false
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))
-	for kills < wantKills && !finished {
-		cmd := runSluice(ctx, append([]string{"ingest", "--data", crashed}, files...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		// Spread the kills over the run: start-up and job creation, conversions, ingest.
-		delay := 20*time.Millisecond + time.Duration(rng.Int64N(int64(cleanDur/(2*wantKills))))
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run %d failed before its kill: %v\n%s", kills, err, out.String())
-			}
-			finished = true
-			continue
-		case <-time.After(delay):
-		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		kills++
-	}
+	// Spread the kills over the run: start-up and job creation, conversions, ingest.
+	kills, _ := killLoop(t, append([]string{"ingest", "--data", crashed}, files...), wantKills, func() time.Duration {
+		return 20*time.Millisecond + time.Duration(rng.Int64N(int64(cleanDur/(2*wantKills))))
+	})
 	if out, err := runSluice(ctx, append([]string{"ingest", "--data", crashed}, files...)...).CombinedOutput(); err != nil {
 		t.Fatalf("final run: %v\n%s", err, out)
 	}
@@ -591,6 +570,34 @@ func TestDocumentsCrashLoop(t *testing.T) {
 	if !t.Failed() {
 		t.Logf("%d kills; %d documents and %d errors identical to the uninterrupted run", kills, len(got.docs), len(got.errors))
 	}
+}
+
+// killLoop runs the binary with args and SIGKILLs its process group after delay(), up to kills
+// times, starting it again after each kill. It returns how many kills it made and whether a run
+// finished before its kill (the job is done: later kills would test nothing).
+func killLoop(t *testing.T, args []string, kills int, delay func() time.Duration) (int, bool) {
+	t.Helper()
+	for n := 0; n < kills; n++ {
+		cmd := runSluice(t.Context(), args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d failed before its kill: %v\n%s", n, err, out.String())
+			}
+			return n, true
+		case <-time.After(delay()):
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	return kills, false
 }
 
 // lineDiff shows the first differing lines of two JSONL files.
