@@ -2,12 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -32,19 +34,12 @@ func TestCanceledItemSaysSo(t *testing.T) {
 		if err := k.Engine.Cancel(t.Context(), job.ID); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		poll.Until(t, 30*time.Second, "the root's error \"canceled\"", func() (bool, string) {
 			items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(items) == 1 && items[0].Error == "canceled" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("items %+v: want the root's error \"canceled\"", items[0])
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return len(items) == 1 && items[0].Error == "canceled", fmt.Sprintf("%+v", items)
+		})
 	})
 }

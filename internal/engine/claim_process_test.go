@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +51,7 @@ func fileResolver(dir, process string) action.Action {
 }
 
 // claimProcess is the second process of TestClaimInTwoProcesses: a node on the same PostgreSQL
-// schema with the same actions, running until dir/stop exists.
+// schema with the same actions, running until its standard input closes.
 func claimProcess() int {
 	dir := os.Getenv("SLUICE_CLAIM_DIR")
 	ctx := context.Background()
@@ -65,12 +66,7 @@ func claimProcess() int {
 	n.Catalog.Register(fileResolver(dir, "B"), note())
 	n.Start(ctx)
 	os.WriteFile(filepath.Join(dir, "b-started"), nil, 0o644)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "stop")); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	io.Copy(io.Discard, os.Stdin) // until the test closes the pipe: time to stop
 	n.Stop(5 * time.Second)
 	n.Close()
 	return 0
@@ -103,13 +99,17 @@ func TestClaimInTwoProcesses(t *testing.T) {
 	b.Env = append(os.Environ(), "SLUICE_CLAIM_PROCESS=1", "SLUICE_CLAIM_DIR="+dir, "SLUICE_CLAIM_URL="+url, "SLUICE_CLAIM_SCHEMA="+schema)
 	var bout strings.Builder
 	b.Stdout, b.Stderr = &bout, &bout
+	stop, err := b.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Wait() }()
 	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644)
+		stop.Close()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):

@@ -450,19 +450,15 @@ func TestSearchPage(t *testing.T) {
 	}
 	addRoot(t, b, job, "fox.txt", "The quick brown fox jumps over <b>the</b> lazy dog.")
 	addRoot(t, b, job, "other.txt", "Nothing to see here.")
-	deadline := time.Now().Add(60 * time.Second)
 	var page string
-	for {
+	poll.Until(t, 60*time.Second, "fox.txt to be found", func() (bool, string) {
 		var resp *http.Response
 		resp, page = c.do("GET", "/search?q=fox", nil, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("search: %d", resp.StatusCode)
 		}
-		if strings.Contains(page, "fox.txt") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(page, "fox.txt"), page
+	})
 	if !strings.Contains(page, "fox.txt") || strings.Contains(page, "other.txt") {
 		t.Fatalf("hits: want fox.txt only:\n%s", page)
 	}
