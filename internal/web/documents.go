@@ -12,17 +12,11 @@ import (
 const documentsPerPage = 60
 
 func (w *Web) documentsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
-	id, err := pathID(r, "id")
+	j, err := w.pathJob(r)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	j, err := w.b.Engine().Store().JobGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFoundf("there is no job %d", id)
-	} else if err != nil {
-		return err
-	}
+	ctx, id := r.Context(), j.ID
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after_item"), 10, 64)
 	docs, next, err := w.outputs(ctx, id, "document", after, documentsPerPage)
 	if err != nil {

@@ -226,18 +226,25 @@ func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64
 	return vals, next, nil
 }
 
-func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+// pathJob returns the job the path's {id} names, or a 404 saying there is none.
+func (w *Web) pathJob(r *http.Request) (*store.Job, error) {
 	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	j, err := w.b.Engine().Store().JobGet(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFoundf("there is no job %d", id)
+	}
+	return j, err
+}
+
+func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error {
+	j, err := w.pathJob(r)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	j, err := w.b.Engine().Store().JobGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFoundf("there is no job %d", id)
-	} else if err != nil {
-		return err
-	}
+	ctx, id := r.Context(), j.ID
 	roots, err := w.items(ctx, id, 0, "")
 	if err != nil {
 		return err

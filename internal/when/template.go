@@ -79,19 +79,7 @@ func ParseTemplate(src string) (*Template, error) {
 
 // parseValue parses an expression that yields a key part: anything but a list or an object.
 func parseValue(src string) (node, error) {
-	toks, err := lex(src)
-	if err != nil {
-		return nil, err
-	}
-	p := &parser{toks: toks}
-	n, err := p.or(0)
-	if err != nil {
-		return nil, err
-	}
-	if t := p.peek(); t.kind != tEOF {
-		return nil, &Error{Offset: t.pos, Message: fmt.Sprintf("unexpected %s", t)}
-	}
-	typ, err := n.check()
+	n, typ, _, err := parseExpr(src)
 	if err != nil {
 		return nil, err
 	}

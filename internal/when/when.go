@@ -86,24 +86,32 @@ func Parse(src string) (*Expr, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, &Error{Message: "empty condition"}
 	}
-	toks, err := lex(src)
-	if err != nil {
-		return nil, err
-	}
-	p := &parser{toks: toks}
-	n, err := p.or(0)
-	if err != nil {
-		return nil, err
-	}
-	if t := p.peek(); t.kind != tEOF {
-		return nil, &Error{Offset: t.pos, Message: fmt.Sprintf("unexpected %s", t)}
-	}
-	typ, err := n.check()
+	n, typ, vars, err := parseExpr(src)
 	if err != nil {
 		return nil, err
 	}
 	if typ != tyBool && typ != tyDyn {
 		return nil, &Error{Offset: n.pos(), Message: fmt.Sprintf("condition is %s, not a boolean (compare it: depth == 0, content_type == \"...\")", typ)}
 	}
-	return &Expr{src: src, root: n, vars: p.vars}, nil
+	return &Expr{src: src, root: n, vars: vars}, nil
+}
+
+// parseExpr parses and type-checks one whole expression, for conditions and template parts;
+// vars reports whether it reads any variable.
+func parseExpr(src string) (n node, t typ, vars bool, err error) {
+	toks, err := lex(src)
+	if err != nil {
+		return nil, "", false, err
+	}
+	p := &parser{toks: toks}
+	if n, err = p.or(0); err != nil {
+		return nil, "", false, err
+	}
+	if tok := p.peek(); tok.kind != tEOF {
+		return nil, "", false, &Error{Offset: tok.pos, Message: fmt.Sprintf("unexpected %s", tok)}
+	}
+	if t, err = n.check(); err != nil {
+		return nil, "", false, err
+	}
+	return n, t, p.vars, nil
 }
