@@ -1,0 +1,414 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// The queries of tasks and their attempts (queries.go holds the rest).
+
+
+const (
+	taskCols    = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
+	qTaskInsert = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $13) ON CONFLICT (item_id, step) DO NOTHING`
+	qTaskGet = `SELECT ` + taskCols + ` FROM tasks WHERE id = $1`
+	// qTaskLease picks in a materialised CTE so the locked set is computed exactly once (an IN
+	// (subquery) may be planned as a join that rescans it); SKIP LOCKED lets racing leasers take
+	// disjoint sets without waiting on each other.
+	qTaskLease = `WITH picked AS MATERIALIZED (
+			SELECT id AS picked_id FROM tasks WHERE state = 'ready' AND queue = $1 AND run_after <= $2
+			ORDER BY job_id, sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
+		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
+		FROM picked WHERE id = picked_id RETURNING ` + taskCols
+	// qTaskLeaseMany is qTaskLease for several queues in one statement: a lateral pick per
+	// (queue, limit) pair, so a worker serving many queues leases in one round trip. The update
+	// takes the picked ids as an array: joining the CTE instead lets the generic plan (after five
+	// executions of the prepared statement) hash-join against a sequential scan of tasks.
+	qTaskLeaseMany = `WITH picked AS MATERIALIZED (
+			SELECT p.id AS picked_id FROM unnest($1::text[], $3::int[]) AS w(queue, lim)
+			CROSS JOIN LATERAL (SELECT id FROM tasks WHERE state = 'ready' AND queue = w.queue AND run_after <= $2
+				ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p)
+		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
+		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) RETURNING ` + taskCols
+	// qTaskHoldMany picks as qTaskLeaseMany does and only locks the rows: a held lease.
+	qTaskHoldMany = `SELECT p.* FROM unnest($1::text[], $3::int[]) AS w(wq, lim)
+		CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM tasks WHERE state = 'ready' AND queue = w.wq AND run_after <= $2
+			ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p`
+	// qHeldLeaseRecord commits asynchronously (synchronous_commit off for its own transaction):
+	// it is visible at once, and on disk within Postgres's WAL writer delay or with the next
+	// commit. It is there for a process that dies; if the database dies before flushing it, the
+	// holding transaction died too, and an attempt lost to a database crash says nothing about
+	// the input. The batch does not wait for a disk flush before it runs.
+	qHeldLeaseRecord = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		INSERT INTO held_leases (owner, started, expires, task_ids, attempts) SELECT $1, $2, $3, $4, $5 FROM async RETURNING id`
+	qHeldLeaseDelete = `DELETE FROM held_leases WHERE id = $1`
+	qHeldLeaseRenew  = `UPDATE held_leases SET expires = $1 WHERE id = ANY($3) AND owner = $2`
+	// qHeldLeaseExpire turns an expired record's tasks that are still ready at the attempt
+	// before into running tasks with an expired lease (lease_expires 0).
+	qHeldLeaseExpire = `WITH gone AS (DELETE FROM held_leases WHERE expires < $1 RETURNING owner, started, task_ids, attempts),
+		u AS (SELECT g.owner, g.started, x.id, x.attempt FROM gone g CROSS JOIN LATERAL unnest(g.task_ids, g.attempts) AS x(id, attempt))
+		UPDATE tasks SET state = 'running', attempt = tasks.attempt + 1, lease_owner = u.owner, lease_expires = 0, started_at = u.started
+		FROM u WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'`
+	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
+		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
+	// qTaskRenew skips the rows another transaction holds: those are this process's tasks being
+	// finished or released by its committer, whose locks it would otherwise wait for (and, with
+	// a batch that finishes tasks in two statements, could deadlock with). A row skipped because
+	// its transaction rolled back is renewed on the next round, a third of a lease later.
+	qTaskRenew = `UPDATE tasks SET lease_expires = $1 WHERE id IN (
+		SELECT id FROM tasks WHERE id = ANY($3) AND state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
+	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
+	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
+	// qTaskCancelReady checks the state again as it updates (a task may have been leased since
+	// the subquery read it), written state || '' so that the planner does not read a partial
+	// index of every ready task to intersect it with the ids (see qTaskFinishMany).
+	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2
+		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state IN ('ready', 'parked'))) AND state || '' IN ('ready', 'parked')`
+	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
+	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
+	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready'`
+	qTaskCounts       = `SELECT state, action, queue, count(*), COALESCE(sum(GREATEST(attempt - 1, 0)), 0) FROM ` + jobTasks1 + ` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
+)
+
+// jobTasks1 and jobTasks3 are the tasks of the job $1 or $3 as a subquery jt, found through the
+// job's items (items_key) and each item's tasks (tasks_item_step): there is no index of tasks by
+// job (004_drop_tasks_job.up.sql). OFFSET 0 keeps conditions on jt out of the per-item lookup,
+// where a condition on the state could lead the planner to a partial index of ready or running
+// tasks, read whole for every item.
+const (
+	jobTasks1 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $1) jt`
+	jobTasks3 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $3) jt`
+)
+
+func scanTask(sc scanner) (*store.Task, error) {
+	var t store.Task
+	var runAfter, lease, created, started, finished int64
+	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished); err != nil {
+		return nil, mapErr(err)
+	}
+	t.RunAfter, t.LeaseExpires, t.CreatedAt, t.StartedAt, t.FinishedAt = fromMicros(runAfter), fromMicros(lease), fromMicros(created), fromMicros(started), fromMicros(finished)
+	return &t, nil
+}
+
+// TaskInsert announces the new task on the schema's channel (at commit inside a transaction).
+func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
+	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+	if p.Done != nil {
+		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
+	}
+	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended)
+	if err != nil {
+		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if p.Done != nil {
+		return true, nil // nothing to wake
+	}
+	if err := q.ready(ctx, p.Queue); err != nil {
+		return false, fmt.Errorf("insert task %q of item %d: notify: %w", p.Step, p.ItemID, mapErr(err))
+	}
+	return true, nil
+}
+
+func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
+	t, err := scanTask(q.c.QueryRow(ctx, qTaskGet, id))
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
+	now := micros(p.Now)
+	rows, err := q.c.Query(ctx, qTaskLease, p.Queue, now, p.Limit, p.Owner, micros(p.LeaseUntil))
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("lease %q: %w", p.Queue, err)
+	}
+	// RETURNING has no order.
+	slices.SortFunc(out, func(a, b *store.Task) int {
+		if a.JobID != b.JobID {
+			return cmpInt(a.JobID, b.JobID)
+		}
+		return strings.Compare(a.SortKey, b.SortKey)
+	})
+	return out, nil
+}
+
+func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	if len(p.Queues) == 0 {
+		return nil, nil
+	}
+	if len(p.Queues) == 1 {
+		return q.TaskLease(ctx, store.TaskLeaseParams{Queue: p.Queues[0], Limit: p.Limits[0], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
+	}
+	limits := make([]int32, len(p.Limits))
+	for i, l := range p.Limits {
+		limits[i] = int32(max(l, 0))
+	}
+	now := micros(p.Now)
+	rows, err := q.c.Query(ctx, qTaskLeaseMany, p.Queues, now, limits, p.Owner, micros(p.LeaseUntil))
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("lease %d queues: %w", len(p.Queues), err)
+	}
+	// RETURNING has no order: the queues in the order given, each in lease order.
+	rank := make(map[string]int, len(p.Queues))
+	for i, queue := range p.Queues {
+		if _, ok := rank[queue]; !ok {
+			rank[queue] = i
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Task) int {
+		if a.Queue != b.Queue {
+			return rank[a.Queue] - rank[b.Queue]
+		}
+		if a.JobID != b.JobID {
+			return cmpInt(a.JobID, b.JobID)
+		}
+		return strings.Compare(a.SortKey, b.SortKey)
+	})
+	return out, nil
+}
+
+// TaskHoldMany locks ready tasks for a held lease and returns them as leased, in pick order.
+func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	if len(p.Queues) == 0 {
+		return nil, nil
+	}
+	limits := make([]int32, len(p.Limits))
+	for i, l := range p.Limits {
+		limits[i] = int32(max(l, 0))
+	}
+	rows, err := q.c.Query(ctx, qTaskHoldMany, p.Queues, micros(p.Now), limits)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("hold tasks of %d queues: %w", len(p.Queues), err)
+	}
+	for _, t := range out {
+		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt, t.Held = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now, true
+	}
+	return out, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// taskFinishArgs are qTaskFinish's arguments; taskFinishSet builds qTaskFinishMany's alike.
+func taskFinishArgs(p store.TaskFinishParams) []any {
+	refund := 0
+	if p.Refund {
+		refund = 1
+	}
+	finished := micros(p.Now)
+	if p.State == store.TaskReady {
+		finished = 0
+	}
+	return []any{p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt}
+}
+
+// TaskFinish announces a task put back to ready on the schema's channel.
+func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
+	if p.Held {
+		oks, err := q.taskFinishSet(ctx, []store.TaskFinishParams{p}, map[int64]int{p.ID: 0})
+		if err != nil {
+			return false, err
+		}
+		return oks[0], nil
+	}
+	var queue string
+	err := q.c.QueryRow(ctx, qTaskFinish, taskFinishArgs(p)...).Scan(&queue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", p.ID, mapErr(err))
+	}
+	if p.State == store.TaskReady {
+		if err := q.ready(ctx, queue); err != nil {
+			return false, fmt.Errorf("finish task %d: notify: %w", p.ID, mapErr(err))
+		}
+	}
+	return true, nil
+}
+
+func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesParams) (int64, error) {
+	var n int64
+	if len(p.TaskIDs) > 0 {
+		tag, err := q.c.Exec(ctx, qTaskRenew, micros(p.Until), p.Owner, p.TaskIDs)
+		if err != nil {
+			return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, mapErr(err))
+		}
+		n = tag.RowsAffected()
+	}
+	if len(p.HeldLeaseIDs) > 0 {
+		if _, err := q.c.Exec(ctx, qHeldLeaseRenew, micros(p.Until), p.Owner, p.HeldLeaseIDs); err != nil {
+			return 0, fmt.Errorf("renew held leases of %s: %w", p.Owner, mapErr(err))
+		}
+	}
+	return n, nil
+}
+
+func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) (int64, error) {
+	attempts := make([]int32, len(p.Attempts))
+	for i, a := range p.Attempts {
+		attempts[i] = int32(a)
+	}
+	var id int64
+	err := q.c.QueryRow(ctx, qHeldLeaseRecord, p.Owner, micros(p.Started), micros(p.Until), p.TaskIDs, attempts).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("record held lease of %d tasks: %w", len(p.TaskIDs), mapErr(err))
+	}
+	return id, nil
+}
+
+func (q *queries) HeldLeaseDelete(ctx context.Context, id int64) error {
+	if _, err := q.c.Exec(ctx, qHeldLeaseDelete, id); err != nil {
+		return fmt.Errorf("delete held lease %d: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := q.c.Exec(ctx, qHeldLeaseExpire, micros(now))
+	if err != nil {
+		return 0, fmt.Errorf("expire held leases: %w", mapErr(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	rows, err := q.c.Query(ctx, qTaskListExpired, micros(now), limit)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list expired tasks: %w", err)
+	}
+	return out, nil
+}
+
+func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
+	rows, err := q.c.Query(ctx, qTaskListByItem, itemID)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of item %d: %w", itemID, err)
+	}
+	return out, nil
+}
+
+func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	var w where
+	w.args = []any{p.JobID} // $1 of jobTasks1
+	w.add("id > ?", p.AfterID)
+	if p.State != "" {
+		w.add("state = ?", p.State)
+	}
+	rows, err := q.c.Query(ctx, `SELECT `+taskCols+` FROM `+jobTasks1+` WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
+	out, err := collect(rows, err, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of job %d: %w", p.JobID, err)
+	}
+	return out, nil
+}
+
+func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) ([]int64, error) {
+	if _, err := q.c.Exec(ctx, qTaskCancelReady, reason, micros(now), jobID); err != nil {
+		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, mapErr(err))
+	}
+	rows, err := q.c.Query(ctx, qTaskListRunning, jobID)
+	ids, err := collect(rows, err, func(sc scanner) (int64, error) {
+		var id int64
+		return id, sc.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, err)
+	}
+	return ids, nil
+}
+
+// TaskRetry announces the task's queue on the schema's channel (at commit inside a transaction).
+func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
+	var queue string
+	err := q.c.QueryRow(ctx, qTaskRetry, p.MaxAttempts, micros(p.Now), p.ID).Scan(&queue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("retry task %d: %w", p.ID, mapErr(err))
+	}
+	if err := q.ready(ctx, queue); err != nil {
+		return false, fmt.Errorf("retry task %d: notify: %w", p.ID, mapErr(err))
+	}
+	return true, nil
+}
+
+func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
+	var v int64
+	if err := q.c.QueryRow(ctx, qTaskNextRunAfter).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("next run_after: %w", mapErr(err))
+	}
+	return fromMicros(v), nil
+}
+
+func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
+	rows, err := q.c.Query(ctx, qTaskCounts, jobID)
+	out, err := collect(rows, err, func(sc scanner) (store.TaskCount, error) {
+		var c store.TaskCount
+		return c, sc.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// --- attempts
+
+const (
+	qAttemptInsert = `INSERT INTO attempts (task_id, attempt, owner, started_at, finished_at, error, stack) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`
+	qAttemptList   = `SELECT task_id, attempt, owner, started_at, finished_at, error, stack FROM attempts WHERE task_id = $1 ORDER BY attempt`
+)
+
+func (q *queries) AttemptInsert(ctx context.Context, p store.AttemptInsertParams) error {
+	if _, err := q.c.Exec(ctx, qAttemptInsert, p.TaskID, p.Attempt, p.Owner, micros(p.StartedAt), micros(p.FinishedAt), p.Error, p.Stack); err != nil {
+		return fmt.Errorf("insert attempt %d of task %d: %w", p.Attempt, p.TaskID, mapErr(err))
+	}
+	return nil
+}
+
+func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attempt, error) {
+	rows, err := q.c.Query(ctx, qAttemptList, taskID)
+	out, err := collect(rows, err, func(sc scanner) (*store.Attempt, error) {
+		var a store.Attempt
+		var s, f int64
+		if err := sc.Scan(&a.TaskID, &a.Attempt, &a.Owner, &s, &f, &a.Error, &a.Stack); err != nil {
+			return nil, err
+		}
+		a.StartedAt, a.FinishedAt = fromMicros(s), fromMicros(f)
+		return &a, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of task %d: %w", taskID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,267 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// The queries of items (queries.go holds the rest).
+
+
+const itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
+
+func scanItem(sc interface{ Scan(...any) error }, withText bool) (*store.Item, error) {
+	var it store.Item
+	var md, opts string
+	var created int64
+	var text sql.NullString
+	dest := []any{&it.ID, &it.JobID, &it.ParentID, &it.RootID, &it.Step, &it.Ordinal, &it.Depth, &it.SortKey, &it.Name, &it.ContentType, &it.BlobSHA256, &it.Size, &md, &opts, &it.HasText, &it.ThumbnailSHA, &it.ThumbnailType, &it.State, &it.Error, &it.NChildren, &it.RangeLo, &it.RangeLen, &it.Share, &it.Colored, &created}
+	if withText {
+		dest = append(dest, &text)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return nil, mapErr(err)
+	}
+	it.Metadata, it.Options, it.CreatedAt, it.Text = []byte(md), []byte(opts), fromMicros(created), text.String
+	return &it, nil
+}
+
+func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*store.Item, bool, error) {
+	var text any
+	if p.Text != nil {
+		text = *p.Text
+	}
+	var id int64
+	err := q.wrow(ctx, `INSERT INTO items (job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'written', ?, ?, ?, ?)
+		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING id`,
+		p.JobID, p.ParentID, p.RootID, p.Step, p.Ordinal, p.Depth, p.SortKey, p.Name, p.ContentType, p.BlobSHA256, p.Size,
+		jsonOr(p.Metadata), jsonOr(p.Options), text, p.ThumbnailSHA, p.ThumbnailType, p.RangeLo, p.RangeLen, p.RangeLen, micros(p.Now)).Scan(&id)
+	inserted := true
+	if errors.Is(err, sql.ErrNoRows) {
+		inserted = false
+		err = q.wrow(ctx, `SELECT id FROM items WHERE job_id = ? AND parent_id = ? AND step = ? AND ordinal = ?`, p.JobID, p.ParentID, p.Step, p.Ordinal).Scan(&id)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("insert item %q: %w", p.Name, mapErr(err))
+	}
+	if !inserted {
+		it, err := q.itemGetW(ctx, id)
+		return it, false, err
+	}
+	root := p.RootID
+	if root == 0 && p.ParentID == 0 {
+		root = id
+		if _, err := q.exec(ctx, `UPDATE items SET root_id = id WHERE id = ?`, id); err != nil {
+			return nil, false, err
+		}
+	}
+	// Built from the params rather than read back: this is the hot path of fan-out.
+	md, opts := p.Metadata, p.Options
+	if len(md) == 0 {
+		md = []byte("{}")
+	}
+	if len(opts) == 0 {
+		opts = []byte("{}")
+	}
+	return &store.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
+		SortKey: p.SortKey, Name: p.Name, ContentType: p.ContentType, BlobSHA256: p.BlobSHA256, Size: p.Size, Metadata: md, Options: opts,
+		HasText: p.Text != nil, ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: store.ItemWritten,
+		RangeLo: p.RangeLo, RangeLen: p.RangeLen, Share: p.RangeLen, CreatedAt: p.Now.UTC().Truncate(time.Microsecond)}, true, nil
+}
+
+func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
+	it, err := scanItem(q.wrow(ctx, `SELECT `+itemCols+` FROM items WHERE id = ?`, id), false)
+	if err != nil {
+		return nil, fmt.Errorf("get item %d: %w", id, err)
+	}
+	return it, nil
+}
+
+func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
+	it, err := scanItem(q.rrow(ctx, `SELECT `+itemCols+`, text FROM items WHERE id = ?`, id), true)
+	if err != nil {
+		return nil, fmt.Errorf("get item %d: %w", id, err)
+	}
+	return it, nil
+}
+
+// ItemLock reads the item on the writer: SQLite's single writer already serialises transactions.
+func (q *queries) ItemLock(ctx context.Context, id int64) (*store.Item, error) {
+	return q.itemGetW(ctx, id)
+}
+
+func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	where := []string{"job_id = ?"}
+	args := []any{p.JobID}
+	if p.ParentID != nil {
+		where = append(where, "parent_id = ?")
+		args = append(args, *p.ParentID)
+	}
+	if len(p.States) > 0 {
+		where = append(where, "state IN ("+placeholders(len(p.States))+")")
+		for _, s := range p.States {
+			args = append(args, s)
+		}
+	}
+	if p.OnlyErrored {
+		where = append(where, "error <> ''")
+	}
+	if p.AfterSort != "" {
+		where = append(where, "sort_key > ?")
+		args = append(args, p.AfterSort)
+	}
+	cols := itemCols
+	if p.WithText {
+		cols += ", text"
+	}
+	args = append(args, p.Limit)
+	rows, err := q.r.QueryContext(ctx, `SELECT `+cols+` FROM items WHERE `+strings.Join(where, " AND ")+` ORDER BY sort_key LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list items: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Item
+	for rows.Next() {
+		it, err := scanItem(rows, p.WithText)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
+	// ?1 state, ?2 now, ?3 id, ?4 from, ?5 colored (NULL: unchanged).
+	set := `processed_at = ?2`
+	if p.To == p.From {
+		set = `processed_at = processed_at + 0 * ?2` // same state: only colored changes
+	} else if p.To == store.ItemIngested {
+		set = `processed_at = CASE WHEN processed_at = 0 THEN ?2 ELSE processed_at END, ingested_at = ?2`
+	}
+	var colored any
+	if p.Colored != nil {
+		colored = *p.Colored
+	}
+	res, err := q.exec(ctx, `UPDATE items SET state = ?1, `+set+`, colored = COALESCE(?5, colored) WHERE id = ?3 AND state = ?4`,
+		p.To, micros(p.Now), p.ID, p.From, colored)
+	if err != nil {
+		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
+	from, err := reopenFrom(p.To)
+	if err != nil {
+		return false, err
+	}
+	res, err := q.w.ExecContext(ctx, `UPDATE items SET state = ?1,
+		error = CASE WHEN ?2 THEN '' ELSE error END,
+		processed_at = CASE WHEN ?1 = 'written' THEN 0 ELSE processed_at END,
+		colored = CASE WHEN ?1 = 'written' THEN 0 ELSE colored END,
+		ingested_at = 0
+		WHERE id = ?3 AND state IN (`+from+`)`, p.To, p.ClearError, p.ID)
+	if err != nil {
+		return false, fmt.Errorf("reopen item %d to %s: %w", p.ID, p.To, mapErr(err))
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// reopenFrom returns the states (as SQL literals) an item may be reopened to state from.
+func reopenFrom(to string) (string, error) {
+	switch to {
+	case store.ItemWritten:
+		return `'written', 'processed', 'ingested'`, nil
+	case store.ItemProcessed:
+		return `'processed', 'ingested'`, nil
+	}
+	return "", fmt.Errorf("reopen item to %q: only written or processed", to)
+}
+
+func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
+	if p.Text != nil {
+		if _, err := q.exec(ctx, `UPDATE items SET text = ? WHERE id = ? AND text IS NULL`, *p.Text, p.ID); err != nil {
+			return fmt.Errorf("set item %d text: %w", p.ID, err)
+		}
+	}
+	if p.ThumbnailSHA != "" {
+		if _, err := q.exec(ctx, `UPDATE items SET thumbnail_sha256 = ?, thumbnail_type = ? WHERE id = ? AND thumbnail_sha256 = ''`, p.ThumbnailSHA, p.ThumbnailType, p.ID); err != nil {
+			return fmt.Errorf("set item %d thumbnail: %w", p.ID, err)
+		}
+	}
+	if len(p.Metadata) > 0 {
+		// Keys already on the item (the user's) win over the action's, at every depth. Merged in Go:
+		// json_patch(new, old) also deleted every key the item held with a null value.
+		if err := q.mergeMetadata(ctx, p.ID, p.Metadata); err != nil {
+			return fmt.Errorf("set item %d metadata: %w", p.ID, err)
+		}
+	}
+	if p.ContentType != "" {
+		if _, err := q.exec(ctx, `UPDATE items SET content_type = ? WHERE id = ?`, p.ContentType, p.ID); err != nil {
+			return fmt.Errorf("set item %d content type: %w", p.ID, err)
+		}
+	}
+	if p.Error != "" {
+		if _, err := q.exec(ctx, `UPDATE items SET error = ? WHERE id = ? AND error = ''`, p.Error, p.ID); err != nil {
+			return fmt.Errorf("set item %d error: %w", p.ID, err)
+		}
+	}
+	if p.AddColored != 0 {
+		if _, err := q.exec(ctx, `UPDATE items SET colored = MIN(share, colored + ? * range_len) WHERE id = ?`, p.AddColored, p.ID); err != nil {
+			return fmt.Errorf("color item %d: %w", p.ID, err)
+		}
+	}
+	return nil
+}
+
+func (q *queries) ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error {
+	_, err := q.exec(ctx, `UPDATE items SET n_children = n_children + ?, share = MAX(0, share - ?) WHERE id = ?`, n, length, parentID)
+	if err != nil {
+		return fmt.Errorf("count child of %d: %w", parentID, err)
+	}
+	return nil
+}
+
+func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
+	args := []any{parentID}
+	for _, s := range states {
+		args = append(args, s)
+	}
+	var n int
+	err := q.wrow(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = ? AND state IN (`+placeholders(len(states))+`))`, args...).Scan(&n)
+	return n > 0, mapErr(err)
+}
+
+func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
+	rows, err := q.wquery(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
+	if err != nil {
+		return nil, fmt.Errorf("list children of %d: %w", parentID, err)
+	}
+	defer rows.Close()
+	var out []*store.Item
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,293 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// The queries of tasks and their attempts (queries.go holds the rest).
+
+
+const taskCols = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
+
+func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
+	var t store.Task
+	var runAfter, lease, created, started, finished int64
+	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished); err != nil {
+		return nil, mapErr(err)
+	}
+	t.RunAfter, t.LeaseExpires, t.CreatedAt, t.StartedAt, t.FinishedAt = fromMicros(runAfter), fromMicros(lease), fromMicros(created), fromMicros(started), fromMicros(finished)
+	return &t, nil
+}
+
+func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
+	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+	if p.Done != nil {
+		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
+	}
+	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (item_id, step) DO NOTHING`,
+		p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended)
+	if err != nil {
+		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
+	t, err := scanTask(q.r.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
+	// The limit is a literal (one cached statement per value): a bound LIMIT makes SQLite
+	// re-prepare the statement on every call, which cost a third of the writer's time.
+	st, err := q.prepared(ctx, `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ?, started_at = ?
+		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT `+strconv.Itoa(max(p.Limit, 0))+`)
+		RETURNING `+taskCols)
+	if err != nil {
+		return nil, err
+	}
+	now := micros(p.Now)
+	rows, err := st.QueryContext(ctx, p.Owner, micros(p.LeaseUntil), now, p.Queue, now)
+	if err != nil {
+		return nil, fmt.Errorf("lease %q: %w", p.Queue, mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].JobID != out[j].JobID {
+			return out[i].JobID < out[j].JobID
+		}
+		return out[i].SortKey < out[j].SortKey
+	})
+	return out, nil
+}
+
+// TaskLeaseMany is a loop: statements are in-process calls here, so one per queue costs no round
+// trip.
+func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	var out []*store.Task
+	for i, queue := range p.Queues {
+		ts, err := q.TaskLease(ctx, store.TaskLeaseParams{Queue: queue, Limit: p.Limits[i], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// TaskHoldMany is not for SQLite: its one writer would be held while the tasks run.
+func (q *queries) TaskHoldMany(context.Context, store.TaskLeaseManyParams) ([]*store.Task, error) {
+	return nil, store.ErrUnsupported
+}
+
+// HeldLeaseRecord is not for SQLite (see TaskHoldMany).
+func (q *queries) HeldLeaseRecord(context.Context, store.HeldLeaseParams) (int64, error) {
+	return 0, store.ErrUnsupported
+}
+
+// HeldLeaseDelete has nothing to delete on SQLite.
+func (q *queries) HeldLeaseDelete(context.Context, int64) error { return nil }
+
+// HeldLeaseExpire has nothing to expire on SQLite.
+func (q *queries) HeldLeaseExpire(context.Context, time.Time) (int64, error) { return 0, nil }
+
+func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
+	refund := 0
+	if p.Refund {
+		refund = 1
+	}
+	finished := micros(p.Now)
+	if p.State == store.TaskReady {
+		finished = 0
+	}
+	res, err := q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt - ?, finished_at = ?, lease_owner = '', lease_expires = 0
+		WHERE id = ? AND state = 'running' AND attempt = ?`,
+		p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt)
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", p.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// TaskRenewLeases renews the tasks named; SQLite has no held leases to renew.
+func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesParams) (int64, error) {
+	if len(p.TaskIDs) == 0 {
+		return 0, nil
+	}
+	res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'running' AND lease_owner = ?`,
+		micros(p.Until), idArray(p.TaskIDs), p.Owner)
+	if err != nil {
+		return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
+	}
+	return res.RowsAffected()
+}
+
+func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	rows, err := q.w.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE state = 'running' AND lease_expires < ? ORDER BY lease_expires LIMIT ?`, micros(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list expired tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*store.Task, error) {
+	var rows *sql.Rows
+	var err error
+	if db == q.w {
+		rows, err = q.wquery(ctx, query, args...)
+	} else {
+		rows, err = db.QueryContext(ctx, query, args...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
+	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id = ? ORDER BY id`, itemID)
+}
+
+func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	where := []string{"job_id = ?", "id > ?"}
+	args := []any{p.JobID, p.AfterID}
+	if p.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, p.State)
+	}
+	args = append(args, p.Limit)
+	return q.listTasks(ctx, q.r, `SELECT `+taskCols+` FROM tasks WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+}
+
+func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) ([]int64, error) {
+	if _, err := q.w.ExecContext(ctx, `UPDATE tasks SET state = 'canceled', error = ?, finished_at = ? WHERE job_id = ? AND state IN ('ready', 'parked')`, reason, micros(now), jobID); err != nil {
+		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, err)
+	}
+	rows, err := q.w.QueryContext(ctx, `SELECT id FROM tasks WHERE job_id = ? AND state = 'running'`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
+	res, err := q.exec(ctx, `UPDATE tasks SET state = 'ready', max_attempts = ?, error = '', run_after = ?, finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = ? AND state IN ('failed', 'canceled')`, p.MaxAttempts, micros(p.Now), p.ID)
+	if err != nil {
+		return false, fmt.Errorf("retry task %d: %w", p.ID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
+	var v sql.NullInt64
+	err := q.rrow(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready'`).Scan(&v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fromMicros(v.Int64), nil
+}
+
+func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT state, action, queue, count(*), COALESCE(sum(max(attempt - 1, 0)), 0) FROM tasks WHERE job_id = ?
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []store.TaskCount
+	for rows.Next() {
+		var c store.TaskCount
+		if err := rows.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries); err != nil {
+			return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// --- attempts
+
+func (q *queries) AttemptInsert(ctx context.Context, p store.AttemptInsertParams) error {
+	_, err := q.exec(ctx, `INSERT INTO attempts (task_id, attempt, owner, started_at, finished_at, error, stack) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		p.TaskID, p.Attempt, p.Owner, micros(p.StartedAt), micros(p.FinishedAt), p.Error, p.Stack)
+	if err != nil {
+		return fmt.Errorf("insert attempt %d of task %d: %w", p.Attempt, p.TaskID, err)
+	}
+	return nil
+}
+
+func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attempt, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT task_id, attempt, owner, started_at, finished_at, error, stack FROM attempts WHERE task_id = ? ORDER BY attempt`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Attempt
+	for rows.Next() {
+		var a store.Attempt
+		var s, f int64
+		if err := rows.Scan(&a.TaskID, &a.Attempt, &a.Owner, &s, &f, &a.Error, &a.Stack); err != nil {
+			return nil, err
+		}
+		a.StartedAt, a.FinishedAt = fromMicros(s), fromMicros(f)
+		out = append(out, &a)
+	}
+	return out, rows.Err()
+}
