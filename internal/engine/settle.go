@@ -1,0 +1,365 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// finish settles dirty items deepest first (so a batch of children settles before their parent,
+// once), then ends the touched jobs that have nothing left open.
+func (t *tx) finish() error {
+	if err := t.applyResults(); err != nil {
+		return err
+	}
+	for len(t.dirty) > 0 {
+		// Sorted with their depths at hand: a map lookup per comparison cost 5 % of a
+		// batch of 1,000 results' CPU.
+		byDepth := make([][2]int64, 0, len(t.dirty)) // depth, id
+		for id, d := range t.dirty {
+			byDepth = append(byDepth, [2]int64{int64(d), id})
+		}
+		slices.SortFunc(byDepth, func(a, b [2]int64) int {
+			if a[0] != b[0] {
+				return cmp.Compare(b[0], a[0])
+			}
+			return cmp.Compare(a[1], b[1])
+		})
+		ids := make([]int64, len(byDepth))
+		for i, p := range byDepth {
+			ids[i] = p[1]
+		}
+		// Settle only the deepest level now; parents marked dirty meanwhile join the map.
+		depth := t.dirty[ids[0]]
+		level := ids[:0]
+		for _, id := range ids {
+			if t.dirty[id] != depth {
+				break
+			}
+			delete(t.dirty, id)
+			level = append(level, id)
+		}
+		if err := t.loadLevel(level); err != nil {
+			return err
+		}
+		for _, id := range level {
+			if err := t.settle(id); err != nil {
+				return err
+			}
+		}
+		clear(t.tasks)
+		if err := t.flushMoves(); err != nil {
+			return err
+		}
+	}
+	var cids []int64
+	var cvals []float64
+	for id := range t.colored {
+		it := t.items[id]
+		if it == nil || it.State == store.ItemIngested {
+			continue // ingesting wrote colored = share
+		}
+		cids, cvals = append(cids, id), append(cvals, it.Colored)
+	}
+	if err := t.x.ItemColorMany(t.ctx, cids, cvals); err != nil {
+		return err
+	}
+	jobs := make([]int64, 0, len(t.touched))
+	for id := range t.touched {
+		jobs = append(jobs, id)
+	}
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i] < jobs[j] })
+	for _, id := range jobs {
+		job, err := t.job(id)
+		if err != nil {
+			return err
+		}
+		if t.closing[id] && job.State == store.JobRunning {
+			// Without the lock two transactions that each close the job's last open items (or
+			// one that seals it and one that ingests its last root) could each miss the other's
+			// uncommitted writes, and the job would never end (Postgres, READ COMMITTED).
+			locked, err := t.x.JobLock(t.ctx, id)
+			if err != nil {
+				return err
+			}
+			*job = *locked
+		}
+		if job.State != store.JobRunning || !job.Sealed {
+			continue // an unsealed job may still get roots
+		}
+		open := false
+		for _, it := range t.items {
+			if it.JobID == id && it.State != store.ItemIngested {
+				open = true // one of its items, locked here, is still open
+				break
+			}
+		}
+		if !open {
+			if open, err = t.x.JobHasOpenItems(t.ctx, id); err != nil {
+				return err
+			}
+		}
+		if !open {
+			if err := t.endJob(job, store.JobComplete, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var openStates = []string{store.ItemCreated, store.ItemWritten}
+
+var unfinishedStates = []string{store.ItemCreated, store.ItemWritten, store.ItemProcessed}
+
+// settle moves an item as far along written → processed → ingested as the database allows.
+func (t *tx) settle(id int64) error {
+	if t.busy[id] {
+		return nil
+	}
+	it, err := t.item(id)
+	if err != nil {
+		return err
+	}
+	def, job, err := t.def(it.JobID)
+	if err != nil {
+		return err
+	}
+	if it.State == store.ItemWritten {
+		tasks, ok := t.tasks[id]
+		if !ok {
+			tasks, ok = t.freshTasks(id)
+		}
+		if !ok {
+			if err := t.flushTasks(); err != nil {
+				return err
+			}
+			if tasks, err = t.x.TaskListByItem(t.ctx, id); err != nil {
+				return err
+			}
+		}
+		has := make(map[string]bool, len(tasks))
+		for _, tk := range tasks {
+			if tk.State == store.TaskReady || tk.State == store.TaskRunning || tk.State == store.TaskParked {
+				return nil // still working
+			}
+			has[tk.Step] = true
+		}
+		openChildren, err := t.hasChildIn(it, openStates)
+		if err != nil {
+			return err
+		}
+		if job.State == store.JobRunning {
+			if def.NeedsChildrenDone() && !openChildren {
+				// fire leaves an event that fired alone: only a cached set saves the try.
+				if ev, ok := t.events[id]; !ok || !ev[workflow.EventChildrenDone] {
+					// Not while a step that may create children can still run.
+					creating, err := t.mayCreateChildren(def, it, has)
+					if err != nil {
+						return err
+					}
+					if creating {
+						return nil // that step waits for an event to come, and holds the item open
+					}
+					wasReady := t.ready
+					t.ready = false
+					if err := t.fire(it, workflow.EventChildrenDone); err != nil {
+						return err
+					}
+					madeReady := t.ready
+					t.ready = t.ready || wasReady
+					if madeReady {
+						return nil // a collector is now ready
+					}
+				}
+			}
+			if len(has) < len(def.Steps) {
+				waiting, err := t.waiting(def, it, has, openChildren)
+				if err != nil || waiting {
+					return err
+				}
+			}
+		}
+		if it.NChildren == 0 {
+			// No children: processed and ingested at once, in one write.
+			return t.moveItem(it, store.ItemIngested)
+		}
+		if err := t.moveItem(it, store.ItemProcessed); err != nil {
+			return err
+		}
+	}
+	if it.State == store.ItemProcessed {
+		open, err := t.hasChildIn(it, unfinishedStates)
+		if err != nil || open {
+			return err
+		}
+		return t.moveItem(it, store.ItemIngested)
+	}
+	return nil
+}
+
+// hasChildIn reports whether the item has a child in one of the states: from memory when every
+// child was created in this transaction (their states are kept in step), else from the database.
+func (t *tx) hasChildIn(it *store.Item, states []string) (bool, error) {
+	if it.NChildren == 0 {
+		return false, nil
+	}
+	if kids := t.kids[it.ID]; len(kids) == it.NChildren {
+		for _, k := range kids {
+			if slices.Contains(states, k.State) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return t.x.ItemHasChildInState(t.ctx, it.ID, states)
+}
+
+// moveItem moves the item to state (coloring all of its share when ingested) and marks its parent
+// for settling, since a child's progress may let the parent move too.
+// The write is queued and made for the whole level at once by flushMoves, before anything reads
+// these items' states back (the parent level, the job's open items).
+func (t *tx) moveItem(it *store.Item, state string) error {
+	m, ok := t.moves[it.ID]
+	if !ok {
+		m[0] = it.State
+	}
+	m[1] = state
+	t.moves[it.ID] = m
+	it.State = state
+	if state == store.ItemIngested {
+		it.Colored = it.Share
+		t.touched[it.JobID] = true
+	}
+	if state == store.ItemIngested && it.ParentID == 0 {
+		t.closing[it.JobID] = true
+	}
+	if it.ParentID != 0 {
+		t.dirty[it.ParentID] = it.Depth - 1
+	}
+	return nil
+}
+
+// flushMoves writes the queued item moves, one statement per (from, to) pair.
+func (t *tx) flushMoves() error {
+	if len(t.moves) == 0 {
+		return nil
+	}
+	// An ingested item is colored with its share as the database has it: write the held-back
+	// child counts (which reduce shares) first.
+	for id := range t.pendChildren {
+		if err := t.flushChildCount(id); err != nil {
+			return err
+		}
+	}
+	groups := map[[2]string][]int64{}
+	var keys [][2]string
+	for id, m := range t.moves {
+		if groups[m] == nil {
+			keys = append(keys, m)
+		}
+		groups[m] = append(groups[m], id)
+	}
+	clear(t.moves)
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, key := range keys {
+		ids := groups[key]
+		slices.Sort(ids)
+		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested}
+		if _, err := t.x.ItemSetStateMany(t.ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadLevel reads what settling a level needs in a few statements: the items not yet read, and
+// the tasks of those still written.
+func (t *tx) loadLevel(level []int64) error {
+	if len(level) < 2 {
+		return nil
+	}
+	if err := t.lockItems(level); err != nil {
+		return err
+	}
+	var need []int64
+	for _, id := range level {
+		if _, known := t.freshTasks(id); known {
+			continue
+		}
+		if _, known := t.tasks[id]; known {
+			continue
+		}
+		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {
+			need = append(need, id)
+		}
+	}
+	if len(need) < 2 {
+		return nil
+	}
+	if err := t.flushTasks(); err != nil {
+		return err
+	}
+	tasks, err := t.x.TaskListByItems(t.ctx, need)
+	if err != nil {
+		return err
+	}
+	for _, id := range need {
+		t.tasks[id] = nil
+	}
+	for _, tk := range tasks {
+		t.tasks[tk.ItemID] = append(t.tasks[tk.ItemID], tk)
+	}
+	return nil
+}
+
+// waiting reports whether a step of the item that has not run could still be unblocked by an
+// event to come: a declared external event, or children.done while children are open.
+func (t *tx) waiting(def *workflow.Definition, it *store.Item, has map[string]bool, openChildren bool) (bool, error) {
+	// A need can only be waited for if it is external, or children.done with children open: a
+	// step with no such need can never be unblocked, whatever the item's events (and they are
+	// read only when some step has one).
+	var ev map[string]bool
+	for _, s := range def.Steps {
+		if has[s.Name] {
+			continue
+		}
+		waitable := false
+		for _, n := range s.Needs {
+			if def.IsExternal(n) || (n == workflow.EventChildrenDone && openChildren) {
+				waitable = true
+				break
+			}
+		}
+		if !waitable {
+			continue
+		}
+		if ev == nil {
+			var err error
+			if ev, err = t.itemEvents(it.ID); err != nil {
+				return false, err
+			}
+		}
+		possible := true
+		missing := 0
+		for _, n := range s.Needs {
+			if ev[n] {
+				continue
+			}
+			missing++
+			switch {
+			case def.IsExternal(n):
+			case n == workflow.EventChildrenDone && openChildren:
+			default:
+				possible = false
+			}
+		}
+		if possible && missing > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,276 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/queue"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+type queueInfo struct {
+	name  string
+	limit int
+	brief bool // its action is Brief: run in held batches where the store can (see hold)
+}
+
+// queues returns the queues this worker serves with their limits: one per action, plus one per
+// step that sets its own concurrency.
+func (w *Worker) queues(ctx context.Context) []queueInfo {
+	cat := w.e.Catalog()
+	var out []queueInfo
+	seen := map[string]bool{}
+	add := func(name, act string, limit int, keyed bool) {
+		if _, remote := queue.Name(name).Remote(); seen[name] || remote {
+			return // remote workers lease these over HTTP
+		}
+		if w.cfg.Queues != nil {
+			ok := false
+			for _, q := range w.cfg.Queues {
+				if q == name || q == act {
+					ok = true
+				}
+			}
+			if !ok {
+				return
+			}
+		}
+		seen[name] = true
+		spec, _ := cat.Spec(act)
+		// A step's own queue with a claim or a limit is never held: they are checked in
+		// transactions of their own before the action runs.
+		brief := spec.Brief && w.e.Store().Capabilities().HeldLeases && !keyed
+		out = append(out, queueInfo{name: name, limit: limit, brief: brief})
+	}
+	limitOf := func(act string) int {
+		if n := w.cfg.Concurrency[act]; n > 0 {
+			return n
+		}
+		spec, _ := cat.Spec(act)
+		if spec.Concurrency > 0 {
+			return spec.Concurrency
+		}
+		return 4
+	}
+	for _, name := range cat.Names() {
+		add(w.e.Queue(&workflow.Definition{}, &workflow.Step{Action: name}), name, limitOf(name), false)
+	}
+	if wfs, err := w.e.Store().WorkflowList(ctx); err == nil {
+		for _, wf := range wfs {
+			def, _, err := w.e.Definition(ctx, wf.Name, wf.Version)
+			if err != nil {
+				continue
+			}
+			for _, s := range def.Steps {
+				if _, ok := cat.Lookup(s.Action); !ok {
+					continue
+				}
+				keyed := s.Claim != nil || s.Limit != nil
+				switch {
+				case s.Concurrency > 0:
+					add(w.e.Queue(def, s), s.Action, min(s.Concurrency, limitOf(s.Action)), keyed)
+				case keyed:
+					add(w.e.Queue(def, s), s.Action, limitOf(s.Action), true)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (w *Worker) dispatch(ctx context.Context) {
+	queues := w.queues(ctx)
+	refresh := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if time.Since(refresh) > 5*time.Second {
+			queues, refresh = w.queues(ctx), time.Now()
+		}
+		// No second look after a lease: a queue that filled its free slots has none left, and
+		// one that got fewer tasks than it asked for had no more ready ones. What changes that
+		// (a finished task, new ready work) calls Wake, buffered while this leases.
+		leased, err := w.lease(ctx, queues)
+		leased += w.hold(ctx, queues)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("lease tasks", "error", err)
+		}
+		wait := w.cfg.PollInterval
+		// The next backoff's end matters only to a worker that found nothing (the query is
+		// milliseconds on Postgres with many ready tasks).
+		if leased == 0 {
+			if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
+				if d := time.Until(next); d > 0 && d < wait {
+					wait = d
+				}
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer.C:
+			queues, refresh = w.queues(ctx), time.Now()
+			w.mu.Lock()
+			clear(w.idle) // a poll: tasks may have become ready elsewhere (another process, a backoff ending)
+			w.mu.Unlock()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// lease leases tasks for every queue with free slots that is not idle, in one statement, starts
+// them and returns how many.
+func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
+	type want struct {
+		q    queueInfo
+		free int
+	}
+	var wants []want
+	w.mu.Lock()
+	if w.inflight == nil {
+		w.mu.Unlock()
+		return 0, nil
+	}
+	for _, q := range queues {
+		if q.brief {
+			continue // see hold
+		}
+		// A busy queue waits until a quarter of its slots are free: its running tasks keep the
+		// machine busy meanwhile, and one lease (one statement, one turn of the writer) then
+		// starts several tasks instead of one per finished task.
+		running := w.inflight[q.name]
+		if free := q.limit - running; free > 0 && (running == 0 || free*4 >= q.limit) {
+			if !w.idle[q.name] {
+				wants = append(wants, want{q, free})
+			}
+		}
+	}
+	all := w.wakeAll
+	gens := make([]uint64, len(wants))
+	for i, wt := range wants {
+		gens[i] = w.wakeQueue[wt.q.name]
+	}
+	w.mu.Unlock()
+	if len(wants) == 0 {
+		return 0, nil
+	}
+	p := store.TaskLeaseManyParams{Owner: w.cfg.Owner, Queues: make([]string, len(wants)), Limits: make([]int, len(wants))}
+	for i, wt := range wants {
+		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
+	}
+	var got []*store.Task
+	// With one writer (SQLite) the leased tasks' items and cached conversions are read in the
+	// lease's own transaction: a statement there costs less than a read transaction of its own
+	// on a reader. On Postgres that would lengthen the one writer's turn; readers run beside it.
+	local := !w.e.Store().Capabilities().ConcurrentWrites
+	items := map[int64]*store.Item{}
+	pre := map[int64]*prefetch{}
+	w.mu.Lock()
+	seq := w.landSeq
+	w.mu.Unlock()
+	// Through the writer, on every store: leasing beside it (Postgres) let a worker hold hundreds
+	// of tasks while their results queued behind it, and a killed worker's crowd of expired
+	// leases, reclaimed while others deadlocked on their items, stalled TestLeaderKilled.
+	err := w.commit.do(ctx, func(t *engine.Tx) error {
+		p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
+		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
+		var err error
+		if got, err = t.Executor().TaskLeaseMany(ctx, p); err != nil || !local || len(got) == 0 {
+			return err
+		}
+		clear(items)
+		clear(pre)
+		w.prefetch(ctx, t.Executor(), got, seq, items, pre)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	counts := map[string]int{}
+	for _, t := range got {
+		counts[t.Queue]++
+	}
+	w.mu.Lock()
+	if w.wakeAll == all {
+		for i, wt := range wants {
+			switch {
+			case counts[wt.q.name] == wt.free:
+				delete(w.idle, wt.q.name) // there may be more
+			case w.wakeQueue[wt.q.name] == gens[i]:
+				w.idle[wt.q.name] = true
+			}
+		}
+	}
+	if w.inflight == nil { // stopping: give them back
+		for _, t := range got {
+			w.owned[t.ID] = struct{}{}
+		}
+		w.mu.Unlock()
+		for _, t := range got {
+			w.release(t)
+		}
+		return 0, nil
+	}
+	for _, t := range got {
+		w.inflight[t.Queue]++
+		w.owned[t.ID] = struct{}{}
+	}
+	w.mu.Unlock()
+	// Read the leased tasks' items in one statement; a task whose item is not here (an error)
+	// reads its own.
+	if !local && len(got) > 1 {
+		ids := make([]int64, len(got))
+		for i, t := range got {
+			ids[i] = t.ItemID
+		}
+		its, err := w.e.Store().ItemGetMany(ctx, ids)
+		if err != nil {
+			w.log.Warn("read leased items", "error", err)
+		}
+		for _, it := range its {
+			items[it.ID] = it
+		}
+	}
+	for _, t := range got {
+		w.tasks.Add(1)
+		go w.run(ctx, t, items[t.ItemID], pre[t.ID])
+	}
+	return len(got), nil
+}
+
+func (w *Worker) release(t *store.Task) {
+	err := w.commit.enqueue(context.Background(), op{fn: func(tx *engine.Tx) error {
+		_, err := tx.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: t.ID, Attempt: t.Attempt, State: store.TaskReady, Refund: true, Now: tx.Now()})
+		return err
+	}, after: func(error) { w.disown(t.ID) }})
+	if err != nil {
+		w.disown(t.ID)
+	}
+}
+
+// disown forgets a task whose outcome is committed (or given up): its lease is no longer renewed.
+func (w *Worker) disown(id int64) {
+	w.mu.Lock()
+	delete(w.owned, id)
+	w.mu.Unlock()
+}
+
+func (w *Worker) done(t *store.Task) {
+	w.mu.Lock()
+	if w.inflight != nil {
+		w.inflight[t.Queue]--
+	}
+	delete(w.running, t.ID)
+	w.mu.Unlock()
+	w.tasks.Done()
+	w.kick() // a slot is free
+}

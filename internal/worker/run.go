@@ -1,0 +1,318 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// run runs one leased task (it is the task's item when already read) and queues its result.
+func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *prefetch) {
+	defer w.done(t)
+	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
+	var fin finishing
+	begin := time.Now()
+	err := w.execute(ctx, t, it, res, &fin, pf)
+	if errors.Is(err, errParked) {
+		w.disown(t.ID) // parked in the claim's transaction: no lease, nothing to commit
+		return
+	}
+	if errors.Is(err, errStopping) {
+		w.release(t)
+		if fin.flight != "" {
+			w.land(fin.flight)
+		}
+		return
+	}
+	setErr(res, err)
+	w.observe(t, res, begin)
+	if err != nil && ctx.Err() == nil {
+		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
+	}
+	apply := w.applyResult(ctx, res, &fin)
+	if fin.flight == "" {
+		if err := w.commit.submitAfter(context.WithoutCancel(ctx), apply, func(err error) { w.committed(ctx, res, err) }); err != nil {
+			w.committed(ctx, res, err)
+		}
+		return
+	}
+	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
+	w.committed(ctx, res, w.commit.doLazy(context.WithoutCancel(ctx), apply))
+	w.land(fin.flight)
+}
+
+// committed ends the worker's part in a result whose transaction ended with err. A result that
+// could not be committed (its effects failed to apply: metadata that is not JSON, a
+// nondeterministic child; or the batch failed) becomes the task's outcome in a transaction of
+// its own: failed with the reason, none of its effects. If even that fails the lease is no
+// longer renewed, so the maintenance leader reclaims the task as a lost attempt.
+func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
+	defer w.disown(res.Task.ID)
+	if err == nil {
+		return
+	}
+	t := res.Task
+	fail := engine.FailedCommit(res, err)
+	log := w.log.With("job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt)
+	log.Error("commit result; the task fails", "error", err)
+	if ferr := w.commit.alone(context.WithoutCancel(ctx), func(tx *engine.Tx) error { return tx.Apply(fail) }); ferr != nil {
+		log.Error("commit the failure of a result that could not be committed; its lease will expire", "error", ferr)
+	}
+}
+
+// observe records an attempt of t that began at begin: how long the task waited, from becoming
+// ready (or the end of its retry backoff) to its lease, and how long it ran.
+func (w *Worker) observe(t *store.Task, res *engine.Result, begin time.Time) {
+	if w.cfg.Metrics == nil {
+		return
+	}
+	ready := t.RunAfter
+	if ready.IsZero() {
+		ready = t.CreatedAt
+	}
+	w.cfg.Metrics.TaskAttempt(t.Action, res.Started.Sub(ready), time.Since(begin), res.Err != nil)
+}
+
+// setErr records the attempt's error in its result, with the stack of a panic.
+func setErr(res *engine.Result, err error) {
+	res.Err = err
+	var pe *action.PanicError
+	if errors.As(err, &pe) {
+		res.Stack = pe.Stack
+	}
+}
+
+// applyResult returns the op that commits a task's result: its cache entry, when it made one,
+// ahead of it in the same transaction.
+func (w *Worker) applyResult(ctx context.Context, res *engine.Result, fin *finishing) func(tx *engine.Tx) error {
+	return func(tx *engine.Tx) error {
+		if fin.cacheValue != nil {
+			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), fin.flight, fin.cacheValue, tx.Now()); err != nil {
+				return err
+			}
+		}
+		return tx.Apply(res)
+	}
+}
+
+// finishing is what a task's result commits with, filled in by execute.
+type finishing struct {
+	// flight is the conversion cache key whose flight this task owns, landed after the commit;
+	// cacheValue, when set, is the entry cached under it.
+	flight     string
+	cacheValue []byte
+}
+
+var errStopping = errors.New("worker stopping")
+
+func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
+	act, step, err := w.stepOf(ctx, t)
+	if err != nil {
+		return err
+	}
+	if it == nil {
+		if it, err = w.e.Store().ItemGet(ctx, t.ItemID); err != nil {
+			return err
+		}
+	}
+	if step.Claim != nil || step.Limit != nil {
+		if done, err := w.keyed(ctx, t, step, it, res); done || err != nil {
+			return err
+		}
+	}
+	spec := act.Spec()
+	timeout := time.Duration(step.Timeout)
+	if timeout <= 0 {
+		timeout = spec.Timeout
+	}
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	if t.Held {
+		// A held batch keeps its tasks' rows locked while each runs: a brief action that
+		// hangs gives up within a lease, not the default ten minutes.
+		timeout = min(timeout, w.cfg.LeaseDuration)
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w.mu.Lock()
+	w.running[t.ID] = cancel
+	w.mu.Unlock()
+
+	at := &action.Task{ID: t.ID, JobID: t.JobID, Step: t.Step, Action: t.Action, Attempt: t.Attempt, With: step.With,
+		Item: engine.ActionItem(it)}
+	if at.With == nil {
+		at.With = map[string]any{}
+	}
+	var tmp string
+	at.OpenBlob = func(ctx context.Context) (io.ReadCloser, error) {
+		if it.BlobSHA256 == "" {
+			return nil, action.Permanentf("item %q has no content", it.Name)
+		}
+		return w.cfg.Blobs.Open(ctx, it.BlobSHA256)
+	}
+	at.BlobPath = func(ctx context.Context) (string, error) { return w.blobPath(ctx, it, &tmp) }
+	mkTemp := func() (string, error) {
+		if tmp == "" {
+			d, err := os.MkdirTemp(w.cfg.TempDir, "sluice-task-")
+			if err != nil {
+				return "", err
+			}
+			tmp = d
+		}
+		return tmp, nil
+	}
+	defer func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if !spec.NoTempDir {
+		if at.TempDir, err = mkTemp(); err != nil {
+			return fmt.Errorf("temp dir: %w", err)
+		}
+	}
+	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name,
+		staged: make(chan struct{}, maxStaged)}
+	if it.NChildren > 0 {
+		kids, err := w.e.Store().ItemListChildren(ctx, it.ID, t.Step)
+		if err != nil {
+			return err
+		}
+		out.existing = make(map[int]*store.Item, len(kids))
+		for _, k := range kids {
+			out.existing[k.Ordinal] = k
+		}
+	}
+	key := ""
+	if spec.Cacheable && it.BlobSHA256 != "" {
+		key = cacheKey(spec, step, it)
+		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
+			if hit {
+				w.count(t.Action, true)
+			}
+			if err == nil {
+				out.pending.Wait()
+				err = out.failed()
+			}
+			return err
+		}
+		fin.flight = key // landed by run, after the result commits
+		out.record = &effects{Parent: it.Name}
+	}
+	w.count(t.Action, false)
+	err = w.safeRun(tctx, act, at, out)
+	out.mu.Lock()
+	out.returned = true
+	out.mu.Unlock()
+	out.pending.Wait()
+	slices.SortFunc(out.leftover, func(a, b *engine.NewChild) int { return a.Ordinal - b.Ordinal })
+	res.Children = out.leftover
+	if cerr := out.failed(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil && tctx.Err() != nil && ctx.Err() == nil {
+		if errors.Is(tctx.Err(), context.DeadlineExceeded) {
+			res.TimedOut = true
+			err = fmt.Errorf("%s timed out after %s", t.Action, timeout)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return errStopping
+	}
+	if key != "" && (err == nil || action.IsPermanent(err)) {
+		fin.cacheValue = w.cacheEntry(out, err)
+	}
+	return err
+}
+
+// jobWorkflow returns the job's workflow name and version (immutable, so cached).
+func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, error) {
+	w.mu.Lock()
+	jw, ok := w.jobs[jobID]
+	w.mu.Unlock()
+	if ok {
+		return jw.name, jw.version, nil
+	}
+	job, err := w.e.Store().JobGet(ctx, jobID)
+	if err != nil {
+		return "", 0, err
+	}
+	w.mu.Lock()
+	if len(w.jobs) > 10000 {
+		clear(w.jobs)
+	}
+	w.jobs[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
+	w.mu.Unlock()
+	return job.WorkflowName, job.WorkflowVersion, nil
+}
+
+// stepOf returns the task's action and its step in the job's workflow.
+func (w *Worker) stepOf(ctx context.Context, t *store.Task) (action.Action, *workflow.Step, error) {
+	act, ok := w.e.Catalog().Lookup(t.Action)
+	if !ok {
+		return nil, nil, action.Permanentf("unknown action %q", t.Action)
+	}
+	wfName, wfVersion, err := w.jobWorkflow(ctx, t.JobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	def, _, err := w.e.Definition(ctx, wfName, wfVersion)
+	if err != nil {
+		return nil, nil, err
+	}
+	step := def.Step(t.Step)
+	if step == nil {
+		return nil, nil, action.Permanentf("step %q not in workflow %q", t.Step, def.Name)
+	}
+	return act, step, nil
+}
+
+type jobWF struct {
+	name    string
+	version int
+}
+
+func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) error {
+	return action.Safe(func() error { return act.Run(ctx, t, out) })
+}
+
+func (w *Worker) blobPath(ctx context.Context, it *store.Item, tmp *string) (string, error) {
+	if it.BlobSHA256 == "" {
+		return "", action.Permanentf("item %q has no content", it.Name)
+	}
+	if lp, ok := w.cfg.Blobs.(blob.LocalPather); ok {
+		return lp.LocalPath(it.BlobSHA256)
+	}
+	if *tmp == "" {
+		d, err := os.MkdirTemp(w.cfg.TempDir, "sluice-task-")
+		if err != nil {
+			return "", err
+		}
+		*tmp = d
+	}
+	f, err := os.CreateTemp(*tmp, "input-*.blob")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	r, err := w.cfg.Blobs.Open(ctx, it.BlobSHA256)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	if _, err := io.Copy(f, r); err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
+}
