@@ -84,9 +84,7 @@ func (t *Tx) CreateChild(c *NewChild) error {
 	tt.addChild(parent.ID, length)
 	parent.NChildren++
 	parent.Share = max(0, parent.Share-length)
-	tt.items[it.ID] = it
-	tt.events[it.ID] = map[string]bool{}
-	tt.fresh[it.ID] = nil
+	tt.created(it)
 	tt.kids[parent.ID] = append(tt.kids[parent.ID], it)
 	return tt.fire(it, workflow.EventStart)
 }

@@ -1,8 +1,85 @@
 package engine
 
 import (
+	"sort"
+
 	"github.com/sluice-project/sluice/internal/store"
 )
+
+// closer is the part of a transaction that ends jobs: a job completes when it is sealed, running,
+// and has no item left that is not ingested; [tx.endJob] also fails and cancels jobs.
+//
+// Its invariants:
+//   - Only a job this transaction touched (an item of it settled or changed, it was sealed or
+//     retried) is looked at, after every item is settled.
+//   - A job this transaction may close — it sealed the job or ingested one of its roots (the
+//     last item of a job to be ingested is a root) — is decided on under the job's row lock:
+//     two transactions that each close the job's last open items then cannot both miss the
+//     other's writes.
+//   - Ending a job other than by completing it cancels its ready, blocked and held-back tasks in
+//     the same transaction; the running ones are asked to stop once it commits.
+type closer struct {
+	touched map[int64]bool
+	// closing holds the jobs this transaction may end: it sealed them or ingested one of their
+	// roots.
+	closing map[int64]bool
+}
+
+func newCloser() closer {
+	return closer{touched: map[int64]bool{}, closing: map[int64]bool{}}
+}
+
+// mayClose notes that this transaction may end the job (it sealed it, or ingested a root).
+func (c *closer) mayClose(jobID int64) {
+	c.touched[jobID] = true
+	c.closing[jobID] = true
+}
+
+// closeJobs completes the touched jobs that are sealed and have nothing left open.
+func (t *tx) closeJobs() error {
+	jobs := make([]int64, 0, len(t.touched))
+	for id := range t.touched {
+		jobs = append(jobs, id)
+	}
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i] < jobs[j] })
+	for _, id := range jobs {
+		job, err := t.job(id)
+		if err != nil {
+			return err
+		}
+		if t.closing[id] && job.State == store.JobRunning {
+			// Without the lock two transactions that each close the job's last open items (or
+			// one that seals it and one that ingests its last root) could each miss the other's
+			// uncommitted writes, and the job would never end (Postgres, READ COMMITTED).
+			locked, err := t.x.JobLock(t.ctx, id)
+			if err != nil {
+				return err
+			}
+			*job = *locked
+		}
+		if job.State != store.JobRunning || !job.Sealed {
+			continue // an unsealed job may still get roots
+		}
+		open := false
+		for _, it := range t.items {
+			if it.JobID == id && it.State != store.ItemIngested {
+				open = true // one of its items, locked here, is still open
+				break
+			}
+		}
+		if !open {
+			if open, err = t.x.JobHasOpenItems(t.ctx, id); err != nil {
+				return err
+			}
+		}
+		if !open {
+			if err := t.endJob(job, store.JobComplete, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // endJob moves a running job to a final state, canceling its ready tasks and asking running ones to stop.
 func (t *tx) endJob(job *store.Job, state, reason string) error {
@@ -15,16 +92,10 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 	if state == store.JobComplete {
 		return nil
 	}
-	// The held-back tasks are canceled with the others, and the known ones change state.
-	if err := t.flushTasks(); err != nil {
-		return err
-	}
-	t.freshStale = true
-	running, err := t.x.TaskCancelJob(t.ctx, job.ID, "canceled", t.now)
+	running, err := t.cancelJobTasks(job.ID)
 	if err != nil {
 		return err
 	}
-	clear(t.tasks) // their states changed
 	t.cancel = append(t.cancel, running...)
 	return t.releaseJobClaims(t.ctx, job.ID)
 }

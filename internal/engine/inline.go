@@ -87,16 +87,9 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 	// The cached item is kept in step with state and counters, not with every column a task
 	// may have written (metadata is merged by the database): where such a write was made, read
 	// the row as it is now.
-	view := it
-	if t.stale[it.ID] {
-		if err := t.flushChildCount(it.ID); err != nil {
-			return false, err
-		}
-		fresh, err := t.x.ItemLock(t.ctx, it.ID)
-		if err != nil {
-			return false, err
-		}
-		view = fresh
+	view, err := t.itemNow(it)
+	if err != nil {
+		return false, err
 	}
 	ai := ActionItem(view)
 	if !spec.Inline(ai) {

@@ -103,9 +103,7 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 			var added float64
 			for _, it := range items {
 				added += it.RangeLen
-				t.t.items[it.ID] = it
-				t.t.events[it.ID] = map[string]bool{}
-				t.t.fresh[it.ID] = nil
+				t.t.created(it)
 				if err := t.t.fire(it, workflow.EventStart); err != nil {
 					return err
 				}
@@ -132,8 +130,7 @@ func (e *Engine) Seal(ctx context.Context, jobID int64) error {
 		if j, ok := t.t.jobs[jobID]; ok {
 			j.Sealed = true
 		}
-		t.t.touched[jobID] = true
-		t.t.closing[jobID] = true
+		t.t.mayClose(jobID)
 		return nil
 	})
 }

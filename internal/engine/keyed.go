@@ -108,17 +108,6 @@ func (tt *tx) finishClaim(p pendingFinish) error {
 	return nil
 }
 
-// readied notes tasks made ready outside fire (released from a claim), to wake workers.
-func (tt *tx) readied(queues []string) {
-	if len(queues) == 0 {
-		return
-	}
-	tt.ready = true
-	for _, q := range queues {
-		tt.readyQueues[q] = true
-	}
-}
-
 // ClaimAttempt is what [Engine.TakeClaim] decided for a task of a claim step.
 type ClaimAttempt int
 

@@ -181,7 +181,6 @@ func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
 			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
 			Done: &store.TaskDone{State: store.TaskSkipped},
 		})
-		delete(t.tasks, it.ID)
 	}
 	return nil
 }
@@ -189,15 +188,9 @@ func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
 // applies reports whether a step with a when: condition applies to the item, that is, whether
 // its task was not skipped as the item was created.
 func (t *tx) applies(it *store.Item, step string) (bool, error) {
-	tasks, ok := t.freshTasks(it.ID)
-	if !ok {
-		if err := t.flushTasks(); err != nil {
-			return false, err
-		}
-		var err error
-		if tasks, err = t.x.TaskListByItem(t.ctx, it.ID); err != nil {
-			return false, err
-		}
+	tasks, err := t.tasksOf(it.ID)
+	if err != nil {
+		return false, err
 	}
 	for _, tk := range tasks {
 		if tk.Step == step && tk.State == store.TaskSkipped {

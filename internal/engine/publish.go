@@ -97,16 +97,10 @@ func (t *tx) publishEvent(def *workflow.Definition, job *store.Job, it *store.It
 	if len(def.Publish) == 0 || t.e.getPublisher() == nil {
 		return nil
 	}
-	if t.stale[it.ID] {
-		// A task of this transaction merged metadata into the row: read it as it is now.
-		if err := t.flushChildCount(it.ID); err != nil {
-			return err
-		}
-		fresh, err := t.x.ItemLock(t.ctx, it.ID)
-		if err != nil {
-			return err
-		}
-		it = fresh
+	// A task of this transaction may have merged metadata into the row: read it as it is now.
+	it, err := t.itemNow(it)
+	if err != nil {
+		return err
 	}
 	for i := range def.Publish {
 		rule := &def.Publish[i]

@@ -111,8 +111,7 @@ func (t *tx) retry(jobID int64) error {
 		if !ok {
 			continue
 		}
-		t.ready = true
-		t.readyQueues[task.Queue] = true
+		t.readyIn(task.Queue)
 		if err := t.reopen(task.ItemID, true); err != nil {
 			return err
 		}
@@ -191,15 +190,11 @@ func (t *tx) resume(def *workflow.Definition, jobID int64) error {
 
 func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 	// Not through t.itemEvents: caching every item's events would hold the whole job in memory.
-	names, err := t.x.EventListByItem(t.ctx, listed.ID)
+	ev, err := t.eventsOnce(listed.ID)
 	if err != nil {
 		return err
 	}
-	ev := make(map[string]bool, len(names))
-	for _, n := range names {
-		ev[n] = true
-	}
-	tasks, err := t.x.TaskListByItem(t.ctx, listed.ID)
+	tasks, err := t.tasksOf(listed.ID)
 	if err != nil {
 		return err
 	}

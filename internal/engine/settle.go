@@ -9,12 +9,33 @@ import (
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
-// finish settles dirty items deepest first (so a batch of children settles before their parent,
-// once), then ends the touched jobs that have nothing left open.
-func (t *tx) finish() error {
-	if err := t.applyResults(); err != nil {
-		return err
-	}
+// settler is the part of a transaction that settles items: it moves each item it is told of
+// (markDirty) as far along written → processed → ingested as the database allows.
+//
+// Its invariants:
+//   - Deepest level first: a level's items are settled, and their moves written (flushMoves),
+//     before any item of the level above is looked at, so a parent sees its children's states
+//     and a batch of children settles its parent once.
+//   - An item with a task made ready in this transaction (busy) is not settled: that task runs
+//     after the commit.
+//   - Moves are written in one statement per (from, to) pair, before anything reads item
+//     states back (the level above, the job's open items).
+//   - Progress colored in memory (colored) is written once, at the end, for the items not
+//     ingested by then (ingesting colors all of an item's share).
+type settler struct {
+	dirty   map[int64]int       // item id → depth
+	busy    map[int64]bool      // items that got a ready task in this transaction: not settling
+	moves   map[int64][2]string // item → (state in the database, new state), written by flushMoves
+	colored map[int64]bool      // items whose colored progress changed in memory
+}
+
+func newSettler() settler {
+	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}}
+}
+
+// settleDirty settles the dirty items, a level at a time, deepest first; settling an item marks
+// its parent dirty.
+func (t *tx) settleDirty() error {
 	for len(t.dirty) > 0 {
 		// Sorted with their depths at hand: a map lookup per comparison cost 5 % of a
 		// batch of 1,000 results' CPU.
@@ -50,11 +71,16 @@ func (t *tx) finish() error {
 				return err
 			}
 		}
-		clear(t.tasks)
+		t.forgetTasks()
 		if err := t.flushMoves(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// writeColors writes the progress colored in memory, in one statement.
+func (t *tx) writeColors() error {
 	var cids []int64
 	var cvals []float64
 	for id := range t.colored {
@@ -64,51 +90,7 @@ func (t *tx) finish() error {
 		}
 		cids, cvals = append(cids, id), append(cvals, it.Colored)
 	}
-	if err := t.x.ItemColorMany(t.ctx, cids, cvals); err != nil {
-		return err
-	}
-	jobs := make([]int64, 0, len(t.touched))
-	for id := range t.touched {
-		jobs = append(jobs, id)
-	}
-	sort.Slice(jobs, func(i, j int) bool { return jobs[i] < jobs[j] })
-	for _, id := range jobs {
-		job, err := t.job(id)
-		if err != nil {
-			return err
-		}
-		if t.closing[id] && job.State == store.JobRunning {
-			// Without the lock two transactions that each close the job's last open items (or
-			// one that seals it and one that ingests its last root) could each miss the other's
-			// uncommitted writes, and the job would never end (Postgres, READ COMMITTED).
-			locked, err := t.x.JobLock(t.ctx, id)
-			if err != nil {
-				return err
-			}
-			*job = *locked
-		}
-		if job.State != store.JobRunning || !job.Sealed {
-			continue // an unsealed job may still get roots
-		}
-		open := false
-		for _, it := range t.items {
-			if it.JobID == id && it.State != store.ItemIngested {
-				open = true // one of its items, locked here, is still open
-				break
-			}
-		}
-		if !open {
-			if open, err = t.x.JobHasOpenItems(t.ctx, id); err != nil {
-				return err
-			}
-		}
-		if !open {
-			if err := t.endJob(job, store.JobComplete, ""); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return t.x.ItemColorMany(t.ctx, cids, cvals)
 }
 
 var openStates = []string{store.ItemCreated, store.ItemWritten}
@@ -129,17 +111,9 @@ func (t *tx) settle(id int64) error {
 		return err
 	}
 	if it.State == store.ItemWritten {
-		tasks, ok := t.tasks[id]
-		if !ok {
-			tasks, ok = t.freshTasks(id)
-		}
-		if !ok {
-			if err := t.flushTasks(); err != nil {
-				return err
-			}
-			if tasks, err = t.x.TaskListByItem(t.ctx, id); err != nil {
-				return err
-			}
+		tasks, err := t.tasksOf(id)
+		if err != nil {
+			return err
 		}
 		has := make(map[string]bool, len(tasks))
 		for _, tk := range tasks {
@@ -201,23 +175,6 @@ func (t *tx) settle(id int64) error {
 	return nil
 }
 
-// hasChildIn reports whether the item has a child in one of the states: from memory when every
-// child was created in this transaction (their states are kept in step), else from the database.
-func (t *tx) hasChildIn(it *store.Item, states []string) (bool, error) {
-	if it.NChildren == 0 {
-		return false, nil
-	}
-	if kids := t.kids[it.ID]; len(kids) == it.NChildren {
-		for _, k := range kids {
-			if slices.Contains(states, k.State) {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
-	return t.x.ItemHasChildInState(t.ctx, it.ID, states)
-}
-
 // moveItem moves the item to state (coloring all of its share when ingested) and marks its parent
 // for settling, since a child's progress may let the parent move too.
 // The write is queued and made for the whole level at once by flushMoves, before anything reads
@@ -248,13 +205,6 @@ func (t *tx) flushMoves() error {
 	if len(t.moves) == 0 {
 		return nil
 	}
-	// An ingested item is colored with its share as the database has it: write the held-back
-	// child counts (which reduce shares) first.
-	for id := range t.pendChildren {
-		if err := t.flushChildCount(id); err != nil {
-			return err
-		}
-	}
 	groups := map[[2]string][]int64{}
 	var keys [][2]string
 	for id, m := range t.moves {
@@ -269,7 +219,7 @@ func (t *tx) flushMoves() error {
 		ids := groups[key]
 		slices.Sort(ids)
 		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested}
-		if _, err := t.x.ItemSetStateMany(t.ctx, p); err != nil {
+		if err := t.setItemStates(p); err != nil {
 			return err
 		}
 	}
@@ -285,35 +235,13 @@ func (t *tx) loadLevel(level []int64) error {
 	if err := t.lockItems(level); err != nil {
 		return err
 	}
-	var need []int64
+	var written []int64
 	for _, id := range level {
-		if _, known := t.freshTasks(id); known {
-			continue
-		}
-		if _, known := t.tasks[id]; known {
-			continue
-		}
 		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {
-			need = append(need, id)
+			written = append(written, id)
 		}
 	}
-	if len(need) < 2 {
-		return nil
-	}
-	if err := t.flushTasks(); err != nil {
-		return err
-	}
-	tasks, err := t.x.TaskListByItems(t.ctx, need)
-	if err != nil {
-		return err
-	}
-	for _, id := range need {
-		t.tasks[id] = nil
-	}
-	for _, tk := range tasks {
-		t.tasks[tk.ItemID] = append(t.tasks[tk.ItemID], tk)
-	}
-	return nil
+	return t.readTasks(written)
 }
 
 // waiting reports whether a step of the item that has not run could still be unblocked by an

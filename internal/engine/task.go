@@ -239,8 +239,7 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 	}
 	tt.markDirty(it)
 	if finish.State == store.TaskReady {
-		tt.ready = true
-		tt.readyQueues[task.Queue] = true
+		tt.readyIn(task.Queue)
 		return nil
 	}
 	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}

@@ -3,59 +3,33 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
-// tx is the state of one engine transaction: caches and the items to settle at the end.
+// tx is one engine transaction. Its parts, each with its own invariants:
+//   - [unit], the unit of work: the store transaction, the rows read, the writes held back;
+//     every read goes through it and sees every write made before it.
+//   - [settler]: the items to settle, deepest level first, and their moves (settle.go).
+//   - [closer]: the jobs this transaction may end (close.go).
+//   - [notes]: what to tell the process once the transaction commits.
+//
+// Firing events (below), applying results (task.go), waits, retries and claims work on these.
 type tx struct {
-	e      *Engine
-	ctx    context.Context
-	x      store.Executor
-	now    time.Time
-	jobs   map[int64]*store.Job
-	events map[int64]map[string]bool
-	items  map[int64]*store.Item // locked in this transaction, kept in step with its writes
-	// stale holds the cached items whose row got writes the cache does not mirror (merged
-	// metadata, content type, thumbnail, a reopened error): read again before an inline run.
-	stale   map[int64]bool
-	colored map[int64]bool          // items whose colored progress changed in memory
-	busy    map[int64]bool          // items that got a ready task in this transaction: not settling
-	dirty   map[int64]int           // item id → depth
-	tasks   map[int64][]*store.Task // tasks of the level being settled, read in one statement
-	moves   map[int64][2]string     // item → (state in the database, new state), written by flushMoves
-	touched map[int64]bool
-	// closing holds the jobs this transaction may end: it sealed them or ingested one of their
-	// roots (the last item of a job to be ingested is a root).
-	closing map[int64]bool
-	ready   bool
-	// readyQueues are the queues of the tasks made ready, unless readyAll says they are not known.
-	readyQueues map[string]bool
-	readyAll    bool
-	cancel      []int64
-	ended       map[int64]string
-	results     []*Result // queued by Tx.Apply, applied together in finish
-	// pubs are the publications queued for the publisher; published says some were recorded.
-	pubs      []Publication
-	published bool
-	// fresh holds the items created in this transaction, each with the tasks it got here (see
-	// pending.go); freshStale says those task states may have changed since (a job's tasks were
-	// canceled) and must be read.
-	fresh        map[int64][]*store.Task
-	kids         map[int64][]*store.Item // parent → its children created in this transaction
-	freshStale   bool
-	pendTasks    []store.TaskInsertParams
-	pendEvents   []store.EventInsertParams
-	pendChildren map[int64]childCount
+	unit
+	settler
+	closer
+	notes
+	e       *Engine
+	results []*Result // queued by Tx.Apply, applied together in finish
+	// pubs are the publications queued for the publisher, handed to it before the commit.
+	pubs []Publication
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
-	return &tx{e: e, ctx: ctx, x: x, now: e.Now(), jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, readyQueues: map[string]bool{}, items: map[int64]*store.Item{}, stale: map[int64]bool{}, colored: map[int64]bool{}, busy: map[int64]bool{},
-		dirty: map[int64]int{}, tasks: map[int64][]*store.Task{}, moves: map[int64][2]string{}, touched: map[int64]bool{}, closing: map[int64]bool{}, ended: map[int64]string{},
-		fresh: map[int64][]*store.Task{}, kids: map[int64][]*store.Item{}, pendChildren: map[int64]childCount{}}
+	return &tx{e: e, unit: newUnit(ctx, x, e.Now()), settler: newSettler(), closer: newCloser(), notes: newNotes()}
 }
 
 // Run runs fn in one store transaction with engine state, settles what fn touched, and fires
@@ -78,8 +52,24 @@ func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
 	if err != nil {
 		return err
 	}
-	t.notify()
+	t.notify(e)
 	return nil
+}
+
+// finish applies the queued results, settles the dirty items deepest first (so a batch of
+// children settles before their parent, once), writes the progress colored in memory, then
+// ends the jobs that have nothing left open.
+func (t *tx) finish() error {
+	if err := t.applyResults(); err != nil {
+		return err
+	}
+	if err := t.settleDirty(); err != nil {
+		return err
+	}
+	if err := t.writeColors(); err != nil {
+		return err
+	}
+	return t.closeJobs()
 }
 
 // Tx is the engine's view of one transaction, handed to [Engine.Run] callbacks.
@@ -106,47 +96,57 @@ func (t *Tx) LockItems(ids []int64) ([]*store.Item, error) {
 	return out, nil
 }
 
-func (t *tx) notify() {
-	if t.ready {
-		var qs []string
-		if !t.readyAll {
-			qs = make([]string, 0, len(t.readyQueues))
-			for q := range t.readyQueues {
-				qs = append(qs, q)
-			}
-		}
-		t.e.cfg.OnReady(qs)
-	}
-	if len(t.cancel) > 0 {
-		t.e.cfg.OnCancel(t.cancel)
-	}
-	for id, st := range t.ended {
-		t.e.cfg.OnJobEnd(id, st)
-	}
-	if t.published {
-		t.e.getPublisher().Committed()
+// notes is what a transaction tells the process once it commits: queues with new ready tasks
+// (to wake workers), running tasks to stop, jobs that ended, publications recorded. Nothing is
+// told of a transaction that rolled back.
+type notes struct {
+	ready bool
+	// readyQueues are the queues of the tasks made ready, unless readyAll says they are not known.
+	readyQueues map[string]bool
+	readyAll    bool
+	cancel      []int64
+	ended       map[int64]string
+	// published says publications were recorded (see flushPublications).
+	published bool
+}
+
+func newNotes() notes {
+	return notes{readyQueues: map[string]bool{}, ended: map[int64]string{}}
+}
+
+// readyIn notes a task made ready in the queue.
+func (n *notes) readyIn(queue string) {
+	n.ready = true
+	n.readyQueues[queue] = true
+}
+
+// readied notes tasks made ready outside fire (released from a claim), to wake workers.
+func (n *notes) readied(queues []string) {
+	for _, q := range queues {
+		n.readyIn(q)
 	}
 }
 
-func (t *tx) job(id int64) (*store.Job, error) {
-	if j, ok := t.jobs[id]; ok {
-		return j, nil
-	}
-	j, err := t.x.JobGet(t.ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if j.State == store.JobFailed || j.State == store.JobComplete {
-		// A job in a state a retry reopens: decide on it under its lock. Otherwise this
-		// transaction could settle an item as a stopped job's (without waiting for its
-		// collector) while a retry, in another process, reopens the job and its items, and
-		// commit after it: the job would complete without the collector.
-		if j, err = t.x.JobLock(t.ctx, id); err != nil {
-			return nil, err
+func (n *notes) notify(e *Engine) {
+	if n.ready {
+		var qs []string
+		if !n.readyAll {
+			qs = make([]string, 0, len(n.readyQueues))
+			for q := range n.readyQueues {
+				qs = append(qs, q)
+			}
 		}
+		e.cfg.OnReady(qs)
 	}
-	t.jobs[id] = j
-	return j, nil
+	if len(n.cancel) > 0 {
+		e.cfg.OnCancel(n.cancel)
+	}
+	for id, st := range n.ended {
+		e.cfg.OnJobEnd(id, st)
+	}
+	if n.published {
+		e.getPublisher().Committed()
+	}
 }
 
 func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
@@ -158,58 +158,7 @@ func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
 	return d, j, err
 }
 
-// lockItems locks and caches the items not yet locked in this transaction, in one call.
-func (t *tx) lockItems(ids []int64) error {
-	var want []int64
-	for _, id := range ids {
-		if _, ok := t.items[id]; !ok {
-			want = append(want, id)
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	slices.Sort(want)
-	want = slices.Compact(want)
-	items, err := t.x.ItemLockMany(t.ctx, want)
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
-		t.items[it.ID] = it
-	}
-	return nil
-}
-
-// item returns the item, locking it on first use in this transaction.
-func (t *tx) item(id int64) (*store.Item, error) {
-	if it, ok := t.items[id]; ok {
-		return it, nil
-	}
-	it, err := t.x.ItemLock(t.ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	t.items[id] = it
-	return it, nil
-}
-
-func (t *tx) itemEvents(itemID int64) (map[string]bool, error) {
-	if ev, ok := t.events[itemID]; ok {
-		return ev, nil
-	}
-	names, err := t.x.EventListByItem(t.ctx, itemID)
-	if err != nil {
-		return nil, err
-	}
-	ev := make(map[string]bool, len(names))
-	for _, n := range names {
-		ev[n] = true
-	}
-	t.events[itemID] = ev
-	return ev, nil
-}
-
+// markDirty marks the item for settling, and its job for closing.
 func (t *tx) markDirty(it *store.Item) {
 	t.dirty[it.ID] = it.Depth
 	t.touched[it.JobID] = true
@@ -303,7 +252,6 @@ func (t *tx) fire(it *store.Item, event string) error {
 			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
 		}
 		if act, spec, ok := t.e.inlineAction(s.Action); ok && s.Claim == nil && s.Limit == nil {
-			delete(t.tasks, it.ID)
 			ran, err := t.runInline(it, s, act, spec, p)
 			if err != nil {
 				return err
@@ -313,9 +261,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 			}
 		}
 		t.addTask(p)
-		delete(t.tasks, it.ID)
-		t.ready = true
-		t.readyQueues[p.Queue] = true
+		t.readyIn(p.Queue)
 		// A task made ready here cannot also finish in this transaction (it is leased and run
 		// after the commit), so the item cannot settle now: skip looking.
 		t.busy[it.ID] = true

@@ -89,10 +89,7 @@ func (t *tx) expire(w store.Wait) (bool, error) {
 	if s == nil || job.State != store.JobRunning {
 		return false, nil
 	}
-	if err := t.flushTasks(); err != nil {
-		return false, err
-	}
-	tasks, err := t.x.TaskListByItem(t.ctx, it.ID)
+	tasks, err := t.tasksOf(it.ID)
 	if err != nil {
 		return false, err
 	}
@@ -118,7 +115,6 @@ func (t *tx) expire(w store.Wait) (bool, error) {
 		MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
 		Done: &store.TaskDone{State: store.TaskSkipped, Error: msg},
 	})
-	delete(t.tasks, it.ID)
 	t.markDirty(it)
 	if it.Error == "" {
 		if err := t.x.ItemUpdate(t.ctx, store.ItemUpdateParams{ID: it.ID, Error: msg}); err != nil {

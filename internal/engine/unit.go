@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// unit is one transaction's unit of work: the store transaction, the rows it has read (and
+// locked), and the writes it holds back to make together in multi-row statements (pending.go).
+// The rest of the engine reads the database through it.
+//
+// Its invariants:
+//   - Reads see the transaction's writes. A read method makes first the held-back writes that
+//     its statement could see (tasks before a read of tasks, child counts before a write of
+//     item states that colors with the shares they change); writes the cache already mirrors
+//     need no flush (a cached item's n_children is counted up in memory, a cached event set
+//     holds its new events).
+//   - A row is read once. jobs, items and events keep what was read, and the engine keeps them
+//     in step with its own writes; where a write is one the cache cannot mirror (metadata merged
+//     by the database), the item is marked stale and [unit.itemNow] reads it again.
+//   - tasks holds task rows known for a set of items (a level being settled, a one-step result)
+//     and forgets an item's as soon as a task of it is added or changed.
+type unit struct {
+	ctx    context.Context
+	x      store.Executor
+	now    time.Time
+	jobs   map[int64]*store.Job
+	events map[int64]map[string]bool
+	items  map[int64]*store.Item // locked in this transaction, kept in step with its writes
+	// stale holds the cached items whose row got writes the cache does not mirror (merged
+	// metadata, content type, thumbnail, a reopened error): read again before an inline run.
+	stale map[int64]bool
+	tasks map[int64][]*store.Task // tasks of the level being settled, read in one statement
+	// fresh holds the items created in this transaction, each with the tasks it got here (see
+	// pending.go); freshStale says those task states may have changed since (a job's tasks were
+	// canceled) and must be read.
+	fresh        map[int64][]*store.Task
+	kids         map[int64][]*store.Item // parent → its children created in this transaction
+	freshStale   bool
+	pendTasks    []store.TaskInsertParams
+	pendEvents   []store.EventInsertParams
+	pendChildren map[int64]childCount
+}
+
+func newUnit(ctx context.Context, x store.Executor, now time.Time) unit {
+	return unit{ctx: ctx, x: x, now: now, jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{},
+		items: map[int64]*store.Item{}, stale: map[int64]bool{}, tasks: map[int64][]*store.Task{},
+		fresh: map[int64][]*store.Task{}, kids: map[int64][]*store.Item{}, pendChildren: map[int64]childCount{}}
+}
+
+func (u *unit) job(id int64) (*store.Job, error) {
+	if j, ok := u.jobs[id]; ok {
+		return j, nil
+	}
+	j, err := u.x.JobGet(u.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.State == store.JobFailed || j.State == store.JobComplete {
+		// A job in a state a retry reopens: decide on it under its lock. Otherwise this
+		// transaction could settle an item as a stopped job's (without waiting for its
+		// collector) while a retry, in another process, reopens the job and its items, and
+		// commit after it: the job would complete without the collector.
+		if j, err = u.x.JobLock(u.ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	u.jobs[id] = j
+	return j, nil
+}
+
+// lockItems locks and caches the items not yet locked in this transaction, in one call.
+func (u *unit) lockItems(ids []int64) error {
+	var want []int64
+	for _, id := range ids {
+		if _, ok := u.items[id]; !ok {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	items, err := u.x.ItemLockMany(u.ctx, want)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		u.items[it.ID] = it
+	}
+	return nil
+}
+
+// item returns the item, locking it on first use in this transaction.
+func (u *unit) item(id int64) (*store.Item, error) {
+	if it, ok := u.items[id]; ok {
+		return it, nil
+	}
+	it, err := u.x.ItemLock(u.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	u.items[id] = it
+	return it, nil
+}
+
+// itemNow returns the item as its row is now: the cached copy, unless a write this transaction
+// made is one the cache does not mirror (it is stale), in which case the row is read again —
+// after its held-back child count, which the row must show. The cached copy is not replaced:
+// the engine keeps that one in step.
+func (u *unit) itemNow(it *store.Item) (*store.Item, error) {
+	if !u.stale[it.ID] {
+		return it, nil
+	}
+	if err := u.flushChildCount(it.ID); err != nil {
+		return nil, err
+	}
+	return u.x.ItemLock(u.ctx, it.ID)
+}
+
+// created caches an item this transaction inserted: locked, with no events and no tasks yet.
+func (u *unit) created(it *store.Item) {
+	u.items[it.ID] = it
+	u.events[it.ID] = map[string]bool{}
+	u.fresh[it.ID] = nil
+}
+
+func (u *unit) itemEvents(itemID int64) (map[string]bool, error) {
+	ev, err := u.eventsOnce(itemID)
+	if err == nil {
+		u.events[itemID] = ev
+	}
+	return ev, err
+}
+
+// eventsOnce reads the item's events without caching them (a retry's resume reads every item of
+// a job: caching all their events would hold the job in memory). An item whose events are cached
+// has its held-back events there.
+func (u *unit) eventsOnce(itemID int64) (map[string]bool, error) {
+	if ev, ok := u.events[itemID]; ok {
+		return ev, nil
+	}
+	names, err := u.x.EventListByItem(u.ctx, itemID)
+	if err != nil {
+		return nil, err
+	}
+	ev := make(map[string]bool, len(names))
+	for _, n := range names {
+		ev[n] = true
+	}
+	return ev, nil
+}
+
+// tasksOf returns the item's tasks: known (a level's, or those of an item created in this
+// transaction), or read after the held-back tasks are written.
+func (u *unit) tasksOf(itemID int64) ([]*store.Task, error) {
+	if ts, ok := u.tasks[itemID]; ok {
+		return ts, nil
+	}
+	if ts, ok := u.freshTasks(itemID); ok {
+		return ts, nil
+	}
+	if err := u.flushTasks(); err != nil {
+		return nil, err
+	}
+	return u.x.TaskListByItem(u.ctx, itemID)
+}
+
+// readTasks reads the tasks of the items whose tasks are not known, in one statement, and keeps
+// them (until [unit.forgetTasks]).
+func (u *unit) readTasks(ids []int64) error {
+	var need []int64
+	for _, id := range ids {
+		if _, known := u.freshTasks(id); known {
+			continue
+		}
+		if _, known := u.tasks[id]; !known {
+			need = append(need, id)
+		}
+	}
+	if len(need) < 2 {
+		return nil // settle reads one item's tasks itself
+	}
+	if err := u.flushTasks(); err != nil {
+		return err
+	}
+	tasks, err := u.x.TaskListByItems(u.ctx, need)
+	if err != nil {
+		return err
+	}
+	for _, id := range need {
+		u.tasks[id] = nil
+	}
+	for _, tk := range tasks {
+		u.tasks[tk.ItemID] = append(u.tasks[tk.ItemID], tk)
+	}
+	return nil
+}
+
+// forgetTasks forgets the known tasks of every item (their states changed, or a level ended).
+func (u *unit) forgetTasks() { clear(u.tasks) }
+
+// cancelJobTasks cancels the job's ready and blocked tasks, the held-back ones with them, and
+// returns the ids of its running ones. Every known task state may have changed.
+func (u *unit) cancelJobTasks(jobID int64) ([]int64, error) {
+	if err := u.flushTasks(); err != nil {
+		return nil, err
+	}
+	u.freshStale = true
+	running, err := u.x.TaskCancelJob(u.ctx, jobID, "canceled", u.now)
+	if err != nil {
+		return nil, err
+	}
+	u.forgetTasks()
+	return running, nil
+}
+
+// setItemStates writes item moves. Ingesting colors an item with its share as the database has
+// it: the held-back child counts (which reduce shares) are written first.
+func (u *unit) setItemStates(p store.ItemSetStateManyParams) error {
+	for id := range u.pendChildren {
+		if err := u.flushChildCount(id); err != nil {
+			return err
+		}
+	}
+	_, err := u.x.ItemSetStateMany(u.ctx, p)
+	return err
+}
+
+// hasChildIn reports whether the item has a child in one of the states: from memory when every
+// child was created in this transaction (their states are kept in step), else from the database
+// (the settler writes a level's moves before it settles the level above).
+func (u *unit) hasChildIn(it *store.Item, states []string) (bool, error) {
+	if it.NChildren == 0 {
+		return false, nil
+	}
+	if kids := u.kids[it.ID]; len(kids) == it.NChildren {
+		for _, k := range kids {
+			if slices.Contains(states, k.State) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return u.x.ItemHasChildInState(u.ctx, it.ID, states)
+}
