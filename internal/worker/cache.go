@@ -6,13 +6,45 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
+
+// convCache is the conversion cache as the worker uses it: cacheable actions' results, stored
+// by what they converted (cacheKey), replayed instead of running the action again; and the
+// flights that make concurrent identical conversions wait for the first. It is safe for
+// concurrent use.
+//
+// Its invariants:
+//   - One flight per key: the task that owns it runs the action, commits its result with the
+//     cache entry, and only then lands it (land); the tasks waiting then read the entry.
+//   - A cache answer read in a lease's transaction (prefetch) is used only if no flight of its
+//     key has landed since (landedSince): landings are counted, the last len(landRing) remembered.
+type convCache struct {
+	e      *engine.Engine
+	commit *committer
+	log    *slog.Logger
+	// stepOf returns a task's action and step (the worker's, with its cache of jobs' workflows).
+	stepOf func(ctx context.Context, t *store.Task) (action.Action, *workflow.Step, error)
+
+	mu       sync.Mutex
+	flights  map[string]chan struct{}
+	landSeq  uint64
+	landRing [1024]string
+}
+
+// seq returns how many flights have landed.
+func (c *convCache) seq() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.landSeq
+}
 
 // effects is what a cacheable action did to one input: enough to replay it on another item with
 // the same content without running the action again.
@@ -72,18 +104,18 @@ func cacheKey(spec action.Spec, step *workflow.Step, it *store.Item) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// fromCache replays cached effects; concurrent identical conversions wait for the first
+// get replays cached effects; concurrent identical conversions wait for the first
 // (singleflight) and then replay its result. A cached permanent error is replayed only when
 // replayError is set (a task's first attempt); otherwise it is deleted and the action runs again,
 // so that a retry after its cause was fixed (`sluice job retry`) is not answered from the cache.
-func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayError bool, pf *prefetch) (bool, error) {
+func (c *convCache) get(ctx context.Context, key string, out *output, replayError bool, pf *prefetch) (bool, error) {
 	for {
-		w.mu.Lock()
-		ch, inFlight := w.flights[key]
+		c.mu.Lock()
+		ch, inFlight := c.flights[key]
 		if !inFlight {
-			w.flights[key] = make(chan struct{})
+			c.flights[key] = make(chan struct{})
 		}
-		w.mu.Unlock()
+		c.mu.Unlock()
 		if inFlight {
 			select {
 			case <-ch:
@@ -96,55 +128,55 @@ func (w *Worker) fromCache(ctx context.Context, key string, out *output, replayE
 	}
 	var raw []byte
 	var err error
-	if pf != nil && pf.key == key && !w.landedSince(pf.seq, key) {
+	if pf != nil && pf.key == key && !c.landedSince(pf.seq, key) {
 		// Read in the lease's transaction, and no flight of this key has landed since: the
 		// entry is as it was then.
 		raw, err = pf.raw, pf.err
 	} else {
-		raw, err = w.e.Store().CacheGet(ctx, key)
+		raw, err = c.e.Store().CacheGet(ctx, key)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil // we own the flight; land() releases it
 	}
 	if err != nil {
-		w.land(key)
+		c.land(key)
 		return false, err
 	}
 	var ef effects
 	if err := json.Unmarshal(raw, &ef); err != nil {
-		w.land(key)
+		c.land(key)
 		return false, nil
 	}
 	if ef.Error != "" && !replayError {
 		// Still owning the flight: the run's result is cached in the entry's place.
-		if err := w.commit.do(ctx, func(t *engine.Tx) error { return t.Executor().CacheDelete(ctx, key) }); err != nil {
-			w.land(key)
+		if err := c.commit.do(ctx, func(t *engine.Tx) error { return t.Executor().CacheDelete(ctx, key) }); err != nil {
+			c.land(key)
 			return false, err
 		}
 		return false, nil
 	}
-	w.land(key)
-	w.replay(ctx, &ef, out)
+	c.land(key)
+	c.replay(ctx, &ef, out)
 	if ef.Error != "" {
 		return true, action.Permanentf("%s", ef.Error)
 	}
 	return true, nil
 }
 
-func (w *Worker) land(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.landSeq++
-	w.landRing[w.landSeq%uint64(len(w.landRing))] = key
-	if ch, ok := w.flights[key]; ok {
+func (c *convCache) land(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.landSeq++
+	c.landRing[c.landSeq%uint64(len(c.landRing))] = key
+	if ch, ok := c.flights[key]; ok {
 		close(ch)
-		delete(w.flights, key)
+		delete(c.flights, key)
 	}
 }
 
 // replay applies cached effects to this attempt's output. Child names recorded under another
 // parent's name are rebased onto this item's name.
-func (w *Worker) replay(ctx context.Context, ef *effects, out *output) {
+func (c *convCache) replay(ctx context.Context, ef *effects, out *output) {
 	res := out.result
 	res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType = ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType
 	res.Metadata, res.Events, res.Outputs = ef.Metadata, ef.Events, ef.Outputs
@@ -168,8 +200,8 @@ func (w *Worker) replay(ctx context.Context, ef *effects, out *output) {
 	}
 }
 
-// cacheEntry returns the cache entry of a run: its effects, or its permanent error.
-func (w *Worker) cacheEntry(out *output, runErr error) []byte {
+// entry returns the cache entry of a run: its effects, or its permanent error.
+func (c *convCache) entry(out *output, runErr error) []byte {
 	ef := out.record
 	if ef == nil {
 		return nil // a resumed attempt (action.Resume) saw only some of its children: nothing to cache
@@ -186,7 +218,7 @@ func (w *Worker) cacheEntry(out *output, runErr error) []byte {
 	raw, err := json.Marshal(ef)
 	if err != nil {
 		t := res.Task
-		w.log.Warn("cache result", "job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt, "error", err)
+		c.log.Warn("cache result", "job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt, "error", err)
 		return nil
 	}
 	return raw
@@ -202,15 +234,15 @@ type prefetch struct {
 
 // landedSince reports whether a flight of key may have landed since landSeq was seq (it had, or
 // too many landed to tell).
-func (w *Worker) landedSince(seq uint64, key string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := uint64(len(w.landRing))
-	if w.landSeq-seq >= n {
+func (c *convCache) landedSince(seq uint64, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := uint64(len(c.landRing))
+	if c.landSeq-seq >= n {
 		return true
 	}
-	for s := seq + 1; s <= w.landSeq; s++ {
-		if w.landRing[s%n] == key {
+	for s := seq + 1; s <= c.landSeq; s++ {
+		if c.landRing[s%n] == key {
 			return true
 		}
 	}
@@ -220,7 +252,7 @@ func (w *Worker) landedSince(seq uint64, key string) bool {
 // prefetch reads, in the lease's transaction x, the leased tasks' items into items and the
 // cache entries of their cacheable conversions into pre. What it cannot read is left for the
 // task to read itself.
-func (w *Worker) prefetch(ctx context.Context, x store.Executor, got []*store.Task, seq uint64, items map[int64]*store.Item, pre map[int64]*prefetch) {
+func (c *convCache) prefetch(ctx context.Context, x store.Executor, got []*store.Task, seq uint64, items map[int64]*store.Item, pre map[int64]*prefetch) {
 	ids := make([]int64, len(got))
 	for i, t := range got {
 		ids[i] = t.ItemID
@@ -234,10 +266,10 @@ func (w *Worker) prefetch(ctx context.Context, x store.Executor, got []*store.Ta
 	}
 	for _, t := range got {
 		it := items[t.ItemID]
-		if spec, _ := w.e.Catalog().Spec(t.Action); it == nil || !spec.Cacheable || it.BlobSHA256 == "" {
+		if spec, _ := c.e.Catalog().Spec(t.Action); it == nil || !spec.Cacheable || it.BlobSHA256 == "" {
 			continue
 		}
-		act, step, err := w.stepOf(ctx, t)
+		act, step, err := c.stepOf(ctx, t)
 		if err != nil {
 			continue // the task meets it itself
 		}

@@ -239,6 +239,15 @@ func (o op) report(err error) {
 	}
 }
 
+// hold admits a held batch (see Worker.runHeld) as one of the committer's lanes until it calls
+// release: excl is held shared meanwhile, so that an exclusive op (Worker.Do) waits for the
+// batch as for a lane's transaction. The batch takes no other lock of the committer and queues
+// nothing; it must not wait for the committer's queue while it holds rows.
+func (c *committer) hold() (release func()) {
+	c.excl.RLock()
+	return c.excl.RUnlock
+}
+
 // alone commits fn in a transaction of its own, beside the lanes as a lane would (taking excl
 // shared), retrying it as run does. A result whose batch failed commits its fallback so: the
 // caller may be a lane, which must not wait for the committer's queue.

@@ -114,9 +114,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 		case <-w.wake:
 		case <-timer.C:
 			queues, refresh = w.queues(ctx), time.Now()
-			w.mu.Lock()
-			clear(w.idle) // a poll: tasks may have become ready elsewhere (another process, a backoff ending)
-			w.mu.Unlock()
+			w.slots.polled()
 		}
 		if !timer.Stop() {
 			select {
@@ -130,36 +128,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 // lease leases tasks for every queue with free slots that is not idle, in one statement, starts
 // them and returns how many.
 func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
-	type want struct {
-		q    queueInfo
-		free int
-	}
-	var wants []want
-	w.mu.Lock()
-	if w.inflight == nil {
-		w.mu.Unlock()
-		return 0, nil
-	}
-	for _, q := range queues {
-		if q.brief {
-			continue // see hold
-		}
-		// A busy queue waits until a quarter of its slots are free: its running tasks keep the
-		// machine busy meanwhile, and one lease (one statement, one turn of the writer) then
-		// starts several tasks instead of one per finished task.
-		running := w.inflight[q.name]
-		if free := q.limit - running; free > 0 && (running == 0 || free*4 >= q.limit) {
-			if !w.idle[q.name] {
-				wants = append(wants, want{q, free})
-			}
-		}
-	}
-	all := w.wakeAll
-	gens := make([]uint64, len(wants))
-	for i, wt := range wants {
-		gens[i] = w.wakeQueue[wt.q.name]
-	}
-	w.mu.Unlock()
+	wants, mark := w.slots.wants(queues)
 	if len(wants) == 0 {
 		return 0, nil
 	}
@@ -174,9 +143,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	local := !w.e.Store().Capabilities().ConcurrentWrites
 	items := map[int64]*store.Item{}
 	pre := map[int64]*prefetch{}
-	w.mu.Lock()
-	seq := w.landSeq
-	w.mu.Unlock()
+	seq := w.cache.seq()
 	// Through the writer, on every store: leasing beside it (Postgres) let a worker hold hundreds
 	// of tasks while their results queued behind it, and a killed worker's crowd of expired
 	// leases, reclaimed while others deadlocked on their items, stalled TestLeaderKilled.
@@ -189,7 +156,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 		}
 		clear(items)
 		clear(pre)
-		w.prefetch(ctx, t.Executor(), got, seq, items, pre)
+		w.cache.prefetch(ctx, t.Executor(), got, seq, items, pre)
 		return nil
 	})
 	if err != nil {
@@ -199,32 +166,13 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	for _, t := range got {
 		counts[t.Queue]++
 	}
-	w.mu.Lock()
-	if w.wakeAll == all {
-		for i, wt := range wants {
-			switch {
-			case counts[wt.q.name] == wt.free:
-				delete(w.idle, wt.q.name) // there may be more
-			case w.wakeQueue[wt.q.name] == gens[i]:
-				w.idle[wt.q.name] = true
-			}
-		}
-	}
-	if w.inflight == nil { // stopping: give them back
-		for _, t := range got {
-			w.owned[t.ID] = struct{}{}
-		}
-		w.mu.Unlock()
+	w.leases.own(got)
+	if !w.slots.leased(wants, mark, counts) { // stopping: give them back
 		for _, t := range got {
 			w.release(t)
 		}
 		return 0, nil
 	}
-	for _, t := range got {
-		w.inflight[t.Queue]++
-		w.owned[t.ID] = struct{}{}
-	}
-	w.mu.Unlock()
 	// Read the leased tasks' items in one statement; a task whose item is not here (an error)
 	// reads its own.
 	if !local && len(got) > 1 {
@@ -258,19 +206,10 @@ func (w *Worker) release(t *store.Task) {
 }
 
 // disown forgets a task whose outcome is committed (or given up): its lease is no longer renewed.
-func (w *Worker) disown(id int64) {
-	w.mu.Lock()
-	delete(w.owned, id)
-	w.mu.Unlock()
-}
+func (w *Worker) disown(id int64) { w.leases.disown(id) }
 
 func (w *Worker) done(t *store.Task) {
-	w.mu.Lock()
-	if w.inflight != nil {
-		w.inflight[t.Queue]--
-	}
-	delete(w.running, t.ID)
-	w.mu.Unlock()
+	w.slots.done(t.Queue, t.ID)
 	w.tasks.Done()
 	w.kick() // a slot is free
 }

@@ -29,18 +29,13 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 		if !q.brief {
 			continue
 		}
-		w.mu.Lock()
-		if w.inflight == nil || w.held >= heldBatches {
-			w.mu.Unlock()
+		mark, ok, stop := w.slots.startHeld(q.name)
+		if stop {
 			break
 		}
-		if w.idle[q.name] {
-			w.mu.Unlock()
+		if !ok {
 			continue
 		}
-		w.held++
-		all, gen := w.wakeAll, w.wakeQueue[q.name]
-		w.mu.Unlock()
 		limit := min(q.limit, heldMax)
 		w.tasks.Add(1)
 		started++
@@ -50,12 +45,7 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("held batch", "queue", q.name, "error", err)
 			}
-			w.mu.Lock()
-			w.held--
-			if err == nil && n < limit && w.wakeAll == all && w.wakeQueue[q.name] == gen {
-				w.idle[q.name] = true
-			}
-			w.mu.Unlock()
+			w.slots.endHeld(q.name, mark, err != nil || n >= limit)
 			w.kick()
 		}()
 	}
@@ -75,12 +65,12 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 	var results []*engine.Result
 	defer func() {
 		for _, f := range flights { // after the commit, as run does
-			w.land(f)
+			w.cache.land(f)
 		}
 	}()
-	// Shared with the committer's lanes for the whole batch: Worker.Do's exclusive writes wait
-	// for it, as for a lane (and a batch never waits for the lock while holding rows).
-	w.commit.excl.RLock()
+	// As a lane of the committer for the whole batch: Worker.Do's exclusive writes wait for it
+	// (and a batch never waits for the committer while holding rows).
+	release := w.commit.hold()
 	err := w.e.Run(ctx, func(t *engine.Tx) error {
 		n = 0
 		results = results[:0]
@@ -110,9 +100,7 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			return err
 		}
 		recorded = id
-		w.mu.Lock()
-		w.records[id] = struct{}{}
-		w.mu.Unlock()
+		w.leases.record(id, true)
 		if err := x.HeldLeaseDelete(ctx, id); err != nil { // with the results
 			return err
 		}
@@ -129,9 +117,7 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			var fin finishing
 			begin := time.Now()
 			err := w.execute(ctx, tk, items[tk.ItemID], res, &fin, nil)
-			w.mu.Lock()
-			delete(w.running, tk.ID)
-			w.mu.Unlock()
+			w.slots.ran(tk.ID)
 			if fin.flight != "" {
 				flights = append(flights, fin.flight)
 			}
@@ -151,11 +137,9 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 		n = len(got)
 		return nil
 	})
-	w.commit.excl.RUnlock()
+	release()
 	if recorded != 0 {
-		w.mu.Lock()
-		delete(w.records, recorded)
-		w.mu.Unlock()
+		w.leases.record(recorded, false)
 	}
 	if err != nil && recorded != 0 {
 		// Rolled back, not crashed: the tasks are ready again at their attempt, and nothing

@@ -46,7 +46,7 @@ func (w *Worker) keyed(ctx context.Context, t *store.Task, step *workflow.Step, 
 		case engine.ClaimParked, engine.ClaimLost:
 			return true, errParked
 		case engine.ClaimReuse:
-			w.count(t.Action, true)
+			w.stats.count(t.Action, true)
 			return true, engine.ReuseClaim(res, recorded, step)
 		}
 	}

@@ -2,22 +2,66 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// renewal returns what renew extends: the tasks this worker owns and its held batches' records.
-func (w *Worker) renewal(until time.Time) store.TaskRenewLeasesParams {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	p := store.TaskRenewLeasesParams{Owner: w.cfg.Owner, Until: until,
-		TaskIDs: make([]int64, 0, len(w.owned)), HeldLeaseIDs: make([]int64, 0, len(w.records))}
-	for id := range w.owned {
+// leases is what this worker renews. It is safe for concurrent use.
+//
+// Its invariant: a task is owned from its lease until its outcome is committed (or given up),
+// and only owned tasks are renewed — running, or with a result queued. A task whose result could
+// not be committed at all is disowned, so its lease expires and the maintenance leader reclaims
+// it. A held batch's record is renewed while the batch runs.
+type leases struct {
+	mu      sync.Mutex
+	owned   map[int64]struct{}
+	records map[int64]struct{}
+}
+
+func newLeases() *leases {
+	return &leases{owned: map[int64]struct{}{}, records: map[int64]struct{}{}}
+}
+
+// own starts renewing the leases of tasks.
+func (l *leases) own(tasks []*store.Task) {
+	l.mu.Lock()
+	for _, t := range tasks {
+		l.owned[t.ID] = struct{}{}
+	}
+	l.mu.Unlock()
+}
+
+// disown stops renewing a task's lease.
+func (l *leases) disown(id int64) {
+	l.mu.Lock()
+	delete(l.owned, id)
+	l.mu.Unlock()
+}
+
+// record starts (on) or stops renewing a held batch's record.
+func (l *leases) record(id int64, on bool) {
+	l.mu.Lock()
+	if on {
+		l.records[id] = struct{}{}
+	} else {
+		delete(l.records, id)
+	}
+	l.mu.Unlock()
+}
+
+// renewal returns what renew extends: the tasks owned and the held batches' records.
+func (l *leases) renewal(owner string, until time.Time) store.TaskRenewLeasesParams {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := store.TaskRenewLeasesParams{Owner: owner, Until: until,
+		TaskIDs: make([]int64, 0, len(l.owned)), HeldLeaseIDs: make([]int64, 0, len(l.records))}
+	for id := range l.owned {
 		p.TaskIDs = append(p.TaskIDs, id)
 	}
-	for id := range w.records {
+	for id := range l.records {
 		p.HeldLeaseIDs = append(p.HeldLeaseIDs, id)
 	}
 	return p
@@ -37,7 +81,7 @@ func (w *Worker) renew(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		p := w.renewal(w.e.Now().Add(w.cfg.LeaseDuration))
+		p := w.leases.renewal(w.cfg.Owner, w.e.Now().Add(w.cfg.LeaseDuration))
 		if len(p.TaskIDs) == 0 && len(p.HeldLeaseIDs) == 0 {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -30,7 +31,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 	if errors.Is(err, errStopping) {
 		w.release(t)
 		if fin.flight != "" {
-			w.land(fin.flight)
+			w.cache.land(fin.flight)
 		}
 		return
 	}
@@ -48,7 +49,7 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 	}
 	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
 	w.committed(ctx, res, w.commit.doLazy(context.WithoutCancel(ctx), apply))
-	w.land(fin.flight)
+	w.cache.land(fin.flight)
 }
 
 // committed ends the worker's part in a result whose transaction ended with err. A result that
@@ -145,9 +146,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	w.mu.Lock()
-	w.running[t.ID] = cancel
-	w.mu.Unlock()
+	w.slots.run(t.ID, cancel)
 
 	at := &action.Task{ID: t.ID, JobID: t.JobID, Step: t.Step, Action: t.Action, Attempt: t.Attempt, With: step.With,
 		Item: engine.ActionItem(it)}
@@ -197,9 +196,9 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	key := ""
 	if spec.Cacheable && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
-		if hit, err := w.fromCache(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
+		if hit, err := w.cache.get(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
 			if hit {
-				w.count(t.Action, true)
+				w.stats.count(t.Action, true)
 			}
 			if err == nil {
 				out.pending.Wait()
@@ -210,7 +209,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		fin.flight = key // landed by run, after the result commits
 		out.record = &effects{Parent: it.Name}
 	}
-	w.count(t.Action, false)
+	w.stats.count(t.Action, false)
 	err = w.safeRun(tctx, act, at, out)
 	out.mu.Lock()
 	out.returned = true
@@ -231,16 +230,16 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		return errStopping
 	}
 	if key != "" && (err == nil || action.IsPermanent(err)) {
-		fin.cacheValue = w.cacheEntry(out, err)
+		fin.cacheValue = w.cache.entry(out, err)
 	}
 	return err
 }
 
 // jobWorkflow returns the job's workflow name and version (immutable, so cached).
 func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, error) {
-	w.mu.Lock()
-	jw, ok := w.jobs[jobID]
-	w.mu.Unlock()
+	w.jobs.mu.Lock()
+	jw, ok := w.jobs.m[jobID]
+	w.jobs.mu.Unlock()
 	if ok {
 		return jw.name, jw.version, nil
 	}
@@ -248,12 +247,12 @@ func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, err
 	if err != nil {
 		return "", 0, err
 	}
-	w.mu.Lock()
-	if len(w.jobs) > 10000 {
-		clear(w.jobs)
+	w.jobs.mu.Lock()
+	if len(w.jobs.m) > 10000 {
+		clear(w.jobs.m)
 	}
-	w.jobs[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
-	w.mu.Unlock()
+	w.jobs.m[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
+	w.jobs.mu.Unlock()
 	return job.WorkflowName, job.WorkflowVersion, nil
 }
 
@@ -281,6 +280,12 @@ func (w *Worker) stepOf(ctx context.Context, t *store.Task) (action.Action, *wor
 type jobWF struct {
 	name    string
 	version int
+}
+
+// jobWorkflows caches jobs' workflow name and version (immutable), bounded by clearing it.
+type jobWorkflows struct {
+	mu sync.Mutex
+	m  map[int64]jobWF
 }
 
 func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) error {

@@ -50,7 +50,13 @@ type Config struct {
 	Metrics *metric.Set
 }
 
-// Worker leases and runs tasks. Start it once; Stop is idempotent.
+// Worker leases and runs tasks. Start it once; Stop is idempotent. Its methods are safe for
+// concurrent use.
+//
+// It is made of parts that each guard their own state: the slot scheduler ([slots]: what runs
+// per queue, idle queues, wakes, cancel funcs), the leases it renews ([leases]), the conversion
+// cache ([convCache]) and the committer (group commit, with [committer.hold] for held batches).
+// Their locks are never held across I/O, nor one inside another.
 type Worker struct {
 	cfg    Config
 	e      *engine.Engine
@@ -58,31 +64,14 @@ type Worker struct {
 	commit *committer
 	wake   chan struct{}
 
-	mu       sync.Mutex
-	inflight map[string]int
-	running  map[int64]context.CancelFunc
-	// owned holds the tasks this worker leased whose outcome is not yet committed: running, or
-	// with their result queued. renew extends these leases and no others, so a task whose
-	// result could not be committed at all is left to expire and be reclaimed.
-	owned map[int64]struct{}
-	// records holds the ids of the held-lease records of the held batches running (see hold),
-	// renewed with the leases.
-	records map[int64]struct{}
-	flights map[string]chan struct{}
-	// landSeq counts landed flights; landRing holds the keys of the last len(landRing), so that
-	// a cache answer read in a lease transaction can be told still good (see prefetch).
-	landSeq  uint64
-	landRing [1024]string
-	jobs     map[int64]jobWF
-	stats    map[string]*ActionStats
-	// idle holds the queues whose last lease found fewer ready tasks than it asked for: lease
-	// skips them (a statement each, a round trip each on Postgres) until a wake names them
-	// (WakeQueues), any wake does (Wake), or the poll interval passes. wakeAll and wakeQueue
-	// count wakes, so that a lease does not mark idle a queue woken while it ran.
-	idle      map[string]bool
-	held      int // held batches running (see hold)
-	wakeAll   uint64
-	wakeQueue map[string]uint64
+	// slots schedules: tasks running per queue, held batches, idle queues (slots.go).
+	slots *slots
+	// leases are the leases renew extends (renew.go).
+	leases *leases
+	// cache is the conversion cache and its flights (cache.go).
+	cache *convCache
+	jobs  *jobWorkflows
+	stats *actionStats
 
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -120,8 +109,7 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = abs
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, owned: map[int64]struct{}{}, records: map[int64]struct{}{}, flights: map[string]chan struct{}{}, jobs: map[int64]jobWF{}, stats: map[string]*ActionStats{},
-		idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
+		slots: newSlots(), leases: newLeases(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
 	if lanes <= 0 {
@@ -134,6 +122,7 @@ func New(cfg Config) *Worker {
 		lanes = 1
 	}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, linger, lanes)
+	w.cache = &convCache{e: cfg.Engine, commit: w.commit, log: cfg.Logger, stepOf: w.stepOf, flights: map[string]chan struct{}{}}
 	return w
 }
 
@@ -145,22 +134,28 @@ type ActionStats struct {
 
 // Stats returns per-action counts of actual runs and cache hits.
 func (w *Worker) Stats() map[string]ActionStats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string]ActionStats, len(w.stats))
-	for k, v := range w.stats {
+	w.stats.mu.Lock()
+	defer w.stats.mu.Unlock()
+	out := make(map[string]ActionStats, len(w.stats.m))
+	for k, v := range w.stats.m {
 		out[k] = *v
 	}
 	return out
 }
 
-func (w *Worker) count(act string, hit bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := w.stats[act]
+// actionStats are the counts [Worker.Stats] returns. Safe for concurrent use.
+type actionStats struct {
+	mu sync.Mutex
+	m  map[string]*ActionStats
+}
+
+func (s *actionStats) count(act string, hit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[act]
 	if st == nil {
 		st = &ActionStats{}
-		w.stats[act] = st
+		s.m[act] = st
 	}
 	if hit {
 		st.CacheHits++
@@ -175,21 +170,13 @@ func (w *Worker) Owner() string { return w.cfg.Owner }
 // Wake tells the worker that tasks may be ready in any queue. Safe to call from any goroutine;
 // never blocks.
 func (w *Worker) Wake() {
-	w.mu.Lock()
-	w.wakeAll++
-	clear(w.idle)
-	w.mu.Unlock()
+	w.slots.wakeAny()
 	w.kick()
 }
 
 // WakeQueues tells the worker that tasks became ready in these queues.
 func (w *Worker) WakeQueues(queues []string) {
-	w.mu.Lock()
-	for _, q := range queues {
-		w.wakeQueue[q]++
-		delete(w.idle, q)
-	}
-	w.mu.Unlock()
+	w.slots.wakeQueues(queues)
 	w.kick()
 }
 
@@ -213,13 +200,7 @@ func (w *Worker) kick() {
 
 // CancelTasks cancels the contexts of running tasks (their job was canceled or failed).
 func (w *Worker) CancelTasks(ids []int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, id := range ids {
-		if c := w.running[id]; c != nil {
-			c()
-		}
-	}
+	w.slots.cancel(ids)
 }
 
 // Do runs fn in the worker's group-commit writer and waits for it to commit. Other components
@@ -250,19 +231,13 @@ func (w *Worker) Stop(ctx context.Context) {
 		if !started {
 			return
 		}
-		w.mu.Lock()
-		w.inflight = nil // no more leasing
-		w.mu.Unlock()
+		w.slots.stop()
 		done := make(chan struct{})
 		go func() { w.tasks.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			w.mu.Lock()
-			for _, c := range w.running {
-				c()
-			}
-			w.mu.Unlock()
+			w.slots.cancelAll()
 			<-done
 		}
 		w.cancel()

@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"context"
+	"sync"
+)
+
+// slots is the worker's scheduler state: how many tasks run per queue (against each queue's
+// limit), the held batches running, which queues are idle, and how to cancel each running task.
+// It is safe for concurrent use; its lock is held only for bookkeeping, never across I/O.
+//
+// Its invariants:
+//   - A queue is idle when its last lease found fewer ready tasks than it asked for: lease and
+//     hold skip it (a statement each, a round trip each on Postgres) until a wake names it, any
+//     wake does, or the poll interval passes.
+//   - Wakes are counted (all and per queue), so a lease that ran while a queue was woken does not
+//     mark that queue idle: see [slots.mark] and [slots.leased].
+//   - Once stopping, nothing more is leased: wants and startHeld refuse, and tasks leased
+//     meanwhile are given back.
+type slots struct {
+	mu        sync.Mutex
+	stopping  bool
+	inflight  map[string]int
+	running   map[int64]context.CancelFunc
+	idle      map[string]bool
+	held      int // held batches running (see Worker.hold)
+	wakeAll   uint64
+	wakeQueue map[string]uint64
+}
+
+func newSlots() *slots {
+	return &slots{inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
+}
+
+// wakeMark is the wake counts when a lease began, for the queues it asked for.
+type wakeMark struct {
+	all    uint64
+	queues []uint64
+}
+
+// want is a queue and how many of its tasks a lease asks for.
+type want struct {
+	q    queueInfo
+	free int
+}
+
+// wakeAny notes that tasks may be ready in any queue.
+func (s *slots) wakeAny() {
+	s.mu.Lock()
+	s.wakeAll++
+	clear(s.idle)
+	s.mu.Unlock()
+}
+
+// wakeQueues notes that tasks became ready in these queues.
+func (s *slots) wakeQueues(queues []string) {
+	s.mu.Lock()
+	for _, q := range queues {
+		s.wakeQueue[q]++
+		delete(s.idle, q)
+	}
+	s.mu.Unlock()
+}
+
+// polled forgets which queues were idle: tasks may have become ready elsewhere (another process,
+// a backoff ending).
+func (s *slots) polled() {
+	s.mu.Lock()
+	clear(s.idle)
+	s.mu.Unlock()
+}
+
+// wants returns the queues (not brief: see Worker.hold) to lease from and how many tasks each,
+// with the wake counts as they are now. A busy queue waits until a quarter of its slots are
+// free: its running tasks keep the machine busy meanwhile, and one lease (one statement, one
+// turn of the writer) then starts several tasks instead of one per finished task.
+func (s *slots) wants(queues []queueInfo) ([]want, wakeMark) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return nil, wakeMark{}
+	}
+	var wants []want
+	for _, q := range queues {
+		if q.brief {
+			continue
+		}
+		running := s.inflight[q.name]
+		if free := q.limit - running; free > 0 && (running == 0 || free*4 >= q.limit) {
+			if !s.idle[q.name] {
+				wants = append(wants, want{q, free})
+			}
+		}
+	}
+	m := wakeMark{all: s.wakeAll, queues: make([]uint64, len(wants))}
+	for i, wt := range wants {
+		m.queues[i] = s.wakeQueue[wt.q.name]
+	}
+	return wants, m
+}
+
+// leased records what a lease that began at m got (counts by queue), marking idle the queues
+// that had no more unless they were woken meanwhile, and takes a slot for each task. It reports
+// false, taking none, when the worker is stopping: the tasks must be given back.
+func (s *slots) leased(wants []want, m wakeMark, counts map[string]int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wakeAll == m.all {
+		for i, wt := range wants {
+			switch {
+			case counts[wt.q.name] == wt.free:
+				delete(s.idle, wt.q.name) // there may be more
+			case s.wakeQueue[wt.q.name] == m.queues[i]:
+				s.idle[wt.q.name] = true
+			}
+		}
+	}
+	if s.stopping {
+		return false
+	}
+	for q, n := range counts {
+		s.inflight[q] += n
+	}
+	return true
+}
+
+// startHeld takes a held-batch slot for the queue. It reports stop when no more batches may
+// start now (the worker is stopping, or heldBatches run), and ok when this one may.
+func (s *slots) startHeld(queue string) (m wakeMark, ok, stop bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || s.held >= heldBatches {
+		return wakeMark{}, false, true
+	}
+	if s.idle[queue] {
+		return wakeMark{}, false, false
+	}
+	s.held++
+	return wakeMark{all: s.wakeAll, queues: []uint64{s.wakeQueue[queue]}}, true, false
+}
+
+// endHeld gives back a held batch's slot; a batch that found fewer tasks than it asked for
+// (more false) marks its queue idle, unless it was woken since m.
+func (s *slots) endHeld(queue string, m wakeMark, more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held--
+	if !more && s.wakeAll == m.all && s.wakeQueue[queue] == m.queues[0] {
+		s.idle[queue] = true
+	}
+}
+
+// run records how to cancel a running task.
+func (s *slots) run(id int64, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.running[id] = cancel
+	s.mu.Unlock()
+}
+
+// ran forgets a task of a held batch, which holds no slot of its own.
+func (s *slots) ran(id int64) {
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+}
+
+// done frees the slot of a task that ended.
+func (s *slots) done(queue string, id int64) {
+	s.mu.Lock()
+	if !s.stopping {
+		s.inflight[queue]--
+	}
+	delete(s.running, id)
+	s.mu.Unlock()
+}
+
+// cancel cancels the running tasks among ids.
+func (s *slots) cancel(ids []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if c := s.running[id]; c != nil {
+			c()
+		}
+	}
+}
+
+// cancelAll cancels every running task.
+func (s *slots) cancelAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.running {
+		c()
+	}
+}
+
+// stop stops leasing for good.
+func (s *slots) stop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+}
