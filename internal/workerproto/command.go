@@ -50,7 +50,8 @@ type CommandConfig struct {
 // Each stdout line is progress — "c<i>/<n>" (children), "b<i>/<n>" (bytes), or a fraction "0.x" —
 // and any other line is an error message that ends the task. On exit 0 the files in the working
 // directory named as fragments (N.json and N.blob for each child N, optionally N.txt and
-// N-thumbnail.png or .jpg) are streamed to the server, then done. A non-zero exit is reported as
+// N-thumbnail.png or .jpg) are streamed to the server, then the domain writes (N.write.json, an
+// extension: docs/worker-protocol-extensions.md), then done. A non-zero exit is reported as
 // the error "<command> exited with status code N". A canceled task kills the command's process
 // group.
 //
@@ -113,6 +114,7 @@ var (
 	bytesRe    = regexp.MustCompile(`^b(\d+)/(\d+)$`)
 	fractionRe = regexp.MustCompile(`^0(\.\d+)?$`)
 	headerRe   = regexp.MustCompile(`^(\d{1,8})\.json$`)
+	writeRe    = regexp.MustCompile(`^(\d{1,8})\.write\.json$`)
 )
 
 // progressLine maps one stdout line of the command to a progress payload, or false for an error.
@@ -250,14 +252,19 @@ func sendOutputs(ctx context.Context, cfg *CommandConfig, t *TaskHandle, dir str
 	if err != nil {
 		return err
 	}
-	var children []int
+	var children, writes []int
 	for _, e := range ents {
 		if m := headerRe.FindStringSubmatch(e.Name()); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			children = append(children, n)
 		}
+		if m := writeRe.FindStringSubmatch(e.Name()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			writes = append(writes, n)
+		}
 	}
 	sort.Ints(children)
+	sort.Ints(writes)
 	for _, n := range children {
 		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%d.blob", n))); err != nil {
 			return t.Post(ctx, "error", strings.NewReader(fmt.Sprintf("%s did not output %d.blob", filepath.Base(cfg.Argv[0]), n)))
@@ -281,6 +288,12 @@ func sendOutputs(ctx context.Context, cfg *CommandConfig, t *TaskHandle, dir str
 				s.Abort()
 				return err
 			}
+		}
+	}
+	for _, n := range writes {
+		if err := part(fmt.Sprintf("%d.write.json", n)); err != nil {
+			s.Abort()
+			return err
 		}
 	}
 	if err := s.Part("done", nil); err != nil {

@@ -23,6 +23,7 @@ const (
 	fragHeartbeat          // heartbeat
 	fragDone               // done
 	fragError              // error
+	fragWrite              // N.write.json: a domain write (an extension: docs/worker-protocol-extensions.md)
 )
 
 // fragment is a parsed fragment name.
@@ -64,6 +65,8 @@ func parseFragment(name string) fragment {
 	switch name[i:] {
 	case ".json":
 		f.kind = fragHeader
+	case ".write.json":
+		f.kind = fragWrite
 	case ".blob":
 		f.kind = fragBlob
 	case ".txt":
@@ -122,6 +125,33 @@ func parseHeader(b []byte) (*header, error) {
 		return nil, errors.New("child JSON: empty filename")
 	}
 	return &h, nil
+}
+
+// domainWrite is the payload of N.write.json: a write to a domain's own rows, committed with the
+// task when it completes (see [engine.Domain]).
+type domainWrite struct {
+	Domain  string          `json:"domain"`
+	Key     string          `json:"key"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// parseWrite decodes an N.write.json payload: domain and key are required strings, payload any
+// JSON value (null when absent).
+func parseWrite(b []byte) (*domainWrite, error) {
+	var w domainWrite
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("write JSON: %v", err)
+	}
+	if w.Domain == "" {
+		return nil, errors.New("write JSON: missing or empty field \"domain\"")
+	}
+	if w.Key == "" {
+		return nil, errors.New("write JSON: missing or empty field \"key\"")
+	}
+	if len(w.Payload) == 0 {
+		w.Payload = json.RawMessage("null")
+	}
+	return &w, nil
 }
 
 // progressCounts is the {"nProcessed":i,"nTotal":j} of a progress fragment. The counts are 64-bit:

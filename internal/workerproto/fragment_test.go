@@ -16,6 +16,7 @@ func TestParseFragment(t *testing.T) {
 		{"progress", fragProgress, 0}, {"heartbeat", fragHeartbeat, 0}, {"done", fragDone, 0}, {"error", fragError, 0},
 		{"123456789.json", fragUnknown, 0}, {".json", fragUnknown, 0}, {"0.pdf", fragUnknown, 0}, {"-1.json", fragUnknown, 0},
 		{"0-thumbnail.gif", fragUnknown, 0}, {"", fragUnknown, 0},
+		{"7.write.json", fragWrite, 7}, {"write.json", fragUnknown, 0}, {"7.write", fragUnknown, 0},
 	}
 	for _, tt := range tests {
 		f := parseFragment(tt.name)
@@ -46,6 +47,33 @@ func TestParseProgress(t *testing.T) {
 	}
 }
 
+func TestParseWrite(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, want string // want: domain/key/payload, or the error
+	}{
+		{`{"domain":"g","key":"n1","payload":{"a":1}}`, `g/n1/{"a":1}`},
+		{`{"domain":"g","key":"n1"}`, `g/n1/null`},
+		{`{"domain":"g","key":"n1","payload":"x","extra":true}`, `g/n1/"x"`},
+		{`{"key":"n1"}`, `write JSON: missing or empty field "domain"`},
+		{`{"domain":"g","key":""}`, `write JSON: missing or empty field "key"`},
+		{`{"domain":1,"key":"k"}`, `write JSON: json: cannot unmarshal number into Go struct field domainWrite.domain of type string`},
+		{`[]`, `write JSON: json: cannot unmarshal array into Go value of type workerproto.domainWrite`},
+	}
+	for _, tt := range tests {
+		w, err := parseWrite([]byte(tt.in))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = w.Domain + "/" + w.Key + "/" + string(w.Payload)
+		}
+		if got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
 func FuzzFragments(f *testing.F) {
 	for _, s := range []string{"0.json", "99999999-thumbnail.png", "progress", `{"children":{"nProcessed":1,"nTotal":2}}`, "0.5"} {
 		f.Add(s, []byte(s))
@@ -59,5 +87,8 @@ func FuzzFragments(f *testing.F) {
 			t.Fatalf("progress %v out of range from %q", p, payload)
 		}
 		_, _ = parseHeader(payload)
+		if w, err := parseWrite(payload); err == nil && (w.Domain == "" || w.Key == "" || len(w.Payload) == 0) {
+			t.Fatalf("write %+v accepted from %q", w, payload)
+		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
@@ -51,6 +52,8 @@ type opts struct {
 	idle     time.Duration
 	attempts int
 	longPoll time.Duration
+	// testDomain registers the test domain (package testdomain) before the worker starts.
+	testDomain bool
 }
 
 const workflowTmpl = `name: conv
@@ -89,6 +92,11 @@ func setup(t *testing.T, o opts) *bundle {
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
 		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)})
+	if o.testDomain {
+		if err := testdomain.Register(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
 	srv.Start(ctx)

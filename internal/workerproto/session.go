@@ -58,6 +58,10 @@ const (
 	maxHeaderBytes   = 16 << 20
 	maxProgressBytes = 4 << 10
 	maxErrorBytes    = 64 << 10
+	// maxWriteBytes bounds one N.write.json; maxWritesBytes all of a task's, which are held in
+	// memory until done.
+	maxWriteBytes  = 1 << 20
+	maxWritesBytes = 64 << 20
 	// flushChildren and flushTextBytes bound the children kept in memory before they are
 	// written in one transaction.
 	flushChildren  = 256
@@ -113,12 +117,18 @@ type session struct {
 	edge      float64
 	batch     []*engine.NewChild
 	batchText int
+	// writes are the task's domain writes (N.write.json), committed with its result on done;
+	// writeN is the N of the last one (a write whose N is not above it is a replay), and
+	// writeBytes their size.
+	writes     []engine.DomainWrite
+	writeN     int
+	writeBytes int
 }
 
 func newSession(s *Server, name, owner string, task *store.Task, it *store.Item) *session {
 	now := time.Now()
 	return &session{srv: s, id: newID(), name: name, owner: owner, task: task, item: it, started: s.b.Engine().Now(),
-		lastActive: now, cancelCh: make(chan struct{})}
+		lastActive: now, cancelCh: make(chan struct{}), writeN: -1}
 }
 
 // enter registers a request on the session; post asks for the exclusive fragment POST. ok is
@@ -488,7 +498,16 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			return nil
 		}
 		ss.state = stateEnd
-		return ss.finalize(ctx, &engine.Result{})
+		return ss.finalize(ctx, &engine.Result{Writes: ss.writes})
+	case fragWrite:
+		b, err := readLimited(body, maxWriteBytes)
+		if err != nil {
+			return err
+		}
+		if f.n <= ss.writeN {
+			return nil // a replayed write
+		}
+		return ss.write(ctx, f.n, b)
 	case fragError:
 		b, err := readLimited(body, maxErrorBytes)
 		if err != nil {
@@ -505,6 +524,28 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 		}
 		return ss.fail(ctx, action.Permanent(fmt.Errorf("step error: unrecognized fragment %s", name)))
 	}
+	return nil
+}
+
+// write queues the domain write of an N.write.json for the task's result. A write that is not
+// valid JSON, names no registered domain, or goes past maxWritesBytes ends the task with a step
+// error naming it.
+func (ss *session) write(ctx context.Context, n int, b []byte) error {
+	w, err := parseWrite(b)
+	if err == nil {
+		var dw engine.DomainWrite
+		if dw, err = ss.srv.b.Engine().EncodeWrite(action.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload}); err == nil {
+			if ss.writeBytes += len(b); ss.writeBytes > maxWritesBytes {
+				err = fmt.Errorf("the task's writes exceed %d MiB", maxWritesBytes>>20)
+			} else {
+				ss.writes = append(ss.writes, dw)
+			}
+		}
+	}
+	if err != nil {
+		return ss.fail(ctx, action.Permanent(fmt.Errorf("step error: %d.write.json: %v", n, err)))
+	}
+	ss.writeN = n
 	return nil
 }
 

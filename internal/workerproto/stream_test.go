@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -391,7 +392,7 @@ func TestGoWorkerKilled(t *testing.T) {
 
 func TestRunCommand(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{longPoll: 300 * time.Millisecond})
+	b := setup(t, opts{longPoll: 300 * time.Millisecond, testDomain: true})
 	job := b.job(t, "convert me")
 	dir := t.TempDir()
 	script := filepath.Join(dir, "do-convert")
@@ -408,6 +409,8 @@ printf '{"filename":"in0.pdf/out.pdf","contentType":"application/pdf","languageC
 tr a-z A-Z < input.blob > 0.blob
 printf 'converted text' > 0.txt
 printf 'PNG' > 0-thumbnail.png
+printf '{"domain":"test","key":"k1","payload":1}' > 1.write.json
+printf '{"domain":"test","key":"k0","payload":0}' > 0.write.json
 echo 0.9
 `), 0o755)
 	err := workerproto.RunCommand(t.Context(), workerproto.CommandConfig{Server: b.base, Action: "Pdf", Argv: []string{script},
@@ -421,6 +424,11 @@ echo 0.9
 	kids := b.children(t, b.root(t, job))
 	if len(kids) != 1 || b.blobText(t, kids[0].BlobSHA256) != "CONVERT ME" || kids[0].Text != "converted text" || kids[0].ThumbnailType != "image/png" {
 		t.Fatalf("children %+v", kids)
+	}
+	// Its N.write.json files are the task's domain writes.
+	rows, err := testdomain.Rows(t.Context(), b.db, job.ID)
+	if err != nil || len(rows) != 2 || rows[0].Key != "k0" || rows[0].Payload != "0" || rows[1].Key != "k1" {
+		t.Fatalf("domain rows %+v %v", rows, err)
 	}
 
 	// A line that is not progress is the error; a failing command reports its status.
