@@ -191,7 +191,7 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		if it.Error != "" || str(it.Status, StatusError) != "" {
 			res.Errors = append(res.Errors, NodeError{Item: it.ID, Node: str(it.Metadata, keyPkg) + "@" + str(it.Metadata, keyAdvice),
 				Status: firstNonEmpty(str(it.Status, StatusResolutionResult), str(it.Status, StatusSelectionResult), "ERROR"),
-				Error: firstNonEmpty(it.Error, str(it.Status, StatusError))})
+				Error:  firstNonEmpty(it.Error, str(it.Status, StatusError))})
 		}
 		n := nodeOf(it)
 		if n == "" || str(it.Status, StatusEndDetectReason) == "MAX_DEPTH_REACHED" {

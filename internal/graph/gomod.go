@@ -80,4 +80,3 @@ func compareVersions(typ, a, b string) int {
 	}
 	return compareMaven(a, b)
 }
-
