@@ -1,7 +1,6 @@
 package graph_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -18,7 +17,6 @@ import (
 
 	"golang.org/x/mod/module"
 
-	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/basic"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/egress"
@@ -324,5 +322,3 @@ func dedupByPath(reqs []string) []string {
 	return out
 }
 
-var _ = action.Permanent
-var _ = context.Background
