@@ -98,7 +98,7 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, target, rel string) ([]byte, er
 		return nil, &MetadataError{What: rel, Reason: fmt.Sprintf("status %d", resp.StatusCode)}
 	}
 	if resp.ContentLength > f.maxBytes {
-		return nil, &MetadataError{What: rel, Reason: fmt.Sprintf("%d bytes, more than the limit of %d", resp.ContentLength, f.maxBytes)}
+		return nil, &MetadataError{What: rel, Reason: fmt.Sprintf("%d bytes, more than the limit of %d bytes", resp.ContentLength, f.maxBytes)}
 	}
 	b, err := f.read(resp.Body, rel)
 	if err != nil && ctx.Err() == context.DeadlineExceeded {

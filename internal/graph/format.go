@@ -189,9 +189,15 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 			continue
 		}
 		if it.Error != "" || str(it.Status, StatusError) != "" {
+			status := "ERROR" // a task that failed for good: the item's error
+			switch {
+			case str(it.Status, StatusResolutionResult) == "FAILED" || str(it.Status, StatusSelectionResult) == "FAILED":
+				status = "FAILED"
+			case str(it.Status, StatusResolutionResult) == "ERROR":
+				status = "ERROR"
+			}
 			res.Errors = append(res.Errors, NodeError{Item: it.ID, Node: str(it.Metadata, keyPkg) + "@" + str(it.Metadata, keyAdvice),
-				Status: firstNonEmpty(str(it.Status, StatusResolutionResult), str(it.Status, StatusSelectionResult), "ERROR"),
-				Error:  firstNonEmpty(it.Error, str(it.Status, StatusError))})
+				Status: status, Error: firstNonEmpty(str(it.Status, StatusError), it.Error)})
 		}
 		n := nodeOf(it)
 		if n == "" || str(it.Status, StatusEndDetectReason) == "MAX_DEPTH_REACHED" {
