@@ -37,20 +37,14 @@ func (g *Graph) Actions() []action.Action {
 	quick := func(name, doc string, outcomes []string, run func(context.Context, *action.Task, action.Output) error) action.Action {
 		return fn{spec: action.Spec{Name: name, Version: "1", Doc: doc, Outcomes: outcomes, NoTempDir: true, Concurrency: 16}, run: run}
 	}
-	// brief is a route that reads an item's metadata (and at most one row) and decides: a worker
-	// may run a batch of them in the transaction that leases them (see action.Spec.Brief).
-	brief := func(name, doc string, outcomes []string, run func(context.Context, *action.Task, action.Output) error) action.Action {
-		a := quick(name, doc, outcomes, run).(fn)
-		a.spec.Brief = true
-		return a
-	}
+
 	return []action.Action{
 		quick("graph-register", "Registers a graph request: records its workspace and makes a work item per root package.", nil, g.register),
-		brief("graph-end-detect", "Decides whether a work item continues (max depth), or on the request item that the traversal is done.",
+		quick("graph-end-detect", "Decides whether a work item continues (max depth), or on the request item that the traversal is done.",
 			[]string{EventInProgress, EventDone}, g.endDetect),
-		brief("graph-select-sync", "Claims the selection of a package (version) in the request; run under a claim, the others wait for it.", nil, g.selectSync),
-		brief("graph-select", "Selects the version a work item traverses: the user's override, or the package type's choice.", []string{EventSelected}, g.selectVersion),
-		brief("graph-resolve-sync", "Skips resolving a package version the shared graph already holds (AVOIDED).", []string{EventUnresolved, EventResolved}, g.resolveSync),
+		quick("graph-select-sync", "Claims the selection of a package (version) in the request; run under a claim, the others wait for it.", nil, g.selectSync),
+		quick("graph-select", "Selects the version a work item traverses: the user's override, or the package type's choice.", []string{EventSelected}, g.selectVersion),
+		quick("graph-resolve-sync", "Skips resolving a package version the shared graph already holds (AVOIDED).", []string{EventUnresolved, EventResolved}, g.resolveSync),
 		quick("graph-resolve", "Fetches a package version's metadata and stores its relationships in the shared graph.", []string{EventResolved}, g.resolve),
 		quick("graph-traverse", "Makes a work item per relationship of the selected version that its scope and exclusions follow.", nil, g.traverse),
 		quick("graph-format", "Collects the request's work items into its result: nodes, edges, paths and node errors.", nil, g.format),
@@ -148,7 +142,24 @@ func (g *Graph) selectSync(_ context.Context, t *action.Task, out action.Output)
 // that the selection was AVOIDED, and the work item ends (the claimer's traverses the package).
 func (g *Graph) selectVersion(ctx context.Context, t *action.Task, out action.Output) error {
 	md := t.Item.Metadata
-	if intOf(work(md), workSelectClaimer) != t.Item.ID {
+	pt, ok := g.types.Lookup(str(md, keyType))
+	if !ok {
+		return action.Permanent(fmt.Errorf("unknown package type %q", str(md, keyType)))
+	}
+	advice := str(md, keyAdvice)
+	if nw, ok := pt.(interface{ NearestWins() bool }); ok && nw.NearestWins() {
+		won, managed, err := g.nearest(ctx, t)
+		if err != nil {
+			return err
+		}
+		if !won {
+			setStatus(out, StatusSelectStatus, "DONE", StatusSelectionResult, "AVOIDED")
+			return nil
+		}
+		if v, ok := managed[str(md, keyPkg)]; ok && t.Item.Depth >= 3 {
+			advice = v // the roots' dependencyManagement governs transitive versions
+		}
+	} else if intOf(work(md), workSelectClaimer) != t.Item.ID {
 		setStatus(out, StatusSelectStatus, "DONE", StatusSelectionResult, "AVOIDED")
 		return nil
 	}
@@ -156,11 +167,7 @@ func (g *Graph) selectVersion(ctx context.Context, t *action.Task, out action.Ou
 	if err != nil {
 		return err
 	}
-	pt, ok := g.types.Lookup(str(md, keyType))
-	if !ok {
-		return action.Permanent(fmt.Errorf("unknown package type %q", str(md, keyType)))
-	}
-	pkg, ver, err := pt.Select(ctx, r, str(md, keyPkg), str(md, keyAdvice))
+	pkg, ver, err := pt.Select(ctx, r, str(md, keyPkg), advice)
 	if err != nil {
 		var me *MetadataError
 		if errors.Is(err, ErrMissing) || errors.As(err, &me) {

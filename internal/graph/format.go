@@ -19,7 +19,8 @@ const OutputKind = "graph"
 type WorkItem struct {
 	ID, ParentID int64
 	Ordinal      int
-	Depth        int // of the item: the request is 0, root packages 1
+	Depth        int    // of the item: the request is 0, root packages 1
+	SortKey      string // the ordinal path: tree order
 	Error        string
 	Metadata     map[string]any
 	Status       map[string]any
@@ -35,7 +36,7 @@ func listWorkItems(ctx context.Context, s store.Store, jobID int64) ([]*WorkItem
 			return nil, fmt.Errorf("list work items of job %d: %w", jobID, err)
 		}
 		for _, it := range items {
-			w := &WorkItem{ID: it.ID, ParentID: it.ParentID, Ordinal: it.Ordinal, Depth: it.Depth, Error: it.Error}
+			w := &WorkItem{ID: it.ID, ParentID: it.ParentID, Ordinal: it.Ordinal, Depth: it.Depth, SortKey: it.SortKey, Error: it.Error}
 			if err := json.Unmarshal(it.Metadata, &w.Metadata); err != nil {
 				return nil, fmt.Errorf("metadata of item %d: %w", it.ID, err)
 			}
@@ -180,6 +181,13 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		}
 		return selectedBy[str(it.Metadata, keySelectKey)]
 	}
+	// A relocated version (maven) is no node: its relocation stands in its place.
+	relocated := map[int64]bool{}
+	for _, it := range items {
+		if str(it.Metadata, keyKind) == "relocation" {
+			relocated[it.ParentID] = true
+		}
+	}
 	// Edges: parent work item's version → child's; children in order under each parent.
 	children := map[string][]string{}
 	seenEdge := map[Edge]bool{}
@@ -200,12 +208,16 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 				Status: status, Error: firstNonEmpty(str(it.Status, StatusError), it.Error)})
 		}
 		n := nodeOf(it)
-		if n == "" || str(it.Status, StatusEndDetectReason) == "MAX_DEPTH_REACHED" {
+		if n == "" || str(it.Status, StatusEndDetectReason) == "MAX_DEPTH_REACHED" || relocated[it.ID] {
 			continue
 		}
 		p, v, _ := splitVersion(n)
 		versions[p] = append(versions[p], v)
-		if from := nodeOf(byID[it.ParentID]); from != "" {
+		parent := byID[it.ParentID]
+		for parent != nil && relocated[parent.ID] {
+			parent = byID[parent.ParentID]
+		}
+		if from := nodeOf(parent); from != "" {
 			e := Edge{From: from, To: n}
 			if !seenEdge[e] {
 				seenEdge[e] = true
