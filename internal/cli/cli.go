@@ -52,6 +52,7 @@ func commands() []command {
 		{"documents", "list, show, export or search ingested documents", runDocuments, []string{"list", "show", "export", "search", "reindex"}},
 		{"doctor", "show which converters are installed and what is degraded without them", runDoctor, nil},
 		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun, nil},
+		{"graph", "traverse a dependency graph (Go modules, Maven POMs) and print it: graph ROOT…", runGraph, nil},
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume, nil},
 		{"job", "list, show, cancel or retry jobs", runJob, []string{"list", "show", "cancel", "retry"}},
 		{"event", "fire an external event on an item", runEvent, []string{"fire"}},

@@ -30,6 +30,8 @@ type helpText struct {
 // helpTexts returns the help of every command and subcommand, keyed "cmd" or "cmd sub".
 func helpTexts() map[string]helpText {
 	return map[string]helpText{
+		"graph": {"Traverse the dependency graph of the roots (module@version, or group:artifact@version with --type maven) through the graph workflow, resolving each package version once for the whole installation, and print it. The same command after a kill resumes the same job.",
+			[]string{"sluice graph golang.org/x/mod@v0.41.0 --format path", "sluice graph --type maven --source ./repo --scope build org.example:app@1.0 --format dot"}},
 		"ingest": {"Ingest files, folders and archives through the documents workflow and follow the job. The same command after a kill resumes the same job.",
 			[]string{"sluice ingest ~/Documents/reports.zip", "sluice ingest --ocr --lang de scans/"}},
 		"documents search": {"Search the ingested documents' text: words (all must match), \"exact phrases\", a OR b, -excluded, prefix*; accents and case folded, CJK by substring.",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -148,8 +149,20 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		fmt.Fprintf(e.stdout, " (%s)", j.Error)
 	}
 	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s, items %v, tasks %v\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), p.Items, p.Tasks)
+	// Statuses a workflow records on its items (metadata "status", such as the graph's
+	// resolution-result) get a column of their own when there are any.
+	statuses := map[int64]string{}
+	for _, it := range items {
+		statuses[it.ID] = itemStatus(it.Metadata)
+	}
+	col := ""
+	for _, s := range statuses {
+		if s != "" {
+			col = "\tSTATUS"
+		}
+	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tTASKS\tERROR")
+	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tTASKS"+col+"\tERROR")
 	for _, it := range items {
 		tasks, _ := n.Store.TaskListByItem(ctx, it.ID)
 		var ts []string
@@ -157,7 +170,11 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 			ts = append(ts, t.Step+":"+t.State)
 		}
 		ts = append(ts, waiting[it.ID]...)
-		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\n", it.ID, it.State, strings.Repeat("  ", it.Depth), it.Name, strings.Join(ts, " "), it.Error)
+		st := ""
+		if col != "" {
+			st = "\t" + statuses[it.ID]
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s%s\t%s\n", it.ID, it.State, strings.Repeat("  ", it.Depth), it.Name, strings.Join(ts, " "), st, it.Error)
 	}
 	return tw.Flush()
 }
@@ -410,4 +427,24 @@ func printDiagnostics(e *env, ds []workflow.Diagnostic) {
 
 func applyBuiltin(ctx context.Context, n *node.Node, name string) error {
 	return builtin.Apply(ctx, n.Engine, name)
+}
+
+// itemStatus renders an item's metadata "status" object as sorted key=value pairs ("" without one).
+func itemStatus(md []byte) string {
+	var m struct {
+		Status map[string]any `json:"status"`
+	}
+	if json.Unmarshal(md, &m) != nil || len(m.Status) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m.Status))
+	for k := range m.Status {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v", k, m.Status[k])
+	}
+	return strings.Join(parts, " ")
 }

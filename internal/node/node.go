@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/store"
@@ -88,6 +89,8 @@ type Node struct {
 	Store   store.Store
 	Blobs   blob.Store
 	Catalog *action.Catalog
+	// Graph is the graph workflow's domain and actions (bound to Store).
+	Graph *graph.Graph
 	// Egress is the policy every outbound connection made for a workflow obeys: share it with
 	// anything that downloads for a job (its Client).
 	Egress *egress.Policy
@@ -140,6 +143,12 @@ func Catalog() *action.Catalog { return CatalogWith(nil) }
 // CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
 // egress policy p.
 func CatalogWith(p *egress.Policy) *action.Catalog {
+	cat, _ := catalogWith(p)
+	return cat
+}
+
+// catalogWith is CatalogWith, and the graph whose actions it holds (to be bound to a store).
+func catalogWith(p *egress.Policy) (*action.Catalog, *graph.Graph) {
 	cat := &action.Catalog{}
 	r := &text.Renderer{}
 	cat.Register(
@@ -148,7 +157,9 @@ func CatalogWith(p *egress.Policy) *action.Catalog {
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
 		workerproto.RemoteAction(),
 	)
-	return cat
+	g := graph.New(graph.Config{Egress: p})
+	cat.Register(g.Actions()...)
+	return cat, g
 }
 
 // ErrLocked is returned when another engine process holds the data dir.
@@ -199,7 +210,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: CatalogWith(cfg.Egress), Egress: cfg.Egress}
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Egress: cfg.Egress}
+	n.Catalog, n.Graph = catalogWith(cfg.Egress)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -249,6 +261,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
 		}})
+	n.Graph.Bind(n.Store)
+	if err := graph.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err

@@ -1,0 +1,120 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/egress"
+)
+
+// Fetcher reads metadata files from a source: a directory, a file:// URL or an http(s):// URL.
+// Each read is bounded in size and, over HTTP, in time. It is safe for concurrent use.
+type Fetcher struct {
+	client   *http.Client
+	timeout  time.Duration
+	maxBytes int64
+}
+
+// FetcherConfig configures [NewFetcher].
+type FetcherConfig struct {
+	// Egress is the policy HTTP sources obey. Nil is egress's default: loopback and private
+	// addresses are refused, so a test's local proxy needs a policy that allows it.
+	Egress *egress.Policy
+	// Timeout bounds one HTTP fetch, from the request to the last byte. Defaults to 30s.
+	Timeout time.Duration
+	// MaxBytes bounds one metadata file; a larger one is a [*MetadataError]. Defaults to 4 MiB.
+	MaxBytes int64
+}
+
+// NewFetcher returns a fetcher.
+func NewFetcher(cfg FetcherConfig) *Fetcher {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 4 << 20
+	}
+	return &Fetcher{client: cfg.Egress.Client(), timeout: cfg.Timeout, maxBytes: cfg.MaxBytes}
+}
+
+// Fetch returns the file at rel (a slash-separated path) under source. A file that does not
+// exist (or a 404 or 410) wraps [ErrMissing]; one over the size bound is a [*MetadataError];
+// anything else (a timeout, a 5xx, a refused connection) is an ordinary, transient error.
+func (f *Fetcher) Fetch(ctx context.Context, source, rel string) ([]byte, error) {
+	u, err := url.Parse(source)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		return f.fetchHTTP(ctx, strings.TrimSuffix(source, "/")+"/"+rel, rel)
+	}
+	dir := source
+	if err == nil && u.Scheme == "file" {
+		dir = u.Path
+	} else if err == nil && u.Scheme != "" && len(u.Scheme) > 1 {
+		return nil, &MetadataError{What: source, Reason: "unsupported source scheme " + u.Scheme + " (want http, https, file or a directory)"}
+	}
+	if strings.Contains(rel, "..") {
+		return nil, &MetadataError{What: rel, Reason: "path leaves the source"}
+	}
+	file, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", rel, ErrMissing)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel, err)
+	}
+	defer file.Close()
+	return f.read(file, rel)
+}
+
+func (f *Fetcher) fetchHTTP(ctx context.Context, target, rel string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, &MetadataError{What: target, Reason: err.Error()}
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, fmt.Errorf("fetch %s: no answer within %s", target, f.timeout)
+		}
+		return nil, fmt.Errorf("fetch %s: %w", target, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return nil, fmt.Errorf("%s: status %d: %w", rel, resp.StatusCode, ErrMissing)
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return nil, fmt.Errorf("fetch %s: status %d", target, resp.StatusCode)
+	case resp.StatusCode != http.StatusOK:
+		return nil, &MetadataError{What: rel, Reason: fmt.Sprintf("status %d", resp.StatusCode)}
+	}
+	if resp.ContentLength > f.maxBytes {
+		return nil, &MetadataError{What: rel, Reason: fmt.Sprintf("%d bytes, more than the limit of %d bytes", resp.ContentLength, f.maxBytes)}
+	}
+	b, err := f.read(resp.Body, rel)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("fetch %s: body not complete within %s", target, f.timeout)
+	}
+	return b, err
+}
+
+// read reads r to the end, at most maxBytes.
+func (f *Fetcher) read(r io.Reader, rel string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, f.maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel, err)
+	}
+	if int64(len(b)) > f.maxBytes {
+		return nil, &MetadataError{What: rel, Reason: fmt.Sprintf("more than the limit of %d bytes", f.maxBytes)}
+	}
+	return b, nil
+}

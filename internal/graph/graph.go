@@ -1,0 +1,199 @@
+// Package graph is the `graph` workflow's domain (Cartographer 2.0): the traversal of dependency
+// graphs by durable tasks, one step per route — register, end-detect, select-sync, select,
+// resolve-sync, resolve, traverse, format — with the shared graph of package versions and their
+// relationships, and each request's workspace, as tables of the store (see [Domain]).
+//
+// A request is a job whose root item carries the [Request]; register makes one child item per
+// root package, and traverse one child per followed relationship, so recursion is fan-out. A work
+// item's statuses (Cartographer's headers: select-status, resolution-result: AVOIDED, …) are
+// recorded in its metadata under "status". Select-sync and resolve are keyed claims of the engine:
+// within the request on the select key (a module version for gomod, a package for maven), and
+// across the installation on the package version, so each version is fetched once however many
+// requests ask for it.
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Config configures [New].
+type Config struct {
+	// Egress is the policy HTTP sources obey. Nil is egress's default (loopback and private
+	// addresses refused).
+	Egress *egress.Policy
+	// FetchTimeout bounds one metadata fetch over HTTP. Defaults to 30s.
+	FetchTimeout time.Duration
+	// MaxMetadataBytes bounds one metadata file. Defaults to 4 MiB.
+	MaxMetadataBytes int64
+	// Types are the package types; nil means gomod and maven.
+	Types *Types
+}
+
+// Graph holds the graph workflow's actions and what they share: the package types, the fetcher
+// and the store they read the shared graph from. It is safe for concurrent use.
+type Graph struct {
+	types *Types
+	fetch *Fetcher
+
+	mu    sync.RWMutex
+	store store.Store
+	reqs  map[int64]*Request // requests by job: immutable once registered
+}
+
+// New returns a graph. Its actions can be registered at once (to validate workflows); they run
+// once [Graph.Bind] gave them the store.
+func New(cfg Config) *Graph {
+	ts := cfg.Types
+	if ts == nil {
+		ts = &Types{}
+		ts.Add(GoMod{}, Maven{})
+	}
+	return &Graph{types: ts, fetch: NewFetcher(FetcherConfig{Egress: cfg.Egress, Timeout: cfg.FetchTimeout, MaxBytes: cfg.MaxMetadataBytes}),
+		reqs: map[int64]*Request{}}
+}
+
+// Bind gives the actions the store that holds the graph's tables.
+func (g *Graph) Bind(s store.Store) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.store = s
+}
+
+func (g *Graph) db() (store.Store, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.store == nil {
+		return nil, errors.New("graph: no store bound (a wiring mistake)")
+	}
+	return g.store, nil
+}
+
+// request returns the request of a job, from its workspace.
+func (g *Graph) request(ctx context.Context, jobID int64) (*Request, error) {
+	g.mu.RLock()
+	r := g.reqs[jobID]
+	g.mu.RUnlock()
+	if r != nil {
+		return r, nil
+	}
+	s, err := g.db()
+	if err != nil {
+		return nil, err
+	}
+	r, err = workspace(ctx, s.DomainSQL(), jobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, action.Permanent(fmt.Errorf("job %d has no graph workspace (deleted, or not registered)", jobID))
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	if len(g.reqs) > 1000 {
+		clear(g.reqs) // a cache, not a registry: requests are read again when needed
+	}
+	g.reqs[jobID] = r
+	g.mu.Unlock()
+	return r, nil
+}
+
+// Metadata keys of a work item. The engine keeps the first value an item's metadata key gets
+// (a later task's value for it is ignored, at every depth), and a child starts with its parent's
+// keys; so a work item's own state lives in two objects every work item is created with, empty —
+// "work" (what its routes decided) and "status" (their statuses) — each of whose keys one route
+// writes once.
+const (
+	keyRequest    = "request"    // on the request item: the Request
+	keyType       = "type"       // package type
+	keyPkg        = "pkg"        // the target package
+	keyAdvice     = "advice"     // the version advice of the relationship (or the root's version)
+	keyScope      = "scope"      // the traverse scope
+	keyExclusions = "exclusions" // accumulated along the path
+	keyKind       = "kind"       // the relationship's kind
+	keySelectKey  = "select_key" // what select-sync claims in the request
+	keyWork       = "work"       // the work item's decisions, below
+	keyStatus     = "status"     // the route statuses, below
+
+	workVersion        = "version"     // the selected version
+	workSelected       = "selected"    // the selected package, when a relocation or override changed it
+	workResolveKey     = "resolve_key" // what resolve claims in the installation
+	workSelectClaimer  = "select_claimer"
+	workResolveClaimer = "resolve_claimer"
+)
+
+// Statuses recorded under a work item's "status" metadata, with Cartographer's names and values.
+const (
+	StatusEndDetectResult  = "end-detect-result" // IN_PROGRESS or DONE
+	StatusEndDetectReason  = "end-detect-reason" // MAX_DEPTH_REACHED or TRAVERSE_COMPLETE
+	StatusSelectStatus     = "select-status"     // UNKNOWN or DONE
+	StatusSelectionResult  = "selection-result"  // DONE, AVOIDED or FAILED
+	StatusResolveStatus    = "resolve-status"    // UNRESOLVED or DONE
+	StatusResolutionResult = "resolution-result" // DONE, AVOIDED, FAILED or ERROR
+	StatusTraversalResult  = "traversal-result"  // TRAVERSAL_DONE
+	StatusError            = "error"             // the node error of FAILED or ERROR
+)
+
+// setStatus records statuses on the work item (once per task: a second call replaces the first's).
+func setStatus(out action.Output, kv ...string) {
+	out.SetMetadata(map[string]any{keyStatus: pairs(kv)})
+}
+
+// setWork records decisions on the work item (once per task, as setStatus).
+func setWork(out action.Output, kv ...any) {
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	out.SetMetadata(map[string]any{keyWork: m})
+}
+
+func pairs(kv []string) map[string]any {
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// work returns a work item's decisions.
+func work(md map[string]any) map[string]any {
+	w, _ := md[keyWork].(map[string]any)
+	return w
+}
+
+func str(md map[string]any, k string) string {
+	s, _ := md[k].(string)
+	return s
+}
+
+func strs(md map[string]any, k string) []string {
+	var out []string
+	if l, ok := md[k].([]any); ok {
+		for _, v := range l {
+			if s, ok := v.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// intOf reads a JSON number of metadata (a float64) as an int64.
+func intOf(md map[string]any, k string) int64 {
+	switch v := md[k].(type) {
+	case float64:
+		return int64(v)
+	case int64:
+		return v
+	case int:
+		return int64(v)
+	}
+	return 0
+}
