@@ -26,8 +26,15 @@ import (
 
 // benchResult is what `sluice bench engine` prints.
 type benchResult struct {
-	Mode        string  `json:"mode"`
-	Tasks       int     `json:"tasks"`
+	Mode  string `json:"mode"`
+	Tasks int    `json:"tasks"`
+	// TasksRun counts the tasks that ran (not skipped); Items, the fanout's children or the
+	// chain's roots; Retries, attempts beyond each task's first (work lost and done again).
+	TasksRun    int     `json:"tasks_run,omitempty"`
+	Items       int     `json:"items,omitempty"`
+	ItemsPerSec float64 `json:"items_per_sec,omitempty"`
+	Retries     int     `json:"retries"`
+	Processes   int     `json:"worker_processes,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	TasksPerSec float64 `json:"tasks_per_sec"`
 	PickupP50   float64 `json:"pickup_p50_ms"`
@@ -42,6 +49,9 @@ type benchResult struct {
 	// CPUPerTask is the process's CPU time (user + system) over the timed part per task: unlike
 	// tasks_per_sec it barely moves when other processes share the machine.
 	CPUPerTask float64 `json:"cpu_us_per_task"`
+	// DBCPUPerTask is the CPU time of this machine's postgres processes over the timed part
+	// per task (Postgres on this machine only).
+	DBCPUPerTask float64 `json:"db_cpu_us_per_task,omitempty"`
 }
 
 // cpuTime is the CPU time this process has used so far.
@@ -68,10 +78,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 }
 
 func benchEngine(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "bench engine", "bench engine --tasks N [--mode burndown|stream|paced --rate R] [--workers W] [--remote]")
+	fs, c := newFlags(e, "bench engine", "bench engine --tasks N [--mode burndown|stream|paced --rate R] [--workers W] [--remote] | --mode fanout|chain --items N [--steps K] [--processes P]")
 	o := benchOpts{}
 	fs.IntVar(&o.tasks, "tasks", 20000, "number of one-step no-op items")
-	fs.StringVar(&o.mode, "mode", "burndown", "burndown (insert all, then work), stream (work while inserting) or paced (insert at --rate)")
+	fs.StringVar(&o.mode, "mode", "burndown", "burndown (insert all, then work), stream (work while inserting), paced (insert at --rate), fanout (a root, --items children, a collector) or chain (--items roots of --steps steps each)")
+	fs.IntVar(&o.items, "items", 0, "fanout: children of the root (default 10000); chain: roots (default 2000)")
+	fs.IntVar(&o.steps, "steps", 10, "chain: no-op steps in sequence per item")
+	fs.IntVar(&o.processes, "processes", 0, "with --database: run the tasks in this many `sluice worker` processes instead of in the bench's")
 	fs.Float64Var(&o.rate, "rate", 200, "paced: items inserted per second")
 	fs.IntVar(&o.workers, "workers", 0, "no-op concurrency (0: the action's default); with --remote, the number of remote workers (default 8)")
 	remote := fs.Bool("remote", false, "also run the same tasks through remote workers over HTTP (the worker protocol) and report both")
@@ -81,8 +94,17 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !oneOf(o.mode, "burndown", "stream", "paced") {
-		return usagef("--mode must be burndown, stream or paced")
+	if !oneOf(o.mode, "burndown", "stream", "paced", "fanout", "chain") {
+		return usagef("--mode must be burndown, stream, paced, fanout or chain")
+	}
+	if o.items == 0 {
+		o.items = map[string]int{"fanout": 10000, "chain": 2000}[o.mode]
+	}
+	if o.items < 0 || o.steps <= 0 || o.processes < 0 {
+		return usagef("--items, --steps and --processes must be positive")
+	}
+	if o.processes > 0 && (c.database == "" || *remote) {
+		return usagef("--processes needs --database and no --remote")
 	}
 	if o.tasks <= 0 {
 		return usagef("--tasks must be positive")
@@ -135,6 +157,9 @@ type benchOpts struct {
 	rate       float64
 	workers    int
 	remote     bool
+	items      int
+	steps      int
+	processes  int
 	data       string
 	dsn        string // with --database: bench in a new schema of this database, dropped after
 	cpuprofile string
@@ -151,10 +176,10 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	} else if o.workers > 0 {
 		conc["noop"] = o.workers
 	}
-	storeName := "sqlite"
+	storeName, schema := "sqlite", ""
 	if o.dsn != "" {
 		storeName = "postgres"
-		schema := "sluice_bench_" + strings.ToLower(rand.Text()[:10])
+		schema = "sluice_bench_" + strings.ToLower(rand.Text()[:10])
 		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
 			return postgres.Open(ctx, postgres.Config{URL: o.dsn, Schema: schema})
 		}
@@ -170,19 +195,26 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		return nil, err
 	}
 	defer n.Close()
-	if err := applyBuiltin(ctx, n, "bench"); err != nil {
-		return nil, err
-	}
-	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "bench", Open: true})
+	wf, roots, err := benchWorkflow(ctx, n.Engine, o)
 	if err != nil {
 		return nil, err
 	}
-	roots := make([]engine.Root, o.tasks)
-	for i := range roots {
-		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("item-%d", i), Size: 1}
+	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: wf, Open: true})
+	if err != nil {
+		return nil, err
 	}
 	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: storeName, Workers: o.workers}
 	startWorkers := func() { n.Start(ctx) }
+	var procs workerProcs
+	if o.processes > 0 {
+		procs, err = startWorkerProcs(ctx, o.processes, withSchema(o.dsn, schema), filepath.Dir(o.data))
+		if err != nil {
+			return nil, err
+		}
+		defer procs.stop()
+		startWorkers = func() {}
+		res.Processes = o.processes
+	}
 	if o.remote {
 		res.Store = storeName + ", remote workers over HTTP"
 		stop, err := startRemoteBench(ctx, n, o.workers)
@@ -213,9 +245,9 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		return nil
 	}
 	var start time.Time
-	var cpu0 time.Duration
+	var cpu0, db0 time.Duration
 	switch o.mode {
-	case "burndown":
+	case "burndown", "fanout", "chain":
 		t0 := time.Now()
 		if err := n.Engine.AddRoots(ctx, job, roots); err != nil {
 			return nil, err
@@ -224,7 +256,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		if err := profile(); err != nil {
 			return nil, err
 		}
-		start, cpu0 = time.Now(), cpuTime()
+		start, cpu0, db0 = time.Now(), cpuTime()+procs.cpu(), postgresCPU()
 		startWorkers()
 	case "stream":
 		if err := profile(); err != nil {
@@ -283,9 +315,23 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	stopProfile()
-	res.CPUPerTask = float64((cpuTime() - cpu0).Microseconds()) / float64(o.tasks)
+	cpu, db := cpuTime()+procs.cpu()-cpu0, postgresCPU()-db0
 	n.Stop(5 * time.Second)
-	res.TasksPerSec = float64(o.tasks) / res.Seconds
+	if o.mode == "fanout" || o.mode == "chain" {
+		if err := benchCounts(ctx, n.Store, job.ID, res); err != nil {
+			return nil, err
+		}
+		res.Items = o.items
+		res.ItemsPerSec = float64(o.items) / res.Seconds
+	}
+	res.CPUPerTask = float64(cpu.Microseconds()) / float64(res.Tasks)
+	if storeName == "postgres" && db0 > 0 {
+		res.DBCPUPerTask = float64(db.Microseconds()) / float64(res.Tasks)
+	}
+	res.TasksPerSec = float64(res.Tasks) / res.Seconds
+	if o.mode == "fanout" || o.mode == "chain" {
+		return res, nil // skipped tasks have no latency to read back
+	}
 	var pickup, e2e []float64
 	var after int64
 	for {

@@ -152,7 +152,7 @@ func catalogWith(p *egress.Policy) (*action.Catalog, *graph.Graph) {
 	cat := &action.Catalog{}
 	r := &text.Renderer{}
 	cat.Register(
-		basic.NewNoop(), basic.NewPass(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{Egress: p}),
+		basic.NewNoop(), basic.NewPass(), basic.NewFail(), basic.NewEmit(), basic.NewSpawn(), execaction.New(), httpaction.New(httpaction.Config{Egress: p}),
 		detect.New(detect.Config{}), unpack.New(unpack.Config{}), email.New(email.Config{}),
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
 		workerproto.RemoteAction(),

@@ -167,6 +167,9 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	return nil
 }
 
+// maxCachedChildren is the most children a result may have and still be cached.
+const maxCachedChildren = 1000
+
 // maxStaged bounds the children of one attempt whose blobs are staged but not yet recorded.
 const maxStaged = 256
 
@@ -199,6 +202,13 @@ func (o *output) queueChild(ctx context.Context, nc *engine.NewChild) error {
 
 func (o *output) recordChild(c action.Child, sha string, size int64, thumb, thumbType string, from, to float64) {
 	if o.record == nil {
+		return
+	}
+	if len(o.record.Children) >= maxCachedChildren {
+		// Holding every child of a large fan-out (an archive of 100,000 entries) for the cache
+		// would keep per-item state in memory for the life of the task, and make one cache row
+		// of it: such a result is not cached.
+		o.record = nil
 		return
 	}
 	o.record.Children = append(o.record.Children, cachedChild{Name: c.Name, ContentType: c.ContentType, BlobSHA256: sha, Size: size,

@@ -56,3 +56,51 @@ func TestResumedCacheableTask(t *testing.T) {
 		}
 	})
 }
+
+// TestLargeFanOutNotCached: a cacheable action's result is cached with its children, so that
+// the same input in another job replays them without running it — but not a result of more
+// than a thousand children, which would be held in memory for the life of the task (an archive
+// of 100,000 entries). The second job runs the action again then.
+func TestLargeFanOutNotCached(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		for _, tc := range []struct {
+			children int
+			runs     int
+		}{{3, 1}, {1001, 2}} {
+			runs := 0
+			name := fmt.Sprintf("split%d", tc.children)
+			split := enginetest.Func(name, func(ctx context.Context, tk *action.Task, out action.Output) error {
+				runs++
+				for i := range tc.children {
+					if err := out.CreateChild(ctx, action.Child{Name: fmt.Sprintf("%s/%d", tk.Item.Name, i)}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}).WithSpec(func(s *action.Spec) { s.Cacheable = true })
+			k := enginetest.Start(t, open, split)
+			sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				job := k.StartJob(t, "name: "+name+"\nsteps:\n  split: {action: "+name+", needs: [start], when: root}\n",
+					engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
+				if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+					t.Fatalf("job %s: %s", j.State, j.Error)
+				}
+				items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 2000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := len(items); n != tc.children+1 {
+					t.Fatalf("%d items, want the root and %d children", n, tc.children)
+				}
+			}
+			if runs != tc.runs {
+				t.Errorf("%d children: the action ran %d times in two jobs, want %d", tc.children, runs, tc.runs)
+			}
+		}
+	})
+}

@@ -7,16 +7,22 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestLeasePlanAtScale: the pick of ready tasks (plain and held leases) must cost the same at any
 // backlog, so its plan may hold neither a sort nor a scan of every ready row. At a backlog of
 // 200,000 ready tasks, beside 60,000 finished ones (the point where, in the scale benchmark,
-// Postgres once switched to a bitmap scan of every ready row and an on-disk sort), the plans
-// Postgres makes for the statements — custom and generic, as a prepared statement's plan becomes
-// after five runs — are read from EXPLAIN and checked.
+// Postgres once switched to a bitmap scan of every ready row and an on-disk sort), the statements
+// run as the driver runs them, and auto_explain reports the plans Postgres executed, the
+// statement's and task_pick's inside it, custom and generic (as a prepared statement's plan
+// becomes after five runs). A control run with task_pick's pins off and index scans off must be
+// caught.
 func TestLeasePlanAtScale(t *testing.T) {
 	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
 	if url == "" {
@@ -56,6 +62,36 @@ func TestLeasePlanAtScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// One connection of its own, whose notices carry auto_explain's plans.
+	var mu sync.Mutex
+	var notices []string
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		notices = append(notices, n.Message)
+		mu.Unlock()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{
+		"SET search_path TO " + pgx.Identifier{schema}.Sanitize(),
+		"LOAD 'auto_explain'",
+		"SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_format = json",
+		"SET auto_explain.log_level = notice",
+		"SET client_min_messages = notice",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v (auto_explain ships with PostgreSQL; LOAD needs a superuser)", q, err)
+		}
+	}
 	now := micros(time.Now())
 	for _, tc := range []struct {
 		name string
@@ -67,45 +103,87 @@ func TestLeasePlanAtScale(t *testing.T) {
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan", "control"} {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {
-				tx, err := db.pool.Begin(ctx)
+				tx, err := conn.Begin(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer tx.Rollback(ctx)
 				set := "SET LOCAL plan_cache_mode = " + mode
 				if mode == "control" {
-					// The plan the check exists for, forced: it must be caught.
-					set = "SET LOCAL enable_indexscan = off"
+					// The plan the check exists for: task_pick's pins taken off (rolled back with
+					// the transaction) and the planner led away from the index. It must be caught.
+					// With the pins on, index scans off change nothing.
+					set = "ALTER FUNCTION task_pick(text[], bigint, integer[]) RESET ALL; SET LOCAL enable_indexscan = off"
+				}
+				// task_pick's plan is cached per connection, and a setting does not invalidate it.
+				if _, err := tx.Exec(ctx, "DISCARD PLANS"); err != nil {
+					t.Fatal(err)
 				}
 				if _, err := tx.Exec(ctx, set); err != nil {
 					t.Fatal(err)
 				}
-				var raw []byte
-				if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+tc.sql, tc.args...).Scan(&raw); err != nil {
-					t.Fatal(err)
-				}
-				var plan []struct{ Plan planNode }
-				if err := json.Unmarshal(raw, &plan); err != nil {
-					t.Fatal(err)
-				}
-				var bad []string
-				walkPlan(plan[0].Plan, func(n planNode) {
-					switch {
-					case n.NodeType == "Sort", n.NodeType == "Incremental Sort":
-						bad = append(bad, "a sort")
-					case n.RelationName == "tasks" && n.NodeType == "Seq Scan":
-						bad = append(bad, "a sequential scan of tasks")
-					case n.NodeType == "Bitmap Index Scan" && strings.HasPrefix(n.IndexName, "tasks_ready"):
-						// A bitmap of the ready index is every ready row, then sorted; one of
-						// the primary key (the picked ids) is bounded by the pick.
-						bad = append(bad, "a bitmap scan of "+n.IndexName)
+				mu.Lock()
+				notices = nil
+				mu.Unlock()
+				// Six runs, so that a prepared statement's generic plan would be in use.
+				var n int
+				for range 6 {
+					rows, err := tx.Query(ctx, tc.sql, tc.args...)
+					if err != nil {
+						t.Fatal(err)
 					}
-				})
+					n = 0
+					for rows.Next() {
+						n++
+					}
+					if err := rows.Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n == 0 {
+					t.Fatal("the pick found no task")
+				}
+				mu.Lock()
+				got := notices
+				mu.Unlock()
+				var bad []string
+				picks := 0
+				for _, msg := range got {
+					i := strings.IndexByte(msg, '{')
+					if i < 0 {
+						continue
+					}
+					var plan struct {
+						Query string `json:"Query Text"`
+						Plan  planNode
+					}
+					if err := json.Unmarshal([]byte(msg[i:]), &plan); err != nil {
+						t.Fatalf("auto_explain notice: %v\n%s", err, msg)
+					}
+					if strings.Contains(plan.Query, "FOR UPDATE OF t SKIP LOCKED") {
+						picks++
+					}
+					walkPlan(plan.Plan, func(n planNode) {
+						switch {
+						case n.NodeType == "Sort", n.NodeType == "Incremental Sort":
+							bad = append(bad, "a sort")
+						case n.RelationName == "tasks" && n.NodeType == "Seq Scan":
+							bad = append(bad, "a sequential scan of tasks")
+						case n.NodeType == "Bitmap Index Scan" && strings.HasPrefix(n.IndexName, "tasks_ready"):
+							// A bitmap of the ready index is every ready row, then sorted; one of
+							// the primary key (the picked ids) is bounded by the pick.
+							bad = append(bad, "a bitmap scan of "+n.IndexName)
+						}
+					})
+				}
+				if picks == 0 {
+					t.Fatalf("auto_explain reported no plan of task_pick's statement in %d notices", len(got))
+				}
 				switch {
 				case mode == "control" && len(bad) == 0:
-					t.Errorf("with index scans off, the check found nothing wrong in:\n%s", raw)
+					t.Errorf("with index scans off, the check found nothing wrong in:\n%s", strings.Join(got, "\n"))
 				case mode != "control" && len(bad) > 0:
-					t.Errorf("the plan holds %s:\n%s", strings.Join(bad, ", "), raw)
+					t.Errorf("the plans hold %s:\n%s", strings.Join(bad, ", "), strings.Join(got, "\n"))
 				}
 			})
 		}

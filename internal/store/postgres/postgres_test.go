@@ -273,3 +273,9 @@ func TestDeadlockIsErrRetry(t *testing.T) {
 		t.Errorf("deadlock victim's error = %v, want one wrapping store.ErrRetry", victim)
 	}
 }
+
+// BenchmarkPickAtBacklog: SLUICE_BENCH_BACKLOGS=1000,10000000 for the figures of
+// docs/performance.md.
+func BenchmarkPickAtBacklog(b *testing.B) {
+	storetest.BenchmarkPickAtBacklog(b, func(tb testing.TB) store.Store { return open(tb) }, postgres.FillBacklog)
+}

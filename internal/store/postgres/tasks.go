@@ -14,34 +14,20 @@ import (
 
 // The queries of tasks and their attempts (queries.go holds the rest).
 
-
 const (
 	taskCols    = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
 	qTaskInsert = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $13) ON CONFLICT (item_id, step) DO NOTHING`
 	qTaskGet = `SELECT ` + taskCols + ` FROM tasks WHERE id = $1`
-	// qTaskLease picks in a materialised CTE so the locked set is computed exactly once (an IN
-	// (subquery) may be planned as a join that rescans it); SKIP LOCKED lets racing leasers take
-	// disjoint sets without waiting on each other.
-	qTaskLease = `WITH picked AS MATERIALIZED (
-			SELECT id AS picked_id FROM tasks WHERE state = 'ready' AND queue = $1 AND run_after <= $2
-			ORDER BY job_id, sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
-		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
-		FROM picked WHERE id = picked_id RETURNING ` + taskCols
-	// qTaskLeaseMany is qTaskLease for several queues in one statement: a lateral pick per
-	// (queue, limit) pair, so a worker serving many queues leases in one round trip. The update
-	// takes the picked ids as an array: joining the CTE instead lets the generic plan (after five
-	// executions of the prepared statement) hash-join against a sequential scan of tasks.
-	qTaskLeaseMany = `WITH picked AS MATERIALIZED (
-			SELECT p.id AS picked_id FROM unnest($1::text[], $3::int[]) AS w(queue, lim)
-			CROSS JOIN LATERAL (SELECT id FROM tasks WHERE state = 'ready' AND queue = w.queue AND run_after <= $2
-				ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p)
-		UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
-		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) RETURNING ` + taskCols
+	// The leases pick with task_pick (migration 010): up to lims[i] ready tasks of queues[i], in
+	// index order, locked FOR UPDATE SKIP LOCKED so that racing leasers take disjoint sets
+	// without waiting on each other, by a plan pinned to the ordered scan of tasks_ready. The
+	// update takes the picked ids as an array: joining them instead lets the generic plan (after
+	// five executions of the prepared statement) hash-join against a sequential scan of tasks.
+	qTaskLeaseMany = `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
+		WHERE id = ANY (ARRAY(SELECT id FROM task_pick($1::text[], $2, $3::int[]))) RETURNING ` + taskCols
 	// qTaskHoldMany picks as qTaskLeaseMany does and only locks the rows: a held lease.
-	qTaskHoldMany = `SELECT p.* FROM unnest($1::text[], $3::int[]) AS w(wq, lim)
-		CROSS JOIN LATERAL (SELECT ` + taskCols + ` FROM tasks WHERE state = 'ready' AND queue = w.wq AND run_after <= $2
-			ORDER BY job_id, sort_key LIMIT w.lim FOR UPDATE SKIP LOCKED) p`
+	qTaskHoldMany = `SELECT ` + taskCols + ` FROM task_pick($1::text[], $2, $3::int[])`
 	// qHeldLeaseRecord commits asynchronously (synchronous_commit off for its own transaction):
 	// it is visible at once, and on disk within Postgres's WAL writer delay or with the next
 	// commit. It is there for a process that dies; if the database dies before flushing it, the
@@ -130,28 +116,12 @@ func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
-	now := micros(p.Now)
-	rows, err := q.c.Query(ctx, qTaskLease, p.Queue, now, p.Limit, p.Owner, micros(p.LeaseUntil))
-	out, err := collect(rows, err, scanTask)
-	if err != nil {
-		return nil, fmt.Errorf("lease %q: %w", p.Queue, err)
-	}
-	// RETURNING has no order.
-	slices.SortFunc(out, func(a, b *store.Task) int {
-		if a.JobID != b.JobID {
-			return cmpInt(a.JobID, b.JobID)
-		}
-		return strings.Compare(a.SortKey, b.SortKey)
-	})
-	return out, nil
+	return q.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{p.Queue}, Limits: []int{p.Limit}, Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
 }
 
 func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
 	if len(p.Queues) == 0 {
 		return nil, nil
-	}
-	if len(p.Queues) == 1 {
-		return q.TaskLease(ctx, store.TaskLeaseParams{Queue: p.Queues[0], Limit: p.Limits[0], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
 	}
 	limits := make([]int32, len(p.Limits))
 	for i, l := range p.Limits {

@@ -86,14 +86,19 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	// Each connection has a page cache of its own, outside Go's heap and its memory limit, and
+	// fills it as the database outgrows it: 32 MB each on six connections held 150 MB more in
+	// an ingest of 100,000 files than in one of 10,000. The writer keeps 32 MB (the index pages
+	// its writes touch); readers, whose work is point reads the OS's page cache serves as well,
+	// keep 4 MB, and the checkpointer, which reads nothing through its cache, 0.5 MB.
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=cache_size(-4000)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
-	ckpt, err := sql.Open("sqlite", dsn)
+	ckpt, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-500)")
 	if err != nil {
 		w.Close()
 		r.Close()

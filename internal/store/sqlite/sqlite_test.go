@@ -46,3 +46,9 @@ func BenchmarkDocumentSearch(b *testing.B) {
 	}
 	storetest.BenchmarkDocumentSearch(b, open, n)
 }
+
+// BenchmarkPickAtBacklog: SLUICE_BENCH_BACKLOGS=1000,10000000 for the figures of
+// docs/performance.md.
+func BenchmarkPickAtBacklog(b *testing.B) {
+	storetest.BenchmarkPickAtBacklog(b, open, sqlite.FillBacklog)
+}

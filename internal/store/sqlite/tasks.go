@@ -14,7 +14,6 @@ import (
 
 // The queries of tasks and their attempts (queries.go holds the rest).
 
-
 const taskCols = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
 
 func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
@@ -50,12 +49,22 @@ func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 	return t, nil
 }
 
+// qTaskLease is the lease of up to limit ready tasks of one queue. The pick's plan is pinned to
+// the ordered walk of tasks_ready (INDEXED BY: the statement fails to prepare rather than run
+// another plan), which reads about as many index entries as it returns, at any backlog: a plan
+// free to choose could read every ready row of the queue and sort them ("USE TEMP B-TREE FOR
+// ORDER BY"), should statistics (ANALYZE, PRAGMA optimize) ever say so. run_after is written
+// +run_after so that no index of it is considered. The limit is a literal (one cached statement
+// per value): a bound LIMIT makes SQLite re-prepare the statement on every call, which cost a
+// third of the writer's time. See docs/performance.md.
+func qTaskLease(limit int) string {
+	return `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ?, started_at = ?
+		WHERE id IN (SELECT id FROM tasks INDEXED BY tasks_ready WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT ` + strconv.Itoa(max(limit, 0)) + `)
+		RETURNING ` + taskCols
+}
+
 func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
-	// The limit is a literal (one cached statement per value): a bound LIMIT makes SQLite
-	// re-prepare the statement on every call, which cost a third of the writer's time.
-	st, err := q.prepared(ctx, `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ?, started_at = ?
-		WHERE id IN (SELECT id FROM tasks WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT `+strconv.Itoa(max(p.Limit, 0))+`)
-		RETURNING `+taskCols)
+	st, err := q.prepared(ctx, qTaskLease(p.Limit))
 	if err != nil {
 		return nil, err
 	}
