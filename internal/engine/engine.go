@@ -65,6 +65,7 @@ type Engine struct {
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
 	domains map[string]Domain
 	counts  itemCounts
+	live    liveProgress
 	// publisher records publications (see SetPublisher), guarded by mu.
 	publisher Publisher
 }

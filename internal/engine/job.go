@@ -210,7 +210,7 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 		p.Tasks[c.State] += c.Tasks
 	}
 	if jp.Total > 0 {
-		p.Fraction = math.Min(1, jp.Colored/jp.Total)
+		p.Fraction = math.Min(1, (jp.Colored+e.liveAmount(jobID))/jp.Total)
 	}
 	end := e.Now()
 	if !job.FinishedAt.IsZero() {

@@ -292,6 +292,7 @@ func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 		fail := engine.FailedCommit(res, err)
 		err = ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(fail) })
 	}
+	ss.srv.b.Engine().ClearProgress(ss.task.ID)
 	ss.srv.unbind(ss)
 	if err != nil {
 		ss.srv.log.Error("finish remote task", "action", ss.name, "task_id", ss.task.ID, "error", err)
@@ -345,6 +346,9 @@ func (ss *session) closeChild(ctx context.Context, to float64) error {
 		ss.batchText += len(*c.text)
 	}
 	ss.edge = to
+	if ss.progress > 0 {
+		ss.srv.b.Engine().ReportProgress(ss.task, ss.item, ss.progress, ss.edge)
+	}
 	if len(ss.batch) >= flushChildren || ss.batchText >= flushTextBytes {
 		return ss.flush(ctx)
 	}
@@ -408,6 +412,7 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			return nil
 		}
 		ss.progress = max(ss.progress, p)
+		ss.srv.b.Engine().ReportProgress(ss.task, ss.item, ss.progress, ss.edge)
 	case fragHeader:
 		b, err := readLimited(body, maxHeaderBytes)
 		if err != nil {
@@ -718,7 +723,9 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 
 // postSession looks up and enters the session of a fragment POST, answering the request itself
 // when it cannot go on.
-// A multipart body is not drained before a 404: it may be endless, so the connection is closed.
+// A multipart body is not drained before a 404 in general: it may be endless, so the connection
+// is closed. The POST of a task canceled meanwhile is the exception: it is read to its end (see
+// [Server.drainCanceled]), as a converter piping its output into it would break otherwise.
 func (s *Server) postSession(w http.ResponseWriter, r *http.Request, multi bool) *session {
 	drain := func(body io.ReadCloser) {
 		if multi {
@@ -726,6 +733,11 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request, multi bool)
 			return
 		}
 		drainBody(body)
+	}
+	dropCanceled := func(body io.ReadCloser) {
+		if !multi || !s.drainCanceled(w, body) {
+			drain(body)
+		}
 	}
 	ss := s.session(r)
 	if ss == nil {
@@ -752,14 +764,14 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request, multi bool)
 		w.WriteHeader(http.StatusAccepted)
 		return nil
 	case endCanceled:
+		dropCanceled(r.Body)
 		ss.leave(true)
-		drain(r.Body)
 		notFound(w)
 		return nil
 	}
 	if ss.checkCanceled(r.Context(), true) {
-		drain(r.Body)
 		ss.cancelNow(r.Context())
+		dropCanceled(r.Body)
 		ss.leave(true)
 		notFound(w)
 		return nil
@@ -872,6 +884,18 @@ func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	if errors.Is(err, errCanceled) || (err == nil && ss.checkCanceledAfter(ctx)) {
+		// The task ends canceled now, but the worker's POST is let finish: an unmodified
+		// converter pipes its output into the request, and a request cut off would break its
+		// pipe and end the worker. The rest of the body is read and dropped; the worker learns
+		// of the cancel from the 404 (here, or on its next HEAD or poll).
+		ss.cancelNow(ctx)
+		if s.drainCanceled(w, r.Body) {
+			notFound(w)
+			return
+		}
+		err = errCanceled
+	}
 	if errors.Is(err, errTruncated) && ss.state != stateEnd {
 		// Keep what arrived complete; the partial child is dropped when the task is retried.
 		if ferr := ss.flush(ctx); ferr != nil {
@@ -881,6 +905,24 @@ func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 		err = ss.flush(ctx)
 	}
 	s.answer(w, r, ss, err)
+}
+
+// drainCanceled reads a canceled task's request body to its end, dropping it, and reports
+// whether it got there. A worker that sends nothing for the idle timeout is cut off.
+func (s *Server) drainCanceled(w http.ResponseWriter, body io.Reader) bool {
+	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	buf := make([]byte, 32<<10)
+	for {
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		_, err := body.Read(buf)
+		switch {
+		case err == io.EOF:
+			return true
+		case err != nil:
+			return false
+		}
+	}
 }
 
 func (ss *session) touch() {

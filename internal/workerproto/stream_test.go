@@ -47,37 +47,52 @@ func TestCancel(t *testing.T) {
 		})
 	})
 
-	t.Run("open multipart ended early", func(t *testing.T) {
+	// An unmodified Overview converter pipes its output into one multipart POST: cutting that
+	// request on cancel broke the converter's pipe and ended the worker process. The POST is let
+	// finish (its parts dropped) and answered 404; HEAD says 404 at once, and the task is
+	// canceled while the POST goes on.
+	t.Run("open multipart let finish", func(t *testing.T) {
 		job := b.job(t, "input")
 		th := b.poll(t)
 		s := th.Stream(t.Context())
 		if err := s.Part("0.json", str(childJSON("a"))); err != nil {
 			t.Fatal(err)
 		}
-		canceled := false
-		var err error
-		// Heartbeat parts keep flowing; after cancel the server answers 404 within one of them.
-		pace := time.NewTicker(time.Millisecond) // heartbeats paced like a worker's
-		defer pace.Stop()
-		for i := 0; i < 100000 && err == nil; i++ {
-			if i == 20 {
-				if cerr := b.e.Cancel(t.Context(), job.ID); cerr != nil {
-					t.Fatal(cerr)
-				}
-				canceled = true
+		if err := s.Part("progress", str("0.1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.e.Cancel(t.Context(), job.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := th.Alive(t.Context()); !errors.Is(err, workerproto.ErrGone) {
+			t.Errorf("HEAD after cancel: %v", err)
+		}
+		var ts []*store.Task
+		waitFor(t, 5*time.Second, "task canceled while its POST is open", func() bool {
+			// The server reads on: the next part lets it see the cancel.
+			if err := s.Part("heartbeat", nil); err != nil {
+				t.Fatalf("heartbeat after cancel: %v (the POST was cut)", err)
 			}
-			err = s.Part("heartbeat", strings.NewReader(strings.Repeat("h", 1024)))
-			if canceled && err == nil {
-				<-pace.C
+			ts, _ = b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: store.TaskCanceled})
+			return len(ts) == 1
+		})
+		// The converter goes on writing, unaware: far more than any buffer holds.
+		for i := 0; i < 2000; i++ {
+			if err := s.Part("heartbeat", strings.NewReader(strings.Repeat("h", 1024))); err != nil {
+				t.Fatalf("part %d after cancel: %v (the POST was cut)", i, err)
 			}
 		}
-		if err == nil {
-			err = s.Close()
-		} else {
-			s.Close()
+		if err := s.Part("0.blob", strings.NewReader(strings.Repeat("b", 1<<20))); err != nil {
+			t.Fatalf("blob after cancel: %v (the POST was cut)", err)
 		}
-		if !errors.Is(err, workerproto.ErrGone) {
-			t.Fatalf("stream after cancel: %v", err)
+		if err := s.Part("done", nil); err != nil {
+			t.Fatalf("done after cancel: %v", err)
+		}
+		if err := s.Close(); !errors.Is(err, workerproto.ErrGone) {
+			t.Fatalf("the finished POST of a canceled task: %v, want 404", err)
+		}
+		if kids := b.children(t, b.root(t, job)); len(kids) != 0 {
+			t.Errorf("a canceled task's dropped parts made children: %+v", kids)
 		}
 	})
 }
@@ -501,3 +516,43 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 func (r *recorder) WriteHeader(c int) { r.code = c }
+
+// TestSingleChildProgress: a converter making one child (the usual PDF) reports progress while it
+// works. Before, nothing of it reached the job's fraction until the task ended; each progress
+// fragment must now move it, and the fraction must never pass 1.
+func TestSingleChildProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	job := b.job(t, "input")
+	th := b.poll(t)
+	fraction := func() float64 {
+		p, err := b.e.Progress(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Fraction
+	}
+	if err := th.Post(t.Context(), "0.json", str(childJSON("a.pdf"))); err != nil {
+		t.Fatal(err)
+	}
+	last := fraction()
+	for _, p := range []string{"0.25", `{"bytes":{"nProcessed":1,"nTotal":2}}`, "0.9"} {
+		if err := th.Post(t.Context(), "progress", str(p)); err != nil {
+			t.Fatal(err)
+		}
+		f := fraction()
+		if f <= last || f > 1 {
+			t.Errorf("after progress %s the job's fraction is %.3f, before %.3f: want it to grow, up to 1", p, f, last)
+		}
+		last = f
+	}
+	for _, f := range [][2]string{{"0.blob", "A"}, {"done", ""}} {
+		if err := th.Post(t.Context(), f[0], str(f[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
+	if f := fraction(); f != 1 {
+		t.Errorf("finished job's fraction %.3f", f)
+	}
+}

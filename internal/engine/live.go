@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// liveProgress holds the progress running tasks reported but did not commit: what a remote
+// worker's progress fragments say between two children. It lives in memory only (a restart
+// forgets it, and the job's fraction falls back to what its rows say); [Engine.Progress] adds it
+// to the colored part of the task's job.
+type liveProgress struct {
+	mu sync.Mutex
+	// byTask is the uncommitted colored amount of each running task, with its job.
+	byTask map[int64]liveTask
+}
+
+type liveTask struct {
+	jobID  int64
+	amount float64
+}
+
+// ReportProgress records that a running task of item it (as it was when the task was handed
+// out) reached fraction (0..1) of its work, its children created so far covering the slice up to
+// edge. That fraction of the item's range not yet colored, less what those children cover (they
+// color themselves), counts in [Engine.Progress] until [Engine.ClearProgress]. Safe for
+// concurrent use.
+func (e *Engine) ReportProgress(task *store.Task, it *store.Item, fraction, edge float64) {
+	fraction = min(max(fraction, 0), 1)
+	edge = min(max(edge, 0), 1)
+	w := min(max(task.ProgressWeight, 0), 1)
+	room := max(0, it.RangeLen-it.Colored)
+	amount := max(0, fraction*room-(1-w)*it.RangeLen*edge)
+	e.live.mu.Lock()
+	defer e.live.mu.Unlock()
+	if e.live.byTask == nil {
+		e.live.byTask = map[int64]liveTask{}
+	}
+	e.live.byTask[task.ID] = liveTask{jobID: task.JobID, amount: amount}
+}
+
+// ClearProgress forgets the progress [Engine.ReportProgress] recorded for a task: call it when
+// the task's result is committed (or given up). Safe for concurrent use.
+func (e *Engine) ClearProgress(taskID int64) {
+	e.live.mu.Lock()
+	defer e.live.mu.Unlock()
+	delete(e.live.byTask, taskID)
+}
+
+// liveAmount is the uncommitted progress of a job's running tasks.
+func (e *Engine) liveAmount(jobID int64) float64 {
+	e.live.mu.Lock()
+	defer e.live.mu.Unlock()
+	var sum float64
+	for _, lt := range e.live.byTask {
+		if lt.jobID == jobID {
+			sum += lt.amount
+		}
+	}
+	return sum
+}
