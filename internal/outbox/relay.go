@@ -153,11 +153,22 @@ func (o *Outbox) release(name string) {
 	_, _ = x.Exec(ctx, rebind(x.Dialect(), `UPDATE outbox_relays SET lease_until = 0 WHERE sink = ? AND owner = ?`), name, o.owner)
 }
 
+// pendingSQL reads a sink's oldest undelivered messages. SQLite commits one transaction at a
+// time, so ids follow commit order. PostgreSQL takes identity values in one order and commits
+// them in another: its rows are read only once no transaction that could still commit an
+// earlier one is open (their txid is below the snapshot's xmin), ordered by transaction, so
+// a row that commits late is never overtaken by one sent before it (migration 002).
+var pendingSQL = map[store.Dialect]string{
+	store.DialectSQLite: `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
+		WHERE sink = ? ORDER BY id LIMIT ?`,
+	store.DialectPostgres: `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
+		WHERE sink = $1 AND txid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY txid, id LIMIT $2`,
+}
+
 // pending reads the oldest undelivered messages of a sink.
 func (o *Outbox) pending(ctx context.Context, name string, limit int) ([]row, error) {
 	x := o.db.DomainSQL()
-	rs, err := x.Query(ctx, rebind(x.Dialect(), `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
-		WHERE sink = ? ORDER BY id LIMIT ?`), name, limit)
+	rs, err := x.Query(ctx, pendingSQL[x.Dialect()], name, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,13 +16,27 @@ import (
 
 // NATS is a JetStream sink. Each message is published with Nats-Msg-Id set to its id, so the
 // stream drops a redelivery within its duplicates window, and counts as delivered once
-// JetStream acknowledged storing it. Batches are pipelined (published asynchronously, then
-// every acknowledgement awaited). The connection reconnects by itself, for ever.
+// JetStream acknowledged storing it. The connection reconnects by itself, for ever.
+//
+// Batches are pipelined (published asynchronously, then every acknowledgement awaited), and
+// chained so that a failure cannot be overtaken: each message but the first of its stream in
+// the batch carries Nats-Expected-Last-Msg-Id, the id of the message before it in the batch
+// bound for the same stream, so JetStream stores it only right after that one. When message N
+// is lost (sent on a connection that died while N+1 waited in the reconnect buffer) or
+// refused (too large for the stream), every later message of the batch bound for that stream
+// is refused too, and the retry, which starts at N, keeps the order. A message the stream
+// already holds is acknowledged as a duplicate before its expectation is checked, so
+// redeliveries pass. Another publisher writing to the same stream at the same time makes
+// expectations fail spuriously: those messages are reported [ErrNotAttempted] and the next
+// batch starts with them, so the order holds and only speed is lost.
 type NATS struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	prefix  string
 	timeout time.Duration
+
+	mu      sync.Mutex
+	streams map[string]string // NATS subject → the stream that stored its last message
 }
 
 // Connect connects to a NATS server (a nats:// URL without path) for as long as the process
@@ -47,7 +63,7 @@ func openNATS(ctx context.Context, u *url.URL, o Options) (*NATS, error) {
 		nc.Close()
 		return nil, err
 	}
-	s := &NATS{nc: nc, js: js, prefix: prefix, timeout: o.Timeout}
+	s := &NATS{nc: nc, js: js, prefix: prefix, timeout: o.Timeout, streams: map[string]string{}}
 	if name := u.Query().Get("stream"); name != "" {
 		dup := 2 * time.Minute
 		if d := u.Query().Get("duplicates"); d != "" {
@@ -92,17 +108,43 @@ func (s *NATS) Subject(subject string) string {
 	return s.prefix + "." + subject
 }
 
-// Send publishes the messages asynchronously, in order, and waits for their acknowledgements.
+// Send publishes the messages asynchronously, in order, each expecting the one before it in
+// its stream, and waits for their acknowledgements.
 func (s *NATS) Send(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))
+	subjects := make([]string, len(msgs))
+	s.mu.Lock()
+	streams := maps.Clone(s.streams)
+	s.mu.Unlock()
+	// Each message must follow the one before it in its stream. Until the stream of every
+	// subject in the batch is known (the first batches), each follows the previous message
+	// of the batch, whatever its stream: at worst a spurious refusal, retried at once with
+	// the streams learnt.
+	known := true
 	for i, m := range msgs {
-		nm := nats.NewMsg(s.Subject(m.Subject))
+		subjects[i] = s.Subject(m.Subject)
+		if _, ok := streams[subjects[i]]; !ok {
+			known = false
+		}
+	}
+	lastOf := map[string]string{} // stream → id of its last message in the batch so far
+	for i, m := range msgs {
+		nm := nats.NewMsg(subjects[i])
 		nm.Data = m.Body
 		for k, v := range m.Attributes {
 			nm.Header.Set(k, v)
 		}
-		f, err := s.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.ID))
+		opts := []jetstream.PublishOpt{jetstream.WithMsgID(m.ID)}
+		stream := ""
+		if known {
+			stream = streams[subjects[i]]
+		}
+		if expect := lastOf[stream]; expect != "" {
+			opts = append(opts, jetstream.WithExpectLastMsgID(expect))
+		}
+		lastOf[stream] = m.ID
+		f, err := s.js.PublishMsgAsync(nm, opts...)
 		if err != nil {
 			errs[i] = fmt.Errorf("nats publish: %w", err)
 			for j := i + 1; j < len(msgs); j++ {
@@ -114,12 +156,14 @@ func (s *NATS) Send(ctx context.Context, msgs []Message) []error {
 	}
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()
+	learnt := map[string]string{}
 	for i, f := range futures {
 		if f == nil {
 			continue
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			learnt[subjects[i]] = ack.Stream
 		case err := <-f.Err():
 			errs[i] = fmt.Errorf("nats publish: %w", err)
 		case <-timer.C:
@@ -129,8 +173,26 @@ func (s *NATS) Send(ctx context.Context, msgs []Message) []error {
 			errs[i] = ctx.Err()
 		}
 	}
+	for i, err := range errs {
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == errCodeWrongLastMsgID {
+			// Refused because the message before it in the stream is not the one expected:
+			// an earlier one failed, or another publisher wrote in between. Either way it
+			// was not stored, and the next batch starts with it.
+			errs[i] = fmt.Errorf("%w (%v)", ErrNotAttempted, err)
+		}
+	}
+	if len(learnt) > 0 {
+		s.mu.Lock()
+		maps.Copy(s.streams, learnt)
+		s.mu.Unlock()
+	}
 	return errs
 }
+
+// errCodeWrongLastMsgID is JetStream's error code for a publish whose
+// Nats-Expected-Last-Msg-Id is not the stream's last message id (JSStreamWrongLastMsgIDErr).
+const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
 
 // Close drains nothing: unacknowledged messages stay in the outbox.
 func (s *NATS) Close() error {

@@ -33,15 +33,17 @@ type Sink interface {
 	// Send delivers msgs, in order per subject, and returns one error per message: nil once
 	// the receiver acknowledged it. A sink that sends one message at a time (webhook) does not
 	// attempt a message after a failed one of the same subject (its error is
-	// [ErrNotAttempted]), so a retry keeps the order; one that pipelines (JetStream) may have
-	// delivered later messages of the subject, and the retry then follows them, same id.
+	// [ErrNotAttempted]), so a retry keeps the order; one that pipelines (JetStream) makes
+	// each message conditional on the one before it, so that the receiver refuses what
+	// follows a failure (also reported [ErrNotAttempted]).
 	Send(ctx context.Context, msgs []Message) []error
 	// Close releases the sink's connections.
 	Close() error
 }
 
-// ErrNotAttempted is the error of a message that a sink did not try to deliver because an
-// earlier message of its subject failed.
+// ErrNotAttempted is the error of a message that a sink did not deliver because an earlier
+// message of its subject failed (or, for JetStream, another publisher wrote in between): it is
+// not a failure of its own, and the retry starts with it.
 var ErrNotAttempted = errors.New("not attempted: an earlier message of its subject failed")
 
 // Options configures [Open].

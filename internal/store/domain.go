@@ -20,6 +20,26 @@ const (
 	DialectPostgres Dialect = "postgres"
 )
 
+// Rebind turns the ? placeholders of a domain's statement into the dialect's ($1, $2, … on
+// Postgres), so that a statement the two dialects share is written once. A ? inside a string
+// literal is replaced too: keep literals out of shared statements.
+func Rebind(d Dialect, q string) string {
+	if d != DialectPostgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
 // DomainMigration is one schema change of a domain's own tables. A domain numbers its
 // migrations from 1, the same numbers in every dialect; each is applied once per store, in a
 // transaction of its own, after the core migrations (see [Store.MigrateDomain]).

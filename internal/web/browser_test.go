@@ -399,6 +399,7 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	admin.waitJS(10*time.Second, "the YAML tab to follow the form", `document.querySelector("#yaml").value.includes("name: webflow")`, `document.querySelector("#yaml").value`)
 	admin.do(chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(10*time.Second, "version 1 saved", `document.querySelector("#save-status").textContent.includes("Saved version 1 of webflow")`, `document.querySelector("#save-status").textContent`)
+	admin.waitJS(10*time.Second, "version 1's changes: none to show", `document.querySelector("#save-changes").textContent.includes("first version of webflow")`, `document.querySelector("#save-changes").innerText`)
 
 	admin.open("/workflows/webflow/edit")
 	admin.waitJS(10*time.Second, "the editor on webflow", `document.querySelector("#s0-needs")?.value === "start" && document.querySelector("#validity").textContent.startsWith("Valid")`, `document.querySelector("main").innerText`)
@@ -441,6 +442,18 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	admin.checkA11y("editor")
 	admin.do(chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(10*time.Second, "version 2 saved", `document.querySelector("#save-status").textContent.includes("Saved version 2 of webflow")`, `document.querySelector("#save-status").textContent`)
+	// Saving shows the diff to the previous version: the exec step's lines added, nothing removed
+	// but the detect step's lines around them unchanged.
+	admin.waitJS(10*time.Second, "version 2's changes", `document.querySelector("#save-changes table.diff") !== null`, `document.querySelector("#save-changes").innerText`)
+	added := eval[string](admin, `[...document.querySelectorAll("#save-changes tr.ins .text")].map((e) => e.textContent).join("\n")`)
+	if !strings.Contains(added, "sha256sum") || !strings.Contains(added, "action: exec") {
+		t.Errorf("the changes of version 2 do not show the exec step added:\n%s", added)
+	}
+	if got := eval[string](admin, `document.querySelector("#save-changes h2").textContent`); got != "Changes from v1 to v2" {
+		t.Errorf("the changes are headed %q", got)
+	}
+	admin.screenshot("11-editor-saved-changes")
+	admin.checkA11y("editor with the saved version's changes")
 	wf, err := b.n.Store.WorkflowGet(t.Context(), "webflow", 2)
 	if err != nil {
 		t.Fatalf("version 2 of webflow: %v", err)
@@ -453,9 +466,16 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	}
 	admin.open("/workflows/webflow")
 	admin.waitJS(10*time.Second, "the library's diagram", `(() => { const i = document.querySelector(".diagram img"); return i && i.complete && i.naturalWidth > 0; })()`, `document.querySelector("main").innerText`)
+	if n := eval[int](admin, `document.querySelectorAll("#changes tr.ins").length`); n == 0 {
+		t.Error("the workflow's page shows no added lines from v1 to v2")
+	}
+	admin.screenshot("12-workflow-changes")
 	admin.checkA11y("workflow")
 	admin.open("/workflows")
 	admin.waitJS(10*time.Second, "the workflows", `document.querySelector("section.workflow") !== null`, `document.querySelector("main").innerText`)
+	if got := eval[string](admin, `document.querySelector("#wf-webflow").closest("section").querySelector("a.diff-counts")?.getAttribute("href") || ""`); got != "/workflows/webflow?version=2#changes" {
+		t.Errorf("the library's link to version 2's changes is %q", got)
+	}
 	admin.checkA11y("workflows")
 	// The YAML tab.
 	admin.open("/workflows/webflow/edit")

@@ -148,6 +148,7 @@ func (w *Web) routes() {
 	m.Handle("GET /workflows/new", w.page(api.RoleAdmin, w.editorPage))
 	m.Handle("GET /workflows/{name}", w.page(api.RoleReader, w.workflowPage))
 	m.Handle("GET /workflows/{name}/edit", w.page(api.RoleAdmin, w.editorPage))
+	m.Handle("GET /workflows/{name}/changes", w.page(api.RoleReader, w.changesFragment))
 	m.Handle("GET /ui/catalog", w.page(api.RoleReader, w.catalog))
 	m.Handle("POST /ui/draft", w.page(api.RoleReader, w.draft))
 
@@ -244,6 +245,7 @@ var funcs = template.FuncMap{
 	"time":       func(t time.Time) string { return t.Local().Format("2006-01-02 15:04") },
 	"add":        func(a, b int) int { return a + b },
 	"joinEvents": func(l []string) string { return strings.Join(l, ", ") },
+	"diffMark":   diffMark,
 }
 
 func (w *Web) parseTemplates() {

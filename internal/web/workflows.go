@@ -20,7 +20,13 @@ import (
 // workflowVersions is one stored workflow with its versions, newest first.
 type workflowVersions struct {
 	Name     string
-	Versions []*store.Workflow
+	Versions []versionRow
+}
+
+// versionRow is a version in the library, with the number of lines it changed.
+type versionRow struct {
+	*store.Workflow
+	Changes *versionChanges
 }
 
 func (w *Web) workflowsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
@@ -37,13 +43,20 @@ func (w *Web) workflowsPage(rw http.ResponseWriter, r *http.Request, s *session)
 			by[wf.Name] = v
 			names = append(names, wf.Name)
 		}
-		v.Versions = append(v.Versions, wf)
+		v.Versions = append(v.Versions, versionRow{Workflow: wf})
 	}
 	sort.Strings(names)
 	var list []*workflowVersions
 	for _, n := range names {
 		v := by[n]
 		sort.Slice(v.Versions, func(i, j int) bool { return v.Versions[i].Version > v.Versions[j].Version })
+		for i := range v.Versions {
+			var prev *store.Workflow
+			if i+1 < len(v.Versions) {
+				prev = v.Versions[i+1].Workflow
+			}
+			v.Versions[i].Changes = diffVersions(prev, v.Versions[i].Workflow)
+		}
 		list = append(list, v)
 	}
 	w.render(rw, r, http.StatusOK, "workflows", s, pageData{Title: "Workflows", Nav: "workflows", Data: list})
@@ -53,29 +66,16 @@ func (w *Web) workflowsPage(rw http.ResponseWriter, r *http.Request, s *session)
 func (w *Web) workflowPage(rw http.ResponseWriter, r *http.Request, s *session) error {
 	name := r.PathValue("name")
 	version, _ := strconv.Atoi(r.URL.Query().Get("version"))
-	st := w.b.Engine().Store()
-	wf, err := st.WorkflowGet(r.Context(), name, version)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFoundf("there is no workflow %q", name)
-	} else if err != nil {
-		return err
-	}
-	all, err := st.WorkflowList(r.Context())
+	changes, wf, versions, err := w.changesOf(r, name, version)
 	if err != nil {
 		return err
 	}
-	var versions []*store.Workflow
-	for _, v := range all {
-		if v.Name == name {
-			versions = append(versions, v)
-		}
-	}
-	sort.Slice(versions, func(i, j int) bool { return versions[i].Version > versions[j].Version })
 	w.render(rw, r, http.StatusOK, "workflow", s, pageData{Title: "Workflow " + name, Nav: "workflows", Data: struct {
 		Workflow *store.Workflow
 		Source   string
 		Versions []*store.Workflow
-	}{wf, string(wf.Source), versions}})
+		Changes  *versionChanges
+	}{wf, string(wf.Source), versions, changes}})
 	return nil
 }
 

@@ -330,6 +330,16 @@
     nameInp.select();
   });
 
+  // What the saved version changed from the one before it, as the server renders it (the same
+  // section as the workflow's page).
+  async function showChanges(name, version) {
+    const box = $("save-changes");
+    const res = await fetch("/workflows/" + encodeURIComponent(name) + "/changes?version=" + version);
+    if (!res.ok) { box.replaceChildren(); return; }
+    box.innerHTML = await res.text();
+    $("save-status").append(" ", el("a", { href: "#changes", text: "What changed" }));
+  }
+
   $("save").addEventListener("click", async () => {
     const status = $("save-status");
     clearTimeout(timer);
@@ -342,6 +352,7 @@
         const wf = r.data.workflow;
         status.replaceChildren("Saved version " + wf.version + " of ", el("a", { href: "/workflows/" + encodeURIComponent(wf.name) + "?version=" + wf.version, text: wf.name }), ".");
         root.dataset.version = String(wf.version);
+        await showChanges(wf.name, wf.version);
       } else if (r.status === 422) {
         status.textContent = "Not saved: fix the problems shown first.";
         showProblems(r.data);
