@@ -41,6 +41,13 @@ func (l *leases) disown(id int64) {
 	l.mu.Unlock()
 }
 
+// count returns the number of tasks owned.
+func (l *leases) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.owned)
+}
+
 // record starts (on) or stops renewing a held batch's record.
 func (l *leases) record(id int64, on bool) {
 	l.mu.Lock()

@@ -165,11 +165,7 @@ func (s *actionStats) count(act string, hit bool) {
 }
 
 // InFlight returns the number of tasks this worker leased whose outcome is not yet committed.
-func (w *Worker) InFlight() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.owned)
-}
+func (w *Worker) InFlight() int { return w.leases.count() }
 
 // Owner returns the lease owner name of this worker.
 func (w *Worker) Owner() string { return w.cfg.Owner }
