@@ -170,6 +170,21 @@ func (u *unit) tasksOf(itemID int64) ([]*store.Task, error) {
 	return u.x.TaskListByItem(u.ctx, itemID)
 }
 
+// jobTasks reads a page of the job's tasks, after the held-back tasks are written.
+func (u *unit) jobTasks(p store.TaskListParams) ([]*store.Task, error) {
+	if err := u.flushTasks(); err != nil {
+		return nil, err
+	}
+	return u.x.TaskListByJob(u.ctx, p)
+}
+
+// jobHasOpenItems reports whether the job has an item not yet ingested in the database. Items
+// are inserted at once, and the settler writes its moves before jobs are closed: nothing held
+// back changes the answer.
+func (u *unit) jobHasOpenItems(jobID int64) (bool, error) {
+	return u.x.JobHasOpenItems(u.ctx, jobID)
+}
+
 // readTasks reads the tasks of the items whose tasks are not known, in one statement, and keeps
 // them (until [unit.forgetTasks]).
 func (u *unit) readTasks(ids []int64) error {
