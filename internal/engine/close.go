@@ -68,7 +68,7 @@ func (t *tx) closeJobs() error {
 			}
 		}
 		if !open {
-			if open, err = t.x.JobHasOpenItems(t.ctx, id); err != nil {
+			if open, err = t.jobHasOpenItems(id); err != nil {
 				return err
 			}
 		}

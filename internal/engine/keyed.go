@@ -133,7 +133,7 @@ func TakeClaim(t *Tx, task *store.Task, key string) (ClaimAttempt, []byte, error
 	case c.Holder == task.ID:
 		return ClaimRun, nil, nil
 	}
-	ok, err := x.ClaimPark(ctx, key, task.ID, task.Attempt, t.t.now)
+	ok, err := x.ClaimPark(ctx, store.ClaimParkParams{Key: key, TaskID: task.ID, Attempt: task.Attempt, Now: t.t.now})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -27,7 +27,7 @@ func (u *unit) addEvent(it *store.Item, event string) (bool, error) {
 		u.pendEvents = append(u.pendEvents, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now})
 		return true, nil
 	}
-	return u.x.EventInsert(u.ctx, it.ID, event, u.now)
+	return u.x.EventInsert(u.ctx, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now})
 }
 
 // addTask inserts the task of a step whose needs an event new in this transaction has just met,
@@ -70,7 +70,7 @@ func (u *unit) flushChildCount(parentID int64) error {
 		return nil
 	}
 	delete(u.pendChildren, parentID)
-	return u.x.ItemAddChild(u.ctx, parentID, c.n, c.length)
+	return u.x.ItemAddChild(u.ctx, store.ItemAddChildParams{ParentID: parentID, N: c.n, Length: c.length})
 }
 
 // flushTasks writes the held-back tasks, before anything reads or changes tasks in bulk.

@@ -75,7 +75,7 @@ func (t *tx) retry(jobID int64) error {
 		for {
 			// Large pages: on Postgres each one reads every task of the job (there is no index
 			// of tasks by job), and all of them are held here anyway.
-			page, err := t.x.TaskListByJob(t.ctx, store.TaskListParams{JobID: jobID, State: state, AfterID: after, Limit: retryPage})
+			page, err := t.jobTasks(store.TaskListParams{JobID: jobID, State: state, AfterID: after, Limit: retryPage})
 			if err != nil {
 				return fmt.Errorf("retry job %d: %w", jobID, err)
 			}

@@ -11,7 +11,8 @@ import (
 
 // tx is one engine transaction. Its parts, each with its own invariants:
 //   - [unit], the unit of work: the store transaction, the rows read, the writes held back;
-//     every read goes through it and sees every write made before it.
+//     every read a held-back write could change (tasks, events, items and their states) goes
+//     through it and sees every write made before it.
 //   - [settler]: the items to settle, deepest level first, and their moves (settle.go).
 //   - [closer]: the jobs this transaction may end (close.go).
 //   - [notes]: what to tell the process once the transaction commits.

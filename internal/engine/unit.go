@@ -170,6 +170,21 @@ func (u *unit) tasksOf(itemID int64) ([]*store.Task, error) {
 	return u.x.TaskListByItem(u.ctx, itemID)
 }
 
+// jobTasks reads a page of the job's tasks, after the held-back tasks are written.
+func (u *unit) jobTasks(p store.TaskListParams) ([]*store.Task, error) {
+	if err := u.flushTasks(); err != nil {
+		return nil, err
+	}
+	return u.x.TaskListByJob(u.ctx, p)
+}
+
+// jobHasOpenItems reports whether the job has an item not yet ingested in the database. Items
+// are inserted at once, and the settler writes its moves before jobs are closed: nothing held
+// back changes the answer.
+func (u *unit) jobHasOpenItems(jobID int64) (bool, error) {
+	return u.x.JobHasOpenItems(u.ctx, jobID)
+}
+
 // readTasks reads the tasks of the items whose tasks are not known, in one statement, and keeps
 // them (until [unit.forgetTasks]).
 func (u *unit) readTasks(ids []int64) error {
@@ -211,7 +226,7 @@ func (u *unit) cancelJobTasks(jobID int64) ([]int64, error) {
 		return nil, err
 	}
 	u.freshStale = true
-	running, err := u.x.TaskCancelJob(u.ctx, jobID, "canceled", u.now)
+	running, err := u.x.TaskCancelJob(u.ctx, store.TaskCancelJobParams{JobID: jobID, Reason: "canceled", Now: u.now})
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,8 @@
 // when SLUICE_TEST_DATABASE_URL is set), starts an engine and a worker on it ([Start]), applies
 // workflows, starts jobs and waits for them with a deadline, and makes actions of plain
 // functions ([Func]). Everything it starts is stopped when the test ends. Package testdomain is
-// a domain for tests of domain writes.
+// a domain for tests of domain writes; package domaintest is the conformance kit every domain
+// runs.
 package enginetest
 
 import (

@@ -68,7 +68,7 @@ func TestExportImport(t *testing.T) {
 	if err := lite.OutputPut(ctx, store.OutputPutParams{ItemID: items[0].ID, JobID: sealed.ID, Kind: "raw", Value: raw, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lite.CachePut(ctx, "key", []byte{0x80, 0x81}, now); err != nil {
+	if err := lite.CachePut(ctx, store.CachePutParams{Key: "key", Value: []byte{0x80, 0x81}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 

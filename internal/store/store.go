@@ -171,7 +171,6 @@ type Executor interface {
 	// ItemLockMany is ItemLock for many items at once, in id order; missing ids are left out.
 	ItemLockMany(ctx context.Context, ids []int64) ([]*Item, error)
 	ItemList(ctx context.Context, p ItemListParams) ([]*Item, error)
-	ItemSetState(ctx context.Context, p ItemSetStateParams) (bool, error)
 	// ItemSetStateMany moves the items that are in From to To at once, coloring all of each
 	// one's share when ColorAll is set; it returns how many moved.
 	ItemSetStateMany(ctx context.Context, p ItemSetStateManyParams) (int64, error)
@@ -185,7 +184,7 @@ type Executor interface {
 	ItemUpdate(ctx context.Context, p ItemUpdateParams) error
 	// ItemAddChild records n created children on their parent: n_children+n, share reduced by
 	// length (their lengths summed), never below zero.
-	ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error
+	ItemAddChild(ctx context.Context, p ItemAddChildParams) error
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
 	ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error)
 	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*Item, error)
@@ -195,7 +194,7 @@ type Executor interface {
 	ItemListByMetadata(ctx context.Context, p ItemMetadataParams) ([]*Item, error)
 
 	// EventInsert records an event; false when it had already fired.
-	EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error)
+	EventInsert(ctx context.Context, p EventInsertParams) (bool, error)
 	// EventInsertMany records events in as few statements as the driver can; one that had
 	// already fired is left alone. The engine uses it for events it knows are new.
 	EventInsertMany(ctx context.Context, es []EventInsertParams) error
@@ -263,7 +262,7 @@ type Executor interface {
 	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*Task, error)
 	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
 	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
-	TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) (running []int64, err error)
+	TaskCancelJob(ctx context.Context, p TaskCancelJobParams) (running []int64, err error)
 	// TaskRetry puts a failed or canceled task back to ready for a retry of its job; false when
 	// the task is in neither state.
 	TaskRetry(ctx context.Context, p TaskRetryParams) (bool, error)
@@ -281,7 +280,7 @@ type Executor interface {
 	ClaimTake(ctx context.Context, p ClaimTakeParams) (*Claim, error)
 	// ClaimPark moves the running task to parked (its attempt given back, no lease) to wait
 	// for the claim of key: false when the task was not running that attempt.
-	ClaimPark(ctx context.Context, key string, taskID int64, attempt int, now time.Time) (bool, error)
+	ClaimPark(ctx context.Context, p ClaimParkParams) (bool, error)
 	// ClaimFinish finishes the claim held by p.TaskID, if any (see [ClaimFinishParams]), and
 	// puts the tasks parked on it back to ready, announcing them like any ready task; it
 	// returns their queues.
@@ -321,7 +320,8 @@ type Executor interface {
 	DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error)
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
-	CachePut(ctx context.Context, key string, value []byte, now time.Time) error
+	// CachePut stores an entry; an entry already under the key is kept (the first wins).
+	CachePut(ctx context.Context, p CachePutParams) error
 	// CacheDelete removes an entry (a cached error a retry is about to replace); no error when
 	// there is none.
 	CacheDelete(ctx context.Context, key string) error
@@ -468,15 +468,33 @@ type ItemListParams struct {
 	OnlyErrored bool
 }
 
-// ItemSetStateParams moves an item from one state to another. With To equal to From it only
-// stores Colored.
-type ItemSetStateParams struct {
-	ID   int64
-	From string
-	To   string
-	Now  time.Time
-	// Colored, when set, is stored as the item's colored progress.
-	Colored *float64
+// ItemAddChildParams counts N children created under a parent whose lengths sum to Length.
+type ItemAddChildParams struct {
+	ParentID int64
+	N        int
+	Length   float64
+}
+
+// TaskCancelJobParams cancels a job's ready and parked tasks with Reason as their error.
+type TaskCancelJobParams struct {
+	JobID  int64
+	Reason string
+	Now    time.Time
+}
+
+// ClaimParkParams parks the running task (at its Attempt) on the claim of Key.
+type ClaimParkParams struct {
+	Key     string
+	TaskID  int64
+	Attempt int
+	Now     time.Time
+}
+
+// CachePutParams is a conversion cache entry.
+type CachePutParams struct {
+	Key   string
+	Value []byte
+	Now   time.Time
 }
 
 // ItemSetStateManyParams moves many items between the same two states.
@@ -573,7 +591,7 @@ type TaskInsertParams struct {
 	Done *TaskDone
 }
 
-// EventInsertParams is one event to record.
+// EventInsertParams is one event to record (EventInsert, EventInsertMany).
 type EventInsertParams struct {
 	ItemID int64
 	Name   string

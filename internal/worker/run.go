@@ -98,7 +98,7 @@ func setErr(res *engine.Result, err error) {
 func (w *Worker) applyResult(ctx context.Context, res *engine.Result, fin *finishing) func(tx *engine.Tx) error {
 	return func(tx *engine.Tx) error {
 		if fin.cacheValue != nil {
-			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), fin.flight, fin.cacheValue, tx.Now()); err != nil {
+			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), store.CachePutParams{Key: fin.flight, Value: fin.cacheValue, Now: tx.Now()}); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
@@ -72,17 +73,30 @@ type Row struct {
 	Payload string
 }
 
-var list = map[store.Dialect]string{
-	store.DialectSQLite: `SELECT item_id, step, key, job_id, task_id, attempt, payload FROM testdomain_rows
-		WHERE job_id = ? ORDER BY item_id, step, key`,
-	store.DialectPostgres: `SELECT item_id, step, key, job_id, task_id, attempt, payload::text FROM testdomain_rows
-		WHERE job_id = $1 ORDER BY item_id, step, key`,
-}
+var (
+	cols = `SELECT item_id, step, key, job_id, task_id, attempt, payload FROM testdomain_rows`
+	list = map[store.Dialect]string{
+		store.DialectSQLite:   cols + ` WHERE job_id = ? ORDER BY item_id, step, key`,
+		store.DialectPostgres: strings.Replace(cols, "payload", "payload::text", 1) + ` WHERE job_id = $1 ORDER BY item_id, step, key`,
+	}
+	all = map[store.Dialect]string{
+		store.DialectSQLite:   cols + ` ORDER BY item_id, step, key`,
+		store.DialectPostgres: strings.Replace(cols, "payload", "payload::text", 1) + ` ORDER BY item_id, step, key`,
+	}
+)
 
 // Rows returns the job's rows in (item, step, key) order.
 func Rows(ctx context.Context, s store.Store, jobID int64) ([]Row, error) {
 	x := s.DomainSQL()
-	rows, err := x.Query(ctx, list[x.Dialect()], jobID)
+	return scan(x.Query(ctx, list[x.Dialect()], jobID))
+}
+
+// AllRows returns every row, in (item, step, key) order, read with x (in its transaction).
+func AllRows(ctx context.Context, x store.DomainSQL) ([]Row, error) {
+	return scan(x.Query(ctx, all[x.Dialect()]))
+}
+
+func scan(rows store.DomainRows, err error) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}

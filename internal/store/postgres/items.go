@@ -11,7 +11,6 @@ import (
 
 // The queries of items (queries.go holds the rest).
 
-
 const (
 	itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
 	// The id is drawn first so a root can be its own root_id in the same statement. A replay
@@ -24,15 +23,10 @@ const (
 			ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols + `),
 		open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)
 		SELECT * FROM ins`
-	qItemByKey        = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
-	qItemGet          = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
-	qItemLock         = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
-	qItemSetProcessed = `WITH u AS (UPDATE items SET state = $1, processed_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 RETURNING id),
-		` + openMoved + ` SELECT count(*) FROM u`
-	qItemSetIngested = `WITH u AS (UPDATE items SET state = $1, processed_at = CASE WHEN processed_at = 0 THEN $2 ELSE processed_at END, ingested_at = $2, colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 RETURNING id),
-		` + openIngested + ` SELECT count(*) FROM u`
-	qItemSetColored = `UPDATE items SET colored = COALESCE($5::float8, colored) WHERE id = $3 AND state = $4 AND $1::text IS NOT NULL AND $2::bigint IS NOT NULL`
-	qItemAddChild   = `UPDATE items SET n_children = n_children + $3, share = GREATEST(0, share - $1) WHERE id = $2`
+	qItemByKey    = `SELECT ` + itemCols + ` FROM items WHERE job_id = $1 AND parent_id = $2 AND step = $3 AND ordinal = $4`
+	qItemGet      = `SELECT ` + itemCols + `, text FROM items WHERE id = $1`
+	qItemLock     = `SELECT ` + itemCols + ` FROM items WHERE id = $1 FOR UPDATE`
+	qItemAddChild = `UPDATE items SET n_children = n_children + $3, share = GREATEST(0, share - $1) WHERE id = $2`
 	// qItemHasOpenChild repeats open_items_parent's predicate (003_open_items.up.sql) so that
 	// the planner can use it with any parameters; qItemHasChildState, for a set of states that
 	// includes ingested, and qItemListChildren find the children through items_key, with the
@@ -145,32 +139,6 @@ const (
 	openIngested = `open AS (DELETE FROM open_items WHERE id = ANY (ARRAY(SELECT id FROM u)))`
 )
 
-func itemSetStateQuery(p store.ItemSetStateParams) string {
-	switch {
-	case p.To == p.From:
-		return qItemSetColored
-	case p.To == store.ItemIngested:
-		return qItemSetIngested
-	}
-	return qItemSetProcessed
-}
-
-func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
-	query := itemSetStateQuery(p)
-	if query == qItemSetColored { // the state stays: open_items too
-		tag, err := q.c.Exec(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored)
-		if err != nil {
-			return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
-		}
-		return tag.RowsAffected() > 0, nil
-	}
-	var n int64
-	if err := q.c.QueryRow(ctx, query, p.To, micros(p.Now), p.ID, p.From, p.Colored).Scan(&n); err != nil {
-		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, mapErr(err))
-	}
-	return n > 0, nil
-}
-
 // qItemReopen gives a reopened item its open_items row back, or moves it.
 const qItemReopen = `WITH u AS (UPDATE items SET state = $1,
 		error = CASE WHEN $2 THEN '' ELSE error END,
@@ -210,7 +178,8 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 	return nil
 }
 
-func (q *queries) ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error {
+func (q *queries) ItemAddChild(ctx context.Context, p store.ItemAddChildParams) error {
+	parentID, n, length := p.ParentID, p.N, p.Length
 	if _, err := q.c.Exec(ctx, qItemAddChild, length, parentID, n); err != nil {
 		return fmt.Errorf("count child of %d: %w", parentID, mapErr(err))
 	}

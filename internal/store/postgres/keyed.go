@@ -72,7 +72,8 @@ func (q *queries) ClaimTake(ctx context.Context, p store.ClaimTakeParams) (*stor
 	return c, nil
 }
 
-func (q *queries) ClaimPark(ctx context.Context, key string, taskID int64, attempt int, now time.Time) (bool, error) {
+func (q *queries) ClaimPark(ctx context.Context, p store.ClaimParkParams) (bool, error) {
+	key, taskID, attempt, now := p.Key, p.TaskID, p.Attempt, p.Now
 	tag, err := q.c.Exec(ctx, qParkTask, taskID, attempt, micros(now))
 	if err != nil {
 		return false, fmt.Errorf("park task %d on %q: %w", taskID, key, mapErr(err))

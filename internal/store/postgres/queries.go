@@ -354,7 +354,8 @@ const (
 	qEventList   = `SELECT name FROM events WHERE item_id = $1 ORDER BY created_at, name`
 )
 
-func (q *queries) EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error) {
+func (q *queries) EventInsert(ctx context.Context, p store.EventInsertParams) (bool, error) {
+	itemID, name, now := p.ItemID, p.Name, p.Now
 	tag, err := q.c.Exec(ctx, qEventInsert, itemID, name, micros(now))
 	if err != nil {
 		return false, fmt.Errorf("insert event %q on item %d: %w", name, itemID, mapErr(err))
@@ -484,7 +485,8 @@ func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
 	return nonNil(v), nil
 }
 
-func (q *queries) CachePut(ctx context.Context, key string, value []byte, now time.Time) error {
+func (q *queries) CachePut(ctx context.Context, p store.CachePutParams) error {
+	key, value, now := p.Key, p.Value, p.Now
 	if _, err := q.c.Exec(ctx, qCachePut, key, nonNil(value), micros(now)); err != nil {
 		return fmt.Errorf("put cache entry: %w", mapErr(err))
 	}

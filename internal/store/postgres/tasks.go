@@ -301,7 +301,8 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 	return out, nil
 }
 
-func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) ([]int64, error) {
+func (q *queries) TaskCancelJob(ctx context.Context, p store.TaskCancelJobParams) ([]int64, error) {
+	jobID, reason, now := p.JobID, p.Reason, p.Now
 	if _, err := q.c.Exec(ctx, qTaskCancelReady, reason, micros(now), jobID); err != nil {
 		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, mapErr(err))
 	}

@@ -13,7 +13,6 @@ import (
 
 // The queries of items (queries.go holds the rest).
 
-
 const itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
 
 func scanItem(sc interface{ Scan(...any) error }, withText bool) (*store.Item, error) {
@@ -145,27 +144,6 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-func (q *queries) ItemSetState(ctx context.Context, p store.ItemSetStateParams) (bool, error) {
-	// ?1 state, ?2 now, ?3 id, ?4 from, ?5 colored (NULL: unchanged).
-	set := `processed_at = ?2`
-	if p.To == p.From {
-		set = `processed_at = processed_at + 0 * ?2` // same state: only colored changes
-	} else if p.To == store.ItemIngested {
-		set = `processed_at = CASE WHEN processed_at = 0 THEN ?2 ELSE processed_at END, ingested_at = ?2`
-	}
-	var colored any
-	if p.Colored != nil {
-		colored = *p.Colored
-	}
-	res, err := q.exec(ctx, `UPDATE items SET state = ?1, `+set+`, colored = COALESCE(?5, colored) WHERE id = ?3 AND state = ?4`,
-		p.To, micros(p.Now), p.ID, p.From, colored)
-	if err != nil {
-		return false, fmt.Errorf("set item %d state %s: %w", p.ID, p.To, err)
-	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
-}
-
 func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
 	from, err := reopenFrom(p.To)
 	if err != nil {
@@ -231,7 +209,8 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 	return nil
 }
 
-func (q *queries) ItemAddChild(ctx context.Context, parentID int64, n int, length float64) error {
+func (q *queries) ItemAddChild(ctx context.Context, p store.ItemAddChildParams) error {
+	parentID, n, length := p.ParentID, p.N, p.Length
 	_, err := q.exec(ctx, `UPDATE items SET n_children = n_children + ?, share = MAX(0, share - ?) WHERE id = ?`, n, length, parentID)
 	if err != nil {
 		return fmt.Errorf("count child of %d: %w", parentID, err)

@@ -62,7 +62,8 @@ func (q *queries) ClaimTake(ctx context.Context, p store.ClaimTakeParams) (*stor
 	return c, nil
 }
 
-func (q *queries) ClaimPark(ctx context.Context, key string, taskID int64, attempt int, now time.Time) (bool, error) {
+func (q *queries) ClaimPark(ctx context.Context, p store.ClaimParkParams) (bool, error) {
+	key, taskID, attempt, now := p.Key, p.TaskID, p.Attempt, p.Now
 	res, err := q.exec(ctx, `UPDATE tasks SET state = 'parked', attempt = attempt - 1, lease_owner = '', lease_expires = 0, finished_at = ?
 		WHERE id = ? AND state = 'running' AND attempt = ?`, micros(now), taskID, attempt)
 	if err != nil {

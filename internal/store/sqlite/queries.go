@@ -357,7 +357,8 @@ func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress
 
 // --- events
 
-func (q *queries) EventInsert(ctx context.Context, itemID int64, name string, now time.Time) (bool, error) {
+func (q *queries) EventInsert(ctx context.Context, p store.EventInsertParams) (bool, error) {
+	itemID, name, now := p.ItemID, p.Name, p.Now
 	res, err := q.exec(ctx, `INSERT INTO events (item_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, itemID, name, micros(now))
 	if err != nil {
 		return false, fmt.Errorf("insert event %q on item %d: %w", name, itemID, err)
@@ -513,7 +514,8 @@ func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
 	return []byte(v), nil
 }
 
-func (q *queries) CachePut(ctx context.Context, key string, value []byte, now time.Time) error {
+func (q *queries) CachePut(ctx context.Context, p store.CachePutParams) error {
+	key, value, now := p.Key, p.Value, p.Now
 	_, err := q.exec(ctx, `INSERT INTO cache (key, value, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, key, string(value), micros(now))
 	if err != nil {
 		return fmt.Errorf("put cache entry: %w", err)

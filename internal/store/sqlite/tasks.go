@@ -214,7 +214,8 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 	return q.listTasks(ctx, q.r, `SELECT `+taskCols+` FROM tasks WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
 }
 
-func (q *queries) TaskCancelJob(ctx context.Context, jobID int64, reason string, now time.Time) ([]int64, error) {
+func (q *queries) TaskCancelJob(ctx context.Context, p store.TaskCancelJobParams) ([]int64, error) {
+	jobID, reason, now := p.JobID, p.Reason, p.Now
 	if _, err := q.w.ExecContext(ctx, `UPDATE tasks SET state = 'canceled', error = ?, finished_at = ? WHERE job_id = ? AND state IN ('ready', 'parked')`, reason, micros(now), jobID); err != nil {
 		return nil, fmt.Errorf("cancel tasks of job %d: %w", jobID, err)
 	}

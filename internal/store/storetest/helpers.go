@@ -114,6 +114,13 @@ func (b *bundle) getTask(id int64) *store.Task {
 	return must(b.s.TaskGet(b.t.Context(), id))(b.t)
 }
 
+// move moves one item from one state to another (ItemSetStateMany), reporting whether it moved.
+func (b *bundle) move(id int64, from, to string) bool {
+	b.t.Helper()
+	n := must(b.s.ItemSetStateMany(b.t.Context(), store.ItemSetStateManyParams{IDs: []int64{id}, From: from, To: to, Now: b.now}))(b.t)
+	return n == 1
+}
+
 func (b *bundle) getItem(id int64) *store.Item {
 	b.t.Helper()
 	return must(b.s.ItemGet(b.t.Context(), id))(b.t)

@@ -147,8 +147,8 @@ func testItemInsertMany(t *testing.T, b *bundle) {
 			if to == store.ItemIngested {
 				from = store.ItemProcessed
 			}
-			if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: from, To: to, Now: b.now}))(t) {
-				t.Fatalf("item %d: ItemSetState(%s→%s) = false", it.ID, from, to)
+			if !b.move(it.ID, from, to) {
+				t.Fatalf("item %d: ItemSetStateMany(%s→%s) moved none", it.ID, from, to)
 			}
 		}
 	}
@@ -177,7 +177,7 @@ func testItemList(t *testing.T, b *bundle) {
 	b.root(b.job("").ID, 0, "0000") // another job's item
 	text := "txt"
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: c01.ID, Text: &text, Error: "bad"}))
-	must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: c10.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t)
+	b.move(c10.ID, store.ItemWritten, store.ItemProcessed)
 
 	zero := int64(0)
 	for _, tc := range []struct {
@@ -210,24 +210,24 @@ func testItemList(t *testing.T, b *bundle) {
 func testItemSetState(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	it := b.root(b.job("").ID, 0, "0")
-	if must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now}))(t) {
-		t.Error("ItemSetState from the wrong state = true")
+	if b.move(it.ID, store.ItemProcessed, store.ItemIngested) {
+		t.Error("ItemSetStateMany from the wrong state moved the item")
 	}
-	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t) {
-		t.Error("ItemSetState(written→processed) = false")
+	if !b.move(it.ID, store.ItemWritten, store.ItemProcessed) {
+		t.Error("ItemSetStateMany(written→processed) moved none")
 	}
 	if got := b.getItem(it.ID); got.State != store.ItemProcessed || got.Colored != 0 {
 		t.Errorf("after processed: %s colored %v", got.State, got.Colored)
 	}
-	c := 77.5
-	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
-		t.Error("ItemSetState(processed→ingested) = false")
+	mustOK(t, b.s.ItemColorMany(ctx, []int64{it.ID}, []float64{77.5}))
+	if !b.move(it.ID, store.ItemProcessed, store.ItemIngested) {
+		t.Error("ItemSetStateMany(processed→ingested) moved none")
 	}
 	if got := b.getItem(it.ID); got.State != store.ItemIngested || got.Colored != 77.5 {
 		t.Errorf("after ingested: %s colored %v, want ingested 77.5", got.State, got.Colored)
 	}
-	if must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: 1 << 40, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t) {
-		t.Error("ItemSetState of a missing item = true")
+	if b.move(1<<40, store.ItemWritten, store.ItemProcessed) {
+		t.Error("ItemSetStateMany of a missing item moved it")
 	}
 }
 
@@ -274,7 +274,7 @@ func testItemManyAtOnce(t *testing.T, b *bundle) {
 	}
 
 	// Only the items in From move; ColorAll colors each one's whole share.
-	must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: c.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t)
+	b.move(c.ID, store.ItemWritten, store.ItemProcessed)
 	n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{a.ID, c.ID, d.ID}, From: store.ItemWritten, To: store.ItemIngested, Now: b.at(time.Second), ColorAll: true}))(t)
 	if n != 2 {
 		t.Errorf("ItemSetStateMany moved %d, want 2", n)
@@ -358,7 +358,7 @@ func testItemUpdateMetadataMerge(t *testing.T, b *bundle) {
 func testItemColored(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	it := b.root(b.job("").ID, 0, "0") // range 100, share 100
-	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 1, 40))
+	mustOK(t, b.s.ItemAddChild(ctx, store.ItemAddChildParams{ParentID: it.ID, N: 1, Length: 40}))
 	got := b.getItem(it.ID)
 	if got.NChildren != 1 || got.Share != 60 || got.RangeLen != 100 {
 		t.Errorf("after ItemAddChild(40): n %d share %v range %v, want 1 60 100", got.NChildren, got.Share, got.RangeLen)
@@ -371,7 +371,7 @@ func testItemColored(t *testing.T, b *bundle) {
 	if got := b.getItem(it.ID); got.Colored != 60 {
 		t.Errorf("colored after 0.5 more = %v, want 60 (capped at share)", got.Colored)
 	}
-	mustOK(t, b.s.ItemAddChild(ctx, it.ID, 1, 100))
+	mustOK(t, b.s.ItemAddChild(ctx, store.ItemAddChildParams{ParentID: it.ID, N: 1, Length: 100}))
 	if got := b.getItem(it.ID); got.NChildren != 2 || got.Share != 0 {
 		t.Errorf("after ItemAddChild(100): n %d share %v, want 2 0 (never negative)", got.NChildren, got.Share)
 	}
@@ -384,7 +384,7 @@ func testItemColored(t *testing.T, b *bundle) {
 	mustOK(t, b.s.ItemColorMany(ctx, nil, nil))
 	// Many children at once: counted together, their lengths summed.
 	other := b.root(b.job("").ID, 0, "0")
-	mustOK(t, b.s.ItemAddChild(ctx, other.ID, 3, 30))
+	mustOK(t, b.s.ItemAddChild(ctx, store.ItemAddChildParams{ParentID: other.ID, N: 3, Length: 30}))
 	if got := b.getItem(other.ID); got.NChildren != 3 || got.Share != 70 {
 		t.Errorf("after ItemAddChild(3, 30): n %d share %v, want 3 70", got.NChildren, got.Share)
 	}
@@ -410,7 +410,7 @@ func testItemChildren(t *testing.T, b *bundle) {
 		t.Error("ItemHasChildInState with all children written")
 	}
 	for _, c := range []*store.Item{c0, c1, a0} {
-		must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: c.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now}))(t)
+		b.move(c.ID, store.ItemWritten, store.ItemProcessed)
 	}
 	if has(store.ItemCreated, store.ItemWritten) || !has(store.ItemWritten, store.ItemProcessed) {
 		t.Error("ItemHasChildInState with all children processed (the grandchild is not a child)")
@@ -445,11 +445,11 @@ func testEvents(t *testing.T, b *bundle) {
 		name string
 		want bool
 	}{{"start", true}, {"detected.pdf", true}, {"start", false}, {"detected.pdf", false}} {
-		if got := must(b.s.EventInsert(ctx, it.ID, tc.name, b.now))(t); got != tc.want {
+		if got := must(b.s.EventInsert(ctx, store.EventInsertParams{ItemID: it.ID, Name: tc.name, Now: b.now}))(t); got != tc.want {
 			t.Errorf("EventInsert(%s) = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	must(b.s.EventInsert(ctx, other.ID, "other", b.now))(t)
+	must(b.s.EventInsert(ctx, store.EventInsertParams{ItemID: other.ID, Name: "other", Now: b.now}))(t)
 	got := must(b.s.EventListByItem(ctx, it.ID))(t)
 	slices.Sort(got)
 	if want := []string{"detected.pdf", "start"}; !slices.Equal(got, want) {
@@ -510,8 +510,8 @@ func testItemReopen(t *testing.T, b *bundle) {
 	j := b.job("")
 	set := func(it *store.Item, from, to string) {
 		t.Helper()
-		if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: it.ID, From: from, To: to, Now: b.now}))(t) {
-			t.Fatalf("ItemSetState(%s→%s) = false", from, to)
+		if !b.move(it.ID, from, to) {
+			t.Fatalf("ItemSetStateMany(%s→%s) moved none", from, to)
 		}
 	}
 	reopen := func(it *store.Item, to string, clear bool) bool {
@@ -520,10 +520,8 @@ func testItemReopen(t *testing.T, b *bundle) {
 	}
 	failed := b.root(j.ID, 0, "0")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "pdf failed 3 times: boom"}))
-	c := 50.0
-	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: failed.ID, From: store.ItemWritten, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
-		t.Fatal("ItemSetState(written→ingested) = false")
-	}
+	mustOK(t, b.s.ItemColorMany(ctx, []int64{failed.ID}, []float64{50}))
+	set(failed, store.ItemWritten, store.ItemIngested)
 	if must(b.s.JobHasOpenItems(ctx, j.ID))(t) {
 		t.Error("JobHasOpenItems with the job's only item ingested = true")
 	}
@@ -544,10 +542,9 @@ func testItemReopen(t *testing.T, b *bundle) {
 
 	parent := b.root(j.ID, 1, "1")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: parent.ID, Error: "parent's own"}))
+	mustOK(t, b.s.ItemColorMany(ctx, []int64{parent.ID}, []float64{50}))
 	set(parent, store.ItemWritten, store.ItemProcessed)
-	if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: parent.ID, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now, Colored: &c}))(t) {
-		t.Fatal("ItemSetState(processed→ingested) = false")
-	}
+	set(parent, store.ItemProcessed, store.ItemIngested)
 	if !reopen(parent, store.ItemProcessed, false) {
 		t.Fatal("ItemReopen(ingested→processed) = false")
 	}

@@ -79,7 +79,7 @@ func testClaims(t *testing.T, b *bundle) {
 	if cl := take(c.ID); cl.Holder != a.ID || cl.State != store.ClaimHeld {
 		t.Fatalf("second task's take %+v", cl)
 	}
-	if !must(b.s.ClaimPark(ctx, "k", c.ID, 1, b.now))(t) {
+	if !must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k", TaskID: c.ID, Attempt: 1, Now: b.now}))(t) {
 		t.Fatal("ClaimPark = false")
 	}
 	if got := b.getTask(c.ID); got.State != store.TaskParked || got.Attempt != 0 || got.LeaseOwner != "" {
@@ -119,7 +119,7 @@ func testClaims(t *testing.T, b *bundle) {
 	if cl := take2(e.ID); cl.Holder != d.ID {
 		t.Fatalf("take %+v", cl)
 	}
-	must(b.s.ClaimPark(ctx, "k2", e.ID, 1, b.now))(t)
+	must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k2", TaskID: e.ID, Attempt: 1, Now: b.now}))(t)
 	if qs := must(b.s.ClaimFinish(ctx, store.ClaimFinishParams{TaskID: d.ID, Now: b.now}))(t); len(qs) != 1 {
 		t.Fatalf("drop readied %v", qs)
 	}
@@ -136,10 +136,10 @@ func testClaims(t *testing.T, b *bundle) {
 	b.lease("fq", 2, "w", b.now)
 	must(b.s.ClaimTake(ctx, store.ClaimTakeParams{Key: "k3", TaskID: f.ID, Now: b.now}))(t)
 	must(b.s.ClaimTake(ctx, store.ClaimTakeParams{Key: "k3", TaskID: g.ID, Now: b.now}))(t)
-	must(b.s.ClaimPark(ctx, "k3", g.ID, 1, b.now))(t)
+	must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k3", TaskID: g.ID, Attempt: 1, Now: b.now}))(t)
 	// f goes back to ready (its lease lost), then its job is canceled.
 	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: f.ID, Attempt: 1, State: store.TaskReady, Now: b.now}))(t)
-	must(b.s.TaskCancelJob(ctx, j2.ID, "canceled", b.now))(t)
+	must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j2.ID, Reason: "canceled", Now: b.now}))(t)
 	if qs := must(b.s.ClaimReleaseJob(ctx, j2.ID, b.now))(t); len(qs) != 1 {
 		t.Fatalf("ClaimReleaseJob readied %v", qs)
 	}
@@ -150,8 +150,8 @@ func testClaims(t *testing.T, b *bundle) {
 	h := b.taskIn(b.s, b.root(j3.ID, 1, "1"), "s", "hq")
 	b.lease("hq", 1, "w", b.now)
 	must(b.s.ClaimTake(ctx, store.ClaimTakeParams{Key: "k", TaskID: h.ID, Now: b.now}))(t)
-	must(b.s.ClaimPark(ctx, "k4", h.ID, 1, b.now))(t)
-	must(b.s.TaskCancelJob(ctx, j3.ID, "canceled", b.now))(t)
+	must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k4", TaskID: h.ID, Attempt: 1, Now: b.now}))(t)
+	must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j3.ID, Reason: "canceled", Now: b.now}))(t)
 	if got := b.getTask(h.ID); got.State != store.TaskCanceled {
 		t.Errorf("parked task of a canceled job: %+v", got)
 	}

@@ -71,19 +71,19 @@ func testCache(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	_, err := b.s.CacheGet(ctx, "k")
 	checkNotFound(t, "CacheGet(missing)", err)
-	mustOK(t, b.s.CachePut(ctx, "k", []byte(`{"pages":3}`), b.now))
-	mustOK(t, b.s.CachePut(ctx, "k", []byte(`{"pages":4}`), b.at(time.Hour))) // first wins
-	mustOK(t, b.s.CachePut(ctx, "empty", []byte{}, b.now))
+	mustOK(t, b.s.CachePut(ctx, store.CachePutParams{Key: "k", Value: []byte(`{"pages":3}`), Now: b.now}))
+	mustOK(t, b.s.CachePut(ctx, store.CachePutParams{Key: "k", Value: []byte(`{"pages":4}`), Now: b.at(time.Hour)})) // first wins
+	mustOK(t, b.s.CachePut(ctx, store.CachePutParams{Key: "empty", Value: []byte{}, Now: b.now}))
 	checkBytes(t, "CacheGet(k)", must(b.s.CacheGet(ctx, "k"))(t), `{"pages":3}`)
 	checkBytes(t, "CacheGet(empty)", must(b.s.CacheGet(ctx, "empty"))(t), "")
 	mustOK(t, b.s.CacheDelete(ctx, "k"))
 	_, err = b.s.CacheGet(ctx, "k")
 	checkNotFound(t, "CacheGet after CacheDelete", err)
 	mustOK(t, b.s.CacheDelete(ctx, "k")) // deleting a missing entry is no error
-	mustOK(t, b.s.CachePut(ctx, "k", []byte(`{"pages":5}`), b.now))
+	mustOK(t, b.s.CachePut(ctx, store.CachePutParams{Key: "k", Value: []byte(`{"pages":5}`), Now: b.now}))
 	checkBytes(t, "CacheGet(k) after delete and put", must(b.s.CacheGet(ctx, "k"))(t), `{"pages":5}`)
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
-		if err := x.CachePut(ctx, "tx", []byte("v"), b.now); err != nil {
+		if err := x.CachePut(ctx, store.CachePutParams{Key: "tx", Value: []byte("v"), Now: b.now}); err != nil {
 			return err
 		}
 		v, err := x.CacheGet(ctx, "tx")
@@ -102,7 +102,7 @@ func testBlobIsReferenced(t *testing.T, b *bundle) {
 	mustOK(t, err)
 	it := b.root(j.ID, 1, "1")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: it.ID, ThumbnailSHA: sha('b'), ThumbnailType: "image/jpeg"}))
-	mustOK(t, b.s.CachePut(ctx, "conv", []byte(`{"pdf":"`+sha('c')+`"}`), b.now))
+	mustOK(t, b.s.CachePut(ctx, store.CachePutParams{Key: "conv", Value: []byte(`{"pdf":"` + sha('c') + `"}`), Now: b.now}))
 	for _, tc := range []struct {
 		sha  string
 		want bool

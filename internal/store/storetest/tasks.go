@@ -381,7 +381,7 @@ func testTaskCancelJob(t *testing.T, b *bundle) {
 	ready := b.task(b.s, b.root(j.ID, 2, "2"), "s")
 	otherReady := b.task(b.s, b.root(other.ID, 0, "0"), "s")
 
-	ids := must(b.s.TaskCancelJob(ctx, j.ID, "canceled", b.at(time.Second)))(t)
+	ids := must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j.ID, Reason: "canceled", Now: b.at(time.Second)}))(t)
 	checkIDs(t, "TaskCancelJob running ids", ids, []int64{running.ID})
 	got := b.getTask(ready.ID)
 	if got.State != store.TaskCanceled || got.Error != "canceled" {
@@ -397,7 +397,7 @@ func testTaskCancelJob(t *testing.T, b *bundle) {
 		}
 	}
 	// Replaying the cancel changes nothing more.
-	checkIDs(t, "second TaskCancelJob", must(b.s.TaskCancelJob(ctx, j.ID, "again", b.at(time.Hour)))(t), []int64{running.ID})
+	checkIDs(t, "second TaskCancelJob", must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j.ID, Reason: "again", Now: b.at(time.Hour)}))(t), []int64{running.ID})
 	if got := b.getTask(ready.ID); got.Error != "canceled" {
 		t.Errorf("replayed cancel rewrote the error: %q", got.Error)
 	}
@@ -462,7 +462,7 @@ func testTaskRetry(t *testing.T, b *bundle) {
 	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
 	canceled := b.task(b.s, b.root(j.ID, 3, "3"), "s")
 	other := b.task(b.s, b.root(j.ID, 4, "4"), "s")
-	must(b.s.TaskCancelJob(ctx, j.ID, "canceled", b.now))(t)
+	must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j.ID, Reason: "canceled", Now: b.now}))(t)
 	b.task(b.s, b.root(j.ID, 5, "5"), "s") // ready again after the cancel
 
 	later := b.at(time.Hour)

@@ -30,13 +30,13 @@ func testInTxRollback(t *testing.T, b *bundle) {
 		}
 		itemID = it.ID
 		taskID = b.task(x, it, "s").ID
-		if _, err := x.EventInsert(ctx, it.ID, "start", b.now); err != nil {
+		if _, err := x.EventInsert(ctx, store.EventInsertParams{ItemID: it.ID, Name: "start", Now: b.now}); err != nil {
 			return err
 		}
 		if _, err := x.WorkflowInsert(ctx, store.WorkflowInsertParams{Name: "wf", Digest: "d", Definition: []byte("{}"), Source: []byte("s"), Now: b.now}); err != nil {
 			return err
 		}
-		if err := x.CachePut(ctx, "gone", []byte("v"), b.now); err != nil {
+		if err := x.CachePut(ctx, store.CachePutParams{Key: "gone", Value: []byte("v"), Now: b.now}); err != nil {
 			return err
 		}
 		if err := x.OutputPut(ctx, store.OutputPutParams{ItemID: it.ID, JobID: j.ID, Kind: "document", Value: []byte("{}"), Now: b.now}); err != nil {
@@ -123,7 +123,7 @@ func testInTxReadsOwnWrites(t *testing.T, b *bundle) {
 		if st, err := store.TaskStats(ctx, x, j.ID); err != nil || st[store.TaskComplete] != 1 {
 			return fmt.Errorf("TaskStats in tx = %v, %v", st, err)
 		}
-		if _, err := x.EventInsert(ctx, it.ID, "start", b.now); err != nil {
+		if _, err := x.EventInsert(ctx, store.EventInsertParams{ItemID: it.ID, Name: "start", Now: b.now}); err != nil {
 			return err
 		}
 		if evs, err := x.EventListByItem(ctx, it.ID); err != nil || len(evs) != 1 {

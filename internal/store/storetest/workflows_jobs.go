@@ -179,8 +179,8 @@ func testJobHasOpenItems(t *testing.T, b *bundle) {
 	}
 	set := func(id int64, from, to string) {
 		t.Helper()
-		if !must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: id, From: from, To: to, Now: b.now}))(t) {
-			t.Fatalf("ItemSetState(%d %s→%s) = false", id, from, to)
+		if !b.move(id, from, to) {
+			t.Fatalf("ItemSetStateMany(%d %s→%s) moved none", id, from, to)
 		}
 	}
 	for _, id := range []int64{r1.ID, r2.ID} {
@@ -206,8 +206,8 @@ func testJobProgress(t *testing.T, b *bundle) {
 	r1, r2, r3 := b.root(j.ID, 0, "0"), b.root(j.ID, 1, "1"), b.root(j.ID, 2, "2")
 	_ = r3
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: r1.ID, AddColored: 0.25}))
-	c := 100.0
-	must(b.s.ItemSetState(ctx, store.ItemSetStateParams{ID: r2.ID, From: store.ItemWritten, To: store.ItemProcessed, Now: b.now, Colored: &c}))(t)
+	mustOK(t, b.s.ItemColorMany(ctx, []int64{r2.ID}, []float64{100}))
+	b.move(r2.ID, store.ItemWritten, store.ItemProcessed)
 	p := must(b.s.JobProgress(ctx, j.ID))(t)
 	if p.Total != 300 || p.Colored != 125 {
 		t.Errorf("JobProgress = total %v colored %v, want 300 125", p.Total, p.Colored)
