@@ -70,10 +70,9 @@ func writeProxy(t testing.TB, dir string, g modGraph) {
 	}
 }
 
-// oracle runs the real go tool, offline on the file:// proxy, for a go 1.16 main module requiring
-// the roots: the edges of `go mod graph` (but the main module's and go@ ones) and the build list
-// of `go list -m all` (but the main module), as pkg@version.
-func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string) {
+// goTool returns a function running the real go tool, offline on the file:// proxy, in a new
+// go 1.16 main module requiring the roots (with a module cache of its own).
+func goTool(t testing.TB, proxy string, roots []string) func(args ...string) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -92,7 +91,7 @@ func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string)
 	}
 	env := append(os.Environ(), "GOPROXY=file://"+proxy, "GOSUMDB=off", "GONOSUMDB=*", "GONOSUMCHECK=1", "GOPRIVATE=",
 		"GOFLAGS=-mod=mod -modcacherw", "GOTOOLCHAIN=local", "GOMODCACHE="+filepath.Join(dir, "modcache"), "GOWORK=off")
-	run := func(args ...string) string {
+	return func(args ...string) string {
 		cmd := exec.Command(gobin, args...)
 		cmd.Dir, cmd.Env = dir, env
 		out, err := cmd.Output()
@@ -105,6 +104,14 @@ func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string)
 		}
 		return string(out)
 	}
+}
+
+// oracle runs the real go tool, offline on the file:// proxy, for a go 1.16 main module requiring
+// the roots: the edges of `go mod graph` (but the main module's and go@ ones) and the build list
+// of `go list -m all` (but the main module), as pkg@version.
+func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string) {
+	t.Helper()
+	run := goTool(t, proxy, roots)
 	var edges []graph.Edge
 	for _, line := range strings.Split(strings.TrimSpace(run("mod", "graph")), "\n") {
 		from, to, _ := strings.Cut(line, " ")
