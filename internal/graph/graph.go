@@ -197,3 +197,6 @@ func intOf(md map[string]any, k string) int64 {
 	}
 	return 0
 }
+
+// TypeNames lists the graph's package types, sorted.
+func (g *Graph) TypeNames() []string { return g.types.Names() }
