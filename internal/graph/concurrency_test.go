@@ -17,7 +17,7 @@ import (
 // result equals the request's run alone.
 func TestOverlappingRequestsResolveOnce(t *testing.T) {
 	t.Parallel()
-	g, _ := randomGraph(7, 120)
+	g, _ := randomGraph(7, 70)
 	dir := t.TempDir()
 	writeProxy(t, dir, g)
 	reqA := graph.Request{Type: "gomod", Roots: []string{"example.com/m0@v1.0.0"}}
@@ -101,7 +101,7 @@ func TestResultIndependentOfOrderAndWorkers(t *testing.T) {
 	}
 	var variants []variant
 	for seed := int64(1); seed <= 2; seed++ {
-		g, roots := randomGraph(seed*100, 60)
+		g, roots := randomGraph(seed*100, 40)
 		roots = append(roots, "example.com/m7@v1.0.0", "example.com/m20@v1.0.0")
 		rng := rand.New(rand.NewSource(seed))
 		shuffled := modGraph{}

@@ -118,6 +118,7 @@ const (
 	keyExclusions = "exclusions" // accumulated along the path
 	keyKind       = "kind"       // the relationship's kind
 	keySelectKey  = "select_key" // what select-sync claims in the request
+	keyMaxDepth   = "max_depth"  // the request's, for end-detect
 	keyWork       = "work"       // the work item's decisions, below
 	keyStatus     = "status"     // the route statuses, below
 
