@@ -276,8 +276,11 @@ func loopback(t testing.TB) *egress.Policy {
 	return p
 }
 
-// randomGraph makes a synthetic DAG of n modules (each with 1–3 versions) whose versions
-// require versions of later modules; the roots are versions of the first modules.
+// randomGraph makes a synthetic DAG of n modules (each with 1–3 versions) in levels: module i
+// sits below module (i-1)/3, whose first version requires i's first version (so every module is
+// reachable), and each version requires up to 3 random versions of modules of the next level.
+// Every path is as short as the levels are few (log3 n): the engine bounds an item tree's depth
+// (64 by default), and a traversal's work items follow the graph's paths. The root is module 0.
 func randomGraph(seed int64, n int) (modGraph, []string) {
 	rng := rand.New(rand.NewSource(seed))
 	g := modGraph{}
@@ -291,29 +294,40 @@ func randomGraph(seed int64, n int) (modGraph, []string) {
 		}
 		return fmt.Sprintf("example.com/m%d", i)
 	}
+	// The levels of the 3-ary tree are index ranges [start(L), start(L+1)).
+	start := func(level int) int { return (pow3(level) - 1) / 2 }
+	level := func(i int) int {
+		l := 0
+		for start(l+1) <= i {
+			l++
+		}
+		return l
+	}
 	for i := 0; i < n; i++ {
+		lo, hi := start(level(i)+1), min(start(level(i)+2), n)
 		for v := 0; v < nver[i]; v++ {
 			var reqs []string
-			seen := map[int]bool{}
-			for k := rng.Intn(4); k > 0 && i < n-1; k-- {
-				j := i + 1 + rng.Intn(min(n-i-1, 40))
-				if seen[j] {
-					continue
+			if v == 0 { // the tree's edges first: dedupByPath keeps them
+				for c := 3*i + 1; c <= 3*i+3 && c < n; c++ {
+					reqs = append(reqs, fmt.Sprintf("%s@v1.0.0", name(c)))
 				}
-				seen[j] = true
+			}
+			for k := rng.Intn(4); k > 0 && lo < hi; k-- {
+				j := lo + rng.Intn(hi-lo)
 				reqs = append(reqs, fmt.Sprintf("%s@v1.%d.0", name(j), rng.Intn(nver[j])))
 			}
-			g[fmt.Sprintf("%s@v1.%d.0", name(i), v)] = reqs
+			g[fmt.Sprintf("%s@v1.%d.0", name(i), v)] = dedupByPath(reqs)
 		}
 	}
-	// Every module reachable, in few levels (a deep chain would make the test measure the
-	// latency of one step after another): module i's first version is required by module
-	// (i-1)/3's first one.
-	for i := 1; i < n; i++ {
-		mv := fmt.Sprintf("%s@v1.0.0", name((i-1)/3))
-		g[mv] = dedupByPath(append(g[mv], fmt.Sprintf("%s@v1.0.0", name(i))))
-	}
 	return g, []string{name(0) + "@v1.0.0"}
+}
+
+func pow3(k int) int {
+	p := 1
+	for range k {
+		p *= 3
+	}
+	return p
 }
 
 // dedupByPath keeps the first requirement of each module path (a go.mod requires a path once).
