@@ -1,4 +1,4 @@
-.PHONY: help test test-race lint bench build ci
+.PHONY: help test test-race lint bench bench-graph build ci
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ bench: build ## engine and store benchmarks on this machine
 	./sluice bench engine --tasks 20000
 	./sluice bench engine --tasks 2000 --mode paced --rate 200
 	go test -run XXX -bench . -benchtime 1x ./internal/store/...
+
+bench-graph: ## sluice's graph workflow against go mod graph, 5,000 modules (SLUICE_GRAPH_BENCH_MODULES)
+	go test -run '^$$' -bench GoModGraph -benchtime 1x -timeout 60m ./internal/graph
 
 ci: ## what CI runs
 	bash .ci/run

@@ -40,8 +40,8 @@ func (g *Graph) Actions() []action.Action {
 
 	return []action.Action{
 		quick("graph-register", "Registers a graph request: records its workspace and makes a work item per root package.", nil, g.register),
-		quick("graph-end-detect", "Decides whether a work item continues (max depth), or on the request item that the traversal is done.",
-			[]string{EventInProgress, EventDone}, g.endDetect),
+		inlineWorkItems(quick("graph-end-detect", "Decides whether a work item continues (max depth), or on the request item that the traversal is done.",
+			[]string{EventInProgress, EventDone}, g.endDetect)),
 		quick("graph-select-sync", "Claims the selection of a package (version) in the request; run under a claim, the others wait for it.", nil, g.selectSync),
 		quick("graph-select", "Selects the version a work item traverses: the user's override, or the package type's choice.", []string{EventSelected}, g.selectVersion),
 		quick("graph-resolve-sync", "Skips resolving a package version the shared graph already holds (AVOIDED).", []string{EventUnresolved, EventResolved}, g.resolveSync),
@@ -50,6 +50,14 @@ func (g *Graph) Actions() []action.Action {
 		quick("graph-format", "Collects the request's work items into its result: nodes, edges, paths and node errors.", nil, g.format),
 		quick("graph-unknown-type", "The error route of a work item whose package type no step handles.", nil, g.unknownType),
 	}
+}
+
+// inlineWorkItems lets the engine run the action inline on work items (not the request item):
+// there it reads nothing but the item.
+func inlineWorkItems(a action.Action) action.Action {
+	f := a.(fn)
+	f.spec.Inline = func(it action.Item) bool { return it.ParentID != 0 }
+	return f
 }
 
 // register records the request's workspace and makes one work item per root package.
@@ -71,7 +79,7 @@ func (g *Graph) register(ctx context.Context, t *action.Task, out action.Output)
 		if r.excluded(pkg) {
 			continue
 		}
-		if err := out.CreateChild(ctx, workItem(pt, r.Type, pkg, ver, r.Scope, nil, "root")); err != nil {
+		if err := out.CreateChild(ctx, workItem(pt, &r, pkg, ver, r.Scope, nil, "root")); err != nil {
 			return err
 		}
 	}
@@ -80,7 +88,8 @@ func (g *Graph) register(ctx context.Context, t *action.Task, out action.Output)
 
 // workItem is a new work item's child description. It sets every key of a work item, so that
 // none is inherited from its parent's metadata.
-func workItem(pt PackageType, typ, pkg, advice, scope string, exclusions []string, kind string) action.Child {
+func workItem(pt PackageType, r *Request, pkg, advice, scope string, exclusions []string, kind string) action.Child {
+	typ := r.Type
 	key := typ + ":" + pkg
 	if pt != nil {
 		key = typ + ":" + pt.SelectKey(pkg, advice)
@@ -90,17 +99,13 @@ func workItem(pt PackageType, typ, pkg, advice, scope string, exclusions []strin
 	}
 	return action.Child{Name: pkg + "@" + advice, Metadata: map[string]any{
 		keyRequest: nil, keyType: typ, keyPkg: pkg, keyAdvice: advice, keyScope: scope, keyExclusions: exclusions,
-		keyKind: kind, keySelectKey: key, keyWork: map[string]any{}, keyStatus: map[string]any{},
+		keyKind: kind, keySelectKey: key, keyMaxDepth: r.MaxDepth, keyWork: map[string]any{}, keyStatus: map[string]any{},
 	}}
 }
 
 // endDetect stops a work item past the request's max depth; on the request item (once every
 // work item is done) it records why the traversal ended.
 func (g *Graph) endDetect(ctx context.Context, t *action.Task, out action.Output) error {
-	r, err := g.request(ctx, t.JobID)
-	if err != nil {
-		return err
-	}
 	if t.Item.ParentID == 0 {
 		s, err := g.db()
 		if err != nil {
@@ -120,7 +125,8 @@ func (g *Graph) endDetect(ctx context.Context, t *action.Task, out action.Output
 		setStatus(out, StatusEndDetectResult, "DONE", StatusEndDetectReason, reason)
 		return nil
 	}
-	if depth := t.Item.Depth - 1; r.MaxDepth > 0 && depth > r.MaxDepth {
+	// The request's max depth travels with each work item, so that this runs inline.
+	if depth, max := int64(t.Item.Depth-1), intOf(t.Item.Metadata, keyMaxDepth); max > 0 && depth > max {
 		setStatus(out, StatusEndDetectResult, "DONE", StatusEndDetectReason, "MAX_DEPTH_REACHED")
 		out.Emit(EventDone)
 		return nil
@@ -285,7 +291,7 @@ func (g *Graph) traverse(ctx context.Context, t *action.Task, out action.Output)
 		ex := append(slices.Clone(path), rel.Exclusions...)
 		slices.Sort(ex)
 		ex = slices.Compact(ex)
-		if err := out.CreateChild(ctx, workItem(pt, typ, rel.Target, rel.Advice, childScope, ex, rel.Kind)); err != nil {
+		if err := out.CreateChild(ctx, workItem(pt, r, rel.Target, rel.Advice, childScope, ex, rel.Kind)); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package graph_test
 import (
 	"math/rand"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 // result equals the request's run alone.
 func TestOverlappingRequestsResolveOnce(t *testing.T) {
 	t.Parallel()
-	g, _ := randomGraph(7, 120)
+	g, _ := randomGraph(7, 70)
 	dir := t.TempDir()
 	writeProxy(t, dir, g)
 	reqA := graph.Request{Type: "gomod", Roots: []string{"example.com/m0@v1.0.0"}}
@@ -34,47 +35,37 @@ func TestOverlappingRequestsResolveOnce(t *testing.T) {
 				t.Errorf("%s fetched %d times", path, n)
 			}
 		}
-		// Every version of both results was resolved (DONE) by exactly one work item in all.
-		done := map[string]int{}
-		avoidedB := 0
+		// Every version was resolved (DONE) by exactly one work item in all; a version both
+		// requests traversed is DONE in one and AVOIDED in the other.
+		byVersion := map[string][]string{}
 		for _, job := range []int64{jobA.ID, jobB.ID} {
 			for _, md := range workItems(t, k.Store, job) {
 				w, _ := md["work"].(map[string]any)
 				v, _ := w["version"].(string)
-				if v == "" {
+				if v == "" || status(md, "selection-result") != "DONE" {
 					continue
 				}
-				switch status(md, "resolution-result") {
-				case "DONE":
-					done[md["pkg"].(string)+"@"+v]++
-				case "AVOIDED":
-					if job == jobB.ID {
-						avoidedB++
-					}
-				case "":
-					t.Errorf("job %d: work item %v@%s has no resolution-result: %v", job, md["pkg"], v, md["status"])
+				rr := status(md, "resolution-result")
+				if rr != "DONE" && rr != "AVOIDED" {
+					t.Errorf("job %d: work item %v@%s: resolution-result %q", job, md["pkg"], v, rr)
 				}
+				byVersion[md["pkg"].(string)+"@"+v] = append(byVersion[md["pkg"].(string)+"@"+v], rr)
 			}
 		}
 		shared := 0
-		for mv, n := range done {
-			if n != 1 {
-				t.Errorf("%s resolved %d times", mv, n)
-			}
-		}
-		inA := map[string]bool{}
-		for _, n := range resA.Nodes {
-			inA[n] = true
-		}
-		for _, n := range resB.Nodes {
-			if inA[n] {
+		for mv, rs := range byVersion {
+			sort.Strings(rs)
+			switch {
+			case len(rs) == 2 && rs[0] == "AVOIDED" && rs[1] == "DONE":
 				shared++
+			case len(rs) != 1 || rs[0] != "DONE":
+				t.Errorf("%s: %v, want DONE once (and AVOIDED in the other request when both traverse it)", mv, rs)
 			}
 		}
-		if shared == 0 || avoidedB == 0 {
-			t.Fatalf("the requests should overlap: %d shared modules, %d AVOIDED in the second", shared, avoidedB)
+		if shared < 10 {
+			t.Fatalf("the requests should overlap: %d versions traversed by both", shared)
 		}
-		t.Logf("%d fetches, %d shared modules, %d work items AVOIDED in the second request", len(proxy.fetches()), shared, avoidedB)
+		t.Logf("%d fetches, %d versions resolved in one request and AVOIDED in the other", len(proxy.fetches()), shared)
 
 		// Each alone, on a store of its own, gives the same result.
 		for i, c := range []struct {
@@ -101,7 +92,7 @@ func TestResultIndependentOfOrderAndWorkers(t *testing.T) {
 	}
 	var variants []variant
 	for seed := int64(1); seed <= 2; seed++ {
-		g, roots := randomGraph(seed*100, 60)
+		g, roots := randomGraph(seed*100, 40)
 		roots = append(roots, "example.com/m7@v1.0.0", "example.com/m20@v1.0.0")
 		rng := rand.New(rand.NewSource(seed))
 		shuffled := modGraph{}

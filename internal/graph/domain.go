@@ -64,9 +64,8 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 		}
 		switch {
 		case p.Workspace != nil:
-			b, _ := json.Marshal(p.Workspace)
-			if _, err := x.Exec(ctx, q(x, `INSERT INTO graph_workspaces (job_id, request) VALUES (?, ?) ON CONFLICT (job_id) DO NOTHING`), w.JobID, string(b)); err != nil {
-				return fmt.Errorf("graph workspace of job %d: %w", w.JobID, err)
+			if err := putWorkspace(ctx, x, w.JobID, p.Workspace); err != nil {
+				return err
 			}
 		case p.Version != nil:
 			v := p.Version
@@ -195,4 +194,18 @@ func HasWorkspace(ctx context.Context, s store.Store, jobID int64) (bool, error)
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// WorkspaceRequest returns the request a job registered, or store.ErrNotFound.
+func WorkspaceRequest(ctx context.Context, s store.Store, jobID int64) (*Request, error) {
+	return workspace(ctx, s.DomainSQL(), jobID)
+}
+
+// putWorkspace records a request's workspace, unless it has one.
+func putWorkspace(ctx context.Context, x store.DomainSQL, jobID int64, r *Request) error {
+	b, _ := json.Marshal(r)
+	if _, err := x.Exec(ctx, q(x, `INSERT INTO graph_workspaces (job_id, request) VALUES (?, ?) ON CONFLICT (job_id) DO NOTHING`), jobID, string(b)); err != nil {
+		return fmt.Errorf("graph workspace of job %d: %w", jobID, err)
+	}
+	return nil
 }

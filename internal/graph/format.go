@@ -166,6 +166,9 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 	selectedBy := map[string]string{}
 	for _, it := range items {
 		if it.ParentID == 0 {
+			if it.Error != "" { // register failed: no work item was made
+				res.Errors = append(res.Errors, NodeError{Item: it.ID, Node: "request", Status: "ERROR", Error: it.Error})
+			}
 			if str(it.Status, StatusEndDetectReason) != "" {
 				res.EndDetectReason = str(it.Status, StatusEndDetectReason)
 			}

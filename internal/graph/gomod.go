@@ -72,11 +72,3 @@ func mvs(versions map[string][]string) map[string]string {
 	}
 	return out
 }
-
-// compareVersions orders versions of a package type: semantic versions for gomod, else as text.
-func compareVersions(typ, a, b string) int {
-	if typ == "gomod" {
-		return semver.Compare(a, b)
-	}
-	return compareMaven(a, b)
-}

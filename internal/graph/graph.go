@@ -118,6 +118,7 @@ const (
 	keyExclusions = "exclusions" // accumulated along the path
 	keyKind       = "kind"       // the relationship's kind
 	keySelectKey  = "select_key" // what select-sync claims in the request
+	keyMaxDepth   = "max_depth"  // the request's, for end-detect
 	keyWork       = "work"       // the work item's decisions, below
 	keyStatus     = "status"     // the route statuses, below
 
@@ -197,3 +198,6 @@ func intOf(md map[string]any, k string) int64 {
 	}
 	return 0
 }
+
+// TypeNames lists the graph's package types, sorted.
+func (g *Graph) TypeNames() []string { return g.types.Names() }

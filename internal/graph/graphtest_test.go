@@ -70,10 +70,9 @@ func writeProxy(t testing.TB, dir string, g modGraph) {
 	}
 }
 
-// oracle runs the real go tool, offline on the file:// proxy, for a go 1.16 main module requiring
-// the roots: the edges of `go mod graph` (but the main module's and go@ ones) and the build list
-// of `go list -m all` (but the main module), as pkg@version.
-func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string) {
+// goTool returns a function running the real go tool, offline on the file:// proxy, in a new
+// go 1.16 main module requiring the roots (with a module cache of its own).
+func goTool(t testing.TB, proxy string, roots []string) func(args ...string) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -92,7 +91,7 @@ func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string)
 	}
 	env := append(os.Environ(), "GOPROXY=file://"+proxy, "GOSUMDB=off", "GONOSUMDB=*", "GONOSUMCHECK=1", "GOPRIVATE=",
 		"GOFLAGS=-mod=mod -modcacherw", "GOTOOLCHAIN=local", "GOMODCACHE="+filepath.Join(dir, "modcache"), "GOWORK=off")
-	run := func(args ...string) string {
+	return func(args ...string) string {
 		cmd := exec.Command(gobin, args...)
 		cmd.Dir, cmd.Env = dir, env
 		out, err := cmd.Output()
@@ -105,6 +104,14 @@ func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string)
 		}
 		return string(out)
 	}
+}
+
+// oracle runs the real go tool, offline on the file:// proxy, for a go 1.16 main module requiring
+// the roots: the edges of `go mod graph` (but the main module's and go@ ones) and the build list
+// of `go list -m all` (but the main module), as pkg@version.
+func oracle(t testing.TB, proxy string, roots []string) ([]graph.Edge, []string) {
+	t.Helper()
+	run := goTool(t, proxy, roots)
 	var edges []graph.Edge
 	for _, line := range strings.Split(strings.TrimSpace(run("mod", "graph")), "\n") {
 		from, to, _ := strings.Cut(line, " ")
@@ -269,8 +276,11 @@ func loopback(t testing.TB) *egress.Policy {
 	return p
 }
 
-// randomGraph makes a synthetic DAG of n modules (each with 1–3 versions) whose versions
-// require versions of later modules; the roots are versions of the first modules.
+// randomGraph makes a synthetic DAG of n modules (each with 1–3 versions) in levels: module i
+// sits below module (i-1)/3, whose first version requires i's first version (so every module is
+// reachable), and each version requires up to 3 random versions of modules of the next level.
+// Every path is as short as the levels are few (log3 n): the engine bounds an item tree's depth
+// (64 by default), and a traversal's work items follow the graph's paths. The root is module 0.
 func randomGraph(seed int64, n int) (modGraph, []string) {
 	rng := rand.New(rand.NewSource(seed))
 	g := modGraph{}
@@ -284,29 +294,40 @@ func randomGraph(seed int64, n int) (modGraph, []string) {
 		}
 		return fmt.Sprintf("example.com/m%d", i)
 	}
+	// The levels of the 3-ary tree are index ranges [start(L), start(L+1)).
+	start := func(level int) int { return (pow3(level) - 1) / 2 }
+	level := func(i int) int {
+		l := 0
+		for start(l+1) <= i {
+			l++
+		}
+		return l
+	}
 	for i := 0; i < n; i++ {
+		lo, hi := start(level(i)+1), min(start(level(i)+2), n)
 		for v := 0; v < nver[i]; v++ {
 			var reqs []string
-			seen := map[int]bool{}
-			for k := rng.Intn(4); k > 0 && i < n-1; k-- {
-				j := i + 1 + rng.Intn(min(n-i-1, 40))
-				if seen[j] {
-					continue
+			if v == 0 { // the tree's edges first: dedupByPath keeps them
+				for c := 3*i + 1; c <= 3*i+3 && c < n; c++ {
+					reqs = append(reqs, fmt.Sprintf("%s@v1.0.0", name(c)))
 				}
-				seen[j] = true
+			}
+			for k := rng.Intn(4); k > 0 && lo < hi; k-- {
+				j := lo + rng.Intn(hi-lo)
 				reqs = append(reqs, fmt.Sprintf("%s@v1.%d.0", name(j), rng.Intn(nver[j])))
 			}
-			g[fmt.Sprintf("%s@v1.%d.0", name(i), v)] = reqs
+			g[fmt.Sprintf("%s@v1.%d.0", name(i), v)] = dedupByPath(reqs)
 		}
 	}
-	// Every module reachable, in few levels (a deep chain would make the test measure the
-	// latency of one step after another): module i's first version is required by module
-	// (i-1)/3's first one.
-	for i := 1; i < n; i++ {
-		mv := fmt.Sprintf("%s@v1.0.0", name((i-1)/3))
-		g[mv] = dedupByPath(append(g[mv], fmt.Sprintf("%s@v1.0.0", name(i))))
-	}
 	return g, []string{name(0) + "@v1.0.0"}
+}
+
+func pow3(k int) int {
+	p := 1
+	for range k {
+		p *= 3
+	}
+	return p
 }
 
 // dedupByPath keeps the first requirement of each module path (a go.mod requires a path once).

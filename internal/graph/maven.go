@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -273,31 +272,3 @@ func interpolate(s string, props map[string]string) string {
 	}
 	return s
 }
-
-// compareMaven compares Maven versions: dot- and dash-separated parts, numbers as numbers.
-func compareMaven(a, b string) int {
-	pa, pb := strings.FieldsFunc(a, isSep), strings.FieldsFunc(b, isSep)
-	for i := 0; i < max(len(pa), len(pb)); i++ {
-		var x, y string
-		if i < len(pa) {
-			x = pa[i]
-		}
-		if i < len(pb) {
-			y = pb[i]
-		}
-		nx, ex := strconv.Atoi(x)
-		ny, ey := strconv.Atoi(y)
-		switch {
-		case ex == nil && ey == nil && nx != ny:
-			if nx < ny {
-				return -1
-			}
-			return 1
-		case (ex != nil || ey != nil) && x != y:
-			return strings.Compare(x, y)
-		}
-	}
-	return 0
-}
-
-func isSep(r rune) bool { return r == '.' || r == '-' }

@@ -127,6 +127,11 @@ var mavenRepo = repo{
 	"r:leaf:1": "",
 	"r:leaf:3": "",
 
+	// A BOM import: the version of a dependency declared without one.
+	"b:app:1": deps("b:lib") + "<dependencyManagement><dependencies><dependency><groupId>b</groupId><artifactId>bom</artifactId><version>1</version><type>pom</type><scope>import</scope></dependency></dependencies></dependencyManagement>",
+	"b:bom:1": managed("b:lib:5"),
+	"b:lib:5": "",
+
 	// A parent cycle.
 	"c:app:1":   deps("c:child:1"),
 	"c:child:1": parent("c:p1:1"),
@@ -168,6 +173,8 @@ func TestMavenLite(t *testing.T) {
 			nodes: []string{"n:a@1", "n:app@1", "n:c@2.0", "n:x@1", "n:y@1", "n:z@1.0", "r:leaf@1"}},
 		{name: "max-depth", req: graph.Request{Roots: []string{"n:app@1"}, MaxDepth: 1},
 			nodes: []string{"n:a@1", "n:app@1", "n:b@1", "n:x@1", "n:y@1"}, reason: "MAX_DEPTH_REACHED"},
+		{name: "bom-import", req: graph.Request{Roots: []string{"b:app@1"}},
+			nodes: []string{"b:app@1", "b:lib@5"}},
 		{name: "parent-cycle", req: graph.Request{Roots: []string{"c:app@1"}},
 			nodes: []string{"c:app@1", "c:child@1"}, errSubstr: "parent cycle: c:child@1 -> c:p1@1 -> c:p2@1 -> c:p1@1"},
 	}

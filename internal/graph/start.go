@@ -62,6 +62,11 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*stor
 			return nil, fmt.Errorf("create graph job: %w", err)
 		}
 	}
+	// The workspace is there as the request is answered (register records it too, for a request
+	// item added some other way), so GET /v1/graphs/{id} knows the request before any worker ran.
+	if err := putWorkspace(ctx, e.Store().DomainSQL(), job.ID, &r); err != nil {
+		return nil, err
+	}
 	var md map[string]any
 	b, _ := json.Marshal(r)
 	_ = json.Unmarshal(b, &md)

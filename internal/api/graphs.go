@@ -1,0 +1,156 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+
+	"github.com/sluice-project/sluice/internal/graph"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// graphRoutes are the dependency-graph requests (Cartographer's REST service; docs/graph.md).
+func (a *API) graphRoutes() []route {
+	return []route{
+		{"POST", "/v1/graphs", RoleAdmin, "Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links", a.createGraph, 201},
+		{"GET", "/v1/graphs/{id}", RoleReader, "A graph request's result in its format (?format= node, path, dot, json); 204 with Traverse-State while it runs", a.getGraph, 200},
+		{"DELETE", "/v1/graphs/{id}", RoleAdmin, "Delete a graph request's workspace (canceling it if it runs); the shared graph stays", a.deleteGraph, 204},
+	}
+}
+
+func (a *API) createGraph(w http.ResponseWriter, r *http.Request) error {
+	var req graph.Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return errf(CodeBadRequest, "graph request: %v", err)
+	}
+	// A local source (a directory or file:// URL) is read by the server: only under a path root.
+	if u, err := url.Parse(req.Source); err == nil && (u.Scheme == "" || u.Scheme == "file") {
+		p := req.Source
+		if u.Scheme == "file" {
+			p = u.Path
+		}
+		if !a.underPathRoot(p) {
+			return errf(CodeForbidden, "source %q: a local source must lie under a configured path root", req.Source)
+		}
+	}
+	job, err := graph.Start(r.Context(), a.b.Engine(), req, false)
+	var re *graph.RequestError
+	if errors.As(err, &re) {
+		return errf(CodeBadRequest, "%v", re)
+	}
+	if err != nil {
+		return err
+	}
+	self := fmt.Sprintf("/v1/graphs/%d", job.ID)
+	w.Header().Set("Location", self)
+	writeJSON(w, http.StatusCreated, map[string]any{"id": job.ID, "job": toJob(job), "links": map[string]string{
+		"self": self, "job": fmt.Sprintf("/v1/jobs/%d", job.ID), "progress": fmt.Sprintf("/v1/jobs/%d/progress", job.ID),
+		"items": fmt.Sprintf("/v1/jobs/%d/items", job.ID)}})
+	return nil
+}
+
+// graphJob returns the graph request's job, or not found when it is none (or deleted).
+func (a *API) graphJob(r *http.Request) (*store.Job, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	s := a.b.Engine().Store()
+	j, err := s.JobGet(r.Context(), id)
+	if err != nil {
+		return nil, notFound(err, "graph request %d", id)
+	}
+	ok, err := graph.HasWorkspace(r.Context(), s, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.WorkflowName != "graph" || !ok {
+		return nil, errf(CodeNotFound, "graph request %d not found", id)
+	}
+	return j, nil
+}
+
+func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.graphJob(r)
+	if err != nil {
+		return err
+	}
+	s := a.b.Engine().Store()
+	if j.State == store.JobFailed || j.State == store.JobCanceled {
+		w.Header().Set("Traverse-State", "ERROR")
+		return errf(CodeConflict, "graph request %d %s: %s", j.ID, j.State, j.Error)
+	}
+	res, err := graph.LoadResult(r.Context(), s, j.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		state, err := graph.TraverseState(r.Context(), s, j.ID)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Traverse-State", state)
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		req, err := graph.WorkspaceRequest(r.Context(), s, j.ID)
+		if err != nil {
+			return err
+		}
+		format = req.Format
+	}
+	out, err := graph.Render(res, format)
+	if err != nil {
+		return errf(CodeBadRequest, "%v", err)
+	}
+	ct := map[string]string{"json": "application/json", "dot": "text/vnd.graphviz; charset=utf-8"}[format]
+	if ct == "" {
+		ct = "text/plain; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Traverse-State", "SUCCESS")
+	_, err = w.Write([]byte(out))
+	return err
+}
+
+func (a *API) deleteGraph(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.graphJob(r)
+	if err != nil {
+		return err
+	}
+	if j.State == store.JobRunning {
+		if err := a.b.Engine().Cancel(r.Context(), j.ID); err != nil {
+			return err
+		}
+	}
+	if _, err := graph.DeleteWorkspace(r.Context(), a.b.Engine().Store(), j.ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// underPathRoot reports whether a server-side path lies under a configured path root.
+func (a *API) underPathRoot(p string) bool {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return false
+	}
+	for _, root := range a.cfg.PathRoots {
+		rabs, err := filepath.Abs(root)
+		if err != nil {
+			continue
+		}
+		if rl, err := filepath.Rel(rabs, abs); err == nil && filepath.IsLocal(rl) {
+			return true
+		}
+	}
+	return false
+}
