@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/store"
@@ -78,6 +79,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Topics are the outbox's sinks and the sources; see [Topics].
 	Topics Topics
+	// Fileset configures the fileset workflow's actions (platforms, limits); its Egress is
+	// replaced by Egress above, and its PartialDir defaults to <data dir>/fileset-partial.
+	Fileset fileset.Config
 	// Metrics records the worker's task attempts and lease renewals (served on /metrics by
 	// sluice serve). Nil records nothing.
 	Metrics *metric.Set
@@ -93,6 +97,8 @@ type Node struct {
 	Egress *egress.Policy
 	Engine *engine.Engine
 	Worker *worker.Worker
+	// Fileset is the fileset workflow's actions, bound to the store and blobs.
+	Fileset *fileset.Fileset
 	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
@@ -140,7 +146,12 @@ func Catalog() *action.Catalog { return CatalogWith(nil) }
 // CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
 // egress policy p.
 func CatalogWith(p *egress.Policy) *action.Catalog {
+	return catalog(p, fileset.New(fileset.Config{Egress: p}))
+}
+
+func catalog(p *egress.Policy, fs *fileset.Fileset) *action.Catalog {
 	cat := &action.Catalog{}
+	cat.Register(fs.Actions()...)
 	r := &text.Renderer{}
 	cat.Register(
 		basic.NewNoop(), basic.NewPass(), basic.NewFail(), basic.NewEmit(), execaction.New(), httpaction.New(httpaction.Config{Egress: p}),
@@ -199,7 +210,13 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: CatalogWith(cfg.Egress), Egress: cfg.Egress}
+	fcfg := cfg.Fileset
+	fcfg.Egress = cfg.Egress
+	if fcfg.PartialDir == "" {
+		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
+	}
+	fs := fileset.New(fcfg)
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalog(cfg.Egress, fs), Egress: cfg.Egress, Fileset: fs}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -253,6 +270,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := fileset.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	fs.Bind(n.Store, n.Blobs)
 	if cfg.Engine {
 		tmp := filepath.Join(cfg.DataDir, "tmp")
 		_ = os.RemoveAll(tmp) // attempt dirs of a killed process

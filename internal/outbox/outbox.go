@@ -177,22 +177,7 @@ func (domain) Apply(context.Context, store.DomainSQL, []engine.DomainWrite) erro
 }
 
 // rebind turns ? placeholders into the dialect's.
-func rebind(d store.Dialect, q string) string {
-	if d != store.DialectPostgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func rebind(d store.Dialect, q string) string { return store.Rebind(d, q) }
 
 // Body is the JSON body of a published message.
 type Body struct {

@@ -20,6 +20,26 @@ const (
 	DialectPostgres Dialect = "postgres"
 )
 
+// Rebind turns a statement's ? placeholders into the dialect's ($1, $2, … on Postgres), so a
+// domain whose statements are otherwise the same in both dialects writes them once. The
+// statement must have no ? other than placeholders (in a string literal, say).
+func Rebind(d Dialect, q string) string {
+	if d != DialectPostgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
 // DomainMigration is one schema change of a domain's own tables. A domain numbers its
 // migrations from 1, the same numbers in every dialect; each is applied once per store, in a
 // transaction of its own, after the core migrations (see [Store.MigrateDomain]).
