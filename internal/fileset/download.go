@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // hashes are the digests a download is verified with.
@@ -135,7 +136,7 @@ func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, path string, be
 		limit = *mf.Size
 	}
 	var sniff []byte
-	w := &beatWriter{w: io.MultiWriter(f, h), beat: beat}
+	w := &beatWriter{w: io.MultiWriter(f, h), beat: beat, total: &s.downloaded}
 	n, err := io.Copy(w, io.LimitReader(io.TeeReader(resp.Body, &sniffer{buf: &sniff, want: 512, skip: have > 0}), limit-have+1))
 	total := have + n
 	if err != nil {
@@ -224,16 +225,19 @@ func (s *sniffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// beatWriter calls beat every 4 MiB, so a long download keeps its lease.
+// beatWriter calls beat every 4 MiB, so a long download keeps its lease, and counts the bytes
+// into total.
 type beatWriter struct {
-	w    io.Writer
-	beat func()
-	n    int64
+	w     io.Writer
+	beat  func()
+	n     int64
+	total *atomic.Int64
 }
 
 func (b *beatWriter) Write(p []byte) (int, error) {
 	n, err := b.w.Write(p)
 	b.n += int64(n)
+	b.total.Add(int64(n))
 	if b.n >= 4<<20 && b.beat != nil {
 		b.n = 0
 		b.beat()

@@ -44,11 +44,15 @@ type fakes struct {
 	gets     map[string]int // file key → GETs that served bytes
 	served   int64
 	slowRate int // bytes per 10 ms for "slow" files
+	// Of "slow" files: bodies served to their end from byte 0, served to their end after a
+	// range, and range requests.
+	fromZero, completed, ranged map[string]int
 }
 
 func newFakes(t testing.TB) *fakes {
 	f := &fakes{zenodoRs: map[string]any{}, figArts: map[string]any{}, dvSets: map[string]any{}, iaItems: map[string]any{},
-		files: map[string]*fakeFile{}, landing: map[string]int{}, gets: map[string]int{}, slowRate: 4096}
+		files: map[string]*fakeFile{}, landing: map[string]int{}, gets: map[string]int{}, slowRate: 4096,
+		fromZero: map[string]int{}, completed: map[string]int{}, ranged: map[string]int{}}
 	start := func(h http.HandlerFunc) *httptest.Server {
 		s := httptest.NewServer(h)
 		t.Cleanup(s.Close)
@@ -214,6 +218,9 @@ func (f *fakes) serveSlow(w http.ResponseWriter, r *http.Request, key string, bo
 			return
 		}
 		start = n
+		f.mu.Lock()
+		f.ranged[key]++
+		f.mu.Unlock()
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", n, len(body)-1, len(body)))
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)-n))
 		w.WriteHeader(http.StatusPartialContent)
@@ -232,6 +239,14 @@ func (f *fakes) serveSlow(w http.ResponseWriter, r *http.Request, key string, bo
 		f.served += int64(j - i)
 		f.mu.Unlock()
 		i = j
+		if i == len(body) {
+			f.mu.Lock()
+			f.completed[key]++
+			if start == 0 {
+				f.fromZero[key]++
+			}
+			f.mu.Unlock()
+		}
 		select {
 		case <-tick.C:
 		case <-r.Context().Done():

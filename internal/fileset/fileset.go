@@ -42,7 +42,12 @@ type Fileset struct {
 	cfg   Config
 	fetch *fetcher
 	deps  atomic.Pointer[deps]
+	// downloaded counts the bytes this process's downloads received.
+	downloaded atomic.Int64
 }
+
+// Downloaded returns how many bytes this process's downloads have received, verified or not.
+func (s *Fileset) Downloaded() int64 { return s.downloaded.Load() }
 
 type deps struct {
 	store store.Store
