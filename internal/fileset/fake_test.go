@@ -74,21 +74,11 @@ func newFakes(t testing.TB) *fakes {
 	f.dataverse = start(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/api/datasets/:persistentId"):
-			f.mu.Lock()
-			v, ok := f.dvSets[r.URL.Query().Get("persistentId")]
-			f.mu.Unlock()
-			if code, isCode := v.(int); !ok || isCode {
-				if !ok {
-					code = 404
-				}
-				http.Error(w, `{"status":"ERROR"}`, code)
-				return
-			}
+			wrap := func(v any) any { return map[string]any{"status": "OK", "data": map[string]any{"latestVersion": v}} }
 			if strings.Contains(r.URL.Path, "/versions/") {
-				writeJSON(w, map[string]any{"status": "OK", "data": v})
-				return
+				wrap = func(v any) any { return map[string]any{"status": "OK", "data": v} }
 			}
-			writeJSON(w, map[string]any{"status": "OK", "data": map[string]any{"latestVersion": v}})
+			f.api(w, f.dvSets, r.URL.Query().Get("persistentId"), wrap)
 		case strings.HasPrefix(r.URL.Path, "/api/access/datafile/"):
 			f.serveFile(w, r, "dv/"+r.URL.Query().Get("persistentId"))
 		default:
@@ -126,7 +116,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (f *fakes) api(w http.ResponseWriter, docs map[string]any, key string) {
+// api answers with the document docs holds for key (wrapped when wrap is given), the status it
+// holds instead, or 404.
+func (f *fakes) api(w http.ResponseWriter, docs map[string]any, key string, wrap ...func(any) any) {
 	f.mu.Lock()
 	v, ok := docs[key]
 	f.mu.Unlock()
@@ -136,6 +128,9 @@ func (f *fakes) api(w http.ResponseWriter, docs map[string]any, key string) {
 		}
 		http.Error(w, `{"message":"no such record"}`, code)
 		return
+	}
+	for _, fn := range wrap {
+		v = fn(v)
 	}
 	writeJSON(w, v)
 }
