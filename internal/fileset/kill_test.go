@@ -128,10 +128,13 @@ func TestKillDuringDownloads(t *testing.T) {
 		// The uninterrupted run, against fakes of its own that serve at full speed.
 		clean := newFakes(t)
 		cleanResults := filepath.Join(t.TempDir(), "clean.jsonl")
+		published := filepath.Join(t.TempDir(), "published.jsonl")
 		cmd := run(clean, t.TempDir(), killRequests(t, clean, ""), cleanResults)
+		cmd.Args = append(cmd.Args, "--sink", "fileset=file:"+published)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("uninterrupted run: %v\n%s", err, out)
 		}
+		checkPublished(t, published, cleanResults)
 
 		f := newFakes(t)
 		reqs := killRequests(t, f, "slow")
@@ -211,4 +214,53 @@ func TestKillDuringDownloads(t *testing.T) {
 		}
 		checkNoPartials(t, filepath.Join(data, "fileset-partial"))
 	})
+}
+
+// checkPublished checks that the sink received each request's result once (subject
+// fileset.results, the result among the outputs) and each single-file success's dataset-file
+// result (subject fileset.file-results).
+func checkPublished(t *testing.T, published, results string) {
+	t.Helper()
+	b, err := os.ReadFile(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	bySubject := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m struct {
+			ID      string
+			Subject string
+			Body    struct {
+				Outputs  map[string]json.RawMessage
+				Metadata map[string]json.RawMessage
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("published line %q: %v", line, err)
+		}
+		if ids[m.ID] {
+			continue // delivered again after a crash: the reader deduplicates by id
+		}
+		ids[m.ID] = true
+		bySubject[m.Subject]++
+		// A result step's message carries its outputs; the event's, the item's metadata.
+		got := m.Body.Outputs[KindResult]
+		if m.Subject == "fileset.file-results" {
+			got = m.Body.Metadata[KindFileResult]
+		}
+		if len(got) == 0 {
+			t.Errorf("message %s on %s carries no result: %s", m.ID, m.Subject, line)
+		}
+	}
+	var requests, single int
+	for _, line := range normalResults(t, results) {
+		requests++
+		if strings.Contains(line, " success-file ") {
+			single++
+		}
+	}
+	if bySubject["fileset.results"] != requests || bySubject["fileset.file-results"] != single {
+		t.Errorf("published %v, want %d results and %d dataset-file results", bySubject, requests, single)
+	}
 }

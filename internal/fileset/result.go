@@ -49,6 +49,9 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		if err := out.SetOutput(ctx, KindFileResult, fb); err != nil {
 			return err
 		}
+		// Also in the metadata: a message published on the event carries the item's metadata
+		// (a step's own messages carry its outputs).
+		out.SetMetadata(map[string]any{KindFileResult: asMap(fileRes)})
 		out.Emit(EventFileResult)
 	}
 	// Only a result whose platform was identified has a row; a success-existing result leaves
