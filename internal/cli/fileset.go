@@ -187,16 +187,29 @@ func (s requestSource) key() (string, error) {
 }
 
 // startFilesetJob creates the job (or finds the one an interrupted run of the same command
-// made), adds a root per request line not yet added, and seals it. A bad line is reported with
+// made, still running), adds a root per request line not yet added, and seals it. A bad line is reported with
 // its file and line number and skipped; the others go on.
 func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource) (*store.Job, int, int, error) {
 	key, err := src.key()
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	job, created, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Key: "fileset:" + key, Open: true})
-	if err != nil {
-		return nil, 0, 0, err
+	// The same command resumes its job while it runs; once it has ended, the command is a new
+	// run (whose successes are success-existing): the next key of the series.
+	var job *store.Job
+	var created bool
+	for run := 1; ; run++ {
+		k := "fileset:" + key
+		if run > 1 {
+			k += fmt.Sprintf("#%d", run)
+		}
+		job, created, err = n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Key: k, Open: true})
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if created || job.State == store.JobRunning {
+			break
+		}
 	}
 	have := map[int]bool{}
 	if !created {
@@ -233,7 +246,7 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 			r.Metadata["request"].(map[string]any)["force_recrawl"] = true
 		}
 		r.Ordinal = line - 1
-		if have[r.Ordinal] || job.State != store.JobRunning {
+		if have[r.Ordinal] {
 			return nil
 		}
 		batch = append(batch, r)
@@ -248,10 +261,8 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if job.State == store.JobRunning {
-		if err := n.Engine.Seal(ctx, job.ID); err != nil {
-			return nil, 0, 0, err
-		}
+	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+		return nil, 0, 0, err
 	}
 	return job, total, bad, nil
 }

@@ -187,7 +187,29 @@ func (a platformAction) Spec() action.Spec {
 			}
 			return nil
 		},
-		Concurrency: 16, NoTempDir: true}
+		Concurrency: 16, NoTempDir: true,
+		// A URL no platform claims is a miss at every platform step, decided from the item
+		// alone: the engine runs those steps in the transaction that readies them.
+		Inline: func(it action.Item) bool { return !a.s.anyPlatform(it) }}
+}
+
+// anyPlatform reports whether some platform claims the item's terminal URL or base_url.
+func (s *Fileset) anyPlatform(it action.Item) bool {
+	req := request(it)
+	var term Terminal
+	decodeMD(it.Metadata, mdTerminal, &term)
+	for _, raw := range []string{term.URL, req.BaseURL} {
+		u, err := url.Parse(raw)
+		if err != nil || raw == "" {
+			continue
+		}
+		for _, name := range PlatformNames {
+			if p, _ := s.cfg.Platforms.platform(name); p.match(u) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {

@@ -27,7 +27,7 @@ var (
 )
 
 // sluiceBinary builds the real binary once per test run.
-func sluiceBinary(t *testing.T) string {
+func sluiceBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sluice-fileset-")

@@ -8,6 +8,9 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 )
 
+// mixFileSize is about the size of the mix's files (the benchmark makes them larger).
+var mixFileSize = 1500
+
 // mixRequest is request i of a realistic mix (after Sandcrawler's first pilot: mostly misses,
 // then 404s, restricted, scope, successes, limits and mismatches), registered on the fakes,
 // with the status it must end with and the file keys a success downloads.
@@ -20,7 +23,7 @@ func mixRequest(f *fakes, i int) (Request, string, []string) {
 	honest := func(n int) map[string]any {
 		key := fmt.Sprintf("mix%d/file%d.csv", i, len(keys))
 		keys = append(keys, key)
-		return f.file(key, content(key, 1500+37*len(keys)+i%100), "")
+		return f.file(key, content(key, mixFileSize+37*len(keys)+i%100), "")
 	}
 	switch m := i % 100; {
 	case m < 55:

@@ -14,7 +14,10 @@ type resultAction struct{ s *Fileset }
 
 func (a resultAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-result", Doc: "summarise a dataset request: its result, fileset_results, the dataset-file result",
-		Outcomes: []string{EventFileResult}, Concurrency: 8, NoTempDir: true}
+		Outcomes: []string{EventFileResult}, Concurrency: 8, NoTempDir: true,
+		// A request decided before any download has no files to read: its result is made from
+		// the item alone, in the transaction that readies the step.
+		Inline: func(it action.Item) bool { return it.NChildren == 0 }}
 }
 
 // fileChild is what the result step reads of a file item.
@@ -25,12 +28,12 @@ type fileChild struct {
 }
 
 func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
-	d, err := a.s.bound()
-	if err != nil {
-		return err
-	}
 	var kids []fileChild
 	if t.Item.NChildren > 0 {
+		d, err := a.s.bound()
+		if err != nil {
+			return err
+		}
 		if kids, err = fileChildren(ctx, d.store, t.JobID, t.Item.ID); err != nil {
 			return err
 		}
