@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -53,17 +52,6 @@ func (a *API) createFilesets(w http.ResponseWriter, r *http.Request) error {
 	return a.sealJob(w, r, job, created, roots)
 }
 
-// filesetRowJSON is one row of GET /v1/filesets.
-type filesetRowJSON struct {
-	IngestType string          `json:"ingest_type"`
-	BaseURL    string          `json:"base_url"`
-	Status     string          `json:"status"`
-	Updated    time.Time       `json:"updated"`
-	JobID      int64           `json:"job_id"`
-	ItemID     int64           `json:"item_id"`
-	Result     *fileset.Result `json:"result"`
-}
-
 // listFilesets is GET /v1/filesets?status=&after=&limit=: the stored results of the requests
 // whose platform was identified, by (ingest_type, base_url).
 func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
@@ -88,13 +76,11 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Results []filesetRowJSON `json:"results"`
-		Next    string           `json:"next_after,omitempty"`
-	}{Results: []filesetRowJSON{}}
-	for i := range rows {
-		row := &rows[i]
-		out.Results = append(out.Results, filesetRowJSON{IngestType: row.IngestType, BaseURL: row.BaseURL, Status: row.Status,
-			Updated: row.Updated, JobID: row.JobID, ItemID: row.ItemID, Result: &row.Result})
+		Results []fileset.Row `json:"results"`
+		Next    string        `json:"next_after,omitempty"`
+	}{Results: rows}
+	if rows == nil {
+		out.Results = []fileset.Row{}
 	}
 	if len(rows) == p.Limit {
 		last := rows[len(rows)-1]

@@ -353,6 +353,19 @@ func runFilesetResults(ctx context.Context, e *env, args []string) error {
 	if !o.json() {
 		fmt.Fprintln(tw, "STATUS\tPLATFORM\tSTRATEGY\tFILES\tUPDATED\tBASE URL")
 	}
+	// JSON is an array streamed row by row: the table may hold millions.
+	sep := "[\n"
+	end := func() error {
+		if o.json() {
+			if sep == "[\n" {
+				_, err := fmt.Fprintln(e.stdout, "[]")
+				return err
+			}
+			_, err := fmt.Fprintln(e.stdout, "\n]")
+			return err
+		}
+		return tw.Flush()
+	}
 	p := fileset.ListParams{Status: *status, Limit: 1000}
 	count := 0
 	for {
@@ -362,12 +375,13 @@ func runFilesetResults(ctx context.Context, e *env, args []string) error {
 		}
 		for _, r := range rows {
 			if *limit > 0 && count == *limit {
-				return tw.Flush()
+				return end()
 			}
 			count++
 			if o.json() {
-				b, _ := json.Marshal(r.Result)
-				fmt.Fprintf(e.stdout, "%s\n", b)
+				b, _ := json.MarshalIndent(r, "  ", "  ")
+				fmt.Fprintf(e.stdout, "%s  %s", sep, b)
+				sep = ",\n"
 				continue
 			}
 			files := "-"
@@ -378,7 +392,7 @@ func runFilesetResults(ctx context.Context, e *env, args []string) error {
 				r.Updated.Format(time.RFC3339), r.BaseURL)
 		}
 		if len(rows) < p.Limit {
-			return tw.Flush()
+			return end()
 		}
 		last := rows[len(rows)-1]
 		p.AfterIngestType, p.AfterBaseURL = last.IngestType, last.BaseURL

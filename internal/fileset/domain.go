@@ -87,15 +87,16 @@ func nullable(s string) any {
 	return s
 }
 
-// Row is a row of fileset_results.
+// Row is a row of fileset_results, as `sluice fileset results --output json` and
+// GET /v1/filesets show it.
 type Row struct {
-	IngestType string
-	BaseURL    string
-	Updated    time.Time
-	Status     string
-	JobID      int64
-	ItemID     int64
-	Result     Result
+	IngestType string    `json:"ingest_type"`
+	BaseURL    string    `json:"base_url"`
+	Status     string    `json:"status"`
+	Updated    time.Time `json:"updated"`
+	JobID      int64     `json:"job_id"`
+	ItemID     int64     `json:"item_id"`
+	Result     Result    `json:"result"`
 }
 
 const selectRow = `SELECT ingest_type, base_url, updated_at, status, job_id, item_id, result FROM fileset_results `

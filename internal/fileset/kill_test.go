@@ -167,6 +167,31 @@ func TestKillDuringDownloads(t *testing.T) {
 			t.Fatalf("final run: %v\n%s", err, out)
 		}
 
+		// sluice fileset results lists the rows of fileset_results: the 14 datasets, 7 of one file.
+		for status, want := range map[string]int{"": 14, StatusSuccessFile: 7} {
+			args := append([]string{"fileset", "results", "--data", data, "--output", "json", "--status", status}, dbArgs...)
+			args = slices.DeleteFunc(args, func(a string) bool { return a == "--lease" || a == "2s" })
+			out, err := exec.CommandContext(t.Context(), bin, args...).Output()
+			if err != nil {
+				t.Fatalf("fileset results: %v\n%s", err, out)
+			}
+			var rows []struct {
+				BaseURL string `json:"base_url"`
+				Result  Result
+			}
+			if err := json.Unmarshal(out, &rows); err != nil {
+				t.Fatalf("fileset results --output json: %v\n%s", err, out)
+			}
+			if len(rows) != want {
+				t.Errorf("fileset results --status %q: %d rows, want %d", status, len(rows), want)
+			}
+			for _, r := range rows {
+				if !r.Result.Hit || r.Result.PlatformName != "zenodo" {
+					t.Errorf("row %s: %+v", r.BaseURL, r.Result)
+				}
+			}
+		}
+
 		got, want := normalResults(t, results), normalResults(t, cleanResults)
 		if !slices.Equal(got, want) {
 			t.Errorf("results after kills differ from the uninterrupted run's:\n got %q\nwant %q", got, want)
