@@ -126,7 +126,11 @@ func (f *fakes) api(w http.ResponseWriter, docs map[string]any, key string, wrap
 		if !ok {
 			code = 404
 		}
-		http.Error(w, `{"message":"no such record"}`, code)
+		msg := `{"message":"no such record"}`
+		if code == http.StatusServiceUnavailable {
+			msg = strings.Repeat("overloaded ", 500) // longer than an error may be
+		}
+		http.Error(w, msg, code)
 		return
 	}
 	for _, fn := range wrap {
@@ -140,6 +144,9 @@ func (f *fakes) land(w http.ResponseWriter, r *http.Request) {
 	code, ok := f.landing[r.URL.Path]
 	f.mu.Unlock()
 	switch {
+	case strings.HasPrefix(r.URL.Path, "/chain/"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/chain/"))
+		http.Redirect(w, r, fmt.Sprintf("/chain/%d", n+1), http.StatusFound)
 	case r.URL.Path == "/loop-a":
 		http.Redirect(w, r, "/loop-b", http.StatusFound)
 	case r.URL.Path == "/loop-b":

@@ -125,10 +125,9 @@ const (
 	StatusPlatformHTTPError  = "platform-http-error"
 	StatusPlatformError      = "platform-error"
 
-	StatusEmptyManifest    = "empty-manifest"
-	StatusTooLargeSize     = "too-large-size"
-	StatusTooManyFiles     = "too-many-files"
-	StatusNoStrategyHelper = "no-strategy-helper"
+	StatusEmptyManifest = "empty-manifest"
+	StatusTooLargeSize  = "too-large-size"
+	StatusTooManyFiles  = "too-many-files"
 
 	StatusMismatchSize          = "mismatch-size"
 	StatusMismatchMD5           = "mismatch-md5"

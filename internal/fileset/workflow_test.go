@@ -213,10 +213,16 @@ func statusCases(f *fakes) []statusCase {
 	empty["checksum"] = ""
 	add("empty body", z(116, "open", empty), StatusEmptyBlob)
 
+	endless := f.file("z118/a", nil, "infinite")
+	delete(endless, "size")
+	endless["checksum"] = ""
+	add("endless body without a size", z(118, "open", endless), StatusBodyTooLarge)
+
 	add("landing unreachable", "http://localhost:1/record/1", StatusNoCapture)
 	f.set2(f.landing, "/record/117", 404)
 	add("landing 404", baseOf(f.zenodo)+"/record/117", StatusTerminalBadStatus)
 	add("landing redirect loop", baseOf(f.web)+"/loop-a", StatusRedirectLoop)
+	add("too many redirects", baseOf(f.web)+"/chain/0", StatusRedirectsExceeded)
 	add("landing on loopback address", strings.Replace(baseOf(f.web), "localhost", "127.0.0.1", 1)+"/page", StatusSkipURLBlocklist)
 	add("not http", "ftp://example.com/data", StatusSkipURLBlocklist)
 	add("no platform", baseOf(f.web)+"/some/page", StatusNoPlatformMatch)
@@ -237,6 +243,7 @@ func TestStatuses(t *testing.T) {
 		f := newFakes(t)
 		cs := statusCases(f)
 		cfg := f.config(t)
+		cfg.MaxFileSize = 1 << 20 // bounds a file the manifest gives no size
 		k, _ := startKit(t, open, cfg)
 		reqs := make([]Request, len(cs))
 		for i, c := range cs {
@@ -251,8 +258,8 @@ func TestStatuses(t *testing.T) {
 			if r.Hit != strings.HasPrefix(c.want, "success") {
 				t.Errorf("%s: hit %v", c.name, r.Hit)
 			}
-			if len(r.ErrorMessage) > MaxErrorLen {
-				t.Errorf("%s: error of %d chars", c.name, len(r.ErrorMessage))
+			if len(r.ErrorMessage) > MaxErrorLen || c.name == "zenodo http error" && len(r.ErrorMessage) != MaxErrorLen {
+				t.Errorf("%s: error of %d chars (at most %d; a long body's is cut there)", c.name, len(r.ErrorMessage), MaxErrorLen)
 			}
 			var req Request
 			if err := json.Unmarshal(r.Request, &req); err != nil || req.LinkSourceID != c.name {
