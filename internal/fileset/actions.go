@@ -34,6 +34,7 @@ const (
 	mdRole       = "fileset_role"
 	mdFile       = "fileset_file"
 	mdFileResult = "fileset_file_result"
+	mdFilesStep  = "fileset_files_step" // the step that made the file items
 	mdHost       = "host"
 )
 
@@ -337,13 +338,14 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 		_ = u
 	}
+	out.SetMetadata(map[string]any{mdFilesStep: t.Step})
 	for i := action.Resume(out); i < len(item.Manifest); i++ {
 		f := item.Manifest[i]
 		u, _ := url.Parse(f.PlatformURL)
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
 			mdRole: "file", mdFile: asMap(f), mdHost: u.Host,
 			// The parent's bulky findings stay with the parent.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil,
 		}})
 		if err != nil {
 			return err
@@ -412,13 +414,12 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 
 // recordStored records the outcome an earlier attempt stored with the file's blob child.
 func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Task, out action.Output, partial string) error {
-	parent := t.Item.ID
-	kids, err := d.store.ItemList(ctx, store.ItemListParams{JobID: t.JobID, ParentID: &parent, Limit: 1})
+	kids, err := d.store.ItemListChildren(ctx, t.Item.ID, t.Step)
 	if err != nil {
 		return err
 	}
 	if len(kids) == 0 {
-		return fmt.Errorf("item %d: its stored file is not listed", parent)
+		return fmt.Errorf("item %d: its stored file is not listed", t.Item.ID)
 	}
 	var md map[string]any
 	if err := json.Unmarshal(kids[0].Metadata, &md); err != nil {

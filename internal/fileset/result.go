@@ -34,7 +34,8 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		if err != nil {
 			return err
 		}
-		if kids, err = fileChildren(ctx, d.store, t.JobID, t.Item.ID); err != nil {
+		step, _ := t.Item.Metadata[mdFilesStep].(string)
+		if kids, err = fileChildren(ctx, d.store, t.Item.ID, step); err != nil {
 			return err
 		}
 	}
@@ -68,31 +69,26 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 	return nil
 }
 
-// fileChildren reads the outcomes of a request's file items, in ordinal order.
-func fileChildren(ctx context.Context, st store.Store, jobID, parent int64) ([]fileChild, error) {
-	var out []fileChild
-	after := ""
-	for {
-		items, err := st.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &parent, AfterSort: after, Limit: 1000})
-		if err != nil {
-			return nil, fmt.Errorf("list the files of item %d: %w", parent, err)
-		}
-		for _, it := range items {
-			c := fileChild{ordinal: it.Ordinal, err: it.Error}
-			var md map[string]any
-			if json.Unmarshal(it.Metadata, &md) == nil {
-				var oc fileOutcome
-				if decodeMD(md, mdFileResult, &oc) {
-					c.outcome = &oc
-				}
-			}
-			out = append(out, c)
-		}
-		if len(items) < 1000 {
-			return out, nil
-		}
-		after = items[len(items)-1].SortKey
+// fileChildren reads the outcomes of a request's file items, made by the step named step, in
+// ordinal order (through the index of items by parent: a listing by job would scan the job).
+func fileChildren(ctx context.Context, st store.Store, parent int64, step string) ([]fileChild, error) {
+	items, err := st.ItemListChildren(ctx, parent, step)
+	if err != nil {
+		return nil, fmt.Errorf("list the files of item %d: %w", parent, err)
 	}
+	out := make([]fileChild, 0, len(items))
+	for _, it := range items {
+		c := fileChild{ordinal: it.Ordinal, err: it.Error}
+		var md map[string]any
+		if json.Unmarshal(it.Metadata, &md) == nil {
+			var oc fileOutcome
+			if decodeMD(md, mdFileResult, &oc) {
+				c.outcome = &oc
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // compose makes a request's result from its item's findings and its files' outcomes; for a
