@@ -331,12 +331,10 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 			conclude(out, StatusUnsafePath, fmt.Sprintf("manifest path %q is absolute, has a .. segment, a backslash or a NUL", f.Path))
 			return nil
 		}
-		u, err := url.Parse(f.PlatformURL)
-		if f.PlatformURL == "" || err != nil {
+		if u, err := url.Parse(f.PlatformURL); f.PlatformURL == "" || err != nil || u.Host == "" {
 			conclude(out, StatusPlatformError, fmt.Sprintf("manifest file %q has no usable download URL", f.Path))
 			return nil
 		}
-		_ = u
 	}
 	out.SetMetadata(map[string]any{mdFilesStep: t.Step})
 	for i := action.Resume(out); i < len(item.Manifest); i++ {

@@ -47,7 +47,7 @@ const maxTransferRetries = 3
 func (s *Fileset) download(ctx context.Context, mf ManifestFile, path string, beat func()) (*downloaded, error) {
 	fresh := false // whether the bytes in the file all came from this call
 	for try := 0; ; try++ {
-		d, resumed, err := s.transfer(ctx, mf, path, beat, fresh)
+		d, resumed, err := s.transfer(ctx, mf, path, beat)
 		if err == nil {
 			return d, nil
 		}
@@ -74,7 +74,7 @@ func (s *Fileset) download(ctx context.Context, mf ManifestFile, path string, be
 
 // transfer is one request of a download: it appends to the partial file (or restarts it when
 // the server does not honour the range) and verifies the whole once the body ends.
-func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, path string, beat func(), fresh bool) (*downloaded, bool, error) {
+func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, path string, beat func()) (*downloaded, bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
