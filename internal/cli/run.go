@@ -27,6 +27,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	meta := fs.String("meta", "", "job metadata as a JSON object")
 	opts := fs.String("options", "", "job options as a JSON object")
 	c.addEgressFlags(fs)
+	c.addFilesetFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -73,6 +74,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 func runResume(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "resume", "resume [--data DIR]")
 	c.addEgressFlags(fs)
+	c.addFilesetFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
