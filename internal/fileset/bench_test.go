@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,19 +102,55 @@ type benchOut struct {
 	cpu  time.Duration
 }
 
+// runBench runs the binary and returns its output, its CPU time and its peak RSS, read from
+// /proc (VmHWM) while it runs: wait4's ru_maxrss would report this test process's size, which
+// the child inherits at fork and Linux records as its maximum at exec.
 func runBench(bin string, args []string) (benchOut, error) {
 	cmd := exec.Command(bin, args...)
 	var buf strings.Builder
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err := cmd.Run()
-	out := benchOut{text: buf.String()}
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			out.rss = ru.Maxrss << 10 // KiB on Linux
-			out.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if err := cmd.Start(); err != nil {
+		return benchOut{}, err
+	}
+	var hwm atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if kb := vmHWM(cmd.Process.Pid); kb > hwm.Load() {
+				hwm.Store(kb)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
 		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	out := benchOut{text: buf.String(), rss: hwm.Load() << 10}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		out.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return out, err
+}
+
+// vmHWM returns a process's peak resident set size in KiB, or 0.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb
+		}
+	}
+	return 0
 }
 
 func lastLine(s string) string {
