@@ -1,4 +1,4 @@
-.PHONY: help test test-race lint bench bench-graph build ci
+.PHONY: help test test-race lint bench bench-graph bench-fileset build ci
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ bench: build ## engine and store benchmarks on this machine
 
 bench-graph: ## sluice's graph workflow against go mod graph, 5,000 modules (SLUICE_GRAPH_BENCH_MODULES)
 	go test -run '^$$' -bench GoModGraph -benchtime 1x -timeout 60m ./internal/graph
+
+bench-fileset: ## 10,000 dataset requests through sluice fileset against local fakes (docs/fileset.md)
+	go test -run XXX -bench BenchmarkFileset -benchtime 1x -timeout 30m ./internal/fileset/
 
 ci: ## what CI runs
 	bash .ci/run

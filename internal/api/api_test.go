@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -96,11 +97,17 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bun
 	cat := &action.Catalog{}
 	fixed := new(atomic.Bool)
 	cat.Register(doc{}, flaky{fixed}, workerproto.RemoteAction())
+	fs := fileset.New(fileset.Config{PartialDir: filepath.Join(dir, "partial")})
+	cat.Register(fs.Actions()...)
 	var w *worker.Worker
 	var wp *workerproto.Server
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { w.Ready(qs); wp.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); wp.CancelTasks(ids) }})
+	if err := fileset.Register(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	fs.Bind(db, blobs)
 	set := metric.New()
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Metrics: set})
 	tokens, err := api.OpenTokenStore(filepath.Join(dir, "tokens.json"))

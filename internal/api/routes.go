@@ -36,6 +36,8 @@ func (a *API) routes() []route {
 		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
 		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error"), 200},
 		{"GET", "/v1/documents/search", RoleReader, "Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.searchDocuments, 200},
+		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
+		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)", a.listFilesets, 200},
 		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
 		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows, 200},
@@ -231,6 +233,13 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
+	return a.sealJob(w, r, job, created, roots)
+}
+
+// sealJob adds the roots to a job just created (or found by its key), seals it and answers with
+// it: 201 when created, 200 for a retried request.
+func (a *API) sealJob(w http.ResponseWriter, r *http.Request, job *store.Job, created bool, roots []engine.Root) error {
+	ctx := r.Context()
 	// Roots are committed in batches: the job is sealed only after the last one, so it
 	// cannot complete while some are still being added. A retried request (same key) seals too.
 	if len(roots) > 0 {

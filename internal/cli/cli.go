@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -51,6 +52,7 @@ func commands() []command {
 		{"ingest", "ingest files, folders and archives into documents (the main job)", runIngest, nil},
 		{"documents", "list, show, export or search ingested documents", runDocuments, []string{"list", "show", "export", "search", "reindex"}},
 		{"doctor", "show which converters are installed and what is degraded without them", runDoctor, nil},
+		{"fileset", "ingest datasets (Sandcrawler's fileset ingest): fileset URL… | --requests FILE.jsonl; fileset results", runFileset, nil},
 		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun, nil},
 		{"graph", "traverse a dependency graph (Go modules, Maven POMs) and print it: graph ROOT…", runGraph, nil},
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume, nil},
@@ -241,6 +243,8 @@ type common struct {
 	// config is the configuration file (--config); logFormat is text or json (--log-format).
 	config    string
 	logFormat string
+	// fileset configures the fileset workflow's actions (addFilesetFlags).
+	fileset fileset.Config
 	// sources says where each setting came from (flag, env, file), for config show.
 	sources map[string]string
 }
@@ -394,7 +398,8 @@ func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	if !oneOf(c.logFormat, "", "text", "json") {
 		return node.Config{}, usagef("--log-format must be text or json, not %q", c.logFormat)
 	}
-	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems}
+	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems,
+		Fileset: c.fileset}
 	pol, err := c.egress()
 	if err != nil {
 		return cfg, err

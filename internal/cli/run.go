@@ -27,6 +27,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	meta := fs.String("meta", "", "job metadata as a JSON object")
 	opts := fs.String("options", "", "job options as a JSON object")
 	c.addEgressFlags(fs)
+	c.addFilesetFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -73,6 +74,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 func runResume(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "resume", "resume [--data DIR]")
 	c.addEgressFlags(fs)
+	c.addFilesetFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -219,20 +221,8 @@ func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, 
 	// Roots already recorded by an interrupted run are skipped without reading their files.
 	have := map[int]bool{}
 	if !created {
-		var zero int64
-		after := ""
-		for {
-			items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, ParentID: &zero, AfterSort: after, Limit: 5000})
-			if err != nil {
-				return nil, err
-			}
-			for _, it := range items {
-				have[it.Ordinal] = true
-			}
-			if len(items) < 5000 {
-				break
-			}
-			after = items[len(items)-1].SortKey
+		if have, err = rootOrdinals(ctx, n, job.ID); err != nil {
+			return nil, err
 		}
 	}
 	for i, in := range inputs {

@@ -28,6 +28,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
 	limits := limitFlags(fs)
 	c.addEgressFlags(fs)
+	c.addFilesetFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -169,6 +170,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	tokenFile := fs.String("token-file", "", "a file holding the worker token (default: the SLUICE_TOKEN variable)")
 	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
 	c.addEgressFlags(fs)
+	c.addFilesetFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

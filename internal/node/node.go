@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
@@ -79,6 +80,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Topics are the outbox's sinks and the sources; see [Topics].
 	Topics Topics
+	// Fileset configures the fileset workflow's actions (platforms, limits); its Egress is
+	// replaced by Egress above, and its PartialDir defaults to <data dir>/fileset-partial.
+	Fileset fileset.Config
 	// Metrics records the worker's task attempts and lease renewals (served on /metrics by
 	// sluice serve). Nil records nothing.
 	Metrics *metric.Set
@@ -96,6 +100,8 @@ type Node struct {
 	Egress *egress.Policy
 	Engine *engine.Engine
 	Worker *worker.Worker
+	// Fileset is the fileset workflow's actions, bound to the store and blobs.
+	Fileset *fileset.Fileset
 	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
@@ -143,12 +149,24 @@ func Catalog() *action.Catalog { return CatalogWith(nil) }
 // CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
 // egress policy p.
 func CatalogWith(p *egress.Policy) *action.Catalog {
-	cat, _ := catalogWith(p)
-	return cat
+	return catalogWith(p, newDomains(p, fileset.Config{}))
 }
 
-// catalogWith is CatalogWith, and the graph whose actions it holds (to be bound to a store).
-func catalogWith(p *egress.Policy) (*action.Catalog, *graph.Graph) {
+// domains are the services of the built-in workflows that keep rows of their own (graph,
+// fileset): the catalog holds their actions, and the node binds them to its store once open.
+type domains struct {
+	graph   *graph.Graph
+	fileset *fileset.Fileset
+}
+
+// newDomains makes the domains' services; those that connect out obey the egress policy p.
+func newDomains(p *egress.Policy, fcfg fileset.Config) domains {
+	fcfg.Egress = p
+	return domains{graph: graph.New(graph.Config{Egress: p}), fileset: fileset.New(fcfg)}
+}
+
+// catalogWith is [CatalogWith] with the domains' actions served by d.
+func catalogWith(p *egress.Policy, d domains) *action.Catalog {
 	cat := &action.Catalog{}
 	r := &text.Renderer{}
 	cat.Register(
@@ -157,9 +175,9 @@ func catalogWith(p *egress.Policy) (*action.Catalog, *graph.Graph) {
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
 		workerproto.RemoteAction(),
 	)
-	g := graph.New(graph.Config{Egress: p})
-	cat.Register(g.Actions()...)
-	return cat, g
+	cat.Register(d.graph.Actions()...)
+	cat.Register(d.fileset.Actions()...)
+	return cat
 }
 
 // ErrLocked is returned when another engine process holds the data dir.
@@ -210,8 +228,13 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Egress: cfg.Egress}
-	n.Catalog, n.Graph = catalogWith(cfg.Egress)
+	fcfg := cfg.Fileset
+	if fcfg.PartialDir == "" {
+		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
+	}
+	d := newDomains(cfg.Egress, fcfg)
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
+		Graph: d.graph, Fileset: d.fileset}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -270,6 +293,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := fileset.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.Fileset.Bind(n.Store, n.Blobs)
 	if cfg.Engine {
 		tmp := filepath.Join(cfg.DataDir, "tmp")
 		_ = os.RemoveAll(tmp) // attempt dirs of a killed process

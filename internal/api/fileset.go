@@ -1,0 +1,91 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// createFilesetsRequest is the body of POST /v1/filesets: dataset requests (Sandcrawler's
+// shape), and a key that makes a retried POST find its job.
+type createFilesetsRequest struct {
+	Key      string            `json:"key"`
+	Requests []json.RawMessage `json:"requests"`
+}
+
+// createFilesets is POST /v1/filesets: a job of the fileset workflow with a root per request.
+func (a *API) createFilesets(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	var req createFilesetsRequest
+	if err := decodeCapped(r.Body, 64<<20, "the requests JSON", &req); err != nil {
+		return err
+	}
+	if len(req.Requests) == 0 {
+		return errf(CodeBadRequest, "requests: give at least one dataset request")
+	}
+	if len(req.Requests) > a.cfg.Limits.MaxRoots {
+		return tooLarge("max-roots", "a job may be created with at most %d roots, not %d requests", a.cfg.Limits.MaxRoots, len(req.Requests))
+	}
+	roots := make([]engine.Root, len(req.Requests))
+	for i, raw := range req.Requests {
+		root, err := fileset.ParseRequest(raw)
+		if err != nil {
+			return errf(CodeBadRequest, "requests[%d]: %v", i, err)
+		}
+		root.Ordinal = i
+		roots[i] = root
+	}
+	if err := builtin.Apply(ctx, a.b.Engine(), fileset.WorkflowName); err != nil {
+		return err
+	}
+	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Key: req.Key, Open: true})
+	if err != nil {
+		return err
+	}
+	return a.sealJob(w, r, job, created, roots)
+}
+
+// listFilesets is GET /v1/filesets?status=&after=&limit=: the stored results of the requests
+// whose platform was identified, by (ingest_type, base_url).
+func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit", 100, 1000)
+	if err != nil {
+		return err
+	}
+	p := fileset.ListParams{Status: r.URL.Query().Get("status"), Limit: int(limit)}
+	if after := r.URL.Query().Get("after"); after != "" {
+		b, err := base64.RawURLEncoding.DecodeString(after)
+		typ, base, ok := strings.Cut(string(b), "\x00")
+		if err != nil || !ok {
+			return errf(CodeBadRequest, "after: not a cursor of this list")
+		}
+		p.AfterIngestType, p.AfterBaseURL = typ, base
+	}
+	rows, err := fileset.List(r.Context(), a.b.Engine().Store().DomainSQL(), p)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errf(CodeNotFound, "no fileset results")
+		}
+		return err
+	}
+	out := struct {
+		Results []fileset.Row `json:"results"`
+		Next    string        `json:"next_after,omitempty"`
+	}{Results: rows}
+	if rows == nil {
+		out.Results = []fileset.Row{}
+	}
+	if len(rows) == p.Limit {
+		last := rows[len(rows)-1]
+		out.Next = base64.RawURLEncoding.EncodeToString([]byte(last.IngestType + "\x00" + last.BaseURL))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

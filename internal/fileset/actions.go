@@ -1,0 +1,433 @@
+package fileset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// The events of the fileset workflow's actions.
+const (
+	EventNew        = "fileset.new"         // no existing result: ingest the request
+	EventLanding    = "landing.ok"          // the landing page answered
+	EventPlatform   = "platform.found"      // a platform step read the dataset's manifest
+	EventFileResult = "fileset.file-result" // a single-file success: a dataset-file result exists
+)
+
+// The metadata keys the actions keep their findings under.
+const (
+	mdRequest    = "request"
+	mdStatus     = "fileset_status"
+	mdError      = "fileset_error"
+	mdExisting   = "fileset_existing"
+	mdTerminal   = "fileset_terminal"
+	mdPlatform   = "fileset_platform"
+	mdStrategy   = "fileset_strategy"
+	mdRole       = "fileset_role"
+	mdFile       = "fileset_file"
+	mdFileResult = "fileset_file_result"
+	mdFilesStep  = "fileset_files_step" // the step that made the file items
+	mdHost       = "host"
+)
+
+// The output kinds of the result step.
+const (
+	KindResult     = "fileset_result"
+	KindFileResult = "dataset_file_result"
+)
+
+// StrategyEvent is the event the limits step fires for a strategy.
+func StrategyEvent(strategy string) string { return "strategy." + strategy }
+
+// Strategies lists the strategies that have a step.
+var Strategies = []string{StrategyWebFile, StrategyWebFileset, StrategyArchiveorgFile, StrategyArchiveorgFileset}
+
+func decodeMD(md map[string]any, key string, into any) bool {
+	v, ok := md[key]
+	if !ok || v == nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return json.Unmarshal(b, into) == nil
+}
+
+// asMap turns a value into JSON-shaped metadata.
+func asMap(v any) any {
+	b, _ := json.Marshal(v)
+	var m any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func request(it action.Item) Request {
+	var r Request
+	decodeMD(it.Metadata, mdRequest, &r)
+	if r.IngestType == "" {
+		r.IngestType = "dataset"
+	}
+	return r
+}
+
+// conclude decides the request's status before any download: no event of a later step fires,
+// and the result step, once children.done fires, reports it.
+func conclude(out action.Output, status, msg string) {
+	out.SetMetadata(map[string]any{mdStatus: status, mdError: capError(msg)})
+}
+
+// concludeErr concludes with a status error's status, or returns another error.
+func concludeErr(out action.Output, err error) error {
+	if st, msg, ok := asStatus(err); ok {
+		conclude(out, st, msg)
+		return nil
+	}
+	return err
+}
+
+type existingAction struct{ s *Fileset }
+
+func (a existingAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-existing", Doc: "a request already archived is success-existing (fileset_results, its blobs present)",
+		Outcomes: []string{EventNew}, Concurrency: 8, NoTempDir: true}
+}
+
+func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	req := request(t.Item)
+	if req.BaseURL == "" {
+		conclude(out, StatusSkipURLBlocklist, "the request has no base_url")
+		return nil
+	}
+	if req.ForceRecrawl {
+		out.Emit(EventNew)
+		return nil
+	}
+	d, err := a.s.bound()
+	if err != nil {
+		return err
+	}
+	row, err := Lookup(ctx, d.store.DomainSQL(), req.IngestType, req.BaseURL)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !row.Result.Hit {
+		out.Emit(EventNew)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
+	}
+	for _, f := range row.Result.Manifest {
+		if f.SHA256 == "" {
+			continue
+		}
+		if _, err := d.blobs.Stat(ctx, f.SHA256); err != nil {
+			// A file of the earlier result is gone from the blob store: ingest again.
+			out.Emit(EventNew)
+			return nil
+		}
+	}
+	out.SetMetadata(map[string]any{mdExisting: asMap(row.Result)})
+	conclude(out, StatusSuccessExisting, "")
+	return nil
+}
+
+type landingAction struct{ s *Fileset }
+
+func (a landingAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-landing", Doc: "fetch a dataset request's landing page, following redirects",
+		Outcomes: []string{EventLanding}, Concurrency: 16, NoTempDir: true}
+}
+
+func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	req := request(t.Item)
+	resp, terminal, err := a.s.fetch.get(ctx, req.BaseURL, nil)
+	if err != nil {
+		if _, _, ok := asStatus(err); ok || ctx.Err() != nil {
+			return concludeErr(out, err)
+		}
+		conclude(out, StatusNoCapture, fmt.Sprintf("fetch %s: %v", req.BaseURL, err))
+		return nil
+	}
+	drain(resp)
+	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: a.s.cfg.Now().UTC().Format("20060102150405")}
+	out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
+	if resp.StatusCode >= 400 {
+		conclude(out, StatusTerminalBadStatus, fmt.Sprintf("%s: status %d", terminal, resp.StatusCode))
+		return nil
+	}
+	out.Emit(EventLanding)
+	return nil
+}
+
+type platformAction struct{ s *Fileset }
+
+func (a platformAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-platform", Doc: "match a request to a platform (dataverse, figshare, zenodo, archiveorg) and read its manifest",
+		Settings: []action.Setting{
+			{Name: "platform", Type: action.TypeString, Required: true, Doc: "dataverse, figshare, zenodo or archiveorg"},
+			{Name: "miss", Type: action.TypeString, Doc: "the event fired when the URL is not the platform's; none: no-platform-match"},
+		},
+		Outcomes: []string{EventPlatform},
+		OutcomesFor: func(with map[string]any) []string {
+			if m, _ := with["miss"].(string); m != "" {
+				return []string{m}
+			}
+			return nil
+		},
+		Validate: func(with map[string]any) error {
+			name, _ := with["platform"].(string)
+			if _, ok := (Platforms{}).platform(name); !ok {
+				return &action.SettingError{Key: "platform", Reason: fmt.Sprintf("unknown platform %q (one of %v)", name, PlatformNames)}
+			}
+			return nil
+		},
+		Concurrency: 16, NoTempDir: true,
+		// A URL no platform claims is a miss at every platform step, decided from the item
+		// alone: the engine runs those steps in the transaction that readies them.
+		Inline: func(it action.Item) bool { return !a.s.anyPlatform(it) }}
+}
+
+// anyPlatform reports whether some platform claims the item's terminal URL or base_url.
+func (s *Fileset) anyPlatform(it action.Item) bool {
+	req := request(it)
+	var term Terminal
+	decodeMD(it.Metadata, mdTerminal, &term)
+	for _, raw := range []string{term.URL, req.BaseURL} {
+		u, err := url.Parse(raw)
+		if err != nil || raw == "" {
+			continue
+		}
+		for _, name := range PlatformNames {
+			if p, _ := s.cfg.Platforms.platform(name); p.match(u) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	name, _ := t.With["platform"].(string)
+	miss, _ := t.With["miss"].(string)
+	p, ok := a.s.cfg.Platforms.platform(name)
+	if !ok {
+		return action.Permanentf("unknown platform %q", name)
+	}
+	req := request(t.Item)
+	var term Terminal
+	decodeMD(t.Item.Metadata, mdTerminal, &term)
+	var u *url.URL
+	for _, raw := range []string{term.URL, req.BaseURL} {
+		if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
+			u = c
+			break
+		}
+	}
+	if u == nil {
+		if miss != "" {
+			out.Emit(miss)
+		} else {
+			conclude(out, StatusNoPlatformMatch, "no platform matches "+req.BaseURL)
+		}
+		return nil
+	}
+	item, err := p.process(ctx, a.s.fetch, u)
+	if err != nil {
+		if _, _, ok := asStatus(err); !ok && ctx.Err() == nil {
+			err = failWith(StatusPlatformError, "%s: %v", name, err)
+		}
+		return concludeErr(out, err)
+	}
+	a.s.cfg.Limits.truncate(item)
+	out.SetMetadata(map[string]any{mdPlatform: asMap(item)})
+	out.Emit(EventPlatform)
+	return nil
+}
+
+type limitsAction struct{ s *Fileset }
+
+func (a limitsAction) Spec() action.Spec {
+	var outcomes []string
+	for _, st := range Strategies {
+		outcomes = append(outcomes, StrategyEvent(st))
+	}
+	return action.Spec{Name: "fileset-limits", Doc: "check a manifest against the limits and choose its strategy",
+		Settings: []action.Setting{
+			{Name: "max_total_size", Type: action.TypeInt, Doc: "bytes; default 64 GiB"},
+			{Name: "max_file_count", Type: action.TypeInt, Doc: "default 200"},
+		},
+		Outcomes: outcomes, Concurrency: 16, NoTempDir: true, Inline: action.InlineAlways}
+}
+
+func intSetting(with map[string]any, key string) int64 {
+	switch v := with[key].(type) {
+	case float64:
+		return int64(v)
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case json.Number:
+		n, _ := v.Int64()
+		return n
+	}
+	return 0
+}
+
+func (a limitsAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	var item PlatformItem
+	if !decodeMD(t.Item.Metadata, mdPlatform, &item) {
+		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdPlatform)
+	}
+	l := a.s.cfg.Limits
+	if n := intSetting(t.With, "max_total_size"); n > 0 {
+		l.MaxTotalSize = n
+	}
+	if n := intSetting(t.With, "max_file_count"); n > 0 {
+		l.MaxFileCount = int(n)
+	}
+	if st, msg := l.check(&item); st != "" {
+		conclude(out, st, msg)
+		return nil
+	}
+	st := ChooseStrategy(&item)
+	out.SetMetadata(map[string]any{mdStrategy: st})
+	out.Emit(StrategyEvent(st))
+	return nil
+}
+
+type strategyAction struct{ s *Fileset }
+
+func (a strategyAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-strategy", Doc: "make a child item per manifest file, each downloaded by a task of its own",
+		Settings: []action.Setting{{Name: "strategy", Type: action.TypeString, Required: true,
+			Doc: "web-file, web-fileset, archiveorg-file or archiveorg-fileset"}},
+		Validate: func(with map[string]any) error {
+			st, _ := with["strategy"].(string)
+			for _, s := range Strategies {
+				if s == st {
+					return nil
+				}
+			}
+			return &action.SettingError{Key: "strategy", Reason: fmt.Sprintf("unknown strategy %q (one of %v)", st, Strategies)}
+		},
+		Concurrency: 8, NoTempDir: true}
+}
+
+func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	var item PlatformItem
+	if !decodeMD(t.Item.Metadata, mdPlatform, &item) {
+		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdPlatform)
+	}
+	for _, f := range item.Manifest {
+		if !SafePath(f.Path) {
+			conclude(out, StatusUnsafePath, fmt.Sprintf("manifest path %q is absolute, has a .. segment, a backslash or a NUL", f.Path))
+			return nil
+		}
+		if u, err := url.Parse(f.PlatformURL); f.PlatformURL == "" || err != nil || u.Host == "" {
+			conclude(out, StatusPlatformError, fmt.Sprintf("manifest file %q has no usable download URL", f.Path))
+			return nil
+		}
+	}
+	out.SetMetadata(map[string]any{mdFilesStep: t.Step})
+	for i := action.Resume(out); i < len(item.Manifest); i++ {
+		f := item.Manifest[i]
+		u, _ := url.Parse(f.PlatformURL)
+		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
+			mdRole: "file", mdFile: asMap(f), mdHost: u.Host,
+			// The parent's bulky findings stay with the parent.
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil,
+		}})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type downloadAction struct{ s *Fileset }
+
+func (a downloadAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-download", Doc: "download one manifest file, verify its size and hashes, store it as a child's blob",
+		Concurrency: 16, NoTempDir: true, Timeout: 6 * 3600e9}
+}
+
+// fileOutcome is what a download task records on its file item.
+type fileOutcome struct {
+	Status      string `json:"status"`
+	Error       string `json:"error,omitempty"`
+	TerminalURL string `json:"terminal_url,omitempty"`
+	TerminalDT  string `json:"terminal_dt,omitempty"`
+	FileMeta
+}
+
+func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	d, err := a.s.bound()
+	if err != nil {
+		return err
+	}
+	var mf ManifestFile
+	if !decodeMD(t.Item.Metadata, mdFile, &mf) {
+		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdFile)
+	}
+	if err := os.MkdirAll(a.s.cfg.PartialDir, 0o755); err != nil {
+		return err
+	}
+	partial := filepath.Join(a.s.cfg.PartialDir, "j"+strconv.FormatInt(t.JobID, 10)+"-i"+strconv.FormatInt(t.Item.ID, 10)+".partial")
+	if action.Resume(out) > 0 {
+		// An earlier attempt stored the verified file and died before it completed.
+		return a.recordStored(ctx, d, t, out, partial)
+	}
+	got, err := a.s.download(ctx, mf, partial, out.Heartbeat)
+	if err != nil {
+		if st, msg, ok := asStatus(err); ok {
+			_ = os.Remove(partial)
+			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
+			return nil
+		}
+		return err
+	}
+	oc := fileOutcome{Status: StatusSuccess, TerminalURL: got.terminalURL, TerminalDT: a.s.cfg.Now().UTC().Format("20060102150405"), FileMeta: got.meta}
+	f, err := os.Open(partial)
+	if err != nil {
+		return err
+	}
+	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name, ContentType: got.meta.Mimetype, Blob: f,
+		Metadata: map[string]any{mdRole: "blob", mdFile: nil, mdFileResult: asMap(oc)}})
+	f.Close()
+	if err != nil {
+		return err
+	}
+	_ = os.Remove(partial)
+	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
+	return nil
+}
+
+// recordStored records the outcome an earlier attempt stored with the file's blob child.
+func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Task, out action.Output, partial string) error {
+	kids, err := d.store.ItemListChildren(ctx, t.Item.ID, t.Step)
+	if err != nil {
+		return err
+	}
+	if len(kids) == 0 {
+		return fmt.Errorf("item %d: its stored file is not listed", t.Item.ID)
+	}
+	var md map[string]any
+	if err := json.Unmarshal(kids[0].Metadata, &md); err != nil {
+		return err
+	}
+	var oc fileOutcome
+	if !decodeMD(md, mdFileResult, &oc) {
+		return action.Permanentf("item %d: its stored file has no %s", kids[0].ID, mdFileResult)
+	}
+	_ = os.Remove(partial)
+	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
+	return nil
+}

@@ -1,0 +1,100 @@
+package fileset
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Config configures [New]. The zero value reaches the public platforms under the default egress
+// policy with Sandcrawler's limits.
+type Config struct {
+	// Egress is the policy every connection obeys. Nil is egress's default: loopback, private and
+	// link-local addresses refused.
+	Egress *egress.Policy
+	// Platforms says where the platforms are.
+	Platforms Platforms
+	// Limits bound what a request may download.
+	Limits Limits
+	// MaxRedirects bounds the redirects of one request. Defaults to 10.
+	MaxRedirects int
+	// Timeout bounds the wait for a response's headers. Defaults to 60s.
+	Timeout time.Duration
+	// MaxFileSize bounds a file whose manifest gives no size. Defaults to Limits.MaxTotalSize.
+	MaxFileSize int64
+	// PartialDir holds downloads in progress (one partial file per file item), kept across
+	// attempts so an interrupted download resumes. Defaults to a directory under os.TempDir().
+	PartialDir string
+	// Now is the clock of results' times. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Fileset is the fileset workflow's actions and what they share: the HTTP client, and — once
+// bound ([Fileset.Bind]) — the store and the blob store. Safe for concurrent use.
+type Fileset struct {
+	cfg   Config
+	fetch *fetcher
+	deps  atomic.Pointer[deps]
+	// downloaded counts the bytes this process's downloads received.
+	downloaded atomic.Int64
+}
+
+// Downloaded returns how many bytes this process's downloads have received, verified or not.
+func (s *Fileset) Downloaded() int64 { return s.downloaded.Load() }
+
+type deps struct {
+	store store.Store
+	blobs blob.Store
+}
+
+// New returns the fileset actions with cfg.
+func New(cfg Config) *Fileset {
+	cfg.Platforms = cfg.Platforms.withDefaults()
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.MaxRedirects <= 0 {
+		cfg.MaxRedirects = 10
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.MaxFileSize <= 0 {
+		cfg.MaxFileSize = cfg.Limits.MaxTotalSize
+	}
+	if cfg.PartialDir == "" {
+		cfg.PartialDir = filepath.Join(os.TempDir(), "sluice-fileset-partial")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Fileset{cfg: cfg, fetch: newFetcher(cfg.Egress, cfg.MaxRedirects, cfg.Timeout)}
+}
+
+// Bind gives the actions the store (fileset_results, the children of a request) and the blob
+// store (downloads). Call it before workers start; actions that need them fail until then.
+func (s *Fileset) Bind(st store.Store, blobs blob.Store) {
+	s.deps.Store(&deps{store: st, blobs: blobs})
+}
+
+var errUnbound = errors.New("fileset: actions not bound to a store (Fileset.Bind)")
+
+func (s *Fileset) bound() (*deps, error) {
+	d := s.deps.Load()
+	if d == nil {
+		return nil, errUnbound
+	}
+	return d, nil
+}
+
+// Actions returns the workflow's actions: fileset-existing, fileset-landing, fileset-platform,
+// fileset-limits, fileset-strategy, fileset-download and fileset-result.
+func (s *Fileset) Actions() []action.Action {
+	return []action.Action{existingAction{s}, landingAction{s}, platformAction{s}, limitsAction{s},
+		strategyAction{s}, downloadAction{s}, resultAction{s}}
+}

@@ -1,0 +1,167 @@
+package fileset
+
+import (
+	"net/url"
+	"testing"
+)
+
+func TestParsePersistentID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in                            string
+		ok                                  bool
+		shoulder, dataset, file, datasetPID string
+	}{
+		{"doi with shoulder", "doi:10.7910/DVN/ABC123", true, "DVN", "ABC123", "", "doi:10.7910/DVN/ABC123"},
+		{"doi file level", "doi:10.5072/FK2/QW12ER/ZX98CV", true, "FK2", "QW12ER", "ZX98CV", "doi:10.5072/FK2/QW12ER"},
+		{"doi no shoulder", "doi:10.12345/AB12CD", true, "", "AB12CD", "", "doi:10.12345/AB12CD"},
+		{"handle", "hdl:20.500.11111/XYZ/QQQ111/RRR222", true, "XYZ", "QQQ111", "RRR222", "hdl:20.500.11111/XYZ/QQQ111"},
+		{"handle dataset", "hdl:20.500.11111/XYZ/QQQ111", true, "XYZ", "QQQ111", "", "hdl:20.500.11111/XYZ/QQQ111"},
+		{"empty", "", false, "", "", "", ""},
+		{"no type", "10.7910/DVN/ABC123", false, "", "", "", ""},
+		{"ark is not handled", "ark:/13030/tf5p30086k", false, "", "", "", ""},
+		{"doi authority not 10.", "doi:11.7910/DVN/ABC123", false, "", "", "", ""},
+		{"authority only", "doi:10.7910", false, "", "", "", ""},
+		{"dataset id too short", "doi:10.7910/DVN/ABC12", false, "", "", "", ""},
+		{"dataset id punctuation", "doi:10.7910/DVN/AB-123", false, "", "", "", ""},
+		{"too many segments", "doi:10.7910/DVN/ABC123/DEF456/GHI789", false, "", "", "", ""},
+		{"file id too long", "doi:10.7910/DVN/ABC123/DEF4567", false, "", "", "", ""},
+		{"empty segment", "doi:10.7910//ABC123", false, "", "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePersistentID(tc.in)
+			if (err == nil) != tc.ok {
+				t.Fatalf("ParsePersistentID(%q) = %+v, %v; want ok=%v", tc.in, p, err, tc.ok)
+			}
+			if !tc.ok {
+				return
+			}
+			if p.Shoulder != tc.shoulder || p.DatasetID != tc.dataset || p.FileID != tc.file || p.Dataset() != tc.datasetPID {
+				t.Errorf("ParsePersistentID(%q) = %+v (dataset %s)", tc.in, p, p.Dataset())
+			}
+		})
+	}
+}
+
+func TestParseFigsharePath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in, id, version string
+	}{
+		{"slug id version", "/articles/Some_protocol_for_samples/8987858/1", "8987858", "1"},
+		{"type dataset", "/articles/dataset/Table_1_analyses_xls/12127176/4", "12127176", "4"},
+		{"type journal_contribution", "/articles/journal_contribution/Better_timing/1414053/1", "1414053", "1"},
+		{"type poster", "/articles/poster/Effects_of_things/11960085/2", "11960085", "2"},
+		{"trailing slash", "/articles/dataset/x/5/3/", "5", "3"},
+		{"no version", "/articles/Some_protocol_for_samples/8987858", "", ""},
+		{"type without version", "/articles/dataset/Table_1_analyses_xls/12127176", "", ""},
+		{"not articles", "/projects/thing/123/1", "", ""},
+		{"version not a number", "/articles/dataset/x/123/v1", "", ""},
+		{"id not a number", "/articles/dataset/x/abc/1", "", ""},
+		{"too deep", "/articles/a/b/c/123/1", "", ""},
+		{"empty", "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, v, err := ParseFigsharePath(tc.in)
+			if (err == nil) != (tc.id != "") || id != tc.id || v != tc.version {
+				t.Fatalf("ParseFigsharePath(%q) = %q, %q, %v; want %q, %q", tc.in, id, v, err, tc.id, tc.version)
+			}
+		})
+	}
+}
+
+// TestPlatformMatch checks which platform claims which landing URL, in the workflow's order.
+func TestPlatformMatch(t *testing.T) {
+	t.Parallel()
+	p := Platforms{}.withDefaults()
+	for _, tc := range []struct{ url, want string }{
+		{"https://dataverse.harvard.edu/dataset.xhtml?persistentId=doi:10.7910/DVN/ABC123", "dataverse"},
+		{"https://data.example.edu/dataset.xhtml?persistentId=hdl:20.500.1/XYZ/QQQ111&version=2.0", "dataverse"},
+		{"https://data.example.edu/dataset.xhtml?persistentId=doi:10.7910/DVN/bad", ""},
+		{"https://figshare.com/articles/dataset/x/12127176/4", "figshare"},
+		{"https://springernature.figshare.com/articles/dataset/x/12127176/4", "figshare"},
+		{"https://figshare.com/articles/dataset/x/12127176", ""},
+		{"https://notfigshare.com/articles/dataset/x/12127176/4", ""},
+		{"https://zenodo.org/record/5555", "zenodo"},
+		{"https://zenodo.org/records/5555", "zenodo"},
+		{"https://zenodo.org/communities/x", ""},
+		{"https://archive.org/details/some_item", "archiveorg"},
+		{"https://archive.org/download/some_item/file.pdf", "archiveorg"},
+		{"https://archive.org/search?query=x", ""},
+		{"https://example.com/dataset/1", ""},
+	} {
+		u, _ := url.Parse(tc.url)
+		got := ""
+		for _, name := range PlatformNames {
+			pl, _ := p.platform(name)
+			if pl.match(u) {
+				got = name
+				break
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: matched %q, want %q", tc.url, got, tc.want)
+		}
+	}
+}
+
+func TestChooseStrategyAndLimits(t *testing.T) {
+	t.Parallel()
+	files := func(sizes ...int64) []ManifestFile {
+		var out []ManifestFile
+		for _, s := range sizes {
+			out = append(out, ManifestFile{Path: "f", Size: int64p(s)})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		item     PlatformItem
+		strategy string
+	}{
+		{"one small", PlatformItem{PlatformName: "zenodo", Manifest: files(10)}, StrategyWebFile},
+		{"one large", PlatformItem{PlatformName: "zenodo", Manifest: files(64 << 20)}, StrategyArchiveorgFile},
+		{"several small", PlatformItem{PlatformName: "figshare", Manifest: files(10, 20)}, StrategyWebFileset},
+		{"several, one large", PlatformItem{PlatformName: "figshare", Manifest: files(10, 64<<20)}, StrategyArchiveorgFileset},
+		{"archive.org one", PlatformItem{PlatformName: "archiveorg", Manifest: files(10)}, StrategyArchiveorgFile},
+		{"archive.org several", PlatformItem{PlatformName: "archiveorg", Manifest: files(10, 10)}, StrategyArchiveorgFileset},
+	} {
+		if got := ChooseStrategy(&tc.item); got != tc.strategy {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.strategy)
+		}
+	}
+	l := Limits{MaxFileCount: 2, MaxTotalSize: 100, MaxManifest: 5}.withDefaults()
+	for _, tc := range []struct {
+		name  string
+		sizes []int64
+		want  string
+	}{
+		{"empty", nil, StatusEmptyManifest},
+		{"fits", []int64{50, 50}, ""},
+		{"too large", []int64{60, 50}, StatusTooLargeSize},
+		{"too many", []int64{1, 1, 1}, StatusTooManyFiles},
+		{"truncated", []int64{1, 1, 1, 1, 1, 1, 1}, StatusTooManyFiles},
+	} {
+		it := PlatformItem{Manifest: files(tc.sizes...)}
+		l.truncate(&it)
+		if st, _ := l.check(&it); st != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, st, tc.want)
+		}
+		if len(tc.sizes) > 5 && (len(it.Manifest) != 2 || it.ManifestTruncated != len(tc.sizes)) {
+			t.Errorf("%s: manifest of %d kept %d (truncated %d), want 2", tc.name, len(tc.sizes), len(it.Manifest), it.ManifestTruncated)
+		}
+	}
+}
+
+func TestSafePath(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]bool{"a.csv": true, "dir/a.csv": true, "..a": true,
+		"": false, "/etc/passwd": false, "../x": false, "a/../../x": false, "a\x00b": false, `a\b`: false, "./a": false} {
+		if SafePath(p) != want {
+			t.Errorf("SafePath(%q) = %v", p, !want)
+		}
+	}
+	if got := capError(string(make([]byte, 5000))); len(got) != MaxErrorLen {
+		t.Errorf("capError: %d chars", len(got))
+	}
+}

@@ -1,0 +1,91 @@
+package fileset
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// ParseZenodoPath returns the record id of a Zenodo landing path, /record/ID or /records/ID.
+func ParseZenodoPath(path string) (string, error) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(segs) != 2 || (segs[0] != "record" && segs[0] != "records") || !isDigits(segs[1]) {
+		return "", fmt.Errorf("zenodo path %q: not /record/ID", path)
+	}
+	return segs[1], nil
+}
+
+type zenodo struct {
+	hosts []string
+	api   string
+}
+
+func (z zenodo) match(u *url.URL) bool {
+	if !hostMatches(u, z.hosts) {
+		return false
+	}
+	_, err := ParseZenodoPath(u.Path)
+	return err == nil
+}
+
+func (z zenodo) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {
+	id, err := ParseZenodoPath(u.Path)
+	if err != nil {
+		return nil, errNotHandled("zenodo", u)
+	}
+	var rec struct {
+		ID           any `json:"id"`
+		ConceptRecID any `json:"conceptrecid"`
+		Metadata     struct {
+			AccessRight string `json:"access_right"`
+			Title       string `json:"title"`
+		} `json:"metadata"`
+		Files []struct {
+			Key      string `json:"key"`
+			Size     *int64 `json:"size"`
+			Checksum string `json:"checksum"`
+			Links    struct {
+				Self string `json:"self"`
+			} `json:"links"`
+		} `json:"files"`
+	}
+	code, err := apiGet(ctx, f, z.api+"/records/"+id, &rec, http.StatusGone)
+	if err != nil {
+		return nil, err
+	}
+	if code == http.StatusGone {
+		return nil, failWith(StatusPlatformRestricted, "zenodo record %s is gone (410)", id)
+	}
+	if fmt.Sprint(rec.ConceptRecID) == fmt.Sprint(rec.ID) || fmt.Sprint(rec.ConceptRecID) == id {
+		return nil, failWith(StatusPlatformScope, "zenodo record %s is a concept record (all versions), not one version", id)
+	}
+	if rec.Metadata.AccessRight != "open" {
+		return nil, failWith(StatusPlatformRestricted, "zenodo record %s: access_right %q", id, rec.Metadata.AccessRight)
+	}
+	item := &PlatformItem{
+		PlatformName:       "zenodo",
+		PlatformStatus:     "success",
+		PlatformDomain:     u.Hostname(),
+		PlatformID:         id,
+		PlatformBaseURL:    u.Scheme + "://" + u.Host,
+		ArchiveorgItemName: u.Hostname() + "-" + id,
+	}
+	for _, fl := range rec.Files {
+		mf := ManifestFile{Path: fl.Key, Size: fl.Size, PlatformURL: fl.Links.Self}
+		// "md5:HEX"; other algorithms land in their own field.
+		if algo, hex, ok := strings.Cut(fl.Checksum, ":"); ok {
+			switch algo {
+			case "md5":
+				mf.MD5 = hex
+			case "sha1":
+				mf.SHA1 = hex
+			case "sha256":
+				mf.SHA256 = hex
+			}
+		}
+		item.Manifest = append(item.Manifest, mf)
+	}
+	return item, nil
+}
