@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -93,6 +94,8 @@ type Node struct {
 	Egress *egress.Policy
 	Engine *engine.Engine
 	Worker *worker.Worker
+	// Objects serves the objects workflow's actions (ingest sheets, works, file sets).
+	Objects *objects.Service
 	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
@@ -139,7 +142,10 @@ func Catalog() *action.Catalog { return CatalogWith(nil) }
 
 // CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
 // egress policy p.
-func CatalogWith(p *egress.Policy) *action.Catalog {
+func CatalogWith(p *egress.Policy) *action.Catalog { return catalogWith(p, &objects.Service{}) }
+
+// catalogWith is [CatalogWith] with the objects workflow's actions served by svc.
+func catalogWith(p *egress.Policy, svc *objects.Service) *action.Catalog {
 	cat := &action.Catalog{}
 	r := &text.Renderer{}
 	cat.Register(
@@ -148,6 +154,7 @@ func CatalogWith(p *egress.Policy) *action.Catalog {
 		pdf.New(), office.New(), image.New(), text.New(r), html.New(r), ingest.New(),
 		workerproto.RemoteAction(),
 	)
+	cat.Register(svc.Actions()...)
 	return cat
 }
 
@@ -199,7 +206,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: CatalogWith(cfg.Egress), Egress: cfg.Egress}
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Egress: cfg.Egress, Objects: &objects.Service{}}
+	n.Catalog = catalogWith(cfg.Egress, n.Objects)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -249,6 +257,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
 		}})
+	if err := objects.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.Objects.Bind(n.Engine, n.Blobs)
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
