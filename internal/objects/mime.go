@@ -23,7 +23,9 @@ var byExtension = map[string]string{
 // Containers whose brand decides between audio and video (MP4, Matroska) are told apart by
 // the file's extension.
 func sniff(head []byte, ext string) string {
-	has := func(at int, magic string) bool { return len(head) >= at+len(magic) && string(head[at:at+len(magic)]) == magic }
+	has := func(at int, magic string) bool {
+		return len(head) >= at+len(magic) && string(head[at:at+len(magic)]) == magic
+	}
 	switch {
 	case has(0, "II*\x00"), has(0, "MM\x00*"):
 		return "image/tiff"

@@ -147,7 +147,8 @@ func apply(ctx context.Context, x store.DomainSQL, dw engine.DomainWrite, w *wri
 		}
 		return owned(ctx, x, "file set", `SELECT job_id FROM objects_file_sets WHERE accession = ?`, f.Accession, dw.JobID)
 	case opCore:
-		core, _ := json.Marshal(w.Core)
+		// A nil map would encode as null, which a JSON merge patch takes for "replace it all".
+		core, _ := json.Marshal(orEmptyMap(w.Core))
 		merge := `json_patch(core, ?)`
 		if x.Dialect() == store.DialectPostgres {
 			merge = `(core::jsonb || ?::jsonb)::text`
@@ -268,4 +269,11 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+func orEmptyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }

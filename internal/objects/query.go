@@ -114,9 +114,9 @@ func GetWork(ctx context.Context, x store.DomainSQL, accession string) (*Work, e
 
 const fileSetColumns = `file_set_id, accession, job_id, item_id, work_accession, row_num, role, label, location, mime_type, state, core, updated_at`
 
-func listFileSets(ctx context.Context, x store.DomainSQL, where string, arg any) ([]*FileSet, error) {
+func listFileSets(ctx context.Context, x store.DomainSQL, where string, args ...any) ([]*FileSet, error) {
 	var out []*FileSet
-	err := query(ctx, x, `SELECT `+fileSetColumns+` FROM objects_file_sets WHERE `+where+` ORDER BY row_num`, []any{arg},
+	err := query(ctx, x, `SELECT `+fileSetColumns+` FROM objects_file_sets WHERE `+where+` ORDER BY row_num`, args,
 		func(r store.DomainRows) error {
 			f := &FileSet{}
 			var core string
@@ -140,7 +140,7 @@ func ListFileSets(ctx context.Context, x store.DomainSQL, jobID int64) ([]*FileS
 // GetFileSet returns a file set by its accession number or its id, with its derivatives and
 // action states.
 func GetFileSet(ctx context.Context, x store.DomainSQL, idOrAccession string) (*FileSet, error) {
-	fs, err := listFileSets(ctx, x, `accession = ? OR file_set_id = ?`, idOrAccession)
+	fs, err := listFileSets(ctx, x, `accession = ? OR file_set_id = ?`, idOrAccession, idOrAccession)
 	if err != nil {
 		return nil, err
 	}
