@@ -26,6 +26,9 @@ type UploadParams struct {
 	CustomActions []string
 	// Workflow is the workflow to run; defaults to objects (the built-in).
 	Workflow string
+	// Key, when set, makes the upload idempotent: a second upload with the key finds the
+	// first's sheet (and completes its upload, if it was interrupted).
+	Key string
 }
 
 // Upload stores an ingest sheet and starts its job: it is validated at once, and waits for
@@ -47,7 +50,7 @@ func Upload(ctx context.Context, e *engine.Engine, blobs blob.Store, p UploadPar
 	if len(p.CustomActions) > 0 {
 		md["custom_actions"] = p.CustomActions
 	}
-	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: p.Workflow, Open: true, Metadata: map[string]any{"sheet": p.Name}})
+	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: p.Workflow, Key: p.Key, Open: true, Metadata: map[string]any{"sheet": p.Name}})
 	if err != nil {
 		return 0, err
 	}
