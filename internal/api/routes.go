@@ -22,7 +22,7 @@ import (
 )
 
 func (a *API) routes() []route {
-	return []route{
+	return append([]route{
 		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI, 200},
 		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics, 200},
 		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: after_id, limit)", a.listJobs, 200},
@@ -43,7 +43,7 @@ func (a *API) routes() []route {
 		{"POST", "/v1/workflows/validate", RoleReader, "Validate a workflow without storing it", a.validateWorkflow, 200},
 		{"GET", "/v1/workflows/{name}", RoleReader, "A workflow's definition (latest or ?version=)", a.getWorkflow, 200},
 		{"GET", "/v1/workflows/{name}/graph", RoleReader, "A workflow's diagram (?format=svg or dot)", a.graph, 200},
-	}
+	}, a.sheetRoutes()...)
 }
 
 // --- jobs

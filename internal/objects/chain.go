@@ -359,7 +359,7 @@ func copyToPreservation(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	sum, size, err := c.putFile(ctx, p)
+	sum, _, err := c.putFile(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func copyToPreservation(ctx context.Context, c *call) error {
 	if err := c.core("preservation_sha256", sum); err != nil {
 		return err
 	}
-	return c.core("preservation_location", fmt.Sprintf("blob:sha256/%s (%d bytes)", sum, size))
+	return c.core("preservation_location", fmt.Sprintf("sha256/%s/%s/%s", sum[:2], sum[2:4], sum))
 }
 
 func attachTranscription(ctx context.Context, c *call) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,8 +163,23 @@ func GetFileSet(ctx context.Context, x store.DomainSQL, idOrAccession string) (*
 	return f, err
 }
 
-// ActionStates returns an object's action states in the order they were first recorded.
+// ActionStates returns an object's action states in the order of its chain.
 func ActionStates(ctx context.Context, x store.DomainSQL, objectID string) ([]ActionState, error) {
+	st, err := actionStates(ctx, x, objectID)
+	slices.SortStableFunc(st, func(a, b ActionState) int { return chainIndex(a.Action) - chainIndex(b.Action) })
+	return st, err
+}
+
+func chainIndex(state string) int {
+	for i, c := range Chain {
+		if c.State == state {
+			return i
+		}
+	}
+	return len(Chain)
+}
+
+func actionStates(ctx context.Context, x store.DomainSQL, objectID string) ([]ActionState, error) {
 	var out []ActionState
 	err := query(ctx, x, `SELECT object_id, object_type, action, outcome, notes, inserted_at, updated_at FROM objects_action_states
 		WHERE object_id = ? ORDER BY inserted_at, action`, []any{objectID}, func(r store.DomainRows) error {
