@@ -93,6 +93,11 @@ func (c *call) derivative(kind string, v any) error {
 	return writeOp(c.out, "derivative."+kind, write{Op: opDerivative, FileSetID: c.id, Kind: kind, Value: v})
 }
 
+// blob records that the file set references a blob, which keeps it from the blob collector.
+func (c *call) blob(kind, sum string) error {
+	return writeOp(c.out, "blob."+kind, write{Op: opBlob, FileSetID: c.id, Kind: kind, Value: sum})
+}
+
 func (c *call) setState(act, outcome, notes string) error {
 	return writeOp(c.out, "state."+act, write{Op: opState,
 		Action: ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: act, Outcome: outcome, Notes: notes}})
@@ -371,6 +376,9 @@ func copyToPreservation(ctx context.Context, c *call) error {
 		return action.Permanentf("%s changed since its digests were computed (sha256 %s, now %s)", p, d["sha256"], sum)
 	}
 	c.notes = "sha256:" + sum
+	if err := c.blob("preservation", sum); err != nil {
+		return err
+	}
 	if err := c.core("preservation_sha256", sum); err != nil {
 		return err
 	}
@@ -385,6 +393,9 @@ func attachTranscription(ctx context.Context, c *call) error {
 	}
 	sum, size, err := c.putFile(ctx, p)
 	if err != nil {
+		return err
+	}
+	if err := c.blob("transcription", sum); err != nil {
 		return err
 	}
 	return c.derivative("transcription", map[string]any{"sha256": sum, "size": size})
@@ -408,6 +419,9 @@ func derivativeCopy(ctx context.Context, c *call) error {
 	size, err := c.blobs.Stat(ctx, sum)
 	if err != nil {
 		return fmt.Errorf("derivative copy of %s: %w", sum, err)
+	}
+	if err := c.blob("copy", sum); err != nil {
+		return err
 	}
 	return c.derivative("copy", map[string]any{"sha256": sum, "size": size})
 }

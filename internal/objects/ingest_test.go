@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action/basic"
+	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -271,6 +272,11 @@ func TestCanonicalSheet(t *testing.T) {
 		}
 		if p, _ := objects.SheetProgress(ctx, x, id); p.Percent != 100 || p.FileSetsComplete != 5 {
 			t.Errorf("progress %+v", p)
+		}
+		// Every blob is referenced — by an item or by the domain — so a collection with no
+		// grace deletes none: not the preservation copies, not the pyramid TIFFs.
+		if deleted, _, err := blob.GC(ctx, kit.Blobs, func(sha string) (bool, error) { return kit.Engine.BlobReferenced(ctx, sha) }, 0, time.Now().Add(time.Hour)); err != nil || deleted != 0 {
+			t.Errorf("blob collection deleted %d blobs (%v), want 0", deleted, err)
 		}
 	})
 }

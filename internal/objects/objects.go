@@ -57,6 +57,7 @@ const (
 	opCore       = "core"       // keys merged into a file set's core metadata (and its state)
 	opDerivative = "derivative" // a file set's derivative
 	opState      = "state"      // an action state
+	opBlob       = "blob"       // a blob a file set references
 )
 
 // write is the payload of every write of the domain: Op says which fields matter.
@@ -168,8 +169,21 @@ func apply(ctx context.Context, x store.DomainSQL, dw engine.DomainWrite, w *wri
 			w.FileSetID, w.Kind, string(v))
 	case opState:
 		return putState(ctx, x, dw.JobID, w.Action, w.At)
+	case opBlob:
+		sum, _ := w.Value.(string)
+		return q(`INSERT INTO objects_blobs (sha256, file_set_id, kind) VALUES (?, ?, ?) ON CONFLICT (sha256, file_set_id, kind) DO NOTHING`,
+			sum, w.FileSetID, w.Kind)
 	}
 	return fmt.Errorf("unknown operation %q", w.Op)
+}
+
+// BlobReferenced implements [engine.BlobReferencer]: the preservation copies and derivatives
+// of file sets are kept by the blob collector.
+func (Domain) BlobReferenced(ctx context.Context, x store.DomainSQL, sha256 string) (bool, error) {
+	found := false
+	err := query(ctx, x, `SELECT 1 FROM objects_blobs WHERE sha256 = ? LIMIT 1`, []any{sha256},
+		func(store.DomainRows) error { found = true; return nil })
+	return found, err
 }
 
 // owned fails with [ErrAccessionTaken] when the row of the accession belongs to another job.

@@ -94,5 +94,8 @@ func pyramidTIFF(ctx context.Context, c *call) error {
 		return err
 	}
 	c.notes = "sha256:" + sum
+	if err := c.blob("pyramid_tiff", sum); err != nil {
+		return err
+	}
 	return c.derivative("pyramid_tiff", map[string]any{"sha256": sum, "size": size})
 }
