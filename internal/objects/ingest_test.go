@@ -24,7 +24,7 @@ import (
 
 // startObjects starts an engine and a worker with the objects domain, its actions and the
 // built-in objects workflow.
-func startObjects(t *testing.T, open enginetest.Open) *enginetest.Kit {
+func startObjects(t testing.TB, open enginetest.Open) *enginetest.Kit {
 	t.Helper()
 	svc := &objects.Service{}
 	kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
@@ -107,7 +107,7 @@ func upload(t *testing.T, kit *enginetest.Kit, name, sheet, dir string) int64 {
 }
 
 // waitSheet waits for the sheet to reach one of the statuses.
-func waitSheet(t *testing.T, kit *enginetest.Kit, id int64, statuses ...string) *objects.Sheet {
+func waitSheet(t testing.TB, kit *enginetest.Kit, id int64, statuses ...string) *objects.Sheet {
 	t.Helper()
 	var s *objects.Sheet
 	poll.Until(t, 2*time.Minute, fmt.Sprintf("sheet %d to be %v", id, statuses), func() (bool, string) {
