@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/source"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -283,7 +284,7 @@ func TestCanonicalSheet(t *testing.T) {
 
 // TestTranscodeError posts an ERROR for the video: that file set fails with the event's message
 // (its waiting actions "Previous action failed"), the image work completes, and the sheet ends
-// completed_error. A second sheet naming an accession the first created fails validation.
+// completed_error. The event comes through a source (the topic variant). A second sheet naming an accession the first created fails validation.
 func TestTranscodeError(t *testing.T) {
 	t.Parallel()
 	dir := canonicalMedia(t)
@@ -310,8 +311,15 @@ func TestTranscodeError(t *testing.T) {
 			}
 			return false, fmt.Sprint(st)
 		})
-		if f, err := objects.FireTranscoded(ctx, kit.Engine, transcodeEvent(video, "ERROR"), ""); err != nil || f.Fired != 1 {
-			t.Fatalf("ERROR: %+v, %v", f, err)
+		// The transcoder's event comes from a topic: a source firing transcoded, correlated by
+		// the workflow's correlate: (a JetStream source hands its messages to the same handler).
+		src, err := source.Parse("mediaconvert", "webhook:?workflow=objects&event=transcoded")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &source.Handler{Engine: kit.Engine, Blobs: kit.Blobs}
+		if o, err := h.Handle(ctx, src, source.Message{ID: "m1", Body: transcodeEvent(video, "ERROR")}); err != nil || len(o.Fired) != 1 {
+			t.Fatalf("ERROR through the source: %+v, %v", o, err)
 		}
 		s := waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError)
 		if s.Status != objects.StatusCompletedError {
