@@ -23,6 +23,7 @@ func (a *API) sheetRoutes() []route {
 		{"GET", "/v1/sheets/{id}", RoleReader, "An ingest sheet: status, checks, file errors, progress", a.getSheet, 200},
 		{"GET", "/v1/sheets/{id}/rows", RoleReader, "A sheet's rows with their errors (failed=true: only the failed ones)", a.sheetRows, 200},
 		{"POST", "/v1/sheets/{id}/approve", RoleAdmin, "Approve a sheet awaiting approval (409 otherwise)", a.approveSheet, 202},
+		{"DELETE", "/v1/sheets/{id}", RoleAdmin, "Delete a sheet that was not approved (409 once approved)", a.deleteSheet, 200},
 		{"GET", "/v1/sheets/{id}/progress", RoleReader, "A sheet's progress (actions, file sets, percent) as server-sent events until it ends", a.sheetProgress, 200},
 		{"POST", "/v1/sheets/transcoded", RoleAdmin, "A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id", a.transcoded, 202},
 		{"GET", "/v1/objects/{id}", RoleReader, "A work (accession number) or a file set (accession number or id) with its action states", a.getObject, 200},
@@ -191,6 +192,26 @@ func (a *API) approveSheet(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, s)
+	return nil
+}
+
+func (a *API) deleteSheet(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	e := a.b.Engine()
+	if err := objects.Delete(r.Context(), e, id); err != nil {
+		if errors.Is(err, objects.ErrApproved) {
+			return errf(CodeConflict, "%v", err)
+		}
+		return sheetNotFound(err, id)
+	}
+	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
 	return nil
 }
 

@@ -71,6 +71,11 @@ func TestSheetsAPI(t *testing.T) {
 		t.Errorf("failed rows %+v", rows.Rows)
 	}
 	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", bad), nil, http.StatusConflict, nil)
+	var deleted objects.Sheet
+	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", bad), nil, 200, &deleted)
+	if deleted.Status != objects.StatusDeleted {
+		t.Errorf("deleted sheet is %s", deleted.Status)
+	}
 
 	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", 201)["id"].(float64))
 	wait(id, objects.StatusAwaitingApproval)
@@ -111,4 +116,5 @@ func TestSheetsAPI(t *testing.T) {
 		t.Errorf("f2's action states %v, want %s", got, want)
 	}
 	b.json(t, "GET", "/v1/objects/nothing", nil, 404, nil)
+	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", id), nil, http.StatusConflict, nil)
 }

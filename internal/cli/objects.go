@@ -18,7 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR | show ID | approve ID [--detach]"
+const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR | show ID | approve ID [--detach] | delete ID"
 
 // runObjects is `sluice objects`: ingest sheets of works and file sets (docs/objects.md).
 func runObjects(ctx context.Context, e *env, args []string) error {
@@ -98,7 +98,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		return printSheet(ctx, e, n, s, out.json())
-	case "show", "approve":
+	case "show", "approve", "delete":
 		id, err := strconv.ParseInt(pos[1], 10, 64)
 		if err != nil || id <= 0 {
 			return usagef("want a sheet id, not %q", pos[1])
@@ -108,6 +108,12 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer n.Close()
+		if pos[0] == "delete" {
+			if err := objects.Delete(ctx, n.Engine, id); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "sheet %d deleted\n", id)
+		}
 		if pos[0] == "approve" {
 			if err := objects.Approve(ctx, n.Engine, id); err != nil {
 				return err
@@ -136,7 +142,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
-	return usagef("unknown objects sheet subcommand %q (want upload, validate, show, approve)", pos[0])
+	return usagef("unknown objects sheet subcommand %q (want upload, validate, show, approve, delete)", pos[0])
 }
 
 func validateSheet(ctx context.Context, e *env, c *common, path, files string, asJSON bool) error {

@@ -81,7 +81,7 @@ func BenchmarkSheet(b *testing.B) {
 				if err := objects.Approve(b.Context(), kit.Engine, id); err != nil {
 					b.Fatal(err)
 				}
-				if s := waitSheet(b, kit, id, objects.StatusCompleted, objects.StatusCompletedError); s.Status != objects.StatusCompleted {
+				if s := waitSheetFor(b, kit, id, time.Hour, objects.StatusCompleted, objects.StatusCompletedError); s.Status != objects.StatusCompleted {
 					b.Fatalf("sheet %s", s.Status)
 				}
 				wall, self = wall+time.Since(start), self+cpu(syscall.RUSAGE_SELF)-s0

@@ -110,8 +110,14 @@ func upload(t *testing.T, kit *enginetest.Kit, name, sheet, dir string) int64 {
 // waitSheet waits for the sheet to reach one of the statuses.
 func waitSheet(t testing.TB, kit *enginetest.Kit, id int64, statuses ...string) *objects.Sheet {
 	t.Helper()
+	return waitSheetFor(t, kit, id, 2*time.Minute, statuses...)
+}
+
+// waitSheetFor is [waitSheet] with a deadline.
+func waitSheetFor(t testing.TB, kit *enginetest.Kit, id int64, d time.Duration, statuses ...string) *objects.Sheet {
+	t.Helper()
 	var s *objects.Sheet
-	poll.Until(t, 2*time.Minute, fmt.Sprintf("sheet %d to be %v", id, statuses), func() (bool, string) {
+	poll.Until(t, d, fmt.Sprintf("sheet %d to be %v", id, statuses), func() (bool, string) {
 		var err error
 		if s, err = objects.GetSheet(t.Context(), kit.Store.DomainSQL(), id); err != nil {
 			t.Fatal(err)

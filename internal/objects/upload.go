@@ -92,6 +92,32 @@ func Approve(ctx context.Context, e *engine.Engine, sheetID int64) error {
 	return err
 }
 
+// ErrApproved is returned by [Delete] for a sheet that was approved: its works exist.
+var ErrApproved = errors.New("the sheet was approved; its works and file sets exist")
+
+// Delete deletes a sheet that was not approved (Meadow's deleted status): its job is canceled
+// and its rows kept for the record. Deleting a deleted sheet does nothing.
+func Delete(ctx context.Context, e *engine.Engine, sheetID int64) error {
+	x := e.Store().DomainSQL()
+	s, err := GetSheet(ctx, x, sheetID)
+	if err != nil {
+		return err
+	}
+	switch s.Status {
+	case StatusDeleted:
+		return nil
+	case StatusApproved, StatusCompleted, StatusCompletedError:
+		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrApproved)
+	}
+	if j, err := e.Store().JobGet(ctx, sheetID); err == nil && j.State == store.JobRunning {
+		if err := e.Cancel(ctx, sheetID); err != nil {
+			return err
+		}
+	}
+	return setSheet(ctx, x, sheetID, &write{Status: StatusDeleted, At: now(),
+		StatusIfs: []string{StatusUploaded, StatusFileFail, StatusRowFail, StatusValid, StatusAwaitingApproval}})
+}
+
 // Transcoded is what [FireTranscoded] did with an event.
 type Transcoded struct {
 	// FileSets are the items (file sets) the event correlated with; Fired those it was new to.
