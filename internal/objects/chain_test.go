@@ -2,9 +2,11 @@ package objects_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,17 +130,21 @@ func pngFile(t testing.TB, path string, seed int) {
 }
 
 // TestCustomActions uploads a sheet whose file sets carry custom_actions: an access image runs
-// exactly those actions (and the initial three, and FileSetComplete), not the table's.
+// exactly those actions (and the initial three, and FileSetComplete), not the table's; its
+// transcription (the sheet's optional column) is attached.
 func TestCustomActions(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pngFile(t, filepath.Join(dir, "a.png"), 1)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("Dear Sir, the print arrived today."), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
 		t.Parallel()
 		kit := startObjects(t, open)
 		id, err := objects.Upload(t.Context(), kit.Engine, kit.Blobs, objects.UploadParams{Name: "custom.csv", FilesDir: dir,
-			CSV:           strings.NewReader(strings.Join(objects.Headers, ",") + "\nIMAGE,cw,cf,a.png,,A,,,\n"),
-			CustomActions: []string{"GenerateFileSetDigests", "CopyFileToPreservation"}})
+			CSV:           strings.NewReader(strings.Join(objects.Headers, ",") + ",transcription\nIMAGE,cw,cf,a.png,,A,,,,a.txt\n"),
+			CustomActions: []string{"GenerateFileSetDigests", "CopyFileToPreservation", "AttachTranscription"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,9 +155,26 @@ func TestCustomActions(t *testing.T) {
 		if s := waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError); s.Status != objects.StatusCompleted {
 			t.Fatalf("sheet %s", s.Status)
 		}
-		want := append(slices.Clone(initial), "GenerateFileSetDigests", "CopyFileToPreservation", "FileSetComplete")
+		want := append(slices.Clone(initial), "GenerateFileSetDigests", "CopyFileToPreservation", "AttachTranscription", "FileSetComplete")
 		if got := okHistory(t, kit, objects.FileSetID("cf")); !slices.Equal(got, want) {
 			t.Errorf("chain %v, want %v", got, want)
+		}
+		// The transcription is attached: a derivative whose blob holds the file.
+		f, err := objects.GetFileSet(t.Context(), kit.Store.DomainSQL(), "cf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr struct{ SHA256 string }
+		if err := json.Unmarshal(f.Derivatives["transcription"], &tr); err != nil {
+			t.Fatalf("transcription derivative %s: %v", f.Derivatives["transcription"], err)
+		}
+		rc, err := kit.Blobs.Open(t.Context(), tr.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if b, _ := io.ReadAll(rc); string(b) != "Dear Sir, the print arrived today." {
+			t.Errorf("transcription blob %q", b)
 		}
 	})
 }
