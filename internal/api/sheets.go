@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/objects"
@@ -227,41 +226,16 @@ func (a *API) sheetProgress(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return sheetNotFound(err, id)
 	}
-	fl, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	tick := time.NewTicker(a.cfg.ProgressInterval)
-	defer tick.Stop()
-	var last []byte
-	for {
-		b, _ := json.Marshal(p)
-		if string(b) != string(last) {
-			if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
-				return nil
+	read := false // p is the first value
+	return a.streamProgress(w, r, func() (any, bool, string, error) {
+		if read {
+			if p, err = objects.SheetProgress(r.Context(), x, id); err != nil {
+				return nil, false, "", err
 			}
-			last = b
-		} else if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-			return nil
 		}
-		if p.Ended() {
-			_, _ = fmt.Fprintf(w, "event: end\ndata: {\"status\":%q}\n\n", p.Status)
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		if p.Ended() {
-			return nil
-		}
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-tick.C:
-		}
-		if p, err = objects.SheetProgress(r.Context(), x, id); err != nil {
-			return nil
-		}
-	}
+		read = true
+		return p, p.Ended(), fmt.Sprintf("{\"status\":%q}", p.Status), nil
+	})
 }
 
 func (a *API) transcoded(w http.ResponseWriter, r *http.Request) error {

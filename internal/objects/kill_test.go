@@ -1,7 +1,6 @@
 package objects_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,13 +8,10 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -243,57 +240,9 @@ func summarize(t *testing.T, db store.Store, blobs blob.Store, jobID int64) outc
 
 // runKillChild runs the child until it has started killAfter actions, then SIGKILLs it; with 0
 // it lets it run to the sheet's end. It reports whether the sheet ended.
-func runKillChild(t *testing.T, env string, killAfter int) (finished bool) {
+func runKillChild(t *testing.T, env string, killAfter int) bool {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	deadline := time.NewTimer(3 * time.Minute)
-	defer deadline.Stop()
-	ran := 0
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("child: %v", err)
-				}
-				return finished
-			}
-			if line == "done" {
-				finished = true
-				continue
-			}
-			ran++
-			if killAfter > 0 && ran == killAfter {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				for range lines {
-				}
-				_ = cmd.Wait()
-				return false
-			}
-		case <-deadline.C:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			t.Fatalf("child started %d actions in 3 minutes without ending", ran)
-		}
-	}
+	return enginetest.RunChild(t, childEnv+"="+env, killAfter, 3*time.Minute)
 }
 
 // printing wraps an action to print a line as each of its attempts starts.
