@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/basic"
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metric"
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -88,6 +90,12 @@ func setupOn(t *testing.T, open drivertest.Open) *bundle {
 // changed by tweak.
 func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bundle {
 	t.Helper()
+	return setupFull(t, open, tweak, nil)
+}
+
+// setupFull is [setupWith] with, when svc is set, the objects domain and workflow served by it.
+func setupFull(t *testing.T, open drivertest.Open, tweak func(*api.Config), svc *objects.Service) *bundle {
+	t.Helper()
 	dir := t.TempDir()
 	db := open(t)
 	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
@@ -99,6 +107,9 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bun
 	cat.Register(doc{}, flaky{fixed}, workerproto.RemoteAction())
 	fs := fileset.New(fileset.Config{PartialDir: filepath.Join(dir, "partial")})
 	cat.Register(fs.Actions()...)
+	if svc != nil {
+		cat.Register(append(svc.Actions(), basic.NewPass())...)
+	}
 	var w *worker.Worker
 	var wp *workerproto.Server
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
@@ -108,6 +119,12 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bun
 		t.Fatal(err)
 	}
 	fs.Bind(db, blobs)
+	if svc != nil {
+		if err := objects.Register(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+		svc.Bind(e, blobs)
+	}
 	set := metric.New()
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Metrics: set})
 	tokens, err := api.OpenTokenStore(filepath.Join(dir, "tokens.json"))

@@ -45,7 +45,7 @@ func (a *API) routes() []route {
 		{"POST", "/v1/workflows/validate", RoleReader, "Validate a workflow without storing it", a.validateWorkflow, 200},
 		{"GET", "/v1/workflows/{name}", RoleReader, "A workflow's definition (latest or ?version=)", a.getWorkflow, 200},
 		{"GET", "/v1/workflows/{name}/graph", RoleReader, "A workflow's diagram (?format=svg or dot)", a.graph, 200},
-	}, a.graphRoutes()...)
+	}, append(a.graphRoutes(), a.sheetRoutes()...)...)
 }
 
 // --- jobs
@@ -414,42 +414,16 @@ func (a *API) progress(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "job %d", id)
 	}
-	fl, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	tick := time.NewTicker(a.cfg.ProgressInterval)
-	defer tick.Stop()
-	var last []byte
-	for {
-		b, _ := json.Marshal(toProgress(p))
-		if string(b) != string(last) {
-			if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
-				return nil
+	read := false // p is the first value
+	return a.streamProgress(w, r, func() (any, bool, string, error) {
+		if read {
+			if p, err = e.Progress(r.Context(), id); err != nil {
+				return nil, false, "", err
 			}
-			last = b
-		} else if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-			return nil
 		}
-		if fl != nil {
-			fl.Flush()
-		}
-		if p.State != store.JobRunning {
-			_, _ = fmt.Fprintf(w, "event: end\ndata: {\"state\":%q}\n\n", p.State)
-			if fl != nil {
-				fl.Flush()
-			}
-			return nil
-		}
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-tick.C:
-		}
-		if p, err = e.Progress(r.Context(), id); err != nil {
-			return nil
-		}
-	}
+		read = true
+		return toProgress(p), p.State != store.JobRunning, fmt.Sprintf("{\"state\":%q}", p.State), nil
+	})
 }
 
 // --- items

@@ -58,6 +58,7 @@ func commands() []command {
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume, nil},
 		{"job", "list, show, cancel or retry jobs", runJob, []string{"list", "show", "cancel", "retry"}},
 		{"event", "fire an external event on an item", runEvent, []string{"fire"}},
+		{"objects", "ingest sheets of works and file sets (Meadow): upload, validate, approve; show a work or file set", runObjects, []string{"sheet", "show", "transcoded"}},
 		{"workflow", "validate, graph, apply or list workflows; the action catalog", runWorkflow, []string{"validate", "graph", "apply", "list", "actions"}},
 		{"bench", "measure the engine, or ingestion", runBench, []string{"engine", "ingest"}},
 		{"gc", "delete blobs no row references any more", runGC, nil},

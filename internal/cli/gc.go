@@ -19,7 +19,7 @@ func runGC(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer n.Close()
-	deleted, freed, err := blob.GC(ctx, n.Blobs, func(sha string) (bool, error) { return n.Store.BlobIsReferenced(ctx, sha) }, *grace, time.Now())
+	deleted, freed, err := blob.GC(ctx, n.Blobs, func(sha string) (bool, error) { return n.Engine.BlobReferenced(ctx, sha) }, *grace, time.Now())
 	if err != nil {
 		return err
 	}

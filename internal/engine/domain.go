@@ -107,3 +107,33 @@ func (t *tx) applyWrites(task *store.Task, ws []DomainWrite) error {
 	}
 	return nil
 }
+
+// BlobReferencer is implemented by a domain whose rows reference blobs (a preservation copy, a
+// derivative), so that the blob collector keeps them: a blob is garbage only when neither the
+// engine's rows nor any domain's reference it.
+type BlobReferencer interface {
+	// BlobReferenced reports whether a row of the domain references the blob.
+	BlobReferenced(ctx context.Context, x store.DomainSQL, sha256 string) (bool, error)
+}
+
+// BlobReferenced reports whether a row of the store, or of a registered domain that implements
+// [BlobReferencer], references the blob: the blob collector's question.
+func (e *Engine) BlobReferenced(ctx context.Context, sha256 string) (bool, error) {
+	if ok, err := e.store.BlobIsReferenced(ctx, sha256); ok || err != nil {
+		return ok, err
+	}
+	e.mu.RLock()
+	var refs []BlobReferencer
+	for _, d := range e.domains {
+		if r, ok := d.(BlobReferencer); ok {
+			refs = append(refs, r)
+		}
+	}
+	e.mu.RUnlock()
+	for _, r := range refs {
+		if ok, err := r.BlobReferenced(ctx, e.store.DomainSQL(), sha256); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}

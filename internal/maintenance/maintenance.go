@@ -286,8 +286,7 @@ func (l *Loop) CollectBlobs(ctx context.Context) (deleted int, freed int64, err 
 			grace = d
 		}
 	}
-	st := l.e.Store()
-	deleted, freed, err = blob.GC(ctx, l.cfg.Blobs, func(sha string) (bool, error) { return st.BlobIsReferenced(ctx, sha) }, grace, now)
+	deleted, freed, err = blob.GC(ctx, l.cfg.Blobs, func(sha string) (bool, error) { return l.e.BlobReferenced(ctx, sha) }, grace, now)
 	if deleted > 0 {
 		l.log.Info("collected blobs", "blobs", deleted, "bytes", freed)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -127,6 +128,12 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 		// as the source has them, to receive its rows: pending messages keep their ids.
 		if !imp.HasTable("outbox_messages") && hasDomain(ctx, from, outbox.DomainName) {
 			if err := imp.CreateDomain(ctx, outbox.Migrations(store.DialectPostgres)); err != nil {
+				return err
+			}
+		}
+		// So are the objects domain's (every node registers it too).
+		if !imp.HasTable("objects_sheets") && hasDomain(ctx, from, objects.Name) {
+			if err := imp.CreateDomain(ctx, objects.Domain{}.Migrations(store.DialectPostgres)); err != nil {
 				return err
 			}
 		}

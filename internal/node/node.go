@@ -34,6 +34,7 @@ import (
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -102,6 +103,8 @@ type Node struct {
 	Worker *worker.Worker
 	// Fileset is the fileset workflow's actions, bound to the store and blobs.
 	Fileset *fileset.Fileset
+	// Objects serves the objects workflow's actions (ingest sheets, works, file sets).
+	Objects *objects.Service
 	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
@@ -153,16 +156,17 @@ func CatalogWith(p *egress.Policy) *action.Catalog {
 }
 
 // domains are the services of the built-in workflows that keep rows of their own (graph,
-// fileset): the catalog holds their actions, and the node binds them to its store once open.
+// fileset, objects): the catalog holds their actions, and the node binds them to its store once open.
 type domains struct {
 	graph   *graph.Graph
 	fileset *fileset.Fileset
+	objects *objects.Service
 }
 
 // newDomains makes the domains' services; those that connect out obey the egress policy p.
 func newDomains(p *egress.Policy, fcfg fileset.Config) domains {
 	fcfg.Egress = p
-	return domains{graph: graph.New(graph.Config{Egress: p}), fileset: fileset.New(fcfg)}
+	return domains{graph: graph.New(graph.Config{Egress: p}), fileset: fileset.New(fcfg), objects: &objects.Service{}}
 }
 
 // catalogWith is [CatalogWith] with the domains' actions served by d.
@@ -177,6 +181,7 @@ func catalogWith(p *egress.Policy, d domains) *action.Catalog {
 	)
 	cat.Register(d.graph.Actions()...)
 	cat.Register(d.fileset.Actions()...)
+	cat.Register(d.objects.Actions()...)
 	return cat
 }
 
@@ -234,7 +239,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	d := newDomains(cfg.Egress, fcfg)
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
-		Graph: d.graph, Fileset: d.fileset}
+		Graph: d.graph, Fileset: d.fileset, Objects: d.objects}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -289,6 +294,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := objects.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.Objects.Bind(n.Engine, n.Blobs)
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err

@@ -46,6 +46,8 @@ type Spec struct {
 	As string
 	// Event, with Key, makes the message an external event fired on the item of a running job
 	// of Workflow whose metadata Key equals the message's Key attribute (or body field).
+	// Without Key, the body is correlated by the workflow's correlate: for the event, in every
+	// running job of Workflow (a transcoder's Job State Change, by userMetadata.file_set_id).
 	Event, Key string
 	// Filters select messages by attribute: each named attribute must have one of the values.
 	Filters map[string][]string
@@ -78,8 +80,8 @@ func Parse(name, raw string) (*Spec, error) {
 	if s.Workflow == "" {
 		return nil, fmt.Errorf("source %s: no workflow= (the workflow of its jobs)", name)
 	}
-	if (s.Event == "") != (s.Key == "") {
-		return nil, fmt.Errorf("source %s: event= and key= go together (the event, and the metadata key correlating it)", name)
+	if s.Key != "" && s.Event == "" {
+		return nil, fmt.Errorf("source %s: key= needs event= (the event it correlates)", name)
 	}
 	switch u.Scheme {
 	case "nats":
@@ -158,6 +160,9 @@ func (h *Handler) Handle(ctx context.Context, s *Spec, m Message) (Outcome, erro
 		sum := sha256.Sum256(m.Body)
 		m.ID = "sha256:" + hex.EncodeToString(sum[:])
 	}
+	if s.Event != "" && s.Key == "" {
+		return h.fireBody(ctx, s, m)
+	}
 	if s.Event != "" {
 		return h.fire(ctx, s, m)
 	}
@@ -197,6 +202,34 @@ func (h *Handler) Handle(ctx context.Context, s *Spec, m Message) (Outcome, erro
 		}
 	}
 	return Outcome{JobID: job.ID, Created: created}, nil
+}
+
+// fireBody fires the source's event with the message's body in every running job of its
+// workflow: the workflow's correlate: for the event finds the items and lands the body's
+// metadata on them. A body that correlates with nothing is acknowledged and fires nothing.
+func (h *Handler) fireBody(ctx context.Context, s *Spec, m Message) (Outcome, error) {
+	if !json.Valid(m.Body) {
+		return Outcome{}, fmt.Errorf("event %s: the body of %s is not JSON", s.Event, m.ID)
+	}
+	jobs, err := h.Engine.Store().JobListRunning(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var out Outcome
+	for _, j := range jobs {
+		if j.WorkflowName != s.Workflow {
+			continue
+		}
+		f, err := h.Engine.Fire(ctx, engine.FireParams{JobID: j.ID, Event: s.Event, Body: m.Body})
+		if err != nil {
+			return Outcome{}, fmt.Errorf("event %s in job %d: %w", s.Event, j.ID, err)
+		}
+		out.Matched += len(f.Items)
+		if f.Fired > 0 {
+			out.Fired = append(out.Fired, f.Items...)
+		}
+	}
+	return out, nil
 }
 
 // ErrNoKey is returned for an event message that carries no correlation key.

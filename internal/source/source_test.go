@@ -37,7 +37,7 @@ func TestParseAndFilter(t *testing.T) {
 			t.Errorf("%s: accepts = %v", tc.name, got)
 		}
 	}
-	for _, bad := range []string{"nats://h/s?workflow=w", "webhook:?as=xml&workflow=w", "webhook:", "webhook:?workflow=w&event=e", "ftp://x?workflow=w"} {
+	for _, bad := range []string{"nats://h/s?workflow=w", "webhook:?as=xml&workflow=w", "webhook:", "webhook:?workflow=w&key=k", "ftp://x?workflow=w"} {
 		if _, err := source.Parse("x", bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}

@@ -1,23 +1,20 @@
 package testdomain_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -70,57 +67,8 @@ func TestDomainWritesSurviveKill(t *testing.T) {
 				return db
 			}
 		}
-		run := func(killAfter int) (finished bool) {
-			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+where)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			cmd.Stderr = os.Stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// The child prints a line as each action starts and "done" when the job ended.
-			lines := make(chan string, 64)
-			go func() {
-				defer close(lines)
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-				_, _ = io.Copy(io.Discard, stdout)
-			}()
-			deadline := time.NewTimer(2 * time.Minute)
-			defer deadline.Stop()
-			ran := 0
-			for {
-				select {
-				case line, ok := <-lines:
-					if !ok {
-						if err := cmd.Wait(); err != nil {
-							t.Fatalf("child: %v", err)
-						}
-						return finished
-					}
-					if line == "done" {
-						finished = true
-						continue
-					}
-					ran++
-					if killAfter > 0 && ran == killAfter {
-						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-						for range lines {
-						}
-						_ = cmd.Wait()
-						return false
-					}
-				case <-deadline.C:
-					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					t.Fatalf("child ran %d actions in 2 minutes without ending", ran)
-				}
-			}
+		run := func(killAfter int) bool {
+			return enginetest.RunChild(t, childEnv+"="+where, killAfter, 2*time.Minute)
 		}
 		for i, after := range []int{20, 60, 100} {
 			if run(after) {

@@ -1,0 +1,280 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/objects"
+)
+
+// sheetRoutes are the objects workflow's: ingest sheets, works and file sets (docs/objects.md).
+func (a *API) sheetRoutes() []route {
+	return []route{
+		{"POST", "/v1/sheets", RoleAdmin, "Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)", a.uploadSheet, 201},
+		{"POST", "/v1/sheets/validate", RoleReader, "Validate an ingest sheet without storing it (text/csv body; query files_dir)", a.validateSheet, 200},
+		{"GET", "/v1/sheets/{id}", RoleReader, "An ingest sheet: status, checks, file errors, progress", a.getSheet, 200},
+		{"GET", "/v1/sheets/{id}/rows", RoleReader, "A sheet's rows with their errors (failed=true: only the failed ones)", a.sheetRows, 200},
+		{"POST", "/v1/sheets/{id}/approve", RoleAdmin, "Approve a sheet awaiting approval (409 otherwise)", a.approveSheet, 202},
+		{"DELETE", "/v1/sheets/{id}", RoleAdmin, "Delete a sheet that was not approved (409 once approved)", a.deleteSheet, 200},
+		{"GET", "/v1/sheets/{id}/progress", RoleReader, "A sheet's progress (actions, file sets, percent) as server-sent events until it ends", a.sheetProgress, 200},
+		{"POST", "/v1/sheets/transcoded", RoleAdmin, "A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id", a.transcoded, 202},
+		{"GET", "/v1/objects/{id}", RoleReader, "A work (accession number) or a file set (accession number or id) with its action states", a.getObject, 200},
+	}
+}
+
+// filesDir checks that a sheet's files directory lies under a configured path root.
+func (a *API) filesDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errf(CodeBadRequest, "files_dir is required")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
+	}
+	for _, root := range a.cfg.PathRoots {
+		if rabs, err := filepath.Abs(root); err == nil {
+			if rel, err := filepath.Rel(rabs, abs); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+				return abs, nil
+			}
+		}
+	}
+	return "", errf(CodeForbidden, "files_dir %q is not under a configured path root", dir)
+}
+
+func (a *API) readSheet(w http.ResponseWriter, r *http.Request) ([]byte, string, error) {
+	dir, err := a.filesDir(r.URL.Query().Get("files_dir"))
+	if err != nil {
+		return nil, "", err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.Limits.MaxUploadBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, "", errf(CodeTooLarge, "the sheet is larger than %d bytes (--max-upload-bytes)", mb.Limit)
+		}
+		return nil, "", err
+	}
+	return body, dir, nil
+}
+
+func (a *API) uploadSheet(w http.ResponseWriter, r *http.Request) error {
+	body, dir, err := a.readSheet(w, r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	name := q.Get("name")
+	if name == "" {
+		name = "sheet.csv"
+	}
+	var custom []string
+	if c := q.Get("custom_actions"); c != "" {
+		custom = strings.Split(c, "|")
+	}
+	e := a.b.Engine()
+	if err := builtin.Apply(r.Context(), e, objects.Name); err != nil {
+		return err
+	}
+	id, err := objects.Upload(r.Context(), e, a.b.Blobs(), objects.UploadParams{Name: name, CSV: strings.NewReader(string(body)),
+		FilesDir: dir, CustomActions: custom, Key: r.Header.Get("Idempotency-Key")})
+	if err != nil {
+		return err
+	}
+	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, s)
+	return nil
+}
+
+func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
+	body, dir, err := a.readSheet(w, r)
+	if err != nil {
+		return err
+	}
+	x := a.b.Engine().Store().DomainSQL()
+	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
+		return objects.Existing(ctx, x, w, f)
+	}})
+	if err != nil {
+		return err
+	}
+	failed := []objects.Row{}
+	for _, row := range v.Rows {
+		if row.State == objects.CheckFail {
+			failed = append(failed, row)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": v.Status, "state": v.Checks, "errors": v.FileErrors, "row_count": len(v.Rows), "failed_rows": failed})
+	return nil
+}
+
+func sheetNotFound(err error, id int64) error {
+	if errors.Is(err, objects.ErrNotFound) {
+		return errf(CodeNotFound, "sheet %d not found", id)
+	}
+	return err
+}
+
+func (a *API) getSheet(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	x := a.b.Engine().Store().DomainSQL()
+	s, err := objects.GetSheet(r.Context(), x, id)
+	if err != nil {
+		return sheetNotFound(err, id)
+	}
+	p, err := objects.SheetProgress(r.Context(), x, id)
+	if err != nil {
+		return err
+	}
+	works, err := objects.ListWorks(r.Context(), x, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		*objects.Sheet
+		Progress *objects.Progress `json:"progress"`
+		Works    []*objects.Work   `json:"works"`
+	}{s, p, orNone(works)})
+	return nil
+}
+
+func orNone[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (a *API) sheetRows(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	x := a.b.Engine().Store().DomainSQL()
+	if _, err := objects.GetSheet(r.Context(), x, id); err != nil {
+		return sheetNotFound(err, id)
+	}
+	rows, err := objects.ListRows(r.Context(), x, id, r.URL.Query().Get("failed") == "true")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rows": orNone(rows)})
+	return nil
+}
+
+func (a *API) approveSheet(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	e := a.b.Engine()
+	if err := objects.Approve(r.Context(), e, id); err != nil {
+		if errors.Is(err, objects.ErrNotAwaitingApproval) {
+			return errf(CodeConflict, "%v", err)
+		}
+		return sheetNotFound(err, id)
+	}
+	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, s)
+	return nil
+}
+
+func (a *API) deleteSheet(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	e := a.b.Engine()
+	if err := objects.Delete(r.Context(), e, id); err != nil {
+		if errors.Is(err, objects.ErrApproved) {
+			return errf(CodeConflict, "%v", err)
+		}
+		return sheetNotFound(err, id)
+	}
+	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}
+
+// sheetProgress streams a sheet's progress as server-sent events ("progress", then "end" with
+// its final status), every ProgressInterval while it changes.
+func (a *API) sheetProgress(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	x := a.b.Engine().Store().DomainSQL()
+	p, err := objects.SheetProgress(r.Context(), x, id)
+	if err != nil {
+		return sheetNotFound(err, id)
+	}
+	read := false // p is the first value
+	return a.streamProgress(w, r, func() (any, bool, string, error) {
+		if read {
+			if p, err = objects.SheetProgress(r.Context(), x, id); err != nil {
+				return nil, false, "", err
+			}
+		}
+		read = true
+		return p, p.Ended(), fmt.Sprintf("{\"status\":%q}", p.Status), nil
+	})
+}
+
+func (a *API) transcoded(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		return errf(CodeTooLarge, "an event is at most 1 MiB")
+	}
+	if !json.Valid(body) {
+		return errf(CodeBadRequest, "the event is not JSON")
+	}
+	f, err := objects.FireTranscoded(r.Context(), a.b.Engine(), body, "")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, f)
+	return nil
+}
+
+func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	x := a.b.Engine().Store().DomainSQL()
+	if wk, err := objects.GetWork(r.Context(), x, id); err == nil {
+		for i, f := range wk.FileSets {
+			if full, err := objects.GetFileSet(r.Context(), x, f.ID); err == nil {
+				wk.FileSets[i] = full
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"work": wk})
+		return nil
+	} else if !errors.Is(err, objects.ErrNotFound) {
+		return err
+	}
+	f, err := objects.GetFileSet(r.Context(), x, id)
+	if errors.Is(err, objects.ErrNotFound) {
+		return errf(CodeNotFound, "no work or file set %q", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"file_set": f})
+	return nil
+}

@@ -1,0 +1,120 @@
+package api_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
+)
+
+// TestSheetsAPI uploads a sheet of supplemental files (no converter runs) through /v1/sheets,
+// sees it validated, approves it, follows its progress on the server-sent events to its end,
+// and reads a file set's action states from /v1/objects; a sheet with a bad row is row_fail
+// with its {field, message}, and approving it is a 409.
+func TestSheetsAPI(t *testing.T) {
+	t.Parallel()
+	b := setupFull(t, drivertest.OpenSQLite, nil, &objects.Service{})
+	files := filepath.Join(b.dir, "inbox", "batch")
+	if err := os.MkdirAll(files, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"notes-1.txt", "notes-2.txt"} {
+		if err := os.WriteFile(filepath.Join(files, f), []byte("notes of "+f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := strings.Join(objects.Headers, ",") + "\n"
+	post := func(sheet string, want int) map[string]any {
+		t.Helper()
+		code, data := b.do(t, "POST", "/v1/sheets?name=batch.csv&files_dir="+url.QueryEscape(files), b.admin, "text/csv", strings.NewReader(sheet))
+		if code != want {
+			t.Fatalf("POST /v1/sheets = %d, want %d: %s", code, want, data)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(data, &out); err != nil {
+			t.Fatalf("%v: %s", err, data)
+		}
+		return out
+	}
+	wait := func(id int64, statuses ...string) map[string]any {
+		var s map[string]any
+		poll.Until(t, 20*time.Second, fmt.Sprintf("sheet %d to be %v", id, statuses), func() (bool, string) {
+			b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d", id), nil, 200, &s)
+			for _, st := range statuses {
+				if s["status"] == st {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(s["status"])
+		})
+		return s
+	}
+
+	if code, _ := b.do(t, "POST", "/v1/sheets?files_dir=/etc", b.admin, "text/csv", strings.NewReader(head)); code != http.StatusForbidden {
+		t.Errorf("files_dir outside the path roots = %d, want 403", code)
+	}
+	bad := int64(post(head+"IMAGE,w9,f9,missing.txt,,S,,,\n", 201)["id"].(float64))
+	wait(bad, objects.StatusRowFail)
+	var rows struct{ Rows []objects.Row }
+	b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", bad), nil, 200, &rows)
+	if len(rows.Rows) != 1 || rows.Rows[0].Row != 2 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "File not Found: missing.txt"}) {
+		t.Errorf("failed rows %+v", rows.Rows)
+	}
+	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", bad), nil, http.StatusConflict, nil)
+	var deleted objects.Sheet
+	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", bad), nil, 200, &deleted)
+	if deleted.Status != objects.StatusDeleted {
+		t.Errorf("deleted sheet is %s", deleted.Status)
+	}
+
+	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", 201)["id"].(float64))
+	wait(id, objects.StatusAwaitingApproval)
+	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", id), nil, http.StatusAccepted, nil)
+
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", fmt.Sprintf("%s/v1/sheets/%d/progress", b.srv.URL, id), nil)
+	req.Header.Set("Authorization", "Bearer "+b.reader)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var last, end string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && end == "" {
+		line := sc.Text()
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			if strings.Contains(d, `"percent_complete"`) {
+				last = d
+			} else {
+				end = d
+			}
+		}
+	}
+	if end != `{"status":"completed"}` || !strings.Contains(last, `"completed_file_sets":2`) || !strings.Contains(last, `"percent_complete":100`) {
+		t.Errorf("progress stream ended %q after %q", end, last)
+	}
+	var obj struct {
+		FileSet objects.FileSet `json:"file_set"`
+	}
+	b.json(t, "GET", "/v1/objects/f2", nil, 200, &obj)
+	var got []string
+	for _, a := range obj.FileSet.ActionStates {
+		got = append(got, a.Action+"="+a.Outcome)
+	}
+	want := "IngestFileSet=ok ExtractMimeType=ok InitializeDispatch=ok GenerateFileSetDigests=ok CopyFileToPreservation=ok FileSetComplete=ok"
+	if strings.Join(got, " ") != want {
+		t.Errorf("f2's action states %v, want %s", got, want)
+	}
+	b.json(t, "GET", "/v1/objects/nothing", nil, 404, nil)
+	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", id), nil, http.StatusConflict, nil)
+}

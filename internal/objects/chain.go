@@ -1,0 +1,537 @@
+package objects
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// ChainAction names one action of a file set's chain twice: as Sluice's catalog knows it and
+// as Meadow's action_states record it.
+type ChainAction struct {
+	Action string // objects.digests
+	State  string // GenerateFileSetDigests
+}
+
+// Chain is every action a file set's chain may hold, in Meadow's order. Which of them run for
+// a file set is not decided here but by the objects workflow's `when:` conditions (Meadow's
+// role × MIME type table, or the file set's custom_actions); this order is only the one
+// [Service] records them in.
+var Chain = []ChainAction{
+	{"objects.ingest-file-set", "IngestFileSet"},
+	{"objects.extract-mime-type", "ExtractMimeType"},
+	{"objects.initialize-dispatch", "InitializeDispatch"},
+	{"objects.digests", "GenerateFileSetDigests"},
+	{"objects.exif", "ExtractExifMetadata"},
+	{"objects.copy-to-preservation", "CopyFileToPreservation"},
+	{"objects.attach-transcription", "AttachTranscription"},
+	{"objects.derivative-copy", "CreateDerivativeCopy"},
+	{"objects.pyramid-tiff", "CreatePyramidTiff"},
+	{"objects.media-metadata", "ExtractMediaMetadata"},
+	{"objects.create-transcode-job", "CreateTranscodeJob"},
+	{"objects.transcode-complete", "TranscodeComplete"},
+	{"objects.file-set-complete", "FileSetComplete"},
+}
+
+// initialActions are the actions every file set starts with, waiting, before its chain is known.
+var initialActions = []string{"IngestFileSet", "ExtractMimeType", "InitializeDispatch"}
+
+func stateOf(actionName string) string {
+	for _, c := range Chain {
+		if c.Action == actionName {
+			return c.State
+		}
+	}
+	return ""
+}
+
+// call is one run of a chain action on a file set.
+type call struct {
+	s     *Service
+	e     *engine.Engine
+	blobs blob.Store
+	x     store.DomainSQL
+	t     *action.Task
+	out   action.Output
+	id    string // the file set's id
+	state string // the action's name in action_states
+	notes string // set by the work, recorded with ok
+}
+
+func (c *call) md(k string) string { return str(c.t.Item.Metadata, k) }
+
+// fileSet reads the file set's row.
+func (c *call) fileSet(ctx context.Context) (*FileSet, error) {
+	fs, err := listFileSets(ctx, c.x, `file_set_id = ?`, c.id)
+	if err != nil {
+		return nil, err
+	}
+	if len(fs) == 0 {
+		return nil, action.Permanentf("file set %s is missing", c.id)
+	}
+	return fs[0], nil
+}
+
+func (c *call) core(k string, v any) error {
+	return writeOp(c.out, "core."+k, write{Op: opCore, FileSetID: c.id, Core: map[string]any{k: v}})
+}
+
+func (c *call) derivative(kind string, v any) error {
+	return writeOp(c.out, "derivative."+kind, write{Op: opDerivative, FileSetID: c.id, Kind: kind, Value: v})
+}
+
+// blob records that the file set references a blob, which keeps it from the blob collector.
+func (c *call) blob(kind, sum string) error {
+	return writeOp(c.out, "blob."+kind, write{Op: opBlob, FileSetID: c.id, Kind: kind, Value: sum})
+}
+
+func (c *call) setState(act, outcome, notes string) error {
+	return writeOp(c.out, "state."+act, write{Op: opState,
+		Action: ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: act, Outcome: outcome, Notes: notes}})
+}
+
+// chainStep is the behaviour of one chain action: when its work is already done (Meadow's
+// already_complete?, nil for never) and the work.
+type chainStep struct {
+	ChainAction
+	doc         string
+	concurrency int
+	tempDir     bool
+	timeout     time.Duration
+	done        func(ctx context.Context, c *call) (bool, error)
+	work        func(ctx context.Context, c *call) error
+}
+
+func (s *Service) chainActions() []action.Action {
+	steps := s.chainSteps()
+	out := make([]action.Action, 0, len(steps)+1)
+	for _, st := range steps {
+		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, NoTempDir: !st.tempDir, Timeout: st.timeout,
+			Settings: []action.Setting{
+				{Name: "force", Type: action.TypeBool, Doc: "run even when the action's state is already ok or n/a"},
+				{Name: "overwrite", Type: action.TypeBool, Doc: "false: mark ok without work when the result already exists"},
+			}}
+		out = append(out, &act{spec, s.runChain(st)})
+	}
+	return append(out, &act{action.Spec{Name: "objects.file-set-failed", NoTempDir: true,
+		Doc: "Record a file set's failure: its failed action's state error with the item's error, the waiting ones error."}, s.fileSetFailed})
+}
+
+// flag reads a boolean from the step's settings, else the item's metadata (a sheet's options
+// reach its file sets there); true, false or the strings "true" and "false".
+func flag(t *action.Task, k string, def bool) bool {
+	for _, m := range []map[string]any{t.With, t.Item.Metadata} {
+		switch v := m[k].(type) {
+		case bool:
+			return v
+		case string:
+			return v == "true" || v != "false" && def
+		}
+	}
+	return def
+}
+
+// runChain wraps a chain action's work in Meadow's idempotent delivery: a file set whose state
+// for the action is already ok or n/a is left alone unless forced; with overwrite false, a
+// result that already exists marks the action ok without work; otherwise the action is
+// started, works, and is ok — the ok (and the work's writes) committed with the task.
+func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Task, out action.Output) error {
+	return func(ctx context.Context, t *action.Task, out action.Output) error {
+		e, blobs, err := s.get()
+		if err != nil {
+			return err
+		}
+		c := &call{s: s, e: e, blobs: blobs, x: e.Store().DomainSQL(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
+		if c.id == "" {
+			return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
+		}
+		cur, err := stateNow(ctx, c.x, c.id, st.State)
+		if err != nil {
+			return err
+		}
+		if (cur == OutcomeOK || cur == OutcomeNA) && !flag(t, "force", false) {
+			return nil
+		}
+		if !flag(t, "overwrite", true) && st.done != nil {
+			done, err := st.done(ctx, c)
+			if err != nil {
+				return err
+			}
+			if done {
+				return c.setState(st.State, OutcomeOK, "already complete")
+			}
+		}
+		// started is recorded as the work begins, outside the task's transaction: an attempt
+		// that dies leaves it, and the next writes it again to no effect.
+		if err := putState(ctx, c.x, t.JobID, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
+			return fmt.Errorf("record %s started: %w", st.State, err)
+		}
+		if err := st.work(ctx, c); err != nil {
+			return err
+		}
+		return c.setState(st.State, OutcomeOK, c.notes)
+	}
+}
+
+// hasCore reports whether the file set's core metadata holds key.
+func hasCore(key string) func(ctx context.Context, c *call) (bool, error) {
+	return func(ctx context.Context, c *call) (bool, error) {
+		f, err := c.fileSet(ctx)
+		if err != nil {
+			return false, err
+		}
+		return f.Core[key] != nil, nil
+	}
+}
+
+// hasDerivative reports whether the file set has a derivative of the kind.
+func hasDerivative(kind string) func(ctx context.Context, c *call) (bool, error) {
+	return func(ctx context.Context, c *call) (bool, error) {
+		n := 0
+		err := query(ctx, c.x, `SELECT 1 FROM objects_derivatives WHERE file_set_id = ? AND kind = ?`, []any{c.id, kind},
+			func(store.DomainRows) error { n++; return nil })
+		return n > 0, err
+	}
+}
+
+// location returns the file set's file, failing permanently when it is gone.
+func (c *call) location() (string, error) {
+	p := c.md("location")
+	if _, err := os.Stat(p); err != nil {
+		return "", action.Permanentf("File not Found: %s", p)
+	}
+	return p, nil
+}
+
+func (s *Service) chainSteps() []chainStep {
+	return []chainStep{
+		{ChainAction: Chain[0], doc: "Start a file set's chain (Meadow's IngestFileSet).", concurrency: 8,
+			work: func(ctx context.Context, c *call) error {
+				return writeOp(c.out, "item", write{Op: opCore, FileSetID: c.id, ItemID: c.t.Item.ID, Core: map[string]any{}})
+			}},
+		{ChainAction: Chain[1], doc: "Record the file's MIME type, from its content (else its extension).", concurrency: 8,
+			done: hasCore("mime_type"),
+			work: func(ctx context.Context, c *call) error {
+				p, err := c.location()
+				if err != nil {
+					return err
+				}
+				m, err := DetectMIME(p)
+				if err != nil {
+					return action.Permanentf("error in mime-type extraction: %v", err)
+				}
+				return c.core("mime_type", m)
+			}},
+		{ChainAction: Chain[2], doc: "Set the file set's chain waiting: the steps of its workflow that apply to it.", concurrency: 8,
+			done: func(ctx context.Context, c *call) (bool, error) {
+				st, err := ActionStates(ctx, c.x, c.id)
+				return len(st) > len(initialActions), err
+			},
+			work: func(ctx context.Context, c *call) error { return s.initializeDispatch(ctx, c) }},
+		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5.", concurrency: 4, done: hasCore("digests"),
+			work: func(ctx context.Context, c *call) error {
+				p, err := c.location()
+				if err != nil {
+					return err
+				}
+				d, err := digests(p)
+				if err != nil {
+					return err
+				}
+				return c.core("digests", d)
+			}},
+		{ChainAction: Chain[4], doc: "Extract the file's EXIF and other embedded metadata (exiftool).", concurrency: 2, tempDir: true,
+			done: hasCore("exif"), work: exif},
+		{ChainAction: Chain[5], doc: "Copy the file to preservation: the blob store, under its SHA-256.", concurrency: 4,
+			done: func(ctx context.Context, c *call) (bool, error) {
+				f, err := c.fileSet(ctx)
+				if err != nil {
+					return false, err
+				}
+				sum, _ := f.Core["preservation_sha256"].(string)
+				if sum == "" {
+					return false, nil
+				}
+				_, err = c.blobs.Stat(ctx, sum)
+				return err == nil, nil
+			},
+			work: copyToPreservation},
+		{ChainAction: Chain[6], doc: "Attach the transcription the sheet named (a .txt) to the file set.", concurrency: 4,
+			done: hasDerivative("transcription"), work: attachTranscription},
+		{ChainAction: Chain[7], doc: "Record the derivative copy of an auxiliary PDF or zip.", concurrency: 4,
+			done: hasDerivative("copy"), work: derivativeCopy},
+		{ChainAction: Chain[8], doc: "Make a pyramid TIFF and a thumbnail of an image (vips).", concurrency: 2, tempDir: true,
+			timeout: 30 * time.Minute, done: hasDerivative("pyramid_tiff"), work: pyramidTIFF},
+		{ChainAction: Chain[9], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
+			done: hasCore("mediainfo"), work: mediaMetadata},
+		{ChainAction: Chain[10], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
+			work: createTranscodeJob},
+		{ChainAction: Chain[11], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
+			concurrency: 4, work: transcodeComplete},
+		{ChainAction: Chain[12], doc: "Complete a file set.", concurrency: 8,
+			work: func(ctx context.Context, c *call) error {
+				return writeOp(c.out, "complete", write{Op: opCore, FileSetID: c.id, State: StateComplete, Core: map[string]any{}})
+			}},
+	}
+}
+
+// initializeDispatch sets waiting the actions of the file set's chain: the chain actions of its
+// workflow's steps that apply to it (those whose `when:` held as it was created, which the
+// engine recorded by skipping the others). A file set to which none applies has a role and
+// MIME type that go together nowhere in the table.
+func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
+	job, err := c.e.Store().JobGet(ctx, c.t.JobID)
+	if err != nil {
+		return err
+	}
+	def, _, err := c.e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	if err != nil {
+		return err
+	}
+	tasks, err := c.e.Store().TaskListByItem(ctx, c.t.Item.ID)
+	if err != nil {
+		return err
+	}
+	skipped := map[string]bool{}
+	for _, tk := range tasks {
+		if tk.State == store.TaskSkipped {
+			skipped[tk.Step] = true
+		}
+	}
+	applies := map[string]bool{}
+	for _, st := range def.Steps {
+		if !skipped[st.Name] {
+			applies[st.Action] = true
+		}
+	}
+	var chain []string
+	for _, a := range Chain[3:] {
+		if applies[a.Action] {
+			chain = append(chain, a.State)
+		}
+	}
+	if len(chain) <= 1 { // FileSetComplete alone
+		return action.Permanentf("Invalid mime-type and file set role combination: %s, role %s", c.t.Item.ContentType, c.md("role"))
+	}
+	for _, a := range chain {
+		if err := c.setState(a, OutcomeWaiting, ""); err != nil {
+			return err
+		}
+	}
+	c.notes = strings.Join(chain, " → ")
+	return nil
+}
+
+func digests(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h256, h1, h5 := sha256.New(), sha1.New(), md5.New()
+	if _, err := io.Copy(io.MultiWriter(h256, h1, h5), f); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return map[string]string{"sha256": hex.EncodeToString(h256.Sum(nil)), "sha1": hex.EncodeToString(h1.Sum(nil)),
+		"md5": hex.EncodeToString(h5.Sum(nil))}, nil
+}
+
+// putFile stores a file in the blob store and returns its SHA-256 and size.
+func (c *call) putFile(ctx context.Context, path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, action.Permanentf("File not Found: %s", path)
+	}
+	defer f.Close()
+	return c.blobs.Put(ctx, f)
+}
+
+func copyToPreservation(ctx context.Context, c *call) error {
+	p, err := c.location()
+	if err != nil {
+		return err
+	}
+	sum, _, err := c.putFile(ctx, p)
+	if err != nil {
+		return err
+	}
+	f, err := c.fileSet(ctx)
+	if err != nil {
+		return err
+	}
+	if d, ok := f.Core["digests"].(map[string]any); ok && d["sha256"] != nil && d["sha256"] != sum {
+		return action.Permanentf("%s changed since its digests were computed (sha256 %s, now %s)", p, d["sha256"], sum)
+	}
+	c.notes = "sha256:" + sum
+	if err := c.blob("preservation", sum); err != nil {
+		return err
+	}
+	if err := c.core("preservation_sha256", sum); err != nil {
+		return err
+	}
+	return c.core("preservation_location", fmt.Sprintf("sha256/%s/%s/%s", sum[:2], sum[2:4], sum))
+}
+
+func attachTranscription(ctx context.Context, c *call) error {
+	p := c.md("transcription")
+	if p == "" {
+		c.notes = "no transcription file"
+		return nil
+	}
+	sum, size, err := c.putFile(ctx, p)
+	if err != nil {
+		return err
+	}
+	if err := c.blob("transcription", sum); err != nil {
+		return err
+	}
+	return c.derivative("transcription", map[string]any{"sha256": sum, "size": size})
+}
+
+func derivativeCopy(ctx context.Context, c *call) error {
+	f, err := c.fileSet(ctx)
+	if err != nil {
+		return err
+	}
+	sum, _ := f.Core["preservation_sha256"].(string)
+	if sum == "" { // a custom chain without the preservation copy
+		p, err := c.location()
+		if err != nil {
+			return err
+		}
+		if sum, _, err = c.putFile(ctx, p); err != nil {
+			return err
+		}
+	}
+	size, err := c.blobs.Stat(ctx, sum)
+	if err != nil {
+		return fmt.Errorf("derivative copy of %s: %w", sum, err)
+	}
+	if err := c.blob("copy", sum); err != nil {
+		return err
+	}
+	return c.derivative("copy", map[string]any{"sha256": sum, "size": size})
+}
+
+// TranscodeEvent is the external event a transcoder's Job State Change fires.
+const TranscodeEvent = "transcoded"
+
+func createTranscodeJob(ctx context.Context, c *call) error {
+	f, err := c.fileSet(ctx)
+	if err != nil {
+		return err
+	}
+	input, _ := f.Core["preservation_location"].(string)
+	if input == "" {
+		input = c.md("location")
+	}
+	job := map[string]any{
+		"UserMetadata": map[string]any{"file_set_id": c.id, "accession_number": f.Accession, "work_accession_number": f.WorkAccession},
+		"Settings": map[string]any{
+			"Inputs": []any{map[string]any{"FileInput": input}},
+			"OutputGroups": []any{map[string]any{"OutputGroupSettings": map[string]any{"Type": "HLS_GROUP_SETTINGS",
+				"HlsGroupSettings": map[string]any{"Destination": "streaming/" + pairtree(c.id) + "/"}}}},
+		},
+	}
+	if err := c.core("transcode_job", job); err != nil {
+		return err
+	}
+	c.notes = "transcode job created; waiting for its Job State Change event"
+	return c.setState("TranscodeComplete", OutcomePending, "waiting for the transcoder's Job State Change event")
+}
+
+// pairtree lays an id out as Meadow's storage does: its hex digits in pairs.
+func pairtree(id string) string {
+	h := strings.ReplaceAll(id, "-", "")
+	var parts []string
+	for i := 0; i+2 <= len(h) && i < 8; i += 2 {
+		parts = append(parts, h[i:i+2])
+	}
+	return strings.Join(parts, "/") + "/" + id
+}
+
+func transcodeComplete(ctx context.Context, c *call) error {
+	md := c.t.Item.Metadata
+	status := str(md, "transcode_status")
+	switch status {
+	case "COMPLETE":
+		var playlists []string
+		groups, _ := md["transcode_output_groups"].([]any)
+		for _, g := range groups {
+			gm, _ := g.(map[string]any)
+			ps, _ := gm["playlistFilePaths"].([]any)
+			for _, p := range ps {
+				if s, ok := p.(string); ok {
+					playlists = append(playlists, s)
+				}
+			}
+		}
+		if len(playlists) == 0 {
+			return action.Permanentf("transcode job %s completed without a playlist", str(md, "transcode_job_id"))
+		}
+		slices.Sort(playlists)
+		c.notes = strings.Join(playlists, " ")
+		if err := c.core("streaming", map[string]any{"job_id": str(md, "transcode_job_id"), "playlists": playlists}); err != nil {
+			return err
+		}
+		return c.derivative("playlist", playlists)
+	case "ERROR":
+		return action.Permanentf("%v (transcode job %s, error code %v)", md["transcode_error_message"], str(md, "transcode_job_id"), md["transcode_error_code"])
+	case "":
+		return action.Permanentf("no Job State Change event arrived for file set %s", c.id)
+	}
+	return action.Permanentf("transcode job %s ended %s", str(md, "transcode_job_id"), status)
+}
+
+// fileSetFailed records a failed file set: the first action of its chain not yet done gets
+// the state error with the item's error, every other waiting one "Previous action failed", and
+// the file set the state error.
+func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.Output) error {
+	e, _, err := s.get()
+	if err != nil {
+		return err
+	}
+	c := &call{s: s, e: e, x: e.Store().DomainSQL(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
+	if c.id == "" {
+		return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
+	}
+	states, err := ActionStates(ctx, c.x, c.id)
+	if err != nil {
+		return err
+	}
+	outcome := map[string]string{}
+	for _, st := range states {
+		outcome[st.Action] = st.Outcome
+	}
+	msg := t.Item.Error
+	if msg == "" {
+		msg = "the file set failed"
+	}
+	first := true
+	for _, a := range Chain {
+		switch outcome[a.State] {
+		case OutcomeWaiting, OutcomeStarted, OutcomePending:
+			note := "Previous action failed"
+			if first {
+				note, first = msg, false
+			}
+			if err := c.setState(a.State, OutcomeError, note); err != nil {
+				return err
+			}
+		}
+	}
+	return writeOp(out, "failed", write{Op: opCore, FileSetID: c.id, State: StateError, Core: map[string]any{"error": msg}})
+}

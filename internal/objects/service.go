@@ -1,0 +1,261 @@
+package objects
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// Service gives the objects workflow's actions what they need beyond their task: the engine
+// (its store, the workflow's definition) and the blob store that holds preservation copies and
+// derivatives. Make it, register its [Service.Actions] in the catalog, then [Service.Bind] it
+// once the engine and blob store exist, before workers start. It is safe for concurrent use.
+type Service struct {
+	mu     sync.RWMutex
+	engine *engine.Engine
+	blobs  blob.Store
+}
+
+// Bind gives the service the engine and the blob store.
+func (s *Service) Bind(e *engine.Engine, b blob.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.engine, s.blobs = e, b
+}
+
+func (s *Service) get() (*engine.Engine, blob.Store, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.engine == nil || s.blobs == nil {
+		return nil, nil, errors.New("objects: the service is not bound to an engine and a blob store")
+	}
+	return s.engine, s.blobs, nil
+}
+
+// act is an action made of a spec and a function.
+type act struct {
+	spec action.Spec
+	run  func(ctx context.Context, t *action.Task, out action.Output) error
+}
+
+func (a *act) Spec() action.Spec { return a.spec }
+func (a *act) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	return a.run(ctx, t, out)
+}
+
+// Actions returns the objects workflow's actions: the sheet's, the work's and the file set
+// chain's (see [Chain]).
+func (s *Service) Actions() []action.Action {
+	sheet := []action.Action{
+		&act{action.Spec{Name: "objects.validate-sheet", Doc: "Validate an ingest sheet (the root's CSV) row by row; emits sheet.valid.",
+			Outcomes: []string{"sheet.valid"}, Concurrency: 2, NoTempDir: true}, s.validateSheet},
+		&act{action.Spec{Name: "objects.await-approval", Doc: "Mark a valid sheet awaiting approval.",
+			Inline: action.InlineAlways, NoTempDir: true}, s.awaitApproval},
+		&act{action.Spec{Name: "objects.create-works", Doc: "Create an approved sheet's works as children of the sheet.",
+			NoTempDir: true}, s.createWorks},
+		&act{action.Spec{Name: "objects.create-file-sets", Doc: "Record a work and create its file sets as its children.",
+			Concurrency: 8, NoTempDir: true}, s.createFileSets},
+		&act{action.Spec{Name: "objects.complete-work", Doc: "Complete a work once its file sets are done.",
+			Concurrency: 8, NoTempDir: true}, s.completeWork},
+		&act{action.Spec{Name: "objects.complete-sheet", Doc: "Complete a sheet once its works are done: completed or completed_error.",
+			NoTempDir: true}, s.completeSheet},
+	}
+	return append(sheet, s.chainActions()...)
+}
+
+// now is the clock of the domain's writes, in unix nanoseconds.
+func now() int64 { return time.Now().UTC().UnixNano() }
+
+func writeOp(out action.Output, key string, w write) error {
+	if w.At == 0 {
+		w.At = now()
+	}
+	return out.Write(action.DomainWrite{Domain: Name, Key: key, Payload: w})
+}
+
+// FileSetID returns the id of the file set with the accession number: a UUID (version 5 in
+// form) derived from it, so that the same accession always names the same file set, and a
+// transcoder's events can carry it before any row exists.
+func FileSetID(accession string) string {
+	h := sha1.Sum([]byte("sluice-objects/file-set/" + accession))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.Output) error {
+	e, _, err := s.get()
+	if err != nil {
+		return err
+	}
+	rc, err := t.OpenBlob(ctx)
+	if err != nil {
+		return fmt.Errorf("open the sheet: %w", err)
+	}
+	defer rc.Close()
+	x := e.Store().DomainSQL()
+	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"),
+		Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
+			return Existing(ctx, x, w, f)
+		}})
+	if err != nil {
+		return err
+	}
+	if err := writeOp(out, "sheet", write{Op: opSheet, Name: t.Item.Name, Status: v.Status, Checks: &v.Checks,
+		Errors: orEmpty(v.FileErrors), RowCount: len(v.Rows)}); err != nil {
+		return err
+	}
+	const chunk = 1000
+	for i := 0; i < len(v.Rows); i += chunk {
+		if err := writeOp(out, fmt.Sprintf("rows.%d", i/chunk), write{Op: opRows, Rows: v.Rows[i:min(i+chunk, len(v.Rows))]}); err != nil {
+			return err
+		}
+	}
+	if v.Status == StatusValid {
+		out.Emit("sheet.valid")
+	}
+	return nil
+}
+
+func (s *Service) awaitApproval(_ context.Context, _ *action.Task, out action.Output) error {
+	return writeOp(out, "sheet", write{Op: opSheet, Status: StatusAwaitingApproval, StatusIfs: []string{StatusValid}})
+}
+
+// workRow is the part of a sheet's row a work's item carries for its file sets.
+type workRow struct {
+	Row    int               `json:"row"`
+	Fields map[string]string `json:"fields"`
+}
+
+func (s *Service) createWorks(ctx context.Context, t *action.Task, out action.Output) error {
+	e, _, err := s.get()
+	if err != nil {
+		return err
+	}
+	rows, err := ListRows(ctx, e.Store().DomainSQL(), t.JobID, false)
+	if err != nil {
+		return err
+	}
+	v := &Validation{Rows: rows}
+	for _, w := range v.Works() {
+		wr := make([]workRow, len(w.Rows))
+		for i, r := range w.Rows {
+			wr[i] = workRow{Row: r.Row, Fields: r.Fields}
+		}
+		if err := out.CreateChild(ctx, action.Child{Name: w.Accession, Metadata: map[string]any{
+			"kind": "work", "work_accession_number": w.Accession, "work_type": w.WorkType, "rows": wr}}); err != nil {
+			return err
+		}
+	}
+	return writeOp(out, "sheet", write{Op: opSheet, Status: StatusApproved})
+}
+
+func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action.Output) error {
+	var rows []workRow
+	raw, _ := json.Marshal(t.Item.Metadata["rows"])
+	if err := json.Unmarshal(raw, &rows); err != nil || len(rows) == 0 {
+		return action.Permanentf("work %s: its item carries no rows", t.Item.Name)
+	}
+	work, dir := str(t.Item.Metadata, "work_accession_number"), str(t.Item.Metadata, "files_dir")
+	if err := writeOp(out, "work", write{Op: opWork, Accession: work, WorkType: str(t.Item.Metadata, "work_type"), ItemID: t.Item.ID}); err != nil {
+		return err
+	}
+	at := now()
+	for _, r := range rows {
+		f := r.Fields
+		acc := f["file_accession_number"]
+		id := FileSetID(acc)
+		location := filepath.Join(dir, filepath.Clean(f["filename"]))
+		md := map[string]any{"kind": "file_set", "file_set_id": id, "file_accession_number": acc, "row": r.Row,
+			"role": f["role"], "label": f["label"], "description": f["description"], "location": location, "rows": nil,
+			"work_image": f["work_image"] == "true" || f["work_image"] == "TRUE"}
+		for _, k := range []string{"structure", "transcription"} {
+			if f[k] != "" {
+				md[k] = filepath.Join(dir, filepath.Clean(f[k]))
+			}
+		}
+		if err := out.CreateChild(ctx, action.Child{Name: acc, ContentType: f["mime_type"], Metadata: md}); err != nil {
+			return err
+		}
+		fs := &FileSet{ID: id, Accession: acc, WorkAccession: work, Row: r.Row, Role: f["role"], Label: f["label"],
+			Location: location, MimeType: f["mime_type"]}
+		if err := writeOp(out, "file_set."+acc, write{Op: opFileSet, At: at, FileSet: fs}); err != nil {
+			return err
+		}
+		for _, a := range initialActions {
+			st := ActionState{ObjectID: id, ObjectType: "FileSet", Action: a, Outcome: OutcomeWaiting}
+			if err := writeOp(out, "state."+acc+"."+a, write{Op: opState, At: at, Action: st}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) completeWork(ctx context.Context, t *action.Task, out action.Output) error {
+	e, _, err := s.get()
+	if err != nil {
+		return err
+	}
+	acc := str(t.Item.Metadata, "work_accession_number")
+	fs, err := listFileSets(ctx, e.Store().DomainSQL(), `work_accession = ?`, acc)
+	if err != nil {
+		return err
+	}
+	state := StateComplete
+	if len(fs) == 0 {
+		state = StateError
+	}
+	for _, f := range fs {
+		if f.State != StateComplete {
+			state = StateError
+		}
+	}
+	return writeOp(out, "work", write{Op: opWorkState, Accession: acc, State: state})
+}
+
+func (s *Service) completeSheet(ctx context.Context, t *action.Task, out action.Output) error {
+	e, _, err := s.get()
+	if err != nil {
+		return err
+	}
+	works, err := ListWorks(ctx, e.Store().DomainSQL(), t.JobID)
+	if err != nil {
+		return err
+	}
+	status := StatusCompleted
+	if len(works) < t.Item.NChildren {
+		status = StatusCompletedError // a work that could not be created
+	}
+	for _, w := range works {
+		if w.State != StateComplete {
+			status = StatusCompletedError
+		}
+	}
+	return writeOp(out, "sheet", write{Op: opSheet, Status: status})
+}
+
+// stateNow reads an object's action's outcome ("" when it has none).
+func stateNow(ctx context.Context, x store.DomainSQL, objectID, act string) (string, error) {
+	var o string
+	err := query(ctx, x, `SELECT outcome FROM objects_action_states WHERE object_id = ? AND action = ?`, []any{objectID, act},
+		func(r store.DomainRows) error { return r.Scan(&o) })
+	return o, err
+}

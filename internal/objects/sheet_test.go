@@ -1,0 +1,191 @@
+package objects_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/objects"
+)
+
+// stubFiles writes the little files the sheets of testdata/sheets name: each starts with its
+// format's magic bytes, which is all a validation reads.
+func stubFiles(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"page1.tif":           "II*\x00\x08\x00\x00\x00page one",
+		"page2.tif":           "MM\x00*\x00\x00\x00\x08page two",
+		"clip.mp4":            "\x00\x00\x00\x20ftypisom\x00\x00\x02\x00",
+		"chapters.vtt":        "WEBVTT\n\n00:00.000 --> 00:01.000\nOpening\n",
+		"chapters-broken.vtt": "This is not WebVTT\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func validateFile(t *testing.T, name string, env objects.Env) *objects.Validation {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "sheets", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v, err := objects.Validate(t.Context(), f, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestValidationFailureModes validates one authored sheet per failure mode and finds its
+// message on its row and field (row 1 is the header: a file error).
+func TestValidationFailureModes(t *testing.T) {
+	t.Parallel()
+	dir := stubFiles(t)
+	existing := func(_ context.Context, works, files []string) (map[string]bool, map[string]bool, error) {
+		w, f := map[string]bool{}, map[string]bool{}
+		for _, a := range works {
+			w[a] = a == "w-taken"
+		}
+		for _, a := range files {
+			f[a] = a == "f-taken"
+		}
+		return w, f, nil
+	}
+	for _, tc := range []struct {
+		name, file string
+		row        int // 1: the file's errors
+		field, msg string
+		status     string
+	}{
+		{"blank field", "blank_field.csv", 2, "filename", "cannot be blank", objects.StatusRowFail},
+		{"invalid role", "invalid_role.csv", 2, "role", "Z is invalid", objects.StatusRowFail},
+		{"invalid work type", "invalid_work_type.csv", 2, "work_type", "PAINTING is invalid", objects.StatusRowFail},
+		{"invalid work image", "invalid_work_image.csv", 2, "work_image", "yes is invalid", objects.StatusRowFail},
+		{"duplicated accession", "duplicate_accession.csv", 4, "file_accession_number", "f-dup-1 is duplicated on rows 2, 4", objects.StatusRowFail},
+		{"accession exists", "accession_exists.csv", 2, "file_accession_number", "f-taken already exists in system", objects.StatusRowFail},
+		{"work accession exists", "work_accession_exists.csv", 2, "work_accession_number", "w-taken already exists in system", objects.StatusRowFail},
+		{"file not found", "missing_file.csv", 2, "filename", "File not Found: not-there.tif", objects.StatusRowFail},
+		{"mime type not accepted", "wrong_mime_type.csv", 2, "filename",
+			"Mime-type: video/mp4, not accepted for work type IMAGE and file set role A", objects.StatusRowFail},
+		{"leading or trailing spaces", "accession_with_spaces.csv", 2, "file_accession_number", "cannot have leading or trailing spaces", objects.StatusRowFail},
+		{"conflicting work types", "conflicting_work_types.csv", 3, "work_type", "work w-conf has conflicting work_type values", objects.StatusRowFail},
+		{"unsafe file name", "unsafe_filename.csv", 2, "filename", "scan#1?.tif has unsafe characters for a file name: '#' '?'", objects.StatusRowFail},
+		{"wrong headers", "wrong_headers.csv", 1, "header", "Invalid header: filenam", objects.StatusFileFail},
+		{"missing work type", "missing_work_type.csv", 1, "header", "Required header missing: work_type", objects.StatusFileFail},
+		{"invalid webvtt", "invalid_webvtt.csv", 2, "structure", "chapters-broken.vtt is not a valid WebVTT file", objects.StatusRowFail},
+		{"missing webvtt", "missing_webvtt.csv", 2, "structure", "File not Found: chapters-gone.vtt", objects.StatusRowFail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := validateFile(t, tc.file, objects.Env{FilesDir: dir, Existing: existing})
+			if v.Status != tc.status {
+				t.Errorf("status = %s, want %s (file errors %v)", v.Status, tc.status, v.FileErrors)
+			}
+			if v.Checks.Overall != objects.CheckFail {
+				t.Errorf("overall check = %s, want fail", v.Checks.Overall)
+			}
+			var errs []objects.FieldError
+			if tc.row == 1 {
+				errs = v.FileErrors
+				if v.Checks.File != objects.CheckFail || v.Checks.Rows != objects.CheckPending {
+					t.Errorf("checks = %+v, want file fail, rows pending", v.Checks)
+				}
+			} else {
+				if v.Checks.File != objects.CheckPass || v.Checks.Rows != objects.CheckFail {
+					t.Errorf("checks = %+v, want file pass, rows fail", v.Checks)
+				}
+				for _, r := range v.Rows {
+					if r.Row == tc.row {
+						errs = r.Errors
+						if r.State != objects.CheckFail {
+							t.Errorf("row %d state = %s, want fail", r.Row, r.State)
+						}
+					}
+				}
+			}
+			for _, e := range errs {
+				if e.Field == tc.field && e.Message == tc.msg {
+					return
+				}
+			}
+			t.Errorf("row %d: no error {%s, %q}; errors: %+v", tc.row, tc.field, tc.msg, errs)
+		})
+	}
+}
+
+// TestValidationPasses checks a good sheet: every check passes, every row passes, and the
+// works group the rows with the MIME type each file has.
+func TestValidationPasses(t *testing.T) {
+	t.Parallel()
+	dir := stubFiles(t)
+	sheet := strings.Join([]string{strings.Join(objects.Headers, ","),
+		"IMAGE,w1,f1,page1.tif,front,A,front,true,",
+		"IMAGE,w1,f2,page2.tif,back,P,back,false,",
+		"VIDEO,w2,f3,clip.mp4,film,A,reel,true,chapters.vtt",
+	}, "\n") + "\n"
+	v, err := objects.Validate(t.Context(), strings.NewReader(sheet), objects.Env{FilesDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != objects.StatusValid || v.Checks != (objects.Checks{File: "pass", Rows: "pass", Overall: "pass"}) {
+		t.Fatalf("status %s checks %+v rows %+v", v.Status, v.Checks, v.Rows)
+	}
+	works := v.Works()
+	if len(works) != 2 || len(works[0].Rows) != 2 || works[1].WorkType != "VIDEO" {
+		t.Fatalf("works = %+v", works)
+	}
+	if m := works[1].Rows[0].Fields["mime_type"]; m != "video/mp4" {
+		t.Errorf("clip.mp4 mime type = %q", m)
+	}
+}
+
+// TestValidationReportsEveryBadRow validates 10,000 rows of which every seventh is bad: each
+// bad row is reported with its error, and no good row is.
+func TestValidationReportsEveryBadRow(t *testing.T) {
+	t.Parallel()
+	dir := stubFiles(t)
+	var b strings.Builder
+	b.WriteString(strings.Join(objects.Headers, ",") + "\n")
+	const n = 10_000
+	bad := 0
+	for i := range n {
+		file := "page1.tif"
+		if i%7 == 3 {
+			file, bad = fmt.Sprintf("gone-%d.tif", i), bad+1
+		}
+		fmt.Fprintf(&b, "IMAGE,w%d,f%d,%s,,A,,,\n", i/4, i, file)
+	}
+	start := time.Now()
+	v, err := objects.Validate(t.Context(), strings.NewReader(b.String()), objects.Env{FilesDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("validated %d rows in %s", n, time.Since(start))
+	failed := 0
+	for _, r := range v.Rows {
+		i := r.Row - 2
+		wantBad := i%7 == 3
+		if wantBad != (r.State == objects.CheckFail) {
+			t.Fatalf("row %d: state %s %+v", r.Row, r.State, r.Errors)
+		}
+		if wantBad {
+			failed++
+			if len(r.Errors) != 1 || r.Errors[0].Message != fmt.Sprintf("File not Found: gone-%d.tif", i) {
+				t.Fatalf("row %d errors %+v", r.Row, r.Errors)
+			}
+		}
+	}
+	if len(v.Rows) != n || failed != bad || v.Status != objects.StatusRowFail {
+		t.Fatalf("%d rows, %d failed (want %d), status %s", len(v.Rows), failed, bad, v.Status)
+	}
+}

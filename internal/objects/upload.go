@@ -1,0 +1,156 @@
+package objects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// UploadParams describe an ingest sheet to upload.
+type UploadParams struct {
+	// Name is the sheet's name (its file name).
+	Name string
+	// CSV is the sheet.
+	CSV io.Reader
+	// FilesDir is the directory its file names are relative to; made absolute.
+	FilesDir string
+	// CustomActions, when set, replaces every file set's chain by these actions (Meadow's
+	// action names, such as GenerateFileSetDigests), in Meadow's order.
+	CustomActions []string
+	// Workflow is the workflow to run; defaults to objects (the built-in).
+	Workflow string
+	// Key, when set, makes the upload idempotent: a second upload with the key finds the
+	// first's sheet (and completes its upload, if it was interrupted).
+	Key string
+}
+
+// Upload stores an ingest sheet and starts its job: it is validated at once, and waits for
+// [Approve]. It returns the sheet's id (its job's). The workflow must be stored
+// (builtin.Apply).
+func Upload(ctx context.Context, e *engine.Engine, blobs blob.Store, p UploadParams) (int64, error) {
+	if p.Workflow == "" {
+		p.Workflow = Name
+	}
+	dir, err := filepath.Abs(p.FilesDir)
+	if err != nil {
+		return 0, fmt.Errorf("files dir: %w", err)
+	}
+	sum, size, err := blobs.Put(ctx, p.CSV)
+	if err != nil {
+		return 0, fmt.Errorf("store the sheet: %w", err)
+	}
+	md := map[string]any{"kind": "sheet", "files_dir": dir}
+	if len(p.CustomActions) > 0 {
+		md["custom_actions"] = p.CustomActions
+	}
+	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: p.Workflow, Key: p.Key, Open: true, Metadata: map[string]any{"sheet": p.Name}})
+	if err != nil {
+		return 0, err
+	}
+	x := e.Store().DomainSQL()
+	if err := setSheet(ctx, x, job.ID, &write{Name: p.Name, At: now()}); err != nil {
+		return 0, fmt.Errorf("record sheet %d: %w", job.ID, err)
+	}
+	if err := e.AddRoots(ctx, job, []engine.Root{{Name: p.Name, ContentType: "text/csv", BlobSHA256: sum, Size: size, Metadata: md}}); err != nil {
+		return 0, err
+	}
+	return job.ID, e.Seal(ctx, job.ID)
+}
+
+// ErrNotAwaitingApproval is returned by [Approve] for a sheet in another status.
+var ErrNotAwaitingApproval = errors.New("the sheet is not awaiting approval")
+
+// Approve approves a sheet awaiting approval: its works and file sets are created and ingested.
+// Approving an approved sheet again does nothing.
+func Approve(ctx context.Context, e *engine.Engine, sheetID int64) error {
+	s, err := GetSheet(ctx, e.Store().DomainSQL(), sheetID)
+	if err != nil {
+		return err
+	}
+	switch s.Status {
+	case StatusAwaitingApproval:
+	case StatusApproved, StatusCompleted, StatusCompletedError:
+		return nil
+	default:
+		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrNotAwaitingApproval)
+	}
+	roots, err := e.Store().ItemList(ctx, store.ItemListParams{JobID: sheetID, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(roots) == 0 || roots[0].ParentID != 0 {
+		return fmt.Errorf("sheet %d has no root item: %w", sheetID, ErrNotFound)
+	}
+	_, err = e.FireExternal(ctx, roots[0].ID, "approved")
+	return err
+}
+
+// ErrApproved is returned by [Delete] for a sheet that was approved: its works exist.
+var ErrApproved = errors.New("the sheet was approved; its works and file sets exist")
+
+// Delete deletes a sheet that was not approved (Meadow's deleted status): its job is canceled
+// and its rows kept for the record. Deleting a deleted sheet does nothing.
+func Delete(ctx context.Context, e *engine.Engine, sheetID int64) error {
+	x := e.Store().DomainSQL()
+	s, err := GetSheet(ctx, x, sheetID)
+	if err != nil {
+		return err
+	}
+	switch s.Status {
+	case StatusDeleted:
+		return nil
+	case StatusApproved, StatusCompleted, StatusCompletedError:
+		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrApproved)
+	}
+	if j, err := e.Store().JobGet(ctx, sheetID); err == nil && j.State == store.JobRunning {
+		if err := e.Cancel(ctx, sheetID); err != nil {
+			return err
+		}
+	}
+	return setSheet(ctx, x, sheetID, &write{Status: StatusDeleted, At: now(),
+		StatusIfs: []string{StatusUploaded, StatusFileFail, StatusRowFail, StatusValid, StatusAwaitingApproval}})
+}
+
+// Transcoded is what [FireTranscoded] did with an event.
+type Transcoded struct {
+	// FileSets are the items (file sets) the event correlated with; Fired those it was new to.
+	FileSets []int64 `json:"items"`
+	Fired    int     `json:"fired"`
+}
+
+// FireTranscoded hands a transcoder's Job State Change event (its JSON body) to the running
+// sheets of the workflow: the file set whose file_set_id its user metadata carries resumes (or
+// fails, for an ERROR). An event no file set waits for, or one that came before, is
+// acknowledged and does nothing.
+func FireTranscoded(ctx context.Context, e *engine.Engine, body []byte, workflow string) (*Transcoded, error) {
+	if workflow == "" {
+		workflow = Name
+	}
+	if !json.Valid(body) {
+		return nil, errors.New("the event is not JSON")
+	}
+	jobs, err := e.Store().JobListRunning(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &Transcoded{FileSets: []int64{}}
+	for _, j := range jobs {
+		if j.WorkflowName != workflow {
+			continue
+		}
+		f, err := e.Fire(ctx, engine.FireParams{JobID: j.ID, Event: TranscodeEvent, Body: body})
+		if err != nil {
+			return nil, fmt.Errorf("sheet %d: %w", j.ID, err)
+		}
+		out.FileSets = append(out.FileSets, f.Items...)
+		out.Fired += f.Fired
+	}
+	return out, nil
+}
