@@ -19,27 +19,6 @@ import (
 	"github.com/sluice-project/sluice/internal/textclean"
 )
 
-// Task is the task JSON of the protocol: what a poll answers with 201 and a GET of the task URL
-// returns.
-type Task struct {
-	ID              string         `json:"id"`
-	URL             string         `json:"url"`
-	Filename        string         `json:"filename"`
-	ContentType     string         `json:"contentType"`
-	LanguageCode    string         `json:"languageCode"`
-	Metadata        map[string]any `json:"metadata"`
-	WantOcr         bool           `json:"wantOcr"`
-	WantSplitByPage bool           `json:"wantSplitByPage"`
-	Blob            TaskBlob       `json:"blob"`
-}
-
-// TaskBlob locates a task's input bytes.
-type TaskBlob struct {
-	URL    string `json:"url"`
-	NBytes int64  `json:"nBytes"`
-	SHA1   string `json:"sha1"`
-}
-
 // Session states (spec: "Order").
 const (
 	stateStart = iota
