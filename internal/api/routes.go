@@ -93,6 +93,13 @@ func rawOr(b []byte) json.RawMessage {
 	return b
 }
 
+// jobList is a page of GET /v1/jobs.
+type jobList struct {
+	Jobs []*jobJSON `json:"jobs"`
+	// NextCursor is the after_id of the next page; absent on the last one.
+	NextCursor int64 `json:"next_after_id,omitempty"`
+}
+
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	after, err := queryInt(r, "after_id", 0, 0)
 	if err != nil {
@@ -106,10 +113,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Jobs       []*jobJSON `json:"jobs"`
-		NextCursor int64      `json:"next_after_id,omitempty"`
-	}{Jobs: []*jobJSON{}}
+	out := jobList{Jobs: []*jobJSON{}}
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, toJob(j))
 	}
@@ -473,6 +477,13 @@ func toItem(it *store.Item) *itemJSON {
 		CreatedAt: it.CreatedAt, ThumbnailType: it.ThumbnailType}
 }
 
+// itemList is a page of GET /v1/jobs/{id}/items.
+type itemList struct {
+	Items []*itemJSON `json:"items"`
+	// Next is the after of the next page; absent on the last one.
+	Next string `json:"next_after,omitempty"`
+}
+
 func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -494,10 +505,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Items []*itemJSON `json:"items"`
-		Next  string      `json:"next_after,omitempty"`
-	}{Items: []*itemJSON{}}
+	out := itemList{Items: []*itemJSON{}}
 	for _, it := range items {
 		out.Items = append(out.Items, toItem(it))
 	}
@@ -642,6 +650,19 @@ func contentDisposition(disposition, filename string) string {
 	return v
 }
 
+// outputJSON is one output of an item: a document or an error.
+type outputJSON struct {
+	ItemID int64           `json:"item_id"`
+	Value  json.RawMessage `json:"value"`
+}
+
+// outputList is a page of GET /v1/jobs/{id}/documents or /errors.
+type outputList struct {
+	Outputs []outputJSON `json:"outputs"`
+	// Next is the after_item of the next page; absent on the last one.
+	Next int64 `json:"next_after_item,omitempty"`
+}
+
 func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, "id")
@@ -660,16 +681,9 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			return err
 		}
-		type outJSON struct {
-			ItemID int64           `json:"item_id"`
-			Value  json.RawMessage `json:"value"`
-		}
-		out := struct {
-			Outputs []outJSON `json:"outputs"`
-			Next    int64     `json:"next_after_item,omitempty"`
-		}{Outputs: []outJSON{}}
+		out := outputList{Outputs: []outputJSON{}}
 		for _, o := range outs {
-			out.Outputs = append(out.Outputs, outJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
+			out.Outputs = append(out.Outputs, outputJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
 		}
 		if len(outs) == int(limit) && limit > 0 {
 			out.Next = outs[len(outs)-1].ItemID
@@ -690,6 +704,15 @@ type eventRequest struct {
 	// Body is the event's payload: alone, it correlates through the workflow's correlate:
 	// declarations; with item_id or key, it only carries the metadata they declare.
 	Body json.RawMessage `json:"body"`
+}
+
+// eventResult answers POST /v1/jobs/{id}/events.
+type eventResult struct {
+	Event string `json:"event"`
+	// Items are the items the event was correlated to.
+	Items []int64 `json:"items"`
+	// Fired counts the items on which the event was new.
+	Fired int `json:"fired"`
 }
 
 func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
@@ -727,11 +750,7 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	out := struct {
-		Event string  `json:"event"`
-		Items []int64 `json:"items"`
-		Fired int     `json:"fired"`
-	}{Event: req.Event, Items: f.Items, Fired: f.Fired}
+	out := eventResult{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
 	}
@@ -751,14 +770,17 @@ type workflowJSON struct {
 	Source     string          `json:"source,omitempty"`
 }
 
+// workflowList answers GET /v1/workflows.
+type workflowList struct {
+	Workflows []workflowJSON `json:"workflows"`
+}
+
 func (a *API) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	wfs, err := a.b.Engine().Store().WorkflowList(r.Context())
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Workflows []workflowJSON `json:"workflows"`
-	}{Workflows: []workflowJSON{}}
+	out := workflowList{Workflows: []workflowJSON{}}
 	for _, wf := range wfs {
 		out.Workflows = append(out.Workflows, workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt})
 	}
@@ -826,6 +848,13 @@ func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// invalidWorkflowJSON is the 422 answer of POST /v1/workflows: an error with the diagnostics.
+type invalidWorkflowJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	*diagnosticsJSON
+}
+
 func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 	src, err := readCapped(r.Body, 4<<20, "a workflow")
 	if err != nil {
@@ -837,11 +866,7 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return derr
 	}
 	if !out.Valid {
-		writeJSON(w, http.StatusUnprocessableEntity, struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			*diagnosticsJSON
-		}{CodeInvalid, err.Error(), out})
+		writeJSON(w, http.StatusUnprocessableEntity, invalidWorkflowJSON{CodeInvalid, err.Error(), out})
 		return nil
 	}
 	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}
