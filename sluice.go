@@ -328,3 +328,43 @@ func (e *Engine) Outputs(ctx context.Context, jobID int64, kind string) ([]Outpu
 		after = page[len(page)-1].ItemID
 	}
 }
+
+// Item is one node of a job's tree: a file the job started with (a root) or one an action
+// derived from it (a child).
+type Item struct {
+	ID       int64
+	ParentID int64 // 0 for a root
+	// Name is the derived path, such as "Archive.zip/dir/report.pdf".
+	Name        string
+	ContentType string
+	Size        int64
+	// State is "created", "written", "processed" or "ingested" (DESIGN §2).
+	State string
+	// Error is the item's error, when a task of it failed for good.
+	Error string
+	// Text is the text an action set on the item, if any.
+	Text      string
+	NChildren int
+}
+
+// Items returns the children of the item parentID in the job, in order; parentID 0 returns the
+// job's roots.
+func (e *Engine) Items(ctx context.Context, jobID, parentID int64) ([]Item, error) {
+	var out []Item
+	after := ""
+	for {
+		page, err := e.n.Store.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &parentID, AfterSort: after,
+			Limit: 1000, WithText: true})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page {
+			out = append(out, Item{ID: it.ID, ParentID: it.ParentID, Name: it.Name, ContentType: it.ContentType, Size: it.Size,
+				State: it.State, Error: it.Error, Text: it.Text, NChildren: it.NChildren})
+		}
+		if len(page) < 1000 {
+			return out, nil
+		}
+		after = page[len(page)-1].SortKey
+	}
+}

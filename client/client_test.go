@@ -106,7 +106,7 @@ func (v *validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
 	v.h.ServeHTTP(rec, r)
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.Code, Header: rec.Header(),
-		Body: io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+		Body:    io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
 		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}}
 	if err := openapi3filter.ValidateResponse(r.Context(), out); err != nil {
 		v.t.Errorf("answer %d to %s %s does not match the document: %v\n%s", rec.Code, r.Method, r.URL.Path, err, rec.Body.Bytes())

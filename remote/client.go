@@ -249,15 +249,11 @@ func (s *Stream) Abort() {
 // Task is the task JSON of the protocol: what a poll answers with 201 and a GET of the task URL
 // returns.
 type Task struct {
-	ID              string         `json:"id"`
-	URL             string         `json:"url"`
-	Filename        string         `json:"filename"`
-	ContentType     string         `json:"contentType"`
-	LanguageCode    string         `json:"languageCode"`
-	Metadata        map[string]any `json:"metadata"`
-	WantOcr         bool           `json:"wantOcr"`
-	WantSplitByPage bool           `json:"wantSplitByPage"`
-	Blob            TaskBlob       `json:"blob"`
+	ID  string `json:"id"`
+	URL string `json:"url"`
+	// File describes the task's item: its name, detected content type and options.
+	File
+	Blob TaskBlob `json:"blob"`
 }
 
 // TaskBlob locates a task's input bytes.
@@ -265,4 +261,16 @@ type TaskBlob struct {
 	URL    string `json:"url"`
 	NBytes int64  `json:"nBytes"`
 	SHA1   string `json:"sha1"`
+}
+
+// File is a file as the protocol describes it: the task's item in the task JSON, and the payload
+// of an N.json fragment, which starts the task's next child (the server requires all six
+// fields there).
+type File struct {
+	Filename        string         `json:"filename"`
+	ContentType     string         `json:"contentType"`
+	LanguageCode    string         `json:"languageCode"`
+	Metadata        map[string]any `json:"metadata"`
+	WantOcr         bool           `json:"wantOcr"`
+	WantSplitByPage bool           `json:"wantSplitByPage"`
 }

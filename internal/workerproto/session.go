@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/textclean"
+	"github.com/sluice-project/sluice/remote"
 )
 
 // Session states (spec: "Order").
@@ -519,7 +520,7 @@ func (s *Server) taskJSON(ctx context.Context, r *http.Request, ss *session) ([]
 	}
 	it := ss.item
 	t := Task{ID: ss.id, URL: scheme + "://" + r.Host + s.cfg.Prefix + "/" + ss.name + "/" + ss.id,
-		Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}}
+		File: remote.File{Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}}}
 	_ = json.Unmarshal(it.Metadata, &t.Metadata)
 	if t.Metadata == nil {
 		t.Metadata = map[string]any{}
