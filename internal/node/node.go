@@ -257,7 +257,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 				w.CancelTasks(ids)
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
-		}})
+		},
+		OnJobEnd: n.traceJobEnd})
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
