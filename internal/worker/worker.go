@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/queue"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/tracing"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
@@ -601,6 +602,8 @@ func (w *Worker) done(t *store.Task) {
 func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *prefetch) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
+	ctx, span := w.traceAttempt(ctx, t)
+	defer func() { tracing.End(span, res.Err) }()
 	var fin finishing
 	begin := time.Now()
 	err := w.execute(ctx, t, it, res, &fin, pf)
@@ -833,7 +836,7 @@ func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, err
 	if len(w.jobs) > 10000 {
 		clear(w.jobs)
 	}
-	w.jobs[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
+	w.jobs[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion, job.CreatedAt}
 	w.mu.Unlock()
 	return job.WorkflowName, job.WorkflowVersion, nil
 }
@@ -862,6 +865,7 @@ func (w *Worker) stepOf(ctx context.Context, t *store.Task) (action.Action, *wor
 type jobWF struct {
 	name    string
 	version int
+	created time.Time // identifies the job's trace (package tracing)
 }
 
 func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task, out *output) error {
