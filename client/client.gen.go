@@ -197,6 +197,7 @@ type WorkerTask struct {
 	Id              string                 `json:"id"`
 	LanguageCode    string                 `json:"languageCode"`
 	Metadata        map[string]interface{} `json:"metadata"`
+	Traceparent     *string                `json:"traceparent,omitempty"`
 	Url             string                 `json:"url"`
 	WantOcr         bool                   `json:"wantOcr"`
 	WantSplitByPage bool                   `json:"wantSplitByPage"`
@@ -302,8 +303,32 @@ type ListItemsParams struct {
 	Errors *bool `form:"errors,omitempty" json:"errors,omitempty"`
 }
 
+// GetTaskParams defines parameters for GetTask.
+type GetTaskParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
 // PostFragmentsMultipartBody defines parameters for PostFragments.
 type PostFragmentsMultipartBody map[string]openapi_types.File
+
+// PostFragmentsParams defines parameters for PostFragments.
+type PostFragmentsParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// GetTaskBlobParams defines parameters for GetTaskBlob.
+type GetTaskBlobParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// PostFragmentParams defines parameters for PostFragment.
+type PostFragmentParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
 
 // ApplyWorkflowJSONBody defines parameters for ApplyWorkflow.
 type ApplyWorkflowJSONBody = map[string]interface{}
@@ -524,26 +549,26 @@ type ClientInterface interface {
 	// GetTask Re-read the task (HEAD: liveness and cancel probe; 404 once canceled)
 	//
 	// Corresponds with GET /v1/workers/{action}/{id} (the `GetTask` operationId).
-	GetTask(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetTask(ctx context.Context, action string, id string, params *GetTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostFragmentsWithBody Many fragments as one streaming multipart/form-data request
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/workers/{action}/{id} (the `PostFragments` operationId).
-	PostFragmentsWithBody(ctx context.Context, action string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostFragmentsWithBody(ctx context.Context, action string, id string, params *PostFragmentsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTaskBlob The task's input bytes
 	//
 	// Corresponds with GET /v1/workers/{action}/{id}/blob (the `GetTaskBlob` operationId).
-	GetTaskBlob(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetTaskBlob(ctx context.Context, action string, id string, params *GetTaskBlobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostFragmentWithBody One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/workers/{action}/{id}/{fragment} (the `PostFragment` operationId).
-	PostFragmentWithBody(ctx context.Context, action string, id string, fragment string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostFragmentWithBody(ctx context.Context, action string, id string, fragment string, params *PostFragmentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkflows List stored workflow versions
 	//
@@ -885,8 +910,8 @@ func (c *Client) PollTask(ctx context.Context, action string, reqEditors ...Requ
 // GetTask Re-read the task (HEAD: liveness and cancel probe; 404 once canceled)
 //
 // Corresponds with GET /v1/workers/{action}/{id} (the `GetTask` operationId).
-func (c *Client) GetTask(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetTaskRequest(c.Server, action, id)
+func (c *Client) GetTask(ctx context.Context, action string, id string, params *GetTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTaskRequest(c.Server, action, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -902,8 +927,8 @@ func (c *Client) GetTask(ctx context.Context, action string, id string, reqEdito
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/workers/{action}/{id} (the `PostFragments` operationId).
-func (c *Client) PostFragmentsWithBody(ctx context.Context, action string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostFragmentsRequestWithBody(c.Server, action, id, contentType, body)
+func (c *Client) PostFragmentsWithBody(ctx context.Context, action string, id string, params *PostFragmentsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostFragmentsRequestWithBody(c.Server, action, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -917,8 +942,8 @@ func (c *Client) PostFragmentsWithBody(ctx context.Context, action string, id st
 // GetTaskBlob The task's input bytes
 //
 // Corresponds with GET /v1/workers/{action}/{id}/blob (the `GetTaskBlob` operationId).
-func (c *Client) GetTaskBlob(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetTaskBlobRequest(c.Server, action, id)
+func (c *Client) GetTaskBlob(ctx context.Context, action string, id string, params *GetTaskBlobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTaskBlobRequest(c.Server, action, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -934,8 +959,8 @@ func (c *Client) GetTaskBlob(ctx context.Context, action string, id string, reqE
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/workers/{action}/{id}/{fragment} (the `PostFragment` operationId).
-func (c *Client) PostFragmentWithBody(ctx context.Context, action string, id string, fragment string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostFragmentRequestWithBody(c.Server, action, id, fragment, contentType, body)
+func (c *Client) PostFragmentWithBody(ctx context.Context, action string, id string, fragment string, params *PostFragmentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostFragmentRequestWithBody(c.Server, action, id, fragment, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1908,7 +1933,7 @@ func NewPollTaskRequest(server string, action string) (*http.Request, error) {
 }
 
 // NewGetTaskRequest constructs an http.Request for the GetTask method
-func NewGetTaskRequest(server string, action string, id string) (*http.Request, error) {
+func NewGetTaskRequest(server string, action string, id string, params *GetTaskParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1945,11 +1970,26 @@ func NewGetTaskRequest(server string, action string, id string) (*http.Request, 
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewPostFragmentsRequestWithBody constructs an http.Request for the PostFragments method, with any body, and a specified content type
-func NewPostFragmentsRequestWithBody(server string, action string, id string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPostFragmentsRequestWithBody(server string, action string, id string, params *PostFragmentsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1988,11 +2028,26 @@ func NewPostFragmentsRequestWithBody(server string, action string, id string, co
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetTaskBlobRequest constructs an http.Request for the GetTaskBlob method
-func NewGetTaskBlobRequest(server string, action string, id string) (*http.Request, error) {
+func NewGetTaskBlobRequest(server string, action string, id string, params *GetTaskBlobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2029,11 +2084,26 @@ func NewGetTaskBlobRequest(server string, action string, id string) (*http.Reque
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewPostFragmentRequestWithBody constructs an http.Request for the PostFragment method, with any body, and a specified content type
-func NewPostFragmentRequestWithBody(server string, action string, id string, fragment string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPostFragmentRequestWithBody(server string, action string, id string, fragment string, params *PostFragmentParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2078,6 +2148,21 @@ func NewPostFragmentRequestWithBody(server string, action string, id string, fra
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -2505,28 +2590,28 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/workers/{action}/{id} (the `GetTask` operationId).
-	GetTaskWithResponse(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*GetTaskResponse, error)
+	GetTaskWithResponse(ctx context.Context, action string, id string, params *GetTaskParams, reqEditors ...RequestEditorFn) (*GetTaskResponse, error)
 
 	// PostFragmentsWithBodyWithResponse Many fragments as one streaming multipart/form-data request
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/workers/{action}/{id} (the `PostFragments` operationId).
-	PostFragmentsWithBodyWithResponse(ctx context.Context, action string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentsResponse, error)
+	PostFragmentsWithBodyWithResponse(ctx context.Context, action string, id string, params *PostFragmentsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentsResponse, error)
 
 	// GetTaskBlobWithResponse The task's input bytes
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/workers/{action}/{id}/blob (the `GetTaskBlob` operationId).
-	GetTaskBlobWithResponse(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*GetTaskBlobResponse, error)
+	GetTaskBlobWithResponse(ctx context.Context, action string, id string, params *GetTaskBlobParams, reqEditors ...RequestEditorFn) (*GetTaskBlobResponse, error)
 
 	// PostFragmentWithBodyWithResponse One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/workers/{action}/{id}/{fragment} (the `PostFragment` operationId).
-	PostFragmentWithBodyWithResponse(ctx context.Context, action string, id string, fragment string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentResponse, error)
+	PostFragmentWithBodyWithResponse(ctx context.Context, action string, id string, fragment string, params *PostFragmentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentResponse, error)
 
 	// ListWorkflowsWithResponse List stored workflow versions
 	//
@@ -4036,8 +4121,8 @@ func (c *ClientWithResponses) PollTaskWithResponse(ctx context.Context, action s
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/workers/{action}/{id} (the `GetTask` operationId).
-func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*GetTaskResponse, error) {
-	rsp, err := c.GetTask(ctx, action, id, reqEditors...)
+func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, action string, id string, params *GetTaskParams, reqEditors ...RequestEditorFn) (*GetTaskResponse, error) {
+	rsp, err := c.GetTask(ctx, action, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4049,8 +4134,8 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, action st
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/workers/{action}/{id} (the `PostFragments` operationId).
-func (c *ClientWithResponses) PostFragmentsWithBodyWithResponse(ctx context.Context, action string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentsResponse, error) {
-	rsp, err := c.PostFragmentsWithBody(ctx, action, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PostFragmentsWithBodyWithResponse(ctx context.Context, action string, id string, params *PostFragmentsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentsResponse, error) {
+	rsp, err := c.PostFragmentsWithBody(ctx, action, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4062,8 +4147,8 @@ func (c *ClientWithResponses) PostFragmentsWithBodyWithResponse(ctx context.Cont
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/workers/{action}/{id}/blob (the `GetTaskBlob` operationId).
-func (c *ClientWithResponses) GetTaskBlobWithResponse(ctx context.Context, action string, id string, reqEditors ...RequestEditorFn) (*GetTaskBlobResponse, error) {
-	rsp, err := c.GetTaskBlob(ctx, action, id, reqEditors...)
+func (c *ClientWithResponses) GetTaskBlobWithResponse(ctx context.Context, action string, id string, params *GetTaskBlobParams, reqEditors ...RequestEditorFn) (*GetTaskBlobResponse, error) {
+	rsp, err := c.GetTaskBlob(ctx, action, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4075,8 +4160,8 @@ func (c *ClientWithResponses) GetTaskBlobWithResponse(ctx context.Context, actio
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/workers/{action}/{id}/{fragment} (the `PostFragment` operationId).
-func (c *ClientWithResponses) PostFragmentWithBodyWithResponse(ctx context.Context, action string, id string, fragment string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentResponse, error) {
-	rsp, err := c.PostFragmentWithBody(ctx, action, id, fragment, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PostFragmentWithBodyWithResponse(ctx context.Context, action string, id string, fragment string, params *PostFragmentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostFragmentResponse, error) {
+	rsp, err := c.PostFragmentWithBody(ctx, action, id, fragment, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -88,12 +88,20 @@ type TaskHandle struct {
 	c *Client
 }
 
+// header sets the request's traceparent header from [Task.Traceparent].
+func (t *TaskHandle) header(req *http.Request) {
+	if t.Traceparent != "" {
+		req.Header.Set("Traceparent", t.Traceparent)
+	}
+}
+
 // OpenBlob downloads the task's input bytes; the caller closes the reader.
 func (t *TaskHandle) OpenBlob(ctx context.Context) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.Blob.URL, nil)
 	if err != nil {
 		return nil, err
 	}
+	t.header(req)
 	resp, err := t.c.http().Do(req)
 	if err != nil {
 		return nil, err
@@ -116,6 +124,7 @@ func (t *TaskHandle) Alive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.header(req)
 	resp, err := t.c.http().Do(req)
 	if err != nil {
 		return err
@@ -144,6 +153,7 @@ func (t *TaskHandle) Post(ctx context.Context, fragment string, body io.Reader) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	t.header(req)
 	resp, err := t.c.http().Do(req)
 	if err != nil {
 		return err
@@ -178,6 +188,7 @@ func (t *TaskHandle) Stream(ctx context.Context) *Stream {
 		return s
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
+	t.header(req)
 	go func() {
 		defer close(s.done)
 		resp, err := t.c.http().Do(req)
@@ -254,6 +265,11 @@ type Task struct {
 	// File describes the task's item: its name, detected content type and options.
 	File
 	Blob TaskBlob `json:"blob"`
+	// Traceparent is the W3C trace context of the task's attempt on the server (also sent as the
+	// response's traceparent header), when the server traces. The TaskHandle's requests send it
+	// back as their traceparent header; a worker that traces sets it to its own span's, so the
+	// server's spans of its fragments are children of the worker's span.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // TaskBlob locates a task's input bytes.

@@ -124,18 +124,23 @@ var routeDocs = map[string]routeDoc{
 	// The worker protocol (shared/spec/worker-protocol.md): only polls need a (worker) token;
 	// a task's URLs carry its unguessable id instead.
 	"POST /v1/workers/{action}": {ID: "pollTask", Responses: map[int]any{201: workerproto.Task{}, 204: nil}},
-	"GET /v1/workers/{action}/{id}": {ID: "getTask", Public: true, PathTypes: taskPath,
+	"GET /v1/workers/{action}/{id}": {ID: "getTask", Public: true, PathTypes: taskPath, Params: traceparent,
 		Responses: map[int]any{200: workerproto.Task{}}},
-	"GET /v1/workers/{action}/{id}/blob": {ID: "getTaskBlob", Public: true, PathTypes: taskPath,
+	"GET /v1/workers/{action}/{id}/blob": {ID: "getTaskBlob", Public: true, PathTypes: taskPath, Params: traceparent,
 		Responses: map[int]any{200: media{Type: "application/octet-stream", Schema: binary}}},
-	"POST /v1/workers/{action}/{id}": {ID: "postFragments", Public: true, PathTypes: taskPath,
+	"POST /v1/workers/{action}/{id}": {ID: "postFragments", Public: true, PathTypes: taskPath, Params: traceparent,
 		Body: map[string]any{"multipart/form-data": rawSchema{"type": "object", "additionalProperties": binary,
 			"description": "One part per fragment, named as the fragment (0.json, 0.blob, progress, done, …), in protocol order."}},
 		Responses: map[int]any{202: nil}},
-	"POST /v1/workers/{action}/{id}/{fragment}": {ID: "postFragment", Public: true, PathTypes: taskPath,
+	"POST /v1/workers/{action}/{id}/{fragment}": {ID: "postFragment", Public: true, PathTypes: taskPath, Params: traceparent,
 		Body:      map[string]any{"application/octet-stream": binary},
 		Responses: map[int]any{202: nil}},
 }
+
+// traceparent is the W3C trace context a worker may send back on a task's requests (the task's
+// own, or its span's under it): the server's spans of the request are its children.
+var traceparent = []param{{Name: "traceparent", In: "header", Type: "string",
+	Doc: "W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md)."}}
 
 var taskPath = map[string]rawSchema{"id": {"type": "string", "description": "The task's id, as in its url."}}
 

@@ -83,6 +83,7 @@ type session struct {
 	canceled   bool
 	cancelCh   chan struct{}
 	checkedAt  time.Time
+	trace      sessionTrace // the attempt's span
 
 	// The state machine; touched only by the request holding posting, or by the one finalizer.
 	state     int
@@ -162,6 +163,7 @@ func (ss *session) claim(ended string) bool {
 		return false
 	}
 	ss.finished, ss.ended = true, ended
+	ss.trace.end(ended)
 	return true
 }
 
@@ -520,7 +522,8 @@ func (s *Server) taskJSON(ctx context.Context, r *http.Request, ss *session) ([]
 	}
 	it := ss.item
 	t := Task{ID: ss.id, URL: scheme + "://" + r.Host + s.cfg.Prefix + "/" + ss.name + "/" + ss.id,
-		File: remote.File{Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}}}
+		File:        remote.File{Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}},
+		Traceparent: ss.trace.parent()}
 	_ = json.Unmarshal(it.Metadata, &t.Metadata)
 	if t.Metadata == nil {
 		t.Metadata = map[string]any{}
@@ -607,6 +610,7 @@ func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	ss.trace.setHeader(w.Header())
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(b)
@@ -713,7 +717,9 @@ func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.leave(true)
-	ctx, stop := ss.watchCancel(r.Context())
+	ctx, span := ss.trace.fragment(r, r.PathValue("fragment"))
+	defer span.End()
+	ctx, stop := ss.watchCancel(ctx)
 	defer stop()
 	err := ss.apply(ctx, r.PathValue("fragment"), r.Body)
 	if err == nil {
@@ -786,7 +792,9 @@ func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.leave(true)
-	ctx, stop := ss.watchCancel(r.Context())
+	ctx, span := ss.trace.fragment(r, "multipart")
+	defer span.End()
+	ctx, stop := ss.watchCancel(ctx)
 	defer stop()
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	for {
