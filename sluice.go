@@ -161,8 +161,26 @@ type Workflow struct {
 	Digest string
 }
 
-// Diagnostic is one problem found in a workflow, with its step, field and line where known.
-type Diagnostic = workflow.Diagnostic
+// Diagnostic is one problem found in a workflow.
+type Diagnostic struct {
+	// Severity is "error" (the workflow cannot be stored) or "warning".
+	Severity string
+	// Step, Field and Line say where, when known: a step's name ("" for the workflow), a field
+	// such as "needs" or "with.url", a 1-based line of the source (0 when unknown).
+	Step  string
+	Field string
+	Line  int
+	// Message says what is wrong.
+	Message string
+}
+
+func diagnostics(ds []workflow.Diagnostic) []Diagnostic {
+	out := make([]Diagnostic, len(ds))
+	for i, d := range ds {
+		out[i] = Diagnostic{Severity: string(d.Severity), Step: d.Step, Field: d.Field, Line: d.Line, Message: d.Message}
+	}
+	return out
+}
 
 // WorkflowError is the error of [Engine.ApplyWorkflow] for a workflow that does not parse or
 // validate: every problem found.
@@ -177,14 +195,15 @@ func (e *WorkflowError) Error() string { return e.err.Error() }
 // actions and stores it as a new version, unless the latest version is the same. It returns the
 // stored version and the warnings; a workflow that does not validate is a [*WorkflowError].
 func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte) (Workflow, []Diagnostic, error) {
-	wf, warnings, err := e.n.Engine.ApplyWorkflow(ctx, src, "workflow")
+	wf, ws, err := e.n.Engine.ApplyWorkflow(ctx, src, "workflow")
+	warnings := diagnostics(ws)
 	var ve *workflow.ValidationError
 	var pe *workflow.ParseError
 	switch {
 	case errors.As(err, &ve):
-		return Workflow{}, warnings, &WorkflowError{Diagnostics: ve.Diagnostics, err: err}
+		return Workflow{}, warnings, &WorkflowError{Diagnostics: diagnostics(ve.Diagnostics), err: err}
 	case errors.As(err, &pe):
-		return Workflow{}, warnings, &WorkflowError{Diagnostics: []Diagnostic{pe.Diagnostic()}, err: err}
+		return Workflow{}, warnings, &WorkflowError{Diagnostics: diagnostics([]workflow.Diagnostic{pe.Diagnostic()}), err: err}
 	case err != nil:
 		return Workflow{}, warnings, err
 	}

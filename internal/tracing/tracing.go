@@ -62,9 +62,12 @@ func JobContext(jobID int64, created time.Time) trace.SpanContext {
 // at created). End it with [End].
 func Attempt(ctx context.Context, t *store.Task, created time.Time) (context.Context, trace.Span) {
 	ctx = trace.ContextWithRemoteSpanContext(ctx, JobContext(t.JobID, created))
-	return tracer().Start(ctx, SpanTask, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		attribute.String("action", t.Action), attribute.String("step", t.Step), attribute.Int64("job_id", t.JobID),
-		attribute.Int64("item_id", t.ItemID), attribute.Int64("task_id", t.ID), attribute.Int("attempt", t.Attempt)))
+	ctx, span := tracer().Start(ctx, SpanTask, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() { // not with tracing off: every task pays for this call
+		span.SetAttributes(attribute.String("action", t.Action), attribute.String("step", t.Step), attribute.Int64("job_id", t.JobID),
+			attribute.Int64("item_id", t.ItemID), attribute.Int64("task_id", t.ID), attribute.Int("attempt", t.Attempt))
+	}
+	return ctx, span
 }
 
 // End ends span with err as its status.

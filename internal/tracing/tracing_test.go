@@ -78,3 +78,28 @@ func TestSetupExportsOTLP(t *testing.T) {
 		t.Errorf("the export holds no span %s of trace %s", SpanJob, tid)
 	}
 }
+
+// BenchmarkAttempt measures an attempt span with tracing off (the global no-op provider), the
+// cost every task pays, against one recorded by the SDK.
+func BenchmarkAttempt(b *testing.B) {
+	task := &store.Task{ID: 1, JobID: 2, ItemID: 3, Action: "a", Step: "s", Attempt: 1}
+	created := time.Now()
+	b.Run("off", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, span := Attempt(context.Background(), task, created)
+			End(span, nil)
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		tp := NewProvider()
+		prev := otel.GetTracerProvider()
+		otel.SetTracerProvider(tp)
+		defer otel.SetTracerProvider(prev)
+		b.ReportAllocs()
+		for b.Loop() {
+			_, span := Attempt(context.Background(), task, created)
+			End(span, nil)
+		}
+	})
+}
