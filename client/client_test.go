@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -223,6 +224,78 @@ func TestClientAgainstServer(t *testing.T) {
 		t.Fatalf("missing job: %v %d %s", err, missing.StatusCode(), missing.Body)
 	}
 	for _, op := range []string{"applyWorkflow", "createJob", "followProgress", "getJob", "listItems", "downloadItem", "listDocuments", "listJobs"} {
+		if !v.seen[op] {
+			t.Errorf("operation %s was not validated", op)
+		}
+	}
+}
+
+// TestWorkerProtocolAgainstDocument serves one remote task through the generated client — poll,
+// re-read the task, download its input, post a child and done — every request and answer
+// checked against the OpenAPI document, the task JSON included.
+func TestWorkerProtocolAgainstDocument(t *testing.T) {
+	ctx := t.Context()
+	e, err := sluice.Open(ctx, sluice.Config{DataDir: t.TempDir(), Remote: []string{"Upper"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	token, err := e.CreateToken("worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newValidator(t, e.Handler())
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	if _, _, err := e.ApplyWorkflow(ctx, []byte("name: upper\nsteps:\n  up: {action: remote, with: {name: Upper}, needs: [start], when: root}\n")); err != nil {
+		t.Fatal(err)
+	}
+	job, err := e.StartJob(ctx, sluice.JobParams{Workflow: "upper", Files: []sluice.File{{Name: "a.txt", Content: strings.NewReader("abc")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewClientWithResponses(srv.URL, client.WithBearer(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var task *client.WorkerTask
+	for task == nil {
+		polled, err := c.PollTaskWithResponse(ctx, "Upper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if polled.StatusCode() != 201 && polled.StatusCode() != 204 {
+			t.Fatalf("poll: %d %s", polled.StatusCode(), polled.Body)
+		}
+		task = polled.JSON201
+	}
+	if task.Filename != "a.txt" || task.Blob.NBytes != 3 || !strings.HasSuffix(task.Url, "/v1/workers/Upper/"+task.Id) {
+		t.Errorf("task %+v", task)
+	}
+	again, err := c.GetTaskWithResponse(ctx, "Upper", task.Id, &client.GetTaskParams{})
+	if err != nil || again.JSON200 == nil || again.JSON200.Id != task.Id {
+		t.Fatalf("get task: %v %s", err, again.Body)
+	}
+	blob, err := c.GetTaskBlobWithResponse(ctx, "Upper", task.Id, &client.GetTaskBlobParams{})
+	if err != nil || string(blob.Body) != "abc" {
+		t.Fatalf("blob: %v %q", err, blob.Body)
+	}
+	for _, f := range []struct{ name, ct, body string }{
+		{"0.json", "application/json", `{"filename":"a.up","contentType":"text/plain","languageCode":"en","metadata":{},"wantOcr":false,"wantSplitByPage":false}`},
+		{"0.blob", "application/octet-stream", "ABC"},
+		{"done", "application/octet-stream", ""},
+	} {
+		res, err := c.PostFragmentWithBodyWithResponse(ctx, "Upper", task.Id, f.name, &client.PostFragmentParams{}, f.ct, strings.NewReader(f.body))
+		if err != nil || res.StatusCode() != 202 {
+			t.Fatalf("post %s: %v %d %s", f.name, err, res.StatusCode(), res.Body)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if j, err := e.Wait(wctx, job.ID); err != nil || j.State != sluice.JobComplete {
+		t.Fatalf("job: %+v %v", j, err)
+	}
+	for _, op := range []string{"pollTask", "getTask", "getTaskBlob", "postFragment"} {
 		if !v.seen[op] {
 			t.Errorf("operation %s was not validated", op)
 		}

@@ -66,7 +66,7 @@ func (a *API) openAPIDoc(workers bool) map[string]any {
 			for ct, v := range doc.Body {
 				content[ct] = map[string]any{"schema": schemaOf(s, v)}
 			}
-			op["requestBody"] = map[string]any{"required": true, "content": content}
+			op["requestBody"] = map[string]any{"required": !doc.BodyOptional, "content": content}
 		}
 		responses := map[string]any{
 			"default": map[string]any{"description": "An error from the catalogue (docs/api.md)",

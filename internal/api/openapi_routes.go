@@ -23,6 +23,8 @@ type routeDoc struct {
 	PathTypes map[string]rawSchema
 	// Body maps a request content type to a value of its Go type, or to a [rawSchema].
 	Body map[string]any
+	// BodyOptional says the request body may be empty.
+	BodyOptional bool
 	// Responses maps a status to a value of the JSON body's Go type, a [media] for another
 	// content type, or nil for no body. Errors ("default") are added to every operation.
 	Responses map[int]any
@@ -133,8 +135,8 @@ var routeDocs = map[string]routeDoc{
 			"description": "One part per fragment, named as the fragment (0.json, 0.blob, progress, done, …), in protocol order."}},
 		Responses: map[int]any{202: nil}},
 	"POST /v1/workers/{action}/{id}/{fragment}": {ID: "postFragment", Public: true, PathTypes: taskPath, Params: traceparent,
-		Body:      map[string]any{"application/octet-stream": binary},
-		Responses: map[int]any{202: nil}},
+		Body:         map[string]any{"*/*": rawSchema{"type": "string", "format": "binary", "description": "The fragment's payload, of any content type; empty for done and heartbeat."}},
+		BodyOptional: true, Responses: map[int]any{202: nil}},
 }
 
 // traceparent is the W3C trace context a worker may send back on a task's requests (the task's
