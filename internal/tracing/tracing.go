@@ -34,10 +34,11 @@ const Name = "github.com/sluice-project/sluice"
 
 // The spans' names.
 const (
-	SpanJob      = "sluice.job"
-	SpanTask     = "sluice.task"
-	SpanCommit   = "sluice.commit"
-	SpanFragment = "sluice.worker.fragment"
+	SpanJob       = "sluice.job"
+	SpanTask      = "sluice.task"
+	SpanCommit    = "sluice.commit"
+	SpanFragment  = "sluice.worker.fragment"
+	SpanConverter = "sluice.converter"
 )
 
 func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(Name) }
@@ -106,12 +107,33 @@ func Commit(ctx context.Context, ops int) (context.Context, trace.Span) {
 	return tracer().Start(ctx, SpanCommit, trace.WithNewRoot(), trace.WithAttributes(attribute.Int("ops", ops)))
 }
 
-// Traceparent returns the W3C traceparent header of the span in ctx ("" without one), which the
-// worker protocol sends with a task and accepts back on its fragments.
+// Traceparent returns the W3C traceparent header of the span in ctx, which the worker protocol
+// sends with a task and accepts back on its fragments; "" unless the span is recording (with
+// tracing off, nothing is sent).
 func Traceparent(ctx context.Context) string {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ""
+	}
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
 	return c["traceparent"]
+}
+
+// Inject sets the traceparent header of an outbound request made for the span in ctx (the http
+// action's calls), when it is recording.
+func Inject(ctx context.Context, h http.Header) {
+	if tp := Traceparent(ctx); tp != "" {
+		h.Set("Traceparent", tp)
+	}
+}
+
+// Converter starts the span of a converter run (a sandboxed subprocess) under the attempt's.
+func Converter(ctx context.Context, tool string) (context.Context, trace.Span) {
+	ctx, span := tracer().Start(ctx, SpanConverter)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("tool", tool))
+	}
+	return ctx, span
 }
 
 // Extract returns ctx with the remote span context of the request's traceparent header, if it
