@@ -43,12 +43,12 @@ func (e DownloadItemParamsContent) Valid() bool {
 
 // CreateJobRequest defines model for CreateJobRequest.
 type CreateJobRequest struct {
-	Key      string                 `json:"key"`
-	Metadata map[string]interface{} `json:"metadata"`
-	Options  map[string]interface{} `json:"options"`
-	Paths    []string               `json:"paths"`
-	Version  int64                  `json:"version"`
-	Workflow string                 `json:"workflow"`
+	Key      *string                 `json:"key,omitempty"`
+	Metadata *map[string]interface{} `json:"metadata,omitempty"`
+	Options  *map[string]interface{} `json:"options,omitempty"`
+	Paths    *[]string               `json:"paths,omitempty"`
+	Version  *int64                  `json:"version,omitempty"`
+	Workflow string                  `json:"workflow"`
 }
 
 // Diagnostic defines model for Diagnostic.
@@ -77,11 +77,11 @@ type Error struct {
 
 // EventRequest defines model for EventRequest.
 type EventRequest struct {
-	Body   map[string]interface{} `json:"body"`
-	Event  string                 `json:"event"`
-	ItemId int64                  `json:"item_id"`
-	Key    string                 `json:"key"`
-	Value  interface{}            `json:"value"`
+	Body   *map[string]interface{} `json:"body,omitempty"`
+	Event  string                  `json:"event"`
+	ItemId *int64                  `json:"item_id,omitempty"`
+	Key    *string                 `json:"key,omitempty"`
+	Value  interface{}             `json:"value,omitempty"`
 }
 
 // EventResult defines model for EventResult.

@@ -62,8 +62,10 @@ func (shout) Run(ctx context.Context, t *action.Task, out action.Output) error {
 }
 
 const shoutWorkflow = `name: shouting
+external: [reviewed]
 steps:
   shout: {action: shout, needs: [start]}
+  ack: {action: noop, needs: [reviewed]}
 `
 
 // validator checks every request to the handler and every answer against the OpenAPI
@@ -168,6 +170,22 @@ func TestClientAgainstServer(t *testing.T) {
 	}
 	job := created.JSON201.Id
 
+	// The job waits for the external event "reviewed" on its root: fire it (an undeclared one
+	// is refused).
+	roots, err := c.ListItemsWithResponse(ctx, job, &client.ListItemsParams{})
+	if err != nil || roots.JSON200 == nil || len(roots.JSON200.Items) != 1 {
+		t.Fatalf("list roots: %v %s", err, roots.Body)
+	}
+	root := roots.JSON200.Items[0].Id
+	fired, err := c.FireEventWithResponse(ctx, job, client.EventRequest{Event: "reviewed", ItemId: &root})
+	if err != nil || fired.JSON202 == nil || fired.JSON202.Fired != 1 || len(fired.JSON202.Items) != 1 || fired.JSON202.Items[0] != root {
+		t.Fatalf("fire event: %v %s", err, fired.Body)
+	}
+	unknown, err := c.FireEventWithResponse(ctx, job, client.EventRequest{Event: "nope", ItemId: &root})
+	if err != nil || unknown.StatusCode() != 422 || unknown.JSONDefault == nil || unknown.JSONDefault.Code != "unknown_event" {
+		t.Fatalf("undeclared event: %v %d %s", err, unknown.StatusCode(), unknown.Body)
+	}
+
 	// Follow the progress stream until its end event; its data are Progress objects.
 	resp, err := c.FollowProgress(ctx, job)
 	if err != nil {
@@ -223,7 +241,7 @@ func TestClientAgainstServer(t *testing.T) {
 	if err != nil || missing.StatusCode() != 404 || missing.JSONDefault == nil || missing.JSONDefault.Code != "not_found" {
 		t.Fatalf("missing job: %v %d %s", err, missing.StatusCode(), missing.Body)
 	}
-	for _, op := range []string{"applyWorkflow", "createJob", "followProgress", "getJob", "listItems", "downloadItem", "listDocuments", "listJobs"} {
+	for _, op := range []string{"applyWorkflow", "createJob", "fireEvent", "followProgress", "getJob", "listItems", "downloadItem", "listDocuments", "listJobs"} {
 		if !v.seen[op] {
 			t.Errorf("operation %s was not validated", op)
 		}

@@ -149,14 +149,15 @@ func notFound(err error, format string, args ...any) error {
 }
 
 // createJobRequest is the JSON body of POST /v1/jobs, or the "job" part of a multipart upload.
+// Only workflow is required (omitempty marks the rest optional in the OpenAPI document).
 type createJobRequest struct {
 	Workflow string         `json:"workflow"`
-	Version  int            `json:"version"`
-	Key      string         `json:"key"`
-	Metadata map[string]any `json:"metadata"`
-	Options  map[string]any `json:"options"`
+	Version  int            `json:"version,omitempty"`
+	Key      string         `json:"key,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+	Options  map[string]any `json:"options,omitempty"`
 	// Paths are server-side files under one of the configured path roots.
-	Paths []string `json:"paths"`
+	Paths []string `json:"paths,omitempty"`
 }
 
 func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
@@ -697,13 +698,13 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 
 type eventRequest struct {
 	Event  string `json:"event"`
-	ItemID int64  `json:"item_id"`
+	ItemID int64  `json:"item_id,omitempty"`
 	// Key and Value correlate by metadata: every item of the job whose metadata[key] equals value.
-	Key   string `json:"key"`
-	Value any    `json:"value"`
+	Key   string `json:"key,omitempty"`
+	Value any    `json:"value,omitempty"`
 	// Body is the event's payload: alone, it correlates through the workflow's correlate:
 	// declarations; with item_id or key, it only carries the metadata they declare.
-	Body json.RawMessage `json:"body"`
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // eventResult answers POST /v1/jobs/{id}/events.
