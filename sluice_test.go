@@ -85,3 +85,26 @@ func TestOpenRefusesTakenActionName(t *testing.T) {
 type taken struct{ wordCount }
 
 func (taken) Spec() action.Spec { return action.Spec{Name: "noop"} }
+
+// TestBuiltins checks that Config.Builtins stores the named built-in workflows, a job of which
+// can start at once, and that an unknown name is refused.
+func TestBuiltins(t *testing.T) {
+	ctx := t.Context()
+	e, err := sluice.Open(ctx, sluice.Config{DataDir: t.TempDir(), Builtins: []string{"documents"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	job, err := e.StartJob(ctx, sluice.JobParams{Workflow: "documents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if job, err = e.Wait(wctx, job.ID); err != nil || job.State != sluice.JobComplete || job.Workflow != "documents" {
+		t.Fatalf("an empty documents job: %+v %v", job, err)
+	}
+	if _, err := sluice.Open(ctx, sluice.Config{DataDir: t.TempDir(), Builtins: []string{"no-such"}}); err == nil || !strings.Contains(err.Error(), `"no-such"`) {
+		t.Errorf("Open with an unknown built-in workflow: %v", err)
+	}
+}
