@@ -210,12 +210,12 @@ func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte) (Workflow, []Dia
 	return Workflow{Name: wf.Name, Version: wf.Version, Digest: wf.Digest}, warnings, nil
 }
 
-// The states of a [Job].
+// The states of a [Job], as the store keeps them (TestJobStates).
 const (
-	JobRunning  = store.JobRunning
-	JobComplete = store.JobComplete
-	JobFailed   = store.JobFailed
-	JobCanceled = store.JobCanceled
+	JobRunning  = "running"
+	JobComplete = "complete"
+	JobFailed   = "failed"
+	JobCanceled = "canceled"
 )
 
 // Job is one run of a workflow.

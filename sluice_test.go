@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-project/sluice"
 	"github.com/sluice-project/sluice/action"
+	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
@@ -106,5 +107,15 @@ func TestBuiltins(t *testing.T) {
 	}
 	if _, err := sluice.Open(ctx, sluice.Config{DataDir: t.TempDir(), Builtins: []string{"no-such"}}); err == nil || !strings.Contains(err.Error(), `"no-such"`) {
 		t.Errorf("Open with an unknown built-in workflow: %v", err)
+	}
+}
+
+// TestJobStates checks that the public job states are the store's.
+func TestJobStates(t *testing.T) {
+	for pub, st := range map[string]string{sluice.JobRunning: store.JobRunning, sluice.JobComplete: store.JobComplete,
+		sluice.JobFailed: store.JobFailed, sluice.JobCanceled: store.JobCanceled} {
+		if pub != st {
+			t.Errorf("public state %q, store state %q", pub, st)
+		}
 	}
 }
