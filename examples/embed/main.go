@@ -40,14 +40,15 @@ func main() {
 	data := flag.String("data", "embed-data", "data directory")
 	database := flag.String("database", "", "a postgres:// URL (default: SQLite in the data directory)")
 	flag.Parse()
-	if err := run(ctx, os.Stdout, *data, *database, flag.Args()); err != nil {
+	if err := run(ctx, os.Stdout, os.Stderr, *data, *database, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "embed:", err)
 		os.Exit(1)
 	}
 }
 
-// run runs the workflow over the files and prints "NAME: w1 w2 w3" per file, or its error.
-func run(ctx context.Context, stdout io.Writer, data, database string, files []string) error {
+// run runs the workflow over the files and prints "NAME: w1 w2 w3" per file, or its error, on
+// stdout; "job N started" on stderr once the job runs.
+func run(ctx context.Context, stdout, stderr io.Writer, data, database string, files []string) error {
 	e, err := sluice.Open(ctx, sluice.Config{DataDir: data, DatabaseURL: database, Actions: []action.Action{topWords{}}})
 	if err != nil {
 		return err
@@ -69,6 +70,7 @@ func run(ctx context.Context, stdout io.Writer, data, database string, files []s
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stderr, "job %d started\n", job.ID)
 	if job, err = e.Wait(ctx, job.ID); err != nil {
 		return err
 	}
