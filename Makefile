@@ -13,7 +13,7 @@ test-race: ## run the tests with the race detector
 	go test -race -timeout 60m ./...
 
 lint: ## gofmt, go vet, and the duplicate-code check
-	@test -z "$$(gofmt -l cmd internal)" || (gofmt -l cmd internal; exit 1)
+	@test -z "$$(gofmt -l cmd internal action remote client examples *.go)" || (gofmt -l cmd internal action remote client examples *.go; exit 1)
 	go vet ./...
 
 bench: build ## engine and store benchmarks on this machine

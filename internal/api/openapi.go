@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -9,61 +10,140 @@ import (
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
-// openAPIDoc builds the OpenAPI 3.1 document from the route table, with the worker protocol
-// described as its own tag.
-func (a *API) openAPIDoc() map[string]any {
-	errSchema := map[string]any{"$ref": "#/components/schemas/Error"}
-	errResp := func(desc string) map[string]any {
-		return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": errSchema}}}
+// OpenAPI returns the OpenAPI 3.1 document of the API with the worker protocol, as served at
+// /v1/openapi.json: every operation's parameters, request bodies and responses, with schemas
+// derived from the handlers' Go types. The client in package client is generated from it.
+func OpenAPI() []byte {
+	b, err := json.MarshalIndent((&API{}).openAPIDoc(true), "", "  ")
+	if err != nil {
+		panic(err) // the document is made of maps, strings and slices
 	}
+	return append(b, '\n')
+}
+
+// openAPIDoc builds the OpenAPI 3.1 document from the route table and routeDocs, with the
+// worker protocol (when served) under its own tag.
+func (a *API) openAPIDoc(workers bool) map[string]any {
+	s := newSchemas()
+	errSchema := s.of(Error{})
 	paths := map[string]map[string]any{}
-	add := func(method, path, summary, tag string, ok string) {
-		op := map[string]any{
-			"summary": summary, "tags": []string{tag},
-			"responses": map[string]any{
-				ok:    map[string]any{"description": "success"},
-				"401": errResp("missing or invalid token"),
-				"403": errResp("the token's role may not do this"),
-			},
+	add := func(method, path, summary, tag string, ok int) {
+		doc, documented := routeDocs[method+" "+path]
+		op := map[string]any{"summary": summary, "tags": []string{tag}}
+		if doc.ID == "" {
+			doc.ID = operationID(method, path)
+		}
+		op["operationId"] = doc.ID
+		if doc.Public {
+			op["security"] = []map[string]any{}
 		}
 		var params []map[string]any
 		for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
-			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+			sch := rawSchema{"type": "string"}
+			if m[1] == "id" {
+				sch = rawSchema{"type": "integer", "format": "int64", "minimum": 1}
+			}
+			if t, ok := doc.PathTypes[m[1]]; ok {
+				sch = t
+			}
+			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": sch})
+		}
+		for _, p := range doc.Params {
+			sch := map[string]any{"type": p.Type}
+			if p.Type == "integer" {
+				sch["format"] = "int64"
+			}
+			if p.Array {
+				sch = map[string]any{"type": "array", "items": sch}
+			}
+			params = append(params, map[string]any{"name": p.Name, "in": p.In, "description": p.Doc, "schema": sch})
 		}
 		if params != nil {
 			op["parameters"] = params
 		}
+		if len(doc.Body) > 0 {
+			content := map[string]any{}
+			for ct, v := range doc.Body {
+				content[ct] = map[string]any{"schema": schemaOf(s, v)}
+			}
+			op["requestBody"] = map[string]any{"required": !doc.BodyOptional, "content": content}
+		}
+		responses := map[string]any{
+			"default": map[string]any{"description": "An error from the catalogue (docs/api.md)",
+				"content": map[string]any{"application/json": map[string]any{"schema": errSchema}}},
+		}
+		if !documented {
+			responses[strconv.Itoa(ok)] = map[string]any{"description": "success"}
+		}
+		for status, v := range doc.Responses {
+			resp := map[string]any{"description": http.StatusText(status)}
+			switch v := v.(type) {
+			case nil:
+			case media:
+				if v.Doc != "" {
+					resp["description"] = v.Doc
+				}
+				resp["content"] = map[string]any{v.Type: map[string]any{"schema": v.Schema}}
+			default:
+				resp["content"] = map[string]any{"application/json": map[string]any{"schema": schemaOf(s, v)}}
+			}
+			responses[strconv.Itoa(status)] = resp
+		}
+		op["responses"] = responses
 		if paths[path] == nil {
 			paths[path] = map[string]any{}
 		}
 		paths[path][strings.ToLower(method)] = op
 	}
 	for _, r := range a.routes() {
-		add(r.Method, r.Path, r.Summary, "api", strconv.Itoa(r.Status))
+		add(r.Method, r.Path, r.Summary, "api", r.Status)
 	}
-	add("GET", "/healthz", "Liveness (no token needed)", "api", "200")
-	if a.cfg.Workers != nil {
-		add("POST", "/v1/workers/{action}", "Long-poll for a task (201 task JSON, 204 none); worker token", "workers", "201")
-		add("GET", "/v1/workers/{action}/{id}", "Re-read the task (HEAD: liveness and cancel probe)", "workers", "200")
-		add("GET", "/v1/workers/{action}/{id}/blob", "The task's input bytes", "workers", "200")
-		add("POST", "/v1/workers/{action}/{id}", "Many fragments as one streaming multipart/form-data request", "workers", "202")
-		add("POST", "/v1/workers/{action}/{id}/{fragment}", "One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)", "workers", "202")
+	add("GET", "/healthz", "Liveness (no token needed)", "api", 200)
+	if workers {
+		for _, r := range workerRoutes {
+			add(r.Method, r.Path, r.Summary, "workers", 200)
+		}
 	}
+	// The progress stream's data is not described by its text/event-stream response.
+	s.of(progressJSON{})
 	return map[string]any{
 		"openapi": "3.1.0",
-		"info":    map[string]any{"title": "Sluice API", "version": "1"},
+		"info": map[string]any{"title": "Sluice API", "version": "1",
+			"description": "Sluice's HTTP API (docs/api.md) and the worker protocol (shared/spec/worker-protocol.md)."},
 		"components": map[string]any{
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
-			"schemas": map[string]any{"Error": map[string]any{"type": "object", "required": []string{"code", "message"},
-				"properties": map[string]any{"code": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}}}},
+			"schemas":         s.comps,
 		},
 		"security": []map[string]any{{"bearer": []string{}}},
 		"paths":    paths,
 	}
 }
 
+// schemaOf is the schema of a routeDoc body or response value: a rawSchema as written,
+// anything else derived from its Go type.
+func schemaOf(s *schemas, v any) map[string]any {
+	if r, ok := v.(rawSchema); ok {
+		return r
+	}
+	return s.of(v)
+}
+
+// operationID makes an operation id of a route routeDocs does not name:
+// "GET /v1/graphs/{id}" is "getGraphsId".
+func operationID(method, path string) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(method))
+	for _, part := range strings.Split(strings.TrimPrefix(path, "/v1"), "/") {
+		part = strings.Trim(part, "{}")
+		for _, w := range strings.FieldsFunc(part, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
+
 func (a *API) openAPI(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, a.openAPIDoc())
+	writeJSON(w, http.StatusOK, a.openAPIDoc(a.cfg.Workers != nil))
 	return nil
 }
 

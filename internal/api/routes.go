@@ -95,6 +95,13 @@ func rawOr(b []byte) json.RawMessage {
 	return b
 }
 
+// jobList is a page of GET /v1/jobs.
+type jobList struct {
+	Jobs []*jobJSON `json:"jobs"`
+	// NextCursor is the after_id of the next page; absent on the last one.
+	NextCursor int64 `json:"next_after_id,omitempty"`
+}
+
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	after, err := queryInt(r, "after_id", 0, 0)
 	if err != nil {
@@ -108,10 +115,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Jobs       []*jobJSON `json:"jobs"`
-		NextCursor int64      `json:"next_after_id,omitempty"`
-	}{Jobs: []*jobJSON{}}
+	out := jobList{Jobs: []*jobJSON{}}
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, toJob(j))
 	}
@@ -147,14 +151,15 @@ func notFound(err error, format string, args ...any) error {
 }
 
 // createJobRequest is the JSON body of POST /v1/jobs, or the "job" part of a multipart upload.
+// Only workflow is required (omitempty marks the rest optional in the OpenAPI document).
 type createJobRequest struct {
 	Workflow string         `json:"workflow"`
-	Version  int            `json:"version"`
-	Key      string         `json:"key"`
-	Metadata map[string]any `json:"metadata"`
-	Options  map[string]any `json:"options"`
+	Version  int            `json:"version,omitempty"`
+	Key      string         `json:"key,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+	Options  map[string]any `json:"options,omitempty"`
 	// Paths are server-side files under one of the configured path roots.
-	Paths []string `json:"paths"`
+	Paths []string `json:"paths,omitempty"`
 }
 
 func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
@@ -456,6 +461,13 @@ func toItem(it *store.Item) *itemJSON {
 		CreatedAt: it.CreatedAt, ThumbnailType: it.ThumbnailType}
 }
 
+// itemList is a page of GET /v1/jobs/{id}/items.
+type itemList struct {
+	Items []*itemJSON `json:"items"`
+	// Next is the after of the next page; absent on the last one.
+	Next string `json:"next_after,omitempty"`
+}
+
 func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -477,10 +489,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Items []*itemJSON `json:"items"`
-		Next  string      `json:"next_after,omitempty"`
-	}{Items: []*itemJSON{}}
+	out := itemList{Items: []*itemJSON{}}
 	for _, it := range items {
 		out.Items = append(out.Items, toItem(it))
 	}
@@ -625,6 +634,19 @@ func contentDisposition(disposition, filename string) string {
 	return v
 }
 
+// outputJSON is one output of an item: a document or an error.
+type outputJSON struct {
+	ItemID int64           `json:"item_id"`
+	Value  json.RawMessage `json:"value"`
+}
+
+// outputList is a page of GET /v1/jobs/{id}/documents or /errors.
+type outputList struct {
+	Outputs []outputJSON `json:"outputs"`
+	// Next is the after_item of the next page; absent on the last one.
+	Next int64 `json:"next_after_item,omitempty"`
+}
+
 func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, "id")
@@ -643,16 +665,9 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			return err
 		}
-		type outJSON struct {
-			ItemID int64           `json:"item_id"`
-			Value  json.RawMessage `json:"value"`
-		}
-		out := struct {
-			Outputs []outJSON `json:"outputs"`
-			Next    int64     `json:"next_after_item,omitempty"`
-		}{Outputs: []outJSON{}}
+		out := outputList{Outputs: []outputJSON{}}
 		for _, o := range outs {
-			out.Outputs = append(out.Outputs, outJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
+			out.Outputs = append(out.Outputs, outputJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
 		}
 		if len(outs) == int(limit) && limit > 0 {
 			out.Next = outs[len(outs)-1].ItemID
@@ -666,13 +681,22 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 
 type eventRequest struct {
 	Event  string `json:"event"`
-	ItemID int64  `json:"item_id"`
+	ItemID int64  `json:"item_id,omitempty"`
 	// Key and Value correlate by metadata: every item of the job whose metadata[key] equals value.
-	Key   string `json:"key"`
-	Value any    `json:"value"`
+	Key   string `json:"key,omitempty"`
+	Value any    `json:"value,omitempty"`
 	// Body is the event's payload: alone, it correlates through the workflow's correlate:
 	// declarations; with item_id or key, it only carries the metadata they declare.
-	Body json.RawMessage `json:"body"`
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// eventResult answers POST /v1/jobs/{id}/events.
+type eventResult struct {
+	Event string `json:"event"`
+	// Items are the items the event was correlated to.
+	Items []int64 `json:"items"`
+	// Fired counts the items on which the event was new.
+	Fired int `json:"fired"`
 }
 
 func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
@@ -710,11 +734,7 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	out := struct {
-		Event string  `json:"event"`
-		Items []int64 `json:"items"`
-		Fired int     `json:"fired"`
-	}{Event: req.Event, Items: f.Items, Fired: f.Fired}
+	out := eventResult{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
 	}
@@ -734,14 +754,17 @@ type workflowJSON struct {
 	Source     string          `json:"source,omitempty"`
 }
 
+// workflowList answers GET /v1/workflows.
+type workflowList struct {
+	Workflows []workflowJSON `json:"workflows"`
+}
+
 func (a *API) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	wfs, err := a.b.Engine().Store().WorkflowList(r.Context())
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Workflows []workflowJSON `json:"workflows"`
-	}{Workflows: []workflowJSON{}}
+	out := workflowList{Workflows: []workflowJSON{}}
 	for _, wf := range wfs {
 		out.Workflows = append(out.Workflows, workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt})
 	}
@@ -809,6 +832,13 @@ func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// invalidWorkflowJSON is the 422 answer of POST /v1/workflows: an error with the diagnostics.
+type invalidWorkflowJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	*diagnosticsJSON
+}
+
 func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 	src, err := readCapped(r.Body, 4<<20, "a workflow")
 	if err != nil {
@@ -820,11 +850,7 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return derr
 	}
 	if !out.Valid {
-		writeJSON(w, http.StatusUnprocessableEntity, struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			*diagnosticsJSON
-		}{CodeInvalid, err.Error(), out})
+		writeJSON(w, http.StatusUnprocessableEntity, invalidWorkflowJSON{CodeInvalid, err.Error(), out})
 		return nil
 	}
 	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
+	"github.com/sluice-project/sluice/internal/tracing"
 )
 
 // command is one subcommand.
@@ -107,7 +108,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// Asked for, help is the answer: on stdout, exit 0.
 			e = &env{stdout: stdout, stderr: stdout}
 		}
-		err := c.run(ctx, e, args[1:])
+		// Traces, when the OTEL_* variables ask for them (docs/tracing.md).
+		stopTracing, err := tracing.Setup(ctx, lookupEnv)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice: %v\n", err)
+			return ExitUsage
+		}
+		defer stopTracing(context.WithoutCancel(ctx))
+		err = c.run(ctx, e, args[1:])
 		var ue *usageError
 		switch {
 		case err == nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/sandbox"
 	"github.com/sluice-project/sluice/internal/subprocess"
+	"github.com/sluice-project/sluice/internal/tracing"
 )
 
 // Defaults for [Limits].
@@ -127,7 +128,9 @@ func (r *Runner) run(ctx context.Context, tool string, args []string, stdout, st
 	return r.runFiles(ctx, tool, args, stdout, stderr, nil)
 }
 
-func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdout, stderr io.Writer, files []*os.File) error {
+func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdout, stderr io.Writer, files []*os.File) (err error) {
+	ctx, span := tracing.Converter(ctx, filepath.Base(tool))
+	defer func() { tracing.End(span, err) }()
 	lim := r.Limits.withDefaults()
 	env := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
 		// tesseract's OpenMP threads oversubscribe the CPUs when workers run in parallel.
@@ -167,7 +170,7 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 		}()
 		defer func() { close(done); <-stopped }()
 	}
-	err := subprocess.Run(ctx, c)
+	err = subprocess.Run(ctx, c)
 	if err == nil {
 		return nil
 	}

@@ -87,6 +87,9 @@ type Config struct {
 	// Metrics records the worker's task attempts and lease renewals (served on /metrics by
 	// sluice serve). Nil records nothing.
 	Metrics *metric.Set
+	// Actions are registered in the catalog beside the built-in ones (an embedder's own, through
+	// package sluice); a name taken by a built-in action is an error.
+	Actions []action.Action
 }
 
 // Node is an opened installation.
@@ -240,6 +243,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	d := newDomains(cfg.Egress, fcfg)
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
 		Graph: d.graph, Fileset: d.fileset, Objects: d.objects}
+	for _, a := range cfg.Actions {
+		if _, dup := n.Catalog.Lookup(a.Spec().Name); dup || a.Spec().Name == "" {
+			return nil, fmt.Errorf("action %q: the name is empty or taken by a built-in action", a.Spec().Name)
+		}
+		n.Catalog.Register(a)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -288,7 +297,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 				w.CancelTasks(ids)
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
-		}})
+		},
+		OnJobEnd: n.traceJobEnd})
 	n.Graph.Bind(n.Store)
 	if err := graph.Register(ctx, n.Engine); err != nil {
 		n.Close()

@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/tracing"
 )
 
 // op is one unit of work for the committer: fn runs inside a shared transaction. done, when
@@ -24,6 +27,8 @@ type op struct {
 	lazy bool
 	// exclusive commits with no other lane's transaction open (see committer.excl).
 	exclusive bool
+	// span is the span of whoever queued the op (a task attempt), which its commit links to.
+	span trace.SpanContext
 }
 
 // committer funnels every write of this process through a few goroutines (lanes) that commit
@@ -95,6 +100,7 @@ func (c *committer) doLazy(ctx context.Context, fn func(t *engine.Tx) error) err
 }
 
 func (c *committer) enqueue(ctx context.Context, o op) error {
+	o.span = trace.SpanContextFromContext(ctx)
 	select {
 	case c.ops <- o:
 		return nil
@@ -260,8 +266,9 @@ func (c *committer) alone(ctx context.Context, fn func(t *engine.Tx) error) erro
 // run commits the batch in one transaction. A transaction the database aborted for another's
 // sake (a deadlock between two lanes or two processes) wrote nothing: it runs the same batch
 // again, up to maxRetries times. Ops are idempotent writes.
-func (c *committer) run(ctx context.Context, batch []op) error {
-	var err error
+func (c *committer) run(ctx context.Context, batch []op) (err error) {
+	ctx, span := traceCommit(ctx, batch)
+	defer func() { tracing.End(span, err) }()
 	for try := 0; ; try++ {
 		err = c.e.Run(ctx, func(t *engine.Tx) error {
 			for _, o := range batch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/tracing"
 )
 
 // heldBatches is how many held batches a worker runs at once, over all its brief queues, so that
@@ -116,7 +117,9 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			res := &engine.Result{Task: tk, Owner: w.cfg.Owner, Started: now}
 			var fin finishing
 			begin := time.Now()
-			err := w.execute(ctx, tk, items[tk.ItemID], res, &fin, nil)
+			tctx, span := w.traceAttempt(ctx, tk)
+			err := w.execute(tctx, tk, items[tk.ItemID], res, &fin, nil)
+			tracing.End(span, err)
 			w.slots.ran(tk.ID)
 			if fin.flight != "" {
 				flights = append(flights, fin.flight)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/tracing"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
@@ -21,6 +22,8 @@ import (
 func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *prefetch) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
+	ctx, span := w.traceAttempt(ctx, t)
+	defer func() { tracing.End(span, res.Err) }()
 	var fin finishing
 	begin := time.Now()
 	err := w.execute(ctx, t, it, res, &fin, pf)
@@ -251,7 +254,7 @@ func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, err
 	if len(w.jobs.m) > 10000 {
 		clear(w.jobs.m)
 	}
-	w.jobs.m[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion}
+	w.jobs.m[jobID] = jobWF{job.WorkflowName, job.WorkflowVersion, job.CreatedAt}
 	w.jobs.mu.Unlock()
 	return job.WorkflowName, job.WorkflowVersion, nil
 }
@@ -280,6 +283,7 @@ func (w *Worker) stepOf(ctx context.Context, t *store.Task) (action.Action, *wor
 type jobWF struct {
 	name    string
 	version int
+	created time.Time // identifies the job's trace (package tracing)
 }
 
 // jobWorkflows caches jobs' workflow name and version (immutable), bounded by clearing it.

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-project/sluice/remote"
 )
 
 // fragKind is the kind of a fragment, from its name (spec: "Fragments").
@@ -83,14 +85,7 @@ func parseFragment(name string) fragment {
 }
 
 // header is the payload of N.json: the child a worker starts.
-type header struct {
-	Filename        string         `json:"filename"`
-	ContentType     string         `json:"contentType"`
-	LanguageCode    string         `json:"languageCode"`
-	Metadata        map[string]any `json:"metadata"`
-	WantOcr         bool           `json:"wantOcr"`
-	WantSplitByPage bool           `json:"wantSplitByPage"`
-}
+type header = remote.File
 
 // parseHeader decodes an N.json payload. All six fields are required and typed; extra keys are
 // ignored (converters often echo the whole task).

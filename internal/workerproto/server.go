@@ -315,6 +315,7 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 			if err == nil && ctx.Err() == nil {
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+				ss.trace.setHeader(w.Header())
 				w.WriteHeader(http.StatusCreated)
 				_, _ = w.Write(body)
 				return
@@ -367,6 +368,7 @@ func (s *Server) lease(ctx context.Context, name, owner string) (*session, error
 		return nil, err
 	}
 	ss := newSession(s, name, owner, task, it)
+	ss.trace.start(ctx, e.Store(), task)
 	s.mu.Lock()
 	s.sessions[ss.id] = ss
 	s.byTask[task.ID] = ss
@@ -377,6 +379,7 @@ func (s *Server) lease(ctx context.Context, name, owner string) (*session, error
 
 // release gives a leased task back without spending its attempt.
 func (s *Server) release(ss *session) {
+	ss.trace.end("released")
 	s.forget(ss)
 	err := s.b.Do(context.Background(), func(t *engine.Tx) error {
 		_, err := t.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: ss.task.ID, Attempt: ss.task.Attempt,

@@ -17,28 +17,8 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/textclean"
+	"github.com/sluice-project/sluice/remote"
 )
-
-// Task is the task JSON of the protocol: what a poll answers with 201 and a GET of the task URL
-// returns.
-type Task struct {
-	ID              string         `json:"id"`
-	URL             string         `json:"url"`
-	Filename        string         `json:"filename"`
-	ContentType     string         `json:"contentType"`
-	LanguageCode    string         `json:"languageCode"`
-	Metadata        map[string]any `json:"metadata"`
-	WantOcr         bool           `json:"wantOcr"`
-	WantSplitByPage bool           `json:"wantSplitByPage"`
-	Blob            TaskBlob       `json:"blob"`
-}
-
-// TaskBlob locates a task's input bytes.
-type TaskBlob struct {
-	URL    string `json:"url"`
-	NBytes int64  `json:"nBytes"`
-	SHA1   string `json:"sha1"`
-}
 
 // Session states (spec: "Order").
 const (
@@ -107,6 +87,7 @@ type session struct {
 	canceled   bool
 	cancelCh   chan struct{}
 	checkedAt  time.Time
+	trace      sessionTrace // the attempt's span
 
 	// The state machine; touched only by the request holding posting, or by the one finalizer.
 	state     int
@@ -192,6 +173,7 @@ func (ss *session) claim(ended string) bool {
 		return false
 	}
 	ss.finished, ss.ended = true, ended
+	ss.trace.end(ended)
 	return true
 }
 
@@ -586,7 +568,8 @@ func (s *Server) taskJSON(ctx context.Context, r *http.Request, ss *session) ([]
 	}
 	it := ss.item
 	t := Task{ID: ss.id, URL: scheme + "://" + r.Host + s.cfg.Prefix + "/" + ss.name + "/" + ss.id,
-		Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}}
+		File:        remote.File{Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}},
+		Traceparent: ss.trace.parent()}
 	_ = json.Unmarshal(it.Metadata, &t.Metadata)
 	if t.Metadata == nil {
 		t.Metadata = map[string]any{}
@@ -673,6 +656,7 @@ func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	ss.trace.setHeader(w.Header())
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(b)
@@ -786,7 +770,9 @@ func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.leave(true)
-	ctx, stop := ss.watchCancel(r.Context())
+	ctx, span := ss.trace.fragment(r, r.PathValue("fragment"))
+	defer span.End()
+	ctx, stop := ss.watchCancel(ctx)
 	defer stop()
 	err := ss.apply(ctx, r.PathValue("fragment"), r.Body)
 	if err == nil {
@@ -859,7 +845,9 @@ func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.leave(true)
-	ctx, stop := ss.watchCancel(r.Context())
+	ctx, span := ss.trace.fragment(r, "multipart")
+	defer span.End()
+	ctx, stop := ss.watchCancel(ctx)
 	defer stop()
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	for {

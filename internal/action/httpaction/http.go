@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/action/tasktemplate"
 	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/tracing"
 )
 
 // maxResponse caps how much of a response body is read.
@@ -154,6 +155,7 @@ func (a *httpAction) Run(ctx context.Context, t *action.Task, out action.Output)
 		req.Header.Set(h.name, v)
 	}
 
+	tracing.Inject(ctx, req.Header) // the attempt's trace continues in the service, if it traces
 	resp, err := a.client.Do(req)
 	if err != nil {
 		if re := (*egress.RefusedError)(nil); errors.As(err, &re) {

@@ -1,6 +1,10 @@
-// Package action defines the contract between Sluice's engine and the code that does one kind of
+// Package action is the contract between Sluice's engine and the code that does one kind of
 // work on one Item: the [Action] interface, its declared [Spec], the [Output] an action writes its
 // results to, and the error classes ([Permanent], [Snooze]) that tell the engine what to do next.
+//
+// It is public and stable (see the compatibility promise in the README): every built-in action
+// (detect, unpack, pdf, office, …) implements it, and so does an action of your own registered
+// with an embedded engine (package [github.com/sluice-project/sluice]).
 //
 // Actions must be deterministic (DESIGN §4.2): run twice on the same input they create the same
 // children, in the same order, and return the same error. The engine relies on this to replay a

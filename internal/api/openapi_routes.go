@@ -1,0 +1,156 @@
+package api
+
+import (
+	"github.com/sluice-project/sluice/internal/docsearch"
+	"github.com/sluice-project/sluice/internal/workerproto"
+)
+
+// routeDoc is what the OpenAPI document tells of a route beyond its [route] entry: its
+// operation id (the method name of a generated client), query parameters, request bodies and
+// responses, each given as a value of the Go type the handler encodes or decodes, so the
+// schemas are derived from the handlers' own types (see [schemas]).
+//
+// A route added to [API.routes] without an entry in routeDocs is still in the document, with
+// its summary and path parameters only; TestOpenAPIDescribesEveryRoute names it until it gets
+// one.
+type routeDoc struct {
+	// ID is the operationId: lowerCamelCase, unique.
+	ID string
+	// Params are the query and header parameters.
+	Params []param
+	// PathTypes overrides the schema of path parameters; by default {id} is a positive int64
+	// and any other a string.
+	PathTypes map[string]rawSchema
+	// Body maps a request content type to a value of its Go type, or to a [rawSchema].
+	Body map[string]any
+	// BodyOptional says the request body may be empty.
+	BodyOptional bool
+	// Responses maps a status to a value of the JSON body's Go type, a [media] for another
+	// content type, or nil for no body. Errors ("default") are added to every operation.
+	Responses map[int]any
+	// Public marks a route that needs no bearer token.
+	Public bool
+}
+
+// param is a query or header parameter.
+type param struct {
+	Name, In, Type, Doc string
+	// Array says the parameter may repeat (?meta=a&meta=b).
+	Array bool
+}
+
+// rawSchema is a schema written out, for what no Go type describes (a multipart body).
+type rawSchema map[string]any
+
+// media is a response body that is not JSON.
+type media struct {
+	Type   string
+	Schema rawSchema
+	Doc    string
+}
+
+func query(name, typ, doc string) param { return param{Name: name, In: "query", Type: typ, Doc: doc} }
+
+var (
+	binary     = rawSchema{"type": "string", "format": "binary"}
+	textSchema = rawSchema{"type": "string"}
+	jsonBody   = func(v any) map[string]any { return map[string]any{"application/json": v} }
+	limitParam = query("limit", "integer", "Page size; defaults to 100, at most 1000.")
+)
+
+// routeDocs documents every route of [API.routes], the worker protocol's and /healthz, by
+// "METHOD /path".
+var routeDocs = map[string]routeDoc{
+	"GET /v1/openapi.json": {ID: "getOpenAPI", Responses: map[int]any{200: rawSchema{"type": "object"}}},
+	"GET /metrics": {ID: "getMetrics", Responses: map[int]any{200: media{Type: "text/plain",
+		Schema: textSchema, Doc: "Prometheus text format (OpenMetrics and protobuf by content negotiation)"}}},
+	"GET /healthz": {ID: "getHealth", Public: true, Responses: map[int]any{200: media{Type: "text/plain", Schema: textSchema}}},
+
+	"GET /v1/jobs": {ID: "listJobs", Params: []param{
+		query("state", "string", "Only jobs in this state: running, complete, failed or canceled."),
+		query("after_id", "integer", "The next_after_id of the previous page."), limitParam},
+		Responses: map[int]any{200: jobList{}}},
+	"POST /v1/jobs": {ID: "createJob",
+		Body: map[string]any{
+			"application/json": createJobRequest{},
+			"multipart/form-data": rawSchema{"type": "object", "properties": map[string]any{
+				"job":  map[string]any{"type": "string", "description": "The CreateJobRequest as JSON (its paths may be left out)."},
+				"file": map[string]any{"type": "array", "items": binary, "description": "The files, one root each; the part's filename is the root's name."},
+			}, "required": []string{"job"}},
+		},
+		Responses: map[int]any{201: &jobJSON{}, 200: &jobJSON{}}},
+	"GET /v1/jobs/{id}":         {ID: "getJob", Responses: map[int]any{200: &jobJSON{}}},
+	"POST /v1/jobs/{id}/cancel": {ID: "cancelJob", Responses: map[int]any{200: &jobJSON{}}},
+	"POST /v1/jobs/{id}/retry":  {ID: "retryJob", Responses: map[int]any{200: &jobJSON{}}},
+	"GET /v1/jobs/{id}/progress": {ID: "followProgress", Responses: map[int]any{200: media{Type: "text/event-stream", Schema: textSchema,
+		Doc: "Server-sent events: `event: progress` with a Progress as data whenever it changes, and `event: end` with {\"state\"} when the job ends."}}},
+	"GET /v1/jobs/{id}/items": {ID: "listItems", Params: []param{
+		query("parent_id", "integer", "The parent whose children to list; 0 (the default) lists the roots."),
+		query("after", "string", "The next_after of the previous page."), limitParam,
+		query("errors", "boolean", "Only items with an error.")},
+		Responses: map[int]any{200: itemList{}}},
+	"POST /v1/jobs/{id}/events": {ID: "fireEvent", Body: jsonBody(eventRequest{}), Responses: map[int]any{202: eventResult{}}},
+	"GET /v1/jobs/{id}/documents": {ID: "listDocuments", Params: []param{
+		query("after_item", "integer", "The next_after_item of the previous page."), limitParam},
+		Responses: map[int]any{200: outputList{}}},
+	"GET /v1/jobs/{id}/errors": {ID: "listErrors", Params: []param{
+		query("after_item", "integer", "The next_after_item of the previous page."), limitParam},
+		Responses: map[int]any{200: outputList{}}},
+	"GET /v1/documents/search": {ID: "searchDocuments", Params: []param{
+		query("q", "string", "The query: words, \"phrases\", OR, -word, prefix*, parentheses."),
+		query("job_id", "integer", "Only this job's documents."),
+		query("type", "string", "Only documents of this content type."),
+		{Name: "meta", In: "query", Type: "string", Array: true, Doc: "KEY=VALUE: only documents whose metadata has it; may repeat."},
+		query("limit", "integer", "Page size; defaults to 20, at most 1000."),
+		query("cursor", "string", "The next of the previous page.")},
+		Responses: map[int]any{200: docsearch.Result{}}},
+	"GET /v1/items/{id}": {ID: "getItem", Responses: map[int]any{200: &itemJSON{}}},
+	"GET /v1/items/{id}/{content}": {ID: "downloadItem",
+		PathTypes: map[string]rawSchema{"content": {"type": "string", "enum": []string{"original", "pdf", "text", "thumbnail"}}},
+		Responses: map[int]any{200: media{Type: "*/*", Schema: binary,
+			Doc: "The bytes, with their content type (text/plain for text) and a Content-Disposition."}}},
+	"GET /v1/workflows": {ID: "listWorkflows", Responses: map[int]any{200: workflowList{}}},
+	"POST /v1/workflows": {ID: "applyWorkflow",
+		Body:      map[string]any{"application/yaml": textSchema, "application/json": rawSchema{"type": "object"}},
+		Responses: map[int]any{201: &diagnosticsJSON{}, 422: invalidWorkflowJSON{}}},
+	"POST /v1/workflows/validate": {ID: "validateWorkflow",
+		Body:      map[string]any{"application/yaml": textSchema, "application/json": rawSchema{"type": "object"}},
+		Responses: map[int]any{200: &diagnosticsJSON{}}},
+	"GET /v1/workflows/{name}": {ID: "getWorkflow", Params: []param{query("version", "integer", "A version; 0 or absent: the latest.")},
+		Responses: map[int]any{200: workflowJSON{}}},
+	"GET /v1/workflows/{name}/graph": {ID: "getWorkflowGraph", Params: []param{
+		query("version", "integer", "A version; 0 or absent: the latest."),
+		{Name: "format", In: "query", Type: "string", Doc: "svg (the default) or dot."}},
+		Responses: map[int]any{200: media{Type: "image/svg+xml", Schema: textSchema, Doc: "The diagram (text/vnd.graphviz with format=dot)."}}},
+
+	// The worker protocol (shared/spec/worker-protocol.md): only polls need a (worker) token;
+	// a task's URLs carry its unguessable id instead.
+	"POST /v1/workers/{action}": {ID: "pollTask", Responses: map[int]any{201: workerproto.Task{}, 204: nil}},
+	"GET /v1/workers/{action}/{id}": {ID: "getTask", Public: true, PathTypes: taskPath, Params: traceparent,
+		Responses: map[int]any{200: workerproto.Task{}}},
+	"GET /v1/workers/{action}/{id}/blob": {ID: "getTaskBlob", Public: true, PathTypes: taskPath, Params: traceparent,
+		Responses: map[int]any{200: media{Type: "application/octet-stream", Schema: binary}}},
+	"POST /v1/workers/{action}/{id}": {ID: "postFragments", Public: true, PathTypes: taskPath, Params: traceparent,
+		Body: map[string]any{"multipart/form-data": rawSchema{"type": "object", "additionalProperties": binary,
+			"description": "One part per fragment, named as the fragment (0.json, 0.blob, progress, done, …), in protocol order."}},
+		Responses: map[int]any{202: nil}},
+	"POST /v1/workers/{action}/{id}/{fragment}": {ID: "postFragment", Public: true, PathTypes: taskPath, Params: traceparent,
+		Body:         map[string]any{"*/*": rawSchema{"type": "string", "format": "binary", "description": "The fragment's payload, of any content type; empty for done and heartbeat."}},
+		BodyOptional: true, Responses: map[int]any{202: nil}},
+}
+
+// traceparent is the W3C trace context a worker may send back on a task's requests (the task's
+// own, or its span's under it): the server's spans of the request are its children.
+var traceparent = []param{{Name: "traceparent", In: "header", Type: "string",
+	Doc: "W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md)."}}
+
+var taskPath = map[string]rawSchema{"id": {"type": "string", "description": "The task's id, as in its url."}}
+
+// workerRoutes are the worker protocol's routes, served when [Config.Workers] is set.
+var workerRoutes = []struct{ Method, Path, Summary string }{
+	{"POST", "/v1/workers/{action}", "Long-poll for a task of the action (201 with the task JSON, 204 none); needs a worker token"},
+	{"GET", "/v1/workers/{action}/{id}", "Re-read the task (HEAD: liveness and cancel probe; 404 once canceled)"},
+	{"GET", "/v1/workers/{action}/{id}/blob", "The task's input bytes"},
+	{"POST", "/v1/workers/{action}/{id}", "Many fragments as one streaming multipart/form-data request"},
+	{"POST", "/v1/workers/{action}/{id}/{fragment}", "One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)"},
+}

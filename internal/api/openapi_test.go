@@ -1,0 +1,87 @@
+package api
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// TestOpenAPIDescribesEveryRoute checks that routeDocs documents every route the API serves —
+// a route added without its entry is named here — and nothing else.
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	t.Parallel()
+	served := map[string]bool{"GET /healthz": true}
+	for _, r := range (&API{}).routes() {
+		served[r.Method+" "+r.Path] = true
+	}
+	for _, r := range workerRoutes {
+		served[r.Method+" "+r.Path] = true
+	}
+	ids := map[string]string{}
+	for key := range served {
+		doc, ok := routeDocs[key]
+		if !ok {
+			t.Errorf("%s has no entry in routeDocs (internal/api/openapi_routes.go): give it an ID, its query parameters, request body and responses", key)
+			continue
+		}
+		if doc.ID == "" || len(doc.Responses) == 0 {
+			t.Errorf("%s: routeDocs entry without an ID or responses", key)
+		}
+		if other, dup := ids[doc.ID]; dup {
+			t.Errorf("operation id %q of %s is also %s's", doc.ID, key, other)
+		}
+		ids[doc.ID] = key
+	}
+	for key := range routeDocs {
+		if !served[key] {
+			t.Errorf("routeDocs documents %s, which is not served", key)
+		}
+	}
+}
+
+// TestOpenAPIValidates loads the document with kin-openapi and validates it: the references
+// resolve, the schemas are well formed, every operation has an id.
+func TestOpenAPIValidates(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Job", "Progress", "Item", "JobList", "ItemList", "OutputList", "CreateJobRequest",
+		"EventRequest", "EventResult", "Workflow", "WorkflowList", "Diagnostics", "Diagnostic", "SearchResult", "WorkerTask", "Error"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("no schema %s among %v", name, slices.Sorted(mapKeys(doc.Components.Schemas)))
+		}
+	}
+	job := doc.Components.Schemas["Job"].Value
+	for _, f := range []string{"id", "workflow", "state", "created_at", "progress", "metadata"} {
+		if job.Properties[f] == nil {
+			t.Errorf("Job has no property %s", f)
+		}
+	}
+	if !slices.Contains(job.Required, "id") || slices.Contains(job.Required, "finished_at") {
+		t.Errorf("Job requires %v: want id, not finished_at (omitempty)", job.Required)
+	}
+	op := doc.Paths.Find("/v1/jobs").Post
+	if op.OperationID != "createJob" || op.RequestBody.Value.Content.Get("multipart/form-data") == nil ||
+		op.RequestBody.Value.Content.Get("application/json") == nil {
+		t.Errorf("POST /v1/jobs: operation %q without both request bodies", op.OperationID)
+	}
+	if p := doc.Paths.Find("/v1/jobs").Get.Parameters.GetByInAndName("query", "limit"); p == nil || p.Schema.Value.Type.Is("integer") == false {
+		t.Errorf("GET /v1/jobs: no integer limit parameter: %+v", p)
+	}
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
