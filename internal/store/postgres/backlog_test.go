@@ -43,7 +43,7 @@ func FillBacklog(tb testing.TB, s store.Store, ready, finished int) {
 			tb.Fatal(err)
 		}
 		var raw []byte
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM task_pick(ARRAY['q'], $1, ARRAY[1000], ARRAY[$2::bigint], ARRAY[$3::text])`,
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM task_pick(ARRAY['q'], $1, ARRAY[1000], ARRAY[$2::bigint], ARRAY[$3::text], ARRAY[]::bigint[])`,
 			micros(time.Now()), from[0], from[1]).Scan(&raw)
 		tx.Rollback(ctx)
 		if err != nil {

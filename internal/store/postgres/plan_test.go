@@ -80,9 +80,9 @@ func TestLeasePlanAtScale(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"held", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}, []int64{0}, []string{""}}},
-		{"held from a floor", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}, []int64{2}, []string{"0000150000"}}},
-		{"lease", qTaskLeaseMany, []any{[]string{"q", "other"}, now, []int32{1000, 100}, "w", now + 30e6, []int64{0, 0}, []string{"", ""}}},
+		{"held", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}, []int64{0}, []string{""}, []int64{}}},
+		{"held from a floor", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}, []int64{2}, []string{"0000150000"}, []int64{7, 8}}},
+		{"lease", qTaskLeaseMany, []any{[]string{"q", "other"}, now, []int32{1000, 100}, "w", now + 30e6, []int64{0, 0}, []string{"", ""}, []int64{}}},
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan", "control"} {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestLeasePlanAtScale(t *testing.T) {
 					// The plan the check exists for: task_pick's pins taken off (rolled back with
 					// the transaction) and the planner led away from the index. It must be caught.
 					// With the pins on, index scans off change nothing.
-					set = "ALTER FUNCTION task_pick(text[], bigint, integer[], bigint[], text[]) RESET ALL; SET LOCAL enable_indexscan = off"
+					set = "ALTER FUNCTION task_pick(text[], bigint, integer[], bigint[], text[], bigint[]) RESET ALL; SET LOCAL enable_indexscan = off"
 				}
 				// task_pick's plan is cached per connection, and a setting does not invalidate it.
 				if _, err := tx.Exec(ctx, "DISCARD PLANS"); err != nil {
