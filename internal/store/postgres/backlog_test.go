@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,13 +34,17 @@ func FillBacklog(tb testing.TB, s store.Store, ready, finished int) {
 			tb.Fatal(err)
 		}
 	}
-	for i := range 2 { // the first also marks the finished tasks' entries dead
+	// From the front of the index twice (the first also marks the finished tasks' entries
+	// dead), then from the floor a process would have after its first pick: the first ready task.
+	first := finished + 1
+	for i, from := range [][2]any{{int64(0), ""}, {int64(0), ""}, {int64(1 + first/100000), fmt.Sprintf("%010d", first)}} {
 		tx, err := db.pool.Begin(ctx)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		var raw []byte
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM task_pick(ARRAY['q'], $1, ARRAY[1000])`, micros(time.Now())).Scan(&raw)
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM task_pick(ARRAY['q'], $1, ARRAY[1000], ARRAY[$2::bigint], ARRAY[$3::text], ARRAY[]::bigint[])`,
+			micros(time.Now()), from[0], from[1]).Scan(&raw)
 		tx.Rollback(ctx)
 		if err != nil {
 			tb.Fatal(err)
@@ -56,6 +61,6 @@ func FillBacklog(tb testing.TB, s store.Store, ready, finished int) {
 			tb.Fatal(err)
 		}
 		p := plan[0].Plan
-		tb.Logf("pick %d: %d tasks, %d buffers (%d read), %.2f ms", i+1, p.Rows, p.Hit+p.Read, p.Read, p.Time)
+		tb.Logf("pick %d from (%v, %q): %d tasks, %d buffers (%d read), %.2f ms", i+1, from[0], from[1], p.Rows, p.Hit+p.Read, p.Read, p.Time)
 	}
 }

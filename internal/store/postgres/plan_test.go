@@ -24,27 +24,9 @@ import (
 // becomes after five runs). A control run with task_pick's pins off and index scans off must be
 // caught.
 func TestLeasePlanAtScale(t *testing.T) {
-	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if url == "" {
-		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("PostgreSQL required: set SLUICE_TEST_DATABASE_URL")
-		}
-		t.Skip("PostgreSQL: set SLUICE_TEST_DATABASE_URL")
-	}
+	db := openTestSchema(t)
+	url, schema := os.Getenv("SLUICE_TEST_DATABASE_URL"), db.schema
 	ctx := t.Context()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "sluice_test_" + hex.EncodeToString(b)
-	db, err := Open(ctx, Config{URL: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Close()
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		DropSchema(c, url, schema)
-	})
 	// Tasks straight into the table: 260,000 ready in queue q over three jobs (and a few
 	// thousand in another queue), of which 60,000 then finish.
 	for _, q := range []string{
@@ -98,8 +80,9 @@ func TestLeasePlanAtScale(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"held", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}}},
-		{"lease", qTaskLeaseMany, []any{[]string{"q", "other"}, now, []int32{1000, 100}, "w", now + 30e6}},
+		{"held", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}, []int64{0}, []string{""}, []int64{}}},
+		{"held from a floor", qTaskHoldMany, []any{[]string{"q"}, now, []int32{1000}, []int64{2}, []string{"0000150000"}, []int64{7, 8}}},
+		{"lease", qTaskLeaseMany, []any{[]string{"q", "other"}, now, []int32{1000, 100}, "w", now + 30e6, []int64{0, 0}, []string{"", ""}, []int64{}}},
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan", "control"} {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {
@@ -113,7 +96,7 @@ func TestLeasePlanAtScale(t *testing.T) {
 					// The plan the check exists for: task_pick's pins taken off (rolled back with
 					// the transaction) and the planner led away from the index. It must be caught.
 					// With the pins on, index scans off change nothing.
-					set = "ALTER FUNCTION task_pick(text[], bigint, integer[]) RESET ALL; SET LOCAL enable_indexscan = off"
+					set = "ALTER FUNCTION task_pick(text[], bigint, integer[], bigint[], text[], bigint[]) RESET ALL; SET LOCAL enable_indexscan = off"
 				}
 				// task_pick's plan is cached per connection, and a setting does not invalidate it.
 				if _, err := tx.Exec(ctx, "DISCARD PLANS"); err != nil {
@@ -188,6 +171,33 @@ func TestLeasePlanAtScale(t *testing.T) {
 			})
 		}
 	}
+}
+
+// openTestSchema opens a store in a new schema of its own, dropped when the test ends (the
+// package's external tests have drivertest for this, which imports this package).
+func openTestSchema(t *testing.T) *DB {
+	t.Helper()
+	url := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if url == "" {
+		if os.Getenv("SLUICE_TEST_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("PostgreSQL required: set SLUICE_TEST_DATABASE_URL")
+		}
+		t.Skip("PostgreSQL: set SLUICE_TEST_DATABASE_URL")
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "sluice_test_" + hex.EncodeToString(b)
+	db, err := Open(t.Context(), Config{URL: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		DropSchema(c, url, schema)
+	})
+	return db
 }
 
 type planNode struct {

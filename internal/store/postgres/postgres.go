@@ -64,6 +64,7 @@ type DB struct {
 	connCfg *pgx.ConnConfig // for the dedicated LISTEN and lock connections
 	schema  string
 	listen  *listener
+	floors  pickFloors // where this process's next pick of each queue starts
 	*queries
 }
 

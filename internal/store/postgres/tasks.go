@@ -25,9 +25,9 @@ const (
 	// update takes the picked ids as an array: joining them instead lets the generic plan (after
 	// five executions of the prepared statement) hash-join against a sequential scan of tasks.
 	qTaskLeaseMany = `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
-		WHERE id = ANY (ARRAY(SELECT id FROM task_pick($1::text[], $2, $3::int[]))) RETURNING ` + taskCols
+		WHERE id = ANY (ARRAY(SELECT id FROM task_pick($1::text[], $2, $3::int[], $6::bigint[], $7::text[], $8::bigint[]))) RETURNING ` + taskCols
 	// qTaskHoldMany picks as qTaskLeaseMany does and only locks the rows: a held lease.
-	qTaskHoldMany = `SELECT ` + taskCols + ` FROM task_pick($1::text[], $2, $3::int[])`
+	qTaskHoldMany = `SELECT ` + taskCols + ` FROM task_pick($1::text[], $2, $3::int[], $4::bigint[], $5::text[], $6::bigint[])`
 	// qHeldLeaseRecord commits asynchronously (synchronous_commit off for its own transaction):
 	// it is visible at once, and on disk within Postgres's WAL writer delay or with the next
 	// commit. It is there for a process that dies; if the database dies before flushing it, the
@@ -128,8 +128,7 @@ func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams
 		limits[i] = int32(max(l, 0))
 	}
 	now := micros(p.Now)
-	rows, err := q.c.Query(ctx, qTaskLeaseMany, p.Queues, now, limits, p.Owner, micros(p.LeaseUntil))
-	out, err := collect(rows, err, scanTask)
+	out, err := q.pick(ctx, qTaskLeaseMany, p.Queues, limits, p.Queues, now, limits, p.Owner, micros(p.LeaseUntil))
 	if err != nil {
 		return nil, fmt.Errorf("lease %d queues: %w", len(p.Queues), err)
 	}
@@ -161,8 +160,7 @@ func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams)
 	for i, l := range p.Limits {
 		limits[i] = int32(max(l, 0))
 	}
-	rows, err := q.c.Query(ctx, qTaskHoldMany, p.Queues, micros(p.Now), limits)
-	out, err := collect(rows, err, scanTask)
+	out, err := q.pick(ctx, qTaskHoldMany, p.Queues, limits, p.Queues, micros(p.Now), limits)
 	if err != nil {
 		return nil, fmt.Errorf("hold tasks of %d queues: %w", len(p.Queues), err)
 	}

@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestPickFloors: a queue's first pick starts at the front of the index; the next, at the first
+// task it returned if it came back full; one from the front comes again after fullPickEvery, and
+// after any pick that came back short.
+func TestPickFloors(t *testing.T) {
+	t.Parallel()
+	var f pickFloors
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	task := func(job int64, key string) *store.Task { return &store.Task{Queue: "q", JobID: job, SortKey: key} }
+	check := func(now time.Time, wantFull bool, wantJob int64, wantKey string) {
+		t.Helper()
+		jobs, keys, full := f.starts([]string{"q"}, now)
+		if full[0] != wantFull || jobs[0] != wantJob || keys[0] != wantKey {
+			t.Fatalf("at %s: start (%d, %q), full %v; want (%d, %q), %v", now.Sub(t0), jobs[0], keys[0], full[0], wantJob, wantKey, wantFull)
+		}
+	}
+	limits := []int32{3}
+	check(at(0), true, 0, "")
+	f.picked([]string{"q"}, limits, []*store.Task{task(2, "b"), task(1, "z"), task(1, "c")})
+	check(at(10*time.Millisecond), false, 1, "c")
+	f.picked([]string{"q"}, limits, []*store.Task{task(1, "d"), task(1, "e"), task(1, "f")})
+	check(at(20*time.Millisecond), false, 1, "d")
+	f.picked([]string{"q"}, limits, []*store.Task{task(1, "g")}) // short: no floor
+	check(at(30*time.Millisecond), true, 0, "")
+	f.picked([]string{"q"}, limits, []*store.Task{task(1, "h"), task(1, "i"), task(1, "j")})
+	check(at(40*time.Millisecond), false, 1, "h")
+	check(at(30*time.Millisecond+fullPickEvery), true, 0, "")
+}
+
+// TestPickBelowFloor: a task made ready before the floor — a retry keeping its sort key — is
+// still picked, by a pick from the front of the index, and first, as its place in the order says.
+func TestPickBelowFloor(t *testing.T) {
+	t.Parallel()
+	db := openTestSchema(t)
+	FillBacklog(t, db, 2000, 1000)
+	ctx := t.Context()
+	errRollback := errors.New("roll back")
+	pick := func(limit int) (first string) {
+		t.Helper()
+		now := time.Now()
+		err := db.InTx(ctx, func(x store.Executor) error {
+			ts, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{limit}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil {
+				return err
+			}
+			if len(ts) > 0 {
+				first = ts[0].SortKey
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatal(err)
+		}
+		return first
+	}
+	if first := pick(100); first != "0000001001" {
+		t.Fatalf("first pick began at %q, want the first ready task, 0000001001", first)
+	}
+	if _, err := db.pool.Exec(ctx, `UPDATE tasks SET state = 'ready' WHERE sort_key = '0000000005'`); err != nil {
+		t.Fatal(err)
+	}
+	// Picks that come back full find it within fullPickEvery.
+	poll.Until(t, 10*time.Second, "the task before the floor is picked", func() (bool, string) {
+		first := pick(100)
+		return first == "0000000005", "picks begin at " + first
+	})
+	// A pick that asks for more than there is past the floor finds one before it at once.
+	if _, err := db.pool.Exec(ctx, `UPDATE tasks SET state = 'ready' WHERE sort_key = '0000000003'`); err != nil {
+		t.Fatal(err)
+	}
+	if first := pick(5000); first != "0000000003" {
+		t.Fatalf("a pick for more than the ready tasks began at %q, want 0000000003", first)
+	}
+}
