@@ -1,4 +1,4 @@
-.PHONY: help test test-race lint bench build ci
+.PHONY: help test test-race lint bench build ci fuzz
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ bench: build ## engine and store benchmarks on this machine
 	./sluice bench engine --tasks 20000
 	./sluice bench engine --tasks 2000 --mode paced --rate 200
 	go test -run XXX -bench . -benchtime 1x ./internal/store/...
+
+fuzz: ## every fuzz target for 10 minutes (CI: 30 s); failing inputs land in testdata/fuzz
+	bash .ci/fuzz 10m
 
 ci: ## what CI runs
 	bash .ci/run
