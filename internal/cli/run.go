@@ -356,6 +356,14 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 		if done {
 			return job, nil
 		}
+		if full := diskFull(n.DataDir); full != nil {
+			// Every commit and blob write fails now: stop, rather than let tasks spend their
+			// attempts on it. The job resumes where it was once there is space again.
+			if tty {
+				fmt.Fprintln(e.stderr)
+			}
+			return nil, fmt.Errorf("%w: stopped; free some space and run the same command again to resume job %d", full, jobID)
+		}
 		select {
 		case <-ctx.Done():
 			if tty {
