@@ -1,4 +1,4 @@
-.PHONY: help test test-race lint bench build ci fuzz
+.PHONY: help test test-race lint bench build ci fuzz crashloop
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ bench: build ## engine and store benchmarks on this machine
 
 fuzz: ## every fuzz target for 10 minutes (CI: 30 s); failing inputs land in testdata/fuzz
 	bash .ci/fuzz 10m
+
+crashloop: ## 50 SIGKILLs during an ingest of the whole public corpus (too long for CI)
+	SLUICE_TEST_CORPUS_CRASH=1 go test -run '^TestCorpusCrashLoop$$' -timeout 60m -v ./internal/e2e
 
 ci: ## what CI runs
 	bash .ci/run
