@@ -1,4 +1,4 @@
-.PHONY: help test test-race lint bench bench-graph bench-fileset build ci
+.PHONY: help test test-race lint bench bench-graph bench-fileset build ci fuzz crashloop
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -26,6 +26,12 @@ bench-graph: ## sluice's graph workflow against go mod graph, 5,000 modules (SLU
 
 bench-fileset: ## 10,000 dataset requests through sluice fileset against local fakes (docs/fileset.md)
 	go test -run XXX -bench BenchmarkFileset -benchtime 1x -timeout 30m ./internal/fileset/
+
+fuzz: ## every fuzz target for 10 minutes (CI: 30 s); failing inputs land in testdata/fuzz
+	bash .ci/fuzz 10m
+
+crashloop: ## 50 SIGKILLs during an ingest of the whole public corpus (too long for CI)
+	SLUICE_TEST_CORPUS_CRASH=1 go test -run '^TestCorpusCrashLoop$$' -timeout 60m -v ./internal/e2e
 
 ci: ## what CI runs
 	bash .ci/run

@@ -88,7 +88,7 @@ func setupOn(t *testing.T, open drivertest.Open) *bundle {
 
 // setupWith serves the API over a store of the driver open opens, with its configuration
 // changed by tweak.
-func setupWith(t *testing.T, open drivertest.Open, tweak func(*api.Config)) *bundle {
+func setupWith(t testing.TB, open drivertest.Open, tweak func(*api.Config)) *bundle {
 	t.Helper()
 	return setupFull(t, open, tweak, nil)
 }

@@ -399,7 +399,11 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 		return nil, err
 	}
 	cfg.Engine = engineProc
-	return node.Open(ctx, cfg)
+	n, err := node.Open(ctx, cfg)
+	if err != nil {
+		return nil, diskFullError(cfg.DataDir, err)
+	}
+	return n, nil
 }
 
 // nodeConfig turns --data, --database and --blobs into a node configuration.

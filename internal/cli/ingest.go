@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -83,31 +84,96 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 }
 
 // followIngest starts the workers and waits for the job like [follow], with a progress line that
-// speaks of files and bytes.
+// speaks of inputs, documents and bytes.
 func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
 	n.Start(ctx)
 	defer n.Stop(10 * time.Second)
-	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *store.Job) string { return ingestLine(p, job.TotalBytes) })
+	c := &ingestCounts{n: n, jobID: jobID}
+	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *store.Job) string {
+		return ingestLine(p, job.TotalBytes, c.get())
+	}, c.count)
 }
 
-// ingestLine is one progress line: a bar, the files (items, archive entries included) done out of
-// those known so far, the bytes done (the weighted progress applied to the inputs' total size) and
-// the ETA.
-func ingestLine(p *engine.Progress, totalBytes float64) string {
+// ingestProgress is what the ingest line shows besides the job's progress.
+type ingestProgress struct {
+	InputsDone, Inputs int // the job's roots: ingested, all
+	Documents          int // documents made so far
+}
+
+// ingestCounts counts an ingest job's inputs and documents for its progress line. Documents are
+// counted as they are added, from where the last count stopped. Safe for concurrent use.
+type ingestCounts struct {
+	n     *node.Node
+	jobID int64
+	mu    sync.Mutex
+	c     ingestProgress
+	after int64 // the item of the last document counted
+}
+
+func (c *ingestCounts) get() ingestProgress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c
+}
+
+// count updates the counts from the store.
+func (c *ingestCounts) count(ctx context.Context) error {
+	const page = 10_000
+	zero := int64(0)
+	var done, all int
+	for after := ""; ; {
+		roots, err := c.n.Store.ItemList(ctx, store.ItemListParams{JobID: c.jobID, ParentID: &zero, AfterSort: after, Limit: page})
+		if err != nil {
+			return err
+		}
+		for _, r := range roots {
+			all++
+			if r.State == store.ItemIngested {
+				done++
+			}
+		}
+		if len(roots) < page {
+			break
+		}
+		after = roots[len(roots)-1].SortKey
+	}
+	c.mu.Lock()
+	docs, last := c.c.Documents, c.after
+	c.mu.Unlock()
+	for {
+		outs, err := c.n.Store.OutputList(ctx, store.OutputListParams{JobID: c.jobID, Kind: store.OutputDocument, AfterItem: last, Limit: page})
+		if err != nil {
+			return err
+		}
+		docs += len(outs)
+		if len(outs) > 0 {
+			last = outs[len(outs)-1].ItemID
+		}
+		if len(outs) < page {
+			break
+		}
+	}
+	c.mu.Lock()
+	c.c = ingestProgress{InputsDone: done, Inputs: all, Documents: docs}
+	c.after = last
+	c.mu.Unlock()
+	return nil
+}
+
+// ingestLine is one progress line: a bar, the inputs done (the files and archives given, their
+// entries aside) out of all, the documents made so far, the bytes done (the weighted progress
+// applied to the inputs' total size) and the ETA.
+func ingestLine(p *engine.Progress, totalBytes float64, c ingestProgress) string {
 	const width = 30
 	filled := min(width, int(p.Fraction*width))
 	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
-	known := 0
-	for _, v := range p.Items {
-		known += v
-	}
 	eta := ""
 	if p.ETA > 0 {
 		eta = ", ETA " + p.ETA.Round(time.Second).String()
 	}
-	return fmt.Sprintf("%s %5.1f%%  %d/%d files, %s/%s, %s%s", bar, p.Fraction*100,
-		p.Items[store.ItemIngested], known, formatBytes(p.Fraction*totalBytes), formatBytes(totalBytes),
-		p.Elapsed.Round(100*time.Millisecond), eta)
+	return fmt.Sprintf("%s %5.1f%%  %d/%s done, %s, %s/%s, %s%s", bar, p.Fraction*100,
+		c.InputsDone, plural(c.Inputs, "input"), plural(c.Documents, "document"),
+		formatBytes(p.Fraction*totalBytes), formatBytes(totalBytes), p.Elapsed.Round(100*time.Millisecond), eta)
 }
 
 func formatBytes(b float64) string {

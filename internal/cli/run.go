@@ -278,24 +278,33 @@ func isTTY(w io.Writer) bool {
 // waitJob waits for the job to end, showing its progress: a redrawn bar on a TTY, a plain line
 // every few seconds otherwise.
 func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
-	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, _ *store.Job) string { return progressLine(p) })
+	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, _ *store.Job) string { return progressLine(p) }, nil)
 }
 
-// watchJob waits for the job to end, printing line's rendering of its progress. Progress reads
-// every task of the job, so it is computed only for a line that is shown (the bar twice a
-// second, plain lines every 5s); the end is watched with a cheap JobGet.
-func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(*engine.Progress, *store.Job) string) (*store.Job, error) {
+// watchJob waits for the job to end, printing line's rendering of its progress: twice a second
+// on a TTY, every 5s otherwise, whatever the counting costs. Progress reads every task of the job
+// (and count, when set, what else the line shows), so it is counted in the background, one count
+// at a time, the next waiting nine times as long as the last took: on a job of millions the
+// counts lag, but the line goes on (its elapsed time moving) and the database gives the
+// counting at most a tenth of one connection. The end is watched with a cheap JobGet.
+func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(*engine.Progress, *store.Job) string,
+	count func(context.Context) error) (*store.Job, error) {
 	tty := isTTY(e.stderr)
 	printEvery := 5 * time.Second
 	if tty {
 		printEvery = 500 * time.Millisecond
 	}
-	lastPrint := time.Now()
-	var cost time.Duration // of the last progress query
+	var printed time.Time
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	counter := newProgressCounter(n, jobID, count)
+	if e.stderr != io.Discard { // nobody reads the lines (bench ingest): spare the counting
+		cctx, stop := context.WithCancel(ctx)
+		go counter.run(cctx)
+		defer func() { stop(); <-counter.done }()
+	}
 	var away time.Time // since when the database has been unreachable
-	for first := true; ; first = false {
+	for {
 		job, err := n.Store.JobGet(ctx, jobID)
 		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
 			// A restart or failover: the job goes on (the workers wait for the database too);
@@ -318,33 +327,41 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 		}
 		away = time.Time{}
 		done := job.State != store.JobRunning
-		if e.stderr == io.Discard {
-			// Nobody reads the lines (bench ingest): spare the progress queries.
-		} else if (tty && first) || done || time.Since(lastPrint) >= max(printEvery, 10*cost) {
-			// Progress counts the job's rows; on a job of millions that takes a while, and the
-			// next count waits ten times as long, so the line never costs the database more
-			// than a tenth of one connection.
-			t0 := time.Now()
-			p, err := n.Engine.Progress(ctx, jobID)
-			if errors.Is(err, store.ErrUnavailable) && !done {
-				continue // the line waits for the database
-			}
-			if err != nil {
+		if e.stderr != io.Discard && (done || time.Since(printed) >= printEvery) {
+			var p *engine.Progress
+			if done {
+				// The last line counts what the job ended with.
+				if p, err = counter.once(ctx); err != nil {
+					return nil, err
+				}
+			} else if p, err = counter.latest(); err != nil {
 				return nil, err
 			}
-			cost = time.Since(t0)
-			if tty {
-				fmt.Fprintf(e.stderr, "\r\033[K%s", line(p, job))
-				if done {
-					fmt.Fprintln(e.stderr)
+			if p != nil {
+				if !done {
+					p.Elapsed = max(p.Elapsed, n.Engine.Now().Sub(job.CreatedAt))
 				}
-			} else {
-				fmt.Fprintln(e.stderr, line(p, job))
+				if tty {
+					fmt.Fprintf(e.stderr, "\r\033[K%s", line(p, job))
+					if done {
+						fmt.Fprintln(e.stderr)
+					}
+				} else {
+					fmt.Fprintln(e.stderr, line(p, job))
+				}
+				printed = time.Now()
 			}
-			lastPrint = time.Now()
 		}
 		if done {
 			return job, nil
+		}
+		if full := diskFull(n.DataDir); full != nil {
+			// Every commit and blob write fails now: stop, rather than let tasks spend their
+			// attempts on it. The job resumes where it was once there is space again.
+			if tty {
+				fmt.Fprintln(e.stderr)
+			}
+			return nil, fmt.Errorf("%w: stopped; free some space and run the same command again to resume job %d", full, jobID)
 		}
 		select {
 		case <-ctx.Done():

@@ -62,7 +62,7 @@ steps:
   convert: {action: remote, needs: [root], attempts: %d, with: {name: Pdf}}
 `
 
-func setup(t *testing.T, o opts) *bundle {
+func setup(t testing.TB, o opts) *bundle {
 	t.Helper()
 	if o.idle == 0 {
 		o.idle = 10 * time.Second
@@ -226,7 +226,7 @@ func status(t *testing.T, method, url string) int {
 	return resp.StatusCode
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("SLUICE_TEST_LOG") == "" {
 		return nil
 	}

@@ -30,7 +30,11 @@ func corpusDir(t testing.TB) string {
 func needMsgconvert(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("msgconvert"); err != nil {
-		t.Skip("msgconvert not installed (apt-get install libemail-outlook-message-perl libemail-address-perl)")
+		msg := "msgconvert not installed (apt-get install libemail-outlook-message-perl libemail-address-perl)"
+		if os.Getenv("SLUICE_TEST_REQUIRE_TOOLS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 }
 
@@ -386,5 +390,36 @@ func TestCleanFileName(t *testing.T) {
 		if got := cleanFileName(in); got != want {
 			t.Errorf("cleanFileName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestEmailMsgNonASCIISubject: msgconvert writes the subject of an Outlook .msg without transport
+// headers as raw bytes, Latin-1 when every character fits. It was garbled ("Gr\uFFFD\uFFFDe
+// K\uFFFDln"); the subject must come out as written, on the message and on its children.
+func TestEmailMsgNonASCIISubject(t *testing.T) {
+	t.Parallel()
+	needMsgconvert(t)
+	for _, tt := range []struct{ file, want string }{
+		{"subject-latin1.msg", "Grüße Köln"},
+		{"subject-cjk.msg", "Grüß 件名テスト"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			rec := &actiontest.Recorder{}
+			task := actiontest.NewFileTask(t, filepath.Join("testdata", tt.file), "application/vnd.ms-outlook", nil, nil)
+			if err := New(Config{}).Run(t.Context(), task, rec); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Metadata["email_subject"]; got != tt.want {
+				t.Errorf("email_subject = %q, want %q", got, tt.want)
+			}
+			if len(rec.Children) == 0 {
+				t.Fatal("no children")
+			}
+			for _, c := range rec.Children {
+				if got := c.Metadata["email_subject"]; got != tt.want {
+					t.Errorf("child %s: email_subject = %q, want %q", c.Name, got, tt.want)
+				}
+			}
+		})
 	}
 }

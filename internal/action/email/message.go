@@ -17,6 +17,7 @@ import (
 	// go-message, which then converts text parts and encoded headers to UTF-8.
 	_ "github.com/emersion/go-message/charset"
 	"github.com/emersion/go-message/mail"
+	"golang.org/x/text/encoding/charmap"
 
 	"github.com/sluice-project/sluice/internal/action"
 )
@@ -293,7 +294,7 @@ func headerMetadata(h mail.Header, existing map[string]any) map[string]any {
 		if _, ok := existing[key]; ok {
 			return
 		}
-		md[key] = strings.ToValidUTF8(value, "\uFFFD")
+		md[key] = rawHeaderText(value)
 	}
 	for _, k := range []struct{ header, key string }{{"From", "email_from"}, {"To", "email_to"}, {"Cc", "email_cc"}} {
 		set(k.key, addresses(h, k.header))
@@ -314,6 +315,20 @@ func headerMetadata(h mail.Header, existing map[string]any) map[string]any {
 		set("email_message_id", strings.Trim(h.Get("Message-Id"), "<> "))
 	}
 	return md
+}
+
+// rawHeaderText turns a header value that is not valid UTF-8 into text. RFC 2047 words are
+// decoded already; what is left is raw 8-bit bytes, as msgconvert writes an Outlook subject
+// (Latin-1 when every character fits in it, UTF-8 otherwise). Bytes that are not UTF-8 are read
+// as Windows-1252, Latin-1's superset, rather than replaced: "Grüße" stays "Grüße", not "Gr��e".
+func rawHeaderText(value string) string {
+	if utf8.ValidString(value) {
+		return value
+	}
+	if s, err := charmap.Windows1252.NewDecoder().String(value); err == nil {
+		return s
+	}
+	return strings.ToValidUTF8(value, "\uFFFD")
 }
 
 // addresses formats an address header as "Name <addr>, addr, …", decoded; when it does not
