@@ -165,11 +165,7 @@ func (domain) Migrations(d store.Dialect) []store.DomainMigration { return Migra
 
 // Migrations returns the outbox tables' migrations in the dialect.
 func Migrations(d store.Dialect) []store.DomainMigration {
-	ms, err := store.DomainMigrationsFS(migrations, "migrations/"+string(d))
-	if err != nil || len(ms) == 0 {
-		panic(fmt.Sprintf("outbox: no migrations for %s: %v", d, err)) // a build mistake
-	}
-	return ms
+	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
 func (domain) Apply(context.Context, store.DomainSQL, []engine.DomainWrite) error {

@@ -452,7 +452,7 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	if got := eval[string](admin, `document.querySelector("#save-changes h2").textContent`); got != "Changes from v1 to v2" {
 		t.Errorf("the changes are headed %q", got)
 	}
-	admin.screenshot("11-editor-saved-changes")
+	admin.screenshot("13-editor-saved-changes")
 	admin.checkA11y("editor with the saved version's changes")
 	wf, err := b.n.Store.WorkflowGet(t.Context(), "webflow", 2)
 	if err != nil {
@@ -469,7 +469,7 @@ func editorTour(t *testing.T, admin *tab, b *bundle) {
 	if n := eval[int](admin, `document.querySelectorAll("#changes tr.ins").length`); n == 0 {
 		t.Error("the workflow's page shows no added lines from v1 to v2")
 	}
-	admin.screenshot("12-workflow-changes")
+	admin.screenshot("14-workflow-changes")
 	admin.checkA11y("workflow")
 	admin.open("/workflows")
 	admin.waitJS(10*time.Second, "the workflows", `document.querySelector("section.workflow") !== null`, `document.querySelector("main").innerText`)

@@ -48,6 +48,7 @@ func (c *Client) Poll(ctx context.Context, actionName string) (*TaskHandle, erro
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+	req.Header.Set("User-Agent", defaultAgent)
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return nil, err
