@@ -78,6 +78,9 @@ type Outbox struct {
 	full    map[string]bool  // sinks at MaxPending: new messages are dropped
 	dropped map[string]int64 // dropped since last added to outbox_relays
 	drops   map[string]int64 // dropped by this process in total (metrics)
+	// dropMu orders settle's move of dropped counts to outbox_relays with Status's reading of
+	// both.
+	dropMu sync.Mutex
 
 	startOnce sync.Once
 	stopOnce  sync.Once
