@@ -20,6 +20,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -57,6 +58,7 @@ func (c *Client) Poll(ctx context.Context, actionName string) (*TaskHandle, erro
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+	req.Header.Set("User-Agent", defaultAgent)
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return nil, err
@@ -290,3 +292,10 @@ type File struct {
 	WantOcr         bool           `json:"wantOcr"`
 	WantSplitByPage bool           `json:"wantSplitByPage"`
 }
+
+// defaultAgent is the User-Agent of a [Client] that sets none: it names the host and process,
+// so that the server tells apart two workers sharing a token and an address.
+var defaultAgent = func() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("sluice-worker (%s; pid %d)", host, os.Getpid())
+}()

@@ -97,7 +97,7 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 		defer n.Stop(10 * time.Second)
 		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {
 			return filesetLine(p, total, n.Fileset.Downloaded())
-		})
+		}, nil)
 	}()
 	if err != nil {
 		return err

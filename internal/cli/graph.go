@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
@@ -87,13 +88,21 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "graph job %d: %s %s from %s\n", job.ID, req.Type, strings.Join(req.Roots, " "), req.Source)
 	n.Start(ctx)
 	defer n.Stop(10 * time.Second)
+	// The graph's counts are read with the job's progress, in the background (see watchJob).
+	var counts atomic.Pointer[graph.Counts]
 	final, err := watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {
-		counts, err := graph.Progress(ctx, n.Store, job.ID)
-		if err != nil {
-			return fmt.Sprintf("graph job %d: %v", job.ID, err)
+		c := counts.Load()
+		if c == nil {
+			return fmt.Sprintf("graph job %d: %s", job.ID, p.Elapsed.Round(100*time.Millisecond))
 		}
 		return fmt.Sprintf("graph job %d: %d resolved, %d queued, %d avoided, %d failed, %s", job.ID,
-			counts.Resolved, counts.Queued, counts.Avoided, counts.Failed, p.Elapsed.Round(100*time.Millisecond))
+			c.Resolved, c.Queued, c.Avoided, c.Failed, p.Elapsed.Round(100*time.Millisecond))
+	}, func(ctx context.Context) error {
+		c, err := graph.Progress(ctx, n.Store, job.ID)
+		if err == nil {
+			counts.Store(&c)
+		}
+		return err
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -236,12 +237,20 @@ func waitSheetStatus(ctx context.Context, n *node.Node, id int64, from string) (
 
 // followSheet waits for a sheet's job to end, printing its progress.
 func followSheet(ctx context.Context, e *env, n *node.Node, id int64) error {
+	// The sheet's counts are read with the job's progress, in the background (see watchJob).
+	var last atomic.Pointer[objects.Progress]
 	_, err := watchJob(ctx, e, n, id, func(*engine.Progress, *store.Job) string {
-		p, err := objects.SheetProgress(ctx, n.Store.DomainSQL(), id)
-		if err != nil {
-			return err.Error()
+		p := last.Load()
+		if p == nil {
+			return fmt.Sprintf("sheet %d: counting", id)
 		}
 		return sheetProgressLine(p)
+	}, func(ctx context.Context) error {
+		p, err := objects.SheetProgress(ctx, n.Store.DomainSQL(), id)
+		if err == nil {
+			last.Store(p)
+		}
+		return err
 	})
 	return err
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,7 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
@@ -164,6 +168,12 @@ func TestScaleOut(t *testing.T) {
 		})
 		defer n.Close()
 	}
+	// The worker to kill has started: it is in the fleet register.
+	killed := fmt.Sprintf("(pid %d)", workers[0].Process.Pid)
+	waitFor(t, time.Minute, "the worker to kill in the fleet register", func() bool {
+		ms, err := fleet.List(ctx, n.Store.DomainSQL(), time.Now())
+		return err == nil && slices.ContainsFunc(ms, func(m fleet.Member) bool { return strings.HasSuffix(m.Name, killed) })
+	})
 	if err := syscall.Kill(-workers[0].Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +188,30 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("job did not finish\n%s", runOut.String())
 	}
 	checkCrashJob(t, n.Store, 20, 100)
+
+	// The fleet register, as the operations page shows it: the killed worker is flagged stale,
+	// the two others are connected, and the job's process, which exited, deleted its row.
+	var seen string
+	poll.Until(t, time.Minute, "the killed worker flagged stale in the fleet register", func() (bool, string) {
+		ms, err := fleet.List(ctx, n.Store.DomainSQL(), time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		stale, live := 0, 0
+		seen = ""
+		for _, m := range ms {
+			seen += fmt.Sprintf("%s stale=%v; ", m.Name, m.Stale)
+			switch {
+			case m.Kind != fleet.KindProcess:
+			case strings.HasSuffix(m.Name, killed) && m.Stale:
+				stale++
+			case !strings.HasSuffix(m.Name, killed) && !m.Stale:
+				live++
+			}
+		}
+		return stale == 1 && live == 2 && len(ms) == 3, seen
+	})
+	t.Logf("fleet register: %s", seen)
 }
 
 // checkCrashJob checks that job 1 of crashWorkflow over zips zip files of per entries completed

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
@@ -108,6 +109,10 @@ type Node struct {
 	Fileset *fileset.Fileset
 	// Objects serves the objects workflow's actions (ingest sheets, works, file sets).
 	Objects *objects.Service
+	// Fleet is the register of engine processes and remote workers, written by engine
+	// processes (nil otherwise); a worker protocol server adds its clients with
+	// [fleet.Register.ServeRemotes].
+	Fleet *fleet.Register
 	// Maintenance is the maintenance loop of engine processes (nil otherwise): one process among
 	// those sharing the store leads it.
 	Maintenance *maintenance.Loop
@@ -336,6 +341,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		// A store several processes share elects one leader by lock; otherwise this process is
 		// the only engine (the data dir's lock) and leads.
 		locker, _ := n.Store.(store.Locker)
+		n.Fleet = fleet.New(fleet.Config{Store: n.Store, Logger: cfg.Logger, ID: w.Owner(), Actions: cfg.Queues, InFlight: w.InFlight})
+		if err := n.Fleet.Register(ctx, n.Engine); err != nil {
+			n.Close()
+			return nil, err
+		}
 		n.Maintenance = maintenance.New(maintenance.Config{Engine: n.Engine, Blobs: n.Blobs, Locker: locker, Logger: cfg.Logger,
 			ReapInterval: lease / 3, ElectInterval: min(lease/3, 5*time.Second), GCInterval: cfg.GCInterval})
 		if n.lock != nil {
@@ -374,6 +384,9 @@ func (n *Node) Start(ctx context.Context) {
 	}
 	if n.Maintenance != nil {
 		n.Maintenance.Start(ctx)
+	}
+	if n.Fleet != nil {
+		n.Fleet.Start(ctx)
 	}
 	n.startTopics(ctx)
 }
@@ -421,11 +434,17 @@ func (n *Node) Stop(grace time.Duration) {
 		defer cancel()
 		n.Worker.Stop(ctx)
 	}
+	if n.Fleet != nil {
+		n.Fleet.Stop()
+	}
 	n.stopRelays(grace)
 }
 
 // Close stops the maintenance loop if Stop did not, and releases the store and the lock.
 func (n *Node) Close() error {
+	if n.Fleet != nil {
+		n.Fleet.Stop()
+	}
 	n.stopSources()
 	n.stopRelays(0)
 	n.unlisten()

@@ -78,6 +78,9 @@ type Outbox struct {
 	full    map[string]bool  // sinks at MaxPending: new messages are dropped
 	dropped map[string]int64 // dropped since last added to outbox_relays
 	drops   map[string]int64 // dropped by this process in total (metrics)
+	// dropMu orders settle's move of dropped counts to outbox_relays with Status's reading of
+	// both.
+	dropMu sync.Mutex
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -165,11 +168,7 @@ func (domain) Migrations(d store.Dialect) []store.DomainMigration { return Migra
 
 // Migrations returns the outbox tables' migrations in the dialect.
 func Migrations(d store.Dialect) []store.DomainMigration {
-	ms, err := store.DomainMigrationsFS(migrations, "migrations/"+string(d))
-	if err != nil || len(ms) == 0 {
-		panic(fmt.Sprintf("outbox: no migrations for %s: %v", d, err)) // a build mistake
-	}
-	return ms
+	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
 func (domain) Apply(context.Context, store.DomainSQL, []engine.DomainWrite) error {

@@ -214,10 +214,16 @@ func TestFullOutboxDropsWithoutBlocking(t *testing.T) {
 		if j := k.WaitJob(t, second.ID, 30*time.Second); j.State != store.JobComplete {
 			t.Fatalf("the job of a full outbox: %s: %s", j.State, j.Error)
 		}
-		st, err := o.Status(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The relay reads a row once no transaction that could precede it is open on the
+		// PostgreSQL server (other tests' too): wait for it to have tried.
+		var st []outbox.SinkStatus
+		poll.Until(t, 30*time.Second, "a failed delivery", func() (bool, string) {
+			var err error
+			if st, err = o.Status(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			return len(st) == 1 && st[0].Failures > 0, fmt.Sprintf("%+v", st)
+		})
 		if len(st) != 1 || st[0].Pending != 6 || !st[0].Full || st[0].Dropped != 4 || st[0].Failures == 0 || st[0].LastError != "sink down" {
 			t.Fatalf("status = %+v; want 6 pending (first job), full, 4 dropped (second job), failures", st)
 		}

@@ -189,6 +189,10 @@ func (o *Outbox) pending(ctx context.Context, name string, limit int) ([]row, er
 
 // settle deletes the acknowledged messages and records the failures, in one transaction.
 func (o *Outbox) settle(ctx context.Context, name string, acked, failed []int64, firstErr error) error {
+	// The drops counted in memory move to the row in this transaction: Status, which adds the
+	// two, must not read between (it would miss or count twice the ones moving).
+	o.dropMu.Lock()
+	defer o.dropMu.Unlock()
 	o.mu.Lock()
 	dropped := o.dropped[name]
 	delete(o.dropped, name)
@@ -327,6 +331,8 @@ func (o *Outbox) Status(ctx context.Context) ([]SinkStatus, error) {
 	if err := rs.Err(); err != nil {
 		return nil, err
 	}
+	o.dropMu.Lock() // the drops in the rows and in memory, as settle leaves them
+	defer o.dropMu.Unlock()
 	rs, err = x.Query(ctx, `SELECT sink, lease_until, delivered, failures, dropped, last_error, last_error_at FROM outbox_relays`)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,17 @@ const (
 	DialectPostgres Dialect = "postgres"
 )
 
+// MustDomainMigrations returns the migrations of dialect d in dir/d of fsys (see
+// [DomainMigrationsFS]), for a domain's Migrations method; it panics when there are none, a
+// mistake in the build.
+func MustDomainMigrations(fsys fs.FS, dir string, d Dialect) []DomainMigration {
+	ms, err := DomainMigrationsFS(fsys, path.Join(dir, string(d)))
+	if err != nil || len(ms) == 0 {
+		panic(fmt.Sprintf("no domain migrations for %s in %s: %v", d, dir, err))
+	}
+	return ms
+}
+
 // Rebind turns the ? placeholders of a domain's statement into the dialect's ($1, $2, … on
 // Postgres), so that a statement the two dialects share is written once. A ? inside a string
 // literal is replaced too: keep literals out of shared statements.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/linediff"
 	"github.com/sluice-project/sluice/internal/store"
@@ -18,7 +19,9 @@ type versionChanges struct {
 	Name string
 	// From is the version compared with, 0 for the first version (all of it is new); To the
 	// version shown.
-	From, To       int
+	From, To int
+	// Draft says To is the editor's draft, not a stored version.
+	Draft          bool
 	Hunks          []linediff.Hunk
 	Trailing       int
 	Added, Removed int
@@ -105,4 +108,22 @@ func diffMark(k linediff.Kind) mark {
 		return mark{"del", "−", "removed"}
 	}
 	return mark{"eq", "", "unchanged"}
+}
+
+// draftChanges renders what saving the draft src of workflow name would change from its newest
+// stored version; "" when no version of the name is stored.
+func (w *Web) draftChanges(r *http.Request, name, src string) (string, error) {
+	latest, err := w.b.Engine().Store().WorkflowGet(r.Context(), name, 0)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	c := diffVersions(latest, &store.Workflow{Name: name, Source: []byte(src)})
+	c.Draft = true
+	var b strings.Builder
+	if err := w.pages["frag-changes"].ExecuteTemplate(&b, "fragment", pageData{Data: c}); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -24,7 +26,7 @@ func TestVersionChanges(t *testing.T) {
 		}
 	}
 	c := b.client(t)
-	c.signIn(b.reader)
+	csrf := c.signIn(b.reader)
 
 	res, page := c.do("GET", "/workflows/tidy?version=3", nil, nil)
 	if res.StatusCode != http.StatusOK {
@@ -75,6 +77,35 @@ func TestVersionChanges(t *testing.T) {
 	}
 	if res, _ := c.do("GET", "/workflows/tidy/changes?version=9", nil, nil); res.StatusCode != http.StatusNotFound {
 		t.Errorf("changes of a version that does not exist: %s, want 404", res.Status)
+	}
+
+	// The editor's draft comes with what saving it would change from v3.
+	for _, tc := range []struct {
+		name, src, want string
+		rows            int
+	}{
+		{"a line changed", strings.Replace(v3, "attempts: 5", "attempts: 6", 1), "Changes to save, from v3", 8},
+		{"the same YAML", v3, "The draft has the same YAML as v3.", 0},
+		{"a new name", strings.Replace(v3, "name: tidy", "name: fresh", 1), "", 0},
+	} {
+		body, _ := json.Marshal(map[string]string{"yaml": tc.src})
+		req, _ := http.NewRequestWithContext(ctx, "POST", b.url+"/ui/draft", bytes.NewReader(body))
+		req.Header.Set("X-CSRF-Token", csrf)
+		res, err := c.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Changes string `json:"changes"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == "" && out.Changes != "" || !strings.Contains(out.Changes, tc.want) || len(diffRows(out.Changes)) != tc.rows {
+			t.Errorf("%s: the draft's changes (%d rows, want %d, and %q):\n%s", tc.name, len(diffRows(out.Changes)), tc.rows, tc.want, out.Changes)
+		}
 	}
 }
 

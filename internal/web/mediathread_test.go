@@ -86,9 +86,17 @@ func TestBrowserMediathread(t *testing.T) {
 	admin.screenshot("11-mediathread-waiting")
 	admin.checkA11y("job waiting on an event")
 
-	// The operations page finds them too, with the key.
-	admin.open("/operations")
-	admin.waitJS(10*time.Second, "the operations page", `document.querySelector("#waiting-h") !== null`, `location.href`)
+	// The operations page finds them too, with the key; and it shows the workers' health: a
+	// remote worker polling, and a process killed two minutes ago flagged stale.
+	remoteWorker(t, b)
+	staleProcess(t, b)
+	if err := b.n.Fleet.Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	admin.reloadUntil(30*time.Second, "/operations", "the remote worker and the stale process",
+		`document.querySelector('#workers tr[data-kind="remote"]') !== null && document.querySelector("#workers tr.stale") !== null`,
+		`document.querySelector("main").innerText`)
+	admin.screenshot("15-operations")
 	if got := eval[string](admin, `[...document.querySelectorAll(".waiting-row")].map((r) => r.innerText).join("\n")`); !strings.Contains(got, "pull-thumbnails") || !strings.Contains(got, key) {
 		t.Errorf("the operations page lists as waiting:\n%s\nwant pull-thumbnails with %s", got, key)
 	}

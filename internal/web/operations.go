@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -110,13 +111,36 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Ready > qs[j].Ready })
+	workers, err := fleet.List(ctx, st.DomainSQL(), now)
+	if err != nil {
+		return err
+	}
+	rows := make([]workerRow, len(workers))
+	for i, m := range workers {
+		rows[i] = workerRow{Member: m, Ago: ago(now.Sub(m.Seen))}
+	}
 	w.render(rw, r, http.StatusOK, "operations", s, pageData{Title: "Slow and stuck", Nav: "operations", Data: struct {
 		Jobs    int
 		Slow    []slowTask
 		Waiting []waitingTask
 		Queues  []backlog
-	}{len(jobs), slow, waiting, qs}})
+		Workers []workerRow
+	}{len(jobs), slow, waiting, qs, rows}})
 	return nil
+}
+
+// workerRow is an engine process or a remote worker of the register, with how long ago it was
+// last heard from.
+type workerRow struct {
+	fleet.Member
+	Ago string
+}
+
+func ago(d time.Duration) string {
+	if d < time.Second {
+		return "just now"
+	}
+	return humanDuration(d) + " ago"
 }
 
 // waitingSteps lists the steps of a running job's open items (up to 200) that wait on external

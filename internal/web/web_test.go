@@ -57,6 +57,7 @@ func setup(t *testing.T) *bundle {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
+	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, ProgressInterval: 100 * time.Millisecond})
 	ui := web.New(web.Config{Backend: backend, Tokens: tokens, API: a.Handler()})
 	hs := httptest.NewServer(ui.Handler())

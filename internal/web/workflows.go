@@ -180,6 +180,9 @@ type draftResult struct {
 	Valid    bool                  `json:"valid"`
 	Errors   []workflow.Diagnostic `json:"errors"`
 	Warnings []workflow.Diagnostic `json:"warnings"`
+	// Changes is what saving the draft would change from the newest stored version of its
+	// name, as HTML; empty for a name not stored yet.
+	Changes string `json:"changes,omitempty"`
 }
 
 // draft takes the editor's form ({"model": …}) or its YAML tab ({"yaml": "…"}) and answers
@@ -231,6 +234,9 @@ func (w *Web) draft(rw http.ResponseWriter, r *http.Request, s *session) error {
 	}
 	out.Model = defModel(def)
 	out.SVG = string(workflow.NewGraph(def, cat.Spec).SVG())
+	if out.Changes, err = w.draftChanges(r, def.Name, out.YAML); err != nil {
+		return err
+	}
 	writeJSON(rw, out)
 	return nil
 }

@@ -114,7 +114,8 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by protocol id
 	byTask   map[int64]*session
-	wakeCh   chan struct{} // closed and replaced by Wake
+	clients  map[string]*clientState // by client key (see Clients)
+	wakeCh   chan struct{}           // closed and replaced by Wake
 
 	sha1mu sync.Mutex
 	sha1s  map[string]string // blob sha256 → sha1, bounded
@@ -155,7 +156,7 @@ func New(cfg Config) *Server {
 		cfg.PresignTTL = time.Hour
 	}
 	return &Server{cfg: cfg, b: cfg.Backend, log: cfg.Logger, instance: randomHex(6),
-		sessions: map[string]*session{}, byTask: map[int64]*session{}, wakeCh: make(chan struct{}),
+		sessions: map[string]*session{}, byTask: map[int64]*session{}, clients: map[string]*clientState{}, wakeCh: make(chan struct{}),
 		sha1s: map[string]string{}}
 }
 
@@ -298,13 +299,15 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.PathValue("action")
+	client := s.pollStarted(tokenID, r, name)
+	defer s.pollEnded(client)
 	ctx := r.Context()
 	deadline := time.NewTimer(s.cfg.LongPoll)
 	defer deadline.Stop()
 	owner := "remote:" + tokenID + "@" + s.instance
 	for {
 		wake := s.wakeChan()
-		ss, err := s.lease(ctx, name, owner)
+		ss, err := s.lease(ctx, name, owner, client)
 		if err != nil {
 			s.log.Error("lease remote task", "action", name, "error", err)
 			writeError(w, http.StatusInternalServerError, "internal", "could not lease a task")
@@ -346,7 +349,7 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 }
 
 // lease leases one task of the queue "remote:<name>" and registers its session.
-func (s *Server) lease(ctx context.Context, name, owner string) (*session, error) {
+func (s *Server) lease(ctx context.Context, name, owner, client string) (*session, error) {
 	e := s.b.Engine()
 	var got []*store.Task
 	// The lease commits even if the poll is abandoned meanwhile; the caller then releases it.
@@ -369,6 +372,7 @@ func (s *Server) lease(ctx context.Context, name, owner string) (*session, error
 	}
 	ss := newSession(s, name, owner, task, it)
 	ss.trace.start(ctx, e.Store(), task)
+	ss.client = client
 	s.mu.Lock()
 	s.sessions[ss.id] = ss
 	s.byTask[task.ID] = ss

@@ -72,6 +72,7 @@ type session struct {
 	id      string
 	name    string // the remote action name, as in the poll URL
 	owner   string
+	client  string // the key of the remote worker it was handed to (see Clients)
 	task    *store.Task
 	item    *store.Item
 	started time.Time

@@ -267,6 +267,8 @@
     if (res.model && !fromForm) { model = res.model; render(); }
     if (res.svg) diagram.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(res.svg);
     showProblems(res);
+    // What saving would change from the newest stored version, rendered by the server.
+    if (res.model) $("save-changes").innerHTML = res.changes || "";
   }
 
   // sync sends the form (or the YAML tab) to the server and shows what comes back.
