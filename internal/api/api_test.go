@@ -94,7 +94,7 @@ func setupWith(t testing.TB, open drivertest.Open, tweak func(*api.Config)) *bun
 }
 
 // setupFull is [setupWith] with, when svc is set, the objects domain and workflow served by it.
-func setupFull(t *testing.T, open drivertest.Open, tweak func(*api.Config), svc *objects.Service) *bundle {
+func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc *objects.Service) *bundle {
 	t.Helper()
 	dir := t.TempDir()
 	db := open(t)
