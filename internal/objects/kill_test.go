@@ -25,8 +25,6 @@ import (
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
-	"github.com/sluice-project/sluice/internal/store/postgres"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
@@ -83,34 +81,8 @@ func TestSheetSurvivesKill(t *testing.T) {
 	}
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
 		t.Parallel()
-		dir := t.TempDir()
-		blobDir := filepath.Join(dir, "blobs")
-		var where string
-		var reopen func() store.Store
-		if strings.HasSuffix(t.Name(), "/sqlite") {
-			path := filepath.Join(dir, "sluice.db")
-			where = "sqlite " + path
-			reopen = func() store.Store {
-				db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-		} else {
-			url, schema := drivertest.DatabaseURL(t), drivertest.Schema(t)
-			t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
-			where = "postgres " + schema + " " + url
-			reopen = func() store.Store {
-				db, err := postgres.Open(t.Context(), postgres.Config{URL: url, Schema: schema})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-		}
+		blobDir := filepath.Join(t.TempDir(), "blobs")
+		where, reopen := enginetest.ChildStore(t)
 		env := blobDir + " " + files + " " + where
 		for i, after := range []int{150, 350, 550} {
 			if runKillChild(t, env, after) {
@@ -260,15 +232,8 @@ func (p printing) Run(ctx context.Context, t *action.Task, out action.Output) er
 // uploads the sheet (or finds it), approves it when it awaits approval, and waits for its end.
 func runChild() int {
 	ctx := context.Background()
-	f := strings.SplitN(os.Getenv(childEnv), " ", 5)
-	var db store.Store
-	var err error
-	switch f[2] {
-	case "sqlite":
-		db, err = sqlite.Open(ctx, sqlite.Config{Path: f[3]})
-	default:
-		db, err = postgres.Open(ctx, postgres.Config{URL: f[4], Schema: f[3]})
-	}
+	f := strings.SplitN(os.Getenv(childEnv), " ", 3)
+	db, err := enginetest.OpenChildStore(ctx, f[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
