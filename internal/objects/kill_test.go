@@ -38,7 +38,7 @@ const (
 )
 
 // killSheet writes killRows small, distinct PNGs and a sheet of 20 works of 10 file sets:
-// the first of each an access image (digests, EXIF, preservation copy, transcription, pyramid
+// the first of every other work an access image (digests, EXIF, preservation copy, transcription, pyramid
 // TIFF and thumbnail), the others supplemental files (digests and preservation copy).
 func killSheet(t testing.TB) (dir, sheet string) {
 	dir = t.TempDir()
@@ -59,7 +59,7 @@ func killSheet(t testing.TB) (dir, sheet string) {
 			t.Fatal(err)
 		}
 		role := "S"
-		if i%10 == 0 {
+		if i%20 == 0 {
 			role = "A"
 		}
 		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,,%s,,,\n", i/10, i, name, role)
@@ -132,11 +132,12 @@ func TestSheetSurvivesKill(t *testing.T) {
 		if killed.status != objects.StatusCompleted {
 			t.Errorf("killed sheet %s, want completed", killed.status)
 		}
-		if want := 20*(3+6) + 180*(3+3); killed.states != want {
+		if want := 10*(3+6) + 190*(3+3); killed.states != want {
 			t.Errorf("%d action states, want %d", killed.states, want)
 		}
-		if killed.derivatives != 20 || killed.fileSets != killRows {
-			t.Errorf("%d derivatives (want 20), %d file sets (want %d)", killed.derivatives, killed.fileSets, killRows)
+		if killed.derivatives != 10 || killed.fileSets != killRows || len(killed.blobs) != 1+killRows+10+10 {
+			t.Errorf("%d derivatives (want 10), %d file sets (want %d), %d blobs (want the sheet, %d copies, 10 pyramids, 10 thumbnails)",
+				killed.derivatives, killed.fileSets, killRows, len(killed.blobs), killRows)
 		}
 		if killed.String() != clean.String() {
 			t.Errorf("killed run differs from the uninterrupted one:\nkilled %s\nclean  %s", killed, clean)
