@@ -2,12 +2,21 @@ package enginetest
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
+	"github.com/sluice-project/sluice/internal/store/postgres"
+	"github.com/sluice-project/sluice/internal/store/sqlite"
 )
 
 // RunChild runs this test binary again as a child process, with env ("NAME=VALUE") added to its
@@ -70,4 +79,40 @@ func RunChild(t testing.TB, env string, killAfter int, limit time.Duration) (fin
 			t.Fatalf("child ran %d actions in %s without ending", ran, limit)
 		}
 	}
+}
+
+// ChildStore makes the store a kill test's child process opens: a SQLite file in a temporary
+// directory in the "sqlite" subtest of [ForEachDriver], a PostgreSQL schema of its own (dropped
+// when t ends) in the "postgres" one. It returns where the store is, to hand to the child
+// ([OpenChildStore]), and a function that opens it in the test once the child is done (closed
+// when t ends).
+func ChildStore(t *testing.T) (where string, reopen func() store.Store) {
+	t.Helper()
+	if strings.HasSuffix(t.Name(), "/sqlite") {
+		where = "sqlite " + filepath.Join(t.TempDir(), "sluice.db")
+	} else {
+		url, schema := drivertest.DatabaseURL(t), drivertest.Schema(t)
+		t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
+		where = "postgres " + schema + " " + url
+	}
+	return where, func() store.Store {
+		db, err := OpenChildStore(t.Context(), where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+}
+
+// OpenChildStore opens the store [ChildStore] described with where.
+func OpenChildStore(ctx context.Context, where string) (store.Store, error) {
+	f := strings.SplitN(where, " ", 3)
+	if f[0] == "sqlite" && len(f) == 2 {
+		return sqlite.Open(ctx, sqlite.Config{Path: f[1]})
+	}
+	if f[0] == "postgres" && len(f) == 3 {
+		return postgres.Open(ctx, postgres.Config{URL: f[2], Schema: f[1]})
+	}
+	return nil, fmt.Errorf("enginetest: no store at %q", where)
 }

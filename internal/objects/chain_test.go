@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -226,6 +227,54 @@ func TestTranscodeDeadline(t *testing.T) {
 		}
 		if f.State != objects.StateError {
 			t.Errorf("file set %s", f.State)
+		}
+	})
+}
+
+// TestAccessionTakenAtApproval validates two sheets naming the same accessions while neither is
+// approved (both pass), approves both: the first creates the work, the second's work fails with
+// "already exists in system" and that sheet ends completed_error — never two works of one
+// accession.
+func TestAccessionTakenAtApproval(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "s.txt"), []byte("supplement"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sheet := strings.Join(objects.Headers, ",") + "\nIMAGE,tw,tf,s.txt,,S,,,\n"
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		t.Parallel()
+		kit := startObjects(t, open)
+		first, second := upload(t, kit, "first.csv", sheet, dir), upload(t, kit, "second.csv", sheet, dir)
+		waitSheet(t, kit, first, objects.StatusAwaitingApproval)
+		waitSheet(t, kit, second, objects.StatusAwaitingApproval)
+		for _, id := range []int64{first, second} {
+			if err := objects.Approve(t.Context(), kit.Engine, id); err != nil {
+				t.Fatal(err)
+			}
+			waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError)
+		}
+		x := kit.Store.DomainSQL()
+		if s, _ := objects.GetSheet(t.Context(), x, first); s.Status != objects.StatusCompleted {
+			t.Errorf("first sheet %s", s.Status)
+		}
+		if s, _ := objects.GetSheet(t.Context(), x, second); s.Status != objects.StatusCompletedError {
+			t.Errorf("second sheet %s, want completed_error", s.Status)
+		}
+		w, err := objects.GetWork(t.Context(), x, "tw")
+		if err != nil || w.JobID != first || len(w.FileSets) != 1 {
+			t.Errorf("work %+v (%v), want the first sheet's", w, err)
+		}
+		items, err := kit.Store.ItemList(t.Context(), store.ItemListParams{JobID: second, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, it := range items {
+			found = found || strings.Contains(it.Error, "work accession number tw already exists in system")
+		}
+		if !found {
+			t.Errorf("no item of the second sheet has the error; items %+v", items)
 		}
 	})
 }

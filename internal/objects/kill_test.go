@@ -25,8 +25,6 @@ import (
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
-	"github.com/sluice-project/sluice/internal/store/postgres"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
@@ -40,7 +38,7 @@ const (
 )
 
 // killSheet writes killRows small, distinct PNGs and a sheet of 20 works of 10 file sets:
-// the first of each an access image (digests, EXIF, preservation copy, transcription, pyramid
+// the first of every other work an access image (digests, EXIF, preservation copy, transcription, pyramid
 // TIFF and thumbnail), the others supplemental files (digests and preservation copy).
 func killSheet(t testing.TB) (dir, sheet string) {
 	dir = t.TempDir()
@@ -61,7 +59,7 @@ func killSheet(t testing.TB) (dir, sheet string) {
 			t.Fatal(err)
 		}
 		role := "S"
-		if i%10 == 0 {
+		if i%20 == 0 {
 			role = "A"
 		}
 		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,,%s,,,\n", i/10, i, name, role)
@@ -83,34 +81,8 @@ func TestSheetSurvivesKill(t *testing.T) {
 	}
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
 		t.Parallel()
-		dir := t.TempDir()
-		blobDir := filepath.Join(dir, "blobs")
-		var where string
-		var reopen func() store.Store
-		if strings.HasSuffix(t.Name(), "/sqlite") {
-			path := filepath.Join(dir, "sluice.db")
-			where = "sqlite " + path
-			reopen = func() store.Store {
-				db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-		} else {
-			url, schema := drivertest.DatabaseURL(t), drivertest.Schema(t)
-			t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
-			where = "postgres " + schema + " " + url
-			reopen = func() store.Store {
-				db, err := postgres.Open(t.Context(), postgres.Config{URL: url, Schema: schema})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-		}
+		blobDir := filepath.Join(t.TempDir(), "blobs")
+		where, reopen := enginetest.ChildStore(t)
 		env := blobDir + " " + files + " " + where
 		for i, after := range []int{150, 350, 550} {
 			if runKillChild(t, env, after) {
@@ -160,11 +132,12 @@ func TestSheetSurvivesKill(t *testing.T) {
 		if killed.status != objects.StatusCompleted {
 			t.Errorf("killed sheet %s, want completed", killed.status)
 		}
-		if want := 20*(3+6) + 180*(3+3); killed.states != want {
+		if want := 10*(3+6) + 190*(3+3); killed.states != want {
 			t.Errorf("%d action states, want %d", killed.states, want)
 		}
-		if killed.derivatives != 20 || killed.fileSets != killRows {
-			t.Errorf("%d derivatives (want 20), %d file sets (want %d)", killed.derivatives, killed.fileSets, killRows)
+		if killed.derivatives != 10 || killed.fileSets != killRows || len(killed.blobs) != 1+killRows+10+10 {
+			t.Errorf("%d derivatives (want 10), %d file sets (want %d), %d blobs (want the sheet, %d copies, 10 pyramids, 10 thumbnails)",
+				killed.derivatives, killed.fileSets, killRows, len(killed.blobs), killRows)
 		}
 		if killed.String() != clean.String() {
 			t.Errorf("killed run differs from the uninterrupted one:\nkilled %s\nclean  %s", killed, clean)
@@ -260,15 +233,8 @@ func (p printing) Run(ctx context.Context, t *action.Task, out action.Output) er
 // uploads the sheet (or finds it), approves it when it awaits approval, and waits for its end.
 func runChild() int {
 	ctx := context.Background()
-	f := strings.SplitN(os.Getenv(childEnv), " ", 5)
-	var db store.Store
-	var err error
-	switch f[2] {
-	case "sqlite":
-		db, err = sqlite.Open(ctx, sqlite.Config{Path: f[3]})
-	default:
-		db, err = postgres.Open(ctx, postgres.Config{URL: f[4], Schema: f[3]})
-	}
+	f := strings.SplitN(os.Getenv(childEnv), " ", 3)
+	db, err := enginetest.OpenChildStore(ctx, f[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1

@@ -89,11 +89,11 @@ type write struct {
 	Action ActionState `json:"action_state,omitzero"`
 }
 
-// ErrAccessionTaken is the error of a write creating a work or file set whose accession number
+// AccessionTakenError is the error of a write creating a work or file set whose accession number
 // another sheet created first.
-type ErrAccessionTaken struct{ Kind, Accession string }
+type AccessionTakenError struct{ Kind, Accession string }
 
-func (e *ErrAccessionTaken) Error() string {
+func (e *AccessionTakenError) Error() string {
 	return fmt.Sprintf("%s accession number %s already exists in system", e.Kind, e.Accession)
 }
 
@@ -186,7 +186,7 @@ func (Domain) BlobReferenced(ctx context.Context, x store.DomainSQL, sha256 stri
 	return found, err
 }
 
-// owned fails with [ErrAccessionTaken] when the row of the accession belongs to another job.
+// owned fails with [AccessionTakenError] when the row of the accession belongs to another job.
 func owned(ctx context.Context, x store.DomainSQL, kind, query, accession string, jobID int64) error {
 	rows, err := x.Query(ctx, rebind(x.Dialect(), query), accession)
 	if err != nil {
@@ -203,7 +203,7 @@ func owned(ctx context.Context, x store.DomainSQL, kind, query, accession string
 		return err
 	}
 	if owner != jobID {
-		return &ErrAccessionTaken{Kind: kind, Accession: accession}
+		return &AccessionTakenError{Kind: kind, Accession: accession}
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +17,6 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
-	"github.com/sluice-project/sluice/internal/store/postgres"
-	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
@@ -40,33 +37,7 @@ func TestDomainWritesSurviveKill(t *testing.T) {
 	t.Parallel()
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
 		t.Parallel()
-		dir := t.TempDir()
-		var where string
-		var reopen func() store.Store
-		if strings.HasSuffix(t.Name(), "/sqlite") {
-			path := filepath.Join(dir, "sluice.db")
-			where = "sqlite " + path
-			reopen = func() store.Store {
-				db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-		} else {
-			url, schema := drivertest.DatabaseURL(t), drivertest.Schema(t)
-			t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
-			where = "postgres " + schema + " " + url
-			reopen = func() store.Store {
-				db, err := postgres.Open(t.Context(), postgres.Config{URL: url, Schema: schema})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-		}
+		where, reopen := enginetest.ChildStore(t)
 		run := func(killAfter int) bool {
 			return enginetest.RunChild(t, childEnv+"="+where, killAfter, 2*time.Minute)
 		}
@@ -137,15 +108,7 @@ func TestDomainWritesSurviveKill(t *testing.T) {
 // a worker, creates (or finds) the job and waits for it to end.
 func runChild() int {
 	ctx := context.Background()
-	f := strings.SplitN(os.Getenv(childEnv), " ", 3)
-	var db store.Store
-	var err error
-	switch f[0] {
-	case "sqlite":
-		db, err = sqlite.Open(ctx, sqlite.Config{Path: f[1]})
-	default:
-		db, err = postgres.Open(ctx, postgres.Config{URL: f[2], Schema: f[1]})
-	}
+	db, err := enginetest.OpenChildStore(ctx, os.Getenv(childEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
