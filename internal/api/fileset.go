@@ -75,10 +75,7 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	out := struct {
-		Results []fileset.Row `json:"results"`
-		Next    string        `json:"next_after,omitempty"`
-	}{Results: rows}
+	out := filesetList{Results: rows}
 	if rows == nil {
 		out.Results = []fileset.Row{}
 	}
@@ -88,4 +85,11 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// filesetList is a page of GET /v1/filesets: the results, and the cursor of the next page
+// while there may be one.
+type filesetList struct {
+	Results []fileset.Row `json:"results"`
+	Next    string        `json:"next_after,omitempty"`
 }

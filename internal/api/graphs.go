@@ -48,10 +48,26 @@ func (a *API) createGraph(w http.ResponseWriter, r *http.Request) error {
 	}
 	self := fmt.Sprintf("/v1/graphs/%d", job.ID)
 	w.Header().Set("Location", self)
-	writeJSON(w, http.StatusCreated, map[string]any{"id": job.ID, "job": toJob(job), "links": map[string]string{
-		"self": self, "job": fmt.Sprintf("/v1/jobs/%d", job.ID), "progress": fmt.Sprintf("/v1/jobs/%d/progress", job.ID),
-		"items": fmt.Sprintf("/v1/jobs/%d/items", job.ID)}})
+	writeJSON(w, http.StatusCreated, graphCreated{ID: job.ID, Job: toJob(job), Links: graphLinks{
+		Self: self, Job: fmt.Sprintf("/v1/jobs/%d", job.ID), Progress: fmt.Sprintf("/v1/jobs/%d/progress", job.ID),
+		Items: fmt.Sprintf("/v1/jobs/%d/items", job.ID)}})
 	return nil
+}
+
+// graphCreated is the answer to POST /v1/graphs: the request's id (its job's), the job, and
+// links to the result and to the job's progress and items.
+type graphCreated struct {
+	ID    int64      `json:"id"`
+	Job   *jobJSON   `json:"job"`
+	Links graphLinks `json:"links"`
+}
+
+// graphLinks are a graph request's URLs.
+type graphLinks struct {
+	Self     string `json:"self"`
+	Job      string `json:"job"`
+	Progress string `json:"progress"`
+	Items    string `json:"items"`
 }
 
 // graphJob returns the graph request's job, or not found when it is none (or deleted).

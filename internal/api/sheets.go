@@ -113,8 +113,18 @@ func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
 			failed = append(failed, row)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": v.Status, "state": v.Checks, "errors": v.FileErrors, "row_count": len(v.Rows), "failed_rows": failed})
+	writeJSON(w, http.StatusOK, sheetValidation{Status: v.Status, Checks: v.Checks, Errors: orNone(v.FileErrors), RowCount: len(v.Rows), FailedRows: failed})
 	return nil
+}
+
+// sheetValidation is the answer to POST /v1/sheets/validate: the sheet's status and checks as
+// an upload would store them, its file errors, and the rows that failed.
+type sheetValidation struct {
+	Status     string               `json:"status"`
+	Checks     objects.Checks       `json:"state"`
+	Errors     []objects.FieldError `json:"errors"`
+	RowCount   int                  `json:"row_count"`
+	FailedRows []objects.Row        `json:"failed_rows"`
 }
 
 func sheetNotFound(err error, id int64) error {
@@ -142,12 +152,15 @@ func (a *API) getSheet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		*objects.Sheet
-		Progress *objects.Progress `json:"progress"`
-		Works    []*objects.Work   `json:"works"`
-	}{s, p, orNone(works)})
+	writeJSON(w, http.StatusOK, sheetJSON{s, p, orNone(works)})
 	return nil
+}
+
+// sheetJSON is GET /v1/sheets/{id}: the stored sheet with its progress and works.
+type sheetJSON struct {
+	*objects.Sheet
+	Progress *objects.Progress `json:"progress"`
+	Works    []*objects.Work   `json:"works"`
 }
 
 func orNone[T any](s []T) []T {
@@ -170,8 +183,13 @@ func (a *API) sheetRows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": orNone(rows)})
+	writeJSON(w, http.StatusOK, sheetRowList{Rows: orNone(rows)})
 	return nil
+}
+
+// sheetRowList is GET /v1/sheets/{id}/rows.
+type sheetRowList struct {
+	Rows []objects.Row `json:"rows"`
 }
 
 func (a *API) approveSheet(w http.ResponseWriter, r *http.Request) error {
@@ -263,7 +281,7 @@ func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 				wk.FileSets[i] = full
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"work": wk})
+		writeJSON(w, http.StatusOK, objectJSON{Work: wk})
 		return nil
 	} else if !errors.Is(err, objects.ErrNotFound) {
 		return err
@@ -275,6 +293,13 @@ func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"file_set": f})
+	writeJSON(w, http.StatusOK, objectJSON{FileSet: f})
 	return nil
+}
+
+// objectJSON is GET /v1/objects/{id}: a work (with its file sets) or a file set, whichever the
+// id names.
+type objectJSON struct {
+	Work    *objects.Work    `json:"work,omitempty"`
+	FileSet *objects.FileSet `json:"file_set,omitempty"`
 }
