@@ -16,7 +16,7 @@ import (
 // createFilesetsRequest is the body of POST /v1/filesets: dataset requests (Sandcrawler's
 // shape), and a key that makes a retried POST find its job.
 type createFilesetsRequest struct {
-	Key      string            `json:"key"`
+	Key      string            `json:"key,omitempty"`
 	Requests []json.RawMessage `json:"requests"`
 }
 

@@ -10,7 +10,7 @@ import (
 // `POST /v1/graphs` take, recorded in the request's workspace by register.
 type Request struct {
 	// Type is the package type of the roots: "gomod" or "maven". Defaults to gomod.
-	Type string `json:"type"`
+	Type string `json:"type,omitempty"`
 	// Source is where metadata comes from: a GOPROXY or a Maven repository, as an http(s):// URL,
 	// a file:// URL or a directory.
 	Source string `json:"source"`
