@@ -41,6 +41,23 @@ func (e DownloadItemParamsContent) Valid() bool {
 	}
 }
 
+// ActionState defines model for ActionState.
+type ActionState struct {
+	Action     string     `json:"action"`
+	InsertedAt *time.Time `json:"inserted_at,omitempty"`
+	Notes      *string    `json:"notes,omitempty"`
+	ObjectId   string     `json:"object_id"`
+	ObjectType string     `json:"object_type"`
+	Outcome    string     `json:"outcome"`
+	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+}
+
+// CreateFilesetsRequest defines model for CreateFilesetsRequest.
+type CreateFilesetsRequest struct {
+	Key      *string                  `json:"key,omitempty"`
+	Requests []map[string]interface{} `json:"requests"`
+}
+
 // CreateJobRequest defines model for CreateJobRequest.
 type CreateJobRequest struct {
 	Key      *string                 `json:"key,omitempty"`
@@ -89,6 +106,164 @@ type EventResult struct {
 	Event string  `json:"event"`
 	Fired int64   `json:"fired"`
 	Items []int64 `json:"items"`
+}
+
+// FileSet defines model for FileSet.
+type FileSet struct {
+	AccessionNumber     string                             `json:"accession_number"`
+	ActionStates        *[]ActionState                     `json:"action_states,omitempty"`
+	CoreMetadata        *map[string]interface{}            `json:"core_metadata,omitempty"`
+	Derivatives         *map[string]map[string]interface{} `json:"derivatives,omitempty"`
+	Id                  string                             `json:"id"`
+	ItemId              int64                              `json:"item_id"`
+	Label               string                             `json:"label"`
+	Location            string                             `json:"location"`
+	MimeType            string                             `json:"mime_type"`
+	Role                string                             `json:"role"`
+	Row                 int64                              `json:"row"`
+	SheetId             int64                              `json:"sheet_id"`
+	State               string                             `json:"state"`
+	UpdatedAt           time.Time                          `json:"updated_at"`
+	WorkAccessionNumber string                             `json:"work_accession_number"`
+}
+
+// FilesetFileMeta defines model for FilesetFileMeta.
+type FilesetFileMeta struct {
+	Md5hex    string  `json:"md5hex"`
+	Mimetype  *string `json:"mimetype,omitempty"`
+	Sha1hex   string  `json:"sha1hex"`
+	Sha256hex string  `json:"sha256hex"`
+	SizeBytes int64   `json:"size_bytes"`
+}
+
+// FilesetFileResult defines model for FilesetFileResult.
+type FilesetFileResult struct {
+	FileMeta   FilesetFileMeta         `json:"file_meta"`
+	Hit        bool                    `json:"hit"`
+	IngestType *string                 `json:"ingest_type,omitempty"`
+	Request    *map[string]interface{} `json:"request,omitempty"`
+	Status     *string                 `json:"status,omitempty"`
+	Terminal   *FilesetTerminal        `json:"terminal,omitempty"`
+}
+
+// FilesetList defines model for FilesetList.
+type FilesetList struct {
+	NextAfter *string      `json:"next_after,omitempty"`
+	Results   []FilesetRow `json:"results"`
+}
+
+// FilesetManifestFile defines model for FilesetManifestFile.
+type FilesetManifestFile struct {
+	Extra       *map[string]interface{} `json:"extra,omitempty"`
+	Md5         *string                 `json:"md5,omitempty"`
+	Mimetype    *string                 `json:"mimetype,omitempty"`
+	Path        string                  `json:"path"`
+	PlatformUrl *string                 `json:"platform_url,omitempty"`
+	Sha1        *string                 `json:"sha1,omitempty"`
+	Sha256      *string                 `json:"sha256,omitempty"`
+	Size        *int64                  `json:"size,omitempty"`
+	Status      *string                 `json:"status,omitempty"`
+	TerminalDt  *string                 `json:"terminal_dt,omitempty"`
+	TerminalUrl *string                 `json:"terminal_url,omitempty"`
+}
+
+// FilesetResult defines model for FilesetResult.
+type FilesetResult struct {
+	ArchiveorgItemName *string                `json:"archiveorg_item_name,omitempty"`
+	ErrorMessage       *string                `json:"error_message,omitempty"`
+	FileCount          *int64                 `json:"file_count,omitempty"`
+	FilesetFile        *FilesetFileResult     `json:"fileset_file,omitempty"`
+	Hit                bool                   `json:"hit"`
+	IngestStrategy     *string                `json:"ingest_strategy,omitempty"`
+	Manifest           *[]FilesetManifestFile `json:"manifest,omitempty"`
+	PlatformBaseUrl    *string                `json:"platform_base_url,omitempty"`
+	PlatformDomain     *string                `json:"platform_domain,omitempty"`
+	PlatformId         *string                `json:"platform_id,omitempty"`
+	PlatformName       *string                `json:"platform_name,omitempty"`
+	Request            map[string]interface{} `json:"request"`
+	Status             string                 `json:"status"`
+	Terminal           *FilesetTerminal       `json:"terminal,omitempty"`
+	TotalSize          *int64                 `json:"total_size,omitempty"`
+}
+
+// FilesetRow defines model for FilesetRow.
+type FilesetRow struct {
+	BaseUrl    string        `json:"base_url"`
+	IngestType string        `json:"ingest_type"`
+	ItemId     int64         `json:"item_id"`
+	JobId      int64         `json:"job_id"`
+	Result     FilesetResult `json:"result"`
+	Status     string        `json:"status"`
+	Updated    time.Time     `json:"updated"`
+}
+
+// FilesetTerminal defines model for FilesetTerminal.
+type FilesetTerminal struct {
+	TerminalDt         *string `json:"terminal_dt,omitempty"`
+	TerminalStatusCode int64   `json:"terminal_status_code"`
+	TerminalUrl        string  `json:"terminal_url"`
+}
+
+// GraphCounts defines model for GraphCounts.
+type GraphCounts struct {
+	Avoided  int64 `json:"avoided"`
+	Failed   int64 `json:"failed"`
+	Items    int64 `json:"items"`
+	Queued   int64 `json:"queued"`
+	Resolved int64 `json:"resolved"`
+}
+
+// GraphCreated defines model for GraphCreated.
+type GraphCreated struct {
+	Id    int64      `json:"id"`
+	Job   Job        `json:"job"`
+	Links GraphLinks `json:"links"`
+}
+
+// GraphEdge defines model for GraphEdge.
+type GraphEdge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// GraphLinks defines model for GraphLinks.
+type GraphLinks struct {
+	Items    string `json:"items"`
+	Job      string `json:"job"`
+	Progress string `json:"progress"`
+	Self     string `json:"self"`
+}
+
+// GraphNodeError defines model for GraphNodeError.
+type GraphNodeError struct {
+	Error  string `json:"error"`
+	Item   int64  `json:"item"`
+	Node   string `json:"node"`
+	Status string `json:"status"`
+}
+
+// GraphRequest defines model for GraphRequest.
+type GraphRequest struct {
+	Excludes  *[]string          `json:"excludes,omitempty"`
+	Format    *string            `json:"format,omitempty"`
+	MaxDepth  *int64             `json:"max_depth,omitempty"`
+	Overrides *map[string]string `json:"overrides,omitempty"`
+	Roots     []string           `json:"roots"`
+	Scope     *string            `json:"scope,omitempty"`
+	Source    string             `json:"source"`
+	Type      *string            `json:"type,omitempty"`
+}
+
+// GraphResult defines model for GraphResult.
+type GraphResult struct {
+	Counts          GraphCounts       `json:"counts"`
+	Edges           []GraphEdge       `json:"edges"`
+	EndDetectReason string            `json:"end_detect_reason"`
+	Errors          *[]GraphNodeError `json:"errors,omitempty"`
+	Nodes           []string          `json:"nodes"`
+	Paths           [][]string        `json:"paths"`
+	Roots           []string          `json:"roots"`
+	Type            string            `json:"type"`
 }
 
 // InvalidWorkflow defines model for InvalidWorkflow.
@@ -150,6 +325,12 @@ type JobList struct {
 	NextAfterId *int64 `json:"next_after_id,omitempty"`
 }
 
+// Object defines model for Object.
+type Object struct {
+	FileSet *FileSet `json:"file_set,omitempty"`
+	Work    *Work    `json:"work,omitempty"`
+}
+
 // Output defines model for Output.
 type Output struct {
 	ItemId int64                  `json:"item_id"`
@@ -187,6 +368,94 @@ type SearchHit struct {
 type SearchResult struct {
 	Hits []SearchHit `json:"hits"`
 	Next *string     `json:"next,omitempty"`
+}
+
+// Sheet defines model for Sheet.
+type Sheet struct {
+	Errors    []SheetError `json:"errors"`
+	Id        int64        `json:"id"`
+	Name      string       `json:"name"`
+	RowCount  int64        `json:"row_count"`
+	State     SheetChecks  `json:"state"`
+	Status    string       `json:"status"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// SheetChecks defines model for SheetChecks.
+type SheetChecks struct {
+	File    string `json:"file"`
+	Overall string `json:"overall"`
+	Rows    string `json:"rows"`
+}
+
+// SheetDetail defines model for SheetDetail.
+type SheetDetail struct {
+	Errors    []SheetError  `json:"errors"`
+	Id        int64         `json:"id"`
+	Name      string        `json:"name"`
+	Progress  SheetProgress `json:"progress"`
+	RowCount  int64         `json:"row_count"`
+	State     SheetChecks   `json:"state"`
+	Status    string        `json:"status"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	Works     []Work        `json:"works"`
+}
+
+// SheetError defines model for SheetError.
+type SheetError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// SheetProgress defines model for SheetProgress.
+type SheetProgress struct {
+	CompletedActions  int64   `json:"completed_actions"`
+	CompletedFileSets int64   `json:"completed_file_sets"`
+	ErrorFileSets     int64   `json:"error_file_sets"`
+	PercentComplete   float64 `json:"percent_complete"`
+	SheetId           int64   `json:"sheet_id"`
+	Status            string  `json:"status"`
+	TotalActions      int64   `json:"total_actions"`
+	TotalFileSets     int64   `json:"total_file_sets"`
+}
+
+// SheetRow defines model for SheetRow.
+type SheetRow struct {
+	Errors []SheetError      `json:"errors"`
+	Fields map[string]string `json:"fields"`
+	Row    int64             `json:"row"`
+	State  string            `json:"state"`
+}
+
+// SheetRowList defines model for SheetRowList.
+type SheetRowList struct {
+	Rows []SheetRow `json:"rows"`
+}
+
+// SheetValidation defines model for SheetValidation.
+type SheetValidation struct {
+	Errors     []SheetError `json:"errors"`
+	FailedRows []SheetRow   `json:"failed_rows"`
+	RowCount   int64        `json:"row_count"`
+	State      SheetChecks  `json:"state"`
+	Status     string       `json:"status"`
+}
+
+// TranscodedResult defines model for TranscodedResult.
+type TranscodedResult struct {
+	Fired int64   `json:"fired"`
+	Items []int64 `json:"items"`
+}
+
+// Work defines model for Work.
+type Work struct {
+	AccessionNumber string     `json:"accession_number"`
+	FileSets        *[]FileSet `json:"file_sets,omitempty"`
+	ItemId          int64      `json:"item_id"`
+	SheetId         int64      `json:"sheet_id"`
+	State           string     `json:"state"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	WorkType        string     `json:"work_type"`
 }
 
 // WorkerTask defines model for WorkerTask.
@@ -246,6 +515,24 @@ type SearchDocumentsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListFilesetsParams defines parameters for ListFilesets.
+type ListFilesetsParams struct {
+	// Status Only results of this status (success, no-platform, …).
+	Status *string `form:"status,omitempty" json:"status,omitempty"`
+
+	// After The next_after of the previous page.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit Page size; defaults to 100, at most 1000.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetGraphParams defines parameters for GetGraph.
+type GetGraphParams struct {
+	// Format node, path, dot or json; absent: the request's format.
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+}
+
 // DownloadItemParamsContent defines parameters for DownloadItem.
 type DownloadItemParamsContent string
 
@@ -303,6 +590,36 @@ type ListItemsParams struct {
 	Errors *bool `form:"errors,omitempty" json:"errors,omitempty"`
 }
 
+// UploadSheetParams defines parameters for UploadSheet.
+type UploadSheetParams struct {
+	// FilesDir The directory of the sheet's files; it must lie under a configured path root.
+	FilesDir string `form:"files_dir" json:"files_dir"`
+
+	// Name The sheet's name; defaults to sheet.csv.
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// CustomActions Extra actions of every file set, separated by |.
+	CustomActions *string `form:"custom_actions,omitempty" json:"custom_actions,omitempty"`
+
+	// IdempotencyKey A retried upload with the same key finds the sheet of the first.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// FireTranscodedJSONBody defines parameters for FireTranscoded.
+type FireTranscodedJSONBody = map[string]interface{}
+
+// ValidateSheetParams defines parameters for ValidateSheet.
+type ValidateSheetParams struct {
+	// FilesDir The directory of the sheet's files; it must lie under a configured path root.
+	FilesDir string `form:"files_dir" json:"files_dir"`
+}
+
+// ListSheetRowsParams defines parameters for ListSheetRows.
+type ListSheetRowsParams struct {
+	// Failed Only the rows that failed.
+	Failed *bool `form:"failed,omitempty" json:"failed,omitempty"`
+}
+
 // GetTaskParams defines parameters for GetTask.
 type GetTaskParams struct {
 	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
@@ -351,6 +668,12 @@ type GetWorkflowGraphParams struct {
 	Format *string `form:"format,omitempty" json:"format,omitempty"`
 }
 
+// CreateFilesetsJSONRequestBody defines body for CreateFilesets for application/json ContentType.
+type CreateFilesetsJSONRequestBody = CreateFilesetsRequest
+
+// CreateGraphJSONRequestBody defines body for CreateGraph for application/json ContentType.
+type CreateGraphJSONRequestBody = GraphRequest
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = CreateJobRequest
 
@@ -359,6 +682,9 @@ type CreateJobMultipartRequestBody CreateJobMultipartBody
 
 // FireEventJSONRequestBody defines body for FireEvent for application/json ContentType.
 type FireEventJSONRequestBody = EventRequest
+
+// FireTranscodedJSONRequestBody defines body for FireTranscoded for application/json ContentType.
+type FireTranscodedJSONRequestBody = FireTranscodedJSONBody
 
 // PostFragmentsMultipartRequestBody defines body for PostFragments for multipart/form-data ContentType.
 type PostFragmentsMultipartRequestBody PostFragmentsMultipartBody
@@ -458,6 +784,49 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
 	SearchDocuments(ctx context.Context, params *SearchDocumentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListFilesets Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+	//
+	// Corresponds with GET /v1/filesets (the `ListFilesets` operationId).
+	ListFilesets(ctx context.Context, params *ListFilesetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateFilesetsWithBody Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+	CreateFilesetsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateFilesets Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+	CreateFilesets(ctx context.Context, body CreateFilesetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateGraphWithBody Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+	CreateGraphWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateGraph Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+	CreateGraph(ctx context.Context, body CreateGraphJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteGraph Delete a graph request's workspace (canceling it if it runs); the shared graph stays
+	//
+	// Corresponds with DELETE /v1/graphs/{id} (the `DeleteGraph` operationId).
+	DeleteGraph(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetGraph A graph request's result in its format (?format= node, path, dot, json); 204 with Traverse-State while it runs
+	//
+	// Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
+	GetGraph(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetItem One item
 	//
 	// Corresponds with GET /v1/items/{id} (the `GetItem` operationId).
@@ -536,10 +905,68 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJob(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetObject A work (accession number) or a file set (accession number or id) with its action states
+	//
+	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
+	GetObject(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI The OpenAPI 3.1 document of this API
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
+	UploadSheetWithBody(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FireTranscodedWithBody A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FireTranscoded A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscoded(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ValidateSheetWithBody Validate an ingest sheet without storing it (text/csv body; query files_dir)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sheets/validate (the `ValidateSheet` operationId).
+	ValidateSheetWithBody(ctx context.Context, params *ValidateSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSheet Delete a sheet that was not approved (409 once approved)
+	//
+	// Corresponds with DELETE /v1/sheets/{id} (the `DeleteSheet` operationId).
+	DeleteSheet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSheet An ingest sheet: status, checks, file errors, progress
+	//
+	// Corresponds with GET /v1/sheets/{id} (the `GetSheet` operationId).
+	GetSheet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApproveSheet Approve a sheet awaiting approval (409 otherwise)
+	//
+	// Corresponds with POST /v1/sheets/{id}/approve (the `ApproveSheet` operationId).
+	ApproveSheet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FollowSheetProgress A sheet's progress (actions, file sets, percent) as server-sent events until it ends
+	//
+	// Corresponds with GET /v1/sheets/{id}/progress (the `FollowSheetProgress` operationId).
+	FollowSheetProgress(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSheetRows A sheet's rows with their errors (failed=true: only the failed ones)
+	//
+	// Corresponds with GET /v1/sheets/{id}/rows (the `ListSheetRows` operationId).
+	ListSheetRows(ctx context.Context, id int64, params *ListSheetRowsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PollTask Long-poll for a task of the action (201 with the task JSON, 204 none); needs a worker token
 	//
@@ -649,6 +1076,119 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
 func (c *Client) SearchDocuments(ctx context.Context, params *SearchDocumentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSearchDocumentsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListFilesets Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+//
+// Corresponds with GET /v1/filesets (the `ListFilesets` operationId).
+func (c *Client) ListFilesets(ctx context.Context, params *ListFilesetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFilesetsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateFilesetsWithBody Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+func (c *Client) CreateFilesetsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateFilesetsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateFilesets Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+func (c *Client) CreateFilesets(ctx context.Context, body CreateFilesetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateFilesetsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateGraphWithBody Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+func (c *Client) CreateGraphWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGraphRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateGraph Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+func (c *Client) CreateGraph(ctx context.Context, body CreateGraphJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGraphRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteGraph Delete a graph request's workspace (canceling it if it runs); the shared graph stays
+//
+// Corresponds with DELETE /v1/graphs/{id} (the `DeleteGraph` operationId).
+func (c *Client) DeleteGraph(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteGraphRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetGraph A graph request's result in its format (?format= node, path, dot, json); 204 with Traverse-State while it runs
+//
+// Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
+func (c *Client) GetGraph(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGraphRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -877,11 +1417,169 @@ func (c *Client) RetryJob(ctx context.Context, id int64, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
+// GetObject A work (accession number) or a file set (accession number or id) with its action states
+//
+// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
+func (c *Client) GetObject(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetObjectRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetOpenAPI The OpenAPI 3.1 document of this API
 //
 // Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
+func (c *Client) UploadSheetWithBody(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUploadSheetRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FireTranscodedWithBody A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *Client) FireTranscodedWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFireTranscodedRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FireTranscoded A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *Client) FireTranscoded(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFireTranscodedRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ValidateSheetWithBody Validate an ingest sheet without storing it (text/csv body; query files_dir)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sheets/validate (the `ValidateSheet` operationId).
+func (c *Client) ValidateSheetWithBody(ctx context.Context, params *ValidateSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewValidateSheetRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSheet Delete a sheet that was not approved (409 once approved)
+//
+// Corresponds with DELETE /v1/sheets/{id} (the `DeleteSheet` operationId).
+func (c *Client) DeleteSheet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSheetRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSheet An ingest sheet: status, checks, file errors, progress
+//
+// Corresponds with GET /v1/sheets/{id} (the `GetSheet` operationId).
+func (c *Client) GetSheet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSheetRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApproveSheet Approve a sheet awaiting approval (409 otherwise)
+//
+// Corresponds with POST /v1/sheets/{id}/approve (the `ApproveSheet` operationId).
+func (c *Client) ApproveSheet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApproveSheetRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FollowSheetProgress A sheet's progress (actions, file sets, percent) as server-sent events until it ends
+//
+// Corresponds with GET /v1/sheets/{id}/progress (the `FollowSheetProgress` operationId).
+func (c *Client) FollowSheetProgress(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFollowSheetProgressRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSheetRows A sheet's rows with their errors (failed=true: only the failed ones)
+//
+// Corresponds with GET /v1/sheets/{id}/rows (the `ListSheetRows` operationId).
+func (c *Client) ListSheetRows(ctx context.Context, id int64, params *ListSheetRowsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSheetRowsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1229,6 +1927,259 @@ func NewSearchDocumentsRequest(server string, params *SearchDocumentsParams) (*h
 		if params.Cursor != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListFilesetsRequest constructs an http.Request for the ListFilesets method
+func NewListFilesetsRequest(server string, params *ListFilesetsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/filesets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateFilesetsRequest calls the generic CreateFilesets builder with application/json body
+func NewCreateFilesetsRequest(server string, body CreateFilesetsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateFilesetsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateFilesetsRequestWithBody constructs an http.Request for the CreateFilesets method, with any body, and a specified content type
+func NewCreateFilesetsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/filesets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCreateGraphRequest calls the generic CreateGraph builder with application/json body
+func NewCreateGraphRequest(server string, body CreateGraphJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateGraphRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateGraphRequestWithBody constructs an http.Request for the CreateGraph method, with any body, and a specified content type
+func NewCreateGraphRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/graphs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteGraphRequest constructs an http.Request for the DeleteGraph method
+func NewDeleteGraphRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/graphs/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetGraphRequest constructs an http.Request for the GetGraph method
+func NewGetGraphRequest(server string, id int64, params *GetGraphParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/graphs/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1871,6 +2822,40 @@ func NewRetryJobRequest(server string, id int64) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetObjectRequest constructs an http.Request for the GetObject method
+func NewGetObjectRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/objects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	var err error
@@ -1888,6 +2873,386 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUploadSheetRequestWithBody constructs an http.Request for the UploadSheet method, with any body, and a specified content type
+func NewUploadSheetRequestWithBody(server string, params *UploadSheetParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "files_dir", params.FilesDir, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CustomActions != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "custom_actions", *params.CustomActions, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewFireTranscodedRequest calls the generic FireTranscoded builder with application/json body
+func NewFireTranscodedRequest(server string, body FireTranscodedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewFireTranscodedRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewFireTranscodedRequestWithBody constructs an http.Request for the FireTranscoded method, with any body, and a specified content type
+func NewFireTranscodedRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/transcoded")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewValidateSheetRequestWithBody constructs an http.Request for the ValidateSheet method, with any body, and a specified content type
+func NewValidateSheetRequestWithBody(server string, params *ValidateSheetParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/validate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "files_dir", params.FilesDir, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSheetRequest constructs an http.Request for the DeleteSheet method
+func NewDeleteSheetRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSheetRequest constructs an http.Request for the GetSheet method
+func NewGetSheetRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewApproveSheetRequest constructs an http.Request for the ApproveSheet method
+func NewApproveSheetRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/%s/approve", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewFollowSheetProgressRequest constructs an http.Request for the FollowSheetProgress method
+func NewFollowSheetProgressRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/%s/progress", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSheetRowsRequest constructs an http.Request for the ListSheetRows method
+func NewListSheetRowsRequest(server string, id int64, params *ListSheetRowsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sheets/%s/rows", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Failed != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "failed", *params.Failed, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2473,6 +3838,55 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
 	SearchDocumentsWithResponse(ctx context.Context, params *SearchDocumentsParams, reqEditors ...RequestEditorFn) (*SearchDocumentsResponse, error)
 
+	// ListFilesetsWithResponse Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/filesets (the `ListFilesets` operationId).
+	ListFilesetsWithResponse(ctx context.Context, params *ListFilesetsParams, reqEditors ...RequestEditorFn) (*ListFilesetsResponse, error)
+
+	// CreateFilesetsWithBodyWithResponse Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+	CreateFilesetsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFilesetsResponse, error)
+
+	// CreateFilesetsWithResponse Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+	CreateFilesetsWithResponse(ctx context.Context, body CreateFilesetsJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFilesetsResponse, error)
+
+	// CreateGraphWithBodyWithResponse Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+	CreateGraphWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGraphResponse, error)
+
+	// CreateGraphWithResponse Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+	CreateGraphWithResponse(ctx context.Context, body CreateGraphJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGraphResponse, error)
+
+	// DeleteGraphWithResponse Delete a graph request's workspace (canceling it if it runs); the shared graph stays
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/graphs/{id} (the `DeleteGraph` operationId).
+	DeleteGraphWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteGraphResponse, error)
+
+	// GetGraphWithResponse A graph request's result in its format (?format= node, path, dot, json); 204 with Traverse-State while it runs
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
+	GetGraphWithResponse(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*GetGraphResponse, error)
+
 	// GetItemWithResponse One item
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2571,12 +3985,82 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJobWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
 
+	// GetObjectWithResponse A work (accession number) or a file set (accession number or id) with its action states
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
+	GetObjectWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectResponse, error)
+
 	// GetOpenAPIWithResponse The OpenAPI 3.1 document of this API
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
+
+	// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
+	UploadSheetWithBodyWithResponse(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadSheetResponse, error)
+
+	// FireTranscodedWithBodyWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
+
+	// FireTranscodedWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithResponse(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
+
+	// ValidateSheetWithBodyWithResponse Validate an ingest sheet without storing it (text/csv body; query files_dir)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets/validate (the `ValidateSheet` operationId).
+	ValidateSheetWithBodyWithResponse(ctx context.Context, params *ValidateSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ValidateSheetResponse, error)
+
+	// DeleteSheetWithResponse Delete a sheet that was not approved (409 once approved)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sheets/{id} (the `DeleteSheet` operationId).
+	DeleteSheetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteSheetResponse, error)
+
+	// GetSheetWithResponse An ingest sheet: status, checks, file errors, progress
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sheets/{id} (the `GetSheet` operationId).
+	GetSheetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetSheetResponse, error)
+
+	// ApproveSheetWithResponse Approve a sheet awaiting approval (409 otherwise)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets/{id}/approve (the `ApproveSheet` operationId).
+	ApproveSheetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*ApproveSheetResponse, error)
+
+	// FollowSheetProgressWithResponse A sheet's progress (actions, file sets, percent) as server-sent events until it ends
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sheets/{id}/progress (the `FollowSheetProgress` operationId).
+	FollowSheetProgressWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*FollowSheetProgressResponse, error)
+
+	// ListSheetRowsWithResponse A sheet's rows with their errors (failed=true: only the failed ones)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sheets/{id}/rows (the `ListSheetRows` operationId).
+	ListSheetRowsWithResponse(ctx context.Context, id int64, params *ListSheetRowsParams, reqEditors ...RequestEditorFn) (*ListSheetRowsResponse, error)
 
 	// PollTaskWithResponse Long-poll for a task of the action (201 with the task JSON, 204 none); needs a worker token
 	//
@@ -2787,6 +4271,281 @@ func (r SearchDocumentsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SearchDocumentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListFilesetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FilesetList
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListFilesetsResponse) GetJSON200() *FilesetList {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListFilesetsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListFilesetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFilesetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFilesetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFilesetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateFilesetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Job
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Job
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateFilesetsResponse) GetJSON200() *Job {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateFilesetsResponse) GetJSON201() *Job {
+	return r.JSON201
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateFilesetsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateFilesetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateFilesetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateFilesetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateFilesetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateGraphResponse201Headers the declared response headers of an HTTP 201 response for CreateGraph
+type CreateGraphResponse201Headers struct {
+	Location *string
+}
+
+type CreateGraphResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *GraphCreated
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateGraphResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateGraphResponse) GetJSON201() *GraphCreated {
+	return r.JSON201
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateGraphResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateGraphResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateGraphResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateGraphResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateGraphResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteGraphResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteGraphResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteGraphResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteGraphResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteGraphResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteGraphResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetGraphResponse200Headers the declared response headers of an HTTP 200 response for GetGraph
+type GetGraphResponse200Headers struct {
+	TraverseState *string
+}
+
+// GetGraphResponse204Headers the declared response headers of an HTTP 204 response for GetGraph
+type GetGraphResponse204Headers struct {
+	TraverseState *string
+}
+
+// GetGraphResponse409Headers the declared response headers of an HTTP 409 response for GetGraph
+type GetGraphResponse409Headers struct {
+	TraverseState *string
+}
+
+type GetGraphResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GraphResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGraphResponse200Headers
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *GetGraphResponse204Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *GetGraphResponse409Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGraphResponse) GetJSON200() *GraphResult {
+	return r.JSON200
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r GetGraphResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetGraphResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGraphResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGraphResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGraphResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGraphResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3362,6 +5121,54 @@ func (r RetryJobResponse) ContentType() string {
 	return ""
 }
 
+type GetObjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Object
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetObjectResponse) GetJSON200() *Object {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetObjectResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetObjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetObjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetObjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetObjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3404,6 +5211,383 @@ func (r GetOpenAPIResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenAPIResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UploadSheetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Sheet
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r UploadSheetResponse) GetJSON201() *Sheet {
+	return r.JSON201
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r UploadSheetResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UploadSheetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UploadSheetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UploadSheetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UploadSheetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FireTranscodedResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *TranscodedResult
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r FireTranscodedResponse) GetJSON202() *TranscodedResult {
+	return r.JSON202
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r FireTranscodedResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r FireTranscodedResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FireTranscodedResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FireTranscodedResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FireTranscodedResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ValidateSheetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SheetValidation
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ValidateSheetResponse) GetJSON200() *SheetValidation {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ValidateSheetResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ValidateSheetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ValidateSheetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ValidateSheetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ValidateSheetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteSheetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sheet
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSheetResponse) GetJSON200() *Sheet {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteSheetResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSheetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSheetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSheetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSheetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSheetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SheetDetail
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSheetResponse) GetJSON200() *SheetDetail {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetSheetResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSheetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSheetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSheetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSheetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ApproveSheetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Sheet
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ApproveSheetResponse) GetJSON202() *Sheet {
+	return r.JSON202
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ApproveSheetResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ApproveSheetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ApproveSheetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApproveSheetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ApproveSheetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FollowSheetProgressResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r FollowSheetProgressResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r FollowSheetProgressResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FollowSheetProgressResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FollowSheetProgressResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FollowSheetProgressResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListSheetRowsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SheetRowList
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSheetRowsResponse) GetJSON200() *SheetRowList {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListSheetRowsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSheetRowsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSheetRowsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSheetRowsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSheetRowsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3908,6 +6092,97 @@ func (c *ClientWithResponses) SearchDocumentsWithResponse(ctx context.Context, p
 	return ParseSearchDocumentsResponse(rsp)
 }
 
+// ListFilesetsWithResponse Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/filesets (the `ListFilesets` operationId).
+func (c *ClientWithResponses) ListFilesetsWithResponse(ctx context.Context, params *ListFilesetsParams, reqEditors ...RequestEditorFn) (*ListFilesetsResponse, error) {
+	rsp, err := c.ListFilesets(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFilesetsResponse(rsp)
+}
+
+// CreateFilesetsWithBodyWithResponse Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+func (c *ClientWithResponses) CreateFilesetsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFilesetsResponse, error) {
+	rsp, err := c.CreateFilesetsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateFilesetsResponse(rsp)
+}
+
+// CreateFilesetsWithResponse Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/filesets (the `CreateFilesets` operationId).
+func (c *ClientWithResponses) CreateFilesetsWithResponse(ctx context.Context, body CreateFilesetsJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFilesetsResponse, error) {
+	rsp, err := c.CreateFilesets(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateFilesetsResponse(rsp)
+}
+
+// CreateGraphWithBodyWithResponse Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+func (c *ClientWithResponses) CreateGraphWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGraphResponse, error) {
+	rsp, err := c.CreateGraphWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateGraphResponse(rsp)
+}
+
+// CreateGraphWithResponse Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/graphs (the `CreateGraph` operationId).
+func (c *ClientWithResponses) CreateGraphWithResponse(ctx context.Context, body CreateGraphJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGraphResponse, error) {
+	rsp, err := c.CreateGraph(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateGraphResponse(rsp)
+}
+
+// DeleteGraphWithResponse Delete a graph request's workspace (canceling it if it runs); the shared graph stays
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/graphs/{id} (the `DeleteGraph` operationId).
+func (c *ClientWithResponses) DeleteGraphWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteGraphResponse, error) {
+	rsp, err := c.DeleteGraph(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteGraphResponse(rsp)
+}
+
+// GetGraphWithResponse A graph request's result in its format (?format= node, path, dot, json); 204 with Traverse-State while it runs
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
+func (c *ClientWithResponses) GetGraphWithResponse(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*GetGraphResponse, error) {
+	rsp, err := c.GetGraph(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGraphResponse(rsp)
+}
+
 // GetItemWithResponse One item
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4090,6 +6365,19 @@ func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id int64
 	return ParseRetryJobResponse(rsp)
 }
 
+// GetObjectWithResponse A work (accession number) or a file set (accession number or id) with its action states
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
+func (c *ClientWithResponses) GetObjectWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectResponse, error) {
+	rsp, err := c.GetObject(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetObjectResponse(rsp)
+}
+
 // GetOpenAPIWithResponse The OpenAPI 3.1 document of this API
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4101,6 +6389,123 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseGetOpenAPIResponse(rsp)
+}
+
+// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
+func (c *ClientWithResponses) UploadSheetWithBodyWithResponse(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadSheetResponse, error) {
+	rsp, err := c.UploadSheetWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUploadSheetResponse(rsp)
+}
+
+// FireTranscodedWithBodyWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *ClientWithResponses) FireTranscodedWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error) {
+	rsp, err := c.FireTranscodedWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFireTranscodedResponse(rsp)
+}
+
+// FireTranscodedWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *ClientWithResponses) FireTranscodedWithResponse(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error) {
+	rsp, err := c.FireTranscoded(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFireTranscodedResponse(rsp)
+}
+
+// ValidateSheetWithBodyWithResponse Validate an ingest sheet without storing it (text/csv body; query files_dir)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets/validate (the `ValidateSheet` operationId).
+func (c *ClientWithResponses) ValidateSheetWithBodyWithResponse(ctx context.Context, params *ValidateSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ValidateSheetResponse, error) {
+	rsp, err := c.ValidateSheetWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseValidateSheetResponse(rsp)
+}
+
+// DeleteSheetWithResponse Delete a sheet that was not approved (409 once approved)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sheets/{id} (the `DeleteSheet` operationId).
+func (c *ClientWithResponses) DeleteSheetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteSheetResponse, error) {
+	rsp, err := c.DeleteSheet(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSheetResponse(rsp)
+}
+
+// GetSheetWithResponse An ingest sheet: status, checks, file errors, progress
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sheets/{id} (the `GetSheet` operationId).
+func (c *ClientWithResponses) GetSheetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetSheetResponse, error) {
+	rsp, err := c.GetSheet(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSheetResponse(rsp)
+}
+
+// ApproveSheetWithResponse Approve a sheet awaiting approval (409 otherwise)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets/{id}/approve (the `ApproveSheet` operationId).
+func (c *ClientWithResponses) ApproveSheetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*ApproveSheetResponse, error) {
+	rsp, err := c.ApproveSheet(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApproveSheetResponse(rsp)
+}
+
+// FollowSheetProgressWithResponse A sheet's progress (actions, file sets, percent) as server-sent events until it ends
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sheets/{id}/progress (the `FollowSheetProgress` operationId).
+func (c *ClientWithResponses) FollowSheetProgressWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*FollowSheetProgressResponse, error) {
+	rsp, err := c.FollowSheetProgress(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFollowSheetProgressResponse(rsp)
+}
+
+// ListSheetRowsWithResponse A sheet's rows with their errors (failed=true: only the failed ones)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sheets/{id}/rows (the `ListSheetRows` operationId).
+func (c *ClientWithResponses) ListSheetRowsWithResponse(ctx context.Context, id int64, params *ListSheetRowsParams, reqEditors ...RequestEditorFn) (*ListSheetRowsResponse, error) {
+	rsp, err := c.ListSheetRows(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSheetRowsResponse(rsp)
 }
 
 // PollTaskWithResponse Long-poll for a task of the action (201 with the task JSON, 204 none); needs a worker token
@@ -4339,6 +6744,233 @@ func ParseSearchDocumentsResponse(rsp *http.Response) (*SearchDocumentsResponse,
 		}
 		response.JSONDefault = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListFilesetsResponse parses an HTTP response from a ListFilesetsWithResponse call
+func ParseListFilesetsResponse(rsp *http.Response) (*ListFilesetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFilesetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FilesetList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateFilesetsResponse parses an HTTP response from a CreateFilesetsWithResponse call
+func ParseCreateFilesetsResponse(rsp *http.Response) (*CreateFilesetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateFilesetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateGraphResponse parses an HTTP response from a CreateGraphWithResponse call
+func ParseCreateGraphResponse(rsp *http.Response) (*CreateGraphResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateGraphResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest GraphCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateGraphResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteGraphResponse parses an HTTP response from a DeleteGraphWithResponse call
+func ParseDeleteGraphResponse(rsp *http.Response) (*DeleteGraphResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteGraphResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetGraphResponse parses an HTTP response from a GetGraphWithResponse call
+func ParseGetGraphResponse(rsp *http.Response) (*GetGraphResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGraphResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GraphResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/vnd.graphviz) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGraphResponse200Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 204:
+		var headers GetGraphResponse204Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 409:
+		var headers GetGraphResponse409Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers409 = &headers
 	}
 
 	return response, nil
@@ -4733,6 +7365,39 @@ func ParseRetryJobResponse(rsp *http.Response) (*RetryJobResponse, error) {
 	return response, nil
 }
 
+// ParseGetObjectResponse parses an HTTP response from a GetObjectWithResponse call
+func ParseGetObjectResponse(rsp *http.Response) (*GetObjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetObjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Object
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetOpenAPIResponse parses an HTTP response from a GetOpenAPIWithResponse call
 func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4749,6 +7414,263 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUploadSheetResponse parses an HTTP response from a UploadSheetWithResponse call
+func ParseUploadSheetResponse(rsp *http.Response) (*UploadSheetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UploadSheetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Sheet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseFireTranscodedResponse parses an HTTP response from a FireTranscodedWithResponse call
+func ParseFireTranscodedResponse(rsp *http.Response) (*FireTranscodedResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FireTranscodedResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TranscodedResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseValidateSheetResponse parses an HTTP response from a ValidateSheetWithResponse call
+func ParseValidateSheetResponse(rsp *http.Response) (*ValidateSheetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ValidateSheetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SheetValidation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSheetResponse parses an HTTP response from a DeleteSheetWithResponse call
+func ParseDeleteSheetResponse(rsp *http.Response) (*DeleteSheetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSheetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sheet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSheetResponse parses an HTTP response from a GetSheetWithResponse call
+func ParseGetSheetResponse(rsp *http.Response) (*GetSheetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSheetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SheetDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseApproveSheetResponse parses an HTTP response from a ApproveSheetWithResponse call
+func ParseApproveSheetResponse(rsp *http.Response) (*ApproveSheetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApproveSheetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Sheet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseFollowSheetProgressResponse parses an HTTP response from a FollowSheetProgressWithResponse call
+func ParseFollowSheetProgressResponse(rsp *http.Response) (*FollowSheetProgressResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FollowSheetProgressResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSheetRowsResponse parses an HTTP response from a ListSheetRowsWithResponse call
+func ParseListSheetRowsResponse(rsp *http.Response) (*ListSheetRowsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSheetRowsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SheetRowList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -56,17 +56,17 @@ func (a *API) openAPIDoc(workers bool) map[string]any {
 			if p.Array {
 				sch = map[string]any{"type": "array", "items": sch}
 			}
-			params = append(params, map[string]any{"name": p.Name, "in": p.In, "description": p.Doc, "schema": sch})
+			pm := map[string]any{"name": p.Name, "in": p.In, "description": p.Doc, "schema": sch}
+			if p.Required {
+				pm["required"] = true
+			}
+			params = append(params, pm)
 		}
 		if params != nil {
 			op["parameters"] = params
 		}
 		if len(doc.Body) > 0 {
-			content := map[string]any{}
-			for ct, v := range doc.Body {
-				content[ct] = map[string]any{"schema": schemaOf(s, v)}
-			}
-			op["requestBody"] = map[string]any{"required": !doc.BodyOptional, "content": content}
+			op["requestBody"] = map[string]any{"required": !doc.BodyOptional, "content": contentOf(s, doc.Body)}
 		}
 		responses := map[string]any{
 			"default": map[string]any{"description": "An error from the catalogue (docs/api.md)",
@@ -84,6 +84,23 @@ func (a *API) openAPIDoc(workers bool) map[string]any {
 					resp["description"] = v.Doc
 				}
 				resp["content"] = map[string]any{v.Type: map[string]any{"schema": v.Schema}}
+				if v.Data != nil {
+					s.of(v.Data)
+				}
+			case response:
+				if v.Doc != "" {
+					resp["description"] = v.Doc
+				}
+				if len(v.Content) > 0 {
+					resp["content"] = contentOf(s, v.Content)
+				}
+				if len(v.Headers) > 0 {
+					headers := map[string]any{}
+					for name, doc := range v.Headers {
+						headers[name] = map[string]any{"description": doc, "schema": map[string]any{"type": "string"}}
+					}
+					resp["headers"] = headers
+				}
 			default:
 				resp["content"] = map[string]any{"application/json": map[string]any{"schema": schemaOf(s, v)}}
 			}
@@ -117,6 +134,15 @@ func (a *API) openAPIDoc(workers bool) map[string]any {
 		"security": []map[string]any{{"bearer": []string{}}},
 		"paths":    paths,
 	}
+}
+
+// contentOf is the content of a request body or response: each content type's schema.
+func contentOf(s *schemas, byType map[string]any) map[string]any {
+	content := map[string]any{}
+	for ct, v := range byType {
+		content[ct] = map[string]any{"schema": schemaOf(s, v)}
+	}
+	return content
 }
 
 // schemaOf is the schema of a routeDoc body or response value: a rawSchema as written,

@@ -2,6 +2,8 @@ package api
 
 import (
 	"github.com/sluice-project/sluice/internal/docsearch"
+	"github.com/sluice-project/sluice/internal/graph"
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -26,7 +28,7 @@ type routeDoc struct {
 	// BodyOptional says the request body may be empty.
 	BodyOptional bool
 	// Responses maps a status to a value of the JSON body's Go type, a [media] for another
-	// content type, or nil for no body. Errors ("default") are added to every operation.
+	// content type, a [response] for several or for headers, or nil for no body. Errors ("default") are added to every operation.
 	Responses map[int]any
 	// Public marks a route that needs no bearer token.
 	Public bool
@@ -37,6 +39,8 @@ type param struct {
 	Name, In, Type, Doc string
 	// Array says the parameter may repeat (?meta=a&meta=b).
 	Array bool
+	// Required says the request is refused without it.
+	Required bool
 }
 
 // rawSchema is a schema written out, for what no Go type describes (a multipart body).
@@ -47,6 +51,19 @@ type media struct {
 	Type   string
 	Schema rawSchema
 	Doc    string
+	// Data, when set, is a value of the Go type of a server-sent event stream's data: it is
+	// made a component, for clients to decode the events with.
+	Data any
+}
+
+// response is a response with headers, or whose body comes in several content types.
+type response struct {
+	Doc string
+	// Content maps a content type to a value of its Go type, or to a [rawSchema]; empty for
+	// no body.
+	Content map[string]any
+	// Headers maps a response header to its description.
+	Headers map[string]string
 }
 
 func query(name, typ, doc string) param { return param{Name: name, In: "query", Type: typ, Doc: doc} }
@@ -109,6 +126,49 @@ var routeDocs = map[string]routeDoc{
 		PathTypes: map[string]rawSchema{"content": {"type": "string", "enum": []string{"original", "pdf", "text", "thumbnail"}}},
 		Responses: map[int]any{200: media{Type: "*/*", Schema: binary,
 			Doc: "The bytes, with their content type (text/plain for text) and a Content-Disposition."}}},
+	"POST /v1/graphs": {ID: "createGraph", Body: jsonBody(graph.Request{}),
+		Responses: map[int]any{201: response{Doc: "Created: the request's id (its job's), job and links",
+			Content: jsonBody(graphCreated{}), Headers: map[string]string{"Location": "The request's URL, /v1/graphs/{id}."}}}},
+	"GET /v1/graphs/{id}": {ID: "getGraph", Params: []param{
+		{Name: "format", In: "query", Type: "string", Doc: "node, path, dot or json; absent: the request's format."}},
+		Responses: map[int]any{
+			200: response{Doc: "The result, Traverse-State SUCCESS: one line per node (node, text/plain), per path " +
+				"(path, text/plain), a Graphviz digraph (dot) or a GraphResult (json).",
+				Content: map[string]any{"application/json": graph.Result{}, "text/plain": textSchema, "text/vnd.graphviz": textSchema},
+				Headers: traverseState},
+			204: response{Doc: "No result yet: the traversal runs; Traverse-State says where (TRAVERSING, FORMATTING).", Headers: traverseState},
+			409: response{Doc: "The request failed or was canceled: Traverse-State ERROR.", Content: jsonBody(Error{}), Headers: traverseState}}},
+	"DELETE /v1/graphs/{id}": {ID: "deleteGraph", Responses: map[int]any{204: nil}},
+
+	"POST /v1/filesets": {ID: "createFilesets", Body: jsonBody(createFilesetsRequest{}),
+		Responses: map[int]any{201: &jobJSON{}, 200: &jobJSON{}}},
+	"GET /v1/filesets": {ID: "listFilesets", Params: []param{
+		query("status", "string", "Only results of this status (success, no-platform, …)."),
+		query("after", "string", "The next_after of the previous page."), limitParam},
+		Responses: map[int]any{200: filesetList{}}},
+
+	"POST /v1/sheets": {ID: "uploadSheet", Params: []param{filesDir,
+		query("name", "string", "The sheet's name; defaults to sheet.csv."),
+		query("custom_actions", "string", "Extra actions of every file set, separated by |."),
+		{Name: "Idempotency-Key", In: "header", Type: "string", Doc: "A retried upload with the same key finds the sheet of the first."}},
+		Body: sheetBody, Responses: map[int]any{201: &objects.Sheet{}}},
+	"POST /v1/sheets/validate": {ID: "validateSheet", Params: []param{filesDir}, Body: sheetBody,
+		Responses: map[int]any{200: sheetValidation{}}},
+	"GET /v1/sheets/{id}": {ID: "getSheet", Responses: map[int]any{200: sheetJSON{}}},
+	"GET /v1/sheets/{id}/rows": {ID: "listSheetRows", Params: []param{query("failed", "boolean", "Only the rows that failed.")},
+		Responses: map[int]any{200: sheetRowList{}}},
+	"POST /v1/sheets/{id}/approve": {ID: "approveSheet", Responses: map[int]any{202: &objects.Sheet{}}},
+	"DELETE /v1/sheets/{id}":       {ID: "deleteSheet", Responses: map[int]any{200: &objects.Sheet{}}},
+	"GET /v1/sheets/{id}/progress": {ID: "followSheetProgress", Responses: map[int]any{200: media{Type: "text/event-stream", Schema: textSchema,
+		Data: objects.Progress{},
+		Doc:  "Server-sent events: `event: progress` with a SheetProgress as data whenever it changes, and `event: end` with {\"status\"} when the sheet ends."}}},
+	"POST /v1/sheets/transcoded": {ID: "fireTranscoded",
+		Body:      jsonBody(rawSchema{"type": "object", "description": "A Job State Change event of MediaConvert's shape; userMetadata.file_set_id names the file set."}),
+		Responses: map[int]any{202: &objects.Transcoded{}}},
+	"GET /v1/objects/{id}": {ID: "getObject",
+		PathTypes: map[string]rawSchema{"id": {"type": "string", "description": "A work's accession number, or a file set's accession number or id."}},
+		Responses: map[int]any{200: objectJSON{}}},
+
 	"GET /v1/workflows": {ID: "listWorkflows", Responses: map[int]any{200: workflowList{}}},
 	"POST /v1/workflows": {ID: "applyWorkflow",
 		Body:      map[string]any{"application/yaml": textSchema, "application/json": rawSchema{"type": "object"}},
@@ -143,6 +203,14 @@ var routeDocs = map[string]routeDoc{
 // own, or its span's under it): the server's spans of the request are its children.
 var traceparent = []param{{Name: "traceparent", In: "header", Type: "string",
 	Doc: "W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md)."}}
+
+// traverseState is the Cartographer header of a graph request's state.
+var traverseState = map[string]string{"Traverse-State": "TRAVERSING, FORMATTING, SUCCESS or ERROR."}
+
+var (
+	filesDir  = param{Name: "files_dir", In: "query", Type: "string", Required: true, Doc: "The directory of the sheet's files; it must lie under a configured path root."}
+	sheetBody = map[string]any{"text/csv": rawSchema{"type": "string", "description": "The ingest sheet (Meadow's columns)."}}
+)
 
 var taskPath = map[string]rawSchema{"id": {"type": "string", "description": "The task's id, as in its url."}}
 

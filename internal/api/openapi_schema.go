@@ -30,6 +30,27 @@ var schemaNames = map[string]string{
 	"docsearch.Hit":        "SearchHit",
 	"docsearch.Result":     "SearchResult",
 	"api.diagnosticsJSON":  "Diagnostics",
+
+	"graph.Request":   "GraphRequest",
+	"graph.Result":    "GraphResult",
+	"graph.Edge":      "GraphEdge",
+	"graph.NodeError": "GraphNodeError",
+	"graph.Counts":    "GraphCounts",
+
+	"fileset.Row":          "FilesetRow",
+	"fileset.Result":       "FilesetResult",
+	"fileset.Terminal":     "FilesetTerminal",
+	"fileset.ManifestFile": "FilesetManifestFile",
+	"fileset.FileResult":   "FilesetFileResult",
+	"fileset.FileMeta":     "FilesetFileMeta",
+
+	"objects.Row":        "SheetRow",
+	"objects.Checks":     "SheetChecks",
+	"objects.FieldError": "SheetError",
+	"objects.Progress":   "SheetProgress",
+	"objects.Transcoded": "TranscodedResult",
+	"api.objectJSON":     "Object",
+	"api.sheetJSON":      "SheetDetail",
 }
 
 // componentName is the schema name of a named type: its entry in schemaNames, or its Go name
@@ -90,6 +111,9 @@ func (s *schemas) schema(t reflect.Type) map[string]any {
 		}
 		name := componentName(t)
 		if _, ok := s.names[t]; !ok {
+			if _, taken := s.comps[name]; taken {
+				panic("api: the schema name " + name + " of " + t.String() + " is another type's: give it one in schemaNames")
+			}
 			s.names[t] = name
 			s.comps[name] = nil // placeholder: a recursive type refers to itself
 			s.comps[name] = s.object(t)

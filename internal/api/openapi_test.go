@@ -76,6 +76,43 @@ func TestOpenAPIValidates(t *testing.T) {
 	}
 }
 
+// TestOpenAPIGraphAndSheetRoutes checks what the routeDoc kinds beyond one JSON body describe:
+// a response header without a body (a graph request's 204 and its Traverse-State), a response
+// of several content types, a text/csv request body and a progress stream's data component.
+func TestOpenAPIGraphAndSheetRoutes(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := doc.Paths.Find("/v1/graphs/{id}").Get
+	if get.OperationID != "getGraph" {
+		t.Errorf("GET /v1/graphs/{id} is %q, want getGraph", get.OperationID)
+	}
+	for _, status := range []int{200, 204, 409} {
+		r := get.Responses.Status(status)
+		if r == nil || r.Value.Headers["Traverse-State"] == nil {
+			t.Errorf("getGraph %d: no Traverse-State header: %+v", status, r)
+		}
+	}
+	if c := get.Responses.Status(204).Value.Content; len(c) != 0 {
+		t.Errorf("getGraph 204 has a body: %v", slices.Sorted(mapKeys(c)))
+	}
+	ok := get.Responses.Status(200).Value.Content
+	if j := ok.Get("application/json"); j == nil || j.Schema.Ref != "#/components/schemas/GraphResult" || ok.Get("text/vnd.graphviz") == nil {
+		t.Errorf("getGraph 200: want a GraphResult as JSON and a text/vnd.graphviz body, have %v", slices.Sorted(mapKeys(ok)))
+	}
+	up := doc.Paths.Find("/v1/sheets").Post
+	if up.RequestBody.Value.Content.Get("text/csv") == nil || up.Parameters.GetByInAndName("query", "files_dir") == nil {
+		t.Errorf("POST /v1/sheets: want a text/csv body and a files_dir parameter")
+	}
+	for _, name := range []string{"SheetProgress", "Progress", "GraphRequest", "FilesetRow", "SheetRow", "Object"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("no schema %s", name)
+		}
+	}
+}
+
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	return func(yield func(K) bool) {
 		for k := range m {
