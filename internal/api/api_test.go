@@ -72,6 +72,8 @@ type bundle struct {
 	worker string
 	dir    string
 	leader *atomic.Bool // what the API reports as maintenance leadership
+	// matchDoc checks every answer of do against the OpenAPI document.
+	matchDoc bool
 }
 
 // setup serves the API over a SQLite store.
@@ -190,6 +192,9 @@ func (b *bundle) do(t *testing.T, method, path, token, contentType string, body 
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
+	if b.matchDoc {
+		matchDocument(t, req, resp, data)
+	}
 	return resp.StatusCode, data
 }
 

@@ -13,12 +13,14 @@ import (
 )
 
 // TestFilesets creates a fileset job through POST /v1/filesets (a bad request named by its
-// index), waits for it, and lists stored results through GET /v1/filesets by status and page.
+// index), waits for it, and lists stored results through GET /v1/filesets by status and page;
+// every answer must match the OpenAPI document.
 func TestFilesets(t *testing.T) {
 	t.Parallel()
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
 		t.Parallel()
 		b := setupOn(t, open)
+		b.matchDoc = true
 		var bad struct{ Code, Message string }
 		b.json(t, "POST", "/v1/filesets", `{"requests":[{"base_url":"https://zenodo.org/record/1"},{"link_source":"x"}]}`, 400, &bad)
 		if !strings.Contains(bad.Message, "requests[1]: no base_url") {

@@ -27,7 +27,8 @@ import (
 // TestGraphRequests: POST /v1/graphs answers at once with the job and links; GET answers 204
 // with Traverse-State until the result is there (no worker runs yet), then the result in the
 // request's format or ?format=; DELETE removes the workspace (GET is 404 after it); a local
-// source outside the path roots is refused, a bad request named.
+// source outside the path roots is refused, a bad request named. Every answer must match the
+// OpenAPI document (the 204, 200 and errors with their Traverse-State).
 func TestGraphRequests(t *testing.T) {
 	t.Parallel()
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
@@ -65,6 +66,7 @@ func TestGraphRequests(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
+			matchDocument(t, req, resp, b)
 			return resp, string(b)
 		}
 

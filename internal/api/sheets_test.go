@@ -20,10 +20,12 @@ import (
 // TestSheetsAPI uploads a sheet of supplemental files (no converter runs) through /v1/sheets,
 // sees it validated, approves it, follows its progress on the server-sent events to its end,
 // and reads a file set's action states from /v1/objects; a sheet with a bad row is row_fail
-// with its {field, message}, and approving it is a 409.
+// with its {field, message}, and approving it is a 409. Every answer must match the OpenAPI
+// document.
 func TestSheetsAPI(t *testing.T) {
 	t.Parallel()
 	b := setupFull(t, drivertest.OpenSQLite, nil, &objects.Service{})
+	b.matchDoc = true
 	files := filepath.Join(b.dir, "inbox", "batch")
 	if err := os.MkdirAll(files, 0o755); err != nil {
 		t.Fatal(err)
