@@ -13,7 +13,7 @@
 //
 // River is tuned as in `river bench`: -workers 2000, FetchCooldown 2 ms, FetchPollInterval
 // 20 ms. It prints one JSON line, with the CPU per job of this process and of this machine's
-// postgres processes.
+// postgres backends connected to its database.
 package main
 
 import (
@@ -253,12 +253,13 @@ func main() {
 	default:
 		log.Fatalf("-mode must be fanout or chain, not %q", *mode)
 	}
-	cpu0, db0 := selfCPU(), postgresCPU()
+	db := cfg.ConnConfig.Database
+	cpu0, db0 := selfCPU(), postgresCPU(db)
 	t0 := time.Now()
 	must(client.Start(ctx))
 	end := <-done
 	secs := end.Sub(t0).Seconds()
-	cpu, db := selfCPU()-cpu0, postgresCPU()-db0
+	cpu, dbCPU := selfCPU()-cpu0, postgresCPU(db)-db0
 	stop, cancelStop := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelStop()
 	must(client.Stop(stop))
@@ -271,7 +272,7 @@ func main() {
 	res.JobsPerSec = float64(res.Jobs) / secs
 	res.ItemsPerSec = float64(*items) / secs
 	res.CPUPerJob = float64(cpu.Microseconds()) / float64(res.Jobs)
-	res.DBCPUPerJob = float64(db.Microseconds()) / float64(res.Jobs)
+	res.DBCPUPerJob = float64(dbCPU.Microseconds()) / float64(res.Jobs)
 	must(json.NewEncoder(os.Stdout).Encode(res))
 }
 
@@ -283,9 +284,9 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// postgresCPU sums the CPU time of this machine's processes named postgres, from /proc
-// (as sluice bench engine does).
-func postgresCPU() time.Duration {
+// postgresCPU sums the CPU time of this machine's postgres backends connected to the database
+// db, from /proc (as sluice bench engine does).
+func postgresCPU(db string) time.Duration {
 	ents, _ := os.ReadDir("/proc")
 	var total time.Duration
 	for _, ent := range ents {
@@ -294,6 +295,10 @@ func postgresCPU() time.Duration {
 		}
 		comm, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "comm"))
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), " "+db+" ") {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))

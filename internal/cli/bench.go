@@ -49,8 +49,8 @@ type benchResult struct {
 	// CPUPerTask is the process's CPU time (user + system) over the timed part per task: unlike
 	// tasks_per_sec it barely moves when other processes share the machine.
 	CPUPerTask float64 `json:"cpu_us_per_task"`
-	// DBCPUPerTask is the CPU time of this machine's postgres processes over the timed part
-	// per task (Postgres on this machine only).
+	// DBCPUPerTask is the CPU time of this machine's postgres backends connected to the bench's
+	// database over the timed part, per task (Postgres on this machine only).
 	DBCPUPerTask float64 `json:"db_cpu_us_per_task,omitempty"`
 }
 
@@ -256,7 +256,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		if err := profile(); err != nil {
 			return nil, err
 		}
-		start, cpu0, db0 = time.Now(), cpuTime()+procs.cpu(), postgresCPU()
+		start, cpu0, db0 = time.Now(), cpuTime()+procs.cpu(), postgresCPU(dbName(o.dsn))
 		startWorkers()
 	case "stream":
 		if err := profile(); err != nil {
@@ -315,7 +315,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	stopProfile()
-	cpu, db := cpuTime()+procs.cpu()-cpu0, postgresCPU()-db0
+	cpu, db := cpuTime()+procs.cpu()-cpu0, postgresCPU(dbName(o.dsn))-db0
 	n.Stop(5 * time.Second)
 	if o.mode == "fanout" || o.mode == "chain" {
 		if err := benchCounts(ctx, n.Store, job.ID, res); err != nil {

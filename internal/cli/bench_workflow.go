@@ -121,10 +121,11 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(u+s) * clockTick
 }
 
-// postgresCPU is the CPU time used so far by the processes of this machine named postgres (the
-// server's backends and its background processes): the database's share of a bench against a
-// server on the same machine. Backends that exit in between take theirs with them.
-func postgresCPU() time.Duration {
+// postgresCPU is the CPU time used so far by this machine's postgres backends connected to
+// the database db (their command line reads "postgres: … USER DB HOST …"): the database's share
+// of a bench against a server on the same machine, without other databases' load. Backends
+// that exit in between take theirs with them.
+func postgresCPU(db string) time.Duration {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
@@ -139,9 +140,22 @@ func postgresCPU() time.Duration {
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
 			continue
 		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), " "+db+" ") {
+			continue
+		}
 		total += procCPU(pid)
 	}
 	return total
+}
+
+// dbName is the database a postgres:// URL names.
+func dbName(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(u.Path, "/")
 }
 
 // workerProcs are `sluice worker` processes on the bench's schema (--processes).
