@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/store"
@@ -127,6 +128,12 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 		// as the source has them, to receive its rows: pending messages keep their ids.
 		if !imp.HasTable("outbox_messages") && hasDomain(ctx, from, outbox.DomainName) {
 			if err := imp.CreateDomain(ctx, outbox.Migrations(store.DialectPostgres)); err != nil {
+				return err
+			}
+		}
+		// So are the graph's (the shared graph and the requests' workspaces).
+		if !imp.HasTable("graph_versions") && hasDomain(ctx, from, graph.DomainName) {
+			if err := imp.CreateDomain(ctx, graph.Domain{}.Migrations(store.DialectPostgres)); err != nil {
 				return err
 			}
 		}
