@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/outbox"
@@ -131,9 +133,19 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 				return err
 			}
 		}
-		// So are the objects domain's (every node registers it too).
-		if !imp.HasTable("objects_sheets") && hasDomain(ctx, from, objects.Name) {
-			if err := imp.CreateDomain(ctx, objects.Domain{}.Migrations(store.DialectPostgres)); err != nil {
+		// So are the built-in workflows' domains' (every node registers them too).
+		for _, d := range []struct {
+			name, table string
+			migrations  func(store.Dialect) []store.DomainMigration
+		}{
+			{objects.Name, "objects_sheets", objects.Domain{}.Migrations},
+			{graph.DomainName, "graph_versions", graph.Domain{}.Migrations},
+			{fileset.DomainName, "fileset_results", fileset.Domain{}.Migrations},
+		} {
+			if imp.HasTable(d.table) || !hasDomain(ctx, from, d.name) {
+				continue
+			}
+			if err := imp.CreateDomain(ctx, d.migrations(store.DialectPostgres)); err != nil {
 				return err
 			}
 		}
