@@ -303,3 +303,7 @@ func (domain) Migrations(d store.Dialect) []store.DomainMigration {
 func (domain) Apply(context.Context, store.DomainSQL, []engine.DomainWrite) error {
 	return errors.New("the fleet register takes no domain writes")
 }
+
+// Migrations returns the register's migrations for the dialect (for `sluice migrate copy`,
+// which creates the table in its target before copying rows into it).
+func Migrations(d store.Dialect) []store.DomainMigration { return domain{}.Migrations(d) }

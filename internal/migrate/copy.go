@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/objects"
@@ -141,6 +142,7 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 			{objects.Name, "objects_sheets", objects.Domain{}.Migrations},
 			{graph.DomainName, "graph_versions", graph.Domain{}.Migrations},
 			{fileset.DomainName, "fileset_results", fileset.Domain{}.Migrations},
+			{fleet.DomainName, "fleet_members", fleet.Migrations}, // rows go stale and are forgotten
 		} {
 			if imp.HasTable(d.table) || !hasDomain(ctx, from, d.name) {
 				continue

@@ -46,6 +46,32 @@ type column struct {
 	name     string
 	typ      string // information_schema data_type: bigint, integer, boolean, text, jsonb, …
 	identity bool
+	// defaulted says the column has a default: a source without it (a column only the
+	// PostgreSQL dialect has, such as the outbox's txid) leaves it to the default.
+	defaulted bool
+}
+
+// readColumns returns the columns of the schema's tables, by table.
+func readColumns(ctx context.Context, tx pgx.Tx, schema string) (map[string][]column, error) {
+	rows, err := tx.Query(ctx, `SELECT c.table_name, c.column_name, c.data_type, c.is_identity = 'YES',
+		c.column_default IS NOT NULL
+		FROM information_schema.columns c
+		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+		WHERE c.table_schema = $1 AND t.table_type = 'BASE TABLE' AND c.table_name <> 'schema_migrations'
+		ORDER BY c.table_name, c.ordinal_position`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("import: read the schema: %w", err)
+	}
+	tables := map[string][]column{}
+	var table string
+	var c column
+	if _, err := pgx.ForEachRow(rows, []any{&table, &c.name, &c.typ, &c.identity, &c.defaulted}, func() error {
+		tables[table] = append(tables[table], c)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("import: read the schema: %w", err)
+	}
+	return tables, nil
 }
 
 // ImportCheck returns a [*NotEmptyError] when any of the schema's tables holds a row, and nil
@@ -147,23 +173,11 @@ func (db *DB) Import(ctx context.Context, fn func(imp *Importer) error) error {
 }
 
 func (db *DB) importer(ctx context.Context, tx pgx.Tx) (*Importer, error) {
-	rows, err := tx.Query(ctx, `SELECT c.table_name, c.column_name, c.data_type, c.is_identity = 'YES'
-		FROM information_schema.columns c
-		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
-		WHERE c.table_schema = $1 AND t.table_type = 'BASE TABLE' AND c.table_name <> 'schema_migrations'
-		ORDER BY c.table_name, c.ordinal_position`, db.schema)
+	tables, err := readColumns(ctx, tx, db.schema)
 	if err != nil {
-		return nil, fmt.Errorf("import: read the schema: %w", err)
+		return nil, err
 	}
-	imp := &Importer{tx: tx, schema: db.schema, tables: map[string][]column{}, done: map[string]bool{}}
-	var table string
-	var c column
-	if _, err := pgx.ForEachRow(rows, []any{&table, &c.name, &c.typ, &c.identity}, func() error {
-		imp.tables[table] = append(imp.tables[table], c)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("import: read the schema: %w", err)
-	}
+	imp := &Importer{tx: tx, schema: db.schema, tables: tables, done: map[string]bool{}}
 	if len(imp.tables) == 0 {
 		return nil, fmt.Errorf("import: schema %q has no tables: migrate it first", db.schema)
 	}
@@ -265,7 +279,10 @@ func (imp *Importer) Table(ctx context.Context, table string, columns []string, 
 		}
 		conv[i] = f
 	}
-	for name := range byName {
+	for name, c := range byName {
+		if c.defaulted {
+			continue
+		}
 		return 0, fmt.Errorf("import %s: the target has a column %s the source lacks", table, name)
 	}
 	cs := &convertSource{src: src, conv: conv, columns: columns, out: make([]any, len(columns))}
@@ -396,22 +413,9 @@ func (imp *Importer) CreateDomain(ctx context.Context, ms []store.DomainMigratio
 			return fmt.Errorf("import: create domain tables (%s): %w", m.Name, err)
 		}
 	}
-	rows, err := imp.tx.Query(ctx, `SELECT c.table_name, c.column_name, c.data_type, c.is_identity = 'YES'
-		FROM information_schema.columns c
-		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
-		WHERE c.table_schema = $1 AND t.table_type = 'BASE TABLE' AND c.table_name <> 'schema_migrations'
-		ORDER BY c.table_name, c.ordinal_position`, imp.schema)
+	tables, err := readColumns(ctx, imp.tx, imp.schema)
 	if err != nil {
-		return fmt.Errorf("import: read the schema: %w", err)
-	}
-	tables := map[string][]column{}
-	var table string
-	var c column
-	if _, err := pgx.ForEachRow(rows, []any{&table, &c.name, &c.typ, &c.identity}, func() error {
-		tables[table] = append(tables[table], c)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("import: read the schema: %w", err)
+		return err
 	}
 	for t := range tables {
 		if _, old := imp.tables[t]; old {
