@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -127,6 +128,12 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 		// as the source has them, to receive its rows: pending messages keep their ids.
 		if !imp.HasTable("outbox_messages") && hasDomain(ctx, from, outbox.DomainName) {
 			if err := imp.CreateDomain(ctx, outbox.Migrations(store.DialectPostgres)); err != nil {
+				return err
+			}
+		}
+		// So are fileset_results (a domain every node registers too).
+		if !imp.HasTable("fileset_results") && hasDomain(ctx, from, fileset.DomainName) {
+			if err := imp.CreateDomain(ctx, fileset.Domain{}.Migrations(store.DialectPostgres)); err != nil {
 				return err
 			}
 		}
