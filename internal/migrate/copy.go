@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
-	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"

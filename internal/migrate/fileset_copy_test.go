@@ -55,7 +55,9 @@ func TestCopyFilesetResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst, err := node.Open(ctx, node.Config{DataDir: t.TempDir(), Blobs: blobs,
-		OpenStore: func(ctx context.Context) (store.Store, error) { return postgres.Open(ctx, postgres.Config{URL: url, Schema: schema}) }})
+		OpenStore: func(ctx context.Context) (store.Store, error) {
+			return postgres.Open(ctx, postgres.Config{URL: url, Schema: schema})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
