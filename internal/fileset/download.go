@@ -112,6 +112,12 @@ func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, path string, be
 	switch {
 	case resp.StatusCode == http.StatusPartialContent && have > 0 && rangeStart(resp.Header.Get("Content-Range")) == have:
 		resumed = true
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		// A range other than the one asked for: start again from the first byte.
+		if err := f.Truncate(0); err != nil {
+			return nil, false, err
+		}
+		return nil, false, fmt.Errorf("GET %s: asked for bytes from %d, got %q", terminal, have, resp.Header.Get("Content-Range"))
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have > 0:
 		// Nothing after what we have: the file may be complete. Verify it as it is.
 		resumed = true

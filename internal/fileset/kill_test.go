@@ -107,25 +107,31 @@ func TestKillDuringDownloads(t *testing.T) {
 	bin := sluiceBinary(t)
 	drivertest.ForEach(t, func(t *testing.T, _ drivertest.Open) {
 		t.Parallel()
-		var dbArgs []string
-		if strings.HasSuffix(t.Name(), "/postgres") {
+		// dbArgs returns the flags of a store of its own: a new schema on PostgreSQL (the data
+		// dir's SQLite file otherwise).
+		dbArgs := func() []string {
+			if !strings.HasSuffix(t.Name(), "/postgres") {
+				return nil
+			}
 			url, schema := drivertest.DatabaseURL(t), drivertest.Schema(t)
 			t.Cleanup(func() { drivertest.DropSchema(t, url, schema) })
 			sep := "?"
 			if strings.Contains(url, "?") {
 				sep = "&"
 			}
-			dbArgs = []string{"--database", url + sep + "sluice_schema=" + schema, "--lease", "2s"}
+			return []string{"--database", url + sep + "sluice_schema=" + schema, "--lease", "2s"}
 		}
+		var db []string // the store of the run in question
 		run := func(f *fakes, data, reqs, results string) *exec.Cmd {
 			args := append([]string{"fileset", "--data", data, "--requests", reqs, "--results", results,
-				"--platform", "zenodo=" + baseOf(f.zenodo), "--egress-allow", "localhost"}, dbArgs...)
+				"--platform", "zenodo=" + baseOf(f.zenodo), "--egress-allow", "localhost"}, db...)
 			cmd := exec.CommandContext(t.Context(), bin, args...)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			return cmd
 		}
 
-		// The uninterrupted run, against fakes of its own that serve at full speed.
+		// The uninterrupted run, against fakes and a store of its own, served at full speed.
+		db = dbArgs()
 		clean := newFakes(t)
 		cleanResults := filepath.Join(t.TempDir(), "clean.jsonl")
 		published := filepath.Join(t.TempDir(), "published.jsonl")
@@ -136,6 +142,7 @@ func TestKillDuringDownloads(t *testing.T) {
 		}
 		checkPublished(t, published, cleanResults)
 
+		db = dbArgs()
 		f := newFakes(t)
 		reqs := killRequests(t, f, "slow")
 		data := t.TempDir()
@@ -169,7 +176,7 @@ func TestKillDuringDownloads(t *testing.T) {
 
 		// sluice fileset results lists the rows of fileset_results: the 14 datasets, 7 of one file.
 		for status, want := range map[string]int{"": 14, StatusSuccessFile: 7} {
-			args := append([]string{"fileset", "results", "--data", data, "--output", "json", "--status", status}, dbArgs...)
+			args := append([]string{"fileset", "results", "--data", data, "--output", "json", "--status", status}, db...)
 			args = slices.DeleteFunc(args, func(a string) bool { return a == "--lease" || a == "2s" })
 			out, err := exec.CommandContext(t.Context(), bin, args...).Output()
 			if err != nil {

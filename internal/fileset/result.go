@@ -116,10 +116,14 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 		res.Manifest = item.Manifest
 	}
 	res.IngestStrategy, _ = md[mdStrategy].(string)
-	if st, _ := md[mdStatus].(string); st != "" && len(kids) == 0 {
+	switch st, _ := md[mdStatus].(string); {
+	case st != "" && len(kids) == 0:
 		res.Status = st
 		res.ErrorMessage, _ = md[mdError].(string)
-	} else {
+	case res.IngestStrategy == "":
+		// No step decided a status and none chose a strategy: one failed for good.
+		res.Status, res.ErrorMessage = StatusPlatformError, capError("a step failed: "+it.Error)
+	default:
 		res.Status = filesStatus(&res, kids)
 	}
 	res.Hit = strings.HasPrefix(res.Status, "success")
