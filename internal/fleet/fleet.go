@@ -296,7 +296,10 @@ func List(ctx context.Context, x store.DomainSQL, now time.Time) ([]Member, erro
 // domain gives the register's table to the engine's domain registry; it takes no writes.
 type domain struct{}
 
-func (domain) Migrations(d store.Dialect) []store.DomainMigration {
+func (domain) Migrations(d store.Dialect) []store.DomainMigration { return Migrations(d) }
+
+// Migrations returns the register table's migrations in the dialect.
+func Migrations(d store.Dialect) []store.DomainMigration {
 	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/store"
@@ -127,6 +128,13 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 		// as the source has them, to receive its rows: pending messages keep their ids.
 		if !imp.HasTable("outbox_messages") && hasDomain(ctx, from, outbox.DomainName) {
 			if err := imp.CreateDomain(ctx, outbox.Migrations(store.DialectPostgres)); err != nil {
+				return err
+			}
+		}
+		// So is the fleet register's (engine processes write it): its rows are the source's
+		// processes, stale once copied, and forgotten an hour later.
+		if !imp.HasTable("fleet_members") && hasDomain(ctx, from, fleet.DomainName) {
+			if err := imp.CreateDomain(ctx, fleet.Migrations(store.DialectPostgres)); err != nil {
 				return err
 			}
 		}
