@@ -82,7 +82,7 @@ func TestVersionChanges(t *testing.T) {
 	// The editor's draft comes with what saving it would change from v3.
 	for _, tc := range []struct {
 		name, src, want string
-		rows           int
+		rows            int
 	}{
 		{"a line changed", strings.Replace(v3, "attempts: 5", "attempts: 6", 1), "Changes to save, from v3", 8},
 		{"the same YAML", v3, "The draft has the same YAML as v3.", 0},
