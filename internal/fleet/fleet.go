@@ -296,14 +296,13 @@ func List(ctx context.Context, x store.DomainSQL, now time.Time) ([]Member, erro
 // domain gives the register's table to the engine's domain registry; it takes no writes.
 type domain struct{}
 
-func (domain) Migrations(d store.Dialect) []store.DomainMigration {
+func (domain) Migrations(d store.Dialect) []store.DomainMigration { return Migrations(d) }
+
+// Migrations returns the register table's migrations in the dialect.
+func Migrations(d store.Dialect) []store.DomainMigration {
 	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
 func (domain) Apply(context.Context, store.DomainSQL, []engine.DomainWrite) error {
 	return errors.New("the fleet register takes no domain writes")
 }
-
-// Migrations returns the register's migrations for the dialect (for `sluice migrate copy`,
-// which creates the table in its target before copying rows into it).
-func Migrations(d store.Dialect) []store.DomainMigration { return domain{}.Migrations(d) }

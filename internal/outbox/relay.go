@@ -162,7 +162,7 @@ var pendingSQL = map[store.Dialect]string{
 	store.DialectSQLite: `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
 		WHERE sink = ? ORDER BY id LIMIT ?`,
 	store.DialectPostgres: `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
-		WHERE sink = $1 AND txid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY txid, id LIMIT $2`,
+		WHERE sink = $1 AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint ORDER BY txid, id LIMIT $2`,
 }
 
 // pending reads the oldest undelivered messages of a sink.
