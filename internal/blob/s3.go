@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -72,9 +73,9 @@ type S3Config struct {
 	// (the object key is the hash, so it must be known first); it needs room
 	// for the largest blob. Defaults to [os.TempDir].
 	SpoolDir string
-	// RequestTimeout bounds the wait for a response's headers: a server that
-	// hangs is given up on and the request retried. Bodies may stream for longer.
-	// Defaults to 60 s.
+	// RequestTimeout bounds the wait for a response's headers, and each write of
+	// a request body: a server that hangs, or stops reading an upload, is given
+	// up on and the request retried. Bodies may stream for longer. Defaults to 60 s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts of each request the server fails with a
 	// 5xx, a throttle or a broken connection, retried with jittered backoff.
@@ -178,6 +179,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		UsePathStyle: cfg.PathStyle,
 		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.ResponseHeaderTimeout = cfg.RequestTimeout
+			tr.DialContext = stallDial(tr.DialContext, cfg.RequestTimeout)
 		}),
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = cfg.MaxAttempts
@@ -532,4 +534,34 @@ func isNotFound(err error) bool {
 	}
 	var resp *awshttp.ResponseError
 	return errors.As(err, &resp) && resp.HTTPStatusCode() == 404
+}
+
+// stallDial wraps dial so that a write to the connection that makes no
+// progress for timeout fails. ResponseHeaderTimeout starts only once the
+// request body is sent: a server that stopped reading an upload part would
+// otherwise hold the Put forever (seen with a proxy that never answered).
+func stallDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stallConn{Conn: c, timeout: timeout}, nil
+	}
+}
+
+// stallConn fails a Write that does not finish within timeout.
+type stallConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
 }
