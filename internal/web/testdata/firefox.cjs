@@ -30,6 +30,11 @@ function watch() {
 }
 
 async function check(page, label) {
+  // An image may still be decoding (the editor redraws its diagram, a data: URL, as one types):
+  // wait for every image to load, up to a deadline; one not loaded by then is a problem below.
+  await page
+    .waitForFunction(() => [...document.images].every((i) => !i.getAttribute("src") || (i.complete && i.naturalWidth > 0)), { timeout: 10000, polling: 100 })
+    .catch(() => {});
   const state = await page.evaluate(() => ({
     url: location.pathname + location.search,
     h1: document.querySelector("h1")?.textContent.trim() || "",
