@@ -40,9 +40,9 @@ func entryName(raw string) string {
 		return r
 	}, s)
 	var b strings.Builder
-	for i, p := range strings.Split(s, "/") {
-		if i == 0 && len(p) >= 2 && p[1] == ':' && isASCIILetter(p[0]) {
-			p = p[2:] // "C:" or "C:name"
+	for _, p := range strings.Split(s, "/") {
+		for b.Len() == 0 && len(p) >= 2 && p[1] == ':' && isASCIILetter(p[0]) {
+			p = p[2:] // "C:" or "C:name" leading the name (after any "/": "/C:" is one too)
 		}
 		if p == "" || p == "." || p == ".." {
 			continue
