@@ -62,6 +62,9 @@ type capReader struct {
 	r    io.Reader
 	left int64
 	hit  bool
+	// readErr is the error reading r gave, other than io.EOF: the request body was cut off or
+	// malformed (a 400), as opposed to the store failing to keep what was read (a 500).
+	readErr error
 }
 
 func (c *capReader) Read(p []byte) (int, error) {
@@ -72,6 +75,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 			c.hit = true
 			return 0, errCapped
 		}
+		c.noteErr(err)
 		return 0, err
 	}
 	if int64(len(p)) > c.left {
@@ -79,7 +83,14 @@ func (c *capReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.r.Read(p)
 	c.left -= int64(n)
+	c.noteErr(err)
 	return n, err
+}
+
+func (c *capReader) noteErr(err error) {
+	if err != nil && err != io.EOF && c.readErr == nil {
+		c.readErr = err
+	}
 }
 
 // tooLarge is the error of an exceeded limit: 413, naming the flag that raises it.

@@ -205,6 +205,9 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 				if cr.hit {
 					return tooLarge("max-upload-bytes", "the files uploaded for one job exceed %s (at %q)", formatBytes(lim.MaxUploadBytes), name)
 				}
+				if cr.readErr != nil {
+					return errf(CodeBadRequest, "read upload %q: %v (a truncated or malformed multipart body)", name, cr.readErr)
+				}
 				if err != nil {
 					return fmt.Errorf("store upload %q: %w", name, err)
 				}

@@ -28,11 +28,7 @@ func Register(ctx context.Context, e *engine.Engine) error {
 
 // Migrations implements [engine.Domain].
 func (Domain) Migrations(d store.Dialect) []store.DomainMigration {
-	ms, err := store.DomainMigrationsFS(migrations, "migrations/"+string(d))
-	if err != nil || len(ms) == 0 {
-		panic(fmt.Sprintf("fileset: no migrations for %s: %v", d, err)) // a build mistake
-	}
-	return ms
+	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
 // resultWrite is the payload of a write to fileset_results.

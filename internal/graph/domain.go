@@ -5,8 +5,6 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
@@ -29,11 +27,7 @@ func Register(ctx context.Context, e *engine.Engine) error {
 
 // Migrations implements [engine.Domain].
 func (Domain) Migrations(d store.Dialect) []store.DomainMigration {
-	ms, err := store.DomainMigrationsFS(migrations, "migrations/"+string(d))
-	if err != nil || len(ms) == 0 {
-		panic(fmt.Sprintf("graph: no migrations for %s: %v", d, err)) // a build mistake
-	}
-	return ms
+	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
 // write is the payload of the graph's domain writes: a workspace registered, or a package version
@@ -95,23 +89,8 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 	return nil
 }
 
-// q rewrites a query's ? placeholders as $1, $2, … for Postgres.
-func q(x store.DomainSQL, query string) string {
-	if x.Dialect() != store.DialectPostgres {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range query {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+// q rewrites a query's ? placeholders for x's dialect ([store.Rebind]).
+func q(x store.DomainSQL, query string) string { return store.Rebind(x.Dialect(), query) }
 
 // versionState returns the state of a package version in the shared graph ("" when no resolve
 // of it has committed) and its error.

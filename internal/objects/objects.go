@@ -17,7 +17,6 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/engine"
@@ -40,11 +39,7 @@ func Register(ctx context.Context, e *engine.Engine) error {
 
 // Migrations implements [engine.Domain].
 func (Domain) Migrations(d store.Dialect) []store.DomainMigration {
-	ms, err := store.DomainMigrationsFS(migrations, "migrations/"+string(d))
-	if err != nil || len(ms) == 0 {
-		panic(fmt.Sprintf("objects: no migrations for %s: %v", d, err)) // a build mistake
-	}
-	return ms
+	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
 // The operations of a write ([write.Op]).
@@ -259,24 +254,9 @@ func putState(ctx context.Context, x store.DomainSQL, jobID int64, s ActionState
 	return err
 }
 
-// rebind turns ? placeholders into Postgres's $1, $2, … (the domain's statements have no ? in
-// their literals).
-func rebind(d store.Dialect, q string) string {
-	if d != store.DialectPostgres || !strings.Contains(q, "?") {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// rebind turns ? placeholders into the dialect's ([store.Rebind]); the domain's statements have
+// no ? in their literals.
+func rebind(d store.Dialect, q string) string { return store.Rebind(d, q) }
 
 func orEmpty[T any](s []T) []T {
 	if s == nil {

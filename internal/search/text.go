@@ -78,7 +78,8 @@ func appendFoldedSlow(b []byte, r rune) []byte {
 		return utf8.AppendRune(b, unicode.ToLower(r))
 	}
 	for _, d := range norm.NFKD.String(string(r)) {
-		if !unicode.Is(unicode.Mn, d) {
+		// A compatibility decomposition may hold a space (U+037A is " \u0345"): never in a word.
+		if !unicode.Is(unicode.Mn, d) && !unicode.IsSpace(d) {
 			b = utf8.AppendRune(b, unicode.ToLower(d))
 		}
 	}
