@@ -116,3 +116,24 @@ func OpenChildStore(ctx context.Context, where string) (store.Store, error) {
 	}
 	return nil, fmt.Errorf("enginetest: no store at %q", where)
 }
+
+// AwaitJobEnd waits until the job is no longer running, as a kill test's child process does
+// before it exits: it reads the job's state whenever ended receives (the engine's OnJobEnd) and
+// at least every 100 ms, since a restarted process may find the job ended already.
+func AwaitJobEnd(ctx context.Context, db store.Store, jobID int64, ended <-chan struct{}) error {
+	for {
+		j, err := db.JobGet(ctx, jobID)
+		if err != nil {
+			return err
+		}
+		if j.State != store.JobRunning {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ended:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
@@ -265,19 +266,7 @@ func child(ctx context.Context, db store.Store, proxy string) error {
 	if err := e.Seal(ctx, job.ID); err != nil {
 		return err
 	}
-	for {
-		j, err := db.JobGet(ctx, job.ID)
-		if err != nil {
-			return err
-		}
-		if j.State != store.JobRunning {
-			return nil
-		}
-		select {
-		case <-ended:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return enginetest.AwaitJobEnd(ctx, db, job.ID, ended)
 }
 
 func catalogOf(acts []action.Action) *action.Catalog {

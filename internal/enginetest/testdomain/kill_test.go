@@ -171,19 +171,7 @@ func child(ctx context.Context, db store.Store) error {
 	if err := e.Seal(ctx, job.ID); err != nil {
 		return err
 	}
-	for {
-		j, err := db.JobGet(ctx, job.ID)
-		if err != nil {
-			return err
-		}
-		if j.State != store.JobRunning {
-			return nil
-		}
-		select {
-		case <-ended:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return enginetest.AwaitJobEnd(ctx, db, job.ID, ended)
 }
 
 // killAction writes killKeys rows per item after a little work (a few hashes), so that a kill
