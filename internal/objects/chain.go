@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -207,14 +206,6 @@ func hasDerivative(kind string) func(ctx context.Context, c *call) (bool, error)
 	}
 }
 
-// location returns the file set's file, failing permanently when it is gone.
-func (c *call) location() (string, error) {
-	p := c.md("location")
-	if _, err := os.Stat(p); err != nil {
-		return "", action.Permanentf("File not Found: %s", p)
-	}
-	return p, nil
-}
 
 func (s *Service) chainSteps() []chainStep {
 	return []chainStep{
@@ -225,11 +216,13 @@ func (s *Service) chainSteps() []chainStep {
 		{ChainAction: Chain[1], doc: "Record the file's MIME type, from its content (else its extension).", concurrency: 8,
 			done: hasCore("mime_type"),
 			work: func(ctx context.Context, c *call) error {
-				p, err := c.location()
+				p := c.md("location")
+				rc, err := c.open(ctx, p, 64)
 				if err != nil {
 					return err
 				}
-				m, err := DetectMIME(p)
+				defer rc.Close()
+				m, err := detectMIME(rc, p)
 				if err != nil {
 					return action.Permanentf("error in mime-type extraction: %v", err)
 				}
@@ -243,11 +236,7 @@ func (s *Service) chainSteps() []chainStep {
 			work: func(ctx context.Context, c *call) error { return s.initializeDispatch(ctx, c) }},
 		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5.", concurrency: 4, done: hasCore("digests"),
 			work: func(ctx context.Context, c *call) error {
-				p, err := c.location()
-				if err != nil {
-					return err
-				}
-				d, err := digests(p)
+				d, err := c.digests(ctx, c.md("location"))
 				if err != nil {
 					return err
 				}
@@ -335,35 +324,34 @@ func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
 	return nil
 }
 
-func digests(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+// digests reads the file at location once for its sha256, sha1 and md5.
+func (c *call) digests(ctx context.Context, location string) (map[string]string, error) {
+	f, err := c.open(ctx, location, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	h256, h1, h5 := sha256.New(), sha1.New(), md5.New()
 	if _, err := io.Copy(io.MultiWriter(h256, h1, h5), f); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", location, err)
 	}
 	return map[string]string{"sha256": hex.EncodeToString(h256.Sum(nil)), "sha1": hex.EncodeToString(h1.Sum(nil)),
 		"md5": hex.EncodeToString(h5.Sum(nil))}, nil
 }
 
-// putFile stores a file in the blob store and returns its SHA-256 and size.
-func (c *call) putFile(ctx context.Context, path string) (string, int64, error) {
-	f, err := os.Open(path)
+// putFile streams a file (a local path or an s3:// URL) into the blob store and returns its
+// SHA-256 and size.
+func (c *call) putFile(ctx context.Context, location string) (string, int64, error) {
+	f, err := c.open(ctx, location, 0)
 	if err != nil {
-		return "", 0, action.Permanentf("File not Found: %s", path)
+		return "", 0, err
 	}
 	defer f.Close()
 	return c.blobs.Put(ctx, f)
 }
 
 func copyToPreservation(ctx context.Context, c *call) error {
-	p, err := c.location()
-	if err != nil {
-		return err
-	}
+	p := c.md("location")
 	sum, _, err := c.putFile(ctx, p)
 	if err != nil {
 		return err
@@ -408,11 +396,7 @@ func derivativeCopy(ctx context.Context, c *call) error {
 	}
 	sum, _ := f.Core["preservation_sha256"].(string)
 	if sum == "" { // a custom chain without the preservation copy
-		p, err := c.location()
-		if err != nil {
-			return err
-		}
-		if sum, _, err = c.putFile(ctx, p); err != nil {
+		if sum, _, err = c.putFile(ctx, c.md("location")); err != nil {
 			return err
 		}
 	}

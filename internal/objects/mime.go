@@ -87,19 +87,28 @@ func DetectMIME(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	return detectMIME(f, path)
+}
+
+// detectMIME is [DetectMIME] of content read from r, named name.
+func detectMIME(r io.Reader, name string) (string, error) {
 	head := make([]byte, 64)
-	n, err := io.ReadFull(f, head)
+	n, err := io.ReadFull(r, head)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return "", err
 	}
-	ext := strings.ToLower(filepath.Ext(path))
-	if t := sniff(head[:n], ext); t != "" {
+	if t := sniff(head[:n], strings.ToLower(filepath.Ext(name))); t != "" {
 		return t, nil
 	}
-	if t, ok := byExtension[ext]; ok {
-		return t, nil
+	return mimeByName(name), nil
+}
+
+// mimeByName returns the MIME type of a file's extension, else application/octet-stream.
+func mimeByName(name string) string {
+	if t, ok := byExtension[strings.ToLower(filepath.Ext(name))]; ok {
+		return t
 	}
-	return "application/octet-stream", nil
+	return "application/octet-stream"
 }
 
 // isWebVTT reports whether the file starts as a WebVTT file must ("WEBVTT", after a byte-order

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -22,6 +21,11 @@ import (
 // derivatives. Make it, register its [Service.Actions] in the catalog, then [Service.Bind] it
 // once the engine and blob store exist, before workers start. It is safe for concurrent use.
 type Service struct {
+	// S3 opens the s3://bucket/prefix locations of sheets' files (set it before the service
+	// is used). Nil refuses them: a sheet uploaded with one fails validation.
+	S3 S3Opener
+
+	s3     s3Stores
 	mu     sync.RWMutex
 	engine *engine.Engine
 	blobs  blob.Store
@@ -111,7 +115,7 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 	}
 	defer rc.Close()
 	x := e.Store().DomainSQL()
-	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"),
+	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3,
 		Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
 			return Existing(ctx, x, w, f)
 		}})
@@ -182,13 +186,13 @@ func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action
 		f := r.Fields
 		acc := f["file_accession_number"]
 		id := FileSetID(acc)
-		location := filepath.Join(dir, filepath.Clean(f["filename"]))
+		location := joinLocation(dir, f["filename"])
 		md := map[string]any{"kind": "file_set", "file_set_id": id, "file_accession_number": acc, "row": r.Row,
 			"role": f["role"], "label": f["label"], "description": f["description"], "location": location, "rows": nil,
 			"work_image": f["work_image"] == "true" || f["work_image"] == "TRUE"}
 		for _, k := range []string{"structure", "transcription"} {
 			if f[k] != "" {
-				md[k] = filepath.Join(dir, filepath.Clean(f[k]))
+				md[k] = joinLocation(dir, f[k])
 			}
 		}
 		if err := out.CreateChild(ctx, action.Child{Name: acc, ContentType: f["mime_type"], Metadata: md}); err != nil {

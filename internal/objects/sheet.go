@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,8 +44,11 @@ type Validation struct {
 
 // Env is what a validation checks a sheet against.
 type Env struct {
-	// FilesDir is the directory the filename, structure and transcription columns are relative to.
+	// FilesDir is where the filename, structure and transcription columns point: a directory,
+	// or an s3://bucket/prefix location, listed once ("File not Found" names the S3 key).
 	FilesDir string
+	// OpenS3 opens an s3:// FilesDir. Nil refuses one ([ErrNoS3]).
+	OpenS3 S3Opener
 	// Existing returns the work and file set accession numbers among those given that exist in
 	// the installation. Nil means none exist.
 	Existing func(ctx context.Context, works, fileSets []string) (w, f map[string]bool, err error)
@@ -139,7 +141,11 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		return fail("file", "the sheet has no rows")
 	}
 	v.Checks.File = CheckPass
-	if err := v.checkRows(ctx, env); err != nil {
+	files, err := openIndex(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkRows(ctx, files, env); err != nil {
 		return nil, err
 	}
 	v.Checks.Rows, v.Checks.Overall, v.Status = CheckPass, CheckPass, StatusValid
@@ -176,7 +182,7 @@ func checkHeader(header []string) []string {
 }
 
 // checkRows adds each row's errors.
-func (v *Validation) checkRows(ctx context.Context, env Env) error {
+func (v *Validation) checkRows(ctx context.Context, ix fileIndex, env Env) error {
 	dupes := map[string][]int{}
 	workTypes := map[string]map[string]bool{}
 	var works, files []string
@@ -252,32 +258,29 @@ func (v *Validation) checkRows(ctx context.Context, env Env) error {
 			add("work_accession_number", "%s already exists in system", work)
 		}
 		if !bad["filename"] {
-			if m := checkFile(r.Fields["filename"], env.FilesDir, mimes, !bad["work_type"] && !bad["role"], wt, role, add); m != "" {
+			if m := checkFile(ctx, r.Fields["filename"], ix, mimes, !bad["work_type"] && !bad["role"], wt, role, add); m != "" {
 				r.Fields["mime_type"] = m
 			}
 		}
-		v.checkStructure(r, env, wt, role, bad, add)
+		v.checkStructure(ctx, r, ix, wt, role, bad, add)
 	}
 	return nil
 }
 
 // checkFile checks that a row's file is safely named, exists, and has a MIME type accepted for
 // the work type and role (when both are valid).
-func checkFile(name, dir string, mimes map[string]string, typed bool, wt, role string, add func(string, string, ...any)) (mime string) {
-	path, ok := safePath(dir, name, func(format string, args ...any) { add("filename", format, args...) })
+func checkFile(ctx context.Context, name string, files fileIndex, mimes map[string]string, typed bool, wt, role string, add func(string, string, ...any)) (mime string) {
+	clean, ok := safeName(name, func(format string, args ...any) { add("filename", format, args...) })
 	if !ok {
 		return ""
 	}
-	mime, seen := mimes[path]
+	mime, seen := mimes[clean]
 	if !seen {
-		var err error
-		if mime, err = DetectMIME(path); err != nil {
-			mime = ""
-		}
-		mimes[path] = mime
+		mime = files.mime(ctx, clean)
+		mimes[clean] = mime
 	}
 	if mime == "" {
-		add("filename", "File not Found: %s", name)
+		add("filename", "File not Found: %s", files.where(clean, name))
 	} else if typed && !Accepted(wt, role, mime) {
 		add("filename", "Mime-type: %s, not accepted for work type %s and file set role %s", mime, wt, role)
 	}
@@ -285,7 +288,7 @@ func checkFile(name, dir string, mimes map[string]string, typed bool, wt, role s
 }
 
 // checkStructure checks a row's structure (WebVTT) and transcription (.txt) files.
-func (v *Validation) checkStructure(r *Row, env Env, wt, role string, bad map[string]bool, add func(string, string, ...any)) {
+func (v *Validation) checkStructure(ctx context.Context, r *Row, files fileIndex, wt, role string, bad map[string]bool, add func(string, string, ...any)) {
 	if s := r.Fields["structure"]; s != "" && !bad["structure"] {
 		switch {
 		case role != "A" || (wt != "VIDEO" && wt != "AUDIO"):
@@ -293,9 +296,9 @@ func (v *Validation) checkStructure(r *Row, env Env, wt, role string, bad map[st
 		case !strings.EqualFold(filepath.Ext(s), ".vtt"):
 			add("structure", "%s is not a .vtt file", s)
 		default:
-			if p, ok := safePath(env.FilesDir, s, func(format string, args ...any) { add("structure", format, args...) }); ok {
-				if ok, err := isWebVTT(p); err != nil {
-					add("structure", "File not Found: %s", s)
+			if p, ok := safeName(s, func(format string, args ...any) { add("structure", format, args...) }); ok {
+				if ok, err := files.webVTT(ctx, p); err != nil {
+					add("structure", "File not Found: %s", files.where(p, s))
 				} else if !ok {
 					add("structure", "%s is not a valid WebVTT file", s)
 				}
@@ -305,9 +308,9 @@ func (v *Validation) checkStructure(r *Row, env Env, wt, role string, bad map[st
 	if s := r.Fields["transcription"]; s != "" && !bad["transcription"] {
 		if !strings.EqualFold(filepath.Ext(s), ".txt") {
 			add("transcription", "%s is not a .txt file", s)
-		} else if p, ok := safePath(env.FilesDir, s, func(format string, args ...any) { add("transcription", format, args...) }); ok {
-			if _, err := os.Stat(p); err != nil {
-				add("transcription", "File not Found: %s", s)
+		} else if p, ok := safeName(s, func(format string, args ...any) { add("transcription", format, args...) }); ok {
+			if !files.exists(ctx, p) {
+				add("transcription", "File not Found: %s", files.where(p, s))
 			}
 		}
 	}
@@ -319,8 +322,9 @@ func safeNameChar(c rune) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!-_.*'()/ ", c)
 }
 
-// safePath returns where a sheet's file name points under dir, or reports why it is unsafe.
-func safePath(dir, name string, add func(format string, args ...any)) (string, bool) {
+// safeName returns a sheet's file name cleaned, relative to the files location, or reports why
+// it is unsafe.
+func safeName(name string, add func(format string, args ...any)) (string, bool) {
 	var unsafe []string
 	for _, c := range name {
 		if !safeNameChar(c) && !slices.Contains(unsafe, strconv.QuoteRune(c)) {
@@ -336,7 +340,7 @@ func safePath(dir, name string, add func(format string, args ...any)) (string, b
 		add("%s points outside the files directory", name)
 		return "", false
 	}
-	return filepath.Join(dir, clean), true
+	return clean, true
 }
 
 // Accepted reports whether a file of the MIME type may be a file set of the role in a work of

@@ -12,9 +12,9 @@ import (
 )
 
 // runner returns a converter runner for the call's task (sandboxed, in its temp dir) and the
-// file set's file staged inside it.
-func (c *call) runner() (*converter.Runner, string, error) {
-	p, err := c.location()
+// file set's file staged inside it (an S3 object streamed there).
+func (c *call) runner(ctx context.Context) (*converter.Runner, string, error) {
+	p, err := c.local(ctx, c.md("location"), c.t.TempDir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -29,7 +29,7 @@ var volatileExif = []string{"SourceFile", "FileName", "Directory", "FileModifyDa
 	"FileInodeChangeDate", "FilePermissions"}
 
 func exif(ctx context.Context, c *call) error {
-	r, src, err := c.runner()
+	r, src, err := c.runner(ctx)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func exif(ctx context.Context, c *call) error {
 }
 
 func mediaMetadata(ctx context.Context, c *call) error {
-	r, src, err := c.runner()
+	r, src, err := c.runner(ctx)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func mediaMetadata(ctx context.Context, c *call) error {
 }
 
 func pyramidTIFF(ctx context.Context, c *call) error {
-	r, src, err := c.runner()
+	r, src, err := c.runner(ctx)
 	if err != nil {
 		return err
 	}

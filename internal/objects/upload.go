@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -19,7 +20,8 @@ type UploadParams struct {
 	Name string
 	// CSV is the sheet.
 	CSV io.Reader
-	// FilesDir is the directory its file names are relative to; made absolute.
+	// FilesDir is where its file names point: a directory (made absolute) or an
+	// s3://bucket/prefix location (read with [Service.S3]).
 	FilesDir string
 	// CustomActions, when set, replaces every file set's chain by these actions (Meadow's
 	// action names, such as GenerateFileSetDigests), in Meadow's order.
@@ -34,12 +36,17 @@ type UploadParams struct {
 // Upload stores an ingest sheet and starts its job: it is validated at once, and waits for
 // [Approve]. It returns the sheet's id (its job's). The workflow must be stored
 // (builtin.Apply).
-func Upload(ctx context.Context, e *engine.Engine, blobs blob.Store, p UploadParams) (int64, error) {
+func Upload(ctx context.Context, e *engine.Engine, blobs blob.Store, p UploadParams) (_ int64, err error) {
 	if p.Workflow == "" {
 		p.Workflow = Name
 	}
-	dir, err := filepath.Abs(p.FilesDir)
-	if err != nil {
+	dir := p.FilesDir
+	if IsS3(dir) {
+		dir = strings.TrimSuffix(dir, "/")
+		if _, _, err := blob.ParseURL(dir); err != nil {
+			return 0, fmt.Errorf("files location: %w", err)
+		}
+	} else if dir, err = filepath.Abs(p.FilesDir); err != nil {
 		return 0, fmt.Errorf("files dir: %w", err)
 	}
 	sum, size, err := blobs.Put(ctx, p.CSV)
