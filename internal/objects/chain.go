@@ -206,7 +206,6 @@ func hasDerivative(kind string) func(ctx context.Context, c *call) (bool, error)
 	}
 }
 
-
 func (s *Service) chainSteps() []chainStep {
 	return []chainStep{
 		{ChainAction: Chain[0], doc: "Start a file set's chain (Meadow's IngestFileSet).", concurrency: 8,
