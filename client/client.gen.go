@@ -592,7 +592,7 @@ type ListItemsParams struct {
 
 // UploadSheetParams defines parameters for UploadSheet.
 type UploadSheetParams struct {
-	// FilesDir The directory of the sheet's files; it must lie under a configured path root.
+	// FilesDir Where the sheet's files are: a directory under a configured path root, or s3://bucket/prefix (read with the server's AWS_* credentials).
 	FilesDir string `form:"files_dir" json:"files_dir"`
 
 	// Name The sheet's name; defaults to sheet.csv.
@@ -610,7 +610,7 @@ type FireTranscodedJSONBody = map[string]interface{}
 
 // ValidateSheetParams defines parameters for ValidateSheet.
 type ValidateSheetParams struct {
-	// FilesDir The directory of the sheet's files; it must lie under a configured path root.
+	// FilesDir Where the sheet's files are: a directory under a configured path root, or s3://bucket/prefix (read with the server's AWS_* credentials).
 	FilesDir string `form:"files_dir" json:"files_dir"`
 }
 
@@ -915,7 +915,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+	// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1447,7 +1447,7 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 //
 // Takes any type of body and a specified content type.
 //
@@ -3999,7 +3999,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
-	// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+	// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6391,7 +6391,7 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
-// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)
+// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/metric"
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -39,6 +40,9 @@ type Config struct {
 	// PathRoots lists the directories server-side paths of new jobs may come from. Empty means
 	// jobs can only be created from uploads.
 	PathRoots []string
+	// OpenS3, when set, opens the s3://bucket/prefix locations an ingest sheet's files may be
+	// in (files_dir of /v1/sheets); nil refuses them.
+	OpenS3 objects.S3Opener
 	// ProgressInterval is how often the progress stream sends an event. Defaults to 1s.
 	ProgressInterval time.Duration
 	// Leader, when set, reports whether this process is the maintenance leader, shown on

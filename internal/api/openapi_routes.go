@@ -208,7 +208,7 @@ var traceparent = []param{{Name: "traceparent", In: "header", Type: "string",
 var traverseState = map[string]string{"Traverse-State": "TRAVERSING, FORMATTING, SUCCESS or ERROR."}
 
 var (
-	filesDir  = param{Name: "files_dir", In: "query", Type: "string", Required: true, Doc: "The directory of the sheet's files; it must lie under a configured path root."}
+	filesDir  = param{Name: "files_dir", In: "query", Type: "string", Required: true, Doc: "Where the sheet's files are: a directory under a configured path root, or s3://bucket/prefix (read with the server's AWS_* credentials)."}
 	sheetBody = map[string]any{"text/csv": rawSchema{"type": "string", "description": "The ingest sheet (Meadow's columns)."}}
 )
 

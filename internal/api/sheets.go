@@ -17,7 +17,7 @@ import (
 // sheetRoutes are the objects workflow's: ingest sheets, works and file sets (docs/objects.md).
 func (a *API) sheetRoutes() []route {
 	return []route{
-		{"POST", "/v1/sheets", RoleAdmin, "Upload an ingest sheet (text/csv body; query files_dir under a path root, name, custom_actions)", a.uploadSheet, 201},
+		{"POST", "/v1/sheets", RoleAdmin, "Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)", a.uploadSheet, 201},
 		{"POST", "/v1/sheets/validate", RoleReader, "Validate an ingest sheet without storing it (text/csv body; query files_dir)", a.validateSheet, 200},
 		{"GET", "/v1/sheets/{id}", RoleReader, "An ingest sheet: status, checks, file errors, progress", a.getSheet, 200},
 		{"GET", "/v1/sheets/{id}/rows", RoleReader, "A sheet's rows with their errors (failed=true: only the failed ones)", a.sheetRows, 200},
@@ -29,10 +29,20 @@ func (a *API) sheetRoutes() []route {
 	}
 }
 
-// filesDir checks that a sheet's files directory lies under a configured path root.
-func (a *API) filesDir(dir string) (string, error) {
+// filesDir checks that a sheet's files directory lies under a configured path root, or that an
+// s3://bucket/prefix location opens (its bucket reached with the server's AWS_* credentials).
+func (a *API) filesDir(ctx context.Context, dir string) (string, error) {
 	if dir == "" {
 		return "", errf(CodeBadRequest, "files_dir is required")
+	}
+	if objects.IsS3(dir) {
+		if a.cfg.OpenS3 == nil {
+			return "", errf(CodeBadRequest, "files_dir %q: this server reads no s3:// locations", dir)
+		}
+		if _, err := a.cfg.OpenS3(ctx, dir); err != nil {
+			return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
+		}
+		return strings.TrimSuffix(dir, "/"), nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -49,7 +59,7 @@ func (a *API) filesDir(dir string) (string, error) {
 }
 
 func (a *API) readSheet(w http.ResponseWriter, r *http.Request) ([]byte, string, error) {
-	dir, err := a.filesDir(r.URL.Query().Get("files_dir"))
+	dir, err := a.filesDir(r.Context(), r.URL.Query().Get("files_dir"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -101,7 +111,7 @@ func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	x := a.b.Engine().Store().DomainSQL()
-	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
+	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
 		return objects.Existing(ctx, x, w, f)
 	}})
 	if err != nil {

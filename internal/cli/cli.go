@@ -412,7 +412,7 @@ func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 		return node.Config{}, usagef("--log-format must be text or json, not %q", c.logFormat)
 	}
 	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems,
-		Fileset: c.fileset}
+		Fileset: c.fileset, OpenS3: openFilesS3}
 	pol, err := c.egress()
 	if err != nil {
 		return cfg, err
@@ -471,6 +471,9 @@ func openS3(ctx context.Context, flag, raw string) (*blob.S3, error) {
 	s3cfg.SpoolDir = os.TempDir()
 	return blob.NewS3(ctx, s3cfg)
 }
+
+// openFilesS3 opens an ingest sheet's s3://bucket/prefix files location as --blobs is opened.
+func openFilesS3(ctx context.Context, raw string) (*blob.S3, error) { return openS3(ctx, "--files", raw) }
 
 func oneOf(s string, allowed ...string) bool {
 	for _, a := range allowed {

@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR | show ID | approve ID [--detach] | delete ID"
+const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR|s3://bucket/prefix [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR|s3://… | show ID | approve ID [--detach] | delete ID"
 
 // runObjects is `sluice objects`: ingest sheets of works and file sets (docs/objects.md).
 func runObjects(ctx context.Context, e *env, args []string) error {
@@ -47,7 +47,7 @@ func openEngine(ctx context.Context, e *env, c *common) (n *node.Node, here bool
 
 func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "objects sheet", objectsSheetUsage)
-	files := fs.String("files", "", "upload, validate: the directory the sheet's file names are relative to")
+	files := fs.String("files", "", "upload, validate: the directory, or s3://bucket/prefix (endpoint, region and keys from AWS_* variables, as --blobs), the sheet's file names are relative to")
 	custom := fs.String("custom-actions", "", "upload: run exactly these actions for every file set (Meadow's names, comma-separated), not the role × MIME table's")
 	detach := fs.Bool("detach", false, "upload, approve: return at once; the work runs in `sluice serve` (or `sluice resume`)")
 	out := addOutputFlag(fs)
@@ -63,7 +63,12 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 		return validateSheet(ctx, e, c, pos[1], *files, out.json())
 	case "upload":
 		if *files == "" {
-			return usagef("upload needs --files DIR")
+			return usagef("upload needs --files DIR or --files s3://bucket/prefix")
+		}
+		if objects.IsS3(*files) { // its bucket and keys checked now, not when the sheet is validated
+			if _, err := openFilesS3(ctx, *files); err != nil {
+				return err
+			}
 		}
 		f, err := os.Open(pos[1])
 		if err != nil {
@@ -148,7 +153,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 
 func validateSheet(ctx context.Context, e *env, c *common, path, files string, asJSON bool) error {
 	if files == "" {
-		return usagef("validate needs --files DIR")
+		return usagef("validate needs --files DIR or --files s3://bucket/prefix")
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -161,7 +166,7 @@ func validateSheet(ctx context.Context, e *env, c *common, path, files string, a
 	}
 	defer n.Close()
 	x := n.Store.DomainSQL()
-	v, err := objects.Validate(ctx, f, objects.Env{FilesDir: files, Existing: func(ctx context.Context, w, fs []string) (map[string]bool, map[string]bool, error) {
+	v, err := objects.Validate(ctx, f, objects.Env{FilesDir: files, OpenS3: openFilesS3, Existing: func(ctx context.Context, w, fs []string) (map[string]bool, map[string]bool, error) {
 		return objects.Existing(ctx, x, w, fs)
 	}})
 	if err != nil {

@@ -67,7 +67,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	n.Fleet.ServeRemotes(wp.Clients)
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, Leader: n.Maintenance.Leader,
+	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader,
 		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -62,6 +62,9 @@ type Config struct {
 	OpenStore func(ctx context.Context) (store.Store, error)
 	// Blobs, when set, replaces the data dir's blob directory (S3).
 	Blobs blob.Store
+	// OpenS3 opens the s3://bucket/prefix locations an ingest sheet's files may be in (the
+	// objects workflow; see [objects.Service.S3]). Nil refuses them.
+	OpenS3 objects.S3Opener
 	// MaxBatch bounds writes per transaction; see worker.Config.
 	MaxBatch int
 	// Queues limits the actions this process runs; nil means all.
@@ -160,7 +163,7 @@ func Catalog() *action.Catalog { return CatalogWith(nil) }
 // CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
 // egress policy p.
 func CatalogWith(p *egress.Policy) *action.Catalog {
-	return catalogWith(p, newDomains(p, fileset.Config{}))
+	return catalogWith(p, newDomains(p, fileset.Config{}, nil))
 }
 
 // domains are the services of the built-in workflows that keep rows of their own (graph,
@@ -171,10 +174,11 @@ type domains struct {
 	objects *objects.Service
 }
 
-// newDomains makes the domains' services; those that connect out obey the egress policy p.
-func newDomains(p *egress.Policy, fcfg fileset.Config) domains {
+// newDomains makes the domains' services; those that connect out obey the egress policy p, and
+// objects opens S3 locations with openS3.
+func newDomains(p *egress.Policy, fcfg fileset.Config, openS3 objects.S3Opener) domains {
 	fcfg.Egress = p
-	return domains{graph: graph.New(graph.Config{Egress: p}), fileset: fileset.New(fcfg), objects: &objects.Service{}}
+	return domains{graph: graph.New(graph.Config{Egress: p}), fileset: fileset.New(fcfg), objects: &objects.Service{S3: openS3}}
 }
 
 // catalogWith is [CatalogWith] with the domains' actions served by d.
@@ -245,7 +249,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if fcfg.PartialDir == "" {
 		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
 	}
-	d := newDomains(cfg.Egress, fcfg)
+	d := newDomains(cfg.Egress, fcfg, cfg.OpenS3)
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
 		Graph: d.graph, Fileset: d.fileset, Objects: d.objects}
 	for _, a := range cfg.Actions {
