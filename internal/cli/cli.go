@@ -473,7 +473,9 @@ func openS3(ctx context.Context, flag, raw string) (*blob.S3, error) {
 }
 
 // openFilesS3 opens an ingest sheet's s3://bucket/prefix files location as --blobs is opened.
-func openFilesS3(ctx context.Context, raw string) (*blob.S3, error) { return openS3(ctx, "--files", raw) }
+func openFilesS3(ctx context.Context, raw string) (*blob.S3, error) {
+	return openS3(ctx, "--files", raw)
+}
 
 func oneOf(s string, allowed ...string) bool {
 	for _, a := range allowed {
