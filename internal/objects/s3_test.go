@@ -1,0 +1,314 @@
+package objects_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-project/sluice/internal/action/basic"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/blob/blobtest"
+	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/poll"
+)
+
+const (
+	s3Access = "objectskey"
+	s3Secret = "objectssecret"
+)
+
+// s3Server is a real S3 server (versitygw) behind a proxy that counts the requests Sluice
+// makes to it.
+type s3Server struct {
+	endpoint string // the server's, for the test's own client
+	proxy    string // the proxy's, for Sluice
+	mu       sync.Mutex
+	requests []string // "METHOD path?query" through the proxy
+}
+
+func startS3(t *testing.T) *s3Server {
+	t.Helper()
+	endpoint, _ := blobtest.VersityGW(t, s3Access, s3Secret)
+	u, _ := url.Parse(endpoint)
+	srv := &s3Server{endpoint: endpoint}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.mu.Lock()
+		srv.requests = append(srv.requests, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		srv.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	srv.proxy = p.URL
+	return srv
+}
+
+func (s *s3Server) client() *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s3Access, s3Secret, "")})
+}
+
+// opener opens s3:// locations as the CLI does for --files and --blobs: endpoint, region and
+// keys from the AWS_* variables (here a map, not the process's environment).
+func (s *s3Server) opener() objects.S3Opener {
+	vars := map[string]string{"AWS_ACCESS_KEY_ID": s3Access, "AWS_SECRET_ACCESS_KEY": s3Secret, "AWS_REGION": "us-east-1",
+		"AWS_ENDPOINT_URL_S3": s.proxy}
+	return func(ctx context.Context, raw string) (*blob.S3, error) {
+		cfg := blob.S3ConfigFromEnv(func(k string) string { return vars[k] })
+		bucket, prefix, err := blob.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bucket, cfg.Prefix, cfg.SpoolDir = bucket, prefix, os.TempDir()
+		return blob.NewS3(ctx, cfg)
+	}
+}
+
+// count returns how many requests through the proxy since mark satisfy match, and the new mark.
+func (s *s3Server) count(mark int, match func(string) bool) (int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests[mark:] {
+		if match(r) {
+			n++
+		}
+	}
+	return n, len(s.requests)
+}
+
+// putTree creates the bucket and puts every file under dir in it under prefix, returning
+// the location s3://bucket/prefix.
+func (s *s3Server) putTree(t *testing.T, bucket, prefix, dir string) string {
+	t.Helper()
+	ctx := t.Context()
+	c := s.client()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".v") {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(prefix + "/" + filepath.ToSlash(rel)), Body: f})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "s3://" + bucket + "/" + prefix
+}
+
+// startObjectsS3 is [startObjects] with s3:// files locations opened by opener.
+func startObjectsS3(t testing.TB, open enginetest.Open, opener objects.S3Opener) *enginetest.Kit {
+	t.Helper()
+	svc := &objects.Service{S3: opener}
+	kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
+		append(svc.Actions(), basic.NewPass())...)
+	svc.Bind(kit.Engine, kit.Blobs)
+	if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
+		t.Fatal(err)
+	}
+	return kit
+}
+
+// TestSheetFromS3 runs the canonical sheet end to end with its files in a bucket of a real S3
+// server (versitygw), on each driver: uploaded with files_dir s3://bucket/prefix, validated
+// from one listing of the prefix, each file set's chain exactly as with a directory (from the
+// action-state history), the video paused until COMPLETE, every preservation copy the bytes
+// of its S3 object. A sheet naming keys that are missing gets "File not Found" naming each
+// key, and unsafe names are refused as with a directory.
+func TestSheetFromS3(t *testing.T) {
+	t.Parallel()
+	dir := canonicalMedia(t)
+	srv := startS3(t)
+	files := srv.putTree(t, "ingest", "batch-1", dir)
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		t.Parallel()
+		kit := startObjectsS3(t, open, srv.opener())
+		ctx := t.Context()
+		x := kit.Store.DomainSQL()
+
+		bad := upload(t, kit, "missing.csv", strings.Join(objects.Headers, ",")+"\n"+
+			"IMAGE,m-img,m-img-a,img/not-there.tif,,A,,,\n"+
+			"VIDEO,m-vid,m-vid-a,video/reel.mp4,,A,,,video/no-chapters.vtt\n"+
+			"IMAGE,m-img,m-img-x,img/scan#1?.tif,,X,,,\n"+
+			"IMAGE,m-img,m-img-p,../batch-2/front.tif,,P,,,\n", files)
+		if s := waitSheet(t, kit, bad, objects.StatusRowFail, objects.StatusAwaitingApproval); s.Status != objects.StatusRowFail {
+			t.Fatalf("sheet naming missing keys is %s", s.Status)
+		}
+		rows, err := objects.ListRows(ctx, x, bad, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rows {
+			for _, e := range r.Errors {
+				got = append(got, fmt.Sprintf("%d %s: %s", r.Row, e.Field, e.Message))
+			}
+		}
+		want := []string{
+			"2 filename: File not Found: s3://ingest/batch-1/img/not-there.tif",
+			"3 structure: File not Found: s3://ingest/batch-1/video/no-chapters.vtt",
+			"4 filename: img/scan#1?.tif has unsafe characters for a file name: '#' '?'",
+			"5 filename: ../batch-2/front.tif points outside the files directory",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("row errors:\n got %q\nwant %q", got, want)
+		}
+
+		id := upload(t, kit, "canonical.csv", fmt.Sprintf(canonicalSheet, "c"), files+"/")
+		s := waitSheet(t, kit, id, objects.StatusAwaitingApproval, objects.StatusRowFail, objects.StatusFileFail)
+		if s.Status != objects.StatusAwaitingApproval {
+			rows, _ := objects.ListRows(ctx, x, id, true)
+			t.Fatalf("sheet %+v, failed rows %+v", s, rows)
+		}
+		if err := objects.Approve(ctx, kit.Engine, id); err != nil {
+			t.Fatal(err)
+		}
+		video := objects.FileSetID("c-vid-a")
+		poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
+			st, _ := objects.ActionStates(ctx, x, video)
+			for _, a := range st {
+				if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(st)
+		})
+		if f, err := objects.FireTranscoded(ctx, kit.Engine, transcodeEvent(video, "COMPLETE"), ""); err != nil || f.Fired != 1 {
+			t.Fatalf("COMPLETE: %+v, %v", f, err)
+		}
+		if s := waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError); s.Status != objects.StatusCompleted {
+			t.Fatalf("sheet %s", s.Status)
+		}
+		for suffix, want := range wantChains {
+			fid := objects.FileSetID("c-" + suffix)
+			if got := okHistory(t, kit, fid); !slices.Equal(got, want) {
+				t.Errorf("%s chain:\n got %v\nwant %v", suffix, got, want)
+			}
+			f, err := objects.GetFileSet(ctx, x, fid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.State != objects.StateComplete || !strings.HasPrefix(f.Location, "s3://ingest/batch-1/") {
+				t.Errorf("%s: state %s, location %s", suffix, f.State, f.Location)
+			}
+			local, err := os.ReadFile(filepath.Join(dir, strings.TrimPrefix(f.Location, "s3://ingest/batch-1/")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(local)
+			d, _ := f.Core["digests"].(map[string]any)
+			if f.Core["preservation_sha256"] != hex.EncodeToString(sum[:]) || d["sha256"] != hex.EncodeToString(sum[:]) {
+				t.Errorf("%s: preservation %v, digests %v, want the object's sha256 %x", suffix, f.Core["preservation_sha256"], d, sum)
+			}
+			if _, err := kit.Blobs.Stat(ctx, hex.EncodeToString(sum[:])); err != nil {
+				t.Errorf("%s: preservation copy: %v", suffix, err)
+			}
+		}
+		img, _ := objects.GetFileSet(ctx, x, objects.FileSetID("c-img-a"))
+		if img.Derivatives["pyramid_tiff"] == nil || img.Core["exif"] == nil || img.Core["mime_type"] != "image/tiff" {
+			t.Errorf("access image: %+v", img)
+		}
+		vid, _ := objects.GetFileSet(ctx, x, video)
+		if vid.Core["mediainfo"] == nil || vid.Core["mime_type"] != "video/mp4" {
+			t.Errorf("video: core %v", vid.Core)
+		}
+	})
+}
+
+// TestValidationFromS3 validates a sheet of 1,500 rows whose files are in a bucket: every
+// row's file is checked against one listing of the prefix (two pages of keys), with no request
+// per row, and every missing key is reported.
+func TestValidationFromS3(t *testing.T) {
+	t.Parallel()
+	srv := startS3(t)
+	c := srv.client()
+	ctx := t.Context()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("many")}); err != nil {
+		t.Fatal(err)
+	}
+	const objectsN, rowsN = 1100, 1500
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	sem := make(chan struct{}, 16)
+	for i := range objectsN {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			key := fmt.Sprintf("batch/page-%04d.tif", i)
+			if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("many"), Key: aws.String(key),
+				Body: strings.NewReader("II*\x00 page")}); err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		t.Fatal(err)
+	}
+	var sheet strings.Builder
+	sheet.WriteString(strings.Join(objects.Headers, ",") + "\n")
+	for i := range rowsN { // rows past the 1,100 objects name keys that are missing
+		fmt.Fprintf(&sheet, "IMAGE,w-%d,f-%d,page-%04d.tif,,A,,,\n", i/10, i, i)
+	}
+	opener := srv.opener()
+	_, mark := srv.count(0, func(string) bool { return false })
+	v, err := objects.Validate(ctx, strings.NewReader(sheet.String()), objects.Env{FilesDir: "s3://many/batch", OpenS3: opener})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != objects.StatusRowFail || len(v.Rows) != rowsN {
+		t.Fatalf("status %s, %d rows", v.Status, len(v.Rows))
+	}
+	for i, r := range v.Rows {
+		want := 0
+		if i >= objectsN {
+			want = 1
+		}
+		if len(r.Errors) != want {
+			t.Fatalf("row %d: errors %+v, want %d", r.Row, r.Errors, want)
+		}
+		if want == 1 && r.Errors[0] != (objects.FieldError{Field: "filename", Message: fmt.Sprintf("File not Found: s3://many/batch/page-%04d.tif", i)}) {
+			t.Fatalf("row %d: %+v", r.Row, r.Errors[0])
+		}
+		if want == 0 && r.Fields["mime_type"] != "image/tiff" {
+			t.Fatalf("row %d: MIME type %q", r.Row, r.Fields["mime_type"])
+		}
+	}
+	lists, _ := srv.count(mark, func(r string) bool { return strings.HasPrefix(r, "GET /many?") && strings.Contains(r, "list-type=2") })
+	perObject, _ := srv.count(mark, func(r string) bool { return strings.HasPrefix(r, "GET /many/") || strings.HasPrefix(r, "HEAD /many/") })
+	if lists != 2 || perObject != 0 {
+		srv.mu.Lock()
+		t.Errorf("validation made %d list requests (want 2 pages of one listing) and %d object requests (want none): %v", lists, perObject, srv.requests[mark:])
+		srv.mu.Unlock()
+	}
+}
