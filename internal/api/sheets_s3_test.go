@@ -1,0 +1,108 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/blob/blobtest"
+	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
+)
+
+// TestSheetsAPIFromS3 uploads sheets through /v1/sheets with files_dir s3://bucket/prefix on a
+// real S3 server (versitygw): a missing key is its row's "File not Found" naming the key, a
+// valid sheet is approved and completes with its file sets read from the bucket, and a bucket
+// that does not exist is a 400 at upload. Every answer must match the OpenAPI document.
+func TestSheetsAPIFromS3(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := blobtest.VersityGW(t, "apikey", "apisecret")
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("apikey", "apisecret", "")})
+	ctx := t.Context()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("ingest")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"notes-1.txt", "notes-2.txt"} {
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch/" + f),
+			Body: strings.NewReader("notes of " + f)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vars := map[string]string{"AWS_ACCESS_KEY_ID": "apikey", "AWS_SECRET_ACCESS_KEY": "apisecret", "AWS_ENDPOINT_URL_S3": endpoint}
+	open := func(ctx context.Context, raw string) (*blob.S3, error) {
+		cfg := blob.S3ConfigFromEnv(func(k string) string { return vars[k] })
+		bucket, prefix, err := blob.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bucket, cfg.Prefix, cfg.SpoolDir = bucket, prefix, os.TempDir()
+		return blob.NewS3(ctx, cfg)
+	}
+	b := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) { c.OpenS3 = open }, &objects.Service{S3: open})
+	b.matchDoc = true
+	head := strings.Join(objects.Headers, ",") + "\n"
+	post := func(files, sheet string, want int) int64 {
+		t.Helper()
+		code, data := b.do(t, "POST", "/v1/sheets?name=batch.csv&files_dir="+url.QueryEscape(files), b.admin, "text/csv", strings.NewReader(sheet))
+		if code != want {
+			t.Fatalf("POST /v1/sheets files_dir=%s = %d, want %d: %s", files, code, want, data)
+		}
+		var out objects.Sheet
+		if want == http.StatusCreated {
+			if err := json.Unmarshal(data, &out); err != nil {
+				t.Fatalf("%v: %s", err, data)
+			}
+		}
+		return out.JobID
+	}
+	wait := func(id int64, statuses ...string) string {
+		var s objects.Sheet
+		poll.Until(t, 30*time.Second, fmt.Sprintf("sheet %d to be %v", id, statuses), func() (bool, string) {
+			b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d", id), nil, 200, &s)
+			for _, st := range statuses {
+				if s.Status == st {
+					return true, ""
+				}
+			}
+			return false, s.Status
+		})
+		return s.Status
+	}
+
+	post("s3://no-such-bucket/batch", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
+	bad := post("s3://ingest/batch", head+"IMAGE,w9,f9,missing.txt,,S,,,\n", http.StatusCreated)
+	wait(bad, objects.StatusRowFail)
+	var rows struct{ Rows []objects.Row }
+	b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", bad), nil, 200, &rows)
+	if len(rows.Rows) != 1 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "File not Found: s3://ingest/batch/missing.txt"}) {
+		t.Errorf("failed rows %+v", rows.Rows)
+	}
+
+	id := post("s3://ingest/batch", head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", http.StatusCreated)
+	wait(id, objects.StatusAwaitingApproval)
+	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", id), nil, http.StatusAccepted, nil)
+	if st := wait(id, objects.StatusCompleted, objects.StatusCompletedError); st != objects.StatusCompleted {
+		t.Fatalf("sheet %s", st)
+	}
+	var obj struct {
+		FileSet objects.FileSet `json:"file_set"`
+	}
+	b.json(t, "GET", "/v1/objects/f2", nil, 200, &obj)
+	if obj.FileSet.Location != "s3://ingest/batch/notes-2.txt" || obj.FileSet.State != objects.StateComplete || obj.FileSet.Core["preservation_sha256"] == nil {
+		t.Errorf("f2 %+v", obj.FileSet)
+	}
+}
