@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-project/sluice/internal/blob/blobtest"
+	"github.com/sluice-project/sluice/internal/objects"
+)
+
+// TestObjectsCommandsS3 drives a sheet whose files are in a bucket of a real S3 server
+// (versitygw) through the CLI, with endpoint and keys from the AWS_* variables as for --blobs:
+// validate names a missing key, upload --files s3://… awaits approval, approve follows it to
+// completed, and an unknown bucket fails the upload at once.
+func TestObjectsCommandsS3(t *testing.T) {
+	clearEnv(t)
+	endpoint, _ := blobtest.VersityGW(t, "clikey", "clisecret")
+	t.Setenv("AWS_ACCESS_KEY_ID", "clikey")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "clisecret")
+	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("clikey", "clisecret", "")})
+	ctx := t.Context()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("ingest")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch-8/" + f),
+			Body: strings.NewReader("supplement " + f)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	sheet := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Join(objects.Headers, ",")+"\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := sheet("bad.csv", "IMAGE,w1,f1,a.txt,,S,,,\nIMAGE,w1,f2,nope.txt,,S,,,\n")
+	code, out, _ := run(t, "objects", "sheet", "validate", bad, "--files", "s3://ingest/batch-8", "--data", data)
+	if code != ExitFailed || !strings.Contains(out, "File not Found: s3://ingest/batch-8/nope.txt") {
+		t.Errorf("validate a bad sheet: exit %d\n%s", code, out)
+	}
+	good := sheet("good.csv", "IMAGE,w1,f1,a.txt,,S,,,\nIMAGE,w1,f2,b.txt,,S,,,\n")
+	if code, _, errs := run(t, "objects", "sheet", "upload", good, "--files", "s3://no-such-bucket/batch-8", "--data", data); code != ExitFailed || !strings.Contains(errs, "no-such-bucket") {
+		t.Errorf("upload from a bucket that does not exist: exit %d\n%s", code, errs)
+	}
+	code, out, errs := run(t, "objects", "sheet", "upload", good, "--files", "s3://ingest/batch-8", "--data", data)
+	if code != ExitOK || !strings.Contains(out, "good.csv: awaiting_approval (file pass, rows pass, overall pass), 2 rows") {
+		t.Fatalf("upload: exit %d\n%s\n%s", code, out, errs)
+	}
+	id := strings.Fields(out)[1]
+	code, out, errs = run(t, "objects", "sheet", "approve", id, "--data", data)
+	if code != ExitOK || !strings.Contains(out, "completed") || !strings.Contains(out, "file sets 2/2 complete") {
+		t.Fatalf("approve: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = run(t, "objects", "show", "f2", "--data", data, "--json")
+	if code != ExitOK || !strings.Contains(out, `"location": "s3://ingest/batch-8/b.txt"`) {
+		t.Errorf("show f2: exit %d\n%s", code, out)
+	}
+}
