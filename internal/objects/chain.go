@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -349,20 +350,36 @@ func (c *call) putFile(ctx context.Context, location string) (string, int64, err
 	return c.blobs.Put(ctx, f)
 }
 
+// copyToPreservation copies the file into the blob store under its SHA-256 — unless a
+// preservation copy of the same digest is already there (Meadow's "files already present"):
+// another file set's, of the same bytes, referenced by the domain so that the blob collector
+// keeps it. Then the file is not read again; the notes say "already present".
 func copyToPreservation(ctx context.Context, c *call) error {
 	p := c.md("location")
-	sum, _, err := c.putFile(ctx, p)
-	if err != nil {
-		return err
-	}
 	f, err := c.fileSet(ctx)
 	if err != nil {
 		return err
 	}
-	if d, ok := f.Core["digests"].(map[string]any); ok && d["sha256"] != nil && d["sha256"] != sum {
-		return action.Permanentf("%s changed since its digests were computed (sha256 %s, now %s)", p, d["sha256"], sum)
+	var digest string
+	if d, ok := f.Core["digests"].(map[string]any); ok {
+		digest, _ = d["sha256"].(string)
 	}
-	c.notes = "sha256:" + sum
+	present, err := c.preserved(ctx, digest)
+	if err != nil {
+		return err
+	}
+	sum := digest
+	if present {
+		c.notes = "already present: sha256:" + sum
+	} else {
+		if sum, _, err = c.putFile(ctx, p); err != nil {
+			return err
+		}
+		if digest != "" && digest != sum {
+			return action.Permanentf("%s changed since its digests were computed (sha256 %s, now %s)", p, digest, sum)
+		}
+		c.notes = "sha256:" + sum
+	}
 	if err := c.blob("preservation", sum); err != nil {
 		return err
 	}
@@ -370,6 +387,26 @@ func copyToPreservation(ctx context.Context, c *call) error {
 		return err
 	}
 	return c.core("preservation_location", fmt.Sprintf("sha256/%s/%s/%s", sum[:2], sum[2:4], sum))
+}
+
+// preserved reports whether the blob store holds a preservation copy with the SHA-256 that a
+// file set (any) references.
+func (c *call) preserved(ctx context.Context, sum string) (bool, error) {
+	if sum == "" {
+		return false, nil
+	}
+	n := 0
+	if err := query(ctx, c.x, `SELECT 1 FROM objects_blobs WHERE sha256 = ? AND kind = ? LIMIT 1`, []any{sum, "preservation"},
+		func(store.DomainRows) error { n++; return nil }); err != nil || n == 0 {
+		return false, err
+	}
+	if _, err := c.blobs.Stat(ctx, sum); err != nil {
+		if errors.Is(err, blob.ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 func attachTranscription(ctx context.Context, c *call) error {
