@@ -179,6 +179,9 @@ func (c *call) open(ctx context.Context, location string, n int64) (io.ReadClose
 		return nil, action.Permanentf("file set location: %v", err)
 	}
 	s, err := c.s.openS3(ctx, "s3://"+bucket)
+	if errors.Is(err, ErrNoS3) {
+		return nil, action.Permanent(err)
+	}
 	if err != nil {
 		return nil, err
 	}

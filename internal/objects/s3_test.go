@@ -31,6 +31,8 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
 const (
@@ -310,5 +312,26 @@ func TestValidationFromS3(t *testing.T) {
 		srv.mu.Lock()
 		t.Errorf("validation made %d list requests (want 2 pages of one listing) and %d object requests (want none): %v", lists, perObject, srv.requests[mark:])
 		srv.mu.Unlock()
+	}
+}
+
+// TestS3NotConfigured uploads a sheet whose files are in S3 to a service that opens no S3
+// locations: its validation fails at once, naming the location, rather than retrying.
+func TestS3NotConfigured(t *testing.T) {
+	t.Parallel()
+	kit := startObjects(t, drivertest.OpenSQLite)
+	id := upload(t, kit, "s3.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,,S,,,\n", "s3://ingest/batch-1")
+	kit.WaitJob(t, id, time.Minute)
+	roots, err := kit.Store.ItemList(t.Context(), store.ItemListParams{JobID: id, Limit: 1})
+	if err != nil || len(roots) != 1 {
+		t.Fatalf("roots %v, %v", roots, err)
+	}
+	if want := "s3://ingest/batch-1: " + objects.ErrNoS3.Error(); !strings.Contains(roots[0].Error, want) {
+		t.Errorf("the sheet's item failed with %q, want it to name %q", roots[0].Error, want)
+	}
+	for _, tk := range kit.Tasks(t, id) {
+		if tk.Step == "validate-sheet" && tk.Attempt != 1 {
+			t.Errorf("validation ran %d times, want once (the error is permanent)", tk.Attempt)
+		}
 	}
 }

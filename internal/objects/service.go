@@ -119,6 +119,9 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 		Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
 			return Existing(ctx, x, w, f)
 		}})
+	if errors.Is(err, ErrNoS3) { // this process will never read the location: retrying is no use
+		return action.Permanent(err)
+	}
 	if err != nil {
 		return err
 	}
