@@ -335,3 +335,37 @@ func TestS3NotConfigured(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkValidationFromS3 validates a 10,000-row sheet whose 10,000 files are in a bucket
+// of versitygw on loopback, and, as the baseline of the same run, the same sheet from a
+// directory: ns/op of each sub-benchmark, to be read as a ratio.
+//
+//	go test -run '^$' -bench BenchmarkValidationFromS3 -benchtime 3x ./internal/objects
+func BenchmarkValidationFromS3(b *testing.B) {
+	const rows = 10_000
+	endpoint, data := blobtest.VersityGW(b, s3Access, s3Secret)
+	dir := filepath.Join(data, "bench", "batch") // the posix backend serves the files under a bucket's directory as objects
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var sheet strings.Builder
+	sheet.WriteString(strings.Join(objects.Headers, ",") + "\n")
+	for i := range rows {
+		name := fmt.Sprintf("page-%05d.tif", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("II*\x00 page"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&sheet, "IMAGE,w-%d,f-%d,%s,,A,,,\n", i/10, i, name)
+	}
+	srv := &s3Server{endpoint: endpoint, proxy: endpoint}
+	for _, bc := range []struct{ name, files string }{{"dir", dir}, {"s3", "s3://bench/batch"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				v, err := objects.Validate(b.Context(), strings.NewReader(sheet.String()), objects.Env{FilesDir: bc.files, OpenS3: srv.opener()})
+				if err != nil || v.Status != objects.StatusValid {
+					b.Fatalf("%v: %+v", err, v.FileErrors)
+				}
+			}
+		})
+	}
+}
