@@ -38,6 +38,10 @@ func TestFilesets(t *testing.T) {
 		waitState(t, b, job.ID, "complete")
 		b.json(t, "POST", "/v1/filesets", `{"key":"k1","requests":[{"ingest_type":"dataset","base_url":"http://127.0.0.1:1/record/5"}]}`, 200, nil)
 
+		// No result yet: [] (the document's array is not nullable; matchDoc checks it too).
+		code, data := b.do(t, "GET", "/v1/filesets", b.reader, "", nil)
+		wantEmpty(t, code, data, "results")
+
 		// Rows as the result step writes them.
 		writes := []engine.DomainWrite{}
 		for i, st := range []string{"success", "platform-404", "success"} {
@@ -67,6 +71,8 @@ func TestFilesets(t *testing.T) {
 		if len(page.Results) != 1 || page.Results[0].BaseURL != "https://zenodo.org/record/2" {
 			t.Fatalf("second page: %+v", page)
 		}
+		code, data = b.do(t, "GET", "/v1/filesets?status=no-such-status", b.reader, "", nil)
+		wantEmpty(t, code, data, "results")
 		page.Results = nil
 		b.json(t, "GET", "/v1/filesets", nil, 200, &page)
 		if len(page.Results) != 3 {

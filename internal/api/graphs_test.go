@@ -116,6 +116,28 @@ func TestGraphRequests(t *testing.T) {
 		if want := []string{"example.com/a@v1.0.0", "example.com/b@v1.0.0"}; !reflect.DeepEqual(res.Nodes, want) {
 			t.Errorf("nodes %v, want %v", res.Nodes, want)
 		}
+		// A root the source does not have: a result of one node (the root, failed) and no edge,
+		// whose JSON still has the array the document promises ([], not null).
+		resp, body = do("POST", "/v1/graphs", fmt.Sprintf(`{"type": "gomod", "source": %q, "roots": ["example.com/missing@v1.0.0"], "format": "json"}`, proxy))
+		if resp.StatusCode != 201 {
+			t.Fatalf("POST missing: %d %s", resp.StatusCode, body)
+		}
+		missing := resp.Header.Get("Location")
+		poll.Until(t, time.Minute, "the edgeless graph's result", func() (bool, string) {
+			resp, body = do("GET", missing, "")
+			return resp.StatusCode != 204, resp.Header.Get("Traverse-State")
+		})
+		var edgeless map[string]any
+		if err := json.Unmarshal([]byte(body), &edgeless); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("GET missing: %d %v %q", resp.StatusCode, err, body)
+		}
+		if a, ok := edgeless["edges"].([]any); !ok || len(a) != 0 {
+			t.Errorf("edges of a graph with no edge: %#v, want []", edgeless["edges"])
+		}
+		if errs, _ := edgeless["errors"].([]any); len(errs) != 1 {
+			t.Errorf("errors of a graph whose root is missing: %#v, want one", edgeless["errors"])
+		}
+
 		if resp, body = do("DELETE", self, ""); resp.StatusCode != 204 {
 			t.Errorf("DELETE: %d %s", resp.StatusCode, body)
 		}

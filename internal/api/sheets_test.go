@@ -72,6 +72,9 @@ func TestSheetsAPI(t *testing.T) {
 	if len(rows.Rows) != 1 || rows.Rows[0].Row != 2 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "File not Found: missing.txt"}) {
 		t.Errorf("failed rows %+v", rows.Rows)
 	}
+	// Empty results are [] (the document's arrays are not nullable; matchDoc checks them too).
+	code, data := b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d", bad), b.reader, "", nil)
+	wantEmpty(t, code, data, "works")
 	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", bad), nil, http.StatusConflict, nil)
 	var deleted objects.Sheet
 	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", bad), nil, 200, &deleted)
@@ -81,6 +84,13 @@ func TestSheetsAPI(t *testing.T) {
 
 	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", 201)["id"].(float64))
 	wait(id, objects.StatusAwaitingApproval)
+	code, data = b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", id), b.reader, "", nil)
+	wantEmpty(t, code, data, "rows")
+	code, data = b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d", id), b.reader, "", nil)
+	wantEmpty(t, code, data, "errors")
+	code, data = b.do(t, "POST", "/v1/sheets/validate?files_dir="+url.QueryEscape(files), b.reader, "text/csv",
+		strings.NewReader(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\n"))
+	wantEmpty(t, code, data, "errors", "failed_rows")
 	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", id), nil, http.StatusAccepted, nil)
 
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", fmt.Sprintf("%s/v1/sheets/%d/progress", b.srv.URL, id), nil)
@@ -117,6 +127,28 @@ func TestSheetsAPI(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("f2's action states %v, want %s", got, want)
 	}
+	var work struct {
+		Work objects.Work `json:"work"`
+	}
+	b.json(t, "GET", "/v1/objects/w1", nil, 200, &work)
+	if len(work.Work.FileSets) != 2 {
+		t.Errorf("work w1 has %d file sets, want 2", len(work.Work.FileSets))
+	}
 	b.json(t, "GET", "/v1/objects/nothing", nil, 404, nil)
 	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", id), nil, http.StatusConflict, nil)
+}
+
+// wantEmpty fails t unless an answer is a 200 whose JSON object has each key as an empty array:
+// [], not null nor missing.
+func wantEmpty(t *testing.T, code int, data []byte, keys ...string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); code != 200 || err != nil {
+		t.Fatalf("%d %v: %s", code, err, data)
+	}
+	for _, k := range keys {
+		if a, ok := m[k].([]any); !ok || len(a) != 0 {
+			t.Errorf("%s is %#v, want []: %s", k, m[k], data)
+		}
+	}
 }

@@ -11,12 +11,13 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, as the embedded store uses
+
+	"github.com/sluice-project/sluice/internal/sqliteuri"
 )
 
 // smallDB keeps a [Dir]'s small blobs as rows of one SQLite database (root/small.db) instead of
@@ -98,7 +99,7 @@ func openSmall(path string, max int) (*smallDB, error) {
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_txlock", "immediate")
-	dsn := "file:" + filepath.ToSlash(path) + "?" + q.Encode()
+	dsn := sqliteuri.File(path, q)
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err

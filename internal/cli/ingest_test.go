@@ -35,3 +35,39 @@ func TestIngestProgressLine(t *testing.T) {
 		t.Errorf("the last progress line is %q, want it to say 2/2 inputs done, 31 documents", last)
 	}
 }
+
+// TestIngestDataDirURIBytes: a data dir whose path holds bytes a URI reads ('#', '?', '%') is
+// used as given. The database's name was pasted into a "file:" URI unescaped, so
+// `--data /tmp/a#b` made the database /tmp/a and the blobs' small.db /tmp/a#b/blobs/…: a second
+// data dir would share the first's database.
+func TestIngestDataDirURIBytes(t *testing.T) {
+	clearEnv(t)
+	for _, name := range []string{"a#b", "a?b", "a%23b"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(dir, "in.txt")
+			if err := os.WriteFile(in, []byte("hello world\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			data := filepath.Join(dir, name)
+			if code, out, errs := run(t, "ingest", "--data", data, in); code != 0 {
+				t.Fatalf("ingest --data %s: exit %d, %s %s", data, code, out, errs)
+			}
+			if _, err := os.Stat(filepath.Join(data, "sluice.db")); err != nil {
+				t.Errorf("no database in the data dir: %v", err)
+			}
+			entries, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			if len(names) != 2 {
+				t.Errorf("%s holds %q, want only in.txt and %s", dir, names, name)
+			}
+			code, out, errs := run(t, "documents", "list", "--data", data, "--output", "json")
+			if code != 0 || !strings.Contains(out, "in.txt") {
+				t.Errorf("documents list: exit %d, %q %q", code, out, errs)
+			}
+		})
+	}
+}

@@ -157,7 +157,8 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 
 // BuildResult builds a request's result from its work items.
 func BuildResult(r *Request, items []*WorkItem) *Result {
-	res := &Result{Type: r.Type, Roots: r.Roots, EndDetectReason: "TRAVERSE_COMPLETE", Counts: CountItems(items)}
+	res := &Result{Type: r.Type, Roots: r.Roots, EndDetectReason: "TRAVERSE_COMPLETE", Counts: CountItems(items),
+		Nodes: []string{}, Edges: []Edge{}}
 	byID := make(map[int64]*WorkItem, len(items))
 	for _, it := range items {
 		byID[it.ID] = it
@@ -273,7 +274,7 @@ func paths(r *Request, children map[string][]string, sel map[string]string) [][]
 			}
 		}
 	}
-	var out [][]string
+	out := [][]string{}
 	for _, n := range queue {
 		p, v, _ := splitVersion(n)
 		if sel[p] != v {
@@ -286,6 +287,14 @@ func paths(r *Request, children map[string][]string, sel map[string]string) [][]
 		out = append(out, path)
 	}
 	return out
+}
+
+// orEmpty returns s, or an empty slice for a nil one: JSON's [] rather than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func firstNonEmpty(ss ...string) string {
@@ -317,7 +326,11 @@ func Render(res *Result, format string) (string, error) {
 		}
 		b.WriteString("}\n")
 	case "json":
-		j, err := json.MarshalIndent(res, "", "  ")
+		// The document's arrays are never null, in results stored before BuildResult made
+		// them empty ones too.
+		out := *res
+		out.Roots, out.Nodes, out.Edges, out.Paths = orEmpty(res.Roots), orEmpty(res.Nodes), orEmpty(res.Edges), orEmpty(res.Paths)
+		j, err := json.MarshalIndent(&out, "", "  ")
 		if err != nil {
 			return "", err
 		}

@@ -35,6 +35,29 @@ func TestRender(t *testing.T) {
 	}
 }
 
+// TestResultArraysNeverNull: a result's arrays are [] in its JSON when empty, never null (the
+// OpenAPI document's GraphResult has no nullable field): one built from a request item alone,
+// and one stored with nulls before BuildResult made empty ones.
+func TestResultArraysNeverNull(t *testing.T) {
+	t.Parallel()
+	built := graph.BuildResult(&graph.Request{Type: "gomod", Roots: []string{"a@v1"}}, []*graph.WorkItem{{ID: 1}})
+	for name, res := range map[string]*graph.Result{"built": built, "stored": {Type: "gomod"}} {
+		j, err := graph.Render(res, "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(j), &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"roots", "nodes", "edges", "paths"} {
+			if _, ok := m[k].([]any); !ok {
+				t.Errorf("%s: %s is %#v, want an array", name, k, m[k])
+			}
+		}
+	}
+}
+
 // TestWorkflowRoutesEveryType: the built-in workflow has a resolve step for each registered
 // package type, and its unknown-type route names exactly those types.
 func TestWorkflowRoutesEveryType(t *testing.T) {

@@ -278,9 +278,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.OpenStore != nil {
 		n.Store, err = cfg.OpenStore(ctx)
 	} else {
-		n.Store, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, DatabaseFile)})
+		// Through a *sqlite.DB, not straight into n.Store: a failed Open's nil *DB in the
+		// interface is not a nil Store, and Close called it (a panic on a corrupt sluice.db).
+		var db *sqlite.DB
+		if db, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, DatabaseFile)}); err == nil {
+			n.Store = db
+		}
 	}
 	if err != nil {
+		n.Store = nil
 		n.Close()
 		return nil, err
 	}

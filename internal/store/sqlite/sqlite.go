@@ -20,6 +20,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/sluice-project/sluice/internal/sqliteuri"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -78,7 +79,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// IMMEDIATE: take the write lock at BEGIN, so a read that turns into a write never fails
 	// with SQLITE_BUSY halfway through (deps.md §8).
 	q.Set("_txlock", "immediate")
-	dsn := "file:" + cfg.Path + "?" + q.Encode()
+	dsn := sqliteuri.File(cfg.Path, q)
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
@@ -109,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.queries = &queries{db: db, r: r, w: w}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
 	db.done.Add(1)
 	go db.checkpoint()
