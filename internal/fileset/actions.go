@@ -2,6 +2,8 @@ package fileset
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,8 @@ const (
 	mdFileResult = "fileset_file_result"
 	mdFilesStep  = "fileset_files_step" // the step that made the file items
 	mdHost       = "host"
+	mdGeneration = "fileset_generation" // of the fileset_results row check-existing found
+	mdClaim      = "fileset_claim"      // a file's download claim (claimKey)
 )
 
 // The output kinds of the result step.
@@ -107,21 +111,29 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		conclude(out, StatusSkipURLBlocklist, "the request has no base_url")
 		return nil
 	}
-	if req.ForceRecrawl {
-		out.Emit(EventNew)
-		return nil
-	}
 	d, err := a.s.bound()
 	if err != nil {
 		return err
 	}
 	row, err := Lookup(ctx, d.store.DomainSQL(), req.IngestType, req.BaseURL)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !row.Result.Hit {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
+	}
+	// The request is ingested (again): its downloads claim their files under the generation of
+	// the row it found, so that requests for the same dataset in flight at once — which found
+	// the same row, or none — download each file once, while a later request, which finds the
+	// row they wrote, downloads anew.
+	ingest := func() error {
+		gen := "0"
+		if row != nil {
+			gen = strconv.FormatInt(row.Updated.UnixNano(), 10)
+		}
+		out.SetMetadata(map[string]any{mdGeneration: gen})
 		out.Emit(EventNew)
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
+	if req.ForceRecrawl || row == nil || !row.Result.Hit {
+		return ingest()
 	}
 	for _, f := range row.Result.Manifest {
 		if f.SHA256 == "" {
@@ -129,8 +141,7 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 		if _, err := d.blobs.Stat(ctx, f.SHA256); err != nil {
 			// A file of the earlier result is gone from the blob store: ingest again.
-			out.Emit(EventNew)
-			return nil
+			return ingest()
 		}
 	}
 	out.SetMetadata(map[string]any{mdExisting: asMap(row.Result)})
@@ -341,15 +352,35 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		f := item.Manifest[i]
 		u, _ := url.Parse(f.PlatformURL)
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
-			mdRole: "file", mdFile: asMap(f), mdHost: u.Host,
+			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
 			// The parent's bulky findings stay with the parent.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil,
 		}})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// claimKey is the key a file's download claims (the workflow's download step: claim, scope
+// installation): the request, the generation of the row its check-existing found, and the
+// file with what its manifest expects. Requests for one dataset in flight at once share it,
+// so the first downloads each file and the others take its outcome; a request made after
+// they wrote their result has a generation of its own.
+func claimKey(parent action.Item, f ManifestFile) string {
+	req := request(parent)
+	gen, _ := parent.Metadata[mdGeneration].(string)
+	size := ""
+	if f.Size != nil {
+		size = strconv.FormatInt(*f.Size, 10)
+	}
+	h := sha256.New()
+	for _, p := range []string{req.IngestType, req.BaseURL, gen, f.Path, f.PlatformURL, size, f.MD5, f.SHA1, f.SHA256} {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 type downloadAction struct{ s *Fileset }
