@@ -158,6 +158,7 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 	}
 	fset, c := newFlags(e, "config show", "config show [--output table|json]")
 	c.addEgressFlags(fset)
+	c.addFilesetFlags(fset)
 	out := addOutputFlag(fset)
 	if err := fset.Parse(args[1:]); err != nil {
 		return err

@@ -52,8 +52,8 @@ func (c *common) addFilesetFlags(fs *flag.FlagSet) {
 			c.envErr = usagef("SLUICE_HOST_DELAY=%q: %v", v, err)
 		}
 	}
-	fs.Var(hostDelayFlag{&c.fileset.HostDelay}, "host-delay", "the fileset workflow's politeness delay: the least time between two downloads' starts from one host, "+
-		"across every process sharing the database; 0: none; set where fileset jobs are created (env SLUICE_HOST_DELAY)")
+	fs.Var(hostDelayFlag{&c.fileset.HostDelay}, "host-delay", "the fileset workflow's politeness delay: the least `duration` between two downloads' starts from one host, "+
+		"across every process sharing the database, in the jobs this process creates; 0: none (default 1s, or $SLUICE_HOST_DELAY)")
 	fs.Int64Var(&c.fileset.Limits.MaxTotalSize, "max-total-size", 0, "bytes a dataset may total: over it, too-large-size (default 64 GiB)")
 	fs.IntVar(&c.fileset.Limits.MaxFileCount, "max-file-count", 0, "files a dataset may have: over it, too-many-files (default 200)")
 }
