@@ -20,7 +20,8 @@ import (
 const (
 	EventNew        = "fileset.new"         // no existing result: ingest the request
 	EventLanding    = "landing.ok"          // the landing page answered
-	EventPlatform   = "platform.found"      // a platform step read the dataset's manifest
+	EventMatched    = "platform.matched"    // a platform step matched the request's URL
+	EventPlatform   = "platform.found"      // the manifest step read the dataset's manifest
 	EventFileResult = "fileset.file-result" // a single-file success: a dataset-file result exists
 )
 
@@ -32,6 +33,7 @@ const (
 	mdExisting   = "fileset_existing"
 	mdTerminal   = "fileset_terminal"
 	mdPlatform   = "fileset_platform"
+	mdMatch      = "fileset_match" // the platform that matched, and the URL it matched
 	mdStrategy   = "fileset_strategy"
 	mdRole       = "fileset_role"
 	mdFile       = "fileset_file"
@@ -180,12 +182,12 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 type platformAction struct{ s *Fileset }
 
 func (a platformAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-platform", Doc: "match a request to a platform (dataverse, figshare, zenodo, archiveorg) and read its manifest",
+	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (dataverse, figshare, zenodo or archiveorg)",
 		Settings: []action.Setting{
 			{Name: "platform", Type: action.TypeString, Required: true, Doc: "dataverse, figshare, zenodo or archiveorg"},
 			{Name: "miss", Type: action.TypeString, Doc: "the event fired when the URL is not the platform's; none: no-platform-match"},
 		},
-		Outcomes: []string{EventPlatform},
+		Outcomes: []string{EventMatched},
 		OutcomesFor: func(with map[string]any) []string {
 			if m, _ := with["miss"].(string); m != "" {
 				return []string{m}
@@ -200,28 +202,15 @@ func (a platformAction) Spec() action.Spec {
 			return nil
 		},
 		Concurrency: 16, NoTempDir: true,
-		// A URL no platform claims is a miss at every platform step, decided from the item
-		// alone: the engine runs those steps in the transaction that readies them.
-		Inline: func(it action.Item) bool { return !a.s.anyPlatform(it) }}
+		// A match is decided from the item's URLs alone (the manifest step does the reading):
+		// the engine runs every platform step in the transaction that readies it.
+		Inline: action.InlineAlways}
 }
 
-// anyPlatform reports whether some platform claims the item's terminal URL or base_url.
-func (s *Fileset) anyPlatform(it action.Item) bool {
-	req := request(it)
-	var term Terminal
-	decodeMD(it.Metadata, mdTerminal, &term)
-	for _, raw := range []string{term.URL, req.BaseURL} {
-		u, err := url.Parse(raw)
-		if err != nil || raw == "" {
-			continue
-		}
-		for _, name := range PlatformNames {
-			if p, _ := s.cfg.Platforms.platform(name); p.match(u) {
-				return true
-			}
-		}
-	}
-	return false
+// platformMatch is what a platform step that matched records for the manifest step.
+type platformMatch struct {
+	Platform string `json:"platform"`
+	URL      string `json:"url"`
 }
 
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
@@ -234,25 +223,45 @@ func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	req := request(t.Item)
 	var term Terminal
 	decodeMD(t.Item.Metadata, mdTerminal, &term)
-	var u *url.URL
 	for _, raw := range []string{term.URL, req.BaseURL} {
 		if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
-			u = c
-			break
+			out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
+			out.Emit(EventMatched)
+			return nil
 		}
 	}
-	if u == nil {
-		if miss != "" {
-			out.Emit(miss)
-		} else {
-			conclude(out, StatusNoPlatformMatch, "no platform matches "+req.BaseURL)
-		}
-		return nil
+	if miss != "" {
+		out.Emit(miss)
+	} else {
+		conclude(out, StatusNoPlatformMatch, "no platform matches "+req.BaseURL)
+	}
+	return nil
+}
+
+type manifestAction struct{ s *Fileset }
+
+func (a manifestAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-manifest", Doc: "read the dataset's manifest from the platform a platform step matched",
+		Outcomes: []string{EventPlatform}, Concurrency: 16, NoTempDir: true}
+}
+
+func (a manifestAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	var m platformMatch
+	if !decodeMD(t.Item.Metadata, mdMatch, &m) {
+		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdMatch)
+	}
+	p, ok := a.s.cfg.Platforms.platform(m.Platform)
+	if !ok {
+		return action.Permanentf("unknown platform %q", m.Platform)
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil {
+		return action.Permanentf("matched URL %q: %v", m.URL, err)
 	}
 	item, err := p.process(ctx, a.s.fetch, u)
 	if err != nil {
 		if _, _, ok := asStatus(err); !ok && ctx.Err() == nil {
-			err = failWith(StatusPlatformError, "%s: %v", name, err)
+			err = failWith(StatusPlatformError, "%s: %v", m.Platform, err)
 		}
 		return concludeErr(out, err)
 	}
@@ -354,7 +363,7 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
 			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
 			// The parent's bulky findings stay with the parent.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
 			return err

@@ -101,8 +101,8 @@ func (s *Fileset) bound() (*deps, error) {
 }
 
 // Actions returns the workflow's actions: fileset-existing, fileset-landing, fileset-platform,
-// fileset-limits, fileset-strategy, fileset-download and fileset-result.
+// fileset-manifest, fileset-limits, fileset-strategy, fileset-download and fileset-result.
 func (s *Fileset) Actions() []action.Action {
-	return []action.Action{existingAction{s}, landingAction{s}, platformAction{s}, limitsAction{s},
+	return []action.Action{existingAction{s}, landingAction{s}, platformAction{s}, manifestAction{s}, limitsAction{s},
 		strategyAction{s}, downloadAction{s}, resultAction{s}}
 }
