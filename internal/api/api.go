@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
@@ -56,6 +57,10 @@ type Config struct {
 	NoAuth bool
 	// Limits bounds what a request may make the server read and store.
 	Limits Limits
+	// Fileset, when set, is the configuration of the fileset workflow's jobs that POST
+	// /v1/filesets creates (its politeness delay, whether it publishes); nil: the defaults,
+	// publishing nothing.
+	Fileset *fileset.Fileset
 	// Metrics holds the process's collectors served on /metrics, beside the figures read from
 	// the database when scraped; the API counts its requests there. Defaults to a set of its own.
 	Metrics *metric.Set

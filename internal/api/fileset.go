@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/store"
@@ -42,10 +41,15 @@ func (a *API) createFilesets(w http.ResponseWriter, r *http.Request) error {
 		root.Ordinal = i
 		roots[i] = root
 	}
-	if err := builtin.Apply(ctx, a.b.Engine(), fileset.WorkflowName); err != nil {
+	fs := a.cfg.Fileset
+	if fs == nil {
+		fs = fileset.New(fileset.Config{})
+	}
+	version, err := fs.ApplyWorkflow(ctx, a.b.Engine())
+	if err != nil {
 		return err
 	}
-	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Key: req.Key, Open: true})
+	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Version: version, Key: req.Key, Open: true})
 	if err != nil {
 		return err
 	}

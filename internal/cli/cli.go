@@ -256,6 +256,8 @@ type common struct {
 	fileset fileset.Config
 	// sources says where each setting came from (flag, env, file), for config show.
 	sources map[string]string
+	// envErr is an environment variable's bad value, reported when the node is configured.
+	envErr error
 }
 
 // listFlag is a flag of comma-separated values, repeatable; the first use replaces the default
@@ -408,6 +410,9 @@ func (c *common) open(ctx context.Context, e *env, engineProc bool) (*node.Node,
 
 // nodeConfig turns --data, --database and --blobs into a node configuration.
 func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
+	if c.envErr != nil {
+		return node.Config{}, c.envErr
+	}
 	if !oneOf(c.logFormat, "", "text", "json") {
 		return node.Config{}, usagef("--log-format must be text or json, not %q", c.logFormat)
 	}

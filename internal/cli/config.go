@@ -24,6 +24,7 @@ const ConfigFile = "sluice.yaml"
 var flagEnv = map[string]string{
 	"data": "SLUICE_DATA", "database": "SLUICE_DATABASE", "blobs": "SLUICE_BLOBS", "config": "SLUICE_CONFIG",
 	"log-format": "SLUICE_LOG_FORMAT", "egress-allow": "SLUICE_EGRESS_ALLOW", "egress-deny": "SLUICE_EGRESS_DENY",
+	"host-delay": "SLUICE_HOST_DELAY",
 }
 
 // configPath returns the configuration file of the flag set: --config, or sluice.yaml in the
@@ -157,6 +158,7 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 	}
 	fset, c := newFlags(e, "config show", "config show [--output table|json]")
 	c.addEgressFlags(fset)
+	c.addFilesetFlags(fset)
 	out := addOutputFlag(fset)
 	if err := fset.Parse(args[1:]); err != nil {
 		return err

@@ -67,3 +67,51 @@ config:
 		t.Errorf("data in the data dir's file: exit %d, %q", code, errs)
 	}
 }
+
+// TestHostDelaySetting: the fileset workflow's politeness delay is a setting like the others —
+// sluice.yaml, then SLUICE_HOST_DELAY, then --host-delay — and a bad value is named.
+func TestHostDelaySetting(t *testing.T) {
+	clearEnv(t)
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, ConfigFile), []byte("host-delay: 250ms\n"), 0o644)
+	show := func(args ...string) setting {
+		t.Helper()
+		code, out, errs := run(t, append([]string{"config", "show", "--data", data, "--output", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("config show: exit %d, %s", code, errs)
+		}
+		var got configShowJSON
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range got.Settings {
+			if s.Name == "host-delay" {
+				return s
+			}
+		}
+		t.Fatalf("config show lacks host-delay:\n%s", out)
+		return setting{}
+	}
+	if s := show(); s.Value != "250ms" || s.Source != "file" {
+		t.Errorf("host-delay %q from %s, want 250ms from the file", s.Value, s.Source)
+	}
+	t.Setenv("SLUICE_HOST_DELAY", "2s")
+	if s := show(); s.Value != "2s" || s.Source != "env" {
+		t.Errorf("host-delay %q from %s, want 2s from the environment", s.Value, s.Source)
+	}
+	if s := show("--host-delay", "0"); s.Value != "0s" || s.Source != "flag" {
+		t.Errorf("host-delay %q from %s, want 0s (none) from the flag", s.Value, s.Source)
+	}
+	os.Remove(filepath.Join(data, ConfigFile))
+	t.Setenv("SLUICE_HOST_DELAY", "")
+	if s := show(); s.Value != "1s" || s.Source != "default" {
+		t.Errorf("host-delay %q from %s, want the default 1s", s.Value, s.Source)
+	}
+	if code, _, errs := run(t, "config", "show", "--data", data, "--host-delay", "-1s"); code == 0 || !strings.Contains(errs, "host-delay") {
+		t.Errorf("--host-delay -1s: exit %d, %q; want a usage error naming the flag", code, errs)
+	}
+	t.Setenv("SLUICE_HOST_DELAY", "soon")
+	if code, _, errs := run(t, "fileset", "--data", data, "https://zenodo.org/record/1"); code == 0 || !strings.Contains(errs, "SLUICE_HOST_DELAY") {
+		t.Errorf("SLUICE_HOST_DELAY=soon: exit %d, %q; want an error naming the variable", code, errs)
+	}
+}

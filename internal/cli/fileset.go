@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
@@ -47,8 +46,38 @@ func (c *common) addFilesetFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	c.fileset.HostDelay = fileset.DefaultHostDelay
+	if v := os.Getenv("SLUICE_HOST_DELAY"); v != "" {
+		if err := (hostDelayFlag{&c.fileset.HostDelay}).Set(v); err != nil {
+			c.envErr = usagef("SLUICE_HOST_DELAY=%q: %v", v, err)
+		}
+	}
+	fs.Var(hostDelayFlag{&c.fileset.HostDelay}, "host-delay", "the fileset workflow's politeness delay: the least `duration` between two downloads' starts from one host, "+
+		"across every process sharing the database, in the jobs this process creates; 0: none (default 1s, or $SLUICE_HOST_DELAY)")
 	fs.Int64Var(&c.fileset.Limits.MaxTotalSize, "max-total-size", 0, "bytes a dataset may total: over it, too-large-size (default 64 GiB)")
 	fs.IntVar(&c.fileset.Limits.MaxFileCount, "max-file-count", 0, "files a dataset may have: over it, too-many-files (default 200)")
+}
+
+// hostDelayFlag is --host-delay: a duration, 0 for none (fileset.Config's negative).
+type hostDelayFlag struct{ d *time.Duration }
+
+func (f hostDelayFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return fileset.DefaultHostDelay.String()
+	}
+	return max(*f.d, 0).String()
+}
+
+func (f hostDelayFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration of 0 or more (1s, 250ms), not %q", s)
+	}
+	if d == 0 {
+		d = -1 // none
+	}
+	*f.d = d
+	return nil
 }
 
 func runFileset(ctx context.Context, e *env, args []string) error {
@@ -83,11 +112,12 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer n.Close()
-	if err := builtin.Apply(ctx, n.Engine, fileset.WorkflowName); err != nil {
+	version, err := n.Fileset.ApplyWorkflow(ctx, n.Engine)
+	if err != nil {
 		return err
 	}
 	start := time.Now()
-	job, total, bad, err := startFilesetJob(ctx, e, n, src)
+	job, total, bad, err := startFilesetJob(ctx, e, n, src, version)
 	if err != nil {
 		return err
 	}
@@ -189,7 +219,7 @@ func (s requestSource) key() (string, error) {
 // startFilesetJob creates the job (or finds the one an interrupted run of the same command
 // made, still running), adds a root per request line not yet added, and seals it. A bad line is reported with
 // its file and line number and skipped; the others go on.
-func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource) (*store.Job, int, int, error) {
+func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource, version int) (*store.Job, int, int, error) {
 	key, err := src.key()
 	if err != nil {
 		return nil, 0, 0, err
@@ -203,7 +233,7 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 		if run > 1 {
 			k += fmt.Sprintf("#%d", run)
 		}
-		job, created, err = n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Key: k, Open: true})
+		job, created, err = n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Version: version, Key: k, Open: true})
 		if err != nil {
 			return nil, 0, 0, err
 		}

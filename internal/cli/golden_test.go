@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the testdata/*/*.golden files w
 // clearEnv unsets the variables that change defaults shown in help and config show.
 func clearEnv(t *testing.T) {
 	for _, k := range append([]string{"SLUICE_DATA", "SLUICE_DATABASE", "SLUICE_BLOBS", "SLUICE_CONFIG", "SLUICE_LOG_FORMAT",
-		"SLUICE_EGRESS_ALLOW", "SLUICE_EGRESS_DENY", "AWS_REGION", "AWS_ENDPOINT_URL_S3", "SLUICE_SANDBOX"}, secretEnv...) {
+		"SLUICE_EGRESS_ALLOW", "SLUICE_EGRESS_DENY", "SLUICE_HOST_DELAY", "AWS_REGION", "AWS_ENDPOINT_URL_S3", "SLUICE_SANDBOX"}, secretEnv...) {
 		t.Setenv(k, "")
 	}
 }

@@ -68,7 +68,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader,
-		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics})
+		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics, Fileset: n.Fileset})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -2,6 +2,8 @@ package fileset
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +20,8 @@ import (
 const (
 	EventNew        = "fileset.new"         // no existing result: ingest the request
 	EventLanding    = "landing.ok"          // the landing page answered
-	EventPlatform   = "platform.found"      // a platform step read the dataset's manifest
+	EventMatched    = "platform.matched"    // a platform step matched the request's URL
+	EventPlatform   = "platform.found"      // the manifest step read the dataset's manifest
 	EventFileResult = "fileset.file-result" // a single-file success: a dataset-file result exists
 )
 
@@ -30,12 +33,15 @@ const (
 	mdExisting   = "fileset_existing"
 	mdTerminal   = "fileset_terminal"
 	mdPlatform   = "fileset_platform"
+	mdMatch      = "fileset_match" // the platform that matched, and the URL it matched
 	mdStrategy   = "fileset_strategy"
 	mdRole       = "fileset_role"
 	mdFile       = "fileset_file"
 	mdFileResult = "fileset_file_result"
 	mdFilesStep  = "fileset_files_step" // the step that made the file items
 	mdHost       = "host"
+	mdGeneration = "fileset_generation" // of the fileset_results row check-existing found
+	mdClaim      = "fileset_claim"      // a file's download claim (claimKey)
 )
 
 // The output kinds of the result step.
@@ -107,21 +113,29 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		conclude(out, StatusSkipURLBlocklist, "the request has no base_url")
 		return nil
 	}
-	if req.ForceRecrawl {
-		out.Emit(EventNew)
-		return nil
-	}
 	d, err := a.s.bound()
 	if err != nil {
 		return err
 	}
 	row, err := Lookup(ctx, d.store.DomainSQL(), req.IngestType, req.BaseURL)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !row.Result.Hit {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
+	}
+	// The request is ingested (again): its downloads claim their files under the generation of
+	// the row it found, so that requests for the same dataset in flight at once — which found
+	// the same row, or none — download each file once, while a later request, which finds the
+	// row they wrote, downloads anew.
+	ingest := func() error {
+		gen := "0"
+		if row != nil {
+			gen = strconv.FormatInt(row.Updated.UnixNano(), 10)
+		}
+		out.SetMetadata(map[string]any{mdGeneration: gen})
 		out.Emit(EventNew)
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
+	if req.ForceRecrawl || row == nil || !row.Result.Hit {
+		return ingest()
 	}
 	for _, f := range row.Result.Manifest {
 		if f.SHA256 == "" {
@@ -129,8 +143,7 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 		if _, err := d.blobs.Stat(ctx, f.SHA256); err != nil {
 			// A file of the earlier result is gone from the blob store: ingest again.
-			out.Emit(EventNew)
-			return nil
+			return ingest()
 		}
 	}
 	out.SetMetadata(map[string]any{mdExisting: asMap(row.Result)})
@@ -169,12 +182,12 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 type platformAction struct{ s *Fileset }
 
 func (a platformAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-platform", Doc: "match a request to a platform (dataverse, figshare, zenodo, archiveorg) and read its manifest",
+	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (dataverse, figshare, zenodo or archiveorg)",
 		Settings: []action.Setting{
 			{Name: "platform", Type: action.TypeString, Required: true, Doc: "dataverse, figshare, zenodo or archiveorg"},
 			{Name: "miss", Type: action.TypeString, Doc: "the event fired when the URL is not the platform's; none: no-platform-match"},
 		},
-		Outcomes: []string{EventPlatform},
+		Outcomes: []string{EventMatched},
 		OutcomesFor: func(with map[string]any) []string {
 			if m, _ := with["miss"].(string); m != "" {
 				return []string{m}
@@ -189,28 +202,15 @@ func (a platformAction) Spec() action.Spec {
 			return nil
 		},
 		Concurrency: 16, NoTempDir: true,
-		// A URL no platform claims is a miss at every platform step, decided from the item
-		// alone: the engine runs those steps in the transaction that readies them.
-		Inline: func(it action.Item) bool { return !a.s.anyPlatform(it) }}
+		// A match is decided from the item's URLs alone (the manifest step does the reading):
+		// the engine runs every platform step in the transaction that readies it.
+		Inline: action.InlineAlways}
 }
 
-// anyPlatform reports whether some platform claims the item's terminal URL or base_url.
-func (s *Fileset) anyPlatform(it action.Item) bool {
-	req := request(it)
-	var term Terminal
-	decodeMD(it.Metadata, mdTerminal, &term)
-	for _, raw := range []string{term.URL, req.BaseURL} {
-		u, err := url.Parse(raw)
-		if err != nil || raw == "" {
-			continue
-		}
-		for _, name := range PlatformNames {
-			if p, _ := s.cfg.Platforms.platform(name); p.match(u) {
-				return true
-			}
-		}
-	}
-	return false
+// platformMatch is what a platform step that matched records for the manifest step.
+type platformMatch struct {
+	Platform string `json:"platform"`
+	URL      string `json:"url"`
 }
 
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
@@ -223,25 +223,45 @@ func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	req := request(t.Item)
 	var term Terminal
 	decodeMD(t.Item.Metadata, mdTerminal, &term)
-	var u *url.URL
 	for _, raw := range []string{term.URL, req.BaseURL} {
 		if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
-			u = c
-			break
+			out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
+			out.Emit(EventMatched)
+			return nil
 		}
 	}
-	if u == nil {
-		if miss != "" {
-			out.Emit(miss)
-		} else {
-			conclude(out, StatusNoPlatformMatch, "no platform matches "+req.BaseURL)
-		}
-		return nil
+	if miss != "" {
+		out.Emit(miss)
+	} else {
+		conclude(out, StatusNoPlatformMatch, "no platform matches "+req.BaseURL)
+	}
+	return nil
+}
+
+type manifestAction struct{ s *Fileset }
+
+func (a manifestAction) Spec() action.Spec {
+	return action.Spec{Name: "fileset-manifest", Doc: "read the dataset's manifest from the platform a platform step matched",
+		Outcomes: []string{EventPlatform}, Concurrency: 16, NoTempDir: true}
+}
+
+func (a manifestAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
+	var m platformMatch
+	if !decodeMD(t.Item.Metadata, mdMatch, &m) {
+		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdMatch)
+	}
+	p, ok := a.s.cfg.Platforms.platform(m.Platform)
+	if !ok {
+		return action.Permanentf("unknown platform %q", m.Platform)
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil {
+		return action.Permanentf("matched URL %q: %v", m.URL, err)
 	}
 	item, err := p.process(ctx, a.s.fetch, u)
 	if err != nil {
 		if _, _, ok := asStatus(err); !ok && ctx.Err() == nil {
-			err = failWith(StatusPlatformError, "%s: %v", name, err)
+			err = failWith(StatusPlatformError, "%s: %v", m.Platform, err)
 		}
 		return concludeErr(out, err)
 	}
@@ -341,15 +361,35 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		f := item.Manifest[i]
 		u, _ := url.Parse(f.PlatformURL)
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
-			mdRole: "file", mdFile: asMap(f), mdHost: u.Host,
+			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
 			// The parent's bulky findings stay with the parent.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// claimKey is the key a file's download claims (the workflow's download step: claim, scope
+// installation): the request, the generation of the row its check-existing found, and the
+// file with what its manifest expects. Requests for one dataset in flight at once share it,
+// so the first downloads each file and the others take its outcome; a request made after
+// they wrote their result has a generation of its own.
+func claimKey(parent action.Item, f ManifestFile) string {
+	req := request(parent)
+	gen, _ := parent.Metadata[mdGeneration].(string)
+	size := ""
+	if f.Size != nil {
+		size = strconv.FormatInt(*f.Size, 10)
+	}
+	h := sha256.New()
+	for _, p := range []string{req.IngestType, req.BaseURL, gen, f.Path, f.PlatformURL, size, f.MD5, f.SHA1, f.SHA256} {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 type downloadAction struct{ s *Fileset }

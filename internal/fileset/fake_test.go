@@ -266,7 +266,7 @@ func (f *fakes) config(t testing.TB) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{Egress: p, PartialDir: t.TempDir(), Platforms: Platforms{
+	return Config{Egress: p, PartialDir: t.TempDir(), HostDelay: -1, Platforms: Platforms{
 		DataverseHosts: []string{hostOf(f.dataverse)},
 		FigshareHosts:  []string{hostOf(f.figshare)}, FigshareAPI: baseOf(f.figshareAPI) + "/v2",
 		ZenodoHosts: []string{hostOf(f.zenodo)}, ZenodoAPI: baseOf(f.zenodo) + "/api",

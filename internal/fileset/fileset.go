@@ -34,6 +34,14 @@ type Config struct {
 	PartialDir string
 	// Now is the clock of results' times. Defaults to time.Now.
 	Now func() time.Time
+	// HostDelay is the politeness delay of the workflow's jobs ([Fileset.Workflow]): the least
+	// time between the starts of two downloads from one host, across every process sharing the
+	// store (the download step's limit: rate). 0 means DefaultHostDelay; negative, none.
+	HostDelay time.Duration
+	// Publish keeps the workflow's publish: rules, which name the sink SinkName: set it where
+	// that sink is configured. Without, results are published nowhere (they are in
+	// fileset_results and the job's outputs) and nothing waits in the outbox.
+	Publish bool
 }
 
 // Fileset is the fileset workflow's actions and what they share: the HTTP client, and — once
@@ -93,8 +101,8 @@ func (s *Fileset) bound() (*deps, error) {
 }
 
 // Actions returns the workflow's actions: fileset-existing, fileset-landing, fileset-platform,
-// fileset-limits, fileset-strategy, fileset-download and fileset-result.
+// fileset-manifest, fileset-limits, fileset-strategy, fileset-download and fileset-result.
 func (s *Fileset) Actions() []action.Action {
-	return []action.Action{existingAction{s}, landingAction{s}, platformAction{s}, limitsAction{s},
+	return []action.Action{existingAction{s}, landingAction{s}, platformAction{s}, manifestAction{s}, limitsAction{s},
 		strategyAction{s}, downloadAction{s}, resultAction{s}}
 }

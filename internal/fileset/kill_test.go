@@ -124,7 +124,7 @@ func TestKillDuringDownloads(t *testing.T) {
 		var db []string // the store of the run in question
 		run := func(f *fakes, data, reqs, results string) *exec.Cmd {
 			args := append([]string{"fileset", "--data", data, "--requests", reqs, "--results", results,
-				"--platform", "zenodo=" + baseOf(f.zenodo), "--egress-allow", "localhost"}, db...)
+				"--platform", "zenodo=" + baseOf(f.zenodo), "--egress-allow", "localhost", "--host-delay", "0"}, db...)
 			cmd := exec.CommandContext(t.Context(), bin, args...)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			return cmd

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/store"
@@ -24,10 +23,12 @@ func startKit(t *testing.T, open enginetest.Open, cfg Config) (*enginetest.Kit, 
 	return k, fs
 }
 
+// workflowSource is the fileset workflow the tests run: no politeness delay (the fakes' hosts
+// are ours), publishing nothing (the kit has no sinks).
 func workflowSource(t testing.TB) string {
-	src, ok := builtin.Source("fileset")
-	if !ok {
-		t.Fatal("no built-in fileset workflow")
+	src, err := WorkflowSource(-1, false)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return string(src)
 }

@@ -86,7 +86,8 @@ type Config struct {
 	// Topics are the outbox's sinks and the sources; see [Topics].
 	Topics Topics
 	// Fileset configures the fileset workflow's actions (platforms, limits); its Egress is
-	// replaced by Egress above, and its PartialDir defaults to <data dir>/fileset-partial.
+	// replaced by Egress above, its PartialDir defaults to <data dir>/fileset-partial, and its
+	// Publish is set when Topics has a sink named fileset.SinkName.
 	Fileset fileset.Config
 	// Metrics records the worker's task attempts and lease renewals (served on /metrics by
 	// sluice serve). Nil records nothing.
@@ -248,6 +249,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	fcfg := cfg.Fileset
 	if fcfg.PartialDir == "" {
 		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
+	}
+	if _, ok := cfg.Topics.Sinks[fileset.SinkName]; ok {
+		// The fileset workflow's jobs publish their results only where the sink is configured.
+		fcfg.Publish = true
 	}
 	d := newDomains(cfg.Egress, fcfg, cfg.OpenS3)
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,

@@ -444,7 +444,7 @@ func (v *validator) events() {
 
 	for _, s := range steps {
 		for _, e := range outcomes[s] {
-			if e == EventFail || e == EventOK || len(def.Consumers(e)) > 0 {
+			if e == EventFail || e == EventOK || def.used(e) {
 				continue
 			}
 			v.add(SeverityWarning, s.fieldLine("action"), s.Name, "action",
@@ -457,7 +457,7 @@ func (v *validator) events() {
 			events []string
 		}{{"success", s.Success}, {"failure", s.Failure}} {
 			for j, e := range list.events {
-				if e == EventFail || e == EventOK || len(def.Consumers(e)) > 0 {
+				if e == EventFail || e == EventOK || def.used(e) {
 					continue
 				}
 				v.add(SeverityWarning, s.entryLine(list.field, j), s.Name, list.field,
@@ -466,7 +466,7 @@ func (v *validator) events() {
 		}
 	}
 	for i, e := range def.External {
-		if len(def.Consumers(e)) == 0 {
+		if !def.used(e) {
 			line := 0
 			if def.pos != nil && i < len(def.pos.external) {
 				line = def.pos.external[i]

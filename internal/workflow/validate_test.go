@@ -252,3 +252,29 @@ func TestValidatePanickingAction(t *testing.T) {
 	_, err = workflow.Validate(def, lk)
 	assertProblem(t, err, "settings check of the action panicked: boom", 3)
 }
+
+// TestPublishedEventsAreUsed: an event a workflow-level publish: rule publishes is used — its
+// consumer is the sink — so neither an action's outcome, a success or failure event nor an
+// external event is warned about when it is only published.
+func TestPublishedEventsAreUsed(t *testing.T) {
+	t.Parallel()
+	_, warnings := mustValid(t, `name: w
+external: [ext]
+publish:
+  - {sink: out, on: [detected.archive, a.failed, ext], subject: w.events}
+steps:
+  detect: {action: detect, needs: [start]}
+  pdf: {action: noop, needs: [detected.pdf]}
+  a: {action: noop, needs: [start], success: [ok], failure: [a.failed]}
+`)
+	if len(warnings) != 0 {
+		t.Errorf("warnings %+v; want none: every event fired is needed or published", warnings)
+	}
+	// A step's own publish: rules publish its outcome (complete, failed), not its events: an
+	// event fired and published by no workflow-level rule is still unused.
+	_, warnings = mustValid(t, `name: w
+steps:
+  a: {action: noop, needs: [start], success: [a.done], publish: [{sink: out, on: [complete]}]}
+`)
+	assertWarning(t, warnings, `event "a.done" is fired but no step needs it`)
+}

@@ -5,6 +5,7 @@
 package workflow
 
 import (
+	"slices"
 	"time"
 )
 
@@ -114,6 +115,20 @@ func (d *Definition) Consumers(event string) []*Step {
 		}
 	}
 	return out
+}
+
+// used reports whether anything uses event: a step that needs it, or a workflow-level
+// publish: rule that publishes it. An event only published is not an unused one.
+func (d *Definition) used(event string) bool {
+	if len(d.Consumers(event)) > 0 {
+		return true
+	}
+	for _, r := range d.Publish {
+		if slices.Contains(r.On, event) {
+			return true
+		}
+	}
+	return false
 }
 
 // NeedsChildrenDone reports whether any step waits for children.done.
