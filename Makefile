@@ -30,8 +30,9 @@ bench-fileset: ## 10,000 dataset requests through sluice fileset against local f
 fuzz: ## every fuzz target for 10 minutes (CI: 30 s); failing inputs land in testdata/fuzz
 	bash .ci/fuzz 10m
 
-crashloop: ## 50 SIGKILLs during an ingest of the whole public corpus (too long for CI)
-	SLUICE_TEST_CORPUS_CRASH=1 go test -run '^TestCorpusCrashLoop$$' -timeout 60m -v ./internal/e2e
+CRASHLOOPS ?= 10
+crashloop: ## the corpus crash loop CI runs once (50 SIGKILLs during an ingest of the whole corpus), CRASHLOOPS times with new seeds
+	go test -run '^(TestCorpus|TestCorpusCrashLoop)$$' -count $(CRASHLOOPS) -timeout 300m -v ./internal/e2e
 
 ci: ## what CI runs
 	bash .ci/run

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -108,13 +109,12 @@ func skipWithoutTools(t *testing.T, tools []string) {
 }
 
 // runMeasured runs the binary and polls its peak RSS (VmHWM) until it exits.
-func runMeasured(t *testing.T, args ...string) (out []byte, peakMB float64, err error) {
-	t.Helper()
-	cmd := runSluice(t.Context(), args...)
+func runMeasured(ctx context.Context, args ...string) (out []byte, peakMB float64, err error) {
+	cmd := runSluice(ctx, args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, 0, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -162,23 +162,31 @@ type exported struct {
 
 func export(t *testing.T, data string, parts string) *exported {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "export")
-	if b, err := runSluice(t.Context(), "documents", "export", "--data", data, "--out", out, "--parts", parts).CombinedOutput(); err != nil {
-		t.Fatalf("export: %v\n%s", err, b)
+	ex, err := exportTo(t.Context(), data, filepath.Join(t.TempDir(), "export"), parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+// exportTo runs `sluice documents export` of data into out and reads what it wrote.
+func exportTo(ctx context.Context, data, out, parts string) (*exported, error) {
+	if b, err := runSluice(ctx, "documents", "export", "--data", data, "--out", out, "--parts", parts).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("export: %v\n%s", err, b)
 	}
 	ex := &exported{texts: map[string]string{}}
 	var idx bytes.Buffer
 	for _, f := range []string{"index.jsonl", "errors.jsonl"} {
 		b, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 1<<24)
 		for sc.Scan() {
 			var m map[string]any
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Fatalf("%s: %v", f, err)
+				return nil, fmt.Errorf("%s: %v", f, err)
 			}
 			if f == "errors.jsonl" {
 				ex.errors = append(ex.errors, m)
@@ -189,7 +197,7 @@ func export(t *testing.T, data string, parts string) *exported {
 				if p, ok := files["text"].(string); ok {
 					tb, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(p)))
 					if err != nil {
-						t.Fatal(err)
+						return nil, err
 					}
 					ex.texts[m["title"].(string)] += string(tb) + "\n"
 				}
@@ -198,12 +206,15 @@ func export(t *testing.T, data string, parts string) *exported {
 			line, _ := json.Marshal(m)
 			idx.Write(append(line, '\n'))
 		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
 		if f == "errors.jsonl" {
 			ex.errRaw = b
 		}
 	}
 	ex.index = idx.Bytes()
-	return ex
+	return ex, nil
 }
 
 // fromRoot reports whether a derived name belongs to the root file named root.
@@ -329,26 +340,28 @@ const slowInShort = "hostile-20000-entries.zip"
 
 // TestCorpus ingests the whole public corpus, hostile archives included, in one job of the real
 // binary and checks every expectation of expected.json, the specific limit errors, and the
-// process's peak RSS. With -short it leaves out the 20,000-entry archive.
+// process's peak RSS. With -short it leaves out the 20,000-entry archive. The full run is the
+// package's one uninterrupted corpus run (corpusReference): TestCorpusCrashLoop compares with it.
 func TestCorpus(t *testing.T) {
 	t.Parallel()
 	dir, exps := loadCorpus(t)
 	if len(corpusArgs(t, dir, nil)) != len(exps) {
 		t.Errorf("corpus has %d files, expected.json %d", len(corpusArgs(t, dir, nil)), len(exps))
 	}
-	files := corpusArgs(t, dir, func(name string) bool { return testing.Short() && name == slowInShort })
-	work := t.TempDir()
-	data := filepath.Join(work, "data")
-	start := time.Now()
-	out, peak, err := runMeasured(t, append([]string{"ingest", "--data", data}, files...)...)
-	if err != nil {
-		t.Fatalf("ingest: %v\n%s", err, tail(out))
+	var ref *corpusRun
+	if testing.Short() {
+		ref = ingestCorpus(t.Context(), t.TempDir(), corpusArgs(t, dir, func(name string) bool { return name == slowInShort }))
+	} else {
+		ref = corpusReference()
 	}
-	t.Logf("ingested the corpus in %s, peak RSS %.0f MB; summary:\n%s", time.Since(start).Round(time.Second), peak, summaryOf(out))
+	if ref.err != nil {
+		t.Fatal(ref.err)
+	}
+	work, ex, peak := ref.work, ref.ex, ref.peakMB
+	t.Logf("ingested the corpus in %s, peak RSS %.0f MB; summary:\n%s", ref.took.Round(time.Second), peak, summaryOf(ref.out))
 	if peak <= 0 || peak >= 512 {
 		t.Errorf("peak RSS of sluice ingest %.0f MB, want (0, 512)", peak)
 	}
-	ex := export(t, data, "text")
 	for _, e := range exps {
 		t.Run(e.File, func(t *testing.T) {
 			if testing.Short() && e.File == slowInShort {

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "sluice")
+	packageTemp = dir
 	out, err := exec.Command("go", "build", "-o", binary, "../../cmd/sluice").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)

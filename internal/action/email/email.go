@@ -17,6 +17,10 @@
 //     (package libemail-outlook-message-perl, which also needs libemail-address-perl) run as a
 //     subprocess, then handled like a .eml.
 //
+// The body's text begins with the message's From, To, Cc, Subject and Date (see addHeaders),
+// so that a search or a reader of the document sees them; a message without a body becomes a
+// body.txt of its headers alone.
+//
 // Headers go into metadata under "email_from", "email_to", "email_cc", "email_subject",
 // "email_date" (RFC 3339, UTC) and "email_message_id", both on the item (SetMetadata) and on
 // each child it creates. A key the item already has is never overwritten; one consequence is
@@ -84,7 +88,7 @@ func (a *emailAction) Spec() action.Spec {
 	return action.Spec{
 		Name:           "email",
 		Cacheable:      true,
-		Version:        "1",
+		Version:        "2", // 2: the body's text begins with the headers
 		Doc:            "unpack an email (.eml, mbox, Outlook .msg) into its body and attachments",
 		ProgressWeight: &w,
 	}

@@ -243,7 +243,8 @@ func TestEmailCrafted(t *testing.T) {
 		{"m.eml/.._résumé.pdf", "", "%PDF-1.4 second"},
 		{"m.eml/attachment-3", "", "unnamed"},
 		{"m.eml/message-4.eml", "message/rfc822", "Subject: inner\r\n\r\ninner body"},
-		{"m.eml/body.txt", "text/plain; charset=utf-8", "Café crème"},
+		{"m.eml/body.txt", "text/plain; charset=utf-8", "From: André <andre@example.com>\nTo: a@example.com, B <b@example.com>\n" +
+			"Subject: résumé\nDate: Mon, 2 Jan 2006 15:04:05 -0700\n\nCafé crème"},
 	}
 	if len(children) != len(want) {
 		t.Fatalf("children = %q", children)
@@ -280,7 +281,7 @@ func TestEmailHTMLOnlyAndDuplicates(t *testing.T) {
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("children = %q, want %q", names, want)
 	}
-	if got := string(rec.Children[3].Data); got != "<b>café</b>" {
+	if got := string(rec.Children[3].Data); got != "<pre style=\"white-space:pre-wrap;font-family:sans-serif\"><b>Subject:</b> x\n</pre><hr>\n<b>café</b>" {
 		t.Fatalf("html body = %q", got)
 	}
 }
@@ -419,6 +420,59 @@ func TestEmailMsgNonASCIISubject(t *testing.T) {
 				if got := c.Metadata["email_subject"]; got != tt.want {
 					t.Errorf("child %s: email_subject = %q, want %q", c.Name, got, tt.want)
 				}
+			}
+			// The document's text carries the headers too, decoded: the body is the last child.
+			body := rec.Children[len(rec.Children)-1]
+			if !strings.HasSuffix(body.Name, "/body.txt") {
+				t.Fatalf("last child %s, want the body", body.Name)
+			}
+			wantHead := "From: Nick Booth </O=PHILLIPS ORMONDE AND FITZPATRICK/OU=EXCHANGE ADMINISTRATIVE GROUP (FYDIBOHF23SPDLT)/CN=RECIPIENTS/CN=NICK.BOOTH>\n" +
+				"To: Nick Booth <nick.booth@pof.com.au>\nSubject: " + tt.want + "\nDate: Thu, 17 Jun 2010 23:54:19 +0000\n\nTest email with 1 msg attachment, 1 pdf"
+			if got := string(body.Data); !strings.HasPrefix(got, wantHead) {
+				t.Errorf("body text begins %q, want %q", got[:min(len(got), len(wantHead)+20)], wantHead)
+			}
+			if body.ContentType != "text/plain; charset=utf-8" {
+				t.Errorf("body content type %q", body.ContentType)
+			}
+		})
+	}
+}
+
+// TestEmailHeadersInText: the body's text begins with From, To, Cc, Subject and Date, decoded, in
+// the body's own format; a message without a body becomes one of its headers.
+func TestEmailHeadersInText(t *testing.T) {
+	t.Parallel()
+	const head = "From: =?utf-8?q?Jos=C3=A9?= <j@example.com>\r\nTo: k@example.com\r\n" +
+		"Subject: =?iso-8859-1?q?R=E9union_{1}_\\_=F0?=\r\nDate: Tue, 3 Mar 2026 10:00:00 +0100\r\n"
+	for _, tt := range []struct{ name, msg, ct, want string }{
+		{"declared charset", head + "Content-Type: text/plain; charset=iso-8859-1\r\n\r\ncaf\xe9\r\n",
+			"text/plain; charset=utf-8",
+			"From: José <j@example.com>\nTo: k@example.com\nSubject: Réunion {1} \\ ð\nDate: Tue, 3 Mar 2026 10:00:00 +0100\n\ncafé\r\n"},
+		{"undeclared charset", head + "\r\nna\xefve\r\n", "text/plain; charset=utf-8",
+			"From: José <j@example.com>\nTo: k@example.com\nSubject: Réunion {1} \\ ð\nDate: Tue, 3 Mar 2026 10:00:00 +0100\n\nnaïve\r\n"},
+		{"html", head + "Content-Type: text/html; charset=utf-8\r\n\r\n<html><BODY class=x><p>hi</p></BODY></html>",
+			"text/html; charset=utf-8",
+			"<html><BODY class=x><pre style=\"white-space:pre-wrap;font-family:sans-serif\"><b>From:</b> Jos&#233; &lt;j@example.com&gt;\n" +
+				"<b>To:</b> k@example.com\n<b>Subject:</b> R&#233;union {1} \\ &#240;\n<b>Date:</b> Tue, 3 Mar 2026 10:00:00 +0100\n</pre><hr>\n<p>hi</p></BODY></html>"},
+		{"rtf", head + "Content-Type: application/rtf\r\n\r\n{\\rtf1\\ansi{\\fonttbl{\\f0 Arial;}}\\pard\\plain hi\\par}",
+			"application/rtf",
+			"{\\rtf1\\ansi{\\fonttbl{\\f0 Arial;}}{\\pard\\plain {\\b From:} Jos\\u233? <j@example.com>\\par\n" +
+				"{\\b To:} k@example.com\\par\n{\\b Subject:} R\\u233?union \\{1\\} \\\\ \\u240?\\par\n{\\b Date:} Tue, 3 Mar 2026 10:00:00 +0100\\par\n\\par}\n\\pard\\plain hi\\par}"},
+		{"no body", head + "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Disposition: attachment; filename=a.bin\r\n\r\nxx\r\n--b--\r\n",
+			"text/plain; charset=utf-8",
+			"From: José <j@example.com>\nTo: k@example.com\nSubject: Réunion {1} \\ ð\nDate: Tue, 3 Mar 2026 10:00:00 +0100\n\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &actiontest.Recorder{}
+			if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "m.eml", "message/rfc822", []byte(tt.msg), nil, nil), rec); err != nil {
+				t.Fatal(err)
+			}
+			body := rec.Children[len(rec.Children)-1]
+			if !strings.HasPrefix(body.Name, "m.eml/body.") || body.ContentType != tt.ct {
+				t.Errorf("body %s (%s), want type %s", body.Name, body.ContentType, tt.ct)
+			}
+			if got := string(body.Data); got != tt.want {
+				t.Errorf("body =\n%q\nwant\n%q", got, tt.want)
 			}
 		})
 	}

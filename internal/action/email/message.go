@@ -150,6 +150,9 @@ func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.
 			return fmt.Errorf("create attachment %q: %w", child.Name, err)
 		}
 	}
+	if err := addHeaders(bodies, dir, textHeaders(mr.Header)); err != nil {
+		return err
+	}
 	for _, ext := range bodyPreference {
 		b := bodies[ext]
 		if b == nil {
