@@ -25,8 +25,9 @@ import (
 
 // TestSheetsAPIFromS3 uploads sheets through /v1/sheets with files_dir s3://bucket/prefix on a
 // real S3 server (versitygw): a missing key is its row's "File not Found" naming the key, a
-// valid sheet is approved and completes with its file sets read from the bucket, and a bucket
-// that does not exist is a 400 at upload. Every answer must match the OpenAPI document.
+// valid sheet is approved and completes with its file sets read from the bucket, a key deleted
+// after validation fails its file set naming it, and a bucket that does not exist is a 400 at
+// upload. Every answer must match the OpenAPI document.
 func TestSheetsAPIFromS3(t *testing.T) {
 	t.Parallel()
 	endpoint, _ := blobtest.VersityGW(t, "apikey", "apisecret")
@@ -36,7 +37,7 @@ func TestSheetsAPIFromS3(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("ingest")}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"notes-1.txt", "notes-2.txt"} {
+	for _, f := range []string{"notes-1.txt", "notes-2.txt", "notes-3.txt"} {
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch/" + f),
 			Body: strings.NewReader("notes of " + f)}); err != nil {
 			t.Fatal(err)
@@ -104,5 +105,26 @@ func TestSheetsAPIFromS3(t *testing.T) {
 	b.json(t, "GET", "/v1/objects/f2", nil, 200, &obj)
 	if obj.FileSet.Location != "s3://ingest/batch/notes-2.txt" || obj.FileSet.State != objects.StateComplete || obj.FileSet.Core["preservation_sha256"] == nil {
 		t.Errorf("f2 %+v", obj.FileSet)
+	}
+
+	// A key deleted after validation fails its file set, naming it; the sheet ends completed_error.
+	gone := post("s3://ingest/batch", head+"IMAGE,w3,f3,notes-3.txt,,S,,,\n", http.StatusCreated)
+	wait(gone, objects.StatusAwaitingApproval)
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch/notes-3.txt")}); err != nil {
+		t.Fatal(err)
+	}
+	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", gone), nil, http.StatusAccepted, nil)
+	if st := wait(gone, objects.StatusCompleted, objects.StatusCompletedError); st != objects.StatusCompletedError {
+		t.Fatalf("sheet whose key was deleted: %s", st)
+	}
+	b.json(t, "GET", "/v1/objects/f3", nil, 200, &obj)
+	var mime objects.ActionState
+	for _, a := range obj.FileSet.ActionStates {
+		if a.Action == "ExtractMimeType" {
+			mime = a
+		}
+	}
+	if obj.FileSet.State != objects.StateError || mime.Outcome != objects.OutcomeError || !strings.Contains(mime.Notes, "File not Found: s3://ingest/batch/notes-3.txt") {
+		t.Errorf("f3: state %s, ExtractMimeType %+v", obj.FileSet.State, mime)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/blob/blobtest"
 	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
@@ -40,44 +39,14 @@ func postgresURL(t *testing.T) string {
 	return u
 }
 
-// versityGW starts a real S3 server on loopback with one bucket and returns its endpoint.
+// versityGW starts a real S3 server on loopback ([blobtest.VersityGW]) with one bucket and
+// returns its endpoint.
 func versityGW(t *testing.T, bucket string) string {
 	t.Helper()
-	bin := os.Getenv("SLUICE_TEST_VERSITYGW")
-	if bin == "" {
-		out, _ := exec.Command("go", "env", "GOPATH").Output()
-		bin = filepath.Join(strings.TrimSpace(string(out)), "bin", "versitygw")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("SLUICE_TEST_REQUIRE_S3") == "1" {
-			t.Fatalf("versitygw not installed at %s", bin)
-		}
-		t.Skip("versitygw not installed (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	data := t.TempDir()
+	endpoint, data := blobtest.VersityGW(t, "sluicekey", "sluicesecret")
 	if err := os.Mkdir(filepath.Join(data, bucket), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--port", addr, "--access", "sluicekey", "--secret", "sluicesecret", "posix", data)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	endpoint := "http://" + addr
-	waitFor(t, 30*time.Second, "versitygw", func() bool {
-		resp, err := http.Get(endpoint)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
-	})
 	return endpoint
 }
 
