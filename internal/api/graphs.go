@@ -161,7 +161,7 @@ func (a *API) underPathRoot(p string) bool {
 	}
 	for _, root := range a.cfg.PathRoots {
 		rabs, err := filepath.Abs(root)
-		if err != nil {
+		if err != nil || len(root) > 5 && root[:5] == "s3://" {
 			continue
 		}
 		if rl, err := filepath.Rel(rabs, abs); err == nil && filepath.IsLocal(rl) {

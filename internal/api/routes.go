@@ -286,7 +286,7 @@ func (a *API) serverFile(r *http.Request, p string, ordinal int) (engine.Root, e
 	var dir, rel string
 	for _, root := range a.cfg.PathRoots {
 		rabs, err := filepath.Abs(root)
-		if err != nil {
+		if err != nil || strings.HasPrefix(root, "s3://") {
 			continue
 		}
 		if rl, err := filepath.Rel(rabs, abs); err == nil && filepath.IsLocal(rl) {

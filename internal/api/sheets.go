@@ -39,6 +39,12 @@ func (a *API) filesDir(ctx context.Context, dir string) (string, error) {
 		if a.cfg.OpenS3 == nil {
 			return "", errf(CodeBadRequest, "files_dir %q: this server reads no s3:// locations", dir)
 		}
+		// The server reads the bucket with its own credentials, so a location must lie under an
+		// s3:// path root, as a directory must lie under a directory root: otherwise anyone who may
+		// validate a sheet could probe every bucket those credentials reach.
+		if !underS3Root(a.cfg.PathRoots, dir) {
+			return "", errf(CodeForbidden, "files_dir %q is not under a configured s3:// path root (--path-root s3://bucket/prefix)", dir)
+		}
 		if _, err := a.cfg.OpenS3(ctx, dir); err != nil {
 			return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
 		}
@@ -49,6 +55,9 @@ func (a *API) filesDir(ctx context.Context, dir string) (string, error) {
 		return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
 	}
 	for _, root := range a.cfg.PathRoots {
+		if objects.IsS3(root) {
+			continue
+		}
 		if rabs, err := filepath.Abs(root); err == nil {
 			if rel, err := filepath.Rel(rabs, abs); err == nil && (rel == "." || filepath.IsLocal(rel)) {
 				return abs, nil
@@ -312,4 +321,20 @@ func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 type objectJSON struct {
 	Work    *objects.Work    `json:"work,omitempty"`
 	FileSet *objects.FileSet `json:"file_set,omitempty"`
+}
+
+// underS3Root reports whether an s3://bucket/prefix location is one of the s3:// path roots or
+// lies under one (at a '/' boundary: s3://b/in is not under s3://b/i).
+func underS3Root(roots []string, loc string) bool {
+	loc = strings.TrimSuffix(loc, "/")
+	for _, r := range roots {
+		if !objects.IsS3(r) {
+			continue
+		}
+		r = strings.TrimSuffix(r, "/")
+		if loc == r || strings.HasPrefix(loc, r+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -53,7 +53,10 @@ func TestSheetsAPIFromS3(t *testing.T) {
 		cfg.Bucket, cfg.Prefix, cfg.SpoolDir = bucket, prefix, os.TempDir()
 		return blob.NewS3(ctx, cfg)
 	}
-	b := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) { c.OpenS3 = open }, &objects.Service{S3: open})
+	b := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) {
+		c.OpenS3 = open
+		c.PathRoots = append(c.PathRoots, "s3://ingest/batch", "s3://no-such-bucket")
+	}, &objects.Service{S3: open})
 	b.matchDoc = true
 	head := strings.Join(objects.Headers, ",") + "\n"
 	post := func(files, sheet string, want int) int64 {
@@ -85,6 +88,9 @@ func TestSheetsAPIFromS3(t *testing.T) {
 	}
 
 	post("s3://no-such-bucket/batch", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
+	// Outside the s3:// path roots: refused before any request reaches the bucket.
+	post("s3://ingest/other", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusForbidden)
+	post("s3://ingest/batchx", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusForbidden)
 	bad := post("s3://ingest/batch", head+"IMAGE,w9,f9,missing.txt,,S,,,\n", http.StatusCreated)
 	wait(bad, objects.StatusRowFail)
 	var rows struct{ Rows []objects.Row }

@@ -24,7 +24,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--max-upload-bytes 10GiB] [--max-parts N] [--max-roots N] [--data DIR]")
 	listen := fs.String("listen", "127.0.0.1:7080", "address to listen on (loopback by default)")
 	remote := fs.String("remote", "", "comma-separated actions handed to remote workers instead of running in process (e.g. Pdf,Office)")
-	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under")
+	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under, and s3://bucket/prefix locations sheets' files may be read from")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
 	limits := limitFlags(fs)
 	c.addEgressFlags(fs)
@@ -140,6 +140,11 @@ func pathRootList(flagValue, dataDir string) ([]string, error) {
 	var out []string
 	for _, r := range strings.Split(flagValue, ",") {
 		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if strings.HasPrefix(r, "s3://") {
+			// A bucket (and prefix) sheets' files may be read from with the server's credentials.
+			out = append(out, strings.TrimSuffix(r, "/"))
 			continue
 		}
 		abs, err := filepath.Abs(r)
