@@ -101,9 +101,9 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	if err := builtin.Apply(ctx, n.Engine, documentsWorkflow); err != nil {
 		return err
 	}
-	inputs, err := collectInputs([]string{zipPath})
-	if err != nil {
-		return err
+	inputs, skipped := collectInputs([]string{zipPath})
+	if len(skipped) > 0 {
+		return fmt.Errorf("input %s: %s", skipped[0].path, skipped[0].reason)
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,74 @@ func TestDataDirNotADatabase(t *testing.T) {
 				t.Errorf("exit %d, %q; want 1 and a message naming %s: %s", code, errb.String(), db, tc.want)
 			}
 		})
+	}
+}
+
+// TestEveryCommandHelpAndGlobalFlags is a table over every command and subcommand of the command
+// table: -h, -help and --help print its usage on stdout and exit 0, and each global flag is
+// accepted before the command and after it (`sluice --data D migrate copy` was refused:
+// migrate copy had a flag set of its own without them). Help is asked for last, so the flags
+// before it are parsed.
+func TestEveryCommandHelpAndGlobalFlags(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	globals := [][]string{
+		{"--data", filepath.Join(dir, "data")}, {"--data=" + filepath.Join(dir, "data")}, {"--database", "postgres://127.0.0.1:1/x"},
+		{"--blobs", "s3://bucket/prefix"}, {"--config", filepath.Join(dir, "none.yaml")}, {"--log-format", "json"},
+		{"-v"}, {"--lease", "45s"}, {"--max-item-depth", "8"}, {"--max-job-items", "100"},
+	}
+	type tc struct {
+		name string
+		cmd  []string
+	}
+	var cases []tc
+	for _, c := range commands() {
+		if len(c.subs) == 0 {
+			cases = append(cases, tc{c.name, []string{c.name}})
+		}
+		for _, s := range c.subs {
+			cases = append(cases, tc{c.name + " " + s, []string{c.name, s}})
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, h := range []string{"-h", "-help", "--help"} {
+				code, out, errs := run(t, append(slices.Clone(c.cmd), h)...)
+				if code != ExitOK || errs != "" || !strings.Contains(out, "Usage: sluice "+c.cmd[0]) {
+					t.Errorf("%s %s: exit %d, stdout %.80q, stderr %q; want 0 and the usage on stdout", c.name, h, code, out, errs)
+				}
+			}
+			for _, g := range globals {
+				for _, args := range [][]string{
+					slices.Concat(g, c.cmd, []string{"-h"}),
+					slices.Concat(c.cmd, g, []string{"-h"}),
+				} {
+					if code, out, errs := run(t, args...); code != ExitOK || !strings.Contains(out, "Usage: sluice "+c.cmd[0]) {
+						t.Errorf("%q: exit %d, stderr %q; want the flag accepted", args, code, errs)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMigrateCopyGlobalFlags: migrate copy's --data is the data dir to copy (--from) and
+// --database the target (--to); each may be given either way, not both differently.
+func TestMigrateCopyGlobalFlags(t *testing.T) {
+	clearEnv(t)
+	empty := t.TempDir()
+	for _, args := range [][]string{
+		{"--data", empty, "migrate", "copy", "--to", "postgres://127.0.0.1:1/x"},
+		{"migrate", "copy", "--data", empty, "--database", "postgres://127.0.0.1:1/x"},
+		{"migrate", "copy", "--from", empty, "--database", "postgres://127.0.0.1:1/x"},
+	} {
+		code, _, errs := run(t, args...)
+		if code != ExitFailed || !strings.Contains(errs, "no embedded installation in "+empty) {
+			t.Errorf("%q: exit %d, %q; want 1 naming %s", args, code, errs, empty)
+		}
+	}
+	code, _, errs := run(t, "--data", empty, "migrate", "copy", "--from", "elsewhere", "--to", "postgres://127.0.0.1:1/x")
+	if code != ExitUsage || !strings.Contains(errs, "differ") {
+		t.Errorf("--data and --from apart: exit %d, %q; want a usage error", code, errs)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -42,9 +43,10 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := collectInputs(pos)
-	if err != nil {
-		return err
+	inputs, skipped := collectInputs(pos)
+	bad := reportSkipped(e, "ingest", skipped)
+	if bad > 0 && len(inputs) == 0 {
+		return errors.New("no input could be read (named above)")
 	}
 	opts := map[string]any{"ocr": *ocr, "split_by_page": *split}
 	if *lang != "" {
@@ -80,7 +82,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	if final.State != store.JobComplete {
 		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
 	}
-	return nil
+	return skippedError(bad)
 }
 
 // followIngest starts the workers and waits for the job like [follow], with a progress line that

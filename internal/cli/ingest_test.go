@@ -71,3 +71,68 @@ func TestIngestDataDirURIBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestIngestSkipsUnreadableInputs: an input that cannot be read — missing, a symlink loop, a file
+// without read permission (when the test is not root, who reads it anyway) — is named on stderr
+// with its reason while the others are ingested, and the exit status is 1; a symbolic link in a
+// folder is named as not followed. The first such input failed the whole command before.
+func TestIngestSkipsUnreadableInputs(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(in, "folder"), 0o755))
+	must(os.WriteFile(filepath.Join(in, "good.txt"), []byte("good words\n"), 0o644))
+	must(os.WriteFile(filepath.Join(in, "new\nline.txt"), []byte("a name with a newline\n"), 0o644))
+	must(os.WriteFile(filepath.Join(in, "folder", "inner.txt"), []byte("inner words\n"), 0o644))
+	must(os.Symlink("..", filepath.Join(in, "folder", "up")))
+	must(os.Symlink("loop", filepath.Join(in, "loop")))
+	args := []string{"ingest", "--data", filepath.Join(dir, "data"), filepath.Join(in, "good.txt"), filepath.Join(in, "missing.txt"),
+		filepath.Join(in, "loop"), filepath.Join(in, "new\nline.txt"), filepath.Join(in, "folder")}
+	wantErr := map[string]string{
+		filepath.Join(in, "missing.txt"):  "no such file or directory",
+		filepath.Join(in, "loop"):         "too many levels of symbolic links",
+		filepath.Join(in, "folder", "up"): "a symbolic link, not followed",
+	}
+	docs := []string{"good.txt", `new\nline.txt`, "folder/inner.txt"}
+	if os.Geteuid() != 0 {
+		noperm := filepath.Join(in, "noperm.txt")
+		must(os.WriteFile(noperm, []byte("secret\n"), 0o000))
+		args = append(args, noperm)
+		wantErr[noperm] = "permission denied"
+	}
+	code, out, errs := run(t, args...)
+	if code != ExitFailed {
+		t.Errorf("exit %d, want 1 (inputs were skipped): %s %s", code, out, errs)
+	}
+	for path, reason := range wantErr {
+		if want := fmt.Sprintf("skipped %q: %s", path, reason); !strings.Contains(errs, want) {
+			t.Errorf("stderr does not say %s:\n%s", want, errs)
+		}
+	}
+	if !strings.Contains(errs, fmt.Sprintf("%d inputs could not be read", len(wantErr)-1)) {
+		t.Errorf("stderr does not count the inputs not read:\n%s", errs)
+	}
+	code, out, errs = run(t, "documents", "list", "--data", filepath.Join(dir, "data"), "--output", "json")
+	if code != 0 {
+		t.Fatalf("documents list: exit %d, %s", code, errs)
+	}
+	for _, d := range docs {
+		if !strings.Contains(out, d) {
+			t.Errorf("no document %s in %s", d, out)
+		}
+	}
+	if strings.Contains(out, `"error"`) && strings.Contains(out, "missing.txt") {
+		t.Errorf("a skipped input became an item: %s", out)
+	}
+	// Nothing readable at all is an error naming it, and no job.
+	code, _, errs = run(t, "ingest", "--data", filepath.Join(dir, "data2"), filepath.Join(in, "missing.txt"))
+	if code != ExitFailed || !strings.Contains(errs, "missing.txt") || !strings.Contains(errs, "no input could be read") {
+		t.Errorf("only a missing input: exit %d, %q", code, errs)
+	}
+}

@@ -29,6 +29,16 @@ func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 	to := fs.String("to", "", "the target postgres:// URL (sluice_schema=NAME selects a schema); its schema is migrated and must hold no rows")
 	blobs := fs.String("blobs", "", "s3://bucket/prefix to copy the blobs to (endpoint, region and keys from AWS_* variables); without it they stay in the data dir")
 	parallel := fs.Int("parallel", 8, "blobs copied at once")
+	// The global flags, which every command takes before or after it (sluice --data D migrate
+	// copy --to URL): --data names the data dir to copy, as --from does, and --database the
+	// target, as --to does; the others change nothing in a copy.
+	data := fs.String("data", def, "the data dir to copy: the same as --from")
+	database := fs.String("database", "", "the target postgres:// URL: the same as --to")
+	fs.String("config", os.Getenv("SLUICE_CONFIG"), "configuration file (default: sluice.yaml in the data dir, if there)")
+	fs.Bool("v", false, "a global flag; a copy does not use it")
+	for _, name := range []string{"lease", "max-item-depth", "max-job-items", "log-format"} {
+		fs.String(name, "", "a global flag; a copy does not use it")
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice migrate copy --from DIR --to postgres://… [--blobs s3://…]\n\n"+
 			"Copies every row of the data dir's database to an empty PostgreSQL schema in one transaction,\n"+
@@ -43,6 +53,20 @@ func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected arguments %q", pos)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, alias := range []struct {
+		global, own string
+		value, dst  *string
+	}{{"data", "from", data, from}, {"database", "to", database, to}} {
+		if !set[alias.global] {
+			continue
+		}
+		if set[alias.own] && *alias.value != *alias.dst {
+			return usagef("--%s %s and --%s %s differ: give one", alias.global, *alias.value, alias.own, *alias.dst)
+		}
+		*alias.dst = *alias.value
 	}
 	if *to == "" {
 		return usagef("--to postgres://… is required")

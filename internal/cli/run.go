@@ -52,9 +52,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := collectInputs(pos[1:])
-	if err != nil {
-		return err
+	inputs, skipped := collectInputs(pos[1:])
+	bad := reportSkipped(e, "run", skipped)
+	if bad > 0 && len(inputs) == 0 {
+		return errors.New("no input could be read (named above)")
 	}
 	job, err := startJob(ctx, n, name, inputs, md, op)
 	if err != nil {
@@ -68,7 +69,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if final.State != store.JobComplete {
 		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
 	}
-	return nil
+	return skippedError(bad)
 }
 
 func runResume(ctx context.Context, e *env, args []string) error {
@@ -143,43 +144,105 @@ type input struct {
 	size int64
 }
 
+// inputSkip is a path named or found that is not ingested, and why.
+type inputSkip struct {
+	path, reason string
+	// notice marks a skip that is no error: a symbolic link in a folder, never followed.
+	notice bool
+}
+
 // collectInputs expands arguments: files as they are, folders walked (sorted, so the same
-// command always yields the same roots in the same order). Symlinks are not followed.
-func collectInputs(args []string) ([]input, error) {
+// command always yields the same roots in the same order). Symlinks in folders are not followed.
+// A path that cannot be ingested — missing, unreadable, a symlink loop, a folder the walk cannot
+// enter — is skipped with its reason rather than failing the others.
+func collectInputs(args []string) ([]input, []inputSkip) {
 	var out []input
+	var skipped []inputSkip
+	skip := func(p string, err error) {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		skipped = append(skipped, inputSkip{path: p, reason: err.Error()})
+	}
 	for _, a := range args {
 		st, err := os.Stat(a)
 		if err != nil {
-			return nil, fmt.Errorf("input %s: %w", a, errors.Unwrap(err))
+			skip(a, err)
+			continue
 		}
 		if !st.IsDir() {
+			if err := readable(a); err != nil {
+				skip(a, err)
+				continue
+			}
 			out = append(out, input{path: a, name: filepath.Base(a), size: st.Size()})
 			continue
 		}
 		base := filepath.Dir(filepath.Clean(a))
 		var found []input
-		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+		_ = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				return fmt.Errorf("walk %s: %w", p, err)
+				skip(p, err)
+				if d != nil && d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				skipped = append(skipped, inputSkip{path: p, reason: "a symbolic link, not followed", notice: true})
+				return nil
 			}
 			if !d.Type().IsRegular() {
 				return nil
 			}
 			info, err := d.Info()
+			if err == nil {
+				err = readable(p)
+			}
 			if err != nil {
-				return err
+				skip(p, err)
+				return nil
 			}
 			rel, _ := filepath.Rel(base, p)
 			found = append(found, input{path: p, name: filepath.ToSlash(rel), size: info.Size()})
 			return nil
 		})
-		if err != nil {
-			return nil, err
-		}
 		sort.Slice(found, func(i, j int) bool { return found[i].name < found[j].name })
 		out = append(out, found...)
 	}
-	return out, nil
+	return out, skipped
+}
+
+// readable reports why a file cannot be opened for reading, if it cannot.
+func readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// reportSkipped prints each skipped input on stderr, naming it and the reason, and returns how
+// many were errors (notices aside).
+func reportSkipped(e *env, cmd string, skipped []inputSkip) int {
+	bad := 0
+	for _, s := range skipped {
+		fmt.Fprintf(e.stderr, "sluice %s: skipped %q: %s\n", cmd, s.path, s.reason)
+		if !s.notice {
+			bad++
+		}
+	}
+	return bad
+}
+
+// skippedError is the command's error when inputs were skipped: the others were ingested, and
+// the exit status says not everything was.
+func skippedError(bad int) error {
+	if bad == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s could not be read (named above); the others were ingested", plural(bad, "input"))
 }
 
 // jobKey identifies "the same command": the workflow, the absolute inputs and the settings. Running
