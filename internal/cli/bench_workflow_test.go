@@ -36,3 +36,22 @@ func TestBenchWorkflows(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchPaced: the paced bench inserts every root (several per tick when it is behind: the
+// rate here is above the ticker's 1 ms floor), runs each, and reads a pickup latency back for
+// each task.
+func TestBenchPaced(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := run(t, "bench", "engine", "--mode", "paced", "--rate", "2000", "--tasks", "300")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if res.Mode != "paced" || res.Tasks != 300 || res.InsertRate <= 0 || res.PickupMax <= 0 || res.PickupP50 > res.PickupMax {
+		t.Errorf("got mode %q, %d tasks, %.0f inserts/s, pickup p50 %.2f ms, max %.2f ms; want paced, 300, a rate, latencies read back",
+			res.Mode, res.Tasks, res.InsertRate, res.PickupP50, res.PickupMax)
+	}
+}

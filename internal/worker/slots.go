@@ -150,6 +150,13 @@ func (s *slots) endHeld(queue string, m wakeMark, more bool) {
 	}
 }
 
+// holding reports whether a held batch is running.
+func (s *slots) holding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held > 0
+}
+
 // run records how to cancel a running task.
 func (s *slots) run(id int64, cancel context.CancelFunc) {
 	s.mu.Lock()

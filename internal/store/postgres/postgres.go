@@ -65,6 +65,8 @@ type DB struct {
 	schema  string
 	listen  *listener
 	floors  pickFloors // where this process's next pick of each queue starts
+	// openFloors is where this process's next check of a job's open items starts
+	openFloors openFloors
 	*queries
 }
 

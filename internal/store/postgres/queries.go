@@ -183,17 +183,18 @@ const (
 	// caller's transaction (SQLite's statement-level rollback keeps it usable).
 	qJobInsert = `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at, sealed)
 		VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING ` + jobCols
-	qJobGet          = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
-	qJobLock         = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1 FOR UPDATE`
-	qJobGetByKey     = `SELECT ` + jobCols + ` FROM jobs WHERE key = $1`
-	qJobListRunning  = `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' ORDER BY id`
-	qJobSetState     = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
-	qJobReopen       = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
-	qJobSeal         = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
-	qJobAddTotal     = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
-	qJobHasOpenItems = `SELECT EXISTS (SELECT 1 FROM open_items WHERE job_id = $1)`
-	qJobTotal        = `SELECT total_bytes FROM jobs WHERE id = $1`
-	qJobItemStates   = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`
+	qJobGet         = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
+	qJobLock        = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1 FOR UPDATE`
+	qJobGetByKey    = `SELECT ` + jobCols + ` FROM jobs WHERE key = $1`
+	qJobListRunning = `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' ORDER BY id`
+	qJobSetState    = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
+	qJobReopen      = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
+	qJobSeal        = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
+	qJobAddTotal    = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
+	// qJobFirstOpen is an open item of the job, or 0 (see openfloor.go).
+	qJobFirstOpen  = `SELECT COALESCE((SELECT id FROM open_items WHERE job_id = $1 LIMIT 1), 0)`
+	qJobTotal      = `SELECT total_bytes FROM jobs WHERE id = $1`
+	qJobItemStates = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`
 )
 
 func scanJob(sc scanner) (*store.Job, error) {
@@ -315,14 +316,6 @@ func (q *queries) JobAddTotal(ctx context.Context, id int64, bytes float64) erro
 		return fmt.Errorf("add to job %d total: %w", id, mapErr(err))
 	}
 	return nil
-}
-
-func (q *queries) JobHasOpenItems(ctx context.Context, id int64) (bool, error) {
-	var open bool
-	if err := q.c.QueryRow(ctx, qJobHasOpenItems, id).Scan(&open); err != nil {
-		return false, fmt.Errorf("job %d open items: %w", id, mapErr(err))
-	}
-	return open, nil
 }
 
 func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress, error) {
