@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -426,6 +427,11 @@ func printDiagnostics(e *env, ds []workflow.Diagnostic) {
 }
 
 func applyBuiltin(ctx context.Context, n *node.Node, name string) error {
+	if name == fileset.WorkflowName {
+		// With this process's politeness delay and publishing (docs/fileset.md).
+		_, err := n.Fileset.ApplyWorkflow(ctx, n.Engine)
+		return err
+	}
 	return builtin.Apply(ctx, n.Engine, name)
 }
 

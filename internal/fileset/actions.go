@@ -420,7 +420,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if err := os.MkdirAll(a.s.cfg.PartialDir, 0o755); err != nil {
 		return err
 	}
-	partial := filepath.Join(a.s.cfg.PartialDir, "j"+strconv.FormatInt(t.JobID, 10)+"-i"+strconv.FormatInt(t.Item.ID, 10)+".partial")
+	partial := a.s.partialPath(t.JobID, t.Item.ID)
 	if action.Resume(out) > 0 {
 		// An earlier attempt stored the verified file and died before it completed.
 		return a.recordStored(ctx, d, t, out, partial)
@@ -445,9 +445,16 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if err != nil {
 		return err
 	}
-	_ = os.Remove(partial)
+	// The partial file stays until the child is committed — CreateChild records it after it
+	// returns, and a process killed before then must find the verified bytes again, not fetch
+	// them from scratch: the result step, or a later attempt (recordStored), removes it.
 	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
 	return nil
+}
+
+// partialPath is where the download of a file item keeps its bytes until they are a blob.
+func (s *Fileset) partialPath(jobID, itemID int64) string {
+	return filepath.Join(s.cfg.PartialDir, "j"+strconv.FormatInt(jobID, 10)+"-i"+strconv.FormatInt(itemID, 10)+".partial")
 }
 
 // recordStored records the outcome an earlier attempt stored with the file's blob child.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -22,6 +23,7 @@ func (a resultAction) Spec() action.Spec {
 
 // fileChild is what the result step reads of a file item.
 type fileChild struct {
+	id      int64
 	ordinal int
 	outcome *fileOutcome
 	err     string
@@ -37,6 +39,11 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		step, _ := t.Item.Metadata[mdFilesStep].(string)
 		if kids, err = fileChildren(ctx, d.store, t.Item.ID, step); err != nil {
 			return err
+		}
+		// Every file is done: the partial files its downloads kept (in this process's data
+		// dir) go.
+		for _, k := range kids {
+			_ = os.Remove(a.s.partialPath(t.JobID, k.id))
 		}
 	}
 	res, fileRes := compose(t.Item, kids)
@@ -78,7 +85,7 @@ func fileChildren(ctx context.Context, st store.Store, parent int64, step string
 	}
 	out := make([]fileChild, 0, len(items))
 	for _, it := range items {
-		c := fileChild{ordinal: it.Ordinal, err: it.Error}
+		c := fileChild{id: it.ID, ordinal: it.Ordinal, err: it.Error}
 		var md map[string]any
 		if json.Unmarshal(it.Metadata, &md) == nil {
 			var oc fileOutcome
