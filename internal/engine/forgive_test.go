@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,86 @@ func TestLoneTaskPays(t *testing.T) {
 	tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
 	if err != nil || len(tasks) != 1 || tasks[0].State != store.TaskFailed {
 		t.Fatalf("tasks %+v, %v: want failed after %d lone deaths", tasks, err, 2+engine.LostAllowance)
+	}
+}
+
+// TestProgressIsNotALostAttempt: an attempt that committed children before its process died is
+// not charged, even alone (an unpack resumes after its committed children, so one longer than
+// the interval between crashes still finishes); one that committed nothing is.
+func TestProgressIsNotALostAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openStore(t, "sqlite")
+	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
+	// The children get tasks of step b too; one lease at a time takes the root's first (it sorts
+	// first), alone in its process.
+	var rootTask int64
+	lease := func() *store.Task {
+		t.Helper()
+		now := e.Now()
+		var got []*store.Task
+		if err := db.InTx(ctx, func(x store.Executor) error {
+			var err error
+			got, err = x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{1}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || (rootTask != 0 && got[0].ID != rootTask) {
+			t.Fatalf("leased %+v, want the root's task %d alone", got, rootTask)
+		}
+		rootTask = got[0].ID
+		return got[0]
+	}
+	rootState := func() *store.Task {
+		t.Helper()
+		tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range tasks {
+			if tk.ID == rootTask {
+				return tk
+			}
+		}
+		t.Fatalf("the root's task %d is gone", rootTask)
+		return nil
+	}
+	die := func() {
+		t.Helper()
+		if _, err := e.Reclaim(ctx, engine.ReclaimParams{All: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Far more deaths than the task's bound (2 + LostAllowance), each after one more child.
+	deaths := 2 + engine.LostAllowance + 5
+	for i := 0; i < deaths; i++ {
+		tk := lease()
+		if err := e.Run(ctx, func(tx *engine.Tx) error {
+			return tx.CreateChild(&engine.NewChild{Task: tk, Ordinal: i, Name: fmt.Sprintf("r/%d", i)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		die()
+	}
+	if tk := rootState(); tk.State != store.TaskReady {
+		t.Fatalf("after %d deaths that each committed a child the task is %s (%s), want ready", deaths, tk.State, tk.Error)
+	}
+	atts, err := db.AttemptList(ctx, rootTask)
+	if err != nil || len(atts) != deaths {
+		t.Fatalf("%d attempts, %v; want %d", len(atts), err, deaths)
+	}
+	for _, a := range atts {
+		if !strings.Contains(a.Error, "it committed 1 children first") {
+			t.Errorf("attempt %q, want it forgiven for its committed child", a.Error)
+		}
+	}
+	// Deaths without progress are charged: the task fails within its bound.
+	for i := 0; i < 2+engine.LostAllowance; i++ {
+		lease()
+		die()
+	}
+	if tk := rootState(); tk.State != store.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
+		t.Fatalf("task %+v: want failed naming the lost worker after %d deaths without progress", tk, 2+engine.LostAllowance)
 	}
 }

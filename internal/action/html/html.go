@@ -45,7 +45,7 @@ func (a *Action) Spec() action.Spec {
 	return action.Spec{
 		Name:      Name,
 		Cacheable: true,
-		Version:   "4", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised
+		Version:   "5", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised; 5: a transient thumbnail failure is retried, not kept as thumbnail_skipped
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings: []action.Setting{
@@ -119,11 +119,19 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		c.Thumbnail, c.ThumbnailType = bytes.NewReader(thumb), "image/png"
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case !skipThumbnail(err):
+		return err
 	default:
 		md["thumbnail_skipped"] = err.Error()
 	}
 	return out.CreateChild(ctx, c)
 }
+
+// skipThumbnail reports whether a thumbnail failure leaves the document without a thumbnail
+// (a permanent one: pdftoppm refused the PDF) rather than failing the attempt to be retried (a
+// transient one, such as pdftoppm's output not drained in time on a loaded machine, which once
+// made a kill-looped run's document differ from an uninterrupted run's).
+func skipThumbnail(err error) bool { return action.IsPermanent(err) }
 
 func (a *Action) fallback(ctx context.Context, r *converter.Runner, t *action.Task, out action.Output, body string, md map[string]any) error {
 	c, err := a.text.Child(ctx, r, t.Item.Name, body, md)

@@ -1,6 +1,8 @@
 package html
 
 import (
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -8,7 +10,9 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action/actiontest"
 	"github.com/sluice-project/sluice/internal/action/text"
+	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
+	"github.com/sluice-project/sluice/internal/subprocess"
 )
 
 func TestCorpus(t *testing.T) {
@@ -121,4 +125,20 @@ func TestFallbackWithoutChromium(t *testing.T) {
 	}
 	convertertest.CheckPhrases(t, *c.Text, convertertest.Expectations(t)["testHTML_utf8.html"].Phrases)
 	convertertest.CheckThumbnail(t, c.ThumbnailData, c.ThumbnailType)
+}
+
+// TestThumbnailFailureRetried: a transient thumbnail failure (pdftoppm's output not drained
+// before its WaitDelay, as on a loaded machine) fails the attempt, to be retried, instead of
+// leaving the document without a thumbnail for good; a permanent one (pdftoppm refused the PDF)
+// leaves it without one.
+func TestThumbnailFailureRetried(t *testing.T) {
+	t.Parallel()
+	transient := converter.Failure("render pdf thumbnail", fmt.Errorf("wait pdftoppm: %w", exec.ErrWaitDelay))
+	if skipThumbnail(transient) {
+		t.Errorf("%v: skipped, want retried", transient)
+	}
+	permanent := converter.Failure("render pdf thumbnail", &subprocess.ExitError{Path: "pdftoppm", Code: 1, Stderr: "Syntax Error: Couldn't read xref table"})
+	if !skipThumbnail(permanent) {
+		t.Errorf("%v: retried, want skipped", permanent)
+	}
 }
