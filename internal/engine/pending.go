@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -83,13 +85,10 @@ func (u *unit) flushTasks() error {
 	return u.x.TaskInsertMany(u.ctx, ps)
 }
 
-// flushPending writes everything held back.
+// flushPending writes everything held back. The child counts go last: a parent's row is then
+// locked (by its update) only for the commit, not while the children's tasks are written, so
+// the transactions of a fan-out that meet on the parent wait for each other less.
 func (u *unit) flushPending() error {
-	for id := range u.pendChildren {
-		if err := u.flushChildCount(id); err != nil {
-			return err
-		}
-	}
 	if err := u.flushTasks(); err != nil {
 		return err
 	}
@@ -97,6 +96,16 @@ func (u *unit) flushPending() error {
 		es := u.pendEvents
 		u.pendEvents = nil
 		if err := u.x.EventInsertMany(u.ctx, es); err != nil {
+			return err
+		}
+	}
+	ids := make([]int64, 0, len(u.pendChildren))
+	for id := range u.pendChildren {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // in id order, as items are locked
+	for _, id := range ids {
+		if err := u.flushChildCount(id); err != nil {
 			return err
 		}
 	}

@@ -78,8 +78,8 @@ func (e *Engine) Apply(ctx context.Context, results []*Result) error {
 // of write for the whole batch (TaskFinishMany, ItemLockMany), which on a networked database
 // saves a round trip per write. An error in applying it fails the transaction.
 func (t *Tx) Apply(r *Result) error {
-	for _, c := range r.Children {
-		if err := t.CreateChild(c); err != nil {
+	if len(r.Children) > 0 {
+		if err := t.CreateChildren(r.Children); err != nil {
 			return err
 		}
 	}

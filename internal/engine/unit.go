@@ -30,6 +30,9 @@ type unit struct {
 	jobs   map[int64]*store.Job
 	events map[int64]map[string]bool
 	items  map[int64]*store.Item // locked in this transaction, kept in step with its writes
+	// peeked holds parents read without a lock to create their children (see [tx.parentOf]);
+	// their child counts are held back, written at the end, and before any lock of them.
+	peeked map[int64]*store.Item
 	// stale holds the cached items whose row got writes the cache does not mirror (merged
 	// metadata, content type, thumbnail, a reopened error): read again before an inline run.
 	stale map[int64]bool
@@ -47,7 +50,7 @@ type unit struct {
 
 func newUnit(ctx context.Context, x store.Executor, now time.Time) unit {
 	return unit{ctx: ctx, x: x, now: now, jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{},
-		items: map[int64]*store.Item{}, stale: map[int64]bool{}, tasks: map[int64][]*store.Task{},
+		items: map[int64]*store.Item{}, peeked: map[int64]*store.Item{}, stale: map[int64]bool{}, tasks: map[int64][]*store.Task{},
 		fresh: map[int64][]*store.Task{}, kids: map[int64][]*store.Item{}, pendChildren: map[int64]childCount{}}
 }
 
@@ -85,6 +88,11 @@ func (u *unit) lockItems(ids []int64) error {
 	}
 	slices.Sort(want)
 	want = slices.Compact(want)
+	for _, id := range want {
+		if err := u.flushChildCount(id); err != nil { // a peeked parent's
+			return err
+		}
+	}
 	items, err := u.x.ItemLockMany(u.ctx, want)
 	if err != nil {
 		return err
@@ -99,6 +107,9 @@ func (u *unit) lockItems(ids []int64) error {
 func (u *unit) item(id int64) (*store.Item, error) {
 	if it, ok := u.items[id]; ok {
 		return it, nil
+	}
+	if err := u.flushChildCount(id); err != nil { // a peeked parent's
+		return nil, err
 	}
 	it, err := u.x.ItemLock(u.ctx, id)
 	if err != nil {

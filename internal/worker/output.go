@@ -39,8 +39,12 @@ type output struct {
 	// is not committed on its own but goes with the result (leftover), in the same transaction.
 	returned bool
 	leftover []*engine.NewChild
-	staged   chan struct{} // a slot per child being recorded; see maxStaged
-	beat     func()
+	// group is the open group of children to record (see childGroup), nil when none is.
+	group  *childGroup
+	staged chan struct{} // a slot per child whose blobs are not yet durable; see maxStaged
+	// unrecorded holds a slot per child not yet committed; see maxUnrecorded.
+	unrecorded chan struct{}
+	beat       func()
 	// record, when set, collects the effects for the conversion cache.
 	record *effects
 }
@@ -110,8 +114,14 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	// records the child, so an action that makes many small children shares each fsync among
 	// them. At most maxStaged children wait at once (memory: small blobs are held until durable).
 	select {
+	case o.unrecorded <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
 	case o.staged <- struct{}{}:
 	case <-ctx.Done():
+		<-o.unrecorded
 		return ctx.Err()
 	}
 	var waits []func() error
@@ -130,6 +140,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		// A child without its text yet will be detected and converted: its blob is read soon.
 		if sha, size, err = put(c.Blob, c.Text == nil); err != nil {
 			<-o.staged
+			<-o.unrecorded
 			return fmt.Errorf("store child %q: %w", c.Name, err)
 		}
 	}
@@ -138,6 +149,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		var err error
 		if thumbSHA, _, err = put(c.Thumbnail, false); err != nil {
 			<-o.staged
+			<-o.unrecorded
 			return fmt.Errorf("store thumbnail of child %q: %w", c.Name, err)
 		}
 	}
@@ -148,30 +160,87 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	o.pending.Add(1)
 	go func() {
 		defer o.pending.Done()
-		defer func() { <-o.staged }()
+		defer func() { <-o.unrecorded }()
 		for _, wait := range waits {
 			if err := wait(); err != nil {
+				<-o.staged
 				o.fail(fmt.Errorf("store child %q: %w", c.Name, err))
 				return
 			}
 		}
-		o.mu.Lock()
-		if o.returned {
-			o.leftover = append(o.leftover, nc)
-			o.mu.Unlock()
-			return
-		}
-		o.mu.Unlock()
-		o.fail(o.w.commit.doLazy(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }))
+		<-o.staged // durable: its blobs are no longer held
+		o.fail(o.commitChild(ctx, nc))
 	}()
 	return nil
+}
+
+// childGroup is children whose blobs are durable, recorded together by one op of the committer
+// (one multi-row insert, the parent's row locked once): the children that become durable while
+// an earlier group waits for its turn join the open group, so a fast fan-out commits in batches
+// as large as the committer's backlog makes them.
+type childGroup struct {
+	kids []*engine.NewChild
+	done chan struct{}
+	err  error
+}
+
+// commitChild records the child with the open group, queueing the group's op if it is the first, and
+// waits for the group's commit. After the action returned, the child goes with the result instead.
+func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
+	o.mu.Lock()
+	if o.returned {
+		o.leftover = append(o.leftover, nc)
+		o.mu.Unlock()
+		return nil
+	}
+	g := o.group
+	first := g == nil
+	if first {
+		g = &childGroup{done: make(chan struct{})}
+		o.group = g
+	}
+	g.kids = append(g.kids, nc)
+	o.mu.Unlock()
+	if first {
+		taken := false
+		fn := func(t *engine.Tx) error {
+			if !taken { // the group is closed when its op first runs; a retry runs the same children
+				o.mu.Lock()
+				if o.group == g {
+					o.group = nil
+				}
+				o.mu.Unlock()
+				taken = true
+			}
+			return t.CreateChildren(g.kids)
+		}
+		err := o.w.commit.submitAfter(ctx, fn, func(err error) {
+			g.err = err
+			close(g.done)
+		})
+		if err != nil {
+			o.mu.Lock()
+			if o.group == g {
+				o.group = nil
+			}
+			o.mu.Unlock()
+			g.err = err
+			close(g.done)
+		}
+	}
+	<-g.done
+	return g.err
 }
 
 // maxCachedChildren is the most children a result may have and still be cached.
 const maxCachedChildren = 1000
 
-// maxStaged bounds the children of one attempt whose blobs are staged but not yet recorded.
+// maxStaged bounds the children of one attempt whose blobs are staged but not yet durable.
 const maxStaged = 256
+
+// maxUnrecorded bounds the children of one attempt not yet recorded (committed): it bounds a
+// group of children, and the memory of an action that makes them faster than they commit.
+const maxUnrecorded = 2048
 
 // fail records the first error of recording a child; the attempt then fails with it.
 func (o *output) fail(err error) {

@@ -185,7 +185,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		}
 	}
 	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name,
-		staged: make(chan struct{}, maxStaged)}
+		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
 	if it.NChildren > 0 {
 		kids, err := w.e.Store().ItemListChildren(ctx, it.ID, t.Step)
 		if err != nil {
