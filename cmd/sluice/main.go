@@ -34,6 +34,6 @@ func tuneGC() {
 		debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(128 << 20)
+		debug.SetMemoryLimit(96 << 20)
 	}
 }

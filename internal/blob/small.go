@@ -99,7 +99,7 @@ func openSmall(path string, max int) (*smallDB, error) {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + filepath.ToSlash(path) + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn)
+	w, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-1000)")
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func openSmall(path string, max int) (*smallDB, error) {
 		w.Close()
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=cache_size(-500)")
 	if err != nil {
 		w.Close()
 		return nil, err

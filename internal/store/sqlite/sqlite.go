@@ -73,7 +73,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// busy_timeout covers other processes (a `sluice event fire` next to a running engine).
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(0)")
-	q.Add("_pragma", "cache_size(-32000)")
+	q.Add("_pragma", "cache_size(-8000)")
 	q.Add("_pragma", "wal_autocheckpoint(8000)") // backstop (~32 MB); see checkpointEvery
 	// IMMEDIATE: take the write lock at BEGIN, so a read that turns into a write never fails
 	// with SQLITE_BUSY halfway through (deps.md §8).
@@ -91,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// an ingest of 100,000 files than in one of 10,000. The writer keeps 32 MB (the index pages
 	// its writes touch); readers, whose work is point reads the OS's page cache serves as well,
 	// keep 4 MB, and the checkpointer, which reads nothing through its cache, 0.5 MB.
-	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=cache_size(-4000)")
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=cache_size(-1000)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
