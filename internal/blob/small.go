@@ -99,6 +99,8 @@ func openSmall(path string, max int) (*smallDB, error) {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + filepath.ToSlash(path) + "?" + q.Encode()
+	// Small page caches (SQLite's default is 2 MB a connection, each taking about twice that
+	// in RSS): rows are written once and read back soon, mostly from recent.
 	w, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-1000)")
 	if err != nil {
 		return nil, err
