@@ -100,7 +100,9 @@ func openSmall(path string, max int) (*smallDB, error) {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_txlock", "immediate")
 	dsn := sqliteuri.File(path, q)
-	w, err := sql.Open("sqlite", dsn)
+	// Small page caches (SQLite's default is 2 MB a connection, each taking about twice that
+	// in RSS): rows are written once and read back soon, mostly from recent.
+	w, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-1000)")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func openSmall(path string, max int) (*smallDB, error) {
 		w.Close()
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=cache_size(-500)")
 	if err != nil {
 		w.Close()
 		return nil, err

@@ -29,15 +29,22 @@ func (tt *tx) forgive(task *store.Task, suspect bool, running int) (string, int,
 			}
 		}
 	}
-	kids, err := tt.x.ItemListChildren(tt.ctx, task.ItemID, task.Step)
-	if err != nil {
-		return "", 0, err
-	}
+	// A page at a time: a fan-out of 100,000 children is not held in memory to be counted.
 	made := 0
-	for _, k := range kids {
-		if !k.CreatedAt.Before(task.StartedAt) {
-			made++
+	for from := 0; ; {
+		kids, err := tt.x.ItemListChildrenFrom(tt.ctx, task.ItemID, task.Step, from, 1000)
+		if err != nil {
+			return "", 0, err
 		}
+		for _, k := range kids {
+			if !k.CreatedAt.Before(task.StartedAt) {
+				made++
+			}
+		}
+		if len(kids) < 1000 {
+			break
+		}
+		from = kids[len(kids)-1].Ordinal + 1
 	}
 	switch {
 	case made > 0:

@@ -188,6 +188,10 @@ type Executor interface {
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
 	ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error)
 	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*Item, error)
+	// ItemListChildrenFrom returns up to limit of the children ItemListChildren returns, those
+	// from ordinal from on, in ordinal order: a page of them, for a reader that must not hold
+	// every child of a large fan-out at once.
+	ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*Item, error)
 	// ItemListByMetadata returns the items of a job whose metadata holds a key with a value, in
 	// id order, through an index (Postgres) or a scan of the job's items in the database
 	// (SQLite): what correlates an external event with the items it fires on.

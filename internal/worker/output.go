@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -32,7 +33,7 @@ type output struct {
 	ordinal  int
 	progress float64
 	lastP    float64
-	existing map[int]*store.Item // children recorded by an earlier attempt
+	existing *earlier // children recorded by an earlier attempt (nil: none)
 	childErr error
 	pending  sync.WaitGroup
 	// returned is set once the action has returned: a child whose blobs become durable after that
@@ -74,8 +75,11 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	o.ordinal++
 	from, to := o.lastP, o.progress
 	o.lastP = o.progress
-	prev := o.existing[ord]
+	prev, err := o.existing.at(ctx, ord)
 	o.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if c.Name == "" {
 		return fmt.Errorf("child %d: empty name", ord)
 	}
@@ -293,7 +297,12 @@ func (o *output) ResumeChildren() int {
 		return 0
 	}
 	n := 0
-	for o.existing[n] != nil {
+	for {
+		// An error here only means fewer children are passed over: CreateChild compares
+		// the others with what they were, and reports the error itself.
+		if k, err := o.existing.at(o.ctx, n); err != nil || k == nil {
+			break
+		}
 		n++
 	}
 	o.ordinal = n
@@ -384,4 +393,38 @@ func (o *output) Heartbeat() {
 	if o.beat != nil {
 		o.beat()
 	}
+}
+
+// earlier reads the children an earlier attempt recorded a page at a time, as the attempt
+// reaches their ordinals (which only grow), instead of holding them all: a resumed unpack of an
+// archive of 100,000 entries would otherwise keep 100,000 items in memory for its life.
+type earlier struct {
+	load   func(ctx context.Context, from, limit int) ([]*store.Item, error)
+	page   []*store.Item // the children with ordinals from lo on, in ordinal order
+	lo, hi int           // page covers ordinals [lo, hi); hi < 0: every one from lo on
+}
+
+// earlierPage is how many children [earlier] holds at once (a variable for the tests).
+var earlierPage = 1000
+
+// at returns the child recorded with ordinal ord, or nil. A nil *earlier has none.
+func (e *earlier) at(ctx context.Context, ord int) (*store.Item, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if ord < e.lo || (e.hi >= 0 && ord >= e.hi) {
+		page, err := e.load(ctx, ord, earlierPage)
+		if err != nil {
+			return nil, fmt.Errorf("children of an earlier attempt: %w", err)
+		}
+		e.page, e.lo, e.hi = page, ord, -1
+		if len(page) == earlierPage {
+			e.hi = page[len(page)-1].Ordinal + 1
+		}
+	}
+	i, found := slices.BinarySearchFunc(e.page, ord, func(k *store.Item, ord int) int { return k.Ordinal - ord })
+	if !found {
+		return nil, nil
+	}
+	return e.page[i], nil
 }

@@ -104,3 +104,64 @@ func TestLargeFanOutNotCached(t *testing.T) {
 		}
 	})
 }
+
+// TestResumeManyChildren: an attempt after one that recorded more children than the worker
+// reads at once (it pages through them; 10 at a time in the tests) replays them all — a child made again is compared with
+// the recorded one of its ordinal, across pages, and not made twice — and a later attempt
+// resumes after every recorded child.
+func TestResumeManyChildren(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		const total = 30
+		resumed := make(chan int, 3)
+		split := enginetest.Func("split", func(ctx context.Context, tk *action.Task, out action.Output) error {
+			from, stop := 0, total
+			switch tk.Attempt {
+			case 1:
+				stop = 25
+			case 2:
+				stop = 28 // made again from 0: the first 25 are replayed
+			default:
+				from = action.Resume(out)
+				resumed <- from
+			}
+			for i := from; i < total; i++ {
+				if i == stop {
+					return errors.New("the process died here")
+				}
+				if err := out.CreateChild(ctx, action.Child{Name: fmt.Sprintf("%s/%d", tk.Item.Name, i), Blob: strings.NewReader(fmt.Sprint(i))}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		k := enginetest.Start(t, open, split)
+		sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root}\n",
+			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
+		if j := k.WaitJob(t, job.ID, 120*time.Second); j.State != store.JobComplete {
+			t.Fatalf("job %s: %s", j.State, j.Error)
+		}
+		if got := <-resumed; got != 28 {
+			t.Errorf("the third attempt resumed after %d children, want 28", got)
+		}
+		n, after := 0, ""
+		for {
+			items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, AfterSort: after, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(items)
+			if len(items) < 1000 {
+				break
+			}
+			after = items[len(items)-1].SortKey
+		}
+		if n != total+1 {
+			t.Errorf("%d items, want the root and %d children", n, total)
+		}
+	})
+}

@@ -187,14 +187,9 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name,
 		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
 	if it.NChildren > 0 {
-		kids, err := w.e.Store().ItemListChildren(ctx, it.ID, t.Step)
-		if err != nil {
-			return err
-		}
-		out.existing = make(map[int]*store.Item, len(kids))
-		for _, k := range kids {
-			out.existing[k.Ordinal] = k
-		}
+		out.existing = &earlier{lo: 0, hi: 0, load: func(ctx context.Context, from, limit int) ([]*store.Item, error) {
+			return w.e.Store().ItemListChildrenFrom(ctx, it.ID, t.Step, from, limit)
+		}}
 	}
 	key := ""
 	if spec.Cacheable && it.BlobSHA256 != "" {

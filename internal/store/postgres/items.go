@@ -31,9 +31,10 @@ const (
 	// the planner can use it with any parameters; qItemHasChildState, for a set of states that
 	// includes ingested, and qItemListChildren find the children through items_key, with the
 	// parent's job.
-	qItemHasOpenChild  = `SELECT EXISTS (SELECT 1 FROM open_items WHERE parent_id = $1 AND parent_id <> 0 AND state = ANY($2))`
-	qItemHasChildState = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND state = ANY($2))`
-	qItemListChildren  = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 ORDER BY ordinal`
+	qItemHasOpenChild     = `SELECT EXISTS (SELECT 1 FROM open_items WHERE parent_id = $1 AND parent_id <> 0 AND state = ANY($2))`
+	qItemHasChildState    = `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND state = ANY($2))`
+	qItemListChildren     = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 ORDER BY ordinal`
+	qItemListChildrenFrom = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 AND ordinal >= $3 ORDER BY ordinal LIMIT $4`
 	// qItemUpdate applies every effect in one statement. The right-hand sides see the row as it
 	// was, so the thumbnail type is set exactly when its sha is. Set-once: text (NULL means no
 	// change), thumbnail, error; metadata merges with metadata_merge (001_init.up.sql).
@@ -196,6 +197,15 @@ func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, state
 		return false, fmt.Errorf("children of %d: %w", parentID, mapErr(err))
 	}
 	return has, nil
+}
+
+func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*store.Item, error) {
+	rows, err := q.c.Query(ctx, qItemListChildrenFrom, parentID, step, from, limit)
+	out, err := collect(rows, err, scanItemNoText)
+	if err != nil {
+		return nil, fmt.Errorf("list children of %d: %w", parentID, err)
+	}
+	return out, nil
 }
 
 func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {

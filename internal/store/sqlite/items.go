@@ -229,7 +229,18 @@ func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, state
 }
 
 func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
-	rows, err := q.wquery(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
+	return q.listChildren(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
+}
+
+func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*store.Item, error) {
+	// Through items_key (job_id leads it), so that each page starts at its ordinal instead of
+	// sorting every child of the parent.
+	return q.listChildren(ctx, `SELECT `+itemCols+` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = ?1)
+		AND parent_id = ?1 AND step = ?2 AND ordinal >= ?3 ORDER BY ordinal LIMIT ?4`, parentID, step, from, limit)
+}
+
+func (q *queries) listChildren(ctx context.Context, query string, parentID int64, args ...any) ([]*store.Item, error) {
+	rows, err := q.wquery(ctx, query, append([]any{parentID}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list children of %d: %w", parentID, err)
 	}

@@ -571,3 +571,20 @@ func testItemReopen(t *testing.T, b *bundle) {
 	// A reopened item settles forward again.
 	set(failed, store.ItemWritten, store.ItemIngested)
 }
+
+func testItemChildrenFrom(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	r := b.root(b.job("").ID, 0, "0")
+	c1 := b.child(r, "unpack", 1)
+	c0 := b.child(r, "unpack", 0)
+	a0 := b.child(r, "attach", 0)
+	b.child(c0, "unpack", 0) // grandchild
+	checkIDs(t, "ItemListChildrenFrom(unpack, 0, 10)", itemIDs(must(b.s.ItemListChildrenFrom(ctx, r.ID, "unpack", 0, 10))(t)), []int64{c0.ID, c1.ID})
+	// A page from an ordinal on, bounded: a gap in the ordinals (3 missing) is passed over.
+	c2 := b.child(r, "unpack", 2)
+	c4 := b.child(r, "unpack", 4)
+	checkIDs(t, "ItemListChildrenFrom(unpack, 1, 2)", itemIDs(must(b.s.ItemListChildrenFrom(ctx, r.ID, "unpack", 1, 2))(t)), []int64{c1.ID, c2.ID})
+	checkIDs(t, "ItemListChildrenFrom(unpack, 3, 10)", itemIDs(must(b.s.ItemListChildrenFrom(ctx, r.ID, "unpack", 3, 10))(t)), []int64{c4.ID})
+	checkIDs(t, "ItemListChildrenFrom(unpack, 5, 10)", itemIDs(must(b.s.ItemListChildrenFrom(ctx, r.ID, "unpack", 5, 10))(t)), nil)
+	checkIDs(t, "ItemListChildrenFrom(attach, 0, 10)", itemIDs(must(b.s.ItemListChildrenFrom(ctx, r.ID, "attach", 0, 10))(t)), []int64{a0.ID})
+}

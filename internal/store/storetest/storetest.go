@@ -34,6 +34,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ItemUpdateMetadataMerge", testItemUpdateMetadataMerge},
 		{"ItemColoredCappedAtShare", testItemColored},
 		{"ItemChildren", testItemChildren},
+		{"ItemChildrenFrom", testItemChildrenFrom},
 		{"Events", testEvents},
 		{"Waits", testWaits},
 		{"ItemListByMetadata", testItemListByMetadata},
