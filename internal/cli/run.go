@@ -353,7 +353,7 @@ func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job
 func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(*engine.Progress, *store.Job) string,
 	count func(context.Context) error) (*store.Job, error) {
 	tty := isTTY(e.stderr)
-	printEvery := 5 * time.Second
+	printEvery := plainEvery
 	if tty {
 		printEvery = 500 * time.Millisecond
 	}
@@ -436,6 +436,9 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 		}
 	}
 }
+
+// plainEvery is how often watchJob prints its line when stderr is not a terminal.
+var plainEvery = 5 * time.Second
 
 func progressLine(p *engine.Progress) string {
 	const width = 30
