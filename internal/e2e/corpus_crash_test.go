@@ -82,8 +82,10 @@ func corpusReference() *corpusRun {
 // zip ended "unpack failed 13 times: worker lost" and thousands of documents were missing.
 // The crashed run starts at once, beside the reference run, not after it.
 func TestCorpusCrashLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash loop: skipped in -short")
+	// In the suite it pushed the e2e package past CI's 30-minute timeout on the 2-core machine
+	// (2026-11-27: the package at 30 min, still in TestCorpusSearch), so it runs by make crashloop.
+	if os.Getenv("SLUICE_TEST_CORPUS_CRASH") != "1" {
+		t.Skip("the 50-kill corpus crash loop runs with make crashloop (SLUICE_TEST_CORPUS_CRASH=1)")
 	}
 	t.Parallel()
 	dir, _ := loadCorpus(t)
