@@ -38,6 +38,7 @@ import (
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/subprocess"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -122,6 +123,7 @@ type Node struct {
 	Maintenance *maintenance.Loop
 	DataDir     string
 	lock        *os.File
+	records     *subprocess.Records // engine processes' running converters
 	log         *slog.Logger
 
 	mu        sync.Mutex
@@ -214,6 +216,8 @@ const (
 	DatabaseFile = "sluice.db"
 	BlobsDir     = "blobs"
 	MigratedFile = "MIGRATED"
+	// ConvertersDir records the converters an engine process runs (subprocess.Records).
+	ConvertersDir = "converters"
 )
 
 // LockDataDir takes the data dir's lock (an exclusive flock on <dir>/lock), which every engine
@@ -339,6 +343,17 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.Fileset.Bind(n.Store, n.Blobs)
 	if cfg.Engine {
+		// Converters a killed predecessor left running (they die with it as a rule; see
+		// subprocess.Records for the exceptions) go before their attempt dirs do.
+		n.records, err = subprocess.OpenRecords(filepath.Join(cfg.DataDir, ConvertersDir))
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		if _, err := n.records.Reap(cfg.Logger); err != nil {
+			n.Close()
+			return nil, err
+		}
 		tmp := filepath.Join(cfg.DataDir, "tmp")
 		_ = os.RemoveAll(tmp) // attempt dirs of a killed process
 		if err := os.MkdirAll(tmp, 0o700); err != nil {
@@ -385,6 +400,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 // Start starts the workers and the maintenance loop. Calling it again does nothing.
 func (n *Node) Start(ctx context.Context) {
 	if n.Worker != nil {
+		ctx = subprocess.WithRecords(ctx, n.records)
 		n.Worker.Start(ctx)
 		if nf, ok := n.Store.(store.Notifier); ok {
 			n.listenOnce.Do(func() {

@@ -217,7 +217,8 @@ var etcFiles = []string{
 
 // Command returns the command that runs path with args inside the sandbox described by spec, and
 // a cleanup to call once it has finished. The caller sets its stdio and starts it; the command is
-// the leader of a new process group, so killing the group kills the sandbox.
+// the leader of a new process group and the init of a new pid namespace, so killing it — or
+// Sluice's death, through its parent-death signal — kills the whole sandbox at once.
 //
 // When Sluice runs as root, bwrap runs as root without a user namespace (it needs none to make
 // the others) and starts the tool through setpriv as nobody with no capabilities and
@@ -349,6 +350,26 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	cmd.ExtraFiles = files
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The command (prlimit, then bwrap's monitor) is the init of a pid namespace of its own, so
+	// that its death — by the parent-death signal when Sluice dies, or by Sluice's kill — takes
+	// everything under it: the kernel kills every process of a namespace whose init exits.
+	// bwrap's --die-with-parent alone leaves a window: the sandbox's own init arms its
+	// parent-death signal only once the sandbox is set up (bwrap 0.8's do_init, after the
+	// mounts and --block-fd), so a monitor killed during that setup — tens of milliseconds a
+	// run on a loaded machine — left the sandbox to run its tool re-parented to pid 1, in a
+	// session of its own where no process-group kill reaches (issue #16). As another user the
+	// namespace needs a user namespace of its own, mapping only Sluice's own ids: bwrap runs in it
+	// as before, with no capabilities (execve drops them for a non-zero uid). One window stays:
+	// Go's check that the parent is still alive after arming the signal cannot see the parent
+	// from inside the new namespace (getppid is 0; its self-kill is ignored by an init), so a
+	// Sluice killed within microseconds of the fork leaves this init running; the records of
+	// internal/subprocess reap it when an engine opens the data dir again.
+	cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+	if !asRoot {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+	}
 	ok = true
 	return cmd, cleanup, nil
 }

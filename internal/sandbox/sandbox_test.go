@@ -58,6 +58,8 @@ func probe(what, arg string) {
 		for i := 0; ; i++ {
 			_ = i * i
 		}
+	case "orphan-parent":
+		orphanParent(arg)
 	case "symlink":
 		os.Symlink(arg, "out.pdf")
 		os.WriteFile("kept.txt", []byte("kept"), 0o644)

@@ -144,6 +144,12 @@ func Run(ctx context.Context, c Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", c.Path, err)
 	}
+	// The group kill below is the last thing Run does to the tool; the record and the guard
+	// go after it (defers run last in, first out).
+	defer recordsFrom(ctx).add(cmd.Process.Pid, c.Path)()
+	if !sandboxed {
+		defer guard(cmd.Process.Pid)()
+	}
 	done := make(chan struct{})
 	go func() {
 		select {

@@ -1,0 +1,197 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/sandbox"
+)
+
+// orphanParent plays a Sluice (SANDBOX_PROBE=orphan-parent): it starts a sandboxed tool whose
+// command line carries token, holding the sandbox in its setup with bwrap's --block-fd on the
+// pipe it inherited as descriptor 3, prints the pid of the command it started, and waits to be
+// killed.
+func orphanParent(token string) {
+	dir, err := os.MkdirTemp("", "sandbox-orphan-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	block := os.NewFile(3, "block")
+	cmd, _, err := sandbox.Command("/bin/sh", []string{"-c", "sleep 600; : " + token},
+		sandbox.Spec{Scratch: dir, Env: []string{"PATH=/usr/bin:/bin"}, ExtraFiles: []*os.File{block}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	i := slices.IndexFunc(cmd.Args, func(a string) bool { return filepath.Base(a) == "bwrap" })
+	if i < 0 {
+		fmt.Fprintln(os.Stderr, "no bwrap in", cmd.Args)
+		os.Exit(1)
+	}
+	cmd.Args = slices.Insert(cmd.Args, i+1, "--block-fd", "3")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(cmd.Process.Pid)
+	select {}
+}
+
+// TestSandboxDiesWithSluice SIGKILLs a process while the sandbox of a tool it started is still
+// being set up — the moment the kill loops of internal/e2e hit often — then lets the setup
+// finish. Nothing of that sandbox may run on: before the sandbox had a pid namespace of
+// Sluice's making, bwrap's own init, not yet bound to its parent's life, went on to run the
+// tool re-parented to pid 1 (issue #16).
+func TestSandboxDiesWithSluice(t *testing.T) {
+	requireSandbox(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := make([]byte, 8)
+	_, _ = rand.Read(tok)
+	token := "orphan-" + hex.EncodeToString(tok)
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blockW.Close()
+	parent := exec.Command(self, "-test.run=^$")
+	parent.Env = append(os.Environ(), "SANDBOX_PROBE=orphan-parent", "SANDBOX_ARG="+token)
+	parent.ExtraFiles = []*os.File{blockR}
+	parent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A file, not a pipe: a surviving sandbox would hold a pipe open and Wait with it.
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	parent.Stderr = stderr
+	logged := func() string { b, _ := os.ReadFile(stderr.Name()); return string(b) }
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	blockR.Close()
+	t.Cleanup(func() { _ = parent.Process.Kill(); _ = parent.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read the sandbox's pid: %v (%s)", err, logged())
+	}
+	monitor, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox's init: bwrap's child, blocked in its setup until blockW is closed.
+	var init proc
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if kids := children(monitor); len(kids) > 0 {
+			init = kids[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bwrap %d started no sandbox in 30s (%s)", monitor, logged())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	blockW.Close() // the setup goes on, if anything is left to go on
+
+	// Wait for the sandbox's init to die; only then is the absence of the tool meaningful.
+	deadline = time.Now().Add(20 * time.Second)
+	for init.alive() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	survivors := withArg(token)
+	if init.alive() && !slices.Contains(survivors, init) {
+		survivors = append(survivors, init)
+	}
+	if len(survivors) > 0 {
+		for _, p := range survivors {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+		t.Fatalf("the sandbox outlived the process that started it by 20s: %v", survivors)
+	}
+}
+
+// proc is a process named by its pid and start time (field 22 of /proc/PID/stat).
+type proc struct {
+	pid   int
+	start string
+}
+
+func (p proc) String() string { return strconv.Itoa(p.pid) }
+
+// stat returns the fields of /proc/PID/stat after the command name: f[0] is field 3 (state).
+func stat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// alive reports whether p runs: neither gone nor a zombie nor its pid given to another process.
+func (p proc) alive() bool {
+	f := stat(p.pid)
+	return len(f) > 19 && f[0] != "Z" && f[19] == p.start
+}
+
+func allPids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// children returns the live children of pid.
+func children(pid int) []proc {
+	var out []proc
+	for _, p := range allPids() {
+		if f := stat(p); len(f) > 19 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
+			out = append(out, proc{pid: p, start: f[19]})
+		}
+	}
+	return out
+}
+
+// withArg returns the live processes with arg in their command line.
+func withArg(arg string) []proc {
+	var out []proc
+	for _, p := range allPids() {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(arg)) {
+			continue
+		}
+		if f := stat(p); len(f) > 19 && f[0] != "Z" {
+			out = append(out, proc{pid: p, start: f[19]})
+		}
+	}
+	return out
+}
