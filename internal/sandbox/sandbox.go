@@ -261,7 +261,11 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		if err := chownTree(scratch, uid); err != nil {
 			return nil, nil, fmt.Errorf("sandbox: hand the scratch dir to uid %d: %w", uid, err)
 		}
-		a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try")
+		// No --unshare-pid: the sandbox's pid namespace is the one the command below is the init
+		// of (see Cloneflags), which bwrap's monitor shares with the tool. The monitor runs as
+		// root without capabilities: nobody cannot signal it, trace it or read its environment.
+		// A second namespace, with bwrap's own init in it, cost a third of a run.
+		a = append(a, "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try")
 	} else {
 		a = append(a, "--unshare-all", "--cap-drop", "ALL")
 	}
@@ -352,18 +356,22 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The command (prlimit, then bwrap's monitor) is the init of a pid namespace of its own, so
 	// that its death — by the parent-death signal when Sluice dies, or by Sluice's kill — takes
-	// everything under it: the kernel kills every process of a namespace whose init exits.
-	// bwrap's --die-with-parent alone leaves a window: the sandbox's own init arms its
-	// parent-death signal only once the sandbox is set up (bwrap 0.8's do_init, after the
-	// mounts and --block-fd), so a monitor killed during that setup — tens of milliseconds a
-	// run on a loaded machine — left the sandbox to run its tool re-parented to pid 1, in a
-	// session of its own where no process-group kill reaches (issue #16). As another user the
-	// namespace needs a user namespace of its own, mapping only Sluice's own ids: bwrap runs in it
-	// as before, with no capabilities (execve drops them for a non-zero uid). One window stays:
-	// Go's check that the parent is still alive after arming the signal cannot see the parent
-	// from inside the new namespace (getppid is 0; its self-kill is ignored by an init), so a
-	// Sluice killed within microseconds of the fork leaves this init running; the records of
-	// internal/subprocess reap it when an engine opens the data dir again.
+	// everything in the sandbox with it: the kernel kills every process of a namespace whose init
+	// exits. bwrap's --unshare-pid and --die-with-parent alone left a window (issue #16): the
+	// init bwrap makes for its namespace arms its parent-death signal only once the sandbox is
+	// set up (bwrap 0.8's do_init, after the mounts and --block-fd), so a monitor killed during
+	// that setup — tens of milliseconds a run on a loaded machine — left the sandbox to run its
+	// tool re-parented to pid 1, in a session of its own where no process-group kill reaches.
+	//
+	// As another user the namespace needs a user namespace of its own, mapping only Sluice's own
+	// ids; bwrap runs in it as before, with no capabilities (execve drops them for a non-zero uid),
+	// and still makes its own pid namespace (--unshare-all), since there the tool has the
+	// monitor's uid and could trace a monitor it could see.
+	//
+	// One window stays: Go's check that the parent is still alive after arming the signal cannot
+	// see the parent from inside the new namespace (getppid is 0; its self-kill is ignored by an
+	// init), so a Sluice killed within microseconds of the fork leaves this init running; the
+	// records of internal/subprocess reap it when an engine opens the data dir again.
 	cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
 	if !asRoot {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
