@@ -1,6 +1,8 @@
 // Package subprocess runs external tools the way Sluice needs them run (DESIGN §5): in their own
 // process group, under a timeout, optionally under an address-space limit, and killed as a whole
-// group when the context ends, so a converter's grandchildren never outlive the task.
+// group when the context ends, so a converter's grandchildren never outlive the task — nor the
+// process: a tool dies with a killed Sluice (the sandbox's pid namespace, or a guard for an
+// unsandboxed one), and [Records] lets the next engine reap what a killed one left.
 package subprocess
 
 import (
@@ -77,7 +79,8 @@ var ErrNotInstalled = errors.New("not installed")
 
 // Run runs c and waits for it. It returns an [*ExitError] for a non-zero exit, a kill or a timeout,
 // an error wrapping [ErrNotInstalled] when the program is missing, and ctx.Err() when the context
-// ended first. The whole process group is killed when the run ends early.
+// ended first. The whole process group is killed when the run ends early, and when this process
+// dies. Under a context from [WithRecords], the tool is recorded while it runs.
 func Run(ctx context.Context, c Cmd) error {
 	path, err := exec.LookPath(c.Path)
 	if err != nil {
