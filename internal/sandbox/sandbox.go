@@ -119,6 +119,18 @@ func (e *UnavailableError) Error() string {
 		" (sluice doctor explains; SLUICE_SANDBOX=off runs converters unsandboxed, for trusted documents only)"
 }
 
+// StartError returns the error for a sandboxed command ([Command]) that did not start: an
+// [*UnavailableError] when the kernel refused the pid (and, for another user than root, user)
+// namespace the command is started in, else err.
+func StartError(err error) error {
+	for _, errno := range []syscall.Errno{syscall.EPERM, syscall.EINVAL, syscall.ENOSPC, syscall.EUSERS} {
+		if errors.Is(err, errno) {
+			return &UnavailableError{Reason: "the kernel refused the sandbox's namespaces: " + err.Error()}
+		}
+	}
+	return err
+}
+
 // Status is what [Check] found, for `sluice doctor`.
 type Status struct {
 	Mode      Mode   `json:"mode"`
@@ -171,7 +183,12 @@ func probe() Status {
 	defer cleanup()
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		st.Reason = err.Error()
+		var ue *UnavailableError
+		if errors.As(StartError(err), &ue) {
+			st.Reason = ue.Reason
+		} else {
+			st.Reason = err.Error()
+		}
 		return st
 	}
 	t := time.AfterFunc(20*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
@@ -366,20 +383,47 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	// As another user the namespace needs a user namespace of its own, mapping only Sluice's own
 	// ids; bwrap runs in it as before, with no capabilities (execve drops them for a non-zero uid),
 	// and still makes its own pid namespace (--unshare-all), since there the tool has the
-	// monitor's uid and could trace a monitor it could see.
+	// monitor's uid and could trace a monitor it could see. Where the kernel lets only bwrap
+	// make user namespaces (Ubuntu 24.04's AppArmor rule), the command starts as before, with
+	// the window, and the records are all that catch what it leaves.
 	//
 	// One window stays: Go's check that the parent is still alive after arming the signal cannot
 	// see the parent from inside the new namespace (getppid is 0; its self-kill is ignored by an
 	// init), so a Sluice killed within microseconds of the fork leaves this init running; the
 	// records of internal/subprocess reap it when an engine opens the data dir again.
-	cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
-	if !asRoot {
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+	if asRoot || userNamespaceOK() {
+		outerNamespace(cmd.SysProcAttr)
 	}
 	ok = true
 	return cmd, cleanup, nil
+}
+
+// outerNamespace makes attr start its command as the init of a new pid namespace — for
+// another user than root, in a new user namespace mapping only its own uid and gid.
+func outerNamespace(attr *syscall.SysProcAttr) {
+	attr.Cloneflags = syscall.CLONE_NEWPID
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+	}
+}
+
+var (
+	userNSOnce sync.Once
+	userNSOK   bool
+)
+
+// userNamespaceOK reports, probing once per process, whether this process (not root) may start
+// a command in the namespaces of [outerNamespace].
+func userNamespaceOK() bool {
+	userNSOnce.Do(func() {
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		outerNamespace(cmd.SysProcAttr)
+		userNSOK = cmd.Run() == nil
+	})
+	return userNSOK
 }
 
 // Sanitize removes from dir, after a sandboxed run, everything but regular files and

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,6 +220,20 @@ func TestOutputsAreRegularFiles(t *testing.T) {
 
 // TestUnavailable: without bwrap, a sandboxed run fails with a message that says why and what
 // to do; it never runs the tool unsandboxed.
+// TestStartError: a kernel that refuses the namespace Sluice starts the sandbox in (EPERM from
+// clone) makes the run unavailable, a per-file error, not a failure to retry.
+func TestStartError(t *testing.T) {
+	refused := &os.SyscallError{Syscall: "clone", Err: syscall.EPERM}
+	var ue *sandbox.UnavailableError
+	if err := sandbox.StartError(fmt.Errorf("fork/exec /usr/bin/prlimit: %w", refused)); !errors.As(err, &ue) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("EPERM: %v", err)
+	}
+	other := fmt.Errorf("fork/exec /usr/bin/prlimit: %w", syscall.ENOENT)
+	if err := sandbox.StartError(other); err != other {
+		t.Fatalf("ENOENT: %v", err)
+	}
+}
+
 func TestUnavailable(t *testing.T) {
 	empty := t.TempDir()
 	t.Setenv("PATH", empty)

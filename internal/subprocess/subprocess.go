@@ -145,6 +145,10 @@ func Run(ctx context.Context, c Cmd) error {
 	// WaitDelay, Wait would block until it exits. The group is killed after Wait anyway.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
+		var ue *sandbox.UnavailableError
+		if sandboxed && errors.As(sandbox.StartError(err), &ue) {
+			return ue
+		}
 		return fmt.Errorf("start %s: %w", c.Path, err)
 	}
 	// The group kill below is the last thing Run does to the tool; the record and the guard
