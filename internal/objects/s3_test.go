@@ -27,7 +27,6 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
-	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -177,15 +176,7 @@ func TestSheetFromS3(t *testing.T) {
 			t.Fatal(err)
 		}
 		video := objects.FileSetID("c-vid-a")
-		poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
-			st, _ := objects.ActionStates(ctx, x, video)
-			for _, a := range st {
-				if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprint(st)
-		})
+		waitTranscodePending(t, kit, video)
 		if f, err := objects.FireTranscoded(ctx, kit.Engine, transcodeEvent(video, "COMPLETE"), ""); err != nil || f.Fired != 1 {
 			t.Fatalf("COMPLETE: %+v, %v", f, err)
 		}

@@ -4,11 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/text/encoding"
-	"golang.org/x/text/encoding/japanese"
-	"golang.org/x/text/encoding/korean"
-	"golang.org/x/text/encoding/simplifiedchinese"
-	"golang.org/x/text/encoding/traditionalchinese"
+	"golang.org/x/text/encoding/htmlindex"
 
 	"github.com/sluice-project/sluice/internal/action/actiontest"
 )
@@ -19,36 +15,35 @@ import (
 func TestLegacyCJKDocument(t *testing.T) {
 	t.Parallel()
 	a := New(nil)
-	for _, tt := range []struct {
-		charset string
-		enc     encoding.Encoding
-		text    string
-	}{
-		{"euc-kr", korean.EUCKR, "대한민국 헌법 제1조 대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다."},
-		{"euc-jp", japanese.EUCJP, "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"},
-		{"shift_jis", japanese.ShiftJIS, "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"},
-		{"gb18030", simplifiedchinese.GB18030, "中华人民共和国是工人阶级领导的、以工农联盟为基础的人民民主专政的社会主义国家。"},
-		{"big5", traditionalchinese.Big5, "中華民國基於三民主義，為民有民治民享之民主共和國。"},
-	} {
-		t.Run(tt.charset, func(t *testing.T) {
+	japanese := "羅生門が、朱雀大路にある以上は、この男のほかにも、雨やみをする市女笠や揉烏帽子が、もう二三人はありそうなものである。"
+	sentences := map[string]string{
+		"euc-kr":    "모든 인간은 태어날 때부터 자유로우며 그 존엄과 권리에 있어 동등하다. 인간은 천부적으로 이성과 양심을 부여받았다.",
+		"euc-jp":    japanese,
+		"shift_jis": japanese,
+		"gb18030":   "人人生而自由，在尊严和权利上一律平等。他们赋有理性和良心，并应以兄弟关系的精神相对待。",
+		"big5":      "人人生而自由，在尊嚴和權利上一律平等。他們賦有理性和良心，並應以兄弟關係的精神相對待。",
+	}
+	for charset, sentence := range sentences {
+		t.Run(charset, func(t *testing.T) {
 			t.Parallel()
-			raw, err := tt.enc.NewEncoder().Bytes([]byte(tt.text))
+			enc, err := htmlindex.Get(charset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := enc.NewEncoder().Bytes([]byte(sentence))
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := &actiontest.Recorder{}
-			if err := a.Run(t.Context(), actiontest.NewTask(t, tt.charset+".txt", "text/plain", raw, nil, nil), rec); err != nil {
+			if err := a.Run(t.Context(), actiontest.NewTask(t, charset+".txt", "text/plain", raw, nil, nil), rec); err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			if len(rec.Children) != 1 || rec.Children[0].Text == nil {
 				t.Fatalf("%d children, want one document with text", len(rec.Children))
 			}
-			c := rec.Children[0]
-			if c.Metadata["charset"] != tt.charset {
-				t.Errorf("metadata charset = %v, want %s", c.Metadata["charset"], tt.charset)
-			}
-			if got := strings.TrimSpace(*c.Text); got != tt.text {
-				t.Errorf("text = %q, want %q", got, tt.text)
+			md, text := rec.Children[0].Metadata, strings.TrimSpace(*rec.Children[0].Text)
+			if md["charset"] != charset || text != sentence {
+				t.Errorf("charset %v, text %q; want %s, %q", md["charset"], text, charset, sentence)
 			}
 		})
 	}
