@@ -1,22 +1,18 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluice-project/sluice/internal/api"
-	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/blob/blobtest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
@@ -31,28 +27,11 @@ import (
 func TestSheetsAPIFromS3(t *testing.T) {
 	t.Parallel()
 	endpoint, _ := blobtest.VersityGW(t, "apikey", "apisecret")
-	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("apikey", "apisecret", "")})
+	c := blobtest.S3Client(endpoint, "apikey", "apisecret")
+	blobtest.PutObjects(t, c, "ingest", map[string]string{
+		"batch/notes-1.txt": "notes of notes-1.txt", "batch/notes-2.txt": "notes of notes-2.txt", "batch/notes-3.txt": "notes of notes-3.txt"})
 	ctx := t.Context()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("ingest")}); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"notes-1.txt", "notes-2.txt", "notes-3.txt"} {
-		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch/" + f),
-			Body: strings.NewReader("notes of " + f)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	vars := map[string]string{"AWS_ACCESS_KEY_ID": "apikey", "AWS_SECRET_ACCESS_KEY": "apisecret", "AWS_ENDPOINT_URL_S3": endpoint}
-	open := func(ctx context.Context, raw string) (*blob.S3, error) {
-		cfg := blob.S3ConfigFromEnv(func(k string) string { return vars[k] })
-		bucket, prefix, err := blob.ParseURL(raw)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Bucket, cfg.Prefix, cfg.SpoolDir = bucket, prefix, os.TempDir()
-		return blob.NewS3(ctx, cfg)
-	}
+	open := blobtest.S3Opener(endpoint, "apikey", "apisecret")
 	b := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) {
 		c.OpenS3 = open
 		c.PathRoots = append(c.PathRoots, "s3://ingest/batch", "s3://no-such-bucket")

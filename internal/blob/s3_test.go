@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluice-project/sluice/internal/blob"
@@ -238,12 +237,7 @@ func countUploads(t *testing.T, c *s3.Client, prefix string) int {
 }
 
 func testClient(endpoint string) *s3.Client {
-	return s3.New(s3.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider(testAccess, testSecret, ""),
-		BaseEndpoint: aws.String(endpoint),
-		UsePathStyle: true,
-	})
+	return blobtest.S3Client(endpoint, testAccess, testSecret)
 }
 
 func createBucket(t *testing.T, endpoint, bucket string) {

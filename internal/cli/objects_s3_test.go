@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/sluice-project/sluice/internal/blob/blobtest"
 	"github.com/sluice-project/sluice/internal/objects"
 )
@@ -24,18 +20,8 @@ func TestObjectsCommandsS3(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "clikey")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "clisecret")
 	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
-	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("clikey", "clisecret", "")})
-	ctx := t.Context()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("ingest")}); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"a.txt", "b.txt"} {
-		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch-8/" + f),
-			Body: strings.NewReader("supplement " + f)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	blobtest.PutObjects(t, blobtest.S3Client(endpoint, "clikey", "clisecret"), "ingest",
+		map[string]string{"batch-8/a.txt": "supplement a.txt", "batch-8/b.txt": "supplement b.txt"})
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	sheet := func(name, body string) string {

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +13,6 @@ import (
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestProgressLineNeverSilent: while a count of the job's progress takes as long as it likes
 // (a job of a hundred thousand items once kept the line silent for 91 s), the line goes on being
@@ -66,7 +47,7 @@ func TestProgressLineNeverSilent(t *testing.T) {
 		<-ctx.Done() // every later count never ends
 		return ctx.Err()
 	}
-	var out lockedBuffer
+	var out poll.Buffer
 	done := make(chan error, 1)
 	wctx, stop := context.WithCancel(ctx)
 	go func() {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -127,7 +128,7 @@ func TestHostileRemoteChild(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	srv := runSluice(t.Context(), "serve", "--data", data, "--listen", addr, "--remote", "Unpack")
-	var srvOut syncBuffer
+	var srvOut poll.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

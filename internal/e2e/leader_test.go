@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,33 +15,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-project/sluice/internal/maintenance"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
-
-// syncBuffer is a bytes.Buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // proc is a sluice process of a test.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *poll.Buffer
 }
 
 const (
@@ -82,7 +63,7 @@ func TestLeaderKilled(t *testing.T) {
 	start := func(name string, args ...string) *proc {
 		cmd := exec.CommandContext(ctx, binary, append(args, "--lease", "3s", "-v", "--log-format", "text")...)
 		cmd.Env = sh.env
-		out := &syncBuffer{}
+		out := &poll.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {

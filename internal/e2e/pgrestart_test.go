@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-project/sluice/internal/poll"
 )
 
 // privatePostgres starts a PostgreSQL cluster of the test's own (initdb in a temp dir, a free
@@ -96,7 +98,7 @@ func TestPostgresRestartMidJob(t *testing.T) {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	cmd := runSluice(ctx, append([]string{"run", "--data", data, "--database", url, wf}, inputs...)...)
-	var out syncBuffer
+	var out poll.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -123,6 +125,15 @@ func TestPostgresRestartMidJob(t *testing.T) {
 		}
 		return count("complete") >= n/4
 	})
+	// The restart must fall in the middle of the job, or the test tests nothing.
+	select {
+	case err := <-done:
+		t.Fatalf("run ended before the restart (%v): make the job longer\n%s", err, lastLines(out.String(), 30))
+	default:
+	}
+	if c := count("complete"); c >= n {
+		t.Fatalf("%d of %d tasks complete before the restart: make the job longer", c, n)
+	}
 	restart()
 	select {
 	case err := <-done:

@@ -13,16 +13,17 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/blob/blobtest"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
@@ -228,11 +229,24 @@ func TestS3Faults(t *testing.T) {
 			t.Errorf("blob %s reads back as %s (%v)", sha, got, err)
 		}
 	}
+	// A blob nothing references (as a Put whose job was deleted leaves): gc must find and delete
+	// it, or the check below would pass on a gc that deletes nothing.
+	orphan, _, err := faulty.Put(ctx, strings.NewReader(fmt.Sprintf("an orphan of seed %d", seed)))
+	if err != nil {
+		t.Fatalf("put an orphan through the faulty proxy: %v", err)
+	}
 	// gc through the faulty proxy, then nothing unreferenced is left in the bucket.
 	referenced := func(sha string) (bool, error) { return n.Store.BlobIsReferenced(ctx, sha) }
 	deleted, _, err := blob.GC(ctx, faulty, referenced, 0, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatalf("gc through the faulty proxy: %v", err)
+	}
+	if deleted < 1 {
+		t.Errorf("gc deleted nothing; the orphan %s was there to delete", orphan)
+	}
+	if rc, err := direct.Open(ctx, orphan); err == nil {
+		rc.Close()
+		t.Errorf("the orphan %s is still in the bucket after gc", orphan)
 	}
 	var orphans []string
 	if err := direct.Walk(ctx, func(sha string, _ int64, _ time.Time) error {
@@ -256,8 +270,7 @@ func directUploads(t *testing.T, endpoint string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("sluicekey", "sluicesecret", "")})
+	c := blobtest.S3Client(endpoint, "sluicekey", "sluicesecret")
 	out, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("sluice")})
 	if err != nil {
 		t.Fatal(err)

@@ -16,10 +16,11 @@ import (
 // suspect, not the culprit: up to SuspectAllowance such deaths do not count against a task, so a
 // crash loop does not turn healthy files into errors; past it they count again, so a task that
 // really kills its process still ends with a bounded, named error. A task alone at a death pays.
-func TestSuspectsAreForgiven(t *testing.T) {
-	t.Parallel()
+func TestSuspectsAreForgiven(t *testing.T) { onBothDrivers(t, suspectsAreForgiven) }
+
+func suspectsAreForgiven(t *testing.T, driver string) {
 	ctx := t.Context()
-	db := openStore(t, "sqlite")
+	db := openStore(t, driver)
 	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "two", "name: two\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", true)
 	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "s"}}); err != nil {
 		t.Fatal(err)
@@ -68,10 +69,11 @@ func TestSuspectsAreForgiven(t *testing.T) {
 }
 
 // TestLoneTaskPays: a task alone in a dead process is charged each time.
-func TestLoneTaskPays(t *testing.T) {
-	t.Parallel()
+func TestLoneTaskPays(t *testing.T) { onBothDrivers(t, loneTaskPays) }
+
+func loneTaskPays(t *testing.T, driver string) {
 	ctx := t.Context()
-	db := openStore(t, "sqlite")
+	db := openStore(t, driver)
 	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	for i := 0; i < 2+engine.LostAllowance; i++ {
 		now := e.Now()
@@ -94,10 +96,11 @@ func TestLoneTaskPays(t *testing.T) {
 // TestProgressIsNotALostAttempt: an attempt that committed children before its process died is
 // not charged, even alone (an unpack resumes after its committed children, so one longer than
 // the interval between crashes still finishes); one that committed nothing is.
-func TestProgressIsNotALostAttempt(t *testing.T) {
-	t.Parallel()
+func TestProgressIsNotALostAttempt(t *testing.T) { onBothDrivers(t, progressIsNotALostAttempt) }
+
+func progressIsNotALostAttempt(t *testing.T, driver string) {
 	ctx := t.Context()
-	db := openStore(t, "sqlite")
+	db := openStore(t, driver)
 	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	// The children get tasks of step b too; one lease at a time takes the root's first (it sorts
 	// first), alone in its process.
@@ -169,5 +172,16 @@ func TestProgressIsNotALostAttempt(t *testing.T) {
 	}
 	if tk := rootState(); tk.State != store.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
 		t.Fatalf("task %+v: want failed naming the lost worker after %d deaths without progress", tk, 2+engine.LostAllowance)
+	}
+}
+
+// onBothDrivers runs test on a SQLite and a PostgreSQL store, in parallel.
+func onBothDrivers(t *testing.T, test func(t *testing.T, driver string)) {
+	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			test(t, driver)
+		})
 	}
 }

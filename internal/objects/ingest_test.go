@@ -308,15 +308,7 @@ func TestTranscodeError(t *testing.T) {
 			t.Fatal(err)
 		}
 		video := objects.FileSetID("e-vid-a")
-		poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
-			st, _ := objects.ActionStates(ctx, x, video)
-			for _, a := range st {
-				if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprint(st)
-		})
+		waitTranscodePending(t, kit, video)
 		// The transcoder's event comes from a topic: a source firing transcoded, correlated by
 		// the workflow's correlate: (a JetStream source hands its messages to the same handler).
 		src, err := source.Parse("mediaconvert", "webhook:?workflow=objects&event=transcoded")
@@ -361,5 +353,20 @@ func TestTranscodeError(t *testing.T) {
 		if s.Status != objects.StatusRowFail || len(rows) != 1 || rows[0].Errors[0] != (objects.FieldError{Field: "file_accession_number", Message: "e-img-p already exists in system"}) {
 			t.Errorf("second sheet %s, rows %+v", s.Status, rows)
 		}
+	})
+}
+
+// waitTranscodePending waits until the file set's TranscodeComplete action awaits the
+// transcoder's event.
+func waitTranscodePending(t *testing.T, kit *enginetest.Kit, fileSet string) {
+	t.Helper()
+	poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
+		st, _ := objects.ActionStates(t.Context(), kit.Store.DomainSQL(), fileSet)
+		for _, a := range st {
+			if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(st)
 	})
 }

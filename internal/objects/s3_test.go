@@ -1,7 +1,6 @@
 package objects_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -20,17 +19,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluice-project/sluice/internal/action/basic"
-	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/blob/blobtest"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
-	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -66,26 +62,10 @@ func startS3(t *testing.T) *s3Server {
 	return srv
 }
 
-func (s *s3Server) client() *s3.Client {
-	return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(s3Access, s3Secret, "")})
-}
+func (s *s3Server) client() *s3.Client { return blobtest.S3Client(s.endpoint, s3Access, s3Secret) }
 
-// opener opens s3:// locations as the CLI does for --files and --blobs: endpoint, region and
-// keys from the AWS_* variables (here a map, not the process's environment).
-func (s *s3Server) opener() objects.S3Opener {
-	vars := map[string]string{"AWS_ACCESS_KEY_ID": s3Access, "AWS_SECRET_ACCESS_KEY": s3Secret, "AWS_REGION": "us-east-1",
-		"AWS_ENDPOINT_URL_S3": s.proxy}
-	return func(ctx context.Context, raw string) (*blob.S3, error) {
-		cfg := blob.S3ConfigFromEnv(func(k string) string { return vars[k] })
-		bucket, prefix, err := blob.ParseURL(raw)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Bucket, cfg.Prefix, cfg.SpoolDir = bucket, prefix, os.TempDir()
-		return blob.NewS3(ctx, cfg)
-	}
-}
+// opener opens s3:// locations as the CLI does for --files and --blobs, through the proxy.
+func (s *s3Server) opener() objects.S3Opener { return blobtest.S3Opener(s.proxy, s3Access, s3Secret) }
 
 // count returns how many requests through the proxy since mark satisfy match, and the new mark.
 func (s *s3Server) count(mark int, match func(string) bool) (int, int) {
@@ -196,15 +176,7 @@ func TestSheetFromS3(t *testing.T) {
 			t.Fatal(err)
 		}
 		video := objects.FileSetID("c-vid-a")
-		poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
-			st, _ := objects.ActionStates(ctx, x, video)
-			for _, a := range st {
-				if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprint(st)
-		})
+		waitTranscodePending(t, kit, video)
 		if f, err := objects.FireTranscoded(ctx, kit.Engine, transcodeEvent(video, "COMPLETE"), ""); err != nil || f.Fired != 1 {
 			t.Fatalf("COMPLETE: %+v, %v", f, err)
 		}

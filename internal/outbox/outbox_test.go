@@ -199,7 +199,7 @@ func TestFullOutboxDropsWithoutBlocking(t *testing.T) {
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
 		t.Parallel()
 		rec := &recorder{down: true}
-		var logs syncBuffer
+		var logs poll.Buffer
 		log := slog.New(slog.NewTextHandler(&logs, nil))
 		k, o := setup(t, open, outbox.Config{Sinks: map[string]sink.Sink{"rec": rec}, MaxPending: 4, Logger: log,
 			CheckInterval: time.Hour}) // checked by hand below
@@ -246,23 +246,6 @@ func TestFullOutboxDropsWithoutBlocking(t *testing.T) {
 			return len(rec.got()) == 6, fmt.Sprint(len(rec.got()))
 		})
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestWebhookFlakyReceiver relays 300 outcomes to a webhook receiver that fails 30 % of

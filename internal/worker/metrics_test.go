@@ -1,13 +1,11 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +39,7 @@ func TestMetricsOfAttempts(t *testing.T) {
 		return action.Permanentf("bad input")
 	}}
 	const lease = 300 * time.Millisecond
-	var logs syncBuffer
+	var logs poll.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := setupWith(t, drivertest.OpenSQLite, func(c *worker.Config) { c.LeaseDuration = lease; c.Metrics = set; c.Logger = logger }, block, bad)
 	b.startJob(t, "m", "name: m\nsteps:\n  block: {action: block, needs: [start]}\n  bad: {action: bad, needs: [start]}\n",
@@ -128,22 +126,4 @@ func histCount(t *testing.T, set *metric.Set, name string, labels map[string]str
 
 func histSum(t *testing.T, set *metric.Set, name string, labels map[string]string) float64 {
 	return find(t, set, name, labels).GetHistogram().GetSampleSum()
-}
-
-// syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -5,12 +5,17 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/japanese"
+	"golang.org/x/text/encoding/korean"
+	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/encoding/traditionalchinese"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
@@ -50,31 +55,41 @@ func TestUnpackEmpty7z(t *testing.T) {
 	}
 }
 
-// TestUnpackShiftJISNames: a Japanese zip tool writes names in Shift_JIS without the UTF-8 flag.
+// TestUnpackShiftJISNames: a Japanese zip tool writes names in Shift_JIS without the UTF-8 flag;
+// Chinese and Korean Windows tools write GBK, Big5 or EUC-KR the same way.
 func TestUnpackShiftJISNames(t *testing.T) {
 	t.Parallel()
-	names := []string{"日本語のファイル.txt", "報告書/会議の議事録.txt"}
-	var b bytes.Buffer
-	zw := zip.NewWriter(&b)
-	for _, n := range names {
-		raw, err := japanese.ShiftJIS.NewEncoder().String(n)
-		if err != nil {
+	for _, tt := range []struct {
+		enc   encoding.Encoding
+		names []string
+	}{
+		{japanese.ShiftJIS, []string{"日本語のファイル.txt", "報告書/会議の議事録.txt"}},
+		{simplifiedchinese.GBK, []string{"会议记录/第一季度财务报告.txt", "项目计划书.txt"}},
+		{traditionalchinese.Big5, []string{"會議記錄/第一季財務報告.txt", "專案計畫書.txt"}},
+		{korean.EUCKR, []string{"회의록/일분기 재무 보고서.txt", "사업 계획서.txt"}},
+	} {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		for _, n := range tt.names {
+			raw, err := tt.enc.NewEncoder().String(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := zw.CreateHeader(&zip.FileHeader{Name: raw, NonUTF8: true, Method: zip.Deflate})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write([]byte("内容"))
+		}
+		zw.Close()
+		rec := &actiontest.Recorder{}
+		if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "legacy.zip", "", b.Bytes(), nil, nil), rec); err != nil {
 			t.Fatal(err)
 		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: raw, NonUTF8: true, Method: zip.Deflate})
-		if err != nil {
-			t.Fatal(err)
+		got := childNames(rec)
+		if len(got) != 2 || got[0] != "legacy.zip/"+tt.names[0] || got[1] != "legacy.zip/"+tt.names[1] {
+			t.Errorf("%v: children %q, want %q", tt.enc, got, tt.names)
 		}
-		w.Write([]byte("内容"))
-	}
-	zw.Close()
-	rec := &actiontest.Recorder{}
-	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "sjis.zip", "", b.Bytes(), nil, nil), rec); err != nil {
-		t.Fatal(err)
-	}
-	got := childNames(rec)
-	if len(got) != 2 || got[0] != "sjis.zip/"+names[0] || got[1] != "sjis.zip/"+names[1] {
-		t.Errorf("children %q, want %q", got, names)
 	}
 }
 
@@ -140,17 +155,38 @@ func TestUnpackTarLinksRecorded(t *testing.T) {
 }
 
 // TestUnpackResumes: a zip whose first children an earlier attempt recorded is resumed after
-// them, without reading those entries again.
+// them, without reading those entries again: their stored data is damaged here (it no longer
+// matches its CRC-32), which a read of them would report.
 func TestUnpackResumes(t *testing.T) {
 	t.Parallel()
-	data := makeZip(t, 10)
-	rec := &actiontest.Recorder{Recorded: 6}
-	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", data, nil, nil), rec); err != nil {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for i := range 10 {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("f%d.txt", i), Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(w, "entry %d", i)
+	}
+	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
+	good := b.Bytes()
 	all := &actiontest.Recorder{}
-	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", data, nil, nil), all); err != nil {
+	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", good, nil, nil), all); err != nil {
 		t.Fatal(err)
+	}
+	damaged := bytes.Clone(good)
+	for i := range 6 {
+		at := bytes.Index(damaged, fmt.Appendf(nil, "entry %d", i))
+		copy(damaged[at:], "ENTRY")
+	}
+	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", damaged, nil, nil), &actiontest.Recorder{}); err == nil {
+		t.Fatal("the damaged entries read without an error: the test could not tell a resume that reads them")
+	}
+	rec := &actiontest.Recorder{Recorded: 6}
+	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "a.zip", "", damaged, nil, nil), rec); err != nil {
+		t.Fatalf("resumed after 6 children: %v (the recorded entries were read again)", err)
 	}
 	if got, want := childNames(rec), childNames(all)[6:]; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("resumed children %q, want %q", got, want)
