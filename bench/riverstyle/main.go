@@ -11,9 +11,16 @@
 //	        transaction that completes it (JobCompleteTx). Timed from the client's start to the
 //	        last step's completion.
 //
-// River is tuned as in `river bench`: -workers 2000, FetchCooldown 2 ms, FetchPollInterval
-// 20 ms. It prints one JSON line, with the CPU per job of this process and of this machine's
-// postgres backends connected to its database.
+// River is tuned as in `river bench` (FetchCooldown 2 ms, FetchPollInterval 20 ms), except for
+// its workers: each job here opens a transaction and holds a pool connection for it, so
+// MaxWorkers is kept below the pool (-workers 16, -poolmax 20), leaving connections to River's
+// own fetches, completer and leader election. With `river bench`'s 2,000 workers on a pool of
+// 20, those waited behind the jobs' transactions (which queue on the fan-out's counter row) until
+// their 10 s timeouts, again and again: fetches and completions stalled and a fan-out of 10,000
+// took minutes; a child that waits for a connection past River's 1-minute job timeout fails. A
+// failed attempt ends the run with its error (a retry would only add River's backoff). It prints
+// one JSON line, with the CPU per job of this process and of this machine's postgres backends
+// connected to its database.
 package main
 
 import (
@@ -169,11 +176,14 @@ func main() {
 		mode    = flag.String("mode", "fanout", "fanout | chain")
 		items   = flag.Int("items", 0, "fanout: children (default 10000); chain: items (default 2000)")
 		steps   = flag.Int("steps", 10, "chain: steps per item")
-		workers = flag.Int("workers", 2000, "QueueConfig.MaxWorkers")
+		workers = flag.Int("workers", 16, "QueueConfig.MaxWorkers: below -poolmax, since each job holds a connection for its transaction")
 		schema  = flag.String("schema", "riverstyle", "schema for River's tables (dropped and made anew)")
 		poolMax = flag.Int("poolmax", 20, "pgxpool MaxConns: workers hold a connection for their transaction, and River's fetches starve behind them at pgx's default of 4")
 	)
 	flag.Parse()
+	if *workers >= *poolMax {
+		log.Fatalf("-workers %d must be below -poolmax %d: each job holds a pool connection, and River's own fetches and completer need some", *workers, *poolMax)
+	}
 	if *items == 0 {
 		*items = map[string]int{"fanout": 10000, "chain": 2000}[*mode]
 	}
@@ -230,7 +240,11 @@ func main() {
 	go func() {
 		for ev := range events {
 			if ev.Kind != river.EventKindJobCompleted {
-				log.Fatalf("job %d (%s) failed", ev.Job.ID, ev.Job.Kind)
+				var why string
+				if n := len(ev.Job.Errors); n > 0 {
+					why = ev.Job.Errors[n-1].Error
+				}
+				log.Fatalf("job %d (%s) failed (attempt %d): %s", ev.Job.ID, ev.Job.Kind, ev.Job.Attempt, why)
 			}
 			if (*mode == "fanout" && ev.Job.Kind == "fanout_collect") || (*mode == "chain" && completed.Add(1) == want) {
 				done <- time.Now()

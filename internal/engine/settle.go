@@ -235,13 +235,25 @@ func (t *tx) loadLevel(level []int64) error {
 	if err := t.lockItems(level); err != nil {
 		return err
 	}
-	var written []int64
+	var written, collecting []int64
 	for _, id := range level {
 		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {
 			written = append(written, id)
+			def, _, err := t.def(it.JobID)
+			if err != nil {
+				return err
+			}
+			if def.NeedsChildrenDone() {
+				collecting = append(collecting, id)
+			}
 		}
 	}
-	return t.readTasks(written)
+	if err := t.readTasks(written); err != nil {
+		return err
+	}
+	// Settling such an item fires children.done on it once its children are done (a leaf's at
+	// once): with its events cached, each is held back, not a statement of its own.
+	return t.readEvents(collecting)
 }
 
 // waiting reports whether a step of the item that has not run could still be unblocked by an

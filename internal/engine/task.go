@@ -143,6 +143,16 @@ func (tt *tx) applyResults() error {
 	if err := tt.lockItems(lock); err != nil {
 		return err
 	}
+	// The items whose results fire events have them read at once: no statement per event.
+	var firing []int64
+	for i, p := range pend {
+		if oks[i] && len(p.fire) > 0 {
+			firing = append(firing, p.r.Task.ItemID)
+		}
+	}
+	if err := tt.readEvents(firing); err != nil {
+		return err
+	}
 	for i, p := range pend {
 		if !oks[i] {
 			continue

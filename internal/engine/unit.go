@@ -166,6 +166,37 @@ func (u *unit) eventsOnce(itemID int64) (map[string]bool, error) {
 	return ev, nil
 }
 
+// readEvents reads and caches, in one statement, the events of the locked items whose events
+// are not cached: a batch of results then fires its events with no statement per event (an
+// event new to a cached set is held back and written with the rest, [unit.addEvent]). The
+// items must be locked in this transaction: their events are written only under their lock,
+// so the cached sets stay true until the commit.
+func (u *unit) readEvents(ids []int64) error {
+	var need []int64
+	for _, id := range ids {
+		if _, ok := u.events[id]; !ok && u.items[id] != nil {
+			need = append(need, id)
+		}
+	}
+	if len(need) < 2 {
+		return nil // one item's first event costs a statement either way
+	}
+	slices.Sort(need)
+	need = slices.Compact(need)
+	byItem, err := u.x.EventListByItems(u.ctx, need)
+	if err != nil {
+		return err
+	}
+	for _, id := range need {
+		ev := make(map[string]bool, len(byItem[id])+1)
+		for _, n := range byItem[id] {
+			ev[n] = true
+		}
+		u.events[id] = ev
+	}
+	return nil
+}
+
 // tasksOf returns the item's tasks: known (a level's, or those of an item created in this
 // transaction), or read after the held-back tasks are written.
 func (u *unit) tasksOf(itemID int64) ([]*store.Task, error) {

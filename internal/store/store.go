@@ -203,6 +203,9 @@ type Executor interface {
 	// already fired is left alone. The engine uses it for events it knows are new.
 	EventInsertMany(ctx context.Context, es []EventInsertParams) error
 	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
+	// EventListByItems returns the events of many items in one statement, by item; an item
+	// with none has no entry.
+	EventListByItems(ctx context.Context, itemIDs []int64) (map[int64][]string, error)
 
 	// TaskInsert inserts a ready task (or an ended one, [TaskInsertParams.Done]) unless one exists
 	// for (item, step); false when it existed.

@@ -183,6 +183,7 @@ func (c *convCache) replay(ctx context.Context, ef *effects, out *output) {
 	for _, w := range ef.Writes {
 		res.Writes = append(res.Writes, engine.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload})
 	}
+	kids := make([]*engine.NewChild, 0, len(ef.Children))
 	for i, c := range ef.Children {
 		name := c.Name
 		if rest, ok := strings.CutPrefix(name, ef.Parent); ok && ef.Parent != "" {
@@ -191,12 +192,15 @@ func (c *convCache) replay(ctx context.Context, ef *effects, out *output) {
 		nc := &engine.NewChild{Task: out.task, Ordinal: i, Name: name, ContentType: c.ContentType, BlobSHA256: c.BlobSHA256, Size: c.Size,
 			Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: c.ThumbnailSHA, ThumbnailType: c.ThumbnailType,
 			ProgressFrom: c.From, ProgressTo: c.To}
-		if err := out.queueChild(ctx, nc); err != nil {
-			out.mu.Lock()
-			out.childErr = err
-			out.mu.Unlock()
-			return
-		}
+		kids = append(kids, nc)
+	}
+	if len(kids) == 0 {
+		return
+	}
+	if err := out.queueChildren(ctx, kids); err != nil {
+		out.mu.Lock()
+		out.childErr = err
+		out.mu.Unlock()
 	}
 }
 

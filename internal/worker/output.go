@@ -258,11 +258,12 @@ func (o *output) fail(err error) {
 	o.mu.Unlock()
 }
 
-// queueChild records a child whose blobs are already durable (a cached conversion's).
-func (o *output) queueChild(ctx context.Context, nc *engine.NewChild) error {
+// queueChildren records children whose blobs are already durable (a cached conversion's, at
+// most maxCachedChildren) in one op: one multi-row insert (Tx.CreateChildren).
+func (o *output) queueChildren(ctx context.Context, ncs []*engine.NewChild) error {
 	done := make(chan error, 1)
 	o.pending.Add(1)
-	if err := o.w.commit.submit(ctx, func(t *engine.Tx) error { return t.CreateChild(nc) }, done); err != nil {
+	if err := o.w.commit.submit(ctx, func(t *engine.Tx) error { return t.CreateChildren(ncs) }, done); err != nil {
 		o.pending.Done()
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -385,5 +386,58 @@ func TestNondeterministicReplayIgnored(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "a=A at 10:00,b=B at 10:05,c=C at 10:05" || root.Error != "" {
 		t.Errorf("children %v, error %q", names, root.Error)
+	}
+}
+
+// TestChildrenInGroups: a task's children are recorded in groups (a multi-row insert per flush
+// and one with the result). An attempt that made more than a group's worth of children before its
+// worker vanished is replayed whole by the next: the children recorded are kept, the rest added,
+// each once, in order, with progress ranges that do not overlap.
+func TestChildrenInGroups(t *testing.T) {
+	t.Parallel()
+	const n = 300 // more than a flush's 256
+	b := setup(t, opts{idle: time.Second})
+	job := b.job(t, "input")
+	th := b.poll(t)
+	for i := range 270 {
+		for _, f := range [][2]string{{fmt.Sprintf("%d.json", i), childJSON(fmt.Sprintf("c%03d", i))}, {fmt.Sprintf("%d.blob", i), fmt.Sprint(i)}} {
+			if err := th.Post(t.Context(), f[0], str(f[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	root := b.root(t, job)
+	waitFor(t, 10*time.Second, "the first group recorded", func() bool { return len(b.children(t, root)) >= 256 })
+	th2 := b.poll(t) // the worker vanished: the task comes back
+	s := th2.Stream(t.Context())
+	for i := range n {
+		if err := s.Part(fmt.Sprintf("%d.json", i), str(childJSON(fmt.Sprintf("c%03d", i)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Part(fmt.Sprintf("%d.blob", i), str(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Part("done", str("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != store.JobComplete {
+		t.Fatalf("job %s: %s", j.State, j.Error)
+	}
+	root = b.root(t, job)
+	kids := b.children(t, root)
+	if len(kids) != n || root.NChildren != n || root.Error != "" {
+		t.Fatalf("%d children, n_children %d, error %q; want %d", len(kids), root.NChildren, root.Error, n)
+	}
+	for i, k := range kids {
+		if k.Ordinal != i || k.Name != fmt.Sprintf("c%03d", i) || b.blobText(t, k.BlobSHA256) != fmt.Sprint(i) {
+			t.Fatalf("child %d: ordinal %d, %q = %q", i, k.Ordinal, k.Name, b.blobText(t, k.BlobSHA256))
+		}
+		if i > 0 && k.RangeLo < kids[i-1].RangeLo+kids[i-1].RangeLen-1e-9 {
+			t.Errorf("child %d's progress range starts at %g, inside child %d's [%g, +%g]", i, k.RangeLo, i-1, kids[i-1].RangeLo, kids[i-1].RangeLen)
+		}
 	}
 }

@@ -257,10 +257,8 @@ func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 	batch := ss.batch
 	ss.batch, ss.batchText = nil, 0
 	err := ss.srv.b.Do(ctx, func(t *engine.Tx) error {
-		for _, c := range batch {
-			if err := t.CreateChild(c); err != nil {
-				return err
-			}
+		if err := createChildren(t, batch); err != nil {
+			return err
 		}
 		return t.Apply(res)
 	})
@@ -291,18 +289,20 @@ func (ss *session) flush(ctx context.Context) error {
 	}
 	batch := ss.batch
 	ss.batch, ss.batchText = nil, 0
-	err := ss.srv.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
-		for _, c := range batch {
-			if err := t.CreateChild(c); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := ss.srv.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error { return createChildren(t, batch) })
 	if errors.Is(err, engine.ErrNondeterministic) {
 		return ss.fail(ctx, err)
 	}
 	return err
+}
+
+// createChildren records the closed children with one multi-row insert (Tx.CreateChildren), not
+// a statement each.
+func createChildren(t *engine.Tx, batch []*engine.NewChild) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	return t.CreateChildren(batch)
 }
 
 func (ss *session) logicError(format string, args ...any) error {

@@ -345,6 +345,9 @@ func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress
 const (
 	qEventInsert = `INSERT INTO events (item_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
 	qEventList   = `SELECT name FROM events WHERE item_id = $1 ORDER BY created_at, name`
+	// qEventListMany reads the array through ARRAY(…), so that the rows are found through the
+	// primary key whatever the count (see qItemGetMany).
+	qEventListMany = `SELECT item_id, name FROM events WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, created_at, name`
 )
 
 func (q *queries) EventInsert(ctx context.Context, p store.EventInsertParams) (bool, error) {
@@ -364,6 +367,26 @@ func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list events of item %d: %w", itemID, err)
+	}
+	return out, nil
+}
+
+func (q *queries) EventListByItems(ctx context.Context, itemIDs []int64) (map[int64][]string, error) {
+	out := map[int64][]string{}
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.c.Query(ctx, qEventListMany, itemIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %d items: %w", len(itemIDs), mapErr(err))
+	}
+	var id int64
+	var name string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &name}, func() error {
+		out[id] = append(out[id], name)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list events of %d items: %w", len(itemIDs), mapErr(err))
 	}
 	return out, nil
 }

@@ -388,6 +388,27 @@ func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, 
 	return out, rows.Err()
 }
 
+func (q *queries) EventListByItems(ctx context.Context, itemIDs []int64) (map[int64][]string, error) {
+	out := map[int64][]string{}
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.wquery(ctx, `SELECT item_id, name FROM events WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY item_id, created_at, name`, idArray(itemIDs))
+	if err != nil {
+		return nil, fmt.Errorf("list events of %d items: %w", len(itemIDs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, err
+		}
+		out[id] = append(out[id], name)
+	}
+	return out, rows.Err()
+}
+
 // --- waits
 
 func (q *queries) WaitInsert(ctx context.Context, p store.Wait) error {

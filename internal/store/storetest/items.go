@@ -458,6 +458,21 @@ func testEvents(t *testing.T, b *bundle) {
 	if got := must(b.s.EventListByItem(ctx, 1<<40))(t); len(got) != 0 {
 		t.Errorf("EventListByItem(missing) = %v, want none", got)
 	}
+	byItem := must(b.s.EventListByItems(ctx, []int64{other.ID, 1 << 40, it.ID}))(t)
+	if len(byItem) != 2 {
+		t.Errorf("EventListByItems = %v, want entries for the two items with events only", byItem)
+	}
+	got = byItem[it.ID]
+	slices.Sort(got)
+	if want := []string{"detected.pdf", "start"}; !slices.Equal(got, want) {
+		t.Errorf("EventListByItems[item] = %v, want %v", got, want)
+	}
+	if got := byItem[other.ID]; !slices.Equal(got, []string{"other"}) {
+		t.Errorf("EventListByItems[other] = %v, want [other]", got)
+	}
+	if none := must(b.s.EventListByItems(ctx, nil))(t); len(none) != 0 {
+		t.Errorf("EventListByItems(nil) = %v, want none", none)
+	}
 }
 
 func testWaits(t *testing.T, b *bundle) {
