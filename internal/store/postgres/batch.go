@@ -28,10 +28,7 @@ func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertPar
 	for i, e := range es {
 		ids[i], names[i], at[i] = e.ItemID, e.Name, micros(e.Now)
 	}
-	if _, err := q.c.Exec(ctx, qEventInsertMany, ids, names, at); err != nil {
-		return fmt.Errorf("insert %d events: %w", len(es), mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("insert %d events", len(es)), qEventInsertMany, ids, names, at)
 }
 
 func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) error {
@@ -51,8 +48,8 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 			wake = append(wake, p.Queue)
 		}
 	}
-	if _, err := q.c.Exec(ctx, qTaskInsertMany, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended); err != nil {
-		return fmt.Errorf("insert %d tasks: %w", n, mapErr(err))
+	if err := q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), qTaskInsertMany, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended); err != nil {
+		return err
 	}
 	for _, queue := range wake {
 		if err := q.ready(ctx, queue); err != nil {

@@ -45,6 +45,20 @@ func (q *queries) ready(ctx context.Context, queue string) error {
 	return err
 }
 
+// execLater runs a write whose result is only its error. Inside a transaction it goes out with
+// the transaction's next statement, or its COMMIT, in one round trip (see txConn.execLater), and
+// its error, naming what, is that statement's; outside one it runs at once.
+func (q *queries) execLater(ctx context.Context, what, sql string, args ...any) error {
+	if tc, ok := q.c.(*txConn); ok {
+		tc.execLater(what, sql, args...)
+		return nil
+	}
+	if _, err := q.c.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, mapErr(err))
+	}
+	return nil
+}
+
 type scanner interface{ Scan(...any) error }
 
 // where builds a WHERE clause with numbered parameters.
@@ -312,10 +326,7 @@ func (q *queries) JobReopen(ctx context.Context, id int64) (bool, error) {
 }
 
 func (q *queries) JobAddTotal(ctx context.Context, id int64, bytes float64) error {
-	if _, err := q.c.Exec(ctx, qJobAddTotal, bytes, id); err != nil {
-		return fmt.Errorf("add to job %d total: %w", id, mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("add to job %d total", id), qJobAddTotal, bytes, id)
 }
 
 func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress, error) {
