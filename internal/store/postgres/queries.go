@@ -31,6 +31,12 @@ type queries struct {
 	c      querier
 	inTx   bool
 	notify []string // queues with newly ready tasks, announced at commit
+	// prefetched is the job of the items ItemInsertMany added, read in the same batch: the
+	// engine reads it next, to fire the items' start. It answers that JobGet only if nothing
+	// was sent or queued since (prefetchedAt is the txConn's count of sends then): a root added
+	// at 200 per second is then 2 round trips, not 3.
+	prefetched   *store.Job
+	prefetchedAt int
 }
 
 // ready announces new ready work on queue: at commit inside a transaction, at once outside.
@@ -251,6 +257,12 @@ func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*stor
 }
 
 func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
+	if j := q.prefetched; j != nil {
+		q.prefetched = nil
+		if tc, ok := q.c.(*txConn); ok && j.ID == id && tc.sends == q.prefetchedAt && len(tc.later) == 0 {
+			return j, nil
+		}
+	}
 	j, err := scanJob(q.c.QueryRow(ctx, qJobGet, id))
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, err)

@@ -22,6 +22,9 @@ type txConn struct {
 	begun bool
 	// later are the writes of execLater not yet sent, in the order they were made.
 	later []laterExec
+	// sends counts the batches and statements sent, so that a read sent ahead of its time can
+	// tell whether anything went out after it (see queries.prefetched).
+	sends int
 }
 
 // laterExec is a write sent with the transaction's next statement; what names it in an error.
@@ -55,6 +58,7 @@ func (c *txConn) first(ctx context.Context, queued []*pgx.QueuedQuery) (pgx.Batc
 		b.QueuedQueries = append(b.QueuedQueries, &c.later[i].q)
 	}
 	b.QueuedQueries = append(b.QueuedQueries, queued...)
+	c.sends++
 	br := c.conn.SendBatch(ctx, b)
 	if !c.begun {
 		c.begun = true
@@ -77,6 +81,7 @@ func (c *txConn) first(ctx context.Context, queued []*pgx.QueuedQuery) (pgx.Batc
 
 func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !c.pending() {
+		c.sends++
 		return c.conn.Exec(ctx, sql, args...)
 	}
 	br, err := c.first(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
@@ -92,6 +97,7 @@ func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if !c.pending() {
+		c.sends++
 		return c.conn.Query(ctx, sql, args...)
 	}
 	br, err := c.first(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
@@ -108,6 +114,7 @@ func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 
 func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if !c.pending() {
+		c.sends++
 		return c.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := c.Query(ctx, sql, args...)
@@ -116,6 +123,7 @@ func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 func (c *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if !c.pending() {
+		c.sends++
 		return c.conn.SendBatch(ctx, b)
 	}
 	br, err := c.first(ctx, b.QueuedQueries)

@@ -149,3 +149,47 @@ func TestNotifyOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestItemInsertReadsJob checks the job read in the batch of ItemInsertMany: a JobGet sent next
+// gets it, and one after another write of the transaction reads the job again and sees that
+// write.
+func TestItemInsertReadsJob(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := open(t)
+	now := time.Now()
+	j, err := db.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 3, Metadata: []byte(`{"a":1}`), Options: []byte(`{}`), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.InTx(ctx, func(x store.Executor) error {
+		its, err := x.ItemInsertMany(ctx, []store.ItemInsertParams{{JobID: j.ID, Ordinal: 0, SortKey: "0", Name: "a", Now: now}, {JobID: j.ID, Ordinal: 1, SortKey: "1", Name: "b", Now: now}})
+		if err != nil || len(its) != 2 {
+			t.Fatalf("ItemInsertMany = %v, %v; want 2 items", its, err)
+		}
+		got, err := x.JobGet(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		if got.ID != j.ID || got.WorkflowName != "w" || got.WorkflowVersion != 3 || got.State != store.JobRunning || string(got.Metadata) != `{"a": 1}` {
+			t.Errorf("JobGet after ItemInsertMany = %+v, want job %d as inserted", got, j.ID)
+		}
+		if _, err := x.ItemInsertMany(ctx, []store.ItemInsertParams{{JobID: j.ID, Ordinal: 2, SortKey: "2", Name: "c", Now: now}}); err != nil {
+			return err
+		}
+		if err := x.JobAddTotal(ctx, j.ID, 9); err != nil { // queued, sent with the next read
+			return err
+		}
+		got, err = x.JobGet(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		if got.TotalBytes != 9 {
+			t.Errorf("JobGet after JobAddTotal(9) = total %v, want 9", got.TotalBytes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
