@@ -426,8 +426,17 @@ func (n *Node) Start(ctx context.Context) {
 // listen wakes the worker whenever a task becomes ready in the shared database, in this process
 // or another (Postgres LISTEN/NOTIFY, [store.Store.Wait]): without it a worker would find other
 // processes' tasks only at its next poll.
+//
+// The node's own transactions wake its worker through the engine's OnReady as they commit; a
+// store that can leave out their notifications (othersNotifier) is asked to, so that one task
+// made ready wakes the worker once, not twice (the second wake's pick found nothing: half the
+// held batches of `sluice bench engine --mode paced` on Postgres).
 func (n *Node) listen(ctx context.Context, nf store.Notifier) {
-	ch, take, stop := nf.Notify()
+	notify := nf.Notify
+	if o, ok := nf.(othersNotifier); ok {
+		notify = o.NotifyOthers
+	}
+	ch, take, stop := notify()
 	defer stop()
 	for {
 		select {
@@ -441,6 +450,12 @@ func (n *Node) listen(ctx context.Context, nf store.Notifier) {
 			}
 		}
 	}
+}
+
+// othersNotifier is a [store.Notifier] that can leave out the notifications of the store's own
+// connections (the Postgres driver's DB.NotifyOthers).
+type othersNotifier interface {
+	NotifyOthers() (ch <-chan struct{}, take func() (queues []string, all bool), stop func())
 }
 
 func (n *Node) unlisten() {

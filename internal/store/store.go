@@ -113,7 +113,9 @@ type Notifier interface {
 type Store interface {
 	Executor
 	// InTx runs fn in one write transaction and commits it if fn returns nil. On SQLite this is an
-	// IMMEDIATE transaction on the single writer connection.
+	// IMMEDIATE transaction on the single writer connection. A driver may send a write whose
+	// result is only its error with the transaction's next statement (Postgres does): its error
+	// then comes from that call, or from the commit, and the transaction fails either way.
 	InTx(ctx context.Context, fn func(tx Executor) error) error
 	Capabilities() Capabilities
 	// Wait blocks until another process signals new work, ctx ends, or d passes. Drivers without

@@ -30,7 +30,7 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 		if !q.brief {
 			continue
 		}
-		mark, ok, stop := w.slots.startHeld(q.name)
+		ok, stop := w.slots.startHeld(q.name)
 		if stop {
 			break
 		}
@@ -46,7 +46,7 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("held batch", "queue", q.name, "error", err)
 			}
-			w.slots.endHeld(q.name, mark, err != nil || n >= limit)
+			w.slots.endHeld(q.name, err != nil || n >= limit)
 			w.kick()
 		}()
 	}
@@ -92,21 +92,29 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			ids[i] = tk.ItemID
 			rec.TaskIDs[i], rec.Attempts[i] = tk.ID, tk.Attempt
 		}
-		// The record commits on a connection of its own, before any task runs. Bounded: the
-		// pool could be short of connections while this transaction holds rows.
-		rctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/3)
-		id, err := w.e.Store().HeldLeaseRecord(rctx, rec)
-		cancel()
-		if err != nil {
-			return err
+		// The record commits on a connection of its own, before any task runs, while this
+		// transaction locks the tasks' items: one round trip's wait instead of two. Bounded:
+		// the pool could be short of connections while this transaction holds rows.
+		var id int64
+		var rerr error
+		recordDone := make(chan struct{})
+		go func() {
+			defer close(recordDone)
+			rctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/3)
+			defer cancel()
+			id, rerr = w.e.Store().HeldLeaseRecord(rctx, rec)
+		}()
+		its, err := t.LockItems(ids)
+		<-recordDone
+		if rerr != nil {
+			return rerr
 		}
 		recorded = id
 		w.leases.record(id, true)
-		if err := x.HeldLeaseDelete(ctx, id); err != nil { // with the results
+		if err != nil {
 			return err
 		}
-		its, err := t.LockItems(ids)
-		if err != nil {
+		if err := x.HeldLeaseDelete(ctx, id); err != nil { // with the results
 			return err
 		}
 		items := make(map[int64]*store.Item, len(its))

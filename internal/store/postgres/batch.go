@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -28,10 +31,7 @@ func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertPar
 	for i, e := range es {
 		ids[i], names[i], at[i] = e.ItemID, e.Name, micros(e.Now)
 	}
-	if _, err := q.c.Exec(ctx, qEventInsertMany, ids, names, at); err != nil {
-		return fmt.Errorf("insert %d events: %w", len(es), mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("insert %d events", len(es)), qEventInsertMany, ids, names, at)
 }
 
 func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) error {
@@ -51,8 +51,8 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 			wake = append(wake, p.Queue)
 		}
 	}
-	if _, err := q.c.Exec(ctx, qTaskInsertMany, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended); err != nil {
-		return fmt.Errorf("insert %d tasks: %w", n, mapErr(err))
+	if err := q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), qTaskInsertMany, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended); err != nil {
+		return err
 	}
 	for _, queue := range wake {
 		if err := q.ready(ctx, queue); err != nil {
@@ -87,10 +87,40 @@ func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParam
 		keys[i], names[i], types[i], blobs[i], sizes[i], mds[i], opts[i] = p.SortKey, p.Name, p.ContentType, p.BlobSHA256, p.Size, jsonOr(p.Metadata), jsonOr(p.Options)
 		texts[i], thumbs[i], thumbTypes[i], los[i], lens[i], created[i] = p.Text, p.ThumbnailSHA, p.ThumbnailType, p.RangeLo, p.RangeLen, micros(p.Now)
 	}
-	rows, err := q.c.Query(ctx, qItemInsertMany, jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created)
+	args := []any{jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created}
+	if tc, ok := q.c.(*txConn); ok && !slices.ContainsFunc(jobs, func(j int64) bool { return j != jobs[0] }) {
+		return q.itemInsertManyWithJob(ctx, tc, n, args)
+	}
+	rows, err := q.c.Query(ctx, qItemInsertMany, args...)
 	items, err := collect(rows, err, scanItemNoText)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d items: %w", n, err)
+	}
+	return items, nil
+}
+
+// itemInsertManyWithJob inserts items of one job in a transaction and reads that job in the same
+// batch, before them, for the engine's next statement (see queries.prefetched).
+func (q *queries) itemInsertManyWithJob(ctx context.Context, tc *txConn, n int, args []any) ([]*store.Item, error) {
+	b := &pgx.Batch{}
+	b.Queue(qJobGet, args[0].([]int64)[0])
+	b.Queue(qItemInsertMany, args...)
+	br := tc.SendBatch(ctx, b)
+	job, jerr := scanJob(br.QueryRow())
+	if jerr != nil && !errors.Is(jerr, store.ErrNotFound) {
+		br.Close()
+		return nil, fmt.Errorf("insert %d items: read their job: %w", n, jerr)
+	}
+	rows, err := br.Query()
+	items, err := collect(rows, err, scanItemNoText)
+	if cerr := br.Close(); err == nil {
+		err = mapErr(cerr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert %d items: %w", n, err)
+	}
+	if jerr == nil {
+		q.prefetched, q.prefetchedAt = job, tc.sends
 	}
 	return items, nil
 }

@@ -88,16 +88,21 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pcfg.MaxConns = max(pcfg.MaxConns, 10)
 	}
 	setPath := "SET search_path TO " + pgx.Identifier{cfg.Schema}.Sanitize()
+	own := &ownPIDs{m: map[uint32]bool{}}
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, setPath)
-		return err
+		if _, err := c.Exec(ctx, setPath); err != nil {
+			return err
+		}
+		own.add(c.PgConn().PID())
+		return nil
 	}
+	pcfg.BeforeClose = func(c *pgx.Conn) { own.remove(c.PgConn().PID()) }
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
 	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema}
-	db.listen = &listener{cfg: pcfg.ConnConfig, channel: notifyChannel(cfg.Schema), wake: make(chan struct{})}
+	db.listen = &listener{cfg: pcfg.ConnConfig, channel: notifyChannel(cfg.Schema), wake: make(chan struct{}), own: own}
 	db.queries = &queries{db: db, c: pool}
 	if err := db.createSchema(ctx); err != nil {
 		pool.Close()
@@ -167,7 +172,42 @@ func (db *DB) Capabilities() store.Capabilities {
 
 // Notify implements [store.Notifier].
 func (db *DB) Notify() (<-chan struct{}, func() ([]string, bool), func()) {
-	return db.listen.notify()
+	return db.listen.notify(false)
+}
+
+// NotifyOthers is [DB.Notify] without the notifications sent by this DB's own connections:
+// those of other processes (and other DBs of this one) only. A process whose every transaction
+// that makes tasks ready already wakes its workers when it commits (the engine's OnReady) uses
+// it, so that one task made ready does not wake them twice: the second wake would start a pick
+// that finds the task taken by the first (a held batch's BEGIN, pick and ROLLBACK, for nothing).
+// The wake on connecting is kept.
+func (db *DB) NotifyOthers() (<-chan struct{}, func() ([]string, bool), func()) {
+	return db.listen.notify(true)
+}
+
+// ownPIDs are the backend process ids of a pool's connections: a notification's sender is one
+// of them when this DB sent it. Safe for concurrent use.
+type ownPIDs struct {
+	mu sync.Mutex
+	m  map[uint32]bool
+}
+
+func (o *ownPIDs) add(pid uint32) {
+	o.mu.Lock()
+	o.m[pid] = true
+	o.mu.Unlock()
+}
+
+func (o *ownPIDs) remove(pid uint32) {
+	o.mu.Lock()
+	delete(o.m, pid)
+	o.mu.Unlock()
+}
+
+func (o *ownPIDs) has(pid uint32) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[pid]
 }
 
 // Wait blocks until a task becomes ready in any process (a NOTIFY on sluice_tasks), ctx ends, or d
@@ -298,6 +338,7 @@ func (l *advisoryLock) Release() {
 type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string
+	own     *ownPIDs // the pool's connections, for subscribers of others' notifications only
 
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced on every notification
@@ -320,10 +361,11 @@ type subscriber struct {
 	ch     chan struct{} // buffered: a notification while the reader is busy is kept
 	queues map[string]bool
 	all    bool
+	others bool // not woken by the notifications of the pool's own connections
 }
 
-func (l *listener) notify() (<-chan struct{}, func() ([]string, bool), func()) {
-	s := &subscriber{ch: make(chan struct{}, 1), queues: map[string]bool{}}
+func (l *listener) notify(others bool) (<-chan struct{}, func() ([]string, bool), func()) {
+	s := &subscriber{ch: make(chan struct{}, 1), queues: map[string]bool{}, others: others}
 	l.mu.Lock()
 	if l.subs == nil {
 		l.subs = map[*subscriber]bool{}
@@ -360,14 +402,17 @@ func (l *listener) startLocked() {
 }
 
 // broadcast wakes the Notify channels with the queue announced ("" when any queue may have work)
-// and, unless subsOnly, the waiters of Wait.
-func (l *listener) broadcast(subsOnly bool, queue string) {
+// and, unless subsOnly, the waiters of Wait. own says the pool's own connection sent it.
+func (l *listener) broadcast(subsOnly bool, queue string, own bool) {
 	l.mu.Lock()
 	if !subsOnly {
 		close(l.wake)
 		l.wake = make(chan struct{})
 	}
 	for s := range l.subs {
+		if own && s.others {
+			continue
+		}
 		if queue == "" {
 			s.all = true
 		} else {
@@ -426,13 +471,13 @@ func (l *listener) listenOnce(ctx context.Context, reconnect bool) bool {
 	}
 	// Whatever was announced before this point was not heard: after a lost connection wake
 	// everyone once; on the first, the Notify channels (a Wait that has just begun need not).
-	l.broadcast(!reconnect, "")
+	l.broadcast(!reconnect, "", false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true
 		}
-		l.broadcast(false, n.Payload)
+		l.broadcast(false, n.Payload, l.own.has(n.PID))
 	}
 }
 

@@ -31,6 +31,12 @@ type queries struct {
 	c      querier
 	inTx   bool
 	notify []string // queues with newly ready tasks, announced at commit
+	// prefetched is the job of the items ItemInsertMany added, read in the same batch: the
+	// engine reads it next, to fire the items' start. It answers that JobGet only if nothing
+	// was sent or queued since (prefetchedAt is the txConn's count of sends then): a root added
+	// at 200 per second is then 2 round trips, not 3.
+	prefetched   *store.Job
+	prefetchedAt int
 }
 
 // ready announces new ready work on queue: at commit inside a transaction, at once outside.
@@ -43,6 +49,20 @@ func (q *queries) ready(ctx context.Context, queue string) error {
 	}
 	_, err := q.c.Exec(ctx, `SELECT pg_notify($2, $1)`, queue, q.db.listen.channel)
 	return err
+}
+
+// execLater runs a write whose result is only its error. Inside a transaction it goes out with
+// the transaction's next statement, or its COMMIT, in one round trip (see txConn.execLater), and
+// its error, naming what, is that statement's; outside one it runs at once.
+func (q *queries) execLater(ctx context.Context, what, sql string, args ...any) error {
+	if tc, ok := q.c.(*txConn); ok {
+		tc.execLater(what, sql, args...)
+		return nil
+	}
+	if _, err := q.c.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, mapErr(err))
+	}
+	return nil
 }
 
 type scanner interface{ Scan(...any) error }
@@ -237,6 +257,12 @@ func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*stor
 }
 
 func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
+	if j := q.prefetched; j != nil {
+		q.prefetched = nil
+		if tc, ok := q.c.(*txConn); ok && j.ID == id && tc.sends == q.prefetchedAt && len(tc.later) == 0 {
+			return j, nil
+		}
+	}
 	j, err := scanJob(q.c.QueryRow(ctx, qJobGet, id))
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, err)
@@ -312,10 +338,7 @@ func (q *queries) JobReopen(ctx context.Context, id int64) (bool, error) {
 }
 
 func (q *queries) JobAddTotal(ctx context.Context, id int64, bytes float64) error {
-	if _, err := q.c.Exec(ctx, qJobAddTotal, bytes, id); err != nil {
-		return fmt.Errorf("add to job %d total: %w", id, mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("add to job %d total", id), qJobAddTotal, bytes, id)
 }
 
 func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress, error) {

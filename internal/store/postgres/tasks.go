@@ -248,11 +248,9 @@ func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) 
 	return id, nil
 }
 
+// HeldLeaseDelete, in the holding transaction, goes out with its next statement (execLater).
 func (q *queries) HeldLeaseDelete(ctx context.Context, id int64) error {
-	if _, err := q.c.Exec(ctx, qHeldLeaseDelete, id); err != nil {
-		return fmt.Errorf("delete held lease %d: %w", id, mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("delete held lease %d", id), qHeldLeaseDelete, id)
 }
 
 func (q *queries) HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error) {

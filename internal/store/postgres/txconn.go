@@ -8,35 +8,80 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// txConn runs one transaction's statements on one connection with two round trips fewer than
-// pgx.Tx: BEGIN goes out in the same pipelined batch as the first statement, and COMMIT in the
-// same batch as the transaction's notifications. A transaction of a few statements (a lease, a
-// result, a root added at 200 per second) spends most of its time in round trips, and on a busy
-// machine each one also waits for the server process to be scheduled.
+// txConn runs one transaction's statements on one connection with fewer round trips than
+// pgx.Tx: BEGIN goes out in the same pipelined batch as the first statement, COMMIT in the same
+// batch as the transaction's notifications, and a write whose result nobody reads (execLater)
+// waits to go out in the batch of whatever the transaction sends next — at the latest its
+// COMMIT. A transaction of a few statements (a lease, a result, a root added at 200 per second)
+// spends most of its time in round trips, and on a busy machine each one also waits for the
+// server process to be scheduled.
 //
 // A txConn that sent nothing holds no transaction: commit and rollback are then no-ops.
 type txConn struct {
 	conn  *pgx.Conn
 	begun bool
+	// later are the writes of execLater not yet sent, in the order they were made.
+	later []laterExec
+	// sends counts the batches and statements sent, so that a read sent ahead of its time can
+	// tell whether anything went out after it (see queries.prefetched).
+	sends int
+}
+
+// laterExec is a write sent with the transaction's next statement; what names it in an error.
+type laterExec struct {
+	q    pgx.QueuedQuery
+	what string
 }
 
 var _ querier = (*txConn)(nil)
 
-// first sends BEGIN and the queued statements in one batch and reads BEGIN's result. The caller
-// reads the rest and closes the batch.
+// execLater queues a write whose result is only its error, to go out before (and in one
+// pipelined batch with) the next statement the transaction sends. Its error is returned by that
+// statement's call, or by the commit, naming what: the transaction fails either way, as it would
+// have at once, since a failed statement aborts a Postgres transaction. Nothing is sent if the
+// transaction rolls back first.
+func (c *txConn) execLater(what, sql string, args ...any) {
+	c.later = append(c.later, laterExec{q: pgx.QueuedQuery{SQL: sql, Arguments: args}, what: what})
+}
+
+// pending reports whether a statement sent now would go out with others (BEGIN or later writes).
+func (c *txConn) pending() bool { return !c.begun || len(c.later) > 0 }
+
+// first sends BEGIN (if not yet sent), the queued later writes and then queued, in one batch,
+// and reads the results of all but queued. The caller reads the rest and closes the batch.
 func (c *txConn) first(ctx context.Context, queued []*pgx.QueuedQuery) (pgx.BatchResults, error) {
-	c.begun = true
-	b := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: "begin"}}, queued...)}
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(c.later)+len(queued))}
+	if !c.begun {
+		b.QueuedQueries = append(b.QueuedQueries, &pgx.QueuedQuery{SQL: "begin"})
+	}
+	for i := range c.later {
+		b.QueuedQueries = append(b.QueuedQueries, &c.later[i].q)
+	}
+	b.QueuedQueries = append(b.QueuedQueries, queued...)
+	c.sends++
 	br := c.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("begin: %w", err)
+	if !c.begun {
+		c.begun = true
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			c.later = nil
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+	}
+	later := c.later
+	c.later = nil
+	for _, l := range later {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("%s: %w", l.what, mapErr(err))
+		}
 	}
 	return br, nil
 }
 
 func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if c.begun {
+	if !c.pending() {
+		c.sends++
 		return c.conn.Exec(ctx, sql, args...)
 	}
 	br, err := c.first(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
@@ -51,7 +96,8 @@ func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if c.begun {
+	if !c.pending() {
+		c.sends++
 		return c.conn.Query(ctx, sql, args...)
 	}
 	br, err := c.first(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
@@ -67,7 +113,8 @@ func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if c.begun {
+	if !c.pending() {
+		c.sends++
 		return c.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := c.Query(ctx, sql, args...)
@@ -75,7 +122,8 @@ func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 func (c *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if c.begun {
+	if !c.pending() {
+		c.sends++
 		return c.conn.SendBatch(ctx, b)
 	}
 	br, err := c.first(ctx, b.QueuedQueries)
@@ -85,26 +133,23 @@ func (c *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return br
 }
 
-// commit sends the notifications (pg_notify of each queue on channel) and COMMIT in one batch.
+// commit sends the later writes, the notifications (pg_notify of each queue on channel) and
+// COMMIT in one batch.
 func (c *txConn) commit(ctx context.Context, channel string, notify []string) error {
-	b := &pgx.Batch{}
+	if !c.begun && len(c.later) == 0 && len(notify) == 0 {
+		return nil // nothing was sent: there is no transaction
+	}
+	var queued []*pgx.QueuedQuery
 	if len(notify) > 0 {
-		b.Queue(`SELECT pg_notify($2, q) FROM unnest($1::text[]) q`, notify, channel)
+		queued = append(queued, &pgx.QueuedQuery{SQL: `SELECT pg_notify($2, q) FROM unnest($1::text[]) q`, Arguments: []any{notify, channel}})
 	}
-	if !c.begun {
-		if len(notify) == 0 {
-			return nil // nothing was sent: there is no transaction
-		}
-		_, err := c.Exec(ctx, b.QueuedQueries[0].SQL, b.QueuedQueries[0].Arguments...)
-		if err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-		b = &pgx.Batch{}
+	queued = append(queued, &pgx.QueuedQuery{SQL: "commit"})
+	br, err := c.first(ctx, queued)
+	if err != nil {
+		return err
 	}
-	b.Queue("commit")
-	br := c.conn.SendBatch(ctx, b)
 	defer br.Close()
-	if len(b.QueuedQueries) > 1 {
+	if len(notify) > 0 {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
@@ -122,6 +167,7 @@ func (c *txConn) commit(ctx context.Context, channel string, notify []string) er
 // rollback ends a begun transaction. A connection left inside a transaction by a failed
 // rollback is closed by the pool on release, never reused.
 func (c *txConn) rollback(ctx context.Context) {
+	c.later = nil
 	if c.begun {
 		_, _ = c.conn.Exec(ctx, "rollback")
 	}
