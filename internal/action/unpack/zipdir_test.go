@@ -107,3 +107,51 @@ func writeTemp(t *testing.T, data []byte) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// FuzzZipDirPages: wherever a zip's directory is read in pages, the pages hold the entries
+// zip.NewReader finds over the whole file, in its order, with the same offsets — or the pages
+// report the directory corrupt where the whole read does too.
+func FuzzZipDirPages(f *testing.F) {
+	f.Add(makeZip(f, 5))
+	f.Add(append(makeZip(f, 1), makeZip(f, 3)...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "a.zip")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fh, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fh.Close()
+		d, ok := openZipDir(fh, int64(len(data)))
+		if !ok {
+			return
+		}
+		whole, werr := zip.NewReader(fh, int64(len(data)))
+		var paged []*zip.File
+		perr := d.each(func(files []*zip.File) error {
+			paged = append(paged, files...)
+			return nil
+		})
+		if werr != nil {
+			if perr == nil {
+				t.Fatalf("whole: %v; paged: no error (%d entries)", werr, len(paged))
+			}
+			return
+		}
+		if perr != nil {
+			t.Fatalf("whole: %d entries; paged: %v", len(whole.File), perr)
+		}
+		if len(paged) != len(whole.File) {
+			t.Fatalf("paged %d entries, whole %d", len(paged), len(whole.File))
+		}
+		for i, zf := range whole.File {
+			po, perr := paged[i].DataOffset()
+			wo, werr := zf.DataOffset()
+			if paged[i].Name != zf.Name || po != wo || (perr == nil) != (werr == nil) || paged[i].CRC32 != zf.CRC32 {
+				t.Fatalf("entry %d: paged %q at %d, whole %q at %d", i, paged[i].Name, po, zf.Name, wo)
+			}
+		}
+	})
+}
