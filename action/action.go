@@ -54,6 +54,13 @@ type Spec struct {
 	Concurrency int
 	// Timeout is the default per-attempt timeout. Defaults to 10 minutes.
 	Timeout time.Duration
+	// IdleTimeout makes the timeout (Timeout, or the step's `timeout`) bound the time an
+	// attempt goes without progress — a child created or a greater Progress reported; a
+	// Heartbeat is not progress — instead of the whole attempt. For an action whose work grows
+	// with its input without bound (unpack of an archive of 100,000 entries, which takes an hour
+	// on a loaded machine): it is not cut off while it makes progress, and one that is stuck
+	// still ends within the timeout.
+	IdleTimeout bool
 	// ProgressWeight is the default share of an item's progress colored when the task
 	// completes; the rest is handed to the children it creates. Defaults to 1.
 	ProgressWeight *float64

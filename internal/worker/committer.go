@@ -41,7 +41,10 @@ type committer struct {
 	e   *engine.Engine
 	log *slog.Logger
 	ops chan op
-	max int
+	// first holds ops that go ahead of the queue (lease renewals): a lane takes them before
+	// any op of ops, so they commit in the next batch however long the queue.
+	first chan op
+	max   int
 	// linger, when set, is how long a small batch of lazy ops waits for more while the
 	// committer is busy (its last commit ended less than busyGap ago): a transaction's fixed
 	// cost (the pages every commit writes again, the job's row read) is then shared by more
@@ -65,7 +68,7 @@ type committer struct {
 const busyGap = 20 * time.Millisecond
 
 func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int, linger time.Duration, lanes int) *committer {
-	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), max: maxBatch, linger: linger, lanes: max(lanes, 1)}
+	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), first: make(chan op, 16), max: maxBatch, linger: linger, lanes: max(lanes, 1)}
 }
 
 func (c *committer) start(ctx context.Context) {
@@ -114,6 +117,25 @@ func (c *committer) do(ctx context.Context, fn func(t *engine.Tx) error) error {
 	return c.await(ctx, op{fn: fn})
 }
 
+// doFirst is do for an op that goes ahead of every queued op: a renewal of leases, which a
+// queue long enough (results and children waiting on a loaded machine) would otherwise delay
+// past the leases' end.
+func (c *committer) doFirst(ctx context.Context, fn func(t *engine.Tx) error) error {
+	done := make(chan error, 1)
+	o := op{fn: fn, done: done, span: trace.SpanContextFromContext(ctx)}
+	select {
+	case c.first <- o:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // doExclusive is do for an op that commits with no other lane's transaction open.
 func (c *committer) doExclusive(ctx context.Context, fn func(t *engine.Tx) error) error {
 	return c.await(ctx, op{fn: fn, exclusive: true})
@@ -141,10 +163,15 @@ func (c *committer) loop(ctx context.Context) {
 	for {
 		var first op
 		select {
-		case first = <-c.ops:
-		case <-ctx.Done():
-			c.drain()
-			return
+		case first = <-c.first:
+		default:
+			select {
+			case first = <-c.first:
+			case first = <-c.ops:
+			case <-ctx.Done():
+				c.drain()
+				return
+			}
 		}
 		batch = append(batch[:0], first)
 	fill:
@@ -191,6 +218,8 @@ func (c *committer) loop(ctx context.Context) {
 func (c *committer) drain() {
 	for {
 		select {
+		case o := <-c.first:
+			c.commit(context.Background(), []op{o})
 		case o := <-c.ops:
 			c.commit(context.Background(), []op{o})
 		default:

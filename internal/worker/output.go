@@ -46,6 +46,9 @@ type output struct {
 	// unrecorded holds a slot per child not yet committed; see maxUnrecorded.
 	unrecorded chan struct{}
 	beat       func()
+	// advanced, when set, is called on each step of progress: a child, a greater Progress
+	// (it restarts an idle timeout; see action.Spec.IdleTimeout).
+	advanced func()
 	// record, when set, collects the effects for the conversion cache.
 	record *effects
 }
@@ -70,6 +73,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		o.fail(err)
 		return err
 	}
+	o.advance()
 	o.mu.Lock()
 	ord := o.ordinal
 	o.ordinal++
@@ -384,9 +388,20 @@ func (o *output) Emit(events ...string) {
 
 func (o *output) Progress(f float64) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if f > o.progress && f <= 1 {
+	more := f > o.progress && f <= 1
+	if more {
 		o.progress = f
+	}
+	o.mu.Unlock()
+	if more {
+		o.advance()
+	}
+}
+
+// advance tells of a step of progress.
+func (o *output) advance() {
+	if o.advanced != nil {
+		o.advanced()
 	}
 }
 

@@ -100,7 +100,11 @@ func (w *Worker) renew(ctx context.Context) {
 			// queues (TestLeaderKilled saw that storm once).
 			_, err = w.e.Store().TaskRenewLeases(ctx, p)
 		} else {
-			err = w.commit.do(ctx, func(t *engine.Tx) error {
+			// Ahead of the writer's queue, and until a lease from when it commits: a renewal
+			// that waited behind a long queue (a fan-out's children, thousands of results at a
+			// load average of 30–75) let the leases of running tasks expire.
+			err = w.commit.doFirst(ctx, func(t *engine.Tx) error {
+				p.Until = w.e.Now().Add(w.cfg.LeaseDuration)
 				_, err := t.Executor().TaskRenewLeases(ctx, p)
 				return err
 			})

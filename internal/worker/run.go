@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -147,8 +148,14 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		// hangs gives up within a lease, not the default ten minutes.
 		timeout = min(timeout, w.cfg.LeaseDuration)
 	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var expired atomic.Bool
+	deadline := time.AfterFunc(timeout, func() {
+		expired.Store(true)
+		cancel()
+	})
+	defer deadline.Stop()
 	w.slots.run(t.ID, cancel)
 
 	at := &action.Task{ID: t.ID, JobID: t.JobID, Step: t.Step, Action: t.Action, Attempt: t.Attempt, With: step.With,
@@ -186,6 +193,14 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	}
 	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name,
 		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
+	if spec.IdleTimeout && !t.Held {
+		// The timeout starts again with each step of progress (see action.Spec.IdleTimeout).
+		out.advanced = func() {
+			if !expired.Load() {
+				deadline.Reset(timeout)
+			}
+		}
+	}
 	if it.NChildren > 0 {
 		out.existing = &earlier{lo: 0, hi: 0, load: func(ctx context.Context, from, limit int) ([]*store.Item, error) {
 			return w.e.Store().ItemListChildrenFrom(ctx, it.ID, t.Step, from, limit)
@@ -218,9 +233,11 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	if cerr := out.failed(); cerr != nil && err == nil {
 		err = cerr
 	}
-	if err != nil && tctx.Err() != nil && ctx.Err() == nil {
-		if errors.Is(tctx.Err(), context.DeadlineExceeded) {
-			res.TimedOut = true
+	if err != nil && tctx.Err() != nil && ctx.Err() == nil && expired.Load() {
+		res.TimedOut = true
+		if out.advanced != nil {
+			err = fmt.Errorf("%s timed out: no progress for %s", t.Action, timeout)
+		} else {
 			err = fmt.Errorf("%s timed out after %s", t.Action, timeout)
 		}
 	}

@@ -131,6 +131,9 @@ func (u *unpacker) Spec() action.Spec {
 		Validate:       validate,
 		ProgressWeight: &w,
 		NoTempDir:      true,
+		// An archive of 100,000 entries takes longer than any fixed timeout on a loaded
+		// machine: the timeout bounds the time between entries instead.
+		IdleTimeout: true,
 	}
 }
 

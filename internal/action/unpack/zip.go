@@ -2,7 +2,7 @@ package unpack
 
 import (
 	"bytes"
-	"encoding/binary"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zip"
+	"golang.org/x/text/encoding"
 	// The archive library registers bzip2, zstd and xz decompressors for zip entries with
 	// klauspost/compress/zip; importing it here makes sure they are registered.
 	_ "github.com/mholt/archives"
@@ -27,114 +28,159 @@ func isZip(head []byte) bool {
 
 const special = fs.ModeSymlink | fs.ModeDevice | fs.ModeCharDevice | fs.ModeNamedPipe | fs.ModeSocket | fs.ModeIrregular
 
-// unpackZip unpacks a zip file in central-directory order.
+// unpackZip unpacks a zip file in central-directory order, reading the directory a page at a
+// time where it can (see zipDir).
 func (r *run) unpackZip(f *os.File) error {
 	if n, ok := zipEntryCount(f, r.size); ok && n > uint64(r.lim.MaxEntries) {
-		// Refused before zip.NewReader, which would hold every directory record in memory.
+		// Refused before the directory is read.
 		r.fatal = fmt.Errorf("archive has %d entries, more than %d", n, r.lim.MaxEntries)
 		return nil
 	}
-	zr, err := zip.NewReader(f, r.size)
+	var each func(fn func(files []*zip.File) error) error
+	if d, ok := openZipDir(f, r.size); ok {
+		each = d.each
+	} else {
+		zr, err := zip.NewReader(f, r.size)
+		if err != nil {
+			r.fatal = fmt.Errorf("corrupt archive: %s", cleanError(err))
+			return nil
+		}
+		each = func(fn func(files []*zip.File) error) error { return fn(zr.File) }
+	}
+	// A first pass reads the whole directory, so that a corrupt one is refused before any
+	// entry is unpacked, and finds the code page of names that are not UTF-8 from all of them.
+	var legacy []string
+	held := 0
+	err := each(func(files []*zip.File) error {
+		for _, zf := range files {
+			if zf.Flags&0x800 == 0 && !utf8.ValidString(zf.Name) && held < maxLegacyNames {
+				legacy = append(legacy, zf.Name)
+				held += len(zf.Name)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		r.fatal = fmt.Errorf("corrupt archive: %s", cleanError(err))
 		return nil
 	}
-	var legacy []string
-	for _, zf := range zr.File {
-		if zf.Flags&0x800 == 0 && !utf8.ValidString(zf.Name) {
-			legacy = append(legacy, zf.Name)
-		}
-	}
 	cm := legacyNames(legacy)
+	legacy = nil
 	// Entries whose children an earlier attempt recorded are passed over unread: emit call i
 	// makes child i, and the checks before emit depend only on the directory.
-	resume := action.Resume(r.out)
-	var selfCRC *uint32
-	for _, zf := range zr.File {
-		if !r.countEntry() {
-			return nil
-		}
-		raw := zf.Name
-		if zf.Flags&0x800 == 0 && !utf8.ValidString(raw) {
-			raw = decodeLegacy(raw, cm)
-		}
-		name := entryName(raw)
-		mode := zf.Mode()
-		if mode&fs.ModeSymlink != 0 {
-			// Recorded, so the user sees it; never followed or unpacked.
-			r.skip(name, fmt.Sprintf("a symbolic link to %q, not followed", zipLinkTarget(zf)))
-			continue
-		}
-		if mode.IsDir() || (len(zf.Name) > 0 && zf.Name[len(zf.Name)-1] == '/') || mode&special != 0 {
-			continue
-		}
-		if zf.Flags&0x1 != 0 {
-			r.skip(name, "password-protected")
-			continue
-		}
-		usize, csize := zf.UncompressedSize64, zf.CompressedSize64
-		if int64(usize) == r.size && usize > 0 {
-			// Maybe the archive itself (droste.zip): compare checksums, computed once.
-			if selfCRC == nil {
-				c, err := fileCRC(f)
-				if err != nil {
-					return fmt.Errorf("checksum archive: %w", err)
-				}
-				selfCRC = &c
-			}
-			if *selfCRC == zf.CRC32 {
-				r.skip(name, "archive contains itself")
-				continue
+	z := &zipRun{run: r, f: f, cm: cm, resume: action.Resume(r.out)}
+	err = each(func(files []*zip.File) error {
+		for _, zf := range files {
+			if stop, err := z.entry(zf); stop || err != nil {
+				return cmp.Or(err, errStop)
 			}
 		}
-		if usize > uint64(r.lim.RatioFloor) {
-			if ratio := float64(usize) / float64(max(csize, 1)); ratio > r.lim.MaxRatio {
-				r.skip(name, ratioError(ratio, r.lim.MaxRatio).msg)
-				continue
-			}
-		}
-		if left := r.budget.max - r.budget.used; usize > uint64(max(left, 0)) {
-			r.skip(name, fmt.Sprintf("expands to %d bytes, more than the %d bytes left of the archive's limit (%g× its size)",
-				usize, max(left, 0), r.lim.ExpansionFactor))
-			continue
-		}
-		if r.emitted < resume {
-			r.emitted++
-			r.budget.used += int64(usize)
-			continue
-		}
-		off, err := zf.DataOffset()
-		if err != nil {
-			r.skip(name, cleanError(err))
-			continue
-		}
-		r.reportProgress(off)
-		rc, err := zf.Open()
-		if err != nil {
-			if errors.Is(err, zip.ErrAlgorithm) {
-				r.skip(name, fmt.Sprintf("unsupported compression method %d", zf.Method))
-			} else {
-				r.skip(name, cleanError(err))
-			}
-			continue
-		}
-		// The declared sizes may lie; the reader is bounded by the stored size and zip's own
-		// check that no more than the declared size comes out, and the ratio is measured too.
-		limit := r.lim.MaxRatio * float64(max(csize, 1))
-		ratio := func(n int64) error {
-			if n > r.lim.RatioFloor && float64(n) > limit {
-				return ratioError(float64(n)/float64(max(csize, 1)), r.lim.MaxRatio)
-			}
-			return nil
-		}
-		ok := r.emit(name, rc, ratio)
-		rc.Close()
-		if !ok {
-			return nil
-		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the archive's directory: %w", err)
 	}
 	r.reportProgress(r.size)
 	return nil
+}
+
+// maxLegacyNames bounds the bytes of names that are not UTF-8 read to find their code page.
+const maxLegacyNames = 1 << 20
+
+// zipRun is the state of a zip's unpack across the pages of its directory.
+type zipRun struct {
+	*run
+	f       *os.File
+	cm      encoding.Encoding
+	resume  int
+	selfCRC *uint32
+}
+
+// entry unpacks one entry; stop means the archive must stop.
+func (z *zipRun) entry(zf *zip.File) (stop bool, err error) {
+	r := z.run
+	if !r.countEntry() {
+		return true, nil
+	}
+	raw := zf.Name
+	if zf.Flags&0x800 == 0 && !utf8.ValidString(raw) {
+		raw = decodeLegacy(raw, z.cm)
+	}
+	name := entryName(raw)
+	mode := zf.Mode()
+	if mode&fs.ModeSymlink != 0 {
+		// Recorded, so the user sees it; never followed or unpacked.
+		r.skip(name, fmt.Sprintf("a symbolic link to %q, not followed", zipLinkTarget(zf)))
+		return false, nil
+	}
+	if mode.IsDir() || (len(zf.Name) > 0 && zf.Name[len(zf.Name)-1] == '/') || mode&special != 0 {
+		return false, nil
+	}
+	if zf.Flags&0x1 != 0 {
+		r.skip(name, "password-protected")
+		return false, nil
+	}
+	usize, csize := zf.UncompressedSize64, zf.CompressedSize64
+	if int64(usize) == r.size && usize > 0 {
+		// Maybe the archive itself (droste.zip): compare checksums, computed once.
+		if z.selfCRC == nil {
+			c, err := fileCRC(z.f)
+			if err != nil {
+				return true, fmt.Errorf("checksum archive: %w", err)
+			}
+			z.selfCRC = &c
+		}
+		if *z.selfCRC == zf.CRC32 {
+			r.skip(name, "archive contains itself")
+			return false, nil
+		}
+	}
+	if usize > uint64(r.lim.RatioFloor) {
+		if ratio := float64(usize) / float64(max(csize, 1)); ratio > r.lim.MaxRatio {
+			r.skip(name, ratioError(ratio, r.lim.MaxRatio).msg)
+			return false, nil
+		}
+	}
+	if left := r.budget.max - r.budget.used; usize > uint64(max(left, 0)) {
+		r.skip(name, fmt.Sprintf("expands to %d bytes, more than the %d bytes left of the archive's limit (%g× its size)",
+			usize, max(left, 0), r.lim.ExpansionFactor))
+		return false, nil
+	}
+	if r.emitted < z.resume {
+		r.emitted++
+		r.budget.used += int64(usize)
+		return false, nil
+	}
+	off, err := zf.DataOffset()
+	if err != nil {
+		r.skip(name, cleanError(err))
+		return false, nil
+	}
+	r.reportProgress(off)
+	rc, err := zf.Open()
+	if err != nil {
+		if errors.Is(err, zip.ErrAlgorithm) {
+			r.skip(name, fmt.Sprintf("unsupported compression method %d", zf.Method))
+		} else {
+			r.skip(name, cleanError(err))
+		}
+		return false, nil
+	}
+	// The declared sizes may lie; the reader is bounded by the stored size and zip's own
+	// check that no more than the declared size comes out, and the ratio is measured too.
+	limit := r.lim.MaxRatio * float64(max(csize, 1))
+	ratio := func(n int64) error {
+		if n > r.lim.RatioFloor && float64(n) > limit {
+			return ratioError(float64(n)/float64(max(csize, 1)), r.lim.MaxRatio)
+		}
+		return nil
+	}
+	ok := r.emit(name, rc, ratio)
+	rc.Close()
+	return !ok, nil
 }
 
 // zipLinkTarget returns a symlink entry's target (its content), at most 256 bytes of it.
@@ -151,36 +197,8 @@ func zipLinkTarget(zf *zip.File) string {
 // zipEntryCount reads the entry count from the end-of-central-directory record (or its zip64
 // form) without reading the directory.
 func zipEntryCount(f *os.File, size int64) (uint64, bool) {
-	const eocdLen = 22
-	n := min(size, 65535+eocdLen)
-	if n < eocdLen {
-		return 0, false
-	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, size-n); err != nil && err != io.EOF {
-		return 0, false
-	}
-	i := bytes.LastIndex(buf, []byte("PK\x05\x06"))
-	if i < 0 || len(buf)-i < eocdLen {
-		return 0, false
-	}
-	count := uint64(binary.LittleEndian.Uint16(buf[i+10:]))
-	if count != 0xffff {
-		return count, true
-	}
-	// zip64: the locator sits just before the record and points at the zip64 record.
-	if i < 20 || !bytes.Equal(buf[i-20:i-16], []byte("PK\x06\x07")) {
-		return 0, false
-	}
-	off := int64(binary.LittleEndian.Uint64(buf[i-20+8:]))
-	var rec [56]byte
-	if off < 0 || off > size-56 {
-		return 0, false
-	}
-	if _, err := f.ReadAt(rec[:], off); err != nil || !bytes.Equal(rec[:4], []byte("PK\x06\x06")) {
-		return 0, false
-	}
-	return binary.LittleEndian.Uint64(rec[32:]), true
+	e, ok := zipEnd(f, size)
+	return e.records, ok
 }
 
 func fileCRC(f *os.File) (uint32, error) {

@@ -1,0 +1,214 @@
+package unpack
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+	"os"
+
+	"github.com/klauspost/compress/zip"
+)
+
+// zipPage is how many central-directory records a zip is read with at once (a variable for the
+// tests).
+var zipPage = 1000
+
+// zipDir reads a zip's central directory a page of records at a time, so that an archive of
+// 100,000 entries does not hold 100,000 directory records (23 MB) for the whole unpack, as
+// zip.NewReader over the whole file does. Each page is read by zip.NewReader itself, over a
+// view of the file that ends with the page's records and a made-up end-of-directory record
+// naming only them: the checks and the entries (their offsets, sizes and readers) are the
+// library's own.
+type zipDir struct {
+	f       *os.File
+	start   int64  // where the directory's first record is
+	records uint64 // the count the end of the directory declares
+}
+
+// openZipDir finds the directory of the zip in f. ok is false for an archive it does not page:
+// one whose end record it cannot read plainly, or whose offsets are relative to data before the
+// archive (a self-extracting stub); zip.NewReader reads those whole.
+func openZipDir(f *os.File, size int64) (d *zipDir, ok bool) {
+	end, ok := zipEnd(f, size)
+	if !ok {
+		return nil, false
+	}
+	// As the library reads it (readDirectoryEnd): the distance between where the directory
+	// ends and where it says it starts is data before the archive, unless a record is at the
+	// offset as written.
+	if base := end.at - int64(end.size) - int64(end.offset); base != 0 {
+		return nil, false
+	}
+	if int64(end.offset) >= size {
+		return nil, false
+	}
+	return &zipDir{f: f, start: int64(end.offset), records: end.records}, true
+}
+
+type zipEndRecord struct {
+	at                    int64 // where the end record (or its zip64 form) starts
+	records, size, offset uint64
+}
+
+// zipEnd reads the end-of-central-directory record (or its zip64 form) as zip.NewReader does:
+// the last one in the file's final 65 KiB whose comment fits.
+func zipEnd(f *os.File, size int64) (zipEndRecord, bool) {
+	const eocdLen = 22
+	n := min(size, 65*1024)
+	if n < eocdLen {
+		return zipEndRecord{}, false
+	}
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, size-n); err != nil && err != io.EOF {
+		return zipEndRecord{}, false
+	}
+	i := -1
+	for j := len(buf) - eocdLen; j >= 0; j-- {
+		if bytes.Equal(buf[j:j+4], []byte("PK\x05\x06")) {
+			if int(binary.LittleEndian.Uint16(buf[j+20:]))+eocdLen+j <= len(buf) {
+				i = j
+			}
+			break
+		}
+	}
+	if i < 0 {
+		return zipEndRecord{}, false
+	}
+	e := zipEndRecord{at: size - n + int64(i), records: uint64(binary.LittleEndian.Uint16(buf[i+10:])),
+		size: uint64(binary.LittleEndian.Uint32(buf[i+12:])), offset: uint64(binary.LittleEndian.Uint32(buf[i+16:]))}
+	if e.records != 0xffff && e.size != 0xffff && e.offset != 0xffffffff {
+		return e, true
+	}
+	// zip64: the locator sits just before the record and points at the zip64 record.
+	if i < 20 || !bytes.Equal(buf[i-20:i-16], []byte("PK\x06\x07")) {
+		return zipEndRecord{}, false
+	}
+	off := int64(binary.LittleEndian.Uint64(buf[i-20+8:]))
+	var rec [56]byte
+	if off < 0 || off > size-56 {
+		return zipEndRecord{}, false
+	}
+	if _, err := f.ReadAt(rec[:], off); err != nil || !bytes.Equal(rec[:4], []byte("PK\x06\x06")) {
+		return zipEndRecord{}, false
+	}
+	e.at = off
+	e.records = binary.LittleEndian.Uint64(rec[32:])
+	e.size = binary.LittleEndian.Uint64(rec[40:])
+	e.offset = binary.LittleEndian.Uint64(rec[48:])
+	if e.size > 1<<62 || e.offset > 1<<62 {
+		return zipEndRecord{}, false
+	}
+	return e, true
+}
+
+// each calls fn with the entries of the directory a page at a time, in directory order, and
+// returns fn's error or, when the directory is not as its end record declares (a record the
+// library cannot read before the declared count, or another count), the library's error.
+func (d *zipDir) each(fn func(files []*zip.File) error) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(d.f, d.start, 1<<62), 64*1024)
+	pos := d.start
+	var n uint64
+	var hdr [46]byte
+	for {
+		from, k := pos, 0
+		for k < zipPage {
+			if _, err := io.ReadFull(br, hdr[:]); err != nil || !bytes.Equal(hdr[:4], []byte("PK\x01\x02")) {
+				break
+			}
+			rest := int64(binary.LittleEndian.Uint16(hdr[28:])) + int64(binary.LittleEndian.Uint16(hdr[30:])) +
+				int64(binary.LittleEndian.Uint16(hdr[32:]))
+			if m, err := br.Discard(int(rest)); int64(m) != rest || err != nil {
+				break
+			}
+			pos += 46 + rest
+			k++
+		}
+		if k == 0 {
+			break
+		}
+		zr, err := zip.NewReader(&zipView{f: d.f, end: pos, trailer: zipTrailer(from, pos-from, k)}, pos+zipTrailerLen)
+		if err != nil {
+			return err
+		}
+		if len(zr.File) != k {
+			return zip.ErrFormat
+		}
+		n += uint64(k)
+		if err := fn(zr.File); err != nil {
+			return err
+		}
+		if k < zipPage {
+			break
+		}
+	}
+	if uint16(n) != uint16(d.records) { // as zip.NewReader compares them
+		return zip.ErrFormat
+	}
+	return nil
+}
+
+// zipTrailerLen is the length of a zip64 end record, its locator and the end record.
+const zipTrailerLen = 56 + 20 + 22
+
+// zipTrailer returns the end of a zip whose directory is the k records of size bytes at offset.
+func zipTrailer(offset, size int64, k int) []byte {
+	b := make([]byte, 0, zipTrailerLen)
+	le := binary.LittleEndian
+	b = append(b, "PK\x06\x06"...)
+	b = le.AppendUint64(b, 44)             // the rest of the record
+	b = le.AppendUint16(b, 45)             // made by
+	b = le.AppendUint16(b, 45)             // needed
+	b = le.AppendUint32(b, 0)              // this disk
+	b = le.AppendUint32(b, 0)              // the directory's disk
+	b = le.AppendUint64(b, uint64(k))      // records on this disk
+	b = le.AppendUint64(b, uint64(k))      // records
+	b = le.AppendUint64(b, uint64(size))   // directory size
+	b = le.AppendUint64(b, uint64(offset)) // directory offset
+	b = append(b, "PK\x06\x07"...)
+	b = le.AppendUint32(b, 0)                   // the zip64 record's disk
+	b = le.AppendUint64(b, uint64(offset+size)) // the zip64 record's offset
+	b = le.AppendUint32(b, 1)                   // disks
+	b = append(b, "PK\x05\x06"...)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, 0xffff)
+	b = le.AppendUint16(b, 0xffff)
+	b = le.AppendUint32(b, 0xffffffff)
+	b = le.AppendUint32(b, 0xffffffff)
+	b = le.AppendUint16(b, 0) // comment length
+	return b
+}
+
+// zipView is the file up to end followed by trailer.
+type zipView struct {
+	f       *os.File
+	end     int64
+	trailer []byte
+}
+
+func (v *zipView) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	if off < v.end {
+		m := min(int64(len(p)), v.end-off)
+		k, err := v.f.ReadAt(p[:m], off)
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p, off = p[m:], v.end
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	i := off - v.end
+	if i >= int64(len(v.trailer)) {
+		return n, io.EOF
+	}
+	k := copy(p, v.trailer[i:])
+	n += k
+	if k < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}

@@ -1,0 +1,80 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestIdleTimeout: an action with Spec.IdleTimeout (unpack) that keeps making children runs
+// past its timeout in one attempt — an archive of 100,000 entries on a loaded machine used to be
+// cut off after ten minutes on each of its three attempts and fail — while one that makes no
+// progress (a heartbeat is not progress) still times out.
+func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		var made atomic.Int64
+		split := enginetest.Func("split", func(ctx context.Context, tk *action.Task, out action.Output) error {
+			start := time.Now()
+			for i := 0; time.Since(start) < 3*timeout; i++ {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(timeout / 10): // the work of an entry
+				}
+				if err := out.CreateChild(ctx, action.Child{Name: fmt.Sprintf("%s/%d", tk.Item.Name, i), Blob: strings.NewReader(fmt.Sprint(i))}); err != nil {
+					return err
+				}
+				made.Store(int64(i + 1))
+			}
+			return nil
+		}).WithSpec(func(s *action.Spec) { s.IdleTimeout = true })
+		stuck := enginetest.Func("stuck", func(ctx context.Context, tk *action.Task, out action.Output) error {
+			for {
+				out.Heartbeat()
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(timeout / 10):
+				}
+			}
+		}).WithSpec(func(s *action.Spec) { s.IdleTimeout = true })
+		k := enginetest.Start(t, open, split, stuck)
+		sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root, timeout: 1s}\n",
+			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
+		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+			t.Fatalf("job %s: %s", j.State, j.Error)
+		}
+		for _, tk := range k.Tasks(t, job.ID) {
+			if tk.Step == "split" && tk.State != store.TaskSkipped && (tk.State != store.TaskComplete || tk.Attempt != 1) {
+				t.Errorf("split: %s after %d attempts (%s), want complete after 1: it made progress every %s, its timeout is %s",
+					tk.State, tk.Attempt, tk.Error, timeout/10, timeout)
+			}
+		}
+		if made := made.Load(); made < 10 {
+			t.Errorf("split made %d children, want more than a timeout's worth (10)", made)
+		}
+
+		job = k.StartJob(t, "name: stuck\nsteps:\n  stuck: {action: stuck, needs: [start], timeout: 1s, attempts: 1}\n",
+			engine.Root{Name: "r"})
+		k.WaitJob(t, job.ID, 60*time.Second)
+		for _, tk := range k.Tasks(t, job.ID) {
+			if tk.Step == "stuck" && (tk.State != store.TaskFailed || !strings.Contains(tk.Error, "timed out: no progress for 1s")) {
+				t.Errorf("stuck: %s (%q), want failed, timed out with no progress", tk.State, tk.Error)
+			}
+		}
+	})
+}
