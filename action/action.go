@@ -73,7 +73,7 @@ type Spec struct {
 	NoTempDir bool
 	// Brief says the action runs in the process in microseconds, creating no children and no
 	// blobs, so that a worker may run a batch of its tasks inside the transaction that leases
-	// them and commits their results (on a store with held leases: Postgres). The tasks are
+	// them and commits their results (on a store with held leases: Postgres, SQLite). The tasks are
 	// then leased by the rows' locks, without a lease written to each.
 	Brief bool
 }

@@ -24,12 +24,13 @@ type slots struct {
 	running   map[int64]context.CancelFunc
 	idle      map[string]bool
 	held      int // held batches running (see Worker.hold)
+	heldMax   int // how many may run at once: heldBatches, or 1 with one writer (see Worker.runHeld)
 	wakeAll   uint64
 	wakeQueue map[string]uint64
 }
 
-func newSlots() *slots {
-	return &slots{inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
+func newSlots(heldMax int) *slots {
+	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, wakeQueue: map[string]uint64{}}
 }
 
 // wakeMark is the wake counts when a lease began, for the queues it asked for.
@@ -125,11 +126,11 @@ func (s *slots) leased(wants []want, m wakeMark, counts map[string]int) bool {
 }
 
 // startHeld takes a held-batch slot for the queue. It reports stop when no more batches may
-// start now (the worker is stopping, or heldBatches run), and ok when this one may.
+// start now (the worker is stopping, or heldMax run), and ok when this one may.
 func (s *slots) startHeld(queue string) (m wakeMark, ok, stop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || s.held >= heldBatches {
+	if s.stopping || s.held >= s.heldMax {
 		return wakeMark{}, false, true
 	}
 	if s.idle[queue] {
