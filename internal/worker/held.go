@@ -84,6 +84,9 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 	hold := func(x store.Executor, now time.Time) ([]*store.Task, store.HeldLeaseParams, error) {
 		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{queue}, Limits: []int{limit},
 			Owner: w.cfg.Owner, Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
+		if len(got) == limit {
+			w.kick() // there may be more: the next batch can hold them while this one runs
+		}
 		rec := store.HeldLeaseParams{Owner: w.cfg.Owner, TaskIDs: make([]int64, len(got)), Attempts: make([]int, len(got)),
 			Started: now, Until: now.Add(w.cfg.LeaseDuration)}
 		for i, tk := range got {
@@ -131,9 +134,6 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			}
 			recorded = id
 			w.leases.record(id, true)
-		}
-		if len(got) == limit {
-			w.kick() // there may be more: the next batch can hold them while this one runs
 		}
 		ids := make([]int64, len(got))
 		for i, tk := range got {
