@@ -124,27 +124,14 @@ func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams)
 	var out []*store.Task
 	now := micros(p.Now)
 	for i, queue := range p.Queues {
-		st, err := q.prepared(ctx, qTaskHold(p.Limits[i]))
-		if err != nil {
-			return nil, err
-		}
-		rows, err := st.QueryContext(ctx, queue, now)
+		ts, err := q.listTasks(ctx, q.w, qTaskHold(p.Limits[i]), queue, now)
 		if err != nil {
 			return nil, fmt.Errorf("hold tasks of %q: %w", queue, mapErr(err))
 		}
-		for rows.Next() {
-			t, err := scanTask(rows)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
+		for _, t := range ts {
 			t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt, t.Held = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now, true
-			out = append(out, t)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("hold tasks of %q: %w", queue, err)
-		}
+		out = append(out, ts...)
 	}
 	return out, nil
 }
