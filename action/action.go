@@ -80,8 +80,11 @@ type Spec struct {
 	NoTempDir bool
 	// Brief says the action runs in the process in microseconds, creating no children and no
 	// blobs, so that a worker may run a batch of its tasks inside the transaction that leases
-	// them and commits their results (on a store with held leases: Postgres). The tasks are
-	// then leased by the rows' locks, without a lease written to each.
+	// them and commits their results (on a store with held leases: Postgres, SQLite). The tasks are
+	// then leased by the rows' locks, without a lease written to each. On SQLite that
+	// transaction holds the database's one writer while the batch runs: every other write of
+	// the process waits for it, so a brief action must really be brief (it is timed out after
+	// a lease at most).
 	Brief bool
 }
 

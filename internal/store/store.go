@@ -75,7 +75,10 @@ type Capabilities struct {
 	// write outside the group-commit writer waits for it and commits on its own.
 	ConcurrentWrites bool
 	// HeldLeases is true when the driver can lease tasks by holding their rows locked in an
-	// open transaction (TaskHoldMany) instead of writing a lease to each (Postgres).
+	// open transaction (TaskHoldMany) instead of writing a lease to each. Postgres locks the
+	// rows; SQLite, without ConcurrentWrites, cannot commit the batch's record beside the
+	// holding transaction, so it records the pick in a transaction of its own first and runs
+	// the tasks in a second one (see the sqlite driver's TaskHoldMany).
 	HeldLeases bool
 }
 

@@ -57,6 +57,15 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 // them one after the other and applies their results, all in one transaction: one commit, no
 // lease written. If the process dies first, the transaction and its locks die with it and the
 // tasks are ready again. It returns how many tasks it ran.
+//
+// The batch's record (HeldLeaseRecord), which keeps a dead process's attempts counted, commits
+// before any task runs. On Postgres it commits on a connection of its own while the holding
+// transaction is open. With one writer (SQLite) it cannot: the pick commits with its record in a
+// transaction of its own first, and the tasks are run and finished in a second one. Nothing
+// else of this worker picks ready tasks of a brief queue, and only one held batch runs at a time
+// there (slots.heldMax), so no other batch takes them in between; a task that changed meanwhile
+// all the same (canceled by another process) fails its held finish, voiding the attempt's
+// effects.
 func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, error) {
 	n := 0
 	var recorded int64
@@ -72,49 +81,86 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 	// As a lane of the committer for the whole batch: Worker.Do's exclusive writes wait for it
 	// (and a batch never waits for the committer while holding rows).
 	release := w.commit.hold()
-	err := w.e.Run(ctx, func(t *engine.Tx) error {
-		n = 0
-		results = results[:0]
-		x := t.Executor()
-		now := t.Now()
+	hold := func(x store.Executor, now time.Time) ([]*store.Task, store.HeldLeaseParams, error) {
 		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{queue}, Limits: []int{limit},
 			Owner: w.cfg.Owner, Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
-		if err != nil || len(got) == 0 {
-			return err
-		}
 		if len(got) == limit {
 			w.kick() // there may be more: the next batch can hold them while this one runs
 		}
 		rec := store.HeldLeaseParams{Owner: w.cfg.Owner, TaskIDs: make([]int64, len(got)), Attempts: make([]int, len(got)),
 			Started: now, Until: now.Add(w.cfg.LeaseDuration)}
-		ids := make([]int64, len(got))
 		for i, tk := range got {
-			ids[i] = tk.ItemID
 			rec.TaskIDs[i], rec.Attempts[i] = tk.ID, tk.Attempt
 		}
-		// The record commits on a connection of its own, before any task runs, while this
-		// transaction locks the tasks' items: one round trip's wait instead of two. Bounded:
-		// the pool could be short of connections while this transaction holds rows.
-		var id int64
-		var rerr error
-		recordDone := make(chan struct{})
-		go func() {
-			defer close(recordDone)
-			rctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/3)
-			defer cancel()
-			id, rerr = w.e.Store().HeldLeaseRecord(rctx, rec)
-		}()
-		its, err := t.LockItems(ids)
-		<-recordDone
-		if rerr != nil {
-			return rerr
-		}
-		recorded = id
-		w.leases.record(id, true)
-		if err != nil {
+		return got, rec, err
+	}
+	var picked []*store.Task // the pick committed with its record (one writer)
+	if !w.e.Store().Capabilities().ConcurrentWrites {
+		err := w.e.Run(ctx, func(t *engine.Tx) error {
+			got, rec, err := hold(t.Executor(), t.Now())
+			if err != nil || len(got) == 0 {
+				picked = nil
+				return err
+			}
+			id, err := t.Executor().HeldLeaseRecord(ctx, rec)
+			picked, recorded = got, id
 			return err
+		})
+		if err != nil || len(picked) == 0 {
+			release()
+			return 0, err
 		}
-		if err := x.HeldLeaseDelete(ctx, id); err != nil { // with the results
+		w.leases.record(recorded, true)
+	}
+	err := w.e.Run(ctx, func(t *engine.Tx) error {
+		n = 0
+		results = results[:0]
+		x := t.Executor()
+		got := picked
+		itemIDs := func() []int64 {
+			ids := make([]int64, len(got))
+			for i, tk := range got {
+				ids[i] = tk.ItemID
+			}
+			return ids
+		}
+		var its []*store.Item
+		if picked == nil {
+			var rec store.HeldLeaseParams
+			var err error
+			got, rec, err = hold(x, t.Now())
+			if err != nil || len(got) == 0 {
+				return err
+			}
+			// The record commits on a connection of its own, before any task runs, while this
+			// transaction locks the tasks' items: one round trip's wait instead of two. Bounded:
+			// the pool could be short of connections while this transaction holds rows.
+			var id int64
+			var rerr error
+			recordDone := make(chan struct{})
+			go func() {
+				defer close(recordDone)
+				rctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/3)
+				defer cancel()
+				id, rerr = w.e.Store().HeldLeaseRecord(rctx, rec)
+			}()
+			its, err = t.LockItems(itemIDs())
+			<-recordDone
+			if rerr != nil {
+				return rerr
+			}
+			recorded = id
+			w.leases.record(id, true)
+			if err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if its, err = t.LockItems(itemIDs()); err != nil {
+				return err
+			}
+		}
+		if err := x.HeldLeaseDelete(ctx, recorded); err != nil { // with the results
 			return err
 		}
 		items := make(map[int64]*store.Item, len(its))
@@ -122,7 +168,7 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 			items[it.ID] = it
 		}
 		for _, tk := range got {
-			res := &engine.Result{Task: tk, Owner: w.cfg.Owner, Started: now}
+			res := &engine.Result{Task: tk, Owner: w.cfg.Owner, Started: tk.StartedAt}
 			var fin finishing
 			begin := time.Now()
 			tctx, span := w.traceAttempt(ctx, tk)

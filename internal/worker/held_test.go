@@ -15,9 +15,9 @@ import (
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
-// TestBriefTasks runs brief actions (action.Spec.Brief) on every driver: on Postgres their tasks
-// are held by row locks while they run (the row stays ready), elsewhere leased as usual (the row
-// is running). Successes, a snooze, a permanent error and a second step all end as with leases;
+// TestBriefTasks runs brief actions (action.Spec.Brief) on every driver: their tasks are held
+// while they run, not leased (the row stays ready: locked on Postgres, behind the one writer on
+// SQLite). Successes, a snooze, a permanent error and a second step all end as with leases;
 // a brief action creating a child fails, as it declared it would not.
 func TestBriefTasks(t *testing.T) {
 	t.Parallel()
@@ -131,7 +131,6 @@ steps:
 
 // TestHeldTaskTimesOutWithinALease checks that a brief action that hangs in a held batch (its
 // rows locked meanwhile) is timed out after a lease, not its step's default ten minutes.
-// Postgres only: elsewhere brief tasks are leased as usual.
 func TestHeldTaskTimesOutWithinALease(t *testing.T) {
 	t.Parallel()
 	hang := &fn{spec: action.Spec{Name: "hang", Brief: true, NoTempDir: true}, run: func(ctx context.Context, _ *action.Task, _ action.Output) error {

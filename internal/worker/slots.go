@@ -25,14 +25,15 @@ type slots struct {
 	running  map[int64]context.CancelFunc
 	idle     map[string]bool
 	held     int // held batches running (see Worker.hold)
+	heldMax  int // how many may run at once: heldBatches, or 1 with one writer (see Worker.runHeld)
 	// heldMark is, per queue, the wake counts when its latest held batch started.
 	heldMark  map[string]wakeMark
 	wakeAll   uint64
 	wakeQueue map[string]uint64
 }
 
-func newSlots() *slots {
-	return &slots{inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, wakeQueue: map[string]uint64{},
+func newSlots(heldMax int) *slots {
+	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, wakeQueue: map[string]uint64{},
 		heldMark: map[string]wakeMark{}}
 }
 
@@ -129,11 +130,11 @@ func (s *slots) leased(wants []want, m wakeMark, counts map[string]int) bool {
 }
 
 // startHeld takes a held-batch slot for the queue. It reports stop when no more batches may
-// start now (the worker is stopping, or heldBatches run), and ok when this one may.
+// start now (the worker is stopping, or heldMax run), and ok when this one may.
 func (s *slots) startHeld(queue string) (ok, stop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || s.held >= heldBatches {
+	if s.stopping || s.held >= s.heldMax {
 		return false, true
 	}
 	if s.idle[queue] {

@@ -54,7 +54,7 @@ func TestHeldIdleAfterWake(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSlots()
+			s := newSlots(heldBatches)
 			tc.steps(s)
 			if got := s.idle["q"]; got != tc.wantIdle {
 				t.Errorf("queue idle = %v, want %v", got, tc.wantIdle)

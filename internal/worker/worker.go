@@ -109,7 +109,7 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = abs
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		slots: newSlots(), leases: newLeases(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
+		slots: newSlots(heldBatches), leases: newLeases(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
 	if lanes <= 0 {
@@ -120,6 +120,9 @@ func New(cfg Config) *Worker {
 		// Postgres leases go through the committer too, and their latency counts more.
 		linger = 5 * time.Millisecond
 		lanes = 1
+		// A held batch holds the one writer while it runs, and no other may pick between its
+		// record and its run (see runHeld).
+		w.slots.heldMax = 1
 	}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, linger, lanes)
 	w.cache = &convCache{e: cfg.Engine, commit: w.commit, log: cfg.Logger, stepOf: w.stepOf, flights: map[string]chan struct{}{}}

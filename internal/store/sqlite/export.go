@@ -59,7 +59,8 @@ func (t *ExportTable) Err() error {
 // Rows returns how many rows Next has returned so far.
 func (t *ExportTable) Rows() int64 { return t.n }
 
-// Export calls fn once per table of the database (every table but schema_migrations and the
+// Export calls fn once per table of the database (every table but schema_migrations, the records
+// of held leases (held_leases: an imported installation has none, as on Postgres) and the
 // full-text index search_index with its shadow tables, which the target builds itself; in name
 // order) to read its rows, for copying an installation to another store. It reads them all in
 // one IMMEDIATE transaction, so they form one consistent snapshot and no other process (say, a
@@ -85,7 +86,7 @@ func (db *DB) Export(ctx context.Context, fn func(t *ExportTable) error) error {
 }
 
 func exportTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name <> 'schema_migrations' AND name NOT LIKE 'search\_index%' ESCAPE '\' ORDER BY name`)
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name NOT IN ('schema_migrations', 'held_leases') AND name NOT LIKE 'search\_index%' ESCAPE '\' ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("export: list tables: %w", err)
 	}

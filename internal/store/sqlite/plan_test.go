@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// TestLeasePlan: the lease's pick walks tasks_ready in order and sorts nothing, after ANALYZE
+// TestLeasePlan: the lease's pick, and the held lease's (TaskHoldMany), walk tasks_ready in
+// order and sort nothing, after ANALYZE
 // has given the planner statistics of a large backlog (200,000 ready tasks, 60,000 finished) —
 // the plan is pinned with INDEXED BY, so no statistics can change it.
 func TestLeasePlan(t *testing.T) {
@@ -22,8 +23,11 @@ func TestLeasePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := micros(time.Now())
-	plan := func(q string) string {
-		rows, err := db.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, "o", now, now, "q", now)
+	plan := func(q string, args ...any) string {
+		if len(args) == 0 {
+			args = []any{"o", now, now, "q", now}
+		}
+		rows, err := db.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,6 +51,9 @@ func TestLeasePlan(t *testing.T) {
 	}
 	if p := plan(qTaskLease(1000)); !ordered(p) {
 		t.Errorf("the pick does not walk tasks_ready in order:\n%s", p)
+	}
+	if p := plan(qTaskHold(1000), "q", now); !ordered(p) {
+		t.Errorf("the held pick does not walk tasks_ready in order:\n%s", p)
 	}
 	// Control: the plan the check exists for (a scan and a sort of every ready row) is caught.
 	if p := plan(strings.Replace(qTaskLease(1000), "INDEXED BY tasks_ready", "NOT INDEXED", 1)); ordered(p) {

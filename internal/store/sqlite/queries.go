@@ -698,16 +698,92 @@ func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*stor
 	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY item_id, id`, idArray(itemIDs))
 }
 
-// TaskFinishMany is a loop: statements are in-process calls here, so one per task costs no round
-// trip.
+// TaskFinishMany finishes distinct tasks with one statement per way of ending (usually one: every
+// task complete), the (id, attempt) pairs passed as one JSON array: SQLite's per-statement work
+// (bind, step, reset) and database/sql's per-call cost, paid once per group instead of once per
+// task, were a third of a held batch's CPU. A batch that names a task twice, where each finish
+// must see the one before, goes a statement per task.
 func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
 	oks := make([]bool, len(ps))
+	at := make(map[int64]int, len(ps))
 	for i, p := range ps {
-		ok, err := q.TaskFinish(ctx, p)
-		if err != nil {
-			return nil, err
+		at[p.ID] = i
+	}
+	if len(ps) < 2 || len(at) < len(ps) {
+		for i, p := range ps {
+			ok, err := q.TaskFinish(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			oks[i] = ok
 		}
-		oks[i] = ok
+		return oks, nil
+	}
+	type key struct {
+		state, err                  string
+		runAfter, finished, started int64
+		refund                      int
+		held                        bool
+	}
+	type group struct {
+		key
+		pairs []byte // [[id,attempt],…]
+	}
+	var groups []*group
+	byKey := map[key]*group{}
+	for _, p := range ps {
+		k := key{state: p.State, err: p.Error, runAfter: micros(p.RunAfter), finished: micros(p.Now), held: p.Held}
+		if p.Refund {
+			k.refund = 1
+		}
+		if p.State == store.TaskReady {
+			k.finished = 0
+		}
+		if p.Held {
+			k.started = micros(p.Started)
+		}
+		g := byKey[k]
+		if g == nil {
+			g = &group{key: k, pairs: []byte{'['}}
+			byKey[k] = g
+			groups = append(groups, g)
+		} else {
+			g.pairs = append(g.pairs, ',')
+		}
+		g.pairs = append(g.pairs, '[')
+		g.pairs = strconv.AppendInt(g.pairs, p.ID, 10)
+		g.pairs = append(g.pairs, ',')
+		g.pairs = strconv.AppendInt(g.pairs, int64(p.Attempt), 10)
+		g.pairs = append(g.pairs, ']')
+	}
+	for _, g := range groups {
+		// ?1 state, ?2 error, ?3 run_after, ?4 refund, ?5 finished_at, ?6 started_at, ?7 pairs.
+		// A held attempt's row is still ready at the attempt before: its finish counts the
+		// attempt and writes its start.
+		query := `UPDATE tasks SET state = ?1, error = ?2, run_after = ?3, attempt = tasks.attempt - ?4, finished_at = ?5, lease_owner = '', lease_expires = 0
+			FROM json_each(?7) AS j WHERE tasks.id = j.value ->> 0 AND tasks.attempt = j.value ->> 1 AND tasks.state = 'running'
+			RETURNING tasks.id`
+		if g.held {
+			query = `UPDATE tasks SET state = ?1, error = ?2, run_after = ?3, attempt = tasks.attempt + 1 - ?4, finished_at = ?5, started_at = ?6, lease_owner = '', lease_expires = 0
+			FROM json_each(?7) AS j WHERE tasks.id = j.value ->> 0 AND tasks.attempt = (j.value ->> 1) - 1 AND tasks.state = 'ready'
+			RETURNING tasks.id`
+		}
+		rows, err := q.wquery(ctx, query, g.state, g.err, g.runAfter, g.refund, g.finished, g.started, string(append(g.pairs, ']')))
+		if err != nil {
+			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("finish %d tasks: %w", len(ps), err)
+			}
+			oks[at[id]] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
+		}
 	}
 	return oks, nil
 }

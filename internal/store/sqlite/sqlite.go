@@ -146,7 +146,9 @@ func (db *DB) Close() error {
 }
 
 // Capabilities reports that the embedded store is single-process.
-func (db *DB) Capabilities() store.Capabilities { return store.Capabilities{} }
+// Capabilities: held leases (TaskHoldMany), with the record committed before the tasks run in a
+// transaction of its own; see TaskHoldMany.
+func (db *DB) Capabilities() store.Capabilities { return store.Capabilities{HeldLeases: true} }
 
 // Wait waits for d or ctx: SQLite cannot signal other processes.
 func (db *DB) Wait(ctx context.Context, d time.Duration) {

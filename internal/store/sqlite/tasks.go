@@ -108,21 +108,77 @@ func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams
 	return out, nil
 }
 
-// TaskHoldMany is not for SQLite: its one writer would be held while the tasks run.
-func (q *queries) TaskHoldMany(context.Context, store.TaskLeaseManyParams) ([]*store.Task, error) {
-	return nil, store.ErrUnsupported
+// qTaskHold is qTaskLease's pick alone, for a held lease: it writes nothing.
+func qTaskHold(limit int) string {
+	return `SELECT ` + taskCols + ` FROM tasks INDEXED BY tasks_ready WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT ` + strconv.Itoa(max(limit, 0))
 }
 
-// HeldLeaseRecord is not for SQLite (see TaskHoldMany).
-func (q *queries) HeldLeaseRecord(context.Context, store.HeldLeaseParams) (int64, error) {
-	return 0, store.ErrUnsupported
+// TaskHoldMany picks ready tasks as TaskLeaseMany does and writes nothing: the tasks come back as
+// leased, in pick order, their rows still ready. SQLite has one writer, so the transaction that
+// picked them holds the whole database, not just their rows: the worker commits the pick with
+// its record (HeldLeaseRecord in the same transaction), then runs the tasks and finishes them
+// (TaskFinishParams.Held) in a second transaction, and lets no other held batch of its own pick
+// in between (see worker.runHeld). A task changed meanwhile (canceled, say) fails its held
+// finish, which voids the attempt's effects.
+func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+	var out []*store.Task
+	now := micros(p.Now)
+	for i, queue := range p.Queues {
+		ts, err := q.listTasks(ctx, q.w, qTaskHold(p.Limits[i]), queue, now)
+		if err != nil {
+			return nil, fmt.Errorf("hold tasks of %q: %w", queue, mapErr(err))
+		}
+		for _, t := range ts {
+			t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt, t.Held = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now, true
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
 }
 
-// HeldLeaseDelete has nothing to delete on SQLite.
-func (q *queries) HeldLeaseDelete(context.Context, int64) error { return nil }
+// HeldLeaseRecord inserts the record of a held lease. Outside a transaction it commits at once;
+// in the transaction of TaskHoldMany it commits with the pick (see TaskHoldMany).
+func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) (int64, error) {
+	attempts := make([]int64, len(p.Attempts))
+	for i, a := range p.Attempts {
+		attempts[i] = int64(a)
+	}
+	var id int64
+	err := q.wrow(ctx, `INSERT INTO held_leases (owner, started, expires, task_ids, attempts) VALUES (?, ?, ?, ?, ?) RETURNING id`,
+		p.Owner, micros(p.Started), micros(p.Until), idArray(p.TaskIDs), idArray(attempts)).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("record held lease of %d tasks: %w", len(p.TaskIDs), mapErr(err))
+	}
+	return id, nil
+}
 
-// HeldLeaseExpire has nothing to expire on SQLite.
-func (q *queries) HeldLeaseExpire(context.Context, time.Time) (int64, error) { return 0, nil }
+// HeldLeaseDelete deletes a record of HeldLeaseRecord.
+func (q *queries) HeldLeaseDelete(ctx context.Context, id int64) error {
+	if _, err := q.exec(ctx, `DELETE FROM held_leases WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete held lease %d: %w", id, err)
+	}
+	return nil
+}
+
+// HeldLeaseExpire turns the tasks of the held leases that expired before now, still ready at the
+// attempt before the recorded one, into running tasks whose lease has expired (TaskListExpired
+// then reclaims them as lost attempts), and deletes the records.
+func (q *queries) HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error) {
+	// u materialized: the update then walks the records' tasks and finds each by its id; as a
+	// plain join the planner chose to index every ready task first.
+	res, err := q.exec(ctx, `WITH u AS MATERIALIZED (SELECT h.owner, h.started, t.value AS id, h.attempts ->> t.key AS attempt
+			FROM held_leases h, json_each(h.task_ids) t WHERE h.expires < ?1)
+		UPDATE tasks SET state = 'running', attempt = tasks.attempt + 1, lease_owner = u.owner, lease_expires = 0, started_at = u.started
+		FROM u WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state = 'ready'`, micros(now))
+	if err != nil {
+		return 0, fmt.Errorf("expire held leases: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	if _, err := q.exec(ctx, `DELETE FROM held_leases WHERE expires < ?`, micros(now)); err != nil {
+		return 0, fmt.Errorf("expire held leases: %w", err)
+	}
+	return n, nil
+}
 
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
 	refund := 0
@@ -133,9 +189,19 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	if p.State == store.TaskReady {
 		finished = 0
 	}
-	res, err := q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt - ?, finished_at = ?, lease_owner = '', lease_expires = 0
+	var res sql.Result
+	var err error
+	if p.Held {
+		// The row is still ready at the attempt before: the finish counts the attempt and
+		// writes its start.
+		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt + 1 - ?, finished_at = ?, started_at = ?, lease_owner = '', lease_expires = 0
+		WHERE id = ? AND state = 'ready' AND attempt = ? - 1`,
+			p.State, p.Error, micros(p.RunAfter), refund, finished, micros(p.Started), p.ID, p.Attempt)
+	} else {
+		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt - ?, finished_at = ?, lease_owner = '', lease_expires = 0
 		WHERE id = ? AND state = 'running' AND attempt = ?`,
-		p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt)
+			p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt)
+	}
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", p.ID, err)
 	}
@@ -143,17 +209,24 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	return n > 0, nil
 }
 
-// TaskRenewLeases renews the tasks named; SQLite has no held leases to renew.
+// TaskRenewLeases renews the tasks named and the held-lease records named.
 func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesParams) (int64, error) {
-	if len(p.TaskIDs) == 0 {
-		return 0, nil
+	var n int64
+	if len(p.TaskIDs) > 0 {
+		res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'running' AND lease_owner = ?`,
+			micros(p.Until), idArray(p.TaskIDs), p.Owner)
+		if err != nil {
+			return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
+		}
+		n, _ = res.RowsAffected()
 	}
-	res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'running' AND lease_owner = ?`,
-		micros(p.Until), idArray(p.TaskIDs), p.Owner)
-	if err != nil {
-		return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
+	if len(p.HeldLeaseIDs) > 0 {
+		if _, err := q.exec(ctx, `UPDATE held_leases SET expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND owner = ?`,
+			micros(p.Until), idArray(p.HeldLeaseIDs), p.Owner); err != nil {
+			return 0, fmt.Errorf("renew held leases of %s: %w", p.Owner, err)
+		}
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {

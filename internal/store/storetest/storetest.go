@@ -48,6 +48,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskLeaseMany", testTaskLeaseMany},
 		{"TaskFinishGuard", testTaskFinishGuard},
 		{"HeldLeases", testHeldLeases},
+		{"HeldLeaseRecordExpire", testHeldLeaseRecordExpire},
 		{"TaskFinishRefund", testTaskFinishRefund},
 		{"TaskRenewLeases", testTaskRenewLeases},
 		{"TaskListExpired", testTaskListExpired},
