@@ -183,6 +183,7 @@ const (
 type crashedRun struct {
 	data  string
 	seed  int64
+	start time.Time
 	done  chan struct{}
 	kills int // made
 	took  time.Duration
@@ -194,7 +195,7 @@ type crashedRun struct {
 func startCrash(files []string) *crashedRun {
 	crashes.n++
 	r := &crashedRun{data: filepath.Join(packageTemp, fmt.Sprintf("corpus-crashed-%d", crashes.n)),
-		seed: time.Now().UnixNano(), done: make(chan struct{})}
+		seed: time.Now().UnixNano(), start: time.Now(), done: make(chan struct{})}
 	if s := os.Getenv("SLUICE_TEST_CRASH_SEED"); s != "" {
 		var err error
 		if r.seed, err = strconv.ParseInt(s, 10, 64); err != nil {
@@ -205,8 +206,7 @@ func startCrash(files []string) *crashedRun {
 	}
 	go func() {
 		defer close(r.done)
-		start := time.Now()
-		defer func() { r.took = time.Since(start) }()
+		defer func() { r.took = time.Since(r.start) }()
 		args := append([]string{"ingest", "--data", r.data}, files...)
 		var finished bool
 		r.kills, finished, r.err = killLoop(packageCtx, args, crashDelays(r.seed))
@@ -282,16 +282,24 @@ func TestCorpusCrashLoop(t *testing.T) {
 	r := takeCrash(t)
 	t.Cleanup(func() { os.RemoveAll(r.data) })
 	t.Logf("seed %d (SLUICE_TEST_CRASH_SEED=%d replays these kill moments)", r.seed, r.seed)
-	// Well inside go test's 30 minutes, so that a hung run fails here, with the seed.
+	// Inside go test's 30 minutes, so that a hung run fails here, with its seed, instead of in
+	// the timeout's panic.
 	select {
 	case <-r.done:
-	case <-time.After(25 * time.Minute):
-		t.Fatalf("the crashed run (seed %d) has not ended after 25 minutes", r.seed)
+	case <-time.After(time.Until(r.start.Add(25 * time.Minute))):
+		t.Fatalf("the crashed run (seed %d) has not ended 25 minutes after its start", r.seed)
 	}
 	if r.err != nil {
 		t.Fatalf("seed %d: %v", r.seed, r.err)
 	}
 	t.Logf("%d kills and the final run: %s", r.kills, r.took.Round(time.Millisecond))
+	if left := leftovers(r.data); len(left) > 0 {
+		// Converters of killed runs that outlived them (issue #16: a sandbox killed while it was
+		// being set up ran its tool on, re-parented to pid 1, out of reach of the group kill).
+		// Logged and ended here, since they burn CPU the other tests need.
+		// TODO(integrator): an error once the sandbox reaps them (branch reap).
+		t.Logf("%d processes of the crashed runs outlived them (now killed):\n%s", len(left), strings.Join(left, "\n"))
+	}
 	ref := corpusReference()
 	if ref.err != nil {
 		t.Fatal(ref.err)
@@ -311,6 +319,27 @@ func TestCorpusCrashLoop(t *testing.T) {
 	if !t.Failed() {
 		t.Logf("%d kills; %d documents and %d errors identical to the uninterrupted run", r.kills, len(got.docs), len(got.errors))
 	}
+}
+
+// leftovers SIGKILLs the processes whose command line names dir (the runs' converters and
+// their sandboxes; every sluice run on dir has ended) and describes each.
+func leftovers(dir string) []string {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(dir)) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if pid == os.Getpid() {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		out = append(out, fmt.Sprintf("pid %d: %s", pid, cmd[:min(len(cmd), 200)]))
+	}
+	return out
 }
 
 // killLoop runs the binary with args and SIGKILLs its process group after each of delays,
