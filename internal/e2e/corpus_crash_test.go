@@ -88,18 +88,7 @@ func (o *once[T]) begin(f func() T) {
 // corpusFiles lists the corpus files as command-line arguments (each file a root named by its
 // base name), sorted.
 func corpusFiles() ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(corpusDir, "files"))
-	if err != nil {
-		return nil, err
-	}
-	var args []string
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			args = append(args, filepath.Join(corpusDir, "files", e.Name()))
-		}
-	}
-	sort.Strings(args)
-	return args, nil
+	return listFiles(filepath.Join(corpusDir, "files"), nil)
 }
 
 // corpusTools lists the converters the whole corpus needs.

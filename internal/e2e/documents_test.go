@@ -316,9 +316,18 @@ func anyContains(ss []string, sub string) bool {
 // base name), leaving out the excluded ones.
 func corpusArgs(t *testing.T, dir string, exclude func(name string) bool) []string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	args, err := listFiles(dir, exclude)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return args
+}
+
+// listFiles lists the regular files of dir but the excluded ones, sorted.
+func listFiles(dir string, exclude func(name string) bool) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var args []string
 	for _, e := range ents {
@@ -327,7 +336,7 @@ func corpusArgs(t *testing.T, dir string, exclude func(name string) bool) []stri
 		}
 	}
 	sort.Strings(args)
-	return args
+	return args, nil
 }
 
 // slowInShort is left out of TestCorpus in -short mode: its 20,000 entries each get a text
