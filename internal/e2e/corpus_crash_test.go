@@ -218,14 +218,14 @@ func startCrash(files []string) *crashedRun {
 func crashDelays(seed int64) []time.Duration {
 	rng := rand.New(rand.NewPCG(uint64(seed), 11))
 	var d []time.Duration
-	for range corpusKills {
-		d = append(d, 300*time.Millisecond+time.Duration(rng.Int64N(int64(2700*time.Millisecond))))
-	}
 	for range earlyKills {
 		d = append(d, 20*time.Millisecond+time.Duration(rng.Int64N(int64(280*time.Millisecond))))
 	}
+	for range corpusKills {
+		d = append(d, 300*time.Millisecond+time.Duration(rng.Int64N(int64(2700*time.Millisecond))))
+	}
+	// The first stays first (an early one); the others in a random order.
 	rng.Shuffle(len(d)-1, func(i, j int) { d[i+1], d[j+1] = d[j+1], d[i+1] })
-	d[0], d[len(d)-1] = d[len(d)-1], d[0] // an early one first
 	return d
 }
 
@@ -410,4 +410,33 @@ func docDiff(want, got *exported) (missing, dups string) {
 		return s
 	}
 	return list(miss), list(dup)
+}
+
+// TestCrashDelays: a seed's kill moments are 10 at 20–300 ms, the first of them first, and 50 at
+// 0.3–3 s, the same again for the same seed (SLUICE_TEST_CRASH_SEED replays a run).
+func TestCrashDelays(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []int64{1, 42, time.Now().UnixNano()} {
+		d := crashDelays(seed)
+		if d[0] >= 300*time.Millisecond {
+			t.Errorf("seed %d: the first kill at %s, want an early one", seed, d[0])
+		}
+		var early, late int
+		for _, x := range d {
+			switch {
+			case x >= 20*time.Millisecond && x < 300*time.Millisecond:
+				early++
+			case x >= 300*time.Millisecond && x < 3*time.Second:
+				late++
+			default:
+				t.Errorf("seed %d: a kill at %s", seed, x)
+			}
+		}
+		if early != earlyKills || late != corpusKills {
+			t.Errorf("seed %d: %d early kills and %d at 0.3–3 s, want %d and %d", seed, early, late, earlyKills, corpusKills)
+		}
+		if again := crashDelays(seed); fmt.Sprint(again) != fmt.Sprint(d) {
+			t.Errorf("seed %d: another sequence the second time", seed)
+		}
+	}
 }
