@@ -116,7 +116,8 @@ func referenceRun() *corpusRun {
 // they need is installed (otherwise the tests skip or fail without them). Called by TestMain
 // once the flags are parsed.
 func startCorpusRuns() {
-	if testing.Short() || !selected("TestCorpus") && !selected("TestCorpusCrashLoop") {
+	if testing.Short() || flag.Lookup("test.list").Value.String() != "" ||
+		!selected("TestCorpus") && !selected("TestCorpusCrashLoop") {
 		return
 	}
 	files, err := corpusFiles()
