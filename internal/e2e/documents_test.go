@@ -6,18 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sluice-project/sluice/internal/node"
 )
 
 // corpusDir is the shared test corpus (shared/corpus in the workspace, next to the module).
@@ -320,9 +316,18 @@ func anyContains(ss []string, sub string) bool {
 // base name), leaving out the excluded ones.
 func corpusArgs(t *testing.T, dir string, exclude func(name string) bool) []string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	args, err := listFiles(dir, exclude)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return args
+}
+
+// listFiles lists the regular files of dir but the excluded ones, sorted.
+func listFiles(dir string, exclude func(name string) bool) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var args []string
 	for _, e := range ents {
@@ -331,7 +336,7 @@ func corpusArgs(t *testing.T, dir string, exclude func(name string) bool) []stri
 		}
 	}
 	sort.Strings(args)
-	return args
+	return args, nil
 }
 
 // slowInShort is left out of TestCorpus in -short mode: its 20,000 entries each get a text
@@ -495,20 +500,6 @@ func TestCorpusOCR(t *testing.T) {
 	}
 }
 
-// crashSubset is a part of the corpus with at least one file of each type and each limit, without
-// the slow ones (the 20,000-entry archive, most LibreOffice conversions).
-var crashSubset = []string{
-	"testPDF_acroform3.pdf", "testUnicodePassword.pdf", "bug1020226.pdf", // pdf
-	"testRTFVarious.rtf",         // office
-	"testHTML_utf8.html",         // html
-	"testPNG.png", "testGIF.gif", // image
-	"candide-windows-1252.txt", "testCSV.csv", "file10_permahang.txt", // text
-	"testRFC822_normal_zip", "complex.mbox", // email
-	"test-zip-of-zip.zip", "testZipEncrypted.zip", "empty.zip", "test_extract.tar.xz", // archives
-	"hostile-nested-30-levels.zip", "hostile-zipbomb-1GiB.zip", "hostile-traversal.zip", // limits
-	"testWindows-x86-32.exe", // unhandled
-}
-
 func subsetArgs(t *testing.T, dir string, names []string) []string {
 	t.Helper()
 	var args []string
@@ -520,116 +511,6 @@ func subsetArgs(t *testing.T, dir string, names []string) []string {
 		args = append(args, p)
 	}
 	return args
-}
-
-// TestDocumentsCrashLoop SIGKILLs `sluice ingest` of a corpus subset at random moments, runs the
-// same command again each time, and requires the export to equal an uninterrupted run's byte
-// for byte (item ids aside).
-func TestDocumentsCrashLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash loop: skipped in -short")
-	}
-	t.Parallel()
-	dir, _ := loadCorpus(t)
-	var tools []string
-	for _, f := range crashSubset {
-		tools = append(tools, toolsFor(f)...)
-	}
-	skipWithoutTools(t, tools)
-	files := subsetArgs(t, dir, crashSubset)
-	ctx := t.Context()
-	work := t.TempDir()
-
-	clean := filepath.Join(work, "clean")
-	start := time.Now()
-	if out, err := runSluice(ctx, append([]string{"ingest", "--data", clean}, files...)...).CombinedOutput(); err != nil {
-		t.Fatalf("uninterrupted run: %v\n%s", err, out)
-	}
-	cleanDur := time.Since(start)
-	t.Logf("uninterrupted run: %s", cleanDur.Round(time.Millisecond))
-
-	crashed := filepath.Join(work, "crashed")
-	const wantKills = 12
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 7))
-	// Spread the kills over the run: start-up and job creation, conversions, ingest.
-	kills, _ := killLoop(t, append([]string{"ingest", "--data", crashed}, files...), wantKills, func() time.Duration {
-		return 20*time.Millisecond + time.Duration(rng.Int64N(int64(cleanDur/(2*wantKills))))
-	})
-	if out, err := runSluice(ctx, append([]string{"ingest", "--data", crashed}, files...)...).CombinedOutput(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, out)
-	}
-	if kills < 10 {
-		t.Fatalf("the job finished after %d kills; the test needs at least 10", kills)
-	}
-	want, got := export(t, clean, "text"), export(t, crashed, "text")
-	if len(want.docs) == 0 {
-		t.Fatal("the uninterrupted run made no documents")
-	}
-	// The index holds each PDF's SHA-256: the comparison covers the PDFs LibreOffice and
-	// Chromium made, their dates and ids normalised (#16), only if those became documents.
-	for _, root := range []string{"testRTFVarious.rtf", "testHTML_utf8.html"} {
-		if !hasPDF(want.docs, root) {
-			t.Errorf("the uninterrupted run made no PDF document of %s: the comparison would not cover its converter", root)
-		}
-	}
-	if !bytes.Equal(want.index, got.index) {
-		t.Errorf("index.jsonl differs after %d kills:\n%s", kills, lineDiff(want.index, got.index))
-	}
-	if !bytes.Equal(want.errRaw, got.errRaw) {
-		t.Errorf("errors.jsonl differs after %d kills:\n%s", kills, lineDiff(want.errRaw, got.errRaw))
-	}
-	// The search index holds exactly the documents, across the kills.
-	n, err := node.Open(ctx, node.Config{DataDir: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	checkSearchIndex(t, n.Store)
-	if !t.Failed() {
-		t.Logf("%d kills; %d documents and %d errors identical to the uninterrupted run", kills, len(got.docs), len(got.errors))
-	}
-}
-
-// hasPDF reports whether docs (index.jsonl lines) hold a PDF document of the root file named root.
-func hasPDF(docs []map[string]any, root string) bool {
-	for _, d := range docs {
-		title, _ := d["title"].(string)
-		sums, _ := d["sha256"].(map[string]any)
-		if fromRoot(title, root) && sums["pdf"] != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// killLoop runs the binary with args and SIGKILLs its process group after delay(), up to kills
-// times, starting it again after each kill. It returns how many kills it made and whether a run
-// finished before its kill (the job is done: later kills would test nothing).
-func killLoop(t *testing.T, args []string, kills int, delay func() time.Duration) (int, bool) {
-	t.Helper()
-	for n := 0; n < kills; n++ {
-		cmd := runSluice(t.Context(), args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run %d failed before its kill: %v\n%s", n, err, out.String())
-			}
-			return n, true
-		case <-time.After(delay()):
-		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-	return kills, false
 }
 
 // lineDiff shows the first differing lines of two JSONL files.

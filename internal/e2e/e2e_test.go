@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -36,7 +37,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	flag.Parse()
+	widenParallel()
+	var cancel context.CancelFunc
+	packageCtx, cancel = context.WithCancel(context.Background())
+	startCorpusRuns()
 	code := m.Run()
+	cancel()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
