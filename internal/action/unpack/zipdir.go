@@ -113,12 +113,21 @@ func (d *zipDir) each(fn func(files []*zip.File) error) error {
 	for {
 		from, k := pos, 0
 		for k < zipPage {
-			if _, err := io.ReadFull(br, hdr[:]); err != nil || !bytes.Equal(hdr[:4], []byte("PK\x01\x02")) {
+			// As the library's loop: a record cut short ends the directory, but the file ending
+			// exactly where a record or its names would begin is an error (io.EOF).
+			_, err := io.ReadFull(br, hdr[:])
+			if err == io.EOF {
+				return err
+			}
+			if err != nil || !bytes.Equal(hdr[:4], []byte("PK\x01\x02")) {
 				break
 			}
 			rest := int64(binary.LittleEndian.Uint16(hdr[28:])) + int64(binary.LittleEndian.Uint16(hdr[30:])) +
 				int64(binary.LittleEndian.Uint16(hdr[32:]))
 			if m, err := br.Discard(int(rest)); int64(m) != rest || err != nil {
+				if m == 0 && err == io.EOF {
+					return err
+				}
 				break
 			}
 			pos += 46 + rest
