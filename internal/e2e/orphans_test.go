@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/poll"
 )
 
 // TestConvertersDieWithSluice SIGKILLs `sluice ingest` while a converter runs, sandboxed and
@@ -57,10 +58,11 @@ func TestConvertersDieWithSluice(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			var under []osProc
-			for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+			poll.Until(t, 2*time.Minute, "the converter to start", func() (bool, string) {
 				under = osDescendants(cmd.Process.Pid)
 				if osAnyCmdline(under, "sleep\x00600\x00") {
-					break
+					return true, ""
 				}
 				select {
 				case err := <-done:
@@ -68,16 +70,18 @@ func TestConvertersDieWithSluice(t *testing.T) {
 					t.Fatalf("sluice ended (%v) before the converter ran:\n%s", err, out)
 				default:
 				}
-				if time.Now().After(deadline) {
-					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					t.Fatal("the converter did not start in 2 minutes")
-				}
-			}
+				return false, fmt.Sprintf("%d processes under sluice", len(under))
+			})
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 
 			var survivors []osProc
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			t.Cleanup(func() {
+				for _, p := range survivors {
+					_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				}
+			})
+			poll.Until(t, 20*time.Second, "the killed sluice's converters to die", func() (bool, string) {
 				survivors = survivors[:0]
 				for _, p := range under {
 					if p.alive() {
@@ -89,18 +93,12 @@ func TestConvertersDieWithSluice(t *testing.T) {
 						survivors = append(survivors, p)
 					}
 				}
-				if len(survivors) == 0 || time.Now().After(deadline) {
-					break
-				}
-			}
-			if len(survivors) > 0 {
 				var desc []string
 				for _, p := range survivors {
 					desc = append(desc, p.describe())
-					_ = syscall.Kill(p.pid, syscall.SIGKILL)
 				}
-				t.Fatalf("%d processes of the killed sluice's converters ran on 20s later:\n%s", len(survivors), strings.Join(desc, "\n"))
-			}
+				return len(survivors) == 0, strings.Join(desc, "\n")
+			})
 		})
 	}
 }
@@ -168,11 +166,9 @@ func TestEngineReapsLeftovers(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the planted tool still runs 20s after the engine opened the data dir")
 	}
-	for deadline := time.Now().Add(20 * time.Second); child.alive(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the planted tool's child still runs")
-		}
-	}
+	poll.Until(t, 20*time.Second, "the planted tool's child to die", func() (bool, string) {
+		return !child.alive(), child.describe()
+	})
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("records left: %d", len(left))
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/sandbox"
 )
 
@@ -101,38 +102,34 @@ func TestSandboxDiesWithSluice(t *testing.T) {
 	}
 	// The sandbox's init: bwrap's child, blocked in its setup until blockW is closed.
 	var init proc
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "bwrap to start its sandbox", func() (bool, string) {
 		if kids := children(monitor); len(kids) > 0 {
 			init = kids[0]
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bwrap %d started no sandbox in 30s (%s)", monitor, logged())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, "no child of bwrap " + strconv.Itoa(monitor) + " (" + logged() + ")"
+	})
 	if err := parent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
 	blockW.Close() // the setup goes on, if anything is left to go on
 
-	// Wait for the sandbox's init to die; only then is the absence of the tool meaningful.
-	deadline = time.Now().Add(20 * time.Second)
-	for init.alive() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	survivors := withArg(token)
-	if init.alive() && !slices.Contains(survivors, init) {
-		survivors = append(survivors, init)
-	}
-	if len(survivors) > 0 {
+	// The sandbox's init and every process naming the token must die; survivors are killed
+	// when the test ends either way.
+	var survivors []proc
+	t.Cleanup(func() {
 		for _, p := range survivors {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
-		t.Fatalf("the sandbox outlived the process that started it by 20s: %v", survivors)
-	}
+	})
+	poll.Until(t, 20*time.Second, "the sandbox to die with the process that started it", func() (bool, string) {
+		survivors = withArg(token)
+		if init.alive() && !slices.Contains(survivors, init) {
+			survivors = append(survivors, init)
+		}
+		return len(survivors) == 0, fmt.Sprintf("%v", survivors)
+	})
 }
 
 // proc is a process named by its pid and start time (field 22 of /proc/PID/stat).
