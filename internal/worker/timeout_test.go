@@ -18,18 +18,21 @@ import (
 // past its timeout in one attempt — an archive of 100,000 entries on a loaded machine used to be
 // cut off after ten minutes on each of its three attempts and fail — while one that makes no
 // progress (a heartbeat is not progress) still times out.
+//
+// split makes a child every 20ms for 2.5 timeouts of 2s: only a stall of 100 steps cuts it off (a
+// step of 100ms against a timeout of 1s was cut off once, in CI on a loaded machine).
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
-	const timeout = time.Second
+	const timeout, step = 2 * time.Second, 20 * time.Millisecond
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
 		var made atomic.Int64
 		split := enginetest.Func("split", func(ctx context.Context, tk *action.Task, out action.Output) error {
 			start := time.Now()
-			for i := 0; time.Since(start) < 3*timeout; i++ {
+			for i := 0; time.Since(start) < timeout*5/2; i++ {
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-time.After(timeout / 10): // the work of an entry
+				case <-time.After(step): // the work of an entry
 				}
 				if err := out.CreateChild(ctx, action.Child{Name: fmt.Sprintf("%s/%d", tk.Item.Name, i), Blob: strings.NewReader(fmt.Sprint(i))}); err != nil {
 					return err
@@ -53,26 +56,27 @@ func TestIdleTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root, timeout: 1s}\n",
+		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root, timeout: 2s}\n",
 			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
 		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		for _, tk := range k.Tasks(t, job.ID) {
 			if tk.Step == "split" && tk.State != store.TaskSkipped && (tk.State != store.TaskComplete || tk.Attempt != 1) {
-				t.Errorf("split: %s after %d attempts (%s), want complete after 1: it made progress every %s, its timeout is %s",
-					tk.State, tk.Attempt, tk.Error, timeout/10, timeout)
+				events, _ := k.Engine.Store().EventListByItem(t.Context(), tk.ItemID)
+				t.Errorf("split: %s after %d attempts (%s), want complete after 1: it made progress every %s, its timeout is %s; events: %q",
+					tk.State, tk.Attempt, tk.Error, step, timeout, events)
 			}
 		}
-		if made := made.Load(); made < 10 {
-			t.Errorf("split made %d children, want more than a timeout's worth (10)", made)
+		if made, want := made.Load(), int64(timeout/step); made <= want {
+			t.Errorf("split made %d children, want more than a timeout's worth (%d)", made, want)
 		}
 
-		job = k.StartJob(t, "name: stuck\nsteps:\n  stuck: {action: stuck, needs: [start], timeout: 1s, attempts: 1}\n",
+		job = k.StartJob(t, "name: stuck\nsteps:\n  stuck: {action: stuck, needs: [start], timeout: 2s, attempts: 1}\n",
 			engine.Root{Name: "r"})
 		k.WaitJob(t, job.ID, 60*time.Second)
 		for _, tk := range k.Tasks(t, job.ID) {
-			if tk.Step == "stuck" && (tk.State != store.TaskFailed || !strings.Contains(tk.Error, "timed out: no progress for 1s")) {
+			if tk.Step == "stuck" && (tk.State != store.TaskFailed || !strings.Contains(tk.Error, "timed out: no progress for 2s")) {
 				t.Errorf("stuck: %s (%q), want failed, timed out with no progress", tk.State, tk.Error)
 			}
 		}

@@ -15,7 +15,11 @@
 //     "From " separator lines are dropped and ">From " (mboxrd/mboxo quoting) is unquoted.
 //   - An Outlook .msg (application/vnd.ms-outlook) is converted to RFC 822 by Debian's msgconvert
 //     (package libemail-outlook-message-perl, which also needs libemail-address-perl) run as a
-//     subprocess, then handled like a .eml.
+//     subprocess, then handled like a .eml. msgconvert (a Perl program) is run so that its output
+//     depends on the .msg alone (see deterministicPerl): its MIME boundaries and Content-IDs are
+//     made of the time, random numbers, its pid and the host name, and a message without a date
+//     gets the time of the run, so the same .msg converted twice made different children — and a
+//     replay after a crash found its recorded children changed (a nondeterministic action).
 //
 // The body's text begins with the message's From, To, Cc, Subject and Date (see addHeaders),
 // so that a search or a reader of the document sees them; a message without a body becomes a
@@ -41,6 +45,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,10 +172,18 @@ func (a *emailAction) runMsg(ctx context.Context, t *action.Task, out action.Out
 	if in, err = r.Stage(in); err != nil {
 		return err
 	}
-	if _, err := exec.LookPath(a.cfg.MsgConvert); err != nil {
+	prog, err := exec.LookPath(a.cfg.MsgConvert)
+	if err != nil {
 		return action.Permanentf("email conversion of .msg needs msgconvert: apt-get install libemail-outlook-message-perl")
 	}
-	err = r.Run(ctx, a.cfg.MsgConvert, []string{"--outfile", eml, in}, nil)
+	name, args := prog, []string{"--outfile", eml, in}
+	if isPerl(prog) {
+		if perl, err := exec.LookPath("perl"); err == nil {
+			name, args = perl, append([]string{"-e", deterministicPerl, "--", prog}, args...)
+		}
+	}
+	r.Env = []string{"TZ=UTC", "SLUICE_SEED=" + seedOf(t.Item.BlobSHA256)}
+	err = r.Run(ctx, name, args, nil)
 	var ee *subprocess.ExitError
 	switch {
 	case action.IsPermanent(err):
@@ -189,6 +202,48 @@ func (a *emailAction) runMsg(ctx context.Context, t *action.Task, out action.Out
 	}
 	defer f.Close()
 	return unpackMessage(ctx, t, out, f)
+}
+
+// deterministicPerl runs a Perl program (msgconvert, its path the first argument) so that what
+// it writes depends on its input alone: time() is the epoch (it is read only for generated ids,
+// and for the Date of a message that has none of its own, which then says 1 January 1970 rather
+// than the time of the run), the random numbers are seeded from the .msg's hash (SLUICE_SEED: so
+// a message cannot be written to contain the boundaries its conversion will use), its pid is 1
+// and the host name of generated ids is "msgconvert.invalid". Email::MessageID keeps ids unique
+// within the run by counting ids made in the same second. TZ=UTC fixes the date's zone.
+const deterministicPerl = `BEGIN { *CORE::GLOBAL::time = sub () { 0 } }
+srand($ENV{SLUICE_SEED} || 1);
+$$ = 1;
+require Email::MessageID;
+{ no warnings "redefine"; *Email::MessageID::create_host = sub { "msgconvert.invalid" }; }
+my $prog = shift @ARGV;
+$0 = $prog;
+my $ok = do $prog;
+die $@ if $@;
+die "$prog: $!\n" unless defined $ok || !$!;
+`
+
+// seedOf returns a seed for deterministicPerl from a blob's hex SHA-256: its first 32 bits.
+func seedOf(sha string) string {
+	if len(sha) < 8 {
+		return "1"
+	}
+	n, err := strconv.ParseUint(sha[:8], 16, 32)
+	if err != nil || n == 0 {
+		return "1"
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// isPerl reports whether the program at path is a Perl script (its first line names perl).
+func isPerl(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(io.LimitReader(f, 256)).ReadString('\n')
+	return strings.HasPrefix(line, "#!") && strings.Contains(line, "perl")
 }
 
 // runMbox creates one message/rfc822 child per message of an mbox.

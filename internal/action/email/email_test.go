@@ -3,6 +3,8 @@ package email
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
@@ -158,6 +160,51 @@ func TestEmailMsgMetadata(t *testing.T) {
 		if !equalMaps(c.Metadata, want) {
 			t.Fatalf("child %s metadata = %v", c.Name, c.Metadata)
 		}
+	}
+}
+
+// TestEmailMsgDeterministic: the same .msg converted twice gives the same children, byte for
+// byte. msgconvert makes MIME boundaries and Content-IDs of the time, random numbers and its pid,
+// so the embedded message of testMSG_att_msg.msg differed on every run, and the corpus crash
+// loop found a replay after a kill failing the item as a nondeterministic action.
+func TestEmailMsgDeterministic(t *testing.T) {
+	t.Parallel()
+	needMsgconvert(t)
+	path := filepath.Join(corpusDir(t), "testMSG_att_msg.msg")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	var runs [2][]actiontest.RecordedChild
+	for i := range runs {
+		rec := &actiontest.Recorder{}
+		task := actiontest.NewFileTask(t, path, "application/vnd.ms-outlook", nil, nil)
+		task.Item.BlobSHA256 = hex.EncodeToString(sum[:])
+		if err := New(Config{}).Run(t.Context(), task, rec); err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = rec.Children
+	}
+	if len(runs[0]) != len(runs[1]) || len(runs[0]) < 2 {
+		t.Fatalf("children: %d, then %d; want the same, at least 2 (the body and the attached message)", len(runs[0]), len(runs[1]))
+	}
+	embedded := false
+	for i, c := range runs[0] {
+		d := runs[1][i]
+		if c.Name != d.Name || !bytes.Equal(c.Data, d.Data) {
+			t.Errorf("child %d: %s (%d bytes, sha256 %x), then %s (%d bytes, sha256 %x)", i,
+				c.Name, len(c.Data), sha256.Sum256(c.Data), d.Name, len(d.Data), sha256.Sum256(d.Data))
+		}
+		if c.ContentType == "message/rfc822" {
+			embedded = true
+			if !bytes.Contains(c.Data, []byte("boundary=")) {
+				t.Errorf("embedded message %s has no MIME boundary: the test no longer covers generated boundaries", c.Name)
+			}
+		}
+	}
+	if !embedded {
+		t.Error("no embedded message among the children")
 	}
 }
 
