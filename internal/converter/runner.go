@@ -191,31 +191,12 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 // Output runs tool and returns its stdout, at most max bytes.
 func (r *Runner) Output(ctx context.Context, tool string, max int64, args ...string) ([]byte, error) {
 	var buf bytes.Buffer
-	lw := &limitWriter{w: &buf, n: max}
+	lw := &subprocess.LimitWriter{W: &buf, N: max}
 	err := r.Run(ctx, tool, args, lw)
-	if lw.over {
+	if lw.Over {
 		return buf.Bytes(), action.Permanentf("%s: output larger than %d bytes", tool, max)
 	}
 	return buf.Bytes(), err
-}
-
-type limitWriter struct {
-	w    io.Writer
-	n    int64
-	over bool
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > l.n {
-		l.over = true
-		p = p[:l.n]
-	}
-	n, err := l.w.Write(p)
-	l.n -= int64(n)
-	if l.over {
-		return n, errors.New("output limit exceeded")
-	}
-	return n, err
 }
 
 // Failure turns an error from [Runner.Run] into the error an action returns. Errors that are
@@ -336,7 +317,7 @@ func isNoise(line string) bool {
 // report failure on stdout or stderr while exiting 0.
 func (r *Runner) Combined(ctx context.Context, tool string, limit int64, args ...string) ([]byte, error) {
 	var buf bytes.Buffer
-	lw := &limitWriter{w: &buf, n: limit}
+	lw := &subprocess.LimitWriter{W: &buf, N: limit}
 	err := r.run(ctx, tool, args, lw, lw)
 	var ee *subprocess.ExitError
 	if errors.As(err, &ee) && ee.Stderr == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/proctest"
 )
 
 // TestConvertersDieWithSluice SIGKILLs `sluice ingest` while a converter runs, sandboxed and
@@ -57,11 +58,11 @@ func TestConvertersDieWithSluice(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
-			var under []osProc
+			var under []proctest.Proc
 			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 			poll.Until(t, 2*time.Minute, "the converter to start", func() (bool, string) {
-				under = osDescendants(cmd.Process.Pid)
-				if osAnyCmdline(under, "sleep\x00600\x00") {
+				under = proctest.Descendants(cmd.Process.Pid)
+				if slices.ContainsFunc(under, func(p proctest.Proc) bool { return p.Cmdline() == "sleep\x00600\x00" }) {
 					return true, ""
 				}
 				select {
@@ -75,27 +76,27 @@ func TestConvertersDieWithSluice(t *testing.T) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 
-			var survivors []osProc
+			var survivors []proctest.Proc
 			t.Cleanup(func() {
 				for _, p := range survivors {
-					_ = syscall.Kill(p.pid, syscall.SIGKILL)
+					_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 				}
 			})
 			poll.Until(t, 20*time.Second, "the killed sluice's converters to die", func() (bool, string) {
 				survivors = survivors[:0]
 				for _, p := range under {
-					if p.alive() {
+					if p.Alive() {
 						survivors = append(survivors, p)
 					}
 				}
-				for _, p := range osWithArg(data) {
+				for _, p := range proctest.WithArg(data) {
 					if !slices.Contains(survivors, p) {
 						survivors = append(survivors, p)
 					}
 				}
 				var desc []string
 				for _, p := range survivors {
-					desc = append(desc, p.describe())
+					desc = append(desc, p.String())
 				}
 				return len(survivors) == 0, strings.Join(desc, "\n")
 			})
@@ -128,11 +129,11 @@ func TestEngineReapsLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	childPid, _ := strconv.Atoi(strings.TrimSpace(line))
-	child, ok := osProcOf(childPid)
+	child, ok := proctest.Of(childPid)
 	if !ok {
 		t.Fatalf("the tool's child %d is gone", childPid)
 	}
-	f := osStat(tool.Process.Pid)
+	f := proctest.Stat(tool.Process.Pid)
 	if len(f) < 20 {
 		t.Fatalf("the tool %d is gone", tool.Process.Pid)
 	}
@@ -167,112 +168,9 @@ func TestEngineReapsLeftovers(t *testing.T) {
 		t.Fatal("the planted tool still runs 20s after the engine opened the data dir")
 	}
 	poll.Until(t, 20*time.Second, "the planted tool's child to die", func() (bool, string) {
-		return !child.alive(), child.describe()
+		return !child.Alive(), child.String()
 	})
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("records left: %d", len(left))
 	}
-}
-
-// osProc is a process named by its pid and start time (field 22 of /proc/PID/stat), so that a
-// pid given to another process is never taken for it.
-type osProc struct {
-	pid   int
-	start string
-}
-
-// osStat returns the fields of /proc/PID/stat after the command name: f[0] is field 3 (state),
-// f[1] the parent, f[2] the process group, f[3] the session, f[19] the start time.
-func osStat(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-}
-
-func osProcOf(pid int) (osProc, bool) {
-	f := osStat(pid)
-	if len(f) < 20 || f[0] == "Z" {
-		return osProc{}, false
-	}
-	return osProc{pid: pid, start: f[19]}, true
-}
-
-// alive reports whether p runs: neither gone nor a zombie nor its pid given to another process.
-func (p osProc) alive() bool {
-	q, ok := osProcOf(p.pid)
-	return ok && q.start == p.start
-}
-
-func (p osProc) describe() string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline")
-	f := osStat(p.pid)
-	ppid := "?"
-	if len(f) > 1 {
-		ppid = f[1]
-	}
-	return fmt.Sprintf("pid %d ppid %s: %.200s", p.pid, ppid, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-}
-
-func osPids() []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// osDescendants returns the live processes under pid.
-func osDescendants(pid int) []osProc {
-	parent := map[int]int{}
-	procs := map[int]osProc{}
-	for _, p := range osPids() {
-		f := osStat(p)
-		if len(f) < 20 || f[0] == "Z" {
-			continue
-		}
-		parent[p], _ = strconv.Atoi(f[1])
-		procs[p] = osProc{pid: p, start: f[19]}
-	}
-	var out []osProc
-	for p, pr := range procs {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, pr)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// osWithArg returns the live processes with arg in their command line.
-func osWithArg(arg string) []osProc {
-	var out []osProc
-	for _, pid := range osPids() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if err != nil || !bytes.Contains(b, []byte(arg)) {
-			continue
-		}
-		if p, ok := osProcOf(pid); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// osAnyCmdline reports whether one of ps has the command line cmdline (NUL-separated).
-func osAnyCmdline(ps []osProc, cmdline string) bool {
-	for _, p := range ps {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline")
-		if string(b) == cmdline {
-			return true
-		}
-	}
-	return false
 }

@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/proctest"
 	"github.com/sluice-project/sluice/internal/sandbox"
 )
 
@@ -101,9 +101,9 @@ func TestSandboxDiesWithSluice(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sandbox's init: bwrap's child, blocked in its setup until blockW is closed.
-	var init proc
+	var init proctest.Proc
 	poll.Until(t, 30*time.Second, "bwrap to start its sandbox", func() (bool, string) {
-		if kids := children(monitor); len(kids) > 0 {
+		if kids := proctest.Children(monitor); len(kids) > 0 {
 			init = kids[0]
 			return true, ""
 		}
@@ -117,78 +117,17 @@ func TestSandboxDiesWithSluice(t *testing.T) {
 
 	// The sandbox's init and every process naming the token must die; survivors are killed
 	// when the test ends either way.
-	var survivors []proc
+	var survivors []proctest.Proc
 	t.Cleanup(func() {
 		for _, p := range survivors {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 		}
 	})
 	poll.Until(t, 20*time.Second, "the sandbox to die with the process that started it", func() (bool, string) {
-		survivors = withArg(token)
-		if init.alive() && !slices.Contains(survivors, init) {
+		survivors = proctest.WithArg(token)
+		if init.Alive() && !slices.Contains(survivors, init) {
 			survivors = append(survivors, init)
 		}
 		return len(survivors) == 0, fmt.Sprintf("%v", survivors)
 	})
-}
-
-// proc is a process named by its pid and start time (field 22 of /proc/PID/stat).
-type proc struct {
-	pid   int
-	start string
-}
-
-func (p proc) String() string { return strconv.Itoa(p.pid) }
-
-// stat returns the fields of /proc/PID/stat after the command name: f[0] is field 3 (state).
-func stat(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-}
-
-// alive reports whether p runs: neither gone nor a zombie nor its pid given to another process.
-func (p proc) alive() bool {
-	f := stat(p.pid)
-	return len(f) > 19 && f[0] != "Z" && f[19] == p.start
-}
-
-func allPids() []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// children returns the live children of pid.
-func children(pid int) []proc {
-	var out []proc
-	for _, p := range allPids() {
-		if f := stat(p); len(f) > 19 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, proc{pid: p, start: f[19]})
-		}
-	}
-	return out
-}
-
-// withArg returns the live processes with arg in their command line.
-func withArg(arg string) []proc {
-	var out []proc
-	for _, p := range allPids() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-		if err != nil || !bytes.Contains(b, []byte(arg)) {
-			continue
-		}
-		if f := stat(p); len(f) > 19 && f[0] != "Z" {
-			out = append(out, proc{pid: p, start: f[19]})
-		}
-	}
-	return out
 }

@@ -204,29 +204,31 @@ func Run(ctx context.Context, c Cmd) error {
 // Output runs c and returns its stdout, capped at max bytes (an error if exceeded).
 func Output(ctx context.Context, c Cmd, max int64) ([]byte, error) {
 	var buf bytes.Buffer
-	lw := &limitWriter{w: &buf, n: max}
+	lw := &LimitWriter{W: &buf, N: max}
 	c.Stdout = lw
 	err := Run(ctx, c)
-	if lw.over {
+	if lw.Over {
 		return buf.Bytes(), fmt.Errorf("%s: output larger than %d bytes", c.Path, max)
 	}
 	return buf.Bytes(), err
 }
 
-type limitWriter struct {
-	w    io.Writer
-	n    int64
-	over bool
+// LimitWriter writes to W at most N more bytes; a write past them writes what fits, sets Over
+// and fails.
+type LimitWriter struct {
+	W    io.Writer
+	N    int64
+	Over bool
 }
 
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > l.n {
-		l.over = true
-		p = p[:l.n]
+func (l *LimitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.N {
+		l.Over = true
+		p = p[:l.N]
 	}
-	n, err := l.w.Write(p)
-	l.n -= int64(n)
-	if l.over {
+	n, err := l.W.Write(p)
+	l.N -= int64(n)
+	if l.Over {
 		return n, errors.New("output limit exceeded")
 	}
 	return n, err
