@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"net"
@@ -30,6 +31,13 @@ import (
 
 //go:embed migrations/*.up.sql
 var migrations embed.FS
+
+// jobLockKey is the first key of the schema's jobs' ingest locks: a hash of its name.
+func jobLockKey(schema string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte("sluice jobs " + schema))
+	return int32(h.Sum32())
+}
 
 // notifyChannel is the schema's LISTEN/NOTIFY channel; the payload is the queue that got ready
 // work. One channel per schema: installations sharing a database do not wake each other.
@@ -67,6 +75,9 @@ type DB struct {
 	floors  pickFloors // where this process's next pick of each queue starts
 	// openFloors is where this process's next check of a job's open items starts
 	openFloors openFloors
+	// jobLockKey is the schema's first key of its jobs' ingest locks (see JobIngestLock):
+	// installations sharing a database do not wait for each other's.
+	jobLockKey int32
 	*queries
 }
 
@@ -101,7 +112,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema}
+	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema, jobLockKey: jobLockKey(cfg.Schema)}
 	db.listen = &listener{cfg: pcfg.ConnConfig, channel: notifyChannel(cfg.Schema), wake: make(chan struct{}), own: own}
 	db.queries = &queries{db: db, c: pool}
 	if err := db.createSchema(ctx); err != nil {
