@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -191,5 +192,55 @@ func TestItemInsertReadsJob(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNotifyAfterCommit checks the notifications of a transaction's ready queues, sent once it
+// committed and outside it (notifier): another DB hears those of a committed transaction and
+// none of one that rolled back.
+func TestNotifyAfterCommit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	mine := open(t)
+	theirs := openSchema(t, mine.Schema(), false) // cleanup drops the schema twice: harmless
+	now := time.Now()
+	j, err := mine.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := mine.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, Name: "i", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, take, stop := mine.NotifyOthers()
+	defer stop()
+	wait := func() ([]string, bool) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no notification within 20s")
+		}
+		return take()
+	}
+	if _, all := wait(); !all {
+		t.Fatal("the first wake does not announce every queue")
+	}
+	insert := func(queue string, fail error) error {
+		return theirs.InTx(ctx, func(x store.Executor) error {
+			if _, err := x.TaskInsert(ctx, store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: queue, Action: "a", Queue: queue, MaxAttempts: 1, Now: now}); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	if err := insert("rolled-back", errRollback); !errors.Is(err, errRollback) {
+		t.Fatalf("rolled back transaction: %v", err)
+	}
+	if err := insert("committed", nil); err != nil {
+		t.Fatal(err)
+	}
+	if qs, all := wait(); all || !slices.Equal(qs, []string{"committed"}) {
+		t.Errorf("heard %v (all %v), want only [committed]", qs, all)
 	}
 }
