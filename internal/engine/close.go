@@ -13,9 +13,15 @@ import (
 //   - Only a job this transaction touched (an item of it settled or changed, it was sealed or
 //     retried) is looked at, after every item is settled.
 //   - A job this transaction may close — it sealed the job or ingested one of its roots (the
-//     last item of a job to be ingested is a root) — is decided on under the job's row lock:
-//     two transactions that each close the job's last open items then cannot both miss the
-//     other's writes.
+//     last item of a job to be ingested is a root) — is decided on under the job's row lock
+//     once it is sealed: two transactions that each close the job's last open items then cannot
+//     both miss the other's writes. While it may be unsealed, a transaction that ingested one of
+//     its roots reads it under its ingest lock, shared ([store.Executor.JobIngestLock]), which
+//     the seal takes exclusive: read unsealed, the job cannot end in this transaction, and its
+//     seal looks for open items after this transaction committed; read sealed, the seal has
+//     committed and the row lock decides. Transactions ingesting roots of a job that still gets
+//     roots then do not take turns on its row with each other, nor with the inserts of its
+//     roots (which add to its total).
 //   - Ending a job other than by completing it cancels its ready, blocked and held-back tasks in
 //     the same transaction; the running ones are asked to stop once it commits.
 type closer struct {
@@ -48,9 +54,19 @@ func (t *tx) closeJobs() error {
 			return err
 		}
 		if t.closing[id] && job.State == store.JobRunning {
-			// Without the lock two transactions that each close the job's last open items (or
+			// Without the locks two transactions that each close the job's last open items (or
 			// one that seals it and one that ingests its last root) could each miss the other's
 			// uncommitted writes, and the job would never end (Postgres, READ COMMITTED).
+			if !job.Sealed { // as read before: a job once sealed stays so
+				read, err := t.x.JobIngestLock(t.ctx, id)
+				if err != nil {
+					return err
+				}
+				*job = *read
+				if job.State != store.JobRunning || !job.Sealed {
+					continue // it may still get roots; its seal sees this transaction's writes
+				}
+			}
 			locked, err := t.x.JobLock(t.ctx, id)
 			if err != nil {
 				return err

@@ -145,6 +145,14 @@ type Executor interface {
 	// job (the one that seals it, those that ingest its last roots) take turns and see each
 	// other's writes.
 	JobLock(ctx context.Context, id int64) (*Job, error)
+	// JobIngestLock returns the job as committed when this transaction holds its ingest lock
+	// shared, until the transaction ends (Postgres: an advisory lock; [Executor.JobSeal] takes it
+	// exclusive). A transaction that ingested a root of a job that may be unsealed takes it before
+	// deciding whether the job ends: transactions ingesting roots of one job do not wait for each
+	// other (as they did on the job's row), and a seal beside one of them either looks for the
+	// job's open items after it committed, or committed before it reads the job sealed (and then
+	// takes [Executor.JobLock] to decide).
+	JobIngestLock(ctx context.Context, id int64) (*Job, error)
 	JobGetByKey(ctx context.Context, key string) (*Job, error)
 	JobList(ctx context.Context, p JobListParams) ([]*Job, error)
 	// JobSetState moves a running job to a final state; false when it was not running.
@@ -153,7 +161,9 @@ type Executor interface {
 	// JobReopen moves a failed or complete job back to running, clearing its error and finish
 	// time (a retry); false when it was in neither state.
 	JobReopen(ctx context.Context, id int64) (bool, error)
-	// JobSeal marks that no more roots will be added; false when it was sealed already.
+	// JobSeal marks that no more roots will be added; false when it was sealed already. It then
+	// takes the job's ingest lock exclusive (see [Executor.JobIngestLock]) until the transaction
+	// ends: what the transaction reads next sees every ingesting transaction that took it before.
 	JobSeal(ctx context.Context, id int64) (bool, error)
 	// JobHasOpenItems reports whether any item of the job is not yet ingested.
 	JobHasOpenItems(ctx context.Context, id int64) (bool, error)

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"net"
@@ -30,6 +31,13 @@ import (
 
 //go:embed migrations/*.up.sql
 var migrations embed.FS
+
+// jobLockKey is the first key of the schema's jobs' ingest locks: a hash of its name.
+func jobLockKey(schema string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte("sluice jobs " + schema))
+	return int32(h.Sum32())
+}
 
 // notifyChannel is the schema's LISTEN/NOTIFY channel; the payload is the queue that got ready
 // work. One channel per schema: installations sharing a database do not wake each other.
@@ -67,6 +75,11 @@ type DB struct {
 	floors  pickFloors // where this process's next pick of each queue starts
 	// openFloors is where this process's next check of a job's open items starts
 	openFloors openFloors
+	// jobLockKey is the schema's first key of its jobs' ingest locks (see JobIngestLock):
+	// installations sharing a database do not wait for each other's.
+	jobLockKey int32
+	// notifier announces the ready queues of committed transactions (see notifier)
+	notifier notifier
 	*queries
 }
 
@@ -101,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema}
+	db := &DB{pool: pool, connCfg: pcfg.ConnConfig, schema: cfg.Schema, jobLockKey: jobLockKey(cfg.Schema)}
 	db.listen = &listener{cfg: pcfg.ConnConfig, channel: notifyChannel(cfg.Schema), wake: make(chan struct{}), own: own}
 	db.queries = &queries{db: db, c: pool}
 	if err := db.createSchema(ctx); err != nil {
@@ -160,6 +173,7 @@ func DropSchema(ctx context.Context, url, schema string) error {
 // [store.Lock.Release] closes.
 func (db *DB) Close() error {
 	db.listen.stop()
+	db.notifier.wait()
 	db.pool.Close()
 	return nil
 }
@@ -224,9 +238,9 @@ func (db *DB) Wait(ctx context.Context, d time.Duration) {
 	}
 }
 
-// InTx runs fn in one transaction (READ COMMITTED) and commits it if fn returns nil. Tasks that
-// became ready in it are announced with one pg_notify per queue, delivered at commit. BEGIN is
-// sent with the first statement and COMMIT with the notifications (see txConn).
+// InTx runs fn in one transaction (READ COMMITTED) and commits it if fn returns nil. The queues
+// of tasks that became ready in it are announced once it committed, beside the caller (see
+// notifier). BEGIN is sent with the first statement and COMMIT with the later writes (see txConn).
 func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -245,12 +259,71 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 		}
 		return err
 	}
-	if err := tc.commit(ctx, db.listen.channel, q.notify); err != nil {
+	if err := tc.commit(ctx); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
 		return mapErr(err)
 	}
+	db.notifier.send(db, q.notify)
 	return nil
 }
+
+// notifier sends the notifications of committed transactions (pg_notify of their ready queues),
+// on a pooled connection of its own, outside them. A transaction that notifies takes a lock that
+// is one for the whole server (every database) from before its commit record until it is
+// flushed: notifying transactions commit one at a time, each waiting for the others' WAL flush.
+// Sent after the commit, a notification is a statement of its own that writes nothing, and this
+// process's inserts wait neither for other processes' (or other installations') commits nor
+// make them wait. The process's own workers are woken as the transaction commits (the engine's
+// OnReady), not by these; other processes hear of the work a round trip later. Queues announced
+// while a send is under way go out together in the next: at most one send at a time. A send that
+// fails is dropped: a lost notification only delays work until the listeners' next poll.
+type notifier struct {
+	mu      sync.Mutex
+	pending []string
+	sending bool
+	wg      sync.WaitGroup
+}
+
+// send announces the queues, beside the caller.
+func (n *notifier) send(db *DB, queues []string) {
+	if len(queues) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, q := range queues {
+		if !slices.Contains(n.pending, q) {
+			n.pending = append(n.pending, q)
+		}
+	}
+	if n.sending {
+		return
+	}
+	n.sending = true
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for {
+			n.mu.Lock()
+			qs := n.pending
+			n.pending = nil
+			if len(qs) == 0 {
+				n.sending = false
+				n.mu.Unlock()
+				return
+			}
+			n.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _ = db.pool.Exec(ctx, qNotifyQueues, qs, db.listen.channel)
+			cancel()
+		}
+	}()
+}
+
+// wait waits for the send under way, if any.
+func (n *notifier) wait() { n.wg.Wait() }
+
+const qNotifyQueues = `SELECT pg_notify($2, q) FROM unnest($1::text[]) q`
 
 // TryLock takes the session-level advisory lock called name (scoped to the schema) on a
 // connection of its own, for a leader among the processes sharing the database (the maintenance

@@ -210,7 +210,11 @@ const (
 	qJobSetState    = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
 	qJobReopen      = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
 	qJobSeal        = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
-	qJobAddTotal    = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
+	// The job's ingest lock: an advisory lock on (the schema's key, the job's id's low 32 bits).
+	// Two jobs sharing a key only wait for each other more than they need to.
+	qJobIngestLock = `SELECT pg_advisory_xact_lock_shared($1::int4, $2::int4)`
+	qJobSealLock   = `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`
+	qJobAddTotal   = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
 	// qJobFirstOpen is an open item of the job, or 0 (see openfloor.go).
 	qJobFirstOpen  = `SELECT COALESCE((SELECT id FROM open_items WHERE job_id = $1 LIMIT 1), 0)`
 	qJobTotal      = `SELECT total_bytes FROM jobs WHERE id = $1`
@@ -236,10 +240,17 @@ func nullIfEmpty(s string) any {
 }
 
 // JobSeal marks that no more roots will be added.
+// The row's update comes before the ingest lock: an insert that ingests a root (an inline step)
+// updates the row before it takes the lock shared, and must not wait for it behind a seal that
+// waits for the row.
 func (q *queries) JobSeal(ctx context.Context, id int64) (bool, error) {
 	tag, err := q.c.Exec(ctx, qJobSeal, id)
 	if err != nil {
 		return false, fmt.Errorf("seal job %d: %w", id, mapErr(err))
+	}
+	// Sent with the transaction's next statement: nothing it reads before is a decision.
+	if err := q.execLater(ctx, fmt.Sprintf("lock job %d for sealing", id), qJobSealLock, q.db.jobLockKey, int32(id)); err != nil {
+		return false, err
 	}
 	return tag.RowsAffected() > 0, nil
 }
@@ -278,6 +289,15 @@ func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
 		return nil, fmt.Errorf("lock job %d: %w", id, err)
 	}
 	return j, nil
+}
+
+// JobIngestLock takes the lock in the same round trip as the read, which comes after it: under
+// READ COMMITTED the read's snapshot is taken once the lock is granted.
+func (q *queries) JobIngestLock(ctx context.Context, id int64) (*store.Job, error) {
+	if err := q.execLater(ctx, fmt.Sprintf("lock job %d for ingesting", id), qJobIngestLock, q.db.jobLockKey, int32(id)); err != nil {
+		return nil, err
+	}
+	return q.JobGet(ctx, id)
 }
 
 func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, error) {

@@ -9,10 +9,9 @@ import (
 )
 
 // txConn runs one transaction's statements on one connection with fewer round trips than
-// pgx.Tx: BEGIN goes out in the same pipelined batch as the first statement, COMMIT in the same
-// batch as the transaction's notifications, and a write whose result nobody reads (execLater)
-// waits to go out in the batch of whatever the transaction sends next — at the latest its
-// COMMIT. A transaction of a few statements (a lease, a result, a root added at 200 per second)
+// pgx.Tx: BEGIN goes out in the same pipelined batch as the first statement, and a write whose
+// result nobody reads (execLater) waits to go out in the batch of whatever the transaction
+// sends next — at the latest its COMMIT. A transaction of a few statements (a lease, a result, a root added at 200 per second)
 // spends most of its time in round trips, and on a busy machine each one also waits for the
 // server process to be scheduled.
 //
@@ -133,27 +132,16 @@ func (c *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return br
 }
 
-// commit sends the later writes, the notifications (pg_notify of each queue on channel) and
-// COMMIT in one batch.
-func (c *txConn) commit(ctx context.Context, channel string, notify []string) error {
-	if !c.begun && len(c.later) == 0 && len(notify) == 0 {
+// commit sends the later writes and COMMIT, in one batch.
+func (c *txConn) commit(ctx context.Context) error {
+	if !c.begun && len(c.later) == 0 {
 		return nil // nothing was sent: there is no transaction
 	}
-	var queued []*pgx.QueuedQuery
-	if len(notify) > 0 {
-		queued = append(queued, &pgx.QueuedQuery{SQL: `SELECT pg_notify($2, q) FROM unnest($1::text[]) q`, Arguments: []any{notify, channel}})
-	}
-	queued = append(queued, &pgx.QueuedQuery{SQL: "commit"})
-	br, err := c.first(ctx, queued)
+	br, err := c.first(ctx, []*pgx.QueuedQuery{{SQL: "commit"}})
 	if err != nil {
 		return err
 	}
 	defer br.Close()
-	if len(notify) > 0 {
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
 	tag, err := br.Exec()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -1,12 +1,14 @@
 package postgres_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
 // TestExecLater checks the writes a transaction sends with its next statement (execLater:
@@ -95,25 +97,46 @@ func TestExecLater(t *testing.T) {
 	}
 }
 
+// twoDBs opens two DBs on one schema (cleanup drops it twice: harmless) with a job and an item,
+// and returns how to insert a ready task of the item in a queue.
+func twoDBs(t *testing.T) (mine, theirs *postgres.DB, ins func(queue string) store.TaskInsertParams) {
+	t.Helper()
+	mine = open(t)
+	theirs = openSchema(t, mine.Schema(), false)
+	now := time.Now()
+	j, err := mine.JobInsert(t.Context(), store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := mine.ItemInsert(t.Context(), store.ItemInsertParams{JobID: j.ID, Name: "i", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mine, theirs, func(queue string) store.TaskInsertParams {
+		return store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: queue, Action: "a", Queue: queue, MaxAttempts: 1, Now: now}
+	}
+}
+
+// nextWake waits for the next wake of ch and returns what it announced.
+func nextWake(t *testing.T, ch <-chan struct{}, take func() ([]string, bool)) ([]string, bool) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notification within 20s")
+	}
+	return take()
+}
+
 // TestNotifyOthers checks that NotifyOthers hears the notifications of another DB's
 // connections and not those of its own, which Notify hears.
 func TestNotifyOthers(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	mine := open(t)
-	theirs := openSchema(t, mine.Schema(), false) // cleanup drops the schema twice: harmless
-	now := time.Now()
-	j, err := mine.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, _, err := mine.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, Name: "i", Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mine, theirs, ins := twoDBs(t)
 	insert := func(db store.Store, queue string) {
 		t.Helper()
-		if _, err := db.TaskInsert(ctx, store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: queue, Action: "a", Queue: queue, MaxAttempts: 1, Now: now}); err != nil {
+		if _, err := db.TaskInsert(ctx, ins(queue)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,16 +144,7 @@ func TestNotifyOthers(t *testing.T) {
 	defer ostop()
 	achan, atake, astop := mine.Notify()
 	defer astop()
-	// take waits for the next wake of ch and returns what it announced.
-	take := func(ch <-chan struct{}, take func() ([]string, bool)) ([]string, bool) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(20 * time.Second):
-			t.Fatal("no notification within 20s")
-		}
-		return take()
-	}
+	take := func(ch <-chan struct{}, take func() ([]string, bool)) ([]string, bool) { return nextWake(t, ch, take) }
 	// The listener wakes every subscriber once on connecting, NotifyOthers's too.
 	if _, all := take(ochan, otake); !all {
 		t.Fatal("NotifyOthers's first wake does not announce every queue")
@@ -191,5 +205,37 @@ func TestItemInsertReadsJob(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNotifyAfterCommit checks the notifications of a transaction's ready queues, sent once it
+// committed and outside it (notifier): another DB hears those of a committed transaction and
+// none of one that rolled back.
+func TestNotifyAfterCommit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	mine, theirs, ins := twoDBs(t)
+	ch, take, stop := mine.NotifyOthers()
+	defer stop()
+	wait := func() ([]string, bool) { return nextWake(t, ch, take) }
+	if _, all := wait(); !all {
+		t.Fatal("the first wake does not announce every queue")
+	}
+	insert := func(queue string, fail error) error {
+		return theirs.InTx(ctx, func(x store.Executor) error {
+			if _, err := x.TaskInsert(ctx, ins(queue)); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	if err := insert("rolled-back", errRollback); !errors.Is(err, errRollback) {
+		t.Fatalf("rolled back transaction: %v", err)
+	}
+	if err := insert("committed", nil); err != nil {
+		t.Fatal(err)
+	}
+	if qs, all := wait(); all || !slices.Equal(qs, []string{"committed"}) {
+		t.Errorf("heard %v (all %v), want only [committed]", qs, all)
 	}
 }

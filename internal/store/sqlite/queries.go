@@ -242,6 +242,11 @@ func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
 	return j, nil
 }
 
+// JobIngestLock reads the job on the writer, as JobLock does.
+func (q *queries) JobIngestLock(ctx context.Context, id int64) (*store.Job, error) {
+	return q.JobLock(ctx, id)
+}
+
 func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, error) {
 	j, err := scanJob(q.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE key = ?`, key))
 	if err != nil {

@@ -124,6 +124,7 @@ func testNotFound(t *testing.T, b *bundle) {
 		{"WorkflowGet latest", func(x store.Executor) error { _, err := x.WorkflowGet(ctx, "nope", 0); return err }},
 		{"JobGet", func(x store.Executor) error { _, err := x.JobGet(ctx, missing); return err }},
 		{"JobLock", func(x store.Executor) error { _, err := x.JobLock(ctx, missing); return err }},
+		{"JobIngestLock", func(x store.Executor) error { _, err := x.JobIngestLock(ctx, missing); return err }},
 		{"JobGetByKey", func(x store.Executor) error { _, err := x.JobGetByKey(ctx, "nope"); return err }},
 		{"JobProgress", func(x store.Executor) error { _, err := x.JobProgress(ctx, missing); return err }},
 		{"ItemGet", func(x store.Executor) error { _, err := x.ItemGet(ctx, missing); return err }},
