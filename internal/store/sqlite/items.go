@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,18 +219,39 @@ func (q *queries) ItemAddChild(ctx context.Context, p store.ItemAddChildParams) 
 	return nil
 }
 
+// qItemHasOpenChild asks whether the parent ?1 has a child in one of n states, none of them
+// ingested; qItemHasChildState, in any n states.
+func qItemHasOpenChild(n int) string {
+	return `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = ?1 AND state IN (` + placeholders(n) + `) AND state <> 'ingested' AND parent_id <> 0)`
+}
+
+func qItemHasChildState(n int) string {
+	return `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = ?1) AND parent_id = ?1 AND state IN (` + placeholders(n) + `))`
+}
+
+// ItemHasChildInState looks in items_parent_open, which has no ingested item (migration 012),
+// unless ingested is one of the states: then through items_key, with the parent's job.
 func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
 	args := []any{parentID}
 	for _, s := range states {
 		args = append(args, s)
 	}
+	query := qItemHasOpenChild(len(states))
+	if slices.Contains(states, store.ItemIngested) {
+		query = qItemHasChildState(len(states))
+	}
 	var n int
-	err := q.wrow(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE parent_id = ? AND state IN (`+placeholders(len(states))+`))`, args...).Scan(&n)
+	err := q.wrow(ctx, query, args...).Scan(&n)
 	return n > 0, mapErr(err)
 }
 
+const qItemListChildren = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = ?1)
+	AND parent_id = ?1 AND step = ?2 ORDER BY ordinal`
+
+// ItemListChildren lists through items_key, with the parent's job: items_parent_open has no
+// ingested child.
 func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
-	return q.listChildren(ctx, `SELECT `+itemCols+` FROM items WHERE parent_id = ? AND step = ? ORDER BY ordinal`, parentID, step)
+	return q.listChildren(ctx, qItemListChildren, parentID, step)
 }
 
 func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*store.Item, error) {

@@ -1,0 +1,40 @@
+package sqlite
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestHeldPickReadsTheRow: a held pick reads fewer columns than taskCols (taskHoldCols) and sets
+// the rest itself; what it returns is the stored row, leased.
+func TestHeldPickReadsTheRow(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := t.Context()
+	if _, err := db.w.ExecContext(ctx, `INSERT INTO tasks (id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, error, sort_key, progress_weight, created_at, finished_at)
+		VALUES (7, 3, 5, 'step', 'noop', 'q', 'ready', 1, 4, 11, 'boom', 'k', 2.5, 13, 17)`); err != nil {
+		t.Fatal(err)
+	}
+	want, err := db.TaskGet(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMicro(1_000_000).UTC()
+	want.State, want.Attempt, want.LeaseOwner, want.LeaseExpires, want.StartedAt, want.Held = store.TaskRunning, 2, "o", now.Add(time.Minute), now, true
+	var got []*store.Task
+	if err := db.InTx(ctx, func(x store.Executor) error {
+		got, err = x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{10}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("held %d tasks, want 1", len(got))
+	}
+	if !reflect.DeepEqual(got[0], want) {
+		t.Errorf("held task:\n%+v\nwant the row, leased:\n%+v", got[0], want)
+	}
+}
