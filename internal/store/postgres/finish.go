@@ -40,7 +40,8 @@ const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after 
 // while tasks was new and under ten pages (a bench's schema, a fresh database) estimates one ready
 // row and scans the table with the pairs re-read for each of its rows, and kept as the table grows
 // it read every ready row a thousand times: one held batch's finish cost 2 s of CPU where 20 ms do
-// (docs/performance.md). Planning each run costs about a tenth of a millisecond.
+// (docs/performance.md). Planning each run costs about a tenth of a millisecond. qPlanCached
+// puts the connection's setting back (the driver never changes it otherwise).
 const (
 	qPlanCustom = `SET LOCAL plan_cache_mode = force_custom_plan`
 	qPlanCached = `SET LOCAL plan_cache_mode TO DEFAULT`
