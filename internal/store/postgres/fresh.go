@@ -18,7 +18,8 @@ import (
 // database would have left it.
 
 // fresh holds, for each item inserted in the transaction, the task steps and event names the
-// transaction has written for it.
+// transaction has written for it: a few words an item, for items the engine's transaction holds
+// in memory anyway (AddRoots inserts 500 a transaction, a fan-out at most 2,048).
 type fresh map[int64]*freshRows
 
 type freshRows struct {
@@ -38,13 +39,14 @@ func (q *queries) addFresh(ids ...int64) {
 	}
 }
 
+// addFreshItems records the items an insert returned (those it did not find there already).
 func (q *queries) addFreshItems(items []*store.Item) {
 	for _, it := range items {
 		q.addFresh(it.ID)
 	}
 }
 
-// Row is what claim says of a task or event the transaction is about to insert.
+// rowOld, rowNew and rowSeen are what claim says of a task or event the transaction is about to insert.
 const (
 	rowOld  = iota // of an item not inserted in this transaction: ON CONFLICT decides
 	rowNew         // of an item inserted in this transaction, not written yet: a plain INSERT
