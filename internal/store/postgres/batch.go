@@ -17,7 +17,8 @@ const (
 	qEventInsertMany = qEventInsertNew + ` ON CONFLICT DO NOTHING`
 	qTaskInsertMany  = qTaskInsertNew + ` ON CONFLICT (item_id, step) DO NOTHING`
 	// qEventInsertNew and qTaskInsertNew insert rows known to be new: of items inserted in the
-	// same transaction (fresh.go).
+	// same transaction (fresh.go), or marked New by the engine, which holds the item's lock and
+	// knows its events and the tasks their firing makes. A row there fails the insert.
 	qEventInsertNew = `INSERT INTO events (item_id, name, created_at)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])`
 	qTaskInsertNew = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
@@ -34,7 +35,11 @@ func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertPar
 	for _, e := range es {
 		switch q.claim(e.ItemID, e.Name, true) {
 		case rowOld:
-			old = append(old, e)
+			if e.New {
+				fresh = append(fresh, e)
+			} else {
+				old = append(old, e)
+			}
 		case rowNew:
 			fresh = append(fresh, e)
 		}
@@ -68,7 +73,11 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 		}
 		switch q.claim(p.ItemID, p.Step, false) {
 		case rowOld:
-			old = append(old, p)
+			if p.New {
+				fresh = append(fresh, p)
+			} else {
+				old = append(old, p)
+			}
 		case rowNew:
 			fresh = append(fresh, p)
 		}
@@ -172,14 +181,13 @@ func (q *queries) itemInsertManyWithJob(ctx context.Context, tc *txConn, n int, 
 
 const qItemColorMany = `UPDATE items SET colored = u.c FROM unnest($1::bigint[], $2::float8[]) AS u(id, c) WHERE items.id = u.id`
 
+// ItemColorMany, in a transaction, goes out with its next statement (execLater): a held batch's
+// progress then costs no round trip of its own.
 func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []float64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.c.Exec(ctx, qItemColorMany, ids, colored); err != nil {
-		return fmt.Errorf("color %d items: %w", len(ids), mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("color %d items", len(ids)), qItemColorMany, ids, colored)
 }
 
 // Set-based reads and moves: one statement for a whole batch, the ids as one array parameter.

@@ -119,3 +119,131 @@ func TestFreshRows(t *testing.T) {
 		t.Errorf("insert of a fresh item's task that exists = %v, want a conflict (no ON CONFLICT)", err)
 	}
 }
+
+// TestNewRows checks the tasks and events the engine marks New (it holds the item's lock and
+// knows them new): of an item of an earlier transaction, they go in, next to unmarked ones that
+// keep ON CONFLICT; and without ON CONFLICT — one that exists fails the insert and the
+// transaction, where an unmarked one is left alone.
+func TestNewRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openTestSchema(t)
+	now := time.Now().Truncate(time.Microsecond)
+	j, err := db.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Metadata: []byte(`{}`), Options: []byte(`{}`), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := db.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, SortKey: "k", Name: "i", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := func(step string, isNew bool) store.TaskInsertParams {
+		return store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: step, Action: "a", Queue: "q", MaxAttempts: 3, SortKey: "k", Now: now, New: isNew}
+	}
+	event := func(name string, isNew bool) store.EventInsertParams {
+		return store.EventInsertParams{ItemID: it.ID, Name: name, Now: now, New: isNew}
+	}
+	if _, err := db.TaskInsert(ctx, task("a", false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EventInsert(ctx, event("a.done", false)); err != nil {
+		t.Fatal(err)
+	}
+
+	// New rows and a repeat left alone, in one transaction.
+	err = db.InTx(ctx, func(x store.Executor) error {
+		if err := x.TaskInsertMany(ctx, []store.TaskInsertParams{task("b", true), task("a", false)}); err != nil {
+			return err
+		}
+		return x.EventInsertMany(ctx, []store.EventInsertParams{event("b.done", true), event("a.done", false)})
+	})
+	if err != nil {
+		t.Fatalf("insert of new rows: %v", err)
+	}
+	ts, err := db.TaskListByItem(ctx, it.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, tk := range ts {
+		steps = append(steps, tk.Step)
+	}
+	if !slices.Equal(steps, []string{"a", "b"}) {
+		t.Errorf("tasks = %v, want [a b]", steps)
+	}
+	evs, err := db.EventListByItem(ctx, it.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(evs)
+	if !slices.Equal(evs, []string{"a.done", "b.done"}) {
+		t.Errorf("events = %v, want [a.done b.done]", evs)
+	}
+
+	// A row marked New that exists fails the transaction: the insert does not look for it.
+	for _, tc := range []struct {
+		name string
+		ins  func(x store.Executor) error
+	}{
+		{"task", func(x store.Executor) error { return x.TaskInsertMany(ctx, []store.TaskInsertParams{task("a", true)}) }},
+		{"event", func(x store.Executor) error {
+			return x.EventInsertMany(ctx, []store.EventInsertParams{event("a.done", true)})
+		}},
+	} {
+		err := db.InTx(ctx, func(x store.Executor) error {
+			if err := tc.ins(x); err != nil {
+				return err
+			}
+			_, err := x.TaskListByItem(ctx, it.ID) // sends the insert
+			return err
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Errorf("insert of an existing %s marked New = %v, want a conflict (no ON CONFLICT)", tc.name, err)
+		}
+	}
+}
+
+// TestColorLater checks that a transaction's ItemColorMany goes out with its next statement
+// (execLater), not in a round trip of its own, and that the statements after it see it.
+func TestColorLater(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openTestSchema(t)
+	now := time.Now()
+	j, err := db.JobInsert(ctx, store.JobInsertParams{WorkflowName: "w", WorkflowVersion: 1, Metadata: []byte(`{}`), Options: []byte(`{}`), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item, _, err := db.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, SortKey: "k", Name: "i", RangeLen: 1, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.InTx(ctx, func(x store.Executor) error {
+		if _, err := x.ItemLock(ctx, item.ID); err != nil {
+			return err
+		}
+		tc := x.(*queries).c.(*txConn)
+		sends := tc.sends
+		if err := x.ItemColorMany(ctx, []int64{item.ID}, []float64{0.25}); err != nil {
+			return err
+		}
+		if tc.sends != sends || len(tc.later) != 1 {
+			t.Errorf("ItemColorMany sent %d statements, queued %d; want it queued for the next one", tc.sends-sends, len(tc.later))
+		}
+		it, err := x.ItemLock(ctx, item.ID)
+		if err != nil {
+			return err
+		}
+		if it.Colored != 0.25 {
+			t.Errorf("colored read after ItemColorMany in its transaction = %v, want 0.25", it.Colored)
+		}
+		return x.ItemColorMany(ctx, []int64{item.ID}, []float64{0.5}) // sent with the commit
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := db.ItemGet(ctx, item.ID)
+	if err != nil || it.Colored != 0.5 {
+		t.Fatalf("item after commit = %+v, %v; want colored 0.5", it, err)
+	}
+}
