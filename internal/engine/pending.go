@@ -26,7 +26,8 @@ func (u *unit) addEvent(it *store.Item, event string) (bool, error) {
 			return false, nil
 		}
 		ev[event] = true
-		u.pendEvents = append(u.pendEvents, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now})
+		// New: the set is the item's, read under its lock, which this transaction holds.
+		u.pendEvents = append(u.pendEvents, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now, New: true})
 		return true, nil
 	}
 	return u.x.EventInsert(u.ctx, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now})
@@ -35,7 +36,11 @@ func (u *unit) addEvent(it *store.Item, event string) (bool, error) {
 // addTask inserts the task of a step whose needs an event new in this transaction has just met,
 // held back until the flush, and forgets the item's known tasks. Such a task cannot exist:
 // events are never removed, so a step's needs are met once, by the last of them to fire
-// ([tx.resume] inserts its own). The insert still leaves an existing row alone.
+// ([tx.resume] inserts its own). [tx.fire] marks such a task New, and the driver inserts it
+// without looking for an existing row (on PostgreSQL a plain INSERT, cheaper than ON CONFLICT):
+// were the reasoning wrong, the transaction would fail on the unique key rather than make a
+// second task. The other callers' tasks (skips, inline runs, a wait's expiry) still leave an
+// existing row alone.
 func (u *unit) addTask(p store.TaskInsertParams) {
 	u.pendTasks = append(u.pendTasks, p)
 	delete(u.tasks, p.ItemID)

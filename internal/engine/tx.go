@@ -261,6 +261,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 				continue
 			}
 		}
+		p.New = true // the last of its needs fired just now, for the first time ([unit.addTask])
 		t.addTask(p)
 		t.readyIn(p.Queue)
 		// A task made ready here cannot also finish in this transaction (it is leased and run

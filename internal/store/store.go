@@ -611,6 +611,11 @@ type TaskInsertParams struct {
 	// Done, when set, inserts the task already ended, started and finished at Now, instead of
 	// ready: a step the engine ran inline in this transaction (one attempt), or skipped (none).
 	Done *TaskDone
+	// New says the caller knows the task is not in the database: it holds the item's lock and
+	// inserts the task as the event that meets its needs fires for the first time. The driver
+	// may then insert it without looking for an existing row; one there fails the insert (and
+	// the transaction) instead of being left alone. TaskInsertMany only.
+	New bool
 }
 
 // EventInsertParams is one event to record (EventInsert, EventInsertMany).
@@ -618,6 +623,11 @@ type EventInsertParams struct {
 	ItemID int64
 	Name   string
 	Now    time.Time
+	// New says the caller knows the event has not fired: it holds the item's lock and has read
+	// its events in the transaction (events are written only under the item's lock). The driver
+	// may then insert it without looking for an existing row; one there fails the insert (and
+	// the transaction) instead of being left alone. EventInsertMany only.
+	New bool
 }
 
 // TaskDone is how a task ended as it was inserted: complete or failed (a step run inline), or

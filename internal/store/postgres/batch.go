@@ -14,16 +14,43 @@ import (
 // Many rows go in one statement as arrays unnested server-side: one round trip and one plan
 // whatever the count.
 const (
-	qEventInsertMany = `INSERT INTO events (item_id, name, created_at)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[]) ON CONFLICT DO NOTHING`
-	qTaskInsertMany = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
+	qEventInsertMany = qEventInsertNew + ` ON CONFLICT DO NOTHING`
+	qTaskInsertMany  = qTaskInsertNew + ` ON CONFLICT (item_id, step) DO NOTHING`
+	// qEventInsertNew and qTaskInsertNew insert rows known to be new: of items inserted in the
+	// same transaction (fresh.go), or marked New by the engine, which holds the item's lock and
+	// knows its events and the tasks their firing makes. A row there fails the insert.
+	qEventInsertNew = `INSERT INTO events (item_id, name, created_at)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])`
+	qTaskInsertNew = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
 		SELECT j, i, s, a, q, st, att, e, m, k, w, c, 0, f, f
 		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::bigint[], $13::bigint[])
-			AS r(j, i, s, a, q, st, att, e, m, k, w, c, f)
-		ON CONFLICT (item_id, step) DO NOTHING`
+			AS r(j, i, s, a, q, st, att, e, m, k, w, c, f)`
 )
 
 func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertParams) error {
+	if len(es) == 0 {
+		return nil
+	}
+	var old, fresh []store.EventInsertParams
+	for _, e := range es {
+		switch q.claim(e.ItemID, e.Name, true) {
+		case rowOld:
+			if e.New {
+				fresh = append(fresh, e)
+			} else {
+				old = append(old, e)
+			}
+		case rowNew:
+			fresh = append(fresh, e)
+		}
+	}
+	if err := q.eventInsertMany(ctx, qEventInsertMany, old); err != nil {
+		return err
+	}
+	return q.eventInsertMany(ctx, qEventInsertNew, fresh)
+}
+
+func (q *queries) eventInsertMany(ctx context.Context, query string, es []store.EventInsertParams) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -31,40 +58,65 @@ func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertPar
 	for i, e := range es {
 		ids[i], names[i], at[i] = e.ItemID, e.Name, micros(e.Now)
 	}
-	return q.execLater(ctx, fmt.Sprintf("insert %d events", len(es)), qEventInsertMany, ids, names, at)
+	return q.execLater(ctx, fmt.Sprintf("insert %d events", len(es)), query, ids, names, at)
 }
 
 func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	n := len(ps)
-	jobs, items, steps, actions, queues, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	attempts, errs, maxes, keys, weights, created, ended := make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]float64, n), make([]int64, n), make([]int64, n)
+	var old, fresh []store.TaskInsertParams
 	var wake []string
-	for i, p := range ps {
-		jobs[i], items[i], steps[i], actions[i], queues[i] = p.JobID, p.ItemID, p.Step, p.Action, p.Queue
-		states[i], maxes[i], keys[i], weights[i], created[i] = store.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
-		if p.Done != nil {
-			states[i], attempts[i], errs[i], ended[i] = p.Done.State, int32(p.Done.Attempt()), p.Done.Error, micros(p.Now)
-		} else if !slices.Contains(wake, p.Queue) {
+	for _, p := range ps {
+		if p.Done == nil && !slices.Contains(wake, p.Queue) {
 			wake = append(wake, p.Queue)
 		}
+		switch q.claim(p.ItemID, p.Step, false) {
+		case rowOld:
+			if p.New {
+				fresh = append(fresh, p)
+			} else {
+				old = append(old, p)
+			}
+		case rowNew:
+			fresh = append(fresh, p)
+		}
 	}
-	if err := q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), qTaskInsertMany, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended); err != nil {
+	if err := q.taskInsertMany(ctx, qTaskInsertMany, old); err != nil {
+		return err
+	}
+	if err := q.taskInsertMany(ctx, qTaskInsertNew, fresh); err != nil {
 		return err
 	}
 	for _, queue := range wake {
 		if err := q.ready(ctx, queue); err != nil {
-			return fmt.Errorf("insert %d tasks: notify: %w", n, mapErr(err))
+			return fmt.Errorf("insert %d tasks: notify: %w", len(ps), mapErr(err))
 		}
 	}
 	return nil
 }
 
-// qItemInsertMany is qItemInsert (queries.go) for many rows: each draws its id first so that a
-// root is its own root_id, and every new item gets its open_items row in the same statement.
-const qItemInsertMany = `WITH r AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id, r.*
+func (q *queries) taskInsertMany(ctx context.Context, query string, ps []store.TaskInsertParams) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	n := len(ps)
+	jobs, items, steps, actions, queues, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts, errs, maxes, keys, weights, created, ended := make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]float64, n), make([]int64, n), make([]int64, n)
+	for i, p := range ps {
+		jobs[i], items[i], steps[i], actions[i], queues[i] = p.JobID, p.ItemID, p.Step, p.Action, p.Queue
+		states[i], maxes[i], keys[i], weights[i], created[i] = store.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
+		if p.Done != nil {
+			states[i], attempts[i], errs[i], ended[i] = p.Done.State, int32(p.Done.Attempt()), p.Done.Error, micros(p.Now)
+		}
+	}
+	return q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), query, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended)
+}
+
+// qItemInsertMany is qItemInsert (items.go) for many rows: each draws its id first so that a
+// root is its own root_id (from the sequence named once, see qItemInsert), and every new item
+// gets its open_items row in the same statement.
+const qItemInsertMany = `WITH r AS (SELECT nextval((SELECT pg_get_serial_sequence('items', 'id')::regclass)) AS id, r.*
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[],
 			$11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::float8[], $18::float8[], $19::bigint[])
 			AS r(j, p, rt, s, o, d, k, n, ct, b, sz, md, op, tx, ts, tt, lo, len, c)),
@@ -96,6 +148,7 @@ func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParam
 	if err != nil {
 		return nil, fmt.Errorf("insert %d items: %w", n, err)
 	}
+	q.addFreshItems(items)
 	return items, nil
 }
 
@@ -122,19 +175,19 @@ func (q *queries) itemInsertManyWithJob(ctx context.Context, tc *txConn, n int, 
 	if jerr == nil {
 		q.prefetched, q.prefetchedAt = job, tc.sends
 	}
+	q.addFreshItems(items)
 	return items, nil
 }
 
 const qItemColorMany = `UPDATE items SET colored = u.c FROM unnest($1::bigint[], $2::float8[]) AS u(id, c) WHERE items.id = u.id`
 
+// ItemColorMany, in a transaction, goes out with its next statement (execLater): a held batch's
+// progress then costs no round trip of its own.
 func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []float64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.c.Exec(ctx, qItemColorMany, ids, colored); err != nil {
-		return fmt.Errorf("color %d items: %w", len(ids), mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("color %d items", len(ids)), qItemColorMany, ids, colored)
 }
 
 // Set-based reads and moves: one statement for a whole batch, the ids as one array parameter.

@@ -34,6 +34,19 @@ const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after 
 	WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'
 	RETURNING tasks.id, tasks.queue`
 
+// qPlanCustom and qPlanCached bracket the finishes of a batch in a transaction, so that their
+// plans are made for the table as it is at each run. A prepared statement's plan is cached on its
+// connection after five runs (a generic plan), made once for the table as it was then; a plan made
+// while tasks was new and under ten pages (a bench's schema, a fresh database) estimates one ready
+// row and scans the table with the pairs re-read for each of its rows, and kept as the table grows
+// it read every ready row a thousand times: one held batch's finish cost 2 s of CPU where 20 ms do
+// (docs/performance.md). Planning each run costs about a tenth of a millisecond. qPlanCached
+// puts the connection's setting back (the driver never changes it otherwise).
+const (
+	qPlanCustom = `SET LOCAL plan_cache_mode = force_custom_plan`
+	qPlanCached = `SET LOCAL plan_cache_mode TO DEFAULT`
+)
+
 // TaskFinishMany finishes distinct tasks with one qTaskFinishMany per way of ending (usually
 // one), sent as one pipelined batch. A batch that names a task twice, where each finish must
 // see the one before, goes as one pipelined batch of single-row statements: one round trip too.
@@ -118,6 +131,9 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 		g.attempts = append(g.attempts, int32(p.Attempt))
 	}
 	b := &pgx.Batch{}
+	if q.inTx {
+		b.Queue(qPlanCustom)
+	}
 	for _, g := range groups {
 		query := qTaskFinishMany
 		if g.held {
@@ -125,7 +141,16 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 		}
 		b.Queue(query, append([]any{g.ids, g.attempts}, g.args...)...)
 	}
+	if q.inTx {
+		b.Queue(qPlanCached)
+	}
 	br := q.c.SendBatch(ctx, b)
+	if q.inTx {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
+		}
+	}
 	oks := make([]bool, len(ps))
 	var queues []string
 	var id int64
@@ -143,6 +168,12 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 			})
 		}
 		if err != nil {
+			br.Close()
+			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
+		}
+	}
+	if q.inTx {
+		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
 		}

@@ -14,10 +14,13 @@ import (
 const (
 	itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
 	// The id is drawn first so a root can be its own root_id in the same statement. A replay
-	// burns a sequence value, as any identity insert that conflicts does. A new item is open:
+	// burns a sequence value, as any identity insert that conflicts does. The sequence is named
+	// once per statement (an InitPlan), not per row: pg_get_serial_sequence looks it up by name,
+	// which cost a fan-out's multi-row insert (qItemInsertMany) a quarter of its CPU per row.
+	// A new item is open:
 	// it gets its open_items row (003_open_items.up.sql) in the same statement, as every write
 	// below that moves an item's state keeps that row in step.
-	qItemInsert = `WITH nid AS (SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id),
+	qItemInsert = `WITH nid AS (SELECT nextval((SELECT pg_get_serial_sequence('items', 'id')::regclass)) AS id),
 		ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
 			SELECT nid.id, $1, $2, CASE WHEN $3::bigint = 0 AND $2::bigint = 0 THEN nid.id ELSE $3::bigint END, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'written', $17, $18, $18, $19 FROM nid
 			ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING ` + itemCols + `),
@@ -80,6 +83,9 @@ func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*st
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("insert item %q: %w", p.Name, err)
+	}
+	if inserted {
+		q.addFresh(it.ID)
 	}
 	return it, inserted, nil
 }

@@ -37,6 +37,9 @@ type queries struct {
 	// at 200 per second is then 2 round trips, not 3.
 	prefetched   *store.Job
 	prefetchedAt int
+	// fresh is the items this transaction inserted, with the tasks and events it wrote for
+	// them (fresh.go).
+	fresh fresh
 }
 
 // ready announces new ready work on queue: at commit inside a transaction, at once outside.
@@ -399,7 +402,11 @@ func (q *queries) EventInsert(ctx context.Context, p store.EventInsertParams) (b
 	if err != nil {
 		return false, fmt.Errorf("insert event %q on item %d: %w", name, itemID, mapErr(err))
 	}
-	return tag.RowsAffected() > 0, nil
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	q.wrote(itemID, name, true)
+	return true, nil
 }
 
 func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, error) {

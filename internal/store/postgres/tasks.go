@@ -98,6 +98,7 @@ func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (boo
 	if tag.RowsAffected() == 0 {
 		return false, nil
 	}
+	q.wrote(p.ItemID, p.Step, false)
 	if p.Done != nil {
 		return true, nil // nothing to wake
 	}
