@@ -140,7 +140,7 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 	q := &queries{db: db, c: tc, inTx: true}
 	oks, err := q.TaskFinishMany(ctx, finish(3000, 1000))
 	if err == nil {
-		err = tc.commit(ctx, db.listen.channel, nil)
+		err = tc.commit(ctx)
 	}
 	if err != nil {
 		t.Fatal(err)
