@@ -17,6 +17,12 @@ function humanDuration(s) {
 
 const stateWords = { running: "running", complete: "complete", failed: "failed", canceled: "canceled" };
 
+// leaving is set once a form of the page is submitted: the page is being replaced by the
+// answer, which a reload must not cut short (a job ending as its event is sent from the job
+// page's form reloaded the page over the form's answer, and its notice was lost).
+let leaving = false;
+document.addEventListener("submit", (e) => { if (!e.defaultPrevented) leaving = true; });
+
 // Live progress: each [data-live-job] follows its job's server-sent progress events.
 function followProgress() {
   const bars = Array.from(document.querySelectorAll("[data-live-job]")).slice(0, 4);
@@ -52,7 +58,7 @@ function followProgress() {
         badge.className = "state state-" + st;
       }
       // A job or documents page shows the finished tree and errors once the job has ended.
-      if (scope === document) location.reload();
+      if (scope === document && !leaving) location.reload();
     });
     es.onerror = () => { if (es.readyState === EventSource.CLOSED) box.removeAttribute("data-live-job"); };
   }
