@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,21 +112,7 @@ func TestEngineReapsLeftovers(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	tool := exec.Command("/bin/sh", "-c", "sleep 600 & echo $!; wait")
-	tool.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := tool.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tool.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-tool.Process.Pid, syscall.SIGKILL); _ = tool.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	childPid, _ := strconv.Atoi(strings.TrimSpace(line))
+	tool, childPid := proctest.StartLeftover(t)
 	child, ok := proctest.Of(childPid)
 	if !ok {
 		t.Fatalf("the tool's child %d is gone", childPid)

@@ -4,11 +4,15 @@
 package proctest
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
+	"testing"
 )
 
 // Proc is a process named by its pid and its start time (field 22 of /proc/PID/stat).
@@ -120,4 +124,30 @@ func WithArg(arg string) []Proc {
 		}
 	}
 	return out
+}
+
+// StartLeftover starts what an unsandboxed converter left running looks like: a tool (a shell)
+// in a process group of its own, with a child (`sleep 600`). Both are killed when the test ends.
+// It returns the tool, started, and its child's pid.
+func StartLeftover(t testing.TB) (*exec.Cmd, int) {
+	t.Helper()
+	tool := exec.Command("/bin/sh", "-c", "sleep 600 & echo $!; wait")
+	tool.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := tool.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tool.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-tool.Process.Pid, syscall.SIGKILL); _ = tool.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the tool's child: %q", line)
+	}
+	return tool, child
 }

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/proctest"
 )
 
 // Run with SUBPROCESS_TEST_PARENT=1, the test binary plays a Sluice that runs an unsandboxed
@@ -86,20 +89,21 @@ func TestGuardKillsGrandchildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
-	if !waitGone(pid, st.start, 20*time.Second) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("the tool's child %d outlived the killed parent by 20s", pid)
-	}
+	t.Cleanup(func() {
+		if alive(pid, st.start) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	waitGone(t, pid, st.start, 20*time.Second, "the tool's child to die with the killed parent")
 }
 
-// waitGone waits up to d for process pid (started at start) to be gone or a zombie.
-func waitGone(pid int, start uint64, d time.Duration) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if !alive(pid, start) {
-			return true
-		}
-	}
-	return !alive(pid, start)
+// waitGone waits up to d for process pid (started at start) to be gone or a zombie, and fails
+// the test if it is not.
+func waitGone(t *testing.T, pid int, start uint64, d time.Duration, what string) {
+	t.Helper()
+	poll.Until(t, d, what, func() (bool, string) {
+		return !alive(pid, start), fmt.Sprintf("pid %d still runs", pid)
+	})
 }
 
 // TestRecordsReap plants the record of a converter left running by a dead process, with its
@@ -119,21 +123,7 @@ func TestRecordsReap(t *testing.T) {
 	deadOwner := procStat{pid: gone.Process.Pid, start: 1}
 
 	// The leftover: a tool in a group of its own with a child, as an unsandboxed converter.
-	tool := exec.Command("/bin/sh", "-c", "sleep 600 & echo $!; wait")
-	tool.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := tool.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tool.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-tool.Process.Pid, syscall.SIGKILL); _ = tool.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	child, _ := strconv.Atoi(strings.TrimSpace(line))
+	tool, child := proctest.StartLeftover(t)
 	childStat, err := readProcStat(child)
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +155,7 @@ func TestRecordsReap(t *testing.T) {
 	if n != 2 {
 		t.Errorf("reaped %d processes, want 2 (the tool and its child); log: %s", n, logged.String())
 	}
-	if !waitGone(child, childStat.start, 10*time.Second) {
-		t.Fatal("the leftover's child still runs")
-	}
+	waitGone(t, child, childStat.start, 10*time.Second, "the leftover's child to be killed")
 	if err := tool.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("the leftover tool: %v, want killed", err)
 	}
