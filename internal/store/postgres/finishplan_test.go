@@ -1,16 +1,13 @@
 package postgres
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -27,36 +24,9 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 	db := openTestSchema(t)
 	url, schema := os.Getenv("SLUICE_TEST_DATABASE_URL"), db.schema
 	ctx := t.Context()
-	var mu sync.Mutex
-	var notices []string
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		notices = append(notices, n.Message)
-		mu.Unlock()
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, q := range []string{
-		"SET search_path TO " + pgx.Identifier{schema}.Sanitize(),
-		"LOAD 'auto_explain'",
-		"SET auto_explain.log_format = json",
-		"SET auto_explain.log_level = notice",
-		"SET client_min_messages = notice",
-		// The plan Postgres caches after five runs (it chose it in the benchmark's slow rounds,
-		// not at every run), chosen at once.
-		"SET plan_cache_mode = force_generic_plan",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v (auto_explain ships with PostgreSQL; LOAD needs a superuser)", q, err)
-		}
-	}
+	// The plan Postgres caches after five runs (it chose it in the benchmark's slow rounds, not
+	// at every run), chosen at once.
+	conn := explainConn(t, url, schema, "SET plan_cache_mode = force_generic_plan")
 	ready := func(from, n int) {
 		t.Helper()
 		if _, err := db.pool.Exec(ctx, `INSERT INTO tasks (id, job_id, item_id, step, action, queue, state, max_attempts, sort_key, created_at)
@@ -91,10 +61,7 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 	// plans returns the node types auto_explain reported for finishes since the last call.
 	plans := func() []string {
 		t.Helper()
-		mu.Lock()
-		got := notices
-		notices = nil
-		mu.Unlock()
+		got := conn.take()
 		var nodes []string
 		for _, msg := range got {
 			i := strings.IndexByte(msg, '{')
@@ -126,9 +93,7 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SET auto_explain.log_min_duration = 0"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	notices = nil
-	mu.Unlock()
+	conn.take()
 	ready(1000, 5000)
 
 	bare(finish(1000, 1000))
@@ -136,7 +101,7 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 		t.Errorf("control: the bare finish's cached plan = %s; want the sequential scan of tasks made while it was tiny (else this test checks nothing)", got)
 	}
 
-	tc := &txConn{conn: conn}
+	tc := &txConn{conn: conn.Conn}
 	q := &queries{db: db, c: tc, inTx: true}
 	oks, err := q.TaskFinishMany(ctx, finish(3000, 1000))
 	if err == nil {

@@ -45,35 +45,7 @@ func TestLeasePlanAtScale(t *testing.T) {
 		}
 	}
 	// One connection of its own, whose notices carry auto_explain's plans.
-	var mu sync.Mutex
-	var notices []string
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		notices = append(notices, n.Message)
-		mu.Unlock()
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, q := range []string{
-		"SET search_path TO " + pgx.Identifier{schema}.Sanitize(),
-		"LOAD 'auto_explain'",
-		"SET auto_explain.log_min_duration = 0",
-		"SET auto_explain.log_nested_statements = on",
-		"SET auto_explain.log_format = json",
-		"SET auto_explain.log_level = notice",
-		"SET client_min_messages = notice",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v (auto_explain ships with PostgreSQL; LOAD needs a superuser)", q, err)
-		}
-	}
+	conn := explainConn(t, url, schema, "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_nested_statements = on")
 	now := micros(time.Now())
 	for _, tc := range []struct {
 		name string
@@ -105,9 +77,7 @@ func TestLeasePlanAtScale(t *testing.T) {
 				if _, err := tx.Exec(ctx, set); err != nil {
 					t.Fatal(err)
 				}
-				mu.Lock()
-				notices = nil
-				mu.Unlock()
+				conn.take()
 				// Six runs, so that a prepared statement's generic plan would be in use.
 				var n int
 				for range 6 {
@@ -126,9 +96,7 @@ func TestLeasePlanAtScale(t *testing.T) {
 				if n == 0 {
 					t.Fatal("the pick found no task")
 				}
-				mu.Lock()
-				got := notices
-				mu.Unlock()
+				got := conn.take()
 				var bad []string
 				picks := 0
 				for _, msg := range got {
@@ -212,4 +180,53 @@ func walkPlan(n planNode, fn func(planNode)) {
 	for _, c := range n.Plans {
 		walkPlan(c, fn)
 	}
+}
+
+// explained is a connection of its own whose notices carry the plans auto_explain reports.
+type explained struct {
+	*pgx.Conn
+	mu      sync.Mutex
+	notices []string
+}
+
+// explainConn connects to the test schema with auto_explain loaded, reporting plans as JSON
+// notices, with settings run after.
+func explainConn(t *testing.T, url, schema string, settings ...string) *explained {
+	t.Helper()
+	ctx := t.Context()
+	e := &explained{}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		e.mu.Lock()
+		e.notices = append(e.notices, n.Message)
+		e.mu.Unlock()
+	}
+	if e.Conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Conn.Close(context.Background()) })
+	for _, q := range append([]string{
+		"SET search_path TO " + pgx.Identifier{schema}.Sanitize(),
+		"LOAD 'auto_explain'",
+		"SET auto_explain.log_format = json",
+		"SET auto_explain.log_level = notice",
+		"SET client_min_messages = notice",
+	}, settings...) {
+		if _, err := e.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v (auto_explain ships with PostgreSQL; LOAD needs a superuser)", q, err)
+		}
+	}
+	return e
+}
+
+// take returns the notices so far and forgets them.
+func (e *explained) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	got := e.notices
+	e.notices = nil
+	return got
 }
