@@ -41,11 +41,11 @@ type output struct {
 	returned bool
 	leftover []*engine.NewChild
 	// group is the open group of children to record (see childGroup), nil when none is;
-	// closed holds groups closed at maxGroup and not yet submitted, oldest first; flying is
-	// set while a group's op is queued or committing: one at a time (see commitChild).
+	// closed holds groups closed at maxGroup and not yet submitted, oldest first; flying counts
+	// the groups whose op is queued or committing: at most one per lane (see commitChild).
 	group  *childGroup
 	closed []*childGroup
-	flying bool
+	flying int
 	staged chan struct{} // a slot per child whose blobs are not yet durable; see maxStaged
 	// unrecorded holds a slot per child not yet committed; see maxUnrecorded.
 	unrecorded chan struct{}
@@ -188,8 +188,8 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 
 // childGroup is children whose blobs are durable, recorded together by one op of the committer
 // (one multi-row insert, the parent's row locked once): the children that become durable while
-// an earlier group of the attempt is recorded join the open group, so a fast fan-out commits in
-// batches as large as one group's commit lets the next grow.
+// earlier groups of the attempt are recorded join the open group, so a fast fan-out commits in
+// batches as large as the groups committing let the next grow.
 type childGroup struct {
 	kids      []*engine.NewChild
 	submitted bool
@@ -200,13 +200,14 @@ type childGroup struct {
 // commitChild records the child with the open group and waits for the group's commit. After the
 // action returned, the child goes with the result instead.
 //
-// One group of an attempt is in the committer at a time; the next is submitted when it has
-// committed. A group submitted at once to an idle lane took whatever had joined by then:
-// with two lanes on Postgres, while one committed a group of 2,046 children (holding as many of
-// maxUnrecorded's slots), the other committed the children made meanwhile one transaction each
-// as each freed one slot for the next — 40 to 75 groups of one child after each large one
-// (docs/performance.md). A group is also closed at maxGroup children, so that the one
-// committing leaves the next room to grow.
+// At most one group of an attempt per lane of the committer is in it at a time (two on
+// Postgres, one on SQLite); the next is submitted when one has committed, and a group is closed
+// at maxGroup children, so that those committing leave the next room to grow. A group used to be
+// submitted at once to an idle lane, with whatever had joined by then: with two lanes on
+// Postgres, while one committed a group of 2,046 children (holding as many of maxUnrecorded's
+// slots), the other committed the children made meanwhile one transaction each, as each freed
+// one slot for the next — 40 to 75 groups of one child after each large one
+// (docs/performance.md).
 func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 	o.mu.Lock()
 	if o.returned {
@@ -235,10 +236,10 @@ func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 	return g.err
 }
 
-// nextGroup returns the group to submit now, marked submitted, or nil: none while one is in
-// the committer; else the oldest closed group, else the open one. o.mu is held.
+// nextGroup returns the group to submit now, marked submitted, or nil: none while each lane
+// has one; else the oldest closed group, else the open one. o.mu is held.
 func (o *output) nextGroup() *childGroup {
-	if o.flying {
+	if o.flying >= o.w.commit.lanes {
 		return nil
 	}
 	var g *childGroup
@@ -248,7 +249,8 @@ func (o *output) nextGroup() *childGroup {
 		g = o.group
 	}
 	if g != nil {
-		g.submitted, o.flying = true, true
+		g.submitted = true
+		o.flying++
 	}
 	return g
 }
@@ -289,7 +291,7 @@ func (o *output) landed(g *childGroup, err error) *childGroup {
 	if o.group == g {
 		o.group = nil
 	}
-	o.flying = false
+	o.flying--
 	next := o.nextGroup()
 	o.mu.Unlock()
 	g.err = err
@@ -307,9 +309,9 @@ const maxStaged = 256
 // group of children, and the memory of an action that makes them faster than they commit.
 const maxUnrecorded = 2048
 
-// maxGroup closes a group of children: half of maxUnrecorded, so that the next group can grow
-// as large while one commits.
-const maxGroup = maxUnrecorded / 2
+// maxGroup closes a group of children: a quarter of maxUnrecorded, so that the next group can
+// grow as large while one commits on each of Postgres's two lanes.
+const maxGroup = maxUnrecorded / 4
 
 // fail records the first error of recording a child; the attempt then fails with it.
 func (o *output) fail(err error) {
