@@ -288,7 +288,8 @@ type Executor interface {
 	// TaskRetry puts a failed or canceled task back to ready for a retry of its job; false when
 	// the task is in neither state.
 	TaskRetry(ctx context.Context, p TaskRetryParams) (bool, error)
-	// TaskNextRunAfter returns the earliest run_after of a ready task, or zero.
+	// TaskNextRunAfter returns the earliest run_after of a ready task that has one (a backoff:
+	// run_after > 0), or zero. A ready task due at once (run_after 0) is not counted.
 	TaskNextRunAfter(ctx context.Context) (time.Time, error)
 	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
 	TaskCounts(ctx context.Context, jobID int64) ([]TaskCount, error)

@@ -40,8 +40,12 @@ type output struct {
 	// is not committed on its own but goes with the result (leftover), in the same transaction.
 	returned bool
 	leftover []*engine.NewChild
-	// group is the open group of children to record (see childGroup), nil when none is.
+	// group is the open group of children to record (see childGroup), nil when none is;
+	// closed holds groups closed at maxGroup and not yet submitted, oldest first; flying counts
+	// the groups whose op is queued or committing: at most one per lane (see commitChild).
 	group  *childGroup
+	closed []*childGroup
+	flying int
 	staged chan struct{} // a slot per child whose blobs are not yet durable; see maxStaged
 	// unrecorded holds a slot per child not yet committed; see maxUnrecorded.
 	unrecorded chan struct{}
@@ -184,16 +188,26 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 
 // childGroup is children whose blobs are durable, recorded together by one op of the committer
 // (one multi-row insert, the parent's row locked once): the children that become durable while
-// an earlier group waits for its turn join the open group, so a fast fan-out commits in batches
-// as large as the committer's backlog makes them.
+// earlier groups of the attempt are recorded join the open group, so a fast fan-out commits in
+// batches as large as the groups committing let the next grow.
 type childGroup struct {
-	kids []*engine.NewChild
-	done chan struct{}
-	err  error
+	kids      []*engine.NewChild
+	submitted bool
+	done      chan struct{}
+	err       error
 }
 
-// commitChild records the child with the open group, queueing the group's op if it is the first, and
-// waits for the group's commit. After the action returned, the child goes with the result instead.
+// commitChild records the child with the open group and waits for the group's commit. After the
+// action returned, the child goes with the result instead.
+//
+// At most one group of an attempt per lane of the committer is in it at a time (two on
+// Postgres, one on SQLite); the next is submitted when one has committed, and a group is closed
+// at maxGroup children, so that those committing leave the next room to grow. A group used to be
+// submitted at once to an idle lane, with whatever had joined by then: with two lanes on
+// Postgres, while one committed a group of 2,046 children (holding as many of maxUnrecorded's
+// slots), the other committed the children made meanwhile one transaction each, as each freed
+// one slot for the next — 40 to 75 groups of one child after each large one
+// (docs/performance.md).
 func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 	o.mu.Lock()
 	if o.returned {
@@ -202,17 +216,52 @@ func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 		return nil
 	}
 	g := o.group
-	first := g == nil
-	if first {
+	if g == nil {
 		g = &childGroup{done: make(chan struct{})}
 		o.group = g
 	}
 	g.kids = append(g.kids, nc)
+	if len(g.kids) >= maxGroup {
+		o.group = nil
+		if !g.submitted {
+			o.closed = append(o.closed, g)
+		}
+	}
+	next := o.nextGroup()
 	o.mu.Unlock()
-	if first {
+	if next != nil {
+		o.submitGroup(ctx, next)
+	}
+	<-g.done
+	return g.err
+}
+
+// nextGroup returns the group to submit now, marked submitted, or nil: none while each lane
+// has one; else the oldest closed group, else the open one. o.mu is held.
+func (o *output) nextGroup() *childGroup {
+	if o.flying >= o.w.commit.lanes {
+		return nil
+	}
+	var g *childGroup
+	if len(o.closed) > 0 {
+		g, o.closed = o.closed[0], o.closed[1:]
+	} else if o.group != nil && !o.group.submitted {
+		g = o.group
+	}
+	if g != nil {
+		g.submitted = true
+		o.flying++
+	}
+	return g
+}
+
+// submitGroup queues g's op; when it has committed (or failed), the next group goes. The group
+// is closed when its op first runs (a retry runs the same children).
+func (o *output) submitGroup(ctx context.Context, g *childGroup) {
+	for g != nil {
 		taken := false
 		fn := func(t *engine.Tx) error {
-			if !taken { // the group is closed when its op first runs; a retry runs the same children
+			if !taken {
 				o.mu.Lock()
 				if o.group == g {
 					o.group = nil
@@ -223,21 +272,31 @@ func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 			return t.CreateChildren(g.kids)
 		}
 		err := o.w.commit.submitAfter(ctx, fn, func(err error) {
-			g.err = err
-			close(g.done)
-		})
-		if err != nil {
-			o.mu.Lock()
-			if o.group == g {
-				o.group = nil
+			// On the committer's goroutine, which must not wait for the committer: the next
+			// group is queued from a goroutine of its own.
+			if next := o.landed(g, err); next != nil {
+				go o.submitGroup(ctx, next)
 			}
-			o.mu.Unlock()
-			g.err = err
-			close(g.done)
+		})
+		if err == nil {
+			return
 		}
+		g = o.landed(g, err)
 	}
-	<-g.done
-	return g.err
+}
+
+// landed ends g's wait with err and returns the group to submit next, if any.
+func (o *output) landed(g *childGroup, err error) *childGroup {
+	o.mu.Lock()
+	if o.group == g {
+		o.group = nil
+	}
+	o.flying--
+	next := o.nextGroup()
+	o.mu.Unlock()
+	g.err = err
+	close(g.done)
+	return next
 }
 
 // maxCachedChildren is the most children a result may have and still be cached.
@@ -249,6 +308,10 @@ const maxStaged = 256
 // maxUnrecorded bounds the children of one attempt not yet recorded (committed): it bounds a
 // group of children, and the memory of an action that makes them faster than they commit.
 const maxUnrecorded = 2048
+
+// maxGroup closes a group of children: a quarter of maxUnrecorded, so that the next group can
+// grow as large while one commits on each of Postgres's two lanes.
+const maxGroup = maxUnrecorded / 4
 
 // fail records the first error of recording a child; the attempt then fails with it.
 func (o *output) fail(err error) {

@@ -343,7 +343,7 @@ func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool,
 
 func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
-	err := q.rrow(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready'`).Scan(&v)
+	err := q.rrow(ctx, `SELECT MIN(run_after) FROM tasks WHERE state = 'ready' AND run_after > 0`).Scan(&v)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -418,6 +418,8 @@ func testTaskNextRunAfter(t *testing.T, b *bundle) {
 		must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tc.tk.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.at(tc.d), Now: b.now}))(t)
 	}
 	checkTime(t, "TaskNextRunAfter", must(b.s.TaskNextRunAfter(ctx))(t), b.at(time.Minute))
+	b.task(b.s, b.root(j.ID, 2, "2"), "s") // ready at once: not a backoff to wait for
+	checkTime(t, "TaskNextRunAfter beside a task due at once", must(b.s.TaskNextRunAfter(ctx))(t), b.at(time.Minute))
 }
 
 func testAttempts(t *testing.T, b *bundle) {
