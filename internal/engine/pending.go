@@ -19,7 +19,8 @@ type childCount struct {
 }
 
 // addEvent records event on the item if it has not fired and reports whether it had not. An item
-// whose events are cached gets the event held back; any other is written at once.
+// whose events are cached, or for which whether this one fired is known ([unit.readFiring]),
+// gets the event held back; any other is written at once.
 func (u *unit) addEvent(it *store.Item, event string) (bool, error) {
 	if ev, ok := u.events[it.ID]; ok {
 		if ev[event] {
@@ -27,6 +28,15 @@ func (u *unit) addEvent(it *store.Item, event string) (bool, error) {
 		}
 		ev[event] = true
 		// New: the set is the item's, read under its lock, which this transaction holds.
+		u.pendEvents = append(u.pendEvents, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now, New: true})
+		return true, nil
+	}
+	if fired, ok := u.named[it.ID][event]; ok {
+		if fired {
+			return false, nil
+		}
+		u.named[it.ID][event] = true
+		// New as above: whether it had fired was read under the item's lock.
 		u.pendEvents = append(u.pendEvents, store.EventInsertParams{ItemID: it.ID, Name: event, Now: u.now, New: true})
 		return true, nil
 	}

@@ -148,14 +148,17 @@ func (tt *tx) applyResults() error {
 	if err := tt.lockItems(lock); err != nil {
 		return err
 	}
-	// The items whose results fire events have them read at once: no statement per event.
+	// Whether the events the results fire have fired on their items is read at once: no
+	// statement per event, and only those events, not each item's whole set.
 	var firing []int64
+	var fire [][]string
 	for i, p := range pend {
 		if oks[i] && len(p.fire) > 0 {
 			firing = append(firing, p.r.Task.ItemID)
+			fire = append(fire, p.fire)
 		}
 	}
-	if err := tt.readEvents(firing); err != nil {
+	if err := tt.readFiring(firing, fire); err != nil {
 		return err
 	}
 	for i, p := range pend {

@@ -29,7 +29,11 @@ type unit struct {
 	now    time.Time
 	jobs   map[int64]*store.Job
 	events map[int64]map[string]bool
-	items  map[int64]*store.Item // locked in this transaction, kept in step with its writes
+	// named holds, for locked items whose whole event set is not cached, whether each of some
+	// events has fired (read by [unit.readFiring], or held back since): enough to tell whether
+	// a batch's events are new without reading every event of every item.
+	named map[int64]map[string]bool
+	items map[int64]*store.Item // locked in this transaction, kept in step with its writes
 	// peeked holds parents read without a lock to create their children (see [tx.parentOf]);
 	// their child counts are held back, written at the end, and before any lock of them.
 	peeked map[int64]*store.Item
@@ -49,7 +53,7 @@ type unit struct {
 }
 
 func newUnit(ctx context.Context, x store.Executor, now time.Time) unit {
-	return unit{ctx: ctx, x: x, now: now, jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{},
+	return unit{ctx: ctx, x: x, now: now, jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, named: map[int64]map[string]bool{},
 		items: map[int64]*store.Item{}, peeked: map[int64]*store.Item{}, stale: map[int64]bool{}, tasks: map[int64][]*store.Task{},
 		fresh: map[int64][]*store.Task{}, kids: map[int64][]*store.Item{}, pendChildren: map[int64]childCount{}}
 }
@@ -144,6 +148,7 @@ func (u *unit) itemEvents(itemID int64) (map[string]bool, error) {
 	ev, err := u.eventsOnce(itemID)
 	if err == nil {
 		u.events[itemID] = ev
+		delete(u.named, itemID) // the whole set holds what it knew
 	}
 	return ev, err
 }
@@ -163,7 +168,62 @@ func (u *unit) eventsOnce(itemID int64) (map[string]bool, error) {
 	for _, n := range names {
 		ev[n] = true
 	}
+	addNamed(ev, u.named[itemID]) // its held-back events are not in the database yet
 	return ev, nil
+}
+
+// addNamed adds to the event set the events named says have fired.
+func addNamed(ev, named map[string]bool) {
+	for n, fired := range named {
+		if fired {
+			ev[n] = true
+		}
+	}
+}
+
+// readFiring reads, in one statement, whether the events fire[i] have fired on the locked items
+// ids[i] whose events are not cached, and keeps the answers in u.named: a batch of results then
+// fires its events with no statement per event, and without reading each item's whole set (a
+// chain's item has an event per step it ran). As with [unit.readEvents], the items must be
+// locked in this transaction.
+func (u *unit) readFiring(ids []int64, fire [][]string) error {
+	var qIDs []int64
+	var qNames []string
+	for i, id := range ids {
+		if _, ok := u.events[id]; ok || u.items[id] == nil {
+			continue
+		}
+		known := u.named[id]
+		for _, n := range fire[i] {
+			if _, ok := known[n]; ok {
+				continue
+			}
+			if known == nil {
+				known = map[string]bool{}
+				u.named[id] = known
+			}
+			known[n] = false // until the read says otherwise
+			qIDs = append(qIDs, id)
+			qNames = append(qNames, n)
+		}
+	}
+	if len(qIDs) < 2 {
+		// One event costs a statement either way: leave it to addEvent's own insert.
+		for i, id := range qIDs {
+			delete(u.named[id], qNames[i])
+		}
+		return nil
+	}
+	byItem, err := u.x.EventListNamed(u.ctx, qIDs, qNames)
+	if err != nil {
+		return err
+	}
+	for id, names := range byItem {
+		for _, n := range names {
+			u.named[id][n] = true
+		}
+	}
+	return nil
 }
 
 // readEvents reads and caches, in one statement, the events of the locked items whose events
@@ -192,6 +252,8 @@ func (u *unit) readEvents(ids []int64) error {
 		for _, n := range byItem[id] {
 			ev[n] = true
 		}
+		addNamed(ev, u.named[id])
+		delete(u.named, id)
 		u.events[id] = ev
 	}
 	return nil

@@ -221,6 +221,10 @@ type Executor interface {
 	// EventListByItems returns the events of many items in one statement, by item; an item
 	// with none has no entry.
 	EventListByItems(ctx context.Context, itemIDs []int64) (map[int64][]string, error)
+	// EventListNamed returns, of the events names[i] on items itemIDs[i], those that have
+	// fired, by item, in one statement: whether a batch's events are new, without each item's
+	// whole set. An item with none of them has no entry.
+	EventListNamed(ctx context.Context, itemIDs []int64, names []string) (map[int64][]string, error)
 
 	// TaskInsert inserts a ready task (or an ended one, [TaskInsertParams.Done]) unless one exists
 	// for (item, step); false when it existed.

@@ -394,6 +394,8 @@ const (
 	// qEventListMany reads the array through ARRAY(…), so that the rows are found through the
 	// primary key whatever the count (see qItemGetMany).
 	qEventListMany = `SELECT item_id, name FROM events WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, created_at, name`
+	// qEventListNamed looks up each (item, name) pair by the primary key.
+	qEventListNamed = `SELECT e.item_id, e.name FROM unnest($1::bigint[], $2::text[]) AS u(item_id, name) JOIN events e ON e.item_id = u.item_id AND e.name = u.name`
 )
 
 func (q *queries) EventInsert(ctx context.Context, p store.EventInsertParams) (bool, error) {
@@ -437,6 +439,26 @@ func (q *queries) EventListByItems(ctx context.Context, itemIDs []int64) (map[in
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("list events of %d items: %w", len(itemIDs), mapErr(err))
+	}
+	return out, nil
+}
+
+func (q *queries) EventListNamed(ctx context.Context, itemIDs []int64, names []string) (map[int64][]string, error) {
+	out := map[int64][]string{}
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.c.Query(ctx, qEventListNamed, itemIDs, names)
+	if err != nil {
+		return nil, fmt.Errorf("list %d named events: %w", len(itemIDs), mapErr(err))
+	}
+	var id int64
+	var name string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &name}, func() error {
+		out[id] = append(out[id], name)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list %d named events: %w", len(itemIDs), mapErr(err))
 	}
 	return out, nil
 }

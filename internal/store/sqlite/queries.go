@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -415,6 +416,35 @@ func (q *queries) EventListByItems(ctx context.Context, itemIDs []int64) (map[in
 		out[id] = append(out[id], name)
 	}
 	return out, rows.Err()
+}
+
+// EventListNamed reads the items' whole sets and keeps the named events: on SQLite the read of an
+// item's few events costs less than a lookup per pair built from JSON.
+func (q *queries) EventListNamed(ctx context.Context, itemIDs []int64, names []string) (map[int64][]string, error) {
+	out := map[int64][]string{}
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	want := make(map[int64][]string, len(itemIDs))
+	ids := make([]int64, 0, len(itemIDs))
+	for i, id := range itemIDs {
+		if _, ok := want[id]; !ok {
+			ids = append(ids, id)
+		}
+		want[id] = append(want[id], names[i])
+	}
+	all, err := q.EventListByItems(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for id, ns := range all {
+		for _, n := range ns {
+			if slices.Contains(want[id], n) {
+				out[id] = append(out[id], n)
+			}
+		}
+	}
+	return out, nil
 }
 
 // --- waits

@@ -473,6 +473,14 @@ func testEvents(t *testing.T, b *bundle) {
 	if none := must(b.s.EventListByItems(ctx, nil))(t); len(none) != 0 {
 		t.Errorf("EventListByItems(nil) = %v, want none", none)
 	}
+	// Named: each pair looked up, an item none of whose named events fired has no entry.
+	named := must(b.s.EventListNamed(ctx, []int64{it.ID, other.ID, it.ID, 1 << 40}, []string{"start", "start", "missing", "start"}))(t)
+	if len(named) != 1 || !slices.Equal(named[it.ID], []string{"start"}) {
+		t.Errorf("EventListNamed = %v, want only the item's start", named)
+	}
+	if none := must(b.s.EventListNamed(ctx, nil, nil))(t); len(none) != 0 {
+		t.Errorf("EventListNamed(nil) = %v, want none", none)
+	}
 }
 
 func testWaits(t *testing.T, b *bundle) {
