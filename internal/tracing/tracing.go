@@ -43,6 +43,16 @@ const (
 
 func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(Name) }
 
+// unset is the global tracer provider as OpenTelemetry starts it: until a provider is set with
+// otel.SetTracerProvider (by [Setup] or a program embedding the engine), GetTracerProvider
+// returns it, and every span is a no-op.
+var unset = otel.GetTracerProvider()
+
+// Off reports whether no tracer provider has been set, so that a caller on a hot path (an
+// attempt per task) can skip building a span that would do nothing: the job's span context
+// (a SHA-256), the no-op span and the context values cost about 2 µs a task.
+func Off() bool { return otel.GetTracerProvider() == unset }
+
 // JobContext returns the span context of the job's span: its trace id and span id are the
 // first 24 bytes of SHA-256 over the job's id and creation time (in milliseconds, as every
 // store driver keeps it), so every process computes the same ones. It is marked remote: spans

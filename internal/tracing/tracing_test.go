@@ -103,3 +103,17 @@ func BenchmarkAttempt(b *testing.B) {
 		}
 	})
 }
+
+// Off says whether a provider is set: spans are skipped only while none is, and a provider set
+// later (as a program embedding the engine does) turns them on.
+func TestOff(t *testing.T) {
+	prev := otel.GetTracerProvider()
+	defer otel.SetTracerProvider(prev)
+	if prev == unset && !Off() {
+		t.Error("Off() = false with no provider set")
+	}
+	otel.SetTracerProvider(NewProvider())
+	if Off() {
+		t.Error("Off() = true with a provider set")
+	}
+}
