@@ -96,6 +96,9 @@ type Config struct {
 	// Actions are registered in the catalog beside the built-in ones (an embedder's own, through
 	// package sluice); a name taken by a built-in action is an error.
 	Actions []action.Action
+	// OnJobEnd, when set, is called after a transaction of this process that ended a job
+	// committed, with the job's final state (`sluice bench` waits on it).
+	OnJobEnd func(jobID int64, state string)
 }
 
 // Node is an opened installation.
@@ -322,7 +325,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
 		},
-		OnJobEnd: n.traceJobEnd})
+		OnJobEnd: func(jobID int64, state string) {
+			if cfg.OnJobEnd != nil {
+				cfg.OnJobEnd(jobID, state)
+			}
+			n.traceJobEnd(jobID, state)
+		}})
 	n.Graph.Bind(n.Store)
 	if err := graph.Register(ctx, n.Engine); err != nil {
 		n.Close()

@@ -191,7 +191,7 @@ func (q *queries) closeAndWake(ctx context.Context, br pgx.BatchResults, n int, 
 		return fmt.Errorf("finish %d tasks: %w", n, mapErr(err))
 	}
 	for _, queue := range queues {
-		if err := q.ready(ctx, queue); err != nil {
+		if err := q.readyAgain(ctx, queue); err != nil {
 			return fmt.Errorf("finish tasks: notify: %w", mapErr(err))
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// TestPickFloors: a queue's first pick starts at the front of the index; the next, at the first
-// task it returned if it came back full; one from the front comes again after fullPickEvery, and
+// TestPickFloors: a queue's first pick starts at the front of the index; the next, at the last
+// task it returned (in index order) if it came back full; one from the front comes again after fullPickEvery, and
 // after any pick that came back short.
 func TestPickFloors(t *testing.T) {
 	t.Parallel()
@@ -28,13 +28,13 @@ func TestPickFloors(t *testing.T) {
 	limits := []int32{3}
 	check(at(0), true, 0, "")
 	f.picked([]string{"q"}, limits, []*store.Task{task(2, "b"), task(1, "z"), task(1, "c")})
-	check(at(10*time.Millisecond), false, 1, "c")
+	check(at(10*time.Millisecond), false, 2, "b")
 	f.picked([]string{"q"}, limits, []*store.Task{task(1, "d"), task(1, "e"), task(1, "f")})
-	check(at(20*time.Millisecond), false, 1, "d")
+	check(at(20*time.Millisecond), false, 1, "f")
 	f.picked([]string{"q"}, limits, []*store.Task{task(1, "g")}) // short: no floor
 	check(at(30*time.Millisecond), true, 0, "")
 	f.picked([]string{"q"}, limits, []*store.Task{task(1, "h"), task(1, "i"), task(1, "j")})
-	check(at(40*time.Millisecond), false, 1, "h")
+	check(at(40*time.Millisecond), false, 1, "j")
 	check(at(30*time.Millisecond+fullPickEvery), true, 0, "")
 }
 
@@ -81,5 +81,62 @@ func TestPickBelowFloor(t *testing.T) {
 	}
 	if first := pick(5000); first != "0000000003" {
 		t.Fatalf("a pick for more than the ready tasks began at %q, want 0000000003", first)
+	}
+}
+
+// TestPickFloorGivenBack: what this process took and gave back — a pick whose transaction rolled
+// back, a leased task finished back to ready — is picked again at once, and first, though the
+// floor had moved past it (the floor is cleared; without that it waits for a pick from the front).
+func TestPickFloorGivenBack(t *testing.T) {
+	t.Parallel()
+	db := openTestSchema(t)
+	FillBacklog(t, db, 2000, 1000)
+	ctx := t.Context()
+	errRollback := errors.New("roll back")
+	hold := func() (first string) {
+		t.Helper()
+		now := time.Now()
+		err := db.InTx(ctx, func(x store.Executor) error {
+			ts, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{100}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil {
+				return err
+			}
+			if len(ts) != 100 {
+				t.Fatalf("held %d tasks, want 100", len(ts))
+			}
+			first = ts[0].SortKey
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatal(err)
+		}
+		return first
+	}
+	for i := range 2 {
+		if first := hold(); first != "0000001001" {
+			t.Fatalf("held pick %d (after a rolled-back one) began at %q, want 0000001001", i, first)
+		}
+	}
+	lease := func() []*store.Task {
+		t.Helper()
+		now := time.Now()
+		ts, err := db.TaskLease(ctx, store.TaskLeaseParams{Queue: "q", Limit: 100, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) != 100 {
+			t.Fatalf("leased %d tasks, want 100", len(ts))
+		}
+		return ts
+	}
+	first := lease()[0]
+	if first.SortKey != "0000001001" {
+		t.Fatalf("lease began at %q, want 0000001001", first.SortKey)
+	}
+	if ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: first.ID, Attempt: first.Attempt, State: store.TaskReady, Refund: true, Now: time.Now()}); err != nil || !ok {
+		t.Fatalf("give back: %v, %v", ok, err)
+	}
+	if again := lease()[0].SortKey; again != "0000001001" {
+		t.Fatalf("a lease after a task was given back began at %q, want it, 0000001001", again)
 	}
 }

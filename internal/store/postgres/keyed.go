@@ -135,7 +135,7 @@ func (q *queries) releaseParked(ctx context.Context, keys []string, now time.Tim
 		if !seen[qu] {
 			seen[qu] = true
 			out = append(out, qu)
-			if err := q.ready(ctx, qu); err != nil {
+			if err := q.readyAgain(ctx, qu); err != nil {
 				return nil, fmt.Errorf("release the tasks parked on %q: notify: %w", keys, mapErr(err))
 			}
 		}

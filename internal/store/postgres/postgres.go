@@ -251,6 +251,8 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	q := &queries{db: db, c: tc, inTx: true}
 	if err := fn(q); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
+		// What its picks took is ready again, before their floors.
+		db.floors.reset(q.picked)
 		switch { // a statement whose error the caller wrapped without mapErr
 		case unavailable(err):
 			err = fmt.Errorf("%w: %w: %w", store.ErrRetry, store.ErrUnavailable, err)
@@ -261,8 +263,10 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	}
 	if err := tc.commit(ctx); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
+		db.floors.reset(q.picked)
 		return mapErr(err)
 	}
+	db.floors.reset(q.again)
 	db.notifier.send(db, q.notify)
 	return nil
 }

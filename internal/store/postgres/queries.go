@@ -31,6 +31,9 @@ type queries struct {
 	c      querier
 	inTx   bool
 	notify []string // queues with newly ready tasks, announced at commit
+	// again and picked are the queues this transaction made tasks ready again in (readyAgain) and
+	// picked from: their pick floors are cleared once it commits, and once it rolls back.
+	again, picked []string
 	// prefetched is the job of the items ItemInsertMany added, read in the same batch: the
 	// engine reads it next, to fire the items' start. It answers that JobGet only if nothing
 	// was sent or queued since (prefetchedAt is the txConn's count of sends then): a root added
@@ -40,6 +43,17 @@ type queries struct {
 	// fresh is the items this transaction inserted, with the tasks and events it wrote for
 	// them (fresh.go).
 	fresh fresh
+}
+
+// readyAgain is ready for tasks made ready again (given back, retried, unparked), which may lie
+// before the queue's pick floor: it clears that floor as the change commits (see pickFloors).
+func (q *queries) readyAgain(ctx context.Context, queue string) error {
+	if !q.inTx {
+		q.db.floors.reset([]string{queue})
+	} else if !slices.Contains(q.again, queue) {
+		q.again = append(q.again, queue)
+	}
+	return q.ready(ctx, queue)
 }
 
 // ready announces new ready work on queue: at commit inside a transaction, at once outside.

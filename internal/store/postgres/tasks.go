@@ -212,7 +212,7 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 		return false, fmt.Errorf("finish task %d: %w", p.ID, mapErr(err))
 	}
 	if p.State == store.TaskReady {
-		if err := q.ready(ctx, queue); err != nil {
+		if err := q.readyAgain(ctx, queue); err != nil {
 			return false, fmt.Errorf("finish task %d: notify: %w", p.ID, mapErr(err))
 		}
 	}
@@ -324,7 +324,7 @@ func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool,
 	if err != nil {
 		return false, fmt.Errorf("retry task %d: %w", p.ID, mapErr(err))
 	}
-	if err := q.ready(ctx, queue); err != nil {
+	if err := q.readyAgain(ctx, queue); err != nil {
 		return false, fmt.Errorf("retry task %d: notify: %w", p.ID, mapErr(err))
 	}
 	return true, nil
