@@ -438,33 +438,23 @@ func (q *queries) EventListByItem(ctx context.Context, itemID int64) ([]string, 
 }
 
 func (q *queries) EventListByItems(ctx context.Context, itemIDs []int64) (map[int64][]string, error) {
-	out := map[int64][]string{}
-	if len(itemIDs) == 0 {
-		return out, nil
-	}
-	rows, err := q.c.Query(ctx, qEventListMany, itemIDs)
-	if err != nil {
-		return nil, fmt.Errorf("list events of %d items: %w", len(itemIDs), mapErr(err))
-	}
-	var id int64
-	var name string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &name}, func() error {
-		out[id] = append(out[id], name)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("list events of %d items: %w", len(itemIDs), mapErr(err))
-	}
-	return out, nil
+	return q.eventsOf(ctx, fmt.Sprintf("list events of %d items", len(itemIDs)), len(itemIDs), qEventListMany, itemIDs)
 }
 
 func (q *queries) EventListNamed(ctx context.Context, itemIDs []int64, names []string) (map[int64][]string, error) {
+	return q.eventsOf(ctx, fmt.Sprintf("list %d named events", len(itemIDs)), len(itemIDs), qEventListNamed, itemIDs, names)
+}
+
+// eventsOf runs a query answering (item id, event name) rows, grouped by item; n is how many
+// items (or pairs) it asks for, and none asks nothing.
+func (q *queries) eventsOf(ctx context.Context, what string, n int, query string, args ...any) (map[int64][]string, error) {
 	out := map[int64][]string{}
-	if len(itemIDs) == 0 {
+	if n == 0 {
 		return out, nil
 	}
-	rows, err := q.c.Query(ctx, qEventListNamed, itemIDs, names)
+	rows, err := q.c.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list %d named events: %w", len(itemIDs), mapErr(err))
+		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
 	}
 	var id int64
 	var name string
@@ -472,7 +462,7 @@ func (q *queries) EventListNamed(ctx context.Context, itemIDs []int64, names []s
 		out[id] = append(out[id], name)
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("list %d named events: %w", len(itemIDs), mapErr(err))
+		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
 	}
 	return out, nil
 }
