@@ -108,6 +108,12 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	if o.processes > 0 && (c.database == "" || *remote) {
 		return usagef("--processes needs --database and no --remote")
 	}
+	// The worker processes are running before the roots go in, so in a burndown they would work
+	// through the untimed insert (it commits 500 roots at a time): a rate of its own clock's
+	// making. A fanout or chain inserts one root, or few, and times all the work after them.
+	if o.processes > 0 && !oneOf(o.mode, "fanout", "chain") {
+		return usagef("--processes runs the tasks of --mode fanout or chain, not of %s (its workers would run the tasks while the untimed insert goes on)", o.mode)
+	}
 	if o.tasks <= 0 {
 		return usagef("--tasks must be positive")
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +54,15 @@ func TestBenchPaced(t *testing.T) {
 	if res.Mode != "paced" || res.Tasks != 300 || res.InsertRate <= 0 || res.PickupMax <= 0 || res.PickupP50 > res.PickupMax {
 		t.Errorf("got mode %q, %d tasks, %.0f inserts/s, pickup p50 %.2f ms, max %.2f ms; want paced, 300, a rate, latencies read back",
 			res.Mode, res.Tasks, res.InsertRate, res.PickupP50, res.PickupMax)
+	}
+}
+
+// TestBenchProcessesNeedsWorkflow: --processes is refused outside fanout and chain, naming the
+// mode, since worker processes already running would work through a burndown's untimed insert.
+func TestBenchProcessesNeedsWorkflow(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := run(t, "bench", "engine", "--tasks", "10", "--processes", "2", "--database", "postgres://127.0.0.1:1/none")
+	if code != 2 || !strings.Contains(stderr, "--processes runs the tasks of --mode fanout or chain, not of burndown") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the refusal naming burndown", code, stderr)
 	}
 }
