@@ -45,24 +45,13 @@ func TestPickBelowFloor(t *testing.T) {
 	db := openTestSchema(t)
 	FillBacklog(t, db, 2000, 1000)
 	ctx := t.Context()
-	errRollback := errors.New("roll back")
-	pick := func(limit int) (first string) {
+	pick := func(limit int) string {
 		t.Helper()
-		now := time.Now()
-		err := db.InTx(ctx, func(x store.Executor) error {
-			ts, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{limit}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
-			if err != nil {
-				return err
-			}
-			if len(ts) > 0 {
-				first = ts[0].SortKey
-			}
-			return errRollback
-		})
-		if !errors.Is(err, errRollback) {
-			t.Fatal(err)
+		ts := holdRolledBack(t, db, limit)
+		if len(ts) == 0 {
+			return ""
 		}
-		return first
+		return ts[0].SortKey
 	}
 	if first := pick(100); first != "0000001001" {
 		t.Fatalf("first pick began at %q, want the first ready task, 0000001001", first)
@@ -92,25 +81,13 @@ func TestPickFloorGivenBack(t *testing.T) {
 	db := openTestSchema(t)
 	FillBacklog(t, db, 2000, 1000)
 	ctx := t.Context()
-	errRollback := errors.New("roll back")
-	hold := func() (first string) {
+	hold := func() string {
 		t.Helper()
-		now := time.Now()
-		err := db.InTx(ctx, func(x store.Executor) error {
-			ts, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{100}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
-			if err != nil {
-				return err
-			}
-			if len(ts) != 100 {
-				t.Fatalf("held %d tasks, want 100", len(ts))
-			}
-			first = ts[0].SortKey
-			return errRollback
-		})
-		if !errors.Is(err, errRollback) {
-			t.Fatal(err)
+		ts := holdRolledBack(t, db, 100)
+		if len(ts) != 100 {
+			t.Fatalf("held %d tasks, want 100", len(ts))
 		}
-		return first
+		return ts[0].SortKey
 	}
 	for i := range 2 {
 		if first := hold(); first != "0000001001" {
@@ -139,4 +116,26 @@ func TestPickFloorGivenBack(t *testing.T) {
 	if again := lease()[0].SortKey; again != "0000001001" {
 		t.Fatalf("a lease after a task was given back began at %q, want it, 0000001001", again)
 	}
+}
+
+// holdRolledBack holds up to limit ready tasks of queue "q" in a transaction it then rolls back,
+// and returns what the pick held.
+func holdRolledBack(t *testing.T, db *DB, limit int) []*store.Task {
+	t.Helper()
+	ctx := t.Context()
+	errRollback := errors.New("roll back")
+	var held []*store.Task
+	now := time.Now()
+	err := db.InTx(ctx, func(x store.Executor) error {
+		ts, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{limit}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			return err
+		}
+		held = ts
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	return held
 }
