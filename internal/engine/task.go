@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -64,6 +65,16 @@ func Backoff(attempt int) time.Duration {
 	d = min(d, 10*time.Minute)
 	jitter := 0.75 + rand.Float64()/2
 	return time.Duration(float64(d) * jitter)
+}
+
+// FullBackoff is how long a task whose attempt failed for a full disk waits before it runs
+// again, its attempt given back: the disk is checked that often until there is space.
+const FullBackoff = 5 * time.Second
+
+// diskFull reports an error of a full disk: the database's (store.ErrFull) or a file's (ENOSPC,
+// a blob or an action's output that could not be written).
+func diskFull(err error) bool {
+	return errors.Is(err, store.ErrFull) || errors.Is(err, syscall.ENOSPC)
 }
 
 // Apply commits a batch of results in one transaction.
@@ -207,6 +218,12 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			break
 		}
 		msg := r.Err.Error()
+		if diskFull(r.Err) {
+			// A full disk says nothing about the input: the attempt is given back, and the
+			// task waits for space instead of spending its attempts into an item error.
+			finish.State, finish.Error, finish.RunAfter, finish.Refund = store.TaskReady, msg, tt.now.Add(FullBackoff), true
+			break
+		}
 		if r.TimedOut {
 			msg = "timed out: " + msg
 		}

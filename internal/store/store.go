@@ -29,6 +29,10 @@ var (
 	// transaction's writes are idempotent, so running it again once the database is back is
 	// safe even when its commit went through before the connection dropped.
 	ErrUnavailable = errors.New("store: database unavailable")
+	// ErrFull marks a transaction that failed because the database's disk is full (SQLite's
+	// SQLITE_FULL, PostgreSQL's disk_full). Nothing of it was written, and it says nothing
+	// about the work it carried: it succeeds once there is space again.
+	ErrFull = errors.New("store: the database's disk is full")
 	// ErrUnsupported is returned by a call the driver cannot make (see Capabilities).
 	ErrUnsupported = errors.New("store: not supported by this driver")
 )

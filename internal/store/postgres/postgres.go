@@ -683,6 +683,9 @@ func mapErr(err error) error {
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
+	if errors.As(err, &pe) && pe.Code == "53100" { // disk_full
+		return fmt.Errorf("%w: %w", store.ErrFull, err)
+	}
 	if unavailable(err) {
 		return fmt.Errorf("%w: %w: %w", store.ErrRetry, store.ErrUnavailable, err)
 	}

@@ -1,7 +1,10 @@
 package sqlite
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,5 +39,30 @@ func TestHeldPickReadsTheRow(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got[0], want) {
 		t.Errorf("held task:\n%+v\nwant the row, leased:\n%+v", got[0], want)
+	}
+}
+
+// TestFullDiskIsErrFull: SQLite's SQLITE_FULL (here the database at its max_page_count, as on a
+// full disk) is store.ErrFull, which the engine takes as no fault of the task's.
+func TestFullDiskIsErrFull(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := t.Context()
+	var pages int
+	if err := db.w.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
+		t.Fatal(err)
+	}
+	err := db.InTx(ctx, func(x store.Executor) error {
+		ps := make([]store.TaskInsertParams, 2000)
+		for i := range ps {
+			ps[i] = store.TaskInsertParams{JobID: 1, ItemID: int64(i + 1), Step: "s", Action: "noop", Queue: "q", MaxAttempts: 1, SortKey: strings.Repeat("k", 200)}
+		}
+		return x.TaskInsertMany(ctx, ps)
+	})
+	if !errors.Is(err, store.ErrFull) {
+		t.Fatalf("inserting past max_page_count: %v, want store.ErrFull", err)
 	}
 }

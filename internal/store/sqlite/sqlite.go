@@ -169,7 +169,7 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	q := &queries{db: db, r: tx, w: tx, tx: tx}
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()
-		return err
+		return markFull(err)
 	}
 	if err := tx.Commit(); err != nil {
 		return mapErr(fmt.Errorf("commit: %w", err))
@@ -253,12 +253,25 @@ func mapErr(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
+	if err := markFull(err); errors.Is(err, store.ErrFull) {
+		return err
+	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			return fmt.Errorf("%w: %w", store.ErrConflict, err)
 		}
+	}
+	return err
+}
+
+// markFull marks err with [store.ErrFull] when SQLite failed for a full disk and no query
+// mapped it already.
+func markFull(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL && !errors.Is(err, store.ErrFull) {
+		return fmt.Errorf("%w: %w", store.ErrFull, err)
 	}
 	return err
 }

@@ -1,0 +1,78 @@
+package engine_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// TestFullDiskIsNotAnAttempt: a result whose commit failed for a full database disk
+// (store.ErrFull), or an attempt that failed writing a file to a full disk (ENOSPC), gives its
+// attempt back and waits FullBackoff, however many times it happens: a full disk says nothing
+// about the input, and used to spend a one-attempt step into an item error at once (the commit
+// failure was taken as permanent). An ordinary commit failure still fails the task.
+func TestFullDiskIsNotAnAttempt(t *testing.T) { onBothDrivers(t, fullDiskIsNotAnAttempt) }
+
+func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
+	ctx := t.Context()
+	db := openStore(t, driver)
+	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 1}\n", false)
+	lease := func() *store.Task {
+		t.Helper()
+		now := e.Now()
+		var got []*store.Task
+		if err := db.InTx(ctx, func(x store.Executor) error {
+			var err error
+			got, err = x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{1}, Owner: "w", Now: now.Add(time.Hour), LeaseUntil: now.Add(2 * time.Hour)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("leased %d tasks, want the root's", len(got))
+		}
+		return got[0]
+	}
+	dbFull := func(tk *store.Task, at time.Time) *engine.Result {
+		return engine.FailedCommit(&engine.Result{Task: tk, Owner: "w", Started: at}, fmt.Errorf("commit: %w: database or disk is full (13)", store.ErrFull))
+	}
+	fileFull := func(tk *store.Task, at time.Time) *engine.Result {
+		return &engine.Result{Task: tk, Owner: "w", Started: at, Err: fmt.Errorf("write blob: %w", &os.PathError{Op: "write", Path: "/data/blobs/x", Err: syscall.ENOSPC})}
+	}
+	for i, full := range []func(*store.Task, time.Time) *engine.Result{dbFull, fileFull, dbFull} {
+		tk := lease()
+		before := e.Now()
+		res := full(tk, before)
+		if err := e.Apply(ctx, []*engine.Result{res}); err != nil {
+			t.Fatal(err)
+		}
+		cause := res.Err
+		got, err := db.TaskGet(ctx, tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.TaskReady || got.Attempt != tk.Attempt-1 {
+			t.Fatalf("after full disk %d (%v): task %s at attempt %d, want ready with attempt %d given back", i, cause, got.State, got.Attempt, tk.Attempt-1)
+		}
+		if wait := got.RunAfter.Sub(before); wait < engine.FullBackoff-time.Second || wait > engine.FullBackoff+time.Minute {
+			t.Errorf("after full disk %d: runs again in %v, want about %v", i, wait, engine.FullBackoff)
+		}
+	}
+	tk := lease()
+	if err := e.Apply(ctx, []*engine.Result{engine.FailedCommit(&engine.Result{Task: tk, Owner: "w", Started: e.Now()}, fmt.Errorf("metadata is not JSON"))}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.TaskGet(ctx, tk.ID); err != nil || got.State != store.TaskFailed || !strings.Contains(got.Error, "metadata is not JSON") {
+		t.Fatalf("after an ordinary commit failure: %+v, %v; want failed naming it", got, err)
+	}
+	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != store.JobComplete {
+		t.Errorf("job = %+v, %v; want complete once its one task failed", j, err)
+	}
+}
