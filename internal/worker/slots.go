@@ -19,7 +19,7 @@ import (
 //     it was idle or while its held batch ran. Hold skips it until one statement over all the
 //     unknown queues (Worker.check, store.TaskReadyQueues) finds ready tasks in it; one it finds
 //     none in becomes idle. A held batch costs a transaction and a connection, and on a new
-//     connection its first pick took 20–40 ms: the start of a burndown gave two of its three
+//     connection its first pick took 11–40 ms: the start of a burndown gave two of its three
 //     batch slots to the other, empty, brief queues. Leases do not wait for the check (one
 //     statement leases every queue).
 //   - Wakes are counted (all and per queue), so a lease that ran while a queue was woken does not
