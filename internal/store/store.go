@@ -299,6 +299,11 @@ type Executor interface {
 	// TaskNextRunAfter returns the earliest run_after of a ready task that has one (a backoff:
 	// run_after > 0), or zero. A ready task due at once (run_after 0) is not counted.
 	TaskNextRunAfter(ctx context.Context) (time.Time, error)
+	// TaskReadyQueues returns those of queues that have a ready task due by now (run_after ≤
+	// now), in no order: every queue a pick at now could take a task of, and perhaps one whose
+	// ready tasks other transactions hold. One statement: a worker asks it before it spends a
+	// held batch (a transaction and a connection) on a queue nobody woke.
+	TaskReadyQueues(ctx context.Context, queues []string, now time.Time) ([]string, error)
 	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
 	TaskCounts(ctx context.Context, jobID int64) ([]TaskCount, error)
 

@@ -83,11 +83,13 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 func (w *Worker) dispatch(ctx context.Context) {
 	queues := w.queues(ctx)
 	refresh := time.Now()
+	w.slots.serve(queues, true)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		if time.Since(refresh) > 5*time.Second {
 			queues, refresh = w.queues(ctx), time.Now()
+			w.slots.serve(queues, false)
 		}
 		// No second look after a lease: a queue that filled its free slots has none left, and
 		// one that got fewer tasks than it asked for had no more ready ones. What changes that
@@ -96,6 +98,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 		// lease waits for the committer and its round trips (on a new connection, for the plan
 		// of its first pick: 4–8 ms when a worker starts, which held batches waited for).
 		leased := w.hold(ctx, queues)
+		w.check(ctx) // after: the batches take the pool's idle connections first
 		n, err := w.lease(ctx, queues)
 		leased += n
 		if err != nil && ctx.Err() == nil {
@@ -121,6 +124,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 		case <-w.wake:
 		case <-timer.C:
 			queues, refresh = w.queues(ctx), time.Now()
+			w.slots.serve(queues, false)
 			w.slots.polled()
 		}
 		if !timer.Stop() {
@@ -130,6 +134,25 @@ func (w *Worker) dispatch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// check asks, in the background, which unknown brief queues have ready tasks (see slots), and
+// wakes the dispatcher when it knows: meanwhile held batches go to the queues known to have work.
+func (w *Worker) check(ctx context.Context) {
+	names, mark := w.slots.toCheck()
+	if names == nil {
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		ready, err := w.e.Store().TaskReadyQueues(ctx, names, w.e.Now())
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("check queues for ready tasks", "error", err)
+		}
+		w.slots.checked(names, mark, ready, err)
+		w.kick()
+	}()
 }
 
 // lease leases tasks for every queue with free slots that is not idle, in one statement, starts

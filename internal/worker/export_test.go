@@ -1,4 +1,18 @@
 package worker
 
+import "slices"
+
 // Pages of 10: the tests page through children of an earlier attempt without making thousands.
 func init() { earlierPage = 10 }
+
+// HeldQueues returns the queues a held batch of w started for, sorted.
+func HeldQueues(w *Worker) []string {
+	w.slots.mu.Lock()
+	defer w.slots.mu.Unlock()
+	out := make([]string, 0, len(w.slots.heldMark))
+	for q := range w.slots.heldMark {
+		out = append(out, q)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -22,8 +22,8 @@ const heldBatches = 3
 // +10 % tasks/s over 512 in `sluice bench engine`.
 const heldMax = 1000
 
-// hold starts held batches for the brief queues that are not idle, up to heldBatches running
-// at once, and returns how many it started.
+// hold starts held batches for the brief queues that are neither idle nor unknown (see slots), up
+// to heldBatches running at once, and returns how many it started.
 func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 	started := 0
 	for _, q := range queues {

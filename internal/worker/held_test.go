@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,5 +147,78 @@ func TestHeldTaskTimesOutWithinALease(t *testing.T) {
 	}
 	if want := "hang failed 1 times: timed out: hang timed out after 1s"; j.State != store.JobComplete || items[0].Error != want {
 		t.Fatalf("job %s, item error %q; want complete with %q", j.State, items[0].Error, want)
+	}
+}
+
+// TestStartHoldsWokenQueues starts a worker over three brief queues on every driver. With tasks
+// announced (woken by name) in a only, its held batches go to a alone: b and c, never woken,
+// are checked in one statement and found empty, not each given a batch (a transaction and a
+// connection) — at the start of a burndown the empty queues took two of three batch slots.
+// With tasks made ready in b before the start and never announced, b's are still run, long
+// before the poll (a minute here) would find them.
+func TestStartHoldsWokenQueues(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name     string
+			step     string
+			announce bool
+			want     []string
+		}{
+			{"announced in a", "a", true, []string{"a"}},
+			{"unannounced in b", "b", false, []string{"b"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				testStartHoldsWokenQueues(t, open, tc.step, tc.announce, tc.want)
+			})
+		}
+	})
+}
+
+func testStartHoldsWokenQueues(t *testing.T, open drivertest.Open, step string, announce bool, want []string) {
+	db := open(t)
+	cat := &action.Catalog{}
+	for _, name := range []string{"a", "b", "c"} {
+		cat.Register(&fn{spec: action.Spec{Name: name, Brief: true, Concurrency: 10, NoTempDir: true}, run: func(context.Context, *action.Task, action.Output) error { return nil }})
+	}
+	var w atomic.Pointer[worker.Worker]
+	e := engine.New(engine.Config{Store: db, Catalog: cat, OnReady: func(qs []string) {
+		if w := w.Load(); w != nil && announce {
+			w.Ready(qs)
+		}
+	}})
+	w.Store(worker.New(worker.Config{Engine: e, TempDir: t.TempDir(), PollInterval: time.Minute}))
+	if _, _, err := e.ApplyWorkflow(t.Context(), []byte("name: one\nsteps:\n  s: {action: "+step+", needs: [start]}\n"), "one.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := make([]engine.Root, 25)
+	for i := range roots {
+		roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("r%02d", i)}
+	}
+	if err := e.AddRoots(t.Context(), job, roots); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Seal(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	w.Load().Start(ctx)
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		w.Load().Stop(sctx)
+		cancel()
+	})
+	if j := enginetest.WaitJob(t, e, job.ID, 30*time.Second); j.State != store.JobComplete {
+		t.Fatalf("job state %s: %s", j.State, j.Error)
+	}
+	if got := worker.HeldQueues(w.Load()); !slices.Equal(got, want) {
+		t.Errorf("held batches started for %q, want %q only", got, want)
 	}
 }

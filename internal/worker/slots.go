@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -13,6 +14,14 @@ import (
 //   - A queue is idle when its last lease found fewer ready tasks than it asked for: lease and
 //     hold skip it (a statement each, a round trip each on Postgres) until a wake names it, any
 //     wake does, or the poll interval passes.
+//   - A brief queue is unknown when it may have ready tasks that nobody announced: at the start
+//     (unless a wake named it before), and when a wake of every queue (not naming it) came while
+//     it was idle or while its held batch ran. Hold skips it until one statement over all the
+//     unknown queues (Worker.check, store.TaskReadyQueues) finds ready tasks in it; one it finds
+//     none in becomes idle. A held batch costs a transaction and a connection, and on a new
+//     connection its first pick took 11–40 ms: the start of a burndown gave two of its three
+//     batch slots to the other, empty, brief queues. Leases do not wait for the check (one
+//     statement leases every queue).
 //   - Wakes are counted (all and per queue), so a lease that ran while a queue was woken does not
 //     mark that queue idle (see [slots.leased]), nor does a held batch unless another held batch
 //     of the queue started after the wake (see [slots.endHeld]).
@@ -24,8 +33,11 @@ type slots struct {
 	inflight map[string]int
 	running  map[int64]context.CancelFunc
 	idle     map[string]bool
-	held     int // held batches running (see Worker.hold)
-	heldMax  int // how many may run at once: heldBatches, or 1 with one writer (see Worker.runHeld)
+	unknown  map[string]bool // brief queues to check before a held batch
+	brief    map[string]bool // the brief queues (see [slots.serve])
+	checking bool            // a check runs
+	held     int             // held batches running (see Worker.hold)
+	heldMax  int             // how many may run at once: heldBatches, or 1 with one writer (see Worker.runHeld)
 	// heldMark is, per queue, the wake counts when its latest held batch started.
 	heldMark  map[string]wakeMark
 	wakeAll   uint64
@@ -33,7 +45,7 @@ type slots struct {
 }
 
 func newSlots(heldMax int) *slots {
-	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, wakeQueue: map[string]uint64{},
+	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
 		heldMark: map[string]wakeMark{}}
 }
 
@@ -49,10 +61,16 @@ type want struct {
 	free int
 }
 
-// wakeAny notes that tasks may be ready in any queue.
+// wakeAny notes that tasks may be ready in any queue: the idle brief ones become unknown (to
+// check before a held batch; see [slots.checked]).
 func (s *slots) wakeAny() {
 	s.mu.Lock()
 	s.wakeAll++
+	for q := range s.idle {
+		if s.brief[q] {
+			s.unknown[q] = true
+		}
+	}
 	clear(s.idle)
 	s.mu.Unlock()
 }
@@ -63,8 +81,70 @@ func (s *slots) wakeQueues(queues []string) {
 	for _, q := range queues {
 		s.wakeQueue[q]++
 		delete(s.idle, q)
+		delete(s.unknown, q)
 	}
 	s.mu.Unlock()
+}
+
+// serve notes which queues are brief (the worker serves queues, and learns of new ones, as
+// workflows are applied). With begin, at the worker's start, it also marks unknown the brief
+// queues no wake named yet: tasks made ready before the start may wait in any of them, but a
+// held batch of one that has none would take a slot (see [slots.checked]).
+func (s *slots) serve(queues []queueInfo, begin bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.brief)
+	for _, q := range queues {
+		if !q.brief {
+			continue
+		}
+		s.brief[q.name] = true
+		if begin && s.wakeQueue[q.name] == 0 {
+			s.unknown[q.name] = true
+		}
+	}
+}
+
+// toCheck returns the unknown queues to check, sorted, with the wake counts as they are now, and
+// notes that a check runs; nothing when there is none, or a check runs already, or the worker
+// is stopping.
+func (s *slots) toCheck() ([]string, wakeMark) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || s.checking || len(s.unknown) == 0 {
+		return nil, wakeMark{}
+	}
+	s.checking = true
+	names := make([]string, 0, len(s.unknown))
+	for q := range s.unknown {
+		names = append(names, q)
+	}
+	slices.Sort(names)
+	m := wakeMark{all: s.wakeAll, queues: make([]uint64, len(names))}
+	for i, q := range names {
+		m.queues[i] = s.wakeQueue[q]
+	}
+	return names, m
+}
+
+// checked records what a check of names that began at m found: the queues with ready tasks are
+// no longer unknown, and those without become idle unless a wake came since m (then a wake of
+// every queue leaves them unknown, for the next check, and one naming them already made them
+// known). A check that failed (err) leaves every queue to pick.
+func (s *slots) checked(names []string, m wakeMark, ready []string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checking = false
+	for i, q := range names {
+		switch {
+		case !s.unknown[q]:
+		case err != nil || slices.Contains(ready, q):
+			delete(s.unknown, q)
+		case s.wakeAll == m.all && s.wakeQueue[q] == m.queues[i]:
+			delete(s.unknown, q)
+			s.idle[q] = true
+		}
+	}
 }
 
 // polled forgets which queues were idle: tasks may have become ready elsewhere (another process,
@@ -72,6 +152,7 @@ func (s *slots) wakeQueues(queues []string) {
 func (s *slots) polled() {
 	s.mu.Lock()
 	clear(s.idle)
+	clear(s.unknown)
 	s.mu.Unlock()
 }
 
@@ -137,7 +218,7 @@ func (s *slots) startHeld(queue string) (ok, stop bool) {
 	if s.stopping || s.held >= s.heldMax {
 		return false, true
 	}
-	if s.idle[queue] {
+	if s.idle[queue] || s.unknown[queue] {
 		return false, false
 	}
 	s.held++
@@ -151,7 +232,9 @@ func (s *slots) startHeld(queue string) (ok, stop bool) {
 // began after the commit that sent the wake and sees what it made ready. (Measured against
 // the mark of the batch that ends, a task inserted while one batch ran started a second batch,
 // which ran it, and then a third that found nothing: one empty pick in two at 200 inserts/s.)
-// A batch that filled its limit (more) leaves the queue not idle.
+// A batch that filled its limit (more) leaves the queue not idle. Woken since by a wake of every
+// queue but not by name, the queue is unknown: whether it has tasks is one check's question
+// (the wake at the start of a node's listening, say, or another process's, is not about it).
 func (s *slots) endHeld(queue string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,8 +243,13 @@ func (s *slots) endHeld(queue string, more bool) {
 		delete(s.idle, queue)
 		return
 	}
-	if m := s.heldMark[queue]; s.wakeAll == m.all && s.wakeQueue[queue] == m.queues[0] {
+	m := s.heldMark[queue]
+	switch {
+	case s.wakeQueue[queue] != m.queues[0]:
+	case s.wakeAll == m.all:
 		s.idle[queue] = true
+	default:
+		s.unknown[queue] = true
 	}
 }
 

@@ -62,7 +62,10 @@ const (
 	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
 		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
 	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready' AND run_after > 0`
-	qTaskCounts       = `SELECT state, action, queue, count(*), COALESCE(sum(GREATEST(attempt - 1, 0)), 0) FROM ` + jobTasks1 + ` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
+	// qTaskReadyQueues looks into tasks_ready as task_pick does (the queue, then run_after),
+	// stopping at each queue's first due task, without locking.
+	qTaskReadyQueues = `SELECT q FROM unnest($1::text[]) AS q WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.state = 'ready' AND t.queue = q AND t.run_after <= $2)`
+	qTaskCounts      = `SELECT state, action, queue, count(*), COALESCE(sum(GREATEST(attempt - 1, 0)), 0) FROM ` + jobTasks1 + ` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 )
 
 // jobTasks1 and jobTasks3 are the tasks of the job $1 or $3 as a subquery jt, found through the
@@ -336,6 +339,18 @@ func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("next run_after: %w", mapErr(err))
 	}
 	return fromMicros(v), nil
+}
+
+func (q *queries) TaskReadyQueues(ctx context.Context, queues []string, now time.Time) ([]string, error) {
+	rows, err := q.c.Query(ctx, qTaskReadyQueues, queues, micros(now))
+	out, err := collect(rows, err, func(sc scanner) (string, error) {
+		var name string
+		return name, sc.Scan(&name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queues with ready tasks: %w", err)
+	}
+	return out, nil
 }
 
 func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {

@@ -350,6 +350,22 @@ func (q *queries) TaskNextRunAfter(ctx context.Context) (time.Time, error) {
 	return fromMicros(v.Int64), nil
 }
 
+// TaskReadyQueues asks each queue in turn (a statement on a reader costs microseconds), as
+// qTaskHold picks: through tasks_ready, run_after checked on the rows.
+func (q *queries) TaskReadyQueues(ctx context.Context, queues []string, now time.Time) ([]string, error) {
+	var out []string
+	for _, name := range queues {
+		var ready bool
+		if err := q.rrow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_ready WHERE state = 'ready' AND queue = ? AND +run_after <= ?)`, name, micros(now)).Scan(&ready); err != nil {
+			return nil, fmt.Errorf("queues with ready tasks: %w", mapErr(err))
+		}
+		if ready {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT state, action, queue, count(*), COALESCE(sum(max(attempt - 1, 0)), 0) FROM tasks WHERE job_id = ?
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, jobID)

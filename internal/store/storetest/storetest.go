@@ -56,6 +56,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskCancelJob", testTaskCancelJob},
 		{"TaskRetry", testTaskRetry},
 		{"TaskNextRunAfter", testTaskNextRunAfter},
+		{"TaskReadyQueues", testTaskReadyQueues},
 		{"Batches", testBatches},
 		{"Attempts", testAttempts},
 		{"Outputs", testOutputs},

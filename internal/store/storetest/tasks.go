@@ -422,6 +422,36 @@ func testTaskNextRunAfter(t *testing.T, b *bundle) {
 	checkTime(t, "TaskNextRunAfter beside a task due at once", must(b.s.TaskNextRunAfter(ctx))(t), b.at(time.Minute))
 }
 
+// testTaskReadyQueues checks the queues a worker would pick from: a ready task due by now
+// counts; a running one, one of another queue and one in a backoff until later do not.
+func testTaskReadyQueues(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	queues := []string{"a", "b", "c", "d"}
+	check := func(what string, now time.Time, want ...string) {
+		t.Helper()
+		got := must(b.s.TaskReadyQueues(ctx, queues, now))(t)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("TaskReadyQueues %s = %q, want %q", what, got, want)
+		}
+	}
+	check("with no tasks", b.now)
+	j := b.job("")
+	b.taskIn(b.s, b.root(j.ID, 0, "0"), "s", "a")
+	b.taskIn(b.s, b.root(j.ID, 1, "1"), "s", "b")
+	later := b.taskIn(b.s, b.root(j.ID, 2, "2"), "s", "c")
+	b.taskIn(b.s, b.root(j.ID, 3, "3"), "s", "other")
+	check("with ready tasks", b.now, "a", "b", "c")
+	b.lease("b", 1, "w", b.now)
+	leased := b.lease("c", 1, "w", b.now)
+	if len(leased) != 1 || leased[0].ID != later.ID {
+		t.Fatalf("leased %v of c, want task %d", leased, later.ID)
+	}
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: later.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.at(time.Minute), Now: b.now}))(t)
+	check("with b's task running and c's in a backoff", b.now, "a")
+	check("once c's backoff ended", b.at(time.Minute), "a", "c")
+}
+
 func testAttempts(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	tk := b.task(b.s, b.root(b.job("").ID, 0, "0"), "s")
