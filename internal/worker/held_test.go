@@ -222,3 +222,93 @@ func testStartHoldsWokenQueues(t *testing.T, open drivertest.Open, step string, 
 		t.Errorf("held batches started for %q, want %q only", got, want)
 	}
 }
+
+// TestHeldSettlingFreesItsSlot checks that a held batch which ran all its queue had (fewer tasks
+// than it asked for) no longer holds a held-batch slot while it commits: with as many batches
+// as there are slots stuck after their tasks ran (each waits, applying its result, for its job's
+// row, which this test locks), a task made ready meanwhile still starts. Before, it waited for
+// one of those commits to end.
+func TestHeldSettlingFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	const stuck = 3 // heldBatches
+	release := make(chan struct{})
+	locks := make(chan error, stuck)
+	ran := make(chan string, stuck+1)
+	var b *bundle
+	act := &fn{spec: action.Spec{Name: "settle", Brief: true, Concurrency: 10, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, _ action.Output) error {
+		if tk.Item.Name != "free" {
+			// Lock the task's job's row in a transaction of its own, before this batch goes on
+			// to end the job: the batch then waits for it after its tasks ran.
+			locked := make(chan struct{})
+			go func() {
+				locks <- b.db.InTx(context.WithoutCancel(ctx), func(x store.Executor) error {
+					if _, err := x.JobLock(context.WithoutCancel(ctx), tk.JobID); err != nil {
+						return err
+					}
+					close(locked)
+					<-release
+					return nil
+				})
+			}()
+			select {
+			case <-locked:
+			case <-time.After(30 * time.Second):
+				return fmt.Errorf("the job's row of %s was not locked", tk.Item.Name)
+			}
+		}
+		ran <- tk.Item.Name
+		return nil
+	}}
+	b = setup(t, drivertest.OpenPostgres, act)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	wf := "name: settle\nsteps:\n  settle: {action: settle, needs: [start]}\n"
+	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), "settle.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []int64
+	add := func(name string) {
+		job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "settle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, job.ID)
+	}
+	wait := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ran:
+			if got != want {
+				t.Fatalf("ran %s, want %s", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not run within 30 s while %d held batches waited to commit", want, stuck)
+		}
+	}
+	for i := range stuck { // one batch each: the next root goes in once the last one ran
+		name := fmt.Sprintf("stuck%d", i)
+		add(name)
+		wait(name)
+	}
+	add("free")
+	wait("free")
+	close(release)
+	for range stuck {
+		if err := <-locks; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range jobs {
+		if j := enginetest.WaitJob(t, b.e, id, time.Minute); j.State != store.JobComplete {
+			t.Fatalf("job %d state %s: %s", id, j.State, j.Error)
+		}
+	}
+}
