@@ -18,11 +18,6 @@ import (
 // the pool's 10 (by default), leaving connections for reads and renewals.
 const heldBatches = 3
 
-// heldSettling is how many held batches may apply their results and commit beside the
-// heldBatches running, once they found their queue drained (see slots.settle): each holds a
-// connection, and the pool of 10 by default then has at most 9 taken.
-const heldSettling = 1
-
 // heldMax bounds a held batch (and the queue's concurrency limit bounds it too): 1,000 measured
 // +10 % tasks/s over 512 in `sluice bench engine`.
 const heldMax = 1000
@@ -47,18 +42,11 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 		started++
 		go func() {
 			defer w.tasks.Done()
-			settled := false
-			n, err := w.runHeld(ctx, q.name, limit, func() {
-				if !settled {
-					settled = true
-					w.slots.settle()
-					w.kick() // a wake that found the slots taken may start a batch now
-				}
-			})
+			n, err := w.runHeld(ctx, q.name, limit)
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("held batch", "queue", q.name, "error", err)
 			}
-			w.slots.endHeld(q.name, err != nil || n >= limit, settled)
+			w.slots.endHeld(q.name, err != nil || n >= limit)
 			w.kick()
 		}()
 	}
@@ -68,9 +56,7 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 // runHeld leases up to limit tasks of the queue by holding their rows (TaskHoldMany), runs
 // them one after the other and applies their results, all in one transaction: one commit, no
 // lease written. If the process dies first, the transaction and its locks die with it and the
-// tasks are ready again. It returns how many tasks it ran. Once it has run fewer tasks than
-// limit (the queue had no more), it calls settle before applying their results and committing
-// (see slots.settle).
+// tasks are ready again. It returns how many tasks it ran.
 //
 // The batch's record (HeldLeaseRecord), which keeps a dead process's attempts counted, commits
 // before any task runs. On Postgres it commits on a connection of its own while the holding
@@ -80,7 +66,7 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 // there (slots.heldMax), so no other batch takes them in between; a task that changed meanwhile
 // all the same (canceled by another process) fails its held finish, voiding the attempt's
 // effects.
-func (w *Worker) runHeld(ctx context.Context, queue string, limit int, settle func()) (int, error) {
+func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, error) {
 	n := 0
 	var recorded int64
 	var flights []string
@@ -206,9 +192,6 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int, settle fu
 			results = append(results, res)
 		}
 		n = len(got)
-		if n < limit {
-			settle()
-		}
 		return nil
 	})
 	release()

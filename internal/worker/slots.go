@@ -25,7 +25,6 @@ import (
 //   - Wakes are counted (all and per queue), so a lease that ran while a queue was woken does not
 //     mark that queue idle (see [slots.leased]), nor does a held batch unless another held batch
 //     of the queue started after the wake (see [slots.endHeld]).
-//   - At most heldMax held batches run, and settleMax more may settle (commit) beside them.
 //   - Once stopping, nothing more is leased: wants and startHeld refuse, and tasks leased
 //     meanwhile are given back.
 type slots struct {
@@ -37,13 +36,8 @@ type slots struct {
 	unknown  map[string]bool // brief queues to check before a held batch
 	brief    map[string]bool // the brief queues (see [slots.serve])
 	checking bool            // a check runs
-	held     int             // held batches running (see Worker.hold), but for those settling
+	held     int             // held batches running (see Worker.hold)
 	heldMax  int             // how many may run at once: heldBatches, or 1 with one writer (see Worker.runHeld)
-	// settling counts the held batches that found their queue drained, ran their tasks and are
-	// applying their results and committing; settleMax more batches may run beside them
-	// (heldSettling, none with one writer). See [slots.settle].
-	settling  int
-	settleMax int
 	// heldMark is, per queue, the wake counts when its latest held batch started.
 	heldMark  map[string]wakeMark
 	wakeAll   uint64
@@ -51,7 +45,7 @@ type slots struct {
 }
 
 func newSlots(heldMax int) *slots {
-	return &slots{heldMax: heldMax, settleMax: heldSettling, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
+	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
 		heldMark: map[string]wakeMark{}}
 }
 
@@ -221,7 +215,7 @@ func (s *slots) leased(wants []want, m wakeMark, counts map[string]int) bool {
 func (s *slots) startHeld(queue string) (ok, stop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || s.held >= s.heldMax || s.held+s.settling >= s.heldMax+s.settleMax {
+	if s.stopping || s.held >= s.heldMax {
 		return false, true
 	}
 	if s.idle[queue] || s.unknown[queue] {
@@ -232,40 +226,19 @@ func (s *slots) startHeld(queue string) (ok, stop bool) {
 	return true, false
 }
 
-// settle moves a running held batch that found fewer tasks than it asked for, and ran them, to
-// the settling batches: its slot is free for the next wake while it applies its results and
-// commits (a few round trips and a WAL flush, and as long as the whole batch on a loaded
-// machine, where every one of them waits to be scheduled). Before, a task made ready while
-// heldMax batches of one or two tasks committed waited for one of those commits to end: 1–4 ms
-// for up to 1.5 % of the tasks at 200/s at load 2. Only up to settleMax batches settle beside
-// the running ones, each holding a connection. A batch that filled its limit does not settle
-// early: in a burndown the next batch is started by that one's pick (Worker.kick), and more
-// batches at once measured no faster.
-func (s *slots) settle() {
+// endHeld gives back a held batch's slot. A batch that found fewer tasks than it asked for
+// (more false) marks its queue idle unless it was woken since the latest held batch of the
+// queue started: a wake before that batch's start is that batch's to answer, since its pick
+// began after the commit that sent the wake and sees what it made ready. (Measured against
+// the mark of the batch that ends, a task inserted while one batch ran started a second batch,
+// which ran it, and then a third that found nothing: one empty pick in two at 200 inserts/s.)
+// A batch that filled its limit (more) leaves the queue not idle. Woken since by a wake of every
+// queue but not by name, the queue is unknown: whether it has tasks is one check's question
+// (the wake at the start of a node's listening, say, or another process's, is not about it).
+func (s *slots) endHeld(queue string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held--
-	s.settling++
-}
-
-// endHeld gives back a held batch's slot (settled: it called settle). A batch that found fewer
-// tasks than it asked for (more false) marks its queue idle unless it was woken since the latest
-// held batch of the queue started: a wake before that batch's start is that batch's to answer,
-// since its pick began after the commit that sent the wake and sees what it made ready.
-// (Measured against the mark of the batch that ends, a task inserted while one batch ran started
-// a second batch, which ran it, and then a third that found nothing: one empty pick in two at
-// 200 inserts/s.) A batch that filled its limit (more) leaves the queue not idle. Woken since by
-// a wake of every queue but not by name, the queue is unknown: whether it has tasks is one
-// check's question (the wake at the start of a node's listening, say, or another process's, is
-// not about it).
-func (s *slots) endHeld(queue string, more, settled bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if settled {
-		s.settling--
-	} else {
-		s.held--
-	}
 	if more {
 		delete(s.idle, queue)
 		return
@@ -284,7 +257,7 @@ func (s *slots) endHeld(queue string, more, settled bool) {
 func (s *slots) holding() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.held+s.settling > 0
+	return s.held > 0
 }
 
 // run records how to cancel a running task.

@@ -21,42 +21,42 @@ func TestHeldIdleAfterWake(t *testing.T) {
 	}{
 		{"no wake", func(s *slots) {
 			s.startHeld("q")
-			s.endHeld("q", false, false)
+			s.endHeld("q", false)
 		}, true, false},
 		{"woken while it ran", func(s *slots) {
 			s.startHeld("q")
 			s.wakeQueues([]string{"q"})
-			s.endHeld("q", false, false)
+			s.endHeld("q", false)
 		}, false, false},
 		{"woken for any queue while it ran", func(s *slots) {
 			s.startHeld("q")
 			s.wakeAny()
-			s.endHeld("q", false, false)
+			s.endHeld("q", false)
 		}, false, true},
 		{"a later batch took the wake", func(s *slots) {
 			s.startHeld("q")
 			s.wakeQueues([]string{"q"})
 			s.startHeld("q")
-			s.endHeld("q", false, false) // the first ends while the second runs
+			s.endHeld("q", false) // the first ends while the second runs
 		}, true, false},
 		{"woken again after the later batch started", func(s *slots) {
 			s.startHeld("q")
 			s.wakeQueues([]string{"q"})
 			s.startHeld("q")
 			s.wakeQueues([]string{"q"})
-			s.endHeld("q", false, false)
-			s.endHeld("q", false, false)
+			s.endHeld("q", false)
+			s.endHeld("q", false)
 		}, false, false},
 		{"another queue's wake", func(s *slots) {
 			s.startHeld("q")
 			s.wakeQueues([]string{"other"})
-			s.endHeld("q", false, false)
+			s.endHeld("q", false)
 		}, true, false},
 		{"a full batch after an idle one", func(s *slots) {
 			s.startHeld("q")
 			s.startHeld("q")
-			s.endHeld("q", false, false)
-			s.endHeld("q", true, false) // it filled its limit: there may be more
+			s.endHeld("q", false)
+			s.endHeld("q", true) // it filled its limit: there may be more
 		}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestCheck(t *testing.T) {
 		for q, w := range want {
 			ok, _ := s.startHeld(q)
 			if ok {
-				s.endHeld(q, true, false)
+				s.endHeld(q, true)
 			}
 			if ok != w {
 				t.Errorf("startHeld(%q) = %v, want %v", q, ok, w)
@@ -155,58 +155,5 @@ func TestCheck(t *testing.T) {
 			}
 			can(t, s, map[string]bool{"b": tc.want})
 		})
-	}
-}
-
-// TestHeldSettleBound checks the slots of held batches that settle (see slots.settle): a batch
-// that settles frees its slot for one more batch, up to settleMax settling beside heldMax
-// running, and none with one writer (heldMax 1, settleMax 0), where a settling batch still
-// holds the writer.
-func TestHeldSettleBound(t *testing.T) {
-	t.Parallel()
-	start := func(s *slots) bool {
-		ok, stop := s.startHeld("q")
-		return ok && !stop
-	}
-	s := newSlots(heldBatches)
-	for i := range heldBatches {
-		if !start(s) {
-			t.Fatalf("batch %d refused", i)
-		}
-	}
-	if start(s) {
-		t.Fatal("a batch beyond heldMax started with none settling")
-	}
-	s.settle()
-	if !start(s) {
-		t.Fatal("no batch started in the slot of one that settled")
-	}
-	s.settle()
-	if start(s) {
-		t.Fatalf("a batch started with %d running and %d settling", s.held, s.settling)
-	}
-	s.endHeld("q", true, true) // more: the queue stays not idle
-	if !start(s) {
-		t.Fatal("no batch started once a settling one ended")
-	}
-	if !s.holding() {
-		t.Fatal("not holding with batches running")
-	}
-
-	one := newSlots(1)
-	one.settleMax = 0 // one writer, as Worker.New sets it
-	if !start(one) {
-		t.Fatal("the one batch refused")
-	}
-	one.settle()
-	if start(one) {
-		t.Fatal("a second batch started beside a settling one with one writer")
-	}
-	if !one.holding() {
-		t.Fatal("not holding with a batch settling")
-	}
-	one.endHeld("q", true, true)
-	if !start(one) {
-		t.Fatal("no batch started once the settling one ended")
 	}
 }

@@ -122,7 +122,7 @@ func New(cfg Config) *Worker {
 		lanes = 1
 		// A held batch holds the one writer while it runs, and no other may pick between its
 		// record and its run (see runHeld).
-		w.slots.heldMax, w.slots.settleMax = 1, 0
+		w.slots.heldMax = 1
 	}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, linger, lanes)
 	w.cache = &convCache{e: cfg.Engine, commit: w.commit, log: cfg.Logger, stepOf: w.stepOf, flights: map[string]chan struct{}{}}
