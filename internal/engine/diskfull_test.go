@@ -26,25 +26,18 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 1}\n", false)
 	lease := func() *store.Task {
 		t.Helper()
-		now := e.Now()
-		var got []*store.Task
-		if err := db.InTx(ctx, func(x store.Executor) error {
-			var err error
-			got, err = x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{1}, Owner: "w", Now: now.Add(time.Hour), LeaseUntil: now.Add(2 * time.Hour)})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		// An hour on: past the backoff of the attempt before.
+		got := leaseB(t, db, 1, e.Now().Add(time.Hour))
 		if len(got) != 1 {
 			t.Fatalf("leased %d tasks, want the root's", len(got))
 		}
 		return got[0]
 	}
 	dbFull := func(tk *store.Task, at time.Time) *engine.Result {
-		return engine.FailedCommit(&engine.Result{Task: tk, Owner: "w", Started: at}, fmt.Errorf("commit: %w: database or disk is full (13)", store.ErrFull))
+		return engine.FailedCommit(&engine.Result{Task: tk, Owner: "dead", Started: at}, fmt.Errorf("commit: %w: database or disk is full (13)", store.ErrFull))
 	}
 	fileFull := func(tk *store.Task, at time.Time) *engine.Result {
-		return &engine.Result{Task: tk, Owner: "w", Started: at, Err: fmt.Errorf("write blob: %w", &os.PathError{Op: "write", Path: "/data/blobs/x", Err: syscall.ENOSPC})}
+		return &engine.Result{Task: tk, Owner: "dead", Started: at, Err: fmt.Errorf("write blob: %w", &os.PathError{Op: "write", Path: "/data/blobs/x", Err: syscall.ENOSPC})}
 	}
 	for i, full := range []func(*store.Task, time.Time) *engine.Result{dbFull, fileFull, dbFull} {
 		tk := lease()
@@ -66,7 +59,7 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 		}
 	}
 	tk := lease()
-	if err := e.Apply(ctx, []*engine.Result{engine.FailedCommit(&engine.Result{Task: tk, Owner: "w", Started: e.Now()}, fmt.Errorf("metadata is not JSON"))}); err != nil {
+	if err := e.Apply(ctx, []*engine.Result{engine.FailedCommit(&engine.Result{Task: tk, Owner: "dead", Started: e.Now()}, fmt.Errorf("metadata is not JSON"))}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := db.TaskGet(ctx, tk.ID); err != nil || got.State != store.TaskFailed || !strings.Contains(got.Error, "metadata is not JSON") {

@@ -27,16 +27,7 @@ func suspectsAreForgiven(t *testing.T, driver string) {
 	}
 	die := func() int {
 		t.Helper()
-		now := e.Now()
-		var got []*store.Task
-		err := db.InTx(ctx, func(x store.Executor) error {
-			var err error
-			got, err = x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{10}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := leaseB(t, db, 10, e.Now())
 		if _, err := e.Reclaim(ctx, engine.ReclaimParams{All: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -76,13 +67,7 @@ func loneTaskPays(t *testing.T, driver string) {
 	db := openStore(t, driver)
 	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	for i := 0; i < 2+engine.LostAllowance; i++ {
-		now := e.Now()
-		if err := db.InTx(ctx, func(x store.Executor) error {
-			_, err := x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{10}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		leaseB(t, db, 10, e.Now())
 		if _, err := e.Reclaim(context.Background(), engine.ReclaimParams{All: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -107,15 +92,7 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 	var rootTask int64
 	lease := func() *store.Task {
 		t.Helper()
-		now := e.Now()
-		var got []*store.Task
-		if err := db.InTx(ctx, func(x store.Executor) error {
-			var err error
-			got, err = x.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{1}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		got := leaseB(t, db, 1, e.Now())
 		if len(got) != 1 || (rootTask != 0 && got[0].ID != rootTask) {
 			t.Fatalf("leased %+v, want the root's task %d alone", got, rootTask)
 		}
@@ -173,6 +150,20 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 	if tk := rootState(); tk.State != store.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
 		t.Fatalf("task %+v: want failed naming the lost worker after %d deaths without progress", tk, 2+engine.LostAllowance)
 	}
+}
+
+// leaseB leases up to limit ready tasks of queue b at now, for an hour, for the owner "dead".
+func leaseB(t *testing.T, db store.Store, limit int, now time.Time) []*store.Task {
+	t.Helper()
+	var got []*store.Task
+	if err := db.InTx(t.Context(), func(x store.Executor) error {
+		var err error
+		got, err = x.TaskLeaseMany(t.Context(), store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{limit}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // onBothDrivers runs test on a SQLite and a PostgreSQL store, in parallel.
