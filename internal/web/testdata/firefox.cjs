@@ -32,19 +32,25 @@ function watch() {
 async function check(page, label) {
   // An image may still be decoding (the editor redraws its diagram, a data: URL, as one types):
   // wait for every image to load, up to a deadline; one not loaded by then is a problem below.
-  await page
-    .waitForFunction(() => [...document.images].every((i) => !i.getAttribute("src") || (i.complete && i.naturalWidth > 0)), { timeout: 10000, polling: 100 })
-    .catch(() => {});
-  const state = await page.evaluate(() => ({
-    url: location.pathname + location.search,
-    h1: document.querySelector("h1")?.textContent.trim() || "",
-    // The stylesheet applied: the header bar is the accent colour.
-    styled: getComputedStyle(document.querySelector(".top") || document.body).backgroundColor,
-    images: [...document.images].filter((i) => i.getAttribute("src")).map((i) => ({ src: i.src.slice(0, 80), ok: i.complete && i.naturalWidth > 0 })),
-    csp: (window.__sluice || { csp: [] }).csp,
-    errors: (window.__sluice || { errors: [] }).errors,
-    width: document.documentElement.scrollWidth,
-  }));
+  // The wait and the reading are one evaluation: with a wait of its own before, a redraw that
+  // set a new src in between was read while it decoded, and reported as not loaded.
+  const state = await page.evaluate(async () => {
+    const loaded = (i) => !i.getAttribute("src") || (i.complete && i.naturalWidth > 0);
+    const deadline = Date.now() + 10000;
+    for (let pending = [...document.images].filter((i) => !loaded(i)); pending.length && Date.now() < deadline; pending = [...document.images].filter((i) => !loaded(i))) {
+      await Promise.race([Promise.all(pending.map((i) => i.decode().catch(() => {}))), new Promise((r) => setTimeout(r, 100))]);
+    }
+    return {
+      url: location.pathname + location.search,
+      h1: document.querySelector("h1")?.textContent.trim() || "",
+      // The stylesheet applied: the header bar is the accent colour.
+      styled: getComputedStyle(document.querySelector(".top") || document.body).backgroundColor,
+      images: [...document.images].filter((i) => i.getAttribute("src")).map((i) => ({ src: i.src.slice(0, 80), ok: i.complete && i.naturalWidth > 0 })),
+      csp: (window.__sluice || { csp: [] }).csp,
+      errors: (window.__sluice || { errors: [] }).errors,
+      width: document.documentElement.scrollWidth,
+    };
+  });
   visited.push({ label, url: state.url, h1: state.h1 });
   if (!state.h1) problems.push(label + ": no heading (" + state.url + ")");
   if (state.styled !== "rgb(24, 79, 120)") problems.push(label + ": the stylesheet is not applied (header " + state.styled + ")");
