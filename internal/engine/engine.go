@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -68,6 +69,8 @@ type Engine struct {
 	live    liveProgress
 	// publisher records publications (see SetPublisher), guarded by mu.
 	publisher Publisher
+	// staleAhead is the job whose roots last failed to go in ahead (see addRoots).
+	staleAhead atomic.Int64
 }
 
 type defKey struct {

@@ -181,10 +181,8 @@ func itemFromParams(id int64, p store.ItemInsertParams) *store.Item {
 		RangeLo: p.RangeLo, RangeLen: p.RangeLen, Share: p.RangeLen, CreatedAt: fromMicros(micros(p.Now))}
 }
 
-func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
+// itemInsertArgs are qItemInsertMany's parameters for ps: a column each.
+func itemInsertArgs(ps []store.ItemInsertParams) []any {
 	n := len(ps)
 	jobs, parents, roots, steps, ords, depths := make([]int64, n), make([]int64, n), make([]int64, n), make([]string, n), make([]int32, n), make([]int32, n)
 	keys, names, types, blobs, sizes, mds, opts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
@@ -194,14 +192,22 @@ func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParam
 		keys[i], names[i], types[i], blobs[i], sizes[i], mds[i], opts[i] = p.SortKey, p.Name, p.ContentType, p.BlobSHA256, p.Size, jsonOr(p.Metadata), jsonOr(p.Options)
 		texts[i], thumbs[i], thumbTypes[i], los[i], lens[i], created[i] = p.Text, p.ThumbnailSHA, p.ThumbnailType, p.RangeLo, p.RangeLen, micros(p.Now)
 	}
-	args := []any{jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created}
+	return []any{jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created}
+}
+
+func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	args := itemInsertArgs(ps)
+	jobs := args[0].([]int64)
 	if tc, ok := q.c.(*txConn); ok && !slices.ContainsFunc(jobs, func(j int64) bool { return j != jobs[0] }) {
 		return q.itemInsertManyWithJob(ctx, tc, ps, args)
 	}
 	rows, err := q.c.Query(ctx, qItemInsertMany, args...)
 	items, err := insertedItems(rows, err, ps)
 	if err != nil {
-		return nil, fmt.Errorf("insert %d items: %w", n, err)
+		return nil, fmt.Errorf("insert %d items: %w", len(ps), err)
 	}
 	q.addFreshItems(items)
 	return items, nil

@@ -21,6 +21,24 @@ import (
 // (TaskFinishMany in a transaction), the plan is made for the table as it is and looks the tasks
 // up by their key. auto_explain reports the plans Postgres executed.
 func TestFinishPlanAfterGrowth(t *testing.T) {
+	// The control needs the cached plan to outlive the growth; a cache reset (the shared
+	// invalidation queue overflowing while other packages' tests create and drop schemas) makes
+	// Postgres plan it again for the grown table. It is tried afresh, up to three times.
+	for attempt := 1; ; attempt++ {
+		control, ok := finishPlanAfterGrowth(t)
+		if ok {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("control: the bare finish's cached plan = %s in each of 3 tries; want the sequential scan of tasks made while it was tiny (else this test checks nothing)", control)
+		}
+		t.Logf("control, try %d: the bare finish's cached plan = %s; trying again on a new schema", attempt, control)
+	}
+}
+
+// finishPlanAfterGrowth runs TestFinishPlanAfterGrowth on a new schema. It returns the control's
+// plan and false when the control did not show the plan made while tasks was tiny.
+func finishPlanAfterGrowth(t *testing.T) (string, bool) {
 	db := openTestSchema(t)
 	url, schema := os.Getenv("SLUICE_TEST_DATABASE_URL"), db.schema
 	ctx := t.Context()
@@ -103,7 +121,7 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 
 	bare(finish(1000, 1000))
 	if got := strings.Join(plans(), ", "); !strings.Contains(got, "Seq Scan tasks") {
-		t.Errorf("control: the bare finish's cached plan = %s; want the sequential scan of tasks made while it was tiny (else this test checks nothing)", got)
+		return got, false
 	}
 
 	tc := &txConn{conn: conn.Conn}
@@ -123,4 +141,5 @@ func TestFinishPlanAfterGrowth(t *testing.T) {
 	if got := strings.Join(plans(), ", "); strings.Contains(got, "Seq Scan tasks") || !strings.Contains(got, "Index Scan taskstasks_pkey") {
 		t.Errorf("the driver's finish plan = %s; want tasks looked up by their key, no sequential scan", got)
 	}
+	return "", true
 }

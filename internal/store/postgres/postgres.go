@@ -80,6 +80,8 @@ type DB struct {
 	jobLockKey int32
 	// notifier announces the ready queues of committed transactions (see notifier)
 	notifier notifier
+	// reserve holds item ids drawn ahead, for roots added in one round trip (ahead.go)
+	reserve idReserve
 	*queries
 }
 
@@ -174,6 +176,7 @@ func DropSchema(ctx context.Context, url, schema string) error {
 func (db *DB) Close() error {
 	db.listen.stop()
 	db.notifier.wait()
+	db.reserve.wg.Wait()
 	db.pool.Close()
 	return nil
 }
@@ -682,6 +685,9 @@ func mapErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	}
+	if isExpectErr(err) && !errors.Is(err, store.ErrStale) {
+		return fmt.Errorf("%w: %w", store.ErrStale, err)
 	}
 	if errors.As(err, &pe) && pe.Code == "53100" { // disk_full
 		return fmt.Errorf("%w: %w", store.ErrFull, err)

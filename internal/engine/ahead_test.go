@@ -1,0 +1,111 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/postgres"
+)
+
+// TestRootsAhead checks roots added ahead on Postgres (store.ItemAdderAhead): once the store has
+// ids reserved, a root goes in with one of them, its start fired; a replayed root among new ones,
+// and a job canceled since the caller read it, fall back to the ordinary way with its outcome:
+// the new root added once with its task, the canceled job's root added with none.
+func TestRootsAhead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openStore(t, "postgres")
+	wf := "name: ahead\nsteps:\n  a: {action: a, needs: [start]}\n"
+	e, job := oneRootJob(t, db, action.Spec{Name: "a"}, "ahead", wf, true)
+	conn, err := pgx.Connect(ctx, os.Getenv("SLUICE_TEST_DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	seq := pgx.Identifier{db.(*postgres.DB).Schema(), "items"}.Sanitize()
+	// reserved waits until the store has drawn ids past the last item (it does so in the
+	// background, once a root was added with too few ids reserved), and returns that item's id.
+	reserved := func() int64 {
+		var last int64
+		poll.Until(t, 20*time.Second, "item ids reserved ahead", func() (bool, string) {
+			var drawn int64
+			if err := conn.QueryRow(ctx, `SELECT (SELECT max(id) FROM `+seq+`), pg_sequence_last_value(pg_get_serial_sequence($1, 'id')::regclass)`, seq).Scan(&last, &drawn); err != nil {
+				t.Fatal(err)
+			}
+			return drawn > last, ""
+		})
+		return last
+	}
+	tasksOf := func(jobID int64) map[int64]int {
+		ts, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: jobID, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[int64]int{}
+		for _, tk := range ts {
+			n[tk.ItemID]++
+		}
+		return n
+	}
+	items := func(jobID int64) []*store.Item {
+		its, err := db.ItemList(ctx, store.ItemListParams{JobID: jobID, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return its
+	}
+
+	last := reserved()
+	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "r1"}}); err != nil {
+		t.Fatal(err)
+	}
+	its := items(job.ID)
+	if len(its) != 2 || its[1].ID != last+1 {
+		t.Fatalf("items %v; want a second root with the first reserved id, %d", its, last+1)
+	}
+	if n := tasksOf(job.ID)[its[1].ID]; n != 1 {
+		t.Errorf("the root added ahead has %d tasks, want 1 (its start fired)", n)
+	}
+
+	// A replay: root 1 exists, root 2 is new.
+	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "r1"}, {Ordinal: 2, Name: "r2"}}); err != nil {
+		t.Fatalf("AddRoots with a replayed root: %v", err)
+	}
+	its = items(job.ID)
+	if len(its) != 3 {
+		t.Fatalf("after the replay: %d items, want 3", len(its))
+	}
+	tasks := tasksOf(job.ID)
+	for _, it := range its {
+		if tasks[it.ID] != 1 {
+			t.Errorf("item %q has %d tasks, want 1", it.Name, tasks[it.ID])
+		}
+	}
+
+	// A job canceled since the caller read it (another job: the first goes the ordinary way
+	// after its replay), with the ids left in the reserve.
+	job2, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: "ahead", Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Cancel(ctx, job2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddRoots(ctx, job2, []engine.Root{{Ordinal: 0, Name: "late"}}); err != nil {
+		t.Fatalf("AddRoots to a job canceled since it was read: %v", err)
+	}
+	if its := items(job2.ID); len(its) != 1 || its[0].Name != "late" {
+		t.Errorf("canceled job's items: %v, want the root added", its)
+	}
+	if n := len(tasksOf(job2.ID)); n != 0 {
+		t.Errorf("canceled job's root got tasks of %d items, want none", n)
+	}
+}
