@@ -176,8 +176,8 @@ func DropSchema(ctx context.Context, url, schema string) error {
 func (db *DB) Close() error {
 	db.listen.stop()
 	db.notifier.wait()
+	db.pool.Close() // after the transactions in flight, which may start a reservation
 	db.reserve.wg.Wait()
-	db.pool.Close()
 	return nil
 }
 
