@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -31,17 +32,11 @@ func TestRootsAhead(t *testing.T) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	seq := pgx.Identifier{db.(*postgres.DB).Schema(), "items"}.Sanitize()
-	// reserved waits until the store has drawn ids past the last item (it does so in the
-	// background, once a root was added with too few ids reserved), and returns that item's id.
-	reserved := func() int64 {
-		var last int64
-		poll.Until(t, 20*time.Second, "item ids reserved ahead", func() (bool, string) {
-			var drawn int64
-			if err := conn.QueryRow(ctx, `SELECT (SELECT max(id) FROM `+seq+`), pg_sequence_last_value(pg_get_serial_sequence($1, 'id')::regclass)`, seq).Scan(&last, &drawn); err != nil {
-				t.Fatal(err)
-			}
-			return drawn > last, ""
-		})
+	// drawn is the last id the items' sequence gave out.
+	drawn := func() (last int64) {
+		if err := conn.QueryRow(ctx, `SELECT pg_sequence_last_value(pg_get_serial_sequence($1, 'id')::regclass)`, seq).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
 		return last
 	}
 	tasksOf := func(jobID int64) map[int64]int {
@@ -63,25 +58,34 @@ func TestRootsAhead(t *testing.T) {
 		return its
 	}
 
-	last := reserved()
-	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "r1"}}); err != nil {
-		t.Fatal(err)
-	}
-	its := items(job.ID)
-	if len(its) != 2 || its[1].ID != last+1 {
-		t.Fatalf("items %v; want a second root with the first reserved id, %d", its, last+1)
-	}
-	if n := tasksOf(job.ID)[its[1].ID]; n != 1 {
+	// Roots in a stream, each within a second of the one before, make the store reserve ids;
+	// once it has, a root goes in with an id drawn before its transaction began.
+	var ahead *store.Item
+	ord := 1
+	poll.Until(t, 20*time.Second, "a root added with an id reserved before its transaction", func() (bool, string) {
+		before, name := drawn(), fmt.Sprintf("r%d", ord)
+		if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: ord, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		ord++
+		for _, it := range items(job.ID) {
+			if it.Name == name && it.ID <= before {
+				ahead = it
+			}
+		}
+		return ahead != nil, fmt.Sprintf("%d roots added", ord)
+	})
+	if n := tasksOf(job.ID)[ahead.ID]; n != 1 {
 		t.Errorf("the root added ahead has %d tasks, want 1 (its start fired)", n)
 	}
 
-	// A replay: root 1 exists, root 2 is new.
-	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "r1"}, {Ordinal: 2, Name: "r2"}}); err != nil {
+	// A replay: root 1 exists, the next is new.
+	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "r1"}, {Ordinal: ord, Name: fmt.Sprintf("r%d", ord)}}); err != nil {
 		t.Fatalf("AddRoots with a replayed root: %v", err)
 	}
-	its = items(job.ID)
-	if len(its) != 3 {
-		t.Fatalf("after the replay: %d items, want 3", len(its))
+	its := items(job.ID)
+	if len(its) != ord+1 {
+		t.Fatalf("after the replay: %d items, want %d", len(its), ord+1)
 	}
 	tasks := tasksOf(job.ID)
 	for _, it := range its {

@@ -37,12 +37,14 @@ type idReserve struct {
 	mu      sync.Mutex
 	ids     []int64
 	at      time.Time // when ids were drawn
+	asked   time.Time // when a transaction last found too few
 	filling bool
 	wg      sync.WaitGroup
 }
 
 // take returns n reserved ids, or nil when fewer than n fresh ones are held or n is more than
-// aheadLow; it starts a reservation when the reserve runs low (at most one at a time).
+// aheadLow; it starts a reservation when the reserve runs low (at most one at a time), once
+// roots come in a stream.
 func (r *idReserve) take(db *DB, n int, now time.Time) []int64 {
 	if n > aheadLow {
 		return nil // a large batch's round trip is not its cost
@@ -57,11 +59,22 @@ func (r *idReserve) take(db *DB, n int, now time.Time) []int64 {
 		out = r.ids[:n:n]
 		r.ids = r.ids[n:]
 	}
-	if len(r.ids) < aheadLow && !r.filling {
-		r.filling = true
-		r.wg.Add(1)
-		go r.fill(db, aheadBlock)
+	if len(r.ids) >= aheadLow || r.filling {
+		return out
 	}
+	// Ids are drawn for a stream of roots, not for one: only when a transaction found too few
+	// within aheadFresh of the one before. A single small job's roots go the ordinary way and
+	// keep their ids in order from the sequence, with no block drawn and left unused.
+	if out == nil {
+		prev := r.asked
+		r.asked = now
+		if now.Sub(prev) > aheadFresh {
+			return nil
+		}
+	}
+	r.filling = true
+	r.wg.Add(1)
+	go r.fill(db, aheadBlock)
 	return out
 }
 

@@ -18,8 +18,8 @@ func fillReserve(db *DB) {
 	db.reserve.fill(db, aheadBlock)
 }
 
-// TestItemInsertAhead checks items written ahead: a transaction that adds them and their tasks
-// commits in one round trip, with the reserved ids; one whose item key exists, or whose job is
+// TestItemInsertAhead checks items written ahead: ids are reserved once roots come in a stream;
+// a transaction that adds them and their tasks commits in one round trip, with the reserved ids; one whose item key exists, or whose job is
 // no longer as given, fails with ErrStale and writes nothing.
 func TestItemInsertAhead(t *testing.T) {
 	t.Parallel()
@@ -60,6 +60,22 @@ func TestItemInsertAhead(t *testing.T) {
 
 	if _, ok, _, err := add(job, root(0)); ok || err != nil {
 		t.Fatalf("with no ids reserved: ok %v, %v; want nothing written ahead", ok, err)
+	}
+	// One transaction that found too few draws nothing; the next within a second does.
+	held := func() (int, bool) {
+		db.reserve.mu.Lock()
+		defer db.reserve.mu.Unlock()
+		return len(db.reserve.ids), db.reserve.filling
+	}
+	if n, filling := held(); n > 0 || filling {
+		t.Errorf("after one transaction: %d ids reserved, filling %v; want none drawn for a single root", n, filling)
+	}
+	if ids := db.reserve.take(db, 1, time.Now()); ids != nil {
+		t.Fatalf("took %v from an empty reserve", ids)
+	}
+	db.reserve.wg.Wait()
+	if n, _ := held(); n != aheadBlock {
+		t.Fatalf("after a second transaction within a second: %d ids reserved, want %d", n, aheadBlock)
 	}
 	fillReserve(db)
 	items, ok, trips, err := add(job, root(0), root(1))
