@@ -58,7 +58,7 @@ func TestRootsAhead(t *testing.T) {
 		return its
 	}
 
-	// Roots in a stream, each within a second of the one before, make the store reserve ids;
+	// Roots in a stream, each a few milliseconds after the one before, make the store reserve ids;
 	// once it has, a root goes in with an id drawn before its transaction began.
 	var ahead *store.Item
 	ord := 1

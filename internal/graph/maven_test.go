@@ -205,6 +205,11 @@ func TestMavenLite(t *testing.T) {
 					case c.errSubstr != "" && (len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error, c.errSubstr)):
 						t.Errorf("kit %d: node errors %+v, want one with %q", i, res.Errors, c.errSubstr)
 					}
+					// Item ids are each store's own: a store that reserved ids for a
+					// stream of roots gives the next item a later one.
+					for i := range res.Errors {
+						res.Errors[i].Item = 0
+					}
 					if first == nil {
 						first = res
 					} else if res.Counts = first.Counts; !reflect.DeepEqual(res, first) {

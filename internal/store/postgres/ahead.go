@@ -28,6 +28,10 @@ const (
 	// aheadFresh is how long reserved ids are used: item ids follow the order in which items
 	// were created to within this (and a transaction's length), as drawn ids do.
 	aheadFresh = time.Second
+	// aheadStream is how close two transactions that found too few ids must come for ids to be
+	// drawn: roots in a stream (200 a second: 5 ms apart), not a root now and then, whose ids
+	// then stay the sequence's, in order and without gaps of unused blocks.
+	aheadStream = 100 * time.Millisecond
 	// expectState is the SQLSTATE sluice_expect raises.
 	expectState = "SL001"
 )
@@ -63,12 +67,12 @@ func (r *idReserve) take(db *DB, n int, now time.Time) []int64 {
 		return out
 	}
 	// Ids are drawn for a stream of roots, not for one: only when a transaction found too few
-	// within aheadFresh of the one before. A single small job's roots go the ordinary way and
+	// within aheadStream of the one before. A single small job's roots go the ordinary way and
 	// keep their ids in order from the sequence, with no block drawn and left unused.
 	if out == nil {
 		prev := r.asked
 		r.asked = now
-		if now.Sub(prev) > aheadFresh {
+		if now.Sub(prev) > aheadStream {
 			return nil
 		}
 	}

@@ -61,7 +61,7 @@ func TestItemInsertAhead(t *testing.T) {
 	if _, ok, _, err := add(job, root(0)); ok || err != nil {
 		t.Fatalf("with no ids reserved: ok %v, %v; want nothing written ahead", ok, err)
 	}
-	// One transaction that found too few draws nothing; the next within a second does.
+	// One transaction that found too few draws nothing; the next within aheadStream does.
 	held := func() (int, bool) {
 		db.reserve.mu.Lock()
 		defer db.reserve.mu.Unlock()
@@ -75,7 +75,7 @@ func TestItemInsertAhead(t *testing.T) {
 	}
 	db.reserve.wg.Wait()
 	if n, _ := held(); n != aheadBlock {
-		t.Fatalf("after a second transaction within a second: %d ids reserved, want %d", n, aheadBlock)
+		t.Fatalf("after a second transaction at once: %d ids reserved, want %d", n, aheadBlock)
 	}
 	fillReserve(db)
 	items, ok, trips, err := add(job, root(0), root(1))
