@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-project/sluice/internal/store"
@@ -90,21 +91,8 @@ func (r *idReserve) fill(db *DB, n int) {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var ids []int64
-	rows, err := db.pool.Query(ctx, qReserveItemIDs, n)
-	if err == nil {
-		for rows.Next() {
-			var id int64
-			if err = rows.Scan(&id); err != nil {
-				break
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
+	rows, _ := db.pool.Query(ctx, qReserveItemIDs, n)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.filling = false
@@ -124,10 +112,7 @@ func (r *idReserve) fill(db *DB, n int) {
 const qItemInsertAhead = `WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[],
 			$12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::float8[], $19::float8[], $20::bigint[])
 			AS r(id, j, p, rt, s, o, d, k, n, ct, b, sz, md, op, tx, ts, tt, lo, len, c)),
-	ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
-		SELECT id, j, p, CASE WHEN rt = 0 AND p = 0 THEN id ELSE rt END, s, o, d, k, n, ct, b, sz, md::jsonb, op::jsonb, tx, ts, tt, 'written', lo, len, len, c FROM r
-		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING id, job_id, parent_id, state),
-	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)
+	` + qItemInsertRows + `
 	SELECT sluice_expect((SELECT count(*) FROM ins) = cardinality($1::bigint[]), 'an item''s key exists'),
 		sluice_expect(EXISTS (SELECT 1 FROM jobs WHERE id = $21 AND state = $22 AND sealed = $23), 'the job changed since it was read')`
 

@@ -123,11 +123,15 @@ const qItemInsertMany = `WITH r AS (SELECT nextval((SELECT pg_get_serial_sequenc
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[],
 			$11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::float8[], $18::float8[], $19::bigint[])
 			AS r(j, p, rt, s, o, d, k, n, ct, b, sz, md, op, tx, ts, tt, lo, len, c)),
-	ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
+	` + qItemInsertRows + `
+	SELECT id, job_id, parent_id, step, ordinal FROM ins ORDER BY id`
+
+// qItemInsertRows inserts the rows of r (id first, then the columns qItemInsertMany unnests) that
+// are not there yet, with their open_items rows, as ins.
+const qItemInsertRows = `ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
 		SELECT id, j, p, CASE WHEN rt = 0 AND p = 0 THEN id ELSE rt END, s, o, d, k, n, ct, b, sz, md::jsonb, op::jsonb, tx, ts, tt, 'written', lo, len, len, c FROM r
 		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING id, job_id, parent_id, step, ordinal, state),
-	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)
-	SELECT id, job_id, parent_id, step, ordinal FROM ins ORDER BY id`
+	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)`
 
 // itemKey is an item's unique key (items_key).
 type itemKey struct {
