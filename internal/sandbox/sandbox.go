@@ -287,7 +287,10 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	// --unshare-pid bwrap binds the host's /proc instead. --as-pid-1 spares the reaper bwrap
 	// would otherwise run as that init, whose start and teardown cost more than the namespace
 	// (30-40 ms a run on a loaded 2-core machine); the tool reaps nothing it does not wait for,
-	// and what it leaves dies with the run.
+	// and what it leaves dies with the run. As an init the tool ignores the signals it has no
+	// handler for that the kernel's limits send it: a write past RLIMIT_FSIZE fails with EFBIG
+	// instead of SIGXFSZ, and RLIMIT_CPU ends it with the SIGKILL of its hard limit (prlimit
+	// sets both), which no process ignores.
 	a = append(a, "--as-pid-1")
 	a = append(a, "--die-with-parent", "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr")
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {

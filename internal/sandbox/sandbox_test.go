@@ -190,7 +190,8 @@ func TestNoNetwork(t *testing.T) {
 func TestLimits(t *testing.T) {
 	requireSandbox(t)
 	t.Run("file size", func(t *testing.T) {
-		// Go ignores SIGXFSZ, so the write fails with EFBIG; a C tool dies of the signal.
+		// Go ignores SIGXFSZ, and so does the sandbox's init, so the write fails with EFBIG; a C
+		// tool's child dies of the signal.
 		out, _ := run(t, t.TempDir(), "write", strconv.Itoa(8<<20), subprocess.Cmd{Sandbox: &sandbox.Spec{FileSize: 1 << 20}})
 		if out != "write err=write big: file too large" {
 			t.Errorf("got %q, want the write refused", out)
