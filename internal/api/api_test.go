@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
@@ -248,7 +249,7 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	jp, _ := mw.CreateFormField("job")
-	jp.Write([]byte(`{"workflow":"docs","metadata":{"batch":"b1"}}`))
+	jp.Write([]byte(`{"workflow":"docs","metadata":{"batch":"b1","big":12345678901234567890,"zip":"01234","half":1.5,"nested":{"ключ":[1,2.50]}}}`))
 	for _, name := range []string{"a.txt", "b.bad"} {
 		fp, _ := mw.CreateFormFile("file", name)
 		fp.Write([]byte("content of " + name))
@@ -279,6 +280,43 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 	})
 	if items.Items[1].Error != "bad input" {
 		t.Errorf("error %q", items.Items[1].Error)
+	}
+	// The metadata comes back exactly as sent, on each item.
+	_, raw := b.do(t, "GET", fmt.Sprintf("/v1/jobs/%d/items", job.ID), b.admin, "", nil)
+	var exact struct {
+		Items []struct {
+			Metadata map[string]any `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := metadata.Unmarshal(raw, &exact); err != nil || len(exact.Items) != 2 {
+		t.Fatalf("items: %v: %s", err, raw)
+	}
+	for _, it := range exact.Items {
+		md := it.Metadata
+		nested, _ := md["nested"].(map[string]any)
+		if md["big"] != json.Number("12345678901234567890") || md["zip"] != "01234" || md["half"] != json.Number("1.5") ||
+			fmt.Sprint(nested["ключ"]) != "[1 2.50]" {
+			t.Errorf("item metadata %v, want it as sent", md)
+		}
+	}
+	// A key that matches no item is a 404 naming the event and the waiting items' keys; a
+	// job that does not exist is named.
+	code, raw = b.do(t, "POST", fmt.Sprintf("/v1/jobs/%d/events", job.ID), b.admin, "application/json",
+		strings.NewReader(`{"event":"approved","key":"batch","value":"nope"}`))
+	if code != 404 || !strings.Contains(string(raw), `\"approved\"`) || !strings.Contains(string(raw), "batch=b1") {
+		t.Errorf("no match: %d %s; want 404 naming the event and batch=b1", code, raw)
+	}
+	for _, path := range []string{"/v1/jobs/99", "/v1/jobs/99/progress", "/v1/jobs/99/events", "/v1/items/99"} {
+		method := "GET"
+		var body io.Reader
+		if strings.HasSuffix(path, "/events") {
+			method, body = "POST", strings.NewReader(`{"event":"approved","key":"batch","value":"b1"}`)
+		}
+		code, raw := b.do(t, method, path, b.admin, "application/json", body)
+		if code != 404 || !strings.Contains(string(raw), "99 does not exist") ||
+			strings.Contains(string(raw), "store:") || strings.Contains(string(raw), "sql") || strings.Contains(string(raw), "no rows") {
+			t.Errorf("%s %s = %d %s; want 404 naming 99 in plain words", method, path, code, raw)
+		}
 	}
 	// Fire the external event by metadata key (the correlation), then by item id (a repeat).
 	var fired struct {

@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,6 +118,7 @@ func TestEventBody(t *testing.T) {
 		finish := enginetest.Func("finish", func(_ context.Context, task *action.Task, _ action.Output) error {
 			mu.Lock()
 			seen[task.Item.Name] = task.Item.Metadata["transcode_status"]
+			seen[task.Item.Name+".big"] = task.Item.Metadata["big"]
 			mu.Unlock()
 			return nil
 		})
@@ -128,7 +131,7 @@ steps:
     needs: [transcoded]
     correlate:
       transcoded: {path: Message.detail.userMetadata.file_set_id, key: file_set_id, metadata: {transcode_status: Message.detail.status}}
-`, engine.Root{Name: "a", Metadata: map[string]any{"file_set_id": "fs-1"}}, engine.Root{Name: "b", Metadata: map[string]any{"file_set_id": "fs-2"}})
+`, engine.Root{Name: "a", Metadata: map[string]any{"file_set_id": "fs-1", "big": json.Number("12345678901234567890")}}, engine.Root{Name: "b", Metadata: map[string]any{"file_set_id": "fs-2"}})
 		sns := func(id, status string) json.RawMessage {
 			inner, _ := json.Marshal(map[string]any{"detail": map[string]any{"status": status, "userMetadata": map[string]any{"file_set_id": id}}})
 			b, _ := json.Marshal(map[string]any{"Type": "Notification", "Message": string(inner)})
@@ -141,8 +144,18 @@ steps:
 		if f.Fired != 1 || len(f.Items) != 1 {
 			t.Fatalf("fired %+v, want one item", f)
 		}
-		if f, err := k.Engine.Fire(t.Context(), engine.FireParams{JobID: job.ID, Event: "transcoded", Body: sns("fs-9", "COMPLETE")}); err != nil || len(f.Items) != 0 {
-			t.Fatalf("unknown correlation: %+v, %v; want nothing fired, no error", f, err)
+		// A body or key that selects nothing is an error naming the items still waiting.
+		_, err = k.Engine.Fire(t.Context(), engine.FireParams{JobID: job.ID, Event: "transcoded", Body: sns("fs-9", "COMPLETE")})
+		nm, ok := errors.AsType[*engine.NoMatchError](err)
+		if !ok || len(nm.Waiting) != 1 || !slices.Contains(nm.Waiting[0].Keys, "file_set_id=fs-1") {
+			t.Fatalf("unknown correlation: %v; want a NoMatchError naming item a by file_set_id=fs-1", err)
+		}
+		if !strings.Contains(err.Error(), `"transcoded"`) || !strings.Contains(err.Error(), "file_set_id=fs-1") {
+			t.Errorf("no-match message %q names neither the event nor the waiting key", err)
+		}
+		_, err = k.Engine.Fire(t.Context(), engine.FireParams{JobID: job.ID, Event: "transcoded", Key: "file_set_id", Value: json.RawMessage(`"nope"`)})
+		if _, ok := errors.AsType[*engine.NoMatchError](err); !ok {
+			t.Fatalf("unknown key value: %v; want a NoMatchError", err)
 		}
 		if _, err := k.Engine.Fire(t.Context(), engine.FireParams{JobID: job.ID, Event: "transcoded", Body: sns("fs-1", "ERROR")}); err != nil {
 			t.Fatal(err)
@@ -156,6 +169,9 @@ steps:
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if seen["a.big"] != json.Number("12345678901234567890") {
+			t.Errorf("the step saw big = %#v, want json.Number 12345678901234567890", seen["a.big"])
+		}
 		if seen["a"] != "ERROR" || seen["b"] != "COMPLETE" {
 			t.Errorf("the step saw transcode_status %v, want a ERROR and b COMPLETE", seen)
 		}

@@ -153,6 +153,9 @@ func FireTranscoded(ctx context.Context, e *engine.Engine, body []byte, workflow
 			continue
 		}
 		f, err := e.Fire(ctx, engine.FireParams{JobID: j.ID, Event: TranscodeEvent, Body: body})
+		if _, none := errors.AsType[*engine.NoMatchError](err); none {
+			continue // the event is for another sheet's file set, or for none
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sheet %d: %w", j.ID, err)
 		}

@@ -221,6 +221,9 @@ func (h *Handler) fireBody(ctx context.Context, s *Spec, m Message) (Outcome, er
 			continue
 		}
 		f, err := h.Engine.Fire(ctx, engine.FireParams{JobID: j.ID, Event: s.Event, Body: m.Body})
+		if _, none := errors.AsType[*engine.NoMatchError](err); none {
+			continue // the message is for another job, or for none: acknowledged
+		}
 		if err != nil {
 			return Outcome{}, fmt.Errorf("event %s in job %d: %w", s.Event, j.ID, err)
 		}

@@ -1,6 +1,7 @@
 package when_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -147,4 +148,40 @@ func asError(err error, target **when.Error) bool {
 	e, ok := err.(*when.Error)
 	*target = e
 	return ok
+}
+
+// TestEvalJSONNumber: metadata numbers arrive as json.Number (kept exact from the user's JSON);
+// conditions compare them as numbers, and key templates write them as given.
+func TestEvalJSONNumber(t *testing.T) {
+	t.Parallel()
+	it := when.Item{Metadata: map[string]any{"n": json.Number("3"), "half": json.Number("1.5"),
+		"big": json.Number("12345678901234567890"), "zip": "01234"}}
+	for _, tc := range []struct {
+		expr string
+		want bool
+	}{
+		{`metadata.n == 3`, true},
+		{`metadata.n > 2.5 && metadata.n < 4`, true},
+		{`metadata.half == 1.5`, true},
+		{`-metadata.n < 0`, true},
+		{`metadata.n in [1, 2, 3]`, true},
+		{`metadata.big > 1000`, true},
+		{`metadata.zip == "01234"`, true},
+		{`metadata.zip == 1234`, false}, // a string is not a number
+	} {
+		e, err := when.Parse(tc.expr)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.expr, err)
+		}
+		if got := e.Eval(it); got != tc.want {
+			t.Errorf("%q = %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+	tm, err := when.ParseTemplate(`{{metadata.big}}-{{metadata.half}}-{{metadata.zip}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tm.Render(it); err != nil || got != "12345678901234567890-1.5-01234" {
+		t.Errorf("Render = %q, %v; want 12345678901234567890-1.5-01234", got, err)
+	}
 }
