@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -38,8 +39,10 @@ type Config struct {
 	// Workers, when set, is mounted at /v1/workers.
 	Workers *workerproto.Server
 	Logger  *slog.Logger
-	// PathRoots lists the directories server-side paths of new jobs may come from. Empty means
-	// jobs can only be created from uploads.
+	// PathRoots lists the directories server-side locations may lie under — jobs' paths,
+	// sheets' files_dir, graphs' local sources — and the s3://bucket/prefix locations sheets'
+	// files may be read from. Every route checks a location the same way (package pathroot).
+	// Empty means jobs can only be created from uploads.
 	PathRoots []string
 	// OpenS3, when set, opens the s3://bucket/prefix locations an ingest sheet's files may be
 	// in (files_dir of /v1/sheets); nil refuses them.
@@ -131,6 +134,7 @@ type API struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
+	roots   pathroot.Roots // cfg.PathRoots
 }
 
 // New returns the API; it panics when cfg.Backend is nil, or cfg.Tokens is nil without NoAuth.
@@ -148,7 +152,8 @@ func New(cfg Config) *API {
 		cfg.ProgressInterval = time.Second
 	}
 	cfg.Limits.setDefaults()
-	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Metrics)}
+	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Metrics),
+		roots: pathroot.New(cfg.PathRoots)}
 	for _, r := range a.routes() {
 		a.mux.Handle(r.Method+" "+r.Path, a.wrap(r))
 	}

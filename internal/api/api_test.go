@@ -385,7 +385,7 @@ func testProgressStreamAndCancel(t *testing.T, open drivertest.Open) {
 		ID int64 `json:"id"`
 	}
 	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{filepath.Join(b.dir, "inbox", "x.txt")}}, 201, &job)
-	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{"/etc/passwd"}}, 403, nil)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{"/etc/passwd"}}, 400, nil)
 	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "nope"}, 404, nil)
 
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", fmt.Sprintf("%s/v1/jobs/%d/progress?token=%s", b.srv.URL, job.ID, b.reader), nil)

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"path/filepath"
 
 	"github.com/sluice-project/sluice/internal/graph"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -29,13 +28,15 @@ func (a *API) createGraph(w http.ResponseWriter, r *http.Request) error {
 		return errf(CodeBadRequest, "graph request: %v", err)
 	}
 	// A local source (a directory or file:// URL) is read by the server: only under a path root.
-	if u, err := url.Parse(req.Source); err == nil && (u.Scheme == "" || u.Scheme == "file") {
-		p := req.Source
-		if u.Scheme == "file" {
-			p = u.Path
+	// The fetcher classifies the source with the same function, so what passes here as an
+	// http(s):// URL is never read there as a path.
+	if req.Source != "" {
+		t, err := a.location("source", req.Source, pathroot.Local, pathroot.HTTP)
+		if err != nil {
+			return err
 		}
-		if !a.underPathRoot(p) {
-			return errf(CodeForbidden, "source %q: a local source must lie under a configured path root", req.Source)
+		if t.Kind == pathroot.Local && !t.Info.IsDir() {
+			return notKind("source", req.Source, t.Info.Mode(), "a directory")
 		}
 	}
 	job, err := graph.Start(r.Context(), a.b.Engine(), req, false)
@@ -151,22 +152,4 @@ func (a *API) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// underPathRoot reports whether a server-side path lies under a configured path root.
-func (a *API) underPathRoot(p string) bool {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return false
-	}
-	for _, root := range a.cfg.PathRoots {
-		rabs, err := filepath.Abs(root)
-		if err != nil || len(root) > 5 && root[:5] == "s3://" {
-			continue
-		}
-		if rl, err := filepath.Rel(rabs, abs); err == nil && filepath.IsLocal(rl) {
-			return true
-		}
-	}
-	return false
 }

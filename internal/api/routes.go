@@ -5,19 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -272,97 +270,39 @@ func (a *API) sealJob(w http.ResponseWriter, r *http.Request, job *store.Job, cr
 	return nil
 }
 
-// serverFile stores a server-side file, which must lie under a configured root. The file is
-// opened through an [os.Root]: a symlink may point elsewhere inside the root but never out of it,
-// and ".." is refused outright. Only regular files are read: a FIFO would block the request until
-// some writer came, and a device could be endless, so both are refused before they are read.
+// serverFile stores a server-side file, which must lie under a configured root ([API.location]).
+// The file is opened through an [os.Root]: a symlink may point elsewhere inside the root but
+// never out of it, and ".." is refused outright. Only regular files are read: a FIFO would block
+// the request until some writer came, and a device could be endless, so both are refused before
+// they are read.
 func (a *API) serverFile(r *http.Request, p string, ordinal int) (engine.Root, error) {
-	for _, el := range strings.Split(filepath.ToSlash(p), "/") {
-		if el == ".." {
-			return engine.Root{}, errf(CodeForbidden, "path %q: \"..\" is not allowed in server-side paths", p)
-		}
-	}
-	abs, err := filepath.Abs(p)
+	t, err := a.location("path", p, pathroot.Local)
 	if err != nil {
-		return engine.Root{}, errf(CodeBadRequest, "path %q: %v", p, err)
+		return engine.Root{}, err
 	}
-	var dir, rel string
-	for _, root := range a.cfg.PathRoots {
-		rabs, err := filepath.Abs(root)
-		if err != nil || strings.HasPrefix(root, "s3://") {
-			continue
-		}
-		if rl, err := filepath.Rel(rabs, abs); err == nil && filepath.IsLocal(rl) {
-			dir, rel = rabs, rl
-			break
-		}
+	if !t.Info.Mode().IsRegular() {
+		return engine.Root{}, notKind("path", p, t.Info.Mode(), "a regular file")
 	}
-	if dir == "" {
-		return engine.Root{}, errf(CodeForbidden, "path %q is not under a configured path root", p)
-	}
-	// Opened per request: a root created or replaced after the server started is seen as it is now.
-	root, err := os.OpenRoot(dir)
+	// Opened without blocking: should the file have become a FIFO since the check, opening it
+	// does not wait for a writer, and the check below refuses it.
+	f, err := t.Open()
 	if err != nil {
-		return engine.Root{}, fmt.Errorf("open path root %s: %w", dir, err)
-	}
-	defer root.Close()
-	fi, err := root.Stat(rel)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return engine.Root{}, errf(CodeBadRequest, "path %q: no such file", p)
-	case err != nil:
-		// Among others, a symlink leading out of the root: "path escapes from parent".
-		return engine.Root{}, errf(CodeForbidden, "path %q cannot be read inside the path root %s: %v", p, dir, unwrapPath(err))
-	case !fi.Mode().IsRegular():
-		return engine.Root{}, errf(CodeBadRequest, "path %q is %s, not a regular file", p, fileKind(fi.Mode()))
-	}
-	// O_NONBLOCK: should the file have become a FIFO since the Stat, opening it does not wait for
-	// a writer, and the check below refuses it.
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return engine.Root{}, errf(CodeForbidden, "path %q cannot be read inside the path root %s: %v", p, dir, unwrapPath(err))
+		return engine.Root{}, a.locationError("path", err)
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return engine.Root{}, fmt.Errorf("stat %q: %w", p, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return engine.Root{}, errf(CodeBadRequest, "path %q is %s, not a regular file", p, fileKind(fi.Mode()))
+		return engine.Root{}, notKind("path", p, fi.Mode(), "a regular file")
 	}
 	sha, size, err := a.b.Blobs().Put(r.Context(), f)
 	if err != nil {
 		return engine.Root{}, err
 	}
-	return engine.Root{Ordinal: ordinal, Name: filepath.Base(abs), BlobSHA256: sha, Size: size,
-		ContentType: mime.TypeByExtension(filepath.Ext(abs))}, nil
-}
-
-// unwrapPath drops the *fs.PathError around err: its path is relative to the root, which the
-// caller names already.
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// fileKind names the type of a file that is not regular, for errors.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSymlink != 0:
-		return "a symlink"
-	default:
-		return "of type " + m.Type().String()
-	}
+	return engine.Root{Ordinal: ordinal, Name: filepath.Base(t.Abs), BlobSHA256: sha, Size: size,
+		ContentType: mime.TypeByExtension(filepath.Ext(t.Abs))}, nil
 }
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
 // sheetRoutes are the objects workflow's: ingest sheets, works and file sets (docs/objects.md).
@@ -29,42 +29,33 @@ func (a *API) sheetRoutes() []route {
 	}
 }
 
-// filesDir checks that a sheet's files directory lies under a configured path root, or that an
-// s3://bucket/prefix location opens (its bucket reached with the server's AWS_* credentials).
+// filesDir checks a sheet's files location ([API.location]): a directory under a configured
+// path root, or an s3://bucket/prefix location under an s3:// path root that opens (its bucket
+// reached with the server's AWS_* credentials). The server reads the bucket with its own
+// credentials, so a location must lie under an s3:// root as a directory must lie under a
+// directory root: otherwise anyone who may validate a sheet could probe every bucket those
+// credentials reach, or every file the server may read.
 func (a *API) filesDir(ctx context.Context, dir string) (string, error) {
 	if dir == "" {
 		return "", errf(CodeBadRequest, "files_dir is required")
 	}
-	if objects.IsS3(dir) {
+	t, err := a.location("files_dir", dir, pathroot.Local, pathroot.S3)
+	if err != nil {
+		return "", err
+	}
+	if t.Kind == pathroot.S3 {
 		if a.cfg.OpenS3 == nil {
 			return "", errf(CodeBadRequest, "files_dir %q: this server reads no s3:// locations", dir)
-		}
-		// The server reads the bucket with its own credentials, so a location must lie under an
-		// s3:// path root, as a directory must lie under a directory root: otherwise anyone who may
-		// validate a sheet could probe every bucket those credentials reach.
-		if !underS3Root(a.cfg.PathRoots, dir) {
-			return "", errf(CodeForbidden, "files_dir %q is not under a configured s3:// path root (--path-root s3://bucket/prefix)", dir)
 		}
 		if _, err := a.cfg.OpenS3(ctx, dir); err != nil {
 			return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
 		}
 		return strings.TrimSuffix(dir, "/"), nil
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
+	if !t.Info.IsDir() {
+		return "", notKind("files_dir", dir, t.Info.Mode(), "a directory")
 	}
-	for _, root := range a.cfg.PathRoots {
-		if objects.IsS3(root) {
-			continue
-		}
-		if rabs, err := filepath.Abs(root); err == nil {
-			if rel, err := filepath.Rel(rabs, abs); err == nil && (rel == "." || filepath.IsLocal(rel)) {
-				return abs, nil
-			}
-		}
-	}
-	return "", errf(CodeForbidden, "files_dir %q is not under a configured path root", dir)
+	return t.Abs, nil
 }
 
 func (a *API) readSheet(w http.ResponseWriter, r *http.Request) ([]byte, string, error) {
@@ -321,20 +312,4 @@ func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 type objectJSON struct {
 	Work    *objects.Work    `json:"work,omitempty"`
 	FileSet *objects.FileSet `json:"file_set,omitempty"`
-}
-
-// underS3Root reports whether an s3://bucket/prefix location is one of the s3:// path roots or
-// lies under one (at a '/' boundary: s3://b/in is not under s3://b/i).
-func underS3Root(roots []string, loc string) bool {
-	loc = strings.TrimSuffix(loc, "/")
-	for _, r := range roots {
-		if !objects.IsS3(r) {
-			continue
-		}
-		r = strings.TrimSuffix(r, "/")
-		if loc == r || strings.HasPrefix(loc, r+"/") {
-			return true
-		}
-	}
-	return false
 }

@@ -68,8 +68,8 @@ func TestSheetsAPIFromS3(t *testing.T) {
 
 	post("s3://no-such-bucket/batch", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
 	// Outside the s3:// path roots: refused before any request reaches the bucket.
-	post("s3://ingest/other", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusForbidden)
-	post("s3://ingest/batchx", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusForbidden)
+	post("s3://ingest/other", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
+	post("s3://ingest/batchx", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
 	bad := post("s3://ingest/batch", head+"IMAGE,w9,f9,missing.txt,,S,,,\n", http.StatusCreated)
 	wait(bad, objects.StatusRowFail)
 	var rows struct{ Rows []objects.Row }

@@ -62,8 +62,8 @@ func TestSheetsAPI(t *testing.T) {
 		return s
 	}
 
-	if code, _ := b.do(t, "POST", "/v1/sheets?files_dir=/etc", b.admin, "text/csv", strings.NewReader(head)); code != http.StatusForbidden {
-		t.Errorf("files_dir outside the path roots = %d, want 403", code)
+	if code, _ := b.do(t, "POST", "/v1/sheets?files_dir=/etc", b.admin, "text/csv", strings.NewReader(head)); code != http.StatusBadRequest {
+		t.Errorf("files_dir outside the path roots = %d, want 400", code)
 	}
 	bad := int64(post(head+"IMAGE,w9,f9,missing.txt,,S,,,\n", 201)["id"].(float64))
 	wait(bad, objects.StatusRowFail)

@@ -7,13 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
 // Fetcher reads metadata files from a source: a directory, a file:// URL or an http(s):// URL.
@@ -48,29 +47,42 @@ func NewFetcher(cfg FetcherConfig) *Fetcher {
 
 // Fetch returns the file at rel (a slash-separated path) under source. A file that does not
 // exist (or a 404 or 410) wraps [ErrMissing]; one over the size bound is a [*MetadataError];
-// anything else (a timeout, a 5xx, a refused connection) is an ordinary, transient error.
+// anything else (a timeout, a 5xx, a refused connection) is an ordinary, transient error. A
+// local file is read inside the source directory by [os.Root]'s rules: a symbolic link leading
+// out of it is a [*MetadataError], as is a source whose scheme is not http, https or file.
 func (f *Fetcher) Fetch(ctx context.Context, source, rel string) ([]byte, error) {
-	u, err := url.Parse(source)
-	if err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		return f.fetchHTTP(ctx, strings.TrimSuffix(source, "/")+"/"+rel, rel)
+	// The API checked the source with the same classification ([pathroot.Classify]): what it
+	// let through as remote is fetched remotely here, never read as a local path.
+	loc, err := pathroot.Classify(source)
+	if err != nil {
+		var pe *pathroot.Error
+		errors.As(err, &pe)
+		return nil, &MetadataError{What: source, Reason: pe.Reason}
 	}
-	dir := source
-	if err == nil && u.Scheme == "file" {
-		dir = u.Path
-	} else if err == nil && u.Scheme != "" && len(u.Scheme) > 1 {
-		return nil, &MetadataError{What: source, Reason: "unsupported source scheme " + u.Scheme + " (want http, https, file or a directory)"}
+	switch loc.Kind {
+	case pathroot.HTTP:
+		return f.fetchHTTP(ctx, strings.TrimSuffix(source, "/")+"/"+rel, rel)
+	case pathroot.S3:
+		return nil, &MetadataError{What: source, Reason: "s3:// sources are not supported (want http, https, file or a directory)"}
 	}
 	if strings.Contains(rel, "..") {
 		return nil, &MetadataError{What: rel, Reason: "path leaves the source"}
 	}
-	file, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	// Read inside the source: a link in it may not lead out of it.
+	file, err := pathroot.OpenIn(loc.Path, filepath.FromSlash(rel))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", rel, ErrMissing)
+	}
+	if pathroot.Escapes(err) {
+		return nil, &MetadataError{What: rel, Reason: pathroot.Reason(err)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", rel, err)
 	}
 	defer file.Close()
+	if fi, err := file.Stat(); err == nil && !fi.Mode().IsRegular() {
+		return nil, &MetadataError{What: rel, Reason: "not a regular file"}
+	}
 	return f.read(file, rel)
 }
 

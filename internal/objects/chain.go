@@ -339,8 +339,8 @@ func (c *call) digests(ctx context.Context, location string) (map[string]string,
 		"md5": hex.EncodeToString(h5.Sum(nil))}, nil
 }
 
-// putFile streams a file (a local path or an s3:// URL) into the blob store and returns its
-// SHA-256 and size.
+// putFile streams a file set's file (a local path inside the files directory, or an s3:// URL)
+// into the blob store and returns its SHA-256 and size.
 func (c *call) putFile(ctx context.Context, location string) (string, int64, error) {
 	f, err := c.open(ctx, location, 0)
 	if err != nil {

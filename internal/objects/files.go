@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
 // S3Opener opens an s3://bucket/prefix location — a sheet's files — as an S3 store whose
@@ -58,13 +60,31 @@ func openIndex(ctx context.Context, env Env) (fileIndex, error) {
 	return ix, nil
 }
 
-// dirIndex is a local directory: each check reads the file.
+// dirIndex is a local directory: each check opens the file inside it, by [os.Root]'s rules. A
+// symbolic link leading out of the directory is a file that does not exist: validation neither
+// reads it nor tells it apart from a missing file, so a sheet cannot probe for files elsewhere.
 type dirIndex string
 
-func (d dirIndex) path(name string) string { return filepath.Join(string(d), name) }
+// open opens the regular file at name inside the directory; nil when there is none.
+func (d dirIndex) open(name string) *os.File {
+	f, err := pathroot.OpenIn(string(d), name)
+	if err != nil {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil
+	}
+	return f
+}
 
 func (d dirIndex) mime(_ context.Context, name string) string {
-	m, err := DetectMIME(d.path(name))
+	f := d.open(name)
+	if f == nil {
+		return ""
+	}
+	defer f.Close()
+	m, err := detectMIME(f, name)
 	if err != nil {
 		return ""
 	}
@@ -72,11 +92,21 @@ func (d dirIndex) mime(_ context.Context, name string) string {
 }
 
 func (d dirIndex) exists(_ context.Context, name string) bool {
-	fi, err := os.Stat(d.path(name))
-	return err == nil && fi.Mode().IsRegular()
+	f := d.open(name)
+	if f != nil {
+		f.Close()
+	}
+	return f != nil
 }
 
-func (d dirIndex) webVTT(_ context.Context, name string) (bool, error) { return isWebVTT(d.path(name)) }
+func (d dirIndex) webVTT(_ context.Context, name string) (bool, error) {
+	f := d.open(name)
+	if f == nil {
+		return false, fs.ErrNotExist
+	}
+	defer f.Close()
+	return readsWebVTT(f)
+}
 
 func (d dirIndex) where(_, asGiven string) string { return asGiven }
 
@@ -159,10 +189,7 @@ func (s *Service) openS3(ctx context.Context, url string) (*blob.S3, error) {
 // (its first n bytes when n > 0). A file that is gone fails the action permanently.
 func (c *call) open(ctx context.Context, location string, n int64) (io.ReadCloser, error) {
 	if !IsS3(location) {
-		f, err := os.Open(location)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, action.Permanentf("File not Found: %s", location)
-		}
+		f, err := c.openLocal(location)
 		if err != nil {
 			return nil, err
 		}
@@ -196,9 +223,12 @@ func (c *call) open(ctx context.Context, location string, n int64) (io.ReadClose
 // object streamed into dir (the task's temp dir) under its own extension.
 func (c *call) local(ctx context.Context, location, dir string) (string, error) {
 	if !IsS3(location) {
-		if _, err := os.Stat(location); err != nil {
-			return "", action.Permanentf("File not Found: %s", location)
+		// The tool opens the path itself: checked inside the files directory first.
+		f, err := c.openLocal(location)
+		if err != nil {
+			return "", err
 		}
+		f.Close()
 		return location, nil
 	}
 	rc, err := c.open(ctx, location, 0)
@@ -215,4 +245,34 @@ func (c *call) local(ctx context.Context, location, dir string) (string, error) 
 		return "", fmt.Errorf("read %s: %w", location, err)
 	}
 	return f.Name(), f.Close()
+}
+
+// openLocal opens a file set's local file inside its sheet's files directory (the item's
+// files_dir; the file's own directory when there is none), by [os.Root]'s rules: a symbolic
+// link there may lead elsewhere inside it, never out of it, even one swapped in after the sheet
+// was validated — so an approved sheet cannot copy a file from elsewhere into preservation. A
+// file missing, or leading out, or not a regular file fails the action permanently.
+func (c *call) openLocal(location string) (*os.File, error) {
+	dir := c.md("files_dir")
+	if dir == "" || IsS3(dir) {
+		dir = filepath.Dir(location)
+	}
+	rel, err := filepath.Rel(dir, location)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, action.Permanentf("%s: not inside the files directory %s", location, dir)
+	}
+	f, err := pathroot.OpenIn(dir, rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, action.Permanentf("File not Found: %s", location)
+	case pathroot.Escapes(err):
+		return nil, action.Permanentf("%s: %s", location, pathroot.Reason(err))
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", location, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, action.Permanentf("%s: not a regular file", location)
+	}
+	return f, nil
 }

@@ -111,16 +111,11 @@ func mimeByName(name string) string {
 	return "application/octet-stream"
 }
 
-// isWebVTT reports whether the file starts as a WebVTT file must ("WEBVTT", after a byte-order
+// readsWebVTT reports whether r starts as a WebVTT file must ("WEBVTT", after a byte-order
 // mark).
-func isWebVTT(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
+func readsWebVTT(r io.Reader) (bool, error) {
 	head := make([]byte, 16)
-	n, err := io.ReadFull(f, head)
+	n, err := io.ReadFull(r, head)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return false, err
 	}

@@ -77,7 +77,14 @@ func pyramidTIFF(ctx context.Context, c *call) error {
 		"--tile-width", "256", "--tile-height", "256"}, nil); err != nil {
 		return converter.Failure("create pyramid tiff", err)
 	}
-	sum, size, err := c.putFile(ctx, dst)
+	// The tool's own output, in the task's directory: not a file set's file, so not read inside
+	// the files directory as putFile reads those.
+	pyr, err := os.Open(dst)
+	if err != nil {
+		return fmt.Errorf("read pyramid tiff: %w", err)
+	}
+	sum, size, err := c.blobs.Put(ctx, pyr)
+	pyr.Close()
 	if err != nil {
 		return err
 	}

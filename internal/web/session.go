@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -206,10 +207,27 @@ func (w *Web) signout(rw http.ResponseWriter, r *http.Request, s *session) error
 	return nil
 }
 
-// safeNext keeps redirects after sign-in on this site.
+// safeNext keeps redirects after sign-in on this site: next is returned only when it is a path
+// on this host — it starts with a single "/", has no scheme, authority or user, no control
+// character and no backslash (raw or percent-encoded), and its decoded path is already clean (no
+// "//", "." or ".." segments, which browsers may resolve to another host: "/\t/host" is
+// "//host" once a browser drops the tab). Anything else gives "/jobs".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/jobs"
+	const home = "/jobs"
+	if !strings.HasPrefix(next, "/") || strings.ContainsFunc(next, unsafeInPath) {
+		return home
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.ContainsFunc(u.Path, unsafeInPath) {
+		return home
+	}
+	if c := path.Clean(u.Path); u.Path != c && u.Path != c+"/" {
+		return home
 	}
 	return next
 }
+
+// unsafeInPath reports whether r may not appear in a redirect's path: a control character, which
+// browsers drop, or a backslash, which they read as a slash.
+func unsafeInPath(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }

@@ -474,3 +474,41 @@ func TestSearchPage(t *testing.T) {
 		t.Errorf("bad query: %d\n%s", resp.StatusCode, page)
 	}
 }
+
+// TestSignInNext checks that the page a sign-in goes on to (?next=) stays on this host: only a
+// clean path is followed, anything a browser could read as another host — a scheme, an
+// authority, a control character it drops, a backslash it reads as a slash, an encoded slash —
+// gives /jobs.
+func TestSignInNext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(b.reader)
+	for _, tt := range []struct{ name, next, want string }{
+		{"path with a query", "/jobs/1?tab=errors", "/jobs/1?tab=errors"},
+		{"path", "/search", "/search"},
+		{"root", "/", "/"},
+		{"encoded tab (the report)", "/%09/host/x", "/jobs"},
+		{"tab", "/\t/host", "/jobs"},
+		{"newline", "/\n/host", "/jobs"},
+		{"delete", "/\x7f/host", "/jobs"},
+		{"backslash", "/\\host", "/jobs"},
+		{"encoded backslash", "/%5Chost", "/jobs"},
+		{"scheme-relative", "//host", "/jobs"},
+		{"encoded slash", "/%2F/host", "/jobs"},
+		{"dot segment", "/.//host", "/jobs"},
+		{"dot-dot", "/../host", "/jobs"},
+		{"absolute URL", "https://x", "/jobs"},
+		{"javascript", "javascript:alert(1)", "/jobs"},
+		{"leading space", " /x", "/jobs"},
+		{"relative", "jobs", "/jobs"},
+		{"empty", "", "/jobs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, _ := c.do("GET", "/signin?next="+url.QueryEscape(tt.next), nil, nil)
+			if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != tt.want {
+				t.Errorf("GET /signin?next=%q signed in: %s to %q, want 303 to %q", tt.next, res.Status, res.Header.Get("Location"), tt.want)
+			}
+		})
+	}
+}
