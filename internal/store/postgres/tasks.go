@@ -59,7 +59,7 @@ const (
 	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2
 		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state IN ('ready', 'parked'))) AND state || '' IN ('ready', 'parked')`
 	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
-	qTaskRetry = `UPDATE tasks SET state = 'ready', max_attempts = CASE WHEN $1 > 0 THEN $1 ELSE max_attempts END, error = '', run_after = $2,
+	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = CASE WHEN $1 > 0 THEN $1 ELSE max_attempts END, error = '', run_after = $2,
 		finished_at = 0, lease_owner = '', lease_expires = 0
 		WHERE id = $3 AND state IN ('failed', 'canceled', 'blocked') RETURNING queue`
 	qTaskBlock = `UPDATE tasks SET state = 'blocked', max_attempts = CASE WHEN $1 > 0 THEN $1 ELSE max_attempts END, error = '', run_after = $2,
