@@ -122,6 +122,7 @@ var routeDocs = map[string]routeDoc{
 		query("cursor", "string", "The next of the previous page.")},
 		Responses: map[int]any{200: docsearch.Result{}}},
 	"GET /v1/items/{id}": {ID: "getItem", Responses: map[int]any{200: &itemJSON{}}},
+	"GET /v1/items/{id}/attempts": {ID: "getItemAttempts", Responses: map[int]any{200: itemHistory{}}},
 	"GET /v1/items/{id}/{content}": {ID: "downloadItem",
 		PathTypes: map[string]rawSchema{"content": {"type": "string", "enum": []string{"original", "pdf", "text", "thumbnail"}}},
 		Responses: map[int]any{200: media{Type: "*/*", Schema: binary,

@@ -152,7 +152,7 @@ func (tt *tx) applyResults() error {
 		if oks[i] && p.only {
 			// Known before the effects, which forget it if they make a task ready.
 			tk := *p.r.Task
-			tk.State = p.finish.State
+			tk.State, tk.Error = p.finish.State, p.finish.Error
 			tt.tasks[tk.ItemID] = []*store.Task{&tk}
 		}
 	}
