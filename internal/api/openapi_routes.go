@@ -121,7 +121,7 @@ var routeDocs = map[string]routeDoc{
 		query("limit", "integer", "Page size; defaults to 20, at most 1000."),
 		query("cursor", "string", "The next of the previous page.")},
 		Responses: map[int]any{200: docsearch.Result{}}},
-	"GET /v1/items/{id}": {ID: "getItem", Responses: map[int]any{200: &itemJSON{}}},
+	"GET /v1/items/{id}":          {ID: "getItem", Responses: map[int]any{200: &itemJSON{}}},
 	"GET /v1/items/{id}/attempts": {ID: "getItemAttempts", Responses: map[int]any{200: itemHistory{}}},
 	"GET /v1/items/{id}/{content}": {ID: "downloadItem",
 		PathTypes: map[string]rawSchema{"content": {"type": "string", "enum": []string{"original", "pdf", "text", "thumbnail"}}},
