@@ -52,6 +52,19 @@ type ActionState struct {
 	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
 }
 
+// Attempt defines model for Attempt.
+type Attempt struct {
+	Action     string     `json:"action"`
+	Attempt    int64      `json:"attempt"`
+	Error      *string    `json:"error,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	State      string     `json:"state"`
+	Step       string     `json:"step"`
+	TaskId     int64      `json:"task_id"`
+	Worker     *string    `json:"worker,omitempty"`
+}
+
 // CreateFilesetsRequest defines model for CreateFilesetsRequest.
 type CreateFilesetsRequest struct {
 	Key      *string                  `json:"key,omitempty"`
@@ -298,6 +311,12 @@ type Item struct {
 	ThumbnailType *string                `json:"thumbnail_type,omitempty"`
 }
 
+// ItemHistory defines model for ItemHistory.
+type ItemHistory struct {
+	Attempts          []Attempt    `json:"attempts"`
+	SupersededOutputs []Superseded `json:"superseded_outputs"`
+}
+
 // ItemList defines model for ItemList.
 type ItemList struct {
 	Items     []Item  `json:"items"`
@@ -439,6 +458,14 @@ type SheetValidation struct {
 	RowCount   int64        `json:"row_count"`
 	State      SheetChecks  `json:"state"`
 	Status     string       `json:"status"`
+}
+
+// Superseded defines model for Superseded.
+type Superseded struct {
+	CreatedAt    time.Time              `json:"created_at"`
+	Kind         string                 `json:"kind"`
+	SupersededAt time.Time              `json:"superseded_at"`
+	Value        map[string]interface{} `json:"value"`
 }
 
 // TranscodedResult defines model for TranscodedResult.
@@ -832,6 +859,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/items/{id} (the `GetItem` operationId).
 	GetItem(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetItemAttempts Every attempt of the item's tasks, and the outputs a later result superseded
+	//
+	// Corresponds with GET /v1/items/{id}/attempts (the `GetItemAttempts` operationId).
+	GetItemAttempts(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DownloadItem Download an item's original, pdf, text or thumbnail
 	//
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
@@ -900,7 +932,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/progress (the `FollowProgress` operationId).
 	FollowProgress(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RetryJob Retry the failed tasks of a failed or complete job (409 when there are none)
+	// RetryJob Retry the failed and canceled tasks of an ended job (409 when there are none)
 	//
 	// Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJob(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1214,6 +1246,21 @@ func (c *Client) GetItem(ctx context.Context, id int64, reqEditors ...RequestEdi
 	return c.Client.Do(req)
 }
 
+// GetItemAttempts Every attempt of the item's tasks, and the outputs a later result superseded
+//
+// Corresponds with GET /v1/items/{id}/attempts (the `GetItemAttempts` operationId).
+func (c *Client) GetItemAttempts(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetItemAttemptsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DownloadItem Download an item's original, pdf, text or thumbnail
 //
 // Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
@@ -1402,7 +1449,7 @@ func (c *Client) FollowProgress(ctx context.Context, id int64, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// RetryJob Retry the failed tasks of a failed or complete job (409 when there are none)
+// RetryJob Retry the failed and canceled tasks of an ended job (409 when there are none)
 //
 // Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
 func (c *Client) RetryJob(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2220,6 +2267,40 @@ func NewGetItemRequest(server string, id int64) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/items/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetItemAttemptsRequest constructs an http.Request for the GetItemAttempts method
+func NewGetItemAttemptsRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/items/%s/attempts", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3894,6 +3975,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/items/{id} (the `GetItem` operationId).
 	GetItemWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetItemResponse, error)
 
+	// GetItemAttemptsWithResponse Every attempt of the item's tasks, and the outputs a later result superseded
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/items/{id}/attempts (the `GetItemAttempts` operationId).
+	GetItemAttemptsWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetItemAttemptsResponse, error)
+
 	// DownloadItemWithResponse Download an item's original, pdf, text or thumbnail
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3978,7 +4066,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/progress (the `FollowProgress` operationId).
 	FollowProgressWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*FollowProgressResponse, error)
 
-	// RetryJobWithResponse Retry the failed tasks of a failed or complete job (409 when there are none)
+	// RetryJobWithResponse Retry the failed and canceled tasks of an ended job (409 when there are none)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4594,6 +4682,54 @@ func (r GetItemResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetItemResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetItemAttemptsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ItemHistory
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetItemAttemptsResponse) GetJSON200() *ItemHistory {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetItemAttemptsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetItemAttemptsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetItemAttemptsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetItemAttemptsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetItemAttemptsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6196,6 +6332,19 @@ func (c *ClientWithResponses) GetItemWithResponse(ctx context.Context, id int64,
 	return ParseGetItemResponse(rsp)
 }
 
+// GetItemAttemptsWithResponse Every attempt of the item's tasks, and the outputs a later result superseded
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/items/{id}/attempts (the `GetItemAttempts` operationId).
+func (c *ClientWithResponses) GetItemAttemptsWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetItemAttemptsResponse, error) {
+	rsp, err := c.GetItemAttempts(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetItemAttemptsResponse(rsp)
+}
+
 // DownloadItemWithResponse Download an item's original, pdf, text or thumbnail
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6352,7 +6501,7 @@ func (c *ClientWithResponses) FollowProgressWithResponse(ctx context.Context, id
 	return ParseFollowProgressResponse(rsp)
 }
 
-// RetryJobWithResponse Retry the failed tasks of a failed or complete job (409 when there are none)
+// RetryJobWithResponse Retry the failed and canceled tasks of an ended job (409 when there are none)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6992,6 +7141,39 @@ func ParseGetItemResponse(rsp *http.Response) (*GetItemResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Item
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetItemAttemptsResponse parses an HTTP response from a GetItemAttemptsWithResponse call
+func ParseGetItemAttemptsResponse(rsp *http.Response) (*GetItemAttemptsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetItemAttemptsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ItemHistory
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

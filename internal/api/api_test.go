@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/basic"
+	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -107,7 +108,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	}
 	cat := &action.Catalog{}
 	fixed := new(atomic.Bool)
-	cat.Register(doc{}, flaky{fixed}, workerproto.RemoteAction())
+	cat.Register(doc{}, flaky{fixed}, ingest.New(), workerproto.RemoteAction())
 	fs := fileset.New(fileset.Config{PartialDir: filepath.Join(dir, "partial")})
 	cat.Register(fs.Actions()...)
 	if svc != nil {
@@ -574,9 +575,90 @@ func TestRetryJob(t *testing.T) {
 		t.Errorf("item error after retry = %q, want none", e)
 	}
 	b.json(t, "POST", retry, nil, 409, &apiErr)
-	if apiErr.Code != "conflict" || !strings.Contains(apiErr.Message, fmt.Sprintf("job %d has no failed tasks", job.ID)) {
+	if apiErr.Code != "conflict" || !strings.Contains(apiErr.Message, fmt.Sprintf("job %d has no failed or canceled tasks", job.ID)) {
 		t.Errorf("retry with nothing to retry: %+v", apiErr)
 	}
+}
+
+// TestRetryKeepsErrors is the reported reproduction over HTTP: a retried file that fails again is
+// still listed in /errors, and its item's attempts list both runs; once it is fixed, its
+// document replaces its error, which stays in its history.
+func TestRetryKeepsErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.json(t, "POST", "/v1/workflows", "name: flakydocs\nsteps:\n  call: {action: flaky, needs: [start]}\n  collect: {action: ingest, needs: [children.done]}\n", 201, nil)
+	inbox := filepath.Join(b.dir, "inbox")
+	os.MkdirAll(inbox, 0o700)
+	os.WriteFile(filepath.Join(inbox, "x.txt"), []byte("x"), 0o600)
+	var job struct {
+		ID int64 `json:"id"`
+	}
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "flakydocs", "paths": []string{filepath.Join(inbox, "x.txt")}}, 201, &job)
+	waitState(t, b, job.ID, "complete")
+	type outputs struct {
+		Outputs []struct {
+			ItemID int64           `json:"item_id"`
+			Value  json.RawMessage `json:"value"`
+		} `json:"outputs"`
+	}
+	list := func(kind string) outputs {
+		t.Helper()
+		var o outputs
+		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/%s", job.ID, kind), nil, 200, &o)
+		return o
+	}
+	type history struct {
+		Attempts []struct {
+			Step    string `json:"step"`
+			Attempt int    `json:"attempt"`
+			State   string `json:"state"`
+			Error   string `json:"error"`
+		} `json:"attempts"`
+		Superseded []struct {
+			Kind string `json:"kind"`
+		} `json:"superseded_outputs"`
+	}
+	attempts := func(itemID int64) (string, history) {
+		t.Helper()
+		var h history
+		b.json(t, "GET", fmt.Sprintf("/v1/items/%d/attempts", itemID), nil, 200, &h)
+		var lines []string
+		for _, a := range h.Attempts {
+			lines = append(lines, fmt.Sprintf("%s %d %s %s", a.Step, a.Attempt, a.State, a.Error))
+		}
+		return strings.Join(lines, "; "), h
+	}
+	errs := list("errors")
+	if len(errs.Outputs) != 1 {
+		t.Fatalf("errors before the retry = %+v, want 1", errs)
+	}
+	item := errs.Outputs[0].ItemID
+	retry := fmt.Sprintf("/v1/jobs/%d/retry", job.ID)
+
+	b.json(t, "POST", retry, nil, 200, nil)
+	waitState(t, b, job.ID, "complete")
+	if errs := list("errors"); len(errs.Outputs) != 1 || errs.Outputs[0].ItemID != item || !strings.Contains(string(errs.Outputs[0].Value), "service down") {
+		t.Errorf("errors after a retry that failed again = %+v, want the item's error", errs)
+	}
+	if got, _ := attempts(item); got != "call 1 failed service down; call 2 failed service down; collect 1 complete ; collect 2 complete " {
+		t.Errorf("attempts after a retry that failed again = %q", got)
+	}
+
+	b.fixed.Store(true)
+	b.json(t, "POST", retry, nil, 200, nil)
+	waitState(t, b, job.ID, "complete")
+	if errs, docs := list("errors"), list("documents"); len(errs.Outputs) != 0 || len(docs.Outputs) != 1 || docs.Outputs[0].ItemID != item {
+		t.Errorf("after a retry that succeeded: errors %+v, documents %+v; want none and the item's", errs, docs)
+	}
+	got, h := attempts(item)
+	if got != "call 1 failed service down; call 2 failed service down; call 3 complete ; collect 1 complete ; collect 2 complete ; collect 3 complete " {
+		t.Errorf("attempts after a retry that succeeded = %q", got)
+	}
+	if len(h.Superseded) != 1 || h.Superseded[0].Kind != "error" {
+		t.Errorf("superseded outputs = %+v, want the error", h.Superseded)
+	}
+	var apiErr api.Error
+	b.json(t, "GET", "/v1/items/999999/attempts", nil, 404, &apiErr)
 }
 
 // TestOpenAPIMatchesRoutes: every documented path is routed (probed through the handler's mux

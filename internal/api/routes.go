@@ -28,7 +28,7 @@ func (a *API) routes() []route {
 		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob, 201},
 		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob, 200},
 		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob, 200},
-		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed tasks of a failed or complete job (409 when there are none)", a.retryJob, 200},
+		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed and canceled tasks of an ended job (409 when there are none)", a.retryJob, 200},
 		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
 		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id, after, limit)", a.listItems, 200},
 		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
@@ -38,6 +38,7 @@ func (a *API) routes() []route {
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
 		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)", a.listFilesets, 200},
 		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
+		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
 		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows, 200},
 		{"POST", "/v1/workflows", RoleAdmin, "Validate and store a workflow (YAML or JSON body)", a.applyWorkflow, 201},
@@ -328,7 +329,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// retryJob re-runs the failed tasks of an ended job ([engine.Engine.Retry]) and returns the job,
+// retryJob re-runs the failed and canceled tasks of an ended job ([engine.Engine.Retry]) and returns the job,
 // running again.
 func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
@@ -456,6 +457,69 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 		return notFound(err, "item %d", id)
 	}
 	writeJSON(w, http.StatusOK, toItem(it))
+	return nil
+}
+
+// attemptJSON is one run of one of an item's tasks.
+type attemptJSON struct {
+	TaskID  int64  `json:"task_id"`
+	Step    string `json:"step"`
+	Action  string `json:"action"`
+	Attempt int    `json:"attempt"`
+	// State is how the attempt ended (complete, failed, canceled), or running.
+	State string `json:"state"`
+	// Worker is the lease owner that ran it, when known.
+	Worker     string     `json:"worker,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// supersededJSON is an output of the item that a later result replaced.
+type supersededJSON struct {
+	Kind         string          `json:"kind"`
+	Value        json.RawMessage `json:"value"`
+	CreatedAt    time.Time       `json:"created_at"`
+	SupersededAt time.Time       `json:"superseded_at"`
+}
+
+// itemHistory is GET /v1/items/{id}/attempts: nothing in it is ever deleted, a retry included.
+type itemHistory struct {
+	Attempts   []attemptJSON    `json:"attempts"`
+	Superseded []supersededJSON `json:"superseded_outputs"`
+}
+
+func (a *API) itemAttempts(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	st := a.b.Engine().Store()
+	if _, err := st.ItemGet(r.Context(), id); err != nil {
+		return notFound(err, "item %d", id)
+	}
+	atts, err := a.b.Engine().ItemHistory(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	outs, err := st.OutputHistoryList(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	h := itemHistory{Attempts: []attemptJSON{}, Superseded: []supersededJSON{}}
+	for _, at := range atts {
+		j := attemptJSON{TaskID: at.TaskID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, State: at.State,
+			Worker: at.Worker, StartedAt: at.StartedAt, Error: at.Error}
+		if !at.FinishedAt.IsZero() {
+			f := at.FinishedAt
+			j.FinishedAt = &f
+		}
+		h.Attempts = append(h.Attempts, j)
+	}
+	for _, o := range outs {
+		h.Superseded = append(h.Superseded, supersededJSON{Kind: o.Kind, Value: rawOr(o.Value), CreatedAt: o.CreatedAt, SupersededAt: o.SupersededAt})
+	}
+	writeJSON(w, http.StatusOK, h)
 	return nil
 }
 

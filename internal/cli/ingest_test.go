@@ -3,6 +3,7 @@ package cli
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -183,5 +184,67 @@ func TestTextDocumentFootprint(t *testing.T) {
 	t.Logf("data dir %d bytes for %d documents (%d a document): %v", total, files, total/files, parts)
 	if per := total / files; per > 48<<10 {
 		t.Errorf("a 2 KB text document costs the data dir %d bytes (%v); want at most 48 KiB", per, parts)
+	}
+}
+
+// TestRetryKeepsErrors is the reported reproduction: `sluice ingest` of a folder with two PDFs
+// that cannot be read ends "0 documents, 2 errors"; `sluice job retry 1` and `sluice resume`
+// run them again, they fail again, and the job still shows 2 errors — in the summary, in
+// `documents show` and in `job show`, whose history lists both attempts of each.
+func TestRetryKeepsErrors(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	in, data := filepath.Join(dir, "in"), filepath.Join(dir, "data")
+	os.MkdirAll(in, 0o755)
+	// Detected as PDFs by their signature; pdfinfo (or its absence) fails on both.
+	os.WriteFile(filepath.Join(in, "broken.pdf"), []byte("%PDF-1.4\nnot really a pdf\n"), 0o644)
+	os.WriteFile(filepath.Join(in, "locked.pdf"), []byte("%PDF-1.7\n1 0 obj garbage\n%%EOF\n"), 0o644)
+	sluice := func(args ...string) string {
+		t.Helper()
+		code, out, errs := run(t, append(args, "--data", data)...)
+		if code != 0 {
+			t.Fatalf("sluice %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+		}
+		return out
+	}
+	if out := sluice("ingest", in); !strings.Contains(out, "0 documents, 2 errors") {
+		t.Fatalf("ingest:\n%s", out)
+	}
+	sluice("job", "retry", "1")
+	if out := sluice("resume"); !strings.Contains(out, "job 1 complete") || !strings.Contains(out, "0 documents, 2 errors") {
+		t.Errorf("resume after the retry:\n%s", out)
+	}
+	for _, id := range []string{"1", "2"} {
+		if out := sluice("documents", "show", id); !strings.Contains(out, "read pdf") && !strings.Contains(out, "pdfinfo") {
+			t.Errorf("documents show %s after the retry:\n%s", id, out)
+		}
+	}
+	out := sluice("job", "show", "1", "--output", "json")
+	var show struct {
+		Items []struct {
+			Name     string `json:"name"`
+			Error    string `json:"error"`
+			Attempts []struct {
+				Step, State string
+				Attempt     int
+			} `json:"attempts"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &show); err != nil {
+		t.Fatalf("job show --output json: %v\n%s", err, out)
+	}
+	for _, it := range show.Items {
+		var pdf []string
+		for _, a := range it.Attempts {
+			if a.Step == "pdf" {
+				pdf = append(pdf, fmt.Sprintf("%d %s", a.Attempt, a.State))
+			}
+		}
+		if it.Error == "" || strings.Join(pdf, ", ") != "1 failed, 2 failed" {
+			t.Errorf("%s after the retry: error %q, pdf attempts %q; want an error and both failed attempts", it.Name, it.Error, pdf)
+		}
+	}
+	if out := sluice("job", "show", "1"); !strings.Contains(out, "attempts of the items that failed") {
+		t.Errorf("job show has no attempt history:\n%s", out)
 	}
 }

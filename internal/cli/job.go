@@ -93,7 +93,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if _, err := n.Engine.Retry(ctx, id); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "job %d retried: its failed tasks are ready again\n", id)
+		fmt.Fprintf(e.stdout, "job %d retried: its failed and canceled tasks are ready again\n", id)
 		if !*followJob {
 			fmt.Fprintf(e.stderr, "they run in `sluice serve`, or here with `sluice resume`; watch with `sluice job show %d`\n", id)
 			return nil
@@ -178,6 +178,48 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 			st = "\t" + statuses[it.ID]
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s%s\t%s\n", it.ID, it.State, strings.Repeat("  ", it.Depth), it.Name, strings.Join(ts, " "), st, it.Error)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return showHistory(ctx, e, n, items)
+}
+
+// showHistory prints the attempts of the items that did not simply succeed at once (a failed or
+// canceled attempt, or a task run more than once): what happened, retries included.
+func showHistory(ctx context.Context, e *env, n *node.Node, items []*store.Item) error {
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	header := false
+	for _, it := range items {
+		atts, err := n.Engine.ItemHistory(ctx, it.ID)
+		if err != nil {
+			return err
+		}
+		eventful := false
+		for _, a := range atts {
+			eventful = eventful || a.State != store.TaskComplete || a.Attempt > 1
+		}
+		if !eventful {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(e.stdout, "\nattempts of the items that failed, were canceled or ran again:")
+			fmt.Fprintln(tw, "ITEM\tSTEP\tATTEMPT\tSTATE\tSTARTED\tTOOK\tWORKER\tERROR")
+			header = true
+		}
+		for _, a := range atts {
+			took := "-"
+			if !a.FinishedAt.IsZero() {
+				took = a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+			}
+			worker := a.Worker
+			if worker == "" {
+				worker = "-"
+			}
+			msg, _, _ := strings.Cut(a.Error, "\n")
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", it.ID, a.Step, a.Attempt, a.State,
+				a.StartedAt.Local().Format(time.DateTime), took, worker, msg)
+		}
 	}
 	return tw.Flush()
 }

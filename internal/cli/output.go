@@ -81,6 +81,19 @@ type itemJSON struct {
 	State    string     `json:"state"`
 	Error    string     `json:"error"`
 	Tasks    []taskJSON `json:"tasks"`
+	// Attempts is every run of the item's tasks, kept across retries.
+	Attempts []attemptJSON `json:"attempts"`
+}
+
+// attemptJSON is one run of a task of an item of `sluice job show --output json`.
+type attemptJSON struct {
+	Step       string     `json:"step"`
+	Attempt    int        `json:"attempt"`
+	State      string     `json:"state"`
+	Worker     string     `json:"worker,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error      string     `json:"error,omitempty"`
 }
 
 // taskJSON is a task of an item of `sluice job show --output json`; Until is set for a step
@@ -106,7 +119,19 @@ func showJobJSON(ctx context.Context, e *env, n *node.Node, j *store.Job, p *eng
 		if err != nil {
 			return err
 		}
-		ij := itemJSON{ID: it.ID, ParentID: it.ParentID, Depth: it.Depth, Name: it.Name, State: it.State, Error: it.Error, Tasks: []taskJSON{}}
+		ij := itemJSON{ID: it.ID, ParentID: it.ParentID, Depth: it.Depth, Name: it.Name, State: it.State, Error: it.Error, Tasks: []taskJSON{}, Attempts: []attemptJSON{}}
+		atts, err := n.Engine.ItemHistory(ctx, it.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			aj := attemptJSON{Step: a.Step, Attempt: a.Attempt, State: a.State, Worker: a.Worker, StartedAt: a.StartedAt.UTC(), Error: a.Error}
+			if !a.FinishedAt.IsZero() {
+				f := a.FinishedAt.UTC()
+				aj.FinishedAt = &f
+			}
+			ij.Attempts = append(ij.Attempts, aj)
+		}
 		for _, t := range tasks {
 			ij.Tasks = append(ij.Tasks, taskJSON{Step: t.Step, State: t.State, Attempt: t.Attempt, Error: t.Error})
 		}

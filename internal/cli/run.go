@@ -97,8 +97,18 @@ func runResume(ctx context.Context, e *env, args []string) error {
 	defer n.Stop(10 * time.Second)
 	for _, j := range jobs {
 		fmt.Fprintf(e.stderr, "resuming job %d (%s)\n", j.ID, j.WorkflowName)
+		start := time.Now()
 		if _, err := waitJob(ctx, e, n, j.ID); err != nil {
 			return err
+		}
+		if j.WorkflowName == documentsWorkflow {
+			// As `sluice ingest` ends: the documents and errors the job shows now, from its
+			// outputs (a retry keeps an error until a new result replaces it).
+			sum, err := summarize(ctx, n, j.ID)
+			if err != nil {
+				return err
+			}
+			sum.print(e.stdout, time.Since(start))
 		}
 	}
 	return nil

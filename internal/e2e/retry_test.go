@@ -46,7 +46,7 @@ steps:
 	if runs, err := os.ReadFile(count); err != nil || string(runs) != "run\n" {
 		t.Errorf("the completed step ran %q times (%v), want once", runs, err)
 	}
-	if out := sluice(false, "job", "retry", "1"); !strings.Contains(out, "job 1 has no failed tasks") {
+	if out := sluice(false, "job", "retry", "1"); !strings.Contains(out, "job 1 has no failed or canceled tasks") {
 		t.Errorf("second retry:\n%s", out)
 	}
 }

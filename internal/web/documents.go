@@ -1,11 +1,14 @@
 package web
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -78,15 +81,41 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 			}
 		}
 	}
+	// What happened, retries included: every attempt, and the outputs later results replaced.
+	attempts, err := w.b.Engine().ItemHistory(ctx, id)
+	if err != nil {
+		return err
+	}
+	superseded, err := w.b.Engine().Store().OutputHistoryList(ctx, id)
+	if err != nil {
+		return err
+	}
+	var replaced []supersededError
+	for _, o := range superseded {
+		if o.Kind != store.OutputError {
+			continue
+		}
+		var v store.ErrorValue
+		_ = json.Unmarshal(o.Value, &v)
+		replaced = append(replaced, supersededError{Message: v.Message, At: o.SupersededAt})
+	}
 	data := struct {
-		Item  *store.Item
-		PDFID int64
-		Text  string
-		Cut   bool
-		Tasks []*store.Task
-	}{it, pdfID, text, cut, tasks}
+		Item     *store.Item
+		PDFID    int64
+		Text     string
+		Cut      bool
+		Tasks    []*store.Task
+		Attempts []engine.Attempt
+		Replaced []supersededError
+	}{it, pdfID, text, cut, tasks, attempts, replaced}
 	w.render(rw, r, http.StatusOK, "item", s, pageData{Title: it.Name, Nav: "jobs", Data: data})
 	return nil
+}
+
+// supersededError is an error of the item that a later result replaced.
+type supersededError struct {
+	Message string
+	At      time.Time
 }
 
 func isPDF(it *store.Item) bool { return it.ContentType == "application/pdf" && it.BlobSHA256 != "" }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
@@ -510,5 +511,49 @@ func TestSignInNext(t *testing.T) {
 				t.Errorf("GET /signin?next=%q signed in: %s to %q, want 303 to %q", tt.next, res.Status, res.Header.Get("Location"), tt.want)
 			}
 		})
+	}
+}
+
+// TestItemAttempts: the item page shows every attempt of the item's tasks, and keeps them after
+// a retry that failed again: what the user sees is what happened.
+func TestItemAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(b.reader)
+	ctx := t.Context()
+	job, _, err := b.n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "documents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, size, err := b.n.Blobs.Put(ctx, strings.NewReader("%PDF-1.4\nnot really a pdf\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.n.Engine.AddRoots(ctx, job, []engine.Root{{Name: "broken.pdf", BlobSHA256: sha, Size: size}}); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitJob(t, b.n.Engine, job.ID, 30*time.Second)
+	if err := b.n.Worker.Do(ctx, func(tx *engine.Tx) error { return tx.Retry(job.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	if j := enginetest.WaitJob(t, b.n.Engine, job.ID, 30*time.Second); j.State != store.JobComplete {
+		t.Fatalf("job after the retry: %s %s", j.State, j.Error)
+	}
+	items, err := b.n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 10})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items %v, %v", items, err)
+	}
+	_, page := c.do("GET", "/items/"+itoa(items[0].ID), nil, nil)
+	if !strings.Contains(page, `id="attempts-h"`) {
+		t.Fatalf("the item page has no attempts:\n%s", page)
+	}
+	rows := strings.Count(page, "<td>pdf</td>")
+	if rows != 2 {
+		t.Errorf("the item page shows %d attempts of pdf, want 2 (the first run and the retry)", rows)
+	}
+	_, docs := c.do("GET", "/jobs/"+itoa(job.ID)+"/documents", nil, nil)
+	if !strings.Contains(docs, "Errors (1)") {
+		t.Errorf("the job's documents page does not list the error after the retry:\n%s", docs)
 	}
 }
