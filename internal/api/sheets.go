@@ -111,11 +111,11 @@ func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	x := a.b.Engine().Store().DomainSQL()
-	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
+	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Roots: &a.roots, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
 		return objects.Existing(ctx, x, w, f)
 	}})
 	if err != nil {
-		return err
+		return a.locationError("files_dir", err) // swapped for a link out since the check above
 	}
 	failed := []objects.Row{}
 	for _, row := range v.Rows {
