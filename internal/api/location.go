@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
@@ -32,6 +33,58 @@ func (a *API) location(field, loc string, accept ...pathroot.Kind) (pathroot.Tar
 		return pathroot.Target{}, a.locationError(field, err)
 	}
 	return t, nil
+}
+
+// metadataLocation is a job metadata key a built-in workflow's actions read as a location: its
+// path of keys, the kinds it may be, and whether a local one must be a directory.
+type metadataLocation struct {
+	keys   []string
+	accept []pathroot.Kind
+	dir    bool
+}
+
+// metadataLocations are, by workflow, the job metadata keys its actions read as locations: a
+// sheet's files_dir and a file set's files (objects), a request's source (graph). The actions
+// hold to the path roots themselves when they run, whatever made the job; POST /v1/jobs checks
+// the same keys first, so an admin's job naming a location outside them is a 400 at once, not a
+// failed task later.
+var metadataLocations = map[string][]metadataLocation{
+	objects.Name: {
+		{keys: []string{"files_dir"}, accept: []pathroot.Kind{pathroot.Local, pathroot.S3}, dir: true},
+		{keys: []string{"location"}, accept: []pathroot.Kind{pathroot.Local, pathroot.S3}},
+		{keys: []string{"structure"}, accept: []pathroot.Kind{pathroot.Local, pathroot.S3}},
+		{keys: []string{"transcription"}, accept: []pathroot.Kind{pathroot.Local, pathroot.S3}},
+	},
+	"graph": {{keys: []string{"request", "source"}, accept: []pathroot.Kind{pathroot.Local, pathroot.HTTP}, dir: true}},
+}
+
+// jobMetadataLocations checks the locations a job's metadata names for its workflow's actions
+// ([metadataLocations]) with the route's own check ([API.location]); the field in an error is
+// "metadata.<keys>".
+func (a *API) jobMetadataLocations(workflow string, md map[string]any) error {
+	for _, ml := range metadataLocations[workflow] {
+		var v any = md
+		for _, k := range ml.keys {
+			m, _ := v.(map[string]any)
+			v = m[k]
+		}
+		if v == nil {
+			continue
+		}
+		field := "metadata." + strings.Join(ml.keys, ".")
+		loc, ok := v.(string)
+		if !ok {
+			return errf(CodeBadRequest, "%s: want a string (a location)", field)
+		}
+		t, err := a.location(field, loc, ml.accept...)
+		if err != nil {
+			return err
+		}
+		if ml.dir && t.Kind == pathroot.Local && !t.Info.IsDir() {
+			return notKind(field, loc, t.Info.Mode(), "a directory")
+		}
+	}
+	return nil
 }
 
 // locationError turns a refused location into the route's error; any other error is the

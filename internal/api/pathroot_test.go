@@ -183,6 +183,16 @@ func TestPathRootEveryRoute(t *testing.T) {
 		{"POST /v1/jobs", "path", func(t *testing.T, loc string) answer {
 			return post(t, b.admin, "/v1/jobs", "application/json", mustJSON(map[string]any{"workflow": "docs", "paths": []string{loc}}))
 		}},
+		{"POST /v1/jobs metadata.files_dir", "metadata.files_dir", func(t *testing.T, loc string) answer {
+			return post(t, b.admin, "/v1/jobs", "application/json", mustJSON(map[string]any{"workflow": objects.Name, "metadata": map[string]any{"files_dir": loc}}))
+		}},
+		{"POST /v1/jobs metadata.location", "metadata.location", func(t *testing.T, loc string) answer {
+			return post(t, b.admin, "/v1/jobs", "application/json", mustJSON(map[string]any{"workflow": objects.Name, "metadata": map[string]any{"location": loc}}))
+		}},
+		{"POST /v1/jobs metadata.request.source", "metadata.request.source", func(t *testing.T, loc string) answer {
+			return post(t, b.admin, "/v1/jobs", "application/json", mustJSON(map[string]any{"workflow": "graph",
+				"metadata": map[string]any{"request": map[string]any{"source": loc, "roots": []string{"a@v1"}}}}))
+		}},
 		{"POST /v1/sheets", "files_dir", func(t *testing.T, loc string) answer {
 			return post(t, b.admin, "/v1/sheets?files_dir="+url.QueryEscape(loc), "text/csv", sheet)
 		}},

@@ -225,6 +225,9 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 	if req.Workflow == "" {
 		return errf(CodeBadRequest, "workflow is required")
 	}
+	if err := a.jobMetadataLocations(req.Workflow, req.Metadata); err != nil {
+		return err
+	}
 	if len(roots)+len(req.Paths) > lim.MaxRoots {
 		return tooLarge("max-roots", "a job may be created with at most %d roots (files and paths), not %d", lim.MaxRoots, len(roots)+len(req.Paths))
 	}

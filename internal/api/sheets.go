@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/pathroot"
@@ -48,6 +49,10 @@ func (a *API) filesDir(ctx context.Context, dir string) (string, error) {
 			return "", errf(CodeBadRequest, "files_dir %q: this server reads no s3:// locations", dir)
 		}
 		if _, err := a.cfg.OpenS3(ctx, dir); err != nil {
+			var le *blob.LocationError
+			if errors.As(err, &le) { // plain words, never the SDK's text
+				return "", errf(CodeBadRequest, "files_dir %q: %s", dir, le.Reason)
+			}
 			return "", errf(CodeBadRequest, "files_dir %q: %v", dir, err)
 		}
 		return strings.TrimSuffix(dir, "/"), nil
@@ -111,11 +116,11 @@ func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	x := a.b.Engine().Store().DomainSQL()
-	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
+	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Roots: &a.roots, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
 		return objects.Existing(ctx, x, w, f)
 	}})
 	if err != nil {
-		return err
+		return a.locationError("files_dir", err) // swapped for a link out since the check above
 	}
 	failed := []objects.Row{}
 	for _, row := range v.Rows {

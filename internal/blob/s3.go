@@ -213,7 +213,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		if cfg.Endpoint != "" {
 			where = cfg.Endpoint
 		}
-		return nil, fmt.Errorf("open s3 blob store: bucket %q at %s: %w", s.bucket, where, err)
+		return nil, fmt.Errorf("open s3 blob store at %s: %w", where, locationError("s3://"+s.bucket, false, err))
 	}
 	return s, nil
 }

@@ -188,10 +188,10 @@ func TestS3(t *testing.T) {
 			{name: "no bucket", want: "bucket is required", cfg: blob.S3Config{AccessKey: "a", SecretKey: "b"}},
 			{name: "no credentials", want: "access key", cfg: blob.S3Config{Bucket: testBucket}},
 			{name: "bad endpoint", want: "endpoint", cfg: blob.S3Config{Bucket: testBucket, AccessKey: "a", SecretKey: "b", Endpoint: "127.0.0.1:1"}},
-			{name: "missing bucket", want: `bucket "no-such-bucket"`, cfg: blob.S3Config{
+			{name: "missing bucket", want: "s3://no-such-bucket: no such bucket", cfg: blob.S3Config{
 				Bucket: "no-such-bucket", AccessKey: testAccess, SecretKey: testSecret, Endpoint: endpoint, PathStyle: true,
 			}},
-			{name: "wrong secret", want: testBucket, cfg: blob.S3Config{
+			{name: "wrong secret", want: "s3://" + testBucket + ": access denied", cfg: blob.S3Config{
 				Bucket: testBucket, AccessKey: testAccess, SecretKey: "wrong", Endpoint: endpoint, PathStyle: true,
 			}},
 		} {

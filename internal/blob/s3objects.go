@@ -28,7 +28,7 @@ func (s *S3) ListObjects(ctx context.Context, under string, fn func(key string, 
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("list s3://%s/%s%s: %w", s.bucket, s.prefix, under, err)
+			return locationError("s3://"+s.bucket+"/"+s.prefix+under, false, err)
 		}
 		for _, obj := range page.Contents {
 			key, ok := strings.CutPrefix(aws.ToString(obj.Key), s.prefix)
@@ -44,8 +44,8 @@ func (s *S3) ListObjects(ctx context.Context, under string, fn func(key string, 
 }
 
 // OpenObject opens the object at key (relative to the prefix) for a streamed read, its first
-// n bytes only when n > 0. Reading the body fails once ctx is done. An absent object is an
-// error wrapping [ErrNotFound].
+// n bytes only when n > 0. Reading the body fails once ctx is done. Its errors are
+// [*LocationError]s; an absent object's wraps [ErrNotFound].
 func (s *S3) OpenObject(ctx context.Context, key string, n int64) (io.ReadCloser, error) {
 	full := s.prefix + key
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &full}
@@ -57,7 +57,7 @@ func (s *S3) OpenObject(ctx context.Context, key string, n int64) (io.ReadCloser
 		if isRangeNotSatisfiable(err) { // an empty object has no first byte
 			return io.NopCloser(strings.NewReader("")), nil
 		}
-		return nil, fmt.Errorf("open s3://%s/%s: %w", s.bucket, full, s.mapErr(err))
+		return nil, locationError("s3://"+s.bucket+"/"+full, true, s.mapErr(err))
 	}
 	return out.Body, nil
 }

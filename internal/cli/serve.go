@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/web"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -48,6 +49,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg.Engine, cfg.Remote = true, rem
+	// The actions hold to the roots too: a location in a job's metadata the API did not check
+	// (an admin's files_dir or graph source) is refused when its task runs.
+	rs := pathroot.New(pathRoots)
+	cfg.PathRoots = &rs
 	cfg.Metrics = metric.New()
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
@@ -175,6 +180,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	token := fs.String("token", "", "removed: use SLUICE_TOKEN or --token-file (a command-line token shows in ps)")
 	tokenFile := fs.String("token-file", "", "a file holding the worker token (default: the SLUICE_TOKEN variable)")
 	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
+	roots := fs.String("path-root", "", "with --database: the server's --path-root, which sheets' files_dir and graph sources must lie under when their tasks run here (default: any directory)")
 	c.addEgressFlags(fs)
 	c.addFilesetFlags(fs)
 	pos, err := parse(fs, args)
@@ -185,7 +191,16 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		return usagef("--token is no longer accepted (a token on the command line shows in ps): set SLUICE_TOKEN or pass --token-file FILE")
 	}
 	if c.database != "" {
-		return runDBWorker(ctx, e, c, *actions)
+		var rs *pathroot.Roots
+		if *roots != "" {
+			list, err := pathRootList(*roots, c.data)
+			if err != nil {
+				return err
+			}
+			r := pathroot.New(list)
+			rs = &r
+		}
+		return runDBWorker(ctx, e, c, *actions, rs)
 	}
 	if *act == "" || len(pos) == 0 {
 		return usagef("need --action and a command after --")
@@ -288,13 +303,14 @@ func runToken(ctx context.Context, e *env, args []string) error {
 }
 
 // runDBWorker runs in-process workers against a shared PostgreSQL database (and blob store) until
-// interrupted: the scale-out worker. Several may run on several machines.
-func runDBWorker(ctx context.Context, e *env, c *common, actions string) error {
+// interrupted: the scale-out worker. Several may run on several machines. Its actions open the
+// directories jobs name through roots (nil: any directory).
+func runDBWorker(ctx context.Context, e *env, c *common, actions string, roots *pathroot.Roots) error {
 	cfg, err := c.nodeConfig(ctx, e)
 	if err != nil {
 		return err
 	}
-	cfg.Engine = true
+	cfg.Engine, cfg.PathRoots = true, roots
 	for _, a := range strings.Split(actions, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.Queues = append(cfg.Queues, a)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
 // Events the graph's actions emit as outcomes, routing a work item to its next route.
@@ -70,6 +71,9 @@ func (g *Graph) register(ctx context.Context, t *action.Task, out action.Output)
 	if err := r.Normalize(); err != nil {
 		return action.Permanent(fmt.Errorf("graph request: %w", err))
 	}
+	if err := g.checkSource(r.Source); err != nil {
+		return err
+	}
 	if err := out.Write(action.DomainWrite{Domain: DomainName, Key: "workspace", Payload: write{Workspace: &r}}); err != nil {
 		return err
 	}
@@ -82,6 +86,34 @@ func (g *Graph) register(ctx context.Context, t *action.Task, out action.Output)
 		if err := out.CreateChild(ctx, workItem(pt, &r, pkg, ver, r.Scope, nil, "root")); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkSource refuses a request whose local source this process may not read (outside its
+// path roots, or reached through a link out), however the request was made: the request fails
+// at once with the source and the reason, before any work item is made.
+func (g *Graph) checkSource(source string) error {
+	if l, err := pathroot.Classify(source); err != nil || l.Kind != pathroot.Local {
+		return nil // a remote source, or one Fetch refuses as metadata
+	}
+	dir, err := g.fetch.OpenSource(source)
+	if err != nil {
+		if perr := refusedSource(err); perr != nil {
+			return perr
+		}
+		return err
+	}
+	return dir.Close()
+}
+
+// refusedSource is the error of a request's source refused by the path roots (err holds a
+// [*pathroot.Error]), which fails the action permanently: the source is the request's, the same
+// on every attempt, and no version's answer is recorded from it. It is nil for any other error.
+func refusedSource(err error) error {
+	var pe *pathroot.Error
+	if errors.As(err, &pe) {
+		return action.Permanent(fmt.Errorf("graph request: source %w", pe))
 	}
 	return nil
 }
@@ -175,6 +207,9 @@ func (g *Graph) selectVersion(ctx context.Context, t *action.Task, out action.Ou
 	}
 	pkg, ver, err := pt.Select(ctx, r, str(md, keyPkg), advice)
 	if err != nil {
+		if perr := refusedSource(err); perr != nil {
+			return perr
+		}
 		var me *MetadataError
 		if errors.Is(err, ErrMissing) || errors.As(err, &me) {
 			setStatus(out, StatusSelectStatus, "UNKNOWN", StatusSelectionResult, "FAILED", StatusError, err.Error())
@@ -238,6 +273,9 @@ func (g *Graph) resolve(ctx context.Context, t *action.Task, out action.Output) 
 	}
 	setWork(out, workResolveClaimer, t.Item.ID)
 	rels, err := pt.Resolve(ctx, g.fetch, r.Source, pkg, ver)
+	if perr := refusedSource(err); perr != nil {
+		return perr // the request's source, not this version's answer: nothing recorded
+	}
 	v := &version{Type: typ, Pkg: pkg, Version: ver, State: "DONE", Rels: rels}
 	var me *MetadataError
 	switch {

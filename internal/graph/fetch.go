@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 // Fetcher reads metadata files from a source: a directory, a file:// URL or an http(s):// URL.
 // Each read is bounded in size and, over HTTP, in time. It is safe for concurrent use.
 type Fetcher struct {
+	roots    *pathroot.Roots
 	client   *http.Client
 	timeout  time.Duration
 	maxBytes int64
@@ -32,6 +34,10 @@ type FetcherConfig struct {
 	Timeout time.Duration
 	// MaxBytes bounds one metadata file; a larger one is a [*MetadataError]. Defaults to 4 MiB.
 	MaxBytes int64
+	// Roots are the path roots (--path-root) a local source is opened through, on each fetch
+	// ([pathroot.Roots.OpenDir]). Nil opens any directory: a process whose requests name
+	// directories its own user chose at the shell (`sluice graph`).
+	Roots *pathroot.Roots
 }
 
 // NewFetcher returns a fetcher.
@@ -42,14 +48,17 @@ func NewFetcher(cfg FetcherConfig) *Fetcher {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 4 << 20
 	}
-	return &Fetcher{client: cfg.Egress.Client(), timeout: cfg.Timeout, maxBytes: cfg.MaxBytes}
+	return &Fetcher{roots: cfg.Roots, client: cfg.Egress.Client(), timeout: cfg.Timeout, maxBytes: cfg.MaxBytes}
 }
 
 // Fetch returns the file at rel (a slash-separated path) under source. A file that does not
 // exist (or a 404 or 410) wraps [ErrMissing]; one over the size bound is a [*MetadataError];
 // anything else (a timeout, a 5xx, a refused connection) is an ordinary, transient error. A
-// local file is read inside the source directory by [os.Root]'s rules: a symbolic link leading
-// out of it is a [*MetadataError], as is a source whose scheme is not http, https or file.
+// local source is opened through the path roots on each fetch, so a source outside them, or one
+// whose folder (or a folder above it) became a link leading out, is a [*pathroot.Error] — the
+// request's, not the version's. A file is read inside the source by [os.Root]'s rules: a
+// symbolic link leading out of it is a [*MetadataError], as is a source whose scheme is not
+// http, https or file.
 func (f *Fetcher) Fetch(ctx context.Context, source, rel string) ([]byte, error) {
 	// The API checked the source with the same classification ([pathroot.Classify]): what it
 	// let through as remote is fetched remotely here, never read as a local path.
@@ -68,8 +77,13 @@ func (f *Fetcher) Fetch(ctx context.Context, source, rel string) ([]byte, error)
 	if strings.Contains(rel, "..") {
 		return nil, &MetadataError{What: rel, Reason: "path leaves the source"}
 	}
+	dir, err := f.OpenSource(source)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
 	// Read inside the source: a link in it may not lead out of it.
-	file, err := pathroot.OpenIn(loc.Path, filepath.FromSlash(rel))
+	file, err := pathroot.OpenFile(dir, filepath.FromSlash(rel))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", rel, ErrMissing)
 	}
@@ -84,6 +98,12 @@ func (f *Fetcher) Fetch(ctx context.Context, source, rel string) ([]byte, error)
 		return nil, &MetadataError{What: rel, Reason: "not a regular file"}
 	}
 	return f.read(file, rel)
+}
+
+// OpenSource opens a local source directory through the fetcher's path roots
+// ([pathroot.Roots.OpenDir]); the caller closes it. A source refused is a [*pathroot.Error].
+func (f *Fetcher) OpenSource(source string) (*os.Root, error) {
+	return f.roots.OpenDir(source)
 }
 
 func (f *Fetcher) fetchHTTP(ctx context.Context, target, rel string) ([]byte, error) {

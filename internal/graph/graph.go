@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	MaxMetadataBytes int64
 	// Types are the package types; nil means gomod and maven.
 	Types *Types
+	// Roots are the path roots (--path-root) a local source must lie under; see
+	// [FetcherConfig.Roots]. Nil opens any directory.
+	Roots *pathroot.Roots
 }
 
 // Graph holds the graph workflow's actions and what they share: the package types, the fetcher
@@ -57,7 +61,7 @@ func New(cfg Config) *Graph {
 		ts = &Types{}
 		ts.Add(GoMod{}, Maven{})
 	}
-	return &Graph{types: ts, fetch: NewFetcher(FetcherConfig{Egress: cfg.Egress, Timeout: cfg.FetchTimeout, MaxBytes: cfg.MaxMetadataBytes}),
+	return &Graph{types: ts, fetch: NewFetcher(FetcherConfig{Egress: cfg.Egress, Timeout: cfg.FetchTimeout, MaxBytes: cfg.MaxMetadataBytes, Roots: cfg.Roots}),
 		reqs: map[int64]*Request{}}
 }
 

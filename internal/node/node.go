@@ -36,6 +36,7 @@ import (
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/subprocess"
@@ -66,6 +67,12 @@ type Config struct {
 	// OpenS3 opens the s3://bucket/prefix locations an ingest sheet's files may be in (the
 	// objects workflow; see [objects.Service.S3]). Nil refuses them.
 	OpenS3 objects.S3Opener
+	// PathRoots are the path roots (--path-root) the objects and graph actions open the local
+	// directories jobs name through (a sheet's files_dir, a graph request's source), when they
+	// run: one outside them fails its task permanently, however the job was created. Nil opens
+	// any directory — for processes whose jobs name directories their own user chose (the
+	// CLI's commands), never for a server.
+	PathRoots *pathroot.Roots
 	// MaxBatch bounds writes per transaction; see worker.Config.
 	MaxBatch int
 	// Queues limits the actions this process runs; nil means all.
@@ -169,7 +176,7 @@ func Catalog() *action.Catalog { return CatalogWith(nil) }
 // CatalogWith returns the catalog of built-in actions; those that connect out (http) obey the
 // egress policy p.
 func CatalogWith(p *egress.Policy) *action.Catalog {
-	return catalogWith(p, newDomains(p, fileset.Config{}, nil))
+	return catalogWith(p, newDomains(p, fileset.Config{}, nil, nil))
 }
 
 // domains are the services of the built-in workflows that keep rows of their own (graph,
@@ -180,11 +187,13 @@ type domains struct {
 	objects *objects.Service
 }
 
-// newDomains makes the domains' services; those that connect out obey the egress policy p, and
-// objects opens S3 locations with openS3.
-func newDomains(p *egress.Policy, fcfg fileset.Config, openS3 objects.S3Opener) domains {
+// newDomains makes the domains' services; those that connect out obey the egress policy p,
+// objects opens S3 locations with openS3, and both objects and graph open local directories
+// through roots.
+func newDomains(p *egress.Policy, fcfg fileset.Config, openS3 objects.S3Opener, roots *pathroot.Roots) domains {
 	fcfg.Egress = p
-	return domains{graph: graph.New(graph.Config{Egress: p}), fileset: fileset.New(fcfg), objects: &objects.Service{S3: openS3}}
+	return domains{graph: graph.New(graph.Config{Egress: p, Roots: roots}), fileset: fileset.New(fcfg),
+		objects: &objects.Service{S3: openS3, Roots: roots}}
 }
 
 // catalogWith is [CatalogWith] with the domains' actions served by d.
@@ -261,7 +270,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		// The fileset workflow's jobs publish their results only where the sink is configured.
 		fcfg.Publish = true
 	}
-	d := newDomains(cfg.Egress, fcfg, cfg.OpenS3)
+	d := newDomains(cfg.Egress, fcfg, cfg.OpenS3, cfg.PathRoots)
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
 		Graph: d.graph, Fileset: d.fileset, Objects: d.objects}
 	for _, a := range cfg.Actions {

@@ -39,12 +39,20 @@ type fileIndex interface {
 	webVTT(ctx context.Context, name string) (bool, error)
 	// where names the file in a "File not Found" message.
 	where(name, asGiven string) string
+	// close releases what the index holds open.
+	close()
 }
 
-// openIndex returns the index of a validation's files location.
+// openIndex returns the index of a validation's files location; the caller closes it. A local
+// directory is opened through env.Roots ([pathroot.Roots.OpenDir]): one refused is a
+// [*pathroot.Error].
 func openIndex(ctx context.Context, env Env) (fileIndex, error) {
 	if !IsS3(env.FilesDir) {
-		return dirIndex(env.FilesDir), nil
+		dir, err := env.Roots.OpenDir(env.FilesDir)
+		if err != nil {
+			return nil, err
+		}
+		return dirIndex{dir}, nil
 	}
 	if env.OpenS3 == nil {
 		return nil, fmt.Errorf("%s: %w", env.FilesDir, ErrNoS3)
@@ -60,14 +68,15 @@ func openIndex(ctx context.Context, env Env) (fileIndex, error) {
 	return ix, nil
 }
 
-// dirIndex is a local directory: each check opens the file inside it, by [os.Root]'s rules. A
-// symbolic link leading out of the directory is a file that does not exist: validation neither
-// reads it nor tells it apart from a missing file, so a sheet cannot probe for files elsewhere.
-type dirIndex string
+// dirIndex is a local directory, opened once: each check opens the file inside it, by
+// [os.Root]'s rules. A symbolic link leading out of the directory is a file that does not
+// exist: validation neither reads it nor tells it apart from a missing file, so a sheet cannot
+// probe for files elsewhere.
+type dirIndex struct{ dir *os.Root }
 
 // open opens the regular file at name inside the directory; nil when there is none.
 func (d dirIndex) open(name string) *os.File {
-	f, err := pathroot.OpenIn(string(d), name)
+	f, err := pathroot.OpenFile(d.dir, name)
 	if err != nil {
 		return nil
 	}
@@ -77,6 +86,8 @@ func (d dirIndex) open(name string) *os.File {
 	}
 	return f
 }
+
+func (d dirIndex) close() { d.dir.Close() }
 
 func (d dirIndex) mime(_ context.Context, name string) string {
 	f := d.open(name)
@@ -123,6 +134,8 @@ func (x *s3Index) mime(_ context.Context, name string) string {
 	}
 	return mimeByName(name)
 }
+
+func (x *s3Index) close() {}
 
 func (x *s3Index) exists(_ context.Context, name string) bool { return x.keys[name] }
 
@@ -248,20 +261,28 @@ func (c *call) local(ctx context.Context, location, dir string) (string, error) 
 }
 
 // openLocal opens a file set's local file inside its sheet's files directory (the item's
-// files_dir; the file's own directory when there is none), by [os.Root]'s rules: a symbolic
-// link there may lead elsewhere inside it, never out of it, even one swapped in after the sheet
-// was validated — so an approved sheet cannot copy a file from elsewhere into preservation. A
-// file missing, or leading out, or not a regular file fails the action permanently.
+// files_dir; the file's own directory when there is none). The directory is opened through the
+// service's path roots ([pathroot.Roots.OpenDir]) when the task runs, and the file inside it by
+// [os.Root]'s rules: a directory outside the roots is refused however the job was made (an
+// admin's metadata too), and a link swapped in after the sheet was validated — for the file, or
+// for a folder above the directory — cannot lead out, so an approved sheet cannot copy a file
+// from elsewhere into preservation. A directory refused, or a file missing, leading out or not a
+// regular file, fails the action permanently.
 func (c *call) openLocal(location string) (*os.File, error) {
-	dir := c.md("files_dir")
+	field, dir := "files_dir", c.md("files_dir")
 	if dir == "" || IsS3(dir) {
-		dir = filepath.Dir(location)
+		field, dir = "location", filepath.Dir(location)
 	}
 	rel, err := filepath.Rel(dir, location)
 	if err != nil || !filepath.IsLocal(rel) {
 		return nil, action.Permanentf("%s: not inside the files directory %s", location, dir)
 	}
-	f, err := pathroot.OpenIn(dir, rel)
+	root, err := c.s.Roots.OpenDir(dir)
+	if err != nil {
+		return nil, refusedDir(field, err)
+	}
+	defer root.Close()
+	f, err := pathroot.OpenFile(root, rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, action.Permanentf("File not Found: %s", location)
@@ -275,4 +296,15 @@ func (c *call) openLocal(location string) (*os.File, error) {
 		return nil, action.Permanentf("%s: not a regular file", location)
 	}
 	return f, nil
+}
+
+// refusedDir is the error of a files directory that could not be opened through the path
+// roots: a location refused ([*pathroot.Error]) fails the action permanently, with the field,
+// the location and the reason; anything else (a path root that cannot be opened) is retried.
+func refusedDir(field string, err error) error {
+	var pe *pathroot.Error
+	if errors.As(err, &pe) {
+		return action.Permanentf("%s %s", field, pe)
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -24,6 +25,11 @@ type Service struct {
 	// S3 opens the s3://bucket/prefix locations of sheets' files (set it before the service
 	// is used). Nil refuses them: a sheet uploaded with one fails validation.
 	S3 S3Opener
+	// Roots are the path roots (--path-root) of local files directories: every action opens a
+	// sheet's files_dir (or a file set's own directory) through them when it runs, so one
+	// outside them fails permanently however the job was created. Nil opens any directory: a
+	// process whose jobs name directories its own user chose at the shell (the CLI's commands).
+	Roots *pathroot.Roots
 
 	s3     s3Stores
 	mu     sync.RWMutex
@@ -115,12 +121,15 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 	}
 	defer rc.Close()
 	x := e.Store().DomainSQL()
-	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3,
+	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3, Roots: s.Roots,
 		Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
 			return Existing(ctx, x, w, f)
 		}})
 	if errors.Is(err, ErrNoS3) { // this process will never read the location: retrying is no use
 		return action.Permanent(err)
+	}
+	if err != nil && !IsS3(str(t.Item.Metadata, "files_dir")) {
+		return refusedDir("files_dir", err)
 	}
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
 // Headers are the columns of an ingest sheet, all required, in Meadow's order.
@@ -49,6 +51,10 @@ type Env struct {
 	FilesDir string
 	// OpenS3 opens an s3:// FilesDir. Nil refuses one ([ErrNoS3]).
 	OpenS3 S3Opener
+	// Roots are the path roots a local FilesDir is opened through ([pathroot.Roots.OpenDir]):
+	// one outside them, or reached through a link leading out, is a [*pathroot.Error]. Nil
+	// opens any directory (the CLI's own validation, of a directory its user named).
+	Roots *pathroot.Roots
 	// Existing returns the work and file set accession numbers among those given that exist in
 	// the installation. Nil means none exist.
 	Existing func(ctx context.Context, works, fileSets []string) (w, f map[string]bool, err error)
@@ -145,6 +151,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer files.close()
 	if err := v.checkRows(ctx, files, env); err != nil {
 		return nil, err
 	}

@@ -254,12 +254,76 @@ func OpenIn(dir, name string) (*os.File, error) {
 		return nil, err
 	}
 	defer root.Close()
-	return root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return OpenFile(root, name)
 }
 
-// errEscapes is the text of os.Root's error for a path leaving the root. os exports no sentinel
-// for it.
-const errEscapes = "path escapes from parent"
+// OpenDir opens the local directory at loc as an [os.Root] for a reader that runs after the
+// check (an action, at task time): through its path root — [os.OpenRoot] of the root, then
+// [os.Root.OpenRoot] of loc inside it — so every element of loc's path, ancestors included, is
+// resolved by os.Root's rules when the directory is opened. A folder swapped for a link leading
+// out since loc was checked is refused, as at the check. A nil rs has no path roots to hold
+// to: it opens any directory with [os.OpenRoot] (a process whose locations come from the user at
+// its own shell, never a server's). A location refused is an [*Error] naming loc; any other
+// error (a path root that cannot be opened) is the server's. The caller closes the root.
+func (rs *Roots) OpenDir(loc string) (*os.Root, error) {
+	l, err := Classify(loc)
+	if err != nil {
+		return nil, err
+	}
+	if l.Kind != Local {
+		return nil, refuse(loc, "it is not a directory on this server")
+	}
+	if hasDotDot(l.Path) {
+		return nil, refuse(loc, `".." is not allowed in a server-side path`)
+	}
+	abs, err := filepath.Abs(l.Path)
+	if err != nil {
+		return nil, refuse(loc, "it is not a usable path")
+	}
+	if rs == nil {
+		dir, err := os.OpenRoot(abs)
+		if err != nil {
+			return nil, refuse(loc, "%s", Reason(err))
+		}
+		return dir, nil
+	}
+	if len(rs.dirs) == 0 {
+		return nil, refuse(loc, "this server reads no server-side paths (it has no --path-root)")
+	}
+	for _, r := range rs.dirs {
+		rel, err := filepath.Rel(r, abs)
+		if err != nil || (rel != "." && !filepath.IsLocal(rel)) {
+			continue
+		}
+		root, err := os.OpenRoot(r)
+		if err != nil {
+			return nil, fmt.Errorf("open path root %s: %w", r, err)
+		}
+		if rel == "." {
+			return root, nil
+		}
+		defer root.Close()
+		dir, err := root.OpenRoot(rel)
+		if err != nil {
+			return nil, refuse(loc, "%s", Reason(err))
+		}
+		return dir, nil
+	}
+	return nil, refuse(loc, "it is not under a configured path root (--path-root)")
+}
+
+// OpenFile opens the file at name (a relative path) in dir for reading, by [os.Root]'s rules
+// and without blocking, as [OpenIn] does.
+func OpenFile(dir *os.Root, name string) (*os.File, error) {
+	return dir.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// errEscapes and errNotDir are the texts of os.Root's errors for a path leaving the root and for
+// a root opened on a file. os exports no sentinel for them.
+const (
+	errEscapes = "path escapes from parent"
+	errNotDir  = "not a directory"
+)
 
 // Reason says in plain words why a file could not be reached inside a root ([os.Root]'s errors,
 // as from [OpenIn]), for a message to the user: never Go's own text.
@@ -273,6 +337,8 @@ func Reason(err error) string {
 		return "the server is not permitted to read it"
 	case errors.Is(err, syscall.ENOTDIR):
 		return "a file is named as a directory (a trailing slash, or a file in the middle of the path)"
+	case isPathErr(err, errNotDir):
+		return "it is not a directory"
 	case errors.Is(err, syscall.ELOOP):
 		return "too many levels of symbolic links"
 	case errors.Is(err, syscall.ENAMETOOLONG):
@@ -282,7 +348,10 @@ func Reason(err error) string {
 }
 
 // Escapes reports whether err is [os.Root]'s refusal of a path leading out of its root.
-func Escapes(err error) bool {
+func Escapes(err error) bool { return isPathErr(err, errEscapes) }
+
+// isPathErr reports whether err is an [fs.PathError] whose own error has the text msg.
+func isPathErr(err error, msg string) bool {
 	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Err.Error() == errEscapes
+	return errors.As(err, &pe) && pe.Err.Error() == msg
 }

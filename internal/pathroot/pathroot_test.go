@@ -172,3 +172,69 @@ func TestOpenAfterSwap(t *testing.T) {
 		t.Fatalf("OpenIn through a link outside: %v, want it refused as an escape", err)
 	}
 }
+
+// TestOpenDirAncestorSwap checks that a directory checked under its path root cannot be opened
+// once one of its ancestor folders has been swapped for a link leading out of the root: OpenDir
+// resolves the whole path inside the root when it opens it, not when it was checked.
+func TestOpenDirAncestorSwap(t *testing.T) {
+	t.Parallel()
+	root, outside := setupRoot(t)
+	for _, d := range []string{filepath.Join(root, "batch", "files"), filepath.Join(outside, "files")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "files", "a.txt"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs := pathroot.New([]string{root})
+	loc := filepath.Join(root, "batch", "files")
+	if _, err := rs.Check(loc); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := rs.OpenDir(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir.Close()
+	// The ancestor "batch" becomes a link to the folder outside, which has a files/ of its own.
+	if err := os.RemoveAll(filepath.Join(root, "batch")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "batch")); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := rs.OpenDir(loc); err == nil || !strings.Contains(err.Error(), "leads out of its root") {
+		if dir != nil {
+			dir.Close()
+		}
+		t.Fatalf("OpenDir after the swap: %v, want refused as leading out", err)
+	}
+	for _, tt := range []struct{ name, loc, refused string }{
+		{"outside the roots", outside, "not under a configured path root"},
+		{"dot-dot", root + "/sub/..", `".." is not allowed`},
+		{"a URL", "https://example.com/x", "not a directory on this server"},
+		{"a file", root + "/good.txt", "it is not a directory"},
+		{"missing", root + "/nope", "no such file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, err := rs.OpenDir(tt.loc)
+			var pe *pathroot.Error
+			if !errors.As(err, &pe) || !strings.Contains(pe.Reason, tt.refused) || pe.Location != tt.loc {
+				if dir != nil {
+					dir.Close()
+				}
+				t.Fatalf("OpenDir(%q) = %v; want refused with %q", tt.loc, err, tt.refused)
+			}
+		})
+	}
+	if _, err := (&pathroot.Roots{}).OpenDir(root); err == nil || !strings.Contains(err.Error(), "no --path-root") {
+		t.Errorf("OpenDir with no roots: %v, want refused naming --path-root", err)
+	}
+	var any *pathroot.Roots // no path roots to hold to: any directory opens
+	if dir, err := any.OpenDir(outside); err != nil {
+		t.Errorf("OpenDir on nil roots: %v", err)
+	} else {
+		dir.Close()
+	}
+}
