@@ -31,7 +31,7 @@ func (m namedURLs) String() string {
 func (m namedURLs) Set(v string) error {
 	name, u, ok := strings.Cut(v, "=")
 	if !ok || name == "" || u == "" {
-		return fmt.Errorf("want NAME=URL, got %q", v)
+		return fmt.Errorf("want NAME=URL, got %q", redact.URL(v))
 	}
 	if _, dup := m[name]; dup {
 		return fmt.Errorf("%q given twice", name)
