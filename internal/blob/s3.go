@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/sluice-project/sluice/internal/redact"
 )
 
 // S3 multipart tuning.
@@ -90,15 +92,15 @@ type S3Config struct {
 func ParseURL(raw string) (bucket, prefix string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", "", fmt.Errorf("parse blob store url: %w", err)
+		return "", "", fmt.Errorf("parse blob store url %s: %w", redact.URL(raw), errors.Unwrap(err))
 	}
 	switch {
 	case u.Scheme != "s3":
-		return "", "", fmt.Errorf("parse blob store url %q: want scheme s3://", raw)
+		return "", "", fmt.Errorf("parse blob store url %q: want scheme s3://", redact.URL(raw))
 	case u.Host == "" || u.Port() != "" || u.User != nil:
-		return "", "", fmt.Errorf("parse blob store url %q: want s3://bucket/prefix", raw)
+		return "", "", fmt.Errorf("parse blob store url %q: want s3://bucket/prefix", redact.URL(raw))
 	case u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
-		return "", "", fmt.Errorf("parse blob store url %q: query and fragment are not supported", raw)
+		return "", "", fmt.Errorf("parse blob store url %q: query and fragment are not supported", redact.URL(raw))
 	}
 	return u.Host, strings.Trim(u.Path, "/"), nil
 }
@@ -195,7 +197,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("open s3 blob store: endpoint %q: want http:// or https:// URL", cfg.Endpoint)
+			return nil, fmt.Errorf("open s3 blob store: endpoint %q: want http:// or https:// URL", redact.URL(cfg.Endpoint))
 		}
 		opts.BaseEndpoint = aws.String(cfg.Endpoint)
 	}

@@ -21,7 +21,9 @@ func TestParseURL(t *testing.T) {
 		{name: "no bucket", url: "s3:///x", err: "want s3://bucket/prefix"},
 		{name: "port", url: "s3://blobs:9000/x", err: "want s3://bucket/prefix"},
 		{name: "user", url: "s3://k:s@blobs/x", err: "want s3://bucket/prefix"},
+		{name: "user's secret masked", url: "s3://AKIA:wJalr-s3cret@blobs/x", err: `"s3://AKIA:xxxxx@blobs/x"`},
 		{name: "query", url: "s3://blobs/x?region=eu", err: "not supported"},
+		{name: "query's secret masked", url: "s3://blobs/x?secret_key=wJalr-s3cret", err: `"s3://blobs/x?secret_key=xxxxx"`},
 		{name: "bad escape", url: "s3://blobs/%zz", err: "parse blob store url"},
 	} {
 		bucket, prefix, err := blob.ParseURL(tc.url)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/outbox"
+	"github.com/sluice-project/sluice/internal/redact"
 	"github.com/sluice-project/sluice/internal/source"
 	"github.com/sluice-project/sluice/internal/worker"
 )
@@ -217,7 +217,10 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 		if d, ok := defaults[f.Name]; ok && (v == "0" || v == "0s") {
 			v = d // the component's default, which a zero stands for
 		}
-		res.Settings = append(res.Settings, setting{Name: f.Name, Value: maskSecrets(v), Source: src})
+		if _, ok := f.Value.(namedURLs); !ok {
+			v = maskSecrets(v)
+		}
+		res.Settings = append(res.Settings, setting{Name: f.Name, Value: v, Source: src})
 	})
 	for _, k := range secretEnv {
 		v := "(unset)"
@@ -247,25 +250,11 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 	return tw.Flush()
 }
 
-// maskSecrets hides the password of a URL (user:password@, or a password= query parameter),
-// and of each URL in a comma-separated list.
+// maskSecrets masks the secrets of a URL value (redact.URL); other values are shown as they
+// are. A NAME=URL list (--sink, --source) masks its URLs itself.
 func maskSecrets(v string) string {
 	if !strings.Contains(v, "://") {
 		return v
 	}
-	u, err := url.Parse(v)
-	if err != nil {
-		return "******** (not a URL)"
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") || strings.Contains(strings.ToLower(k), "secret") || strings.Contains(strings.ToLower(k), "token") {
-			q.Set(k, "xxxxx")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	return redact.URL(v)
 }

@@ -5,22 +5,33 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/redact"
 )
 
 // namedURLs is a repeatable NAME=URL flag.
 type namedURLs map[string]string
 
-func (m namedURLs) String() string { return "" }
+// String returns the NAME=URL pairs, space-separated, each URL's secrets masked (redact.URL):
+// what `config show` and -h print.
+func (m namedURLs) String() string {
+	pairs := make([]string, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, name+"="+redact.URL(m[name]))
+	}
+	return strings.Join(pairs, " ")
+}
 
 func (m namedURLs) Set(v string) error {
 	name, u, ok := strings.Cut(v, "=")
 	if !ok || name == "" || u == "" {
-		return fmt.Errorf("want NAME=URL, got %q", v)
+		return fmt.Errorf("want NAME=URL, got %q", redact.URL(v))
 	}
 	if _, dup := m[name]; dup {
 		return fmt.Errorf("%q given twice", name)

@@ -6,7 +6,11 @@
 //
 // A [Policy] refuses loopback, private, link-local, shared (CGNAT), multicast and unspecified
 // addresses unless an allow rule names them, and refuses whatever a deny rule names; deny wins
-// over allow. It is enforced when connecting, on the address the name resolved to (a
+// over allow. An IPv6 address that carries an IPv4 address to a gateway — IPv4-mapped
+// (::ffff:0:0/96), NAT64 (64:ff9b::/96) or 6to4 (2002::/16) — is checked as that IPv4 address,
+// so 64:ff9b::7f00:1 is loopback; the deprecated or local forms whose gateway cannot be known
+// (IPv4-compatible ::/96, local-use NAT64 64:ff9b:1::/48, Teredo 2001::/32, site-local
+// fec0::/10) are refused unless allowed. It is enforced when connecting, on the address the name resolved to (a
 // [net.Dialer] Control function), so DNS rebinding — a name that resolves to a public address when
 // checked and a private one when used — cannot get past it, and every redirect's connection is
 // checked again.
@@ -124,19 +128,47 @@ var specials = func() []special {
 		{"127.0.0.0/8", "loopback address"},
 		{"169.254.0.0/16", "link-local address, where cloud metadata services live"},
 		{"172.16.0.0/12", "private address"},
+		{"192.0.0.0/24", "IETF protocol address (NAT64 and DS-Lite gateways)"},
 		{"192.168.0.0/16", "private address"},
+		{"198.18.0.0/15", "benchmarking address, used for internal networks"},
 		{"224.0.0.0/4", "multicast address"},
 		{"240.0.0.0/4", "reserved address"},
+		// ::/128 and ::1/128 come before ::/96, which holds them, for their own reasons.
 		{"::/128", "unspecified address"},
 		{"::1/128", "loopback address"},
+		{"::/96", "IPv4-compatible address (deprecated; a tunnel may take it to any IPv4 address)"},
+		{"::ffff:0:0:0/96", "IPv4-translated address"},
+		{"64:ff9b:1::/48", "local-use NAT64 address (its gateway may reach private IPv4 addresses)"},
+		{"100::/64", "discard-only address"},
+		{"2001::/32", "Teredo address (a tunnel to an IPv4 address)"},
 		{"fc00::/7", "private (unique local) address"},
 		{"fe80::/10", "link-local address"},
+		{"fec0::/10", "site-local address (deprecated private)"},
 		{"ff00::/8", "multicast address"},
 	} {
 		out = append(out, special{netip.MustParsePrefix(s.cidr), s.what})
 	}
 	return out
 }()
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// embedded returns the IPv4 address a NAT64 (RFC 6052's well-known prefix) or 6to4 (RFC 3056)
+// address carries, and which kind it is: the gateway that takes the connection on delivers it
+// to that IPv4 address.
+func embedded(a netip.Addr) (netip.Addr, string, bool) {
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), "NAT64 address", true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), "6to4 address", true
+	}
+	return a, "", false
+}
 
 // RefusedError is the error of a connection the policy refused. It is permanent: retrying cannot
 // help until the policy changes.
@@ -164,10 +196,15 @@ func (p *Policy) Check(host string, addr netip.AddrPort) error {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	a := addr.Addr().Unmap()
 	addr = netip.AddrPortFrom(a, addr.Port())
+	// An address carrying an IPv4 address is checked as that address: rules and ranges alike.
+	via := ""
+	if v4, what, ok := embedded(a); ok {
+		a, via = v4, " ("+v4.String()+" in a "+what+")"
+	}
 	if p != nil {
 		for _, r := range p.deny {
 			if r.matches(host, a) {
-				return &RefusedError{Addr: addr, Host: host, Reason: "denied by --egress-deny " + r.text}
+				return &RefusedError{Addr: addr, Host: host, Reason: "denied by --egress-deny " + r.text + via}
 			}
 		}
 		for _, r := range p.allow {
@@ -179,7 +216,7 @@ func (p *Policy) Check(host string, addr netip.AddrPort) error {
 	for _, s := range specials {
 		if s.prefix.Contains(a) {
 			return &RefusedError{Addr: addr, Host: host,
-				Reason: s.what + "; allow it with --egress-allow " + s.prefix.String()}
+				Reason: s.what + via + "; allow it with --egress-allow " + s.prefix.String()}
 		}
 	}
 	return nil

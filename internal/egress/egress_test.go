@@ -50,6 +50,23 @@ func TestCheck(t *testing.T) {
 		{"denied host", custom, "bad.example.com", "93.184.216.34:80", "denied by --egress-deny bad.example.com"},
 		{"denied subdomain", custom, "x.evil.example", "93.184.216.34:80", "denied by --egress-deny *.evil.example"},
 		{"public with custom", custom, "", "93.184.216.34:80", ""},
+		// IPv6 addresses that carry an IPv4 address to a gateway.
+		{"NAT64 loopback", nil, "", "[64:ff9b::127.0.0.1]:80", "loopback address (127.0.0.1 in a NAT64 address); allow it with --egress-allow 127.0.0.0/8"},
+		{"NAT64 metadata", nil, "", "[64:ff9b::a9fe:a9fe]:80", "link-local address, where cloud metadata services live (169.254.169.254 in a NAT64 address); allow it with --egress-allow 169.254.0.0/16"},
+		{"NAT64 public", nil, "", "[64:ff9b::93.184.216.34]:443", ""},
+		{"NAT64 allowed as its IPv4 address", custom, "", "[64:ff9b::10.1.9.9]:80", ""},
+		{"NAT64 denied as its IPv4 address", custom, "", "[64:ff9b::10.1.2.3]:80", "denied by --egress-deny 10.1.2.0/24 (10.1.2.3 in a NAT64 address)"},
+		{"6to4 private", nil, "", "[2002:c0a8:101::1]:80", "private address (192.168.1.1 in a 6to4 address); allow it with --egress-allow 192.168.0.0/16"},
+		{"6to4 public", nil, "", "[2002:5db8:d822::1]:80", ""},
+		{"IPv4-compatible", nil, "", "[::127.0.0.1]:80", "IPv4-compatible address (deprecated; a tunnel may take it to any IPv4 address); allow it with --egress-allow ::/96"},
+		{"IPv4-compatible public", nil, "", "[::93.184.216.34]:80", "IPv4-compatible address (deprecated; a tunnel may take it to any IPv4 address); allow it with --egress-allow ::/96"},
+		{"IPv6 unspecified before IPv4-compatible", nil, "", "[::]:80", "unspecified address; allow it with --egress-allow ::/128"},
+		{"local-use NAT64", nil, "", "[64:ff9b:1::a00:1]:80", "local-use NAT64 address (its gateway may reach private IPv4 addresses); allow it with --egress-allow 64:ff9b:1::/48"},
+		{"Teredo", nil, "", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]:80", "Teredo address (a tunnel to an IPv4 address); allow it with --egress-allow 2001::/32"},
+		{"site-local", nil, "", "[fec0::1]:80", "site-local address (deprecated private); allow it with --egress-allow fec0::/10"},
+		{"benchmarking", nil, "", "198.18.0.1:80", "benchmarking address, used for internal networks; allow it with --egress-allow 198.18.0.0/15"},
+		{"IETF protocol assignments", nil, "", "192.0.0.170:80", "IETF protocol address (NAT64 and DS-Lite gateways); allow it with --egress-allow 192.0.0.0/24"},
+		{"not Teredo", nil, "", "[2001:4860:4860::8888]:443", ""},
 	} {
 		err := tt.p.Check(tt.host, netip.MustParseAddrPort(tt.addr))
 		var re *egress.RefusedError

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-project/sluice/internal/redact"
 )
 
 // NATS is a JetStream sink. Each message is published with Nats-Msg-Id set to its id, so the
@@ -47,7 +49,7 @@ func Connect(u *url.URL, name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(server.String(), nats.Name(name), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", server.Redacted(), err)
+		return nil, fmt.Errorf("connect to nats %s: %w", redact.URL(server.String()), err)
 	}
 	return nc, nil
 }
@@ -69,7 +71,7 @@ func openNATS(ctx context.Context, u *url.URL, o Options) (*NATS, error) {
 		if d := u.Query().Get("duplicates"); d != "" {
 			if dup, err = time.ParseDuration(d); err != nil {
 				nc.Close()
-				return nil, fmt.Errorf("sink %s: duplicates: %w", u.Redacted(), err)
+				return nil, fmt.Errorf("sink %s: duplicates: %w", redact.URL(u.String()), err)
 			}
 		}
 		subjects := []string{">"}

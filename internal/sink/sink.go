@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/redact"
 )
 
 // Message is one message to deliver.
@@ -73,7 +75,8 @@ func Open(ctx context.Context, raw string, o Options) (Sink, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("sink url: %w", err)
+		// url.Parse's error quotes the whole URL, secrets and all.
+		return nil, fmt.Errorf("sink url %s: %w", redact.URL(raw), errors.Unwrap(err))
 	}
 	switch u.Scheme {
 	case "nats":
@@ -86,25 +89,11 @@ func Open(ctx context.Context, raw string, o Options) (Sink, error) {
 			path = u.Path
 		}
 		if path == "" {
-			return nil, fmt.Errorf("sink url %q: no file path (file:/var/log/out.jsonl)", Redact(raw))
+			return nil, fmt.Errorf("sink url %q: no file path (file:/var/log/out.jsonl)", redact.URL(raw))
 		}
 		return OpenFile(path)
 	}
-	return nil, fmt.Errorf("sink url %q: unknown scheme %q (nats, http, https, file)", Redact(raw), u.Scheme)
-}
-
-// Redact returns the URL with secrets (a password, a secret parameter) replaced, for logs.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(invalid url)"
-	}
-	q := u.Query()
-	if q.Has("secret") {
-		q.Set("secret", "xxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
+	return nil, fmt.Errorf("sink url %q: unknown scheme %q (nats, http, https, file)", redact.URL(raw), u.Scheme)
 }
 
 // readSecret returns the secret given by ?secret= or ?secret_file=.

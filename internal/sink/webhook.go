@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sluice-project/sluice/internal/redact"
 )
 
 // Headers of a webhook request.
@@ -69,7 +71,7 @@ func (s *Webhook) Send(ctx context.Context, msgs []Message) []error {
 func (s *Webhook) post(ctx context.Context, m Message) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(m.Body))
 	if err != nil {
-		return err
+		return redact.Error(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range m.Attributes {
@@ -82,7 +84,8 @@ func (s *Webhook) post(ctx context.Context, m Message) error {
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		// The client's error names the URL, whose query may hold the receiver's token.
+		return fmt.Errorf("webhook: %w", redact.Error(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

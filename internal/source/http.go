@@ -22,10 +22,11 @@ type Set struct {
 }
 
 // ServeHTTP turns the request into a message of the named source: the body, Sluice-Message-Id
-// (or Idempotency-Key) as its id, the other headers as attributes. It answers 200 with the
-// [Outcome] once the job or event committed — a retried request with the same id finds the
-// same job — 404 for an unknown source, 401 for a bad signature (a source with a secret),
-// 422 for an event message without its key.
+// (or Idempotency-Key) as its id, the other headers as attributes (for filters and keys; the
+// job keeps only those the source's headers= lists, never the request's credentials). It
+// answers 200 with the [Outcome] once the job or event committed — a retried request with the
+// same id finds the same job — 404 for an unknown source, 401 for a bad signature (a source
+// with a secret), 422 for an event message without its key.
 func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	spec, ok := s.Specs[r.PathValue("name")]
 	if !ok {

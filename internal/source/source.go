@@ -24,14 +24,15 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/redact"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
 // Spec is a source's configuration, parsed from its URL ([Parse]):
 //
-//	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W[&as=metadata|file][&filter.ATTR=V1,V2…]
+//	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W[&as=metadata|file][&filter.ATTR=V1,V2…][&headers=H1,H2…]
 //	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W&event=E&key=K[&filter.…]
-//	webhook:?workflow=W[&as=…][&event=E&key=K][&secret=S][&filter.…]
+//	webhook:?workflow=W[&as=…][&event=E&key=K][&secret=S][&filter.…][&headers=H1,H2…]
 type Spec struct {
 	Name string
 	// URL is the source's URL, with secrets redacted.
@@ -53,13 +54,20 @@ type Spec struct {
 	Filters map[string][]string
 	// Secret, for webhook sources, is the HMAC-SHA256 key of the Sluice-Signature header.
 	Secret string
+	// Headers are the attributes (headers, lowercased) a job keeps in its root's
+	// source_attributes: the allow list of headers=. Every other header is used for filters and
+	// keys and then forgotten, so a request's credentials never reach the job's metadata. A
+	// header that carries credentials ([redact.Secret]: Authorization, Cookie, *-Token, *-Key,
+	// *-Secret …) is refused by [Parse] even when listed. Defaults to none.
+	Headers []string
 }
 
 // Parse parses a source URL.
 func Parse(name, raw string) (*Spec, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", name, err)
+		// url.Parse's error quotes the whole URL, secrets and all.
+		return nil, fmt.Errorf("source %s: %s: %w", name, redact.URL(raw), errors.Unwrap(err))
 	}
 	q := u.Query()
 	s := &Spec{Name: name, Workflow: q.Get("workflow"), As: q.Get("as"), Event: q.Get("event"), Key: q.Get("key"),
@@ -68,6 +76,20 @@ func Parse(name, raw string) (*Spec, error) {
 		if attr, ok := strings.CutPrefix(k, "filter."); ok {
 			for _, v := range vs {
 				s.Filters[strings.ToLower(attr)] = append(s.Filters[strings.ToLower(attr)], strings.Split(v, ",")...)
+			}
+		}
+	}
+	for _, v := range q["headers"] {
+		for _, h := range strings.Split(v, ",") {
+			h = strings.ToLower(strings.TrimSpace(h))
+			if h == "" {
+				continue
+			}
+			if redact.Secret(h) {
+				return nil, fmt.Errorf("source %s: headers=%s: a header that carries credentials is never stored in a job (Authorization, Cookie, *-Token, *-Key, *-Secret …)", name, h)
+			}
+			if !slices.Contains(s.Headers, h) {
+				s.Headers = append(s.Headers, h)
 			}
 		}
 	}
@@ -100,11 +122,7 @@ func Parse(name, raw string) (*Spec, error) {
 	default:
 		return nil, fmt.Errorf("source %s: unknown scheme %q (nats, webhook)", name, u.Scheme)
 	}
-	if s.Secret != "" {
-		q.Set("secret", "xxx")
-		u.RawQuery = q.Encode()
-	}
-	s.URL = u.Redacted()
+	s.URL = redact.URL(raw)
 	return s, nil
 }
 
@@ -113,7 +131,8 @@ type Message struct {
 	// ID is the message's id; a redelivery has the same.
 	ID      string
 	Subject string
-	// Attributes are its headers, names lowercased.
+	// Attributes are its headers, names lowercased, credentials included: filters and keys read
+	// them, and a job keeps only [Spec.Headers] of them.
 	Attributes map[string]string
 	Body       []byte
 }
@@ -127,6 +146,17 @@ func (s *Spec) Accepts(m Message) bool {
 		}
 	}
 	return true
+}
+
+// kept returns the attributes the source keeps ([Spec.Headers]).
+func (s *Spec) kept(attrs map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, h := range s.Headers {
+		if v, ok := attrs[h]; ok {
+			out[h] = v
+		}
+	}
+	return out
 }
 
 // Outcome is what a message became.
@@ -166,7 +196,7 @@ func (h *Handler) Handle(ctx context.Context, s *Spec, m Message) (Outcome, erro
 	if s.Event != "" {
 		return h.fire(ctx, s, m)
 	}
-	md := map[string]any{"source": s.Name, "source_message_id": m.ID, "source_subject": m.Subject, "source_attributes": m.Attributes}
+	md := map[string]any{"source": s.Name, "source_message_id": m.ID, "source_subject": m.Subject, "source_attributes": s.kept(m.Attributes)}
 	root := engine.Root{Ordinal: 0, Name: m.ID}
 	if s.As == "file" {
 		sha, size, err := h.Blobs.Put(ctx, bytes.NewReader(m.Body))

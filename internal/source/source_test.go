@@ -1,6 +1,7 @@
 package source_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -102,6 +103,102 @@ func TestWebhookSource(t *testing.T) {
 		}
 		if j := k.WaitJob(t, jobs[0].ID, 10*time.Second); j.State != store.JobComplete {
 			t.Fatalf("job %s", j.State)
+		}
+	})
+}
+
+// TestParseHeaders checks the allow list of headers a source keeps: listed names are kept
+// lowercased, and a header that carries credentials is refused, named in the error, even when
+// listed. The spec's URL, for display, masks the source's secret.
+func TestParseHeaders(t *testing.T) {
+	t.Parallel()
+	s, err := source.Parse("in", "webhook:?workflow=w&headers=X-Request-Id,Traceparent&headers=x-request-id&secret=hmac-k3y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.Headers, " ") != "x-request-id traceparent" {
+		t.Errorf("headers = %q", s.Headers)
+	}
+	if strings.Contains(s.URL, "hmac-k3y") || !strings.Contains(s.URL, "secret=xxxxx") {
+		t.Errorf("URL = %q, want the secret masked", s.URL)
+	}
+	for _, tc := range []struct{ name, headers, refused string }{
+		{"authorization", "Authorization", "authorization"},
+		{"cookie among others", "X-Request-Id,Cookie", "cookie"},
+		{"proxy authorization", "Proxy-Authorization", "proxy-authorization"},
+		{"set-cookie", "Set-Cookie", "set-cookie"},
+		{"a token", "X-Gitlab-Token", "x-gitlab-token"},
+		{"a key", "X-Api-Key", "x-api-key"},
+		{"a secret", "X-Webhook-Secret", "x-webhook-secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := source.Parse("in", "webhook:?workflow=w&headers="+tc.headers)
+			if err == nil || !strings.Contains(err.Error(), "headers="+tc.refused+":") {
+				t.Errorf("headers=%s: %v, want an error naming %s", tc.headers, err, tc.refused)
+			}
+		})
+	}
+	if _, err := source.Parse("in", "nats://user:hmac-k3y@h/%zz?workflow=w"); err == nil || strings.Contains(err.Error(), "hmac-k3y") {
+		t.Errorf("a bad URL's error: %v, want one without its secret", err)
+	}
+}
+
+// TestWebhookSourceKeepsOnlyDeclaredHeaders posts a request carrying Authorization, Cookie and
+// a token header beside a declared X-Request-Id: the job's root keeps the declared header and
+// none of the others, in source_attributes or anywhere in its metadata, while an undeclared
+// header still serves the source's filter.
+func TestWebhookSourceKeepsOnlyDeclaredHeaders(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		t.Parallel()
+		k := enginetest.Start(t, open, basic.NewNoop())
+		k.ApplyWorkflow(t, "name: req\nsteps:\n  a: {action: noop, needs: [start]}\n")
+		spec, err := source.Parse("in", "webhook:?workflow=req&filter.status=ok&headers=X-Request-Id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST /v1/sources/{name}", &source.Set{Handler: &source.Handler{Engine: k.Engine, Blobs: k.Blobs}, Specs: map[string]*source.Spec{"in": spec}})
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		const bearer, cookie, token = "sl_bearer-5e7c1a", "session-9d2b4f", "tok-3a8e6c"
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/sources/in", strings.NewReader(`{"n": 1}`))
+		req.Header.Set(sink.HeaderID, "m1")
+		req.Header.Set("Status", "ok")
+		req.Header.Set("X-Request-Id", "req-42")
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		req.Header.Set("Cookie", "sid="+cookie)
+		req.Header.Set("X-Gitlab-Token", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"created":true`) {
+			t.Fatalf("post: %d %s", resp.StatusCode, b)
+		}
+		jobs, err := k.Store.JobList(t.Context(), store.JobListParams{Limit: 10})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("jobs = %v, %v; want one", jobs, err)
+		}
+		items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: jobs[0].ID, Limit: 10})
+		if err != nil || len(items) == 0 {
+			t.Fatalf("items = %v, %v", items, err)
+		}
+		var md struct {
+			Attributes map[string]string `json:"source_attributes"`
+		}
+		if err := json.Unmarshal(items[0].Metadata, &md); err != nil {
+			t.Fatal(err)
+		}
+		if len(md.Attributes) != 1 || md.Attributes["x-request-id"] != "req-42" {
+			t.Errorf("source_attributes = %v, want only x-request-id", md.Attributes)
+		}
+		for _, sec := range []string{bearer, cookie, token} {
+			if strings.Contains(string(items[0].Metadata), sec) {
+				t.Errorf("the root's metadata holds %q: %s", sec, items[0].Metadata)
+			}
 		}
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/action/tasktemplate"
 	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/redact"
 	"github.com/sluice-project/sluice/internal/tracing"
 )
 
@@ -167,7 +168,7 @@ func (a *httpAction) Run(ctx context.Context, t *action.Task, out action.Output)
 		if reqCtx.Err() != nil {
 			return fmt.Errorf("%s: timed out after %s", where, c.timeout)
 		}
-		return fmt.Errorf("%s: %w", where, err)
+		return fmt.Errorf("%s: %w", where, redact.Error(err)) // the client's error quotes the whole URL
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
@@ -264,10 +265,10 @@ func (a *httpAction) newRequest(ctx context.Context, c *config, t *action.Task, 
 func parseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
+		return nil, fmt.Errorf("url %s: %w", redact.URL(s), errors.Unwrap(err))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("url: %q is not an absolute http or https URL", s)
+		return nil, fmt.Errorf("url: %q is not an absolute http or https URL", redact.URL(s))
 	}
 	return u, nil
 }

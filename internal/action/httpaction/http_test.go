@@ -301,9 +301,13 @@ func TestConnectionError(t *testing.T) {
 	srv := httptest.NewServer(respond(200, ""))
 	url := srv.URL
 	srv.Close()
-	_, err := run(t, t.Context(), map[string]any{"url": url}, nil)
+	_, err := run(t, t.Context(), map[string]any{"url": url + "/in?api_key=k3y-6d1f&page=2"}, nil)
 	if err == nil || action.IsPermanent(err) {
 		t.Fatalf("Run = %v; want a transient error", err)
+	}
+	// The error is the task's, shown by the API and the UI: the URL's secrets are masked.
+	if strings.Contains(err.Error(), "k3y-6d1f") || !strings.Contains(err.Error(), "api_key=xxxxx&page=2") {
+		t.Errorf("Run = %v; want the URL with its key masked", err)
 	}
 }
 
