@@ -449,7 +449,10 @@ func progressLine(p *engine.Progress) string {
 		total += v
 	}
 	eta := ""
-	if p.ETA > 0 {
+	switch {
+	case p.Waiting:
+		eta = " ETA unknown (waiting for an external event)"
+	case p.ETA > 0:
 		eta = " ETA " + p.ETA.Round(time.Second).String()
 	}
 	failed := ""

@@ -27,10 +27,13 @@ type settler struct {
 	busy    map[int64]bool      // items that got a ready task in this transaction: not settling
 	moves   map[int64][2]string // item → (state in the database, new state), written by flushMoves
 	colored map[int64]bool      // items whose colored progress changed in memory
+	// uncolored are items ingested without coloring their share: their job was canceled or
+	// failed, so their work was not done (see moveItem).
+	uncolored map[int64]bool
 }
 
 func newSettler() settler {
-	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}}
+	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}, uncolored: map[int64]bool{}}
 }
 
 // settleDirty settles the dirty items, a level at a time, deepest first; settling an item marks
@@ -85,7 +88,7 @@ func (t *tx) writeColors() error {
 	var cvals []float64
 	for id := range t.colored {
 		it := t.items[id]
-		if it == nil || it.State == store.ItemIngested {
+		if it == nil || it.State == store.ItemIngested && !t.uncolored[id] {
 			continue // ingesting wrote colored = share
 		}
 		cids, cvals = append(cids, id), append(cvals, it.Colored)
@@ -188,7 +191,13 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 	t.moves[it.ID] = m
 	it.State = state
 	if state == store.ItemIngested {
-		it.Colored = it.Share
+		if j := t.jobs[it.JobID]; j != nil && j.State != store.JobRunning && j.State != store.JobComplete {
+			// Settled because its job was canceled or failed, not because its work was done:
+			// it keeps what its tasks colored, so the job's progress is the work really done.
+			t.uncolored[it.ID] = true
+		} else {
+			it.Colored = it.Share
+		}
 		t.touched[it.JobID] = true
 	}
 	if state == store.ItemIngested && it.ParentID == 0 {
@@ -205,20 +214,25 @@ func (t *tx) flushMoves() error {
 	if len(t.moves) == 0 {
 		return nil
 	}
-	groups := map[[2]string][]int64{}
-	var keys [][2]string
+	// (from, to, and "u" for an ingest that colors nothing: see moveItem)
+	groups := map[[3]string][]int64{}
+	var keys [][3]string
 	for id, m := range t.moves {
-		if groups[m] == nil {
-			keys = append(keys, m)
+		k := [3]string{m[0], m[1], ""}
+		if m[1] == store.ItemIngested && t.uncolored[id] {
+			k[2] = "u"
 		}
-		groups[m] = append(groups[m], id)
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], id)
 	}
 	clear(t.moves)
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1]+keys[i][2] < keys[j][0]+keys[j][1]+keys[j][2] })
 	for _, key := range keys {
 		ids := groups[key]
 		slices.Sort(ids)
-		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested}
+		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested && key[2] == ""}
 		if err := t.setItemStates(p); err != nil {
 			return err
 		}
