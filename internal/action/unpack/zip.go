@@ -107,9 +107,9 @@ type zipRun struct {
 	selfCRC *uint32
 	// total is the sum of the entries' zipShare and done that of the entries passed so far:
 	// progress is done/total, so each child's slice of the archive's progress is its own
-	// entry's share. (Offsets in the file, as before, left the central directory — a third of
-	// an archive of small files — and the last entry to no child: 46 % shown at 18,164 of
-	// 20,000 documents.)
+	// entry's share, and the children together get all of it. Offsets in the file would leave
+	// the central directory (a third of an archive of small files) and the last entry to no
+	// child: the job's progress would lag its documents by that much until the end.
 	total, done float64
 }
 
