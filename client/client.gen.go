@@ -365,11 +365,12 @@ type OutputList struct {
 // Progress defines model for Progress.
 type Progress struct {
 	ElapsedSeconds float64          `json:"elapsed_seconds"`
-	EtaSeconds     *float64         `json:"eta_seconds,omitempty"`
+	EtaSeconds     *float64         `json:"eta_seconds"`
 	Fraction       float64          `json:"fraction"`
 	Items          map[string]int64 `json:"items"`
 	State          string           `json:"state"`
 	Tasks          map[string]int64 `json:"tasks"`
+	Waiting        bool             `json:"waiting"`
 }
 
 // SearchHit defines model for SearchHit.

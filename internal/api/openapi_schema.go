@@ -163,6 +163,13 @@ func (s *schemas) fields(t reflect.Type, props map[string]any, required *[]strin
 		props[name] = s.schema(f.Type)
 		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
 			*required = append(*required, name)
+			if sc, ok := props[name].(map[string]any); ok && f.Type.Kind() == reflect.Pointer {
+				if ty, ok := sc["type"].(string); ok {
+					// Always sent, null when unset (eta_seconds while unknown): OpenAPI
+					// 3.1's type array, which makes the generated client's field a pointer.
+					sc["type"] = []string{ty, "null"}
+				}
+			}
 		}
 	}
 }

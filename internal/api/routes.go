@@ -70,7 +70,12 @@ type progressJSON struct {
 	Items      map[string]int `json:"items"`
 	Tasks      map[string]int `json:"tasks"`
 	ElapsedSec float64        `json:"elapsed_seconds"`
-	ETASec     float64        `json:"eta_seconds,omitempty"`
+	// ETASec is the estimated time left, null when unknown: before any progress, once the job
+	// ended, and while Waiting.
+	ETASec *float64 `json:"eta_seconds"`
+	// Waiting is true while an item of the running job waits for an external event or an
+	// approval: then the time left is unknown.
+	Waiting bool `json:"waiting"`
 }
 
 func toJob(j *store.Job) *jobJSON {
@@ -84,8 +89,13 @@ func toJob(j *store.Job) *jobJSON {
 }
 
 func toProgress(p *engine.Progress) *progressJSON {
-	return &progressJSON{State: p.State, Fraction: p.Fraction, Items: p.Items, Tasks: p.Tasks,
-		ElapsedSec: p.Elapsed.Seconds(), ETASec: p.ETA.Seconds()}
+	out := &progressJSON{State: p.State, Fraction: p.Fraction, Items: p.Items, Tasks: p.Tasks,
+		ElapsedSec: p.Elapsed.Seconds(), Waiting: p.Waiting}
+	if p.ETA > 0 {
+		eta := p.ETA.Seconds()
+		out.ETASec = &eta
+	}
+	return out
 }
 
 func rawOr(b []byte) json.RawMessage {

@@ -89,7 +89,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 // speaks of inputs, documents and bytes.
 func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	c := &ingestCounts{n: n, jobID: jobID}
 	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *store.Job) string {
 		return ingestLine(p, job.TotalBytes, c.get())
@@ -170,7 +170,10 @@ func ingestLine(p *engine.Progress, totalBytes float64, c ingestProgress) string
 	filled := min(width, int(p.Fraction*width))
 	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
 	eta := ""
-	if p.ETA > 0 {
+	switch {
+	case p.Waiting:
+		eta = ", ETA unknown (waiting for an external event)"
+	case p.ETA > 0:
 		eta = ", ETA " + p.ETA.Round(time.Second).String()
 	}
 	return fmt.Sprintf("%s %5.1f%%  %d/%s done, %s, %s/%s, %s%s", bar, p.Fraction*100,

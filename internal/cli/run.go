@@ -94,7 +94,7 @@ func runResume(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	for _, j := range jobs {
 		fmt.Fprintf(e.stderr, "resuming job %d (%s)\n", j.ID, j.WorkflowName)
 		start := time.Now()
@@ -340,7 +340,7 @@ func putFile(ctx context.Context, n *node.Node, path string) (string, int64, err
 // follow starts the workers (if not yet) and waits for the job, printing progress.
 func follow(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	return waitJob(ctx, e, n, jobID)
 }
 
@@ -460,7 +460,10 @@ func progressLine(p *engine.Progress) string {
 		total += v
 	}
 	eta := ""
-	if p.ETA > 0 {
+	switch {
+	case p.Waiting:
+		eta = " ETA unknown (waiting for an external event)"
+	case p.ETA > 0:
 		eta = " ETA " + p.ETA.Round(time.Second).String()
 	}
 	failed := ""

@@ -142,10 +142,14 @@ func (tt *tx) childParams(c *NewChild) (*store.Item, store.ItemInsertParams, err
 	if err != nil {
 		return nil, store.ItemInsertParams{}, fmt.Errorf("child %q options: %w", c.Name, err)
 	}
-	w := c.Task.ProgressWeight
-	rest := parent.RangeLen * (1 - w)
-	lo := parent.RangeLo + parent.RangeLen*w + rest*c.ProgressFrom
-	length := max(0, rest*(c.ProgressTo-c.ProgressFrom))
+	// The task keeps its weight of the parent's range (or what the parent's steps colored
+	// already, if more: a child never covers a part counted done) and its children share the
+	// rest, each the slice of the task's progress since the child before.
+	own := min(parent.RangeLen, max(parent.RangeLen*c.Task.ProgressWeight, parent.Colored))
+	rest := parent.RangeLen - own
+	from, to := min(max(c.ProgressFrom, 0), 1), min(max(c.ProgressTo, 0), 1)
+	lo := parent.RangeLo + own + rest*from
+	length := max(0, rest*(to-from))
 	return parent, store.ItemInsertParams{
 		JobID: parent.JobID, ParentID: parent.ID, RootID: parent.RootID, Step: c.Task.Step, Ordinal: c.Ordinal,
 		Depth: parent.Depth + 1, SortKey: fmt.Sprintf("%s%08x", parent.SortKey, c.Ordinal), Name: c.Name,

@@ -67,6 +67,7 @@ type Engine struct {
 	domains map[string]Domain
 	counts  itemCounts
 	live    liveProgress
+	shown   shownFractions
 	// publisher records publications (see SetPublisher), guarded by mu.
 	publisher Publisher
 	// staleAhead is the job whose roots last failed to go in ahead (see addRoots).
@@ -203,9 +204,11 @@ func (e *Engine) Queue(def *workflow.Definition, s *workflow.Step) string {
 	return queue.Action(s.Action).String()
 }
 
-// weight returns the step's progress weight. A task colors weight/N of its item's share, N being
-// the workflow's number of steps, so an item that runs several steps is not shown done after
-// the first; whatever is left is colored when the item is ingested.
+// weight returns the step's progress weight, Overview's rule: a task colors that fraction of its
+// item's range (never more than the part its children do not cover) when it completes, and the
+// rest, 1-weight, is handed to the children it creates, sliced by the progress it reported
+// before each. An item's steps share its own part: what one colored another does not color
+// again, and whatever is left is colored when the item is ingested.
 func (e *Engine) weight(s *workflow.Step) float64 {
 	if s.ProgressWeight != nil {
 		return *s.ProgressWeight

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/metadata"
@@ -218,17 +219,34 @@ func (e *Engine) FireExternal(ctx context.Context, itemID int64, event string) (
 
 // Progress is a job's progress derived from the database.
 type Progress struct {
-	JobID    int64
-	State    string
-	Fraction float64 // 0..1
+	JobID int64
+	State string
+	// Fraction is the part of the job done, 0..1 (Overview's weighted progress): 1 only once
+	// the job is complete; a canceled or failed job shows the work it really did. While the job
+	// runs, the Fraction one engine reports never goes down (see [Engine.Progress]).
+	Fraction float64
 	Items    map[string]int
 	Tasks    map[string]int    // by state
 	Counts   []store.TaskCount // by state, action and queue, with retries: what Tasks sums
 	Elapsed  time.Duration
-	ETA      time.Duration // 0 when unknown
+	// ETA is the estimated time left; 0 when unknown: before any progress, once the job
+	// ended, and while Waiting.
+	ETA time.Duration
+	// Waiting is set while an item of the running job waits for an external event (an
+	// approval, an outside system's answer): when it comes is not the engine's to know, so
+	// there is no ETA.
+	Waiting bool
 }
 
-// Progress computes a job's weighted progress and ETA from its rows; it is correct after a restart.
+// maxRunningFraction is the most a running job's Fraction shows: 1 means done, and a running
+// job's rows (or its tasks' live progress) can add up to all of it a moment before it ends.
+const maxRunningFraction = 0.999
+
+// Progress computes a job's weighted progress and ETA from its rows, plus what running tasks
+// reported (see [Engine.ReportProgress]); it is correct after a restart, which forgets only
+// the latter. While the job runs, the fraction returned never decreases from one call to the
+// next: a task's reported progress is cleared just after its commit, and retries and lost
+// attempts take back what was reported. Safe for concurrent use.
 func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	job, err := e.store.JobGet(ctx, jobID)
 	if err != nil {
@@ -247,22 +265,51 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 		p.Tasks[c.State] += c.Tasks
 	}
 	if jp.Total > 0 {
-		p.Fraction = math.Min(1, (jp.Colored+e.liveAmount(jobID))/jp.Total)
+		p.Fraction = min(max((jp.Colored+e.liveAmount(jobID))/jp.Total, 0), 1)
 	}
 	end := e.Now()
+	switch job.State {
+	case store.JobRunning:
+		p.Fraction = e.shown.raise(jobID, min(p.Fraction, maxRunningFraction))
+		if p.Waiting, err = e.waiting(ctx, job, p); err != nil {
+			return nil, err
+		}
+	case store.JobComplete:
+		p.Fraction = 1
+		e.shown.forget(jobID)
+	default:
+		e.shown.forget(jobID)
+	}
 	if !job.FinishedAt.IsZero() {
 		end = job.FinishedAt
-		if job.State != store.JobCanceled {
-			p.Fraction = 1
-		}
-		// A canceled job's items are settled without being colored as done: its fraction is
-		// how much was done.
 	}
 	p.Elapsed = end.Sub(job.CreatedAt)
-	if p.Fraction > 0.001 && p.Fraction < 1 {
+	if job.State == store.JobRunning && !p.Waiting && p.Fraction > 0.001 {
 		p.ETA = time.Duration(float64(p.Elapsed) * (1 - p.Fraction) / p.Fraction)
 	}
 	return p, nil
+}
+
+// waiting reports whether an item of the running job waits for an external event: a wait with
+// a deadline is recorded, or its workflow declares external events and an unfinished item has no
+// task to run (it waits for an event to come).
+func (e *Engine) waiting(ctx context.Context, job *store.Job, p *Progress) (bool, error) {
+	waits, err := e.store.WaitListByJob(ctx, job.ID)
+	if err != nil {
+		return false, err
+	}
+	if len(waits) > 0 {
+		return true, nil
+	}
+	def, _, err := e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	if err != nil {
+		return false, err
+	}
+	if len(def.External) == 0 {
+		return false, nil
+	}
+	active := p.Tasks[store.TaskReady] + p.Tasks[store.TaskRunning] + p.Tasks[store.TaskParked] + p.Tasks[store.TaskBlocked]
+	return p.Items[store.ItemCreated]+p.Items[store.ItemWritten] > active, nil
 }
 
 // unmarshalObjects decodes a row's stored metadata and options, which children and roots inherit:
@@ -280,4 +327,32 @@ func unmarshalObjects(raw []byte, md *map[string]any, options []byte, opts *map[
 		}
 	}
 	return nil
+}
+
+// shownFractions is the fraction [Engine.Progress] last returned for each running job, which
+// the next may not go below. Safe for concurrent use.
+type shownFractions struct {
+	mu sync.Mutex
+	m  map[int64]float64
+}
+
+// raise returns the larger of f and the job's last fraction, and records it.
+func (s *shownFractions) raise(jobID int64, f float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) > 100_000 { // jobs that ended unseen: forget them all
+		s.m = map[int64]float64{}
+	}
+	if prev := s.m[jobID]; prev > f {
+		f = prev
+	}
+	s.m[jobID] = f
+	return f
+}
+
+// forget drops a job that is no longer running.
+func (s *shownFractions) forget(jobID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, jobID)
 }

@@ -22,20 +22,23 @@ type liveTask struct {
 }
 
 // ReportProgress records that a running task of item it (as it was when the task was handed
-// out) reached fraction (0..1) of its work, its children created so far covering the slice up to
-// edge. That fraction of the item's range not yet colored, less what those children cover (they
-// color themselves), counts in [Engine.Progress] until [Engine.ClearProgress]. Safe for
-// concurrent use.
-func (e *Engine) ReportProgress(task *store.Task, it *store.Item, fraction, edge float64) {
+// out) reached fraction (0..1) of its work. Only the task's own slice counts — fraction of the
+// part of the item's range it colors when it completes (its weight, less what the item's
+// steps colored already) — never the part its children will cover: a child starts from
+// nothing, and the bar must not move back when a reported fraction turns into children. The
+// amount counts in [Engine.Progress] until [Engine.ClearProgress]; it is never more than the
+// task's commit colors. Safe for concurrent use.
+func (e *Engine) ReportProgress(task *store.Task, it *store.Item, fraction float64) {
 	fraction = min(max(fraction, 0), 1)
-	edge = min(max(edge, 0), 1)
 	w := min(max(task.ProgressWeight, 0), 1)
-	room := max(0, it.RangeLen-it.Colored)
-	amount := max(0, fraction*room-(1-w)*it.RangeLen*edge)
+	amount := fraction * max(0, w*it.RangeLen-it.Colored)
 	e.live.mu.Lock()
 	defer e.live.mu.Unlock()
 	if e.live.byTask == nil {
 		e.live.byTask = map[int64]liveTask{}
+	}
+	if prev, ok := e.live.byTask[task.ID]; ok && prev.amount > amount {
+		amount = prev.amount
 	}
 	e.live.byTask[task.ID] = liveTask{jobID: task.JobID, amount: amount}
 }

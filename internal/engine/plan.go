@@ -178,7 +178,7 @@ func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
 		}
 		t.addTask(store.TaskInsertParams{
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
-			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
+			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
 			Done: &store.TaskDone{State: store.TaskSkipped},
 		})
 	}

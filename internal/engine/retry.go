@@ -288,7 +288,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 		case missing == 0:
 			ins, err := t.x.TaskInsert(t.ctx, store.TaskInsertParams{
 				JobID: listed.JobID, ItemID: listed.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
-				MaxAttempts: s.MaxAttempts(), SortKey: listed.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
+				MaxAttempts: s.MaxAttempts(), SortKey: listed.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
 			})
 			if err != nil {
 				return err

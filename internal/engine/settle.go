@@ -28,11 +28,13 @@ type settler struct {
 	busy    map[int64]bool      // items that got a ready task in this transaction: not settling
 	moves   map[int64][2]string // item → (state in the database, new state), written by flushMoves
 	colored map[int64]bool      // items whose colored progress changed in memory
-	plain   map[int64]bool      // items a cancel settled: ingested without coloring them
+	// uncolored are items ingested without coloring their share: their job was canceled or
+	// failed, so their work was not done (see moveItem).
+	uncolored map[int64]bool
 }
 
 func newSettler() settler {
-	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}, plain: map[int64]bool{}}
+	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}, uncolored: map[int64]bool{}}
 }
 
 // settleDirty settles the dirty items, a level at a time, deepest first; settling an item marks
@@ -87,7 +89,7 @@ func (t *tx) writeColors() error {
 	var cvals []float64
 	for id := range t.colored {
 		it := t.items[id]
-		if it == nil || it.State == store.ItemIngested && !t.plain[id] {
+		if it == nil || it.State == store.ItemIngested && !t.uncolored[id] {
 			continue // ingesting wrote colored = share
 		}
 		cids, cvals = append(cids, id), append(cvals, it.Colored)
@@ -263,7 +265,7 @@ func (t *tx) settleCanceled(it *store.Item) error {
 	if err := t.x.OutputPut(t.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: ErrorOutputKind, Value: v, Now: t.now}); err != nil {
 		return err
 	}
-	t.plain[it.ID] = true
+	t.uncolored[it.ID] = true
 	return nil
 }
 
@@ -280,7 +282,12 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 	t.moves[it.ID] = m
 	it.State = state
 	if state == store.ItemIngested {
-		if !t.plain[it.ID] {
+		if j := t.jobs[it.JobID]; j != nil && j.State != store.JobRunning && j.State != store.JobComplete {
+			// Settled because its job was canceled or failed, not because its work was done:
+			// it keeps what its tasks colored, so the job's progress is the work really done.
+			t.uncolored[it.ID] = true
+		}
+		if !t.uncolored[it.ID] {
 			it.Colored = it.Share
 		}
 		t.touched[it.JobID] = true
@@ -299,13 +306,13 @@ func (t *tx) flushMoves() error {
 	if len(t.moves) == 0 {
 		return nil
 	}
-	// By (from, to, colored): an item a cancel settled is ingested without coloring it.
+	// (from, to, and "u" for an ingest that colors nothing: see moveItem)
 	groups := map[[3]string][]int64{}
 	var keys [][3]string
 	for id, m := range t.moves {
 		k := [3]string{m[0], m[1], ""}
-		if t.plain[id] {
-			k[2] = "plain"
+		if m[1] == store.ItemIngested && t.uncolored[id] {
+			k[2] = "u"
 		}
 		if groups[k] == nil {
 			keys = append(keys, k)

@@ -250,7 +250,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 		}
 		p := store.TaskInsertParams{
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
-			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
+			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
 		}
 		if act, spec, ok := t.e.inlineAction(s.Action); ok && s.Claim == nil && s.Limit == nil {
 			ran, err := t.runInline(it, s, act, spec, p)

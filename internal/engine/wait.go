@@ -112,7 +112,7 @@ func (t *tx) expire(w store.Wait) (bool, error) {
 	msg := fmt.Sprintf("deadline: waited %s for %s", s.Deadline, strings.Join(missing, ", "))
 	t.addTask(store.TaskInsertParams{
 		JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
-		MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s) / float64(len(def.Steps)), Now: t.now,
+		MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
 		Done: &store.TaskDone{State: store.TaskSkipped, Error: msg},
 	})
 	t.markDirty(it)

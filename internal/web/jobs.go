@@ -33,7 +33,10 @@ func (j jobRow) Percent() int {
 	if j.Progress == nil {
 		return 0
 	}
-	return int(j.Progress.Fraction*100 + 0.5)
+	if j.State != store.JobComplete {
+		return int(j.Progress.Fraction * 100) // 100 % means done
+	}
+	return 100
 }
 
 // Running reports whether the job is running.

@@ -58,7 +58,7 @@ type opts struct {
 
 const workflowTmpl = `name: conv
 steps:
-  route: {action: route, needs: [start]}
+  route: {action: route, needs: [start], progress_weight: 0.05}
   convert: {action: remote, needs: [root], attempts: %d, with: {name: Pdf}}
 `
 

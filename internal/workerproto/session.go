@@ -330,9 +330,6 @@ func (ss *session) closeChild(ctx context.Context, to float64) error {
 		ss.batchText += len(*c.text)
 	}
 	ss.edge = to
-	if ss.progress > 0 {
-		ss.srv.b.Engine().ReportProgress(ss.task, ss.item, ss.progress, ss.edge)
-	}
 	if len(ss.batch) >= flushChildren || ss.batchText >= flushTextBytes {
 		return ss.flush(ctx)
 	}
@@ -396,7 +393,7 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			return nil
 		}
 		ss.progress = max(ss.progress, p)
-		ss.srv.b.Engine().ReportProgress(ss.task, ss.item, ss.progress, ss.edge)
+		ss.srv.b.Engine().ReportProgress(ss.task, ss.item, ss.progress)
 	case fragHeader:
 		b, err := readLimited(body, maxHeaderBytes)
 		if err != nil {

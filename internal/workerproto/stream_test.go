@@ -556,3 +556,40 @@ func TestSingleChildProgress(t *testing.T) {
 		t.Errorf("finished job's fraction %.3f", f)
 	}
 }
+
+// TestProgressNeverBacksUp: a remote converter reports half its work done and then creates
+// children from it. The job's fraction must not move back when the reported progress turns into
+// children (it did: 0.5 → 0.075), nor at any later fragment, and it reaches 1 at the end only.
+func TestProgressNeverBacksUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	job := b.job(t, "input")
+	th := b.poll(t)
+	last := 0.0
+	step := func(name, body string) {
+		t.Helper()
+		if err := th.Post(t.Context(), name, str(body)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := b.e.Progress(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Fraction < last || (p.State == "running" && p.Fraction >= 1) {
+			t.Errorf("after %s: fraction %.3f (%s), before %.3f", name, p.Fraction, p.State, last)
+		}
+		last = p.Fraction
+	}
+	step("progress", "0.5")
+	step("0.json", childJSON("a.pdf"))
+	step("0.blob", "A")
+	step("progress", "0.6")
+	step("1.json", childJSON("b.pdf"))
+	step("1.blob", "B")
+	step("progress", "0.9")
+	step("done", "")
+	enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
+	if p, _ := b.e.Progress(t.Context(), job.ID); p.Fraction != 1 {
+		t.Errorf("finished job's fraction %.3f", p.Fraction)
+	}
+}

@@ -296,10 +296,17 @@ func (r *run) countEntry() bool {
 // reportProgress reports consumed/size and heartbeats every few seconds.
 func (r *run) reportProgress(consumed int64) {
 	if r.size > 0 {
-		p := math.Min(1, float64(consumed)/float64(r.size))
-		if p > r.progress {
-			r.progress = p
-		}
+		r.reportFraction(float64(consumed) / float64(r.size))
+		return
+	}
+	r.reportFraction(0)
+}
+
+// reportFraction reports progress f (kept if below what was reported) and heartbeats every few
+// seconds.
+func (r *run) reportFraction(f float64) {
+	if p := math.Min(1, f); p > r.progress && !math.IsNaN(p) {
+		r.progress = p
 	}
 	r.out.Progress(r.progress)
 	if time.Since(r.heartbeat) > 5*time.Second {

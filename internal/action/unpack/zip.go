@@ -40,8 +40,10 @@ func (r *run) unpackZip(f *os.File) error {
 	// entry is unpacked, and finds the code page of names that are not UTF-8 from all of them.
 	var legacy []string
 	held := 0
+	var total float64 // the entries' share of the archive's bytes (zipShare), for progress
 	collect := func(files []*zip.File) error {
 		for _, zf := range files {
+			total += zipShare(zf)
 			if zf.Flags&0x800 == 0 && !utf8.ValidString(zf.Name) && held < maxLegacyNames {
 				legacy = append(legacy, zf.Name)
 				held += len(zf.Name)
@@ -56,7 +58,7 @@ func (r *run) unpackZip(f *os.File) error {
 		} else {
 			// A directory the pages refuse is read whole, so that whether it is corrupt, and
 			// what it holds, is the library's verdict (FuzzZipDirPages).
-			legacy, held = nil, 0
+			legacy, held, total = nil, 0, 0
 		}
 	}
 	if each == nil {
@@ -74,7 +76,7 @@ func (r *run) unpackZip(f *os.File) error {
 	legacy = nil
 	// Entries whose children an earlier attempt recorded are passed over unread: emit call i
 	// makes child i, and the checks before emit depend only on the directory.
-	z := &zipRun{run: r, f: f, cm: cm, resume: action.Resume(r.out)}
+	z := &zipRun{run: r, f: f, cm: cm, resume: action.Resume(r.out), total: total}
 	err := each(func(files []*zip.File) error {
 		for _, zf := range files {
 			if stop, err := z.entry(zf); stop || err != nil {
@@ -103,11 +105,24 @@ type zipRun struct {
 	cm      encoding.Encoding
 	resume  int
 	selfCRC *uint32
+	// total is the sum of the entries' zipShare and done that of the entries passed so far:
+	// progress is done/total, so each child's slice of the archive's progress is its own
+	// entry's share, and the children together get all of it. Offsets in the file would leave
+	// the central directory (a third of an archive of small files) and the last entry to no
+	// child: the job's progress would lag its documents by that much until the end.
+	total, done float64
+}
+
+// zipShare is the archive bytes an entry accounts for: its compressed data and its two
+// headers (local and central, each with its name).
+func zipShare(zf *zip.File) float64 {
+	return float64(zf.CompressedSize64) + 30 + 46 + 2*float64(len(zf.Name)) + float64(len(zf.Extra))
 }
 
 // entry unpacks one entry; stop means the archive must stop.
 func (z *zipRun) entry(zf *zip.File) (stop bool, err error) {
 	r := z.run
+	z.done += zipShare(zf)
 	if !r.countEntry() {
 		return true, nil
 	}
@@ -160,12 +175,12 @@ func (z *zipRun) entry(zf *zip.File) (stop bool, err error) {
 		r.budget.used += int64(usize)
 		return false, nil
 	}
-	off, err := zf.DataOffset()
-	if err != nil {
+	if _, err := zf.DataOffset(); err != nil {
 		r.skip(name, cleanError(err))
 		return false, nil
 	}
-	r.reportProgress(off)
+	// Up to the end of this entry: the child it makes gets the slice since the last child.
+	r.reportFraction(z.done / z.total)
 	rc, err := zf.Open()
 	if err != nil {
 		if errors.Is(err, zip.ErrAlgorithm) {

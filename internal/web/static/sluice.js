@@ -32,11 +32,11 @@ function followProgress() {
     const es = new EventSource("/ui/api/jobs/" + encodeURIComponent(id) + "/progress");
     es.addEventListener("progress", (ev) => {
       const p = JSON.parse(ev.data);
-      const pct = Math.round(p.fraction * 100);
+      const pct = p.state === "complete" ? 100 : Math.floor(p.fraction * 100); // 100 % means done
       box.querySelector("progress").value = pct;
       box.querySelector(".pct").textContent = pct + " %";
       const eta = box.querySelector(".eta");
-      if (eta) eta.textContent = p.eta_seconds > 0 ? " · about " + humanDuration(p.eta_seconds) + " left" : "";
+      if (eta) eta.textContent = p.waiting ? " · time left unknown: waiting for an external event" : p.eta_seconds > 0 ? " · about " + humanDuration(p.eta_seconds) + " left" : "";
       const counts = scope.querySelector("[data-counts]");
       if (counts && p.items) {
         let total = 0;
@@ -48,8 +48,10 @@ function followProgress() {
     es.addEventListener("end", (ev) => {
       es.close();
       const st = JSON.parse(ev.data).state;
-      box.querySelector("progress").value = 100;
-      box.querySelector(".pct").textContent = "100 %";
+      if (st === "complete") { // a canceled or failed job keeps the fraction it really reached
+        box.querySelector("progress").value = 100;
+        box.querySelector(".pct").textContent = "100 %";
+      }
       const eta = box.querySelector(".eta");
       if (eta) eta.textContent = "";
       const badge = scope.querySelector("[data-job-state]");
