@@ -40,8 +40,9 @@ const (
 	mdFileResult = "fileset_file_result"
 	mdFilesStep  = "fileset_files_step" // the step that made the file items
 	mdHost       = "host"
-	mdGeneration = "fileset_generation" // of the fileset_results row check-existing found
-	mdClaim      = "fileset_claim"      // a file's download claim (claimKey)
+	mdGeneration = "fileset_generation"     // of the fileset_results row check-existing found
+	mdClaim      = "fileset_claim"          // a file's download claim (claimKey)
+	mdUnsized    = "fileset_unsized_budget" // bytes each file without a declared size may download
 )
 
 // The output kinds of the result step.
@@ -265,6 +266,9 @@ func (a manifestAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 		return concludeErr(out, err)
 	}
+	if _, _, _, err := manifestSizes(item.Manifest); err != nil {
+		return concludeErr(out, err)
+	}
 	a.s.cfg.Limits.truncate(item)
 	out.SetMetadata(map[string]any{mdPlatform: asMap(item)})
 	out.Emit(EventPlatform)
@@ -318,7 +322,9 @@ func (a limitsAction) Run(ctx context.Context, t *action.Task, out action.Output
 		return nil
 	}
 	st := ChooseStrategy(&item)
-	out.SetMetadata(map[string]any{mdStrategy: st})
+	// Declared sizes bound their files' downloads (a longer body is a mismatch); the files
+	// without one share what the declared sizes leave of the limit.
+	out.SetMetadata(map[string]any{mdStrategy: st, mdUnsized: unsizedBudget(item.Manifest, l.MaxTotalSize)})
 	out.Emit(StrategyEvent(st))
 	return nil
 }
@@ -362,7 +368,7 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		u, _ := url.Parse(f.PlatformURL)
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
 			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
-			// The parent's bulky findings stay with the parent.
+			// The parent's bulky findings stay with the parent; mdUnsized is the child's too.
 			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
@@ -425,7 +431,11 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		// An earlier attempt stored the verified file and died before it completed.
 		return a.recordStored(ctx, d, t, out, partial)
 	}
-	got, err := a.s.download(ctx, mf, partial, out.Heartbeat)
+	limit := a.s.cfg.MaxFileSize
+	if n := intSetting(t.Item.Metadata, mdUnsized); t.Item.Metadata[mdUnsized] != nil {
+		limit = min(limit, n)
+	}
+	got, err := a.s.download(ctx, mf, limit, partial, out.Heartbeat)
 	if err != nil {
 		if st, msg, ok := asStatus(err); ok {
 			_ = os.Remove(partial)

@@ -79,7 +79,7 @@ func (p PersistentID) Dataset() string {
 type dataverse struct{ hosts []string }
 
 func (d dataverse) match(u *url.URL) bool {
-	if len(d.hosts) > 0 && !hostMatches(u, d.hosts) {
+	if !hostMatches(u, d.hosts) {
 		return false
 	}
 	_, err := ParsePersistentID(u.Query().Get("persistentId"))

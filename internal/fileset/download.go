@@ -39,15 +39,16 @@ type downloaded struct {
 // maxTransferRetries is how often one attempt resumes a transfer the network cut short.
 const maxTransferRetries = 3
 
-// download fetches mf into the partial file at path — resuming what an earlier attempt left
+// download fetches mf into the partial file at path — at most its declared size, or limit
+// bytes when it declares none — — resuming what an earlier attempt left
 // there with an HTTP range when the server allows — and verifies it against the manifest. Its
 // errors are a *statusError for a verdict on the file (mismatch-*, terminal-bad-status,
 // error-platform-download, …) or another error, transient, for trouble of our own (a full disk,
 // a canceled context): the partial file is kept for the next attempt.
-func (s *Fileset) download(ctx context.Context, mf ManifestFile, path string, beat func()) (*downloaded, error) {
+func (s *Fileset) download(ctx context.Context, mf ManifestFile, limit int64, path string, beat func()) (*downloaded, error) {
 	fresh := false // whether the bytes in the file all came from this call
 	for try := 0; ; try++ {
-		d, resumed, err := s.transfer(ctx, mf, path, beat)
+		d, resumed, err := s.transfer(ctx, mf, limit, path, beat)
 		if err == nil {
 			return d, nil
 		}
@@ -74,7 +75,7 @@ func (s *Fileset) download(ctx context.Context, mf ManifestFile, path string, be
 
 // transfer is one request of a download: it appends to the partial file (or restarts it when
 // the server does not honour the range) and verifies the whole once the body ends.
-func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, path string, beat func()) (*downloaded, bool, error) {
+func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, limit int64, path string, beat func()) (*downloaded, bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
@@ -137,7 +138,6 @@ func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, path string, be
 		return nil, false, err
 	}
 	// The manifest bounds the body: a byte past its size is a mismatch, however long the body.
-	limit := s.cfg.MaxFileSize
 	if mf.Size != nil {
 		limit = *mf.Size
 	}

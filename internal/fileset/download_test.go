@@ -35,7 +35,7 @@ func TestDownloadWrongRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := int64(len(body))
-	got, err := s.download(t.Context(), ManifestFile{Path: "f", Size: &size, MD5: md5hex(body), PlatformURL: srv.URL + "/f"}, partial, nil)
+	got, err := s.download(t.Context(), ManifestFile{Path: "f", Size: &size, MD5: md5hex(body), PlatformURL: srv.URL + "/f"}, s.cfg.MaxFileSize, partial, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +52,24 @@ func TestComposeFailedStep(t *testing.T) {
 	r, fr := compose(it, nil)
 	if r.Status != StatusPlatformError || r.Hit || fr != nil || !strings.Contains(r.ErrorMessage, "boom") {
 		t.Errorf("compose of a failed step: %+v", r)
+	}
+}
+
+// TestDownloadUnsizedLimit: a file without a declared size stops at the limit it is given (its
+// share of the request's size limit), however long its body.
+func TestDownloadUnsizedLimit(t *testing.T) {
+	t.Parallel()
+	body := content("long", 50000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	t.Cleanup(srv.Close)
+	p, _ := egress.New([]string{"127.0.0.1"}, nil)
+	s := New(Config{Egress: p, PartialDir: t.TempDir()})
+	partial := filepath.Join(t.TempDir(), "f.partial")
+	_, err := s.download(t.Context(), ManifestFile{Path: "f", PlatformURL: srv.URL + "/f"}, 1000, partial, nil)
+	if st, msg, _ := asStatus(err); st != StatusBodyTooLarge || msg != "f: body over 1000 bytes" {
+		t.Fatalf("download: %v; want body-too-large", err)
+	}
+	if st, err := os.Stat(partial); err != nil || st.Size() > 1001 {
+		t.Fatalf("partial file: %v, %v; want at most 1001 bytes", st, err)
 	}
 }

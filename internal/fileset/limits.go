@@ -2,6 +2,7 @@ package fileset
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -49,11 +50,13 @@ func (l Limits) check(item *PlatformItem) (string, string) {
 	if n == 0 {
 		return StatusEmptyManifest, "the platform lists no files"
 	}
-	var total int64
-	for _, f := range item.Manifest {
-		if f.Size != nil {
-			total += *f.Size
-		}
+	total, _, overflow, err := manifestSizes(item.Manifest)
+	if err != nil {
+		st, msg, _ := asStatus(err)
+		return st, msg
+	}
+	if overflow {
+		return StatusTooLargeSize, fmt.Sprintf("total size is over %d bytes, over the limit of %d", int64(math.MaxInt64), l.MaxTotalSize)
 	}
 	if total > l.MaxTotalSize {
 		return StatusTooLargeSize, fmt.Sprintf("total size %d bytes is over the limit of %d", total, l.MaxTotalSize)
@@ -62,6 +65,55 @@ func (l Limits) check(item *PlatformItem) (string, string) {
 		return StatusTooManyFiles, fmt.Sprintf("%d files is over the limit of %d", n, l.MaxFileCount)
 	}
 	return "", ""
+}
+
+// maxDeclaredSize bounds a declared file size: 2^53 bytes (8 PiB), the largest integer a
+// manifest keeps exactly once it is JSON metadata (a float64).
+const maxDeclaredSize = 1 << 53
+
+// manifestSizes returns the total of a manifest's declared sizes and its largest, in checked
+// arithmetic: overflow reports a total over math.MaxInt64 (the total is then MaxInt64). A
+// negative size, or one over maxDeclaredSize, is a platform-error: a negative one added to the others it would hide them from the size
+// limit (50,000,000 and -49,999,000 bytes total 1,000).
+func manifestSizes(m []ManifestFile) (total, largest int64, overflow bool, err error) {
+	for _, f := range m {
+		if f.Size == nil {
+			continue
+		}
+		n := *f.Size
+		if n < 0 {
+			return 0, 0, false, failWith(StatusPlatformError, "manifest file %q has a negative size (%d bytes)", f.Path, n)
+		}
+		if n > maxDeclaredSize {
+			return 0, 0, false, failWith(StatusPlatformError, "manifest file %q has a size of %d bytes, more than any file can have (8 PiB)", f.Path, n)
+		}
+		largest = max(largest, n)
+		if total > math.MaxInt64-n {
+			total, overflow = math.MaxInt64, true
+			continue
+		}
+		if !overflow {
+			total += n
+		}
+	}
+	return total, largest, overflow, nil
+}
+
+// unsizedBudget is what each file of the manifest without a declared size may download: an
+// equal share of what the declared sizes leave of maxTotal, so the request as a whole stays
+// within it. It is meaningful once the manifest passed check.
+func unsizedBudget(m []ManifestFile, maxTotal int64) int64 {
+	total, _, _, _ := manifestSizes(m)
+	unsized := int64(0)
+	for _, f := range m {
+		if f.Size == nil {
+			unsized++
+		}
+	}
+	if unsized == 0 || total >= maxTotal {
+		return 0
+	}
+	return (maxTotal - total) / unsized
 }
 
 // Thresholds of the strategy choice (Sandcrawler's code, not its proposal's prose).
@@ -74,13 +126,7 @@ const (
 // larger one archiveorg-file; several files each under 64 MiB and 128 GiB in all are
 // web-fileset, otherwise archiveorg-fileset. archive.org items are always archiveorg-*.
 func ChooseStrategy(item *PlatformItem) string {
-	var total, largest int64
-	for _, f := range item.Manifest {
-		if f.Size != nil {
-			total += *f.Size
-			largest = max(largest, *f.Size)
-		}
-	}
+	total, largest, _, _ := manifestSizes(item.Manifest) // check refused negative sizes
 	one := len(item.Manifest) == 1
 	switch {
 	case item.PlatformName == "archiveorg" && one:

@@ -1,7 +1,11 @@
 package fileset
 
 import (
+	"fmt"
+	"math"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -76,7 +80,9 @@ func TestPlatformMatch(t *testing.T) {
 	p := Platforms{}.withDefaults()
 	for _, tc := range []struct{ url, want string }{
 		{"https://dataverse.harvard.edu/dataset.xhtml?persistentId=doi:10.7910/DVN/ABC123", "dataverse"},
-		{"https://data.example.edu/dataset.xhtml?persistentId=hdl:20.500.1/XYZ/QQQ111&version=2.0", "dataverse"},
+		{"https://demo.dataverse.org/dataset.xhtml?persistentId=hdl:20.500.1/XYZ/QQQ111&version=2.0", "dataverse"},
+		// Not a known installation: any server can answer a persistentId URL.
+		{"https://data.example.edu/dataset.xhtml?persistentId=hdl:20.500.1/XYZ/QQQ111&version=2.0", ""},
 		{"https://data.example.edu/dataset.xhtml?persistentId=doi:10.7910/DVN/bad", ""},
 		{"https://figshare.com/articles/dataset/x/12127176/4", "figshare"},
 		{"https://springernature.figshare.com/articles/dataset/x/12127176/4", "figshare"},
@@ -102,6 +108,48 @@ func TestPlatformMatch(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: matched %q, want %q", tc.url, got, tc.want)
 		}
+	}
+	anyHost, _ := (Platforms{DataverseHosts: []string{"*"}}).withDefaults().platform("dataverse")
+	if u, _ := url.Parse("https://data.example.edu/dataset.xhtml?persistentId=doi:10.7910/DVN/ABC123"); !anyHost.match(u) {
+		t.Errorf(`DataverseHosts "*" does not match %s`, u)
+	}
+}
+
+// TestManifestSizes: negative sizes are refused, sums that overflow are over any limit, and a
+// manifest's files without a size share what the declared sizes leave of the limit.
+func TestManifestSizes(t *testing.T) {
+	t.Parallel()
+	sized := func(sizes ...int64) []ManifestFile {
+		var out []ManifestFile
+		for i, s := range sizes {
+			out = append(out, ManifestFile{Path: fmt.Sprintf("f%d", i), Size: int64p(s)})
+		}
+		return out
+	}
+	l := Limits{MaxTotalSize: 1 << 20}.withDefaults()
+	for _, tc := range []struct {
+		name     string
+		manifest []ManifestFile
+		status   string
+		msg      string
+	}{
+		// The reported manifest: 50,000,000 and -49,999,000 summed to 1,000 under a 1 MiB cap.
+		{"negative size", sized(50_000_000, -49_999_000), StatusPlatformError, `manifest file "f1" has a negative size (-49999000 bytes)`},
+		{"implausible size", sized(math.MaxInt64), StatusPlatformError, "more than any file can have"},
+		{"overflow", sized(slices.Repeat([]int64{maxDeclaredSize}, 1025)...), StatusTooLargeSize, "over the limit of 1048576"},
+		{"fits", sized(1000, 2000), "", ""},
+	} {
+		st, msg := l.check(&PlatformItem{Manifest: tc.manifest})
+		if st != tc.status || !strings.Contains(msg, tc.msg) {
+			t.Errorf("%s: check = %q, %q; want %q, %q", tc.name, st, msg, tc.status, tc.msg)
+		}
+	}
+	m := append(sized(1000), ManifestFile{Path: "a"}, ManifestFile{Path: "b"})
+	if got := unsizedBudget(m, 3000); got != 1000 {
+		t.Errorf("unsized budget %d, want 1000", got)
+	}
+	if got := unsizedBudget(sized(5000), 3000); got != 0 {
+		t.Errorf("unsized budget of a sized manifest %d, want 0", got)
 	}
 }
 

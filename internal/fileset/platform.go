@@ -13,9 +13,13 @@ import (
 // Platforms says where each platform's landing pages and API are. The zero value is the public
 // services; tests and air-gapped mirrors point them at local servers.
 type Platforms struct {
-	// DataverseHosts restricts Dataverse to these landing hosts; empty matches any host whose
-	// URL has a persistentId parameter (Dataverse is installed by many institutions, and its API
-	// is on the landing page's host).
+	// DataverseHosts are the Dataverse installations' landing hosts (with their subdomains).
+	// Defaults to some well-known installations (dataverse.harvard.edu, demo.dataverse.org,
+	// dataverse.nl, borealisdata.ca, …: see knownDataverseHosts); "*" matches any host whose
+	// URL has a persistentId.
+	// Dataverse is installed by many institutions and its API is on the landing page's host,
+	// so matching any host lets whoever submits a URL choose the server whose manifest is
+	// believed: a host is recognised only when it is listed.
 	DataverseHosts []string
 	// FigshareHosts are Figshare's landing hosts. Defaults to figshare.com (and its subdomains).
 	FigshareHosts []string
@@ -32,7 +36,20 @@ type Platforms struct {
 	ArchiveorgAPI string
 }
 
+// knownDataverseHosts returns the Dataverse installations recognised by default: the Dataverse
+// project's demo and some of the largest public installations. Others are named in
+// Platforms.DataverseHosts (`--platform dataverse=URL`).
+func knownDataverseHosts() []string {
+	return []string{"dataverse.harvard.edu", "demo.dataverse.org", "dataverse.nl", "dataverse.no", "borealisdata.ca",
+		"data.qdr.syr.edu", "dataverse.unc.edu", "darus.uni-stuttgart.de", "entrepot.recherche.data.gouv.fr",
+		"heidata.uni-heidelberg.de", "edmond.mpg.de", "data.aussda.at", "dataverse.tdl.org",
+		"researchdata.ntu.edu.sg", "rdr.kuleuven.be", "data.goettingen-research-online.de"}
+}
+
 func (p Platforms) withDefaults() Platforms {
+	if len(p.DataverseHosts) == 0 {
+		p.DataverseHosts = knownDataverseHosts()
+	}
 	if len(p.FigshareHosts) == 0 {
 		p.FigshareHosts = []string{"figshare.com"}
 	}
@@ -58,12 +75,12 @@ func (p Platforms) withDefaults() Platforms {
 }
 
 // hostMatches reports whether u's host is one of hosts: an entry equal to the host with its
-// port, to the host name, or a parent domain of it.
+// port, to the host name, or a parent domain of it; or "*", any host.
 func hostMatches(u *url.URL, hosts []string) bool {
 	name := strings.ToLower(u.Hostname())
 	for _, h := range hosts {
 		h = strings.ToLower(h)
-		if h == strings.ToLower(u.Host) || h == name || strings.HasSuffix(name, "."+h) {
+		if h == "*" || h == strings.ToLower(u.Host) || h == name || strings.HasSuffix(name, "."+h) {
 			return true
 		}
 	}

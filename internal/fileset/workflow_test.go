@@ -3,6 +3,7 @@ package fileset
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -188,6 +189,12 @@ func statusCases(f *fakes) []statusCase {
 		many = append(many, map[string]any{"key": fmt.Sprintf("f%d", i), "size": 1, "checksum": "md5:00", "links": map[string]any{"self": baseOf(f.web) + "/f/none"}})
 	}
 	add("too many files", z(105, "open", many...), StatusTooManyFiles)
+	// Sizes of 50,000,000 and -49,999,000 bytes summed to 1,000, under any limit: a negative
+	// size is refused before a byte is downloaded.
+	add("negative size", z(119, "open", map[string]any{"key": "big", "size": 50_000_000, "links": map[string]any{"self": baseOf(f.web) + "/f/none"}},
+		map[string]any{"key": "neg", "size": -49_999_000, "links": map[string]any{"self": baseOf(f.web) + "/f/none"}}), StatusPlatformError)
+	add("implausible size", z(120, "open", map[string]any{"key": "a", "size": int64(math.MaxInt64), "links": map[string]any{"self": baseOf(f.web) + "/f/none"}},
+		map[string]any{"key": "b", "size": 1, "links": map[string]any{"self": baseOf(f.web) + "/f/none"}}), StatusPlatformError)
 	add("too large", z(106, "open", map[string]any{"key": "huge", "size": int64(65) << 30, "links": map[string]any{"self": baseOf(f.web) + "/f/none"}}), StatusTooLargeSize)
 
 	wrongSize := honest("z107/a", 1000)

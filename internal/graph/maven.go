@@ -5,7 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -104,7 +104,7 @@ const maxParents = 32
 
 // Resolve implements [PackageType].
 func (Maven) Resolve(ctx context.Context, f *Fetcher, source, pkg, version string) ([]Relationship, error) {
-	e, err := loadEffective(ctx, f, source, pkg, version, nil)
+	e, err := loadEffective(ctx, f, source, pkg, version, nil, &expansion{})
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +157,9 @@ func (Maven) Resolve(ctx context.Context, f *Fetcher, source, pkg, version strin
 
 func (d pomDep) key() string { return d.GroupID + ":" + d.ArtifactID }
 
-// loadEffective reads a POM and its parents (chain holds the POMs below it, to find a cycle).
-func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string, chain []string) (*effective, error) {
+// loadEffective reads a POM and its parents (chain holds the POMs below it, to find a cycle);
+// x is the interpolation budget they share.
+func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string, chain []string, x *expansion) (*effective, error) {
 	id := pkg + "@" + version
 	for _, c := range chain {
 		if c == id {
@@ -187,7 +188,7 @@ func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string,
 	}
 	e := &effective{pkg: pkg, version: version, props: map[string]string{}, parent: p.Parent, relocation: p.Relocation}
 	if p.Parent != nil {
-		par, err := loadEffective(ctx, f, source, p.Parent.GroupID+":"+p.Parent.ArtifactID, p.Parent.Version, chain)
+		par, err := loadEffective(ctx, f, source, p.Parent.GroupID+":"+p.Parent.ArtifactID, p.Parent.Version, chain, x)
 		if err != nil {
 			return nil, err
 		}
@@ -205,17 +206,31 @@ func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string,
 	}
 	e.props["project.groupId"], e.props["project.artifactId"], e.props["project.version"] = p.GroupID, p.ArtifactID, p.Version
 	e.props["pom.version"], e.props["version"] = p.Version, p.Version
-	interp := func(d pomDep) pomDep {
-		d.GroupID, d.ArtifactID = interpolate(d.GroupID, e.props), interpolate(d.ArtifactID, e.props)
-		d.Version, d.Scope = interpolate(d.Version, e.props), strings.TrimSpace(d.Scope)
-		return d
+	in := &interpolator{pom: rel, props: e.props, x: x}
+	interp := func(d pomDep) (pomDep, error) {
+		var err error
+		for _, f := range []*string{&d.GroupID, &d.ArtifactID, &d.Version} {
+			if *f, err = in.interpolate(*f); err != nil {
+				return d, err
+			}
+		}
+		d.Scope = strings.TrimSpace(d.Scope)
+		return d, nil
 	}
 	// The child's declarations first (they win by order and by key), then the inherited ones.
-	e.deps = mergeDeps(mapDeps(p.Dependencies, interp), e.deps)
+	own, err := mapDeps(p.Dependencies, interp)
+	if err != nil {
+		return nil, err
+	}
+	e.deps = mergeDeps(own, e.deps)
+	ownManaged, err := mapDeps(p.Managed, interp)
+	if err != nil {
+		return nil, err
+	}
 	var managed []pomDep
-	for _, m := range mapDeps(p.Managed, interp) {
+	for _, m := range ownManaged {
 		if m.Scope == "import" && (m.Type == "pom") {
-			bom, err := loadEffective(ctx, f, source, m.key(), m.Version, chain)
+			bom, err := loadEffective(ctx, f, source, m.key(), m.Version, chain, x)
 			if err != nil {
 				return nil, err
 			}
@@ -225,16 +240,21 @@ func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string,
 		managed = mergeDeps(managed, []pomDep{m})
 	}
 	e.managed = mergeDeps(managed, e.managed)
-	e.plugins = mapDeps(p.Plugins, interp)
+	if e.plugins, err = mapDeps(p.Plugins, interp); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
-func mapDeps(ds []pomDep, fn func(pomDep) pomDep) []pomDep {
+func mapDeps(ds []pomDep, fn func(pomDep) (pomDep, error)) ([]pomDep, error) {
 	out := make([]pomDep, len(ds))
 	for i, d := range ds {
-		out[i] = fn(d)
+		var err error
+		if out[i], err = fn(d); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
 
 // mergeDeps returns a followed by the entries of b whose package a does not declare.
@@ -253,22 +273,120 @@ func mergeDeps(a, b []pomDep) []pomDep {
 	return out
 }
 
-var placeholder = regexp.MustCompile(`\$\{([^}]+)\}`)
+// The bounds of property interpolation. A POM is untrusted input: a property holding a thousand
+// references to one holding a thousand references… (a "billion laughs" of 15 KB) expands to
+// gigabytes. Each bound, exceeded, is a [*MetadataError] naming the POM.
+const (
+	// maxPropertyValue bounds one expanded value (a property's or a field's).
+	maxPropertyValue = 64 << 10
+	// maxPropertyDepth bounds a chain of properties referring to properties.
+	maxPropertyDepth = 32
+	// maxExpansion bounds the bytes substituted while resolving one POM with its parents and
+	// imports: many references to one large value stop here.
+	maxExpansion = 4 << 20
+)
 
-// interpolate replaces ${name} with the property's value (unknown ones are kept as written).
-func interpolate(s string, props map[string]string) string {
-	s = strings.TrimSpace(s)
-	for range 8 { // properties may refer to properties; a loop of them stops here
-		out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
-			if v, ok := props[m[2:len(m)-1]]; ok {
-				return v
-			}
-			return m
-		})
-		if out == s {
+// expansion is the interpolation budget of one Resolve, shared by the POMs it loads.
+type expansion struct{ work int }
+
+// interpolator expands ${name} in one POM's fields. Each property is expanded once (memo), so
+// the work is linear in what is substituted.
+type interpolator struct {
+	pom   string // the POM's path, for errors
+	props map[string]string
+	memo  map[string]string
+	x     *expansion
+}
+
+// errKeep marks a reference to a property that is being expanded (a cycle): the reference is
+// kept as written.
+var errKeep = errors.New("property cycle")
+
+// interpolate replaces ${name} with the property's value, itself interpolated; unknown
+// properties and cycles are kept as written.
+func (in *interpolator) interpolate(s string) (string, error) {
+	return in.expand(strings.TrimSpace(s), nil)
+}
+
+// expand interpolates s, stack holding the properties being expanded around it.
+func (in *interpolator) expand(s string, stack []string) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
 			break
 		}
-		s = out
+		j := strings.IndexByte(s[i+2:], '}')
+		if j <= 0 { // no name, or no closing brace: the rest is literal
+			if j < 0 {
+				break
+			}
+			b.WriteString(s[:i+3])
+			s = s[i+3:]
+			continue
+		}
+		name := s[i+2 : i+2+j]
+		b.WriteString(s[:i])
+		v, err := in.value(name, stack)
+		switch {
+		case errors.Is(err, errKeep):
+			v = s[i : i+3+j]
+		case err != nil:
+			return "", err
+		}
+		if in.x.work += len(v); in.x.work > maxExpansion {
+			return "", &MetadataError{What: in.pom, Reason: fmt.Sprintf("properties expand to more than %d MiB in all (the limit per POM)", maxExpansion>>20)}
+		}
+		b.WriteString(v)
+		if b.Len() > maxPropertyValue {
+			return "", in.tooLarge(stack)
+		}
+		s = s[i+3+j:]
 	}
-	return s
+	b.WriteString(s)
+	if b.Len() > maxPropertyValue {
+		return "", in.tooLarge(stack)
+	}
+	return b.String(), nil
+}
+
+// value returns the expanded value of property name: its own text when it is unknown
+// ("${name}"), errKeep when it is being expanded already.
+func (in *interpolator) value(name string, stack []string) (string, error) {
+	raw, ok := in.props[name]
+	if !ok {
+		return "${" + name + "}", nil
+	}
+	if v, ok := in.memo[name]; ok {
+		return v, nil
+	}
+	if slices.Contains(stack, name) {
+		return "", errKeep
+	}
+	if len(stack) >= maxPropertyDepth {
+		shown := stack[:3]
+		return "", &MetadataError{What: in.pom, Reason: fmt.Sprintf("properties refer to properties more than %d deep (%s, …)", maxPropertyDepth, strings.Join(shown, ", "))}
+	}
+	v, err := in.expand(raw, append(stack, name))
+	if err != nil {
+		return "", err
+	}
+	if in.memo == nil {
+		in.memo = map[string]string{}
+	}
+	in.memo[name] = v
+	return v, nil
+}
+
+// tooLarge is the error of a value over maxPropertyValue: the property being expanded, or the
+// field.
+func (in *interpolator) tooLarge(stack []string) error {
+	what := "a value"
+	if len(stack) > 0 {
+		what = "property " + stack[len(stack)-1]
+	}
+	return &MetadataError{What: in.pom, Reason: fmt.Sprintf("%s expands to more than %d KiB (the limit for one value)", what, maxPropertyValue>>10)}
 }

@@ -84,6 +84,12 @@ func (v *Validation) Works() []PlannedWork {
 	return out
 }
 
+// The bounds of a sheet, an untrusted upload: over one, it is a file error.
+const (
+	maxSheetBytes = 64 << 20
+	maxSheetRows  = 100_000
+)
+
 // Validate reads an ingest sheet and checks it all — the file, then every row — reporting every
 // bad row with each of its errors, not the first. It returns an error only when reading the
 // sheet or asking Env.Existing fails.
@@ -94,7 +100,9 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		v.Status, v.Checks.File, v.Checks.Overall = StatusFileFail, CheckFail, CheckFail
 		return v, nil
 	}
-	br := bufio.NewReader(r)
+	lr := &io.LimitedReader{R: r, N: maxSheetBytes + 1}
+	tooLarge := func() bool { return lr.N <= 0 }
+	br := bufio.NewReader(lr)
 	if b, _ := br.Peek(3); string(b) == "\xef\xbb\xbf" {
 		_, _ = br.Discard(3)
 	}
@@ -102,6 +110,9 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = false
 	header, err := cr.Read()
+	if tooLarge() {
+		return fail("file", "the sheet is larger than %d MiB", maxSheetBytes>>20)
+	}
 	if errors.Is(err, io.EOF) {
 		return fail("file", "the sheet is empty")
 	}
@@ -120,9 +131,18 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		return v, nil
 	}
 	for line := 2; ; line++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		rec, err := cr.Read()
+		if tooLarge() {
+			return fail("file", "the sheet is larger than %d MiB", maxSheetBytes>>20)
+		}
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if line-1 > maxSheetRows {
+			return fail("file", "the sheet has more than %d rows", maxSheetRows)
 		}
 		if errors.As(err, &pe) {
 			return fail("file", "Invalid csv file: %v", pe)

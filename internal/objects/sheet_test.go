@@ -189,3 +189,27 @@ func TestValidationReportsEveryBadRow(t *testing.T) {
 		t.Fatalf("%d rows, %d failed (want %d), status %s", len(v.Rows), failed, bad, v.Status)
 	}
 }
+
+// TestValidationBounds: a sheet over the row or size bound is a file error saying which, read
+// no further; a canceled context stops the reading.
+func TestValidationBounds(t *testing.T) {
+	t.Parallel()
+	header := "work_type,work_accession_number,file_accession_number,filename,description,role,label,work_image,structure\n"
+	rows := func(n int) string {
+		return header + strings.Repeat("IMAGE,w1,f1,page1.tif,,A,,,\n", n)
+	}
+	for _, tc := range []struct{ name, sheet, want string }{
+		{"rows", rows(100_001), "the sheet has more than 100000 rows"},
+		{"bytes", header + "IMAGE,w1,f1,page1.tif,\"" + strings.Repeat("x", 65<<20) + "\",A,,,\n", "the sheet is larger than 64 MiB"},
+	} {
+		v, err := objects.Validate(t.Context(), strings.NewReader(tc.sheet), objects.Env{})
+		if err != nil || v.Status != objects.StatusFileFail || len(v.FileErrors) != 1 || v.FileErrors[0].Message != tc.want {
+			t.Errorf("%s: %+v, %v; want the file error %q", tc.name, v, err, tc.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := objects.Validate(ctx, strings.NewReader(rows(10)), objects.Env{}); err != context.Canceled {
+		t.Errorf("canceled: %v", err)
+	}
+}

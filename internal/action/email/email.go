@@ -64,6 +64,10 @@ type Config struct {
 	MemoryLimit int64
 	// MaxMessages is the most messages read from one mbox. Defaults to 100,000.
 	MaxMessages int
+	// MaxParts is the most MIME parts read from one message (multiparts count); over it the
+	// message is a permanent error, the attachments before it kept. Defaults to 10,000.
+	// Multiparts nest at most 32 deep, a bound of its own.
+	MaxParts int
 }
 
 type emailAction struct {
@@ -83,6 +87,9 @@ func New(cfg Config) action.Action {
 	}
 	if cfg.MaxMessages <= 0 {
 		cfg.MaxMessages = 100_000
+	}
+	if cfg.MaxParts <= 0 {
+		cfg.MaxParts = defaultMaxParts
 	}
 	return &emailAction{cfg: cfg}
 }
@@ -123,7 +130,7 @@ func (a *emailAction) Run(ctx context.Context, t *action.Task, out action.Output
 			return fmt.Errorf("open blob: %w", err)
 		}
 		defer rc.Close()
-		return unpackMessage(ctx, t, out, rc)
+		return unpackMessage(ctx, t, out, rc, a.cfg.MaxParts)
 	}
 }
 
@@ -201,7 +208,7 @@ func (a *emailAction) runMsg(ctx context.Context, t *action.Task, out action.Out
 		return action.Permanentf("convert .msg: msgconvert wrote no message")
 	}
 	defer f.Close()
-	return unpackMessage(ctx, t, out, f)
+	return unpackMessage(ctx, t, out, f, a.cfg.MaxParts)
 }
 
 // deterministicPerl runs a Perl program (msgconvert, its path the first argument) so that what

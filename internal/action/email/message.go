@@ -62,15 +62,87 @@ func (p *partReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// The bounds of one message's MIME tree. A part nested in n multiparts is read through n
+// multipart readers, each scanning for its boundary, so unbounded nesting makes reading
+// quadratic: 100,000 levels in 7 MB ran for hours.
+const (
+	// maxDepth bounds the nesting of multiparts.
+	maxDepth = 32
+	// defaultMaxParts is Config.MaxParts' default.
+	defaultMaxParts = 10_000
+)
+
+// errTooDeep and errTooManyParts end the walk of a message over a bound.
+var (
+	errTooDeep      = fmt.Errorf("MIME parts nested more than %d levels deep", maxDepth)
+	errTooManyParts = errors.New("too many MIME parts")
+)
+
+// partWalker yields a message's leaf parts in order, depth first, as mail.Reader does, within
+// the bounds: at most maxDepth nested multiparts and maxParts parts, checking ctx between parts.
+type partWalker struct {
+	top      *message.Entity
+	readers  []message.MultipartReader // the open multiparts, outermost first
+	parts    int
+	maxParts int
+}
+
+func newPartWalker(e *message.Entity, maxParts int) *partWalker {
+	w := &partWalker{maxParts: maxParts}
+	if mr := e.MultipartReader(); mr != nil {
+		w.readers = append(w.readers, mr)
+	} else {
+		w.top = e // a message of one part: its body
+	}
+	return w
+}
+
+// next returns the next leaf part, or io.EOF after the last. Like mail.Reader, a part of an
+// unknown charset is returned with an error that message.IsUnknownCharset recognises.
+func (w *partWalker) next(ctx context.Context) (*message.Entity, error) {
+	if w.top != nil {
+		e := w.top
+		w.top = nil
+		return e, nil
+	}
+	for len(w.readers) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		mr := w.readers[len(w.readers)-1]
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			w.readers = w.readers[:len(w.readers)-1]
+			continue
+		}
+		if err != nil && !message.IsUnknownCharset(err) {
+			return nil, err
+		}
+		if w.parts++; w.parts > w.maxParts {
+			return nil, errTooManyParts
+		}
+		if pmr := p.MultipartReader(); pmr != nil {
+			if len(w.readers) >= maxDepth {
+				return nil, errTooDeep
+			}
+			w.readers = append(w.readers, pmr)
+			continue
+		}
+		return p, err
+	}
+	return nil, io.EOF
+}
+
 // unpackMessage creates the children of one RFC 822 message read from r: attachments in order,
-// then the body.
-func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.Reader) error {
+// then the body. maxParts bounds the message's parts.
+func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.Reader, maxParts int) error {
 	cr := &countingReader{r: r}
-	mr, err := mail.CreateReader(cr)
+	e, err := message.Read(cr)
 	if err != nil && !message.IsUnknownCharset(err) {
 		return action.Permanentf("corrupt message: %s", oneLine(err.Error()))
 	}
-	md := headerMetadata(mr.Header, t.Item.Metadata)
+	walker := newPartWalker(e, maxParts)
+	md := headerMetadata(mail.Header{Header: e.Header}, t.Item.Metadata)
 	if len(md) > 0 {
 		out.SetMetadata(md)
 	}
@@ -90,22 +162,19 @@ func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.
 	var broken error // the message's own error; the children so far stay
 	last := time.Now()
 	for {
-		p, err := mr.NextPart()
+		p, err := walker.next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if err != nil && !message.IsUnknownCharset(err) {
 			broken = err
 			break
 		}
 		converted := err == nil // an unknown charset leaves the bytes as they were
-		var h message.Header
-		switch ph := p.Header.(type) {
-		case *mail.InlineHeader:
-			h = ph.Header
-		case *mail.AttachmentHeader:
-			h = ph.Header
-		}
+		h := p.Header
 		mediaType, ctParams, _ := h.ContentType()
 		mediaType = strings.ToLower(mediaType)
 		disp, _, _ := h.ContentDisposition()
@@ -150,7 +219,7 @@ func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.
 			return fmt.Errorf("create attachment %q: %w", child.Name, err)
 		}
 	}
-	if err := addHeaders(bodies, dir, textHeaders(mr.Header)); err != nil {
+	if err := addHeaders(bodies, dir, textHeaders(mail.Header{Header: e.Header})); err != nil {
 		return err
 	}
 	for _, ext := range bodyPreference {
@@ -177,7 +246,12 @@ func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.
 		break
 	}
 	out.Progress(1)
-	if broken != nil {
+	switch {
+	case errors.Is(broken, errTooDeep):
+		return action.Permanentf("message has %s (the limit); the parts before them were kept", errTooDeep)
+	case errors.Is(broken, errTooManyParts):
+		return action.Permanentf("message has more than %d MIME parts (the limit); the parts before them were kept", maxParts)
+	case broken != nil:
 		return action.Permanentf("corrupt message: %s", oneLine(broken.Error()))
 	}
 	return nil
@@ -279,6 +353,9 @@ func unique(used map[string]int, name string) string {
 		cand := fmt.Sprintf("%s (%d)%s", strings.TrimSuffix(name, ext), n, ext)
 		if used[cand] == 0 {
 			used[cand] = 1
+			// The next duplicate starts after this one: names already taken are skipped once,
+			// not once per duplicate (quadratic in a message's attachments).
+			used[name] = n
 			return cand
 		}
 		n++
