@@ -215,3 +215,12 @@ func waitingJob(t *testing.T, global []string, event string, md map[string]any) 
 	})
 	return job.ID
 }
+
+// TestItemStatusNumbers: job show prints an item's status numbers as written, not as float64
+// ("1.2345678901234567e+19").
+func TestItemStatusNumbers(t *testing.T) {
+	t.Parallel()
+	if got, want := itemStatus([]byte(`{"status":{"n":12345678901234567890,"f":2.50,"ok":true}}`)), "f=2.50 n=12345678901234567890 ok=true"; got != want {
+		t.Errorf("itemStatus = %q, want %q", got, want)
+	}
+}
