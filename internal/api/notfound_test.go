@@ -79,6 +79,12 @@ func TestMissingIDsAreNotFound(t *testing.T) {
 			}
 		}
 
+		// A search in a job that does not exist says so.
+		code, raw = b.do(t, "GET", "/v1/documents/search?q=x&job_id=99", b.reader, "", nil)
+		if code != 404 || !strings.Contains(string(raw), "job 99 does not exist") {
+			t.Errorf("search of job 99: %d %s; want 404 job 99 does not exist", code, raw)
+		}
+
 		// The lists of a job that exists are 200, empty or not; a parent item that does not exist
 		// in the job is named.
 		b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)

@@ -94,9 +94,14 @@ steps:
 		if r := get(url.Values{"q": {"piece"}}, 200); len(r.Hits) != 1 || r.Hits[0].Title != "Pièce.txt" {
 			t.Fatalf("accent folded: %+v", r)
 		}
-		if r := get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(job.ID + 1)}}, 200); len(r.Hits) != 0 {
+		var other struct {
+			ID int64 `json:"id"`
+		}
+		b.json(t, "POST", "/v1/jobs", `{"workflow":"one"}`, 201, &other)
+		if r := get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(other.ID)}}, 200); len(r.Hits) != 0 {
 			t.Fatalf("another job: %+v", r)
 		}
+		get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(other.ID + 1)}}, 404) // a job that does not exist
 		// Pages of two: every document once, then no cursor.
 		seen := map[int64]bool{}
 		var cursor string

@@ -61,6 +61,7 @@ func TestErrorsInPlainWords(t *testing.T) {
 				{"documents show not a number", []string{"documents", "show", "x"}, `not "x"`},
 				{"documents list", []string{"documents", "list", "--job", "99"}, "job 99 does not exist"},
 				{"documents export", []string{"documents", "export", "--job", "99", "--format", "jsonl"}, "job 99 does not exist"},
+				{"documents search", []string{"documents", "search", "anything", "--job", "99"}, "job 99 does not exist"},
 				{"objects sheet show", []string{"objects", "sheet", "show", "7"}, "sheet 7 does not exist"},
 				{"objects sheet approve", []string{"objects", "sheet", "approve", "7"}, "sheet 7 does not exist"},
 				{"objects sheet delete", []string{"objects", "sheet", "delete", "7"}, "sheet 7 does not exist"},

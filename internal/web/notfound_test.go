@@ -24,6 +24,7 @@ func TestMissingIDsAreNotFound(t *testing.T) {
 		"/ui/api/jobs/99/items":      "job 99 does not exist",
 		"/ui/api/jobs/99/errors":     "job 99 does not exist",
 		"/ui/api/items/99":           "item 99 does not exist",
+		"/search?q=x&job=99":         "job 99 does not exist",
 	} {
 		res, page := c.do("GET", path, nil, nil)
 		if res.StatusCode != http.StatusNotFound || !strings.Contains(html.UnescapeString(page), want) {
