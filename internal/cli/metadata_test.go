@@ -51,10 +51,10 @@ func compact(t *testing.T, raw []byte) string {
 	return strings.TrimSpace(buf.String())
 }
 
-// TestMetadataRoundTrip: metadata given to `sluice ingest --metadata` comes back exactly as
-// given — a 20-digit integer, "01234", 1.5, nested objects, non-ASCII keys — from documents
-// show, documents export (index.jsonl and jsonl), documents search and a search filter on
-// them, on both drivers.
+// TestMetadataRoundTrip: metadata given to `sluice ingest --metadata` or `sluice run --meta`
+// comes back exactly as given — a 20-digit integer, "01234", 1.5, nested objects, non-ASCII
+// keys — from job show, documents show, documents export (index.jsonl and jsonl), documents
+// search and a search filter on them, on both drivers.
 func TestMetadataRoundTrip(t *testing.T) {
 	clearEnv(t)
 	for _, driver := range []string{"sqlite", "postgres"} {
@@ -73,15 +73,29 @@ func TestMetadataRoundTrip(t *testing.T) {
 				return out
 			}
 			sluice("ingest", "--metadata", exactMetadata, in)
+			// run --meta gives a job its metadata the same way; job show prints it.
+			sluice("run", "--meta", exactMetadata, "documents", in)
+			for _, id := range []string{"1", "2"} {
+				var shown struct {
+					Job struct {
+						Metadata map[string]any `json:"metadata"`
+					} `json:"job"`
+				}
+				text := sluice("job", "show", id, "--output", "json")
+				if err := metadata.Unmarshal([]byte(text), &shown); err != nil {
+					t.Fatalf("job show %s: %v:\n%s", id, err, text)
+				}
+				checkExact(t, "job show "+id, shown.Job.Metadata)
+			}
 
 			// The index, written to stdout and to index.jsonl, holds each value as given.
 			out := filepath.Join(t.TempDir(), "export")
-			sluice("documents", "export", "--format", "dir", "--out", out)
+			sluice("documents", "export", "--format", "dir", "--out", out, "--job", "1")
 			index, err := os.ReadFile(filepath.Join(out, "index.jsonl"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, text := range map[string]string{"index.jsonl": string(index), "export --format jsonl": sluice("documents", "export", "--format", "jsonl")} {
+			for name, text := range map[string]string{"index.jsonl": string(index), "export --format jsonl": sluice("documents", "export", "--format", "jsonl", "--job", "1")} {
 				lines := strings.Split(strings.TrimSpace(text), "\n")
 				if len(lines) != 1 {
 					t.Fatalf("%s: %d lines, want one document:\n%s", name, len(lines), text)
@@ -121,7 +135,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 
 			// Search shows the document's metadata as given and filters by a value as written.
 			for _, filter := range [][]string{nil, {"--meta", "big=12345678901234567890"}, {"--meta", "zip=01234"}, {"--meta", "half=1.5"}} {
-				args := append([]string{"documents", "search", "turnips", "--output", "json"}, filter...)
+				args := append([]string{"documents", "search", "turnips", "--job", "1", "--output", "json"}, filter...)
 				var res struct {
 					Hits []struct {
 						Metadata json.RawMessage `json:"metadata"`
