@@ -87,7 +87,7 @@ func (a *API) graphJob(r *http.Request) (*store.Job, error) {
 		return nil, err
 	}
 	if j.WorkflowName != "graph" || !ok {
-		return nil, errf(CodeNotFound, "graph request %d not found", id)
+		return nil, errf(CodeNotFound, "graph request %d does not exist", id)
 	}
 	return j, nil
 }

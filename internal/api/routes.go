@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -449,6 +450,11 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(items) == 0 {
+		if err := a.parentsExist(r.Context(), id, parent); err != nil {
+			return err
+		}
+	}
 	out := itemList{Items: []*itemJSON{}}
 	for _, it := range items {
 		out.Items = append(out.Items, toItem(it))
@@ -458,6 +464,24 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// parentsExist returns a 404 naming the job, or the parent item, of a list that does not exist:
+// a list under a missing job is "job 99 does not exist", never an empty page. Lists ask only
+// when a page comes back empty, so pages with rows cost no extra read.
+func (a *API) parentsExist(ctx context.Context, jobID, parentID int64) error {
+	s := a.b.Engine().Store()
+	if _, err := s.JobGet(ctx, jobID); err != nil {
+		return notFound(err, "job %d", jobID)
+	}
+	if parentID == 0 {
+		return nil
+	}
+	it, err := s.ItemGet(ctx, parentID)
+	if err == nil && it.JobID != jobID {
+		err = store.ErrNotFound
+	}
+	return notFound(err, "item %d of job %d", parentID, jobID)
 }
 
 func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
@@ -687,6 +711,11 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		outs, err := a.b.Engine().Store().OutputList(r.Context(), store.OutputListParams{JobID: id, Kind: kind, AfterItem: after, Limit: int(limit)})
 		if err != nil {
 			return err
+		}
+		if len(outs) == 0 {
+			if err := a.parentsExist(r.Context(), id, 0); err != nil {
+				return err
+			}
 		}
 		out := outputList{Outputs: []outputJSON{}}
 		for _, o := range outs {

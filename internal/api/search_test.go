@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
@@ -26,7 +27,7 @@ steps:
 		var buf bytes.Buffer
 		mw := multipart.NewWriter(&buf)
 		jp, _ := mw.CreateFormField("job")
-		jp.Write([]byte(`{"workflow":"one"}`))
+		jp.Write([]byte(`{"workflow":"one","metadata":{"big":12345678901234567890,"zip":"01234","half":1.5,"nested":{"ключ":[1,2.50]}}}`))
 		names := []string{"alpha.txt", "beta.txt", "gamma.txt", "Pièce.txt"}
 		for _, name := range names {
 			fp, _ := mw.CreateFormFile("file", name)
@@ -49,6 +50,8 @@ steps:
 				JobID   int64  `json:"job_id"`
 				Title   string `json:"title"`
 				Snippet string `json:"snippet"`
+				// Metadata is decoded with the numbers as written.
+				Metadata map[string]any `json:"metadata"`
 			} `json:"hits"`
 			Next string `json:"next"`
 		}
@@ -60,7 +63,7 @@ steps:
 			}
 			var r result
 			if want == 200 {
-				if err := json.Unmarshal(data, &r); err != nil {
+				if err := metadata.Unmarshal(data, &r); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -71,12 +74,34 @@ steps:
 		if len(r.Hits) != 1 || r.Hits[0].Title != "beta.txt" || r.Hits[0].JobID != job.ID || r.Hits[0].Snippet != "«text of beta».txt" || r.Next != "" {
 			t.Fatalf("phrase: %+v", r)
 		}
+		// The hits show the metadata as it was given; a filter matches a value as written.
+		for _, meta := range []string{"", "big=12345678901234567890", "zip=01234", "half=1.5"} {
+			q := url.Values{"q": {`"text of beta"`}}
+			if meta != "" {
+				q.Set("meta", meta)
+			}
+			r := get(q, 200)
+			if len(r.Hits) != 1 {
+				t.Fatalf("meta=%s: %d hits, want beta.txt", meta, len(r.Hits))
+			}
+			md := r.Hits[0].Metadata
+			nested, _ := md["nested"].(map[string]any)
+			if md["big"] != json.Number("12345678901234567890") || md["zip"] != "01234" || md["half"] != json.Number("1.5") ||
+				fmt.Sprint(nested["ключ"]) != "[1 2.50]" {
+				t.Errorf("meta=%s: the hit's metadata is %#v, want it as given", meta, md)
+			}
+		}
 		if r := get(url.Values{"q": {"piece"}}, 200); len(r.Hits) != 1 || r.Hits[0].Title != "Pièce.txt" {
 			t.Fatalf("accent folded: %+v", r)
 		}
-		if r := get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(job.ID + 1)}}, 200); len(r.Hits) != 0 {
+		var other struct {
+			ID int64 `json:"id"`
+		}
+		b.json(t, "POST", "/v1/jobs", `{"workflow":"one"}`, 201, &other)
+		if r := get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(other.ID)}}, 200); len(r.Hits) != 0 {
 			t.Fatalf("another job: %+v", r)
 		}
+		get(url.Values{"q": {"text"}, "job_id": {fmt.Sprint(other.ID + 1)}}, 404) // a job that does not exist
 		// Pages of two: every document once, then no cursor.
 		seen := map[int64]bool{}
 		var cursor string

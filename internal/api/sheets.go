@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"strconv"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/pathroot"
+
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // sheetRoutes are the objects workflow's: ingest sheets, works and file sets (docs/objects.md).
@@ -142,12 +146,9 @@ type sheetValidation struct {
 	FailedRows []objects.Row        `json:"failed_rows"`
 }
 
-func sheetNotFound(err error, id int64) error {
-	if errors.Is(err, objects.ErrNotFound) {
-		return errf(CodeNotFound, "sheet %d not found", id)
-	}
-	return err
-}
+// sheetNotFound names the sheet a request asked for when it does not exist ("sheet 7 does not
+// exist"); other errors pass.
+func sheetNotFound(err error, id int64) error { return store.NotFound(err, "sheet", id) }
 
 func (a *API) getSheet(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
@@ -303,7 +304,7 @@ func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 	}
 	f, err := objects.GetFileSet(r.Context(), x, id)
 	if errors.Is(err, objects.ErrNotFound) {
-		return errf(CodeNotFound, "no work or file set %q", id)
+		return &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(id)}
 	}
 	if err != nil {
 		return err

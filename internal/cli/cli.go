@@ -329,7 +329,7 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.StringVar(&c.data, "data", def, "data directory")
 	fs.BoolVar(&c.verbose, "v", false, "log engine events to stderr")
 	fs.StringVar(&c.database, "database", os.Getenv("SLUICE_DATABASE"), "a postgres:// URL to share state between processes (default: the data dir's SQLite file)")
-	fs.DurationVar(&c.lease, "lease", 0, "task lease duration: how soon a dead process's tasks are taken over (default 30s)")
+	fs.DurationVar(&c.lease, "lease", 0, withDefault("lease", "task lease duration: how soon a dead process's tasks are taken over"))
 	c.drain = defaultDrain
 	if v := os.Getenv("SLUICE_DRAIN"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -340,8 +340,8 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 		}
 	}
 	fs.DurationVar(&c.drain, "drain", c.drain, "on SIGTERM or SIGINT, how long running tasks may finish before they are canceled and their leases released for another process")
-	fs.IntVar(&c.maxDepth, "max-item-depth", 0, "the deepest a job's item tree may grow; a child deeper fails its task with a named error (default 64)")
-	fs.Int64Var(&c.maxItems, "max-job-items", 0, "how many items a job may make (per process); past it a child fails its task with a named error (default 10,000,000)")
+	fs.IntVar(&c.maxDepth, "max-item-depth", 0, withDefault("max-item-depth", "the deepest a job's item tree may grow; a child deeper fails its task with a named error"))
+	fs.Int64Var(&c.maxItems, "max-job-items", 0, withDefault("max-job-items", "how many items a job may make (per process); past it a child fails its task with a named error"))
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
 	c.topics = addTopicFlags(fs)
 	fs.StringVar(&c.config, "config", os.Getenv("SLUICE_CONFIG"), "configuration file (default: sluice.yaml in the data dir, if there)")

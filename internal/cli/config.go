@@ -150,9 +150,19 @@ func zeroDefaults() map[string]string {
 		"max-job-items":   strconv.Itoa(engine.DefaultMaxJobItems),
 		"outbox-max":      strconv.Itoa(outbox.DefaultMaxPending),
 		"source-ack-wait": source.DefaultAckWait.String(),
-		"max-total-size":  strconv.FormatInt(fl.MaxTotalSize, 10),
+		"max-total-size":  byteSize(fl.MaxTotalSize).String(),
 		"max-file-count":  strconv.Itoa(fl.MaxFileCount),
 	}
+}
+
+// withDefault returns a flag's usage ending with the default its component applies when the
+// flag is zero, from [zeroDefaults]: help and config show cannot disagree.
+func withDefault(name, usage string) string {
+	d, ok := zeroDefaults()[name]
+	if !ok {
+		panic("cli: no default known for --" + name)
+	}
+	return usage + " (default " + d + ")"
 }
 
 // setting is one line of `sluice config show`.

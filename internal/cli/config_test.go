@@ -143,8 +143,20 @@ func TestConfigShowDefaults(t *testing.T) {
 		"max-job-items":   strconv.Itoa(engine.DefaultMaxJobItems),
 		"outbox-max":      strconv.Itoa(outbox.DefaultMaxPending),
 		"source-ack-wait": source.DefaultAckWait.String(),
-		"max-total-size":  strconv.FormatInt(fl.MaxTotalSize, 10),
+		"max-total-size":  "64GiB",
 		"max-file-count":  strconv.Itoa(fl.MaxFileCount),
+	}
+	// Each flag's help names the same default, read from the same place.
+	_, help, _ := run(t, "config", "show", "-h")
+	for name, w := range want {
+		_, usage, _ := strings.Cut(help, "-"+name+" ")
+		usage, _, _ = strings.Cut(usage, "\n  -")
+		if !strings.HasSuffix(strings.TrimSpace(usage), "(default "+w+")") {
+			t.Errorf("the help of --%s does not end with (default %s): %q", name, w, usage)
+		}
+	}
+	if fl.MaxTotalSize != 64<<30 {
+		t.Errorf("the fileset's default total size is %d, not the 64GiB this test expects", fl.MaxTotalSize)
 	}
 	for _, s := range got.Settings {
 		if w, ok := want[s.Name]; ok {
@@ -166,7 +178,6 @@ func TestConfigShowDefaults(t *testing.T) {
 	if !strings.Contains(out, "none ("+ConfigFile+" in the data dir") {
 		t.Errorf("config show does not name %s:\n%s", ConfigFile, out)
 	}
-	_, help, _ := run(t, "config", "show", "-h")
 	if !strings.Contains(help, ConfigFile) || strings.Contains(help, ".toml") {
 		t.Errorf("config show -h does not name %s:\n%s", ConfigFile, help)
 	}

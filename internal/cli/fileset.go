@@ -53,9 +53,9 @@ func (c *common) addFilesetFlags(fs *flag.FlagSet) {
 		}
 	}
 	fs.Var(hostDelayFlag{&c.fileset.HostDelay}, "host-delay", "the fileset workflow's politeness delay: the least `duration` between two downloads' starts from one host, "+
-		"across every process sharing the database, in the jobs this process creates; 0: none (default 1s, or $SLUICE_HOST_DELAY)")
-	fs.Int64Var(&c.fileset.Limits.MaxTotalSize, "max-total-size", 0, "bytes a dataset may total: over it, too-large-size (default 64 GiB)")
-	fs.IntVar(&c.fileset.Limits.MaxFileCount, "max-file-count", 0, "files a dataset may have: over it, too-many-files (default 200)")
+		"across every process sharing the database, in the jobs this process creates; 0: none (default "+fileset.DefaultHostDelay.String()+", or $SLUICE_HOST_DELAY)")
+	fs.Var((*byteSize)(&c.fileset.Limits.MaxTotalSize), "max-total-size", withDefault("max-total-size", "the `size` a dataset may total, such as 64GiB: over it, too-large-size"))
+	fs.IntVar(&c.fileset.Limits.MaxFileCount, "max-file-count", 0, withDefault("max-file-count", "files a dataset may have: over it, too-many-files"))
 }
 
 // hostDelayFlag is --host-delay: a duration, 0 for none (fileset.Config's negative).

@@ -502,7 +502,7 @@ func itemStatus(md []byte) string {
 	var m struct {
 		Status map[string]any `json:"status"`
 	}
-	if json.Unmarshal(md, &m) != nil || len(m.Status) == 0 {
+	if metadata.Unmarshal(md, &m) != nil || len(m.Status) == 0 {
 		return ""
 	}
 	keys := make([]string, 0, len(m.Status))

@@ -329,7 +329,7 @@ func runObjectsShow(ctx context.Context, e *env, args []string) error {
 	case errors.Is(err, objects.ErrNotFound):
 		f, err := objects.GetFileSet(ctx, x, pos[0])
 		if errors.Is(err, objects.ErrNotFound) {
-			return fmt.Errorf("no work or file set %q", pos[0])
+			return &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(pos[0])}
 		}
 		if err != nil {
 			return err

@@ -22,7 +22,7 @@ import (
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--max-upload-bytes 10GiB] [--max-parts N] [--max-roots N] [--data DIR]")
+	fs, c := newFlags(e, "serve", "serve [--listen 127.0.0.1:7080] [--remote Pdf,Office] [--path-root DIR] [--max-upload-bytes SIZE] [--max-parts N] [--max-roots N] [--data DIR]")
 	listen := fs.String("listen", "127.0.0.1:7080", "address to listen on (loopback by default)")
 	remote := fs.String("remote", "", "comma-separated actions handed to remote workers instead of running in process (e.g. Pdf,Office)")
 	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under, and s3://bucket/prefix locations sheets' files may be read from")
@@ -121,7 +121,7 @@ type serveLimits struct {
 
 func limitFlags(fs *flag.FlagSet) *serveLimits {
 	l := &serveLimits{uploadBytes: api.DefaultMaxUploadBytes}
-	fs.Var(&l.uploadBytes, "max-upload-bytes", "cap on the bytes uploaded to create one job, e.g. 10GiB or 512MiB (default 10GiB)")
+	fs.Var(&l.uploadBytes, "max-upload-bytes", "cap on the bytes uploaded to create one job, e.g. 10GiB or 512MiB")
 	l.parts = fs.Int("max-parts", api.DefaultMaxParts, "cap on the parts of one multipart request")
 	l.roots = fs.Int("max-roots", api.DefaultMaxRoots, "cap on the roots (uploaded files and paths) a job is created with")
 	l.bodyRead = fs.Duration("body-read-timeout", api.DefaultBodyReadTimeout, "a JSON body must arrive within this; an upload may not stall longer")

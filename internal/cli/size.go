@@ -10,7 +10,19 @@ import (
 // "512MiB", "64KiB"; "GB", "MB" and "KB" are read as the binary units too).
 type byteSize int64
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// String writes the size with the largest binary unit that divides it ("10GiB"), as Set reads it.
+func (b byteSize) String() string {
+	n := int64(b)
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (b *byteSize) Set(s string) error {
 	v := strings.TrimSpace(s)

@@ -24,6 +24,16 @@ func TestByteSize(t *testing.T) {
 			t.Errorf("Set(%q) = %d, %v; want %d", tt.in, b, err, tt.want)
 		}
 	}
+	// String writes what Set reads back, in the largest unit that divides the size.
+	for n, want := range map[int64]string{10 << 30: "10GiB", 64 << 30: "64GiB", 1536 << 20: "1536MiB", 3 << 40: "3TiB", 1025: "1025", 0: "0"} {
+		b := byteSize(n)
+		var back byteSize
+		if got := b.String(); got != want {
+			t.Errorf("byteSize(%d).String() = %q, want %q", n, got, want)
+		} else if n > 0 && (back.Set(got) != nil || back != b) {
+			t.Errorf("Set(%q) = %d, want %d", got, back, n)
+		}
+	}
 }
 
 func TestLimitFlags(t *testing.T) {

@@ -66,7 +66,8 @@ type cursor struct {
 	ID   int64   `json:"i"`
 }
 
-// Search runs r on x.
+// Search runs r on x. A search of a job that does not exist returns a [*store.NotFoundError]
+// naming it rather than no hits.
 func Search(ctx context.Context, x store.Executor, r Request) (*Result, error) {
 	q, err := search.Parse(r.Query)
 	if err != nil {
@@ -100,6 +101,12 @@ func Search(ctx context.Context, x store.Executor, r Request) (*Result, error) {
 	hits, err := x.DocumentSearch(ctx, p)
 	if err != nil {
 		return nil, err
+	}
+	if len(hits) == 0 && r.JobID != 0 {
+		// No hit in a job that does not exist says so ("job 99 does not exist").
+		if _, err := x.JobGet(ctx, r.JobID); err != nil {
+			return nil, store.NotFound(err, "job", r.JobID)
+		}
 	}
 	res := &Result{Hits: make([]Hit, 0, len(hits))}
 	for _, h := range hits {

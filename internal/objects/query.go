@@ -3,17 +3,18 @@ package objects
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// ErrNotFound is returned for a sheet, work or file set that does not exist.
-var ErrNotFound = errors.New("objects: not found")
+// ErrNotFound is [store.ErrNotFound]: a sheet, work or file set that does not exist is a
+// [*store.NotFoundError] naming it ("sheet 7 does not exist"), which errors.Is matches with
+// either.
+var ErrNotFound = store.ErrNotFound
 
 // query runs a read and calls scan per row.
 func query(ctx context.Context, x store.DomainSQL, q string, args []any, scan func(r store.DomainRows) error) error {
@@ -47,7 +48,7 @@ func GetSheet(ctx context.Context, x store.DomainSQL, jobID int64) (*Sheet, erro
 		return json.Unmarshal([]byte(errs), &s.Errors)
 	})
 	if err == nil && s == nil {
-		err = fmt.Errorf("sheet %d: %w", jobID, ErrNotFound)
+		err = &store.NotFoundError{Kind: "sheet", ID: strconv.FormatInt(jobID, 10)}
 	}
 	return s, err
 }
@@ -107,7 +108,7 @@ func GetWork(ctx context.Context, x store.DomainSQL, accession string) (*Work, e
 		return nil, err
 	}
 	if w == nil {
-		return nil, fmt.Errorf("work %q: %w", accession, ErrNotFound)
+		return nil, &store.NotFoundError{Kind: "work", ID: strconv.Quote(accession)}
 	}
 	w.FileSets, err = listFileSets(ctx, x, `work_accession = ?`, accession)
 	return w, err
@@ -146,7 +147,7 @@ func GetFileSet(ctx context.Context, x store.DomainSQL, idOrAccession string) (*
 		return nil, err
 	}
 	if len(fs) == 0 {
-		return nil, fmt.Errorf("file set %q: %w", idOrAccession, ErrNotFound)
+		return nil, &store.NotFoundError{Kind: "file set", ID: strconv.Quote(idOrAccession)}
 	}
 	f := fs[0]
 	f.Derivatives = map[string]json.RawMessage{}

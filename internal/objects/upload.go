@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/blob"
@@ -93,7 +94,7 @@ func Approve(ctx context.Context, e *engine.Engine, sheetID int64) error {
 		return err
 	}
 	if len(roots) == 0 || roots[0].ParentID != 0 {
-		return fmt.Errorf("sheet %d has no root item: %w", sheetID, ErrNotFound)
+		return &store.NotFoundError{Kind: "the root item of sheet", ID: strconv.FormatInt(sheetID, 10)}
 	}
 	_, err = e.FireExternal(ctx, roots[0].ID, "approved")
 	return err

@@ -25,6 +25,8 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/redact"
+
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -274,7 +276,7 @@ func (h *Handler) fire(ctx context.Context, s *Spec, m Message) (Outcome, error)
 	want, ok := m.Attributes[strings.ToLower(s.Key)]
 	if !ok {
 		var obj map[string]any
-		if json.Unmarshal(m.Body, &obj) == nil && obj[s.Key] != nil {
+		if metadata.Unmarshal(m.Body, &obj) == nil && obj[s.Key] != nil {
 			want, ok = fmt.Sprint(obj[s.Key]), true
 		}
 	}
@@ -299,7 +301,7 @@ func (h *Handler) fire(ctx context.Context, s *Spec, m Message) (Outcome, error)
 			}
 			for _, it := range items {
 				var md map[string]any
-				_ = json.Unmarshal(it.Metadata, &md)
+				_ = metadata.Unmarshal(it.Metadata, &md) // numbers as written: a 20-digit id matches
 				if md[s.Key] == nil || fmt.Sprint(md[s.Key]) != want {
 					continue
 				}

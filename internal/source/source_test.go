@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action/basic"
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/sink"
 	"github.com/sluice-project/sluice/internal/source"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
 func TestParseAndFilter(t *testing.T) {
@@ -201,4 +203,31 @@ func TestWebhookSourceKeepsOnlyDeclaredHeaders(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEventSourceNumericKey: an event message correlates by a metadata number as written: a
+// 20-digit id in the body or an attribute matches the item's, which float64 rounded.
+func TestEventSourceNumericKey(t *testing.T) {
+	t.Parallel()
+	k := enginetest.Start(t, drivertest.OpenSQLite, basic.NewNoop())
+	job := k.StartJob(t, "name: waits\nexternal: [approved]\nsteps:\n  a: {action: noop, needs: [start, approved]}\n",
+		engine.Root{Name: "a", Metadata: map[string]any{"big": json.Number("12345678901234567890")}},
+		engine.Root{Name: "b", Metadata: map[string]any{"big": json.Number("12345678901234567891")}})
+	spec, err := source.Parse("in", "webhook:?workflow=waits&event=approved&key=big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &source.Handler{Engine: k.Engine, Blobs: k.Blobs}
+	for _, m := range []source.Message{
+		{ID: "m1", Body: []byte(`{"big": 12345678901234567890}`)},
+		{ID: "m2", Attributes: map[string]string{"big": "12345678901234567891"}},
+	} {
+		out, err := h.Handle(t.Context(), spec, m)
+		if err != nil || out.Matched != 1 {
+			t.Errorf("%s: %+v, %v; want one item matched", m.ID, out, err)
+		}
+	}
+	if j := k.WaitJob(t, job.ID, 10*time.Second); j.State != store.JobComplete {
+		t.Errorf("job %s, want complete once both items are approved", j.State)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,8 +243,18 @@ func TestBrowserTour(t *testing.T) {
 		new MutationObserver(note).observe(document.querySelector("#uploads"), {subtree: true, characterData: true, childList: true, attributes: true});
 		document.querySelector("#new-job-form").addEventListener("submit", () => setTimeout(note, 0));
 	})()`)
+	// Metadata typed as text and as JSON reaches the job as typed (TestNewJobFormMetadata
+	// posts what the script makes of it).
+	admin.do(chromedp.SetValue(chromedp.ID("metadata"), formMetadata))
 	admin.do(chromedp.Click(chromedp.ID("start")))
 	admin.waitJS(30*time.Second, "the job page", `/^\/jobs\/\d+$/.test(location.pathname)`, `document.querySelector("#upload-status")?.textContent || location.href`)
+	if id, err := strconv.ParseInt(strings.TrimPrefix(eval[string](admin, `location.pathname`), "/jobs/"), 10, 64); err != nil {
+		t.Error(err)
+	} else if j, err := b.n.Store.JobGet(t.Context(), id); err != nil {
+		t.Error(err)
+	} else {
+		checkFormMetadata(t, "the job the form created", j.Metadata)
+	}
 	var uploads map[string]float64
 	if err := json.Unmarshal([]byte(eval[string](admin, `sessionStorage.getItem("uploads") || "{}"`)), &uploads); err != nil {
 		t.Fatal(err)

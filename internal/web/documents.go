@@ -2,7 +2,7 @@ package web
 
 import (
 	"encoding/json"
-	"errors"
+
 	"fmt"
 	"net/http"
 	"strconv"
@@ -51,10 +51,8 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 	}
 	ctx := r.Context()
 	it, err := w.b.Engine().Store().ItemGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFoundf("there is no item %d", id)
-	} else if err != nil {
-		return err
+	if err != nil {
+		return store.NotFound(err, "item", id)
 	}
 	text, cut := it.Text, false
 	if len(text) > maxShownText {

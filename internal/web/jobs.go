@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -237,10 +236,10 @@ func (w *Web) pathJob(r *http.Request) (*store.Job, error) {
 		return nil, err
 	}
 	j, err := w.b.Engine().Store().JobGet(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFoundf("there is no job %d", id)
+	if err != nil {
+		return nil, store.NotFound(err, "job", id)
 	}
-	return j, err
+	return j, nil
 }
 
 func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error {
@@ -303,6 +302,12 @@ func (w *Web) itemsFragment(rw http.ResponseWriter, r *http.Request, s *session)
 	page, err := w.items(r.Context(), id, parent, r.URL.Query().Get("after"))
 	if err != nil {
 		return err
+	}
+	if len(page.Items) == 0 {
+		// An empty level of a job that does not exist is a 404 naming it, not an empty list.
+		if _, err := w.pathJob(r); err != nil {
+			return err
+		}
 	}
 	w.render(rw, r, http.StatusOK, "frag-items", s, pageData{Data: page})
 	return nil

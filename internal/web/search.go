@@ -1,12 +1,14 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/search"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // snippetPart is a run of a search hit's snippet, marked when it matched the query.
@@ -41,6 +43,8 @@ func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) er
 		switch {
 		case docsearch.IsBadRequest(err):
 			data.Error, status = err.Error(), http.StatusBadRequest
+		case errors.Is(err, store.ErrNotFound): // the job searched does not exist
+			data.Error, status = err.Error(), http.StatusNotFound
 		case err != nil:
 			return err
 		default:

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/web"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -43,8 +44,18 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupOn(t, nil)
+}
+
+// setupOn is [setup] on the store open opens (nil: the data dir's SQLite file).
+func setupOn(t *testing.T, open drivertest.Open) *bundle {
+	t.Helper()
 	dir := t.TempDir()
-	n, err := node.Open(t.Context(), node.Config{DataDir: dir, Engine: true, GCInterval: -1})
+	cfg := node.Config{DataDir: dir, Engine: true, GCInterval: -1}
+	if open != nil {
+		cfg.OpenStore = func(context.Context) (store.Store, error) { return open(t), nil }
+	}
+	n, err := node.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
