@@ -1,5 +1,5 @@
 // Package builtin holds the workflows that ship with Sluice (documents, bench) and applies them
-// to an installation, so `sluice ingest` and `sluice bench` work with no set-up.
+// to an installation, so `sluice ingest` and `sluice-bench engine` work with no set-up.
 package builtin
 
 import (
