@@ -190,20 +190,9 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 	storeName, schema := "sqlite", ""
 	if o.dsn != "" {
 		storeName = "postgres"
-		schema = "sluice_bench_" + strings.ToLower(rand.Text()[:10])
-		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
-			return postgres.Open(ctx, postgres.Config{URL: o.dsn, Schema: schema})
-		}
-		// Deferred first, so it runs after the node (and its pool) closed.
-		defer func() {
-			if o.keep {
-				fmt.Fprintf(os.Stderr, "bench schema kept: %s\n", schema)
-				return
-			}
-			if err := postgres.DropSchema(context.WithoutCancel(ctx), o.dsn, schema); err != nil {
-				o.log.Error("drop bench schema", "schema", schema, "error", err)
-			}
-		}()
+		var drop func()
+		schema, drop = useSchema(ctx, &cfg, o.dsn, o.keep, o.log)
+		defer drop() // deferred first, so it runs after the node (and its pool) closed
 	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
@@ -437,6 +426,25 @@ func startRemoteWorkers(ctx context.Context, n *node.Node, w int) (func(), error
 		_ = srv.Close()
 		wp.Stop()
 	}, nil
+}
+
+// useSchema points cfg at a new schema of the PostgreSQL database at dsn and returns the
+// schema's name and the function that drops it once the node is closed (with keep, it names the
+// schema on stderr instead).
+func useSchema(ctx context.Context, cfg *node.Config, dsn string, keep bool, log *slog.Logger) (string, func()) {
+	schema := "sluice_bench_" + strings.ToLower(rand.Text()[:10])
+	cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
+		return postgres.Open(ctx, postgres.Config{URL: dsn, Schema: schema})
+	}
+	return schema, func() {
+		if keep {
+			fmt.Fprintf(os.Stderr, "bench schema kept: %s\n", schema)
+			return
+		}
+		if err := postgres.DropSchema(context.WithoutCancel(ctx), dsn, schema); err != nil {
+			log.Error("drop bench schema", "schema", schema, "error", err)
+		}
+	}
 }
 
 // readBackPage is how many tasks a bench reads back per query. On Postgres each page reads

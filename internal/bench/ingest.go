@@ -52,17 +52,23 @@ type ingestResult struct {
 }
 
 func runIngest(ctx context.Context, e *env, args []string) error {
-	fs, verbose := newFlags(e, "ingest", "ingest [--files N] [--no-direct] [--keep]", args)
+	fs, verbose := newFlags(e, "ingest", "ingest [--files N] [--no-direct] [--database URL] [--keep]", args)
 	nfiles := fs.Int("files", 10000, "number of small text files in the zip")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	skipDirect := fs.Bool("no-direct", false, "skip the direct (engine-free) measurement")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the engine run to this file")
 	memprofile := fs.String("memprofile", "", "write a profile of the engine run's allocations to this file")
+	database := fs.String("database", "", "a postgres:// URL: ingest into PostgreSQL, in a schema made for the run and dropped after (default: SQLite in the temporary dir)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *nfiles <= 0 {
 		return usagef("--files must be positive")
+	}
+	if *database != "" {
+		if _, err := postgresURL(*database); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "sluice-bench-ingest-")
 	if err != nil {
@@ -91,7 +97,12 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 		res.DirectCPUSeconds = (cpuTime() - cpu0).Seconds()
 		runtime.GC()
 	}
-	n, err := node.Open(ctx, node.Config{DataDir: filepath.Join(dir, "data"), Engine: true, Logger: logger(e, *verbose)})
+	cfg := node.Config{DataDir: filepath.Join(dir, "data"), Engine: true, Logger: logger(e, *verbose)}
+	if *database != "" {
+		_, drop := useSchema(ctx, &cfg, *database, *keep, cfg.Logger)
+		defer drop() // deferred first, so it runs after the node (and its pool) closed
+	}
+	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
