@@ -2,10 +2,10 @@ package bench
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 
-	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -36,8 +36,13 @@ func chainYAML(steps int) string {
 	return b.String()
 }
 
+// burndownYAML is the workflow of burndown, stream and paced: one no-op step per item.
+//
+//go:embed bench.yaml
+var burndownYAML string
+
 // engineWorkflow applies the mode's workflow and returns its name and roots; burndown, stream
-// and paced run the built-in one-step `bench`.
+// and paced run the one-step `bench` (bench.yaml).
 func engineWorkflow(ctx context.Context, e *engine.Engine, o engineOpts) (string, []engine.Root, error) {
 	var src string
 	var roots []engine.Root
@@ -52,14 +57,11 @@ func engineWorkflow(ctx context.Context, e *engine.Engine, o engineOpts) (string
 			roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("item-%d", i), Size: 1}
 		}
 	default:
-		if err := builtin.Apply(ctx, e, "bench"); err != nil {
-			return "", nil, err
-		}
+		src = burndownYAML
 		roots = make([]engine.Root, o.tasks)
 		for i := range roots {
 			roots[i] = engine.Root{Ordinal: i, Name: fmt.Sprintf("item-%d", i), Size: 1}
 		}
-		return "bench", roots, nil
 	}
 	wf, _, err := e.ApplyWorkflow(ctx, []byte(src), "bench.yaml")
 	if err != nil {
