@@ -16,9 +16,10 @@ lint: ## gofmt, go vet, and the duplicate-code check
 	@test -z "$$(gofmt -l cmd internal action remote client examples *.go)" || (gofmt -l cmd internal action remote client examples *.go; exit 1)
 	go vet ./...
 
-bench: build ## engine and store benchmarks on this machine
-	./sluice bench engine --tasks 20000
-	./sluice bench engine --tasks 2000 --mode paced --rate 200
+bench: build ## engine and store benchmarks on this machine (./sluice-bench beside ./sluice)
+	go build -o sluice-bench ./cmd/sluice-bench
+	./sluice-bench engine --tasks 20000
+	./sluice-bench engine --tasks 2000 --mode paced --rate 200
 	go test -run XXX -bench . -benchtime 1x ./internal/store/...
 
 bench-graph: ## sluice's graph workflow against go mod graph, 5,000 modules (SLUICE_GRAPH_BENCH_MODULES)

@@ -1,4 +1,4 @@
-// Command riverstyle runs the two workflow shapes of `sluice bench engine --mode fanout|chain`
+// Command riverstyle runs the two workflow shapes of `sluice-bench engine --mode fanout|chain`
 // written the way a River user would, against the same PostgreSQL, so the two can be measured
 // side by side (docs/performance.md). It is a module of its own, so that River stays out of
 // Sluice's go.mod.
@@ -299,7 +299,7 @@ func selfCPU() time.Duration {
 }
 
 // postgresCPU sums the CPU time of this machine's postgres backends connected to the database
-// db, from /proc (as sluice bench engine does).
+// db, from /proc (as sluice-bench engine does).
 func postgresCPU(db string) time.Duration {
 	ents, _ := os.ReadDir("/proc")
 	var total time.Duration

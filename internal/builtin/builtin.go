@@ -1,5 +1,6 @@
-// Package builtin holds the workflows that ship with Sluice (documents, bench) and applies them
-// to an installation, so `sluice ingest` and `sluice bench` work with no set-up.
+// Package builtin holds the workflows that ship with Sluice (documents, fileset, graph, objects)
+// and applies them to an installation, so `sluice ingest` and the other commands work with no
+// set-up.
 package builtin
 
 import (

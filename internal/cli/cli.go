@@ -61,7 +61,6 @@ func commands() []command {
 		{"event", "fire an external event on an item", runEvent, []string{"fire"}},
 		{"objects", "ingest sheets of works and file sets (Meadow): upload, validate, approve; show a work or file set", runObjects, []string{"sheet", "show", "transcoded"}},
 		{"workflow", "validate, graph, apply or list workflows; the action catalog", runWorkflow, []string{"validate", "graph", "apply", "list", "actions"}},
-		{"bench", "measure the engine, or ingestion", runBench, []string{"engine", "ingest"}},
 		{"gc", "delete blobs no row references any more", runGC, nil},
 		{"serve", "run the web UI, the HTTP API, the remote worker protocol and the workers", runServe, nil},
 		{"worker", "serve a remote action by running a local command per task, or run workers on a shared database", runWorker, nil},

@@ -2,13 +2,19 @@ package e2e
 
 import (
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
-// TestBenchIngest runs `sluice bench ingest` small: every file must become a document, and the
+// TestBenchIngest runs `sluice-bench ingest` small: every file must become a document, and the
 // report must carry both measurements (engine and direct), in seconds and in CPU time.
 func TestBenchIngest(t *testing.T) {
-	out, err := runSluice(t.Context(), "bench", "ingest", "--files", "200").Output()
+	bench := filepath.Join(packageTemp, "sluice-bench")
+	if out, err := exec.Command("go", "build", "-o", bench, "../../cmd/sluice-bench").CombinedOutput(); err != nil {
+		t.Fatalf("build sluice-bench: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(t.Context(), bench, "ingest", "--files", "200").Output()
 	if err != nil {
 		t.Fatalf("bench ingest: %v\n%s", err, out)
 	}

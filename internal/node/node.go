@@ -107,7 +107,7 @@ type Config struct {
 	// package sluice); a name taken by a built-in action is an error.
 	Actions []action.Action
 	// OnJobEnd, when set, is called after a transaction of this process that ended a job
-	// committed, with the job's final state (`sluice bench` waits on it).
+	// committed, with the job's final state (`sluice-bench engine` waits on it).
 	OnJobEnd func(jobID int64, state string)
 }
 
@@ -454,7 +454,7 @@ func (n *Node) Start(ctx context.Context) {
 // The node's own transactions wake its worker through the engine's OnReady as they commit; a
 // store that can leave out their notifications (othersNotifier) is asked to, so that one task
 // made ready wakes the worker once, not twice (the second wake's pick found nothing: half the
-// held batches of `sluice bench engine --mode paced` on Postgres).
+// held batches of `sluice-bench engine --mode paced` on Postgres).
 func (n *Node) listen(ctx context.Context, nf store.Notifier) {
 	notify := nf.Notify
 	if o, ok := nf.(othersNotifier); ok {

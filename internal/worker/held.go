@@ -12,14 +12,14 @@ import (
 )
 
 // heldBatches is how many held batches a worker runs at once, over all its brief queues, so that
-// one holds and runs while others commit. In `sluice bench engine` on Postgres, alternating, 3
+// one holds and runs while others commit. In `sluice-bench engine` on Postgres, alternating, 3
 // did about 15 % more tasks/s than 2, and 4 no better than 2. Each batch holds a connection and
 // briefly takes a second for its record: with the committer's two lanes that is at most 8 of
 // the pool's 10 (by default), leaving connections for reads and renewals.
 const heldBatches = 3
 
 // heldMax bounds a held batch (and the queue's concurrency limit bounds it too): 1,000 measured
-// +10 % tasks/s over 512 in `sluice bench engine`.
+// +10 % tasks/s over 512 in `sluice-bench engine`.
 const heldMax = 1000
 
 // hold starts held batches for the brief queues that are neither idle nor unknown (see slots), up

@@ -45,7 +45,7 @@ type Config struct {
 	MaxBatch int
 	// CommitLanes is how many transactions of batched writes may be open at once. With a store
 	// that takes concurrent writes (Postgres) it defaults to 2: one batch's statements run while
-	// the other's commit waits for the disk (+10–25 % tasks/s in `sluice bench engine`, where 3
+	// the other's commit waits for the disk (+10–25 % tasks/s in `sluice-bench engine`, where 3
 	// measured no better). SQLite has one writer: always 1.
 	CommitLanes int
 	// TempDir is where attempts get their private directories. Defaults to os.TempDir().

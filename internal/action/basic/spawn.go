@@ -11,7 +11,7 @@ import (
 
 // NewSpawn returns the `spawn` action, which creates empty children: as many as its setting
 // `count`, or, without it, as the item's metadata key `children` says. It is the fan-out of
-// `sluice bench engine --mode fanout`, and a way to try a collector (`children.done`) without
+// `sluice-bench engine --mode fanout`, and a way to try a collector (`children.done`) without
 // an archive. A replay resumes after the children an earlier attempt recorded.
 func NewSpawn() action.Action { return spawn{} }
 

@@ -155,7 +155,7 @@ func (db *DB) createSchema(ctx context.Context) error {
 func (db *DB) Schema() string { return db.schema }
 
 // DropSchema drops schema with everything in it, connecting to url on its own connection. It is
-// for throwaway installations (`sluice bench`); stores open on the schema break.
+// for throwaway installations (`sluice-bench engine --database`); stores open on the schema break.
 func DropSchema(ctx context.Context, url, schema string) error {
 	if schema == "" || schema == "public" {
 		return fmt.Errorf("drop schema %q: refusing to drop the default schema", schema)

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
@@ -24,8 +24,8 @@ import (
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
-// benchResult is what `sluice bench engine` prints.
-type benchResult struct {
+// engineResult is what `sluice-bench engine` prints.
+type engineResult struct {
 	Mode  string `json:"mode"`
 	Tasks int    `json:"tasks"`
 	// TasksRun counts the tasks that ran (not skipped); Items, the fanout's children or the
@@ -56,74 +56,59 @@ type benchResult struct {
 	DBCPUPerTask float64 `json:"db_cpu_us_per_task,omitempty"`
 }
 
-// cpuTime is the CPU time this process has used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func runBench(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return usagef("bench needs a subcommand: engine, ingest")
-	}
-	switch args[0] {
-	case "engine":
-		return benchEngine(ctx, e, args[1:])
-	case "ingest":
-		return benchIngest(ctx, e, args[1:])
-	default:
-		return usagef("unknown bench subcommand %q", args[0])
-	}
-}
-
-func benchEngine(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "bench engine", "bench engine --tasks N [--mode burndown|stream|paced --rate R] [--workers W] [--remote] | --mode fanout|chain --items N [--steps K] [--processes P]")
-	o := benchOpts{}
+func runEngine(ctx context.Context, e *env, args []string) error {
+	fs, verbose := newFlags(e, "engine", "engine --tasks N [--mode burndown|stream|paced --rate R] [--workers W] [--remote] | --mode fanout|chain --items N [--steps K] [--processes P]", args)
+	o := engineOpts{}
 	fs.IntVar(&o.tasks, "tasks", 20000, "number of one-step no-op items")
 	fs.StringVar(&o.mode, "mode", "burndown", "burndown (insert all, then work; latencies only up to 200,000 tasks), stream (work while inserting), paced (insert at --rate), fanout (a root, --items children, a collector) or chain (--items roots of --steps steps each)")
 	fs.IntVar(&o.items, "items", 0, "fanout: children of the root (default 10000); chain: roots (default 2000)")
 	fs.IntVar(&o.steps, "steps", 10, "chain: no-op steps in sequence per item")
 	fs.IntVar(&o.processes, "processes", 0, "with --database: run the tasks in this many `sluice worker` processes instead of in the bench's")
+	fs.StringVar(&o.sluice, "sluice", "", "the sluice binary --processes runs (default: sluice beside this executable, else on PATH)")
 	fs.Float64Var(&o.rate, "rate", 200, "paced: items inserted per second")
 	fs.IntVar(&o.workers, "workers", 0, "no-op concurrency (0: the action's default); with --remote, the number of remote workers (default 8)")
 	remote := fs.Bool("remote", false, "also run the same tasks through remote workers over HTTP (the worker protocol) and report both")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary data dir (and with --database, the bench's schema, named on stderr)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
-	_, err := parse(fs, args)
-	if err != nil {
+	database := fs.String("database", "", "a postgres:// URL: measure PostgreSQL, in a schema made for the run and dropped after (default: SQLite in a temporary dir)")
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if !oneOf(o.mode, "burndown", "stream", "paced", "fanout", "chain") {
+	if !slices.Contains([]string{"burndown", "stream", "paced", "fanout", "chain"}, o.mode) {
 		return usagef("--mode must be burndown, stream, paced, fanout or chain")
 	}
+	workflowMode := o.mode == "fanout" || o.mode == "chain"
 	if o.items == 0 {
 		o.items = map[string]int{"fanout": 10000, "chain": 2000}[o.mode]
 	}
 	if o.items < 0 || o.steps <= 0 || o.processes < 0 {
 		return usagef("--items, --steps and --processes must be positive")
 	}
-	if o.processes > 0 && (c.database == "" || *remote) {
+	if o.processes > 0 && (*database == "" || *remote) {
 		return usagef("--processes needs --database and no --remote")
 	}
 	// The worker processes are running before the roots go in, so in a burndown they would work
 	// through the untimed insert (it commits 500 roots at a time): a rate of its own clock's
 	// making. A fanout or chain inserts one root, or few, and times all the work after them.
-	if o.processes > 0 && !oneOf(o.mode, "fanout", "chain") {
+	if o.processes > 0 && !workflowMode {
 		return usagef("--processes runs the tasks of --mode fanout or chain, not of %s (its workers would run the tasks while the untimed insert goes on)", o.mode)
 	}
 	if o.tasks <= 0 {
 		return usagef("--tasks must be positive")
 	}
-	o.log = c.logger(e)
-	if c.database != "" {
-		pcfg, err := postgresConfig("--database", c.database)
-		if err != nil {
+	o.log = logger(e, *verbose)
+	if *database != "" {
+		var err error
+		if o.dsn, err = postgresURL(*database); err != nil {
 			return err
 		}
-		o.dsn = pcfg.URL // the bench makes and drops a schema of its own
+	}
+	if o.processes > 0 {
+		var err error
+		if o.sluice, err = sluiceBinary(o.sluice); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "worker processes run %s\n", o.sluice)
 	}
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
@@ -137,7 +122,7 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 	if *remote {
 		o.workers = 0 // --workers counts the remote workers; in process keeps its default
 	}
-	local, err := benchMeasure(ctx, o)
+	local, err := measure(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -152,14 +137,22 @@ func benchEngine(ctx context.Context, e *env, args []string) error {
 		o.workers = 8
 	}
 	o.cpuprofile = ""
-	rem, err := benchMeasure(ctx, o)
+	rem, err := measure(ctx, o)
 	if err != nil {
 		return err
 	}
 	return enc.Encode(map[string]any{"in_process": local, "remote": rem, "remote_over_in_process": rem.TasksPerSec / local.TasksPerSec})
 }
 
-type benchOpts struct {
+// logger is the engine's logger: debug on stderr with -v, none without.
+func logger(e *env, verbose bool) *slog.Logger {
+	if !verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type engineOpts struct {
 	tasks      int
 	mode       string
 	rate       float64
@@ -170,14 +163,15 @@ type benchOpts struct {
 	processes  int
 	data       string
 	dsn        string // with --database: bench in a new schema of this database, dropped after
+	sluice     string // with --processes: the sluice binary the worker processes run
 	cpuprofile string
 	keep       bool // keep the data dir and the Postgres schema
 	log        *slog.Logger
 }
 
-// benchMeasure runs one bench job in a fresh data dir and reads latencies back from the tasks'
+// measure runs one bench job in a fresh data dir and reads latencies back from the tasks'
 // stored timestamps.
-func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
+func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 	conc := map[string]int{}
 	// ended wakes the wait for the job's end as soon as this process's transaction that ended
 	// it commits, as River's harness stops its clock at its last completion event.
@@ -196,27 +190,16 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	storeName, schema := "sqlite", ""
 	if o.dsn != "" {
 		storeName = "postgres"
-		schema = "sluice_bench_" + strings.ToLower(rand.Text()[:10])
-		cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
-			return postgres.Open(ctx, postgres.Config{URL: o.dsn, Schema: schema})
-		}
-		// Deferred first, so it runs after the node (and its pool) closed.
-		defer func() {
-			if o.keep {
-				fmt.Fprintf(os.Stderr, "bench schema kept: %s\n", schema)
-				return
-			}
-			if err := postgres.DropSchema(context.WithoutCancel(ctx), o.dsn, schema); err != nil {
-				o.log.Error("drop bench schema", "schema", schema, "error", err)
-			}
-		}()
+		var drop func()
+		schema, drop = useSchema(ctx, &cfg, o.dsn, o.keep, o.log)
+		defer drop() // deferred first, so it runs after the node (and its pool) closed
 	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer n.Close()
-	wf, roots, err := benchWorkflow(ctx, n.Engine, o)
+	wf, roots, err := engineWorkflow(ctx, n.Engine, o)
 	if err != nil {
 		return nil, err
 	}
@@ -224,11 +207,11 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &benchResult{Mode: o.mode, Tasks: o.tasks, Store: storeName, Workers: o.workers}
+	res := &engineResult{Mode: o.mode, Tasks: o.tasks, Store: storeName, Workers: o.workers}
 	startWorkers := func() { n.Start(ctx) }
 	var procs workerProcs
 	if o.processes > 0 {
-		procs, err = startWorkerProcs(ctx, o.processes, withSchema(o.dsn, schema), filepath.Dir(o.data))
+		procs, err = startWorkerProcs(ctx, o.sluice, o.processes, withSchema(o.dsn, schema), filepath.Dir(o.data))
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +221,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	}
 	if o.remote {
 		res.Store = storeName + ", remote workers over HTTP"
-		stop, err := startRemoteBench(ctx, n, o.workers)
+		stop, err := startRemoteWorkers(ctx, n, o.workers)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +283,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 		}
 		startWorkers()
 		start, cpu0 = time.Now(), cpuTime()
-		if err := benchPace(ctx, n.Engine, job, roots, o.rate, start); err != nil {
+		if err := pace(ctx, n.Engine, job, roots, o.rate, start); err != nil {
 			return nil, err
 		}
 		res.InsertSecs = time.Since(start).Seconds()
@@ -338,7 +321,7 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	cpu, db := cpuTime()+procs.cpu()-cpu0, postgresCPU(dbName(o.dsn))-db0
 	n.Stop(5 * time.Second)
 	if o.mode == "fanout" || o.mode == "chain" {
-		if err := benchCounts(ctx, n.Store, job.ID, res); err != nil {
+		if err := countTasksByState(ctx, n.Store, job.ID, res); err != nil {
 			return nil, err
 		}
 		res.Items = o.items
@@ -379,12 +362,12 @@ func benchMeasure(ctx context.Context, o benchOpts) (*benchResult, error) {
 	return res, nil
 }
 
-// benchPace inserts roots at rate per second from start: on each tick of a ticker, in one
+// pace inserts roots at rate per second from start: on each tick of a ticker, in one
 // transaction, every root due by then. An insert that takes longer than the interval (a commit's
 // fsync on a loaded machine) delays the roots due meanwhile to the next tick instead of slowing
 // the whole run: it holds its rate as long as an insert of a few roots keeps up. Each task's
 // pickup latency is read back from its stored times (created when its root was inserted).
-func benchPace(ctx context.Context, e *engine.Engine, job *store.Job, roots []engine.Root, rate float64, start time.Time) error {
+func pace(ctx context.Context, e *engine.Engine, job *store.Job, roots []engine.Root, rate float64, start time.Time) error {
 	every := max(time.Duration(float64(time.Second)/rate), time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -406,9 +389,9 @@ func benchPace(ctx context.Context, e *engine.Engine, job *store.Job, roots []en
 	return nil
 }
 
-// startRemoteBench serves the worker protocol on a loopback port and runs w Go workers that
+// startRemoteWorkers serves the worker protocol on a loopback port and runs w Go workers that
 // answer each no-op task with `done`.
-func startRemoteBench(ctx context.Context, n *node.Node, w int) (func(), error) {
+func startRemoteWorkers(ctx context.Context, n *node.Node, w int) (func(), error) {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
@@ -443,6 +426,25 @@ func startRemoteBench(ctx context.Context, n *node.Node, w int) (func(), error) 
 		_ = srv.Close()
 		wp.Stop()
 	}, nil
+}
+
+// useSchema points cfg at a new schema of the PostgreSQL database at dsn and returns the
+// schema's name and the function that drops it once the node is closed (with keep, it names the
+// schema on stderr instead).
+func useSchema(ctx context.Context, cfg *node.Config, dsn string, keep bool, log *slog.Logger) (string, func()) {
+	schema := "sluice_bench_" + strings.ToLower(rand.Text()[:10])
+	cfg.OpenStore = func(ctx context.Context) (store.Store, error) {
+		return postgres.Open(ctx, postgres.Config{URL: dsn, Schema: schema})
+	}
+	return schema, func() {
+		if keep {
+			fmt.Fprintf(os.Stderr, "bench schema kept: %s\n", schema)
+			return
+		}
+		if err := postgres.DropSchema(context.WithoutCancel(ctx), dsn, schema); err != nil {
+			log.Error("drop bench schema", "schema", schema, "error", err)
+		}
+	}
 }
 
 // readBackPage is how many tasks a bench reads back per query. On Postgres each page reads

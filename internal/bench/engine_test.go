@@ -1,6 +1,7 @@
-package cli
+package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -22,11 +23,11 @@ func TestBenchWorkflows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			code, stdout, stderr := run(t, append([]string{"bench", "engine"}, tc.args...)...)
+			code, stdout, stderr := run(t, append([]string{"engine"}, tc.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			var res benchResult
+			var res engineResult
 			if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 				t.Fatalf("%v: %s", err, stdout)
 			}
@@ -43,11 +44,11 @@ func TestBenchWorkflows(t *testing.T) {
 // each task.
 func TestBenchPaced(t *testing.T) {
 	t.Parallel()
-	code, stdout, stderr := run(t, "bench", "engine", "--mode", "paced", "--rate", "2000", "--tasks", "300")
+	code, stdout, stderr := run(t, "engine", "--mode", "paced", "--rate", "2000", "--tasks", "300")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var res benchResult
+	var res engineResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
@@ -61,8 +62,15 @@ func TestBenchPaced(t *testing.T) {
 // mode, since worker processes already running would work through a burndown's untimed insert.
 func TestBenchProcessesNeedsWorkflow(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := run(t, "bench", "engine", "--tasks", "10", "--processes", "2", "--database", "postgres://127.0.0.1:1/none")
+	code, _, stderr := run(t, "engine", "--tasks", "10", "--processes", "2", "--database", "postgres://127.0.0.1:1/none")
 	if code != 2 || !strings.Contains(stderr, "--processes runs the tasks of --mode fanout or chain, not of burndown") {
 		t.Fatalf("exit %d, stderr %q; want 2 and the refusal naming burndown", code, stderr)
 	}
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(t.Context(), args, &out, &errb)
+	return code, out.String(), errb.String()
 }

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"archive/zip"
@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,15 +18,16 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/detect"
+	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/action/text"
 	"github.com/sluice-project/sluice/internal/action/unpack"
-	"github.com/sluice-project/sluice/internal/builtin"
+	"github.com/sluice-project/sluice/internal/cli"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// benchIngestResult is what `sluice bench ingest` prints.
-type benchIngestResult struct {
+// ingestResult is what `sluice-bench ingest` prints.
+type ingestResult struct {
 	Files           int     `json:"files"`
 	Documents       int     `json:"documents"`
 	Errors          int     `json:"errors"`
@@ -51,19 +51,24 @@ type benchIngestResult struct {
 	LeasedTasks int `json:"leased_tasks"`
 }
 
-func benchIngest(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "bench ingest", "bench ingest [--files N] [--keep]")
+func runIngest(ctx context.Context, e *env, args []string) error {
+	fs, verbose := newFlags(e, "ingest", "ingest [--files N] [--no-direct] [--database URL] [--keep]", args)
 	nfiles := fs.Int("files", 10000, "number of small text files in the zip")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	skipDirect := fs.Bool("no-direct", false, "skip the direct (engine-free) measurement")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the engine run to this file")
 	memprofile := fs.String("memprofile", "", "write a profile of the engine run's allocations to this file")
-	fs.Lookup("data").DefValue = ""
-	if _, err := parse(fs, args); err != nil {
+	database := fs.String("database", "", "a postgres:// URL: ingest into PostgreSQL, in a schema made for the run and dropped after (default: SQLite in the temporary dir)")
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *nfiles <= 0 {
 		return usagef("--files must be positive")
+	}
+	if *database != "" {
+		if _, err := postgresURL(*database); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "sluice-bench-ingest-")
 	if err != nil {
@@ -74,12 +79,12 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	entries := benchEntries(*nfiles)
+	entries := zipEntries(*nfiles)
 	zipPath := filepath.Join(dir, "bench.zip")
-	if err := writeBenchZip(zipPath, entries); err != nil {
+	if err := writeZip(zipPath, entries); err != nil {
 		return err
 	}
-	res := benchIngestResult{Files: *nfiles}
+	res := ingestResult{Files: *nfiles}
 	if !*skipDirect {
 		// First, in a process with nothing else in its heap: the direct loop must not pay for
 		// the engine's memory (its collections scan it) nor the engine for the loop's.
@@ -92,19 +97,16 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 		res.DirectCPUSeconds = (cpuTime() - cpu0).Seconds()
 		runtime.GC()
 	}
-	c.data = filepath.Join(dir, "data")
-	n, err := c.open(ctx, e, true)
+	cfg := node.Config{DataDir: filepath.Join(dir, "data"), Engine: true, Logger: logger(e, *verbose)}
+	if *database != "" {
+		_, drop := useSchema(ctx, &cfg, *database, *keep, cfg.Logger)
+		defer drop() // deferred first, so it runs after the node (and its pool) closed
+	}
+	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	if err := builtin.Apply(ctx, n.Engine, documentsWorkflow); err != nil {
-		return err
-	}
-	inputs, skipped := collectInputs([]string{zipPath})
-	if len(skipped) > 0 {
-		return fmt.Errorf("input %s: %s", skipped[0].path, skipped[0].reason)
-	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -116,11 +118,7 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	start, cpu0 := time.Now(), cpuTime()
-	job, err := startJob(ctx, n, documentsWorkflow, inputs, nil, map[string]any{"ocr": false, "split_by_page": false})
-	if err != nil {
-		return err
-	}
-	final, err := followIngest(ctx, &env{stdout: io.Discard, stderr: io.Discard}, n, job.ID)
+	final, err := cli.IngestFiles(ctx, n, []string{zipPath}, map[string]any{"ocr": false, "split_by_page": false})
 	if err != nil {
 		return err
 	}
@@ -146,12 +144,13 @@ func benchIngest(ctx context.Context, e *env, args []string) error {
 	if final.State != store.JobComplete {
 		return fmt.Errorf("bench job ended %s: %s", final.State, final.Error)
 	}
-	sum, err := summarize(ctx, n, job.ID)
-	if err != nil {
+	if res.Documents, err = countOutputs(ctx, n.Store, final.ID, ingest.KindDocument); err != nil {
 		return err
 	}
-	res.Documents, res.Errors = sum.Documents, sum.Errors
-	if res.Tasks, res.LeasedTasks, err = countTasks(ctx, n, job.ID); err != nil {
+	if res.Errors, err = countOutputs(ctx, n.Store, final.ID, ingest.KindError); err != nil {
+		return err
+	}
+	if res.Tasks, res.LeasedTasks, err = countTasks(ctx, n, final.ID); err != nil {
 		return err
 	}
 	res.DocumentsPerSec = float64(res.Documents) / res.Seconds
@@ -188,17 +187,36 @@ func countTasks(ctx context.Context, n *node.Node, jobID int64) (all, leased int
 	}
 }
 
-type benchEntry struct {
+// countOutputs counts the job's outputs of one kind (the documents, or the errors, of an
+// ingest).
+func countOutputs(ctx context.Context, s store.Store, jobID int64, kind string) (int, error) {
+	const page = 10_000
+	var all int
+	var after int64
+	for {
+		outs, err := s.OutputList(ctx, store.OutputListParams{JobID: jobID, Kind: kind, AfterItem: after, Limit: page})
+		if err != nil {
+			return 0, err
+		}
+		all += len(outs)
+		if len(outs) < page {
+			return all, nil
+		}
+		after = outs[len(outs)-1].ItemID
+	}
+}
+
+type zipEntry struct {
 	name string
 	data []byte
 }
 
-// benchEntries returns n small, distinct text files (distinct, so the conversion cache does not
+// zipEntries returns n small, distinct text files (distinct, so the conversion cache does not
 // make the benchmark trivial).
-func benchEntries(n int) []benchEntry {
-	out := make([]benchEntry, n)
+func zipEntries(n int) []zipEntry {
+	out := make([]zipEntry, n)
 	for i := range out {
-		out[i] = benchEntry{
+		out[i] = zipEntry{
 			name: fmt.Sprintf("dir%02d/file-%06d.txt", i%50, i),
 			data: []byte(fmt.Sprintf("Bench document %d.\nThe quick brown fox jumps over the lazy dog %d times.\n%s\n",
 				i, i, strings.Repeat("lorem ipsum ", 5+i%20))),
@@ -207,7 +225,7 @@ func benchEntries(n int) []benchEntry {
 	return out
 }
 
-func writeBenchZip(path string, entries []benchEntry) error {
+func writeZip(path string, entries []zipEntry) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -364,22 +382,3 @@ func (o *memOutput) Emit(events ...string)                                    { 
 func (o *memOutput) Progress(float64)                                         {}
 func (o *memOutput) Heartbeat()                                               {}
 func (o *memOutput) Write(action.DomainWrite) error                           { return nil }
-
-// peakRSSMB returns this process's peak resident set size (VmHWM) in MiB, or 0 where /proc is
-// not available.
-func peakRSSMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
-				return math.Round(kb/1024*10) / 10
-			}
-		}
-	}
-	return 0
-}
