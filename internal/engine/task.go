@@ -199,7 +199,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 	if step == nil {
 		return pendingFinish{}, fmt.Errorf("task %d: step %q not in workflow %q v%d", task.ID, task.Step, def.Name, job.WorkflowVersion)
 	}
-	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Held: task.Held, Started: task.StartedAt}
+	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Held: task.Held, Started: task.StartedAt, Worker: r.Owner}
 	var itemErr string
 	var fire []string
 	switch {
