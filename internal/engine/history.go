@@ -45,7 +45,7 @@ func (e *Engine) ItemHistory(ctx context.Context, itemID int64) ([]Attempt, erro
 			switch a.Error {
 			case "":
 				state = store.TaskComplete
-			case CanceledError:
+			case CanceledError, JobFailedError:
 				state = store.TaskCanceled
 			}
 			out = append(out, Attempt{TaskID: tk.ID, Step: tk.Step, Action: tk.Action, Attempt: a.Attempt, State: state,

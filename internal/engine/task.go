@@ -208,11 +208,11 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 		fire = append(append(fire, step.Success...), r.Events...)
 	case job.State != store.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != store.JobRunning:
 		finish.State = store.TaskCanceled
-		finish.Error = CanceledError
-		// The item says so: it did not complete.
-		itemErr = CanceledError
+		finish.Error = endedError(job.State)
+		// The item says so: it did not complete, and why.
+		itemErr = finish.Error
 		if err := tt.x.AttemptInsert(tt.ctx, store.AttemptInsertParams{TaskID: task.ID, Attempt: task.Attempt, Owner: r.Owner,
-			StartedAt: r.Started, FinishedAt: tt.now, Error: CanceledError}); err != nil {
+			StartedAt: r.Started, FinishedAt: tt.now, Error: finish.Error}); err != nil {
 			return pendingFinish{}, err
 		}
 	default:
