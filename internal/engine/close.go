@@ -109,7 +109,7 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 	if state == store.JobComplete {
 		return nil
 	}
-	running, err := t.cancelJobTasks(job.ID)
+	running, err := t.cancelJobTasks(job.ID, endedError(state))
 	if err != nil {
 		return err
 	}
@@ -117,14 +117,11 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 	if err := t.releaseJobClaims(t.ctx, job.ID); err != nil {
 		return err
 	}
-	if state == store.JobCanceled {
-		return t.settleOpenItems(job.ID)
-	}
-	return nil
+	return t.settleOpenItems(job.ID)
 }
 
-// settleOpenItems marks every written item of the job for settling: in a canceled job each
-// settles with its error (see [tx.settleCanceled]), or once its running task's result comes in.
+// settleOpenItems marks every written item of the job for settling: in a canceled or failed job
+// each settles with its error (see [tx.settleEnded]), or once its running task's result comes in.
 func (t *tx) settleOpenItems(jobID int64) error {
 	const page = 1000
 	for after := ""; ; {

@@ -10,9 +10,12 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +54,10 @@ type Config struct {
 	// MaxJobItems bounds how many children a job may make in one process. Defaults to
 	// [DefaultMaxJobItems].
 	MaxJobItems int64
+	// Owner names this process in the records of the attempts it runs itself (inline steps):
+	// the worker of each such attempt in an item's history. A node gives its worker the same
+	// name for its leases. Defaults to "<host>-<pid>-<random>".
+	Owner string
 }
 
 // Engine applies workflow semantics to the store. It is safe for concurrent use.
@@ -93,6 +100,12 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Owner == "" {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		host, _ := os.Hostname()
+		cfg.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
 	if cfg.OnReady == nil {
 		cfg.OnReady = func([]string) {}
 	}
@@ -119,6 +132,10 @@ func (e *Engine) Store() store.Store { return e.store }
 
 // Catalog returns the engine's action catalog.
 func (e *Engine) Catalog() *action.Catalog { return e.cfg.Catalog }
+
+// Owner returns the name of this process in the records of the attempts it runs (see
+// [Config.Owner]).
+func (e *Engine) Owner() string { return e.cfg.Owner }
 
 // Now returns the engine's clock time in UTC.
 func (e *Engine) Now() time.Time { return e.cfg.Now().UTC() }

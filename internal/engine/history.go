@@ -17,7 +17,8 @@ type Attempt struct {
 	// State is how the attempt ended: complete, failed (a transient error retried, or the
 	// last), canceled; or the task's state for its attempt in progress (running).
 	State string
-	// Worker is the lease owner that ran it, when known (a completed attempt's is not kept).
+	// Worker is the lease owner that ran it (a remote worker's name for a remote step), or
+	// the engine's own name ([Engine.Owner]) for a step it ran inline.
 	Worker     string
 	StartedAt  time.Time
 	FinishedAt time.Time // zero while it runs
@@ -44,20 +45,25 @@ func (e *Engine) ItemHistory(ctx context.Context, itemID int64) ([]Attempt, erro
 			switch a.Error {
 			case "":
 				state = store.TaskComplete
-			case CanceledError:
+			case CanceledError, JobFailedError:
 				state = store.TaskCanceled
 			}
 			out = append(out, Attempt{TaskID: tk.ID, Step: tk.Step, Action: tk.Action, Attempt: a.Attempt, State: state,
 				Worker: a.Owner, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Error: a.Error})
 			last = last || a.Attempt == tk.Attempt
 		}
-		// The row's attempt, unless recorded: one in progress, one that completed, or an
-		// inline step's. A ready, blocked or skipped task has none of its own yet.
+		// The row's attempt, unless recorded: one in progress (its worker holds the lease), one
+		// that completed, or an inline step's (its worker kept as the last). A ready, blocked or
+		// skipped task has none of its own yet.
 		if last || tk.Attempt == 0 || tk.State == store.TaskReady || tk.State == store.TaskBlocked || tk.State == store.TaskParked {
 			continue
 		}
+		worker := tk.LastWorker
+		if tk.State == store.TaskRunning {
+			worker = tk.LeaseOwner
+		}
 		out = append(out, Attempt{TaskID: tk.ID, Step: tk.Step, Action: tk.Action, Attempt: tk.Attempt, State: tk.State,
-			Worker: tk.LeaseOwner, StartedAt: tk.StartedAt, FinishedAt: tk.FinishedAt, Error: tk.Error})
+			Worker: worker, StartedAt: tk.StartedAt, FinishedAt: tk.FinishedAt, Error: tk.Error})
 	}
 	return out, nil
 }

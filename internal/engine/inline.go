@@ -132,7 +132,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 	}
 	task := &store.Task{JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: p.Queue, Attempt: 1,
 		MaxAttempts: p.MaxAttempts, ProgressWeight: p.ProgressWeight, CreatedAt: t.now, StartedAt: t.now}
-	pf := pendingFinish{r: &Result{Task: task, Err: runErr, Stack: stack, Started: t.now}}
+	pf := pendingFinish{r: &Result{Task: task, Owner: t.e.cfg.Owner, Err: runErr, Stack: stack, Started: t.now}}
 	if runErr == nil {
 		pf.finish.State = store.TaskComplete
 		pf.r.Text, pf.r.Metadata, pf.r.ContentType, pf.r.Events, pf.r.Outputs = out.text, out.metadata, out.contentType, out.events, out.outputs
@@ -146,7 +146,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 			pf.fire = append(pf.fire, out.events...) // as a worker's permanent failure does
 		}
 	}
-	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error}
+	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error, Worker: t.e.cfg.Owner}
 	t.addTask(p)
 	return true, t.applyEffects(pf)
 }

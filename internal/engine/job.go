@@ -183,6 +183,24 @@ func merge(base, over map[string]any) map[string]any {
 // CanceledError is the error of an item that a cancel settled, and of its canceled tasks.
 const CanceledError = "canceled"
 
+// JobFailedError is the error of an item that a job's failure (the event fail) settled before
+// it was processed — not started, running, or waiting — and of the tasks the failure canceled.
+// Like a cancel's, it is an ordinary result: an error output counted in the job's summary, and
+// [Engine.Retry] runs the item's canceled tasks again.
+const JobFailedError = "not processed: the job failed"
+
+// endedError is the error that settles the unprocessed items, and the canceled tasks, of a job
+// that ended in state without completing: "" for a job that is running or complete.
+func endedError(state string) string {
+	switch state {
+	case store.JobCanceled:
+		return CanceledError
+	case store.JobFailed:
+		return JobFailedError
+	}
+	return ""
+}
+
 // Cancel cancels a running job. It is an ordinary transition: every item not yet processed is
 // settled with the error [CanceledError] (unless it failed already) and gets an error output as
 // the documents workflow's ingest would write, running actions see their context canceled, and

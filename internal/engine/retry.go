@@ -182,7 +182,7 @@ func (t *tx) retryTask(def *workflow.Definition, tk *store.Task, blocked bool) e
 	if tk.Attempt > 0 {
 		// A worker's failed or canceled attempt is recorded already (a no-op then); an inline
 		// step's failure and a completed attempt live only in the task row until now.
-		if err := t.x.AttemptInsert(t.ctx, store.AttemptInsertParams{TaskID: tk.ID, Attempt: tk.Attempt, Owner: tk.LeaseOwner,
+		if err := t.x.AttemptInsert(t.ctx, store.AttemptInsertParams{TaskID: tk.ID, Attempt: tk.Attempt, Owner: tk.LastWorker,
 			StartedAt: tk.StartedAt, FinishedAt: tk.FinishedAt, Error: tk.Error}); err != nil {
 			return err
 		}

@@ -244,3 +244,99 @@ func TestCancelSettlesEveryItem(t *testing.T) {
 		equal(t, "a canceled file's superseded outputs", r.superseded("slow-4"), []string{"error: canceled"})
 	})
 }
+
+// TestFailSettlesEveryItem: a job that the event fail ends settles, as a cancel does, every item
+// not yet processed — running, ready, or not started — with the error "not processed: the job
+// failed" and an error output, so that documents and errors account for every file; and a retry
+// runs exactly those items, and the one that failed, to completion.
+func TestFailSettlesEveryItem(t *testing.T) {
+	t.Parallel()
+	const wf = "name: docs\nsteps:\n  conv: {action: conv, needs: [start], failure: [fail]}\n  collect: {action: ingest, needs: [children.done]}\n"
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		var mu sync.Mutex
+		runs := map[string]int{}
+		started := make(chan struct{})
+		var once sync.Once
+		var fixed atomic.Bool
+		failed := make(chan struct{})
+		conv := enginetest.Func("conv", func(ctx context.Context, task *action.Task, out action.Output) error {
+			mu.Lock()
+			runs[task.Item.Name]++
+			mu.Unlock()
+			switch {
+			case fixed.Load() || strings.HasPrefix(task.Item.Name, "fast"):
+				return out.SetText(ctx, "text")
+			case task.Item.Name == "bad-3":
+				select { // fails the job once slow-2 runs
+				case <-started:
+				case <-ctx.Done():
+				}
+				return action.Permanentf("broken")
+			case task.Item.Name == "slow-2":
+				once.Do(func() { close(started) })
+				<-ctx.Done() // until the job fails
+				return ctx.Err()
+			}
+			// A wait file, leased should a slot free before the failure commits: its result
+			// comes in after the failure, whether or not the cancel reached it first.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-failed:
+				return out.SetText(ctx, "text")
+			}
+		}).WithSpec(func(s *action.Spec) { s.Concurrency = 2 })
+		k := enginetest.StartWith(t, open, enginetest.Config{}, conv, ingest.New())
+		var roots []engine.Root
+		for _, n := range []string{"fast-0", "fast-1", "slow-2", "bad-3", "wait-4", "wait-5"} {
+			roots = append(roots, engine.Root{Name: n, Size: 100})
+		}
+		job := k.StartJob(t, wf, roots...)
+		r := records{t: t, k: k, job: job.ID}
+		poll.Until(t, 30*time.Second, "the job's end", func() (bool, string) {
+			j, err := k.Store.JobGet(t.Context(), job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.State != store.JobRunning, j.State
+		})
+		close(failed)
+		poll.Until(t, 30*time.Second, "every item settled", func() (bool, string) {
+			p, err := k.Engine.Progress(t.Context(), job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.Items[store.ItemWritten] == 0 && p.Tasks[store.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
+		})
+		j, err := k.Store.JobGet(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "job state", j.State, store.JobFailed)
+		notRun := engine.JobFailedError
+		equal(t, "errors after the failure", r.outputs(ingest.KindError), map[string]string{"slow-2": notRun, "bad-3": "broken", "wait-4": notRun, "wait-5": notRun})
+		equal(t, "documents after the failure", len(r.outputs(ingest.KindDocument)), 2)
+		for _, name := range []string{"slow-2", "wait-4", "wait-5"} {
+			if it := r.item(name); it.Error != notRun || it.State != store.ItemIngested {
+				t.Errorf("%s after the failure: %s %q, want ingested with the error %q", name, it.State, it.Error, notRun)
+			}
+		}
+		equal(t, "a running file's history", r.history("slow-2"), []string{"conv 1 canceled " + notRun})
+
+		fixed.Store(true)
+		if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+			t.Fatalf("job after the retry %s: %s", j.State, j.Error)
+		}
+		equal(t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})
+		equal(t, "documents after the retry", len(r.outputs(ingest.KindDocument)), 6)
+		mu.Lock()
+		for name, n := range map[string]int{"fast-0": 1, "fast-1": 1, "slow-2": 2, "bad-3": 2} {
+			equal(t, name+"'s runs", runs[name], n)
+		}
+		mu.Unlock()
+		equal(t, "a not-started file's superseded outputs", r.superseded("wait-4"), []string{"error: " + notRun})
+	})
+}

@@ -314,7 +314,7 @@ func TestRetryRefused(t *testing.T) {
 		{"complete with no failed task", complete.ID, engine.ErrNothingToRetry, fmt.Sprintf("job %d has no failed or canceled tasks", complete.ID)},
 		{"running", running.ID, engine.ErrNotRetryable, fmt.Sprintf("job %d is running", running.ID)},
 		{"canceled with nothing canceled", canceled.ID, engine.ErrNothingToRetry, fmt.Sprintf("job %d has no failed or canceled tasks", canceled.ID)},
-		{"unknown", 1 << 40, store.ErrNotFound, "not found"},
+		{"unknown", 1 << 40, store.ErrNotFound, "does not exist"},
 	} {
 		_, err := b.e.Retry(t.Context(), tc.id)
 		if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.msg) {

@@ -145,8 +145,8 @@ func (t *tx) settle(id int64) error {
 			}
 			return t.unblock(it, blocked)
 		}
-		if job.State == store.JobCanceled {
-			if err := t.settleCanceled(it); err != nil {
+		if msg := endedError(job.State); msg != "" {
+			if err := t.settleEnded(it, msg); err != nil {
 				return err
 			}
 		}
@@ -246,17 +246,18 @@ func (t *tx) unblock(it *store.Item, blocked []*store.Task) error {
 	return nil
 }
 
-// settleCanceled settles, as an ordinary result, a written item of a canceled job: the item
-// gets the error "canceled" (unless it has an error of its own) and the error output the
-// documents workflow's ingest would write for it, and it is not colored as done when it moves
-// on, so that the job's progress says how much was done.
-func (t *tx) settleCanceled(it *store.Item) error {
+// settleEnded settles, as an ordinary result, a written item of a job that was canceled or
+// failed: the item gets the error msg ([CanceledError], [JobFailedError]) unless it has an
+// error of its own, and the error output the documents workflow's ingest would write for it,
+// and it is not colored as done when it moves on, so that the job's progress says how much was
+// done.
+func (t *tx) settleEnded(it *store.Item, msg string) error {
 	if it.Error == "" {
-		if err := t.x.ItemUpdate(t.ctx, store.ItemUpdateParams{ID: it.ID, Error: CanceledError}); err != nil {
+		if err := t.x.ItemUpdate(t.ctx, store.ItemUpdateParams{ID: it.ID, Error: msg}); err != nil {
 			return err
 		}
 		t.stale[it.ID] = true
-		it.Error = CanceledError
+		it.Error = msg
 	}
 	v, err := json.Marshal(store.ErrorValue{Name: it.Name, Message: it.Error})
 	if err != nil {

@@ -199,7 +199,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 	if step == nil {
 		return pendingFinish{}, fmt.Errorf("task %d: step %q not in workflow %q v%d", task.ID, task.Step, def.Name, job.WorkflowVersion)
 	}
-	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Held: task.Held, Started: task.StartedAt}
+	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Held: task.Held, Started: task.StartedAt, Worker: r.Owner}
 	var itemErr string
 	var fire []string
 	switch {
@@ -208,11 +208,11 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 		fire = append(append(fire, step.Success...), r.Events...)
 	case job.State != store.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != store.JobRunning:
 		finish.State = store.TaskCanceled
-		finish.Error = CanceledError
-		// The item says so: it did not complete.
-		itemErr = CanceledError
+		finish.Error = endedError(job.State)
+		// The item says so: it did not complete, and why.
+		itemErr = finish.Error
 		if err := tt.x.AttemptInsert(tt.ctx, store.AttemptInsertParams{TaskID: task.ID, Attempt: task.Attempt, Owner: r.Owner,
-			StartedAt: r.Started, FinishedAt: tt.now, Error: CanceledError}); err != nil {
+			StartedAt: r.Started, FinishedAt: tt.now, Error: finish.Error}); err != nil {
 			return pendingFinish{}, err
 		}
 	default:

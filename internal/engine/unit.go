@@ -323,14 +323,15 @@ func (u *unit) readTasks(ids []int64) error {
 // forgetTasks forgets the known tasks of every item (their states changed, or a level ended).
 func (u *unit) forgetTasks() { clear(u.tasks) }
 
-// cancelJobTasks cancels the job's ready and blocked tasks, the held-back ones with them, and
-// returns the ids of its running ones. Every known task state may have changed.
-func (u *unit) cancelJobTasks(jobID int64) ([]int64, error) {
+// cancelJobTasks cancels the job's ready and blocked tasks, the held-back ones with them, with
+// the error reason, and returns the ids of its running ones. Every known task state may have
+// changed.
+func (u *unit) cancelJobTasks(jobID int64, reason string) ([]int64, error) {
 	if err := u.flushTasks(); err != nil {
 		return nil, err
 	}
 	u.freshStale = true
-	running, err := u.x.TaskCancelJob(u.ctx, store.TaskCancelJobParams{JobID: jobID, Reason: CanceledError, Now: u.now})
+	running, err := u.x.TaskCancelJob(u.ctx, store.TaskCancelJobParams{JobID: jobID, Reason: reason, Now: u.now})
 	if err != nil {
 		return nil, err
 	}

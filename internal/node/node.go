@@ -384,7 +384,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			n.Close()
 			return nil, err
 		}
-		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
+		// One name for the process: its inline steps' attempts and its leases'.
+		w = worker.New(worker.Config{Engine: n.Engine, Owner: n.Engine.Owner(), Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
 			TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration,
 			PollInterval: cfg.PollInterval, Metrics: cfg.Metrics, Drain: cfg.Drain})
 		n.Worker = w

@@ -677,6 +677,11 @@ type Task struct {
 	CreatedAt      time.Time
 	StartedAt      time.Time
 	FinishedAt     time.Time
+	// LastWorker is the worker that ran the task's last ended attempt (a lease owner, or the
+	// engine's own name for a step it ran inline), kept after the lease ends; "" when no attempt
+	// has ended. It names the worker of the attempt the task row holds, which the attempts table
+	// records only when it failed or was canceled.
+	LastWorker string
 	// Held marks a task leased by TaskHoldMany (never stored): it is finished with
 	// TaskFinishParams.Held.
 	Held bool
@@ -720,6 +725,8 @@ type EventInsertParams struct {
 type TaskDone struct {
 	State string
 	Error string
+	// Worker ran the step inline (the engine's name); it becomes the task's LastWorker.
+	Worker string
 }
 
 // Attempt is the attempt number the ended task is inserted with: 1 for a step run inline, 0 for
@@ -790,6 +797,8 @@ type TaskFinishParams struct {
 	// at Attempt-1, and the finish writes the attempt and its Started time too.
 	Held    bool
 	Started time.Time
+	// Worker ran the attempt (its lease owner); the finish keeps it as the task's LastWorker.
+	Worker string
 }
 
 // TaskRetryParams puts a failed, canceled or blocked task back to ready, runnable at Now, with

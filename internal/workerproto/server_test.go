@@ -441,3 +441,46 @@ func TestChildrenInGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteAttemptsNameTheWorker: the attempts a remote worker ran, the failed one and the one
+// a retry ran to completion, name it (its lease owner, "remote:<token id>@<server>") in the item's history,
+// as the local worker's attempt of the route step names the local worker.
+func TestRemoteAttemptsNameTheWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	job := b.job(t, "hello pdf")
+	if err := b.poll(t).Post(t.Context(), "error", str("bad page")); err != nil {
+		t.Fatal(err)
+	}
+	// A worker's error fails the item for good: a retry runs it again.
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != store.JobComplete {
+		t.Fatalf("job %s", j.State)
+	}
+	if _, err := b.e.Retry(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.poll(t).Post(t.Context(), "done", nil); err != nil {
+		t.Fatal(err)
+	}
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != store.JobComplete {
+		t.Fatalf("job %s", j.State)
+	}
+	atts, err := b.e.ItemHistory(t.Context(), b.root(t, job).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range atts {
+		worker := a.Worker
+		if strings.HasPrefix(worker, "remote:") {
+			worker = "remote"
+		} else if worker == b.w.Owner() {
+			worker = "local"
+		}
+		got = append(got, fmt.Sprintf("%s %d %s %s", a.Step, a.Attempt, a.State, worker))
+	}
+	want := []string{"route 1 complete local", "convert 1 failed remote", "convert 2 complete remote"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("history %q, want %q", got, want)
+	}
+}

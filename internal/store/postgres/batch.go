@@ -21,10 +21,10 @@ const (
 	// knows its events and the tasks their firing makes. A row there fails the insert.
 	qEventInsertNew = `INSERT INTO events (item_id, name, created_at)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])`
-	qTaskInsertNew = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
-		SELECT j, i, s, a, q, st, att, e, m, k, w, c, 0, f, f
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::bigint[], $13::bigint[])
-			AS r(j, i, s, a, q, st, att, e, m, k, w, c, f)`
+	qTaskInsertNew = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at, last_worker)
+		SELECT j, i, s, a, q, st, att, e, m, k, w, c, 0, f, f, lw
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::bigint[], $13::bigint[], $14::text[])
+			AS r(j, i, s, a, q, st, att, e, m, k, w, c, f, lw)`
 )
 
 func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertParams) error {
@@ -103,14 +103,15 @@ func (q *queries) taskInsertMany(ctx context.Context, query string, ps []store.T
 	n := len(ps)
 	jobs, items, steps, actions, queues, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts, errs, maxes, keys, weights, created, ended := make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]float64, n), make([]int64, n), make([]int64, n)
+	workers := make([]string, n)
 	for i, p := range ps {
 		jobs[i], items[i], steps[i], actions[i], queues[i] = p.JobID, p.ItemID, p.Step, p.Action, p.Queue
 		states[i], maxes[i], keys[i], weights[i], created[i] = store.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
 		if p.Done != nil {
-			states[i], attempts[i], errs[i], ended[i] = p.Done.State, int32(p.Done.Attempt()), p.Done.Error, micros(p.Now)
+			states[i], attempts[i], errs[i], ended[i], workers[i] = p.Done.State, int32(p.Done.Attempt()), p.Done.Error, micros(p.Now), p.Done.Worker
 		}
 	}
-	return q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), query, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended)
+	return q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), query, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended, workers)
 }
 
 // qItemInsertMany is qItemInsert (items.go) for many rows: each draws its id first so that a
@@ -273,7 +274,7 @@ const (
 	qItemSetManyProcessed = `WITH u AS (UPDATE items SET state = $1, processed_at = $2, colored = CASE WHEN $5 THEN share ELSE colored END
 		WHERE id = ANY (ARRAY(SELECT unnest($3::bigint[]))) AND state = $4 RETURNING id),
 		` + openMoved + ` SELECT count(*) FROM u`
-	qTaskListByItems = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, id`
+	qTaskListByItems = `SELECT ` + taskRecordCols + ` FROM tasks WHERE item_id = ANY (ARRAY(SELECT unnest($1::bigint[]))) ORDER BY item_id, id`
 )
 
 // ItemLockMany locks the items in id order, the same order every engine uses, so two engines
@@ -320,7 +321,7 @@ func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*stor
 		return nil, nil
 	}
 	rows, err := q.c.Query(ctx, qTaskListByItems, itemIDs)
-	out, err := collect(rows, err, scanTask)
+	out, err := collect(rows, err, scanTaskRecord)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of %d items: %w", len(itemIDs), err)
 	}

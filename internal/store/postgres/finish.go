@@ -14,22 +14,25 @@ import (
 // Finishing a batch of tasks: the engine's commit of a batch of results.
 
 // qTaskFinishMany is qTaskFinish for a set of distinct tasks that end alike (same state, error,
-// run_after, refund and time): the usual batch, every task complete. The plan wanted is a
-// nested loop over the (id, attempt) pairs with a primary key lookup for each, and two things
-// keep the planner to it. The arrays are passed as ARRAY(SELECT unnest($n)) (see qItemGetMany),
+// run_after, refund, time and worker): the usual batch, every task complete, run by one process.
+// The plan wanted is a nested loop over the (id, attempt) pairs with a primary key lookup for
+// each, and two things keep the planner to it. The arrays are passed as ARRAY(SELECT unnest($n)) (see qItemGetMany),
 // so it expects a few pairs, not the hundreds a custom plan would see and hash-join against a
 // scan of tasks. And the running check is written state || ” so that it does not match
 // tasks_running's predicate: the planner, which estimates a few running tasks there, read that
 // whole partial index and filtered it by id, but it holds an entry for every lease since the
-// last vacuum — thousands in a burndown.
-const qTaskFinishMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt - $6, finished_at = $7, lease_owner = '', lease_expires = 0
+// last vacuum — thousands in a burndown. The attempt's worker goes into last_worker in the same
+// statement: the record costs no write of its own.
+const qTaskFinishMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt - $6, finished_at = $7, lease_owner = '', lease_expires = 0,
+	last_worker = $8
 	FROM unnest(ARRAY(SELECT unnest($1::bigint[])), ARRAY(SELECT unnest($2::int[]))) AS u(id, attempt)
 	WHERE tasks.id = u.id AND tasks.attempt = u.attempt AND tasks.state || '' = 'running'
 	RETURNING tasks.id, tasks.queue`
 
 // qTaskFinishHeldMany is qTaskFinishMany for attempts run under a held lease: the rows are still
 // ready at the attempt before, and the finish counts the attempt and writes its start.
-const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt + 1 - $6, finished_at = $7, started_at = $8, lease_owner = '', lease_expires = 0
+const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt + 1 - $6, finished_at = $7, started_at = $9, lease_owner = '', lease_expires = 0,
+	last_worker = $8
 	FROM unnest(ARRAY(SELECT unnest($1::bigint[])), ARRAY(SELECT unnest($2::int[]))) AS u(id, attempt)
 	WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'
 	RETURNING tasks.id, tasks.queue`
@@ -94,7 +97,7 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 
 // finishGroup is the tasks of a batch that end alike: the arguments of one qTaskFinishMany.
 type finishGroup struct {
-	args     []any // state, error, run_after, refund, finished_at[, started_at]
+	args     []any // state, error, run_after, refund, finished_at, worker[, started_at]
 	held     bool
 	ids      []int64
 	attempts []int32
@@ -104,23 +107,23 @@ type finishGroup struct {
 // index in ps.
 func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams, at map[int64]int) ([]bool, error) {
 	type key struct {
-		state, err       string
-		runAfter, finish int64
-		refund           int
-		held             bool
-		started          int64
+		state, err, worker string
+		runAfter, finish   int64
+		refund             int
+		held               bool
+		started            int64
 	}
 	var groups []*finishGroup
 	byKey := map[key]*finishGroup{}
 	for _, p := range ps {
-		a := taskFinishArgs(p) // state, error, run_after, refund, finished_at, id, attempt
-		k := key{a[0].(string), a[1].(string), a[2].(int64), a[4].(int64), a[3].(int), p.Held, 0}
+		a := taskFinishArgs(p) // state, error, run_after, refund, finished_at, id, attempt, worker
+		k := key{a[0].(string), a[1].(string), p.Worker, a[2].(int64), a[4].(int64), a[3].(int), p.Held, 0}
 		if p.Held {
 			k.started = micros(p.Started)
 		}
 		g := byKey[k]
 		if g == nil {
-			g = &finishGroup{args: a[:5], held: p.Held}
+			g = &finishGroup{args: append(a[:5:5], p.Worker), held: p.Held}
 			if p.Held {
 				g.args = append(g.args, k.started)
 			}

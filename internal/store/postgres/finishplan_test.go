@@ -68,7 +68,7 @@ func finishPlanAfterGrowth(t *testing.T) (string, bool) {
 			g.ids, g.attempts = append(g.ids, p.ID), append(g.attempts, int32(p.Attempt))
 		}
 		args := append([]any{g.ids, g.attempts}, taskFinishArgs(ps[0])[:5]...)
-		args = append(args, micros(now))
+		args = append(args, ps[0].Worker, micros(now))
 		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, qTaskFinishHeldMany, args...)
 			return err

@@ -16,9 +16,13 @@ import (
 
 const (
 	taskCols    = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
-	qTaskInsert = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $13) ON CONFLICT (item_id, step) DO NOTHING`
-	qTaskGet = `SELECT ` + taskCols + ` FROM tasks WHERE id = $1`
+	qTaskInsert = `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at, last_worker)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $13, $14) ON CONFLICT (item_id, step) DO NOTHING`
+	// taskRecordCols are taskCols and the task's last worker: what reads of a task's record
+	// return. A lease or a hold returns a running task, whose worker is its lease owner, and
+	// leaves it out (scanTask).
+	taskRecordCols = taskCols + `, last_worker`
+	qTaskGet       = `SELECT ` + taskRecordCols + ` FROM tasks WHERE id = $1`
 	// The leases pick with task_pick (migration 010): up to lims[i] ready tasks of queues[i], in
 	// index order, locked FOR UPDATE SKIP LOCKED so that racing leasers take disjoint sets
 	// without waiting on each other, by a plan pinned to the ordered scan of tasks_ready. The
@@ -43,7 +47,7 @@ const (
 		u AS (SELECT g.owner, g.started, x.id, x.attempt FROM gone g CROSS JOIN LATERAL unnest(g.task_ids, g.attempts) AS x(id, attempt))
 		UPDATE tasks SET state = 'running', attempt = tasks.attempt + 1, lease_owner = u.owner, lease_expires = 0, started_at = u.started
 		FROM u WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'`
-	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0
+	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0, last_worker = $8
 		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
 	// qTaskRenew skips the rows another transaction holds: those are this process's tasks being
 	// finished or released by its committer, whose locks it would otherwise wait for (and, with
@@ -52,7 +56,7 @@ const (
 	qTaskRenew = `UPDATE tasks SET lease_expires = $1 WHERE id IN (
 		SELECT id FROM tasks WHERE id = ANY($3) AND state = 'running' AND lease_owner = $2 FOR UPDATE SKIP LOCKED)`
 	qTaskListExpired = `SELECT ` + taskCols + ` FROM tasks WHERE state = 'running' AND lease_expires < $1 ORDER BY lease_expires LIMIT $2`
-	qTaskListByItem  = `SELECT ` + taskCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
+	qTaskListByItem  = `SELECT ` + taskRecordCols + ` FROM tasks WHERE item_id = $1 ORDER BY id`
 	// qTaskCancelReady checks the state again as it updates (a task may have been leased since
 	// the subquery read it), written state || '' so that the planner does not read a partial
 	// index of every ready task to intersect it with the ids (see qTaskFinishMany).
@@ -82,10 +86,19 @@ const (
 	jobTasks3 = `(SELECT t.* FROM items i CROSS JOIN LATERAL (SELECT * FROM tasks WHERE tasks.item_id = i.id OFFSET 0) t WHERE i.job_id = $3) jt`
 )
 
-func scanTask(sc scanner) (*store.Task, error) {
+// scanTask reads a row of taskCols; scanTaskRecord one of taskRecordCols.
+func scanTask(sc scanner) (*store.Task, error) { return scanTaskRow(sc, false) }
+
+func scanTaskRecord(sc scanner) (*store.Task, error) { return scanTaskRow(sc, true) }
+
+func scanTaskRow(sc scanner, record bool) (*store.Task, error) {
 	var t store.Task
 	var runAfter, lease, created, started, finished int64
-	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished); err != nil {
+	dest := []any{&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished, &t.LastWorker}
+	if !record {
+		dest = dest[:len(dest)-1]
+	}
+	if err := sc.Scan(dest...); err != nil {
 		return nil, mapErr(err)
 	}
 	t.RunAfter, t.LeaseExpires, t.CreatedAt, t.StartedAt, t.FinishedAt = fromMicros(runAfter), fromMicros(lease), fromMicros(created), fromMicros(started), fromMicros(finished)
@@ -94,11 +107,11 @@ func scanTask(sc scanner) (*store.Task, error) {
 
 // TaskInsert announces the new task on the schema's channel (at commit inside a transaction).
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
-	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+	state, attempt, errMsg, ended, worker := store.TaskReady, 0, "", int64(0), ""
 	if p.Done != nil {
-		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
+		state, attempt, errMsg, ended, worker = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now), p.Done.Worker
 	}
-	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended)
+	tag, err := q.c.Exec(ctx, qTaskInsert, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, worker)
 	if err != nil {
 		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, mapErr(err))
 	}
@@ -116,7 +129,7 @@ func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (boo
 }
 
 func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
-	t, err := scanTask(q.c.QueryRow(ctx, qTaskGet, id))
+	t, err := scanTaskRecord(q.c.QueryRow(ctx, qTaskGet, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get task %d: %w", id, err), "task", id)
 	}
@@ -198,7 +211,7 @@ func taskFinishArgs(p store.TaskFinishParams) []any {
 	if p.State == store.TaskReady {
 		finished = 0
 	}
-	return []any{p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt}
+	return []any{p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt, p.Worker}
 }
 
 // TaskFinish announces a task put back to ready on the schema's channel.
@@ -280,7 +293,7 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 
 func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
 	rows, err := q.c.Query(ctx, qTaskListByItem, itemID)
-	out, err := collect(rows, err, scanTask)
+	out, err := collect(rows, err, scanTaskRecord)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of item %d: %w", itemID, err)
 	}
@@ -297,8 +310,8 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 	if p.State != "" {
 		w.add("state = ?", p.State)
 	}
-	rows, err := q.c.Query(ctx, `SELECT `+taskCols+` FROM `+jobTasks1+` WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
-	out, err := collect(rows, err, scanTask)
+	rows, err := q.c.Query(ctx, `SELECT `+taskRecordCols+` FROM `+jobTasks1+` WHERE `+w.String()+` ORDER BY id LIMIT `+w.next(p.Limit), w.args...)
+	out, err := collect(rows, err, scanTaskRecord)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of job %d: %w", p.JobID, err)
 	}

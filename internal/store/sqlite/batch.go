@@ -62,15 +62,15 @@ func (q *queries) EventInsertMany(ctx context.Context, es []store.EventInsertPar
 
 func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) error {
 	return inChunks(len(ps), func(lo, hi int) error {
-		query := valuesStmt(`INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at) VALUES `,
-			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`, ` ON CONFLICT (item_id, step) DO NOTHING`, hi-lo)
-		args := make([]any, 0, 14*(hi-lo))
+		query := valuesStmt(`INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at, last_worker) VALUES `,
+			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`, ` ON CONFLICT (item_id, step) DO NOTHING`, hi-lo)
+		args := make([]any, 0, 15*(hi-lo))
 		for _, p := range ps[lo:hi] {
-			state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+			state, attempt, errMsg, ended, worker := store.TaskReady, 0, "", int64(0), ""
 			if p.Done != nil {
-				state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
+				state, attempt, errMsg, ended, worker = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now), p.Done.Worker
 			}
-			args = append(args, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended)
+			args = append(args, p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended, worker)
 		}
 		if _, err := q.exec(ctx, query, args...); err != nil {
 			return fmt.Errorf("insert %d tasks: %w", hi-lo, err)

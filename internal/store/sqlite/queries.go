@@ -767,7 +767,7 @@ func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*stor
 	if len(itemIDs) == 0 {
 		return nil, nil
 	}
-	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY item_id, id`, idArray(itemIDs))
+	return q.listTasks(ctx, q.w, `SELECT `+taskRecordCols+` FROM tasks WHERE item_id IN (SELECT value FROM json_each(?)) ORDER BY item_id, id`, idArray(itemIDs))
 }
 
 // TaskFinishMany finishes distinct tasks with one statement per way of ending (usually one: every
@@ -794,7 +794,7 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 		return oks, nil
 	}
 	type key struct {
-		state, err                  string
+		state, err, worker          string
 		runAfter, finished, started int64
 		refund, attempt             int
 		held                        bool
@@ -806,7 +806,7 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 	var groups []*group
 	byKey := map[key]*group{}
 	for _, p := range ps {
-		k := key{state: p.State, err: p.Error, runAfter: micros(p.RunAfter), finished: micros(p.Now), attempt: p.Attempt, held: p.Held}
+		k := key{state: p.State, err: p.Error, worker: p.Worker, runAfter: micros(p.RunAfter), finished: micros(p.Now), attempt: p.Attempt, held: p.Held}
 		if p.Refund {
 			k.refund = 1
 		}
@@ -828,17 +828,17 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 	}
 	for _, g := range groups {
 		// ?1 state, ?2 error, ?3 run_after, ?4 refund, ?5 finished_at, ?6 started_at, ?7 ids,
-		// ?8 attempt. A held attempt's row is still ready at the attempt before: its finish
-		// counts the attempt and writes its start.
-		query := `UPDATE tasks SET state = ?1, error = ?2, run_after = ?3, attempt = attempt - ?4, finished_at = ?5, lease_owner = '', lease_expires = 0
+		// ?8 attempt, ?9 worker. A held attempt's row is still ready at the attempt before: its
+		// finish counts the attempt and writes its start.
+		query := `UPDATE tasks SET state = ?1, error = ?2, run_after = ?3, attempt = attempt - ?4, finished_at = ?5, lease_owner = '', lease_expires = 0, last_worker = ?9
 			WHERE id IN (SELECT value FROM json_each(?7)) AND attempt = ?8 AND state = 'running'
 			RETURNING id`
 		if g.held {
-			query = `UPDATE tasks SET state = ?1, error = ?2, run_after = ?3, attempt = attempt + 1 - ?4, finished_at = ?5, started_at = ?6, lease_owner = '', lease_expires = 0
+			query = `UPDATE tasks SET state = ?1, error = ?2, run_after = ?3, attempt = attempt + 1 - ?4, finished_at = ?5, started_at = ?6, lease_owner = '', lease_expires = 0, last_worker = ?9
 			WHERE id IN (SELECT value FROM json_each(?7)) AND attempt = ?8 - 1 AND state = 'ready'
 			RETURNING id`
 		}
-		rows, err := q.wquery(ctx, query, g.state, g.err, g.runAfter, g.refund, g.finished, g.started, string(append(g.ids, ']')), g.attempt)
+		rows, err := q.wquery(ctx, query, g.state, g.err, g.runAfter, g.refund, g.finished, g.started, string(append(g.ids, ']')), g.attempt, g.worker)
 		if err != nil {
 			return nil, fmt.Errorf("finish %d tasks: %w", len(ps), mapErr(err))
 		}

@@ -16,10 +16,26 @@ import (
 
 const taskCols = `id, job_id, item_id, step, action, queue, state, attempt, max_attempts, run_after, lease_owner, lease_expires, error, sort_key, progress_weight, created_at, started_at, finished_at`
 
-func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
+// taskRecordCols are taskCols and the task's last worker: what reads of a task's record return.
+// A lease returns a running task, whose worker is its lease owner, and leaves it out (scanTask):
+// each column read costs the driver calls into SQLite (see taskHoldCols).
+const taskRecordCols = taskCols + `, last_worker`
+
+// scanTask reads a row of taskCols; scanTaskRecord one of taskRecordCols.
+func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) { return scanTaskRow(sc, false) }
+
+func scanTaskRecord(sc interface{ Scan(...any) error }) (*store.Task, error) {
+	return scanTaskRow(sc, true)
+}
+
+func scanTaskRow(sc interface{ Scan(...any) error }, record bool) (*store.Task, error) {
 	var t store.Task
 	var runAfter, lease, created, started, finished int64
-	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished); err != nil {
+	dest := []any{&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished, &t.LastWorker}
+	if !record {
+		dest = dest[:len(dest)-1]
+	}
+	if err := sc.Scan(dest...); err != nil {
 		return nil, mapErr(err)
 	}
 	t.RunAfter, t.LeaseExpires, t.CreatedAt, t.StartedAt, t.FinishedAt = fromMicros(runAfter), fromMicros(lease), fromMicros(created), fromMicros(started), fromMicros(finished)
@@ -27,13 +43,13 @@ func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
 }
 
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
-	state, attempt, errMsg, ended := store.TaskReady, 0, "", int64(0)
+	state, attempt, errMsg, ended, worker := store.TaskReady, 0, "", int64(0), ""
 	if p.Done != nil {
-		state, attempt, errMsg, ended = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now)
+		state, attempt, errMsg, ended, worker = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now), p.Done.Worker
 	}
-	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (item_id, step) DO NOTHING`,
-		p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended)
+	res, err := q.exec(ctx, `INSERT INTO tasks (job_id, item_id, step, action, queue, state, attempt, error, max_attempts, sort_key, progress_weight, created_at, run_after, started_at, finished_at, last_worker)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?) ON CONFLICT (item_id, step) DO NOTHING`,
+		p.JobID, p.ItemID, p.Step, p.Action, p.Queue, state, attempt, errMsg, p.MaxAttempts, p.SortKey, p.ProgressWeight, micros(p.Now), ended, ended, worker)
 	if err != nil {
 		return false, fmt.Errorf("insert task %q of item %d: %w", p.Step, p.ItemID, err)
 	}
@@ -42,7 +58,7 @@ func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (boo
 }
 
 func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
-	t, err := scanTask(q.r.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	t, err := scanTaskRecord(q.r.QueryRowContext(ctx, `SELECT `+taskRecordCols+` FROM tasks WHERE id = ?`, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get task %d: %w", id, err), "task", id)
 	}
@@ -211,13 +227,13 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	if p.Held {
 		// The row is still ready at the attempt before: the finish counts the attempt and
 		// writes its start.
-		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt + 1 - ?, finished_at = ?, started_at = ?, lease_owner = '', lease_expires = 0
+		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt + 1 - ?, finished_at = ?, started_at = ?, lease_owner = '', lease_expires = 0, last_worker = ?
 		WHERE id = ? AND state = 'ready' AND attempt = ? - 1`,
-			p.State, p.Error, micros(p.RunAfter), refund, finished, micros(p.Started), p.ID, p.Attempt)
+			p.State, p.Error, micros(p.RunAfter), refund, finished, micros(p.Started), p.Worker, p.ID, p.Attempt)
 	} else {
-		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt - ?, finished_at = ?, lease_owner = '', lease_expires = 0
+		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt - ?, finished_at = ?, lease_owner = '', lease_expires = 0, last_worker = ?
 		WHERE id = ? AND state = 'running' AND attempt = ?`,
-			p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt)
+			p.State, p.Error, micros(p.RunAfter), refund, finished, p.Worker, p.ID, p.Attempt)
 	}
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", p.ID, err)
@@ -263,8 +279,9 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 	return out, rows.Err()
 }
 
+// listTasks lists the tasks query reads, a column list of taskRecordCols.
 func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*store.Task, error) {
-	return q.listTasksWith(ctx, db, scanTask, query, args...)
+	return q.listTasksWith(ctx, db, scanTaskRecord, query, args...)
 }
 
 // listTasksWith is listTasks with the rows read by scan (scanTask, or scanHeldTask for the
@@ -293,7 +310,7 @@ func (q *queries) listTasksWith(ctx context.Context, db dbtx, scan func(interfac
 }
 
 func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
-	return q.listTasks(ctx, q.w, `SELECT `+taskCols+` FROM tasks WHERE item_id = ? ORDER BY id`, itemID)
+	return q.listTasks(ctx, q.w, `SELECT `+taskRecordCols+` FROM tasks WHERE item_id = ? ORDER BY id`, itemID)
 }
 
 func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error) {
@@ -307,7 +324,7 @@ func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]
 		args = append(args, p.State)
 	}
 	args = append(args, p.Limit)
-	return q.listTasks(ctx, q.r, `SELECT `+taskCols+` FROM tasks WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+	return q.listTasks(ctx, q.r, `SELECT `+taskRecordCols+` FROM tasks WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
 }
 
 func (q *queries) TaskCancelJob(ctx context.Context, p store.TaskCancelJobParams) ([]int64, error) {

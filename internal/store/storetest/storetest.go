@@ -50,6 +50,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"HeldLeases", testHeldLeases},
 		{"HeldLeaseRecordExpire", testHeldLeaseRecordExpire},
 		{"TaskFinishRefund", testTaskFinishRefund},
+		{"TaskLastWorker", testTaskLastWorker},
 		{"TaskRenewLeases", testTaskRenewLeases},
 		{"TaskListExpired", testTaskListExpired},
 		{"TaskLists", testTaskLists},
