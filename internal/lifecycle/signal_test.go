@@ -50,7 +50,9 @@ func testSignal(t *testing.T, c *cell) {
 	}
 	// The first child: signaled once two items are done and a held item started.
 	ch := startChild(t, first)
-	ch.await(t, func(l string) bool { return l == "started r2" || l == "started r3" || l == "started r4" || l == "started r5" })
+	ch.await(t, func(l string) bool {
+		return l == "started r2" || l == "started r3" || l == "started r4" || l == "started r5"
+	})
 	r := reader(t, c.at)
 	waitFor(t, r, ch.jobID, wait, "r0 and r1 done", func(v *jobView) bool {
 		return v.Items["r0"] != nil && v.Items["r0"].Docs == 1 && v.Items["r1"] != nil && v.Items["r1"].Docs == 1
