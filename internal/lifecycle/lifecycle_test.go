@@ -16,10 +16,14 @@
 package lifecycle
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +41,14 @@ import (
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(runChild(spec))
+	}
+	// The cells mostly wait (for a database, a child process, a job): run more of them at once
+	// than go test's default of one per CPU, unless -parallel was given.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
 	}
 	goleak.VerifyTestMain(m,
 		// pgx's pool health check and the SQLite driver's connection openers may outlive a
@@ -118,7 +130,8 @@ func newCell(t *testing.T, o op, p path) *cell {
 // start starts the cell's node in this process, stopped when t ends.
 func (c *cell) start(t *testing.T) {
 	t.Helper()
-	r, err := startNode(t.Context(), c.at, c.path, c.b)
+	// Not t.Context(): it ends before the cleanups run, and the node must stop in order.
+	r, err := startNode(context.Background(), c.at, c.path, c.b)
 	if err != nil {
 		t.Fatal(err)
 	}

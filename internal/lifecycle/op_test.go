@@ -101,7 +101,19 @@ func testCancel(t *testing.T, c *cell) {
 	if err := e.Cancel(t.Context(), job.ID); err != nil {
 		t.Fatal(err)
 	}
-	v := waitFor(t, e, job.ID, wait, "the canceled job to end", ended)
+	// The job may end before its items settle: wait for every item to show a result or an
+	// error, then check which.
+	v := waitFor(t, e, job.ID, wait, "the canceled job's items to settle", func(v *jobView) bool {
+		if !ended(v) {
+			return false
+		}
+		for _, n := range names(6) {
+			if it := v.Items[n]; it == nil || it.Docs == 0 && it.Error == "" {
+				return false
+			}
+		}
+		return true
+	})
 	if v.Job.State != store.JobCanceled {
 		t.Errorf("job %s, want canceled", v.Job.State)
 	}

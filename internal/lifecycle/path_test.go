@@ -264,21 +264,25 @@ func startNode(ctx context.Context, w where, p path, b *behaviour) (*running, er
 	rctx, cancel := context.WithCancel(ctx)
 	n.Start(rctx)
 	wp.Start(rctx)
+	// The remote workers are other processes in truth: they stop first, so that the server's
+	// shutdown waits for no request of theirs.
+	wctx, stopWorkers := context.WithCancel(ctx)
 	var workers sync.WaitGroup
 	if p == remotePath {
 		c := &remote.Client{Server: hs.URL + "/v1/workers"}
 		for range 4 {
 			workers.Add(1)
-			go func() { defer workers.Done(); remoteWorker(rctx, c, b) }()
+			go func() { defer workers.Done(); remoteWorker(wctx, c, b) }()
 		}
 	}
 	return &running{n: n, stop: func(grace time.Duration) {
+		stopWorkers()
+		workers.Wait()
 		hs.CloseClientConnections()
 		hs.Close()
 		wp.Stop()
 		n.Stop(grace)
 		cancel()
-		workers.Wait()
 		n.Close()
 	}}, nil
 }
