@@ -258,7 +258,10 @@ func startNode(ctx context.Context, w where, p path, b *behaviour) (*running, er
 		return nil, err
 	}
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
-	wp := workerproto.New(workerproto.Config{Backend: backend, PollInterval: 20 * time.Millisecond, LongPoll: time.Second})
+	// Short leases, as for the node's own tasks: a remote task a killed server handed out comes
+	// back within seconds, not its default two minutes.
+	wp := workerproto.New(workerproto.Config{Backend: backend, PollInterval: 20 * time.Millisecond, LongPoll: time.Second,
+		IdleTimeout: time.Second, LeaseDuration: 2 * time.Second})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	hs := httptest.NewServer(wp.Handler())
 	rctx, cancel := context.WithCancel(ctx)
