@@ -73,9 +73,14 @@ func printSandbox(e *env, st sandbox.Status) {
 		fmt.Fprintln(e.stdout, "\nSandbox: OFF (SLUICE_SANDBOX=off): converters run unsandboxed, with Sluice's own "+
 			"access to files and the network. Use this only for documents you trust.")
 	case st.Available:
-		fmt.Fprintf(e.stdout, "\nSandbox: on (%s): each converter runs as uid %d with no network, no capabilities, "+
-			"and only its own directory, a private /tmp and read-only /usr in view; CPU, memory, file-size and time limited.\n",
-			st.Version, st.UID)
+		uid := fmt.Sprintf("uid %d", st.UID)
+		if st.UIDs > 1 {
+			uid = fmt.Sprintf("a uid of its own (%d to %d)", st.UID, st.UID+st.UIDs-1)
+		}
+		fmt.Fprintf(e.stdout, "\nSandbox: on (%s): each converter runs as %s with no network, no capabilities, "+
+			"and only its own processes, its own directory, a private /tmp and read-only /usr in view; "+
+			"CPU, memory, file-size and time limited.\n",
+			st.Version, uid)
 	default:
 		fmt.Fprintf(e.stdout, "\nSandbox: UNAVAILABLE: %s.\nEvery conversion by an external tool fails with this reason until it is fixed "+
 			"(or SLUICE_SANDBOX=off runs converters unsandboxed, for trusted documents only).\n", st.Reason)

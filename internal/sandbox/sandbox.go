@@ -7,8 +7,10 @@
 //   - a filesystem view of its own: /usr read-only, a few files of /etc it needs (fonts, the
 //     dynamic linker's cache, LibreOffice's registry; never passwd, hosts, or Sluice's data dir),
 //     a private /tmp, its scratch directory read-write and its inputs read-only — nothing else;
-//   - no privileges: an unprivileged uid (nobody when Sluice runs as root), no capabilities, its
-//     own pid, ipc and uts namespaces, a new session (no terminal injection);
+//   - no privileges: an unprivileged uid (one of its own when Sluice runs as root, else
+//     Sluice's in a user namespace of its own), no capabilities, its own pid namespace with its
+//     own /proc (it sees no process but its own), its own ipc and uts namespaces, a new session
+//     (no terminal injection);
 //   - limits: CPU seconds, address space and file size through rlimits (prlimit), and the time
 //     limit its caller sets.
 //
@@ -25,7 +27,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -137,8 +138,10 @@ type Status struct {
 	Available bool   `json:"available"`
 	Bwrap     string `json:"bwrap,omitempty"`
 	Version   string `json:"version,omitempty"`
-	// UID is the uid converters run as, outside their user namespace.
-	UID int `json:"uid"`
+	// UID is the uid converters run as, outside their user namespace: as root, the first of
+	// UIDs, one for each run at a time.
+	UID  int `json:"uid"`
+	UIDs int `json:"uids"`
 	// Reason says why the sandbox is unavailable.
 	Reason string `json:"reason,omitempty"`
 }
@@ -158,7 +161,10 @@ func Check() Status {
 }
 
 func probe() Status {
-	st := Status{UID: sandboxUID()}
+	st := Status{UID: os.Geteuid(), UIDs: 1}
+	if st.UID == 0 {
+		st.UID, st.UIDs = firstUID, uidCount
+	}
 	p, err := exec.LookPath("bwrap")
 	if err != nil {
 		st.Reason = "bubblewrap is not installed: apt-get install bubblewrap"
@@ -205,24 +211,6 @@ func probe() Status {
 	return st
 }
 
-// sandboxUID is the uid converters run as: nobody's when Sluice runs as root, else Sluice's own
-// (which has no privileges to drop).
-func sandboxUID() int {
-	if os.Geteuid() != 0 {
-		return os.Geteuid()
-	}
-	return nobody()
-}
-
-func nobody() int {
-	if u, err := user.Lookup("nobody"); err == nil {
-		if id, err := strconv.Atoi(u.Uid); err == nil {
-			return id
-		}
-	}
-	return 65534
-}
-
 // etcFiles are the files and directories of /etc a converter may see: the dynamic linker's
 // configuration, fonts, and the configuration LibreOffice, Chromium, ImageMagick and perl read.
 // Never passwd, group, shadow, hosts, resolv.conf or anything naming this machine.
@@ -238,9 +226,10 @@ var etcFiles = []string{
 // Sluice's death, through its parent-death signal — kills the whole sandbox at once.
 //
 // When Sluice runs as root, bwrap runs as root without a user namespace (it needs none to make
-// the others) and starts the tool through setpriv as nobody with no capabilities and
-// no_new_privs; spec.Scratch is handed to nobody first. Otherwise bwrap makes a user namespace
-// and the tool keeps Sluice's uid, which has nothing to drop.
+// the others) and starts the tool through setpriv as a uid no other run holds, with no
+// capabilities and no_new_privs; spec.Scratch is handed to that uid first, and the cleanup
+// returns the uid. Otherwise bwrap makes a user namespace and the tool keeps Sluice's uid,
+// which has nothing to drop.
 func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -257,8 +246,14 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	uid := sandboxUID()
-	asRoot := os.Geteuid() == 0
+	uid := os.Geteuid()
+	asRoot := uid == 0
+	release := func() {}
+	if asRoot {
+		if uid, release, err = holdUID(); err != nil {
+			return nil, nil, err
+		}
+	}
 	// The caller's files come first, so the tool finds them at 3, 4, …; bwrap closes the
 	// ones that follow, which carry its own data.
 	files := append([]*os.File(nil), spec.ExtraFiles...)
@@ -266,6 +261,9 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		for _, f := range files[len(spec.ExtraFiles):] {
 			f.Close()
 		}
+		// The run's pid namespace died with its init, which the caller waited for: nothing
+		// runs as uid any more.
+		release()
 	}
 	ok := false
 	defer func() {
@@ -278,15 +276,22 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		if err := chownTree(scratch, uid); err != nil {
 			return nil, nil, fmt.Errorf("sandbox: hand the scratch dir to uid %d: %w", uid, err)
 		}
-		// No --unshare-pid: the sandbox's pid namespace is the one the command below is the init
-		// of (see Cloneflags), which bwrap's monitor shares with the tool. The monitor runs as
-		// root without capabilities: nobody cannot signal it, trace it or read its environment.
-		// bwrap's own namespace nested in it put the teardown of both on the run's path: 30-40
-		// ms more a run on a loaded 2-core machine.
-		a = append(a, "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try")
+		a = append(a, "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--unshare-pid")
 	} else {
 		a = append(a, "--unshare-all", "--cap-drop", "ALL")
 	}
+	// The tool is the init of a pid namespace of bwrap's making, nested in the one the command
+	// below is the init of (see Cloneflags), and bwrap mounts that namespace's own /proc: the
+	// tool sees its own processes and nothing else — not bwrap's monitor (which lives in the
+	// host's network and mount namespaces), not other runs, not the host. Without
+	// --unshare-pid bwrap binds the host's /proc instead. --as-pid-1 spares the reaper bwrap
+	// would otherwise run as that init, whose start and teardown cost more than the namespace
+	// (30-40 ms a run on a loaded 2-core machine); the tool reaps nothing it does not wait for,
+	// and what it leaves dies with the run. As an init the tool ignores the signals it has no
+	// handler for that the kernel's limits send it: a write past RLIMIT_FSIZE fails with EFBIG
+	// instead of SIGXFSZ, and RLIMIT_CPU ends it with the SIGKILL of its hard limit (prlimit
+	// sets both), which no process ignores.
+	a = append(a, "--as-pid-1")
 	a = append(a, "--die-with-parent", "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr")
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(d)
@@ -322,7 +327,7 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", strconv.FormatInt(tmpSize, 10), "--tmpfs", "/tmp")
 	// The ancestors of what is bound below exist in the sandbox as empty directories that the
-	// tool may walk through (bwrap would make them 0700, closed to nobody).
+	// tool may walk through (bwrap would make them 0700, closed to the tool's uid).
 	made := map[string]bool{"/": true, "/tmp": true, "/usr": true, "/etc": true}
 	parents := func(p string) {
 		var ds []string
@@ -382,11 +387,10 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 	// tool re-parented to pid 1, in a session of its own where no process-group kill reaches.
 	//
 	// As another user the namespace needs a user namespace of its own, mapping only Sluice's own
-	// ids; bwrap runs in it as before, with no capabilities (execve drops them for a non-zero uid),
-	// and still makes its own pid namespace (--unshare-all), since there the tool has the
-	// monitor's uid and could trace a monitor it could see. Where the kernel lets only bwrap
-	// make user namespaces (Ubuntu 24.04's AppArmor rule), the command starts as before, with
-	// the window, and the records are all that catch what it leaves.
+	// ids; bwrap runs in it with no capabilities (execve drops them for a non-zero uid). Where
+	// the kernel lets only bwrap make user namespaces (Ubuntu 24.04's AppArmor rule), the
+	// command starts without this namespace, with the window, and the records are all that
+	// catch what it leaves.
 	//
 	// One window stays: Go's check that the parent is still alive after arming the signal cannot
 	// see the parent from inside the new namespace (getppid is 0; its self-kill is ignored by an

@@ -59,6 +59,13 @@ func probe(what, arg string) {
 		for i := 0; ; i++ {
 			_ = i * i
 		}
+	case "victim":
+		victim()
+	case "hostile":
+		dir, port, _ := strings.Cut(arg, "\n")
+		hostile(dir, port)
+	case "beside":
+		besideAsUser(arg)
 	case "orphan-parent":
 		orphanParent(arg)
 	case "symlink":
@@ -120,19 +127,22 @@ func TestUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v (%s)", err, out)
 	}
-	want := os.Getuid()
-	if want == 0 {
-		want = 65534
+	var uid int
+	var caps string
+	if _, err := fmt.Sscanf(out, "uid=%d cap=%s", &uid, &caps); err != nil {
+		t.Fatalf("probe said %q: %v", out, err)
 	}
-	if out != fmt.Sprintf("uid=%d cap=0000000000000000", want) {
-		t.Errorf("got %q, want uid %d and no capabilities", out, want)
+	// As root, a uid of the sandbox's own; else Sluice's.
+	st := sandbox.Check()
+	if uid == 0 || uid < st.UID || uid >= st.UID+st.UIDs || caps != "0000000000000000" {
+		t.Errorf("got %q, want a uid from %d to %d and no capabilities", out, st.UID, st.UID+st.UIDs-1)
 	}
 }
 
 func TestNoFileOutsideScratch(t *testing.T) {
 	requireSandbox(t)
 	scratch := t.TempDir()
-	for _, p := range []string{secret(t), "/etc/hostname", "/etc/shadow", "/root", "/work", "/proc/1/environ"} {
+	for _, p := range []string{secret(t), "/etc/hostname", "/etc/shadow", "/root", "/work", fmt.Sprintf("/proc/%d/environ", os.Getpid())} {
 		out, _ := run(t, scratch, "read", p, subprocess.Cmd{})
 		if !strings.Contains(out, "err=open") || strings.Contains(out, "top secret") {
 			t.Errorf("read %s: %s", p, out)
@@ -180,7 +190,8 @@ func TestNoNetwork(t *testing.T) {
 func TestLimits(t *testing.T) {
 	requireSandbox(t)
 	t.Run("file size", func(t *testing.T) {
-		// Go ignores SIGXFSZ, so the write fails with EFBIG; a C tool dies of the signal.
+		// Go ignores SIGXFSZ, and so does the sandbox's init, so the write fails with EFBIG; a C
+		// tool's child dies of the signal.
 		out, _ := run(t, t.TempDir(), "write", strconv.Itoa(8<<20), subprocess.Cmd{Sandbox: &sandbox.Spec{FileSize: 1 << 20}})
 		if out != "write err=write big: file too large" {
 			t.Errorf("got %q, want the write refused", out)
