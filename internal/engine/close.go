@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/sluice-project/sluice/internal/store"
@@ -113,5 +114,30 @@ func (t *tx) endJob(job *store.Job, state, reason string) error {
 		return err
 	}
 	t.cancel = append(t.cancel, running...)
-	return t.releaseJobClaims(t.ctx, job.ID)
+	if err := t.releaseJobClaims(t.ctx, job.ID); err != nil {
+		return err
+	}
+	if state == store.JobCanceled {
+		return t.settleOpenItems(job.ID)
+	}
+	return nil
+}
+
+// settleOpenItems marks every written item of the job for settling: in a canceled job each
+// settles with its error (see [tx.settleCanceled]), or once its running task's result comes in.
+func (t *tx) settleOpenItems(jobID int64) error {
+	const page = 1000
+	for after := ""; ; {
+		items, err := t.x.ItemList(t.ctx, store.ItemListParams{JobID: jobID, States: openStates, AfterSort: after, Limit: page})
+		if err != nil {
+			return fmt.Errorf("settle the open items of job %d: %w", jobID, err)
+		}
+		for _, it := range items {
+			t.markDirty(it)
+		}
+		if len(items) < page {
+			return nil
+		}
+		after = items[len(items)-1].SortKey
+	}
 }

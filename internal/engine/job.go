@@ -178,8 +178,14 @@ func merge(base, over map[string]any) map[string]any {
 	return out
 }
 
-// Cancel cancels a running job: ready tasks end with the error "canceled", running actions see
-// their context canceled, completed outputs stay (DESIGN §5).
+// CanceledError is the error of an item that a cancel settled, and of its canceled tasks.
+const CanceledError = "canceled"
+
+// Cancel cancels a running job. It is an ordinary transition: every item not yet processed is
+// settled with the error [CanceledError] (unless it failed already) and gets an error output as
+// the documents workflow's ingest would write, running actions see their context canceled, and
+// their items settle the same way as their results come in; completed outputs stay (DESIGN §5).
+// The job ends canceled, and [Engine.Retry] runs its canceled tasks again.
 func (e *Engine) Cancel(ctx context.Context, jobID int64) error {
 	return e.Run(ctx, func(t *Tx) error {
 		job, err := t.t.job(jobID)
@@ -189,7 +195,7 @@ func (e *Engine) Cancel(ctx context.Context, jobID int64) error {
 		if job.State != store.JobRunning {
 			return fmt.Errorf("job %d is %s, not running", jobID, job.State)
 		}
-		return t.t.endJob(job, store.JobCanceled, "canceled")
+		return t.t.endJob(job, store.JobCanceled, CanceledError)
 	})
 }
 
@@ -245,7 +251,11 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	end := e.Now()
 	if !job.FinishedAt.IsZero() {
 		end = job.FinishedAt
-		p.Fraction = 1
+		if job.State != store.JobCanceled {
+			p.Fraction = 1
+		}
+		// A canceled job's items are settled without being colored as done: its fraction is
+		// how much was done.
 	}
 	p.Elapsed = end.Sub(job.CreatedAt)
 	if p.Fraction > 0.001 && p.Fraction < 1 {

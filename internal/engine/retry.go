@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -11,30 +12,39 @@ import (
 
 // Errors returned by [Engine.Retry].
 var (
-	// ErrNotRetryable is returned for a job that is running (wait for it to end) or canceled.
+	// ErrNotRetryable is returned for a job that is running: wait for it to end.
 	ErrNotRetryable = errors.New("job cannot be retried")
-	// ErrNothingToRetry is returned for a job with no failed tasks.
+	// ErrNothingToRetry is returned for a job with no failed or canceled tasks.
 	ErrNothingToRetry = errors.New("nothing to retry")
 )
 
-// Retry re-runs what failed in an ended job, in one transaction, and returns the job, running
-// again. It is meant for failures that the operator has since fixed (a converter that was
-// missing, a service that was down, a bug in an exec script).
+// Retry re-runs what failed or was canceled in an ended job, in one transaction, and returns
+// the job, running again. It is meant for failures that the operator has since fixed (a
+// converter that was missing, a service that was down, a bug in an exec script), and for the
+// files a cancel left unprocessed.
 //
-// Only tasks in state failed are retried — plus, in a failed job, the tasks its failure canceled
-// before they ran. Each goes back to ready with a fresh attempt budget (its step's attempts on
-// top of the ones it used, so the attempt history keeps every run). Its item loses its error and
-// returns to written, and ancestors that were ingested return to processed, since a child of
-// theirs is open again. Completed tasks never run again: that includes a failure path that
-// already ran for an item (a step that needs a failure event, such as a notification), and a
-// collector that needs children.done and already ran. Events stay fired: they are facts.
+// The tasks in state failed are retried — plus, in a failed or canceled job, the tasks its end
+// canceled. Each goes back to ready with a fresh attempt budget (its step's attempts on top of
+// the ones it used). Its item returns to written, and ancestors that were ingested return to
+// processed, since a child of theirs is open again. The item's collectors (its steps that need
+// children.done) that ran on the failed result go back to blocked and run again once the
+// item's children are done again, so that what the user sees is made from the new result.
+// Other completed tasks never run again: that includes a failure path that already ran for an
+// item (a step that needs a failure event, such as a notification). Events stay fired: they
+// are facts.
 //
-// A failed job also gets the work its failure left unstarted: steps whose needs were met after
-// the job ended become ready, and items that settled while it was ended (without waiting for
-// children.done or external events) are settled again.
+// Nothing is deleted. Every attempt stays in its task's history ([Engine.ItemHistory]), and an
+// item keeps its error, and its error output, until a new result replaces them: when the
+// item's retried tasks have ended again, an error that none of them ended with is replaced by
+// theirs, or cleared, and its error output is superseded (moved to the item's output history)
+// in the same transaction.
 //
-// Retry returns an error wrapping [ErrNotRetryable] for a running or canceled job, one wrapping
-// [ErrNothingToRetry] for a failed or complete job with no failed task, and one wrapping
+// A failed or canceled job also gets the work its end left unstarted: steps whose needs were
+// met after the job ended become ready, and items that settled while it was ended (without
+// waiting for children.done or external events) are settled again.
+//
+// Retry returns an error wrapping [ErrNotRetryable] for a running job, one wrapping
+// [ErrNothingToRetry] for a job with no failed or canceled task, and one wrapping
 // [store.ErrNotFound] for an unknown job.
 //
 // Retry runs its own transaction. In a process whose workers are running, use [Tx.Retry] in the
@@ -47,9 +57,10 @@ func (e *Engine) Retry(ctx context.Context, jobID int64) (*store.Job, error) {
 	return e.store.JobGet(ctx, jobID)
 }
 
-// ErrorOutputKind is the kind of output that reports an item's error; [Engine.Retry] deletes
-// it when it clears the error.
-const ErrorOutputKind = "error"
+// ErrorOutputKind is the kind of output that reports an item's error: the documents workflow's
+// ingest writes one, and a cancel writes one for each item it settles. It is superseded, never
+// deleted, when a new result of the item replaces the error.
+const ErrorOutputKind = store.OutputError
 
 // retryPage is how many failed tasks a retry reads per query.
 const retryPage = 10_000
@@ -62,11 +73,12 @@ func (t *tx) retry(jobID int64) error {
 	if err != nil {
 		return fmt.Errorf("retry job %d: %w", jobID, err)
 	}
-	if job.State != store.JobFailed && job.State != store.JobComplete {
-		return fmt.Errorf("%w: job %d is %s; only a failed or complete job can be retried", ErrNotRetryable, jobID, job.State)
+	if job.State == store.JobRunning {
+		return fmt.Errorf("%w: job %d is running; wait for it to end", ErrNotRetryable, jobID)
 	}
+	ended := job.State == store.JobFailed || job.State == store.JobCanceled
 	states := []string{store.TaskFailed}
-	if job.State == store.JobFailed {
+	if ended {
 		states = append(states, store.TaskCanceled)
 	}
 	var tasks []*store.Task
@@ -87,9 +99,8 @@ func (t *tx) retry(jobID int64) error {
 		}
 	}
 	if len(tasks) == 0 {
-		return fmt.Errorf("%w: job %d has no failed tasks", ErrNothingToRetry, jobID)
+		return fmt.Errorf("%w: job %d has no failed or canceled tasks", ErrNothingToRetry, jobID)
 	}
-	wasFailed := job.State == store.JobFailed
 	ok, err := t.x.JobReopen(t.ctx, jobID)
 	if err != nil {
 		return err
@@ -99,53 +110,107 @@ func (t *tx) retry(jobID int64) error {
 	}
 	job.State, job.Error = store.JobRunning, ""
 	t.touched[jobID] = true
+	// By item, in the order read: an item's collectors wait for its other retried tasks.
+	byItem := map[int64][]*store.Task{}
+	var items []int64
 	for _, task := range tasks {
-		budget := task.MaxAttempts
-		if s := def.Step(task.Step); s != nil {
-			budget = s.MaxAttempts()
+		if byItem[task.ItemID] == nil {
+			items = append(items, task.ItemID)
 		}
-		ok, err := t.x.TaskRetry(t.ctx, store.TaskRetryParams{ID: task.ID, MaxAttempts: task.Attempt + budget, Now: t.now})
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		t.readyIn(task.Queue)
-		if err := t.reopen(task.ItemID, true); err != nil {
-			return err
-		}
-		// The item has a ready task: it cannot settle in this transaction.
-		t.busy[task.ItemID] = true
+		byItem[task.ItemID] = append(byItem[task.ItemID], task)
 	}
-	if wasFailed {
+	for _, itemID := range items {
+		if err := t.retryItem(def, itemID, byItem[itemID]); err != nil {
+			return err
+		}
+	}
+	if ended {
 		return t.resume(def, jobID)
 	}
 	return nil
 }
 
-// reopen moves an item back to written (clearing its error when asked) and its ingested
-// ancestors back to processed: their subtree is open again.
-func (t *tx) reopen(itemID int64, clearError bool) error {
+// retryItem retries the item's failed (or canceled) tasks. When one of them is not a collector,
+// the item's collectors (failed, canceled, or complete: they ran on the failed result) go back
+// to blocked, to run once the others are done; the rest become ready.
+func (t *tx) retryItem(def *workflow.Definition, itemID int64, retried []*store.Task) error {
+	collector := func(tk *store.Task) bool {
+		s := def.Step(tk.Step)
+		return s != nil && slices.Contains(s.Needs, workflow.EventChildrenDone)
+	}
+	block := map[int64]*store.Task{}
+	if slices.ContainsFunc(retried, func(tk *store.Task) bool { return !collector(tk) }) {
+		all, err := t.tasksOf(itemID)
+		if err != nil {
+			return err
+		}
+		for _, tk := range all {
+			if collector(tk) && (tk.State == store.TaskComplete || tk.State == store.TaskFailed || tk.State == store.TaskCanceled) {
+				block[tk.ID] = tk
+			}
+		}
+	}
+	for _, tk := range retried {
+		if block[tk.ID] == nil {
+			if err := t.retryTask(def, tk, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, tk := range block {
+		if err := t.retryTask(def, tk, true); err != nil {
+			return err
+		}
+	}
+	delete(t.tasks, itemID)
+	if err := t.reopen(itemID); err != nil {
+		return err
+	}
+	// The item has a ready task: it cannot settle in this transaction.
+	t.busy[itemID] = true
+	return nil
+}
+
+// retryTask puts a task back to ready (or blocked) with a fresh attempt budget. Its last attempt
+// is recorded first: the task row is about to be reused for the next one, and the history keeps
+// every run.
+func (t *tx) retryTask(def *workflow.Definition, tk *store.Task, blocked bool) error {
+	budget := tk.MaxAttempts
+	if s := def.Step(tk.Step); s != nil {
+		budget = s.MaxAttempts()
+	}
+	if tk.Attempt > 0 {
+		// A worker's failed or canceled attempt is recorded already (a no-op then); an inline
+		// step's failure and a completed attempt live only in the task row until now.
+		if err := t.x.AttemptInsert(t.ctx, store.AttemptInsertParams{TaskID: tk.ID, Attempt: tk.Attempt, Owner: tk.LeaseOwner,
+			StartedAt: tk.StartedAt, FinishedAt: tk.FinishedAt, Error: tk.Error}); err != nil {
+			return err
+		}
+	}
+	ok, err := t.x.TaskRetry(t.ctx, store.TaskRetryParams{ID: tk.ID, MaxAttempts: tk.Attempt + budget, Now: t.now, Blocked: blocked})
+	if err != nil || !ok {
+		return err
+	}
+	if !blocked {
+		t.readyIn(tk.Queue)
+	}
+	return nil
+}
+
+// reopen moves an item back to written and its ingested ancestors back to processed: their
+// subtree is open again. The item keeps its error until a new result replaces it (see
+// [tx.reviseError]).
+func (t *tx) reopen(itemID int64) error {
 	it, err := t.item(itemID)
 	if err != nil {
 		return err
 	}
-	if it.State != store.ItemWritten || clearError && it.Error != "" {
+	if it.State != store.ItemWritten {
 		t.stale[it.ID] = true
-		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: it.ID, To: store.ItemWritten, ClearError: clearError}); err != nil {
+		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: it.ID, To: store.ItemWritten}); err != nil {
 			return err
 		}
 		it.State, it.Colored = store.ItemWritten, 0
-		if clearError {
-			// An output of kind "error" tells the item's error (the documents workflow's
-			// ingest writes one): it goes with the error, or a retried file that became a
-			// document would be listed as both.
-			if err := t.x.OutputDelete(t.ctx, store.OutputDeleteParams{ItemID: it.ID, Kind: ErrorOutputKind}); err != nil {
-				return err
-			}
-			it.Error = ""
-		}
 	}
 	for id := it.ParentID; id != 0; {
 		p, err := t.item(id)
@@ -165,7 +230,7 @@ func (t *tx) reopen(itemID int64, clearError bool) error {
 	return nil
 }
 
-// resume finds what a failed job left unstarted: while a job is not running, fired events make no
+// resume finds what a failed or canceled job left unstarted: while a job is not running, fired events make no
 // task ready and items settle without waiting for children.done or external events. For every
 // item it makes ready the steps whose needs have all fired, and reopens for settling the items
 // with a step that an event still to come (children.done, external) could unblock.
@@ -199,10 +264,12 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 		return err
 	}
 	has := make(map[string]bool, len(tasks))
+	made, unsettled := false, false
 	for _, tk := range tasks {
 		has[tk.Step] = true
+		// A collector blocked by an earlier retry runs once its item settles again.
+		unsettled = unsettled || tk.State == store.TaskBlocked
 	}
-	made, unsettled := false, false
 	for _, s := range def.Steps {
 		if has[s.Name] {
 			continue
@@ -235,7 +302,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 	case made:
 		t.ready, t.readyAll = true, true
 		t.busy[listed.ID] = true
-		return t.reopen(listed.ID, false)
+		return t.reopen(listed.ID)
 	case t.busy[listed.ID]:
 		return nil // a retried task is ready
 	case listed.State == store.ItemWritten:
@@ -244,7 +311,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 		t.markDirty(listed)
 		return nil
 	case unsettled:
-		if err := t.reopen(listed.ID, false); err != nil {
+		if err := t.reopen(listed.ID); err != nil {
 			return err
 		}
 		// Settle fires children.done, or leaves the item waiting for its external event.

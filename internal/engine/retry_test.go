@@ -257,6 +257,8 @@ func TestRetry(t *testing.T) {
 				}
 				if tc.failure == "noted" {
 					want["note r/1 ok"] = 1 // the failure path ran on the first failure and is not run again
+					// The collector ran on the failed result, and runs again on the new one.
+					want["collect r/1 ok"] = 2
 				}
 				if diff := diffCounts(after, want); diff != "" {
 					t.Errorf("runs after retry (want every step to succeed exactly once per item):\n%s", diff)
@@ -309,9 +311,9 @@ func TestRetryRefused(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"complete with no failed task", complete.ID, engine.ErrNothingToRetry, fmt.Sprintf("job %d has no failed tasks", complete.ID)},
+		{"complete with no failed task", complete.ID, engine.ErrNothingToRetry, fmt.Sprintf("job %d has no failed or canceled tasks", complete.ID)},
 		{"running", running.ID, engine.ErrNotRetryable, fmt.Sprintf("job %d is running", running.ID)},
-		{"canceled", canceled.ID, engine.ErrNotRetryable, fmt.Sprintf("job %d is canceled", canceled.ID)},
+		{"canceled with nothing canceled", canceled.ID, engine.ErrNothingToRetry, fmt.Sprintf("job %d has no failed or canceled tasks", canceled.ID)},
 		{"unknown", 1 << 40, store.ErrNotFound, "not found"},
 	} {
 		_, err := b.e.Retry(t.Context(), tc.id)

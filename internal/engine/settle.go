@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"sort"
 
@@ -27,10 +28,11 @@ type settler struct {
 	busy    map[int64]bool      // items that got a ready task in this transaction: not settling
 	moves   map[int64][2]string // item → (state in the database, new state), written by flushMoves
 	colored map[int64]bool      // items whose colored progress changed in memory
+	plain   map[int64]bool      // items a cancel settled: ingested without coloring them
 }
 
 func newSettler() settler {
-	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}}
+	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}, plain: map[int64]bool{}}
 }
 
 // settleDirty settles the dirty items, a level at a time, deepest first; settling an item marks
@@ -85,7 +87,7 @@ func (t *tx) writeColors() error {
 	var cvals []float64
 	for id := range t.colored {
 		it := t.items[id]
-		if it == nil || it.State == store.ItemIngested {
+		if it == nil || it.State == store.ItemIngested && !t.plain[id] {
 			continue // ingesting wrote colored = share
 		}
 		cids, cvals = append(cids, id), append(cvals, it.Colored)
@@ -116,15 +118,35 @@ func (t *tx) settle(id int64) error {
 			return err
 		}
 		has := make(map[string]bool, len(tasks))
+		var blocked []*store.Task
 		for _, tk := range tasks {
 			if tk.State == store.TaskReady || tk.State == store.TaskRunning || tk.State == store.TaskParked {
 				return nil // still working
 			}
+			if tk.State == store.TaskBlocked {
+				blocked = append(blocked, tk)
+			}
 			has[tk.Step] = true
+		}
+		if err := t.reviseError(it, tasks); err != nil {
+			return err
 		}
 		openChildren, err := t.hasChildIn(it, openStates)
 		if err != nil {
 			return err
+		}
+		if job.State == store.JobRunning && len(blocked) > 0 && !openChildren {
+			// Collectors a retry blocked: children.done fired before, and holds again.
+			creating, err := t.mayCreateChildren(def, it, has)
+			if err != nil || creating {
+				return err
+			}
+			return t.unblock(it, blocked)
+		}
+		if job.State == store.JobCanceled {
+			if err := t.settleCanceled(it); err != nil {
+				return err
+			}
 		}
 		if job.State == store.JobRunning {
 			if def.NeedsChildrenDone() && !openChildren {
@@ -175,6 +197,76 @@ func (t *tx) settle(id int64) error {
 	return nil
 }
 
+// reviseError replaces an item's error that none of its ended tasks carries any more: a retry
+// re-ran the task that left it, and it ended without that error. The item gets the error of its
+// first task that ended with one (failed, canceled, or skipped past its deadline), or none, and
+// its error output is superseded in the same transaction: a new one is written by whatever
+// writes them (the documents workflow's ingest, which runs after this), never two at once.
+func (t *tx) reviseError(it *store.Item, tasks []*store.Task) error {
+	if it.Error == "" {
+		return nil
+	}
+	next := ""
+	for _, tk := range tasks {
+		if tk.Error == "" || tk.State != store.TaskFailed && tk.State != store.TaskCanceled && tk.State != store.TaskSkipped {
+			continue
+		}
+		if tk.Error == it.Error {
+			return nil
+		}
+		if next == "" {
+			next = tk.Error
+		}
+	}
+	if err := t.x.ItemUpdate(t.ctx, store.ItemUpdateParams{ID: it.ID, Error: next, ReplaceError: true}); err != nil {
+		return err
+	}
+	t.stale[it.ID] = true
+	it.Error = next
+	_, err := t.x.OutputSupersede(t.ctx, store.OutputSupersedeParams{ItemID: it.ID, Kind: ErrorOutputKind, Now: t.now})
+	return err
+}
+
+// unblock makes ready the collectors of the item that a retry blocked: the item's other tasks
+// have ended again and its children are done.
+func (t *tx) unblock(it *store.Item, blocked []*store.Task) error {
+	for _, tk := range blocked {
+		ok, err := t.x.TaskRetry(t.ctx, store.TaskRetryParams{ID: tk.ID, Now: t.now})
+		if err != nil {
+			return err
+		}
+		if ok {
+			t.readyIn(tk.Queue)
+		}
+	}
+	delete(t.tasks, it.ID)
+	t.busy[it.ID] = true
+	return nil
+}
+
+// settleCanceled settles, as an ordinary result, a written item of a canceled job: the item
+// gets the error "canceled" (unless it has an error of its own) and the error output the
+// documents workflow's ingest would write for it, and it is not colored as done when it moves
+// on, so that the job's progress says how much was done.
+func (t *tx) settleCanceled(it *store.Item) error {
+	if it.Error == "" {
+		if err := t.x.ItemUpdate(t.ctx, store.ItemUpdateParams{ID: it.ID, Error: CanceledError}); err != nil {
+			return err
+		}
+		t.stale[it.ID] = true
+		it.Error = CanceledError
+	}
+	v, err := json.Marshal(store.ErrorValue{Name: it.Name, Message: it.Error})
+	if err != nil {
+		return err
+	}
+	if err := t.x.OutputPut(t.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: ErrorOutputKind, Value: v, Now: t.now}); err != nil {
+		return err
+	}
+	t.plain[it.ID] = true
+	return nil
+}
+
 // moveItem moves the item to state (coloring all of its share when ingested) and marks its parent
 // for settling, since a child's progress may let the parent move too.
 // The write is queued and made for the whole level at once by flushMoves, before anything reads
@@ -188,7 +280,9 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 	t.moves[it.ID] = m
 	it.State = state
 	if state == store.ItemIngested {
-		it.Colored = it.Share
+		if !t.plain[it.ID] {
+			it.Colored = it.Share
+		}
 		t.touched[it.JobID] = true
 	}
 	if state == store.ItemIngested && it.ParentID == 0 {
@@ -205,20 +299,25 @@ func (t *tx) flushMoves() error {
 	if len(t.moves) == 0 {
 		return nil
 	}
-	groups := map[[2]string][]int64{}
-	var keys [][2]string
+	// By (from, to, colored): an item a cancel settled is ingested without coloring it.
+	groups := map[[3]string][]int64{}
+	var keys [][3]string
 	for id, m := range t.moves {
-		if groups[m] == nil {
-			keys = append(keys, m)
+		k := [3]string{m[0], m[1], ""}
+		if t.plain[id] {
+			k[2] = "plain"
 		}
-		groups[m] = append(groups[m], id)
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], id)
 	}
 	clear(t.moves)
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1]+keys[i][2] < keys[j][0]+keys[j][1]+keys[j][2] })
 	for _, key := range keys {
 		ids := groups[key]
 		slices.Sort(ids)
-		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested}
+		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested && key[2] == ""}
 		if err := t.setItemStates(p); err != nil {
 			return err
 		}

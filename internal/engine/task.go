@@ -208,10 +208,13 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 		fire = append(append(fire, step.Success...), r.Events...)
 	case job.State != store.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != store.JobRunning:
 		finish.State = store.TaskCanceled
-		finish.Error = "canceled"
-		// The item says so: it did not complete (a canceled item used to end ingested with no
-		// error, as if its work were done).
-		itemErr = "canceled"
+		finish.Error = CanceledError
+		// The item says so: it did not complete.
+		itemErr = CanceledError
+		if err := tt.x.AttemptInsert(tt.ctx, store.AttemptInsertParams{TaskID: task.ID, Attempt: task.Attempt, Owner: r.Owner,
+			StartedAt: r.Started, FinishedAt: tt.now, Error: CanceledError}); err != nil {
+			return pendingFinish{}, err
+		}
 	default:
 		if d, ok := action.AsSnooze(r.Err); ok {
 			finish.State, finish.RunAfter, finish.Refund = store.TaskReady, tt.now.Add(d), true

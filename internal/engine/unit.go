@@ -330,7 +330,7 @@ func (u *unit) cancelJobTasks(jobID int64) ([]int64, error) {
 		return nil, err
 	}
 	u.freshStale = true
-	running, err := u.x.TaskCancelJob(u.ctx, store.TaskCancelJobParams{JobID: jobID, Reason: "canceled", Now: u.now})
+	running, err := u.x.TaskCancelJob(u.ctx, store.TaskCancelJobParams{JobID: jobID, Reason: CanceledError, Now: u.now})
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,9 @@ const (
 )
 
 // Task states (DESIGN §2). Blocked and skipped tasks have no row: a task row is created when it
-// becomes ready, and a step with no row on a processed item was skipped. This keeps the task table
+// becomes ready, and a step with no row on a processed item was skipped. The exception is a
+// collector (a step needing children.done) of an item a retry reopened: its row goes back to
+// blocked until the item's children are done again, and then to ready. This keeps the task table
 // as small as the work actually done (a 9-step workflow over 100k archive entries would otherwise
 // write 900k rows, most of them skipped).
 const (
@@ -180,8 +182,8 @@ type Executor interface {
 	// JobSetState moves a running job to a final state; false when it was not running.
 	JobSetState(ctx context.Context, p JobSetStateParams) (bool, error)
 	JobAddTotal(ctx context.Context, id int64, bytes float64) error
-	// JobReopen moves a failed or complete job back to running, clearing its error and finish
-	// time (a retry); false when it was in neither state.
+	// JobReopen moves a failed, canceled or complete job back to running, clearing its error
+	// and finish time (a retry); false when it was in none of those states.
 	JobReopen(ctx context.Context, id int64) (bool, error)
 	// JobSeal marks that no more roots will be added; false when it was sealed already. It then
 	// takes the job's ingest lock exclusive (see [Executor.JobIngestLock]) until the transaction
@@ -311,8 +313,9 @@ type Executor interface {
 	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
 	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
 	TaskCancelJob(ctx context.Context, p TaskCancelJobParams) (running []int64, err error)
-	// TaskRetry puts a failed or canceled task back to ready for a retry of its job; false when
-	// the task is in neither state.
+	// TaskRetry puts a failed, canceled or blocked task back to ready for a retry of its job
+	// (or, with p.Blocked, a complete, failed or canceled one to blocked); false when the task
+	// is in none of those states.
 	TaskRetry(ctx context.Context, p TaskRetryParams) (bool, error)
 	// TaskNextRunAfter returns the earliest run_after of a ready task that has one (a backoff:
 	// run_after > 0), or zero. A ready task due at once (run_after 0) is not counted.
@@ -357,8 +360,12 @@ type Executor interface {
 	// exists.
 	OutputPut(ctx context.Context, p OutputPutParams) error
 	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
-	// OutputDelete deletes the item's output of the kind, if any.
-	OutputDelete(ctx context.Context, p OutputDeleteParams) error
+	// OutputSupersede moves the item's output of the kind, if any, to the item's output
+	// history, stamped p.Now: a later result of the item replaced it. Outputs are never
+	// deleted; false when the item had no output of the kind.
+	OutputSupersede(ctx context.Context, p OutputSupersedeParams) (bool, error)
+	// OutputHistoryList returns the outputs of the item that were superseded, oldest first.
+	OutputHistoryList(ctx context.Context, itemID int64) ([]*SupersededOutput, error)
 
 	// DocumentSearch returns the documents that match a query and the filters of p, best first
 	// (by rank, then item id). Ranking reads every candidate's index row, so when more than
@@ -579,7 +586,11 @@ type ItemUpdateParams struct {
 	ThumbnailType string
 	Metadata      []byte // merged: new keys are added, keys the item already has are kept
 	ContentType   string
-	Error         string // set only if the item has none
+	Error         string // set only if the item has none, unless ReplaceError
+	// ReplaceError sets the item's error to Error even when it has one, and clears it when
+	// Error is empty: the error a retried task's earlier attempt left, which a new result
+	// replaced.
+	ReplaceError bool
 	// AddColored colors this fraction of the item's range (capped at its own share).
 	AddColored float64
 }
@@ -739,14 +750,18 @@ type TaskFinishParams struct {
 	Started time.Time
 }
 
-// TaskRetryParams puts a failed or canceled task back to ready, runnable at Now, with no error.
-// Its attempt number is kept, so the attempts of every run stay in the task's history (attempts
-// are keyed by number); MaxAttempts is the new bound, normally the attempt number plus the
-// step's attempts: a fresh budget.
+// TaskRetryParams puts a failed, canceled or blocked task back to ready, runnable at Now, with
+// no error. Its attempt number is kept, so the attempts of every run stay in the task's history
+// (attempts are keyed by number); MaxAttempts is the new bound, normally the attempt number plus
+// the step's attempts: a fresh budget. Zero keeps the task's bound.
 type TaskRetryParams struct {
 	ID          int64
 	MaxAttempts int
 	Now         time.Time
+	// Blocked puts a complete, failed or canceled task to blocked instead: a collector of a
+	// retried item, which runs again once the item's children are done again (a blocked row
+	// is never leased; see [TaskBlocked]).
+	Blocked bool
 }
 
 // TaskListParams lists a job's tasks.
@@ -789,10 +804,17 @@ type OutputPutParams struct {
 	Now    time.Time
 }
 
-// OutputDeleteParams names one output.
-type OutputDeleteParams struct {
+// OutputSupersedeParams names the output of an item that a later result replaces.
+type OutputSupersedeParams struct {
 	ItemID int64
 	Kind   string
+	Now    time.Time
+}
+
+// SupersededOutput is an output that a later result of its item replaced.
+type SupersededOutput struct {
+	Output
+	SupersededAt time.Time
 }
 
 // OutputListParams lists outputs of a job (or all jobs when JobID is 0) by kind, in item order.
@@ -808,6 +830,15 @@ const SearchRankWindow = 2000
 
 // OutputDocument is the kind of output that is a document, the unit of search.
 const OutputDocument = "document"
+
+// OutputError is the kind of output that reports an item's error, its value an [ErrorValue].
+const OutputError = "error"
+
+// ErrorValue is the value of an output of kind [OutputError].
+type ErrorValue struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
 
 // DocumentSearchParams searches the documents. Query is required; the filters are optional.
 type DocumentSearchParams struct {

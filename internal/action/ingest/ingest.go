@@ -9,12 +9,13 @@ import (
 	"fmt"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // Output kinds written by the ingest action.
 const (
-	KindDocument = "document"
-	KindError    = "error"
+	KindDocument = store.OutputDocument
+	KindError    = store.OutputError
 )
 
 // Document is the value of a "document" output.
@@ -25,11 +26,9 @@ type Document struct {
 	Metadata   map[string]any `json:"metadata"`
 }
 
-// Error is the value of an "error" output.
-type Error struct {
-	Name    string `json:"name"`
-	Message string `json:"message"`
-}
+// Error is the value of an "error" output: the one the engine writes for an item a cancel
+// settles, too.
+type Error = store.ErrorValue
 
 type ingestAction struct{}
 

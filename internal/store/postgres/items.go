@@ -40,14 +40,14 @@ const (
 	qItemListChildrenFrom = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = $1) AND parent_id = $1 AND step = $2 AND ordinal >= $3 ORDER BY ordinal LIMIT $4`
 	// qItemUpdate applies every effect in one statement. The right-hand sides see the row as it
 	// was, so the thumbnail type is set exactly when its sha is. Set-once: text (NULL means no
-	// change), thumbnail, error; metadata merges with metadata_merge (001_init.up.sql).
+	// change), thumbnail, error (unless replaced); metadata merges with metadata_merge (001_init.up.sql).
 	qItemUpdate = `UPDATE items SET
 		text = COALESCE(text, $2::text),
 		thumbnail_sha256 = CASE WHEN thumbnail_sha256 = '' AND $3::text <> '' THEN $3::text ELSE thumbnail_sha256 END,
 		thumbnail_type = CASE WHEN thumbnail_sha256 = '' AND $3::text <> '' THEN $4::text ELSE thumbnail_type END,
 		metadata = CASE WHEN $5::jsonb IS NULL THEN metadata ELSE metadata_merge(metadata, $5::jsonb) END,
 		content_type = CASE WHEN $6::text <> '' THEN $6::text ELSE content_type END,
-		error = CASE WHEN error = '' THEN $7::text ELSE error END,
+		error = CASE WHEN error = '' OR $9::boolean THEN $7::text ELSE error END,
 		colored = CASE WHEN $8::float8 <> 0 THEN LEAST(share, colored + $8::float8 * range_len) ELSE colored END
 		WHERE id = $1`
 )
@@ -179,7 +179,7 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 	if len(p.Metadata) > 0 {
 		md = string(p.Metadata)
 	}
-	if _, err := q.c.Exec(ctx, qItemUpdate, p.ID, p.Text, p.ThumbnailSHA, p.ThumbnailType, md, p.ContentType, p.Error, p.AddColored); err != nil {
+	if _, err := q.c.Exec(ctx, qItemUpdate, p.ID, p.Text, p.ThumbnailSHA, p.ThumbnailType, md, p.ContentType, p.Error, p.AddColored, p.ReplaceError); err != nil {
 		return fmt.Errorf("update item %d: %w", p.ID, mapErr(err))
 	}
 	return nil

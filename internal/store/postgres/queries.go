@@ -225,7 +225,7 @@ const (
 	qJobGetByKey    = `SELECT ` + jobCols + ` FROM jobs WHERE key = $1`
 	qJobListRunning = `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' ORDER BY id`
 	qJobSetState    = `UPDATE jobs SET state = $1, error = $2, finished_at = $3 WHERE id = $4 AND state = 'running'`
-	qJobReopen      = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'complete')`
+	qJobReopen      = `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = $1 AND state IN ('failed', 'canceled', 'complete')`
 	qJobSeal        = `UPDATE jobs SET sealed = true WHERE id = $1 AND NOT sealed`
 	// The job's ingest lock: an advisory lock on (the schema's key, the job's id's low 32 bits).
 	// Two jobs sharing a key only wait for each other more than they need to.
@@ -511,11 +511,34 @@ func (q *queries) waits(ctx context.Context, query string, args ...any) ([]store
 
 const qOutputPut = `INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`
 
-func (q *queries) OutputDelete(ctx context.Context, p store.OutputDeleteParams) error {
-	if _, err := q.c.Exec(ctx, `DELETE FROM outputs WHERE item_id = $1 AND kind = $2`, p.ItemID, p.Kind); err != nil {
-		return fmt.Errorf("delete output %q of item %d: %w", p.Kind, p.ItemID, err)
+// qOutputSupersede moves an output to the history in one statement.
+const qOutputSupersede = `WITH gone AS (DELETE FROM outputs WHERE item_id = $1 AND kind = $2 RETURNING item_id, job_id, kind, value, created_at)
+	INSERT INTO output_history (item_id, job_id, kind, value, created_at, superseded_at) SELECT item_id, job_id, kind, value, created_at, $3 FROM gone`
+
+func (q *queries) OutputSupersede(ctx context.Context, p store.OutputSupersedeParams) (bool, error) {
+	tag, err := q.c.Exec(ctx, qOutputSupersede, p.ItemID, p.Kind, micros(p.Now))
+	if err != nil {
+		return false, fmt.Errorf("supersede output %q of item %d: %w", p.Kind, p.ItemID, mapErr(err))
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
+}
+
+func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*store.SupersededOutput, error) {
+	rows, err := q.c.Query(ctx, `SELECT item_id, job_id, kind, value, created_at, superseded_at FROM output_history
+		WHERE item_id = $1 ORDER BY superseded_at, ctid`, itemID)
+	out, err := collect(rows, err, func(sc scanner) (*store.SupersededOutput, error) {
+		var o store.SupersededOutput
+		var c, s int64
+		if err := sc.Scan(&o.ItemID, &o.JobID, &o.Kind, &o.Value, &c, &s); err != nil {
+			return nil, err
+		}
+		o.CreatedAt, o.SupersededAt = fromMicros(c), fromMicros(s)
+		return &o, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list superseded outputs of item %d: %w", itemID, mapErr(err))
+	}
+	return out, nil
 }
 
 func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {

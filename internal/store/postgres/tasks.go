@@ -59,8 +59,12 @@ const (
 	qTaskCancelReady = `UPDATE tasks SET state = 'canceled', error = $1, finished_at = $2
 		WHERE id = ANY (ARRAY(SELECT id FROM ` + jobTasks3 + ` WHERE jt.state IN ('ready', 'parked'))) AND state || '' IN ('ready', 'parked')`
 	qTaskListRunning = `SELECT id FROM tasks WHERE job_id = $1 AND state = 'running' ORDER BY id`
-	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = $1, error = '', run_after = $2, finished_at = 0, lease_owner = '', lease_expires = 0
-		WHERE id = $3 AND state IN ('failed', 'canceled') RETURNING queue`
+	qTaskRetry       = `UPDATE tasks SET state = 'ready', max_attempts = CASE WHEN $1 > 0 THEN $1 ELSE max_attempts END, error = '', run_after = $2,
+		finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = $3 AND state IN ('failed', 'canceled', 'blocked') RETURNING queue`
+	qTaskBlock = `UPDATE tasks SET state = 'blocked', max_attempts = CASE WHEN $1 > 0 THEN $1 ELSE max_attempts END, error = '', run_after = $2,
+		finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = $3 AND state IN ('complete', 'failed', 'canceled') RETURNING queue`
 	qTaskNextRunAfter = `SELECT COALESCE(MIN(run_after), 0) FROM tasks WHERE state = 'ready' AND run_after > 0`
 	// qTaskReadyQueues looks into tasks_ready as task_pick does (the queue, then run_after),
 	// stopping at each queue's first due task, without locking.
@@ -319,13 +323,20 @@ func (q *queries) TaskCancelJob(ctx context.Context, p store.TaskCancelJobParams
 
 // TaskRetry announces the task's queue on the schema's channel (at commit inside a transaction).
 func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
+	stmt := qTaskRetry
+	if p.Blocked {
+		stmt = qTaskBlock
+	}
 	var queue string
-	err := q.c.QueryRow(ctx, qTaskRetry, p.MaxAttempts, micros(p.Now), p.ID).Scan(&queue)
+	err := q.c.QueryRow(ctx, stmt, p.MaxAttempts, micros(p.Now), p.ID).Scan(&queue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("retry task %d: %w", p.ID, mapErr(err))
+	}
+	if p.Blocked {
+		return true, nil // nothing to lease
 	}
 	if err := q.readyAgain(ctx, queue); err != nil {
 		return false, fmt.Errorf("retry task %d: notify: %w", p.ID, mapErr(err))

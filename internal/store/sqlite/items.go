@@ -197,8 +197,8 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 			return fmt.Errorf("set item %d content type: %w", p.ID, err)
 		}
 	}
-	if p.Error != "" {
-		if _, err := q.exec(ctx, `UPDATE items SET error = ? WHERE id = ? AND error = ''`, p.Error, p.ID); err != nil {
+	if p.Error != "" || p.ReplaceError {
+		if _, err := q.exec(ctx, `UPDATE items SET error = ? WHERE id = ? AND (error = '' OR ?)`, p.Error, p.ID, p.ReplaceError); err != nil {
 			return fmt.Errorf("set item %d error: %w", p.ID, err)
 		}
 	}

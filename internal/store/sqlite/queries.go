@@ -310,7 +310,7 @@ func (q *queries) JobSetState(ctx context.Context, p store.JobSetStateParams) (b
 }
 
 func (q *queries) JobReopen(ctx context.Context, id int64) (bool, error) {
-	res, err := q.w.ExecContext(ctx, `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = ? AND state IN ('failed', 'complete')`, id)
+	res, err := q.w.ExecContext(ctx, `UPDATE jobs SET state = 'running', error = '', finished_at = 0 WHERE id = ? AND state IN ('failed', 'canceled', 'complete')`, id)
 	if err != nil {
 		return false, fmt.Errorf("reopen job %d: %w", id, mapErr(err))
 	}
@@ -517,11 +517,40 @@ func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error 
 	return nil
 }
 
-func (q *queries) OutputDelete(ctx context.Context, p store.OutputDeleteParams) error {
-	if _, err := q.exec(ctx, `DELETE FROM outputs WHERE item_id = ? AND kind = ?`, p.ItemID, p.Kind); err != nil {
-		return fmt.Errorf("delete output %q of item %d: %w", p.Kind, p.ItemID, err)
+func (q *queries) OutputSupersede(ctx context.Context, p store.OutputSupersedeParams) (bool, error) {
+	res, err := q.exec(ctx, `INSERT INTO output_history (item_id, job_id, kind, value, created_at, superseded_at)
+		SELECT item_id, job_id, kind, value, created_at, ? FROM outputs WHERE item_id = ? AND kind = ?`, micros(p.Now), p.ItemID, p.Kind)
+	if err != nil {
+		return false, fmt.Errorf("supersede output %q of item %d: %w", p.Kind, p.ItemID, err)
 	}
-	return nil
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if _, err := q.exec(ctx, `DELETE FROM outputs WHERE item_id = ? AND kind = ?`, p.ItemID, p.Kind); err != nil {
+		return false, fmt.Errorf("supersede output %q of item %d: %w", p.Kind, p.ItemID, err)
+	}
+	return true, nil
+}
+
+func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*store.SupersededOutput, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT item_id, job_id, kind, value, created_at, superseded_at FROM output_history
+		WHERE item_id = ? ORDER BY superseded_at, rowid`, itemID)
+	if err != nil {
+		return nil, fmt.Errorf("list superseded outputs of item %d: %w", itemID, err)
+	}
+	defer rows.Close()
+	var out []*store.SupersededOutput
+	for rows.Next() {
+		var o store.SupersededOutput
+		var v string
+		var c, s int64
+		if err := rows.Scan(&o.ItemID, &o.JobID, &o.Kind, &v, &c, &s); err != nil {
+			return nil, fmt.Errorf("list superseded outputs of item %d: %w", itemID, err)
+		}
+		o.Value, o.CreatedAt, o.SupersededAt = []byte(v), fromMicros(c), fromMicros(s)
+		out = append(out, &o)
+	}
+	return out, rows.Err()
 }
 
 func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error) {

@@ -332,8 +332,13 @@ func (q *queries) TaskCancelJob(ctx context.Context, p store.TaskCancelJobParams
 }
 
 func (q *queries) TaskRetry(ctx context.Context, p store.TaskRetryParams) (bool, error) {
-	res, err := q.exec(ctx, `UPDATE tasks SET state = 'ready', max_attempts = ?, error = '', run_after = ?, finished_at = 0, lease_owner = '', lease_expires = 0
-		WHERE id = ? AND state IN ('failed', 'canceled')`, p.MaxAttempts, micros(p.Now), p.ID)
+	to, from := "ready", "'failed', 'canceled', 'blocked'"
+	if p.Blocked {
+		to, from = "blocked", "'complete', 'failed', 'canceled'"
+	}
+	res, err := q.exec(ctx, `UPDATE tasks SET state = ?, max_attempts = CASE WHEN ? > 0 THEN ? ELSE max_attempts END, error = '', run_after = ?,
+		finished_at = 0, lease_owner = '', lease_expires = 0
+		WHERE id = ? AND state IN (`+from+`)`, to, p.MaxAttempts, p.MaxAttempts, micros(p.Now), p.ID)
 	if err != nil {
 		return false, fmt.Errorf("retry task %d: %w", p.ID, err)
 	}

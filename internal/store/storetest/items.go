@@ -563,6 +563,16 @@ func testItemReopen(t *testing.T, b *bundle) {
 		t.Errorf("error after reopen and a new failure = %q, want %q", got.Error, "again")
 	}
 
+	// ReplaceError replaces an error a new result made stale, and clears it when empty.
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "replaced", ReplaceError: true}))
+	if got := b.getItem(failed.ID); got.Error != "replaced" {
+		t.Errorf("error after ReplaceError = %q, want %q", got.Error, "replaced")
+	}
+	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, ReplaceError: true}))
+	if got := b.getItem(failed.ID); got.Error != "" {
+		t.Errorf("error after ReplaceError with none = %q, want none", got.Error)
+	}
+
 	parent := b.root(j.ID, 1, "1")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: parent.ID, Error: "parent's own"}))
 	mustOK(t, b.s.ItemColorMany(ctx, []int64{parent.ID}, []float64{50}))

@@ -59,11 +59,32 @@ func testOutputs(t *testing.T, b *bundle) {
 	checkBytes(t, "output value", got[0].Value, `{"n":1}`)
 	checkTime(t, "output CreatedAt", got[0].CreatedAt, b.now)
 
-	// OutputDelete removes one (item, kind) and nothing else; deleting what is not there is fine.
-	mustOK(t, b.s.OutputDelete(ctx, store.OutputDeleteParams{ItemID: i1.ID, Kind: "error"}))
-	mustOK(t, b.s.OutputDelete(ctx, store.OutputDeleteParams{ItemID: i3.ID, Kind: "error"}))
+	// OutputSupersede moves one (item, kind) to the item's history and nothing else;
+	// superseding what is not there is fine (false).
+	later := b.at(time.Hour)
+	if !must(b.s.OutputSupersede(ctx, store.OutputSupersedeParams{ItemID: i1.ID, Kind: "error", Now: later}))(t) {
+		t.Error("OutputSupersede of an output = false")
+	}
+	if must(b.s.OutputSupersede(ctx, store.OutputSupersedeParams{ItemID: i3.ID, Kind: "error", Now: later}))(t) {
+		t.Error("OutputSupersede of no output = true")
+	}
 	if got, want := list(store.OutputListParams{JobID: j1.ID}), []key{{i1.ID, "document"}, {i2.ID, "document"}}; !slices.Equal(got, want) {
-		t.Errorf("after OutputDelete: %v, want %v", got, want)
+		t.Errorf("after OutputSupersede: %v, want %v", got, want)
+	}
+	hist := must(b.s.OutputHistoryList(ctx, i1.ID))(t)
+	if len(hist) != 1 || hist[0].Kind != "error" || hist[0].ItemID != i1.ID || hist[0].JobID != j1.ID {
+		t.Fatalf("OutputHistoryList = %+v, want the superseded error", hist)
+	}
+	checkTime(t, "superseded output CreatedAt", hist[0].CreatedAt, b.now)
+	checkTime(t, "superseded output SupersededAt", hist[0].SupersededAt, later)
+	// The kind can be put again, and superseded again: the history keeps both, in order.
+	mustOK(t, b.s.OutputPut(ctx, store.OutputPutParams{ItemID: i1.ID, JobID: j1.ID, Kind: "error", Value: []byte(`{"n":2}`), Now: later}))
+	must(b.s.OutputSupersede(ctx, store.OutputSupersedeParams{ItemID: i1.ID, Kind: "error", Now: b.at(2 * time.Hour)}))(t)
+	if hist := must(b.s.OutputHistoryList(ctx, i1.ID))(t); len(hist) != 2 || string(hist[1].Value) != `{"n":2}` {
+		t.Errorf("OutputHistoryList after a second supersede = %+v", hist)
+	}
+	if none := must(b.s.OutputHistoryList(ctx, i2.ID))(t); len(none) != 0 {
+		t.Errorf("OutputHistoryList of an item with none = %+v", none)
 	}
 }
 

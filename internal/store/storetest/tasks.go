@@ -536,4 +536,32 @@ func testTaskRetry(t *testing.T, b *bundle) {
 			t.Errorf("retried task leased at attempt %d, want 2", tk.Attempt)
 		}
 	}
+
+	// A complete task goes back to blocked (the collector of a retried item): never leased,
+	// then ready again at its attempt, its bound kept when MaxAttempts is 0.
+	block := func(tk *store.Task, max int) bool {
+		t.Helper()
+		return must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: tk.ID, MaxAttempts: max, Now: later, Blocked: true}))(t)
+	}
+	if block(running, 5) {
+		t.Error("TaskRetry to blocked of a running task = true")
+	}
+	if !block(done, 5) {
+		t.Fatal("TaskRetry to blocked of a complete task = false")
+	}
+	if got := b.getTask(done.ID); got.State != store.TaskBlocked || got.Attempt != 1 || got.MaxAttempts != 5 {
+		t.Errorf("blocked task = %+v, want blocked, attempt 1 of 5", got)
+	}
+	if n := b.lease("q", 10, "w", later.Add(time.Hour)); len(n) != 0 {
+		t.Errorf("leased %v with only a blocked task ready-less", taskIDs(n))
+	}
+	if !retry(done, 0, later) {
+		t.Fatal("TaskRetry of a blocked task = false")
+	}
+	if got := b.getTask(done.ID); got.State != store.TaskReady || got.MaxAttempts != 5 {
+		t.Errorf("unblocked task = %+v, want ready, attempt bound 5 kept", got)
+	}
+	if leased := b.lease("q", 10, "w", later); len(leased) != 1 || leased[0].ID != done.ID || leased[0].Attempt != 2 {
+		t.Errorf("leased after the unblock: %+v, want task %d at attempt 2", leased, done.ID)
+	}
 }

@@ -265,7 +265,7 @@ func testJobReopen(t *testing.T, b *bundle) {
 	}{
 		{"failed", store.JobFailed, true},
 		{"complete", store.JobComplete, true},
-		{"canceled", store.JobCanceled, false},
+		{"canceled", store.JobCanceled, true},
 		{"running", "", false},
 	} {
 		j := b.job("")
