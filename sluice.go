@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 30 * time.Second
 	}
-	ncfg := node.Config{DataDir: cfg.DataDir, Engine: true, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
+	ncfg := node.Config{DataDir: cfg.DataDir, Engine: true, Drain: cfg.StopGrace, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
 		Actions: cfg.Actions, Remote: map[string]bool{}}
 	for _, r := range cfg.Remote {
 		ncfg.Remote[r] = true

@@ -153,10 +153,13 @@ func wantsHelp(args []string) bool {
 
 func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }
 
+// defaultDrain is --drain's default: how long running tasks may finish on SIGTERM.
+const defaultDrain = 30 * time.Second
+
 // globalFlags are the flags every command takes, with whether each takes a value: they may come
 // before the command and between a command and its subcommand too (`sluice --data D token
 // create`, `sluice token --data D create`).
-var globalFlags = map[string]bool{"data": true, "database": true, "blobs": true, "lease": true, "v": false,
+var globalFlags = map[string]bool{"data": true, "database": true, "blobs": true, "lease": true, "drain": true, "v": false,
 	"max-item-depth": true, "max-job-items": true, "config": true, "log-format": true}
 
 // hoistGlobals moves global flags written before the command name, or between a command and its
@@ -168,7 +171,7 @@ func hoistGlobals(args []string) ([]string, error) {
 			name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 			takes, ok := globalFlags[name]
 			if !ok {
-				return fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, -v, --log-format, --config, --max-item-depth, --max-job-items)", args[0])
+				return fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, --drain, -v, --log-format, --config, --max-item-depth, --max-job-items)", args[0])
 			}
 			n := 1
 			if takes && !hasValue {
@@ -240,7 +243,9 @@ type common struct {
 	database string
 	blobs    string
 	lease    time.Duration
-	verbose  bool
+	// drain is how long running tasks may finish on SIGTERM/SIGINT (--drain, SLUICE_DRAIN).
+	drain   time.Duration
+	verbose bool
 	// egressAllow and egressDeny are the egress policy's rules: SLUICE_EGRESS_ALLOW and
 	// SLUICE_EGRESS_DENY for every command, replaced by --egress-allow and --egress-deny on the
 	// commands that run workflows (addEgressFlags).
@@ -320,6 +325,16 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.BoolVar(&c.verbose, "v", false, "log engine events to stderr")
 	fs.StringVar(&c.database, "database", os.Getenv("SLUICE_DATABASE"), "a postgres:// URL to share state between processes (default: the data dir's SQLite file)")
 	fs.DurationVar(&c.lease, "lease", 0, "task lease duration: how soon a dead process's tasks are taken over (default 30s)")
+	c.drain = defaultDrain
+	if v := os.Getenv("SLUICE_DRAIN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			c.envErr = usagef("SLUICE_DRAIN=%q: want a positive duration such as 30s", v)
+		} else {
+			c.drain = d
+		}
+	}
+	fs.DurationVar(&c.drain, "drain", c.drain, "on SIGTERM or SIGINT, how long running tasks may finish before they are canceled and their leases released for another process")
 	fs.IntVar(&c.maxDepth, "max-item-depth", 0, "the deepest a job's item tree may grow; a child deeper fails its task with a named error (default 64)")
 	fs.Int64Var(&c.maxItems, "max-job-items", 0, "how many items a job may make (per process); past it a child fails its task with a named error (default 10,000,000)")
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
@@ -416,7 +431,10 @@ func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	if !oneOf(c.logFormat, "", "text", "json") {
 		return node.Config{}, usagef("--log-format must be text or json, not %q", c.logFormat)
 	}
-	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems,
+	if c.drain <= 0 {
+		return node.Config{}, usagef("--drain must be positive, not %s", c.drain)
+	}
+	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, Drain: c.drain, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems,
 		Fileset: c.fileset, OpenS3: openFilesS3}
 	pol, err := c.egress()
 	if err != nil {

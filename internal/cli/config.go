@@ -24,7 +24,7 @@ const ConfigFile = "sluice.yaml"
 var flagEnv = map[string]string{
 	"data": "SLUICE_DATA", "database": "SLUICE_DATABASE", "blobs": "SLUICE_BLOBS", "config": "SLUICE_CONFIG",
 	"log-format": "SLUICE_LOG_FORMAT", "egress-allow": "SLUICE_EGRESS_ALLOW", "egress-deny": "SLUICE_EGRESS_DENY",
-	"host-delay": "SLUICE_HOST_DELAY",
+	"host-delay": "SLUICE_HOST_DELAY", "drain": "SLUICE_DRAIN",
 }
 
 // configPath returns the configuration file of the flag set: --config, or sluice.yaml in the

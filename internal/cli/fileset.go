@@ -124,7 +124,7 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "job %d: %s\n", job.ID, plural(total, "request"))
 	n.Start(ctx)
 	final, err := func() (*store.Job, error) {
-		defer n.Stop(10 * time.Second)
+		defer n.Stop(n.Drain())
 		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {
 			return filesetLine(p, total, n.Fileset.Downloaded())
 		}, nil)

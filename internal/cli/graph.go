@@ -87,7 +87,7 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "graph job %d: %s %s from %s\n", job.ID, req.Type, strings.Join(req.Roots, " "), req.Source)
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	// The graph's counts are read with the job's progress, in the background (see watchJob).
 	var counts atomic.Pointer[graph.Counts]
 	final, err := watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {

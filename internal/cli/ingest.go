@@ -89,7 +89,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 // speaks of inputs, documents and bytes.
 func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	c := &ingestCounts{n: n, jobID: jobID}
 	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *store.Job) string {
 		return ingestLine(p, job.TotalBytes, c.get())

@@ -97,7 +97,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 		}
 		if here {
 			n.Start(ctx)
-			defer n.Stop(10 * time.Second)
+			defer n.Stop(n.Drain())
 		}
 		s, err := waitSheetStatus(ctx, n, id, objects.StatusUploaded)
 		if err != nil {
@@ -130,7 +130,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 			}
 			if here {
 				n.Start(ctx)
-				defer n.Stop(10 * time.Second)
+				defer n.Stop(n.Drain())
 			}
 			if err := followSheet(ctx, e, n, id); err != nil {
 				return err

@@ -93,7 +93,7 @@ func runResume(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	for _, j := range jobs {
 		fmt.Fprintf(e.stderr, "resuming job %d (%s)\n", j.ID, j.WorkflowName)
 		if _, err := waitJob(ctx, e, n, j.ID); err != nil {
@@ -329,7 +329,7 @@ func putFile(ctx context.Context, n *node.Node, path string) (string, int64, err
 // follow starts the workers (if not yet) and waits for the job, printing progress.
 func follow(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
 	n.Start(ctx)
-	defer n.Stop(10 * time.Second)
+	defer n.Stop(n.Drain())
 	return waitJob(ctx, e, n, jobID)
 }
 

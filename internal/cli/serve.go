@@ -25,7 +25,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:7080", "address to listen on (loopback by default)")
 	remote := fs.String("remote", "", "comma-separated actions handed to remote workers instead of running in process (e.g. Pdf,Office)")
 	roots := fs.String("path-root", "", "comma-separated directories jobs may name server-side paths under, and s3://bucket/prefix locations sheets' files may be read from")
-	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running tasks may take to finish before they are released")
 	limits := limitFlags(fs)
 	c.addEgressFlags(fs)
 	c.addFilesetFlags(fs)
@@ -93,14 +92,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(e.stderr, "shutting down: no new leases, finishing running tasks")
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	fmt.Fprintf(e.stderr, "shutting down: no new leases; running tasks may finish for %s, then are canceled and released\n", n.Drain())
+	sctx, cancel := context.WithTimeout(context.Background(), n.Drain())
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		fmt.Fprintln(e.stderr, "shut down the HTTP server:", err)
 	}
 	wp.Stop()
-	n.Stop(*grace)
+	n.Stop(n.Drain())
+	fmt.Fprintln(e.stderr, "stopped")
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -308,7 +308,7 @@ func runDBWorker(ctx context.Context, e *env, c *common, actions string) error {
 	n.Start(ctx)
 	fmt.Fprintf(e.stderr, "worker %s running (actions: %s)\n", n.Worker.Owner(), orAll(actions))
 	<-ctx.Done()
-	n.Stop(30 * time.Second)
+	n.Stop(n.Drain())
 	return nil
 }
 

@@ -74,6 +74,9 @@ type Config struct {
 	// leader reaps expired leases every third of it, and followers try to take over leadership
 	// as often, at most every 5s.
 	LeaseDuration time.Duration
+	// Drain is how long running tasks may finish when the context given to [Node.Start] ends
+	// before they are canceled and their leases released; see worker.Config. Defaults to 30s.
+	Drain time.Duration
 	// GCInterval is how often the maintenance leader deletes unreferenced blobs; negative
 	// disables it. See maintenance.Config. Defaults to 6h.
 	GCInterval time.Duration
@@ -128,6 +131,7 @@ type Node struct {
 	lock        *os.File
 	records     *subprocess.Records // engine processes' running converters
 	log         *slog.Logger
+	drain       time.Duration
 
 	mu        sync.Mutex
 	listeners []Listener
@@ -242,6 +246,9 @@ func LockDataDir(dir string) (*os.File, error) {
 // Open opens the installation. With cfg.Engine it also takes the lock, reclaims orphaned tasks
 // and creates (but does not start) the worker.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Drain <= 0 {
+		cfg.Drain = 30 * time.Second
+	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = "sluice-data"
 	}
@@ -262,7 +269,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		fcfg.Publish = true
 	}
 	d := newDomains(cfg.Egress, fcfg, cfg.OpenS3)
-	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
+	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, drain: cfg.Drain, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
 		Graph: d.graph, Fileset: d.fileset, Objects: d.objects}
 	for _, a := range cfg.Actions {
 		if _, dup := n.Catalog.Lookup(a.Spec().Name); dup || a.Spec().Name == "" {
@@ -370,7 +377,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		w = worker.New(worker.Config{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger, Concurrency: cfg.Concurrency,
 			TempDir: tmp, MaxBatch: cfg.MaxBatch, Queues: cfg.Queues, LeaseDuration: cfg.LeaseDuration,
-			PollInterval: cfg.PollInterval, Metrics: cfg.Metrics})
+			PollInterval: cfg.PollInterval, Metrics: cfg.Metrics, Drain: cfg.Drain})
 		n.Worker = w
 		lease := cfg.LeaseDuration
 		if lease <= 0 {
@@ -476,7 +483,12 @@ func (n *Node) unlisten() {
 	}
 }
 
-// waiting up to grace for running tasks.
+// Drain returns how long running tasks may finish when the node stops ([Config.Drain]).
+func (n *Node) Drain() time.Duration { return n.drain }
+
+// Stop stops the node's sources, listeners, maintenance and workers: the worker stops leasing,
+// lets running tasks finish for up to grace, then cancels them and releases their leases
+// ([worker.Worker.Stop]).
 func (n *Node) Stop(grace time.Duration) {
 	n.stopSources()
 	n.unlisten()

@@ -62,16 +62,38 @@ type committer struct {
 	// read the job as failed and settled an item without its collector.
 	excl sync.RWMutex
 	wg   sync.WaitGroup
+
+	// Stopping (see stop): once closed is set no op is accepted; closing wakes the senders
+	// blocked on a full queue, senders counts those between the check of closed and their
+	// send, and stopped is closed once the lanes have exited and every op accepted has been
+	// reported. An op is thus either refused or reported: nothing waits on a committer that
+	// is gone.
+	mu       sync.Mutex
+	closed   bool
+	closing  chan struct{}
+	senders  sync.WaitGroup
+	stopped  chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
 }
+
+// ErrStopped is the error of a write submitted to a worker that has stopped, or that was
+// still queued when it stopped: it was not committed.
+var ErrStopped = errors.New("worker stopped: the write was not committed")
 
 // busyGap is how recent the last commit must be for the committer to count as busy.
 const busyGap = 20 * time.Millisecond
 
 func newCommitter(e *engine.Engine, log *slog.Logger, maxBatch int, linger time.Duration, lanes int) *committer {
-	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), first: make(chan op, 16), max: maxBatch, linger: linger, lanes: max(lanes, 1)}
+	return &committer{e: e, log: log, ops: make(chan op, maxBatch*2), first: make(chan op, 16), max: maxBatch, linger: linger, lanes: max(lanes, 1),
+		closing: make(chan struct{}), stopped: make(chan struct{})}
 }
 
+// start starts the lanes. They run until stop, whatever becomes of ctx: a write queued while
+// the process shuts down (a result of a task that finished in the drain, a lease released) is
+// still committed.
 func (c *committer) start(ctx context.Context) {
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for range c.lanes {
 		c.wg.Add(1)
 		go func() {
@@ -103,10 +125,25 @@ func (c *committer) doLazy(ctx context.Context, fn func(t *engine.Tx) error) err
 }
 
 func (c *committer) enqueue(ctx context.Context, o op) error {
+	return c.send(ctx, c.ops, o)
+}
+
+// send puts o on queue q, unless the committer is stopping ([ErrStopped]) or ctx ends.
+func (c *committer) send(ctx context.Context, q chan op, o op) error {
 	o.span = trace.SpanContextFromContext(ctx)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrStopped
+	}
+	c.senders.Add(1)
+	c.mu.Unlock()
+	defer c.senders.Done()
 	select {
-	case c.ops <- o:
+	case q <- o:
 		return nil
+	case <-c.closing:
+		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -122,18 +159,10 @@ func (c *committer) do(ctx context.Context, fn func(t *engine.Tx) error) error {
 // past the leases' end.
 func (c *committer) doFirst(ctx context.Context, fn func(t *engine.Tx) error) error {
 	done := make(chan error, 1)
-	o := op{fn: fn, done: done, span: trace.SpanContextFromContext(ctx)}
-	select {
-	case c.first <- o:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-done:
+	if err := c.send(ctx, c.first, op{fn: fn, done: done}); err != nil {
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return c.wait1(ctx, done)
 }
 
 // doExclusive is do for an op that commits with no other lane's transaction open.
@@ -148,11 +177,25 @@ func (c *committer) await(ctx context.Context, o op) error {
 	if err := c.enqueue(ctx, o); err != nil {
 		return err
 	}
+	return c.wait1(ctx, done)
+}
+
+// wait1 waits for the outcome of an accepted op. Every accepted op is reported before stopped
+// is closed; the check of stopped is a guard, so that no caller can wait forever on a
+// committer that is gone.
+func (c *committer) wait1(ctx context.Context, done chan error) error {
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-c.stopped:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ErrStopped
+		}
 	}
 }
 
@@ -340,4 +383,29 @@ const maxRetries = 5
 // with the backoff (0.1 s doubling to 2 s), about a minute.
 const unavailableTries = 35
 
-func (c *committer) wait() { c.wg.Wait() }
+// stop stops the committer: it refuses new ops, commits those already queued, waits for its lanes
+// to exit, and reports [ErrStopped] to any op left. Safe to call more than once, and before start.
+func (c *committer) stop() {
+	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.closing)
+		c.senders.Wait() // no op can be queued after this
+		if c.cancel != nil {
+			c.cancel() // the lanes commit what is queued (drain) and exit
+		}
+		c.wg.Wait()
+		for { // left by lanes that never started, or exited on their own
+			select {
+			case o := <-c.first:
+				o.report(ErrStopped)
+			case o := <-c.ops:
+				o.report(ErrStopped)
+			default:
+				close(c.stopped)
+				return
+			}
+		}
+	})
+}

@@ -80,7 +80,9 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 	return out
 }
 
-func (w *Worker) dispatch(ctx context.Context) {
+// dispatch leases tasks until ctx ends, and runs them under run, which outlives ctx while
+// running tasks drain (see Worker.Stop).
+func (w *Worker) dispatch(ctx, run context.Context) {
 	queues := w.queues(ctx)
 	refresh := time.Now()
 	w.slots.serve(queues, true)
@@ -97,9 +99,9 @@ func (w *Worker) dispatch(ctx context.Context) {
 		// Held batches first: they start at once, in goroutines of their own, while a written
 		// lease waits for the committer and its round trips (on a new connection, for the plan
 		// of its first pick: 4–8 ms when a worker starts, which held batches waited for).
-		leased := w.hold(ctx, queues)
+		leased := w.hold(run, queues)
 		w.check(ctx) // after: the batches take the pool's idle connections first
-		n, err := w.lease(ctx, queues)
+		n, err := w.lease(ctx, run, queues)
 		leased += n
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("lease tasks", "error", err)
@@ -157,7 +159,7 @@ func (w *Worker) check(ctx context.Context) {
 
 // lease leases tasks for every queue with free slots that is not idle, in one statement, starts
 // them and returns how many.
-func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
+func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error) {
 	wants, mark := w.slots.wants(queues)
 	if len(wants) == 0 {
 		return 0, nil
@@ -220,7 +222,7 @@ func (w *Worker) lease(ctx context.Context, queues []queueInfo) (int, error) {
 	}
 	for _, t := range got {
 		w.tasks.Add(1)
-		go w.run(ctx, t, items[t.ItemID], pre[t.ID])
+		go w.run(run, t, items[t.ItemID], pre[t.ID])
 	}
 	return len(got), nil
 }

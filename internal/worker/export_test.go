@@ -1,6 +1,9 @@
 package worker
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Pages of 10: the tests page through children of an earlier attempt without making thousands.
 func init() { earlierPage = 10 }
@@ -15,4 +18,12 @@ func HeldQueues(w *Worker) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// SetAbandonAfter sets how long a stop waits for canceled tasks before abandoning them, until
+// the test ends.
+func SetAbandonAfter(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := abandonAfter
+	abandonAfter = d
+	t.Cleanup(func() { abandonAfter = old })
 }

@@ -33,7 +33,10 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 		return
 	}
 	if errors.Is(err, errStopping) {
-		w.release(t)
+		if !w.running.isAbandoned(t.ID) { // else released when it was abandoned
+			w.release(t)
+			w.drained(t, "released", nil)
+		}
 		if fin.flight != "" {
 			w.cache.land(fin.flight)
 		}
@@ -45,6 +48,15 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 		w.log.Debug("task attempt failed", "task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt, "error", err)
 	}
 	apply := w.applyResult(ctx, res, &fin)
+	if w.running.isDraining() {
+		abandoned := apply
+		apply = func(tx *engine.Tx) error {
+			if w.running.isAbandoned(t.ID) {
+				return nil // its lease was released: another process may run it by now
+			}
+			return abandoned(tx)
+		}
+	}
 	if fin.flight == "" {
 		if err := w.commit.submitAfter(context.WithoutCancel(ctx), apply, func(err error) { w.committed(ctx, res, err) }); err != nil {
 			w.committed(ctx, res, err)
@@ -63,10 +75,19 @@ func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *pre
 // longer renewed, so the maintenance leader reclaims the task as a lost attempt.
 func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 	defer w.disown(res.Task.ID)
+	t := res.Task
+	if errors.Is(err, ErrStopped) {
+		// Not committed, and nothing is any more: the task is released (abandoned) or its
+		// lease expires and the maintenance leader reclaims it.
+		if !w.running.isAbandoned(t.ID) {
+			w.taskLog(t).Warn("result not committed: the worker stopped first; the task runs again when its lease expires")
+		}
+		return
+	}
+	w.drained(t, "finished", res.Err)
 	if err == nil {
 		return
 	}
-	t := res.Task
 	fail := engine.FailedCommit(res, err)
 	log := w.log.With("job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt)
 	log.Error("commit result; the task fails", "error", err)
@@ -150,6 +171,8 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	w.running.add(t)
+	defer w.running.remove(t.ID)
 	var expired atomic.Bool
 	deadline := time.AfterFunc(timeout, func() {
 		expired.Store(true)

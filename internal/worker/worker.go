@@ -48,6 +48,10 @@ type Config struct {
 	// Metrics records each attempt's queue wait and run time and each lease renewal. Nil
 	// records nothing.
 	Metrics *metric.Set
+	// Drain is how long running tasks may take to finish when the context given to
+	// [Worker.Start] ends (a SIGTERM): then the worker stops as [Worker.Stop] does with a
+	// context that ends after Drain. Defaults to 30s.
+	Drain time.Duration
 }
 
 // Worker leases and runs tasks. Start it once; Stop is idempotent. Its methods are safe for
@@ -73,11 +77,15 @@ type Worker struct {
 	jobs  *jobWorkflows
 	stats *actionStats
 
-	cancel    context.CancelFunc
-	startOnce sync.Once
-	stopOnce  sync.Once
-	wg        sync.WaitGroup
-	tasks     sync.WaitGroup
+	// stopDispatch ends the dispatcher (no more leases); stopRenew the renewal of leases, which
+	// goes on while running tasks drain; stopTasks cancels the context every task runs under.
+	stopDispatch, stopRenew, stopTasks context.CancelFunc
+	startOnce                          sync.Once
+	stopOnce                           sync.Once
+	wg                                 sync.WaitGroup
+	tasks                              sync.WaitGroup
+	// running is what runs, for a stop's account of each task (drain.go).
+	running *running
 }
 
 // New returns a worker.
@@ -103,13 +111,16 @@ func New(cfg Config) *Worker {
 	if cfg.TempDir == "" {
 		cfg.TempDir = os.TempDir()
 	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 30 * time.Second
+	}
 	// Tools run with their attempt's directory as working directory: paths under it must not
 	// be relative to ours.
 	if abs, err := filepath.Abs(cfg.TempDir); err == nil {
 		cfg.TempDir = abs
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		slots: newSlots(heldBatches), leases: newLeases(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
+		slots: newSlots(heldBatches), leases: newLeases(), running: newRunning(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
 	if lanes <= 0 {
@@ -216,38 +227,49 @@ func (w *Worker) Do(ctx context.Context, fn func(t *engine.Tx) error) error {
 	return w.commit.doExclusive(ctx, fn)
 }
 
-// Start starts the committer, the dispatcher and the lease renewer.
-// Calling it again does nothing.
+// Start starts the committer, the dispatcher and the lease renewer. When ctx ends the worker
+// stops as [Worker.Stop] does, letting running tasks drain for [Config.Drain]; only Stop waits
+// for that. Calling it again does nothing.
 func (w *Worker) Start(ctx context.Context) {
 	w.startOnce.Do(func() {
-		ctx, w.cancel = context.WithCancel(ctx)
-		w.commit.start(ctx)
+		base := context.WithoutCancel(ctx)
+		var dctx, rctx, tctx context.Context
+		dctx, w.stopDispatch = context.WithCancel(base)
+		rctx, w.stopRenew = context.WithCancel(base)
+		tctx, w.stopTasks = context.WithCancel(base)
+		w.commit.start(base)
 		w.wg.Add(2)
-		go func() { defer w.wg.Done(); w.dispatch(ctx) }()
-		go func() { defer w.wg.Done(); w.renew(ctx) }()
+		go func() { defer w.wg.Done(); w.dispatch(dctx, tctx) }()
+		go func() { defer w.wg.Done(); w.renew(rctx) }()
+		context.AfterFunc(ctx, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), w.cfg.Drain)
+			defer cancel()
+			w.Stop(sctx)
+		})
 	})
 }
 
-// Stop stops leasing, waits for running tasks until ctx ends, then cancels the rest, and commits
-// what is queued. Tasks cut short are released for another worker without spending an attempt.
+// Stop stops the worker and returns once it has stopped; it never waits much longer than ctx.
+// It stops leasing at once and lets running tasks finish (their results are committed) until
+// ctx ends; then it cancels the tasks still running and releases their leases, without spending
+// an attempt, so that another process (or the next start) takes them at once. A task that still
+// runs abandonAfter after its cancel is abandoned: its lease is released all the same and
+// whatever it does later is never committed. The log tells what became of each task. Stop is
+// idempotent; concurrent calls wait for the first.
 func (w *Worker) Stop(ctx context.Context) {
 	w.stopOnce.Do(func() {
 		started := true
 		w.startOnce.Do(func() { started = false })
 		if !started {
+			w.commit.stop()
 			return
 		}
 		w.slots.stop()
-		done := make(chan struct{})
-		go func() { w.tasks.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			w.slots.cancelAll()
-			<-done
-		}
-		w.cancel()
+		w.stopDispatch()
+		w.drain(ctx)
+		w.stopRenew()
 		w.wg.Wait()
-		w.commit.wait()
+		w.commit.stop()
+		w.stopTasks()
 	})
 }
