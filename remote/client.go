@@ -22,6 +22,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // ErrGone is returned by [TaskHandle] methods when the server answers 404: the task was canceled,
@@ -69,7 +71,8 @@ func (c *Client) Poll(ctx context.Context, actionName string) (*TaskHandle, erro
 		return nil, nil
 	case http.StatusCreated:
 		var t TaskHandle
-		if err := json.NewDecoder(resp.Body).Decode(&t.Task); err != nil {
+		// Numbers stay json.Number: the item's metadata comes back as the user gave it.
+		if err := metadata.Decoder(resp.Body).Decode(&t.Task); err != nil {
 			return nil, fmt.Errorf("poll %s: decode task: %w", u, err)
 		}
 		t.c = c

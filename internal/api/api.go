@@ -228,7 +228,13 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			e = errf(CodeNotFound, "not found")
+			// The store names what does not exist ([store.NotFoundError]); a bare ErrNotFound
+			// says no more than the status.
+			msg := "not found"
+			if nf, ok := errors.AsType[*store.NotFoundError](err); ok {
+				msg = nf.Error()
+			}
+			e = errf(CodeNotFound, "%s", msg)
 		case errors.Is(err, context.Canceled):
 			return
 		default:

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // deadlineBody bounds the reading of a request body with the connection's read deadline. At
@@ -128,7 +129,8 @@ func readCapped(body io.Reader, max int64, what string) ([]byte, error) {
 // decodeCapped decodes a JSON body of at most max bytes into v.
 func decodeCapped(body io.Reader, max int64, what string, v any) error {
 	cr := &capReader{r: body, left: max}
-	err := json.NewDecoder(cr).Decode(v)
+	// Numbers in metadata and other free-form values stay json.Number, exactly as sent.
+	err := metadata.Decoder(cr).Decode(v)
 	switch {
 	case cr.hit:
 		return errf(CodeTooLarge, "%s may be at most %s", what, formatBytes(max))

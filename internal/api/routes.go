@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -143,9 +144,11 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// notFound turns a store's not-found into a 404 naming what the request asked for ("job 99
+// does not exist"); other errors pass.
 func notFound(err error, format string, args ...any) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return errf(CodeNotFound, format+" not found", args...)
+		return errf(CodeNotFound, format+" does not exist", args...)
 	}
 	return err
 }
@@ -189,7 +192,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 			}
 			switch part.FormName() {
 			case "job":
-				if err := json.NewDecoder(io.LimitReader(part, 1<<20)).Decode(&req); err != nil {
+				if err := metadata.Decoder(io.LimitReader(part, 1<<20)).Decode(&req); err != nil {
 					return errf(CodeBadRequest, "job part: %v", err)
 				}
 			case "file", "files":
@@ -237,7 +240,7 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 		Metadata: req.Metadata, Options: req.Options, Open: true})
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return errf(CodeNotFound, "%v", err)
+			return notFound(err, "workflow %s", store.WorkflowRef(req.Workflow, req.Version))
 		}
 		return err
 	}
@@ -725,13 +728,18 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	f, err := a.b.Engine().Fire(r.Context(), p)
+	if nm, ok := errors.AsType[*engine.NoMatchError](err); ok {
+		return errf(CodeNotFound, "%s", nm.Error())
+	}
 	switch {
 	case errors.Is(err, engine.ErrUnknownEvent):
 		return errf(CodeUnknownEvent, "%v", err)
 	case errors.Is(err, engine.ErrNoCorrelation):
 		return errf(CodeBadRequest, "%v", err)
 	case errors.Is(err, store.ErrNotFound) && req.ItemID != 0:
-		return errf(CodeNotFound, "item %d not found in job %d", req.ItemID, jobID)
+		return errf(CodeNotFound, "item %d does not exist in job %d", req.ItemID, jobID)
+	case errors.Is(err, store.ErrNotFound):
+		return notFound(err, "job %d", jobID)
 	case err != nil && req.Key != "" && strings.Contains(err.Error(), "metadata value"):
 		return errf(CodeBadRequest, "value: a string, a number or a boolean")
 	case err != nil:
@@ -741,7 +749,7 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	if out.Items == nil {
 		out.Items = []int64{}
 	}
-	// Unknown correlations and repeats are acknowledged harmlessly (DESIGN §3).
+	// Repeats are acknowledged harmlessly (DESIGN §3).
 	writeJSON(w, http.StatusAccepted, out)
 	return nil
 }

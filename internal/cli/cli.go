@@ -129,6 +129,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sluice %s: %v (wait for it to finish, or stop it)\n", c.name, err)
 			return ExitLocked
 		default:
+			if nf, ok := errors.AsType[*store.NotFoundError](err); ok {
+				// The thing named is all there is to say: the wrapping repeats it.
+				fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, nf)
+				return ExitFailed
+			}
 			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
 			return ExitFailed
 		}

@@ -10,10 +10,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/outbox"
+	"github.com/sluice-project/sluice/internal/source"
+	"github.com/sluice-project/sluice/internal/worker"
 )
 
 // ConfigFile is the configuration file read from the data dir when --config names none.
@@ -133,6 +140,21 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
+// zeroDefaults are the values the components apply for the flags whose zero value stands for
+// a default, read from the components themselves: config show prints what is in effect.
+func zeroDefaults() map[string]string {
+	fl := fileset.DefaultLimits()
+	return map[string]string{
+		"lease":           worker.DefaultLeaseDuration.String(),
+		"max-item-depth":  strconv.Itoa(engine.DefaultMaxItemDepth),
+		"max-job-items":   strconv.Itoa(engine.DefaultMaxJobItems),
+		"outbox-max":      strconv.Itoa(outbox.DefaultMaxPending),
+		"source-ack-wait": source.DefaultAckWait.String(),
+		"max-total-size":  strconv.FormatInt(fl.MaxTotalSize, 10),
+		"max-file-count":  strconv.Itoa(fl.MaxFileCount),
+	}
+}
+
 // setting is one line of `sluice config show`.
 type setting struct {
 	Name   string `json:"name"`
@@ -177,6 +199,7 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 		path = ""
 	}
 	res := configShowJSON{File: path, Settings: []setting{}}
+	defaults := zeroDefaults()
 	fset.VisitAll(func(f *flag.Flag) {
 		if f.Name == "output" || f.Name == "json" {
 			return
@@ -190,7 +213,11 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 		case flagEnv[f.Name] != "" && os.Getenv(flagEnv[f.Name]) != "":
 			src = "env"
 		}
-		res.Settings = append(res.Settings, setting{Name: f.Name, Value: maskSecrets(f.Value.String()), Source: src})
+		v := f.Value.String()
+		if d, ok := defaults[f.Name]; ok && (v == "0" || v == "0s") {
+			v = d // the component's default, which a zero stands for
+		}
+		res.Settings = append(res.Settings, setting{Name: f.Name, Value: maskSecrets(v), Source: src})
 	})
 	for _, k := range secretEnv {
 		v := "(unset)"

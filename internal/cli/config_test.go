@@ -4,8 +4,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/outbox"
+	"github.com/sluice-project/sluice/internal/source"
+	"github.com/sluice-project/sluice/internal/worker"
 )
 
 // TestConfigPrecedence: a flag beats its environment variable, which beats sluice.yaml in the
@@ -113,5 +120,54 @@ func TestHostDelaySetting(t *testing.T) {
 	t.Setenv("SLUICE_HOST_DELAY", "soon")
 	if code, _, errs := run(t, "fileset", "--data", data, "https://zenodo.org/record/1"); code == 0 || !strings.Contains(errs, "SLUICE_HOST_DELAY") {
 		t.Errorf("SLUICE_HOST_DELAY=soon: exit %d, %q; want an error naming the variable", code, errs)
+	}
+}
+
+// TestConfigShowDefaults: with nothing set, config show prints the values the components apply
+// (not the flags' zero values), and its text names the file it reads.
+func TestConfigShowDefaults(t *testing.T) {
+	clearEnv(t)
+	data := t.TempDir()
+	code, out, errs := run(t, "config", "show", "--data", data, "--output", "json")
+	if code != 0 {
+		t.Fatalf("config show: exit %d, %s", code, errs)
+	}
+	var got configShowJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	fl := fileset.DefaultLimits()
+	want := map[string]string{
+		"lease":           worker.DefaultLeaseDuration.String(),
+		"max-item-depth":  strconv.Itoa(engine.DefaultMaxItemDepth),
+		"max-job-items":   strconv.Itoa(engine.DefaultMaxJobItems),
+		"outbox-max":      strconv.Itoa(outbox.DefaultMaxPending),
+		"source-ack-wait": source.DefaultAckWait.String(),
+		"max-total-size":  strconv.FormatInt(fl.MaxTotalSize, 10),
+		"max-file-count":  strconv.Itoa(fl.MaxFileCount),
+	}
+	for _, s := range got.Settings {
+		if w, ok := want[s.Name]; ok {
+			if s.Value != w || s.Source != "default" {
+				t.Errorf("%s = %q from %s, want %q from default", s.Name, s.Value, s.Source, w)
+			}
+			delete(want, s.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("config show lacks %s", name)
+	}
+	// A value set explicitly is shown as set.
+	_, out, _ = run(t, "config", "show", "--data", data, "--lease", "2m")
+	if !strings.Contains(out, "2m0s") {
+		t.Errorf("--lease 2m not shown:\n%s", out)
+	}
+	_, out, _ = run(t, "config", "show", "--data", data)
+	if !strings.Contains(out, "none ("+ConfigFile+" in the data dir") {
+		t.Errorf("config show does not name %s:\n%s", ConfigFile, out)
+	}
+	_, help, _ := run(t, "config", "show", "-h")
+	if !strings.Contains(help, ConfigFile) || strings.Contains(help, ".toml") {
+		t.Errorf("config show -h does not name %s:\n%s", ConfigFile, help)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-project/sluice/internal/action/ingest"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -144,7 +145,7 @@ func eachEntry(ctx context.Context, n *node.Node, jobID int64, fn func(en entry)
 		switch o.Kind {
 		case ingest.KindDocument:
 			var d ingest.Document
-			if err := json.Unmarshal(o.Value, &d); err != nil {
+			if err := metadata.Unmarshal(o.Value, &d); err != nil {
 				return fmt.Errorf("decode document of item %d: %w", o.ItemID, err)
 			}
 			docs[o.ItemID] = &d
@@ -254,7 +255,7 @@ type errorEntry struct {
 func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
 	it, err := n.Store.ItemGet(ctx, id)
 	if err != nil {
-		return fmt.Errorf("document %d: %w", id, err)
+		return store.NotFound(err, "document", id)
 	}
 	var doc *ingest.Document
 	var docErr *ingest.Error
@@ -262,7 +263,7 @@ func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			doc = &ingest.Document{}
-			return json.Unmarshal(o.Value, doc)
+			return metadata.Unmarshal(o.Value, doc)
 		case ingest.KindError:
 			docErr = &ingest.Error{}
 			return json.Unmarshal(o.Value, docErr)

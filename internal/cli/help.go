@@ -110,8 +110,8 @@ func helpTexts() map[string]helpText {
 			[]string{"sluice completion zsh > \"${fpath[1]}/_sluice\""}},
 		"completion fish": {"Print the fish completion script.",
 			[]string{"sluice completion fish > ~/.config/fish/completions/sluice.fish"}},
-		"config show": {"Print the effective configuration (flags > SLUICE_* environment > sluice.toml) with secrets masked, and where each value came from.",
-			[]string{"sluice config show", "sluice --config /etc/sluice/sluice.toml config show --output json"}},
+		"config show": {"Print the effective configuration (flags > SLUICE_* environment > " + ConfigFile + " > defaults) with secrets masked, and where each value came from.",
+			[]string{"sluice config show", "sluice --config /etc/sluice/" + ConfigFile + " config show --output json"}},
 		"version": {"Print the module version and VCS revision of this binary.",
 			[]string{"sluice version", "sluice version --output json"}},
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -216,7 +218,7 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	case *itemID > 0:
 		it, err := n.Store.ItemGet(ctx, *itemID)
 		if err != nil {
-			return fmt.Errorf("item %d: %w", *itemID, err)
+			return err
 		}
 		p.JobID, p.ItemID = it.JobID, it.ID
 	case *jobIDf > 0 && *key != "":
@@ -226,16 +228,33 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 		}
 		str, _ := json.Marshal(v)
 		p.JobID, p.Key, p.Value = *jobIDf, k, str
-		// A value that reads as a number or a boolean matches one too, as well as the string.
+		// A value that reads as a number or a boolean matches one too, as well as the string;
+		// one that is a quoted JSON string matches that string.
+		var alt []byte
 		var x any
-		if json.Unmarshal([]byte(v), &x) == nil {
+		if metadata.Unmarshal([]byte(v), &x) == nil {
 			switch x.(type) {
-			case float64, bool:
-				q := p
-				q.Value = []byte(v)
-				if _, err := n.Engine.Fire(ctx, q); err != nil {
+			case json.Number, bool:
+				alt = []byte(v)
+			case string:
+				p.Value = []byte(v)
+			}
+		}
+		if alt != nil {
+			q := p
+			q.Value = alt
+			f, err := n.Engine.Fire(ctx, q)
+			if _, none := errors.AsType[*engine.NoMatchError](err); err != nil && !none {
+				return err
+			}
+			if err == nil {
+				// Matched as typed: the string form fires too where it matches, and need not.
+				if g, err := n.Engine.Fire(ctx, p); err == nil {
+					f.Items, f.Fired = append(f.Items, g.Items...), f.Fired+g.Fired
+				} else if _, none := errors.AsType[*engine.NoMatchError](err); !none {
 					return err
 				}
+				return printFired(e, pos[0], f)
 			}
 		}
 	case *jobIDf > 0 && body != nil:
@@ -247,11 +266,12 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(f.Items) == 0 {
-		fmt.Fprintf(e.stdout, "no item of job %d matches; event acknowledged, nothing fired\n", p.JobID)
-		return nil
-	}
-	fmt.Fprintf(e.stdout, "fired %s on %d of %d items %v (the others had it already)\n", pos[0], f.Fired, len(f.Items), f.Items)
+	return printFired(e, pos[0], f)
+}
+
+// printFired says what an event fire did.
+func printFired(e *env, event string, f *engine.Fired) error {
+	fmt.Fprintf(e.stdout, "fired %s on %d of %d items %v (the others had it already)\n", event, f.Fired, len(f.Items), f.Items)
 	return nil
 }
 

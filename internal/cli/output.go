@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -180,14 +181,14 @@ type documentShowJSON struct {
 func showDocumentJSON(ctx context.Context, e *env, n *node.Node, id int64) error {
 	it, err := n.Store.ItemGet(ctx, id)
 	if err != nil {
-		return fmt.Errorf("document %d: %w", id, err)
+		return store.NotFound(err, "document", id)
 	}
 	var out documentShowJSON
 	err = eachOutputOfItem(ctx, n, it, func(o *store.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			var doc ingest.Document
-			if err := json.Unmarshal(o.Value, &doc); err != nil {
+			if err := metadata.Unmarshal(o.Value, &doc); err != nil {
 				return err
 			}
 			ie := indexFor(it, &doc, it.Text)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -107,9 +108,9 @@ func jsonObject(flagName, s string) (map[string]any, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(s), &m); err != nil {
-		return nil, usagef("%s must be a JSON object: %v", flagName, err)
+	m, err := metadata.Decode([]byte(s))
+	if err != nil {
+		return nil, usagef("%s must be a JSON object, such as '{\"key\": \"value\"}'", flagName)
 	}
 	return m, nil
 }

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"sort"
+	"strings"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -36,11 +40,122 @@ type Fired struct {
 // says how the event correlates.
 var ErrNoCorrelation = errors.New("no step declares how the event correlates (correlate:)")
 
+// NoMatchError is returned by [Engine.Fire] when a metadata key and value, or a body, select no
+// item of the job: nothing fired, and the caller most likely mistyped the key. Waiting names the
+// items that wait for the event and the keys they may be sent by.
+type NoMatchError struct {
+	JobID   int64
+	Event   string
+	Waiting []WaitingItem // at most [maxWaitingListed]
+}
+
+// WaitingItem is an item waiting for an external event, with its correlation keys
+// ([CorrelationKeys]).
+type WaitingItem struct {
+	ID   int64    `json:"id"`
+	Name string   `json:"name"`
+	Keys []string `json:"keys"`
+}
+
+func (e *NoMatchError) Error() string {
+	if len(e.Waiting) == 0 {
+		return fmt.Sprintf("no item of job %d matches the event %q, and none waits for it", e.JobID, e.Event)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "no item of job %d matches the event %q; the items waiting for it are", e.JobID, e.Event)
+	for i, w := range e.Waiting {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " item %d", w.ID)
+		if len(w.Keys) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(w.Keys, ", "))
+		}
+	}
+	return b.String()
+}
+
+// maxWaitingListed bounds the waiting items a [NoMatchError] lists.
+const maxWaitingListed = 20
+
+// WaitingFor returns the open items of the job with a step that needs the external event, which
+// has not fired on them, and that has not run: the items the event may be sent to. It reads at
+// most limit open items.
+func (e *Engine) WaitingFor(ctx context.Context, jobID int64, event string, limit int) ([]WaitingItem, error) {
+	job, err := e.store.JobGet(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	def, _, err := e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	if err != nil {
+		return nil, err
+	}
+	var needing []string // the steps that need the event
+	for _, s := range def.Steps {
+		if slices.Contains(s.Needs, event) {
+			needing = append(needing, s.Name)
+		}
+	}
+	if len(needing) == 0 {
+		return nil, nil
+	}
+	open, err := e.store.ItemList(ctx, store.ItemListParams{JobID: jobID, States: []string{store.ItemWritten}, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	var out []WaitingItem
+	for _, it := range open {
+		fired, err := e.store.EventListByItem(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(fired, event) {
+			continue
+		}
+		tasks, err := e.store.TaskListByItem(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(needing, func(step string) bool {
+			return !slices.ContainsFunc(tasks, func(t *store.Task) bool { return t.Step == step })
+		}) {
+			out = append(out, WaitingItem{ID: it.ID, Name: it.Name, Keys: CorrelationKeys(it.Metadata)})
+		}
+	}
+	return out, nil
+}
+
+// CorrelationKeys turns an item's stored metadata into the key=value lines an event may be sent
+// by, sorted: the values that are a string, a number or a boolean, written as `sluice event fire
+// --key` and the job page read them back (a string that reads as JSON, "01234" aside, is quoted).
+func CorrelationKeys(md []byte) []string {
+	m, err := metadata.Decode(md)
+	if err != nil {
+		return nil
+	}
+	var keys []string
+	for k, v := range m {
+		switch v := v.(type) {
+		case string:
+			if json.Valid([]byte(v)) {
+				q, _ := json.Marshal(v)
+				v = string(q)
+			}
+			keys = append(keys, k+"="+v)
+		case json.Number, bool:
+			keys = append(keys, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // fireBatch bounds the items fired on in one transaction.
 const fireBatch = 500
 
-// Fire fires an external event on the items of a job that p selects (see [FireParams]). An
-// unknown correlation fires nothing and is no error; repeats are harmless (DESIGN §3).
+// Fire fires an external event on the items of a job that p selects (see [FireParams]).
+// Repeats are harmless (DESIGN §3); a key and value, or a body, that select no item fire nothing
+// and return a [*NoMatchError] naming the items that wait for the event.
 func (e *Engine) Fire(ctx context.Context, p FireParams) (*Fired, error) {
 	job, err := e.store.JobGet(ctx, p.JobID)
 	if err != nil {
@@ -55,7 +170,7 @@ func (e *Engine) Fire(ctx context.Context, p FireParams) (*Fired, error) {
 	}
 	var body any
 	if len(p.Body) > 0 {
-		if err := json.Unmarshal(p.Body, &body); err != nil {
+		if err := metadata.Unmarshal(p.Body, &body); err != nil {
 			return nil, fmt.Errorf("event body is not JSON: %w", err)
 		}
 	}
@@ -125,7 +240,7 @@ func (e *Engine) Fire(ctx context.Context, p FireParams) (*Fired, error) {
 				continue
 			}
 			switch v.(type) {
-			case string, float64, bool:
+			case string, json.Number, bool:
 			default:
 				continue // an object or a list correlates with nothing
 			}
@@ -136,6 +251,14 @@ func (e *Engine) Fire(ctx context.Context, p FireParams) (*Fired, error) {
 		}
 	default:
 		return nil, errors.New("fire: give an item, a metadata key and value, or a body")
+	}
+	if len(order) == 0 {
+		// A key or a body that selects nothing is a mistake to show, not a harmless repeat.
+		waiting, err := e.WaitingFor(ctx, p.JobID, p.Event, 200)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &NoMatchError{JobID: p.JobID, Event: p.Event, Waiting: waiting[:min(len(waiting), maxWaitingListed)]}
 	}
 	out := &Fired{Items: order}
 	for start := 0; start < len(order); start += fireBatch {

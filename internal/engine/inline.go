@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -19,25 +20,35 @@ func ActionItem(it *store.Item) action.Item {
 	ai := action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
 		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.BlobSHA256, HasText: it.HasText,
 		HasThumbnail: it.ThumbnailSHA != "", Error: it.Error, NChildren: it.NChildren}
-	ai.Metadata, ai.Options = jsonObject(it.Metadata), jsonObject(it.Options)
+	ai.Metadata, ai.Options = metadataObject(it.Metadata), jsonObject(it.Options)
 	return ai
 }
 
-// jsonObject decodes a stored JSON object, never nil. Most items have none ("{}"), and the
-// items of one job share their options: a flat object is decoded once (a few hundred at most are
-// kept) and each caller gets its own copy.
-func jsonObject(raw []byte) map[string]any {
+// jsonObject decodes a stored JSON object of options, never nil; numbers are float64. Most
+// items have none ("{}"), and the items of one job share their options: a flat object is
+// decoded once (a few hundred at most are kept) and each caller gets its own copy.
+func jsonObject(raw []byte) map[string]any { return cachedObject(raw, false) }
+
+// metadataObject decodes stored metadata, never nil, numbers as json.Number ([metadata.Decode]):
+// what an action reads, publishes or passes on comes out as the user gave it.
+func metadataObject(raw []byte) map[string]any { return cachedObject(raw, true) }
+
+func cachedObject(raw []byte, exact bool) map[string]any {
 	if len(raw) == 0 || string(raw) == "{}" {
 		return map[string]any{}
 	}
 	if len(raw) > 256 {
-		return decodeObject(raw)
+		return decodeObject(raw, exact)
+	}
+	key := string(raw)
+	if exact {
+		key = "\x00" + key // not JSON: the two decodings never share an entry
 	}
 	objects.Lock()
-	m, ok := objects.m[string(raw)]
+	m, ok := objects.m[key]
 	objects.Unlock()
 	if !ok {
-		m = decodeObject(raw)
+		m = decodeObject(raw, exact)
 		for _, v := range m {
 			switch v.(type) {
 			case map[string]any, []any:
@@ -48,7 +59,7 @@ func jsonObject(raw []byte) map[string]any {
 		if len(objects.m) >= 512 {
 			clear(objects.m)
 		}
-		objects.m[string(raw)] = m
+		objects.m[key] = m
 		objects.Unlock()
 	}
 	return maps.Clone(m)
@@ -60,7 +71,14 @@ var objects = struct {
 	m map[string]map[string]any
 }{m: map[string]map[string]any{}}
 
-func decodeObject(raw []byte) map[string]any {
+func decodeObject(raw []byte, exact bool) map[string]any {
+	if exact {
+		m, err := metadata.Decode(raw)
+		if err != nil {
+			return map[string]any{}
+		}
+		return m
+	}
 	var m map[string]any
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		return map[string]any{}

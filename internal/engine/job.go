@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -266,14 +267,15 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 
 // unmarshalObjects decodes a row's stored metadata and options, which children and roots inherit:
 // a row that does not decode is reported, not inherited as nothing.
-func unmarshalObjects(metadata []byte, md *map[string]any, options []byte, opts *map[string]any) error {
-	if len(metadata) > 0 {
-		if err := json.Unmarshal(metadata, md); err != nil {
+func unmarshalObjects(raw []byte, md *map[string]any, options []byte, opts *map[string]any) error {
+	// Numbers stay json.Number: what is inherited is encoded again, and must come out as it went in.
+	if len(raw) > 0 {
+		if err := metadata.Unmarshal(raw, md); err != nil {
 			return fmt.Errorf("decode metadata: %w", err)
 		}
 	}
 	if len(options) > 0 {
-		if err := json.Unmarshal(options, opts); err != nil {
+		if err := metadata.Unmarshal(options, opts); err != nil {
 			return fmt.Errorf("decode options: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -35,7 +36,7 @@ func renderKey(src string, it *store.Item) (string, error) {
 		return "", err
 	}
 	return tm.Render(when.Item{Depth: it.Depth, Name: it.Name, ContentType: it.ContentType,
-		Metadata: jsonObject(it.Metadata), Options: jsonObject(it.Options)})
+		Metadata: metadataObject(it.Metadata), Options: jsonObject(it.Options)})
 }
 
 // ClaimKey returns the key a task of the step claims on the item, with its scope: tasks of
@@ -79,7 +80,7 @@ type claimResult struct {
 // without running its action.
 func ReuseClaim(res *Result, recorded []byte, s *workflow.Step) error {
 	var cr claimResult
-	if err := json.Unmarshal(recorded, &cr); err != nil {
+	if err := metadata.Unmarshal(recorded, &cr); err != nil {
 		return fmt.Errorf("decode the result of claim: %w", err)
 	}
 	res.Metadata, res.Outputs, res.ContentType = cr.Metadata, cr.Outputs, cr.ContentType

@@ -170,7 +170,7 @@ func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
 		return nil
 	}
 	view := when.Item{Depth: it.Depth, Name: it.Name, ContentType: it.ContentType,
-		Metadata: jsonObject(it.Metadata), Options: jsonObject(it.Options)}
+		Metadata: metadataObject(it.Metadata), Options: jsonObject(it.Options)}
 	for _, s := range def.Steps {
 		cond := p.conds[s.Name]
 		if cond == nil || cond.Eval(view) {

@@ -83,7 +83,7 @@ func (t *tx) publishTask(it *store.Item, task *store.Task, state, itemErr string
 		if !rule.Selects(outcome) {
 			continue
 		}
-		md := jsonObject(it.Metadata)
+		md := metadataObject(it.Metadata)
 		maps.Copy(md, r.Metadata)
 		t.pubs = append(t.pubs, Publication{Rule: rule, RuleIndex: i, Workflow: def.Name, WorkflowVersion: job.WorkflowVersion,
 			JobID: job.ID, JobKey: job.Key, ItemID: it.ID, ItemName: it.Name, Metadata: md, Step: s.Name, Action: s.Action,
@@ -108,7 +108,7 @@ func (t *tx) publishEvent(def *workflow.Definition, job *store.Job, it *store.It
 			continue
 		}
 		t.pubs = append(t.pubs, Publication{Rule: rule, RuleIndex: i, Workflow: def.Name, WorkflowVersion: job.WorkflowVersion,
-			JobID: job.ID, JobKey: job.Key, ItemID: it.ID, ItemName: it.Name, Metadata: jsonObject(it.Metadata),
+			JobID: job.ID, JobKey: job.Key, ItemID: it.ID, ItemName: it.Name, Metadata: metadataObject(it.Metadata),
 			Outcome: event, Event: true, Error: it.Error})
 	}
 	return nil

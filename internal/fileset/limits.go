@@ -16,6 +16,9 @@ type Limits struct {
 	MaxManifest int
 }
 
+// DefaultLimits returns the limits a zero [Limits] stands for.
+func DefaultLimits() Limits { return Limits{}.withDefaults() }
+
 func (l Limits) withDefaults() Limits {
 	if l.MaxTotalSize <= 0 {
 		l.MaxTotalSize = 64 << 30

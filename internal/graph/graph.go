@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -186,15 +187,10 @@ func strs(md map[string]any, k string) []string {
 	return out
 }
 
-// intOf reads a JSON number of metadata (a float64) as an int64.
+// intOf reads a JSON number of metadata as an int64.
 func intOf(md map[string]any, k string) int64 {
-	switch v := md[k].(type) {
-	case float64:
-		return int64(v)
-	case int64:
-		return v
-	case int:
-		return int64(v)
+	if f, ok := metadata.Float(md[k]); ok {
+		return int64(f)
 	}
 	return 0
 }

@@ -381,7 +381,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Worker = w
 		lease := cfg.LeaseDuration
 		if lease <= 0 {
-			lease = 30 * time.Second
+			lease = worker.DefaultLeaseDuration
 		}
 		// A store several processes share elects one leader by lock; otherwise this process is
 		// the only engine (the data dir's lock) and leads.

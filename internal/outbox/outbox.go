@@ -34,6 +34,9 @@ const DomainName = "outbox"
 //go:embed migrations
 var migrations embed.FS
 
+// DefaultMaxPending is the bound on a sink's undelivered messages of a [Config] that sets none.
+const DefaultMaxPending = 1_000_000
+
 // Config configures an [Outbox].
 type Config struct {
 	Store  store.Store
@@ -42,7 +45,8 @@ type Config struct {
 	// relays: its messages wait in the outbox (and count towards MaxPending).
 	Sinks map[string]sink.Sink
 	// MaxPending bounds the undelivered messages of a sink; beyond it new messages are dropped
-	// and counted (sluice_outbox_dropped_total), with an error logged. Defaults to 1,000,000.
+	// and counted (sluice_outbox_dropped_total), with an error logged. Defaults to
+	// [DefaultMaxPending].
 	MaxPending int
 	// BatchSize is how many messages the relay sends at once. Defaults to 500.
 	BatchSize int
@@ -94,7 +98,7 @@ func New(cfg Config) *Outbox {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 1_000_000
+		cfg.MaxPending = DefaultMaxPending
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500

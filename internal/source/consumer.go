@@ -15,13 +15,16 @@ import (
 	"github.com/sluice-project/sluice/internal/sink"
 )
 
+// DefaultAckWait is the acknowledgement wait of a [ConsumerConfig] that sets none.
+const DefaultAckWait = 30 * time.Second
+
 // ConsumerConfig configures a [Consumer].
 type ConsumerConfig struct {
 	Spec    *Spec
 	Handler *Handler
 	Logger  *slog.Logger
 	// AckWait is how long JetStream waits for an acknowledgement before redelivering a
-	// message (to this or another consumer process). Defaults to 30s.
+	// message (to this or another consumer process). Defaults to [DefaultAckWait].
 	AckWait time.Duration
 	// Batch is how many messages one fetch asks for. Defaults to 100.
 	Batch int
@@ -44,7 +47,7 @@ func NewConsumer(cfg ConsumerConfig) *Consumer {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.AckWait <= 0 {
-		cfg.AckWait = 30 * time.Second
+		cfg.AckWait = DefaultAckWait
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100

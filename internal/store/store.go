@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -40,6 +41,47 @@ var (
 	// ErrUnsupported is returned by a call the driver cannot make (see Capabilities).
 	ErrUnsupported = errors.New("store: not supported by this driver")
 )
+
+// NotFoundError is the error of a read by id of a row that does not exist, in plain words:
+// "job 99 does not exist". errors.Is(err, [ErrNotFound]) holds for it. Drivers return it from
+// the reads by id (JobGet, ItemGet, TaskGet, WorkflowGet and their locking forms), so every
+// caller, whatever it prints, names the thing the user asked for.
+type NotFoundError struct {
+	Kind string // "job", "item", "task", "workflow"
+	ID   string // the id as the user gave it: "99", "docs version 3"
+}
+
+func (e *NotFoundError) Error() string { return e.Kind + " " + e.ID + " does not exist" }
+
+// Is reports whether target is [ErrNotFound].
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// WorkflowRef names a workflow's version for a [NotFoundError]: "\"docs\"" for the latest
+// (version 0), "\"docs\" version 3".
+func WorkflowRef(name string, version int) string {
+	if version == 0 {
+		return strconv.Quote(name)
+	}
+	return strconv.Quote(name) + " version " + strconv.Itoa(version)
+}
+
+// NotFoundFrom returns [ErrNotFound] for a driver's no-rows error: the cause stays in the chain
+// (errors.Is finds it) but not in the text, which users may see.
+func NotFoundFrom(cause error) error { return noRows{cause} }
+
+type noRows struct{ cause error }
+
+func (e noRows) Error() string   { return ErrNotFound.Error() }
+func (e noRows) Unwrap() []error { return []error{ErrNotFound, e.cause} }
+
+// NotFound returns a [NotFoundError] for the kind and id when err is [ErrNotFound] (a caller
+// may so rename what a driver named: the item a user knows as a document), else err.
+func NotFound(err error, kind string, id any) error {
+	if errors.Is(err, ErrNotFound) {
+		return &NotFoundError{Kind: kind, ID: fmt.Sprint(id)}
+	}
+	return err
+}
 
 // Item states (DESIGN §2).
 const (

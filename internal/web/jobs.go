@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -379,12 +380,14 @@ func (w *Web) fireEvent(rw http.ResponseWriter, r *http.Request, s *session) err
 	return w.jobAction(rw, r, s, "events", "event", body)
 }
 
-// metadataValue reads a typed value: a JSON number, boolean or quoted string, else the text.
+// metadataValue reads a typed value: a JSON number (kept exact), boolean or quoted string, else
+// the text ("01234" stays a string). The form offers the waiting items' keys written so
+// ([engine.CorrelationKeys]).
 func metadataValue(v string) any {
 	var x any
-	if json.Unmarshal([]byte(v), &x) == nil {
+	if metadata.Unmarshal([]byte(v), &x) == nil {
 		switch x.(type) {
-		case float64, bool, string:
+		case json.Number, bool, string:
 			return x
 		}
 	}

@@ -2,13 +2,12 @@ package web
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -192,21 +191,7 @@ func (w *Web) waitingSteps(ctx context.Context, j *store.Job, now time.Time) ([]
 
 // metadataKeys turns an item's metadata into key=value lines, sorted; values that are not a
 // string, number or boolean are left out (an event cannot be sent by them).
-func metadataKeys(md []byte) []string {
-	var m map[string]any
-	if json.Unmarshal(md, &m) != nil {
-		return nil
-	}
-	var keys []string
-	for k, v := range m {
-		switch v.(type) {
-		case string, float64, bool:
-			keys = append(keys, fmt.Sprintf("%s=%v", k, v))
-		}
-	}
-	sort.Strings(keys)
-	return keys
-}
+func metadataKeys(md []byte) []string { return engine.CorrelationKeys(md) }
 
 func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {

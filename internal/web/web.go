@@ -191,7 +191,9 @@ func (w *Web) handle(fn func(rw http.ResponseWriter, r *http.Request) error) htt
 func (w *Web) fail(rw http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
 	if !errors.As(err, &he) {
-		if errors.Is(err, store.ErrNotFound) {
+		if nf, ok := errors.AsType[*store.NotFoundError](err); ok {
+			he = &httpError{http.StatusNotFound, nf.Error()}
+		} else if errors.Is(err, store.ErrNotFound) {
 			he = &httpError{http.StatusNotFound, "not found"}
 		} else {
 			w.log.Error("web request", "method", r.Method, "path", r.URL.Path, "error", err)

@@ -1,6 +1,7 @@
 package when
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -340,6 +341,10 @@ func (n *unop) eval(it *Item) (any, error) {
 		if n.op == "-" {
 			return -v, nil
 		}
+	case json.Number:
+		if f, ok := number(v); ok && n.op == "-" {
+			return -f, nil
+		}
 	}
 	return nil, errEval
 }
@@ -474,7 +479,8 @@ func (n *binop) eval(it *Item) (any, error) {
 	return c >= 0, nil
 }
 
-// number returns a numeric value as a float64: int64 from the condition, float64 from JSON.
+// number returns a numeric value as a float64: int64 from the condition, json.Number from
+// metadata (float64 from other JSON).
 func number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case int64:
@@ -483,6 +489,9 @@ func number(v any) (float64, bool) {
 		return float64(n), true
 	case float64:
 		return n, true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
 	}
 	return 0, false
 }

@@ -1,6 +1,7 @@
 package when
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -110,6 +111,8 @@ func (t *Template) Render(it Item) (string, error) {
 			b.WriteString(strconv.FormatBool(v))
 		case int64:
 			b.WriteString(strconv.FormatInt(v, 10))
+		case json.Number:
+			b.WriteString(v.String()) // as the user wrote it: a 20-digit id stays whole
 		case float64:
 			if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 				b.WriteString(strconv.FormatInt(int64(v), 10))

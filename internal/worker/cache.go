@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -143,7 +144,7 @@ func (c *convCache) get(ctx context.Context, key string, out *output, replayErro
 		return false, err
 	}
 	var ef effects
-	if err := json.Unmarshal(raw, &ef); err != nil {
+	if err := metadata.Unmarshal(raw, &ef); err != nil {
 		c.land(key)
 		return false, nil
 	}

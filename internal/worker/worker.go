@@ -20,6 +20,10 @@ import (
 	"github.com/sluice-project/sluice/internal/metric"
 )
 
+// DefaultLeaseDuration is the task lease of a [Config] that sets none: how soon a dead
+// process's tasks are taken over.
+const DefaultLeaseDuration = 30 * time.Second
+
 // Config configures a [Worker].
 type Config struct {
 	Engine *engine.Engine
@@ -31,7 +35,8 @@ type Config struct {
 	Queues []string
 	// Concurrency overrides an action's default concurrency by action name.
 	Concurrency map[string]int
-	// LeaseDuration is how long a lease lasts without renewal. Defaults to 30s; renewed every third of it.
+	// LeaseDuration is how long a lease lasts without renewal. Defaults to [DefaultLeaseDuration];
+	// renewed every third of it.
 	LeaseDuration time.Duration
 	// PollInterval bounds how long an idle worker waits before looking for work that another
 	// process (or a retry's run_after) made ready. Defaults to 1s.
@@ -97,7 +102,7 @@ func New(cfg Config) *Worker {
 		cfg.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
 	if cfg.LeaseDuration <= 0 {
-		cfg.LeaseDuration = 30 * time.Second
+		cfg.LeaseDuration = DefaultLeaseDuration
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second

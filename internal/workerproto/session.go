@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/textclean"
 	"github.com/sluice-project/sluice/remote"
@@ -571,7 +572,7 @@ func (s *Server) taskJSON(ctx context.Context, r *http.Request, ss *session) ([]
 	t := Task{ID: ss.id, URL: scheme + "://" + r.Host + s.cfg.Prefix + "/" + ss.name + "/" + ss.id,
 		File:        remote.File{Filename: it.Name, ContentType: it.ContentType, Metadata: map[string]any{}},
 		Traceparent: ss.trace.parent()}
-	_ = json.Unmarshal(it.Metadata, &t.Metadata)
+	t.Metadata, _ = metadata.Decode(it.Metadata)
 	if t.Metadata == nil {
 		t.Metadata = map[string]any{}
 	}

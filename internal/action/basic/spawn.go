@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // NewSpawn returns the `spawn` action, which creates empty children: as many as its setting
@@ -47,7 +48,7 @@ func (spawn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return nil
 }
 
-// spawnCount reads `count`, or the metadata `children`; numbers from JSON arrive as float64.
+// spawnCount reads `count`, or the metadata `children` (a json.Number).
 func spawnCount(t *action.Task) (int, error) {
 	v, ok := t.With["count"]
 	from := "setting count"
@@ -58,15 +59,8 @@ func spawnCount(t *action.Task) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("spawn %q: no setting count and no metadata children", t.Item.Name)
 	}
-	var f float64
-	switch x := v.(type) {
-	case int:
-		f = float64(x)
-	case int64:
-		f = float64(x)
-	case float64:
-		f = x
-	default:
+	f, ok := metadata.Float(v)
+	if !ok {
 		return 0, fmt.Errorf("spawn %q: %s is %T, not a number", t.Item.Name, from, v)
 	}
 	if f < 0 || f > maxSpawn || f != math.Trunc(f) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -59,7 +60,7 @@ func (ingestAction) Run(ctx context.Context, t *action.Task, out action.Output) 
 		return nil
 	}
 	doc := Document{Title: it.Name, Metadata: it.Metadata}
-	if v, ok := it.Metadata["page_number"].(float64); ok {
+	if v, ok := metadata.Int(it.Metadata["page_number"]); ok {
 		doc.PageNumber = int(v)
 	}
 	if v, ok := it.Metadata["is_from_ocr"].(bool); ok {

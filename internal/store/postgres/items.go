@@ -93,7 +93,7 @@ func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*st
 func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
 	it, err := scanItem(q.c.QueryRow(ctx, qItemGet, id), true)
 	if err != nil {
-		return nil, fmt.Errorf("get item %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("get item %d: %w", id, err), "item", id)
 	}
 	return it, nil
 }
@@ -103,7 +103,7 @@ func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
 func (q *queries) ItemLock(ctx context.Context, id int64) (*store.Item, error) {
 	it, err := scanItem(q.c.QueryRow(ctx, qItemLock, id), false)
 	if err != nil {
-		return nil, fmt.Errorf("lock item %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("lock item %d: %w", id, err), "item", id)
 	}
 	return it, nil
 }

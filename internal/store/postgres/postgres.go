@@ -680,7 +680,7 @@ func mapErr(err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		return store.NotFoundFrom(err)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation

@@ -198,7 +198,7 @@ func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*s
 	}
 	wf, err := scanWorkflow(row)
 	if err != nil {
-		return nil, fmt.Errorf("get workflow %q v%d: %w", name, version, err)
+		return nil, store.NotFound(fmt.Errorf("get workflow %q v%d: %w", name, version, err), "workflow", store.WorkflowRef(name, version))
 	}
 	return wf, nil
 }
@@ -293,7 +293,7 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 	}
 	j, err := scanJob(q.c.QueryRow(ctx, qJobGet, id))
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("get job %d: %w", id, err), "job", id)
 	}
 	return j, nil
 }
@@ -303,7 +303,7 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
 	j, err := scanJob(q.c.QueryRow(ctx, qJobLock, id))
 	if err != nil {
-		return nil, fmt.Errorf("lock job %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("lock job %d: %w", id, err), "job", id)
 	}
 	return j, nil
 }

@@ -118,7 +118,7 @@ func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (boo
 func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 	t, err := scanTask(q.c.QueryRow(ctx, qTaskGet, id))
 	if err != nil {
-		return nil, fmt.Errorf("get task %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("get task %d: %w", id, err), "task", id)
 	}
 	return t, nil
 }

@@ -79,7 +79,7 @@ func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*st
 func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
 	it, err := scanItem(q.wrow(ctx, `SELECT `+itemCols+` FROM items WHERE id = ?`, id), false)
 	if err != nil {
-		return nil, fmt.Errorf("get item %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("get item %d: %w", id, err), "item", id)
 	}
 	return it, nil
 }
@@ -87,7 +87,7 @@ func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
 func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
 	it, err := scanItem(q.rrow(ctx, `SELECT `+itemCols+`, text FROM items WHERE id = ?`, id), true)
 	if err != nil {
-		return nil, fmt.Errorf("get item %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("get item %d: %w", id, err), "item", id)
 	}
 	return it, nil
 }

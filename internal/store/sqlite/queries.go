@@ -161,7 +161,7 @@ func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*s
 	var created int64
 	err := q.r.QueryRowContext(ctx, query, args...).Scan(&wf.Name, &wf.Version, &wf.Digest, &def, &src, &created)
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("get workflow %q v%d: %w", name, version, err))
+		return nil, store.NotFound(mapErr(fmt.Errorf("get workflow %q v%d: %w", name, version, err)), "workflow", store.WorkflowRef(name, version))
 	}
 	wf.Definition, wf.Source, wf.CreatedAt = []byte(def), []byte(src), fromMicros(created)
 	return &wf, nil
@@ -229,7 +229,7 @@ func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*stor
 func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 	j, err := scanJob(q.rrow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("get job %d: %w", id, err), "job", id)
 	}
 	return j, nil
 }
@@ -238,7 +238,7 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
 	j, err := scanJob(q.wrow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
 	if err != nil {
-		return nil, fmt.Errorf("lock job %d: %w", id, err)
+		return nil, store.NotFound(fmt.Errorf("lock job %d: %w", id, err), "job", id)
 	}
 	return j, nil
 }

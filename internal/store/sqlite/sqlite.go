@@ -251,7 +251,7 @@ func mapErr(err error) error {
 		return nil
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		return store.NotFoundFrom(err)
 	}
 	if err := markFull(err); errors.Is(err, store.ErrFull) {
 		return err

@@ -152,17 +152,28 @@ function newJobForm() {
     if (document.getElementById("opt-split").checked) options.split_by_page = true;
     const lang = document.getElementById("opt-lang").value.trim();
     if (lang) options.lang = lang;
-    const metadata = {};
+    // key=value keeps the value a string as typed ("01234" stays "01234"); key:=JSON types it.
+    // The JSON is passed on as written, never through a JavaScript number: a 20-digit id
+    // stays whole.
+    const fields = [];
     for (const line of document.getElementById("metadata").value.split("\n")) {
       const i = line.indexOf("=");
       if (i <= 0) continue;
-      const k = line.slice(0, i).trim(), v = line.slice(i + 1).trim();
-      let val = v;
-      if (/^-?\d+(\.\d+)?$/.test(v)) val = Number(v);
-      else if (v === "true" || v === "false") val = v === "true";
-      metadata[k] = val;
+      const typed = line[i - 1] === ":";
+      const k = line.slice(0, typed ? i - 1 : i).trim(), v = line.slice(i + 1).trim();
+      if (!k) continue;
+      if (typed) {
+        try { JSON.parse(v); } catch (_) {
+          status.textContent = `Metadata ${k}:= is not JSON: write key=value for text.`;
+          return;
+        }
+        fields.push(JSON.stringify(k) + ":" + v);
+      } else {
+        fields.push(JSON.stringify(k) + ":" + JSON.stringify(v));
+      }
     }
-    const job = JSON.stringify({ workflow: document.getElementById("workflow").value, options, metadata });
+    const head = JSON.stringify({ workflow: document.getElementById("workflow").value, options });
+    const job = head.slice(0, -1) + ',"metadata":{' + fields.join(",") + "}}";
     const fd = new FormData();
     fd.append("job", new Blob([job], { type: "application/json" }), "job.json");
     for (const r of rows) fd.append("file", r.file, r.file.name);
