@@ -131,14 +131,14 @@ func newCell(t *testing.T, o op, p path) *cell {
 func (c *cell) start(t *testing.T) {
 	t.Helper()
 	// Not t.Context(): it ends before the cleanups run, and the node must stop in order.
-	r, err := startNode(context.Background(), c.at, c.path, c.b)
+	r, err := startNode(context.Background(), c.at, c.path, c.b, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.r = r
 	t.Cleanup(func() {
 		c.b.unblock()
-		r.stop(5 * time.Second)
+		r.stop()
 	})
 }
 
@@ -165,8 +165,8 @@ type view struct {
 	// Docs and Errors are the item's outputs of each kind; Reason is its error output's message.
 	Docs, Errors int
 	Reason       string
-	// Attempts are the runs of its work step, in order.
-	Attempts []*store.Attempt
+	// Attempts are the runs of its work step, in order, from the item's history.
+	Attempts []engine.Attempt
 	// WorkState is the state of its work step's task ("" when it has none yet).
 	WorkState string
 }
@@ -231,8 +231,14 @@ func look(t *testing.T, e *engine.Engine, jobID int64) *jobView {
 				t.Errorf("item %s has two work tasks", it.Name)
 			}
 			iv.WorkState = tk.State
-			if iv.Attempts, err = db.AttemptList(ctx, tk.ID); err != nil {
-				t.Fatal(err)
+		}
+		history, err := e.ItemHistory(ctx, it.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range history {
+			if a.Step == "work" {
+				iv.Attempts = append(iv.Attempts, a)
 			}
 		}
 	}
@@ -315,9 +321,9 @@ func attempts(t *testing.T, v *jobView, name string, errs ...string) {
 	var got []string
 	for _, a := range it.Attempts {
 		got = append(got, a.Error)
-		if a.StartedAt.IsZero() || a.FinishedAt.Before(a.StartedAt) || a.Owner == "" {
-			t.Errorf("item %s attempt %d: start %v, end %v, worker %q; want a start, an end after it and a worker",
-				name, a.Attempt, a.StartedAt, a.FinishedAt, a.Owner)
+		if a.StartedAt.IsZero() || a.FinishedAt.Before(a.StartedAt) || a.Worker == "" {
+			t.Errorf("item %s attempt %d (%s): start %v, end %v, worker %q; want a start, an end after it and a worker",
+				name, a.Attempt, a.State, a.StartedAt, a.FinishedAt, a.Worker)
 		}
 	}
 	ok := len(got) == len(errs)

@@ -238,15 +238,16 @@ type where struct {
 // worker-protocol server and remote workers polling it.
 type running struct {
 	n    *node.Node
-	stop func(grace time.Duration)
+	stop func()
 }
 
 // startNode opens and starts a node on w with the path's actions, as `sluice serve` does:
 // workers in process, the worker protocol served over HTTP, and for the remote path four remote
-// workers polling it.
-func startNode(ctx context.Context, w where, p path, b *behaviour) (*running, error) {
+// workers polling it. Its stop function stops it as serve does on SIGTERM: no new leases,
+// running tasks given drain to finish, then canceled and released.
+func startNode(ctx context.Context, w where, p path, b *behaviour, drain time.Duration) (*running, error) {
 	cfg := node.Config{DataDir: w.Data, Engine: true, Actions: p.actions(b), PollInterval: 20 * time.Millisecond,
-		GCInterval: time.Hour}
+		GCInterval: time.Hour, Drain: drain}
 	if w.Driver == "postgres" {
 		desc := w.Store
 		cfg.OpenStore = func(ctx context.Context) (store.Store, error) { return enginetest.OpenChildStore(ctx, desc) }
@@ -278,13 +279,13 @@ func startNode(ctx context.Context, w where, p path, b *behaviour) (*running, er
 			go func() { defer workers.Done(); remoteWorker(wctx, c, b) }()
 		}
 	}
-	return &running{n: n, stop: func(grace time.Duration) {
+	return &running{n: n, stop: func() {
 		stopWorkers()
 		workers.Wait()
 		hs.CloseClientConnections()
 		hs.Close()
 		wp.Stop()
-		n.Stop(grace)
+		n.Stop(n.Drain())
 		cancel()
 		n.Close()
 	}}, nil

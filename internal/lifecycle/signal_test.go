@@ -244,11 +244,11 @@ func runChild(spec string) int {
 }
 
 func childRun(ctx context.Context, s childSpec, b *behaviour, lines chan<- string) error {
-	r, err := startNode(context.Background(), s.At, s.Path, b)
+	r, err := startNode(context.Background(), s.At, s.Path, b, grace)
 	if err != nil {
 		return err
 	}
-	defer r.stop(grace)
+	defer r.stop()
 	job, err := startJob(ctx, r.n, s.Path.workflow(false, s.Path.gated()), signalItems, s.Path.contents("r0", "r1"))
 	if err != nil {
 		return err
