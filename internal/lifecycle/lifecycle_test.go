@@ -318,13 +318,16 @@ func attempts(t *testing.T, v *jobView, name string, errs ...string) {
 		t.Errorf("no item %s", name)
 		return
 	}
-	var got []string
+	var got, incomplete []string
 	for _, a := range it.Attempts {
 		got = append(got, a.Error)
 		if a.StartedAt.IsZero() || a.FinishedAt.Before(a.StartedAt) || a.Worker == "" {
-			t.Errorf("item %s attempt %d (%s): start %v, end %v, worker %q; want a start, an end after it and a worker",
-				name, a.Attempt, a.State, a.StartedAt, a.FinishedAt, a.Worker)
+			incomplete = append(incomplete, fmt.Sprintf("%d (%s): start %s, end %s, worker %q", a.Attempt, a.State,
+				a.StartedAt.Format(time.StampMicro), a.FinishedAt.Format(time.StampMicro), a.Worker))
 		}
+	}
+	if len(incomplete) > 0 {
+		t.Errorf("item %s's history lacks a start, an end after it or the worker of attempts %s", name, strings.Join(incomplete, "; "))
 	}
 	ok := len(got) == len(errs)
 	for i := 0; ok && i < len(errs); i++ {

@@ -262,7 +262,7 @@ func startNode(ctx context.Context, w where, p path, b *behaviour, drain time.Du
 	// Short leases, as for the node's own tasks: a remote task a killed server handed out comes
 	// back within seconds, not its default two minutes.
 	wp := workerproto.New(workerproto.Config{Backend: backend, PollInterval: 20 * time.Millisecond, LongPoll: time.Second,
-		IdleTimeout: time.Second, LeaseDuration: 2 * time.Second})
+		IdleTimeout: 3 * time.Second, LeaseDuration: 6 * time.Second})
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	hs := httptest.NewServer(wp.Handler())
 	rctx, cancel := context.WithCancel(ctx)
