@@ -368,9 +368,19 @@ func names(n int) []string {
 }
 
 // ran checks that the path's own code did the work: the remote worker or the in-process action
-// ran for every item that needed it, and the cache answered all but one item with one content.
+// ran for every item that needed it, the cache answered all but one item with one content, a
+// held batch ran its tasks with their rows still ready and an ordinary lease with its row
+// running.
 func ran(t *testing.T, c *cell, items []string) {
 	t.Helper()
+	want := map[path]string{local: store.TaskRunning, held: store.TaskReady}[c.path]
+	c.b.mu.Lock()
+	for n, got := range c.b.rows {
+		if got != want {
+			t.Errorf("work ran on %s with its task's row %s; want %s on the %s path", n, got, want, c.path)
+		}
+	}
+	c.b.mu.Unlock()
 	if c.path == cached {
 		if n := c.b.totalRuns(); n == 0 || n >= len(items) {
 			t.Errorf("work ran %d times for %d items of one content; want replays from the cache", n, len(items))

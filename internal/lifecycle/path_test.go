@@ -95,11 +95,14 @@ type behaviour struct {
 	started func(name string)
 	runs    map[string]int // work's runs by item name
 	gone    int            // remote tasks answered 404 while held
+	// rows are the states work saw its own task's row in, by item name (see probe).
+	rows map[string]string
+	db   store.Store
 }
 
 func newBehaviour() *behaviour {
 	return &behaviour{fail: map[string]string{}, block: map[string]bool{}, release: make(chan struct{}),
-		runs: map[string]int{}, started: func(string) {}}
+		runs: map[string]int{}, rows: map[string]string{}, started: func(string) {}}
 }
 
 func (b *behaviour) setFail(name, msg string) {
@@ -164,6 +167,24 @@ func (b *behaviour) hold(ctx context.Context, name string) error {
 	}
 }
 
+// probe records the state of the task's row as the action runs, read on a connection of its
+// own: a held batch runs its tasks with their rows still ready (their leases are the rows'
+// locks), an ordinary lease with its row running.
+func (b *behaviour) probe(ctx context.Context, t *action.Task) {
+	b.mu.Lock()
+	db := b.db
+	b.mu.Unlock()
+	state := "unknown"
+	if db != nil {
+		if row, err := db.TaskGet(ctx, t.ID); err == nil {
+			state = row.State
+		}
+	}
+	b.mu.Lock()
+	b.rows[t.Item.Name] = state
+	b.mu.Unlock()
+}
+
 // work runs the step under test: it fails the item when told to, waits while it is blocked
 // (never on a gated path: the gate holds those) and succeeds otherwise.
 func (b *behaviour) work(ctx context.Context, name string) error {
@@ -216,6 +237,9 @@ func (p path) actions(b *behaviour) []action.Action {
 	acts := []action.Action{gate}
 	if p != remotePath {
 		acts = append(acts, &fakeAction{spec: spec, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+			if p == local || p == held {
+				b.probe(ctx, t)
+			}
 			if err := b.work(ctx, t.Item.Name); err != nil {
 				return err
 			}
@@ -258,6 +282,9 @@ func startNode(ctx context.Context, w where, p path, b *behaviour, drain time.Du
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
+	b.db = n.Store
+	b.mu.Unlock()
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	// Short leases, as for the node's own tasks: a remote task a killed server handed out comes
 	// back within seconds, not its default two minutes.
