@@ -6,11 +6,26 @@
 //
 // Each cell runs a small job through a node (the composition `sluice serve` and `sluice run`
 // use, the worker protocol served over HTTP) and asserts only what a user sees: the job's state
-// and progress (item counts by state, the fraction done), each item's state and error, the
-// job's outputs (a document per item that succeeded, an error output with its reason per item
-// that did not) and the attempt history of the step under test. None of it names how a task
-// runs, so the matrix holds whatever the engine's core becomes. SIGTERM and SIGKILL cells run
-// the node in a child process (this test binary again) and signal it.
+// and fraction done, each item's error, the job's outputs (a document per item that succeeded,
+// an error output with its reason per item that did not) and the summary `sluice run` prints of
+// them (documents, errors, reasons counted), and the item's history (every attempt of the step
+// under test, with its start, end, error and worker). None of it names how a task runs, so the
+// matrix holds whatever the engine's core becomes; each cell only checks, where a user could
+// tell, that its path was taken (the cache answered, a held batch held). SIGTERM and SIGKILL
+// cells run the node in a child process (this test binary again) and signal it.
+//
+// What it guarantees, per op, on every path and driver:
+//   - retry: an item's error and error output stay until a new result replaces them; every
+//     attempt stays in its history; an item that fails again shows its error again, one that
+//     succeeds its document and, before it, its failed attempt.
+//   - cancel: every item not yet processed is settled with the error "canceled", an error
+//     output counted in the summary; a remote worker holding a task gets 404; the job ends
+//     canceled with its true fraction; a retry re-runs the canceled items to the end.
+//   - SIGTERM: the process stops within its drain and a little more, leaving no task running;
+//     the next start completes the job, nothing lost or doubled.
+//   - SIGKILL: the next start completes the job; every item has exactly one result.
+//   - event by key, by body: the event advances exactly the matching item; firing it again
+//     changes nothing; a key or body matching no item is an error ([engine.NoMatchError]).
 //
 // Cells that cannot exist are listed in [impossible] with the reason, and skip saying it.
 package lifecycle
