@@ -240,6 +240,11 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 				out.pending.Wait()
 				err = out.failed()
 			}
+			if err != nil && ctx.Err() != nil {
+				// The stop canceled it, most often while it waited on another task's flight:
+				// released like a running task, no attempt spent.
+				return errStopping
+			}
 			return err
 		}
 		fin.flight = key // landed by run, after the result commits
