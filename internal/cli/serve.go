@@ -69,7 +69,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
-	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader,
 		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics, Fileset: n.Fileset})
@@ -83,8 +82,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	ui := web.New(web.Config{Backend: backend, Tokens: tokens, API: a.Handler(), Logger: log})
 	srv := a.Server()
 	srv.Handler = ui.Handler()
-	n.Start(ctx)
-	wp.Start(ctx)
+	// On SIGTERM the remote workers may report their tasks through the drain: the HTTP server
+	// stops only once the protocol server gave back what they still hold.
+	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks, Drain: wp.Drain, Stop: func() {
+		wp.Stop()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			fmt.Fprintln(e.stderr, "shut down the HTTP server:", err)
+		}
+	}})
+	// Not stopped by ctx: the stop below drains in order (n.Stop), which the worker's own stop
+	// on ctx would race.
+	n.Start(context.WithoutCancel(ctx))
+	wp.Start(context.WithoutCancel(ctx))
 	toks, _ := tokens.List()
 	fmt.Fprintf(e.stderr, "sluice serving on http://%s (data %s, %d tokens)\n", ln.Addr(), c.data, len(toks))
 	if len(toks) == 0 {
@@ -98,12 +109,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	case <-ctx.Done():
 	}
 	fmt.Fprintf(e.stderr, "shutting down: no new leases; running tasks may finish for %s, then are canceled and released\n", n.Drain())
-	sctx, cancel := context.WithTimeout(context.Background(), n.Drain())
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		fmt.Fprintln(e.stderr, "shut down the HTTP server:", err)
-	}
-	wp.Stop()
 	n.Stop(n.Drain())
 	fmt.Fprintln(e.stderr, "stopped")
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -152,10 +152,16 @@ type Node struct {
 }
 
 // Listener hears about tasks made ready and tasks to cancel, for components outside the
-// in-process worker (the remote worker protocol server).
+// in-process worker (the remote worker protocol server), and stops with the node.
 type Listener struct {
 	Wake   func()
 	Cancel func(taskIDs []int64)
+	// Drain, when set, is called by [Node.Stop] alongside the worker's drain: it stops handing
+	// out tasks and lets those handed out finish until ctx ends.
+	Drain func(ctx context.Context)
+	// Stop, when set, is called by [Node.Stop] once every drain ended, while the worker's
+	// writer still runs: it gives back the tasks still handed out.
+	Stop func()
 }
 
 // Listen adds a listener.
@@ -496,18 +502,34 @@ func (n *Node) unlisten() {
 // Drain returns how long running tasks may finish when the node stops ([Config.Drain]).
 func (n *Node) Drain() time.Duration { return n.drain }
 
-// Stop stops the node's sources, listeners, maintenance and workers: the worker stops leasing,
-// lets running tasks finish for up to grace, then cancels them and releases their leases
-// ([worker.Worker.Stop]).
+// Stop stops the node's sources, listeners, maintenance and workers: the worker and the
+// listeners' drains stop leasing and let running tasks finish for up to grace, together; then the
+// worker cancels its tasks still running and releases their leases ([worker.Worker.Stop]), and
+// the listeners give back theirs ([Listener.Stop]) before the worker's writer stops.
 func (n *Node) Stop(grace time.Duration) {
 	n.stopSources()
 	n.unlisten()
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var drains sync.WaitGroup
+	n.each(func(l Listener) {
+		if l.Drain != nil {
+			drains.Go(func() { l.Drain(ctx) })
+		}
+	})
 	if n.Worker != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), grace)
-		defer cancel()
+		n.Worker.Drain(ctx)
+	}
+	drains.Wait()
+	n.each(func(l Listener) {
+		if l.Stop != nil {
+			l.Stop()
+		}
+	})
+	if n.Worker != nil {
 		n.Worker.Stop(ctx)
 	}
 	if n.Fleet != nil {

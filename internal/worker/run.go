@@ -179,7 +179,13 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		cancel()
 	})
 	defer deadline.Stop()
-	w.slots.run(t.ID, cancel)
+	if w.slots.run(t.ID, cancel) {
+		// Its job's cancel came between its lease and now, and found no run to cancel: the
+		// job's state tells whether it was this attempt's (a retry may have run it again since).
+		if job, err := w.e.Store().JobGet(ctx, t.JobID); err == nil && job.State != store.JobRunning {
+			cancel()
+		}
+	}
 
 	at := &action.Task{ID: t.ID, JobID: t.JobID, Step: t.Step, Action: t.Action, Attempt: t.Attempt, With: step.With,
 		Item: engine.ActionItem(it)}
@@ -239,6 +245,11 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 			if err == nil {
 				out.pending.Wait()
 				err = out.failed()
+			}
+			if err != nil && ctx.Err() != nil {
+				// The stop canceled it, most often while it waited on another task's flight:
+				// released like a running task, no attempt spent.
+				return errStopping
 			}
 			return err
 		}

@@ -32,6 +32,10 @@ type slots struct {
 	stopping bool
 	inflight map[string]int
 	running  map[int64]context.CancelFunc
+	// missed are the tasks a cancel named while they had no cancel func: leased as their job
+	// was canceled (the cancel lists the running tasks once the lease committed), their run not
+	// yet begun. Some are other processes' tasks, or ended already: bounded by clearing it.
+	missed   map[int64]struct{}
 	idle     map[string]bool
 	unknown  map[string]bool // brief queues to check before a held batch
 	brief    map[string]bool // the brief queues (see [slots.serve])
@@ -45,7 +49,7 @@ type slots struct {
 }
 
 func newSlots(heldMax int) *slots {
-	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
+	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, missed: map[int64]struct{}{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
 		heldMark: map[string]wakeMark{}}
 }
 
@@ -260,11 +264,16 @@ func (s *slots) holding() bool {
 	return s.held > 0
 }
 
-// run records how to cancel a running task.
-func (s *slots) run(id int64, cancel context.CancelFunc) {
+// run records how to cancel a running task. It reports whether a cancel named the task before
+// (see missed): then the caller checks whether its job still runs.
+func (s *slots) run(id int64, cancel context.CancelFunc) (missed bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.running[id] = cancel
-	s.mu.Unlock()
+	if _, missed = s.missed[id]; missed {
+		delete(s.missed, id)
+	}
+	return missed
 }
 
 // ran forgets a task of a held batch, which holds no slot of its own.
@@ -291,9 +300,17 @@ func (s *slots) cancel(ids []int64) {
 	for _, id := range ids {
 		if c := s.running[id]; c != nil {
 			c()
+			continue
 		}
+		if len(s.missed) >= maxMissed {
+			clear(s.missed)
+		}
+		s.missed[id] = struct{}{}
 	}
 }
+
+// maxMissed bounds slots.missed: far more than the tasks a worker leases at once.
+const maxMissed = 10000
 
 // cancelAll cancels every running task.
 func (s *slots) cancelAll() {

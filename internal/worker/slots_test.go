@@ -157,3 +157,28 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelBeforeRun: a cancel that names a task before its run recorded its cancel func (its
+// job canceled just after its lease) is not lost: the run learns of it once, and a cancel of a
+// running task cancels it.
+func TestCancelBeforeRun(t *testing.T) {
+	t.Parallel()
+	s := newSlots(1)
+	s.cancel([]int64{7})
+	if !s.run(7, func() { t.Error("the cancel func was called by run; its caller checks the job first") }) {
+		t.Error("run of a task a cancel named before: not told")
+	}
+	s.done("q", 7)
+	if s.run(7, func() {}) {
+		t.Error("the same task's next run told of the cancel again")
+	}
+	canceled := false
+	s.running[7] = func() { canceled = true }
+	s.cancel([]int64{7})
+	s.mu.Lock()
+	_, kept := s.missed[7]
+	s.mu.Unlock()
+	if kept || !canceled {
+		t.Errorf("a cancel of a running task: canceled %v, kept as missed %v; want canceled only", canceled, kept)
+	}
+}

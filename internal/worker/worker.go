@@ -86,7 +86,8 @@ type Worker struct {
 	// goes on while running tasks drain; stopTasks cancels the context every task runs under.
 	stopDispatch, stopRenew, stopTasks context.CancelFunc
 	startOnce                          sync.Once
-	stopOnce                           sync.Once
+	drainOnce, stopOnce                sync.Once
+	started                            bool // set by Start's once; read after startOnce.Do
 	wg                                 sync.WaitGroup
 	tasks                              sync.WaitGroup
 	// running is what runs, for a stop's account of each task (drain.go).
@@ -237,6 +238,7 @@ func (w *Worker) Do(ctx context.Context, fn func(t *engine.Tx) error) error {
 // for that. Calling it again does nothing.
 func (w *Worker) Start(ctx context.Context) {
 	w.startOnce.Do(func() {
+		w.started = true
 		base := context.WithoutCancel(ctx)
 		var dctx, rctx, tctx context.Context
 		dctx, w.stopDispatch = context.WithCancel(base)
@@ -254,6 +256,22 @@ func (w *Worker) Start(ctx context.Context) {
 	})
 }
 
+// Drain is the first part of [Worker.Stop]: it stops leasing and lets running tasks finish until
+// ctx ends, then cancels and releases those still running; but [Worker.Do] goes on working until
+// Stop, for the writes of other components that drain alongside (the remote workers' protocol).
+// It does nothing before Start, and only once.
+func (w *Worker) Drain(ctx context.Context) {
+	w.startOnce.Do(func() {}) // never started: it never will be
+	if !w.started {
+		return
+	}
+	w.drainOnce.Do(func() {
+		w.slots.stop()
+		w.stopDispatch()
+		w.drain(ctx)
+	})
+}
+
 // Stop stops the worker and returns once it has stopped; it never waits much longer than ctx.
 // It stops leasing at once and lets running tasks finish (their results are committed) until
 // ctx ends; then it cancels the tasks still running and releases their leases, without spending
@@ -263,15 +281,12 @@ func (w *Worker) Start(ctx context.Context) {
 // idempotent; concurrent calls wait for the first.
 func (w *Worker) Stop(ctx context.Context) {
 	w.stopOnce.Do(func() {
-		started := true
-		w.startOnce.Do(func() { started = false })
-		if !started {
+		w.startOnce.Do(func() {}) // never started: it never will be
+		if !w.started {
 			w.commit.stop()
 			return
 		}
-		w.slots.stop()
-		w.stopDispatch()
-		w.drain(ctx)
+		w.Drain(ctx)
 		w.stopRenew()
 		w.wg.Wait()
 		w.commit.stop()

@@ -116,6 +116,8 @@ type Server struct {
 	byTask   map[int64]*session
 	clients  map[string]*clientState // by client key (see Clients)
 	wakeCh   chan struct{}           // closed and replaced by Wake
+	// draining is set by Drain or Stop: no task is handed out any more.
+	draining bool
 
 	sha1mu sync.Mutex
 	sha1s  map[string]string // blob sha256 → sha1, bounded
@@ -168,15 +170,77 @@ func (s *Server) Start(ctx context.Context) {
 	go func() { defer s.wg.Done(); s.renew(ctx) }()
 }
 
-// Stop stops the background goroutines. Tasks still handed out keep their database leases and
-// are reclaimed by the engine when those expire. Stop is idempotent.
+// Drain stops handing out tasks (polls answer 204 at once) and waits until the remote workers
+// have finished the tasks they hold or ctx ends. Requests about tasks already handed out are
+// served as before, so call it while the HTTP server still serves, then [Server.Stop].
+func (s *Server) Drain(ctx context.Context) {
+	held := s.stopHandingOut()
+	if held == 0 {
+		return
+	}
+	args := []any{"tasks", held}
+	if dl, ok := ctx.Deadline(); ok {
+		args = append(args, "drain", time.Until(dl).Round(time.Millisecond).String())
+	}
+	s.log.Info("stopping: no new hand-outs; remote workers may finish their tasks", args...)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for s.Sessions() > 0 {
+		select {
+		case <-ctx.Done():
+			s.log.Warn("drain ended with tasks still held by remote workers", "tasks", s.Sessions())
+			return
+		case <-tick.C:
+		}
+	}
+	s.log.Info("remote workers finished every task they held", "tasks", held)
+}
+
+// stopHandingOut makes polls answer 204 from now on and returns how many tasks are handed out.
+func (s *Server) stopHandingOut() int {
+	s.mu.Lock()
+	s.draining = true
+	held := len(s.byTask)
+	s.mu.Unlock()
+	s.Wake() // waiting polls answer now
+	return held
+}
+
+// Stop stops handing out tasks and the background goroutines, then releases the leases of the
+// tasks remote workers still hold, without spending an attempt: the next start (or another
+// process) takes them at once, and their workers' later requests get 404, as for a canceled
+// task. A task whose result is being applied is left to finish. The log names each task
+// released. Call it while the writer of the [Backend] still runs. Stop is idempotent.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
+		s.stopHandingOut()
 		if s.cancel != nil {
 			s.cancel()
 		}
 		s.wg.Wait()
+		s.mu.Lock()
+		held := make([]*session, 0, len(s.byTask))
+		for _, ss := range s.byTask {
+			held = append(held, ss)
+		}
+		s.mu.Unlock()
+		for _, ss := range held {
+			ss.markCanceled() // a request in progress stops
+			if !ss.claim(endCanceled) {
+				continue // its result is being applied
+			}
+			s.release(ss)
+			s.log.Warn("remote task released by the stop: its worker's later requests get 404; it runs again without spending an attempt",
+				"action", ss.name, "task_id", ss.task.ID, "job_id", ss.task.JobID, "item_id", ss.task.ItemID, "attempt", ss.task.Attempt,
+				"client", ss.client)
+		}
 	})
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
 }
 
 // Wake tells waiting polls that tasks may be ready; call it from engine.Config.OnReady. It never
@@ -307,6 +371,10 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	owner := "remote:" + tokenID + "@" + s.instance
 	for {
 		wake := s.wakeChan()
+		if s.isDraining() {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		ss, err := s.lease(ctx, name, owner, client)
 		if err != nil {
 			s.log.Error("lease remote task", "action", name, "error", err)
@@ -374,6 +442,12 @@ func (s *Server) lease(ctx context.Context, name, owner, client string) (*sessio
 	ss.trace.start(ctx, e.Store(), task)
 	ss.client = client
 	s.mu.Lock()
+	if s.draining {
+		// Leased as the drain began: given back, as Stop would.
+		s.mu.Unlock()
+		s.release(ss)
+		return nil, nil
+	}
 	s.sessions[ss.id] = ss
 	s.byTask[task.ID] = ss
 	s.mu.Unlock()
