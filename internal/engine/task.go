@@ -103,6 +103,25 @@ func (t *Tx) Apply(r *Result) error {
 	return nil
 }
 
+// Release gives back the lease of a task whose worker stopped before its result (the end of a
+// stop's drain, or leases taken as the worker stopped), in the transaction. In a running job the
+// task is ready again at its attempt, the attempt not spent, for another process or the next
+// start. In a job that ended — canceled, or failed by the event fail, from another process whose
+// cancel this worker never heard of — it ends canceled as a canceled result does, and its item
+// settles with the job's error: a ready task there would be run by no one and leave its item
+// written, counted neither as a document nor as an error.
+func (t *Tx) Release(task *store.Task, owner string) error {
+	job, err := t.t.job(task.JobID)
+	if err != nil {
+		return err
+	}
+	if job.State != store.JobRunning {
+		return t.Apply(&Result{Task: task, Owner: owner, Err: context.Canceled, Started: task.StartedAt})
+	}
+	_, err = t.t.x.TaskFinish(t.t.ctx, store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, State: store.TaskReady, Refund: true, Now: t.t.now})
+	return err
+}
+
 // pendingFinish is a result with the task write it makes.
 type pendingFinish struct {
 	r       *Result

@@ -229,8 +229,7 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 
 func (w *Worker) release(t *store.Task) {
 	err := w.commit.enqueue(context.Background(), op{fn: func(tx *engine.Tx) error {
-		_, err := tx.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: t.ID, Attempt: t.Attempt, State: store.TaskReady, Refund: true, Now: tx.Now()})
-		return err
+		return tx.Release(t, w.cfg.Owner)
 	}, after: func(error) { w.disown(t.ID) }})
 	if err != nil {
 		w.disown(t.ID)

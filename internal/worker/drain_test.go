@@ -175,3 +175,37 @@ func TestStopAbandonsTaskIgnoringCancel(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestStopGivesBackTasksOfACanceledJobCanceled: a job canceled by another process (an engine
+// whose cancel does not reach this worker's running actions) whose task still runs when the
+// drain ends: the task ends canceled, not ready, and its item settles with the error canceled —
+// a ready task of a canceled job would be run by no one and leave its item written.
+func TestStopGivesBackTasksOfACanceledJobCanceled(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		b, _, started := drainSetup(t, open, func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		job := b.startJob(t, "drain", drainWF, engine.Root{Name: "a"})
+		id := <-started
+		cat := &action.Catalog{}
+		cat.Register(&fn{spec: action.Spec{Name: "slow"}})
+		other := engine.New(engine.Config{Store: b.db, Catalog: cat}) // another process's
+		if err := other.Cancel(t.Context(), job.ID); err != nil {
+			t.Fatal(err)
+		}
+		stopWithin(t, b.w, 200*time.Millisecond, 10*time.Second)
+		if tk := taskOf(t, b.db, id); tk.State != store.TaskCanceled || tk.Error != engine.CanceledError {
+			t.Errorf("task after the stop: %s %q, want canceled %q", tk.State, tk.Error, engine.CanceledError)
+		}
+		it, err := b.db.ItemGet(t.Context(), taskOf(t, b.db, id).ItemID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.State == store.ItemWritten || it.Error != engine.CanceledError {
+			t.Errorf("item after the stop: %s %q, want settled with the error %q", it.State, it.Error, engine.CanceledError)
+		}
+	})
+}
