@@ -81,9 +81,9 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	}
 	doc, charset := Decode(raw)
 	md["charset"] = charset
-	root, err := html.Parse(strings.NewReader(doc))
+	root, err := parse(doc)
 	if err != nil {
-		return action.Permanentf("parse html: %v", err)
+		return action.Permanent(err)
 	}
 	body := textclean.Sanitize(Text(root), cfg.MaxTextChars)
 	out.Progress(0.2)
@@ -139,6 +139,23 @@ func (a *Action) fallback(ctx context.Context, r *converter.Runner, t *action.Ta
 		return err
 	}
 	return out.CreateChild(ctx, c)
+}
+
+// MaxDepth is how deeply the HTML parser (golang.org/x/net/html) lets elements nest: past it,
+// it stops with an error. It keeps the parser's work per tag (it looks through the open elements
+// for a scope) and the recursive text walk and rendering bounded.
+const MaxDepth = 512
+
+// parse parses doc, in plain words when it cannot.
+func parse(doc string) (*html.Node, error) {
+	root, err := html.Parse(strings.NewReader(doc))
+	if err != nil {
+		if strings.Contains(err.Error(), "open stack of elements exceeds") {
+			return nil, fmt.Errorf("the HTML nests elements more than %d levels deep (the limit)", MaxDepth)
+		}
+		return nil, fmt.Errorf("the HTML cannot be parsed: %v", err)
+	}
+	return root, nil
 }
 
 // Inert returns the parsed document as HTML with what could act on its own removed: scripts,
