@@ -186,6 +186,13 @@ func Parse(s string) (*Query, error) {
 	if len(s) > MaxQueryLen {
 		return nil, syntaxErr("the query is longer than %d bytes", MaxQueryLen)
 	}
+	return parse(s)
+}
+
+// parse is [Parse] without the bound on the query's length, which is a bound on what a user
+// sends: a query's printed form ([Query.String]) may be longer than what was typed (| prints as
+// OR).
+func parse(s string) (*Query, error) {
 	if !utf8.ValidString(s) {
 		return nil, syntaxErr("the query is not valid UTF-8")
 	}
