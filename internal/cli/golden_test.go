@@ -90,8 +90,8 @@ func TestHelpGolden(t *testing.T) {
 	}
 }
 
-// normalize replaces what changes from run to run (times, hashes, token ids, paths, the Go
-// version) in JSON output.
+// normalize replaces what changes from run to run (times, hashes, token ids, paths, worker
+// names, the Go version) in JSON output.
 func normalize(s, dir string) string {
 	for _, r := range []struct{ re, with string }{
 		{`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`, "<time>"},
@@ -100,6 +100,7 @@ func normalize(s, dir string) string {
 		{`"go": "[^"]*"`, `"go": "<go>"`},
 		{`"revision": "[^"]*"`, `"revision": "<revision>"`},
 		{`"time": "[^"]*"`, `"time": "<time>"`},
+		{`"worker": "[^"]*"`, `"worker": "<worker>"`},
 		{`"modified": (true|false)`, `"modified": <modified>`},
 		{`"version": "[^"]*"`, `"version": "<version>"`},
 	} {
