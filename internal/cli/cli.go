@@ -519,3 +519,12 @@ func plural(n int, word string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(word, "s"))
 }
+
+// jobEnded is the error of a job that ended other than complete: "job 3 failed: <its error>",
+// or "job 3 canceled" when the error says no more than the state.
+func jobEnded(j *store.Job) error {
+	if j.Error == "" || j.Error == j.State {
+		return fmt.Errorf("job %d %s", j.ID, j.State)
+	}
+	return fmt.Errorf("job %d %s: %s", j.ID, j.State, j.Error)
+}

@@ -151,7 +151,7 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stderr)
 	if final.State != store.JobComplete {
-		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+		return jobEnded(final)
 	}
 	if bad > 0 {
 		return fmt.Errorf("%s skipped (named above)", plural(bad, "bad request line"))

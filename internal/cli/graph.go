@@ -108,7 +108,7 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if final.State != store.JobComplete {
-		return fmt.Errorf("graph job %d %s: %s", final.ID, final.State, final.Error)
+		return fmt.Errorf("graph %w", jobEnded(final))
 	}
 	res, err := graph.LoadResult(ctx, n.Store, job.ID)
 	if errors.Is(err, store.ErrNotFound) {

@@ -80,7 +80,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	}
 	sum.print(e.stdout, time.Since(start))
 	if final.State != store.JobComplete {
-		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+		return jobEnded(final)
 	}
 	return skippedError(bad)
 }

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,7 +106,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if final.State != store.JobComplete {
-			return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+			return jobEnded(final)
 		}
 		return nil
 	default:
@@ -148,10 +151,10 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		waiting[w.ItemID] = append(waiting[w.ItemID], fmt.Sprintf("%s:waiting(until %s)", w.Step, w.Due.UTC().Format(time.RFC3339)))
 	}
 	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
-	if j.Error != "" {
+	if j.Error != "" && j.Error != j.State {
 		fmt.Fprintf(e.stdout, " (%s)", j.Error)
 	}
-	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s, items %v, tasks %v\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), p.Items, p.Tasks)
+	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
 	// Statuses a workflow records on its items (metadata "status", such as the graph's
 	// resolution-result) get a column of their own when there are any.
 	statuses := map[int64]string{}
@@ -515,4 +518,23 @@ func itemStatus(md []byte) string {
 		parts[i] = fmt.Sprintf("%s=%v", k, m.Status[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// stateCounts prints counts by state in plain words, largest first: "16 complete, 2 failed".
+func stateCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	states := slices.Collect(maps.Keys(m))
+	slices.SortFunc(states, func(a, b string) int {
+		if c := cmp.Compare(m[b], m[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(states))
+	for i, st := range states {
+		parts[i] = strconv.Itoa(m[st]) + " " + st
+	}
+	return strings.Join(parts, ", ")
 }

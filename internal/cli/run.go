@@ -68,7 +68,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if final.State != store.JobComplete {
-		return fmt.Errorf("job %d %s: %s", final.ID, final.State, final.Error)
+		return jobEnded(final)
 	}
 	return skippedError(bad)
 }

@@ -98,8 +98,9 @@ func (t *tx) retry(jobID int64) error {
 			after = page[len(page)-1].ID
 		}
 	}
-	if len(tasks) == 0 {
-		return fmt.Errorf("%w: job %d has no failed or canceled tasks", ErrNothingToRetry, jobID)
+	nothing := fmt.Errorf("%w: job %d has no failed or canceled tasks", ErrNothingToRetry, jobID)
+	if len(tasks) == 0 && !ended {
+		return nothing
 	}
 	ok, err := t.x.JobReopen(t.ctx, jobID)
 	if err != nil {
@@ -124,8 +125,19 @@ func (t *tx) retry(jobID int64) error {
 			return err
 		}
 	}
-	if ended {
-		return t.resume(def, jobID)
+	if !ended {
+		return nil
+	}
+	// A cancel settles items whose next task was not made yet (a child not yet detected, a
+	// step whose needs fired as the job ended): such a job has no canceled task, and its
+	// unprocessed files are found by resume alone. With nothing found either, the whole
+	// transaction, the job's reopening included, is rolled back.
+	acted, err := t.resume(def, jobID)
+	if err != nil {
+		return err
+	}
+	if len(tasks) == 0 && !acted {
+		return nothing
 	}
 	return nil
 }
@@ -234,34 +246,38 @@ func (t *tx) reopen(itemID int64) error {
 // task ready and items settle without waiting for children.done or external events. For every
 // item it makes ready the steps whose needs have all fired, and reopens for settling the items
 // with a step that an event still to come (children.done, external) could unblock.
-func (t *tx) resume(def *workflow.Definition, jobID int64) error {
+//
+// It reports whether it found anything: a task made ready, or an item reopened for settling.
+func (t *tx) resume(def *workflow.Definition, jobID int64) (acted bool, err error) {
 	after := ""
 	for {
 		items, err := t.x.ItemList(t.ctx, store.ItemListParams{JobID: jobID, AfterSort: after, Limit: 1000})
 		if err != nil {
-			return fmt.Errorf("resume job %d: %w", jobID, err)
+			return acted, fmt.Errorf("resume job %d: %w", jobID, err)
 		}
 		for _, it := range items {
-			if err := t.resumeItem(def, it); err != nil {
-				return err
+			a, err := t.resumeItem(def, it)
+			if err != nil {
+				return acted, err
 			}
+			acted = acted || a
 		}
 		if len(items) < 1000 {
-			return nil
+			return acted, nil
 		}
 		after = items[len(items)-1].SortKey
 	}
 }
 
-func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
+func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) (bool, error) {
 	// Not through t.itemEvents: caching every item's events would hold the whole job in memory.
 	ev, err := t.eventsOnce(listed.ID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	tasks, err := t.tasksOf(listed.ID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	has := make(map[string]bool, len(tasks))
 	made, unsettled := false, false
@@ -291,7 +307,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 				MaxAttempts: s.MaxAttempts(), SortKey: listed.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
 			})
 			if err != nil {
-				return err
+				return false, err
 			}
 			made = made || ins
 		case possible:
@@ -302,20 +318,21 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) error {
 	case made:
 		t.ready, t.readyAll = true, true
 		t.busy[listed.ID] = true
-		return t.reopen(listed.ID)
+		return true, t.reopen(listed.ID)
 	case t.busy[listed.ID]:
-		return nil // a retried task is ready
+		return false, nil // a retried task is ready
 	case listed.State == store.ItemWritten:
 		// Left written by the failure (its ready tasks were canceled, and retried above if
 		// any): let settle decide.
 		t.markDirty(listed)
-		return nil
+		return true, nil
 	case unsettled:
 		if err := t.reopen(listed.ID); err != nil {
-			return err
+			return false, err
 		}
 		// Settle fires children.done, or leaves the item waiting for its external event.
 		t.markDirty(listed)
+		return true, nil
 	}
-	return nil
+	return false, nil
 }

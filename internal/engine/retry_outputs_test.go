@@ -340,3 +340,63 @@ func TestFailSettlesEveryItem(t *testing.T) {
 		equal(t, "a not-started file's superseded outputs", r.superseded("wait-4"), []string{"error: " + notRun})
 	})
 }
+
+// TestRetryCanceledJobWithoutCanceledTask: a task that completes as the cancel lands leaves
+// its child without a task and its own collector unmade, and the cancel settles both with the
+// error canceled — a canceled job with no canceled task. Its retry still re-runs those files:
+// it finds the unstarted work as a resume does, and the job completes with every document.
+func TestRetryCanceledJobWithoutCanceledTask(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		started, release := make(chan struct{}), make(chan struct{})
+		var resumed atomic.Bool
+		conv := enginetest.Func("conv", func(ctx context.Context, task *action.Task, out action.Output) error {
+			ctx = context.WithoutCancel(ctx) // finishes what it started, cancel or not
+			if task.Item.Name == "parent" && !resumed.Load() {
+				close(started)
+				<-release
+			}
+			if task.Item.ParentID == 0 {
+				if err := out.CreateChild(ctx, action.Child{Name: "child", Blob: strings.NewReader("child")}); err != nil {
+					return err
+				}
+			}
+			return out.SetText(ctx, "text")
+		})
+		k := enginetest.StartWith(t, open, enginetest.Config{}, conv, ingest.New())
+		job := k.StartJob(t, docsWorkflow, engine.Root{Name: "parent", Size: 100})
+		r := records{t: t, k: k, job: job.ID}
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the parent's conversion never started")
+		}
+		if err := k.Engine.Cancel(t.Context(), job.ID); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		poll.Until(t, 30*time.Second, "every item settled", func() (bool, string) {
+			p, err := k.Engine.Progress(t.Context(), job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.Items[store.ItemWritten] == 0 && p.Items[store.ItemProcessed] == 0 && p.Tasks[store.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
+		})
+		if j, err := k.Store.JobGet(t.Context(), job.ID); err != nil || j.State != store.JobCanceled {
+			t.Fatalf("job after the cancel: %v %v", j, err)
+		}
+		equal(t, "errors after the cancel", r.outputs(ingest.KindError), map[string]string{"parent": "canceled", "child": "canceled"})
+		equal(t, "the child's history after the cancel", r.history("child"), []string(nil))
+		resumed.Store(true)
+		if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+			t.Fatalf("job after the retry %s: %s", j.State, j.Error)
+		}
+		equal(t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})
+		equal(t, "documents after the retry", r.outputs(ingest.KindDocument), map[string]string{"child": ""}) // a container is no document
+		equal(t, "the child's history", r.history("child"), []string{"conv 1 complete", "collect 1 complete"})
+		equal(t, "the child's superseded outputs", r.superseded("child"), []string{"error: canceled"})
+	})
+}
