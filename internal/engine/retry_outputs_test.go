@@ -229,13 +229,7 @@ func TestCancelSettlesEveryItem(t *testing.T) {
 		}
 
 		resumed.Store(true)
-		if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
-			t.Fatal(err)
-		}
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
-			t.Fatalf("job after the retry %s: %s", j.State, j.Error)
-		}
-		equal(t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})
+		r.retryToCompletion()
 		equal(t, "documents after the retry", len(r.outputs(ingest.KindDocument)), 6)
 		mu.Lock()
 		equal(t, "conv runs", runs, map[string]int{"fast-0": 1, "fast-1": 1, "slow-2": 2, "slow-3": 2, "slow-4": 1, "slow-5": 1})
@@ -324,13 +318,7 @@ func TestFailSettlesEveryItem(t *testing.T) {
 		equal(t, "a running file's history", r.history("slow-2"), []string{"conv 1 canceled " + notRun})
 
 		fixed.Store(true)
-		if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
-			t.Fatal(err)
-		}
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
-			t.Fatalf("job after the retry %s: %s", j.State, j.Error)
-		}
-		equal(t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})
+		r.retryToCompletion()
 		equal(t, "documents after the retry", len(r.outputs(ingest.KindDocument)), 6)
 		mu.Lock()
 		for name, n := range map[string]int{"fast-0": 1, "fast-1": 1, "slow-2": 2, "bad-3": 2} {
@@ -388,15 +376,21 @@ func TestRetryCanceledJobWithoutCanceledTask(t *testing.T) {
 		equal(t, "errors after the cancel", r.outputs(ingest.KindError), map[string]string{"parent": "canceled", "child": "canceled"})
 		equal(t, "the child's history after the cancel", r.history("child"), []string(nil))
 		resumed.Store(true)
-		if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
-			t.Fatal(err)
-		}
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
-			t.Fatalf("job after the retry %s: %s", j.State, j.Error)
-		}
-		equal(t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})
+		r.retryToCompletion()
 		equal(t, "documents after the retry", r.outputs(ingest.KindDocument), map[string]string{"child": ""}) // a container is no document
 		equal(t, "the child's history", r.history("child"), []string{"conv 1 complete", "collect 1 complete"})
 		equal(t, "the child's superseded outputs", r.superseded("child"), []string{"error: canceled"})
 	})
+}
+
+// retryToCompletion retries the job and waits for it to complete with no error output left.
+func (r records) retryToCompletion() {
+	r.t.Helper()
+	if _, err := r.k.Engine.Retry(r.t.Context(), r.job); err != nil {
+		r.t.Fatal(err)
+	}
+	if j := r.k.WaitJob(r.t, r.job, 30*time.Second); j.State != store.JobComplete {
+		r.t.Fatalf("job after the retry %s: %s", j.State, j.Error)
+	}
+	equal(r.t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})
 }
