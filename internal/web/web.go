@@ -243,6 +243,7 @@ var funcs = template.FuncMap{
 	"jobState":   jobStateWords,
 	"percent":    func(f float64) int { return int(f*100 + 0.5) },
 	"duration":   humanDuration,
+	"took":       tookDuration,
 	"bytes":      humanBytes,
 	"time":       func(t time.Time) string { return t.Local().Format("2006-01-02 15:04") },
 	"add":        func(a, b int) int { return a + b },
@@ -350,6 +351,15 @@ func humanDuration(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
+}
+
+// tookDuration is how long an attempt ran: milliseconds under a second (most attempts), as
+// [humanDuration] above; "—" when it ended as it started (within the clock's resolution).
+func tookDuration(d time.Duration) string {
+	if d > 0 && d < time.Second {
+		return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
+	}
+	return humanDuration(d)
 }
 
 func humanBytes(n int64) string {
