@@ -31,11 +31,11 @@ const heartbeatEvery = 10 * time.Second
 // Limits bound one run of a tool.
 type Limits struct {
 	// Timeout bounds each run. Defaults to [DefaultTimeout].
-	Timeout time.Duration
+	Timeout time.Duration `with:"timeout" doc:"time limit of each external tool run. Defaults to 120s."`
 	// MemoryLimit caps the tool's address space in bytes. Negative means no limit (needed for
 	// Chromium, whose sandboxed allocator reserves terabytes of address space).
 	// Defaults to [DefaultMemoryLimit].
-	MemoryLimit int64
+	MemoryLimit int64 `with:"memory_limit" doc:"address-space limit of each external tool in bytes. Defaults to 2 GiB."`
 }
 
 func (l Limits) withDefaults() Limits {

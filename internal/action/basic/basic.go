@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 )
 
 // NewNoop returns the `noop` action, which succeeds without doing anything. Its default
@@ -64,30 +65,26 @@ func (fail) Spec() action.Spec {
 		Doc:       "Fails the item with a fixed message, without retrying.",
 		Brief:     true,
 		NoTempDir: true,
-		Settings: []action.Setting{
-			{Name: "message", Type: action.TypeString, Required: true, Doc: "The error shown on the item."},
-		},
-		Validate: func(with map[string]any) error {
-			_, err := failMessage(with)
-			return err
-		},
+		Settings:  failSettings.Settings(),
+		Validate:  failSettings.Validate,
 	}
 }
+
+var failSettings = settings.For(nil, func(c *struct {
+	Message string `with:"message" required:"true" doc:"The error shown on the item."`
+}) error {
+	if c.Message == "" {
+		return &action.SettingError{Key: "message", Reason: "must be a non-empty string"}
+	}
+	return nil
+})
 
 func (fail) Run(_ context.Context, t *action.Task, _ action.Output) error {
-	msg, err := failMessage(t.With)
+	c, err := failSettings.Run(t.With)
 	if err != nil {
-		return action.Permanent(err)
+		return err
 	}
-	return action.Permanent(errors.New(msg))
-}
-
-func failMessage(with map[string]any) (string, error) {
-	s, ok := with["message"].(string)
-	if !ok || s == "" {
-		return "", &action.SettingError{Key: "message", Reason: "must be a non-empty string"}
-	}
-	return s, nil
+	return action.Permanent(errors.New(c.Message))
 }
 
 // NewEmit returns the `emit` action, which succeeds and fires the outcome events listed in the
@@ -104,55 +101,35 @@ func (emit) Spec() action.Spec {
 		Doc:       "Fires the configured outcome events and succeeds.",
 		Brief:     true,
 		NoTempDir: true,
-		Settings: []action.Setting{
-			{Name: "events", Type: action.TypeStrings, Required: true, Doc: "The outcome events to fire."},
-		},
+		Settings:  emitSettings.Settings(),
 		OutcomesFor: func(with map[string]any) []string {
-			events, _ := emitEvents(with)
-			return events
+			c, _ := emitSettings.Parse(with)
+			return c.Events
 		},
-		Validate: func(with map[string]any) error {
-			_, err := emitEvents(with)
-			return err
-		},
+		Validate: emitSettings.Validate,
 	}
 }
 
 func (emit) Run(_ context.Context, t *action.Task, out action.Output) error {
-	events, err := emitEvents(t.With)
+	c, err := emitSettings.Run(t.With)
 	if err != nil {
-		return action.Permanent(err)
+		return err
 	}
-	out.Emit(events...)
+	out.Emit(c.Events...)
 	return nil
 }
 
-// emitEvents reads the `events` setting, which arrives as []string from Go callers and as []any
-// from decoded YAML or JSON.
-func emitEvents(with map[string]any) ([]string, error) {
-	var events []string
-	switch v := with["events"].(type) {
-	case []string:
-		events = v
-	case []any:
-		events = make([]string, len(v))
-		for i, e := range v {
-			s, ok := e.(string)
-			if !ok {
-				return nil, &action.SettingError{Key: "events", Reason: fmt.Sprintf("element %d is not a string", i)}
-			}
-			events[i] = s
-		}
-	default:
-		return nil, &action.SettingError{Key: "events", Reason: "must be a list of event names"}
+// emitSettings are the emit action's: the events, each named.
+var emitSettings = settings.For(nil, func(c *struct {
+	Events []string `with:"events" required:"true" doc:"The outcome events to fire."`
+}) error {
+	if len(c.Events) == 0 {
+		return &action.SettingError{Key: "events", Reason: "must name at least one event"}
 	}
-	if len(events) == 0 {
-		return nil, &action.SettingError{Key: "events", Reason: "must name at least one event"}
-	}
-	for i, e := range events {
+	for i, e := range c.Events {
 		if e == "" {
-			return nil, &action.SettingError{Key: "events", Reason: fmt.Sprintf("element %d is empty", i)}
+			return &action.SettingError{Key: "events", Reason: fmt.Sprintf("element %d is empty", i)}
 		}
 	}
-	return events, nil
-}
+	return nil
+})

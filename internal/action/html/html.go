@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/html/atom"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/action/text"
 	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/textclean"
@@ -39,6 +40,15 @@ func New(r *text.Renderer) *Action {
 	return &Action{text: text.New(r), browser: "chromium"}
 }
 
+// config is the action's settings.
+type config struct {
+	Timeout time.Duration `with:"timeout" doc:"time limit of the Chromium run. Defaults to 120s."`
+	converter.TextCap
+}
+
+var typed = settings.For(func() config { return config{Timeout: converter.DefaultTimeout, TextCap: converter.DefaultTextCap} },
+	func(c *config) error { return c.TextCap.Check() })
+
 // Spec describes the action.
 func (a *Action) Spec() action.Spec {
 	w := 0.75
@@ -48,10 +58,8 @@ func (a *Action) Spec() action.Spec {
 		Version:   "5", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised; 5: a transient thumbnail failure is retried, not kept as thumbnail_skipped
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
-		Settings: []action.Setting{
-			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the Chromium run. Defaults to 120s."},
-			{Name: "max_text_chars", Type: action.TypeInt, Doc: "cap on the document's text in characters. Defaults to 1,000,000."},
-		},
+		Settings:       typed.Settings(),
+		Validate:       typed.Validate,
 		Concurrency:    2,
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
@@ -60,7 +68,7 @@ func (a *Action) Spec() action.Spec {
 
 // Run converts one HTML document.
 func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {
-	cfg, err := converter.ParseSettings(t.With)
+	cfg, err := typed.Run(t.With)
 	if err != nil {
 		return err
 	}
@@ -88,8 +96,8 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	body := textclean.Sanitize(Text(root), cfg.MaxTextChars)
 	out.Progress(0.2)
 
-	lim := cfg.Limits
-	lim.MemoryLimit = -1 // Chromium reserves terabytes of address space; an rlimit kills it
+	// Chromium reserves terabytes of address space: an rlimit kills it.
+	lim := converter.Limits{Timeout: cfg.Timeout, MemoryLimit: -1}
 	r := &converter.Runner{Limits: lim, Dir: t.TempDir, Heartbeat: out.Heartbeat}
 	if !converter.Installed(a.browser) {
 		md["degraded"] = true

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/converter"
 )
 
@@ -37,10 +38,8 @@ func (a *Action) Spec() action.Spec {
 		Cacheable: true,
 		Version:   "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
 		Doc:       "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
-		Settings: []action.Setting{
-			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the LibreOffice run. Defaults to 120s."},
-			{Name: "memory_limit", Type: action.TypeInt, Doc: "address-space limit of LibreOffice in bytes. Defaults to 2 GiB."},
-		},
+		Settings:  typed.Settings(),
+		Validate:  typed.Validate,
 		// Each conversion starts its own LibreOffice (about 2 s and 200 MB): two at a time use
 		// a 2-CPU machine fully without thrashing.
 		Concurrency:    2,
@@ -49,10 +48,15 @@ func (a *Action) Spec() action.Spec {
 	}
 }
 
+// typed declares and parses the action's settings: the limits of the LibreOffice run.
+var typed = settings.For(func() converter.Limits {
+	return converter.Limits{Timeout: converter.DefaultTimeout, MemoryLimit: converter.DefaultMemoryLimit}
+}, nil)
+
 // Run converts one office document. Password-protected documents fail with the permanent error
 // "password-protected"; a missing LibreOffice fails with [converter.NotInstalledError].
 func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {
-	cfg, err := converter.ParseSettings(t.With)
+	cfg, err := typed.Run(t.With)
 	if err != nil {
 		return err
 	}
@@ -91,7 +95,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return err
 	}
 	profile := url.URL{Scheme: "file", Path: profileDir}
-	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
+	r := &converter.Runner{Limits: cfg, Dir: t.TempDir, Heartbeat: out.Heartbeat}
 	out.Progress(0.1)
 	msg, err := r.Combined(ctx, "soffice", 64<<10, "--headless", "--norestore", "--nolockcheck",
 		"-env:UserInstallation="+profile.String(), "--convert-to", "pdf", "--outdir", outDir, in)

@@ -45,8 +45,8 @@ func Hooks[C Config](parse func(with map[string]any) (C, error)) (outcomesFor fu
 }
 
 // Decode fills the struct dst points to from with. A field tagged `with:"name"` takes the value of
-// key name; an absent key or a null leaves the field as it was (so dst may hold the defaults).
-// Field types: string, bool, int, float64, time.Duration (a Go duration string, positive),
+// key name (the fields of an embedded struct too); an absent key or a null leaves the field as it was (so dst may hold the defaults).
+// Field types: string, bool, int, int64, float64, time.Duration (a Go duration string, positive),
 // []string, []int, map[string]string, map[string]any and any.
 //
 // It returns an [*action.SettingError] naming the key for a key no field takes and for a value
@@ -57,13 +57,8 @@ func Decode(with map[string]any, dst any) error {
 		panic(fmt.Sprintf("settings: Decode into %T, want a pointer to a struct", dst))
 	}
 	sv := rv.Elem()
-	st := sv.Type()
-	fields := make(map[string]int, st.NumField())
-	for i := range st.NumField() {
-		if name, ok := st.Field(i).Tag.Lookup("with"); ok {
-			fields[name] = i
-		}
-	}
+	fields := map[string][]int{}
+	tagged(sv.Type(), nil, func(f reflect.StructField, index []int) { fields[f.Tag.Get("with")] = index })
 	// Keys in a stable order, so the error reported for several bad keys is always the same.
 	keys := make([]string, 0, len(with))
 	for k := range with {
@@ -78,11 +73,26 @@ func Decode(with map[string]any, dst any) error {
 		if with[k] == nil {
 			continue
 		}
-		if reason := decode(with[k], sv.Field(i)); reason != "" {
+		if reason := decode(with[k], sv.FieldByIndex(i)); reason != "" {
 			return &action.SettingError{Key: k, Reason: reason}
 		}
 	}
 	return nil
+}
+
+// tagged calls fn with each field of st tagged `with:`, and its index, in field order; the
+// fields of an embedded struct count as st's own, so settings shared by several actions are
+// declared once and embedded.
+func tagged(st reflect.Type, index []int, fn func(f reflect.StructField, index []int)) {
+	for i := range st.NumField() {
+		f := st.Field(i)
+		at := append(slices.Clip(index), i)
+		if _, ok := f.Tag.Lookup("with"); ok {
+			fn(f, at)
+		} else if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			tagged(f.Type, at, fn)
+		}
+	}
 }
 
 // Check returns why value is not a valid value of a setting of type t, or "". A setting of an
@@ -132,7 +142,7 @@ func decode(v any, dst reflect.Value) string {
 			return mustBe("a boolean", v)
 		}
 		dst.SetBool(b)
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		n, ok := integer(v)
 		if !ok {
 			return mustBe("an integer", v)

@@ -54,26 +54,27 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/detect"
+	"github.com/sluice-project/sluice/internal/action/settings"
 )
 
 // Config holds the default limits; a step's settings override them. The zero value uses the
 // defaults of the documents spec.
 type Config struct {
 	// MaxDepth is the deepest nesting level children may have. Defaults to 16.
-	MaxDepth int
+	MaxDepth int `with:"max_depth" doc:"deepest nesting level of archives in archives (default 16)"`
 	// MaxEntries is the most entries one archive may have. Defaults to 100,000.
-	MaxEntries int
+	MaxEntries int `with:"max_entries" doc:"most entries per archive (default 100000)"`
 	// MaxRatio is the highest compression ratio of an entry. Defaults to 1000.
-	MaxRatio float64
+	MaxRatio float64 `with:"max_ratio" doc:"highest compression ratio per entry (default 1000)"`
 	// RatioFloor is the expanded size under which the ratio is not checked. Defaults to 1 MiB.
 	RatioFloor int64
 	// ExpansionFactor bounds an archive's expanded bytes as a multiple of its size. Defaults to 20.
-	ExpansionFactor float64
+	ExpansionFactor float64 `with:"expansion_factor" doc:"expanded bytes per archive as a multiple of its size (default 20)"`
 	// MaxExpandedBytes caps an archive's expanded bytes. Defaults to 64 GiB.
-	MaxExpandedBytes int64
+	MaxExpandedBytes int64 `with:"max_expanded_bytes" doc:"cap on expanded bytes per archive (default 64 GiB)"`
 	// MinExpandedBytes is the budget of an archive whose ExpansionFactor × size is smaller.
 	// Defaults to 64 MiB.
-	MinExpandedBytes int64
+	MinExpandedBytes int64 `with:"min_expanded_bytes" doc:"floor of the expanded-bytes budget per archive (default 64 MiB)"`
 }
 
 func (c Config) withDefaults() Config {
@@ -110,14 +111,19 @@ func New(cfg Config) action.Action {
 	return &unpacker{cfg: cfg.withDefaults()}
 }
 
-var settings = []action.Setting{
-	{Name: "max_depth", Type: action.TypeInt, Doc: "deepest nesting level of archives in archives (default 16)"},
-	{Name: "max_entries", Type: action.TypeInt, Doc: "most entries per archive (default 100000)"},
-	{Name: "max_ratio", Type: action.TypeNumber, Doc: "highest compression ratio per entry (default 1000)"},
-	{Name: "expansion_factor", Type: action.TypeNumber, Doc: "expanded bytes per archive as a multiple of its size (default 20)"},
-	{Name: "max_expanded_bytes", Type: action.TypeInt, Doc: "cap on expanded bytes per archive (default 64 GiB)"},
-	{Name: "min_expanded_bytes", Type: action.TypeInt, Doc: "floor of the expanded-bytes budget per archive (default 64 MiB)"},
-}
+// typed declares and parses the limits a step may set (Config's tagged fields), each positive.
+var typed = settings.For(Config{}.withDefaults, func(c *Config) error {
+	for _, v := range []struct {
+		key string
+		n   float64
+	}{{"max_depth", float64(c.MaxDepth)}, {"max_entries", float64(c.MaxEntries)}, {"max_ratio", c.MaxRatio},
+		{"expansion_factor", c.ExpansionFactor}, {"max_expanded_bytes", float64(c.MaxExpandedBytes)}, {"min_expanded_bytes", float64(c.MinExpandedBytes)}} {
+		if v.n <= 0 || math.IsInf(v.n, 0) || math.IsNaN(v.n) {
+			return &action.SettingError{Key: v.key, Reason: "must be a positive number"}
+		}
+	}
+	return nil
+})
 
 // Spec describes the action.
 func (u *unpacker) Spec() action.Spec {
@@ -127,61 +133,14 @@ func (u *unpacker) Spec() action.Spec {
 		Cacheable:      true,
 		Version:        "1",
 		Doc:            "unpack an archive or compressed file: one child per regular file entry",
-		Settings:       settings,
-		Validate:       validate,
+		Settings:       typed.Settings(),
+		Validate:       typed.Validate,
 		ProgressWeight: &w,
 		NoTempDir:      true,
 		// An archive of 100,000 entries takes longer than any fixed timeout on a loaded
 		// machine: the timeout bounds the time between entries instead.
 		IdleTimeout: true,
 	}
-}
-
-func validate(with map[string]any) error {
-	for _, s := range settings {
-		v, ok := with[s.Name]
-		if !ok {
-			continue
-		}
-		f, ok := number(v)
-		if !ok || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return &action.SettingError{Key: s.Name, Reason: "must be a positive number"}
-		}
-	}
-	return nil
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case float64:
-		return n, true
-	case uint64:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	}
-	return 0, false
-}
-
-// limits returns the defaults overridden by the task's settings.
-func (u *unpacker) limits(with map[string]any) Config {
-	c := u.cfg
-	get := func(key string, set func(float64)) {
-		if f, ok := number(with[key]); ok && f > 0 {
-			set(f)
-		}
-	}
-	get("max_depth", func(f float64) { c.MaxDepth = int(f) })
-	get("max_entries", func(f float64) { c.MaxEntries = int(f) })
-	get("max_ratio", func(f float64) { c.MaxRatio = f })
-	get("expansion_factor", func(f float64) { c.ExpansionFactor = f })
-	get("max_expanded_bytes", func(f float64) { c.MaxExpandedBytes = int64(f) })
-	get("min_expanded_bytes", func(f float64) { c.MinExpandedBytes = int64(f) })
-	return c
 }
 
 // run is the state of one Run.
@@ -205,7 +164,10 @@ type run struct {
 
 // Run unpacks the item's archive. See the package documentation for limits and errors.
 func (u *unpacker) Run(ctx context.Context, t *action.Task, out action.Output) error {
-	lim := u.limits(t.With)
+	lim, err := typed.RunOver(u.cfg, t.With)
+	if err != nil {
+		return err
+	}
 	if d := t.Item.Depth + 1; d > lim.MaxDepth {
 		return action.Permanentf("archive nested too deep: depth %d > %d", d, lim.MaxDepth)
 	}

@@ -1,0 +1,68 @@
+package settings_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
+)
+
+type shared struct {
+	Timeout time.Duration `with:"timeout" doc:"time limit"`
+}
+
+type typedConfig struct {
+	shared
+	Name  string   `with:"name" required:"true" doc:"who"`
+	Count int64    `with:"count"`
+	Tags  []string `with:"tags"`
+	cache int      // no tag: no setting
+}
+
+var tc = settings.For(func() typedConfig { return typedConfig{shared: shared{Timeout: time.Minute}, Count: 3} },
+	func(c *typedConfig) error {
+		if c.Count <= 0 {
+			return &action.SettingError{Key: "count", Reason: "must be positive"}
+		}
+		return nil
+	})
+
+// TestTyped: one struct declares the settings (embedded fields first, types from Go types) and
+// parses them: defaults for absent keys, required keys, the check, and a permanent error in Run.
+func TestTyped(t *testing.T) {
+	want := []action.Setting{
+		{Name: "timeout", Type: action.TypeDuration, Doc: "time limit"},
+		{Name: "name", Type: action.TypeString, Required: true, Doc: "who"},
+		{Name: "count", Type: action.TypeInt},
+		{Name: "tags", Type: action.TypeStrings},
+	}
+	if got := tc.Settings(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Settings() = %+v\nwant %+v", got, want)
+	}
+	c, err := tc.Parse(map[string]any{"name": "a", "tags": []any{"x"}, "timeout": "5s"})
+	if err != nil || c.Name != "a" || c.Count != 3 || c.Timeout != 5*time.Second || !reflect.DeepEqual(c.Tags, []string{"x"}) {
+		t.Errorf("Parse = %+v, %v", c, err)
+	}
+	var se *action.SettingError
+	for with, key := range map[*map[string]any]string{
+		{"count": 2}:                    "name",    // required
+		{"name": "a", "count": 0}:       "count",   // the check
+		{"name": "a", "count": "two"}:   "count",   // the type
+		{"name": "a", "colour": "blue"}: "colour",  // unknown
+		{"name": "a", "timeout": "-1s"}: "timeout", // a duration is positive
+	} {
+		if _, err := tc.Parse(*with); !errors.As(err, &se) || se.Key != key {
+			t.Errorf("Parse(%v) = %v, want a setting error naming %s", *with, err, key)
+		}
+		if _, err := tc.Run(*with); !action.IsPermanent(err) {
+			t.Errorf("Run(%v) = %v, want a permanent error", *with, err)
+		}
+	}
+	c, err = tc.ParseOver(typedConfig{Count: 9}, map[string]any{"name": "b"})
+	if err != nil || c.Count != 9 || c.Timeout != 0 {
+		t.Errorf("ParseOver = %+v, %v; want the instance's defaults", c, err)
+	}
+}
