@@ -40,6 +40,9 @@ var typed = settings.For(func() Config {
 // Settings are the `with:` keys every converter action accepts, parsed by [ParseSettings].
 func Settings() []action.Setting { return typed.Settings() }
 
+// ValidateSettings checks a step's `with:` as [ParseSettings] would, for [action.Spec.Validate].
+func ValidateSettings(with map[string]any) error { return typed.Validate(with) }
+
 // ParseSettings reads the keys of [Settings] from a step's `with:`; absent keys get their
 // defaults. It returns a permanent error naming a key of the wrong type.
 func ParseSettings(with map[string]any) (Config, error) { return typed.Run(with) }

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/metadata"
 )
 
@@ -26,9 +27,8 @@ func (spawn) Spec() action.Spec {
 		Version:   "1",
 		Doc:       "Creates empty child items: `count` of them, or as many as the item's metadata `children` says.",
 		NoTempDir: true,
-		Settings: []action.Setting{
-			{Name: "count", Type: action.TypeInt, Doc: "How many children to create. Defaults to the item's metadata `children`."},
-		},
+		Settings:  spawnSettings.Settings(),
+		Validate:  spawnSettings.Validate,
 	}
 }
 
@@ -48,14 +48,27 @@ func (spawn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return nil
 }
 
+// spawnSettings are the spawn action's: the count, when the step sets one.
+var spawnSettings = settings.For(nil, func(c *struct {
+	Count *int `with:"count" doc:"How many children to create. Defaults to the item's metadata \"children\"."`
+}) error {
+	if c.Count != nil && (*c.Count < 0 || *c.Count > maxSpawn) {
+		return &action.SettingError{Key: "count", Reason: fmt.Sprintf("must be a whole number from 0 to %d", maxSpawn)}
+	}
+	return nil
+})
+
 // spawnCount reads `count`, or the metadata `children` (a json.Number).
 func spawnCount(t *action.Task) (int, error) {
-	v, ok := t.With["count"]
-	from := "setting count"
-	if !ok {
-		v, ok = t.Item.Metadata["children"]
-		from = "metadata children"
+	c, err := spawnSettings.Run(t.With)
+	if err != nil {
+		return 0, err
 	}
+	if c.Count != nil {
+		return *c.Count, nil
+	}
+	v, ok := t.Item.Metadata["children"]
+	from := "metadata children"
 	if !ok {
 		return 0, fmt.Errorf("spawn %q: no setting count and no metadata children", t.Item.Name)
 	}

@@ -25,7 +25,7 @@ func TestSpawn(t *testing.T) {
 		{name: "none", err: `spawn "a.txt": no setting count and no metadata children`},
 		{name: "not a number", metadata: map[string]any{"children": "7"}, err: `spawn "a.txt": metadata children is string, not a number`},
 		{name: "fraction", metadata: map[string]any{"children": 1.5}, err: `spawn "a.txt": metadata children is 1.5, not a whole number`},
-		{name: "negative", with: map[string]any{"count": -1}, err: `spawn "a.txt": setting count is -1, not a whole number`},
+		{name: "negative", with: map[string]any{"count": -1}, err: `setting count: must be a whole number from 0 to`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -72,20 +72,23 @@ func newTemplateData(t *action.Task, input string) templateData {
 
 // stepSettings are the keys of a step's `with:`, as [settings.Decode] fills them.
 type stepSettings struct {
-	Command            []string          `with:"command"`
-	Input              string            `with:"input"`
-	Env                map[string]string `with:"env"`
-	Timeout            time.Duration     `with:"timeout"`
-	Outcomes           map[string]string `with:"outcomes"`
-	Events             []string          `with:"events"`
-	Stdout             string            `with:"stdout"`
-	PermanentExitCodes []int             `with:"permanent_exit_codes"`
+	Command            []string          `with:"command" required:"true" doc:"The program and its arguments. Each is a Go text/template with .Item.Name, .Item.ID, .Item.ContentType, .Item.Metadata, .Item.Options, .Input (the input file's path), .TempDir, .Step and .Job."`
+	Input              string            `with:"input" doc:"How the item's blob reaches the command: \"stdin\", \"file\" (its path is .Input) or \"none\". Defaults to \"stdin\"."`
+	Env                map[string]string `with:"env" doc:"Environment variables to add, each value a template like the command's. The base environment is only PATH, HOME and TMPDIR (the temp dir) and LANG."`
+	Timeout            time.Duration     `with:"timeout" doc:"Kills the command after this long; the step's per-attempt timeout applies as well. A timeout is retried."`
+	Outcomes           map[string]string `with:"outcomes" doc:"Maps exit codes, as strings, to outcome events, such as {\"0\": \"converted\", \"3\": \"skipped-no-text\"}. A mapped non-zero exit is a success."`
+	Events             []string          `with:"events" doc:"Further outcome events the command may name in its JSON stdout."`
+	Stdout             string            `with:"stdout" doc:"What stdout means: \"ignore\"; \"text\", the item's text; or \"json\", an object {\"events\": [...], \"metadata\": {...}, \"text\": \"...\", \"error\": \"...\", \"children\": [...]} whose events must be declared, whose metadata is merged, whose error fails the item and whose children are created (see package result: content inline, a file in the temp dir, or a blob's sha256). At most 16 MiB is read. Defaults to \"ignore\"."`
+	PermanentExitCodes []int             `with:"permanent_exit_codes" doc:"A list of exit codes that mean bad input: the item fails without a retry. Other non-zero exits are retried."`
 }
+
+// typed declares and parses stepSettings.
+var typed = settings.For(func() stepSettings { return stepSettings{Input: inputStdin, Stdout: stdoutIgnore} }, nil)
 
 // parseConfig reads and checks with. Errors are [*action.SettingError]s.
 func parseConfig(with map[string]any) (*config, error) {
-	s := stepSettings{Input: inputStdin, Stdout: stdoutIgnore}
-	if err := settings.Decode(with, &s); err != nil {
+	s, err := typed.Parse(with)
+	if err != nil {
 		return nil, err
 	}
 	c := &config{input: s.Input, stdout: s.Stdout, timeout: s.Timeout, declared: map[string]bool{}}

@@ -37,32 +37,10 @@ type execAction struct{}
 func (execAction) Spec() action.Spec {
 	outcomesFor, validate := settings.Hooks(parseConfig)
 	return action.Spec{
-		Name:    "exec",
-		Version: "1",
-		Doc:     "Runs a command on the item, in its own temp dir, with the blob on stdin or as a file.",
-		Settings: []action.Setting{
-			{Name: "command", Type: action.TypeStrings, Required: true, Doc: "The program and its arguments. " +
-				"Each is a Go text/template with .Item.Name, .Item.ID, .Item.ContentType, .Item.Metadata, " +
-				".Item.Options, .Input (the input file's path), .TempDir, .Step and .Job."},
-			{Name: "input", Type: action.TypeString, Doc: `How the item's blob reaches the command: "stdin", ` +
-				`"file" (its path is .Input) or "none". Defaults to "stdin".`},
-			{Name: "env", Type: action.TypeObject, Doc: "Environment variables to add, each value a template " +
-				"like the command's. The base environment is only PATH, HOME and TMPDIR (the temp dir) and LANG."},
-			{Name: "timeout", Type: action.TypeDuration, Doc: "Kills the command after this long; the step's " +
-				"per-attempt timeout applies as well. A timeout is retried."},
-			{Name: "outcomes", Type: action.TypeObject, Doc: `Maps exit codes, as strings, to outcome events, ` +
-				`such as {"0": "converted", "3": "skipped-no-text"}. A mapped non-zero exit is a success.`},
-			{Name: "events", Type: action.TypeStrings, Doc: `Further outcome events the command may name ` +
-				`in its JSON stdout.`},
-			{Name: "stdout", Type: action.TypeString, Doc: `What stdout means: "ignore"; "text", the item's ` +
-				`text; or "json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "...", ` +
-				`"children": [...]} whose events must be declared, whose metadata is merged, whose error fails ` +
-				`the item and whose children are created (see package result: content inline, a file in the ` +
-				`temp dir, or a blob's sha256). ` +
-				`At most 16 MiB is read. Defaults to "ignore".`},
-			{Name: "permanent_exit_codes", Type: action.TypeAny, Doc: "A list of exit codes that mean bad " +
-				"input: the item fails without a retry. Other non-zero exits are retried."},
-		},
+		Name:        "exec",
+		Version:     "1",
+		Doc:         "Runs a command on the item, in its own temp dir, with the blob on stdin or as a file.",
+		Settings:    typed.Settings(),
 		OutcomesFor: outcomesFor,
 		Validate:    validate,
 	}

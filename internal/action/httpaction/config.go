@@ -60,20 +60,23 @@ var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS
 
 // stepSettings are the keys of a step's `with:`, as [settings.Decode] fills them.
 type stepSettings struct {
-	URL      string            `with:"url"`
-	Method   string            `with:"method"`
-	Body     string            `with:"body"`
-	Headers  map[string]string `with:"headers"`
-	Outcomes map[string]any    `with:"outcomes"`
-	Events   []string          `with:"events"`
-	Response string            `with:"response"`
-	Timeout  time.Duration     `with:"timeout"`
+	URL      string            `with:"url" required:"true" doc:"The URL, a Go text/template with .Item.Name, .Item.ID, .Item.ContentType, .Item.Metadata, .Item.Options, .Step and .Job; escape inserted values with urlquery, queryescape or pathescape."`
+	Method   string            `with:"method" doc:"The request method. Defaults to POST."`
+	Headers  map[string]string `with:"headers" doc:"Request headers, each value a template like the URL. Idempotency-Key defaults to one per job, item and step, because the call may be repeated."`
+	Body     string            `with:"body" doc:"What to send: \"item\", the item as JSON {\"job_id\", \"item_id\", \"name\", \"content_type\", \"size\", \"sha256\", \"metadata\", \"options\", \"step\"}; \"blob\", the item's content; or \"none\". Defaults to \"item\" for POST, PUT and PATCH, else \"none\"."`
+	Timeout  time.Duration     `with:"timeout" doc:"Bounds the request, response included; the step's per-attempt timeout applies as well. A timeout is retried."`
+	Outcomes map[string]any    `with:"outcomes" doc:"Maps statuses (\"404\") or classes (\"2xx\") to outcome events; an exact status wins over its class. A status mapped to an event is a success; one mapped to {event: E, outcome: failure} fails the task for good and fires E with the step's failure events."`
+	Events   []string          `with:"events" doc:"Further outcome events a JSON response may name."`
+	Response string            `with:"response" doc:"What a successful response means: \"ignore\", or \"json\", an object {\"events\": [...], \"metadata\": {...}, \"text\": \"...\", \"error\": \"...\", \"children\": [...]} whose events must be declared, whose metadata is merged, whose error fails the item and whose children are created (content inline or a blob's sha256). At most 1 MiB is read. Defaults to \"ignore\"."`
 }
+
+// typed declares and parses stepSettings.
+var typed = settings.For(func() stepSettings { return stepSettings{Method: http.MethodPost, Response: responseIgnore} }, nil)
 
 // parseConfig reads and checks with. Errors are [*action.SettingError]s.
 func parseConfig(with map[string]any) (*config, error) {
-	s := stepSettings{Method: http.MethodPost, Response: responseIgnore}
-	if err := settings.Decode(with, &s); err != nil {
+	s, err := typed.Parse(with)
+	if err != nil {
 		return nil, err
 	}
 	c := &config{method: strings.ToUpper(s.Method), response: s.Response, timeout: s.Timeout, declared: map[string]bool{}}
@@ -81,7 +84,6 @@ func parseConfig(with map[string]any) (*config, error) {
 	if s.URL == "" {
 		return nil, settings.Errorf("url", "must be a non-empty string")
 	}
-	var err error
 	if c.url, err = parseTemplate("url", s.URL); err != nil {
 		return nil, settings.Errorf("url", "%v", err)
 	}

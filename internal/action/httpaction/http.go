@@ -70,28 +70,7 @@ func (a *httpAction) Spec() action.Spec {
 		Concurrency: 16,
 		OutcomesFor: outcomesFor,
 		Validate:    validate,
-		Settings: []action.Setting{
-			{Name: "url", Type: action.TypeString, Required: true, Doc: "The URL, a Go text/template with " +
-				".Item.Name, .Item.ID, .Item.ContentType, .Item.Metadata, .Item.Options, .Step and .Job; " +
-				"escape inserted values with urlquery, queryescape or pathescape."},
-			{Name: "method", Type: action.TypeString, Doc: "The request method. Defaults to POST."},
-			{Name: "headers", Type: action.TypeObject, Doc: "Request headers, each value a template like the URL. " +
-				"Idempotency-Key defaults to one per job, item and step, because the call may be repeated."},
-			{Name: "body", Type: action.TypeString, Doc: `What to send: "item", the item as JSON ` +
-				`{"job_id", "item_id", "name", "content_type", "size", "sha256", "metadata", "options", "step"}; ` +
-				`"blob", the item's content; or "none". Defaults to "item" for POST, PUT and PATCH, else "none".`},
-			{Name: "timeout", Type: action.TypeDuration, Doc: "Bounds the request, response included; the step's " +
-				"per-attempt timeout applies as well. A timeout is retried."},
-			{Name: "outcomes", Type: action.TypeObject, Doc: `Maps statuses ("404") or classes ("2xx") to outcome ` +
-				`events; an exact status wins over its class. A status mapped to an event is a success; one mapped to ` +
-				`{event: E, outcome: failure} fails the task for good and fires E with the step's failure events.`},
-			{Name: "events", Type: action.TypeStrings, Doc: "Further outcome events a JSON response may name."},
-			{Name: "response", Type: action.TypeString, Doc: `What a successful response means: "ignore", or ` +
-				`"json", an object {"events": [...], "metadata": {...}, "text": "...", "error": "...", "children": [...]} ` +
-				`whose events must be declared, whose metadata is merged, whose error fails the item and whose ` +
-				`children are created (content inline or a blob's sha256). At most ` +
-				`1 MiB is read. Defaults to "ignore".`},
-		},
+		Settings:    typed.Settings(),
 	}
 }
 

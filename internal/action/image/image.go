@@ -57,6 +57,7 @@ func (a *Action) Spec() action.Spec {
 		Doc: "Make a PDF (one page per image page) and a thumbnail of an image, OCR it with the item option ocr; " +
 			"one final child.",
 		Settings:       converter.Settings(),
+		Validate:       converter.ValidateSettings,
 		Concurrency:    2,
 		Timeout:        30 * time.Minute,
 		ProgressWeight: &w,

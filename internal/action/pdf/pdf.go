@@ -43,6 +43,7 @@ func (a *Action) Spec() action.Spec {
 		Doc: "Read a PDF's text per page (pdftotext) and a page-1 thumbnail; with the item option ocr, " +
 			"OCR pages without text (tesseract, option lang); with split_by_page, one final child per page.",
 		Settings:       converter.Settings(),
+		Validate:       converter.ValidateSettings,
 		Concurrency:    2,
 		Timeout:        30 * time.Minute,
 		ProgressWeight: &w,

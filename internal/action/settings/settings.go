@@ -160,6 +160,12 @@ func decode(v any, dst reflect.Value) string {
 		return decodeMap(v, dst)
 	case reflect.Interface:
 		dst.Set(reflect.ValueOf(v))
+	case reflect.Pointer: // a setting whose absence the action tells from its zero value
+		p := reflect.New(dst.Type().Elem())
+		if reason := decode(v, p.Elem()); reason != "" {
+			return reason
+		}
+		dst.Set(p)
 	default:
 		panic(fmt.Sprintf("settings: unsupported field type %s", dst.Type()))
 	}

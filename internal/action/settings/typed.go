@@ -10,7 +10,8 @@ import (
 
 // Typed is an action's settings, declared and parsed from one struct type C: each field tagged
 // `with:"key"` is the setting key, with its type taken from the field's Go type, its
-// documentation from the tag `doc:"…"`, and `required:"true"` when a step must set it. The
+// documentation from the tag `doc:"…"`, and `required:"true"` when a step must set it (workflow
+// validation refuses a step without it; the check function says what an empty value lacks). The
 // spec's Settings, its Validate and the action's Run all come from the same struct, so the
 // keys a workflow may set, the types it is checked against and the values Run sees cannot
 // disagree.
@@ -43,11 +44,6 @@ func (t *Typed[C]) Parse(with map[string]any) (C, error) { return t.ParseOver(t.
 func (t *Typed[C]) ParseOver(c C, with map[string]any) (C, error) {
 	if err := Decode(with, &c); err != nil {
 		return c, err
-	}
-	for _, d := range t.decls {
-		if v, ok := with[d.Name]; d.Required && (!ok || v == nil) {
-			return c, &action.SettingError{Key: d.Name, Reason: "is required"}
-		}
 	}
 	if t.check != nil {
 		if err := t.check(&c); err != nil {
@@ -112,6 +108,8 @@ func typeOf(t reflect.Type) action.SettingType {
 		return action.TypeObject
 	case reflect.Interface:
 		return action.TypeAny
+	case reflect.Pointer:
+		return typeOf(t.Elem())
 	}
 	panic(fmt.Sprintf("settings: a field of type %s is no setting", t))
 }

@@ -31,7 +31,7 @@ var tc = settings.For(func() typedConfig { return typedConfig{shared: shared{Tim
 	})
 
 // TestTyped: one struct declares the settings (embedded fields first, types from Go types) and
-// parses them: defaults for absent keys, required keys, the check, and a permanent error in Run.
+// parses them: defaults for absent keys, the check, types, unknown keys, and a permanent error in Run.
 func TestTyped(t *testing.T) {
 	want := []action.Setting{
 		{Name: "timeout", Type: action.TypeDuration, Doc: "time limit"},
@@ -48,7 +48,6 @@ func TestTyped(t *testing.T) {
 	}
 	var se *action.SettingError
 	for with, key := range map[*map[string]any]string{
-		{"count": 2}:                    "name",    // required
 		{"name": "a", "count": 0}:       "count",   // the check
 		{"name": "a", "count": "two"}:   "count",   // the type
 		{"name": "a", "colour": "blue"}: "colour",  // unknown

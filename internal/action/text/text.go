@@ -45,6 +45,7 @@ func (a *Action) Spec() action.Spec {
 		Version:        "4", // 2: thumbnail glyphs blended in Go (rounding may differ by one level); 3: a 2-bit thumbnail; 4: its PNG packed by us (one IDAT chunk)
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),
+		Validate:       converter.ValidateSettings,
 		Concurrency:    32, // pure Go: more tasks than cores, so that the waits on blob and commit fsyncs overlap with rendering
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
