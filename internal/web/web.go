@@ -48,7 +48,7 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 
 // Config configures a [Web].
 type Config struct {
-	// Backend is the engine, store and blobs, as the API sees them.
+	// Backend is the engine, the blobs and the process's writer, as the API sees them.
 	Backend workerproto.Backend
 	// Records is what the UI reads: the store the engine writes (Backend's).
 	Records Records
