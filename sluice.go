@@ -116,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	e.wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: cfg.Logger})
 	n.Listen(node.Listener{Wake: e.wp.Wake, Cancel: e.wp.CancelTasks})
-	e.api = api.New(api.Config{Backend: backend, Tokens: tokens, Workers: e.wp, Logger: cfg.Logger, Fileset: n.Fileset})
+	e.api = api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: e.wp, Logger: cfg.Logger, Fileset: n.Fileset})
 	// The workers outlive the ctx of Open: they stop at Close.
 	n.Start(context.WithoutCancel(ctx))
 	e.wp.Start(context.WithoutCancel(ctx))

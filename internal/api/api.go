@@ -35,6 +35,8 @@ import (
 // Config configures an [API].
 type Config struct {
 	Backend workerproto.Backend
+	// Records is what the API reads: the store the engine writes (Backend's).
+	Records Records
 	Tokens  *TokenStore
 	// Workers, when set, is mounted at /v1/workers.
 	Workers *workerproto.Server
@@ -131,16 +133,18 @@ func (l *Limits) setDefaults() {
 type API struct {
 	cfg     Config
 	b       workerproto.Backend
+	rec     Records // cfg.Records
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
 	roots   pathroot.Roots // cfg.PathRoots
 }
 
-// New returns the API; it panics when cfg.Backend is nil, or cfg.Tokens is nil without NoAuth.
+// New returns the API; it panics when cfg.Backend or cfg.Records is nil, or cfg.Tokens is nil
+// without NoAuth.
 func New(cfg Config) *API {
-	if cfg.Backend == nil {
-		panic("api: Config.Backend is nil")
+	if cfg.Backend == nil || cfg.Records == nil {
+		panic("api: Config.Backend or Config.Records is nil")
 	}
 	if cfg.Tokens == nil && !cfg.NoAuth {
 		panic("api: Config.Tokens is nil")
@@ -152,7 +156,7 @@ func New(cfg Config) *API {
 		cfg.ProgressInterval = time.Second
 	}
 	cfg.Limits.setDefaults()
-	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Metrics),
+	a := &API{cfg: cfg, b: cfg.Backend, rec: cfg.Records, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Metrics),
 		roots: pathroot.New(cfg.PathRoots)}
 	for _, r := range a.routes() {
 		a.mux.Handle(r.Method+" "+r.Path, a.wrap(r))

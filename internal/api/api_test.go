@@ -67,6 +67,7 @@ func (f flaky) Run(ctx context.Context, t *action.Task, out action.Output) error
 type bundle struct {
 	fixed  *atomic.Bool // makes the flaky action succeed
 	e      *engine.Engine
+	db     api.Records // the engine's store
 	srv    *httptest.Server
 	tokens *api.TokenStore
 	admin  string
@@ -138,7 +139,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	backend := workerproto.NewBackend(e, blobs, w)
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
 	leader := new(atomic.Bool)
-	cfg := api.Config{Backend: backend, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
+	cfg := api.Config{Backend: backend, Records: db, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
 		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load, Metrics: set}
 	if tweak != nil {
 		tweak(&cfg)
@@ -160,7 +161,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 		cancel()
 		db.Close()
 	})
-	b := &bundle{fixed: fixed, e: e, srv: hs, tokens: tokens, dir: dir, leader: leader}
+	b := &bundle{fixed: fixed, e: e, db: db, srv: hs, tokens: tokens, dir: dir, leader: leader}
 	for _, p := range []struct {
 		dst  *string
 		role api.Role
@@ -697,5 +698,5 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 }
 
 func (b *bundle) apiForRoutes(t *testing.T) *api.API {
-	return api.New(api.Config{Backend: workerproto.NewBackend(b.e, nil, nil), NoAuth: true})
+	return api.New(api.Config{Backend: workerproto.NewBackend(b.e, nil, nil), Records: b.db, NoAuth: true})
 }

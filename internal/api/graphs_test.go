@@ -55,7 +55,7 @@ func TestGraphRequests(t *testing.T) {
 		if err := graph.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
-		a := api.New(api.Config{Backend: workerproto.NewBackend(e, nil, nil), NoAuth: true, PathRoots: []string{dir}})
+		a := api.New(api.Config{Backend: workerproto.NewBackend(e, nil, nil), Records: db, NoAuth: true, PathRoots: []string{dir}})
 		srv := httptest.NewServer(a.Handler())
 		defer srv.Close()
 		do := func(method, path, body string) (*http.Response, string) {

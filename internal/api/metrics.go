@@ -93,7 +93,7 @@ func (a *API) scrapeStore(r *http.Request) (*prometheus.Registry, error) {
 	retries := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_task_retries", Help: "Attempts beyond the first of running jobs' tasks."})
 	reg.MustRegister(progress, running, tasks, queues, retries)
 
-	jobs, err := a.b.Engine().Store().JobListRunning(ctx)
+	jobs, err := a.rec.JobListRunning(ctx)
 	if err != nil {
 		return nil, err
 	}

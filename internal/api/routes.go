@@ -122,7 +122,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := a.b.Engine().Store().JobList(r.Context(), store.JobListParams{State: r.URL.Query().Get("state"), AfterID: after, Limit: int(limit)})
+	jobs, err := a.rec.JobList(r.Context(), store.JobListParams{State: r.URL.Query().Get("state"), AfterID: after, Limit: int(limit)})
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := a.b.Engine().Store().JobGet(r.Context(), id)
+	j, err := a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return notFound(err, "job %d", id)
 	}
@@ -274,7 +274,7 @@ func (a *API) sealJob(w http.ResponseWriter, r *http.Request, job *store.Job, cr
 	if err := a.b.Engine().Seal(ctx, job.ID); err != nil {
 		return err
 	}
-	if j, err := a.b.Engine().Store().JobGet(ctx, job.ID); err == nil {
+	if j, err := a.rec.JobGet(ctx, job.ID); err == nil {
 		job = j
 	}
 	status := http.StatusCreated
@@ -325,7 +325,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := a.b.Engine().Store().JobGet(r.Context(), id)
+	j, err := a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return notFound(err, "job %d", id)
 	}
@@ -335,7 +335,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
 		return err
 	}
-	j, err = a.b.Engine().Store().JobGet(r.Context(), id)
+	j, err = a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	j, err := a.b.Engine().Store().JobGet(r.Context(), id)
+	j, err := a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -446,7 +446,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	if r.URL.Query().Get("errors") == "true" {
 		p.OnlyErrored = true
 	}
-	items, err := a.b.Engine().Store().ItemList(r.Context(), p)
+	items, err := a.rec.ItemList(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -470,14 +470,13 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 // a list under a missing job is "job 99 does not exist", never an empty page. Lists ask only
 // when a page comes back empty, so pages with rows cost no extra read.
 func (a *API) parentsExist(ctx context.Context, jobID, parentID int64) error {
-	s := a.b.Engine().Store()
-	if _, err := s.JobGet(ctx, jobID); err != nil {
+	if _, err := a.rec.JobGet(ctx, jobID); err != nil {
 		return notFound(err, "job %d", jobID)
 	}
 	if parentID == 0 {
 		return nil
 	}
-	it, err := s.ItemGet(ctx, parentID)
+	it, err := a.rec.ItemGet(ctx, parentID)
 	if err == nil && it.JobID != jobID {
 		err = store.ErrNotFound
 	}
@@ -489,7 +488,7 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	it, err := a.b.Engine().Store().ItemGet(r.Context(), id)
+	it, err := a.rec.ItemGet(r.Context(), id)
 	if err != nil {
 		return notFound(err, "item %d", id)
 	}
@@ -531,15 +530,14 @@ func (a *API) itemAttempts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st := a.b.Engine().Store()
-	if _, err := st.ItemGet(r.Context(), id); err != nil {
+	if _, err := a.rec.ItemGet(r.Context(), id); err != nil {
 		return notFound(err, "item %d", id)
 	}
 	atts, err := a.b.Engine().ItemHistory(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	outs, err := st.OutputHistoryList(r.Context(), id)
+	outs, err := a.rec.OutputHistoryList(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -569,7 +567,7 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	it, err := a.b.Engine().Store().ItemGet(r.Context(), id)
+	it, err := a.rec.ItemGet(r.Context(), id)
 	if err != nil {
 		return notFound(err, "item %d", id)
 	}
@@ -708,7 +706,7 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			return err
 		}
-		outs, err := a.b.Engine().Store().OutputList(r.Context(), store.OutputListParams{JobID: id, Kind: kind, AfterItem: after, Limit: int(limit)})
+		outs, err := a.rec.OutputList(r.Context(), store.OutputListParams{JobID: id, Kind: kind, AfterItem: after, Limit: int(limit)})
 		if err != nil {
 			return err
 		}
@@ -817,7 +815,7 @@ type workflowList struct {
 }
 
 func (a *API) listWorkflows(w http.ResponseWriter, r *http.Request) error {
-	wfs, err := a.b.Engine().Store().WorkflowList(r.Context())
+	wfs, err := a.rec.WorkflowList(r.Context())
 	if err != nil {
 		return err
 	}
@@ -834,7 +832,7 @@ func (a *API) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wf, err := a.b.Engine().Store().WorkflowGet(r.Context(), r.PathValue("name"), int(v))
+	wf, err := a.rec.WorkflowGet(r.Context(), r.PathValue("name"), int(v))
 	if err != nil {
 		return notFound(err, "workflow %q", r.PathValue("name"))
 	}
@@ -921,7 +919,7 @@ func (a *API) graph(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := a.b.Engine()
-	if _, err := e.Store().WorkflowGet(r.Context(), r.PathValue("name"), int(v)); err != nil {
+	if _, err := a.rec.WorkflowGet(r.Context(), r.PathValue("name"), int(v)); err != nil {
 		return notFound(err, "workflow %q", r.PathValue("name"))
 	}
 	def, _, err := e.Definition(r.Context(), r.PathValue("name"), int(v))

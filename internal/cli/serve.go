@@ -70,7 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Fleet.ServeRemotes(wp.Clients)
-	a := api.New(api.Config{Backend: backend, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader,
+	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader,
 		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics, Fileset: n.Fileset})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -79,7 +79,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
 	// The web UI at / beside the API's /v1/…, /metrics and /healthz, on the API's server (its
 	// header and idle timeouts).
-	ui := web.New(web.Config{Backend: backend, Tokens: tokens, API: a.Handler(), Logger: log})
+	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler(), Logger: log})
 	srv := a.Server()
 	srv.Handler = ui.Handler()
 	// On SIGTERM the remote workers may report their tasks through the drain: the HTTP server

@@ -215,7 +215,7 @@ func WaitJob(t testing.TB, e *engine.Engine, id int64, d time.Duration) *store.J
 	var seen time.Time
 	poll.Until(t, d, fmt.Sprintf("job %d to end", id), func() (bool, string) {
 		var err error
-		if j, err = e.Store().JobGet(t.Context(), id); err != nil {
+		if j, err = e.Job(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
 		// Progress aggregates every item and task of the job: once a second is enough for the

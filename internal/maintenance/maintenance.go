@@ -33,6 +33,9 @@ type Config struct {
 	Engine *engine.Engine
 	// Blobs is the blob store to collect; nil disables blob collection.
 	Blobs blob.Store
+	// Tasks reads the running tasks, the oldest of which bounds what blob collection may
+	// delete: the store Engine writes. Required with Blobs.
+	Tasks RunningTasks
 	// Locker elects the leader among processes sharing the store. Nil means this process is the
 	// only engine on the store and always leads.
 	Locker store.Locker
@@ -53,6 +56,12 @@ type Config struct {
 	GCGrace time.Duration
 }
 
+// RunningTasks lists tasks by lease: TaskListExpired(ctx, now, limit) returns up to limit
+// running tasks whose lease ended before now. A [store.Store] satisfies it.
+type RunningTasks interface {
+	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error)
+}
+
 // Loop is the maintenance loop of one process. Start it once; Stop is idempotent. Its methods are
 // safe for concurrent use.
 type Loop struct {
@@ -67,10 +76,13 @@ type Loop struct {
 	done      chan struct{}
 }
 
-// New returns a loop; it panics when cfg.Engine is nil.
+// New returns a loop; it panics when cfg.Engine is nil, or cfg.Blobs is set without cfg.Tasks.
 func New(cfg Config) *Loop {
 	if cfg.Engine == nil {
 		panic("maintenance: Config.Engine is nil")
+	}
+	if cfg.Blobs != nil && cfg.Tasks == nil {
+		panic("maintenance: Config.Blobs is set without Config.Tasks")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -273,7 +285,7 @@ func (l *Loop) CollectBlobs(ctx context.Context) (deleted int, freed int64, err 
 	// A running task writes its children's and thumbnails' blobs before the transaction that
 	// references them, possibly long before (a task may run for hours): keep everything written
 	// since the oldest running task started.
-	running, err := l.e.Store().TaskListExpired(ctx, time.Unix(1<<40, 0), maxRunning)
+	running, err := l.cfg.Tasks.TaskListExpired(ctx, time.Unix(1<<40, 0), maxRunning)
 	if err != nil {
 		return 0, 0, err
 	}

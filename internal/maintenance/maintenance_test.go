@@ -161,7 +161,7 @@ func TestOneLeader(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		b := setup(t, db)
 		p := &proc{locker: &countingLocker{Locker: db}}
-		p.loop = start(t, maintenance.Config{Engine: b.e, Locker: p.locker, Blobs: b.blobs, ReapInterval: 20 * time.Millisecond,
+		p.loop = start(t, maintenance.Config{Engine: b.e, Locker: p.locker, Blobs: b.blobs, Tasks: b.st, ReapInterval: 20 * time.Millisecond,
 			ElectInterval: 20 * time.Millisecond})
 		procs = append(procs, p)
 	}
@@ -249,7 +249,7 @@ func TestCollectBlobs(t *testing.T) {
 			_, err := b.blobs.Stat(ctx, sha)
 			return err == nil
 		}
-		l := maintenance.New(maintenance.Config{Engine: b.e, Blobs: b.blobs, GCGrace: time.Hour})
+		l := maintenance.New(maintenance.Config{Engine: b.e, Blobs: b.blobs, Tasks: b.st, GCGrace: time.Hour})
 		// A task started a minute ago and still runs.
 		b.clock.add(-time.Minute)
 		task := b.lease(t, "worker", 3*time.Hour)

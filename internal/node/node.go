@@ -407,7 +407,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			n.Close()
 			return nil, err
 		}
-		n.Maintenance = maintenance.New(maintenance.Config{Engine: n.Engine, Blobs: n.Blobs, Locker: locker, Logger: cfg.Logger,
+		n.Maintenance = maintenance.New(maintenance.Config{Engine: n.Engine, Blobs: n.Blobs, Tasks: n.Store, Locker: locker, Logger: cfg.Logger,
 			ReapInterval: lease / 3, ElectInterval: min(lease/3, 5*time.Second), GCInterval: cfg.GCInterval})
 		if n.lock != nil {
 			// The lock proves no other process runs these tasks: reclaim them all now instead

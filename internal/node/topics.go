@@ -60,7 +60,7 @@ func (n *Node) openTopics(ctx context.Context, cfg Config) error {
 		closeSinks()
 		return err
 	}
-	h := &source.Handler{Engine: n.Engine, Blobs: n.Blobs, Logger: cfg.Logger}
+	h := &source.Handler{Engine: n.Engine, Records: n.Store, Blobs: n.Blobs, Logger: cfg.Logger}
 	t.webhooks = &source.Set{Handler: h, Specs: map[string]*source.Spec{}}
 	for _, name := range sortedKeys(cfg.Topics.Sources) {
 		spec, err := source.Parse(name, cfg.Topics.Sources[name])

@@ -315,7 +315,7 @@ func TestTranscodeError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &source.Handler{Engine: kit.Engine, Blobs: kit.Blobs}
+		h := &source.Handler{Engine: kit.Engine, Records: kit.Store, Blobs: kit.Blobs}
 		if o, err := h.Handle(ctx, src, source.Message{ID: "m1", Body: transcodeEvent(video, "ERROR")}); err != nil || len(o.Fired) != 1 {
 			t.Fatalf("ERROR through the source: %+v, %v", o, err)
 		}

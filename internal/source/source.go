@@ -175,9 +175,19 @@ type Outcome struct {
 
 // Handler turns accepted messages into jobs or events. It is safe for concurrent use.
 type Handler struct {
+	// Engine makes the jobs and fires the events.
 	Engine *engine.Engine
-	Blobs  blob.Store
-	Logger *slog.Logger
+	// Records reads the running jobs and their items an event message correlates with: the
+	// store Engine writes.
+	Records Records
+	Blobs   blob.Store
+	Logger  *slog.Logger
+}
+
+// Records is what a [Handler] reads to correlate an event message; a [store.Store] satisfies it.
+type Records interface {
+	JobListRunning(ctx context.Context) ([]*store.Job, error)
+	ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error)
 }
 
 // JobKey returns the key of the job a source's message creates.
@@ -243,7 +253,7 @@ func (h *Handler) fireBody(ctx context.Context, s *Spec, m Message) (Outcome, er
 	if !json.Valid(m.Body) {
 		return Outcome{}, fmt.Errorf("event %s: the body of %s is not JSON", s.Event, m.ID)
 	}
-	jobs, err := h.Engine.Store().JobListRunning(ctx)
+	jobs, err := h.Records.JobListRunning(ctx)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -283,8 +293,7 @@ func (h *Handler) fire(ctx context.Context, s *Spec, m Message) (Outcome, error)
 	if !ok {
 		return Outcome{}, fmt.Errorf("%w %q (an attribute or a body field)", ErrNoKey, s.Key)
 	}
-	db := h.Engine.Store()
-	jobs, err := db.JobListRunning(ctx)
+	jobs, err := h.Records.JobListRunning(ctx)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -295,7 +304,7 @@ func (h *Handler) fire(ctx context.Context, s *Spec, m Message) (Outcome, error)
 		}
 		after := ""
 		for {
-			items, err := db.ItemList(ctx, store.ItemListParams{JobID: j.ID, AfterSort: after, Limit: 1000})
+			items, err := h.Records.ItemList(ctx, store.ItemListParams{JobID: j.ID, AfterSort: after, Limit: 1000})
 			if err != nil {
 				return Outcome{}, err
 			}

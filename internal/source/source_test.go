@@ -61,7 +61,7 @@ func TestWebhookSource(t *testing.T) {
 		}
 		// Mounted as the API mounts it (the name comes from the pattern).
 		mux := http.NewServeMux()
-		mux.Handle("POST /v1/sources/{name}", &source.Set{Handler: &source.Handler{Engine: k.Engine, Blobs: k.Blobs}, Specs: map[string]*source.Spec{"in": spec}})
+		mux.Handle("POST /v1/sources/{name}", &source.Set{Handler: &source.Handler{Engine: k.Engine, Records: k.Store, Blobs: k.Blobs}, Specs: map[string]*source.Spec{"in": spec}})
 		srv := httptest.NewServer(mux)
 		t.Cleanup(srv.Close)
 		post := func(id, status, body, sig string) (int, string) {
@@ -160,7 +160,7 @@ func TestWebhookSourceKeepsOnlyDeclaredHeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("POST /v1/sources/{name}", &source.Set{Handler: &source.Handler{Engine: k.Engine, Blobs: k.Blobs}, Specs: map[string]*source.Spec{"in": spec}})
+		mux.Handle("POST /v1/sources/{name}", &source.Set{Handler: &source.Handler{Engine: k.Engine, Records: k.Store, Blobs: k.Blobs}, Specs: map[string]*source.Spec{"in": spec}})
 		srv := httptest.NewServer(mux)
 		t.Cleanup(srv.Close)
 		const bearer, cookie, token = "sl_bearer-5e7c1a", "session-9d2b4f", "tok-3a8e6c"
@@ -217,7 +217,7 @@ func TestEventSourceNumericKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &source.Handler{Engine: k.Engine, Blobs: k.Blobs}
+	h := &source.Handler{Engine: k.Engine, Records: k.Store, Blobs: k.Blobs}
 	for _, m := range []source.Message{
 		{ID: "m1", Body: []byte(`{"big": 12345678901234567890}`)},
 		{ID: "m2", Attributes: map[string]string{"big": "12345678901234567891"}},

@@ -46,7 +46,7 @@ func diffVersions(prev, cur *store.Workflow) *versionChanges {
 
 // versionsOf returns the stored versions of the workflow name, newest first.
 func (w *Web) versionsOf(r *http.Request, name string) ([]*store.Workflow, error) {
-	all, err := w.b.Engine().Store().WorkflowList(r.Context())
+	all, err := w.rec.WorkflowList(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func diffMark(k linediff.Kind) mark {
 // draftChanges renders what saving the draft src of workflow name would change from its newest
 // stored version; "" when no version of the name is stored.
 func (w *Web) draftChanges(r *http.Request, name, src string) (string, error) {
-	latest, err := w.b.Engine().Store().WorkflowGet(r.Context(), name, 0)
+	latest, err := w.rec.WorkflowGet(r.Context(), name, 0)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	} else if err != nil {

@@ -50,7 +50,7 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		return err
 	}
 	ctx := r.Context()
-	it, err := w.b.Engine().Store().ItemGet(ctx, id)
+	it, err := w.rec.ItemGet(ctx, id)
 	if err != nil {
 		return store.NotFound(err, "item", id)
 	}
@@ -58,7 +58,7 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 	if len(text) > maxShownText {
 		text, cut = text[:maxShownText], true
 	}
-	tasks, err := w.b.Engine().Store().TaskListByItem(ctx, id)
+	tasks, err := w.rec.TaskListByItem(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		pdfID = it.ID
 	} else if it.NChildren > 0 {
 		parent := it.ID
-		kids, err := w.b.Engine().Store().ItemList(ctx, store.ItemListParams{JobID: it.JobID, ParentID: &parent, Limit: 5})
+		kids, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: it.JobID, ParentID: &parent, Limit: 5})
 		if err != nil {
 			return err
 		}
@@ -84,7 +84,7 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 	if err != nil {
 		return err
 	}
-	superseded, err := w.b.Engine().Store().OutputHistoryList(ctx, id)
+	superseded, err := w.rec.OutputHistoryList(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after_id"), 10, 64)
 	state := r.URL.Query().Get("state")
 	const limit = 50
-	jobs, err := w.b.Engine().Store().JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
+	jobs, err := w.rec.JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ type workflowChoice struct {
 
 // latestWorkflows lists each stored workflow once, at its latest version, by name.
 func (w *Web) latestWorkflows(ctx context.Context) ([]workflowChoice, error) {
-	wfs, err := w.b.Engine().Store().WorkflowList(ctx)
+	wfs, err := w.rec.WorkflowList(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -146,8 +146,7 @@ type itemPage struct {
 const itemsPerPage = 50
 
 func (w *Web) items(ctx context.Context, jobID, parent int64, after string) (*itemPage, error) {
-	st := w.b.Engine().Store()
-	items, err := st.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &parent, AfterSort: after, Limit: itemsPerPage})
+	items, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &parent, AfterSort: after, Limit: itemsPerPage})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +157,7 @@ func (w *Web) items(ctx context.Context, jobID, parent int64, after string) (*it
 	}
 	byItem := map[int64][]*store.Task{}
 	if len(ids) > 0 {
-		tasks, err := st.TaskListByItems(ctx, ids)
+		tasks, err := w.rec.TaskListByItems(ctx, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -186,8 +185,7 @@ type outputValue struct {
 }
 
 func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64, limit int) ([]outputValue, int64, error) {
-	st := w.b.Engine().Store()
-	outs, err := st.OutputList(ctx, store.OutputListParams{JobID: jobID, Kind: kind, AfterItem: after, Limit: limit})
+	outs, err := w.rec.OutputList(ctx, store.OutputListParams{JobID: jobID, Kind: kind, AfterItem: after, Limit: limit})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -197,7 +195,7 @@ func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64
 	}
 	items := map[int64]*store.Item{}
 	if len(ids) > 0 {
-		its, err := st.ItemGetMany(ctx, ids)
+		its, err := w.rec.ItemGetMany(ctx, ids)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -235,7 +233,7 @@ func (w *Web) pathJob(r *http.Request) (*store.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := w.b.Engine().Store().JobGet(r.Context(), id)
+	j, err := w.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return nil, store.NotFound(err, "job", id)
 	}

@@ -46,8 +46,7 @@ const slowFloor = time.Minute
 func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
 	ctx := r.Context()
 	e := w.b.Engine()
-	st := e.Store()
-	jobs, err := st.JobListRunning(ctx)
+	jobs, err := w.rec.JobListRunning(ctx)
 	if err != nil {
 		return err
 	}
@@ -56,7 +55,7 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 	var waiting []waitingTask
 	queues := map[string]*backlog{}
 	for _, j := range jobs {
-		counts, err := st.TaskCounts(ctx, j.ID)
+		counts, err := w.rec.TaskCounts(ctx, j.ID)
 		if err != nil {
 			return err
 		}
@@ -75,7 +74,7 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 			q.Retries += c.Retries
 		}
 		usual := map[string][]time.Duration{}
-		done, err := st.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskComplete, Limit: 1000})
+		done, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskComplete, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -84,7 +83,7 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 				usual[t.Action] = append(usual[t.Action], t.FinishedAt.Sub(t.StartedAt))
 			}
 		}
-		running, err := st.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskRunning, Limit: 1000})
+		running, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskRunning, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -110,7 +109,7 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Ready > qs[j].Ready })
-	workers, err := fleet.List(ctx, st.DomainSQL(), now)
+	workers, err := fleet.List(ctx, w.rec.DomainSQL(), now)
 	if err != nil {
 		return err
 	}
@@ -147,22 +146,21 @@ func ago(d time.Duration) string {
 // item is still open, the step needs an external event not yet fired, and the step has not run.
 func (w *Web) waitingSteps(ctx context.Context, j *store.Job, now time.Time) ([]waitingTask, error) {
 	e := w.b.Engine()
-	st := e.Store()
 	def, _, err := e.Definition(ctx, j.WorkflowName, j.WorkflowVersion)
 	if err != nil || len(def.External) == 0 {
 		return nil, nil
 	}
-	open, err := st.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []string{store.ItemWritten}, Limit: 200})
+	open, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []string{store.ItemWritten}, Limit: 200})
 	if err != nil {
 		return nil, err
 	}
 	var waiting []waitingTask
 	for _, it := range open {
-		fired, err := st.EventListByItem(ctx, it.ID)
+		fired, err := w.rec.EventListByItem(ctx, it.ID)
 		if err != nil {
 			return nil, err
 		}
-		tasks, err := st.TaskListByItem(ctx, it.ID)
+		tasks, err := w.rec.TaskListByItem(ctx, it.ID)
 		if err != nil {
 			return nil, err
 		}

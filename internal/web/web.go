@@ -48,8 +48,10 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 
 // Config configures a [Web].
 type Config struct {
-	// Backend is the engine, store and blobs, as the API sees them.
+	// Backend is the engine, the blobs and the process's writer, as the API sees them.
 	Backend workerproto.Backend
+	// Records is what the UI reads: the store the engine writes (Backend's).
+	Records Records
 	// Tokens checks the tokens people sign in with.
 	Tokens *api.TokenStore
 	// API is the API's handler: it serves /v1/…, /metrics and /healthz, and the UI calls it
@@ -69,17 +71,18 @@ type Config struct {
 type Web struct {
 	cfg      Config
 	b        workerproto.Backend
+	rec      Records // cfg.Records
 	log      *slog.Logger
 	pages    map[string]*template.Template
 	sessions *sessions
 	mux      *http.ServeMux
 }
 
-// New returns the UI; it panics when cfg.Backend, cfg.Tokens or cfg.API is nil, or a template
-// does not parse (a programmer error).
+// New returns the UI; it panics when cfg.Backend, cfg.Records, cfg.Tokens or cfg.API is nil, or
+// a template does not parse (a programmer error).
 func New(cfg Config) *Web {
-	if cfg.Backend == nil || cfg.Tokens == nil || cfg.API == nil {
-		panic("web: Config needs Backend, Tokens and API")
+	if cfg.Backend == nil || cfg.Records == nil || cfg.Tokens == nil || cfg.API == nil {
+		panic("web: Config needs Backend, Records, Tokens and API")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -90,7 +93,7 @@ func New(cfg Config) *Web {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Web{cfg: cfg, b: cfg.Backend, log: cfg.Logger, pages: map[string]*template.Template{},
+	w := &Web{cfg: cfg, b: cfg.Backend, rec: cfg.Records, log: cfg.Logger, pages: map[string]*template.Template{},
 		sessions: newSessions(cfg.SessionTTL, cfg.Now), mux: http.NewServeMux()}
 	w.parseTemplates()
 	w.routes()

@@ -30,7 +30,7 @@ type versionRow struct {
 }
 
 func (w *Web) workflowsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
-	wfs, err := w.b.Engine().Store().WorkflowList(r.Context())
+	wfs, err := w.rec.WorkflowList(r.Context())
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ steps:
 func (w *Web) editorPage(rw http.ResponseWriter, r *http.Request, s *session) error {
 	src, name, version := newWorkflowSource, "", 0
 	if n := r.PathValue("name"); n != "" {
-		wf, err := w.b.Engine().Store().WorkflowGet(r.Context(), n, 0)
+		wf, err := w.rec.WorkflowGet(r.Context(), n, 0)
 		if errors.Is(err, store.ErrNotFound) {
 			return notFoundf("there is no workflow %q", n)
 		} else if err != nil {
