@@ -1,7 +1,6 @@
 package objects_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,33 +8,19 @@ import (
 	"testing"
 
 	"github.com/sluice-project/sluice/internal/action"
-	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest/domaintest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/store"
-	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
 // TestStore is the conformance suite of the domain's typed store, on every driver: each
 // statement in each dialect reads back what the domain's writes made, with the same results.
 func TestStore(t *testing.T) {
 	t.Parallel()
-	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
-		t.Parallel()
+	domaintest.ForEachStore(t, objects.Name, objects.Domain{}, func(t *testing.T, db store.Store) {
 		ctx := t.Context()
-		db := open(t)
-		if _, err := db.MigrateDomain(ctx, objects.Name, objects.Domain{}.Migrations(db.DomainSQL().Dialect())); err != nil {
-			t.Fatal(err)
-		}
 		apply := func(jobID int64, ws []action.DomainWrite) error {
-			var out []engine.DomainWrite
-			for _, w := range ws {
-				b, err := json.Marshal(w.Payload)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, engine.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: b, JobID: jobID})
-			}
-			return db.InTx(ctx, func(x store.Executor) error { return objects.Domain{}.Apply(ctx, x.DomainSQL(), out) })
+			return domaintest.Apply(t, db, objects.Domain{}, jobID, ws)
 		}
 		for _, name := range []string{"a", "b"} {
 			if err := apply(1, conformanceWrites(name)); err != nil {
