@@ -82,7 +82,7 @@ func (a *API) graphJob(r *http.Request) (*store.Job, error) {
 	if err != nil {
 		return nil, notFound(err, "graph request %d", id)
 	}
-	ok, err := graph.HasWorkspace(r.Context(), s, id)
+	ok, err := graph.Open(a.b.Engine()).HasWorkspace(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	}
 	format := r.URL.Query().Get("format")
 	if format == "" {
-		req, err := graph.WorkspaceRequest(r.Context(), s, j.ID)
+		req, err := graph.Open(a.b.Engine()).Workspace(r.Context(), j.ID)
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func (a *API) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if _, err := graph.DeleteWorkspace(r.Context(), a.b.Engine().Store(), j.ID); err != nil {
+	if _, err := graph.Open(a.b.Engine()).DeleteWorkspace(r.Context(), j.ID); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

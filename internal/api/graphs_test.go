@@ -47,11 +47,11 @@ func TestGraphRequests(t *testing.T) {
 		}
 		db := open(t)
 		g := graph.New(graph.Config{})
-		g.Bind(db)
 		acts := append(g.Actions(), basic.NewPass())
 		cat := &action.Catalog{}
 		cat.Register(acts...)
 		e := engine.New(engine.Config{Store: db, Catalog: cat})
+		g.Bind(e)
 		if err := graph.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestGraphRequests(t *testing.T) {
 		// Workers on the same store run it.
 		k := enginetest.StartWith(t, func(testing.TB) store.Store { return db },
 			enginetest.Config{Domains: map[string]engine.Domain{graph.DomainName: graph.Domain{}}}, acts...)
-		g.Bind(k.Store)
+		g.Bind(k.Engine)
 		poll.Until(t, time.Minute, "the graph's result", func() (bool, string) {
 			resp, body = do("GET", self, "")
 			return resp.StatusCode != 204, resp.Header.Get("Traverse-State")

@@ -106,7 +106,7 @@ func (a *API) uploadSheet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	s, err := objects.Open(e).GetSheet(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -119,10 +119,8 @@ func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	x := a.b.Engine().Store().DomainSQL()
-	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Roots: &a.roots, Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
-		return objects.Existing(ctx, x, w, f)
-	}})
+	db := objects.Open(a.b.Engine())
+	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Roots: &a.roots, Existing: db.Existing})
 	if err != nil {
 		return a.locationError("files_dir", err) // swapped for a link out since the check above
 	}
@@ -155,16 +153,16 @@ func (a *API) getSheet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	x := a.b.Engine().Store().DomainSQL()
-	s, err := objects.GetSheet(r.Context(), x, id)
+	db := objects.Open(a.b.Engine())
+	s, err := db.GetSheet(r.Context(), id)
 	if err != nil {
 		return sheetNotFound(err, id)
 	}
-	p, err := objects.SheetProgress(r.Context(), x, id)
+	p, err := db.SheetProgress(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	works, err := objects.ListWorks(r.Context(), x, id)
+	works, err := db.ListWorks(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -191,11 +189,11 @@ func (a *API) sheetRows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	x := a.b.Engine().Store().DomainSQL()
-	if _, err := objects.GetSheet(r.Context(), x, id); err != nil {
+	db := objects.Open(a.b.Engine())
+	if _, err := db.GetSheet(r.Context(), id); err != nil {
 		return sheetNotFound(err, id)
 	}
-	rows, err := objects.ListRows(r.Context(), x, id, r.URL.Query().Get("failed") == "true")
+	rows, err := db.ListRows(r.Context(), id, r.URL.Query().Get("failed") == "true")
 	if err != nil {
 		return err
 	}
@@ -220,7 +218,7 @@ func (a *API) approveSheet(w http.ResponseWriter, r *http.Request) error {
 		}
 		return sheetNotFound(err, id)
 	}
-	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	s, err := objects.Open(e).GetSheet(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -240,7 +238,7 @@ func (a *API) deleteSheet(w http.ResponseWriter, r *http.Request) error {
 		}
 		return sheetNotFound(err, id)
 	}
-	s, err := objects.GetSheet(r.Context(), e.Store().DomainSQL(), id)
+	s, err := objects.Open(e).GetSheet(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -255,15 +253,15 @@ func (a *API) sheetProgress(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	x := a.b.Engine().Store().DomainSQL()
-	p, err := objects.SheetProgress(r.Context(), x, id)
+	db := objects.Open(a.b.Engine())
+	p, err := db.SheetProgress(r.Context(), id)
 	if err != nil {
 		return sheetNotFound(err, id)
 	}
 	read := false // p is the first value
 	return a.streamProgress(w, r, func() (any, bool, string, error) {
 		if read {
-			if p, err = objects.SheetProgress(r.Context(), x, id); err != nil {
+			if p, err = db.SheetProgress(r.Context(), id); err != nil {
 				return nil, false, "", err
 			}
 		}
@@ -290,10 +288,10 @@ func (a *API) transcoded(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	x := a.b.Engine().Store().DomainSQL()
-	if wk, err := objects.GetWork(r.Context(), x, id); err == nil {
+	db := objects.Open(a.b.Engine())
+	if wk, err := db.GetWork(r.Context(), id); err == nil {
 		for i, f := range wk.FileSets {
-			if full, err := objects.GetFileSet(r.Context(), x, f.ID); err == nil {
+			if full, err := db.GetFileSet(r.Context(), f.ID); err == nil {
 				wk.FileSets[i] = full
 			}
 		}
@@ -302,7 +300,7 @@ func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
 	} else if !errors.Is(err, objects.ErrNotFound) {
 		return err
 	}
-	f, err := objects.GetFileSet(r.Context(), x, id)
+	f, err := db.GetFileSet(r.Context(), id)
 	if errors.Is(err, objects.ErrNotFound) {
 		return &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(id)}
 	}

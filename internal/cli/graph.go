@@ -98,7 +98,7 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 		return fmt.Sprintf("graph job %d: %d resolved, %d queued, %d avoided, %d failed, %s", job.ID,
 			c.Resolved, c.Queued, c.Avoided, c.Failed, p.Elapsed.Round(100*time.Millisecond))
 	}, func(ctx context.Context) error {
-		c, err := graph.Progress(ctx, n.Store, job.ID)
+		c, err := graph.Progress(ctx, n.Engine, job.ID)
 		if err == nil {
 			counts.Store(&c)
 		}

@@ -136,7 +136,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 		}
-		s, err := objects.GetSheet(ctx, n.Store.DomainSQL(), id)
+		s, err := objects.Open(n.Engine).GetSheet(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -165,10 +165,7 @@ func validateSheet(ctx context.Context, e *env, c *common, path, files string, a
 		return err
 	}
 	defer n.Close()
-	x := n.Store.DomainSQL()
-	v, err := objects.Validate(ctx, f, objects.Env{FilesDir: files, OpenS3: openFilesS3, Existing: func(ctx context.Context, w, fs []string) (map[string]bool, map[string]bool, error) {
-		return objects.Existing(ctx, x, w, fs)
-	}})
+	v, err := objects.Validate(ctx, f, objects.Env{FilesDir: files, OpenS3: openFilesS3, Existing: objects.Open(n.Engine).Existing})
 	if err != nil {
 		return err
 	}
@@ -222,14 +219,14 @@ func waitSheetStatus(ctx context.Context, n *node.Node, id int64, from string) (
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		s, err := objects.GetSheet(ctx, n.Store.DomainSQL(), id)
+		s, err := objects.Open(n.Engine).GetSheet(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		if s.Status != from {
 			return s, nil
 		}
-		if j, err := n.Store.JobGet(ctx, id); err == nil && j.State != store.JobRunning {
+		if st, err := n.Engine.JobState(ctx, id); err == nil && st != store.JobRunning {
 			return s, nil
 		}
 		select {
@@ -251,7 +248,7 @@ func followSheet(ctx context.Context, e *env, n *node.Node, id int64) error {
 		}
 		return sheetProgressLine(p)
 	}, func(ctx context.Context) error {
-		p, err := objects.SheetProgress(ctx, n.Store.DomainSQL(), id)
+		p, err := objects.Open(n.Engine).SheetProgress(ctx, id)
 		if err == nil {
 			last.Store(p)
 		}
@@ -266,16 +263,16 @@ func sheetProgressLine(p *objects.Progress) string {
 }
 
 func printSheet(ctx context.Context, e *env, n *node.Node, s *objects.Sheet, asJSON bool) error {
-	x := n.Store.DomainSQL()
-	p, err := objects.SheetProgress(ctx, x, s.JobID)
+	db := objects.Open(n.Engine)
+	p, err := db.SheetProgress(ctx, s.JobID)
 	if err != nil {
 		return err
 	}
-	failed, err := objects.ListRows(ctx, x, s.JobID, true)
+	failed, err := db.ListRows(ctx, s.JobID, true)
 	if err != nil {
 		return err
 	}
-	works, err := objects.ListWorks(ctx, x, s.JobID)
+	works, err := db.ListWorks(ctx, s.JobID)
 	if err != nil {
 		return err
 	}
@@ -315,19 +312,19 @@ func runObjectsShow(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer n.Close()
-	x := n.Store.DomainSQL()
+	db := objects.Open(n.Engine)
 	var sets []*objects.FileSet
-	w, err := objects.GetWork(ctx, x, pos[0])
+	w, err := db.GetWork(ctx, pos[0])
 	switch {
 	case err == nil:
 		for i, f := range w.FileSets {
-			if w.FileSets[i], err = objects.GetFileSet(ctx, x, f.ID); err != nil {
+			if w.FileSets[i], err = db.GetFileSet(ctx, f.ID); err != nil {
 				return err
 			}
 		}
 		sets = w.FileSets
 	case errors.Is(err, objects.ErrNotFound):
-		f, err := objects.GetFileSet(ctx, x, pos[0])
+		f, err := db.GetFileSet(ctx, pos[0])
 		if errors.Is(err, objects.ErrNotFound) {
 			return &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(pos[0])}
 		}

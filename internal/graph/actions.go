@@ -139,11 +139,11 @@ func workItem(pt PackageType, r *Request, pkg, advice, scope string, exclusions 
 // work item is done) it records why the traversal ended.
 func (g *Graph) endDetect(ctx context.Context, t *action.Task, out action.Output) error {
 	if t.Item.ParentID == 0 {
-		s, err := g.db()
+		_, core, err := g.bound()
 		if err != nil {
 			return err
 		}
-		items, err := listWorkItems(ctx, s, t.JobID)
+		items, err := listWorkItems(ctx, core, t.JobID)
 		if err != nil {
 			return err
 		}
@@ -233,12 +233,12 @@ func selectedPkg(md map[string]any) string {
 
 // resolveSync skips the resolve of a version the shared graph holds already.
 func (g *Graph) resolveSync(ctx context.Context, t *action.Task, out action.Output) error {
-	s, err := g.db()
+	db, _, err := g.bound()
 	if err != nil {
 		return err
 	}
 	md := t.Item.Metadata
-	state, errText, err := versionState(ctx, s.DomainSQL(), str(md, keyType), selectedPkg(md), str(work(md), workVersion))
+	state, errText, err := db.VersionState(ctx, str(md, keyType), selectedPkg(md), str(work(md), workVersion))
 	if err != nil {
 		return err
 	}
@@ -309,13 +309,13 @@ func (g *Graph) traverse(ctx context.Context, t *action.Task, out action.Output)
 	if err != nil {
 		return err
 	}
-	s, err := g.db()
+	db, _, err := g.bound()
 	if err != nil {
 		return err
 	}
 	typ := str(md, keyType)
 	pt, _ := g.types.Lookup(typ)
-	rels, err := relationships(ctx, s.DomainSQL(), typ, selectedPkg(md), str(work(md), workVersion))
+	rels, err := db.Relationships(ctx, typ, selectedPkg(md), str(work(md), workVersion))
 	if err != nil {
 		return err
 	}

@@ -27,13 +27,13 @@ type WorkItem struct {
 }
 
 // listWorkItems returns every item of the job in tree order.
-func listWorkItems(ctx context.Context, s store.Store, jobID int64) ([]*WorkItem, error) {
+func listWorkItems(ctx context.Context, core Core, jobID int64) ([]*WorkItem, error) {
 	var out []*WorkItem
 	after := ""
 	for {
-		items, err := s.ItemList(ctx, store.ItemListParams{JobID: jobID, AfterSort: after, Limit: 5000})
+		items, err := core.JobItems(ctx, jobID, after, 5000)
 		if err != nil {
-			return nil, fmt.Errorf("list work items of job %d: %w", jobID, err)
+			return nil, err
 		}
 		for _, it := range items {
 			w := &WorkItem{ID: it.ID, ParentID: it.ParentID, Ordinal: it.Ordinal, Depth: it.Depth, SortKey: it.SortKey, Error: it.Error}
@@ -122,8 +122,8 @@ func CountItems(items []*WorkItem) Counts {
 }
 
 // Progress returns a request's counts so far.
-func Progress(ctx context.Context, s store.Store, jobID int64) (Counts, error) {
-	items, err := listWorkItems(ctx, s, jobID)
+func Progress(ctx context.Context, core Core, jobID int64) (Counts, error) {
+	items, err := listWorkItems(ctx, core, jobID)
 	if err != nil {
 		return Counts{}, err
 	}
@@ -136,11 +136,11 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	s, err := g.db()
+	_, core, err := g.bound()
 	if err != nil {
 		return err
 	}
-	items, err := listWorkItems(ctx, s, t.JobID)
+	items, err := listWorkItems(ctx, core, t.JobID)
 	if err != nil {
 		return err
 	}

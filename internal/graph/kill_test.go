@@ -228,7 +228,6 @@ func child(ctx context.Context, db store.Store, proxy string) error {
 		return err
 	}
 	g := graph.New(graph.Config{Egress: lo})
-	g.Bind(db)
 	acts := append(g.Actions(), basic.NewPass())
 	conc := map[string]int{}
 	for _, a := range acts {
@@ -239,6 +238,7 @@ func child(ctx context.Context, db store.Store, proxy string) error {
 	e := engine.New(engine.Config{Store: db, Catalog: catalogOf(acts),
 		OnReady:  func(qs []string) { wk.Ready(qs) },
 		OnJobEnd: func(int64, string) { ended <- struct{}{} }})
+	g.Bind(e)
 	if err := graph.Register(ctx, e); err != nil {
 		return err
 	}

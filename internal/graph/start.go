@@ -43,13 +43,13 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*stor
 	key := r.Key()
 	var job *store.Job
 	if resume {
-		running, err := e.Store().JobListRunning(ctx)
+		running, err := e.RunningJobsOf(ctx, "graph")
 		if err != nil {
 			return nil, err
 		}
 		for _, j := range running {
 			var md map[string]any
-			if j.WorkflowName == "graph" && json.Unmarshal(j.Metadata, &md) == nil && md[jobKeyMeta] == key {
+			if json.Unmarshal(j.Metadata, &md) == nil && md[jobKeyMeta] == key {
 				job = j
 				break
 			}
@@ -64,7 +64,7 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*stor
 	}
 	// The workspace is there as the request is answered (register records it too, for a request
 	// item added some other way), so GET /v1/graphs/{id} knows the request before any worker ran.
-	if err := putWorkspace(ctx, e.Store().DomainSQL(), job.ID, &r); err != nil {
+	if err := Open(e).PutWorkspace(ctx, job.ID, &r); err != nil {
 		return nil, err
 	}
 	var md map[string]any

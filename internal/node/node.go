@@ -353,7 +353,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.traceJobEnd(jobID, state)
 		}})
-	n.Graph.Bind(n.Store)
+	n.Graph.Bind(n.Engine)
 	if err := graph.Register(ctx, n.Engine); err != nil {
 		n.Close()
 		return nil, err

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
-	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -61,9 +60,9 @@ func stateOf(actionName string) string {
 // call is one run of a chain action on a file set.
 type call struct {
 	s     *Service
-	e     *engine.Engine
+	db    *Store
+	reads Core
 	blobs blob.Store
-	x     store.DomainSQL
 	t     *action.Task
 	out   action.Output
 	id    string // the file set's id
@@ -75,14 +74,11 @@ func (c *call) md(k string) string { return str(c.t.Item.Metadata, k) }
 
 // fileSet reads the file set's row.
 func (c *call) fileSet(ctx context.Context) (*FileSet, error) {
-	fs, err := listFileSets(ctx, c.x, `file_set_id = ?`, c.id)
-	if err != nil {
-		return nil, err
-	}
-	if len(fs) == 0 {
+	f, err := c.db.FileSet(ctx, c.id)
+	if errors.Is(err, ErrNotFound) {
 		return nil, action.Permanentf("file set %s is missing", c.id)
 	}
-	return fs[0], nil
+	return f, err
 }
 
 func (c *call) core(k string, v any) error {
@@ -150,15 +146,15 @@ func flag(t *action.Task, k string, def bool) bool {
 // started, works, and is ok — the ok (and the work's writes) committed with the task.
 func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Task, out action.Output) error {
 	return func(ctx context.Context, t *action.Task, out action.Output) error {
-		e, blobs, err := s.get()
+		b, err := s.get()
 		if err != nil {
 			return err
 		}
-		c := &call{s: s, e: e, blobs: blobs, x: e.Store().DomainSQL(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
+		c := &call{s: s, db: b.db, reads: b.core, blobs: b.blobs, t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
 		if c.id == "" {
 			return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
 		}
-		cur, err := stateNow(ctx, c.x, c.id, st.State)
+		cur, err := c.db.ActionOutcome(ctx, c.id, st.State)
 		if err != nil {
 			return err
 		}
@@ -176,7 +172,7 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		}
 		// started is recorded as the work begins, outside the task's transaction: an attempt
 		// that dies leaves it, and the next writes it again to no effect.
-		if err := putState(ctx, c.x, t.JobID, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
+		if err := c.db.PutState(ctx, t.JobID, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
 			return fmt.Errorf("record %s started: %w", st.State, err)
 		}
 		if err := st.work(ctx, c); err != nil {
@@ -200,10 +196,7 @@ func hasCore(key string) func(ctx context.Context, c *call) (bool, error) {
 // hasDerivative reports whether the file set has a derivative of the kind.
 func hasDerivative(kind string) func(ctx context.Context, c *call) (bool, error) {
 	return func(ctx context.Context, c *call) (bool, error) {
-		n := 0
-		err := query(ctx, c.x, `SELECT 1 FROM objects_derivatives WHERE file_set_id = ? AND kind = ?`, []any{c.id, kind},
-			func(store.DomainRows) error { n++; return nil })
-		return n > 0, err
+		return c.db.HasDerivative(ctx, c.id, kind)
 	}
 }
 
@@ -230,7 +223,7 @@ func (s *Service) chainSteps() []chainStep {
 			}},
 		{ChainAction: Chain[2], doc: "Set the file set's chain waiting: the steps of its workflow that apply to it.", concurrency: 8,
 			done: func(ctx context.Context, c *call) (bool, error) {
-				st, err := ActionStates(ctx, c.x, c.id)
+				st, err := c.db.ActionStates(ctx, c.id)
 				return len(st) > len(initialActions), err
 			},
 			work: func(ctx context.Context, c *call) error { return s.initializeDispatch(ctx, c) }},
@@ -282,27 +275,13 @@ func (s *Service) chainSteps() []chainStep {
 // engine recorded by skipping the others). A file set to which none applies has a role and
 // MIME type that go together nowhere in the table.
 func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
-	job, err := c.e.Store().JobGet(ctx, c.t.JobID)
+	steps, err := c.reads.ItemSteps(ctx, c.t.JobID, c.t.Item.ID)
 	if err != nil {
 		return err
-	}
-	def, _, err := c.e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
-	if err != nil {
-		return err
-	}
-	tasks, err := c.e.Store().TaskListByItem(ctx, c.t.Item.ID)
-	if err != nil {
-		return err
-	}
-	skipped := map[string]bool{}
-	for _, tk := range tasks {
-		if tk.State == store.TaskSkipped {
-			skipped[tk.Step] = true
-		}
 	}
 	applies := map[string]bool{}
-	for _, st := range def.Steps {
-		if !skipped[st.Name] {
+	for _, st := range steps {
+		if st.State != store.TaskSkipped {
 			applies[st.Action] = true
 		}
 	}
@@ -395,9 +374,7 @@ func (c *call) preserved(ctx context.Context, sum string) (bool, error) {
 	if sum == "" {
 		return false, nil
 	}
-	n := 0
-	if err := query(ctx, c.x, `SELECT 1 FROM objects_blobs WHERE sha256 = ? AND kind = ? LIMIT 1`, []any{sum, "preservation"},
-		func(store.DomainRows) error { n++; return nil }); err != nil || n == 0 {
+	if ok, err := c.db.BlobReferencedAs(ctx, sum, "preservation"); err != nil || !ok {
 		return false, err
 	}
 	if _, err := c.blobs.Stat(ctx, sum); err != nil {
@@ -520,15 +497,15 @@ func transcodeComplete(ctx context.Context, c *call) error {
 // the state error with the item's error, every other waiting one "Previous action failed", and
 // the file set the state error.
 func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.Output) error {
-	e, _, err := s.get()
+	b, err := s.get()
 	if err != nil {
 		return err
 	}
-	c := &call{s: s, e: e, x: e.Store().DomainSQL(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
+	c := &call{s: s, db: b.db, reads: b.core, t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
 	if c.id == "" {
 		return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
 	}
-	states, err := ActionStates(ctx, c.x, c.id)
+	states, err := c.db.ActionStates(ctx, c.id)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,7 @@ func TestCustomActions(t *testing.T) {
 			t.Errorf("chain %v, want %v", got, want)
 		}
 		// The transcription is attached: a derivative whose blob holds the file.
-		f, err := objects.GetFileSet(t.Context(), kit.Store.DomainSQL(), "cf")
+		f, err := objects.NewStore(kit.Store.DomainSQL()).GetFileSet(t.Context(), "cf")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestTranscodeDeadline(t *testing.T) {
 		if s := waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError); s.Status != objects.StatusCompletedError {
 			t.Fatalf("sheet %s, want completed_error", s.Status)
 		}
-		f, err := objects.GetFileSet(t.Context(), kit.Store.DomainSQL(), objects.FileSetID("df"))
+		f, err := objects.NewStore(kit.Store.DomainSQL()).GetFileSet(t.Context(), objects.FileSetID("df"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,13 +255,13 @@ func TestAccessionTakenAtApproval(t *testing.T) {
 			waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError)
 		}
 		x := kit.Store.DomainSQL()
-		if s, _ := objects.GetSheet(t.Context(), x, first); s.Status != objects.StatusCompleted {
+		if s, _ := objects.NewStore(x).GetSheet(t.Context(), first); s.Status != objects.StatusCompleted {
 			t.Errorf("first sheet %s", s.Status)
 		}
-		if s, _ := objects.GetSheet(t.Context(), x, second); s.Status != objects.StatusCompletedError {
+		if s, _ := objects.NewStore(x).GetSheet(t.Context(), second); s.Status != objects.StatusCompletedError {
 			t.Errorf("second sheet %s, want completed_error", s.Status)
 		}
-		w, err := objects.GetWork(t.Context(), x, "tw")
+		w, err := objects.NewStore(x).GetWork(t.Context(), "tw")
 		if err != nil || w.JobID != first || len(w.FileSets) != 1 {
 			t.Errorf("work %+v (%v), want the first sheet's", w, err)
 		}

@@ -81,7 +81,7 @@ func TestForceAndOverwrite(t *testing.T) {
 			return out.ws
 		}
 		state := func() objects.ActionState {
-			st, err := objects.ActionStates(ctx, x, id)
+			st, err := objects.NewStore(x).ActionStates(ctx, id)
 			if err != nil || len(st) != 1 {
 				t.Fatalf("states %+v, %v", st, err)
 			}
@@ -100,7 +100,7 @@ func TestForceAndOverwrite(t *testing.T) {
 		if len(ws) != 1 || state().Notes != "already complete" || state().Outcome != objects.OutcomeOK {
 			t.Errorf("overwrite false with digests present: %d writes, state %+v", len(ws), state())
 		}
-		f, err := objects.GetFileSet(ctx, x, id)
+		f, err := objects.NewStore(x).GetFileSet(ctx, id)
 		if err != nil || f.Core["digests"].(map[string]any)["sha256"] != "ed7002b439e9ac845f22357d822bac1444730fbdb6016d3ec9432297b9ec9f73" {
 			t.Errorf("file set %+v, %v", f, err)
 		}

@@ -119,7 +119,7 @@ func waitSheetFor(t testing.TB, kit *enginetest.Kit, id int64, d time.Duration, 
 	var s *objects.Sheet
 	poll.Until(t, d, fmt.Sprintf("sheet %d to be %v", id, statuses), func() (bool, string) {
 		var err error
-		if s, err = objects.GetSheet(t.Context(), kit.Store.DomainSQL(), id); err != nil {
+		if s, err = objects.NewStore(kit.Store.DomainSQL()).GetSheet(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
 		return slices.Contains(statuses, s.Status), s.Status
@@ -131,7 +131,7 @@ func waitSheetFor(t testing.TB, kit *enginetest.Kit, id int64, d time.Duration, 
 // each was started before.
 func okHistory(t *testing.T, kit *enginetest.Kit, id string) []string {
 	t.Helper()
-	h, err := objects.History(t.Context(), kit.Store.DomainSQL(), id)
+	h, err := objects.NewStore(kit.Store.DomainSQL()).History(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,10 +190,10 @@ func TestCanonicalSheet(t *testing.T) {
 		id := upload(t, kit, "canonical.csv", fmt.Sprintf(canonicalSheet, "c"), dir)
 		s := waitSheet(t, kit, id, objects.StatusAwaitingApproval, objects.StatusRowFail, objects.StatusFileFail)
 		if s.Status != objects.StatusAwaitingApproval || s.Checks != (objects.Checks{File: "pass", Rows: "pass", Overall: "pass"}) || s.RowCount != 5 {
-			rows, _ := objects.ListRows(ctx, x, id, true)
+			rows, _ := objects.NewStore(x).ListRows(ctx, id, true)
 			t.Fatalf("sheet %+v, failed rows %+v", s, rows)
 		}
-		if fs, _ := objects.ListFileSets(ctx, x, id); len(fs) != 0 {
+		if fs, _ := objects.NewStore(x).ListFileSets(ctx, id); len(fs) != 0 {
 			t.Fatalf("%d file sets before approval", len(fs))
 		}
 		if err := objects.Approve(ctx, kit.Engine, id); err != nil {
@@ -202,11 +202,11 @@ func TestCanonicalSheet(t *testing.T) {
 		video := objects.FileSetID("c-vid-a")
 		// The video's chain pauses at the transcode: every other file set completes.
 		poll.Until(t, 2*time.Minute, "the video to wait for its transcode and the others to complete", func() (bool, string) {
-			fs, err := objects.ListFileSets(ctx, x, id)
+			fs, err := objects.NewStore(x).ListFileSets(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, _ := objects.ActionStates(ctx, x, video)
+			st, _ := objects.NewStore(x).ActionStates(ctx, video)
 			done := 0
 			for _, f := range fs {
 				if f.State == objects.StateComplete {
@@ -222,7 +222,7 @@ func TestCanonicalSheet(t *testing.T) {
 		if j, _ := kit.Store.JobGet(ctx, id); j.State != store.JobRunning {
 			t.Fatalf("job %s while the video waits", j.State)
 		}
-		p, err := objects.SheetProgress(ctx, x, id)
+		p, err := objects.NewStore(x).SheetProgress(ctx, id)
 		if err != nil || p.FileSetsComplete != 4 || p.FileSets != 5 || p.DoneActions >= p.TotalActions {
 			t.Fatalf("progress %+v (%v)", p, err)
 		}
@@ -247,7 +247,7 @@ func TestCanonicalSheet(t *testing.T) {
 			if got := okHistory(t, kit, fid); !slices.Equal(got, want) {
 				t.Errorf("%s chain:\n got %v\nwant %v", suffix, got, want)
 			}
-			f, err := objects.GetFileSet(ctx, x, fid)
+			f, err := objects.NewStore(x).GetFileSet(ctx, fid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,20 +264,20 @@ func TestCanonicalSheet(t *testing.T) {
 				t.Errorf("%s: preservation copy %s: %v", suffix, sum, err)
 			}
 		}
-		img, _ := objects.GetFileSet(ctx, x, objects.FileSetID("c-img-a"))
+		img, _ := objects.NewStore(x).GetFileSet(ctx, objects.FileSetID("c-img-a"))
 		if img.Derivatives["pyramid_tiff"] == nil || img.Core["exif"] == nil || img.MimeType != "image/tiff" {
 			t.Errorf("access image: %+v", img)
 		}
-		vid, _ := objects.GetFileSet(ctx, x, video)
+		vid, _ := objects.NewStore(x).GetFileSet(ctx, video)
 		if !strings.Contains(string(vid.Derivatives["playlist"]), "reel.m3u8") || vid.Core["mediainfo"] == nil {
 			t.Errorf("video: derivatives %v, core %v", vid.Derivatives, vid.Core)
 		}
 		for _, w := range []string{"c-img", "c-vid"} {
-			if w, err := objects.GetWork(ctx, x, w); err != nil || w.State != objects.StateComplete {
+			if w, err := objects.NewStore(x).GetWork(ctx, w); err != nil || w.State != objects.StateComplete {
 				t.Errorf("work %+v: %v", w, err)
 			}
 		}
-		if p, _ := objects.SheetProgress(ctx, x, id); p.Percent != 100 || p.FileSetsComplete != 5 {
+		if p, _ := objects.NewStore(x).SheetProgress(ctx, id); p.Percent != 100 || p.FileSetsComplete != 5 {
 			t.Errorf("progress %+v", p)
 		}
 		// Every blob is referenced — by an item or by the domain — so a collection with no
@@ -323,7 +323,7 @@ func TestTranscodeError(t *testing.T) {
 		if s.Status != objects.StatusCompletedError {
 			t.Fatalf("sheet %s, want completed_error", s.Status)
 		}
-		f, err := objects.GetFileSet(ctx, x, video)
+		f, err := objects.NewStore(x).GetFileSet(ctx, video)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,15 +341,15 @@ func TestTranscodeError(t *testing.T) {
 		if f.State != objects.StateError {
 			t.Errorf("video file set %s", f.State)
 		}
-		if w, _ := objects.GetWork(ctx, x, "e-img"); w == nil || w.State != objects.StateComplete {
+		if w, _ := objects.NewStore(x).GetWork(ctx, "e-img"); w == nil || w.State != objects.StateComplete {
 			t.Errorf("image work %+v, want complete", w)
 		}
-		if w, _ := objects.GetWork(ctx, x, "e-vid"); w == nil || w.State != objects.StateError {
+		if w, _ := objects.NewStore(x).GetWork(ctx, "e-vid"); w == nil || w.State != objects.StateError {
 			t.Errorf("video work %+v, want error", w)
 		}
 		again := upload(t, kit, "again.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,e-img-2,e-img-p,img/front-master.tif,,P,,,\n", dir)
 		s = waitSheet(t, kit, again, objects.StatusRowFail, objects.StatusAwaitingApproval)
-		rows, _ := objects.ListRows(ctx, x, again, true)
+		rows, _ := objects.NewStore(x).ListRows(ctx, again, true)
 		if s.Status != objects.StatusRowFail || len(rows) != 1 || rows[0].Errors[0] != (objects.FieldError{Field: "file_accession_number", Message: "e-img-p already exists in system"}) {
 			t.Errorf("second sheet %s, rows %+v", s.Status, rows)
 		}
@@ -361,7 +361,7 @@ func TestTranscodeError(t *testing.T) {
 func waitTranscodePending(t *testing.T, kit *enginetest.Kit, fileSet string) {
 	t.Helper()
 	poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
-		st, _ := objects.ActionStates(t.Context(), kit.Store.DomainSQL(), fileSet)
+		st, _ := objects.NewStore(kit.Store.DomainSQL()).ActionStates(t.Context(), fileSet)
 		for _, a := range st {
 			if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
 				return true, ""

@@ -165,24 +165,24 @@ func summarize(t *testing.T, db store.Store, blobs blob.Store, jobID int64) outc
 	t.Helper()
 	ctx := t.Context()
 	x := db.DomainSQL()
-	s, err := objects.GetSheet(ctx, x, jobID)
+	s, err := objects.NewStore(x).GetSheet(ctx, jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := outcome{status: s.Status}
-	fs, err := objects.ListFileSets(ctx, x, jobID)
+	fs, err := objects.NewStore(x).ListFileSets(ctx, jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.fileSets = len(fs)
 	for _, f := range fs {
-		full, err := objects.GetFileSet(ctx, x, f.ID)
+		full, err := objects.NewStore(x).GetFileSet(ctx, f.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o.states += len(full.ActionStates)
 		o.derivatives += len(full.Derivatives)
-		h, err := objects.History(ctx, x, f.ID)
+		h, err := objects.NewStore(x).History(ctx, f.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func child(ctx context.Context, db store.Store, blobDir, files string) error {
 		return err
 	}
 	for {
-		s, err := objects.GetSheet(ctx, db.DomainSQL(), id)
+		s, err := objects.NewStore(db.DomainSQL()).GetSheet(ctx, id)
 		if err != nil {
 			return err
 		}

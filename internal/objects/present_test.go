@@ -66,7 +66,7 @@ func TestFilesAlreadyPresent(t *testing.T) {
 		}
 		copyState := func(acc string) (*objects.FileSet, objects.ActionState) {
 			t.Helper()
-			f, err := objects.GetFileSet(ctx, x, objects.FileSetID(acc))
+			f, err := objects.NewStore(x).GetFileSet(ctx, objects.FileSetID(acc))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -101,7 +101,7 @@ func TestFilesDirAncestorSwap(t *testing.T) {
 	if s := waitSheet(t, kit, id, objects.StatusCompleted, objects.StatusCompletedError); s.Status != objects.StatusCompletedError {
 		t.Fatalf("sheet %s, want %s", s.Status, objects.StatusCompletedError)
 	}
-	fs, err := objects.GetFileSet(t.Context(), kit.Store.DomainSQL(), objects.FileSetID("f-1"))
+	fs, err := objects.NewStore(kit.Store.DomainSQL()).GetFileSet(t.Context(), objects.FileSetID("f-1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestSheetFromS3(t *testing.T) {
 		if s := waitSheet(t, kit, bad, objects.StatusRowFail, objects.StatusAwaitingApproval); s.Status != objects.StatusRowFail {
 			t.Fatalf("sheet naming missing keys is %s", s.Status)
 		}
-		rows, err := objects.ListRows(ctx, x, bad, true)
+		rows, err := objects.NewStore(x).ListRows(ctx, bad, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestSheetFromS3(t *testing.T) {
 		id := upload(t, kit, "canonical.csv", fmt.Sprintf(canonicalSheet, "c"), files+"/")
 		s := waitSheet(t, kit, id, objects.StatusAwaitingApproval, objects.StatusRowFail, objects.StatusFileFail)
 		if s.Status != objects.StatusAwaitingApproval {
-			rows, _ := objects.ListRows(ctx, x, id, true)
+			rows, _ := objects.NewStore(x).ListRows(ctx, id, true)
 			t.Fatalf("sheet %+v, failed rows %+v", s, rows)
 		}
 		if err := objects.Approve(ctx, kit.Engine, id); err != nil {
@@ -188,7 +188,7 @@ func TestSheetFromS3(t *testing.T) {
 			if got := okHistory(t, kit, fid); !slices.Equal(got, want) {
 				t.Errorf("%s chain:\n got %v\nwant %v", suffix, got, want)
 			}
-			f, err := objects.GetFileSet(ctx, x, fid)
+			f, err := objects.NewStore(x).GetFileSet(ctx, fid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,11 +208,11 @@ func TestSheetFromS3(t *testing.T) {
 				t.Errorf("%s: preservation copy: %v", suffix, err)
 			}
 		}
-		img, _ := objects.GetFileSet(ctx, x, objects.FileSetID("c-img-a"))
+		img, _ := objects.NewStore(x).GetFileSet(ctx, objects.FileSetID("c-img-a"))
 		if img.Derivatives["pyramid_tiff"] == nil || img.Core["exif"] == nil || img.Core["mime_type"] != "image/tiff" {
 			t.Errorf("access image: %+v", img)
 		}
-		vid, _ := objects.GetFileSet(ctx, x, video)
+		vid, _ := objects.NewStore(x).GetFileSet(ctx, video)
 		if vid.Core["mediainfo"] == nil || vid.Core["mime_type"] != "video/mp4" {
 			t.Errorf("video: core %v", vid.Core)
 		}

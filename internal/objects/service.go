@@ -14,13 +14,13 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/pathroot"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
-// Service gives the objects workflow's actions what they need beyond their task: the engine
-// (its store, the workflow's definition) and the blob store that holds preservation copies and
-// derivatives. Make it, register its [Service.Actions] in the catalog, then [Service.Bind] it
-// once the engine and blob store exist, before workers start. It is safe for concurrent use.
+// Service gives the objects workflow's actions what they need beyond their task: the domain's
+// [Store], the read port [Core] to the engine's records, and the blob store that holds
+// preservation copies and derivatives. Make it, register its [Service.Actions] in the catalog,
+// then [Service.Bind] it once the engine and blob store exist, before workers start. It is safe
+// for concurrent use.
 type Service struct {
 	// S3 opens the s3://bucket/prefix locations of sheets' files (set it before the service
 	// is used). Nil refuses them: a sheet uploaded with one fails validation.
@@ -31,26 +31,40 @@ type Service struct {
 	// process whose jobs name directories its own user chose at the shell (the CLI's commands).
 	Roots *pathroot.Roots
 
-	s3     s3Stores
-	mu     sync.RWMutex
-	engine *engine.Engine
-	blobs  blob.Store
+	s3 s3Stores
+	mu sync.RWMutex
+	b  *bound
 }
 
-// Bind gives the service the engine and the blob store.
+// Core is what the objects workflow's actions read of the engine's records beyond their task
+// (the domain's own rows they read through [Store]): the steps of a file set's item, to know
+// which of its chain applies. [*engine.Engine] satisfies it.
+type Core interface {
+	ItemSteps(ctx context.Context, jobID, itemID int64) ([]engine.ItemStep, error)
+}
+
+// bound is what [Service.Bind] gives the actions.
+type bound struct {
+	db    *Store
+	core  Core
+	blobs blob.Store
+}
+
+// Bind gives the service the engine (its records, read through [Core], and the domain's
+// tables) and the blob store.
 func (s *Service) Bind(e *engine.Engine, b blob.Store) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.engine, s.blobs = e, b
+	s.b = &bound{db: Open(e), core: e, blobs: b}
 }
 
-func (s *Service) get() (*engine.Engine, blob.Store, error) {
+func (s *Service) get() (*bound, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.engine == nil || s.blobs == nil {
-		return nil, nil, errors.New("objects: the service is not bound to an engine and a blob store")
+	if s.b == nil || s.b.blobs == nil {
+		return nil, errors.New("objects: the service is not bound to an engine and a blob store")
 	}
-	return s.engine, s.blobs, nil
+	return s.b, nil
 }
 
 // act is an action made of a spec and a function.
@@ -111,7 +125,7 @@ func str(m map[string]any, k string) string {
 }
 
 func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.Output) error {
-	e, _, err := s.get()
+	b, err := s.get()
 	if err != nil {
 		return err
 	}
@@ -120,11 +134,8 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 		return fmt.Errorf("open the sheet: %w", err)
 	}
 	defer rc.Close()
-	x := e.Store().DomainSQL()
 	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3, Roots: s.Roots,
-		Existing: func(ctx context.Context, w, f []string) (map[string]bool, map[string]bool, error) {
-			return Existing(ctx, x, w, f)
-		}})
+		Existing: b.db.Existing})
 	if errors.Is(err, ErrNoS3) { // this process will never read the location: retrying is no use
 		return action.Permanent(err)
 	}
@@ -161,11 +172,11 @@ type workRow struct {
 }
 
 func (s *Service) createWorks(ctx context.Context, t *action.Task, out action.Output) error {
-	e, _, err := s.get()
+	b, err := s.get()
 	if err != nil {
 		return err
 	}
-	rows, err := ListRows(ctx, e.Store().DomainSQL(), t.JobID, false)
+	rows, err := b.db.ListRows(ctx, t.JobID, false)
 	if err != nil {
 		return err
 	}
@@ -226,12 +237,12 @@ func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action
 }
 
 func (s *Service) completeWork(ctx context.Context, t *action.Task, out action.Output) error {
-	e, _, err := s.get()
+	b, err := s.get()
 	if err != nil {
 		return err
 	}
 	acc := str(t.Item.Metadata, "work_accession_number")
-	fs, err := listFileSets(ctx, e.Store().DomainSQL(), `work_accession = ?`, acc)
+	fs, err := b.db.WorkFileSets(ctx, acc)
 	if err != nil {
 		return err
 	}
@@ -248,11 +259,11 @@ func (s *Service) completeWork(ctx context.Context, t *action.Task, out action.O
 }
 
 func (s *Service) completeSheet(ctx context.Context, t *action.Task, out action.Output) error {
-	e, _, err := s.get()
+	b, err := s.get()
 	if err != nil {
 		return err
 	}
-	works, err := ListWorks(ctx, e.Store().DomainSQL(), t.JobID)
+	works, err := b.db.ListWorks(ctx, t.JobID)
 	if err != nil {
 		return err
 	}
@@ -266,12 +277,4 @@ func (s *Service) completeSheet(ctx context.Context, t *action.Task, out action.
 		}
 	}
 	return writeOp(out, "sheet", write{Op: opSheet, Status: status})
-}
-
-// stateNow reads an object's action's outcome ("" when it has none).
-func stateNow(ctx context.Context, x store.DomainSQL, objectID, act string) (string, error) {
-	var o string
-	err := query(ctx, x, `SELECT outcome FROM objects_action_states WHERE object_id = ? AND action = ?`, []any{objectID, act},
-		func(r store.DomainRows) error { return r.Scan(&o) })
-	return o, err
 }

@@ -62,8 +62,7 @@ func Upload(ctx context.Context, e *engine.Engine, blobs blob.Store, p UploadPar
 	if err != nil {
 		return 0, err
 	}
-	x := e.Store().DomainSQL()
-	if err := setSheet(ctx, x, job.ID, &write{Name: p.Name, At: now()}); err != nil {
+	if err := Open(e).putSheet(ctx, job.ID, &write{Name: p.Name, At: now()}); err != nil {
 		return 0, fmt.Errorf("record sheet %d: %w", job.ID, err)
 	}
 	if err := e.AddRoots(ctx, job, []engine.Root{{Name: p.Name, ContentType: "text/csv", BlobSHA256: sum, Size: size, Metadata: md}}); err != nil {
@@ -78,7 +77,7 @@ var ErrNotAwaitingApproval = errors.New("the sheet is not awaiting approval")
 // Approve approves a sheet awaiting approval: its works and file sets are created and ingested.
 // Approving an approved sheet again does nothing.
 func Approve(ctx context.Context, e *engine.Engine, sheetID int64) error {
-	s, err := GetSheet(ctx, e.Store().DomainSQL(), sheetID)
+	s, err := Open(e).GetSheet(ctx, sheetID)
 	if err != nil {
 		return err
 	}
@@ -89,7 +88,7 @@ func Approve(ctx context.Context, e *engine.Engine, sheetID int64) error {
 	default:
 		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrNotAwaitingApproval)
 	}
-	roots, err := e.Store().ItemList(ctx, store.ItemListParams{JobID: sheetID, Limit: 1})
+	roots, err := e.JobItems(ctx, sheetID, "", 1)
 	if err != nil {
 		return err
 	}
@@ -106,8 +105,8 @@ var ErrApproved = errors.New("the sheet was approved; its works and file sets ex
 // Delete deletes a sheet that was not approved (Meadow's deleted status): its job is canceled
 // and its rows kept for the record. Deleting a deleted sheet does nothing.
 func Delete(ctx context.Context, e *engine.Engine, sheetID int64) error {
-	x := e.Store().DomainSQL()
-	s, err := GetSheet(ctx, x, sheetID)
+	db := Open(e)
+	s, err := db.GetSheet(ctx, sheetID)
 	if err != nil {
 		return err
 	}
@@ -117,12 +116,12 @@ func Delete(ctx context.Context, e *engine.Engine, sheetID int64) error {
 	case StatusApproved, StatusCompleted, StatusCompletedError:
 		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrApproved)
 	}
-	if j, err := e.Store().JobGet(ctx, sheetID); err == nil && j.State == store.JobRunning {
+	if st, err := e.JobState(ctx, sheetID); err == nil && st == store.JobRunning {
 		if err := e.Cancel(ctx, sheetID); err != nil {
 			return err
 		}
 	}
-	return setSheet(ctx, x, sheetID, &write{Status: StatusDeleted, At: now(),
+	return db.putSheet(ctx, sheetID, &write{Status: StatusDeleted, At: now(),
 		StatusIfs: []string{StatusUploaded, StatusFileFail, StatusRowFail, StatusValid, StatusAwaitingApproval}})
 }
 
@@ -144,15 +143,12 @@ func FireTranscoded(ctx context.Context, e *engine.Engine, body []byte, workflow
 	if !json.Valid(body) {
 		return nil, errors.New("the event is not JSON")
 	}
-	jobs, err := e.Store().JobListRunning(ctx)
+	jobs, err := e.RunningJobsOf(ctx, workflow)
 	if err != nil {
 		return nil, err
 	}
 	out := &Transcoded{FileSets: []int64{}}
 	for _, j := range jobs {
-		if j.WorkflowName != workflow {
-			continue
-		}
 		f, err := e.Fire(ctx, engine.FireParams{JobID: j.ID, Event: TranscodeEvent, Body: body})
 		if _, none := errors.AsType[*engine.NoMatchError](err); none {
 			continue // the event is for another sheet's file set, or for none
