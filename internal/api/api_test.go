@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metadata"
@@ -121,6 +122,9 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 		OnReady:  func(qs []string) { w.Ready(qs); wp.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); wp.CancelTasks(ids) }})
 	if err := fileset.Register(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := docsearch.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
 	fs.Bind(db, blobs)

@@ -74,7 +74,7 @@ A query is words (all must match), "exact phrases", a OR b, -excluded, prefix*, 
 	case res.Next != "":
 		fmt.Fprintf(e.stderr, "more: --after %s\n", res.Next)
 	}
-	if docs, indexed, err := n.Store.DocumentIndexCount(ctx); err == nil && indexed < docs {
+	if docs, indexed, err := docsearch.NewIndex(n.Store.DomainSQL()).Count(ctx); err == nil && indexed < docs {
 		fmt.Fprintf(e.stderr, "note: %d of %d documents are not in the search index yet: run sluice documents reindex\n", docs-indexed, docs)
 	}
 	return nil

@@ -1,7 +1,9 @@
-// Package docsearch answers searches over ingested documents for the CLI and the API: it parses
-// the query, runs it on the store with its filters and a cursor, and turns each hit into what a
-// person reads — the document's title (its path), its page for split PDFs, and a snippet with
-// the matched words marked.
+// Package docsearch is the full-text search of ingested documents, a domain of its own: the
+// [Index] with its tables and queries per dialect (registered with the engine as [Domain], which
+// indexes each document in the transaction that records it), and the searches the CLI, the API
+// and the web pages run ([Search]): it parses the query, runs it on the index with its filters
+// and a cursor, and turns each match into what a person reads — the document's title (its path),
+// its page for split PDFs, and a snippet with the matched words marked.
 package docsearch
 
 import (
@@ -66,14 +68,21 @@ type cursor struct {
 	ID   int64   `json:"i"`
 }
 
+// Reader is what a search reads: the index, through the store's domain SQL, and jobs.
+// A [store.Store] and a [store.Executor] are Readers.
+type Reader interface {
+	DomainSQL() store.DomainSQL
+	JobGet(ctx context.Context, id int64) (*store.Job, error)
+}
+
 // Search runs r on x. A search of a job that does not exist returns a [*store.NotFoundError]
 // naming it rather than no hits.
-func Search(ctx context.Context, x store.Executor, r Request) (*Result, error) {
+func Search(ctx context.Context, x Reader, r Request) (*Result, error) {
 	q, err := search.Parse(r.Query)
 	if err != nil {
 		return nil, &BadRequestError{err}
 	}
-	p := store.DocumentSearchParams{Query: q, JobID: r.JobID, ContentType: r.ContentType, Limit: r.Limit, TextChars: snippetChars}
+	p := SearchParams{Query: q, JobID: r.JobID, ContentType: r.ContentType, Limit: r.Limit, TextChars: snippetChars}
 	if p.Limit <= 0 {
 		p.Limit = 20
 	}
@@ -85,7 +94,7 @@ func Search(ctx context.Context, x store.Executor, r Request) (*Result, error) {
 		if !ok || k == "" {
 			return nil, badRequest("a metadata filter is KEY=VALUE, not %q", kv)
 		}
-		p.Metadata = append(p.Metadata, store.KeyValue{Key: k, Value: v})
+		p.Metadata = append(p.Metadata, KeyValue{Key: k, Value: v})
 	}
 	if r.Cursor != "" {
 		var c cursor
@@ -96,9 +105,9 @@ func Search(ctx context.Context, x store.Executor, r Request) (*Result, error) {
 		if err != nil || c.ID <= 0 {
 			return nil, badRequest("the cursor %q is not one a search returned", r.Cursor)
 		}
-		p.After = &store.DocumentHit{Rank: c.Rank, ItemID: c.ID}
+		p.After = &Match{Rank: c.Rank, ItemID: c.ID}
 	}
-	hits, err := x.DocumentSearch(ctx, p)
+	hits, err := NewIndex(x.DomainSQL()).Search(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +132,7 @@ func Search(ctx context.Context, x store.Executor, r Request) (*Result, error) {
 	return res, nil
 }
 
-func toHit(h *store.DocumentHit, q *search.Query) Hit {
+func toHit(h *Match, q *search.Query) Hit {
 	out := Hit{ID: h.ItemID, JobID: h.JobID, Title: h.Name, ContentType: h.ContentType, Metadata: h.Metadata,
 		Snippet: search.Snippet(h.Text, q)}
 	if len(out.Metadata) == 0 {
@@ -155,11 +164,18 @@ type ReindexProgress struct {
 	Indexed   int64 // documents added to the index so far
 }
 
-// Reindex adds to the full-text index every document it lacks — those an installation recorded
-// before it had the index — in batches of its own transactions, calling progress after each.
-// Stopped at any point, it resumes by running again: what a batch committed is not redone.
-func Reindex(ctx context.Context, x store.Executor, batch int, progress func(ReindexProgress)) (ReindexProgress, error) {
-	docs, _, err := x.DocumentIndexCount(ctx)
+// Writer is what [Reindex] writes through: a store's domain SQL and its transactions. A
+// [store.Store] is a Writer.
+type Writer interface {
+	DomainSQL() store.DomainSQL
+	InTx(ctx context.Context, fn func(x store.Executor) error) error
+}
+
+// Reindex adds to the index every document it lacks — those recorded while no process indexed
+// them — in batches of their own transactions, calling progress after each. Stopped at any
+// point, it resumes by running again: what a batch committed is not redone.
+func Reindex(ctx context.Context, st Writer, batch int, progress func(ReindexProgress)) (ReindexProgress, error) {
+	docs, _, err := NewIndex(st.DomainSQL()).Count(ctx)
 	if err != nil {
 		return ReindexProgress{}, err
 	}
@@ -168,7 +184,13 @@ func Reindex(ctx context.Context, x store.Executor, batch int, progress func(Rei
 		batch = 100
 	}
 	for after := int64(0); ; {
-		n, last, err := x.DocumentIndexMissing(ctx, store.DocumentIndexMissingParams{AfterItem: after, Limit: batch})
+		var n int
+		var last int64
+		err := st.InTx(ctx, func(x store.Executor) error {
+			var err error
+			n, last, err = NewIndex(x.DomainSQL()).AddMissing(ctx, AddMissingParams{AfterItem: after, Limit: batch})
+			return err
+		})
 		if err != nil {
 			return pr, err
 		}
@@ -184,5 +206,21 @@ func Reindex(ctx context.Context, x store.Executor, batch int, progress func(Rei
 		if progress != nil {
 			progress(pr)
 		}
+	}
+}
+
+// AddAllMissing adds to the index, through x, every document it lacks, in x's transaction: for
+// an import that commits the documents and their index together.
+func AddAllMissing(ctx context.Context, x store.DomainSQL) error {
+	ix := NewIndex(x)
+	for after := int64(0); ; {
+		_, last, err := ix.AddMissing(ctx, AddMissingParams{AfterItem: after, Limit: 500})
+		if err != nil {
+			return err
+		}
+		if last == 0 {
+			return nil
+		}
+		after = last
 	}
 }

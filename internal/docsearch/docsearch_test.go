@@ -43,7 +43,11 @@ func addDocs(t *testing.T, st store.Store, n int) {
 				return err
 			}
 			value := fmt.Sprintf(`{"title":"report.pdf","page_number":%d}`, i+1)
-			if err := x.OutputPut(ctx, store.OutputPutParams{ItemID: it.ID, JobID: j.ID, Kind: store.OutputDocument, Value: []byte(value), Now: now}); err != nil {
+			o := store.OutputPutParams{ItemID: it.ID, JobID: j.ID, Kind: store.OutputDocument, Value: []byte(value), Now: now}
+			if err := x.OutputPut(ctx, o); err != nil {
+				return err
+			}
+			if err := (docsearch.Domain{}).OutputRecorded(ctx, x.DomainSQL(), o); err != nil {
 				return err
 			}
 		}
@@ -119,7 +123,7 @@ func TestReindex(t *testing.T) {
 	st = openStore(t, path)
 	defer st.Close()
 	ctx := t.Context()
-	if docs, indexed, err := st.DocumentIndexCount(ctx); err != nil || docs != 25 || indexed != 0 {
+	if docs, indexed, err := docsearch.NewIndex(st.DomainSQL()).Count(ctx); err != nil || docs != 25 || indexed != 0 {
 		t.Fatalf("before: %d documents, %d indexed, %v", docs, indexed, err)
 	}
 	if res, err := docsearch.Search(ctx, st, docsearch.Request{Query: "report"}); err != nil || len(res.Hits) != 0 {
@@ -136,7 +140,7 @@ func TestReindex(t *testing.T) {
 	if err == nil {
 		t.Fatal("a stopped reindex returned no error")
 	}
-	if _, indexed, _ := st.DocumentIndexCount(ctx); indexed != 10 {
+	if _, indexed, _ := docsearch.NewIndex(st.DomainSQL()).Count(ctx); indexed != 10 {
 		t.Fatalf("after the first batch: %d indexed, want 10", indexed)
 	}
 	var reports []string
@@ -163,7 +167,7 @@ func TestReindex(t *testing.T) {
 	if _, err := raw.Exec(`DELETE FROM outputs WHERE item_id = ?`, res.Hits[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if docs, indexed, err := st.DocumentIndexCount(ctx); err != nil || docs != 24 || indexed != 24 {
+	if docs, indexed, err := docsearch.NewIndex(st.DomainSQL()).Count(ctx); err != nil || docs != 24 || indexed != 24 {
 		t.Fatalf("after a delete: %d documents, %d indexed, %v", docs, indexed, err)
 	}
 }

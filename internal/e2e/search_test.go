@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
@@ -295,7 +296,8 @@ func hasSeq(toks []string, n *search.Node) bool {
 func checkSearchIndex(t *testing.T, st store.Store) {
 	t.Helper()
 	ctx := t.Context()
-	docs, indexed, err := st.DocumentIndexCount(ctx)
+	ix := docsearch.NewIndex(st.DomainSQL())
+	docs, indexed, err := ix.Count(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +305,13 @@ func checkSearchIndex(t *testing.T, st store.Store) {
 		t.Fatalf("search index: %d rows for %d documents", indexed, docs)
 	}
 	for after := int64(0); ; {
-		n, last, err := st.DocumentIndexMissing(ctx, store.DocumentIndexMissingParams{AfterItem: after, Limit: 1000})
+		var n int
+		var last int64
+		err := st.InTx(ctx, func(x store.Executor) error {
+			var err error
+			n, last, err = docsearch.NewIndex(x.DomainSQL()).AddMissing(ctx, docsearch.AddMissingParams{AfterItem: after, Limit: 1000})
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,11 +337,11 @@ func checkSearchIndex(t *testing.T, st store.Store) {
 		if err != nil {
 			t.Fatalf("query for %q: %v", it.Name, err)
 		}
-		hits, err := st.DocumentSearch(ctx, store.DocumentSearchParams{Query: q, Limit: 1000})
+		hits, err := ix.Search(ctx, docsearch.SearchParams{Query: q, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(hits, func(h *store.DocumentHit) bool { return h.ItemID == it.ID }) {
+		if !slices.ContainsFunc(hits, func(h *docsearch.Match) bool { return h.ItemID == it.ID }) {
 			t.Errorf("search for %q does not find document %d", it.Name, it.ID)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/store"
@@ -104,6 +105,35 @@ func (t *tx) applyWrites(task *store.Task, ws []DomainWrite) error {
 			return fmt.Errorf("task %d: domain %q: %w", task.ID, name, err)
 		}
 		start = end
+	}
+	return nil
+}
+
+// OutputFollower is implemented by a domain whose rows follow the outputs tasks record (the
+// search index follows the documents). OutputRecorded is called for each output of a completed
+// task, after the output and the item's update, in the same transaction, replays included: it
+// must change nothing for an output it has followed before. Its error is the commit's, as the
+// output's own write's would be.
+type OutputFollower interface {
+	OutputRecorded(ctx context.Context, x store.DomainSQL, o store.OutputPutParams) error
+}
+
+// followOutput hands a recorded output to the registered domains that follow outputs.
+func (t *tx) followOutput(o store.OutputPutParams) error {
+	t.e.mu.RLock()
+	var names []string
+	for name, d := range t.e.domains {
+		if _, ok := d.(OutputFollower); ok {
+			names = append(names, name)
+		}
+	}
+	t.e.mu.RUnlock()
+	slices.Sort(names) // one order on every run
+	for _, name := range names {
+		d, _ := t.e.domain(name)
+		if err := d.(OutputFollower).OutputRecorded(t.ctx, t.x.DomainSQL(), o); err != nil {
+			return fmt.Errorf("output %q of item %d: domain %q: %w", o.Kind, o.ItemID, name, err)
+		}
 	}
 	return nil
 }

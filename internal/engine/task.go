@@ -336,9 +336,13 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		}
 	}
 	if finish.State == store.TaskComplete {
-		// After the item's update: a document output indexes the item's text as it now is.
+		// After the item's update: a document's index entry holds the item's text as it now is.
 		for kind, v := range r.Outputs {
-			if err := tt.x.OutputPut(tt.ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}); err != nil {
+			o := store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}
+			if err := tt.x.OutputPut(tt.ctx, o); err != nil {
+				return err
+			}
+			if err := tt.followOutput(o); err != nil {
 				return err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/graph"
@@ -151,7 +152,7 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 				return err
 			}
 		}
-		return from.Export(ctx, func(t *sqlite.ExportTable) error {
+		err := from.Export(ctx, func(t *sqlite.ExportTable) error {
 			tstart := time.Now()
 			n, err := imp.Table(ctx, t.Name, t.Columns, t)
 			if err != nil {
@@ -162,6 +163,14 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 			fmt.Fprintf(cfg.Out, "rows: %-10s %9d  %s\n", t.Name, n, time.Since(tstart).Round(time.Millisecond))
 			return nil
 		})
+		if err != nil || !imp.HasTable("search_index") {
+			return err
+		}
+		// The full-text index is rebuilt, not copied (SQLite's is an FTS5 table).
+		if err := docsearch.AddAllMissing(ctx, imp.DomainSQL()); err != nil {
+			return fmt.Errorf("import: index the documents: %w", err)
+		}
+		return nil
 	})
 	sum.RowsTook = time.Since(start)
 	if err != nil {

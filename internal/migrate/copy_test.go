@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/cli"
+	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/migrate"
 	"github.com/sluice-project/sluice/internal/node"
@@ -480,15 +481,15 @@ func checkSearch(t *testing.T, st store.Store, want state) {
 		if err != nil {
 			t.Fatalf("query for %q: %v", names[o.ItemID], err)
 		}
-		hits, err := st.DocumentSearch(ctx, store.DocumentSearchParams{Query: q, Limit: 1000})
+		hits, err := docsearch.NewIndex(st.DomainSQL()).Search(ctx, docsearch.SearchParams{Query: q, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(hits, func(h *store.DocumentHit) bool { return h.ItemID == o.ItemID }) {
+		if !slices.ContainsFunc(hits, func(h *docsearch.Match) bool { return h.ItemID == o.ItemID }) {
 			t.Errorf("search for document %d (%q) in the copy: not found among %d hits", o.ItemID, names[o.ItemID], len(hits))
 		}
 	}
-	n, indexed, err := st.DocumentIndexCount(ctx)
+	n, indexed, err := docsearch.NewIndex(st.DomainSQL()).Count(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/text"
 	"github.com/sluice-project/sluice/internal/action/unpack"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -368,6 +369,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := fileset.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if err := docsearch.Register(ctx, n.Engine); err != nil {
 		n.Close()
 		return nil, err
 	}

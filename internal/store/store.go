@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/sluice-project/sluice/internal/search"
 )
 
 // Errors every driver maps its native errors to.
@@ -396,10 +394,7 @@ type Executor interface {
 	AttemptInsert(ctx context.Context, p AttemptInsertParams) error
 	AttemptList(ctx context.Context, taskID int64) ([]*Attempt, error)
 
-	// OutputPut stores an output unless one exists for (item, kind). An output of kind
-	// [OutputDocument] is also added to the full-text index (its item's name and text, see
-	// [search.Analyze]) in the same transaction, so a document is searchable exactly when it
-	// exists.
+	// OutputPut stores an output unless one exists for (item, kind).
 	OutputPut(ctx context.Context, p OutputPutParams) error
 	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
 	// OutputSupersede moves the item's output of the kind, if any, to the item's output
@@ -408,19 +403,6 @@ type Executor interface {
 	OutputSupersede(ctx context.Context, p OutputSupersedeParams) (bool, error)
 	// OutputHistoryList returns the outputs of the item that were superseded, oldest first.
 	OutputHistoryList(ctx context.Context, itemID int64) ([]*SupersededOutput, error)
-
-	// DocumentSearch returns the documents that match a query and the filters of p, best first
-	// (by rank, then item id). Ranking reads every candidate's index row, so when more than
-	// [SearchRankWindow] documents match, only the most recent SearchRankWindow of them (by
-	// item id; see DocumentSearchParams.RankWindow) are ranked and returned: a query that broad is refined, not paged through.
-	DocumentSearch(ctx context.Context, p DocumentSearchParams) ([]*DocumentHit, error)
-	// DocumentIndexMissing adds to the full-text index up to Limit documents with an item id
-	// above AfterItem that it lacks (documents recorded before the index existed), in item
-	// order. It returns how many it indexed and the last item id it looked at (0 when there
-	// was none left).
-	DocumentIndexMissing(ctx context.Context, p DocumentIndexMissingParams) (indexed int, last int64, err error)
-	// DocumentIndexCount counts the documents and those in the full-text index.
-	DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error)
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
 	// CachePut stores an entry; an entry already under the key is kept (the first wins).
@@ -876,10 +858,8 @@ type OutputListParams struct {
 	Limit     int
 }
 
-// SearchRankWindow is how many matches, the most recent, [Executor.DocumentSearch] ranks at most.
-const SearchRankWindow = 2000
-
-// OutputDocument is the kind of output that is a document, the unit of search.
+// OutputDocument is the kind of output that is a document, the unit of search (see
+// internal/docsearch).
 const OutputDocument = "document"
 
 // OutputError is the kind of output that reports an item's error, its value an [ErrorValue].
@@ -889,73 +869,4 @@ const OutputError = "error"
 type ErrorValue struct {
 	Name    string `json:"name"`
 	Message string `json:"message"`
-}
-
-// DocumentSearchParams searches the documents. Query is required; the filters are optional.
-type DocumentSearchParams struct {
-	Query *search.Query
-	// JobID keeps the documents of one job.
-	JobID int64
-	// ContentType keeps the documents whose item has this content type.
-	ContentType string
-	// Metadata keeps the documents whose item's metadata has each key with the value, compared
-	// as text (search.MetadataText: a number or boolean as JSON writes it), as the item's
-	// metadata was when the document was recorded.
-	Metadata []KeyValue
-	// After continues after a hit of an earlier page (its Rank and ItemID).
-	After *DocumentHit
-	// Limit is the page size. Defaults to 20.
-	Limit int
-	// TextChars is how many characters of each document's text to return in its hit, for a
-	// snippet. Zero returns none.
-	TextChars int
-	// RankWindow is how many of the most recent matches are ranked. Defaults to
-	// [SearchRankWindow].
-	RankWindow int
-}
-
-// KeyValue is a metadata filter.
-type KeyValue struct{ Key, Value string }
-
-// Tree returns the query to run: p.Query's tree, and with filters, each filter's facet token
-// (see [search.Facets]) as a word that must also match. Drivers index facets with the words.
-func (p DocumentSearchParams) Tree() *search.Node {
-	var facets []string
-	if p.JobID != 0 {
-		facets = append(facets, search.Facet("job", strconv.FormatInt(p.JobID, 10)))
-	}
-	if p.ContentType != "" {
-		facets = append(facets, search.Facet("type", p.ContentType))
-	}
-	for _, kv := range p.Metadata {
-		facets = append(facets, search.Facet("meta:"+kv.Key, kv.Value))
-	}
-	if len(facets) == 0 {
-		return p.Query.Root
-	}
-	and := &search.Node{Op: search.OpAnd, Kids: []*search.Node{p.Query.Root}}
-	for _, f := range facets {
-		and.Kids = append(and.Kids, &search.Node{Op: search.OpTerm, Tokens: []string{f}})
-	}
-	return and
-}
-
-// DocumentHit is a document that matches a search.
-type DocumentHit struct {
-	ItemID      int64
-	JobID       int64
-	Name        string
-	ContentType string
-	Metadata    []byte // the item's, JSON
-	Value       []byte // the document output's value, JSON
-	// Rank orders hits: lower first. Its scale is the driver's own.
-	Rank float64
-	// Text is the start of the document's text, DocumentSearchParams.TextChars long.
-	Text string
-}
-
-// DocumentIndexMissingParams indexes documents that the full-text index lacks.
-type DocumentIndexMissingParams struct {
-	AfterItem int64
-	Limit     int // Defaults to 100.
 }

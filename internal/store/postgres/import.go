@@ -136,18 +136,10 @@ func (db *DB) Import(ctx context.Context, fn func(imp *Importer) error) error {
 		}
 		names = append(names, t) // analyzed below
 	}
-	if _, ok := imp.tables["search_index"]; ok {
-		for after := int64(0); ; {
-			_, last, err := indexMissing(ctx, tx, after, 500)
-			if err != nil {
-				return fmt.Errorf("import: index the documents: %w", err)
-			}
-			if last == 0 {
-				break
-			}
-			after = last
+	for _, t := range []string{"search_index", "search_chunks"} {
+		if _, ok := imp.tables[t]; ok {
+			names = append(names, t) // filled by fn (see derived), analyzed below
 		}
-		names = append(names, "search_index", "search_chunks")
 	}
 	for _, t := range names {
 		for _, c := range imp.tables[t] {
@@ -190,8 +182,8 @@ var derived = map[string]string{
 	"open_items": `INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM items WHERE state <> 'ingested'`,
 	// Records of leases held by this cluster's processes: an imported installation has none.
 	"held_leases": "",
-	// The full-text index is not copied (SQLite's is an FTS5 table) but rebuilt from the
-	// documents in the import's transaction: see Import.
+	// The full-text index is not copied (SQLite's is an FTS5 table): fn rebuilds it from the
+	// documents through [Importer.DomainSQL] (see docsearch.AddAllMissing).
 	"search_index":  "",
 	"search_chunks": "",
 }
@@ -395,6 +387,12 @@ func converter(typ string) (func(any) (any, error), error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("no conversion to column type %s", typ)
+}
+
+// DomainSQL returns the import's transaction as a domain's statements run in it: for a domain
+// to fill its tables from the rows imported before (the full-text index from the documents).
+func (imp *Importer) DomainSQL() store.DomainSQL {
+	return domainSQL{&queries{c: imp.tx, inTx: true}}
 }
 
 // HasTable reports whether the target has the table.

@@ -162,15 +162,6 @@ func BenchmarkLeaseFinish(b *testing.B) {
 	storetest.BenchmarkLeaseFinish(b, func(tb testing.TB) store.Store { return open(tb) }, 10_000)
 }
 
-// BenchmarkDocumentSearch: 100,000 documents (5,000 with -short).
-func BenchmarkDocumentSearch(b *testing.B) {
-	n := 100_000
-	if testing.Short() {
-		n = 5_000
-	}
-	storetest.BenchmarkDocumentSearch(b, func(tb testing.TB) store.Store { return open(tb) }, n)
-}
-
 // TestRenewSkipsHeldRows checks that renewing a process's leases does not wait for a transaction
 // of the same process that holds one of its tasks (its committer finishing it): the held task is
 // left for that transaction, the others are renewed.

@@ -542,9 +542,6 @@ func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*store
 }
 
 func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {
-	if p.Kind == store.OutputDocument {
-		return q.outputPutDocument(ctx, p)
-	}
 	if _, err := q.c.Exec(ctx, qOutputPut, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)); err != nil {
 		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, mapErr(err))
 	}

@@ -498,21 +498,10 @@ func (q *queries) waits(ctx context.Context, query string, args ...any) ([]store
 // --- outputs
 
 func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {
-	if p.Kind == store.OutputDocument && q.tx == nil {
-		// The output and its index row commit together.
-		return q.db.InTx(ctx, func(x store.Executor) error { return x.OutputPut(ctx, p) })
-	}
-	res, err := q.exec(ctx, `INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	_, err := q.exec(ctx, `INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		p.ItemID, p.JobID, p.Kind, string(p.Value), micros(p.Now))
 	if err != nil {
 		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, err)
-	}
-	if p.Kind == store.OutputDocument {
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, err)
-		} else if n == 1 {
-			return q.indexDocument(ctx, p.ItemID)
-		}
 	}
 	return nil
 }

@@ -38,15 +38,6 @@ func BenchmarkLeaseFinish(b *testing.B) {
 	storetest.BenchmarkLeaseFinish(b, open, 10_000)
 }
 
-// BenchmarkDocumentSearch: 100,000 documents (5,000 with -short).
-func BenchmarkDocumentSearch(b *testing.B) {
-	n := 100_000
-	if testing.Short() {
-		n = 5_000
-	}
-	storetest.BenchmarkDocumentSearch(b, open, n)
-}
-
 // BenchmarkPickAtBacklog: SLUICE_BENCH_BACKLOGS=1000,10000000 for the figures of
 // docs/performance.md.
 func BenchmarkPickAtBacklog(b *testing.B) {

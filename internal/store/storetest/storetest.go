@@ -61,7 +61,6 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Batches", testBatches},
 		{"Attempts", testAttempts},
 		{"Outputs", testOutputs},
-		{"DocumentSearch", testDocumentSearch},
 		{"Cache", testCache},
 		{"BlobIsReferenced", testBlobIsReferenced},
 		{"NotFound", testNotFound},

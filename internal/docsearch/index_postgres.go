@@ -1,17 +1,19 @@
-package postgres
+package docsearch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 )
+
+// postgresIndex is the index as tsvectors: search_index, one row per document with a GIN index,
+// and search_chunks for the phrases of long documents (see the migration).
+type postgresIndex struct{ x store.DomainSQL }
 
 // Limits of a tsvector: positions run up to 16383 (larger ones become 16383) and a lexeme is
 // at most 2046 bytes long.
@@ -22,7 +24,7 @@ const (
 
 // tsvector returns the tsvector literal of a document: the title's tokens at weight A from
 // position 1, the body's after a gap (so no phrase spans the two), each lexeme with at most 256
-// positions. lossy reports positions it could not keep (see migration 009). Building it here
+// positions. lossy reports positions it could not keep (see the migration). Building it here
 // rather than with to_tsvector keeps PostgreSQL's parser out of it: the tokens are exactly
 // search.Analyze's, as in the SQLite index.
 func tsvector(title, body, facets []string) (lit string, lossy bool) {
@@ -153,6 +155,9 @@ const (
 		ON CONFLICT (item_id) DO UPDATE SET tsv = EXCLUDED.tsv, lossy = EXCLUDED.lossy`
 	qChunksInsert = `INSERT INTO search_chunks (item_id, chunk, tsv) SELECT * FROM unnest($1::bigint[], $2::integer[], $3::tsvector[])
 		ON CONFLICT (item_id, chunk) DO UPDATE SET tsv = EXCLUDED.tsv`
+	// qPostgresDoc reads what a document's entry is made from, and whether the index has it.
+	qPostgresDoc = `SELECT i.name, COALESCE(i.text, ''), i.job_id, i.content_type, i.metadata,
+		EXISTS (SELECT 1 FROM search_index s WHERE s.item_id = i.id) FROM items i WHERE i.id = $1`
 )
 
 // indexDoc is what a document's index rows are made from: its item's columns.
@@ -164,8 +169,8 @@ type indexDoc struct {
 	metadata    []byte
 }
 
-// indexDocs adds documents to search_index (and the chunks of lossy ones).
-func indexDocs(ctx context.Context, c querier, docs []indexDoc) error {
+// add adds documents to search_index (and the chunks of lossy ones).
+func (s postgresIndex) add(ctx context.Context, docs []indexDoc) error {
 	ids := make([]int64, len(docs))
 	tsvs := make([]string, len(docs))
 	lossy := make([]bool, len(docs))
@@ -182,77 +187,74 @@ func indexDocs(ctx context.Context, c querier, docs []indexDoc) error {
 			}
 		}
 	}
-	if _, err := c.Exec(ctx, qIndexInsert, ids, tsvs, lossy); err != nil {
-		return fmt.Errorf("index documents: %w", mapErr(err))
+	if _, err := s.x.Exec(ctx, qIndexInsert, ids, tsvs, lossy); err != nil {
+		return err
 	}
 	if len(cids) > 0 {
-		if _, err := c.Exec(ctx, qChunksInsert, cids, cnos, ctsvs); err != nil {
-			return fmt.Errorf("index documents: %w", mapErr(err))
+		if _, err := s.x.Exec(ctx, qChunksInsert, cids, cnos, ctsvs); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// qOutputPutDocument records a document and returns what its index row is made from, when it
-// was new.
-const qOutputPutDocument = `WITH o AS (INSERT INTO outputs (item_id, job_id, kind, value, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING item_id)
-SELECT i.name, COALESCE(i.text, ''), i.job_id, i.content_type, i.metadata FROM items i JOIN o ON o.item_id = i.id`
-
-func (q *queries) outputPutDocument(ctx context.Context, p store.OutputPutParams) error {
-	put := func(e store.Executor) error {
-		qq := e.(*queries)
-		d := indexDoc{id: p.ItemID}
-		err := qq.c.QueryRow(ctx, qOutputPutDocument, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)).Scan(&d.name, &d.text, &d.jobID, &d.contentType, &d.metadata)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // it existed
-		}
-		if err != nil {
-			return mapErr(err)
-		}
-		return indexDocs(ctx, qq.c, []indexDoc{d})
+func (s postgresIndex) Add(ctx context.Context, itemID int64) error {
+	rows, err := s.x.Query(ctx, qPostgresDoc, itemID)
+	if err != nil {
+		return fmt.Errorf("index document %d: %w", itemID, err)
 	}
-	var err error
-	if q.inTx {
-		err = put(q)
-	} else {
-		err = q.db.InTx(ctx, put)
+	d := indexDoc{id: itemID}
+	var indexed, found bool
+	if rows.Next() {
+		found = true
+		err = rows.Scan(&d.name, &d.text, &d.jobID, &d.contentType, &d.metadata, &indexed)
+	}
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err == nil && !found {
+		err = store.ErrNotFound
+	}
+	if err == nil && !indexed {
+		err = s.add(ctx, []indexDoc{d})
 	}
 	if err != nil {
-		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, err)
+		return fmt.Errorf("index document %d: %w", itemID, err)
 	}
 	return nil
 }
 
-func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchParams) ([]*store.DocumentHit, error) {
-	if p.Query == nil {
-		return nil, fmt.Errorf("search documents: no query")
+// params numbers a statement's parameters as they are added.
+type params struct{ args []any }
+
+func (w *params) next(arg any) string {
+	w.args = append(w.args, arg)
+	return "$" + strconv.Itoa(len(w.args))
+}
+
+func (s postgresIndex) Search(ctx context.Context, p SearchParams) ([]*Match, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if p.Limit <= 0 {
-		p.Limit = 20
-	}
-	w := &where{}
+	w := &params{}
 	// Filters are facet tokens that must match too.
-	root := p.Tree()
-	w.add("s.tsv @@ ?::tsquery", tsquery(root))
-	qi := len(w.args) // $1
+	root := p.tree()
+	q := w.next(tsquery(root)) // $1
+	match := "s.tsv @@ " + q + "::tsquery"
 	if hasPhrase(root) {
 		// The exact query ($1) may miss a phrase in a lossy document: the index finds the
 		// candidates by the query with phrases relaxed to their words, and each phrase is
 		// checked in the chunks where the document-wide tsv cannot confirm it.
-		w.conds[0] = "s.tsv @@ " + w.next(relaxed(root)) + "::tsquery AND " + phraseExpr(root, w)
+		match = "s.tsv @@ " + w.next(relaxed(root)) + "::tsquery AND " + phraseExpr(root, w)
 	}
 	// ts_rank is higher for better hits; Rank is lower for them.
-	rank := "-ts_rank(s.tsv, $" + strconv.Itoa(qi) + "::tsquery)::float8"
-	matchFilter := w.String()
+	rank := "-ts_rank(s.tsv, " + q + "::tsquery)::float8"
 	cursor := "true"
 	if p.After != nil {
 		cursor = "(" + rank + ", s.item_id) > (" + w.next(p.After.Rank) + ", " + w.next(p.After.ItemID) + ")"
 	}
-	window := p.RankWindow
-	if window <= 0 {
-		window = store.SearchRankWindow
-	}
-	join := ""
 	text := "''"
 	if p.TextChars > 0 {
 		text = "COALESCE(left(i.text, " + strconv.Itoa(p.TextChars) + "), '')"
@@ -262,30 +264,28 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	// ranked, found by the GIN index without reading a tsv. "+ 0" keeps the planner from
 	// walking the primary key backwards testing each row's tsv, which it picks when it
 	// expects many matches and which reads every row when there are few (a filter's facets).
-	sql := `WITH m AS MATERIALIZED (SELECT s.item_id FROM search_index s ` + join + ` WHERE ` + matchFilter + `
-			ORDER BY s.item_id + 0 DESC LIMIT ` + w.next(window) + `)
+	sql := `WITH m AS MATERIALIZED (SELECT s.item_id FROM search_index s WHERE ` + match + `
+			ORDER BY s.item_id + 0 DESC LIMIT ` + w.next(p.RankWindow) + `)
 		SELECT h.item_id, h.rank, i.job_id, i.name, i.content_type, i.metadata, o.value, ` + text + `
 		FROM (SELECT s.item_id, ` + rank + ` AS rank FROM search_index s JOIN m ON m.item_id = s.item_id
 			WHERE ` + cursor + ` ORDER BY rank, s.item_id LIMIT ` + w.next(p.Limit) + `) h
 		JOIN items i ON i.id = h.item_id JOIN outputs o ON o.item_id = h.item_id AND o.kind = 'document'
 		ORDER BY h.rank, h.item_id`
-	rows, err := q.c.Query(ctx, sql, w.args...)
+	rows, err := s.x.Query(ctx, sql, w.args...)
 	if err != nil {
-		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+		return nil, fmt.Errorf("search documents: %w", err)
 	}
 	defer rows.Close()
-	var hits []*store.DocumentHit
+	var hits []*Match
 	for rows.Next() {
-		h := &store.DocumentHit{}
-		var meta []byte
-		if err := rows.Scan(&h.ItemID, &h.Rank, &h.JobID, &h.Name, &h.ContentType, &meta, &h.Value, &h.Text); err != nil {
+		h := &Match{}
+		if err := rows.Scan(&h.ItemID, &h.Rank, &h.JobID, &h.Name, &h.ContentType, &h.Metadata, &h.Value, &h.Text); err != nil {
 			return nil, fmt.Errorf("search documents: %w", err)
 		}
-		h.Metadata = meta
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+		return nil, fmt.Errorf("search documents: %w", err)
 	}
 	return hits, nil
 }
@@ -325,7 +325,7 @@ func relaxed(n *search.Node) string {
 
 // phraseExpr renders n as an SQL condition on s (search_index) that checks phrases in the
 // chunks of lossy documents.
-func phraseExpr(n *search.Node, w *where) string {
+func phraseExpr(n *search.Node, w *params) string {
 	switch n.Op {
 	case search.OpTerm:
 		return "s.tsv @@ " + w.next(tsquery(n)) + "::tsquery"
@@ -346,46 +346,25 @@ func phraseExpr(n *search.Node, w *where) string {
 	return "(" + strings.Join(parts, sep) + ")"
 }
 
-func (q *queries) DocumentIndexMissing(ctx context.Context, p store.DocumentIndexMissingParams) (int, int64, error) {
+func (s postgresIndex) AddMissing(ctx context.Context, p AddMissingParams) (int, int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	var indexed int
-	var last int64
-	run := func(e store.Executor) error {
-		qq := e.(*queries)
-		var err error
-		indexed, last, err = indexMissing(ctx, qq.c, p.AfterItem, p.Limit)
-		return err
-	}
-	var err error
-	if q.inTx {
-		err = run(q)
-	} else {
-		err = q.db.InTx(ctx, run)
-	}
+	rows, err := s.x.Query(ctx, `SELECT o.item_id, s.item_id IS NULL, i.name, CASE WHEN s.item_id IS NULL THEN COALESCE(i.text, '') ELSE '' END,
+			i.job_id, i.content_type, i.metadata
+		FROM outputs o JOIN items i ON i.id = o.item_id LEFT JOIN search_index s ON s.item_id = o.item_id
+		WHERE o.kind = 'document' AND o.item_id > $1 ORDER BY o.item_id LIMIT $2`, p.AfterItem, p.Limit)
 	if err != nil {
 		return 0, 0, fmt.Errorf("index missing documents: %w", err)
 	}
-	return indexed, last, nil
-}
-
-// indexMissing indexes up to limit documents after the item id after that search_index lacks.
-func indexMissing(ctx context.Context, c querier, after int64, limit int) (indexed int, last int64, err error) {
-	rows, err := c.Query(ctx, `SELECT o.item_id, s.item_id IS NULL, i.name, CASE WHEN s.item_id IS NULL THEN COALESCE(i.text, '') ELSE '' END,
-			i.job_id, i.content_type, i.metadata
-		FROM outputs o JOIN items i ON i.id = o.item_id LEFT JOIN search_index s ON s.item_id = o.item_id
-		WHERE o.kind = 'document' AND o.item_id > $1 ORDER BY o.item_id LIMIT $2`, after, limit)
-	if err != nil {
-		return 0, 0, mapErr(err)
-	}
 	var docs []indexDoc
+	var last int64
 	for rows.Next() {
 		var d indexDoc
 		var miss bool
 		if err := rows.Scan(&d.id, &miss, &d.name, &d.text, &d.jobID, &d.contentType, &d.metadata); err != nil {
 			rows.Close()
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("index missing documents: %w", err)
 		}
 		last = d.id
 		if miss {
@@ -394,20 +373,16 @@ func indexMissing(ctx context.Context, c querier, after int64, limit int) (index
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, 0, mapErr(err)
+		return 0, 0, fmt.Errorf("index missing documents: %w", err)
 	}
 	if len(docs) > 0 {
-		if err := indexDocs(ctx, c, docs); err != nil {
-			return 0, 0, err
+		if err := s.add(ctx, docs); err != nil {
+			return 0, 0, fmt.Errorf("index missing documents: %w", err)
 		}
 	}
 	return len(docs), last, nil
 }
 
-func (q *queries) DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error) {
-	err = q.c.QueryRow(ctx, `SELECT (SELECT count(*) FROM outputs WHERE kind = 'document'), (SELECT count(*) FROM search_index)`).Scan(&documents, &indexed)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count indexed documents: %w", mapErr(err))
-	}
-	return documents, indexed, nil
+func (s postgresIndex) Count(ctx context.Context) (documents, indexed int64, err error) {
+	return count(ctx, s.x)
 }

@@ -1,4 +1,4 @@
-package sqlite
+package docsearch
 
 import (
 	"context"
@@ -10,17 +10,41 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// indexDocument adds the document of an item to search_index, from the item's name, text,
-// job, content type and metadata.
-func (q *queries) indexDocument(ctx context.Context, itemID int64) error {
+// sqliteIndex is the index as an FTS5 table, search_index, whose rowid is the document's item id.
+type sqliteIndex struct{ x store.DomainSQL }
+
+// qSQLiteDoc reads what a document's entry is made from, and whether the index has it.
+const qSQLiteDoc = `SELECT name, text, job_id, content_type, metadata, EXISTS (SELECT 1 FROM search_index WHERE rowid = items.id)
+	FROM items WHERE id = ?`
+
+func (s sqliteIndex) Add(ctx context.Context, itemID int64) error {
+	rows, err := s.x.Query(ctx, qSQLiteDoc, itemID)
+	if err != nil {
+		return fmt.Errorf("index document %d: %w", itemID, err)
+	}
 	var name, ctype, meta string
 	var jobID int64
 	var text sql.NullString
-	if err := q.wrow(ctx, `SELECT name, text, job_id, content_type, metadata FROM items WHERE id = ?`, itemID).Scan(&name, &text, &jobID, &ctype, &meta); err != nil {
-		return fmt.Errorf("index document %d: %w", itemID, mapErr(err))
+	var indexed, found bool
+	if rows.Next() {
+		found = true
+		err = rows.Scan(&name, &text, &jobID, &ctype, &meta, &indexed)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	rows.Close() // before the insert: the transaction's one connection
+	if err == nil && !found {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("index document %d: %w", itemID, err)
+	}
+	if indexed {
+		return nil
 	}
 	d := search.Analyze(name, text.String)
-	if _, err := q.exec(ctx, `INSERT INTO search_index (rowid, title, body, facets) VALUES (?, ?, ?, ?)`,
+	if _, err := s.x.Exec(ctx, `INSERT INTO search_index (rowid, title, body, facets) VALUES (?, ?, ?, ?)`,
 		itemID, search.Joined(d.Title), search.Joined(d.Body), search.Joined(search.Facets(jobID, ctype, []byte(meta)))); err != nil {
 		return fmt.Errorf("index document %d: %w", itemID, err)
 	}
@@ -59,31 +83,25 @@ func matchExpr(n *search.Node) string {
 		}
 		return s
 	}
-	panic(fmt.Sprintf("search: a bare exclusion reached the driver: %s", n))
+	panic(fmt.Sprintf("search: a bare exclusion reached the index: %s", n))
 }
 
 // Weights of bm25 per column: a word in the title (the path) counts as ten in the text.
-const qSearchRank = `bm25(search_index, 10.0, 1.0, 0.0)`
+const qSQLiteRank = `bm25(search_index, 10.0, 1.0, 0.0)`
 
-func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchParams) ([]*store.DocumentHit, error) {
-	if p.Query == nil {
-		return nil, fmt.Errorf("search documents: no query")
-	}
-	if p.Limit <= 0 {
-		p.Limit = 20
+func (s sqliteIndex) Search(ctx context.Context, p SearchParams) ([]*Match, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	// Filters are facet tokens that must match too.
-	match := matchExpr(p.Tree())
-	window := p.RankWindow
-	if window <= 0 {
-		window = store.SearchRankWindow
-	}
+	match := matchExpr(p.tree())
 	// The window: the item id of the RankWindow-th most recent match, found without ranking
 	// (FTS5 walks its doclists by rowid); only the matches from there on are ranked.
-	args := []any{match, window, match}
+	args := []any{match, p.RankWindow, match}
 	var b strings.Builder
 	b.WriteString(`WITH w AS (SELECT rowid AS id FROM search_index WHERE search_index MATCH ? ORDER BY rowid DESC LIMIT ?)
-		SELECT s.id, s.rank FROM (SELECT rowid AS id, ` + qSearchRank + ` AS rank FROM search_index
+		SELECT s.id, s.rank FROM (SELECT rowid AS id, ` + qSQLiteRank + ` AS rank FROM search_index
 			WHERE search_index MATCH ? AND rowid >= (SELECT COALESCE(min(id), 0) FROM w)) s WHERE 1`)
 	if p.After != nil {
 		b.WriteString(` AND (s.rank > ? OR s.rank = ? AND s.id > ?)`)
@@ -91,14 +109,14 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	}
 	b.WriteString(` ORDER BY s.rank, s.id LIMIT ?`)
 	args = append(args, p.Limit)
-	rows, err := q.r.QueryContext(ctx, b.String(), args...)
+	rows, err := s.x.Query(ctx, b.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+		return nil, fmt.Errorf("search documents: %w", err)
 	}
-	var hits []*store.DocumentHit
-	byID := map[int64]*store.DocumentHit{}
+	var hits []*Match
+	byID := map[int64]*Match{}
 	for rows.Next() {
-		h := &store.DocumentHit{}
+		h := &Match{}
 		if err := rows.Scan(&h.ItemID, &h.Rank); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("search documents: %w", err)
@@ -108,7 +126,7 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+		return nil, fmt.Errorf("search documents: %w", err)
 	}
 	if len(hits) == 0 {
 		return nil, nil
@@ -121,16 +139,16 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 		marks[i] = "?"
 		args = append(args, h.ItemID)
 	}
-	rows, err = q.r.QueryContext(ctx, `SELECT i.id, i.job_id, i.name, i.content_type, i.metadata, o.value, COALESCE(substr(i.text, 1, ?), '')
+	rows, err = s.x.Query(ctx, `SELECT i.id, i.job_id, i.name, i.content_type, i.metadata, o.value, COALESCE(substr(i.text, 1, ?), '')
 		FROM items i JOIN outputs o ON o.item_id = i.id AND o.kind = 'document' WHERE i.id IN (`+strings.Join(marks, ",")+`)`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("search documents: %w", mapErr(err))
+		return nil, fmt.Errorf("search documents: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
 		var meta, value string
-		var d store.DocumentHit
+		var d Match
 		if err := rows.Scan(&id, &d.JobID, &d.Name, &d.ContentType, &meta, &value, &d.Text); err != nil {
 			return nil, fmt.Errorf("search documents: %w", err)
 		}
@@ -145,60 +163,41 @@ func (q *queries) DocumentSearch(ctx context.Context, p store.DocumentSearchPara
 	return hits, rows.Err()
 }
 
-func (q *queries) DocumentIndexMissing(ctx context.Context, p store.DocumentIndexMissingParams) (int, int64, error) {
+func (s sqliteIndex) AddMissing(ctx context.Context, p AddMissingParams) (int, int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	var indexed int
-	var last int64
-	run := func(e store.Executor) error {
-		qq := e.(*queries)
-		rows, err := qq.wquery(ctx, `SELECT o.item_id, NOT EXISTS (SELECT 1 FROM search_index WHERE rowid = o.item_id)
-			FROM outputs o WHERE o.kind = 'document' AND o.item_id > ? ORDER BY o.item_id LIMIT ?`, p.AfterItem, p.Limit)
-		if err != nil {
-			return err
-		}
-		var missing []int64
-		for rows.Next() {
-			var id int64
-			var miss bool
-			if err := rows.Scan(&id, &miss); err != nil {
-				rows.Close()
-				return err
-			}
-			last = id
-			if miss {
-				missing = append(missing, id)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, id := range missing {
-			if err := qq.indexDocument(ctx, id); err != nil {
-				return err
-			}
-		}
-		indexed = len(missing)
-		return nil
-	}
-	var err error
-	if q.tx != nil {
-		err = run(q)
-	} else {
-		err = q.db.InTx(ctx, run)
-	}
+	rows, err := s.x.Query(ctx, `SELECT o.item_id, NOT EXISTS (SELECT 1 FROM search_index WHERE rowid = o.item_id)
+		FROM outputs o WHERE o.kind = 'document' AND o.item_id > ? ORDER BY o.item_id LIMIT ?`, p.AfterItem, p.Limit)
 	if err != nil {
-		return 0, 0, fmt.Errorf("index missing documents: %w", mapErr(err))
+		return 0, 0, fmt.Errorf("index missing documents: %w", err)
 	}
-	return indexed, last, nil
+	var missing []int64
+	var last int64
+	for rows.Next() {
+		var id int64
+		var miss bool
+		if err := rows.Scan(&id, &miss); err != nil {
+			rows.Close()
+			return 0, 0, fmt.Errorf("index missing documents: %w", err)
+		}
+		last = id
+		if miss {
+			missing = append(missing, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, fmt.Errorf("index missing documents: %w", err)
+	}
+	for _, id := range missing {
+		if err := s.Add(ctx, id); err != nil {
+			return 0, 0, fmt.Errorf("index missing documents: %w", err)
+		}
+	}
+	return len(missing), last, nil
 }
 
-func (q *queries) DocumentIndexCount(ctx context.Context) (documents, indexed int64, err error) {
-	err = q.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM outputs WHERE kind = 'document'), (SELECT count(*) FROM search_index)`).Scan(&documents, &indexed)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count indexed documents: %w", mapErr(err))
-	}
-	return documents, indexed, nil
+func (s sqliteIndex) Count(ctx context.Context) (documents, indexed int64, err error) {
+	return count(ctx, s.x)
 }
