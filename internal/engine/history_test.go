@@ -60,9 +60,6 @@ func TestHistoryNamesEveryWorker(t *testing.T) {
 					Engine: func(c *engine.Config) { c.Owner = eng },
 					Worker: func(c *worker.Config) { c.Owner = wrk },
 				}, conv, ingest.New())
-				if tc.name == "held" && !k.Store.Capabilities().HeldLeases {
-					t.Skip("the driver has no held leases")
-				}
 				job := k.StartJob(t, docsWorkflow, engine.Root{Name: "a.pdf"}, engine.Root{Name: "b.pdf"})
 				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
 					t.Fatalf("job %s: %s", j.State, j.Error)

@@ -38,8 +38,6 @@ var (
 	// its writes ran, that what it assumed no longer held: nothing of it was written, and it is
 	// to be made again the ordinary way, reading first.
 	ErrStale = errors.New("store: written ahead on a stale assumption")
-	// ErrUnsupported is returned by a call the driver cannot make (see Capabilities).
-	ErrUnsupported = errors.New("store: not supported by this driver")
 )
 
 // NotFoundError is the error of a read by id of a row that does not exist, in plain words:
@@ -126,12 +124,6 @@ type Capabilities struct {
 	// same time (Postgres). False for SQLite, whose one writer connection serialises them: a
 	// write outside the group-commit writer waits for it and commits on its own.
 	ConcurrentWrites bool
-	// HeldLeases is true when the driver can lease tasks by holding their rows locked in an
-	// open transaction (TaskHoldMany) instead of writing a lease to each. Postgres locks the
-	// rows; SQLite, without ConcurrentWrites, cannot commit the batch's record beside the
-	// holding transaction, so it records the pick in a transaction of its own first and runs
-	// the tasks in a second one (see the sqlite driver's TaskHoldMany).
-	HeldLeases bool
 }
 
 // Locker is implemented by drivers whose store several processes share at once (Postgres), so
@@ -310,8 +302,10 @@ type Executor interface {
 	// rows until the transaction ends, which is their lease (held lease). The tasks come back
 	// as running in memory (attempt counted, owner, start and lease set) while their rows stay
 	// ready; they must be finished with TaskFinishParams.Held in the same transaction, and
-	// vanish back to ready if it rolls back or its connection dies. Drivers without
-	// Capabilities.HeldLeases return ErrUnsupported.
+	// vanish back to ready if it rolls back or its connection dies. Postgres locks the rows;
+	// SQLite, without Capabilities.ConcurrentWrites, cannot commit the batch's record beside the
+	// holding transaction, so it records the pick in a transaction of its own first and runs
+	// the tasks in a second one (see the sqlite driver's TaskHoldMany).
 	TaskHoldMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
@@ -322,8 +316,7 @@ type Executor interface {
 	// HeldLeaseRecord records, outside the holding transaction and before the tasks run, the
 	// tasks of a held lease (TaskHoldMany) with their attempts: if the process dies, the record
 	// outlives the transaction and HeldLeaseExpire counts the attempts as lost. It returns the
-	// record's id, for HeldLeaseDelete in the holding transaction. ErrUnsupported without
-	// Capabilities.HeldLeases.
+	// record's id, for HeldLeaseDelete in the holding transaction.
 	HeldLeaseRecord(ctx context.Context, p HeldLeaseParams) (int64, error)
 	// HeldLeaseDelete deletes a record of HeldLeaseRecord.
 	HeldLeaseDelete(ctx context.Context, id int64) error

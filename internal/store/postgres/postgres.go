@@ -184,7 +184,7 @@ func (db *DB) Close() error {
 // Capabilities reports that many processes may share the database, that Wait listens, and that
 // writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
-	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true, HeldLeases: true}
+	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true}
 }
 
 // Notify implements [store.Notifier].
