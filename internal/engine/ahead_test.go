@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
-// TestRootsAhead checks roots added ahead on Postgres (store.ItemAdderAhead): once the store has
+// TestRootsAhead checks roots added ahead on Postgres (ItemInsertRoots): once the store has
 // ids reserved, a root goes in with one of them, its start fired; a replayed root among new ones,
 // and a job canceled since the caller read it, fall back to the ordinary way with its outcome:
 // the new root added once with its task, the canceled job's root added with none.

@@ -18,7 +18,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -77,8 +76,6 @@ type Engine struct {
 	shown   shownFractions
 	// publisher records publications (see SetPublisher), guarded by mu.
 	publisher Publisher
-	// staleAhead is the job whose roots last failed to go in ahead (see addRoots).
-	staleAhead atomic.Int64
 }
 
 type defKey struct {

@@ -34,10 +34,6 @@ var (
 	// SQLITE_FULL, PostgreSQL's disk_full). Nothing of it was written, and it says nothing
 	// about the work it carried: it succeeds once there is space again.
 	ErrFull = errors.New("store: the database's disk is full")
-	// ErrStale marks a transaction that wrote ahead of a read ([ItemAdderAhead]) and found, when
-	// its writes ran, that what it assumed no longer held: nothing of it was written, and it is
-	// to be made again the ordinary way, reading first.
-	ErrStale = errors.New("store: written ahead on a stale assumption")
 )
 
 // NotFoundError is the error of a read by id of a row that does not exist, in plain words:
@@ -163,6 +159,8 @@ type Store interface {
 	// IMMEDIATE transaction on the single writer connection. A driver may send a write whose
 	// result is only its error with the transaction's next statement (Postgres does): its error
 	// then comes from that call, or from the commit, and the transaction fails either way.
+	// A transaction that called [Executor.ItemInsertRoots] may be rolled back and fn run once
+	// more (see there): fn must then start over from what it reads.
 	InTx(ctx context.Context, fn func(tx Executor) error) error
 	Capabilities() Capabilities
 	// Wait blocks until another process signals new work, ctx ends, or d passes. Drivers without
@@ -173,20 +171,6 @@ type Store interface {
 	// returns the versions it applied. Safe to call from several processes at once.
 	MigrateDomain(ctx context.Context, domain string, ms []DomainMigration) ([]int, error)
 	Close() error
-}
-
-// ItemAdderAhead is implemented by a transaction that can add items without a round trip of
-// their own (Postgres): the ids come from ones the store reserved before, and the insert goes
-// out with the transaction's next statement, at the latest its COMMIT. A root added at 200 a
-// second then commits in one round trip, not two (docs/performance.md, "Adding a root in one
-// round trip").
-type ItemAdderAhead interface {
-	// ItemInsertAhead is [Executor.ItemInsertMany] for items of the job, written ahead: it
-	// returns every item as inserted, and ok false (inserting nothing) when too few ids are
-	// reserved. The transaction assumes job is as given (its state, whether sealed) and reads
-	// nothing; when the insert runs, an item whose key exists, or a job not as given, fails the
-	// transaction with [ErrStale].
-	ItemInsertAhead(ctx context.Context, job *Job, ps []ItemInsertParams) (items []*Item, ok bool, err error)
 }
 
 // Executor holds the queries; both the [Store] (one statement, autocommit) and a transaction
@@ -235,6 +219,14 @@ type Executor interface {
 	// ItemInsertMany is ItemInsert for many items in one statement where the driver can: it
 	// returns the items it inserted, in id order, and leaves out those whose key exists.
 	ItemInsertMany(ctx context.Context, ps []ItemInsertParams) ([]*Item, error)
+	// ItemInsertRoots is ItemInsertMany for root items of job, job as the caller read it. When
+	// asGiven is true the transaction may take job as given for the rest of its life, without
+	// reading it: the driver checks, before the commit, that the job still is (its state,
+	// whether sealed) and that no item's key existed, and when either does not hold it rolls the
+	// transaction back and [Store.InTx] runs its fn again, in which this call reads first. A
+	// driver may so add a root without a round trip of its own (Postgres, from item ids it
+	// reserved before: docs/performance.md, "Adding a root in one round trip").
+	ItemInsertRoots(ctx context.Context, job *Job, ps []ItemInsertParams) (items []*Item, asGiven bool, err error)
 	ItemGet(ctx context.Context, id int64) (*Item, error)
 	// ItemGetMany is ItemGet for many items at once, in id order; missing ids are left out.
 	ItemGetMany(ctx context.Context, ids []int64) ([]*Item, error)
