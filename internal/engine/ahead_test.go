@@ -25,7 +25,7 @@ func TestRootsAhead(t *testing.T) {
 	ctx := t.Context()
 	db := openStore(t, "postgres")
 	wf := "name: ahead\nsteps:\n  a: {action: a, needs: [start]}\n"
-	e, job := oneRootJob(t, db, action.Spec{Name: "a"}, "ahead", wf, true)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "a"}}, "ahead", wf, true)
 	conn, err := pgx.Connect(ctx, os.Getenv("SLUICE_TEST_DATABASE_URL"))
 	if err != nil {
 		t.Fatal(err)

@@ -25,10 +25,11 @@ func (noop) Spec() action.Spec {
 		Version:     "1",
 		Doc:         "Does nothing and succeeds; a placeholder, or a join point for events.",
 		Concurrency: 1000, // no-ops cost a goroutine each while running; the engine benchmark measures the writer, not this cap
-		NoTempDir:   true,
-		Brief:       true,
 	}
 }
+
+// Policy runs noop in held batches, without a temporary directory.
+func (noop) Policy() action.Policy { return action.Policy{Brief: true, NoTempDir: true} }
 
 func (noop) Run(context.Context, *action.Task, action.Output) error { return nil }
 
@@ -41,12 +42,15 @@ type pass struct{}
 
 func (pass) Spec() action.Spec {
 	return action.Spec{
-		Name:      "pass",
-		Version:   "1",
-		Doc:       "Does nothing and succeeds, inside the engine's transaction (no task to lease); a join point for events.",
-		Inline:    action.InlineAlways,
-		NoTempDir: true,
+		Name:    "pass",
+		Version: "1",
+		Doc:     "Does nothing and succeeds, inside the engine's transaction (no task to lease); a join point for events.",
 	}
+}
+
+// Policy runs pass inline.
+func (pass) Policy() action.Policy {
+	return action.Policy{Inline: action.InlineAlways, NoTempDir: true}
 }
 
 func (pass) Run(context.Context, *action.Task, action.Output) error { return nil }
@@ -59,11 +63,9 @@ type fail struct{}
 
 func (fail) Spec() action.Spec {
 	return action.Spec{
-		Name:      "fail",
-		Version:   "1",
-		Doc:       "Fails the item with a fixed message, without retrying.",
-		Brief:     true,
-		NoTempDir: true,
+		Name:    "fail",
+		Version: "1",
+		Doc:     "Fails the item with a fixed message, without retrying.",
 		Settings: []action.Setting{
 			{Name: "message", Type: action.TypeString, Required: true, Doc: "The error shown on the item."},
 		},
@@ -73,6 +75,9 @@ func (fail) Spec() action.Spec {
 		},
 	}
 }
+
+// Policy runs fail in held batches, without a temporary directory.
+func (fail) Policy() action.Policy { return action.Policy{Brief: true, NoTempDir: true} }
 
 func (fail) Run(_ context.Context, t *action.Task, _ action.Output) error {
 	msg, err := failMessage(t.With)
@@ -99,11 +104,9 @@ type emit struct{}
 
 func (emit) Spec() action.Spec {
 	return action.Spec{
-		Name:      "emit",
-		Version:   "1",
-		Doc:       "Fires the configured outcome events and succeeds.",
-		Brief:     true,
-		NoTempDir: true,
+		Name:    "emit",
+		Version: "1",
+		Doc:     "Fires the configured outcome events and succeeds.",
 		Settings: []action.Setting{
 			{Name: "events", Type: action.TypeStrings, Required: true, Doc: "The outcome events to fire."},
 		},
@@ -117,6 +120,9 @@ func (emit) Spec() action.Spec {
 		},
 	}
 }
+
+// Policy runs emit in held batches, without a temporary directory.
+func (emit) Policy() action.Policy { return action.Policy{Brief: true, NoTempDir: true} }
 
 func (emit) Run(_ context.Context, t *action.Task, out action.Output) error {
 	events, err := emitEvents(t.With)

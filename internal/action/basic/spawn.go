@@ -22,15 +22,17 @@ const maxSpawn = 10_000_000
 
 func (spawn) Spec() action.Spec {
 	return action.Spec{
-		Name:      "spawn",
-		Version:   "1",
-		Doc:       "Creates empty child items: `count` of them, or as many as the item's metadata `children` says.",
-		NoTempDir: true,
+		Name:    "spawn",
+		Version: "1",
+		Doc:     "Creates empty child items: `count` of them, or as many as the item's metadata `children` says.",
 		Settings: []action.Setting{
 			{Name: "count", Type: action.TypeInt, Doc: "How many children to create. Defaults to the item's metadata `children`."},
 		},
 	}
 }
+
+// Policy runs spawn without a temporary directory.
+func (spawn) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (spawn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	n, err := spawnCount(t)

@@ -33,10 +33,9 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
-		Name:      Name,
-		Cacheable: true,
-		Version:   "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
-		Doc:       "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
+		Name:    Name,
+		Version: "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
+		Doc:     "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
 		Settings: []action.Setting{
 			{Name: "timeout", Type: action.TypeDuration, Doc: "time limit of the LibreOffice run. Defaults to 120s."},
 			{Name: "memory_limit", Type: action.TypeInt, Doc: "address-space limit of LibreOffice in bytes. Defaults to 2 GiB."},
@@ -48,6 +47,9 @@ func (a *Action) Spec() action.Spec {
 		ProgressWeight: &w,
 	}
 }
+
+// Policy caches the action's effects by its input (the conversion cache).
+func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
 // Run converts one office document. Password-protected documents fail with the permanent error
 // "password-protected"; a missing LibreOffice fails with [converter.NotInstalledError].
