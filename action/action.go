@@ -54,42 +54,10 @@ type Spec struct {
 	Concurrency int
 	// Timeout is the default per-attempt timeout. Defaults to 10 minutes.
 	Timeout time.Duration
-	// IdleTimeout makes the timeout (Timeout, or the step's `timeout`) bound the time an
-	// attempt goes without progress — a child created or a greater Progress reported; a
-	// Heartbeat is not progress — instead of the whole attempt. For an action whose work grows
-	// with its input without bound (unpack of an archive of 100,000 entries, which takes an hour
-	// on a loaded machine): it is not cut off while it makes progress, and one that is stuck
-	// still ends within the timeout.
-	IdleTimeout bool
 	// ProgressWeight is the default share of an item's progress colored when the task
 	// completes; the rest is handed to the children it creates. Defaults to 1.
 	ProgressWeight *float64
-	// Inline, when set, tells for an item whether the engine may run the action itself, inside
-	// the transaction that makes its task ready, instead of handing the task to a worker: no
-	// lease, no commit of its own. It may say yes only where the action is quick and reads
-	// nothing but [Task.Item] and [Task.With] — no blob, no TempDir, no children, no thumbnail.
-	// An inline run's error fails the task for good (a second try would see the same item); a
-	// retried task runs on a worker like any other. [InlineAlways] says yes to every item.
-	Inline func(it Item) bool
-	// Cacheable says the action's effects depend only on its version, the step's settings, the
-	// item's options and its blob, so the worker caches them by those (the conversion cache) and
-	// replays them for any item with the same input instead of running the action again.
-	Cacheable bool
-	// NoTempDir says the action never uses [Task.TempDir], so the worker creates none (a
-	// directory made and removed per task is a measurable cost for quick actions).
-	NoTempDir bool
-	// Brief says the action runs in the process in microseconds, creating no children and no
-	// blobs, so that a worker may run a batch of its tasks inside the transaction that leases
-	// them and commits their results (on a store with held leases: Postgres, SQLite). The tasks are
-	// then leased by the rows' locks, without a lease written to each. On SQLite that
-	// transaction holds the database's one writer while the batch runs: every other write of
-	// the process waits for it, so a brief action must really be brief (it is timed out after
-	// a lease at most).
-	Brief bool
 }
-
-// InlineAlways is an [Spec.Inline] for actions that never need a worker.
-func InlineAlways(Item) bool { return true }
 
 // SettingType is the JSON type of a setting.
 type SettingType string

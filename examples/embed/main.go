@@ -106,7 +106,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, data, database string, f
 type topWords struct{}
 
 func (topWords) Spec() action.Spec {
-	return action.Spec{Name: "top-words", Doc: "the most frequent words of a text file", Cacheable: true,
+	return action.Spec{Name: "top-words", Doc: "the most frequent words of a text file",
 		Settings: []action.Setting{{Name: "n", Type: action.TypeInt, Required: true, Doc: "how many words"}}}
 }
 

@@ -14,17 +14,27 @@ type Catalog struct {
 	// specs holds each action's Spec, taken once at Register: a spec is a declaration, and the
 	// engine asks for it on every step it makes ready.
 	specs map[string]Spec
+	// policies holds the policies of the actions registered with one (see [WithPolicy]).
+	policies map[string]Policy
 }
 
-// Register adds actions. It panics on a duplicate or empty name: that is a wiring mistake.
+// Register adds actions, each under its [Policy]: the one given to [WithPolicy], or returned by
+// the action's own Policy method, else the zero one. It panics on a duplicate or empty name: that is a wiring mistake.
 func (c *Catalog) Register(as ...Action) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.actions == nil {
 		c.actions = make(map[string]Action)
 		c.specs = make(map[string]Spec)
+		c.policies = make(map[string]Policy)
 	}
 	for _, a := range as {
+		var policy Policy
+		if w, ok := a.(withPolicy); ok {
+			a, policy = w.Action, w.policy
+		} else if p, ok := a.(interface{ Policy() Policy }); ok {
+			policy = p.Policy()
+		}
 		spec := a.Spec()
 		name := spec.Name
 		if name == "" {
@@ -35,7 +45,16 @@ func (c *Catalog) Register(as ...Action) {
 		}
 		c.actions[name] = a
 		c.specs[name] = spec
+		c.policies[name] = policy
 	}
+}
+
+// Policy returns the policy of the named action: the zero Policy for one registered without
+// one, or not registered.
+func (c *Catalog) Policy(name string) Policy {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.policies[name]
 }
 
 // Lookup returns the action with the given name.

@@ -40,9 +40,6 @@ const (
 	TypeAny      = pub.TypeAny
 )
 
-// InlineAlways is [pub.InlineAlways].
-func InlineAlways(it Item) bool { return pub.InlineAlways(it) }
-
 // Resume is [pub.Resume].
 func Resume(out Output) int { return pub.Resume(out) }
 

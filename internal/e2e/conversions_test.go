@@ -153,7 +153,7 @@ func cacheable() []string {
 	cat := node.Catalog()
 	var out []string
 	for _, name := range cat.Names() {
-		if spec, _ := cat.Spec(name); spec.Cacheable {
+		if cat.Policy(name).Cacheable {
 			out = append(out, name)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
-// TestRootsAhead checks roots added ahead on Postgres (store.ItemAdderAhead): once the store has
+// TestRootsAhead checks roots added ahead on Postgres (ItemInsertRoots): once the store has
 // ids reserved, a root goes in with one of them, its start fired; a replayed root among new ones,
 // and a job canceled since the caller read it, fall back to the ordinary way with its outcome:
 // the new root added once with its task, the canceled job's root added with none.
@@ -25,7 +25,7 @@ func TestRootsAhead(t *testing.T) {
 	ctx := t.Context()
 	db := openStore(t, "postgres")
 	wf := "name: ahead\nsteps:\n  a: {action: a, needs: [start]}\n"
-	e, job := oneRootJob(t, db, action.Spec{Name: "a"}, "ahead", wf, true)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "a"}}, "ahead", wf, true)
 	conn, err := pgx.Connect(ctx, os.Getenv("SLUICE_TEST_DATABASE_URL"))
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestFullDiskIsNotAnAttempt(t *testing.T) { onBothDrivers(t, fullDiskIsNotAn
 func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 	ctx := t.Context()
 	db := openStore(t, driver)
-	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 1}\n", false)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "b"}}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 1}\n", false)
 	lease := func() *store.Task {
 		t.Helper()
 		// An hour on: past the backoff of the attempt before.

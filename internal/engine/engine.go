@@ -3,7 +3,7 @@
 // written → processed → ingested bottom-up, and ends jobs — all inside store transactions, so
 // everything it knows is derived from the database and survives a crash at any instant (DESIGN §3–4).
 //
-// The engine runs no action itself except inline ones ([action.Spec.Inline]: quick steps that read
+// The engine runs no action itself except inline ones ([action.Policy.Inline]: quick steps that read
 // only their item, run inside the transaction that makes them ready); package worker leases the
 // other tasks, runs them and hands their results to [Engine.Apply] in batches.
 package engine
@@ -18,7 +18,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -77,8 +76,6 @@ type Engine struct {
 	shown   shownFractions
 	// publisher records publications (see SetPublisher), guarded by mu.
 	publisher Publisher
-	// staleAhead is the job whose roots last failed to go in ahead (see addRoots).
-	staleAhead atomic.Int64
 }
 
 type defKey struct {

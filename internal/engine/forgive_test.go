@@ -21,7 +21,7 @@ func TestSuspectsAreForgiven(t *testing.T) { onBothDrivers(t, suspectsAreForgive
 func suspectsAreForgiven(t *testing.T, driver string) {
 	ctx := t.Context()
 	db := openStore(t, driver)
-	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "two", "name: two\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", true)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "b"}}, "two", "name: two\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", true)
 	if err := e.AddRoots(ctx, job, []engine.Root{{Ordinal: 1, Name: "s"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestLoneTaskPays(t *testing.T) { onBothDrivers(t, loneTaskPays) }
 func loneTaskPays(t *testing.T, driver string) {
 	ctx := t.Context()
 	db := openStore(t, driver)
-	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "b"}}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	for i := 0; i < 2+engine.LostAllowance; i++ {
 		leaseB(t, db, 10, e.Now())
 		if _, err := e.Reclaim(context.Background(), engine.ReclaimParams{All: true}); err != nil {
@@ -86,7 +86,7 @@ func TestProgressIsNotALostAttempt(t *testing.T) { onBothDrivers(t, progressIsNo
 func progressIsNotALostAttempt(t *testing.T, driver string) {
 	ctx := t.Context()
 	db := openStore(t, driver)
-	e, job := oneRootJob(t, db, action.Spec{Name: "b"}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "b"}}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	// The children get tasks of step b too; one lease at a time takes the root's first (it sorts
 	// first), alone in its process.
 	var rootTask int64

@@ -32,7 +32,7 @@ func TestHeldLeaseLost(t *testing.T) {
 func testHeldLeaseLost(t *testing.T, driver string) {
 	ctx := t.Context()
 	db := openStore(t, driver)
-	e, job := oneRootJob(t, db, action.Spec{Name: "b", Brief: true}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "b"}, policy: action.Policy{Brief: true}}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 2}\n", false)
 	errDied := errors.New("process died")
 	limit := 2 + engine.LostAllowance
 	for attempt := 1; attempt <= limit; attempt++ {
@@ -80,11 +80,12 @@ func testHeldLeaseLost(t *testing.T, driver string) {
 
 // oneRootJob makes an engine on db whose catalog holds one action (spec, succeeding at once),
 // applies the workflow called name and starts a job of it (left open when open) with one root.
-func oneRootJob(t *testing.T, db store.Store, spec action.Spec, name, wf string, open bool) (*engine.Engine, *store.Job) {
+func oneRootJob(t *testing.T, db store.Store, a *fn, name, wf string, open bool) (*engine.Engine, *store.Job) {
 	t.Helper()
 	ctx := t.Context()
 	cat := &action.Catalog{}
-	cat.Register(&fn{spec: spec, run: func(context.Context, *action.Task, action.Output) error { return nil }})
+	a.run = func(context.Context, *action.Task, action.Output) error { return nil }
+	cat.Register(a)
 	e := engine.New(engine.Config{Store: db, Catalog: cat})
 	if _, _, err := e.ApplyWorkflow(ctx, []byte(wf), name+".yaml"); err != nil {
 		t.Fatal(err)

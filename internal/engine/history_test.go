@@ -37,14 +37,14 @@ func TestHistoryNamesEveryWorker(t *testing.T) {
 	t.Parallel()
 	const eng, wrk = "engine-E", "worker-W"
 	for _, tc := range []struct {
-		name string
-		spec func(*action.Spec)
+		name   string
+		policy action.Policy
 		// first is the worker of the conv step's first run: the engine's name when inline.
 		first string
 	}{
-		{"local", func(*action.Spec) {}, wrk},
-		{"held", func(s *action.Spec) { s.Brief = true }, wrk},
-		{"inline", func(s *action.Spec) { s.Inline = action.InlineAlways }, eng},
+		{"local", action.Policy{}, wrk},
+		{"held", action.Policy{Brief: true}, wrk},
+		{"inline", action.Policy{Inline: action.InlineAlways}, eng},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,14 +55,11 @@ func TestHistoryNamesEveryWorker(t *testing.T) {
 						return action.Permanentf("broken")
 					}
 					return out.SetText(ctx, "text")
-				}).WithSpec(tc.spec)
+				}).WithPolicy(tc.policy)
 				k := enginetest.StartWith(t, open, enginetest.Config{
 					Engine: func(c *engine.Config) { c.Owner = eng },
 					Worker: func(c *worker.Config) { c.Owner = wrk },
 				}, conv, ingest.New())
-				if tc.name == "held" && !k.Store.Capabilities().HeldLeases {
-					t.Skip("the driver has no held leases")
-				}
 				job := k.StartJob(t, docsWorkflow, engine.Root{Name: "a.pdf"}, engine.Root{Name: "b.pdf"})
 				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
 					t.Fatalf("job %s: %s", j.State, j.Error)

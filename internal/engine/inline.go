@@ -86,22 +86,22 @@ func decodeObject(raw []byte, exact bool) map[string]any {
 	return m
 }
 
-// inlineAction returns the action of the step and its spec when the engine may run it inline.
-func (e *Engine) inlineAction(name string) (action.Action, action.Spec, bool) {
-	spec, ok := e.cfg.Catalog.Spec(name)
-	if !ok || spec.Inline == nil {
-		return nil, spec, false
+// inlineAction returns the action of the step and its policy when the engine may run it inline.
+func (e *Engine) inlineAction(name string) (action.Action, action.Policy, bool) {
+	policy := e.cfg.Catalog.Policy(name)
+	if policy.Inline == nil {
+		return nil, policy, false
 	}
 	act, ok := e.cfg.Catalog.Lookup(name)
-	return act, spec, ok
+	return act, policy, ok
 }
 
 // runInline runs the step's task on the item inside this transaction when the action's
-// [action.Spec.Inline] allows it for the item, and reports whether it did: the task is inserted
+// [action.Policy.Inline] allows it for the item, and reports whether it did: the task is inserted
 // already ended, and its effects are applied at once, as a worker's result would be — so the
 // step costs neither a lease nor a commit of its own, and nothing a crash could split. p is the
 // task the step would otherwise get.
-func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec action.Spec, p store.TaskInsertParams) (bool, error) {
+func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, policy action.Policy, p store.TaskInsertParams) (bool, error) {
 	// The cached item is kept in step with state and counters, not with every column a task
 	// may have written (metadata is merged by the database): where such a write was made, read
 	// the row as it is now.
@@ -110,7 +110,7 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, spec
 		return false, err
 	}
 	ai := ActionItem(view)
-	if !spec.Inline(ai) {
+	if !policy.Inline(ai) {
 		return false, nil
 	}
 	with := s.With

@@ -20,7 +20,7 @@ func TestInline(t *testing.T) {
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
 		db := open(t)
 		inline := func(name string, outcomes []string, run func(ctx context.Context, t *action.Task, out action.Output) error) action.Action {
-			return &fn{spec: action.Spec{Name: name, Outcomes: outcomes, Inline: action.InlineAlways}, run: run}
+			return &fn{spec: action.Spec{Name: name, Outcomes: outcomes}, policy: action.Policy{Inline: action.InlineAlways}, run: run}
 		}
 		cat := &action.Catalog{}
 		cat.Register(

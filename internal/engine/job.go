@@ -93,49 +93,27 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 				RangeLo: float64(r.Ordinal), RangeLen: math.Max(float64(r.Size), 1),
 			}
 		}
-		ahead := job.State == store.JobRunning && e.staleAhead.Load() != job.ID
-		err := e.addRoots(ctx, job, ps, ahead)
-		if ahead && errors.Is(err, store.ErrStale) {
-			// A root existed (a replay) or the job changed since the caller read it: the
-			// ordinary way reads first, and leaves out what exists. This job's next roots go
-			// that way too, until another job's roots fail ahead.
-			e.staleAhead.Store(job.ID)
-			err = e.addRoots(ctx, job, ps, false)
-		}
-		if err != nil {
+		if err := e.addRoots(ctx, job, ps); err != nil {
 			return fmt.Errorf("add roots to job %d: %w", job.ID, err)
 		}
 	}
 	return nil
 }
 
-// addRoots adds a batch of roots in one transaction. Ahead, where the store can
-// ([store.ItemAdderAhead]), it writes them without reading first, assuming the job is as given:
-// the transaction is then one round trip, and fails with [store.ErrStale] if the assumption
-// did not hold (nothing written).
-func (e *Engine) addRoots(ctx context.Context, job *store.Job, ps []store.ItemInsertParams, ahead bool) error {
+// addRoots adds a batch of roots in one transaction; a replayed root (its key exists) is left
+// out. The transaction may run twice (see [store.Executor.ItemInsertRoots]).
+func (e *Engine) addRoots(ctx context.Context, job *store.Job, ps []store.ItemInsertParams) error {
 	return e.Run(ctx, func(t *Tx) error {
 		for i := range ps {
 			ps[i].Now = t.t.now
 		}
-		var items []*store.Item
-		var ok bool
-		if xa, can := t.t.x.(store.ItemAdderAhead); ahead && can {
-			var err error
-			if items, ok, err = xa.ItemInsertAhead(t.t.ctx, job, ps); err != nil {
-				return err
-			}
-			if ok {
-				j := *job // as assumed; the store checks it before the commit
-				t.t.jobs[job.ID] = &j
-			}
+		items, asGiven, err := t.t.x.ItemInsertRoots(t.t.ctx, job, ps)
+		if err != nil {
+			return err
 		}
-		if !ok {
-			// One statement for the batch; a replayed root (its key exists) is left out.
-			var err error
-			if items, err = t.t.x.ItemInsertMany(t.t.ctx, ps); err != nil {
-				return err
-			}
+		if asGiven {
+			j := *job // the store checks it is so before the commit
+			t.t.jobs[job.ID] = &j
 		}
 		var added float64
 		for _, it := range items {

@@ -23,7 +23,7 @@ func TestStoppedJobDecidedUnderLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openStore(t, "postgres")
-	e, job := oneRootJob(t, db, action.Spec{Name: "a"}, "ext", "name: ext\nexternal: [approved]\nsteps:\n  a: {action: a, needs: [start, approved]}\n", true)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "a"}}, "ext", "name: ext\nexternal: [approved]\nsteps:\n  a: {action: a, needs: [start, approved]}\n", true)
 	items, err := db.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 10})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("items = %d, %v", len(items), err)
@@ -104,7 +104,7 @@ func raceJob(t *testing.T) (store.Store, *engine.Engine, *store.Job, *store.Item
 	t.Helper()
 	ctx := t.Context()
 	db := openStore(t, "postgres")
-	e, job := oneRootJob(t, db, action.Spec{Name: "a", Inline: action.InlineAlways}, "race", raceWorkflow, true)
+	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "a"}, policy: action.Policy{Inline: action.InlineAlways}}, "race", raceWorkflow, true)
 	items, err := db.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 10})
 	if err != nil || len(items) != 1 || items[0].State == store.ItemIngested {
 		t.Fatalf("items = %v, %v; want one open root", items, err)

@@ -15,7 +15,7 @@ type plan struct {
 	// fires holds, per step, the events it can fire: success, failure and its action's outcomes.
 	fires map[string][]string
 	// creators are the steps whose action may create children: all but brief ones
-	// ([action.Spec.Brief] declares none), and steps of actions the catalog does not know
+	// ([action.Policy.Brief] declares none), and steps of actions the catalog does not know
 	// (served remotely).
 	creators []*workflow.Step
 	// conds are the steps' when: conditions, by step name; a step without one applies to every
@@ -62,7 +62,7 @@ func (e *Engine) plan(def *workflow.Definition) *plan {
 				p.conds[s.Name] = cond
 			}
 		}
-		if !known || !spec.Brief {
+		if !known || !e.cfg.Catalog.Policy(s.Action).Brief {
 			p.creators = append(p.creators, s)
 		}
 	}

@@ -24,11 +24,13 @@ import (
 
 // fn is an in-memory action for tests.
 type fn struct {
-	spec action.Spec
-	run  func(ctx context.Context, t *action.Task, out action.Output) error
+	spec   action.Spec
+	policy action.Policy
+	run    func(ctx context.Context, t *action.Task, out action.Output) error
 }
 
-func (f *fn) Spec() action.Spec { return f.spec }
+func (f *fn) Spec() action.Spec     { return f.spec }
+func (f *fn) Policy() action.Policy { return f.policy }
 func (f *fn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return f.run(ctx, t, out)
 }
@@ -77,7 +79,7 @@ func openStore(t *testing.T, driver string) store.Store {
 
 // setup starts an engine and a worker on a fresh store of the driver with the actions of
 // retryWorkflow; step b fails on failOn (an item name). cache["b"] makes b's results cacheable
-// (Spec.Cacheable).
+// (Policy.Cacheable).
 func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
 	t.Helper()
 	dir := t.TempDir()
@@ -105,7 +107,7 @@ func setup(t *testing.T, driver, failOn string, cache map[string]bool) *bundle {
 		b.runs.add("split", t, "ok")
 		return nil
 	}}
-	flaky := &fn{spec: action.Spec{Name: "b", Cacheable: cache["b"]}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+	flaky := &fn{spec: action.Spec{Name: "b"}, policy: action.Policy{Cacheable: cache["b"]}, run: func(ctx context.Context, t *action.Task, out action.Output) error {
 		if t.Item.Name == *b.failOn.Load() && !b.fixed.Load() {
 			b.runs.add("b", t, "failed")
 			return action.Permanentf("converter missing")

@@ -56,7 +56,7 @@ func TestChildMetadataWins(t *testing.T) {
 
 // validate is an inline action that emits sheet.valid on a root and nothing on other items.
 func validate() action.Action {
-	return &fn{spec: action.Spec{Name: "validate", Outcomes: []string{"sheet.valid"}, Inline: action.InlineAlways},
+	return &fn{spec: action.Spec{Name: "validate", Outcomes: []string{"sheet.valid"}}, policy: action.Policy{Inline: action.InlineAlways},
 		run: func(_ context.Context, t *action.Task, out action.Output) error {
 			if t.Item.Depth == 0 {
 				out.Emit("sheet.valid")

@@ -34,10 +34,11 @@ func ForEachDriver(t *testing.T, fn func(t *testing.T, open Open)) {
 	drivertest.ForEach(t, fn)
 }
 
-// FuncAction is an in-memory action that runs a function; its Spec may be changed before it is
-// registered.
+// FuncAction is an in-memory action that runs a function; its Spec and Policy may be changed
+// before it is registered.
 type FuncAction struct {
 	S  action.Spec
+	P  action.Policy
 	Fn func(ctx context.Context, t *action.Task, out action.Output) error
 }
 
@@ -52,8 +53,17 @@ func (f *FuncAction) WithSpec(edit func(*action.Spec)) *FuncAction {
 	return f
 }
 
+// WithPolicy sets the action's policy to p and returns the action.
+func (f *FuncAction) WithPolicy(p action.Policy) *FuncAction {
+	f.P = p
+	return f
+}
+
 // Spec implements [action.Action].
 func (f *FuncAction) Spec() action.Spec { return f.S }
+
+// Policy is the action's policy, which [action.Catalog.Register] reads.
+func (f *FuncAction) Policy() action.Policy { return f.P }
 
 // Run implements [action.Action].
 func (f *FuncAction) Run(ctx context.Context, t *action.Task, out action.Output) error {

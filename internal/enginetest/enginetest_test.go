@@ -30,7 +30,7 @@ func TestKit(t *testing.T) {
 				return action.Permanentf("metadata %v, want seen=%s", tk.Item.Metadata, tk.Item.Name)
 			}
 			return nil
-		}).WithSpec(func(s *action.Spec) { s.NoTempDir = true })
+		}).WithPolicy(action.Policy{NoTempDir: true})
 		k := enginetest.Start(t, open, first, second)
 		job := k.StartJob(t, "name: kit\nsteps:\n  a: {action: first, needs: [start], success: [a.done]}\n  b: {action: second, needs: [a.done]}\n",
 			engine.Root{Name: "x"}, engine.Root{Name: "y"})

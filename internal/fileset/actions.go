@@ -105,8 +105,11 @@ type existingAction struct{ s *Fileset }
 
 func (a existingAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-existing", Doc: "a request already archived is success-existing (fileset_results, its blobs present)",
-		Outcomes: []string{EventNew}, Concurrency: 8, NoTempDir: true}
+		Outcomes: []string{EventNew}, Concurrency: 8}
 }
+
+// Policy runs the action without a temporary directory.
+func (a existingAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	req := request(t.Item)
@@ -156,8 +159,11 @@ type landingAction struct{ s *Fileset }
 
 func (a landingAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-landing", Doc: "fetch a dataset request's landing page, following redirects",
-		Outcomes: []string{EventLanding}, Concurrency: 16, NoTempDir: true}
+		Outcomes: []string{EventLanding}, Concurrency: 16}
 }
+
+// Policy runs the action without a temporary directory.
+func (a landingAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	req := request(t.Item)
@@ -202,10 +208,14 @@ func (a platformAction) Spec() action.Spec {
 			}
 			return nil
 		},
-		Concurrency: 16, NoTempDir: true,
-		// A match is decided from the item's URLs alone (the manifest step does the reading):
-		// the engine runs every platform step in the transaction that readies it.
-		Inline: action.InlineAlways}
+		Concurrency: 16}
+}
+
+// Policy runs the action inline: a match is decided from the item's URLs alone (the manifest
+// step does the reading), so the engine runs every platform step in the transaction that
+// readies it.
+func (a platformAction) Policy() action.Policy {
+	return action.Policy{NoTempDir: true, Inline: action.InlineAlways}
 }
 
 // platformMatch is what a platform step that matched records for the manifest step.
@@ -243,8 +253,11 @@ type manifestAction struct{ s *Fileset }
 
 func (a manifestAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-manifest", Doc: "read the dataset's manifest from the platform a platform step matched",
-		Outcomes: []string{EventPlatform}, Concurrency: 16, NoTempDir: true}
+		Outcomes: []string{EventPlatform}, Concurrency: 16}
 }
+
+// Policy runs the action without a temporary directory.
+func (a manifestAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (a manifestAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	var m platformMatch
@@ -287,7 +300,12 @@ func (a limitsAction) Spec() action.Spec {
 			{Name: "max_total_size", Type: action.TypeInt, Doc: "bytes; default 64 GiB"},
 			{Name: "max_file_count", Type: action.TypeInt, Doc: "default 200"},
 		},
-		Outcomes: outcomes, Concurrency: 16, NoTempDir: true, Inline: action.InlineAlways}
+		Outcomes: outcomes, Concurrency: 16}
+}
+
+// Policy runs the action inline: it reads only the item.
+func (a limitsAction) Policy() action.Policy {
+	return action.Policy{NoTempDir: true, Inline: action.InlineAlways}
 }
 
 func intSetting(with map[string]any, key string) int64 {
@@ -344,8 +362,11 @@ func (a strategyAction) Spec() action.Spec {
 			}
 			return &action.SettingError{Key: "strategy", Reason: fmt.Sprintf("unknown strategy %q (one of %v)", st, Strategies)}
 		},
-		Concurrency: 8, NoTempDir: true}
+		Concurrency: 8}
 }
+
+// Policy runs the action without a temporary directory.
+func (a strategyAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	var item PlatformItem
@@ -402,8 +423,11 @@ type downloadAction struct{ s *Fileset }
 
 func (a downloadAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-download", Doc: "download one manifest file, verify its size and hashes, store it as a child's blob",
-		Concurrency: 16, NoTempDir: true, Timeout: 6 * 3600e9}
+		Concurrency: 16, Timeout: 6 * 3600e9}
 }
+
+// Policy runs the action without a temporary directory.
+func (a downloadAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 // fileOutcome is what a download task records on its file item.
 type fileOutcome struct {

@@ -15,10 +15,14 @@ type resultAction struct{ s *Fileset }
 
 func (a resultAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-result", Doc: "summarise a dataset request: its result, fileset_results, the dataset-file result",
-		Outcomes: []string{EventFileResult}, Concurrency: 8, NoTempDir: true,
-		// A request decided before any download has no files to read: its result is made from
-		// the item alone, in the transaction that readies the step.
-		Inline: func(it action.Item) bool { return it.NChildren == 0 }}
+		Outcomes: []string{EventFileResult}, Concurrency: 8}
+}
+
+// Policy runs the action inline where it can: a request decided before any download has no
+// files to read, so its result is made from the item alone, in the transaction that readies
+// the step.
+func (a resultAction) Policy() action.Policy {
+	return action.Policy{NoTempDir: true, Inline: func(it action.Item) bool { return it.NChildren == 0 }}
 }
 
 // fileChild is what the result step reads of a file item.

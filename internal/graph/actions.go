@@ -20,13 +20,15 @@ const (
 	EventResolved   = "resolved"
 )
 
-// fn is an action made of a spec and a function.
+// fn is an action made of a spec, a policy and a function.
 type fn struct {
-	spec action.Spec
-	run  func(ctx context.Context, t *action.Task, out action.Output) error
+	spec   action.Spec
+	policy action.Policy
+	run    func(ctx context.Context, t *action.Task, out action.Output) error
 }
 
-func (a fn) Spec() action.Spec { return a.spec }
+func (a fn) Spec() action.Spec     { return a.spec }
+func (a fn) Policy() action.Policy { return a.policy }
 func (a fn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return a.run(ctx, t, out)
 }
@@ -36,7 +38,7 @@ func (a fn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 // error route of a type no step handles.
 func (g *Graph) Actions() []action.Action {
 	quick := func(name, doc string, outcomes []string, run func(context.Context, *action.Task, action.Output) error) action.Action {
-		return fn{spec: action.Spec{Name: name, Version: "1", Doc: doc, Outcomes: outcomes, NoTempDir: true, Concurrency: 16}, run: run}
+		return fn{spec: action.Spec{Name: name, Version: "1", Doc: doc, Outcomes: outcomes, Concurrency: 16}, policy: action.Policy{NoTempDir: true}, run: run}
 	}
 
 	return []action.Action{
@@ -57,7 +59,7 @@ func (g *Graph) Actions() []action.Action {
 // there it reads nothing but the item.
 func inlineWorkItems(a action.Action) action.Action {
 	f := a.(fn)
-	f.spec.Inline = func(it action.Item) bool { return it.ParentID != 0 }
+	f.policy.Inline = func(it action.Item) bool { return it.ParentID != 0 }
 	return f
 }
 

@@ -29,12 +29,12 @@ const (
 	// local: an ordinary lease by the process's worker.
 	local path = "local"
 	// inline: the engine runs the action in the transaction that makes its task ready
-	// (action.Spec.Inline).
+	// (action.Policy.Inline).
 	inline path = "inline"
 	// held: a batch of brief tasks run inside the transaction that holds their leases
-	// (action.Spec.Brief on a store with held leases — both drivers have them).
+	// (action.Policy.Brief).
 	held path = "held"
-	// cached: a replay of the conversion cache (action.Spec.Cacheable): the roots share their
+	// cached: a replay of the conversion cache (action.Policy.Cacheable): the roots share their
 	// content, so one run of the action answers them all.
 	cached path = "cached"
 	// remote: a worker polling over the HTTP worker protocol (`action: remote`).
@@ -203,11 +203,13 @@ func (b *behaviour) work(ctx context.Context, name string) error {
 }
 
 type fakeAction struct {
-	spec action.Spec
-	run  func(ctx context.Context, t *action.Task, out action.Output) error
+	spec   action.Spec
+	policy action.Policy
+	run    func(ctx context.Context, t *action.Task, out action.Output) error
 }
 
-func (f *fakeAction) Spec() action.Spec { return f.spec }
+func (f *fakeAction) Spec() action.Spec     { return f.spec }
+func (f *fakeAction) Policy() action.Policy { return f.policy }
 func (f *fakeAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return f.run(ctx, t, out)
 }
@@ -215,7 +217,7 @@ func (f *fakeAction) Run(ctx context.Context, t *action.Task, out action.Output)
 // actions returns the path's in-process actions: work (not for the remote path, whose work is
 // the remote worker's) and gate.
 func (p path) actions(b *behaviour) []action.Action {
-	gate := &fakeAction{spec: action.Spec{Name: "gate", Outcomes: []string{"gated"}, NoTempDir: true, Concurrency: 16},
+	gate := &fakeAction{spec: action.Spec{Name: "gate", Outcomes: []string{"gated"}, Concurrency: 16}, policy: action.Policy{NoTempDir: true},
 		run: func(ctx context.Context, t *action.Task, out action.Output) error {
 			b.started(t.Item.Name)
 			if err := b.hold(ctx, t.Item.Name); err != nil {
@@ -224,19 +226,20 @@ func (p path) actions(b *behaviour) []action.Action {
 			out.Emit("gated")
 			return nil
 		}}
-	spec := action.Spec{Name: "work", NoTempDir: true, Concurrency: 16}
+	spec := action.Spec{Name: "work", Concurrency: 16}
+	policy := action.Policy{NoTempDir: true}
 	switch p {
 	case inline:
-		spec.Inline = action.InlineAlways
+		policy.Inline = action.InlineAlways
 	case held:
-		spec.Brief = true
+		policy.Brief = true
 	case cached:
-		spec.Cacheable = true
-		spec.NoTempDir = false
+		policy.Cacheable = true
+		policy.NoTempDir = false
 	}
 	acts := []action.Action{gate}
 	if p != remotePath {
-		acts = append(acts, &fakeAction{spec: spec, run: func(ctx context.Context, t *action.Task, out action.Output) error {
+		acts = append(acts, &fakeAction{spec: spec, policy: policy, run: func(ctx context.Context, t *action.Task, out action.Output) error {
 			if p == local || p == held {
 				b.probe(ctx, t)
 			}

@@ -115,15 +115,16 @@ func (s *Service) chainActions() []action.Action {
 	steps := s.chainSteps()
 	out := make([]action.Action, 0, len(steps)+1)
 	for _, st := range steps {
-		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, NoTempDir: !st.tempDir, Timeout: st.timeout,
+		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, Timeout: st.timeout,
 			Settings: []action.Setting{
 				{Name: "force", Type: action.TypeBool, Doc: "run even when the action's state is already ok or n/a"},
 				{Name: "overwrite", Type: action.TypeBool, Doc: "false: mark ok without work when the result already exists"},
 			}}
-		out = append(out, &act{spec, s.runChain(st)})
+		out = append(out, &act{spec, action.Policy{NoTempDir: !st.tempDir}, s.runChain(st)})
 	}
-	return append(out, &act{action.Spec{Name: "objects.file-set-failed", NoTempDir: true,
-		Doc: "Record a file set's failure: its failed action's state error with the item's error, the waiting ones error."}, s.fileSetFailed})
+	return append(out, &act{action.Spec{Name: "objects.file-set-failed",
+		Doc: "Record a file set's failure: its failed action's state error with the item's error, the waiting ones error."},
+		action.Policy{NoTempDir: true}, s.fileSetFailed})
 }
 
 // flag reads a boolean from the step's settings, else the item's metadata (a sheet's options

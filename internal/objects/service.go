@@ -69,11 +69,13 @@ func (s *Service) get() (*bound, error) {
 
 // act is an action made of a spec and a function.
 type act struct {
-	spec action.Spec
-	run  func(ctx context.Context, t *action.Task, out action.Output) error
+	spec   action.Spec
+	policy action.Policy
+	run    func(ctx context.Context, t *action.Task, out action.Output) error
 }
 
-func (a *act) Spec() action.Spec { return a.spec }
+func (a *act) Spec() action.Spec     { return a.spec }
+func (a *act) Policy() action.Policy { return a.policy }
 func (a *act) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return a.run(ctx, t, out)
 }
@@ -83,17 +85,14 @@ func (a *act) Run(ctx context.Context, t *action.Task, out action.Output) error 
 func (s *Service) Actions() []action.Action {
 	sheet := []action.Action{
 		&act{action.Spec{Name: "objects.validate-sheet", Doc: "Validate an ingest sheet (the root's CSV) row by row; emits sheet.valid.",
-			Outcomes: []string{"sheet.valid"}, Concurrency: 2, NoTempDir: true}, s.validateSheet},
-		&act{action.Spec{Name: "objects.await-approval", Doc: "Mark a valid sheet awaiting approval.",
-			Inline: action.InlineAlways, NoTempDir: true}, s.awaitApproval},
-		&act{action.Spec{Name: "objects.create-works", Doc: "Create an approved sheet's works as children of the sheet.",
-			NoTempDir: true}, s.createWorks},
+			Outcomes: []string{"sheet.valid"}, Concurrency: 2}, action.Policy{NoTempDir: true}, s.validateSheet},
+		&act{action.Spec{Name: "objects.await-approval", Doc: "Mark a valid sheet awaiting approval."}, action.Policy{Inline: action.InlineAlways, NoTempDir: true}, s.awaitApproval},
+		&act{action.Spec{Name: "objects.create-works", Doc: "Create an approved sheet's works as children of the sheet."}, action.Policy{NoTempDir: true}, s.createWorks},
 		&act{action.Spec{Name: "objects.create-file-sets", Doc: "Record a work and create its file sets as its children.",
-			Concurrency: 8, NoTempDir: true}, s.createFileSets},
+			Concurrency: 8}, action.Policy{NoTempDir: true}, s.createFileSets},
 		&act{action.Spec{Name: "objects.complete-work", Doc: "Complete a work once its file sets are done.",
-			Concurrency: 8, NoTempDir: true}, s.completeWork},
-		&act{action.Spec{Name: "objects.complete-sheet", Doc: "Complete a sheet once its works are done: completed or completed_error.",
-			NoTempDir: true}, s.completeSheet},
+			Concurrency: 8}, action.Policy{NoTempDir: true}, s.completeWork},
+		&act{action.Spec{Name: "objects.complete-sheet", Doc: "Complete a sheet once its works are done: completed or completed_error."}, action.Policy{NoTempDir: true}, s.completeSheet},
 	}
 	return append(sheet, s.chainActions()...)
 }

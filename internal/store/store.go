@@ -32,12 +32,6 @@ var (
 	// SQLITE_FULL, PostgreSQL's disk_full). Nothing of it was written, and it says nothing
 	// about the work it carried: it succeeds once there is space again.
 	ErrFull = errors.New("store: the database's disk is full")
-	// ErrStale marks a transaction that wrote ahead of a read ([ItemAdderAhead]) and found, when
-	// its writes ran, that what it assumed no longer held: nothing of it was written, and it is
-	// to be made again the ordinary way, reading first.
-	ErrStale = errors.New("store: written ahead on a stale assumption")
-	// ErrUnsupported is returned by a call the driver cannot make (see Capabilities).
-	ErrUnsupported = errors.New("store: not supported by this driver")
 )
 
 // NotFoundError is the error of a read by id of a row that does not exist, in plain words:
@@ -124,12 +118,6 @@ type Capabilities struct {
 	// same time (Postgres). False for SQLite, whose one writer connection serialises them: a
 	// write outside the group-commit writer waits for it and commits on its own.
 	ConcurrentWrites bool
-	// HeldLeases is true when the driver can lease tasks by holding their rows locked in an
-	// open transaction (TaskHoldMany) instead of writing a lease to each. Postgres locks the
-	// rows; SQLite, without ConcurrentWrites, cannot commit the batch's record beside the
-	// holding transaction, so it records the pick in a transaction of its own first and runs
-	// the tasks in a second one (see the sqlite driver's TaskHoldMany).
-	HeldLeases bool
 }
 
 // Locker is implemented by drivers whose store several processes share at once (Postgres), so
@@ -169,6 +157,8 @@ type Store interface {
 	// IMMEDIATE transaction on the single writer connection. A driver may send a write whose
 	// result is only its error with the transaction's next statement (Postgres does): its error
 	// then comes from that call, or from the commit, and the transaction fails either way.
+	// A transaction that called [Executor.ItemInsertRoots] may be rolled back and fn run once
+	// more (see there): fn must then start over from what it reads.
 	InTx(ctx context.Context, fn func(tx Executor) error) error
 	Capabilities() Capabilities
 	// Wait blocks until another process signals new work, ctx ends, or d passes. Drivers without
@@ -179,20 +169,6 @@ type Store interface {
 	// returns the versions it applied. Safe to call from several processes at once.
 	MigrateDomain(ctx context.Context, domain string, ms []DomainMigration) ([]int, error)
 	Close() error
-}
-
-// ItemAdderAhead is implemented by a transaction that can add items without a round trip of
-// their own (Postgres): the ids come from ones the store reserved before, and the insert goes
-// out with the transaction's next statement, at the latest its COMMIT. A root added at 200 a
-// second then commits in one round trip, not two (docs/performance.md, "Adding a root in one
-// round trip").
-type ItemAdderAhead interface {
-	// ItemInsertAhead is [Executor.ItemInsertMany] for items of the job, written ahead: it
-	// returns every item as inserted, and ok false (inserting nothing) when too few ids are
-	// reserved. The transaction assumes job is as given (its state, whether sealed) and reads
-	// nothing; when the insert runs, an item whose key exists, or a job not as given, fails the
-	// transaction with [ErrStale].
-	ItemInsertAhead(ctx context.Context, job *Job, ps []ItemInsertParams) (items []*Item, ok bool, err error)
 }
 
 // Executor holds the queries; both the [Store] (one statement, autocommit) and a transaction
@@ -241,6 +217,14 @@ type Executor interface {
 	// ItemInsertMany is ItemInsert for many items in one statement where the driver can: it
 	// returns the items it inserted, in id order, and leaves out those whose key exists.
 	ItemInsertMany(ctx context.Context, ps []ItemInsertParams) ([]*Item, error)
+	// ItemInsertRoots is ItemInsertMany for root items of job, job as the caller read it. When
+	// asGiven is true the transaction may take job as given for the rest of its life, without
+	// reading it: the driver checks, before the commit, that the job still is (its state,
+	// whether sealed) and that no item's key existed, and when either does not hold it rolls the
+	// transaction back and [Store.InTx] runs its fn again, in which this call reads first. A
+	// driver may so add a root without a round trip of its own (Postgres, from item ids it
+	// reserved before: docs/performance.md, "Adding a root in one round trip").
+	ItemInsertRoots(ctx context.Context, job *Job, ps []ItemInsertParams) (items []*Item, asGiven bool, err error)
 	ItemGet(ctx context.Context, id int64) (*Item, error)
 	// ItemGetMany is ItemGet for many items at once, in id order; missing ids are left out.
 	ItemGetMany(ctx context.Context, ids []int64) ([]*Item, error)
@@ -308,8 +292,10 @@ type Executor interface {
 	// rows until the transaction ends, which is their lease (held lease). The tasks come back
 	// as running in memory (attempt counted, owner, start and lease set) while their rows stay
 	// ready; they must be finished with TaskFinishParams.Held in the same transaction, and
-	// vanish back to ready if it rolls back or its connection dies. Drivers without
-	// Capabilities.HeldLeases return ErrUnsupported.
+	// vanish back to ready if it rolls back or its connection dies. Postgres locks the rows;
+	// SQLite, without Capabilities.ConcurrentWrites, cannot commit the batch's record beside the
+	// holding transaction, so it records the pick in a transaction of its own first and runs
+	// the tasks in a second one (see the sqlite driver's TaskHoldMany).
 	TaskHoldMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
@@ -320,8 +306,7 @@ type Executor interface {
 	// HeldLeaseRecord records, outside the holding transaction and before the tasks run, the
 	// tasks of a held lease (TaskHoldMany) with their attempts: if the process dies, the record
 	// outlives the transaction and HeldLeaseExpire counts the attempts as lost. It returns the
-	// record's id, for HeldLeaseDelete in the holding transaction. ErrUnsupported without
-	// Capabilities.HeldLeases.
+	// record's id, for HeldLeaseDelete in the holding transaction.
 	HeldLeaseRecord(ctx context.Context, p HeldLeaseParams) (int64, error)
 	// HeldLeaseDelete deletes a record of HeldLeaseRecord.
 	HeldLeaseDelete(ctx context.Context, id int64) error

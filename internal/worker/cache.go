@@ -271,7 +271,7 @@ func (c *convCache) prefetch(ctx context.Context, x store.Executor, got []*store
 	}
 	for _, t := range got {
 		it := items[t.ItemID]
-		if spec, _ := c.e.Catalog().Spec(t.Action); it == nil || !spec.Cacheable || it.BlobSHA256 == "" {
+		if it == nil || !c.e.Catalog().Policy(t.Action).Cacheable || it.BlobSHA256 == "" {
 			continue
 		}
 		act, step, err := c.stepOf(ctx, t)

@@ -35,7 +35,7 @@ func TestResultThatCannotCommit(t *testing.T) {
 }
 
 func testResultThatCannotCommit(t *testing.T, open drivertest.Open, brief bool) {
-	nan := &fn{spec: action.Spec{Name: "nan", Brief: brief, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, out action.Output) error {
+	nan := &fn{spec: action.Spec{Name: "nan"}, policy: action.Policy{Brief: brief, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, out action.Output) error {
 		if tk.Item.Ordinal == 0 {
 			out.SetMetadata(map[string]any{"score": math.NaN()})
 			if err := out.SetOutput(ctx, "doc", []byte(`{"x":1}`)); err != nil {

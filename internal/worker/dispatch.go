@@ -13,7 +13,7 @@ import (
 type queueInfo struct {
 	name  string
 	limit int
-	brief bool // its action is Brief: run in held batches where the store can (see hold)
+	brief bool // its action's policy is Brief: run in held batches (see hold)
 }
 
 // queues returns the queues this worker serves with their limits: one per action, plus one per
@@ -38,10 +38,9 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 			}
 		}
 		seen[name] = true
-		spec, _ := cat.Spec(act)
 		// A step's own queue with a claim or a limit is never held: they are checked in
 		// transactions of their own before the action runs.
-		brief := spec.Brief && w.e.Store().Capabilities().HeldLeases && !keyed
+		brief := cat.Policy(act).Brief && !keyed
 		out = append(out, queueInfo{name: name, limit: limit, brief: brief})
 	}
 	limitOf := func(act string) int {

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
-// TestBriefTasks runs brief actions (action.Spec.Brief) on every driver: their tasks are held
+// TestBriefTasks runs brief actions (action.Policy.Brief) on every driver: their tasks are held
 // while they run, not leased (the row stays ready: locked on Postgres, behind the one writer on
 // SQLite). Successes, a snooze, a permanent error and a second step all end as with leases;
 // a brief action creating a child fails, as it declared it would not.
@@ -31,15 +31,12 @@ func TestBriefTasks(t *testing.T) {
 func testBriefTasks(t *testing.T, open drivertest.Open) {
 	db := open(t)
 	const n = 300
-	wantRow := store.TaskRunning
-	if db.Capabilities().HeldLeases {
-		wantRow = store.TaskReady
-	}
+	wantRow := store.TaskReady // a held batch writes nothing to its rows until it finishes
 	var runs, seconds atomic.Int64
 	var snoozed atomic.Bool
 	rowStates := make(chan string, 1)
 	var b *bundle
-	first := &fn{spec: action.Spec{Name: "first", Brief: true, Concurrency: 100, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, out action.Output) error {
+	first := &fn{spec: action.Spec{Name: "first", Concurrency: 100}, policy: action.Policy{Brief: true, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, out action.Output) error {
 		runs.Add(1)
 		if tk.Item.Ordinal == 0 {
 			row, err := b.db.TaskGet(ctx, tk.ID) // read on a connection of its own
@@ -63,7 +60,7 @@ func testBriefTasks(t *testing.T, open drivertest.Open) {
 		}
 		return nil
 	}}
-	second := &fn{spec: action.Spec{Name: "second", Brief: true, NoTempDir: true}, run: func(context.Context, *action.Task, action.Output) error {
+	second := &fn{spec: action.Spec{Name: "second"}, policy: action.Policy{Brief: true, NoTempDir: true}, run: func(context.Context, *action.Task, action.Output) error {
 		seconds.Add(1)
 		return nil
 	}}
@@ -119,7 +116,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"r001": "item r001 is bad", "r003": "action first is brief (Spec.Brief) and cannot create children"}
+	want := map[string]string{"r001": "item r001 is bad", "r003": "action first is brief (Policy.Brief) and cannot create children"}
 	for _, it := range items {
 		if it.Error != want[it.Name] {
 			t.Errorf("item %s error %q, want %q", it.Name, it.Error, want[it.Name])
@@ -134,7 +131,7 @@ steps:
 // rows locked meanwhile) is timed out after a lease, not its step's default ten minutes.
 func TestHeldTaskTimesOutWithinALease(t *testing.T) {
 	t.Parallel()
-	hang := &fn{spec: action.Spec{Name: "hang", Brief: true, NoTempDir: true}, run: func(ctx context.Context, _ *action.Task, _ action.Output) error {
+	hang := &fn{spec: action.Spec{Name: "hang"}, policy: action.Policy{Brief: true, NoTempDir: true}, run: func(ctx context.Context, _ *action.Task, _ action.Output) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}}
@@ -181,7 +178,7 @@ func testStartHoldsWokenQueues(t *testing.T, open drivertest.Open, step string, 
 	db := open(t)
 	cat := &action.Catalog{}
 	for _, name := range []string{"a", "b", "c"} {
-		cat.Register(&fn{spec: action.Spec{Name: name, Brief: true, Concurrency: 10, NoTempDir: true}, run: func(context.Context, *action.Task, action.Output) error { return nil }})
+		cat.Register(&fn{spec: action.Spec{Name: name, Concurrency: 10}, policy: action.Policy{Brief: true, NoTempDir: true}, run: func(context.Context, *action.Task, action.Output) error { return nil }})
 	}
 	var w atomic.Pointer[worker.Worker]
 	e := engine.New(engine.Config{Store: db, Catalog: cat, OnReady: func(qs []string) {

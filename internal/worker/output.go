@@ -24,6 +24,7 @@ type output struct {
 	w      *Worker
 	task   *store.Task
 	spec   action.Spec
+	brief  bool // the action's policy is Brief: it creates no children
 	ctx    context.Context
 	result *engine.Result
 	// itemName is the item's derived path, for rebasing cached child names.
@@ -51,7 +52,7 @@ type output struct {
 	unrecorded chan struct{}
 	beat       func()
 	// advanced, when set, is called on each step of progress: a child, a greater Progress
-	// (it restarts an idle timeout; see action.Spec.IdleTimeout).
+	// (it restarts an idle timeout; see action.Policy.IdleTimeout).
 	advanced func()
 	// record, when set, collects the effects for the conversion cache.
 	record *effects
@@ -69,11 +70,11 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	if err := o.failed(); err != nil {
 		return err
 	}
-	if o.spec.Brief {
+	if o.brief {
 		// A brief action declares it creates none: its tasks may run in a held batch, whose
 		// transaction is the lease, while children commit in transactions of their own. The
 		// same error on every driver.
-		err := action.Permanentf("action %s is brief (Spec.Brief) and cannot create children", o.spec.Name)
+		err := action.Permanentf("action %s is brief (Policy.Brief) and cannot create children", o.spec.Name)
 		o.fail(err)
 		return err
 	}

@@ -33,7 +33,7 @@ func TestResumedCacheableTask(t *testing.T) {
 				}
 			}
 			return nil
-		}).WithSpec(func(s *action.Spec) { s.Cacheable = true })
+		}).WithPolicy(action.Policy{Cacheable: true})
 		k := enginetest.Start(t, open, split)
 		sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
 		if err != nil {
@@ -78,7 +78,7 @@ func TestLargeFanOutNotCached(t *testing.T) {
 					}
 				}
 				return nil
-			}).WithSpec(func(s *action.Spec) { s.Cacheable = true })
+			}).WithPolicy(action.Policy{Cacheable: true})
 			k := enginetest.Start(t, open, split)
 			sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
 			if err != nil {

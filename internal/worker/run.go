@@ -156,7 +156,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 			return err
 		}
 	}
-	spec := act.Spec()
+	spec, policy := act.Spec(), w.e.Catalog().Policy(t.Action)
 	timeout := time.Duration(step.Timeout)
 	if timeout <= 0 {
 		timeout = spec.Timeout
@@ -215,15 +215,15 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 			os.RemoveAll(tmp)
 		}
 	}()
-	if !spec.NoTempDir {
+	if !policy.NoTempDir {
 		if at.TempDir, err = mkTemp(); err != nil {
 			return fmt.Errorf("temp dir: %w", err)
 		}
 	}
-	out := &output{w: w, task: t, spec: spec, ctx: tctx, result: res, itemName: it.Name,
+	out := &output{w: w, task: t, spec: spec, brief: policy.Brief, ctx: tctx, result: res, itemName: it.Name,
 		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
-	if spec.IdleTimeout && !t.Held {
-		// The timeout starts again with each step of progress (see action.Spec.IdleTimeout).
+	if policy.IdleTimeout && !t.Held {
+		// The timeout starts again with each step of progress (see action.Policy.IdleTimeout).
 		out.advanced = func() {
 			if !expired.Load() {
 				deadline.Reset(timeout)
@@ -236,7 +236,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		}}
 	}
 	key := ""
-	if spec.Cacheable && it.BlobSHA256 != "" {
+	if policy.Cacheable && it.BlobSHA256 != "" {
 		key = cacheKey(spec, step, it)
 		if hit, err := w.cache.get(tctx, key, out, t.Attempt <= 1, pf); hit || err != nil {
 			if hit {

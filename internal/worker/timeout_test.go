@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// TestIdleTimeout: an action with Spec.IdleTimeout (unpack) that keeps making children runs
+// TestIdleTimeout: an action with Policy.IdleTimeout (unpack) that keeps making children runs
 // past its timeout in one attempt — an archive of 100,000 entries on a loaded machine used to be
 // cut off after ten minutes on each of its three attempts and fail — while one that makes no
 // progress (a heartbeat is not progress) still times out.
@@ -41,7 +41,7 @@ func TestIdleTimeout(t *testing.T) {
 				made.Store(int64(i + 1))
 			}
 			return nil
-		}).WithSpec(func(s *action.Spec) { s.IdleTimeout = true })
+		}).WithPolicy(action.Policy{IdleTimeout: true})
 		stuck := enginetest.Func("stuck", func(ctx context.Context, tk *action.Task, out action.Output) error {
 			for {
 				out.Heartbeat()
@@ -51,7 +51,7 @@ func TestIdleTimeout(t *testing.T) {
 				case <-time.After(timeout / 10):
 				}
 			}
-		}).WithSpec(func(s *action.Spec) { s.IdleTimeout = true })
+		}).WithPolicy(action.Policy{IdleTimeout: true})
 		k := enginetest.Start(t, open, split, stuck)
 		sha, size, err := k.Blobs.Put(t.Context(), strings.NewReader("archive"))
 		if err != nil {

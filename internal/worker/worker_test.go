@@ -20,11 +20,13 @@ import (
 
 // fn is an in-memory action for tests.
 type fn struct {
-	spec action.Spec
-	run  func(ctx context.Context, t *action.Task, out action.Output) error
+	spec   action.Spec
+	policy action.Policy
+	run    func(ctx context.Context, t *action.Task, out action.Output) error
 }
 
-func (f *fn) Spec() action.Spec { return f.spec }
+func (f *fn) Spec() action.Spec     { return f.spec }
+func (f *fn) Policy() action.Policy { return f.policy }
 func (f *fn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	return f.run(ctx, t, out)
 }

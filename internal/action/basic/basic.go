@@ -26,10 +26,11 @@ func (noop) Spec() action.Spec {
 		Version:     "1",
 		Doc:         "Does nothing and succeeds; a placeholder, or a join point for events.",
 		Concurrency: 1000, // no-ops cost a goroutine each while running; the engine benchmark measures the writer, not this cap
-		NoTempDir:   true,
-		Brief:       true,
 	}
 }
+
+// Policy runs noop in held batches, without a temporary directory.
+func (noop) Policy() action.Policy { return action.Policy{Brief: true, NoTempDir: true} }
 
 func (noop) Run(context.Context, *action.Task, action.Output) error { return nil }
 
@@ -42,12 +43,15 @@ type pass struct{}
 
 func (pass) Spec() action.Spec {
 	return action.Spec{
-		Name:      "pass",
-		Version:   "1",
-		Doc:       "Does nothing and succeeds, inside the engine's transaction (no task to lease); a join point for events.",
-		Inline:    action.InlineAlways,
-		NoTempDir: true,
+		Name:    "pass",
+		Version: "1",
+		Doc:     "Does nothing and succeeds, inside the engine's transaction (no task to lease); a join point for events.",
 	}
+}
+
+// Policy runs pass inline.
+func (pass) Policy() action.Policy {
+	return action.Policy{Inline: action.InlineAlways, NoTempDir: true}
 }
 
 func (pass) Run(context.Context, *action.Task, action.Output) error { return nil }
@@ -60,13 +64,11 @@ type fail struct{}
 
 func (fail) Spec() action.Spec {
 	return action.Spec{
-		Name:      "fail",
-		Version:   "1",
-		Doc:       "Fails the item with a fixed message, without retrying.",
-		Brief:     true,
-		NoTempDir: true,
-		Settings:  failSettings.Settings(),
-		Validate:  failSettings.Validate,
+		Name:     "fail",
+		Version:  "1",
+		Doc:      "Fails the item with a fixed message, without retrying.",
+		Settings: failSettings.Settings(),
+		Validate: failSettings.Validate,
 	}
 }
 
@@ -78,6 +80,9 @@ var failSettings = settings.For(nil, func(c *struct {
 	}
 	return nil
 })
+
+// Policy runs fail in held batches, without a temporary directory.
+func (fail) Policy() action.Policy { return action.Policy{Brief: true, NoTempDir: true} }
 
 func (fail) Run(_ context.Context, t *action.Task, _ action.Output) error {
 	c, err := failSettings.Run(t.With)
@@ -96,12 +101,10 @@ type emit struct{}
 
 func (emit) Spec() action.Spec {
 	return action.Spec{
-		Name:      "emit",
-		Version:   "1",
-		Doc:       "Fires the configured outcome events and succeeds.",
-		Brief:     true,
-		NoTempDir: true,
-		Settings:  emitSettings.Settings(),
+		Name:     "emit",
+		Version:  "1",
+		Doc:      "Fires the configured outcome events and succeeds.",
+		Settings: emitSettings.Settings(),
 		OutcomesFor: func(with map[string]any) []string {
 			c, _ := emitSettings.Parse(with)
 			return c.Events
@@ -109,6 +112,9 @@ func (emit) Spec() action.Spec {
 		Validate: emitSettings.Validate,
 	}
 }
+
+// Policy runs emit in held batches, without a temporary directory.
+func (emit) Policy() action.Policy { return action.Policy{Brief: true, NoTempDir: true} }
 
 func (emit) Run(_ context.Context, t *action.Task, out action.Output) error {
 	c, err := emitSettings.Run(t.With)

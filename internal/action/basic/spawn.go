@@ -23,14 +23,16 @@ const maxSpawn = 10_000_000
 
 func (spawn) Spec() action.Spec {
 	return action.Spec{
-		Name:      "spawn",
-		Version:   "1",
-		Doc:       "Creates empty child items: `count` of them, or as many as the item's metadata `children` says.",
-		NoTempDir: true,
-		Settings:  spawnSettings.Settings(),
-		Validate:  spawnSettings.Validate,
+		Name:     "spawn",
+		Version:  "1",
+		Doc:      "Creates empty child items: `count` of them, or as many as the item's metadata `children` says.",
+		Settings: spawnSettings.Settings(),
+		Validate: spawnSettings.Validate,
 	}
 }
+
+// Policy runs spawn without a temporary directory.
+func (spawn) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (spawn) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	n, err := spawnCount(t)

@@ -74,13 +74,15 @@ func (d *detector) Spec() action.Spec {
 		Doc:         "detect an item's content type and route it: emits one detected.<route> event",
 		Outcomes:    outcomes,
 		Concurrency: 8,
-		NoTempDir:   true,
-		// An item that already has its text (a converter's final child) is routed to final,
-		// and one with a specific content type (given, or recorded by unpack with Whole) is
-		// routed by it, without reading its blob: the engine does that inline, as the item
-		// is created.
-		Inline: func(it action.Item) bool { return it.HasText || specific(it.ContentType) },
 	}
+}
+
+// Policy runs detect without a temporary directory, and inline where it reads no blob: an item
+// that already has its text (a converter's final child) is routed to final, and one with a
+// specific content type (given, or recorded by unpack with Whole) is routed by it, as the item
+// is created.
+func (d *detector) Policy() action.Policy {
+	return action.Policy{NoTempDir: true, Inline: func(it action.Item) bool { return it.HasText || specific(it.ContentType) }}
 }
 
 // Run detects the item's type, records it with SetContentType and emits its route.

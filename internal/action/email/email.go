@@ -99,12 +99,14 @@ func (a *emailAction) Spec() action.Spec {
 	w := 0.1
 	return action.Spec{
 		Name:           "email",
-		Cacheable:      true,
 		Version:        "2", // 2: the body's text begins with the headers
 		Doc:            "unpack an email (.eml, mbox, Outlook .msg) into its body and attachments",
 		ProgressWeight: &w,
 	}
 }
+
+// Policy caches the action's effects by its input (the conversion cache).
+func (a *emailAction) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
 const (
 	kindEML  = "message/rfc822"

@@ -53,9 +53,8 @@ var typed = settings.For(func() config { return config{Timeout: converter.Defaul
 func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
-		Name:      Name,
-		Cacheable: true,
-		Version:   "5", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised; 5: a transient thumbnail failure is retried, not kept as thumbnail_skipped
+		Name:    Name,
+		Version: "5", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised; 5: a transient thumbnail failure is retried, not kept as thumbnail_skipped
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings:       typed.Settings(),
@@ -65,6 +64,9 @@ func (a *Action) Spec() action.Spec {
 		ProgressWeight: &w,
 	}
 }
+
+// Policy caches the action's effects by its input (the conversion cache).
+func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
 // Run converts one HTML document.
 func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {

@@ -51,9 +51,8 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 1.0
 	return action.Spec{
-		Name:      Name,
-		Cacheable: true,
-		Version:   "1",
+		Name:    Name,
+		Version: "1",
 		Doc: "Make a PDF (one page per image page) and a thumbnail of an image, OCR it with the item option ocr; " +
 			"one final child.",
 		Settings:       converter.Settings(),
@@ -63,6 +62,9 @@ func (a *Action) Spec() action.Spec {
 		ProgressWeight: &w,
 	}
 }
+
+// Policy caches the action's effects by its input (the conversion cache).
+func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
 // page is one image page ready to embed: a PNG or JPEG file and its pixel size.
 type page struct {

@@ -39,10 +39,13 @@ func New() action.Action { return ingestAction{} }
 func (ingestAction) Spec() action.Spec {
 	w := 0.0
 	return action.Spec{Name: "ingest", Version: "1", Concurrency: 16, ProgressWeight: &w,
-		Doc: "records a Document for a leaf item and an Error for an item with an error",
-		// It reads only the item's row: the engine runs it in the transaction that fires
-		// children.done.
-		Inline: action.InlineAlways, NoTempDir: true}
+		Doc: "records a Document for a leaf item and an Error for an item with an error"}
+}
+
+// Policy runs ingest inline: it reads only the item's row, so the engine runs it in the
+// transaction that fires children.done.
+func (ingestAction) Policy() action.Policy {
+	return action.Policy{Inline: action.InlineAlways, NoTempDir: true}
 }
 
 func (ingestAction) Run(ctx context.Context, t *action.Task, out action.Output) error {

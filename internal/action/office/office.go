@@ -34,12 +34,11 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
-		Name:      Name,
-		Cacheable: true,
-		Version:   "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
-		Doc:       "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
-		Settings:  typed.Settings(),
-		Validate:  typed.Validate,
+		Name:     Name,
+		Version:  "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
+		Doc:      "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
+		Settings: typed.Settings(),
+		Validate: typed.Validate,
 		// Each conversion starts its own LibreOffice (about 2 s and 200 MB): two at a time use
 		// a 2-CPU machine fully without thrashing.
 		Concurrency:    2,
@@ -52,6 +51,9 @@ func (a *Action) Spec() action.Spec {
 var typed = settings.For(func() converter.Limits {
 	return converter.Limits{Timeout: converter.DefaultTimeout, MemoryLimit: converter.DefaultMemoryLimit}
 }, nil)
+
+// Policy caches the action's effects by its input (the conversion cache).
+func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
 // Run converts one office document. Password-protected documents fail with the permanent error
 // "password-protected"; a missing LibreOffice fails with [converter.NotInstalledError].

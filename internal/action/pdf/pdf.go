@@ -37,9 +37,8 @@ func New() *Action { return &Action{} }
 func (a *Action) Spec() action.Spec {
 	w := 1.0
 	return action.Spec{
-		Name:      Name,
-		Cacheable: true,
-		Version:   "2", // 2: split pages get deterministic ids
+		Name:    Name,
+		Version: "2", // 2: split pages get deterministic ids
 		Doc: "Read a PDF's text per page (pdftotext) and a page-1 thumbnail; with the item option ocr, " +
 			"OCR pages without text (tesseract, option lang); with split_by_page, one final child per page.",
 		Settings:       converter.Settings(),
@@ -49,6 +48,9 @@ func (a *Action) Spec() action.Spec {
 		ProgressWeight: &w,
 	}
 }
+
+// Policy caches the action's effects by its input (the conversion cache).
+func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
 // Run converts one PDF. A password-protected PDF fails with the permanent error
 // "password-protected"; a corrupt one with poppler's cleaned-up message.

@@ -41,7 +41,6 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:           Name,
-		Cacheable:      true,
 		Version:        "4", // 2: thumbnail glyphs blended in Go (rounding may differ by one level); 3: a 2-bit thumbnail; 4: its PNG packed by us (one IDAT chunk)
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),
@@ -49,9 +48,12 @@ func (a *Action) Spec() action.Spec {
 		Concurrency:    32, // pure Go: more tasks than cores, so that the waits on blob and commit fsyncs overlap with rendering
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
-		NoTempDir:      true, // rendering is pure Go; the thumbnail too
 	}
 }
+
+// Policy caches the action's effects by its input (the conversion cache); rendering is pure
+// Go, the thumbnail too, so it needs no temporary directory.
+func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true, NoTempDir: true} }
 
 // Run converts one text file.
 func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) error {

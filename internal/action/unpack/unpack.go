@@ -130,17 +130,19 @@ func (u *unpacker) Spec() action.Spec {
 	w := 0.1
 	return action.Spec{
 		Name:           "unpack",
-		Cacheable:      true,
 		Version:        "1",
 		Doc:            "unpack an archive or compressed file: one child per regular file entry",
 		Settings:       typed.Settings(),
 		Validate:       typed.Validate,
 		ProgressWeight: &w,
-		NoTempDir:      true,
-		// An archive of 100,000 entries takes longer than any fixed timeout on a loaded
-		// machine: the timeout bounds the time between entries instead.
-		IdleTimeout: true,
 	}
+}
+
+// Policy caches unpack's children by the archive (the conversion cache). An archive of 100,000
+// entries takes longer than any fixed timeout on a loaded machine: the timeout bounds the time
+// between entries instead.
+func (u *unpacker) Policy() action.Policy {
+	return action.Policy{Cacheable: true, NoTempDir: true, IdleTimeout: true}
 }
 
 // run is the state of one Run.

@@ -179,8 +179,10 @@ func child(ctx context.Context, db store.Store) error {
 type killAction struct{ started func(taskID int64) }
 
 func (a *killAction) Spec() action.Spec {
-	return action.Spec{Name: "w", Concurrency: 8, NoTempDir: true}
+	return action.Spec{Name: "w", Concurrency: 8}
 }
+
+func (a *killAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
 
 func (a *killAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	a.started(t.ID)

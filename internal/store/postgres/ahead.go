@@ -13,13 +13,14 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// Items written ahead (store.ItemAdderAhead): a root added in a transaction of its own at 200
+// Roots written ahead (ItemInsertRoots): a root added in a transaction of its own at 200
 // a second spent two round trips, the items' insert (whose answer is their ids) and the commit
 // (its tasks, events and job total, then COMMIT). River's insert is one. With ids reserved
 // before, and the job as the caller last read it, the insert needs no answer: it goes out with
 // the commit, and a statement in the same batch checks what was assumed (sluice_expect,
 // migration 015): every item inserted (no key existed) and the job in the state given. When
-// not, the transaction fails before its COMMIT runs, with store.ErrStale.
+// not, the transaction fails before its COMMIT runs, with errStale, and InTx runs it again, its
+// roots then read first.
 
 const (
 	// aheadBlock is how many item ids a reservation takes, aheadLow the count below which the
@@ -36,6 +37,10 @@ const (
 	// expectState is the SQLSTATE sluice_expect raises.
 	expectState = "SL001"
 )
+
+// errStale marks a transaction that wrote roots ahead and found, when its writes ran, that what
+// it assumed no longer held: nothing of it was written.
+var errStale = errors.New("postgres: roots written ahead on a stale assumption")
 
 // idReserve holds item ids drawn from the sequence ahead of use, for one DB.
 type idReserve struct {
@@ -116,7 +121,23 @@ const qItemInsertAhead = `WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigi
 	SELECT sluice_expect((SELECT count(*) FROM ins) = cardinality($1::bigint[]), 'an item''s key exists'),
 		sluice_expect(EXISTS (SELECT 1 FROM jobs WHERE id = $21 AND state = $22 AND sealed = $23), 'the job changed since it was read')`
 
-func (q *queries) ItemInsertAhead(ctx context.Context, job *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
+// ItemInsertRoots implements [store.Executor]: it writes the roots of a running job ahead when
+// ids are reserved for them (insertAhead), else the ordinary way.
+func (q *queries) ItemInsertRoots(ctx context.Context, job *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
+	if job.State == store.JobRunning && q.db.staleRoots.Load() != job.ID && q.aheadJob == 0 {
+		if items, ok, err := q.insertAhead(job, ps); ok || err != nil {
+			return items, ok, err
+		}
+	}
+	items, err := q.ItemInsertMany(ctx, ps)
+	return items, false, err
+}
+
+// insertAhead is ItemInsertMany for roots of the job, written ahead: it returns every item as
+// inserted, and ok false (inserting nothing) when too few ids are reserved. The transaction
+// assumes job is as given (its state, whether sealed) and reads nothing; when the insert runs,
+// an item whose key exists, or a job not as given, fails the transaction with errStale.
+func (q *queries) insertAhead(job *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
 	tc, ok := q.c.(*txConn)
 	if !ok || len(ps) == 0 {
 		return nil, false, nil
@@ -136,6 +157,7 @@ func (q *queries) ItemInsertAhead(ctx context.Context, job *store.Job, ps []stor
 	}
 	args := append(append([]any{ids}, itemInsertArgs(ps)...), job.ID, job.State, job.Sealed)
 	tc.execLater(fmt.Sprintf("insert %d items ahead", len(ps)), qItemInsertAhead, args...)
+	q.aheadJob = job.ID
 	q.addFreshItems(items)
 	return items, true, nil
 }

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -18,10 +17,11 @@ func fillReserve(db *DB) {
 	db.reserve.fill(db, aheadBlock)
 }
 
-// TestItemInsertAhead checks items written ahead: ids are reserved once roots come in a stream;
-// a transaction that adds them and their tasks commits in one round trip, with the reserved ids; one whose item key exists, or whose job is
-// no longer as given, fails with ErrStale and writes nothing.
-func TestItemInsertAhead(t *testing.T) {
+// TestItemInsertRootsAhead checks roots written ahead: ids are reserved once roots come in a
+// stream; a transaction that adds them and their tasks commits in one round trip, with the
+// reserved ids; one whose item key exists, or whose job is no longer as given, writes nothing
+// and runs again, reading first, and so do the job's next roots.
+func TestItemInsertRootsAhead(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openTestSchema(t)
@@ -33,13 +33,15 @@ func TestItemInsertAhead(t *testing.T) {
 	root := func(ord int) store.ItemInsertParams {
 		return store.ItemInsertParams{JobID: job.ID, Ordinal: ord, SortKey: "k", Name: "r", RangeLen: 1, Now: now}
 	}
-	// add adds the roots ahead with a task each, and returns what went ahead and the round trips.
-	add := func(j *store.Job, ps ...store.ItemInsertParams) (items []*store.Item, ok bool, trips int, err error) {
+	// add adds the roots with a task each, and returns what its last run added, whether ahead,
+	// how many runs the transaction took and the round trips of the last.
+	add := func(j *store.Job, ps ...store.ItemInsertParams) (items []*store.Item, ok bool, runs, trips int, err error) {
 		var tc *txConn
 		err = db.InTx(ctx, func(x store.Executor) error {
+			runs++
 			tc = x.(*queries).c.(*txConn)
 			var err error
-			if items, ok, err = x.(store.ItemAdderAhead).ItemInsertAhead(ctx, j, ps); err != nil || !ok {
+			if items, ok, err = x.ItemInsertRoots(ctx, j, ps); err != nil {
 				return err
 			}
 			for _, it := range items {
@@ -49,7 +51,7 @@ func TestItemInsertAhead(t *testing.T) {
 			}
 			return nil
 		})
-		return items, ok, tc.sends, err
+		return items, ok, runs, tc.sends, err
 	}
 	count := func(table string) (n int) {
 		if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
@@ -58,7 +60,7 @@ func TestItemInsertAhead(t *testing.T) {
 		return n
 	}
 
-	if _, ok, _, err := add(job, root(0)); ok || err != nil {
+	if _, ok, _, _, err := add(job, root(0)); ok || err != nil {
 		t.Fatalf("with no ids reserved: ok %v, %v; want nothing written ahead", ok, err)
 	}
 	// One transaction that found too few draws nothing; the next within aheadStream does.
@@ -78,7 +80,7 @@ func TestItemInsertAhead(t *testing.T) {
 		t.Fatalf("after a second transaction at once: %d ids reserved, want %d", n, aheadBlock)
 	}
 	fillReserve(db)
-	items, ok, trips, err := add(job, root(0), root(1))
+	items, ok, _, trips, err := add(job, root(1), root(2))
 	if err != nil || !ok || len(items) != 2 {
 		t.Fatalf("ahead: %d items, ok %v, %v", len(items), ok, err)
 	}
@@ -94,29 +96,40 @@ func TestItemInsertAhead(t *testing.T) {
 			t.Errorf("item %d as stored: %+v, want the root returned: %+v", it.ID, got, it)
 		}
 	}
-	if n, m := count("open_items"), count("tasks"); n != 2 || m != 2 {
-		t.Errorf("open_items %d, tasks %d; want 2 and 2", n, m)
+	if n, m := count("open_items"), count("tasks"); n != 3 || m != 3 {
+		t.Errorf("open_items %d, tasks %d; want 3 and 3", n, m)
 	}
 
-	// A replayed root among new ones: nothing of the transaction is written.
-	if _, ok, _, err := add(job, root(5), root(1)); !ok || !errors.Is(err, store.ErrStale) {
-		t.Errorf("a root whose key exists: ok %v, %v; want ErrStale", ok, err)
+	// A replayed root among new ones: the first run writes nothing, the second reads first
+	// and adds the new root once.
+	items, ok, runs, _, err := add(job, root(5), root(1))
+	if err != nil || ok || runs != 2 || len(items) != 1 || items[0].Ordinal != 5 {
+		t.Errorf("a root whose key exists: %d items, ok %v in %d runs, %v; want root 5 alone, read first in the second run", len(items), ok, runs, err)
 	}
-	// The job as the caller read it is not as it is now.
+	// The job's next roots read first.
+	fillReserve(db)
+	if _, ok, runs, _, err := add(job, root(6)); err != nil || ok || runs != 1 {
+		t.Errorf("the next root of a job whose roots went stale: ok %v in %d runs, %v; want read first", ok, runs, err)
+	}
+	// The job as the caller read it is not as it is now (its roots ahead again, as after
+	// another job's roots failed ahead).
+	db.staleRoots.Store(0)
 	if _, err := db.JobSeal(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _, err := add(job, root(6)); !ok || !errors.Is(err, store.ErrStale) {
-		t.Errorf("a job sealed since it was read: ok %v, %v; want ErrStale", ok, err)
+	if _, ok, runs, _, err := add(job, root(7)); err != nil || ok || runs != 2 {
+		t.Errorf("a job sealed since it was read: ok %v in %d runs, %v; want read first in the second run", ok, runs, err)
 	}
-	if n, m, k := count("items"), count("open_items"), count("tasks"); n != 2 || m != 2 || k != 2 {
-		t.Errorf("after the stale transactions: items %d, open_items %d, tasks %d; want 2 of each", n, m, k)
+	if n, m, k := count("items"), count("open_items"), count("tasks"); n != 6 || m != 6 || k != 6 {
+		t.Errorf("after the stale transactions: items %d, open_items %d, tasks %d; want 6 of each", n, m, k)
 	}
 	sealed, err := db.JobGet(ctx, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _, err := add(sealed, root(7)); !ok || err != nil {
+	db.staleRoots.Store(0)
+	fillReserve(db)
+	if _, ok, _, _, err := add(sealed, root(8)); !ok || err != nil {
 		t.Errorf("the job as it is now: ok %v, %v", ok, err)
 	}
 
@@ -125,7 +138,7 @@ func TestItemInsertAhead(t *testing.T) {
 	db.reserve.mu.Lock()
 	db.reserve.at = db.reserve.at.Add(-2 * aheadFresh)
 	db.reserve.mu.Unlock()
-	if _, ok, _, err := add(sealed, root(8)); ok || err != nil {
+	if _, ok, _, _, err := add(sealed, root(9)); ok || err != nil {
 		t.Errorf("with ids reserved %v ago: ok %v, %v; want nothing written ahead", 2*aheadFresh, ok, err)
 	}
 	// Nor are they for more roots than aheadLow.
@@ -134,7 +147,7 @@ func TestItemInsertAhead(t *testing.T) {
 	for i := range many {
 		many[i] = root(100 + i)
 	}
-	if _, ok, _, err := add(sealed, many...); ok || err != nil {
+	if _, ok, _, _, err := add(sealed, many...); ok || err != nil {
 		t.Errorf("%d roots: ok %v, %v; want nothing written ahead", len(many), ok, err)
 	}
 }

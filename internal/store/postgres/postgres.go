@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,6 +83,9 @@ type DB struct {
 	notifier notifier
 	// reserve holds item ids drawn ahead, for roots added in one round trip (ahead.go)
 	reserve idReserve
+	// staleRoots is the job whose roots last failed to go in ahead: its next roots read first,
+	// until another job's roots fail ahead (see ItemInsertRoots).
+	staleRoots atomic.Int64
 	*queries
 }
 
@@ -184,7 +188,7 @@ func (db *DB) Close() error {
 // Capabilities reports that many processes may share the database, that Wait listens, and that
 // writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
-	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true, HeldLeases: true}
+	return store.Capabilities{MultiProcess: true, Listen: true, ConcurrentWrites: true}
 }
 
 // Notify implements [store.Notifier].
@@ -244,10 +248,22 @@ func (db *DB) Wait(ctx context.Context, d time.Duration) {
 // InTx runs fn in one transaction (READ COMMITTED) and commits it if fn returns nil. The queues
 // of tasks that became ready in it are announced once it committed, beside the caller (see
 // notifier). BEGIN is sent with the first statement and COMMIT with the later writes (see txConn).
+// A transaction whose roots went in ahead on an assumption that did not hold (see
+// ItemInsertRoots) runs once more, its roots then read first.
 func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	ahead, err := db.inTx(ctx, fn)
+	if ahead != 0 && errors.Is(err, errStale) {
+		db.staleRoots.Store(ahead)
+		_, err = db.inTx(ctx, fn)
+	}
+	return err
+}
+
+// inTx is one run of InTx; ahead is the job whose roots it wrote ahead, if any.
+func (db *DB) inTx(ctx context.Context, fn func(tx store.Executor) error) (int64, error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
-		return mapErr(fmt.Errorf("begin: %w", err))
+		return 0, mapErr(fmt.Errorf("begin: %w", err))
 	}
 	defer conn.Release()
 	tc := &txConn{conn: conn.Conn()}
@@ -262,16 +278,16 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 		case retryable(err):
 			err = fmt.Errorf("%w: %w", store.ErrRetry, err)
 		}
-		return err
+		return q.aheadJob, err
 	}
 	if err := tc.commit(ctx); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
 		db.floors.reset(q.picked)
-		return mapErr(err)
+		return q.aheadJob, mapErr(err)
 	}
 	db.floors.reset(q.again)
 	db.notifier.send(db, q.notify)
-	return nil
+	return 0, nil
 }
 
 // notifier sends the notifications of committed transactions (pg_notify of their ready queues),
@@ -686,8 +702,8 @@ func mapErr(err error) error {
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
-	if isExpectErr(err) && !errors.Is(err, store.ErrStale) {
-		return fmt.Errorf("%w: %w", store.ErrStale, err)
+	if isExpectErr(err) && !errors.Is(err, errStale) {
+		return fmt.Errorf("%w: %w", errStale, err)
 	}
 	if errors.As(err, &pe) && pe.Code == "53100" { // disk_full
 		return fmt.Errorf("%w: %w", store.ErrFull, err)

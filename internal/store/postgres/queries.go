@@ -43,6 +43,8 @@ type queries struct {
 	// fresh is the items this transaction inserted, with the tasks and events it wrote for
 	// them (fresh.go).
 	fresh fresh
+	// aheadJob is the job whose roots this transaction wrote ahead (ahead.go), or 0.
+	aheadJob int64
 }
 
 // readyAgain is ready for tasks made ready again (given back, retried, unparked), which may lie

@@ -99,6 +99,13 @@ func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []floa
 	return nil
 }
 
+// ItemInsertRoots is ItemInsertMany: with SQLite in process a read costs no round trip, so
+// nothing is written ahead of one.
+func (q *queries) ItemInsertRoots(ctx context.Context, _ *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
+	items, err := q.ItemInsertMany(ctx, ps)
+	return items, false, err
+}
+
 // ItemInsertMany inserts one row at a time: with SQLite in process a statement costs no round
 // trip, and ItemInsert already builds the new item without reading it back.
 func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {

@@ -145,10 +145,8 @@ func (db *DB) Close() error {
 	return errors.Join(db.r.Close(), db.w.Close(), db.ckpt.Close())
 }
 
-// Capabilities reports that the embedded store is single-process.
-// Capabilities: held leases (TaskHoldMany), with the record committed before the tasks run in a
-// transaction of its own; see TaskHoldMany.
-func (db *DB) Capabilities() store.Capabilities { return store.Capabilities{HeldLeases: true} }
+// Capabilities reports that the embedded store is single-process, with one writer.
+func (db *DB) Capabilities() store.Capabilities { return store.Capabilities{} }
 
 // Wait waits for d or ctx: SQLite cannot signal other processes.
 func (db *DB) Wait(ctx context.Context, d time.Duration) {

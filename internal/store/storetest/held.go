@@ -9,26 +9,13 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// testHeldLeases checks the held-lease calls against the driver's Capabilities.HeldLeases: a
-// driver without them refuses to hold or record (ErrUnsupported) and has nothing to expire; a
-// driver with them holds a ready task without writing it and finishes it once, counting the
-// attempt. (Postgres's own tests cover skipping, rollback and expiry in depth.)
+// testHeldLeases checks that a driver holds a ready task without writing it and finishes it
+// once, counting the attempt. (Postgres's own tests cover skipping, rollback and expiry in
+// depth.)
 func testHeldLeases(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	tk := b.task(b.s, b.root(b.job("").ID, 0, "a"), "s")
 	p := store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{5}, Owner: "w", Now: b.now, LeaseUntil: b.at(time.Minute)}
-	if !b.s.Capabilities().HeldLeases {
-		if _, err := b.s.TaskHoldMany(ctx, p); !errors.Is(err, store.ErrUnsupported) {
-			t.Errorf("TaskHoldMany without held leases: %v, want ErrUnsupported", err)
-		}
-		if _, err := b.s.HeldLeaseRecord(ctx, store.HeldLeaseParams{Owner: "w", TaskIDs: []int64{tk.ID}, Attempts: []int{1}, Started: b.now, Until: b.now}); !errors.Is(err, store.ErrUnsupported) {
-			t.Errorf("HeldLeaseRecord without held leases: %v, want ErrUnsupported", err)
-		}
-		if n, err := b.s.HeldLeaseExpire(ctx, b.at(time.Hour)); err != nil || n != 0 {
-			t.Errorf("HeldLeaseExpire without held leases = %d, %v; want 0", n, err)
-		}
-		return
-	}
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		held, err := x.TaskHoldMany(ctx, p)
 		if err != nil {
@@ -58,9 +45,6 @@ func testHeldLeases(t *testing.T, b *bundle) {
 // counted), while a batch that ran has its tasks finished and its record deleted together.
 // Renewals move the end of the records named, of their owner only.
 func testHeldLeaseRecordExpire(t *testing.T, b *bundle) {
-	if !b.s.Capabilities().HeldLeases {
-		t.Skip("the driver has no held leases (testHeldLeases checks it refuses them)")
-	}
 	ctx := t.Context()
 	jobID := b.job("").ID
 	dead := b.task(b.s, b.root(jobID, 0, "a"), "s")

@@ -94,6 +94,37 @@ func testItemInsert(t *testing.T, b *bundle) {
 
 // testItemInsertMany checks the batch insert against ItemInsert: the same stored rows, roots
 // their own root, existing keys left out, and every new item open.
+// testItemInsertRoots adds roots in a stream of transactions, each with a replayed root beside a
+// new one: whichever way the driver goes (ahead of a read, or reading first), a committed
+// transaction's last run returns the new root alone, and each root is stored once.
+func testItemInsertRoots(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	j := b.job("")
+	b.root(j.ID, 0, "0000")
+	const n = 40
+	for ord := 1; ord <= n; ord++ {
+		ps := []store.ItemInsertParams{
+			{JobID: j.ID, Ordinal: ord - 1, SortKey: fmt.Sprintf("%04d", ord-1), Name: "replayed", RangeLen: 1, Now: b.now},
+			{JobID: j.ID, Ordinal: ord, SortKey: fmt.Sprintf("%04d", ord), Name: fmt.Sprint(ord), RangeLen: 1, Now: b.now},
+		}
+		var got []*store.Item
+		var asGiven bool
+		mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
+			var err error
+			got, asGiven, err = x.ItemInsertRoots(ctx, j, ps)
+			return err
+		}))
+		if len(got) != 1 || got[0].Ordinal != ord || got[0].RootID != got[0].ID || asGiven {
+			t.Fatalf("roots %d and %d: returned %+v (job as given %v), want root %d alone, read first", ord-1, ord, got, asGiven, ord)
+		}
+	}
+	items, err := b.s.ItemList(ctx, store.ItemListParams{JobID: j.ID, Limit: 2 * n})
+	mustOK(t, err)
+	if len(items) != n+1 {
+		t.Errorf("%d items stored, want %d", len(items), n+1)
+	}
+}
+
 func testItemInsertMany(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")

@@ -45,11 +45,7 @@ func BenchmarkPickAtBacklog(b *testing.B, open func(tb testing.TB) store.Store, 
 				fill(b, s, n, finished)
 				b.Logf("filled %d ready and %d finished tasks in %s", n, finished, time.Since(t0).Round(time.Millisecond))
 				ctx := b.Context()
-				held := s.Capabilities().HeldLeases
 				for _, mode := range []string{"lease", "hold"} {
-					if mode == "hold" && !held {
-						continue
-					}
 					b.Run(mode, func(b *testing.B) {
 						tasks := 0
 						for b.Loop() {

@@ -26,6 +26,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobProgress", testJobProgress},
 		{"ItemInsert", testItemInsert},
 		{"ItemInsertMany", testItemInsertMany},
+		{"ItemInsertRoots", testItemInsertRoots},
 		{"ItemList", testItemList},
 		{"ItemSetState", testItemSetState},
 		{"ItemManyAtOnce", testItemManyAtOnce},

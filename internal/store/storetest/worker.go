@@ -102,9 +102,6 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 	}
 
 	// A held batch: the row was never written running, and its finish writes the worker.
-	if !b.s.Capabilities().HeldLeases {
-		return
-	}
 	held := b.taskIn(b.s, b.root(j.ID, 40, "40"), "s", "h")
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"h"}, Limits: []int{1}, Owner: "wh", Now: b.now, LeaseUntil: b.at(time.Minute)})
