@@ -123,7 +123,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	if err := fileset.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
-	fs.Bind(db, blobs)
+	fs.Bind(e, fileset.NewResultStore(db), blobs)
 	if svc != nil {
 		if err := objects.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
 	leader := new(atomic.Bool)
 	cfg := api.Config{Backend: backend, Records: db, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
-		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load, Metrics: set}
+		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load, Metrics: set, Fileset: fs}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -397,9 +397,10 @@ func runFilesetResults(ctx context.Context, e *env, args []string) error {
 		return tw.Flush()
 	}
 	p := fileset.ListParams{Status: *status, Limit: 1000}
+	results := fileset.NewResultStore(n.Store)
 	count := 0
 	for {
-		rows, err := fileset.List(ctx, n.Store.DomainSQL(), p)
+		rows, err := results.List(ctx, p)
 		if err != nil {
 			return err
 		}

@@ -118,7 +118,7 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if err != nil {
 		return err
 	}
-	row, err := Lookup(ctx, d.store.DomainSQL(), req.IngestType, req.BaseURL)
+	row, err := d.results.Get(ctx, req.IngestType, req.BaseURL)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
 	}
@@ -469,7 +469,7 @@ func (s *Fileset) partialPath(jobID, itemID int64) string {
 
 // recordStored records the outcome an earlier attempt stored with the file's blob child.
 func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Task, out action.Output, partial string) error {
-	kids, err := d.store.ItemListChildren(ctx, t.Item.ID, t.Step)
+	kids, err := d.reads.StepChildren(ctx, t.Item.ID, t.Step)
 	if err != nil {
 		return err
 	}
