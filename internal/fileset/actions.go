@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/store"
@@ -183,9 +184,10 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 type platformAction struct{ s *Fileset }
 
 func (a platformAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (dataverse, figshare, zenodo or archiveorg)",
+	names := strings.Join(PlatformNames, ", ")
+	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (" + names + ")",
 		Settings: []action.Setting{
-			{Name: "platform", Type: action.TypeString, Required: true, Doc: "dataverse, figshare, zenodo or archiveorg"},
+			{Name: "platform", Type: action.TypeString, Doc: "one of " + names + "; none: each in turn, in that order"},
 			{Name: "miss", Type: action.TypeString, Doc: "the event fired when the URL is not the platform's; none: no-platform-match"},
 		},
 		Outcomes: []string{EventMatched},
@@ -197,7 +199,7 @@ func (a platformAction) Spec() action.Spec {
 		},
 		Validate: func(with map[string]any) error {
 			name, _ := with["platform"].(string)
-			if _, ok := (Platforms{}).platform(name); !ok {
+			if _, ok := kindOf(name); !ok && name != "" {
 				return &action.SettingError{Key: "platform", Reason: fmt.Sprintf("unknown platform %q (one of %v)", name, PlatformNames)}
 			}
 			return nil
@@ -217,18 +219,24 @@ type platformMatch struct {
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	name, _ := t.With["platform"].(string)
 	miss, _ := t.With["miss"].(string)
-	p, ok := a.s.cfg.Platforms.platform(name)
-	if !ok {
-		return action.Permanentf("unknown platform %q", name)
+	names := PlatformNames
+	if name != "" {
+		names = []string{name}
 	}
 	req := request(t.Item)
 	var term Terminal
 	decodeMD(t.Item.Metadata, mdTerminal, &term)
-	for _, raw := range []string{term.URL, req.BaseURL} {
-		if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
-			out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
-			out.Emit(EventMatched)
-			return nil
+	for _, name := range names {
+		p, ok := a.s.cfg.Platforms.platform(name)
+		if !ok {
+			return action.Permanentf("unknown platform %q", name)
+		}
+		for _, raw := range []string{term.URL, req.BaseURL} {
+			if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
+				out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
+				out.Emit(EventMatched)
+				return nil
+			}
 		}
 	}
 	if miss != "" {
