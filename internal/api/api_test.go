@@ -140,7 +140,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	wp = workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), LongPoll: 100 * time.Millisecond})
 	leader := new(atomic.Bool)
 	cfg := api.Config{Backend: backend, Records: db, Tokens: tokens, Workers: wp, PathRoots: []string{filepath.Join(dir, "inbox")},
-		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load, Metrics: set, Fileset: fs}
+		ProgressInterval: 20 * time.Millisecond, Leader: leader.Load, Metrics: set}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -72,14 +72,7 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.AfterIngestType, p.AfterBaseURL = typ, base
 	}
-	if a.cfg.Fileset == nil {
-		return errf(CodeNotFound, "no fileset results: this server runs no fileset workflow")
-	}
-	results, err := a.cfg.Fileset.Results()
-	if err != nil {
-		return err
-	}
-	rows, err := results.List(r.Context(), p)
+	rows, err := fileset.Open(a.b.Engine()).List(r.Context(), p)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errf(CodeNotFound, "no fileset results")

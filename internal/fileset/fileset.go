@@ -103,16 +103,6 @@ func (s *Fileset) Bind(reads Reads, results *ResultStore, blobs blob.Store) {
 	s.deps.Store(&deps{reads: reads, results: results, blobs: blobs})
 }
 
-// Results returns the results store the actions are bound to, or an error before
-// [Fileset.Bind].
-func (s *Fileset) Results() (*ResultStore, error) {
-	d, err := s.bound()
-	if err != nil {
-		return nil, err
-	}
-	return d.results, nil
-}
-
 var errUnbound = errors.New("fileset: actions not bound (Fileset.Bind)")
 
 func (s *Fileset) bound() (*deps, error) {

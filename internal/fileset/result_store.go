@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -25,6 +26,9 @@ type ResultStore struct {
 
 // NewResultStore returns the results store on db.
 func NewResultStore(db DomainDB) *ResultStore { return resultsOn(db.DomainSQL()) }
+
+// Open returns the results store over the engine's store, outside any task's transaction.
+func Open(e *engine.Engine) *ResultStore { return resultsOn(e.DomainSQL()) }
 
 func resultsOn(x store.DomainSQL) *ResultStore {
 	return &ResultStore{x: x, q: resultSQL[x.Dialect()]}
