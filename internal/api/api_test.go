@@ -127,7 +127,7 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	if err := docsearch.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
-	fs.Bind(db, blobs)
+	fs.Bind(e, fileset.NewResultStore(db), blobs)
 	if svc != nil {
 		if err := objects.Register(t.Context(), e); err != nil {
 			t.Fatal(err)

@@ -72,7 +72,7 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.AfterIngestType, p.AfterBaseURL = typ, base
 	}
-	rows, err := fileset.List(r.Context(), a.b.Engine().Store().DomainSQL(), p)
+	rows, err := fileset.Open(a.b.Engine()).List(r.Context(), p)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errf(CodeNotFound, "no fileset results")

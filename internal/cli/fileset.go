@@ -24,25 +24,14 @@ import (
 
 // addFilesetFlags adds the fileset workflow's settings: where the platforms are and the limits.
 func (c *common) addFilesetFlags(fs *flag.FlagSet) {
-	fs.Func("platform", "NAME=URL: a platform (dataverse, figshare, zenodo, archiveorg) served at URL, a mirror or a test server; repeatable", func(s string) error {
+	fs.Func("platform", "NAME=URL: a platform ("+strings.Join(fileset.PlatformNames, ", ")+") served at URL, a mirror or a test server; repeatable", func(s string) error {
 		name, raw, ok := strings.Cut(s, "=")
 		u, err := url.Parse(raw)
 		if !ok || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return usagef("--platform must be NAME=http(s)://HOST[:PORT], not %q", s)
 		}
-		base := strings.TrimSuffix(raw, "/")
-		p := &c.fileset.Platforms
-		switch name {
-		case "dataverse":
-			p.DataverseHosts = append(p.DataverseHosts, u.Host)
-		case "figshare":
-			p.FigshareHosts, p.FigshareAPI = append(p.FigshareHosts, u.Host), base+"/v2"
-		case "zenodo":
-			p.ZenodoHosts, p.ZenodoAPI = append(p.ZenodoHosts, u.Host), base+"/api"
-		case "archiveorg":
-			p.ArchiveorgHosts, p.ArchiveorgAPI = append(p.ArchiveorgHosts, u.Host), base
-		default:
-			return usagef("--platform %q: unknown platform (one of %s)", name, strings.Join(fileset.PlatformNames, ", "))
+		if err := c.fileset.Platforms.Serve(name, u); err != nil {
+			return usagef("--platform %q: %v", name, err)
 		}
 		return nil
 	})
@@ -397,9 +386,10 @@ func runFilesetResults(ctx context.Context, e *env, args []string) error {
 		return tw.Flush()
 	}
 	p := fileset.ListParams{Status: *status, Limit: 1000}
+	results := fileset.NewResultStore(n.Store)
 	count := 0
 	for {
-		rows, err := fileset.List(ctx, n.Store.DomainSQL(), p)
+		rows, err := results.List(ctx, p)
 		if err != nil {
 			return err
 		}

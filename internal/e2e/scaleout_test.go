@@ -140,7 +140,7 @@ func TestScaleOut(t *testing.T) {
 	// The worker to kill has started: it is in the fleet register.
 	killed := fmt.Sprintf("(pid %d)", workers[0].Process.Pid)
 	waitFor(t, time.Minute, "the worker to kill in the fleet register", func() bool {
-		ms, err := fleet.List(ctx, n.Store.DomainSQL(), time.Now())
+		ms, err := fleet.List(ctx, n.Store, time.Now())
 		return err == nil && slices.ContainsFunc(ms, func(m fleet.Member) bool { return strings.HasSuffix(m.Name, killed) })
 	})
 	if err := syscall.Kill(-workers[0].Process.Pid, syscall.SIGKILL); err != nil {
@@ -162,7 +162,7 @@ func TestScaleOut(t *testing.T) {
 	// the two others are connected, and the job's process, which exited, deleted its row.
 	var seen string
 	poll.Until(t, time.Minute, "the killed worker flagged stale in the fleet register", func() (bool, string) {
-		ms, err := fleet.List(ctx, n.Store.DomainSQL(), time.Now())
+		ms, err := fleet.List(ctx, n.Store, time.Now())
 		if err != nil {
 			return false, err.Error()
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/store"
@@ -121,7 +122,7 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if err != nil {
 		return err
 	}
-	row, err := Lookup(ctx, d.store.DomainSQL(), req.IngestType, req.BaseURL)
+	row, err := d.results.Get(ctx, req.IngestType, req.BaseURL)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
 	}
@@ -189,9 +190,10 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 type platformAction struct{ s *Fileset }
 
 func (a platformAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (dataverse, figshare, zenodo or archiveorg)",
+	names := strings.Join(PlatformNames, ", ")
+	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (" + names + ")",
 		Settings: []action.Setting{
-			{Name: "platform", Type: action.TypeString, Required: true, Doc: "dataverse, figshare, zenodo or archiveorg"},
+			{Name: "platform", Type: action.TypeString, Doc: "one of " + names + "; none: each in turn, in that order"},
 			{Name: "miss", Type: action.TypeString, Doc: "the event fired when the URL is not the platform's; none: no-platform-match"},
 		},
 		Outcomes: []string{EventMatched},
@@ -203,7 +205,7 @@ func (a platformAction) Spec() action.Spec {
 		},
 		Validate: func(with map[string]any) error {
 			name, _ := with["platform"].(string)
-			if _, ok := (Platforms{}).platform(name); !ok {
+			if _, ok := kindOf(name); !ok && name != "" {
 				return &action.SettingError{Key: "platform", Reason: fmt.Sprintf("unknown platform %q (one of %v)", name, PlatformNames)}
 			}
 			return nil
@@ -227,18 +229,24 @@ type platformMatch struct {
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	name, _ := t.With["platform"].(string)
 	miss, _ := t.With["miss"].(string)
-	p, ok := a.s.cfg.Platforms.platform(name)
-	if !ok {
-		return action.Permanentf("unknown platform %q", name)
+	names := PlatformNames
+	if name != "" {
+		names = []string{name}
 	}
 	req := request(t.Item)
 	var term Terminal
 	decodeMD(t.Item.Metadata, mdTerminal, &term)
-	for _, raw := range []string{term.URL, req.BaseURL} {
-		if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
-			out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
-			out.Emit(EventMatched)
-			return nil
+	for _, name := range names {
+		p, ok := a.s.cfg.Platforms.platform(name)
+		if !ok {
+			return action.Permanentf("unknown platform %q", name)
+		}
+		for _, raw := range []string{term.URL, req.BaseURL} {
+			if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
+				out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
+				out.Emit(EventMatched)
+				return nil
+			}
 		}
 	}
 	if miss != "" {
@@ -493,7 +501,7 @@ func (s *Fileset) partialPath(jobID, itemID int64) string {
 
 // recordStored records the outcome an earlier attempt stored with the file's blob child.
 func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Task, out action.Output, partial string) error {
-	kids, err := d.store.ItemListChildren(ctx, t.Item.ID, t.Step)
+	kids, err := d.reads.StepChildren(ctx, t.Item.ID, t.Step)
 	if err != nil {
 		return err
 	}

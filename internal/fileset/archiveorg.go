@@ -17,6 +17,10 @@ func ParseArchiveorgPath(path string) (item string, file bool, ok bool) {
 	return segs[1], len(segs) > 2, true
 }
 
+// archiveorgKind is archive.org: its metadata API and downloads on the landing host.
+var archiveorgKind = platformKind{name: "archiveorg", hosts: []string{"archive.org"}, api: "https://archive.org",
+	make: func(site PlatformSite) platform { return archiveorg{hosts: site.Hosts, api: site.API} }}
+
 type archiveorg struct {
 	hosts []string
 	api   string

@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 			return out
 		},
 		Rows: func(ctx context.Context, x store.DomainSQL) ([]string, error) {
-			rows, err := List(ctx, x, ListParams{Limit: 1000})
+			rows, err := resultsOn(x).List(ctx, ListParams{Limit: 1000})
 			var out []string
 			for _, r := range rows {
 				b, _ := json.Marshal(r)

@@ -76,6 +76,19 @@ func (p PersistentID) Dataset() string {
 	return s + p.DatasetID
 }
 
+// dataverseKind is Dataverse. It is installed by many institutions and its API is on the
+// landing page's host, so matching any host would let whoever submits a URL choose the server
+// whose manifest is believed: a host is recognised only when it is listed — by default the
+// Dataverse project's demo and some of the largest public installations; others are named in
+// the site's Hosts (`--platform dataverse=URL`), or any host whose URL has a persistentId with
+// "*".
+var dataverseKind = platformKind{name: "dataverse",
+	hosts: []string{"dataverse.harvard.edu", "demo.dataverse.org", "dataverse.nl", "dataverse.no", "borealisdata.ca",
+		"data.qdr.syr.edu", "dataverse.unc.edu", "darus.uni-stuttgart.de", "entrepot.recherche.data.gouv.fr",
+		"heidata.uni-heidelberg.de", "edmond.mpg.de", "data.aussda.at", "dataverse.tdl.org",
+		"researchdata.ntu.edu.sg", "rdr.kuleuven.be", "data.goettingen-research-online.de"},
+	make: func(site PlatformSite) platform { return dataverse{hosts: site.Hosts} }}
+
 type dataverse struct{ hosts []string }
 
 func (d dataverse) match(u *url.URL) bool {

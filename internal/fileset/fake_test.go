@@ -267,10 +267,10 @@ func (f *fakes) config(t testing.TB) Config {
 		t.Fatal(err)
 	}
 	return Config{Egress: p, PartialDir: t.TempDir(), HostDelay: -1, Platforms: Platforms{
-		DataverseHosts: []string{hostOf(f.dataverse)},
-		FigshareHosts:  []string{hostOf(f.figshare)}, FigshareAPI: baseOf(f.figshareAPI) + "/v2",
-		ZenodoHosts: []string{hostOf(f.zenodo)}, ZenodoAPI: baseOf(f.zenodo) + "/api",
-		ArchiveorgHosts: []string{hostOf(f.ia)}, ArchiveorgAPI: baseOf(f.ia),
+		"dataverse":  {Hosts: []string{hostOf(f.dataverse)}},
+		"figshare":   {Hosts: []string{hostOf(f.figshare)}, API: baseOf(f.figshareAPI) + "/v2"},
+		"zenodo":     {Hosts: []string{hostOf(f.zenodo)}, API: baseOf(f.zenodo) + "/api"},
+		"archiveorg": {Hosts: []string{hostOf(f.ia)}, API: baseOf(f.ia)},
 	}}
 }
 

@@ -35,6 +35,10 @@ func isDigits(s string) bool {
 	return err == nil
 }
 
+// figshareKind is Figshare: figshare.com and its subdomains, its API at api.figshare.com/v2.
+var figshareKind = platformKind{name: "figshare", hosts: []string{"figshare.com"}, api: "https://api.figshare.com/v2", apiPath: "/v2",
+	make: func(site PlatformSite) platform { return figshare{hosts: site.Hosts, api: site.API} }}
+
 type figshare struct {
 	hosts []string
 	api   string

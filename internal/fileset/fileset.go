@@ -1,6 +1,7 @@
 package fileset
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,7 +46,8 @@ type Config struct {
 }
 
 // Fileset is the fileset workflow's actions and what they share: the HTTP client, and — once
-// bound ([Fileset.Bind]) — the store and the blob store. Safe for concurrent use.
+// bound ([Fileset.Bind]) — what they read of the core, fileset_results and the blob store. Safe
+// for concurrent use.
 type Fileset struct {
 	cfg   Config
 	fetch *fetcher
@@ -58,8 +60,18 @@ type Fileset struct {
 func (s *Fileset) Downloaded() int64 { return s.downloaded.Load() }
 
 type deps struct {
-	store store.Store
-	blobs blob.Store
+	reads   Reads
+	results *ResultStore
+	blobs   blob.Store
+}
+
+// Reads is the read port of the fileset actions: what they read of the core besides their
+// task, the items a step made of an item (a request's files, a file's stored blob).
+// [engine.Engine] serves it locally; an action holds no store.
+type Reads interface {
+	// StepChildren returns the children the step named step made of item parent, in ordinal
+	// order.
+	StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error)
 }
 
 // New returns the fileset actions with cfg.
@@ -84,13 +96,14 @@ func New(cfg Config) *Fileset {
 	return &Fileset{cfg: cfg, fetch: newFetcher(cfg.Egress, cfg.MaxRedirects, cfg.Timeout)}
 }
 
-// Bind gives the actions the store (fileset_results, the children of a request) and the blob
-// store (downloads). Call it before workers start; actions that need them fail until then.
-func (s *Fileset) Bind(st store.Store, blobs blob.Store) {
-	s.deps.Store(&deps{store: st, blobs: blobs})
+// Bind gives the actions their read port (the children of a request), the results store
+// (fileset_results) and the blob store (downloads). Call it before workers start; actions that
+// need them fail until then.
+func (s *Fileset) Bind(reads Reads, results *ResultStore, blobs blob.Store) {
+	s.deps.Store(&deps{reads: reads, results: results, blobs: blobs})
 }
 
-var errUnbound = errors.New("fileset: actions not bound to a store (Fileset.Bind)")
+var errUnbound = errors.New("fileset: actions not bound (Fileset.Bind)")
 
 func (s *Fileset) bound() (*deps, error) {
 	d := s.deps.Load()

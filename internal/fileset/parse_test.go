@@ -109,9 +109,9 @@ func TestPlatformMatch(t *testing.T) {
 			t.Errorf("%s: matched %q, want %q", tc.url, got, tc.want)
 		}
 	}
-	anyHost, _ := (Platforms{DataverseHosts: []string{"*"}}).withDefaults().platform("dataverse")
+	anyHost, _ := (Platforms{"dataverse": {Hosts: []string{"*"}}}).withDefaults().platform("dataverse")
 	if u, _ := url.Parse("https://data.example.edu/dataset.xhtml?persistentId=doi:10.7910/DVN/ABC123"); !anyHost.match(u) {
-		t.Errorf(`DataverseHosts "*" does not match %s`, u)
+		t.Errorf(`dataverse hosts "*" do not match %s`, u)
 	}
 }
 
@@ -211,5 +211,37 @@ func TestSafePath(t *testing.T) {
 	}
 	if got := capError(string(make([]byte, 5000))); len(got) != MaxErrorLen {
 		t.Errorf("capError: %d chars", len(got))
+	}
+}
+
+// TestPlatformsServe: a platform served at a URL (--platform NAME=URL) has that host and its
+// API at the platform's path under the URL; an unknown name is refused.
+func TestPlatformsServe(t *testing.T) {
+	t.Parallel()
+	var p Platforms
+	for _, name := range PlatformNames {
+		u, _ := url.Parse("http://mirror-" + name + ":8080/")
+		if err := p.Serve(name, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := Platforms{
+		"dataverse":  {Hosts: []string{"mirror-dataverse:8080"}},
+		"figshare":   {Hosts: []string{"mirror-figshare:8080"}, API: "http://mirror-figshare:8080/v2"},
+		"zenodo":     {Hosts: []string{"mirror-zenodo:8080"}, API: "http://mirror-zenodo:8080/api"},
+		"archiveorg": {Hosts: []string{"mirror-archiveorg:8080"}, API: "http://mirror-archiveorg:8080"},
+	}
+	if fmt.Sprint(p) != fmt.Sprint(want) {
+		t.Errorf("served:\n%v\nwant\n%v", p, want)
+	}
+	if got := p.withDefaults()["zenodo"]; got.API != "http://mirror-zenodo:8080/api" {
+		t.Errorf("with defaults, a served site is kept: %+v", got)
+	}
+	if got := (Platforms{}).withDefaults()["figshare"]; fmt.Sprint(got.Hosts) != "[figshare.com]" || got.API != "https://api.figshare.com/v2" {
+		t.Errorf("figshare's default site: %+v", got)
+	}
+	u, _ := url.Parse("http://x")
+	if err := p.Serve("nope", u); err == nil {
+		t.Error("an unknown platform was served")
 	}
 }

@@ -10,68 +10,90 @@ import (
 	"strings"
 )
 
-// Platforms says where each platform's landing pages and API are. The zero value is the public
-// services; tests and air-gapped mirrors point them at local servers.
-type Platforms struct {
-	// DataverseHosts are the Dataverse installations' landing hosts (with their subdomains).
-	// Defaults to some well-known installations (dataverse.harvard.edu, demo.dataverse.org,
-	// dataverse.nl, borealisdata.ca, …: see knownDataverseHosts); "*" matches any host whose
-	// URL has a persistentId.
-	// Dataverse is installed by many institutions and its API is on the landing page's host,
-	// so matching any host lets whoever submits a URL choose the server whose manifest is
-	// believed: a host is recognised only when it is listed.
-	DataverseHosts []string
-	// FigshareHosts are Figshare's landing hosts. Defaults to figshare.com (and its subdomains).
-	FigshareHosts []string
-	// FigshareAPI is the base of Figshare's API. Defaults to https://api.figshare.com/v2.
-	FigshareAPI string
-	// ZenodoHosts are Zenodo's landing hosts. Defaults to zenodo.org.
-	ZenodoHosts []string
-	// ZenodoAPI is the base of Zenodo's API. Defaults to https://zenodo.org/api.
-	ZenodoAPI string
-	// ArchiveorgHosts are archive.org's landing hosts. Defaults to archive.org.
-	ArchiveorgHosts []string
-	// ArchiveorgAPI is the base of archive.org's metadata API and downloads. Defaults to
-	// https://archive.org.
-	ArchiveorgAPI string
+// Platforms says where each platform's landing pages and API are, by platform name. A platform
+// it does not name, and a site's empty fields, are the public service's; tests and air-gapped
+// mirrors point them at local servers ([Platforms.Serve]).
+type Platforms map[string]PlatformSite
+
+// PlatformSite is where one platform is.
+type PlatformSite struct {
+	// Hosts are its landing hosts, each with its subdomains; "*" matches any host. Defaults to
+	// the public service's.
+	Hosts []string
+	// API is the base of its API. Defaults to the public service's; a platform whose API is on
+	// the landing page's host (Dataverse) has none.
+	API string
 }
 
-// knownDataverseHosts returns the Dataverse installations recognised by default: the Dataverse
-// project's demo and some of the largest public installations. Others are named in
-// Platforms.DataverseHosts (`--platform dataverse=URL`).
-func knownDataverseHosts() []string {
-	return []string{"dataverse.harvard.edu", "demo.dataverse.org", "dataverse.nl", "dataverse.no", "borealisdata.ca",
-		"data.qdr.syr.edu", "dataverse.unc.edu", "darus.uni-stuttgart.de", "entrepot.recherche.data.gouv.fr",
-		"heidata.uni-heidelberg.de", "edmond.mpg.de", "data.aussda.at", "dataverse.tdl.org",
-		"researchdata.ntu.edu.sg", "rdr.kuleuven.be", "data.goettingen-research-online.de"}
+// platformKind is a hosting platform the workflow knows: its name, where its public service is,
+// and how to make it for a site.
+type platformKind struct {
+	name string
+	// hosts and api are the public service's (see PlatformSite).
+	hosts []string
+	api   string
+	// apiPath is where the API is under a server given as a whole ([Platforms.Serve]); none for
+	// a platform without an API base.
+	apiPath string
+	make    func(site PlatformSite) platform
+}
+
+// platformKinds are the platforms, in the order the built-in workflow tries them
+// (Sandcrawler's). A platform is its own file, that declares its kind, and its line here.
+var platformKinds = []platformKind{dataverseKind, figshareKind, zenodoKind, archiveorgKind}
+
+// PlatformNames lists the platforms in the order the built-in workflow tries them.
+var PlatformNames = func() []string {
+	out := make([]string, len(platformKinds))
+	for i, k := range platformKinds {
+		out[i] = k.name
+	}
+	return out
+}()
+
+func kindOf(name string) (platformKind, bool) {
+	for _, k := range platformKinds {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return platformKind{}, false
+}
+
+// Serve records that the platform named name is served at base (a mirror, a test server): its
+// host is one of the platform's landing hosts, and its API is at the platform's path under
+// base. It returns an error for an unknown platform.
+func (p *Platforms) Serve(name string, base *url.URL) error {
+	k, ok := kindOf(name)
+	if !ok {
+		return fmt.Errorf("unknown platform (one of %s)", strings.Join(PlatformNames, ", "))
+	}
+	if *p == nil {
+		*p = Platforms{}
+	}
+	site := (*p)[name]
+	site.Hosts = append(site.Hosts, base.Host)
+	if k.api != "" {
+		site.API = strings.TrimSuffix(base.String(), "/") + k.apiPath
+	}
+	(*p)[name] = site
+	return nil
 }
 
 func (p Platforms) withDefaults() Platforms {
-	if len(p.DataverseHosts) == 0 {
-		p.DataverseHosts = knownDataverseHosts()
+	out := Platforms{}
+	for _, k := range platformKinds {
+		site := p[k.name]
+		if len(site.Hosts) == 0 {
+			site.Hosts = k.hosts
+		}
+		if site.API == "" {
+			site.API = k.api
+		}
+		site.API = strings.TrimSuffix(site.API, "/")
+		out[k.name] = site
 	}
-	if len(p.FigshareHosts) == 0 {
-		p.FigshareHosts = []string{"figshare.com"}
-	}
-	if p.FigshareAPI == "" {
-		p.FigshareAPI = "https://api.figshare.com/v2"
-	}
-	if len(p.ZenodoHosts) == 0 {
-		p.ZenodoHosts = []string{"zenodo.org"}
-	}
-	if p.ZenodoAPI == "" {
-		p.ZenodoAPI = "https://zenodo.org/api"
-	}
-	if len(p.ArchiveorgHosts) == 0 {
-		p.ArchiveorgHosts = []string{"archive.org"}
-	}
-	if p.ArchiveorgAPI == "" {
-		p.ArchiveorgAPI = "https://archive.org"
-	}
-	p.FigshareAPI = strings.TrimSuffix(p.FigshareAPI, "/")
-	p.ZenodoAPI = strings.TrimSuffix(p.ZenodoAPI, "/")
-	p.ArchiveorgAPI = strings.TrimSuffix(p.ArchiveorgAPI, "/")
-	return p
+	return out
 }
 
 // hostMatches reports whether u's host is one of hosts: an entry equal to the host with its
@@ -87,10 +109,6 @@ func hostMatches(u *url.URL, hosts []string) bool {
 	return false
 }
 
-// PlatformNames lists the platforms in the order the built-in workflow tries them
-// (Sandcrawler's).
-var PlatformNames = []string{"dataverse", "figshare", "zenodo", "archiveorg"}
-
 // platform is one hosting platform: match says whether a landing URL is the platform's, process
 // reads its API into a manifest.
 type platform interface {
@@ -99,17 +117,11 @@ type platform interface {
 }
 
 func (p Platforms) platform(name string) (platform, bool) {
-	switch name {
-	case "dataverse":
-		return dataverse{hosts: p.DataverseHosts}, true
-	case "figshare":
-		return figshare{hosts: p.FigshareHosts, api: p.FigshareAPI}, true
-	case "zenodo":
-		return zenodo{hosts: p.ZenodoHosts, api: p.ZenodoAPI}, true
-	case "archiveorg":
-		return archiveorg{hosts: p.ArchiveorgHosts, api: p.ArchiveorgAPI}, true
+	k, ok := kindOf(name)
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	return k.make(p[name]), true
 }
 
 // maxAPIBody bounds a platform API response.

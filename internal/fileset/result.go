@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
 type resultAction struct{ s *Fileset }
@@ -41,7 +40,7 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 			return err
 		}
 		step, _ := t.Item.Metadata[mdFilesStep].(string)
-		if kids, err = fileChildren(ctx, d.store, t.Item.ID, step); err != nil {
+		if kids, err = fileChildren(ctx, d.reads, t.Item.ID, step); err != nil {
 			return err
 		}
 		// Every file is done: the partial files its downloads kept (in this process's data
@@ -82,8 +81,8 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 
 // fileChildren reads the outcomes of a request's file items, made by the step named step, in
 // ordinal order (through the index of items by parent: a listing by job would scan the job).
-func fileChildren(ctx context.Context, st store.Store, parent int64, step string) ([]fileChild, error) {
-	items, err := st.ItemListChildren(ctx, parent, step)
+func fileChildren(ctx context.Context, reads Reads, parent int64, step string) ([]fileChild, error) {
+	items, err := reads.StepChildren(ctx, parent, step)
 	if err != nil {
 		return nil, fmt.Errorf("list the files of item %d: %w", parent, err)
 	}

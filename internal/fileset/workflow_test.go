@@ -20,7 +20,7 @@ func startKit(t *testing.T, open enginetest.Open, cfg Config) (*enginetest.Kit, 
 	fs := New(cfg)
 	k := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{DomainName: Domain{}}},
 		fs.Actions()...)
-	fs.Bind(k.Store, k.Blobs)
+	fs.Bind(k.Engine, NewResultStore(k.Store), k.Blobs)
 	return k, fs
 }
 
@@ -278,7 +278,7 @@ func TestStatuses(t *testing.T) {
 			}
 		}
 		// fileset_results holds exactly the requests whose platform was identified.
-		rows, err := List(t.Context(), k.Store.DomainSQL(), ListParams{Limit: 1000})
+		rows, err := NewResultStore(k.Store).List(t.Context(), ListParams{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,10 @@ func ParseZenodoPath(path string) (string, error) {
 	return segs[1], nil
 }
 
+// zenodoKind is Zenodo: zenodo.org, its API at zenodo.org/api.
+var zenodoKind = platformKind{name: "zenodo", hosts: []string{"zenodo.org"}, api: "https://zenodo.org/api", apiPath: "/api",
+	make: func(site PlatformSite) platform { return zenodo{hosts: site.Hosts, api: site.API} }}
+
 type zenodo struct {
 	hosts []string
 	api   string

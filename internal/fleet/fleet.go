@@ -14,7 +14,6 @@ package fleet
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -151,8 +150,7 @@ func (r *Register) Stop() {
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		x := r.cfg.Store.DomainSQL()
-		if _, err := x.Exec(ctx, store.Rebind(x.Dialect(), `DELETE FROM fleet_members WHERE id = ? OR via = ?`), r.cfg.ID, r.cfg.ID); err != nil {
+		if err := membersIn(r.cfg.Store).deleteOwn(ctx, r.cfg.ID); err != nil {
 			r.log.Warn("fleet register: delete this process's rows", "error", err)
 		}
 	})
@@ -175,13 +173,12 @@ func (r *Register) Beat(ctx context.Context) error {
 		remotes = remotesOf()
 	}
 	return r.cfg.Store.InTx(ctx, func(tx store.Executor) error {
-		x := tx.DomainSQL()
-		q := func(s string) string { return store.Rebind(x.Dialect(), s) }
-		if _, err := x.Exec(ctx, q(upsert), r.cfg.ID, KindProcess, r.cfg.Name, "", actionsJSON(r.cfg.Actions), inFlight, 0,
-			r.started.UnixNano(), now.UnixNano(), staleAt.UnixNano()); err != nil {
+		ms := membersIn(tx)
+		if err := ms.put(ctx, memberRow{id: r.cfg.ID, kind: KindProcess, name: r.cfg.Name, actions: r.cfg.Actions, inFlight: inFlight,
+			started: r.started, seen: now, staleAt: staleAt}); err != nil {
 			return fmt.Errorf("write this process's row: %w", err)
 		}
-		if _, err := x.Exec(ctx, q(`DELETE FROM fleet_members WHERE via = ?`), r.cfg.ID); err != nil {
+		if err := ms.deleteVia(ctx, r.cfg.ID); err != nil {
 			return err
 		}
 		for _, c := range remotes {
@@ -198,28 +195,13 @@ func (r *Register) Beat(ctx context.Context) error {
 			if stale.After(staleAt) {
 				stale = staleAt
 			}
-			if _, err := x.Exec(ctx, q(upsert), r.cfg.ID+" "+c.ID, KindRemote, name, r.cfg.ID, actionsJSON(c.Actions), c.InFlight, c.Polling,
-				0, c.Seen.UTC().UnixNano(), stale.UnixNano()); err != nil {
+			if err := ms.put(ctx, memberRow{id: r.cfg.ID + " " + c.ID, kind: KindRemote, name: name, via: r.cfg.ID, actions: c.Actions,
+				inFlight: c.InFlight, polling: c.Polling, seen: c.Seen, staleAt: stale}); err != nil {
 				return fmt.Errorf("write a remote worker's row: %w", err)
 			}
 		}
-		_, err := x.Exec(ctx, q(`DELETE FROM fleet_members WHERE stale_at < ?`), now.Add(-forget).UnixNano())
-		return err
+		return ms.deleteStale(ctx, now.Add(-forget))
 	})
-}
-
-const upsert = `INSERT INTO fleet_members (id, kind, name, via, actions, in_flight, polling, started_at, seen_at, stale_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name, via = excluded.via,
-		actions = excluded.actions, in_flight = excluded.in_flight, polling = excluded.polling,
-		seen_at = excluded.seen_at, stale_at = excluded.stale_at`
-
-func actionsJSON(l []string) string {
-	if l == nil {
-		l = []string{}
-	}
-	b, _ := json.Marshal(l)
-	return string(b)
 }
 
 // Member is one row of the register.
@@ -242,31 +224,17 @@ type Member struct {
 	Stale bool `json:"stale"`
 }
 
-// List returns the register: processes first, each followed by its remote workers.
-func List(ctx context.Context, x store.DomainSQL, now time.Time) ([]Member, error) {
-	rs, err := x.Query(ctx, `SELECT id, kind, name, via, actions, in_flight, polling, started_at, seen_at, stale_at FROM fleet_members`)
+// List returns the register in db as of now: processes first, each followed by its remote
+// workers.
+func List(ctx context.Context, db DomainDB, now time.Time) ([]Member, error) {
+	rows, err := membersIn(db).list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the fleet register: %w", err)
 	}
-	defer rs.Close()
-	var out []Member
-	for rs.Next() {
-		var m Member
-		var actions string
-		var started, seen, staleAt int64
-		if err := rs.Scan(&m.ID, &m.Kind, &m.Name, &m.Via, &actions, &m.InFlight, &m.Polling, &started, &seen, &staleAt); err != nil {
-			return nil, err
-		}
-		_ = json.Unmarshal([]byte(actions), &m.Actions)
-		if started > 0 {
-			m.Started = time.Unix(0, started).UTC()
-		}
-		m.Seen = time.Unix(0, seen).UTC()
-		m.Stale = now.UnixNano() > staleAt
-		out = append(out, m)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, err
+	out := make([]Member, len(rows))
+	for i, m := range rows {
+		out[i] = Member{ID: m.id, Kind: m.kind, Name: m.name, Via: m.via, Actions: m.actions, InFlight: m.inFlight, Polling: m.polling,
+			Started: m.started, Seen: m.seen, Stale: now.After(m.staleAt)}
 	}
 	// A process, then its remote workers; processes by name.
 	group := func(m Member) string {

@@ -54,7 +54,7 @@ func TestRegister(t *testing.T) {
 		}
 		list := func() string {
 			t.Helper()
-			ms, err := fleet.List(ctx, k.Store.DomainSQL(), clk.Now())
+			ms, err := fleet.List(ctx, k.Store, clk.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

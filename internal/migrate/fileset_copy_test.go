@@ -41,7 +41,7 @@ func TestCopyFilesetResults(t *testing.T) {
 	if err := (fileset.Domain{}).Apply(ctx, n.Store.DomainSQL(), writes); err != nil {
 		t.Fatal(err)
 	}
-	want, err := fileset.List(ctx, n.Store.DomainSQL(), fileset.ListParams{})
+	want, err := fileset.NewResultStore(n.Store).List(ctx, fileset.ListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestCopyFilesetResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	got, err := fileset.List(ctx, dst.Store.DomainSQL(), fileset.ListParams{})
+	got, err := fileset.NewResultStore(dst.Store).List(ctx, fileset.ListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCopyFilesetResults(t *testing.T) {
 	if len(want) != 2 || !reflect.DeepEqual(wv, gv) {
 		t.Errorf("fileset_results after the copy:\n got %s\nwant %s", gb, wb)
 	}
-	if rows, err := fileset.List(ctx, dst.Store.DomainSQL(), fileset.ListParams{Status: fileset.StatusSuccess}); err != nil || len(rows) != 1 || !rows[0].Result.Hit {
+	if rows, err := fileset.NewResultStore(dst.Store).List(ctx, fileset.ListParams{Status: fileset.StatusSuccess}); err != nil || len(rows) != 1 || !rows[0].Result.Hit {
 		t.Errorf("successes after the copy: %+v, %v", rows, err)
 	}
 }

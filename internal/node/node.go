@@ -376,7 +376,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.Fileset.Bind(n.Store, n.Blobs)
+	n.Fileset.Bind(n.Engine, fileset.NewResultStore(n.Store), n.Blobs)
 	if cfg.Engine {
 		// Converters a killed predecessor left running (they die with it as a rule; see
 		// subprocess.Records for the exceptions) go before their attempt dirs do.

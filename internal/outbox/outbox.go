@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -143,22 +142,14 @@ func (o *Outbox) Register(ctx context.Context, e *engine.Engine) error {
 // Open reads the installation id; Register calls it. It is enough for a process that only
 // reads the outbox's status, once the tables exist.
 func (o *Outbox) Open(ctx context.Context) error {
-	rows, err := o.db.DomainSQL().Query(ctx, `SELECT id FROM outbox_installation`)
+	id, err := messagesIn(o.db).installation(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: read installation id: %w", err)
 	}
-	defer rows.Close()
-	if rows.Next() {
-		if err := rows.Scan(&o.inst); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if o.inst == "" {
+	if id == "" {
 		return errors.New("outbox: no installation id")
 	}
+	o.inst = id
 	return nil
 }
 
@@ -178,9 +169,6 @@ func Migrations(d store.Dialect) []store.DomainMigration {
 func (domain) Apply(context.Context, store.DomainSQL, []engine.DomainWrite) error {
 	return errors.New("the outbox takes no domain writes: declare publish: rules instead")
 }
-
-// rebind turns ? placeholders into the dialect's.
-func rebind(d store.Dialect, q string) string { return store.Rebind(d, q) }
 
 // Body is the JSON body of a published message.
 type Body struct {
@@ -266,10 +254,7 @@ func (o *Outbox) message(p engine.Publication, now time.Time) (sink.Message, err
 // transaction. A message for a full sink is dropped and counted instead.
 func (o *Outbox) Publish(ctx context.Context, x store.DomainSQL, ps []engine.Publication) error {
 	now := o.cfg.Now().UTC()
-	var q strings.Builder
-	q.WriteString(`INSERT INTO outbox_messages (sink, subject, msg_id, attributes, body, created_at) VALUES `)
-	args := make([]any, 0, 6*len(ps))
-	n := 0
+	ms := make([]newMessage, 0, len(ps))
 	for _, p := range ps {
 		if o.isFull(p.Rule.Sink) {
 			o.drop(p.Rule.Sink)
@@ -279,20 +264,13 @@ func (o *Outbox) Publish(ctx context.Context, x store.DomainSQL, ps []engine.Pub
 		if err != nil {
 			return err
 		}
-		attrs, _ := json.Marshal(m.Attributes)
-		if n > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?)")
-		args = append(args, p.Rule.Sink, m.Subject, m.ID, string(attrs), string(m.Body), now.UnixNano())
-		n++
+		ms = append(ms, newMessage{sink: p.Rule.Sink, msg: m, createdAt: now.UnixNano()})
 	}
-	if n == 0 {
+	if len(ms) == 0 {
 		return nil
 	}
-	q.WriteString(` ON CONFLICT (msg_id) DO NOTHING`)
-	if _, err := x.Exec(ctx, rebind(x.Dialect(), q.String()), args...); err != nil {
-		return fmt.Errorf("outbox: insert %d messages: %w", n, err)
+	if err := messagesOn(x).insert(ctx, ms); err != nil {
+		return fmt.Errorf("outbox: insert %d messages: %w", len(ms), err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -132,59 +131,24 @@ func (o *Outbox) wait(ctx context.Context, wake <-chan struct{}, d time.Duration
 
 // claim takes or renews the sink's lease; it reports whether this process holds it.
 func (o *Outbox) claim(ctx context.Context, name string) (bool, error) {
-	x := o.db.DomainSQL()
 	now := o.cfg.Now().UTC()
-	until := now.Add(o.cfg.LeaseDuration).UnixNano()
 	cutoff := now.UnixNano()
 	if o.cfg.Exclusive {
 		cutoff = 1 << 62 // no other process relays from this store
 	}
-	n, err := x.Exec(ctx, rebind(x.Dialect(), `INSERT INTO outbox_relays (sink, owner, lease_until) VALUES (?, ?, ?)
-		ON CONFLICT (sink) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
-		WHERE outbox_relays.owner = excluded.owner OR outbox_relays.lease_until < ?`), name, o.owner, until, cutoff)
-	return n > 0, err
+	return messagesIn(o.db).claim(ctx, name, o.owner, now.Add(o.cfg.LeaseDuration).UnixNano(), cutoff)
 }
 
 // release gives up the sink's lease, so that another process takes over at once.
 func (o *Outbox) release(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	x := o.db.DomainSQL()
-	_, _ = x.Exec(ctx, rebind(x.Dialect(), `UPDATE outbox_relays SET lease_until = 0 WHERE sink = ? AND owner = ?`), name, o.owner)
-}
-
-// pendingSQL reads a sink's oldest undelivered messages. SQLite commits one transaction at a
-// time, so ids follow commit order. PostgreSQL takes identity values in one order and commits
-// them in another: its rows are read only once no transaction that could still commit an
-// earlier one is open (their txid is below the snapshot's xmin), ordered by transaction, so
-// a row that commits late is never overtaken by one sent before it (migration 002).
-var pendingSQL = map[store.Dialect]string{
-	store.DialectSQLite: `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
-		WHERE sink = ? ORDER BY id LIMIT ?`,
-	store.DialectPostgres: `SELECT id, subject, msg_id, attributes, body FROM outbox_messages
-		WHERE sink = $1 AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint ORDER BY txid, id LIMIT $2`,
+	_ = messagesIn(o.db).release(ctx, name, o.owner)
 }
 
 // pending reads the oldest undelivered messages of a sink.
 func (o *Outbox) pending(ctx context.Context, name string, limit int) ([]row, error) {
-	x := o.db.DomainSQL()
-	rs, err := x.Query(ctx, pendingSQL[x.Dialect()], name, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []row
-	for rs.Next() {
-		var r row
-		var attrs, body string
-		if err := rs.Scan(&r.id, &r.msg.Subject, &r.msg.ID, &attrs, &body); err != nil {
-			return nil, err
-		}
-		_ = json.Unmarshal([]byte(attrs), &r.msg.Attributes)
-		r.msg.Body = []byte(body)
-		out = append(out, r)
-	}
-	return out, rs.Err()
+	return messagesIn(o.db).pending(ctx, name, limit)
 }
 
 // settle deletes the acknowledged messages and records the failures, in one transaction.
@@ -198,9 +162,9 @@ func (o *Outbox) settle(ctx context.Context, name string, acked, failed []int64,
 	delete(o.dropped, name)
 	o.mu.Unlock()
 	err := o.db.InTx(ctx, func(tx store.Executor) error {
-		x := tx.DomainSQL()
+		ms := messagesIn(tx)
 		if len(acked) > 0 {
-			if _, err := x.Exec(ctx, rebind(x.Dialect(), `DELETE FROM outbox_messages WHERE id IN (`+marks(len(acked))+`)`), ids(acked)...); err != nil {
+			if err := ms.delete(ctx, acked); err != nil {
 				return err
 			}
 		}
@@ -209,19 +173,11 @@ func (o *Outbox) settle(ctx context.Context, name string, acked, failed []int64,
 			if len(msg) > 500 {
 				msg = msg[:500]
 			}
-			args := append([]any{msg}, ids(failed)...)
-			if _, err := x.Exec(ctx, rebind(x.Dialect(), `UPDATE outbox_messages SET attempts = attempts + 1, last_error = ?
-				WHERE id IN (`+marks(len(failed))+`)`), args...); err != nil {
-				return err
-			}
-			if _, err := x.Exec(ctx, rebind(x.Dialect(), `UPDATE outbox_relays SET failures = failures + ?, last_error = ?, last_error_at = ?
-				WHERE sink = ?`), len(failed), msg, o.cfg.Now().UTC().UnixNano(), name); err != nil {
+			if err := ms.failed(ctx, name, failed, msg, o.cfg.Now().UTC().UnixNano()); err != nil {
 				return err
 			}
 		}
-		_, err := x.Exec(ctx, rebind(x.Dialect(), `UPDATE outbox_relays SET delivered = delivered + ?, dropped = dropped + ? WHERE sink = ?`),
-			len(acked), dropped, name)
-		return err
+		return ms.settled(ctx, name, int64(len(acked)), dropped)
 	})
 	if err != nil && dropped > 0 {
 		o.mu.Lock()
@@ -229,18 +185,6 @@ func (o *Outbox) settle(ctx context.Context, name string, acked, failed []int64,
 		o.mu.Unlock()
 	}
 	return err
-}
-
-func marks(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-func ids(v []int64) []any {
-	out := make([]any, len(v))
-	for i, id := range v {
-		out[i] = id
-	}
-	return out
 }
 
 // checkLoop compares the pending counts with MaxPending, alerting when a sink becomes full and
@@ -302,7 +246,7 @@ type SinkStatus struct {
 
 // Status returns every sink's state: those with messages or a relay.
 func (o *Outbox) Status(ctx context.Context) ([]SinkStatus, error) {
-	x := o.db.DomainSQL()
+	ms := messagesIn(o.db)
 	now := o.cfg.Now().UTC()
 	by := map[string]*SinkStatus{}
 	get := func(name string) *SinkStatus {
@@ -313,47 +257,27 @@ func (o *Outbox) Status(ctx context.Context) ([]SinkStatus, error) {
 		by[name] = s
 		return s
 	}
-	rs, err := x.Query(ctx, `SELECT sink, count(*), min(created_at) FROM outbox_messages GROUP BY sink`)
+	counts, err := ms.counts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for rs.Next() {
-		var name string
-		var n, oldest int64
-		if err := rs.Scan(&name, &n, &oldest); err != nil {
-			rs.Close()
-			return nil, err
-		}
-		s := get(name)
-		s.Pending, s.OldestAge = n, now.Sub(time.Unix(0, oldest))
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, err
+	for _, c := range counts {
+		s := get(c.sink)
+		s.Pending, s.OldestAge = c.n, now.Sub(time.Unix(0, c.oldest))
 	}
 	o.dropMu.Lock() // the drops in the rows and in memory, as settle leaves them
 	defer o.dropMu.Unlock()
-	rs, err = x.Query(ctx, `SELECT sink, lease_until, delivered, failures, dropped, last_error, last_error_at FROM outbox_relays`)
+	relays, err := ms.relays(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for rs.Next() {
-		var name, lastErr string
-		var until, delivered, failures, dropped, lastAt int64
-		if err := rs.Scan(&name, &until, &delivered, &failures, &dropped, &lastErr, &lastAt); err != nil {
-			rs.Close()
-			return nil, err
+	for _, r := range relays {
+		s := get(r.sink)
+		s.Delivered, s.Failures, s.Dropped, s.LastError = r.delivered, r.failures, r.dropped, r.lastErr
+		s.Relayed = r.until > now.UnixNano()
+		if r.lastErrAt > 0 {
+			s.LastErrorAt = time.Unix(0, r.lastErrAt).UTC()
 		}
-		s := get(name)
-		s.Delivered, s.Failures, s.Dropped, s.LastError = delivered, failures, dropped, lastErr
-		s.Relayed = until > now.UnixNano()
-		if lastAt > 0 {
-			s.LastErrorAt = time.Unix(0, lastAt).UTC()
-		}
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, err
 	}
 	o.mu.Lock()
 	out := make([]SinkStatus, 0, len(by))

@@ -109,7 +109,7 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Ready > qs[j].Ready })
-	workers, err := fleet.List(ctx, w.rec.DomainSQL(), now)
+	workers, err := fleet.List(ctx, w.rec, now)
 	if err != nil {
 		return err
 	}
