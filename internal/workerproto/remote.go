@@ -21,8 +21,8 @@ type remoteAction struct{}
 
 func (remoteAction) Spec() action.Spec {
 	return action.Spec{
-		Name: "remote",
-		Doc:  "Hand the item to remote workers polling <base>/v1/workers/<name> (the worker protocol).",
+		Name:     "remote",
+		Doc:      "Hand the item to remote workers polling <base>/v1/workers/<name> (the worker protocol).",
 		Settings: remoteSettings.Settings(),
 		Validate: remoteSettings.Validate,
 	}
