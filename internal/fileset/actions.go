@@ -10,10 +10,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -191,26 +193,32 @@ type platformAction struct{ s *Fileset }
 
 func (a platformAction) Spec() action.Spec {
 	names := strings.Join(PlatformNames, ", ")
+	typed := platformSettings.WithDoc("platform", "one of "+names+"; none: each in turn, in that order")
 	return action.Spec{Name: "fileset-platform", Doc: "match a request's URL to a platform (" + names + ")",
-		Settings: []action.Setting{
-			{Name: "platform", Type: action.TypeString, Doc: "one of " + names + "; none: each in turn, in that order"},
-			{Name: "miss", Type: action.TypeString, Doc: "the event fired when the URL is not the platform's; none: no-platform-match"},
-		},
+		Settings: typed.Settings(),
 		Outcomes: []string{EventMatched},
 		OutcomesFor: func(with map[string]any) []string {
-			if m, _ := with["miss"].(string); m != "" {
-				return []string{m}
+			if c, err := typed.Parse(with); err == nil && c.Miss != "" {
+				return []string{c.Miss}
 			}
 			return nil
 		},
-		Validate: func(with map[string]any) error {
-			name, _ := with["platform"].(string)
-			if _, ok := kindOf(name); !ok && name != "" {
-				return &action.SettingError{Key: "platform", Reason: fmt.Sprintf("unknown platform %q (one of %v)", name, PlatformNames)}
-			}
-			return nil
-		},
+		Validate:    typed.Validate,
 		Concurrency: 16}
+}
+
+// platformSettings are a platform step's: the platform to try (none: each in turn) and the
+// event its miss fires.
+var platformSettings = settings.For(nil, func(c *platformConfig) error {
+	if _, ok := kindOf(c.Platform); !ok && c.Platform != "" {
+		return &action.SettingError{Key: "platform", Reason: fmt.Sprintf("unknown platform %q (one of %v)", c.Platform, PlatformNames)}
+	}
+	return nil
+})
+
+type platformConfig struct {
+	Platform string `with:"platform" doc:"a platform's name; none: each in turn"`
+	Miss     string `with:"miss" doc:"the event fired when the URL is not the platform's; none: no-platform-match"`
 }
 
 // Policy runs the action inline: a match is decided from the item's URLs alone (the manifest
@@ -227,8 +235,11 @@ type platformMatch struct {
 }
 
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
-	name, _ := t.With["platform"].(string)
-	miss, _ := t.With["miss"].(string)
+	c, err := platformSettings.Run(t.With)
+	if err != nil {
+		return err
+	}
+	name, miss := c.Platform, c.Miss
 	names := PlatformNames
 	if name != "" {
 		names = []string{name}
@@ -304,20 +315,24 @@ func (a limitsAction) Spec() action.Spec {
 		outcomes = append(outcomes, StrategyEvent(st))
 	}
 	return action.Spec{Name: "fileset-limits", Doc: "check a manifest against the limits and choose its strategy",
-		Settings: []action.Setting{
-			{Name: "max_total_size", Type: action.TypeInt, Doc: "bytes; default 64 GiB"},
-			{Name: "max_file_count", Type: action.TypeInt, Doc: "default 200"},
-		},
+		Settings: limitSettings.Settings(), Validate: limitSettings.Validate,
 		Outcomes: outcomes, Concurrency: 16}
 }
+
+// limitSettings are a limits step's: each overrides the process's limit when positive.
+var limitSettings = settings.For[struct {
+	MaxTotalSize int64 `with:"max_total_size" doc:"bytes; default 64 GiB"`
+	MaxFileCount int   `with:"max_file_count" doc:"default 200"`
+}](nil, nil)
 
 // Policy runs the action inline: it reads only the item.
 func (a limitsAction) Policy() action.Policy {
 	return action.Policy{NoTempDir: true, Inline: action.InlineAlways}
 }
 
-func intSetting(with map[string]any, key string) int64 {
-	switch v := with[key].(type) {
+// intMetadata reads an integer the engine or a JSON decoder put in an item's metadata.
+func intMetadata(md map[string]any, key string) int64 {
+	switch v := md[key].(type) {
 	case float64:
 		return int64(v)
 	case int:
@@ -336,12 +351,16 @@ func (a limitsAction) Run(ctx context.Context, t *action.Task, out action.Output
 	if !decodeMD(t.Item.Metadata, mdPlatform, &item) {
 		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdPlatform)
 	}
-	l := a.s.cfg.Limits
-	if n := intSetting(t.With, "max_total_size"); n > 0 {
-		l.MaxTotalSize = n
+	c, err := limitSettings.Run(t.With)
+	if err != nil {
+		return err
 	}
-	if n := intSetting(t.With, "max_file_count"); n > 0 {
-		l.MaxFileCount = int(n)
+	l := a.s.cfg.Limits
+	if c.MaxTotalSize > 0 {
+		l.MaxTotalSize = c.MaxTotalSize
+	}
+	if c.MaxFileCount > 0 {
+		l.MaxFileCount = c.MaxFileCount
 	}
 	if st, msg := l.check(&item); st != "" {
 		conclude(out, st, msg)
@@ -359,19 +378,19 @@ type strategyAction struct{ s *Fileset }
 
 func (a strategyAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-strategy", Doc: "make a child item per manifest file, each downloaded by a task of its own",
-		Settings: []action.Setting{{Name: "strategy", Type: action.TypeString, Required: true,
-			Doc: "web-file, web-fileset, archiveorg-file or archiveorg-fileset"}},
-		Validate: func(with map[string]any) error {
-			st, _ := with["strategy"].(string)
-			for _, s := range Strategies {
-				if s == st {
-					return nil
-				}
-			}
-			return &action.SettingError{Key: "strategy", Reason: fmt.Sprintf("unknown strategy %q (one of %v)", st, Strategies)}
-		},
+		Settings: strategySettings.Settings(), Validate: strategySettings.Validate,
 		Concurrency: 8}
 }
+
+// strategySettings are a strategy step's: the strategy it applies.
+var strategySettings = settings.For(nil, func(c *struct {
+	Strategy string `with:"strategy" required:"true" doc:"web-file, web-fileset, archiveorg-file or archiveorg-fileset"`
+}) error {
+	if !slices.Contains(Strategies, c.Strategy) {
+		return &action.SettingError{Key: "strategy", Reason: fmt.Sprintf("unknown strategy %q (one of %v)", c.Strategy, Strategies)}
+	}
+	return nil
+})
 
 // Policy runs the action without a temporary directory.
 func (a strategyAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
@@ -464,7 +483,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		return a.recordStored(ctx, d, t, out, partial)
 	}
 	limit := a.s.cfg.MaxFileSize
-	if n := intSetting(t.Item.Metadata, mdUnsized); t.Item.Metadata[mdUnsized] != nil {
+	if n := intMetadata(t.Item.Metadata, mdUnsized); t.Item.Metadata[mdUnsized] != nil {
 		limit = min(limit, n)
 	}
 	got, err := a.s.download(ctx, mf, limit, partial, out.Heartbeat)

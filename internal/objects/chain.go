@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -116,10 +117,7 @@ func (s *Service) chainActions() []action.Action {
 	out := make([]action.Action, 0, len(steps)+1)
 	for _, st := range steps {
 		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, Timeout: st.timeout,
-			Settings: []action.Setting{
-				{Name: "force", Type: action.TypeBool, Doc: "run even when the action's state is already ok or n/a"},
-				{Name: "overwrite", Type: action.TypeBool, Doc: "false: mark ok without work when the result already exists"},
-			}}
+			Settings: chainSettings.Settings(), Validate: chainSettings.Validate}
 		out = append(out, &act{spec, action.Policy{NoTempDir: !st.tempDir}, s.runChain(st)})
 	}
 	return append(out, &act{action.Spec{Name: "objects.file-set-failed",
@@ -127,16 +125,27 @@ func (s *Service) chainActions() []action.Action {
 		action.Policy{NoTempDir: true}, s.fileSetFailed})
 }
 
+// chainSettings are a chain step's: whether it runs again over a result it has.
+var chainSettings = settings.For[chainConfig](nil, nil)
+
+type chainConfig struct {
+	Force     *bool `with:"force" doc:"run even when the action's state is already ok or n/a"`
+	Overwrite *bool `with:"overwrite" doc:"false: mark ok without work when the result already exists"`
+}
+
 // flag reads a boolean from the step's settings, else the item's metadata (a sheet's options
-// reach its file sets there); true, false or the strings "true" and "false".
+// reach its file sets there: true, false or the strings "true" and "false"), else def.
 func flag(t *action.Task, k string, def bool) bool {
-	for _, m := range []map[string]any{t.With, t.Item.Metadata} {
-		switch v := m[k].(type) {
-		case bool:
-			return v
-		case string:
-			return v == "true" || v != "false" && def
+	if c, err := chainSettings.Parse(t.With); err == nil {
+		if v := map[string]*bool{"force": c.Force, "overwrite": c.Overwrite}[k]; v != nil {
+			return *v
 		}
+	}
+	switch v := t.Item.Metadata[k].(type) {
+	case bool:
+		return v
+	case string:
+		return v == "true" || v != "false" && def
 	}
 	return def
 }

@@ -3,6 +3,7 @@ package settings
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -30,6 +31,21 @@ func For[C any](defaults func() C, check func(*C) error) *Typed[C] {
 		defaults = func() C { var c C; return c }
 	}
 	return &Typed[C]{defaults: defaults, check: check, decls: declare(reflect.TypeFor[C]())}
+}
+
+// WithDoc returns the settings with key's documentation replaced, for a documentation made at
+// run time (a list of the platforms registered); the struct tag's stays for the other keys. It
+// panics for a key C does not declare.
+func (t *Typed[C]) WithDoc(key, doc string) *Typed[C] {
+	c := *t
+	c.decls = slices.Clone(t.decls)
+	for i := range c.decls {
+		if c.decls[i].Name == key {
+			c.decls[i].Doc = doc
+			return &c
+		}
+	}
+	panic(fmt.Sprintf("settings: WithDoc of %q, which %T does not declare", key, *new(C)))
 }
 
 // Settings returns the declarations of the keys, for [action.Spec.Settings].

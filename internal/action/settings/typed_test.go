@@ -65,3 +65,20 @@ func TestTyped(t *testing.T) {
 		t.Errorf("ParseOver = %+v, %v; want the instance's defaults", c, err)
 	}
 }
+
+// TestWithDoc: a documentation made at run time replaces the tag's for its key only, in a copy.
+func TestWithDoc(t *testing.T) {
+	d := tc.WithDoc("name", "one of a, b")
+	if got := d.Settings()[1].Doc; got != "one of a, b" {
+		t.Errorf("WithDoc: name's doc = %q", got)
+	}
+	if got := tc.Settings()[1].Doc; got != "who" {
+		t.Errorf("WithDoc changed the original: %q", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("WithDoc of an undeclared key did not panic")
+		}
+	}()
+	tc.WithDoc("colour", "")
+}
