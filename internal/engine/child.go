@@ -8,23 +8,18 @@ import (
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
-// NewChild is a child to record for a running task; its blob is already durable.
+// NewChild is a child to record for a running task; its blobs are already durable. Make one
+// with [ChildOf].
 type NewChild struct {
 	Task    *store.Task
 	Ordinal int
 	// KeepExisting keeps a child that exists at the same ordinal as it is, whatever this one
 	// holds, instead of failing the task as nondeterministic: the worker protocol's rule for a
 	// replay (an unmodified converter's output may differ between runs, a PDF's dates say).
-	KeepExisting  bool
-	Name          string
-	ContentType   string
-	BlobSHA256    string
-	Size          int64
-	Metadata      map[string]any
-	Options       map[string]any
-	Text          *string
-	ThumbnailSHA  string
-	ThumbnailType string
+	KeepExisting bool
+	Child
+	// MaxText caps the child's text in characters, when set; see [textclean.Sanitize].
+	MaxText int
 	// ProgressFrom and ProgressTo are the task's reported progress before the previous child and
 	// before this one: the child gets that slice of the part of the parent not colored by the task.
 	ProgressFrom, ProgressTo float64
@@ -119,8 +114,10 @@ func (tt *tx) parentOf(id int64) (*store.Item, error) {
 	return it, nil
 }
 
-// childParams returns the child's parent (see parentOf) and the child's row to insert.
+// childParams returns the child's parent (see parentOf) and the child's row to insert, the
+// child sanitised: every path that records children goes through here.
 func (tt *tx) childParams(c *NewChild) (*store.Item, store.ItemInsertParams, error) {
+	c.sanitize()
 	parent, err := tt.parentOf(c.Task.ItemID)
 	if err != nil {
 		return nil, store.ItemInsertParams{}, err
@@ -163,12 +160,7 @@ func existingChild(c *NewChild, parent, it *store.Item) error {
 	if c.KeepExisting {
 		return nil
 	}
-	// The content type is not compared: detect may have refined it since.
-	if it.Name != c.Name || it.BlobSHA256 != c.BlobSHA256 {
-		return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",
-			ErrNondeterministic, c.Ordinal, parent.Name, it.Name, it.BlobSHA256, c.Name, c.BlobSHA256)
-	}
-	return nil
+	return Replays(it, c, parent.Name)
 }
 
 // recordChild counts a child just inserted on its parent (held back until the flush), caches it

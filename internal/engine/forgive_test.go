@@ -124,7 +124,7 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 	for i := 0; i < deaths; i++ {
 		tk := lease()
 		if err := e.Run(ctx, func(tx *engine.Tx) error {
-			return tx.CreateChild(&engine.NewChild{Task: tk, Ordinal: i, Name: fmt.Sprintf("r/%d", i)})
+			return tx.CreateChild(engine.ChildOf(tk, i, engine.Child{Name: fmt.Sprintf("r/%d", i)}, 0, 0))
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -135,15 +135,14 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, poli
 	pf := pendingFinish{r: &Result{Task: task, Owner: t.e.cfg.Owner, Err: runErr, Stack: stack, Started: t.now}}
 	if runErr == nil {
 		pf.finish.State = store.TaskComplete
-		pf.r.Text, pf.r.Metadata, pf.r.ContentType, pf.r.Events, pf.r.Outputs = out.text, out.metadata, out.contentType, out.events, out.outputs
-		pf.r.Writes = out.writes
-		pf.fire = append(append(pf.fire, s.Success...), out.events...)
+		pf.r.Effects = out.ef
+		pf.fire = append(append(pf.fire, s.Success...), out.ef.Events...)
 	} else {
 		// Nothing an inline action does can go better on a second try: it fails for good.
 		pf.finish.State, pf.finish.Error, pf.itemErr = store.TaskFailed, runErr.Error(), runErr.Error()
 		pf.fire = append(pf.fire, s.Failure...)
 		if action.IsPermanent(runErr) {
-			pf.fire = append(pf.fire, out.events...) // as a worker's permanent failure does
+			pf.fire = append(pf.fire, out.ef.Events...) // as a worker's permanent failure does
 		}
 	}
 	p.Done = &store.TaskDone{State: pf.finish.State, Error: pf.finish.Error, Worker: t.e.cfg.Owner}
@@ -162,17 +161,12 @@ func safeInline(ctx context.Context, act action.Action, t *action.Task, out acti
 // errNotInline is what an inline action gets for the writes only a worker can make.
 var errNotInline = errors.New("not allowed in an inline action")
 
-// inlineOutput collects what an inline action writes; it becomes the task's result.
+// inlineOutput records what an inline action does into the effects of the task's result.
 type inlineOutput struct {
-	action      string
-	err         error
-	text        *string
-	metadata    map[string]any
-	contentType string
-	events      []string
-	outputs     map[string]json.RawMessage
-	e           *Engine
-	writes      []DomainWrite
+	action string
+	err    error
+	ef     Effects
+	e      *Engine
 }
 
 func (o *inlineOutput) fail(what string) error {
@@ -192,32 +186,18 @@ func (o *inlineOutput) SetThumbnail(context.Context, io.Reader, string) error {
 }
 
 func (o *inlineOutput) SetText(_ context.Context, text string) error {
-	if o.text == nil {
-		o.text = &text
-	}
+	o.ef.SetText(text)
 	return nil
 }
 
-func (o *inlineOutput) SetContentType(ct string) { o.contentType = ct }
-
-func (o *inlineOutput) SetMetadata(md map[string]any) {
-	if o.metadata == nil {
-		o.metadata = map[string]any{}
-	}
-	for k, v := range md {
-		o.metadata[k] = v
-	}
-}
+func (o *inlineOutput) SetContentType(ct string)      { o.ef.SetContentType(ct) }
+func (o *inlineOutput) SetMetadata(md map[string]any) { o.ef.SetMetadata(md) }
 
 func (o *inlineOutput) SetOutput(_ context.Context, kind string, v json.RawMessage) error {
-	if o.outputs == nil {
-		o.outputs = map[string]json.RawMessage{}
-	}
-	o.outputs[kind] = v
-	return nil
+	return o.ef.SetOutput(kind, v)
 }
 
-func (o *inlineOutput) Emit(events ...string) { o.events = append(o.events, events...) }
+func (o *inlineOutput) Emit(events ...string) { o.ef.Emit(events...) }
 func (o *inlineOutput) Progress(float64)      {}
 func (o *inlineOutput) Heartbeat()            {}
 
@@ -226,6 +206,6 @@ func (o *inlineOutput) Write(w action.DomainWrite) error {
 	if err != nil {
 		return err
 	}
-	o.writes = append(o.writes, dw)
+	o.ef.AddWrite(dw)
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// Result is the outcome of one attempt of a leased task, with the effects to commit with it.
+// Result is the outcome of one attempt of a task, with the effects to commit with it.
 type Result struct {
 	Task  *store.Task
 	Owner string
@@ -27,19 +27,9 @@ type Result struct {
 	// count against its bound: see [Engine.Reclaim].
 	Forgiven int
 	Started  time.Time
-
-	Text          *string
-	ThumbnailSHA  string
-	ThumbnailType string
-	Metadata      map[string]any
-	ContentType   string
-	Events        []string
-	Outputs       map[string]json.RawMessage
-	// Writes are the task's domain writes (see [Domain]), applied when it completes.
-	Writes []DomainWrite
-	// Children are recorded by [Tx.Apply], in the result's transaction: the children whose blobs
-	// became durable only after the action returned, so that they and the result commit together.
-	Children []*NewChild
+	// Effects are what the attempt did, applied when it completes (its events, and children
+	// recorded with it, also when it fails for good).
+	Effects
 }
 
 // LostAllowance is how many attempts lost to a dead process a task gets beyond its step's bound.
@@ -301,6 +291,7 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 	}
 	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}
 	if finish.State == store.TaskComplete {
+		r.Effects.sanitize()
 		up.Text, up.ThumbnailSHA, up.ThumbnailType, up.ContentType = r.Text, r.ThumbnailSHA, r.ThumbnailType, r.ContentType
 		if up.ContentType == it.ContentType {
 			up.ContentType = "" // detect confirming a type the item was created with: nothing to write

@@ -71,18 +71,11 @@ type cachedWrite struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+// cachedChild is a child of a cached result, with its slice of the task's progress.
 type cachedChild struct {
-	Name          string         `json:"name"`
-	ContentType   string         `json:"content_type,omitempty"`
-	BlobSHA256    string         `json:"sha256,omitempty"`
-	Size          int64          `json:"size,omitempty"`
-	Metadata      map[string]any `json:"metadata,omitempty"`
-	Options       map[string]any `json:"options,omitempty"`
-	Text          *string        `json:"text,omitempty"`
-	ThumbnailSHA  string         `json:"thumbnail_sha256,omitempty"`
-	ThumbnailType string         `json:"thumbnail_type,omitempty"`
-	From          float64        `json:"from,omitempty"`
-	To            float64        `json:"to,omitempty"`
+	engine.Child
+	From float64 `json:"from,omitempty"`
+	To   float64 `json:"to,omitempty"`
 }
 
 // cacheKey identifies a conversion: the action and its version, the step's settings, the item's
@@ -134,7 +127,7 @@ func (c *convCache) get(ctx context.Context, key string, out *output, replayErro
 		// entry is as it was then.
 		raw, err = pf.raw, pf.err
 	} else {
-		raw, err = c.e.Store().CacheGet(ctx, key)
+		raw, err = c.e.CachedEffects(ctx, key)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil // we own the flight; land() releases it
@@ -175,33 +168,27 @@ func (c *convCache) land(key string) {
 	}
 }
 
-// replay applies cached effects to this attempt's output. Child names recorded under another
-// parent's name are rebased onto this item's name.
+// replay records cached effects as this attempt's. Child names recorded under another parent's
+// name are rebased onto this item's name.
 func (c *convCache) replay(ctx context.Context, ef *effects, out *output) {
 	res := out.result
 	res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType = ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType
 	res.Metadata, res.Events, res.Outputs = ef.Metadata, ef.Events, ef.Outputs
 	for _, w := range ef.Writes {
-		res.Writes = append(res.Writes, engine.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload})
+		res.AddWrite(engine.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload})
 	}
 	kids := make([]*engine.NewChild, 0, len(ef.Children))
 	for i, c := range ef.Children {
-		name := c.Name
-		if rest, ok := strings.CutPrefix(name, ef.Parent); ok && ef.Parent != "" {
-			name = out.itemName + rest
+		if rest, ok := strings.CutPrefix(c.Name, ef.Parent); ok && ef.Parent != "" {
+			c.Name = out.itemName + rest
 		}
-		nc := &engine.NewChild{Task: out.task, Ordinal: i, Name: name, ContentType: c.ContentType, BlobSHA256: c.BlobSHA256, Size: c.Size,
-			Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: c.ThumbnailSHA, ThumbnailType: c.ThumbnailType,
-			ProgressFrom: c.From, ProgressTo: c.To}
-		kids = append(kids, nc)
+		kids = append(kids, engine.ChildOf(out.task, i, c.Child, c.From, c.To))
 	}
 	if len(kids) == 0 {
 		return
 	}
 	if err := out.queueChildren(ctx, kids); err != nil {
-		out.mu.Lock()
-		out.childErr = err
-		out.mu.Unlock()
+		out.fail(err)
 	}
 }
 

@@ -38,9 +38,9 @@ type output struct {
 	childErr error
 	pending  sync.WaitGroup
 	// returned is set once the action has returned: a child whose blobs become durable after that
-	// is not committed on its own but goes with the result (leftover), in the same transaction.
+	// is not committed on its own but goes with the result (its Effects.Children), in the same
+	// transaction.
 	returned bool
-	leftover []*engine.NewChild
 	// group is the open group of children to record (see childGroup), nil when none is;
 	// closed holds groups closed at maxGroup and not yet submitted, oldest first; flying counts
 	// the groups whose op is queued or committing: at most one per lane (see commitChild).
@@ -92,8 +92,8 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	if c.Name == "" {
 		return fmt.Errorf("child %d: empty name", ord)
 	}
-	var sha string
-	var size int64
+	child := engine.Child{Name: c.Name, ContentType: c.ContentType, Metadata: c.Metadata, Options: c.Options, Text: c.Text,
+		ThumbnailType: c.ThumbnailType}
 	if c.BlobSHA256 != "" {
 		if c.Blob != nil {
 			return fmt.Errorf("child %q: both Blob and BlobSHA256 are set", c.Name)
@@ -104,7 +104,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		} else if err != nil {
 			return fmt.Errorf("child %q: find blob %s: %w", c.Name, c.BlobSHA256, err)
 		}
-		sha, size = c.BlobSHA256, n
+		child.BlobSHA256, child.Size = c.BlobSHA256, n
 	}
 	if prev != nil && c.Thumbnail == nil {
 		// Replay: hash without storing; identical content means the child exists already.
@@ -114,14 +114,15 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 			if err != nil {
 				return fmt.Errorf("read child %q: %w", c.Name, err)
 			}
-			sha, size = hex.EncodeToString(h.Sum(nil)), n
+			child.BlobSHA256, child.Size = hex.EncodeToString(h.Sum(nil)), n
 		}
-		if prev.Name == c.Name && prev.BlobSHA256 == sha {
-			o.recordChild(c, sha, size, "", "", from, to)
-			return nil
+		child.ThumbnailType = ""
+		nc := engine.ChildOf(o.task, ord, child, from, to)
+		if err := engine.Replays(prev, nc, o.itemName); err != nil {
+			return err
 		}
-		return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",
-			engine.ErrNondeterministic, ord, o.itemName, prev.Name, prev.BlobSHA256, c.Name, sha)
+		o.recordChild(nc)
+		return nil
 	}
 	// The blobs are staged, not waited for: their durability is awaited by the goroutine that
 	// records the child, so an action that makes many small children shares each fsync among
@@ -151,25 +152,22 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	if c.Blob != nil {
 		var err error
 		// A child without its text yet will be detected and converted: its blob is read soon.
-		if sha, size, err = put(c.Blob, c.Text == nil); err != nil {
+		if child.BlobSHA256, child.Size, err = put(c.Blob, c.Text == nil); err != nil {
 			<-o.staged
 			<-o.unrecorded
 			return fmt.Errorf("store child %q: %w", c.Name, err)
 		}
 	}
-	var thumbSHA string
 	if c.Thumbnail != nil {
 		var err error
-		if thumbSHA, _, err = put(c.Thumbnail, false); err != nil {
+		if child.ThumbnailSHA, _, err = put(c.Thumbnail, false); err != nil {
 			<-o.staged
 			<-o.unrecorded
 			return fmt.Errorf("store thumbnail of child %q: %w", c.Name, err)
 		}
 	}
-	o.recordChild(c, sha, size, thumbSHA, c.ThumbnailType, from, to)
-	nc := &engine.NewChild{Task: o.task, Ordinal: ord, Name: c.Name, ContentType: c.ContentType, BlobSHA256: sha, Size: size,
-		Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: thumbSHA, ThumbnailType: c.ThumbnailType,
-		ProgressFrom: from, ProgressTo: to}
+	nc := engine.ChildOf(o.task, ord, child, from, to)
+	o.recordChild(nc)
 	o.pending.Add(1)
 	go func() {
 		defer o.pending.Done()
@@ -212,7 +210,7 @@ type childGroup struct {
 func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 	o.mu.Lock()
 	if o.returned {
-		o.leftover = append(o.leftover, nc)
+		o.result.AddChild(nc)
 		o.mu.Unlock()
 		return nil
 	}
@@ -342,7 +340,8 @@ func (o *output) queueChildren(ctx context.Context, ncs []*engine.NewChild) erro
 	return nil
 }
 
-func (o *output) recordChild(c action.Child, sha string, size int64, thumb, thumbType string, from, to float64) {
+// recordChild records nc for the conversion cache.
+func (o *output) recordChild(nc *engine.NewChild) {
 	if o.record == nil {
 		return
 	}
@@ -353,8 +352,7 @@ func (o *output) recordChild(c action.Child, sha string, size int64, thumb, thum
 		o.record = nil
 		return
 	}
-	o.record.Children = append(o.record.Children, cachedChild{Name: c.Name, ContentType: c.ContentType, BlobSHA256: sha, Size: size,
-		Metadata: c.Metadata, Options: c.Options, Text: c.Text, ThumbnailSHA: thumb, ThumbnailType: thumbType, From: from, To: to})
+	o.record.Children = append(o.record.Children, cachedChild{Child: nc.Child, From: nc.ProgressFrom, To: nc.ProgressTo})
 }
 
 // ResumeChildren implements [action.Resumer]. The skipped children are not recorded for the
@@ -381,12 +379,13 @@ func (o *output) ResumeChildren() int {
 	return n
 }
 
+// The calls below record into the attempt's result (engine.Effects), under o.mu: an action may
+// call them from several goroutines.
+
 func (o *output) SetText(_ context.Context, text string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.result.Text == nil {
-		o.result.Text = &text
-	}
+	o.result.SetText(text)
 	return nil
 }
 
@@ -397,40 +396,26 @@ func (o *output) SetThumbnail(ctx context.Context, r io.Reader, contentType stri
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.result.ThumbnailSHA == "" {
-		o.result.ThumbnailSHA, o.result.ThumbnailType = sha, contentType
-	}
+	o.result.SetThumbnail(sha, contentType)
 	return nil
 }
 
 func (o *output) SetContentType(ct string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.result.ContentType = ct
+	o.result.SetContentType(ct)
 }
 
 func (o *output) SetMetadata(md map[string]any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.result.Metadata == nil {
-		o.result.Metadata = map[string]any{}
-	}
-	for k, v := range md {
-		o.result.Metadata[k] = v
-	}
+	o.result.SetMetadata(md)
 }
 
 func (o *output) SetOutput(_ context.Context, kind string, value json.RawMessage) error {
-	if !json.Valid(value) {
-		return fmt.Errorf("output %q: invalid JSON", kind)
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.result.Outputs == nil {
-		o.result.Outputs = map[string]json.RawMessage{}
-	}
-	o.result.Outputs[kind] = value
-	return nil
+	return o.result.SetOutput(kind, value)
 }
 
 func (o *output) Write(w action.DomainWrite) error {
@@ -440,14 +425,14 @@ func (o *output) Write(w action.DomainWrite) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.result.Writes = append(o.result.Writes, dw)
+	o.result.AddWrite(dw)
 	return nil
 }
 
 func (o *output) Emit(events ...string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.result.Events = append(o.result.Events, events...)
+	o.result.Emit(events...)
 }
 
 func (o *output) Progress(f float64) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +146,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		return err
 	}
 	if it == nil {
-		if it, err = w.e.Store().ItemGet(ctx, t.ItemID); err != nil {
+		if it, err = w.e.TaskItem(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -182,7 +181,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	if w.slots.run(t.ID, cancel) {
 		// Its job's cancel came between its lease and now, and found no run to cancel: the
 		// job's state tells whether it was this attempt's (a retry may have run it again since).
-		if job, err := w.e.Store().JobGet(ctx, t.JobID); err == nil && job.State != store.JobRunning {
+		if job, err := w.e.TaskJob(ctx, t.JobID); err == nil && job.State != store.JobRunning {
 			cancel()
 		}
 	}
@@ -232,7 +231,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	}
 	if it.NChildren > 0 {
 		out.existing = &earlier{lo: 0, hi: 0, load: func(ctx context.Context, from, limit int) ([]*store.Item, error) {
-			return w.e.Store().ItemListChildrenFrom(ctx, it.ID, t.Step, from, limit)
+			return w.e.EarlierChildren(ctx, t, from, limit)
 		}}
 	}
 	key := ""
@@ -262,8 +261,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	out.returned = true
 	out.mu.Unlock()
 	out.pending.Wait()
-	slices.SortFunc(out.leftover, func(a, b *engine.NewChild) int { return a.Ordinal - b.Ordinal })
-	res.Children = out.leftover
+	res.SortChildren()
 	if cerr := out.failed(); cerr != nil && err == nil {
 		err = cerr
 	}
@@ -292,7 +290,7 @@ func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, err
 	if ok {
 		return jw.name, jw.version, nil
 	}
-	job, err := w.e.Store().JobGet(ctx, jobID)
+	job, err := w.e.TaskJob(ctx, jobID)
 	if err != nil {
 		return "", 0, err
 	}

@@ -29,7 +29,7 @@ func (w *Worker) jobCreated(ctx context.Context, jobID int64) (created time.Time
 		w.jobs.mu.Unlock()
 	}
 	if created.IsZero() { // the cache was cleared in between, or the job could not be read
-		if j, err := w.e.Store().JobGet(ctx, jobID); err == nil {
+		if j, err := w.e.TaskJob(ctx, jobID); err == nil {
 			created = j.CreatedAt
 		}
 	}

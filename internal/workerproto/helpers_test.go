@@ -52,6 +52,8 @@ type opts struct {
 	idle     time.Duration
 	attempts int
 	longPoll time.Duration
+	// maxText is the server's Config.MaxText.
+	maxText int
 	// testDomain registers the test domain (package testdomain) before the worker starts.
 	testDomain bool
 }
@@ -91,7 +93,7 @@ func setup(t testing.TB, o opts) *bundle {
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
 	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
-		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)})
+		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond, MaxText: o.maxText, Logger: testLogger(t)})
 	if o.testDomain {
 		if err := testdomain.Register(t.Context(), e); err != nil {
 			t.Fatal(err)

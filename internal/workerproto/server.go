@@ -432,14 +432,14 @@ func (s *Server) lease(ctx context.Context, name, owner, client string) (*sessio
 		return nil, err
 	}
 	task := got[0]
-	it, err := e.Store().ItemGet(ctx, task.ItemID)
+	it, err := e.TaskItem(ctx, task)
 	if err != nil {
 		ss := &session{srv: s, task: task}
 		s.release(ss)
 		return nil, err
 	}
 	ss := newSession(s, name, owner, task, it)
-	ss.trace.start(ctx, e.Store(), task)
+	ss.trace.start(ctx, e, task)
 	ss.client = client
 	s.mu.Lock()
 	if s.draining {

@@ -484,3 +484,27 @@ func TestRemoteAttemptsNameTheWorker(t *testing.T) {
 		t.Errorf("history %q, want %q", got, want)
 	}
 }
+
+// TestChildTextSanitised checks that what a remote worker sends is sanitised where every child
+// is (engine.NewChild): control characters and invalid UTF-8 in its name and metadata, its
+// text also capped at the server's MaxText characters.
+func TestChildTextSanitised(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{maxText: 5})
+	job := b.job(t, "input")
+	th := b.poll(t)
+	hdr := `{"filename":"in0.pdf/a\u0000b","contentType":"application/pdf","languageCode":"en","metadata":{"k":"v\u0007"},"wantOcr":false,"wantSplitByPage":false}`
+	for _, f := range [][2]string{{"0.json", hdr}, {"0.blob", "x"}, {"0.txt", "a\x00b\r\ncdef"}, {"done", ""}} {
+		if err := th.Post(t.Context(), f[0], str(f[1])); err != nil {
+			t.Fatalf("%s: %v", f[0], err)
+		}
+	}
+	enginetest.WaitJob(t, b.e, job.ID, 10*time.Second)
+	kids := b.children(t, b.root(t, job))
+	if len(kids) != 1 {
+		t.Fatalf("children %+v, want one", kids)
+	}
+	if k := kids[0]; k.Name != "in0.pdf/a b" || k.Text != "a b\nc" || !strings.Contains(string(k.Metadata), `"k":"v "`) {
+		t.Errorf("child name %q, text %q, metadata %s; want %q, %q and k %q", k.Name, k.Text, k.Metadata, "in0.pdf/a b", "a b\nc", "v ")
+	}
+}

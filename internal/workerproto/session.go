@@ -100,10 +100,10 @@ type session struct {
 	edge      float64
 	batch     []*engine.NewChild
 	batchText int
-	// writes are the task's domain writes (N.write.json), committed with its result on done;
+	// effects holds the task's domain writes (N.write.json), committed with its result on done;
 	// writeN is the N of the last one (a write whose N is not above it is a replay), and
 	// writeBytes their size.
-	writes     []engine.DomainWrite
+	effects    engine.Effects
 	writeN     int
 	writeBytes int
 }
@@ -203,7 +203,7 @@ func (ss *session) checkCanceled(ctx context.Context, force bool) bool {
 	}
 	ss.checkedAt = now
 	ss.mu.Unlock()
-	job, err := ss.srv.b.Engine().Store().JobGet(ctx, ss.task.JobID)
+	job, err := ss.srv.b.Engine().TaskJob(ctx, ss.task.JobID)
 	if err != nil {
 		return false
 	}
@@ -255,16 +255,11 @@ func (ss *session) fail(ctx context.Context, err error) error {
 func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 	ctx = context.WithoutCancel(ctx)
 	res.Task, res.Owner, res.Started = ss.task, ss.owner, ss.started
-	batch := ss.batch
+	res.Children = ss.batch
 	ss.batch, ss.batchText = nil, 0
-	err := ss.srv.b.Do(ctx, func(t *engine.Tx) error {
-		if err := createChildren(t, batch); err != nil {
-			return err
-		}
-		return t.Apply(res)
-	})
+	err := ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
 	if errors.Is(err, engine.ErrNondeterministic) {
-		res.Err, res.Lost = err, false
+		res.Err, res.Lost, res.Children = err, false, nil
 		err = ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
 	}
 	if err != nil {
@@ -290,20 +285,11 @@ func (ss *session) flush(ctx context.Context) error {
 	}
 	batch := ss.batch
 	ss.batch, ss.batchText = nil, 0
-	err := ss.srv.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error { return createChildren(t, batch) })
+	err := ss.srv.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error { return t.CreateChildren(batch) })
 	if errors.Is(err, engine.ErrNondeterministic) {
 		return ss.fail(ctx, err)
 	}
 	return err
-}
-
-// createChildren records the closed children with one multi-row insert (Tx.CreateChildren), not
-// a statement each.
-func createChildren(t *engine.Tx, batch []*engine.NewChild) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	return t.CreateChildren(batch)
 }
 
 func (ss *session) logicError(format string, args ...any) error {
@@ -323,9 +309,10 @@ func (ss *session) closeChild(ctx context.Context, to float64) error {
 	if h.LanguageCode != "" {
 		opts["lang"] = h.LanguageCode
 	}
-	ss.batch = append(ss.batch, &engine.NewChild{Task: ss.task, Ordinal: c.ordinal, KeepExisting: true, Name: h.Filename, ContentType: h.ContentType,
-		BlobSHA256: c.blobSHA, Size: c.size, Metadata: h.Metadata, Options: opts, Text: c.text,
-		ThumbnailSHA: c.thumbSHA, ThumbnailType: c.thumbType, ProgressFrom: c.from, ProgressTo: to})
+	nc := engine.ChildOf(ss.task, c.ordinal, engine.Child{Name: h.Filename, ContentType: h.ContentType, BlobSHA256: c.blobSHA, Size: c.size,
+		Metadata: h.Metadata, Options: opts, Text: c.text, ThumbnailSHA: c.thumbSHA, ThumbnailType: c.thumbType}, c.from, to)
+	nc.KeepExisting, nc.MaxText = true, ss.maxText()
+	ss.batch = append(ss.batch, nc)
 	if c.text != nil {
 		ss.batchText += len(*c.text)
 	}
@@ -456,7 +443,8 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			if err != nil {
 				return err
 			}
-			t := textclean.Sanitize(string(b), ss.maxText())
+			// Sanitised and capped at maxText characters where every child is ([engine.NewChild]).
+			t := string(b)
 			c.text = &t
 		case fragThumb:
 			if c.thumbSHA != "" {
@@ -484,7 +472,7 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			return nil
 		}
 		ss.state = stateEnd
-		return ss.finalize(ctx, &engine.Result{Writes: ss.writes})
+		return ss.finalize(ctx, &engine.Result{Effects: ss.effects})
 	case fragWrite:
 		b, err := readLimited(body, maxWriteBytes)
 		if err != nil {
@@ -524,7 +512,7 @@ func (ss *session) write(ctx context.Context, n int, b []byte) error {
 			if ss.writeBytes += len(b); ss.writeBytes > maxWritesBytes {
 				err = fmt.Errorf("the task's writes exceed %d MiB", maxWritesBytes>>20)
 			} else {
-				ss.writes = append(ss.writes, dw)
+				ss.effects.AddWrite(dw)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/tracing"
 )
@@ -25,9 +26,9 @@ type sessionTrace struct {
 }
 
 // start starts the span of the attempt of task, in its job's trace.
-func (st *sessionTrace) start(ctx context.Context, db store.Store, task *store.Task) {
+func (st *sessionTrace) start(ctx context.Context, e *engine.Engine, task *store.Task) {
 	var created time.Time
-	if j, err := db.JobGet(ctx, task.JobID); err == nil {
+	if j, err := e.TaskJob(ctx, task.JobID); err == nil {
 		created = j.CreatedAt
 	}
 	ctx, st.span = tracing.Attempt(context.WithoutCancel(ctx), task, created)
