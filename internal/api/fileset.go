@@ -63,7 +63,7 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := fileset.ListParams{Status: r.URL.Query().Get("status"), Limit: limit}
-	after, err := cursor.Read(filesetsList, c, 2)
+	after, err := cursor.Read(cursor.Filesets, c, 2)
 	if err != nil {
 		return badCursor(err)
 	}
@@ -83,7 +83,7 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(rows) == p.Limit {
 		last := rows[len(rows)-1]
-		out.NextCursor = cursor.Make(filesetsList, last.IngestType, last.BaseURL)
+		out.NextCursor = cursor.Make(cursor.Filesets, last.IngestType, last.BaseURL)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -1,9 +1,6 @@
 package api
 
-import (
-	"fmt"
-	"net/http"
-)
+import "net/http"
 
 // replacedParams are the query parameters cursor replaced. A request with one is refused
 // rather than answered with a first page, which its client would take for the whole list
@@ -31,15 +28,3 @@ func pageOf(r *http.Request, defaultLimit int64) (string, int, error) {
 
 // badCursor is the 400 of a cursor that is not one of the list read ([cursor.ErrForeign]).
 func badCursor(err error) error { return errf(CodeBadRequest, "%v", err) }
-
-// The names of the lists in their cursors, with what the rows are of, so that a cursor of one
-// list, or of another job's, is refused by another.
-const (
-	jobsList     = "jobs"
-	filesetsList = "filesets"
-	searchList   = "documents/search"
-)
-
-func itemsList(job, parent int64) string { return fmt.Sprintf("jobs/%d/items/%d", job, parent) }
-
-func outputsList(job int64, kind string) string { return fmt.Sprintf("jobs/%d/%ss", job, kind) }

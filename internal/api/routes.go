@@ -119,7 +119,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after, err := cursor.ReadID(jobsList, c)
+	after, err := cursor.ReadID(cursor.Jobs, c)
 	if err != nil {
 		return badCursor(err)
 	}
@@ -132,7 +132,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 		out.Jobs = append(out.Jobs, toJob(j))
 	}
 	if len(jobs) == limit && limit > 0 {
-		out.NextCursor = cursor.MakeID(jobsList, jobs[len(jobs)-1].ID)
+		out.NextCursor = cursor.MakeID(cursor.Jobs, jobs[len(jobs)-1].ID)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -443,7 +443,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after, err := cursor.Read(itemsList(id, parent), c, 1)
+	after, err := cursor.Read(cursor.Items(id, parent), c, 1)
 	if err != nil {
 		return badCursor(err)
 	}
@@ -468,7 +468,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 		out.Items = append(out.Items, toItem(it))
 	}
 	if len(items) == limit && limit > 0 {
-		out.NextCursor = cursor.Make(itemsList(id, parent), items[len(items)-1].SortKey)
+		out.NextCursor = cursor.Make(cursor.Items(id, parent), items[len(items)-1].SortKey)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -710,7 +710,7 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			return err
 		}
-		after, err := cursor.ReadID(outputsList(id, kind), c)
+		after, err := cursor.ReadID(cursor.Outputs(id, kind), c)
 		if err != nil {
 			return badCursor(err)
 		}
@@ -728,7 +728,7 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 			out.Outputs = append(out.Outputs, outputJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
 		}
 		if len(outs) == limit && limit > 0 {
-			out.NextCursor = cursor.MakeID(outputsList(id, kind), outs[len(outs)-1].ItemID)
+			out.NextCursor = cursor.MakeID(cursor.Outputs(id, kind), outs[len(outs)-1].ItemID)
 		}
 		writeJSON(w, http.StatusOK, out)
 		return nil

@@ -26,7 +26,7 @@ func (a *API) searchDocuments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after, err := cursor.Read(searchList, c, 1)
+	after, err := cursor.Read(cursor.Search, c, 1)
 	if err != nil {
 		return badCursor(err)
 	}
@@ -47,7 +47,7 @@ func (a *API) searchDocuments(w http.ResponseWriter, r *http.Request) error {
 		out.Hits = []docsearch.Hit{}
 	}
 	if res.Next != "" {
-		out.NextCursor = cursor.Make(searchList, res.Next)
+		out.NextCursor = cursor.Make(cursor.Search, res.Next)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -17,11 +18,27 @@ import (
 // made by another list. Its text is meant for the client that sent it.
 var ErrForeign = errors.New("cursor: not a cursor of this list")
 
+// List names a list in its cursors, with what its rows are of (job 7's roots are
+// "jobs/7/items/0"), so that a cursor of one list, or of another job's, is refused by another.
+// The API and the web UI name a list alike, so a cursor of one reads in the other.
+type List string
+
+// The lists of the API and the web UI.
+const (
+	Jobs     List = "jobs"
+	Filesets List = "filesets"
+	Search   List = "documents/search"
+)
+
+// Items is the list of the children of parent (0: the roots) in job.
+func Items(job, parent int64) List { return List(fmt.Sprintf("jobs/%d/items/%d", job, parent)) }
+
+// Outputs is the list of job's outputs of kind (documents, errors).
+func Outputs(job int64, kind string) List { return List(fmt.Sprintf("jobs/%d/%ss", job, kind)) }
+
 // Make returns the cursor of list that continues after the row whose sort key is key.
-// list names the list and whatever the rows are of ("items/7/0": job 7's roots), so that a
-// cursor of one list is refused by another.
-func Make(list string, key ...string) string {
-	b, err := json.Marshal(append([]string{list}, key...))
+func Make(list List, key ...string) string {
+	b, err := json.Marshal(append([]string{string(list)}, key...))
 	if err != nil {
 		panic(err) // a slice of strings always encodes
 	}
@@ -31,7 +48,7 @@ func Make(list string, key ...string) string {
 // Read returns the key of c, a cursor of list whose key has n parts. An empty c is the first
 // page: Read returns nil and no error. Any other string that Make did not return for list
 // and a key of n parts is [ErrForeign].
-func Read(list, c string, n int) ([]string, error) {
+func Read(list List, c string, n int) ([]string, error) {
 	if c == "" {
 		return nil, nil
 	}
@@ -40,7 +57,7 @@ func Read(list, c string, n int) ([]string, error) {
 		return nil, ErrForeign
 	}
 	var parts []string
-	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != n+1 || parts[0] != list {
+	if err := json.Unmarshal(b, &parts); err != nil || len(parts) != n+1 || parts[0] != string(list) {
 		return nil, ErrForeign
 	}
 	// Only the exact encoding Make writes is a cursor, so each key has one cursor.
@@ -51,11 +68,11 @@ func Read(list, c string, n int) ([]string, error) {
 }
 
 // MakeID returns the cursor of list that continues after the row with id.
-func MakeID(list string, id int64) string { return Make(list, strconv.FormatInt(id, 10)) }
+func MakeID(list List, id int64) string { return Make(list, strconv.FormatInt(id, 10)) }
 
 // ReadID returns the id of c, a cursor MakeID made for list, or 0 for an empty c (the first
 // page). Any other string is [ErrForeign].
-func ReadID(list, c string) (int64, error) {
+func ReadID(list List, c string) (int64, error) {
 	key, err := Read(list, c, 1)
 	if err != nil || key == nil {
 		return 0, err

@@ -34,8 +34,10 @@ func TestCursor(t *testing.T) {
 	t.Run("foreign and malformed", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
-			name, list, c string
-			n             int
+			name string
+			list List
+			c    string
+			n    int
 		}{
 			{"another list", "errors/7", Make("documents/7", "3"), 1},
 			{"another job's list", "items/8/0", Make("items/7/0", "0001"), 1},
@@ -64,10 +66,11 @@ func FuzzRead(f *testing.F) {
 	f.Add("jobs", Make("jobs", "12"), 1)
 	f.Add("filesets", Make("filesets", "a", "b"), 2)
 	f.Add("jobs", "eyJqb2JzIiwiMSJd", 1)
-	f.Fuzz(func(t *testing.T, list, c string, n int) {
+	f.Fuzz(func(t *testing.T, name, c string, n int) {
 		if n < 0 || n > 4 {
 			return
 		}
+		list := List(name)
 		key, err := Read(list, c, n)
 		if err != nil || c == "" {
 			return
