@@ -161,8 +161,8 @@ type FilesetFileResult struct {
 
 // FilesetList defines model for FilesetList.
 type FilesetList struct {
-	NextAfter *string      `json:"next_after,omitempty"`
-	Results   []FilesetRow `json:"results"`
+	NextCursor *string      `json:"next_cursor,omitempty"`
+	Results    []FilesetRow `json:"results"`
 }
 
 // FilesetManifestFile defines model for FilesetManifestFile.
@@ -319,8 +319,8 @@ type ItemHistory struct {
 
 // ItemList defines model for ItemList.
 type ItemList struct {
-	Items     []Item  `json:"items"`
-	NextAfter *string `json:"next_after,omitempty"`
+	Items      []Item  `json:"items"`
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // Job defines model for Job.
@@ -340,8 +340,8 @@ type Job struct {
 
 // JobList defines model for JobList.
 type JobList struct {
-	Jobs        []Job  `json:"jobs"`
-	NextAfterId *int64 `json:"next_after_id,omitempty"`
+	Jobs       []Job   `json:"jobs"`
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // Object defines model for Object.
@@ -358,8 +358,8 @@ type Output struct {
 
 // OutputList defines model for OutputList.
 type OutputList struct {
-	NextAfterItem *int64   `json:"next_after_item,omitempty"`
-	Outputs       []Output `json:"outputs"`
+	NextCursor *string  `json:"next_cursor,omitempty"`
+	Outputs    []Output `json:"outputs"`
 }
 
 // Progress defines model for Progress.
@@ -386,8 +386,8 @@ type SearchHit struct {
 
 // SearchResult defines model for SearchResult.
 type SearchResult struct {
-	Hits []SearchHit `json:"hits"`
-	Next *string     `json:"next,omitempty"`
+	Hits       []SearchHit `json:"hits"`
+	NextCursor *string     `json:"next_cursor,omitempty"`
 }
 
 // Sheet defines model for Sheet.
@@ -536,11 +536,11 @@ type SearchDocumentsParams struct {
 	// Meta KEY=VALUE: only documents whose metadata has it; may repeat.
 	Meta *[]string `form:"meta,omitempty" json:"meta,omitempty"`
 
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
 	// Limit Page size; defaults to 20, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
-
-	// Cursor The next of the previous page.
-	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListFilesetsParams defines parameters for ListFilesets.
@@ -548,8 +548,8 @@ type ListFilesetsParams struct {
 	// Status Only results of this status (success, no-platform, …).
 	Status *string `form:"status,omitempty" json:"status,omitempty"`
 
-	// After The next_after of the previous page.
-	After *string `form:"after,omitempty" json:"after,omitempty"`
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -569,8 +569,8 @@ type ListJobsParams struct {
 	// State Only jobs in this state: running, complete, failed or canceled.
 	State *string `form:"state,omitempty" json:"state,omitempty"`
 
-	// AfterId The next_after_id of the previous page.
-	AfterId *int64 `form:"after_id,omitempty" json:"after_id,omitempty"`
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -587,8 +587,8 @@ type CreateJobMultipartBody struct {
 
 // ListDocumentsParams defines parameters for ListDocuments.
 type ListDocumentsParams struct {
-	// AfterItem The next_after_item of the previous page.
-	AfterItem *int64 `form:"after_item,omitempty" json:"after_item,omitempty"`
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -596,8 +596,8 @@ type ListDocumentsParams struct {
 
 // ListErrorsParams defines parameters for ListErrors.
 type ListErrorsParams struct {
-	// AfterItem The next_after_item of the previous page.
-	AfterItem *int64 `form:"after_item,omitempty" json:"after_item,omitempty"`
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -608,8 +608,8 @@ type ListItemsParams struct {
 	// ParentId The parent whose children to list; 0 (the default) lists the roots.
 	ParentId *int64 `form:"parent_id,omitempty" json:"parent_id,omitempty"`
 
-	// After The next_after of the previous page.
-	After *string `form:"after,omitempty" json:"after,omitempty"`
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -812,7 +812,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
 	SearchDocuments(ctx context.Context, params *SearchDocumentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListFilesets Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+	// ListFilesets Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/filesets (the `ListFilesets` operationId).
 	ListFilesets(ctx context.Context, params *ListFilesetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -870,7 +870,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
 	DownloadItem(ctx context.Context, id int64, content DownloadItemParamsContent, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJobs List jobs, newest first (filters: state; pagination: after_id, limit)
+	// ListJobs List jobs, newest first (filters: state; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -923,7 +923,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 	FireEvent(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListItems A level of the job's item tree (parent_id, after, limit)
+	// ListItems A level of the job's item tree (parent_id; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/jobs/{id}/items (the `ListItems` operationId).
 	ListItems(ctx context.Context, id int64, params *ListItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1119,7 +1119,7 @@ func (c *Client) SearchDocuments(ctx context.Context, params *SearchDocumentsPar
 	return c.Client.Do(req)
 }
 
-// ListFilesets Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+// ListFilesets Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/filesets (the `ListFilesets` operationId).
 func (c *Client) ListFilesets(ctx context.Context, params *ListFilesetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1277,7 +1277,7 @@ func (c *Client) DownloadItem(ctx context.Context, id int64, content DownloadIte
 	return c.Client.Do(req)
 }
 
-// ListJobs List jobs, newest first (filters: state; pagination: after_id, limit)
+// ListJobs List jobs, newest first (filters: state; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1420,7 +1420,7 @@ func (c *Client) FireEvent(ctx context.Context, id int64, body FireEventJSONRequ
 	return c.Client.Do(req)
 }
 
-// ListItems A level of the job's item tree (parent_id, after, limit)
+// ListItems A level of the job's item tree (parent_id; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/jobs/{id}/items (the `ListItems` operationId).
 func (c *Client) ListItems(ctx context.Context, id int64, params *ListItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1960,9 +1960,9 @@ func NewSearchDocumentsRequest(server string, params *SearchDocumentsParams) (*h
 
 		}
 
-		if params.Limit != nil {
+		if params.Cursor != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1972,9 +1972,9 @@ func NewSearchDocumentsRequest(server string, params *SearchDocumentsParams) (*h
 
 		}
 
-		if params.Cursor != nil {
+		if params.Limit != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2038,9 +2038,9 @@ func NewListFilesetsRequest(server string, params *ListFilesetsParams) (*http.Re
 
 		}
 
-		if params.After != nil {
+		if params.Cursor != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2400,9 +2400,9 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 
 		}
 
-		if params.AfterId != nil {
+		if params.Cursor != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after_id", *params.AfterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2581,9 +2581,9 @@ func NewListDocumentsRequest(server string, id int64, params *ListDocumentsParam
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if params.AfterItem != nil {
+		if params.Cursor != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after_item", *params.AfterItem, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2654,9 +2654,9 @@ func NewListErrorsRequest(server string, id int64, params *ListErrorsParams) (*h
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if params.AfterItem != nil {
+		if params.Cursor != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after_item", *params.AfterItem, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2786,9 +2786,9 @@ func NewListItemsRequest(server string, id int64, params *ListItemsParams) (*htt
 
 		}
 
-		if params.After != nil {
+		if params.Cursor != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3920,7 +3920,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
 	SearchDocumentsWithResponse(ctx context.Context, params *SearchDocumentsParams, reqEditors ...RequestEditorFn) (*SearchDocumentsResponse, error)
 
-	// ListFilesetsWithResponse Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+	// ListFilesetsWithResponse Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3990,7 +3990,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
 	DownloadItemWithResponse(ctx context.Context, id int64, content DownloadItemParamsContent, reqEditors ...RequestEditorFn) (*DownloadItemResponse, error)
 
-	// ListJobsWithResponse List jobs, newest first (filters: state; pagination: after_id, limit)
+	// ListJobsWithResponse List jobs, newest first (filters: state; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4053,7 +4053,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 	FireEventWithResponse(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*FireEventResponse, error)
 
-	// ListItemsWithResponse A level of the job's item tree (parent_id, after, limit)
+	// ListItemsWithResponse A level of the job's item tree (parent_id; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6229,7 +6229,7 @@ func (c *ClientWithResponses) SearchDocumentsWithResponse(ctx context.Context, p
 	return ParseSearchDocumentsResponse(rsp)
 }
 
-// ListFilesetsWithResponse Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)
+// ListFilesetsWithResponse Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6359,7 +6359,7 @@ func (c *ClientWithResponses) DownloadItemWithResponse(ctx context.Context, id i
 	return ParseDownloadItemResponse(rsp)
 }
 
-// ListJobsWithResponse List jobs, newest first (filters: state; pagination: after_id, limit)
+// ListJobsWithResponse List jobs, newest first (filters: state; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6476,7 +6476,7 @@ func (c *ClientWithResponses) FireEventWithResponse(ctx context.Context, id int6
 	return ParseFireEventResponse(rsp)
 }
 
-// ListItemsWithResponse A level of the job's item tree (parent_id, after, limit)
+// ListItemsWithResponse A level of the job's item tree (parent_id; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -236,6 +236,22 @@ func TestClientAgainstServer(t *testing.T) {
 	if err != nil || list.JSON200 == nil || len(list.JSON200.Jobs) != 1 || list.JSON200.Jobs[0].Id != job {
 		t.Fatalf("list jobs: %v %s", err, list.Body)
 	}
+	// Pages of one: the job and a cursor, then the last (empty) page without one; a cursor the
+	// list did not make is a 400 in plain words.
+	one := int64(1)
+	first, err := c.ListJobsWithResponse(ctx, &client.ListJobsParams{Limit: &one})
+	if err != nil || first.JSON200 == nil || len(first.JSON200.Jobs) != 1 || first.JSON200.NextCursor == nil {
+		t.Fatalf("first page of jobs: %v %s", err, first.Body)
+	}
+	rest, err := c.ListJobsWithResponse(ctx, &client.ListJobsParams{Limit: &one, Cursor: first.JSON200.NextCursor})
+	if err != nil || rest.JSON200 == nil || len(rest.JSON200.Jobs) != 0 || rest.JSON200.NextCursor != nil {
+		t.Fatalf("last page of jobs: %v %s", err, rest.Body)
+	}
+	malformed := "x" + *first.JSON200.NextCursor
+	bad, err := c.ListJobsWithResponse(ctx, &client.ListJobsParams{Cursor: &malformed})
+	if err != nil || bad.StatusCode() != 400 || bad.JSONDefault == nil || bad.JSONDefault.Message != "cursor: not a cursor of this list" {
+		t.Fatalf("a malformed cursor: %v %d %s", err, bad.StatusCode(), bad.Body)
+	}
 	// An error answer is described too.
 	missing, err := c.GetJobWithResponse(ctx, job+100)
 	if err != nil || missing.StatusCode() != 404 || missing.JSONDefault == nil || missing.JSONDefault.Code != "not_found" {

@@ -1,12 +1,11 @@
 package api
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/store"
@@ -56,21 +55,20 @@ func (a *API) createFilesets(w http.ResponseWriter, r *http.Request) error {
 	return a.sealJob(w, r, job, created, roots)
 }
 
-// listFilesets is GET /v1/filesets?status=&after=&limit=: the stored results of the requests
+// listFilesets is GET /v1/filesets?status=&cursor=&limit=: the stored results of the requests
 // whose platform was identified, by (ingest_type, base_url).
 func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryInt(r, "limit", 100, 1000)
+	c, limit, err := pageOf(r, 100)
 	if err != nil {
 		return err
 	}
-	p := fileset.ListParams{Status: r.URL.Query().Get("status"), Limit: int(limit)}
-	if after := r.URL.Query().Get("after"); after != "" {
-		b, err := base64.RawURLEncoding.DecodeString(after)
-		typ, base, ok := strings.Cut(string(b), "\x00")
-		if err != nil || !ok {
-			return errf(CodeBadRequest, "after: not a cursor of this list")
-		}
-		p.AfterIngestType, p.AfterBaseURL = typ, base
+	p := fileset.ListParams{Status: r.URL.Query().Get("status"), Limit: limit}
+	after, err := cursor.Read(cursor.Filesets, c, 2)
+	if err != nil {
+		return badCursor(err)
+	}
+	if after != nil {
+		p.AfterIngestType, p.AfterBaseURL = after[0], after[1]
 	}
 	rows, err := fileset.Open(a.b.Engine()).List(r.Context(), p)
 	if err != nil {
@@ -85,7 +83,7 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(rows) == p.Limit {
 		last := rows[len(rows)-1]
-		out.Next = base64.RawURLEncoding.EncodeToString([]byte(last.IngestType + "\x00" + last.BaseURL))
+		out.NextCursor = cursor.Make(cursor.Filesets, last.IngestType, last.BaseURL)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -94,6 +92,6 @@ func (a *API) listFilesets(w http.ResponseWriter, r *http.Request) error {
 // filesetList is a page of GET /v1/filesets: the results, and the cursor of the next page
 // while there may be one.
 type filesetList struct {
-	Results []fileset.Row `json:"results"`
-	Next    string        `json:"next_after,omitempty"`
+	Results    []fileset.Row `json:"results"`
+	NextCursor string        `json:"next_cursor,omitempty"`
 }

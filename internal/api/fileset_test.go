@@ -59,7 +59,7 @@ func TestFilesets(t *testing.T) {
 				Status  string
 				Result  fileset.Result
 			}
-			Next string `json:"next_after"`
+			Next string `json:"next_cursor"`
 		}
 		b.json(t, "GET", "/v1/filesets?status=success&limit=1", nil, 200, &page)
 		if len(page.Results) != 1 || page.Results[0].BaseURL != "https://zenodo.org/record/0" || page.Next == "" || page.Results[0].Result.PlatformID != "0" {
@@ -67,7 +67,7 @@ func TestFilesets(t *testing.T) {
 		}
 		next := page.Next
 		page.Results, page.Next = nil, ""
-		b.json(t, "GET", "/v1/filesets?status=success&limit=1&after="+next, nil, 200, &page)
+		b.json(t, "GET", "/v1/filesets?status=success&limit=1&cursor="+next, nil, 200, &page)
 		if len(page.Results) != 1 || page.Results[0].BaseURL != "https://zenodo.org/record/2" {
 			t.Fatalf("second page: %+v", page)
 		}

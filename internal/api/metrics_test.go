@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"mime/multipart"
 	"os"
 	"regexp"
 	"slices"
@@ -108,18 +107,7 @@ func TestMetricsDocumented(t *testing.T) {
 	// A step for a remote worker nobody runs: its tasks stay ready, in the queue.
 	b.json(t, "POST", "/v1/workflows", "name: queued\nsteps:\n  conv: {action: remote, needs: [start], with: {name: Nobody}}\n", 201, nil)
 	for wf, names := range map[string][]string{"docs": {"a.txt", "b.txt"}, "queued": {"c.txt"}} {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		jp, _ := mw.CreateFormField("job")
-		fmt.Fprintf(jp, `{"workflow":%q}`, wf)
-		for _, name := range names {
-			fp, _ := mw.CreateFormFile("file", name)
-			fp.Write([]byte("content of " + name))
-		}
-		mw.Close()
-		if code, data := b.do(t, "POST", "/v1/jobs", b.admin, mw.FormDataContentType(), &buf); code != 201 {
-			t.Fatalf("create: %d %s", code, data)
-		}
+		b.upload(t, wf, names...)
 	}
 	var mfs map[string]*dto.MetricFamily
 	poll.Until(t, 20*time.Second, "both doc tasks counted complete and observed", func() (bool, string) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -85,7 +84,7 @@ var routeDocs = map[string]routeDoc{
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
 		query("state", "string", "Only jobs in this state: running, complete, failed or canceled."),
-		query("after_id", "integer", "The next_after_id of the previous page."), limitParam},
+		cursorParam, limitParam},
 		Responses: map[int]any{200: jobList{}}},
 	"POST /v1/jobs": {ID: "createJob",
 		Body: map[string]any{
@@ -103,24 +102,21 @@ var routeDocs = map[string]routeDoc{
 		Doc: "Server-sent events: `event: progress` with a Progress as data whenever it changes, and `event: end` with {\"state\"} when the job ends."}}},
 	"GET /v1/jobs/{id}/items": {ID: "listItems", Params: []param{
 		query("parent_id", "integer", "The parent whose children to list; 0 (the default) lists the roots."),
-		query("after", "string", "The next_after of the previous page."), limitParam,
+		cursorParam, limitParam,
 		query("errors", "boolean", "Only items with an error.")},
 		Responses: map[int]any{200: itemList{}}},
 	"POST /v1/jobs/{id}/events": {ID: "fireEvent", Body: jsonBody(eventRequest{}), Responses: map[int]any{202: eventResult{}}},
-	"GET /v1/jobs/{id}/documents": {ID: "listDocuments", Params: []param{
-		query("after_item", "integer", "The next_after_item of the previous page."), limitParam},
+	"GET /v1/jobs/{id}/documents": {ID: "listDocuments", Params: []param{cursorParam, limitParam},
 		Responses: map[int]any{200: outputList{}}},
-	"GET /v1/jobs/{id}/errors": {ID: "listErrors", Params: []param{
-		query("after_item", "integer", "The next_after_item of the previous page."), limitParam},
+	"GET /v1/jobs/{id}/errors": {ID: "listErrors", Params: []param{cursorParam, limitParam},
 		Responses: map[int]any{200: outputList{}}},
 	"GET /v1/documents/search": {ID: "searchDocuments", Params: []param{
 		query("q", "string", "The query: words, \"phrases\", OR, -word, prefix*, parentheses."),
 		query("job_id", "integer", "Only this job's documents."),
 		query("type", "string", "Only documents of this content type."),
 		{Name: "meta", In: "query", Type: "string", Array: true, Doc: "KEY=VALUE: only documents whose metadata has it; may repeat."},
-		query("limit", "integer", "Page size; defaults to 20, at most 1000."),
-		query("cursor", "string", "The next of the previous page.")},
-		Responses: map[int]any{200: docsearch.Result{}}},
+		cursorParam, query("limit", "integer", "Page size; defaults to 20, at most 1000.")},
+		Responses: map[int]any{200: searchResult{}}},
 	"GET /v1/items/{id}":          {ID: "getItem", Responses: map[int]any{200: &itemJSON{}}},
 	"GET /v1/items/{id}/attempts": {ID: "getItemAttempts", Responses: map[int]any{200: itemHistory{}}},
 	"GET /v1/items/{id}/{content}": {ID: "downloadItem",
@@ -145,7 +141,7 @@ var routeDocs = map[string]routeDoc{
 		Responses: map[int]any{201: &jobJSON{}, 200: &jobJSON{}}},
 	"GET /v1/filesets": {ID: "listFilesets", Params: []param{
 		query("status", "string", "Only results of this status (success, no-platform, …)."),
-		query("after", "string", "The next_after of the previous page."), limitParam},
+		cursorParam, limitParam},
 		Responses: map[int]any{200: filesetList{}}},
 
 	"POST /v1/sheets": {ID: "uploadSheet", Params: []param{filesDir,

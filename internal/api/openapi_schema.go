@@ -28,7 +28,6 @@ var schemaNames = map[string]string{
 	"remote.Task":          "WorkerTask",
 	"remote.TaskBlob":      "WorkerTaskBlob",
 	"docsearch.Hit":        "SearchHit",
-	"docsearch.Result":     "SearchResult",
 	"api.diagnosticsJSON":  "Diagnostics",
 
 	"graph.Request":   "GraphRequest",

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/pathroot"
@@ -25,19 +26,19 @@ func (a *API) routes() []route {
 	return append([]route{
 		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI, 200},
 		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics, 200},
-		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: after_id, limit)", a.listJobs, 200},
+		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: cursor, limit)", a.listJobs, 200},
 		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob, 201},
 		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob, 200},
 		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob, 200},
 		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed and canceled tasks of an ended job (409 when there are none)", a.retryJob, 200},
 		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
-		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id, after, limit)", a.listItems, 200},
+		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id; pagination: cursor, limit)", a.listItems, 200},
 		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
 		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
 		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error"), 200},
 		{"GET", "/v1/documents/search", RoleReader, "Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.searchDocuments, 200},
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
-		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: after, limit)", a.listFilesets, 200},
+		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)", a.listFilesets, 200},
 		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
@@ -109,20 +110,20 @@ func rawOr(b []byte) json.RawMessage {
 // jobList is a page of GET /v1/jobs.
 type jobList struct {
 	Jobs []*jobJSON `json:"jobs"`
-	// NextCursor is the after_id of the next page; absent on the last one.
-	NextCursor int64 `json:"next_after_id,omitempty"`
+	// NextCursor is the cursor of the next page; absent on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
-	after, err := queryInt(r, "after_id", 0, 0)
+	c, limit, err := pageOf(r, 100)
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(r, "limit", 100, 1000)
+	after, err := cursor.ReadID(cursor.Jobs, c)
 	if err != nil {
-		return err
+		return badCursor(err)
 	}
-	jobs, err := a.rec.JobList(r.Context(), store.JobListParams{State: r.URL.Query().Get("state"), AfterID: after, Limit: int(limit)})
+	jobs, err := a.rec.JobList(r.Context(), store.JobListParams{State: r.URL.Query().Get("state"), AfterID: after, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -130,8 +131,8 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, toJob(j))
 	}
-	if len(jobs) == int(limit) && limit > 0 {
-		out.NextCursor = jobs[len(jobs)-1].ID
+	if len(jobs) == limit && limit > 0 {
+		out.NextCursor = cursor.MakeID(cursor.Jobs, jobs[len(jobs)-1].ID)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -425,8 +426,8 @@ func toItem(it *store.Item) *itemJSON {
 // itemList is a page of GET /v1/jobs/{id}/items.
 type itemList struct {
 	Items []*itemJSON `json:"items"`
-	// Next is the after of the next page; absent on the last one.
-	Next string `json:"next_after,omitempty"`
+	// NextCursor is the cursor of the next page; absent on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
@@ -438,11 +439,18 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(r, "limit", 100, 1000)
+	c, limit, err := pageOf(r, 100)
 	if err != nil {
 		return err
 	}
-	p := store.ItemListParams{JobID: id, ParentID: &parent, AfterSort: r.URL.Query().Get("after"), Limit: int(limit)}
+	after, err := cursor.Read(cursor.Items(id, parent), c, 1)
+	if err != nil {
+		return badCursor(err)
+	}
+	p := store.ItemListParams{JobID: id, ParentID: &parent, Limit: limit}
+	if after != nil {
+		p.AfterSort = after[0]
+	}
 	if r.URL.Query().Get("errors") == "true" {
 		p.OnlyErrored = true
 	}
@@ -459,8 +467,8 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) error {
 	for _, it := range items {
 		out.Items = append(out.Items, toItem(it))
 	}
-	if len(items) == int(limit) && limit > 0 {
-		out.Next = items[len(items)-1].SortKey
+	if len(items) == limit && limit > 0 {
+		out.NextCursor = cursor.Make(cursor.Items(id, parent), items[len(items)-1].SortKey)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -688,8 +696,8 @@ type outputJSON struct {
 // outputList is a page of GET /v1/jobs/{id}/documents or /errors.
 type outputList struct {
 	Outputs []outputJSON `json:"outputs"`
-	// Next is the after_item of the next page; absent on the last one.
-	Next int64 `json:"next_after_item,omitempty"`
+	// NextCursor is the cursor of the next page; absent on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Request) error {
@@ -698,15 +706,15 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			return err
 		}
-		after, err := queryInt(r, "after_item", 0, 0)
+		c, limit, err := pageOf(r, 100)
 		if err != nil {
 			return err
 		}
-		limit, err := queryInt(r, "limit", 100, 1000)
+		after, err := cursor.ReadID(cursor.Outputs(id, kind), c)
 		if err != nil {
-			return err
+			return badCursor(err)
 		}
-		outs, err := a.rec.OutputList(r.Context(), store.OutputListParams{JobID: id, Kind: kind, AfterItem: after, Limit: int(limit)})
+		outs, err := a.rec.OutputList(r.Context(), store.OutputListParams{JobID: id, Kind: kind, AfterItem: after, Limit: limit})
 		if err != nil {
 			return err
 		}
@@ -719,8 +727,8 @@ func (a *API) listOutputs(kind string) func(w http.ResponseWriter, r *http.Reque
 		for _, o := range outs {
 			out.Outputs = append(out.Outputs, outputJSON{ItemID: o.ItemID, Value: rawOr(o.Value)})
 		}
-		if len(outs) == int(limit) && limit > 0 {
-			out.Next = outs[len(outs)-1].ItemID
+		if len(outs) == limit && limit > 0 {
+			out.NextCursor = cursor.MakeID(cursor.Outputs(id, kind), outs[len(outs)-1].ItemID)
 		}
 		writeJSON(w, http.StatusOK, out)
 		return nil

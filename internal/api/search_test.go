@@ -53,7 +53,7 @@ steps:
 				// Metadata is decoded with the numbers as written.
 				Metadata map[string]any `json:"metadata"`
 			} `json:"hits"`
-			Next string `json:"next"`
+			Next string `json:"next_cursor"`
 		}
 		get := func(query url.Values, want int) result {
 			t.Helper()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/docsearch"
 )
 
@@ -19,7 +20,7 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 // runDocumentsSearch is `sluice documents search QUERY`.
 func runDocumentsSearch(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "documents search", `documents search QUERY [--job ID] [--type MIME] [--meta KEY=VALUE]… [--limit N] [--after CURSOR] [--output text|json]
+	fs, c := newFlags(e, "documents search", `documents search QUERY [--job ID] [--type MIME] [--meta KEY=VALUE]… [--limit N] [--cursor CURSOR] [--output text|json]
 
 A query is words (all must match), "exact phrases", a OR b, -excluded, prefix*, and
 (groups). Case and accents are ignored; Chinese, Japanese and Korean match as substrings.`)
@@ -28,7 +29,7 @@ A query is words (all must match), "exact phrases", a OR b, -excluded, prefix*, 
 	var meta stringsFlag
 	fs.Var(&meta, "meta", "only documents whose metadata has KEY=VALUE (repeatable)")
 	limit := fs.Int("limit", 20, "how many hits to show")
-	after := fs.String("after", "", "the next page: the cursor a previous search printed")
+	next := fs.String("cursor", "", "the next page: the cursor a previous search printed (its next_cursor)")
 	output := fs.String("output", "text", "text or json")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -40,23 +41,38 @@ A query is words (all must match), "exact phrases", a OR b, -excluded, prefix*, 
 	if *output != "text" && *output != "json" {
 		return usagef("--output must be text or json")
 	}
+	req := docsearch.Request{Query: strings.Join(pos, " "), JobID: *job, ContentType: *ctype, Metadata: meta, Limit: *limit}
+	after, err := cursor.Read(cursor.Search, *next, 1)
+	if err != nil {
+		return usagef("--cursor: %v", err)
+	}
+	if after != nil {
+		req.Cursor = after[0]
+	}
 	n, err := c.open(ctx, e, false)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	res, err := docsearch.Search(ctx, n.Store, docsearch.Request{Query: strings.Join(pos, " "), JobID: *job, ContentType: *ctype,
-		Metadata: meta, Limit: *limit, Cursor: *after})
+	res, err := docsearch.Search(ctx, n.Store, req)
 	if docsearch.IsBadRequest(err) {
 		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
 	}
+	// The page's cursor is the API's (GET /v1/documents/search): either reads the other's.
+	var nextCursor string
+	if res.Next != "" {
+		nextCursor = cursor.Make(cursor.Search, res.Next)
+	}
 	if *output == "json" {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetEscapeHTML(false)
-		return enc.Encode(res)
+		return enc.Encode(struct {
+			Hits       []docsearch.Hit `json:"hits"`
+			NextCursor string          `json:"next_cursor,omitempty"`
+		}{res.Hits, nextCursor})
 	}
 	for i, h := range res.Hits {
 		title := h.Title
@@ -71,8 +87,8 @@ A query is words (all must match), "exact phrases", a OR b, -excluded, prefix*, 
 	switch {
 	case len(res.Hits) == 0:
 		fmt.Fprintln(e.stderr, "no documents found")
-	case res.Next != "":
-		fmt.Fprintf(e.stderr, "more: --after %s\n", res.Next)
+	case nextCursor != "":
+		fmt.Fprintf(e.stderr, "more: --cursor %s\n", nextCursor)
 	}
 	if docs, indexed, err := docsearch.NewIndex(n.Store.DomainSQL()).Count(ctx); err == nil && indexed < docs {
 		fmt.Fprintf(e.stderr, "note: %d of %d documents are not in the search index yet: run sluice documents reindex\n", docs-indexed, docs)

@@ -5,9 +5,9 @@ import (
 
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -20,8 +20,12 @@ func (w *Web) documentsPage(rw http.ResponseWriter, r *http.Request, s *session)
 		return err
 	}
 	ctx, id := r.Context(), j.ID
-	after, _ := strconv.ParseInt(r.URL.Query().Get("after_item"), 10, 64)
-	docs, next, err := w.outputs(ctx, id, "document", after, documentsPerPage)
+	list := cursor.Outputs(id, store.OutputDocument)
+	after, err := cursor.ReadID(list, r.URL.Query().Get("cursor"))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	docs, next, err := w.outputs(ctx, id, store.OutputDocument, after, documentsPerPage)
 	if err != nil {
 		return err
 	}
@@ -35,8 +39,11 @@ func (w *Web) documentsPage(rw http.ResponseWriter, r *http.Request, s *session)
 		Job       jobRow
 		Documents []outputValue
 		Errors    []outputValue
-		Next      int64
-	}{w.jobRow(ctx, j), docs, errs, next}
+		Next      string
+	}{Job: w.jobRow(ctx, j), Documents: docs, Errors: errs}
+	if next != 0 {
+		data.Next = cursor.MakeID(list, next)
+	}
 	w.render(rw, r, http.StatusOK, "documents", s, pageData{Title: fmt.Sprintf("Documents of job %d", id), Nav: "jobs", Data: data})
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
@@ -57,7 +58,10 @@ func (w *Web) jobRow(ctx context.Context, j *store.Job) jobRow {
 }
 
 func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
-	after, _ := strconv.ParseInt(r.URL.Query().Get("after_id"), 10, 64)
+	after, err := cursor.ReadID(cursor.Jobs, r.URL.Query().Get("cursor"))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
 	state := r.URL.Query().Get("state")
 	const limit = 50
 	jobs, err := w.rec.JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
@@ -68,13 +72,13 @@ func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		Jobs      []jobRow
 		State     string
 		AllStates []string
-		Next      int64
+		Next      string
 	}{State: state, AllStates: []string{store.JobRunning, store.JobComplete, store.JobFailed, store.JobCanceled}}
 	for _, j := range jobs {
 		data.Jobs = append(data.Jobs, w.jobRow(r.Context(), j))
 	}
 	if len(jobs) == limit {
-		data.Next = jobs[len(jobs)-1].ID
+		data.Next = cursor.MakeID(cursor.Jobs, jobs[len(jobs)-1].ID)
 	}
 	w.render(rw, r, http.StatusOK, "jobs", s, pageData{Title: "Jobs", Nav: "jobs", Data: data})
 	return nil
@@ -140,13 +144,23 @@ type itemPage struct {
 	JobID    int64
 	ParentID int64
 	Items    []itemRow
-	Next     string
+	// Next is the cursor of the next page; empty on the last one.
+	Next string
 }
 
 const itemsPerPage = 50
 
-func (w *Web) items(ctx context.Context, jobID, parent int64, after string) (*itemPage, error) {
-	items, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &parent, AfterSort: after, Limit: itemsPerPage})
+// items is the page of parent's children in job jobID after the cursor c (empty: the first).
+func (w *Web) items(ctx context.Context, jobID, parent int64, c string) (*itemPage, error) {
+	after, err := cursor.Read(cursor.Items(jobID, parent), c, 1)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "%v", err)
+	}
+	p := store.ItemListParams{JobID: jobID, ParentID: &parent, Limit: itemsPerPage}
+	if after != nil {
+		p.AfterSort = after[0]
+	}
+	items, err := w.rec.ItemList(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +183,7 @@ func (w *Web) items(ctx context.Context, jobID, parent int64, after string) (*it
 		out.Items = append(out.Items, itemRow{Item: it, Tasks: byItem[it.ID]})
 	}
 	if len(items) == itemsPerPage {
-		out.Next = items[len(items)-1].SortKey
+		out.Next = cursor.Make(cursor.Items(jobID, parent), items[len(items)-1].SortKey)
 	}
 	return out, nil
 }
@@ -297,7 +311,7 @@ func (w *Web) itemsFragment(rw http.ResponseWriter, r *http.Request, s *session)
 		return err
 	}
 	parent, _ := strconv.ParseInt(r.URL.Query().Get("parent_id"), 10, 64)
-	page, err := w.items(r.Context(), id, parent, r.URL.Query().Get("after"))
+	page, err := w.items(r.Context(), id, parent, r.URL.Query().Get("cursor"))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
@@ -29,18 +30,28 @@ type searchHit struct {
 func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) error {
 	q := r.URL.Query()
 	data := struct {
-		Query, Cursor, Error string
-		JobID                int64
-		Hits                 []searchHit
-		Next                 string
-		Searched             bool
-	}{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor")}
+		Query, Error string
+		JobID        int64
+		Hits         []searchHit
+		Next         string
+		Searched     bool
+	}{Query: strings.TrimSpace(q.Get("q"))}
 	data.JobID, _ = strconv.ParseInt(q.Get("job"), 10, 64)
 	status := http.StatusOK
 	if data.Query != "" {
 		data.Searched = true
-		res, err := docsearch.Search(r.Context(), w.b.Engine().Store(), docsearch.Request{Query: data.Query, JobID: data.JobID, Limit: 20, Cursor: data.Cursor})
+		req := docsearch.Request{Query: data.Query, JobID: data.JobID, Limit: 20}
+		after, err := cursor.Read(cursor.Search, q.Get("cursor"), 1)
+		if after != nil {
+			req.Cursor = after[0]
+		}
+		var res *docsearch.Result
+		if err == nil {
+			res, err = docsearch.Search(r.Context(), w.b.Engine().Store(), req)
+		}
 		switch {
+		case errors.Is(err, cursor.ErrForeign):
+			data.Error, status = err.Error(), http.StatusBadRequest
 		case docsearch.IsBadRequest(err):
 			data.Error, status = err.Error(), http.StatusBadRequest
 		case errors.Is(err, store.ErrNotFound): // the job searched does not exist
@@ -51,7 +62,9 @@ func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) er
 			for _, h := range res.Hits {
 				data.Hits = append(data.Hits, searchHit{Hit: h, Parts: snippetParts(h.Snippet)})
 			}
-			data.Next = res.Next
+			if res.Next != "" {
+				data.Next = cursor.Make(cursor.Search, res.Next)
+			}
 		}
 	}
 	title := "Search"

@@ -69,7 +69,7 @@ function followProgress() {
 // The item tree: children are fetched one level (and one page) at a time.
 async function loadItems(button, append) {
   const q = new URLSearchParams({ parent_id: button.dataset.parent });
-  if (button.dataset.after) q.set("after", button.dataset.after);
+  if (button.dataset.cursor) q.set("cursor", button.dataset.cursor);
   const res = await fetch("/jobs/" + encodeURIComponent(button.dataset.job) + "/items?" + q, { headers: { Accept: "text/html" } });
   if (!res.ok) throw new Error("could not load the items (" + res.status + ")");
   const html = await res.text(); // rendered and escaped by the server's templates
