@@ -350,18 +350,13 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Through the process's writer: a transaction of its own would contend with the workers'.
-	err = a.b.Do(r.Context(), func(t *engine.Tx) error { return t.Retry(id) })
+	j, err := a.b.Engine().Retry(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(err, "job %d", id)
 	case errors.Is(err, engine.ErrNotRetryable), errors.Is(err, engine.ErrNothingToRetry):
 		return errf(CodeConflict, "%s", err)
 	case err != nil:
-		return err
-	}
-	j, err := a.rec.JobGet(r.Context(), id)
-	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, toJob(j))
