@@ -48,11 +48,11 @@ func (a *API) createFilesets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Version: version, Key: req.Key, Open: true})
+	sub, err := a.b.Engine().Submit(ctx, engine.SubmitParams{Workflow: fileset.WorkflowName, Version: version, Key: req.Key})
 	if err != nil {
 		return err
 	}
-	return a.sealJob(w, r, job, created, roots)
+	return a.submit(w, r, sub, roots)
 }
 
 // listFilesets is GET /v1/filesets?status=&cursor=&limit=: the stored results of the requests

@@ -77,8 +77,7 @@ func (a *API) graphJob(r *http.Request) (*store.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := a.b.Engine().Store()
-	j, err := s.JobGet(r.Context(), id)
+	j, err := a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return nil, notFound(err, "graph request %d", id)
 	}
@@ -97,14 +96,13 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s := a.b.Engine().Store()
 	if j.State == store.JobFailed || j.State == store.JobCanceled {
 		w.Header().Set("Traverse-State", "ERROR")
 		return errf(CodeConflict, "graph request %d %s: %s", j.ID, j.State, j.Error)
 	}
-	res, err := graph.LoadResult(r.Context(), s, j.ID)
+	res, err := graph.LoadResult(r.Context(), a.rec, j.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		state, err := graph.TraverseState(r.Context(), s, j.ID)
+		state, err := graph.TraverseState(r.Context(), a.rec, j.ID)
 		if err != nil {
 			return err
 		}

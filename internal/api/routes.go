@@ -250,36 +250,36 @@ func (a *API) createJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		roots = append(roots, root)
 	}
-	job, created, err := a.b.Engine().CreateJob(ctx, engine.CreateJobParams{Workflow: req.Workflow, Version: req.Version, Key: req.Key,
-		Metadata: req.Metadata, Options: req.Options, Open: true})
+	sub, err := a.b.Engine().Submit(ctx, engine.SubmitParams{Workflow: req.Workflow, Version: req.Version, Key: req.Key,
+		Metadata: req.Metadata, Options: req.Options})
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return notFound(err, "workflow %s", store.WorkflowRef(req.Workflow, req.Version))
 		}
 		return err
 	}
-	return a.sealJob(w, r, job, created, roots)
+	return a.submit(w, r, sub, roots)
 }
 
-// sealJob adds the roots to a job just created (or found by its key), seals it and answers with
+// submit adds the roots to a job just created (or found by its key), seals it and answers with
 // it: 201 when created, 200 for a retried request.
-func (a *API) sealJob(w http.ResponseWriter, r *http.Request, job *store.Job, created bool, roots []engine.Root) error {
+func (a *API) submit(w http.ResponseWriter, r *http.Request, sub *engine.Submission, roots []engine.Root) error {
 	ctx := r.Context()
 	// Roots are committed in batches: the job is sealed only after the last one, so it
-	// cannot complete while some are still being added. A retried request (same key) seals too.
-	if len(roots) > 0 {
-		if err := a.b.Engine().AddRoots(ctx, job, roots); err != nil {
-			return err
-		}
-	}
-	if err := a.b.Engine().Seal(ctx, job.ID); err != nil {
+	// cannot complete while some are still being added. A retried request (same key) adds the
+	// roots its first try did not, and seals.
+	if err := sub.Add(ctx, roots...); err != nil {
 		return err
 	}
+	if err := sub.Seal(ctx); err != nil {
+		return err
+	}
+	job := sub.Job()
 	if j, err := a.rec.JobGet(ctx, job.ID); err == nil {
 		job = j
 	}
 	status := http.StatusCreated
-	if !created {
+	if !sub.Created() {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, toJob(job))
@@ -351,18 +351,13 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Through the process's writer: a transaction of its own would contend with the workers'.
-	err = a.b.Do(r.Context(), func(t *engine.Tx) error { return t.Retry(id) })
+	j, err := a.b.Engine().Retry(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(err, "job %d", id)
 	case errors.Is(err, engine.ErrNotRetryable), errors.Is(err, engine.ErrNothingToRetry):
 		return errf(CodeConflict, "%s", err)
 	case err != nil:
-		return err
-	}
-	j, err := a.rec.JobGet(r.Context(), id)
-	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, toJob(j))

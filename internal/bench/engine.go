@@ -203,10 +203,11 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: wf, Open: true})
+	sub, err := n.Engine.Submit(ctx, engine.SubmitParams{Workflow: wf})
 	if err != nil {
 		return nil, err
 	}
+	job := sub.Job()
 	res := &engineResult{Mode: o.mode, Tasks: o.tasks, Store: storeName, Workers: o.workers}
 	startWorkers := func() { n.Start(ctx) }
 	var procs workerProcs
@@ -253,7 +254,7 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 	switch o.mode {
 	case "burndown", "fanout", "chain":
 		t0 := time.Now()
-		if err := n.Engine.AddRoots(ctx, job, roots); err != nil {
+		if err := add(ctx, sub, roots); err != nil {
 			return nil, err
 		}
 		res.InsertSecs = time.Since(t0).Seconds()
@@ -272,7 +273,7 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 		startWorkers()
 		start, cpu0 = time.Now(), cpuTime()
 		for i := 0; i < len(roots); i += 100 {
-			if err := n.Engine.AddRoots(ctx, job, roots[i:min(i+100, len(roots))]); err != nil {
+			if err := add(ctx, sub, roots[i:min(i+100, len(roots))]); err != nil {
 				return nil, err
 			}
 		}
@@ -283,13 +284,13 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 		}
 		startWorkers()
 		start, cpu0 = time.Now(), cpuTime()
-		if err := pace(ctx, n.Engine, job, roots, o.rate, start); err != nil {
+		if err := pace(ctx, sub, roots, o.rate, start); err != nil {
 			return nil, err
 		}
 		res.InsertSecs = time.Since(start).Seconds()
 		res.InsertRate = float64(len(roots)) / res.InsertSecs
 	}
-	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+	if err := sub.Seal(ctx); err != nil {
 		return nil, err
 	}
 	for {
@@ -367,7 +368,7 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 // fsync on a loaded machine) delays the roots due meanwhile to the next tick instead of slowing
 // the whole run: it holds its rate as long as an insert of a few roots keeps up. Each task's
 // pickup latency is read back from its stored times (created when its root was inserted).
-func pace(ctx context.Context, e *engine.Engine, job *store.Job, roots []engine.Root, rate float64, start time.Time) error {
+func pace(ctx context.Context, sub *engine.Submission, roots []engine.Root, rate float64, start time.Time) error {
 	every := max(time.Duration(float64(time.Second)/rate), time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -381,12 +382,21 @@ func pace(ctx context.Context, e *engine.Engine, job *store.Job, roots []engine.
 		if due <= done {
 			continue
 		}
-		if err := e.AddRoots(ctx, job, roots[done:due]); err != nil {
+		if err := add(ctx, sub, roots[done:due]); err != nil {
 			return err
 		}
 		done = due
 	}
 	return nil
+}
+
+// add adds roots to the job and commits them before it returns, so that what is measured
+// includes their insert.
+func add(ctx context.Context, sub *engine.Submission, roots []engine.Root) error {
+	if err := sub.Add(ctx, roots...); err != nil {
+		return err
+	}
+	return sub.Flush(ctx)
 }
 
 // startRemoteWorkers serves the worker protocol on a loopback port and runs w Go workers that

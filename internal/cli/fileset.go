@@ -215,37 +215,21 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 	}
 	// The same command resumes its job while it runs; once it has ended, the command is a new
 	// run (whose successes are success-existing): the next key of the series.
-	var job *store.Job
-	var created bool
+	var sub *engine.Submission
 	for run := 1; ; run++ {
 		k := "fileset:" + key
 		if run > 1 {
 			k += fmt.Sprintf("#%d", run)
 		}
-		job, created, err = n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: fileset.WorkflowName, Version: version, Key: k, Open: true})
+		sub, err = n.Engine.Submit(ctx, engine.SubmitParams{Workflow: fileset.WorkflowName, Version: version, Key: k})
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if created || job.State == store.JobRunning {
+		if sub.Created() || sub.Job().State == store.JobRunning {
 			break
 		}
 	}
-	have := map[int]bool{}
-	if !created {
-		if have, err = rootOrdinals(ctx, n, job.ID); err != nil {
-			return nil, 0, 0, err
-		}
-	}
 	total, bad := 0, 0
-	batch := make([]engine.Root, 0, 500)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := n.Engine.AddRoots(ctx, job, batch)
-		batch = batch[:0]
-		return err
-	}
 	where := src.path
 	if where == "" {
 		where = "argument"
@@ -265,45 +249,15 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 			r.Metadata["request"].(map[string]any)["force_recrawl"] = true
 		}
 		r.Ordinal = line - 1
-		if have[r.Ordinal] {
-			return nil
-		}
-		batch = append(batch, r)
-		if len(batch) == cap(batch) {
-			return flush()
-		}
-		return nil
+		return sub.Add(ctx, r)
 	})
-	if err == nil {
-		err = flush()
-	}
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+	if err := sub.Seal(ctx); err != nil {
 		return nil, 0, 0, err
 	}
-	return job, total, bad, nil
-}
-
-// rootOrdinals returns the ordinals of a job's roots.
-func rootOrdinals(ctx context.Context, n *node.Node, jobID int64) (map[int]bool, error) {
-	have := map[int]bool{}
-	var zero int64
-	after := ""
-	for {
-		items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &zero, AfterSort: after, Limit: 5000})
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			have[it.Ordinal] = true
-		}
-		if len(items) < 5000 {
-			return have, nil
-		}
-		after = items[len(items)-1].SortKey
-	}
+	return sub.Job(), total, bad, nil
 }
 
 // filesetLine is the progress line of a fileset job: requests with a result out of all, and

@@ -274,54 +274,34 @@ func jobKey(workflow string, inputs []input, md, opts map[string]any) string {
 // each input's blob and adds the roots. Each step is idempotent, so a kill at any point is
 // repaired by running the command again.
 func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*store.Job, error) {
-	key := jobKey(wf, inputs, md, opts)
-	job, created, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: wf, Key: key, Metadata: md, Options: opts, Open: true})
+	sub, err := n.Engine.Submit(ctx, engine.SubmitParams{Workflow: wf, Key: jobKey(wf, inputs, md, opts), Metadata: md, Options: opts})
 	if err != nil {
 		return nil, err
 	}
-	if !created && job.State != store.JobRunning {
-		return job, nil
+	if !sub.Open() {
+		return sub.Job(), nil
 	}
 	n.Start(ctx)
-	batch := make([]engine.Root, 0, 256)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := n.Engine.AddRoots(ctx, job, batch)
-		batch = batch[:0]
-		return err
-	}
-	// Roots already recorded by an interrupted run are skipped without reading their files.
-	have := map[int]bool{}
-	if !created {
-		if have, err = rootOrdinals(ctx, n, job.ID); err != nil {
-			return nil, err
-		}
-	}
 	for i, in := range inputs {
-		if have[i] {
+		// Roots already recorded by an interrupted run are skipped without reading their files.
+		if has, err := sub.Has(ctx, i); err != nil {
+			return nil, err
+		} else if has {
 			continue
 		}
 		sha, size, err := putFile(ctx, n, in.path)
 		if err != nil {
 			return nil, err
 		}
-		batch = append(batch, engine.Root{Ordinal: i, Name: in.name, BlobSHA256: sha, Size: size})
-		if len(batch) == cap(batch) {
-			if err := flush(); err != nil {
-				return nil, err
-			}
+		if err := sub.Add(ctx, engine.Root{Ordinal: i, Name: in.name, BlobSHA256: sha, Size: size}); err != nil {
+			return nil, err
 		}
 	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
 	// Every root is recorded: the job may complete from now on.
-	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+	if err := sub.Seal(ctx); err != nil {
 		return nil, err
 	}
-	return job, nil
+	return sub.Job(), nil
 }
 
 func putFile(ctx context.Context, n *node.Node, path string) (string, int64, error) {

@@ -69,6 +69,8 @@ type Engine struct {
 	plans map[*workflow.Definition]*plan
 	// remote maps a lowercased action name to the name remote workers poll for ("pdf" → "Pdf").
 	remote map[string]string
+	// writer is the attached writer (see AttachWriter), guarded by mu.
+	writer Writer
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
 	domains map[string]Domain
 	counts  itemCounts

@@ -47,11 +47,11 @@ var (
 // [ErrNothingToRetry] for a job with no failed or canceled task, and one wrapping
 // [store.ErrNotFound] for an unknown job.
 //
-// Retry runs its own transaction. In a process whose workers are running, use [Tx.Retry] in the
-// process's writer (worker.Worker.Do) instead, so that the retry does not contend with the
-// workers' transactions for the same item rows (on Postgres, a deadlock).
+// In a process whose workers run, the retry commits in their writer ([Engine.AttachWriter]):
+// a transaction of its own would contend with the workers' transactions for the same item rows
+// (on Postgres, a deadlock). Otherwise it runs a transaction of its own.
 func (e *Engine) Retry(ctx context.Context, jobID int64) (*store.Job, error) {
-	if err := e.Run(ctx, func(t *Tx) error { return t.Retry(jobID) }); err != nil {
+	if err := e.write(ctx, func(t *Tx) error { return t.Retry(jobID) }); err != nil {
 		return nil, err
 	}
 	return e.store.JobGet(ctx, jobID)

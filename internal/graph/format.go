@@ -342,8 +342,15 @@ func Render(res *Result, format string) (string, error) {
 	return b.String(), nil
 }
 
+// Records is what [LoadResult] and [TraverseState] read of the engine's records: a request's
+// job's outputs and its request item. A [store.Store] satisfies it, and so do the API's records.
+type Records interface {
+	OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error)
+	ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error)
+}
+
 // LoadResult returns a finished request's result, or store.ErrNotFound while it has none.
-func LoadResult(ctx context.Context, s store.Store, jobID int64) (*Result, error) {
+func LoadResult(ctx context.Context, s Records, jobID int64) (*Result, error) {
 	outs, err := s.OutputList(ctx, store.OutputListParams{JobID: jobID, Kind: OutputKind, Limit: 1})
 	if err != nil {
 		return nil, err
@@ -361,7 +368,7 @@ func LoadResult(ctx context.Context, s store.Store, jobID int64) (*Result, error
 // TraverseState returns a request's state, as Cartographer's Traverse-State header gives it:
 // TRAVERSING until the request item's end-detect recorded the end, then FORMATTING until the
 // result is stored, then SUCCESS.
-func TraverseState(ctx context.Context, s store.Store, jobID int64) (string, error) {
+func TraverseState(ctx context.Context, s Records, jobID int64) (string, error) {
 	var zero int64
 	items, err := s.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &zero, Limit: 1})
 	if err != nil {

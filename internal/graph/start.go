@@ -41,7 +41,7 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*stor
 		return nil, err
 	}
 	key := r.Key()
-	var job *store.Job
+	var sub *engine.Submission
 	if resume {
 		running, err := e.RunningJobsOf(ctx, "graph")
 		if err != nil {
@@ -50,18 +50,19 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*stor
 		for _, j := range running {
 			var md map[string]any
 			if json.Unmarshal(j.Metadata, &md) == nil && md[jobKeyMeta] == key {
-				job = j
+				sub = e.SubmissionOf(j)
 				break
 			}
 		}
 	}
-	if job == nil {
+	if sub == nil {
 		var err error
-		job, _, err = e.CreateJob(ctx, engine.CreateJobParams{Workflow: "graph", Metadata: map[string]any{jobKeyMeta: key}, Open: true})
+		sub, err = e.Submit(ctx, engine.SubmitParams{Workflow: "graph", Metadata: map[string]any{jobKeyMeta: key}})
 		if err != nil {
 			return nil, fmt.Errorf("create graph job: %w", err)
 		}
 	}
+	job := sub.Job()
 	// The workspace is there as the request is answered (register records it too, for a request
 	// item added some other way), so GET /v1/graphs/{id} knows the request before any worker ran.
 	if err := Open(e).PutWorkspace(ctx, job.ID, &r); err != nil {
@@ -70,10 +71,10 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*stor
 	var md map[string]any
 	b, _ := json.Marshal(r)
 	_ = json.Unmarshal(b, &md)
-	if err := e.AddRoots(ctx, job, []engine.Root{{Name: "request", Metadata: map[string]any{keyRequest: md}}}); err != nil {
+	if err := sub.Add(ctx, engine.Root{Name: "request", Metadata: map[string]any{keyRequest: md}}); err != nil {
 		return nil, err
 	}
-	if err := e.Seal(ctx, job.ID); err != nil {
+	if err := sub.Seal(ctx); err != nil {
 		return nil, err
 	}
 	return job, nil

@@ -58,17 +58,18 @@ func Upload(ctx context.Context, e *engine.Engine, blobs blob.Store, p UploadPar
 	if len(p.CustomActions) > 0 {
 		md["custom_actions"] = p.CustomActions
 	}
-	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: p.Workflow, Key: p.Key, Open: true, Metadata: map[string]any{"sheet": p.Name}})
+	sub, err := e.Submit(ctx, engine.SubmitParams{Workflow: p.Workflow, Key: p.Key, Metadata: map[string]any{"sheet": p.Name}})
 	if err != nil {
 		return 0, err
 	}
-	if err := Open(e).putSheet(ctx, job.ID, &write{Name: p.Name, At: now()}); err != nil {
-		return 0, fmt.Errorf("record sheet %d: %w", job.ID, err)
+	id := sub.Job().ID
+	if err := Open(e).putSheet(ctx, id, &write{Name: p.Name, At: now()}); err != nil {
+		return 0, fmt.Errorf("record sheet %d: %w", id, err)
 	}
-	if err := e.AddRoots(ctx, job, []engine.Root{{Name: p.Name, ContentType: "text/csv", BlobSHA256: sum, Size: size, Metadata: md}}); err != nil {
+	if err := sub.Add(ctx, engine.Root{Name: p.Name, ContentType: "text/csv", BlobSHA256: sum, Size: size, Metadata: md}); err != nil {
 		return 0, err
 	}
-	return job.ID, e.Seal(ctx, job.ID)
+	return id, sub.Seal(ctx)
 }
 
 // ErrNotAwaitingApproval is returned by [Approve] for a sheet in another status.

@@ -230,20 +230,18 @@ func (h *Handler) Handle(ctx context.Context, s *Spec, m Message) (Outcome, erro
 	}
 	root.Metadata = md
 	// Each step is idempotent: a redelivery after a crash anywhere here finds the job by its
-	// key, adds the root again (a no-op, keyed by ordinal) and seals it again.
-	job, created, err := h.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: s.Workflow, Key: JobKey(s.Name, m.ID), Open: true})
+	// key, adds the root unless it is recorded, and seals the job unless it is sealed.
+	sub, err := h.Engine.Submit(ctx, engine.SubmitParams{Workflow: s.Workflow, Key: JobKey(s.Name, m.ID)})
 	if err != nil {
 		return Outcome{}, err
 	}
-	if job.State == store.JobRunning && !job.Sealed {
-		if err := h.Engine.AddRoots(ctx, job, []engine.Root{root}); err != nil {
-			return Outcome{}, err
-		}
-		if err := h.Engine.Seal(ctx, job.ID); err != nil {
-			return Outcome{}, err
-		}
+	if err := sub.Add(ctx, root); err != nil {
+		return Outcome{}, err
 	}
-	return Outcome{JobID: job.ID, Created: created}, nil
+	if err := sub.Seal(ctx); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{JobID: sub.Job().ID, Created: sub.Created()}, nil
 }
 
 // fireBody fires the source's event with the message's body in every running job of its

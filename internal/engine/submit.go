@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-project/sluice/internal/store"
+)
+
+// SubmitParams names the job a [Submission] creates.
+type SubmitParams struct {
+	Workflow string
+	Version  int // 0: the latest
+	// Key makes the submission idempotent: a second one with the key finds the first's job and
+	// takes up its roots where it stopped ([Submission.Has]). Without a key, every submission
+	// creates a job.
+	Key      string
+	Metadata map[string]any
+	Options  map[string]any
+}
+
+// submitBatch is how many roots a [Submission] commits in one transaction: [Engine.AddRoots]'s
+// own transaction size, so a full batch is one commit.
+const submitBatch = 500
+
+// Submission submits one job: it creates the job unsealed (or finds it by its key), adds its
+// roots in batches while workers may already run them, and seals it, after which the job
+// completes once nothing is open. It is the one way a job is submitted (commands, the API,
+// sources, domains, benchmarks).
+//
+// Roots are streamed: a Submission holds at most one batch of them, so a submission of any
+// size needs little memory. Every step is idempotent, which makes a submission crash-safe: one
+// killed while adding roots is finished by submitting again with the same key, which adds only
+// the roots not yet recorded and seals.
+//
+// A Submission is not safe for concurrent use.
+type Submission struct {
+	e       *Engine
+	job     *store.Job
+	created bool
+	// open is false once the job is sealed or has ended: no root may be added any more.
+	open   bool
+	sealed bool // by this submission's Seal
+	// have holds the ordinals of the roots recorded before this submission, read once when
+	// first needed; nil for a job created by it.
+	have  map[int]bool
+	batch []Root
+}
+
+// Submit starts a submission: it creates the job of p, unsealed, or finds the job p.Key names.
+// It returns the errors of [Engine.CreateJob] (one wrapping [store.ErrNotFound] for an unknown
+// workflow).
+func (e *Engine) Submit(ctx context.Context, p SubmitParams) (*Submission, error) {
+	job, created, err := e.CreateJob(ctx, CreateJobParams{Workflow: p.Workflow, Version: p.Version, Key: p.Key,
+		Metadata: p.Metadata, Options: p.Options, Open: true})
+	if err != nil {
+		return nil, err
+	}
+	return e.submission(job, created), nil
+}
+
+// SubmissionOf takes up the submission of a job the caller found without a key (such as a
+// domain's running job for the same request).
+func (e *Engine) SubmissionOf(job *store.Job) *Submission {
+	return e.submission(job, false)
+}
+
+func (e *Engine) submission(job *store.Job, created bool) *Submission {
+	return &Submission{e: e, job: job, created: created, open: created || (job.State == store.JobRunning && !job.Sealed)}
+}
+
+// Job returns the submitted job as it was when created or found: its ID and workflow are
+// current, its state may not be.
+func (s *Submission) Job() *store.Job { return s.job }
+
+// Created reports whether [Engine.Submit] created the job, rather than finding it by its key.
+func (s *Submission) Created() bool { return s.created }
+
+// Open reports whether the job still takes roots. A job found by its key that is sealed, or has
+// ended, does not: its submission was finished (or the job canceled) before, and [Submission.Add]
+// and [Submission.Seal] do nothing.
+func (s *Submission) Open() bool { return s.open }
+
+// Has reports whether the job has the root of this ordinal from before this submission: a
+// caller skips the work of making it again (reading a file, storing a blob). [Submission.Add]
+// leaves such roots out by itself.
+func (s *Submission) Has(ctx context.Context, ordinal int) (bool, error) {
+	if s.created {
+		return false, nil
+	}
+	if s.have == nil {
+		have, err := s.e.rootOrdinals(ctx, s.job.ID)
+		if err != nil {
+			return false, err
+		}
+		s.have = have
+	}
+	return s.have[ordinal], nil
+}
+
+// Add adds roots to the job, each keyed by its Ordinal: a root the job has already is left
+// out. Roots are committed a batch at a time, the last ones by [Submission.Flush] or
+// [Submission.Seal]. Add does nothing when the job is not [Submission.Open]; after
+// [Submission.Seal] it is an error.
+func (s *Submission) Add(ctx context.Context, roots ...Root) error {
+	if s.sealed {
+		return fmt.Errorf("add roots to job %d: the submission is sealed", s.job.ID)
+	}
+	if !s.open {
+		return nil
+	}
+	for _, r := range roots {
+		if has, err := s.Has(ctx, r.Ordinal); err != nil {
+			return err
+		} else if has {
+			continue
+		}
+		if s.batch == nil {
+			s.batch = make([]Root, 0, submitBatch)
+		}
+		s.batch = append(s.batch, r)
+		if len(s.batch) == submitBatch {
+			if err := s.Flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Flush commits the roots added so far; workers may run them from then on.
+func (s *Submission) Flush(ctx context.Context) error {
+	if len(s.batch) == 0 {
+		return nil
+	}
+	err := s.e.AddRoots(ctx, s.job, s.batch)
+	clear(s.batch) // drop the roots' metadata: the buffer is reused
+	s.batch = s.batch[:0]
+	return err
+}
+
+// Seal commits the roots added so far and seals the job ([Engine.Seal]): every root is
+// recorded, and the job may complete from now on. Sealing again does nothing.
+func (s *Submission) Seal(ctx context.Context) error {
+	if !s.open {
+		return nil
+	}
+	if err := s.Flush(ctx); err != nil {
+		return err
+	}
+	if err := s.e.Seal(ctx, s.job.ID); err != nil {
+		return err
+	}
+	s.open, s.sealed = false, true
+	return nil
+}
+
+// rootOrdinals returns the ordinals of a job's roots.
+func (e *Engine) rootOrdinals(ctx context.Context, jobID int64) (map[int]bool, error) {
+	const page = 5000
+	have := map[int]bool{}
+	var zero int64
+	after := ""
+	for {
+		items, err := e.store.ItemList(ctx, store.ItemListParams{JobID: jobID, ParentID: &zero, AfterSort: after, Limit: page})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			have[it.Ordinal] = true
+		}
+		if len(items) < page {
+			return have, nil
+		}
+		after = items[len(items)-1].SortKey
+	}
+}
