@@ -19,4 +19,6 @@ type Records interface {
 	OutputHistoryList(ctx context.Context, itemID int64) ([]*store.SupersededOutput, error)
 	WorkflowGet(ctx context.Context, name string, version int) (*store.Workflow, error)
 	WorkflowList(ctx context.Context) ([]*store.Workflow, error)
+	// DomainSQL is what the domains' typed stores read through (documents search, fleet).
+	DomainSQL() store.DomainSQL
 }

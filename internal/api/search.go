@@ -34,7 +34,7 @@ func (a *API) searchDocuments(w http.ResponseWriter, r *http.Request) error {
 	if after != nil {
 		req.Cursor = after[0]
 	}
-	res, err := docsearch.Search(r.Context(), a.b.Engine().Store(), req)
+	res, err := docsearch.Search(r.Context(), a.rec, req)
 	if docsearch.IsBadRequest(err) {
 		// The message is about the request's own query, filters or cursor.
 		return errf(CodeBadRequest, "%v", err)

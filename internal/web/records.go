@@ -19,5 +19,4 @@ type Records interface {
 	TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error)
 	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error)
 	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
-	DomainSQL() store.DomainSQL
 }

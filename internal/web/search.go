@@ -47,7 +47,7 @@ func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) er
 		}
 		var res *docsearch.Result
 		if err == nil {
-			res, err = docsearch.Search(r.Context(), w.b.Engine().Store(), req)
+			res, err = docsearch.Search(r.Context(), w.rec, req)
 		}
 		switch {
 		case errors.Is(err, cursor.ErrForeign):
