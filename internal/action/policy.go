@@ -24,8 +24,8 @@ type Policy struct {
 	NoTempDir bool
 	// Brief says the action runs in the process in microseconds, creating no children and no
 	// blobs, so that a worker may run a batch of its tasks inside the transaction that leases
-	// them and commits their results (a held batch: the rows' locks are the lease, see
-	// store.Executor.TaskHoldMany). On SQLite that transaction holds the database's one writer
+	// them and commits their results (a brief batch: the driver may keep the lease unwritten, see
+	// store.Executor.TaskGetAvailable). On SQLite that transaction holds the database's one writer
 	// while the batch runs: every other write of the process waits for it, so a brief action
 	// must really be brief (it is timed out after a lease at most).
 	Brief bool

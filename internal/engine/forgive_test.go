@@ -158,7 +158,7 @@ func leaseB(t *testing.T, db store.Store, limit int, now time.Time) []*store.Tas
 	var got []*store.Task
 	if err := db.InTx(t.Context(), func(x store.Executor) error {
 		var err error
-		got, err = x.TaskLeaseMany(t.Context(), store.TaskLeaseManyParams{Queues: []string{"b"}, Limits: []int{limit}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
+		got, err = x.TaskGetAvailable(t.Context(), store.TaskGetAvailableParams{Queues: []string{"b"}, Max: []int{limit}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})
 		return err
 	}); err != nil {
 		t.Fatal(err)

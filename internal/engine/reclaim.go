@@ -77,11 +77,7 @@ func (e *Engine) Reclaim(ctx context.Context, p ReclaimParams) (int, error) {
 	}
 	n := 0
 	err := e.Run(ctx, func(t *Tx) error {
-		// Held leases whose process died first become expired leases, reclaimed below.
-		if _, err := t.t.x.HeldLeaseExpire(t.t.ctx, cutoff); err != nil {
-			return err
-		}
-		tasks, err := t.t.x.TaskListExpired(t.t.ctx, cutoff, p.Limit)
+		tasks, err := t.t.x.TaskGetStuck(t.t.ctx, cutoff, p.Limit)
 		if err != nil {
 			return err
 		}

@@ -81,7 +81,7 @@ func (e *Engine) Apply(ctx context.Context, results []*Result) error {
 
 // Apply commits one result inside the transaction. Its writes are made when the transaction's
 // callback returns, together with the other results of the transaction: one statement per kind
-// of write for the whole batch (TaskFinishMany, ItemLockMany), which on a networked database
+// of write for the whole batch (TaskSetStateIfRunningMany, ItemLockMany), which on a networked database
 // saves a round trip per write. An error in applying it fails the transaction.
 func (t *Tx) Apply(r *Result) error {
 	if len(r.Children) > 0 {
@@ -146,7 +146,7 @@ func (tt *tx) applyResults() error {
 	for i, p := range pend {
 		params[i] = p.finish
 	}
-	oks, err := tt.x.TaskFinishMany(tt.ctx, params)
+	oks, err := tt.x.TaskSetStateIfRunningMany(tt.ctx, params)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 	if step == nil {
 		return pendingFinish{}, fmt.Errorf("task %d: step %q not in workflow %q v%d", task.ID, task.Step, def.Name, job.WorkflowVersion)
 	}
-	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Held: task.Held, Started: task.StartedAt, Worker: r.Owner}
+	finish := store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, Now: tt.now, Started: task.StartedAt, Worker: r.Owner}
 	var itemErr string
 	var fire []string
 	switch {

@@ -133,10 +133,10 @@ func StartWith(t testing.TB, open Open, cfg Config, actions ...action.Action) *K
 	// As a node does: a task made ready by another process (another kit on the same schema)
 	// wakes this worker at once (Postgres LISTEN/NOTIFY), not at its next poll.
 	listening := make(chan struct{})
-	if nf, ok := db.(store.Notifier); ok {
+	if db.Capabilities().Listen {
 		go func() {
 			defer close(listening)
-			ch, take, stop := nf.Notify()
+			ch, take, stop := db.Notify()
 			defer stop()
 			for {
 				select {

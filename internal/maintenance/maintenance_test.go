@@ -108,8 +108,7 @@ func TestReap(t *testing.T) {
 		dead := b.lease(t, "dead-process", time.Second)
 		alive := b.lease(t, "live-process", time.Hour)
 		b.clock.add(time.Minute)
-		locker, _ := st.(store.Locker) // nil on SQLite: the only engine leads
-		l := start(t, maintenance.Config{Engine: b.e, Locker: locker, ReapInterval: 10 * time.Millisecond, ElectInterval: 10 * time.Millisecond})
+		l := start(t, maintenance.Config{Engine: b.e, Locker: st, ReapInterval: 10 * time.Millisecond, ElectInterval: 10 * time.Millisecond})
 		poll.Until(t, 10*time.Second, "the expired task to be reclaimed", func() (bool, string) {
 			tk, err := st.TaskGet(t.Context(), dead.ID)
 			if err != nil {
@@ -303,8 +302,7 @@ func TestExpireWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.clock.add(2 * time.Hour)
-		locker, _ := st.(store.Locker)
-		start(t, maintenance.Config{Engine: b.e, Locker: locker, ReapInterval: 10 * time.Millisecond, ElectInterval: 10 * time.Millisecond})
+		start(t, maintenance.Config{Engine: b.e, Locker: st, ReapInterval: 10 * time.Millisecond, ElectInterval: 10 * time.Millisecond})
 		poll.Until(t, 10*time.Second, "the job to end once its wait expired", func() (bool, string) {
 			j, err := st.JobGet(ctx, job.ID)
 			if err != nil {

@@ -404,15 +404,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		if lease <= 0 {
 			lease = worker.DefaultLeaseDuration
 		}
-		// A store several processes share elects one leader by lock; otherwise this process is
-		// the only engine (the data dir's lock) and leads.
-		locker, _ := n.Store.(store.Locker)
 		n.Fleet = fleet.New(fleet.Config{Store: n.Store, Logger: cfg.Logger, ID: w.Owner(), Actions: cfg.Queues, InFlight: w.InFlight})
 		if err := n.Fleet.Register(ctx, n.Engine); err != nil {
 			n.Close()
 			return nil, err
 		}
-		n.Maintenance = maintenance.New(maintenance.Config{Engine: n.Engine, Blobs: n.Blobs, Tasks: n.Store, Locker: locker, Logger: cfg.Logger,
+		n.Maintenance = maintenance.New(maintenance.Config{Engine: n.Engine, Blobs: n.Blobs, Tasks: n.Store, Locker: n.Store, Logger: cfg.Logger,
 			ReapInterval: lease / 3, ElectInterval: min(lease/3, 5*time.Second), GCInterval: cfg.GCInterval})
 		if n.lock != nil {
 			// The lock proves no other process runs these tasks: reclaim them all now instead
@@ -438,14 +435,14 @@ func (n *Node) Start(ctx context.Context) {
 	if n.Worker != nil {
 		ctx = subprocess.WithRecords(ctx, n.records)
 		n.Worker.Start(ctx)
-		if nf, ok := n.Store.(store.Notifier); ok {
+		if n.Store.Capabilities().Listen {
 			n.listenOnce.Do(func() {
 				lctx, cancel := context.WithCancel(ctx)
 				n.mu.Lock()
 				n.stopListen = cancel
 				n.mu.Unlock()
 				n.listening.Add(1)
-				go func() { defer n.listening.Done(); n.listen(lctx, nf) }()
+				go func() { defer n.listening.Done(); n.listen(lctx) }()
 			})
 		}
 	}
@@ -463,16 +460,12 @@ func (n *Node) Start(ctx context.Context) {
 // or another (Postgres LISTEN/NOTIFY, [store.Store.Wait]): without it a worker would find other
 // processes' tasks only at its next poll.
 //
-// The node's own transactions wake its worker through the engine's OnReady as they commit; a
-// store that can leave out their notifications (othersNotifier) is asked to, so that one task
-// made ready wakes the worker once, not twice (the second wake's pick found nothing: half the
-// held batches of `sluice-bench engine --mode paced` on Postgres).
-func (n *Node) listen(ctx context.Context, nf store.Notifier) {
-	notify := nf.Notify
-	if o, ok := nf.(othersNotifier); ok {
-		notify = o.NotifyOthers
-	}
-	ch, take, stop := notify()
+// The node's own transactions wake its worker through the engine's OnReady as they commit; the
+// store leaves out their notifications (NotifyOthers), so that one task made ready wakes the
+// worker once, not twice (the second wake's pick found nothing: half the held batches of
+// `sluice-bench engine --mode paced` on Postgres).
+func (n *Node) listen(ctx context.Context) {
+	ch, take, stop := n.Store.NotifyOthers()
 	defer stop()
 	for {
 		select {
@@ -486,12 +479,6 @@ func (n *Node) listen(ctx context.Context, nf store.Notifier) {
 			}
 		}
 	}
-}
-
-// othersNotifier is a [store.Notifier] that can leave out the notifications of the store's own
-// connections (the Postgres driver's DB.NotifyOthers).
-type othersNotifier interface {
-	NotifyOthers() (ch <-chan struct{}, take func() (queues []string, all bool), stop func())
 }
 
 func (n *Node) unlisten() {

@@ -120,10 +120,9 @@ type Capabilities struct {
 	ConcurrentWrites bool
 }
 
-// Locker is implemented by drivers whose store several processes share at once (Postgres), so
-// that one of them can be elected for work done on behalf of all, such as the maintenance loop.
-// Drivers that only one engine process opens at a time (SQLite, behind the data dir's lock) do not
-// implement it: that process leads.
+// Locker elects one of the processes sharing a store for work done on behalf of all, such as
+// the maintenance loop. Every driver provides it: on a store only one engine process opens at a
+// time (SQLite, behind the data dir's lock) that process holds every lock.
 type Locker interface {
 	// TryLock takes the lock called name for this process without waiting. ok is false, with a
 	// nil Lock, when another process holds it. The lock is held until [Lock.Release], or until the
@@ -141,18 +140,24 @@ type Lock interface {
 	Release()
 }
 
-// Store is a database holding Sluice's state. It is safe for concurrent use.
-// Notifier is implemented by stores that listen (Capabilities.Listen). Notify returns a channel
-// that receives after each notification of new work — never missing one since the call, unlike
-// a loop of Waits — and once as soon as the listener is connected, since what was announced
-// before that was not heard. After a receive, take returns the queues announced since the last
-// take, or all=true when any queue may have work (on connecting). stop releases it.
+// Notifier announces new work. Notify returns a channel that receives after each notification
+// of new work — never missing one since the call, unlike a loop of Waits — and once as soon as
+// the listener is connected, since what was announced before that was not heard. After a
+// receive, take returns the queues announced since the last take, or all=true when any queue
+// may have work (on connecting). stop releases it. On a store without Capabilities.Listen the
+// channel never receives: nothing is announced that its one process does not know.
 type Notifier interface {
 	Notify() (ch <-chan struct{}, take func() (queues []string, all bool), stop func())
+	// NotifyOthers is Notify without the notifications this store's own transactions sent: a
+	// process whose transactions wake their own workers as they commit hears the others' only.
+	NotifyOthers() (ch <-chan struct{}, take func() (queues []string, all bool), stop func())
 }
 
+// Store is a database holding Sluice's state. It is safe for concurrent use.
 type Store interface {
 	Executor
+	Locker
+	Notifier
 	// InTx runs fn in one write transaction and commits it if fn returns nil. On SQLite this is an
 	// IMMEDIATE transaction on the single writer connection. A driver may send a write whose
 	// result is only its error with the transaction's next statement (Postgres does): its error
@@ -284,37 +289,32 @@ type Executor interface {
 	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
 	// oldest job first and depth-first within a tree, and returns them with attempt incremented.
 	TaskLease(ctx context.Context, p TaskLeaseParams) ([]*Task, error)
-	// TaskLeaseMany is TaskLease for several queues at once, in as few statements as the driver
-	// can: up to Limits[i] tasks of Queues[i]. It returns the tasks of each queue in lease order,
-	// the queues in the order given.
-	TaskLeaseMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
-	// TaskHoldMany picks ready tasks as TaskLeaseMany does but writes nothing: it locks their
-	// rows until the transaction ends, which is their lease (held lease). The tasks come back
-	// as running in memory (attempt counted, owner, start and lease set) while their rows stay
-	// ready; they must be finished with TaskFinishParams.Held in the same transaction, and
-	// vanish back to ready if it rolls back or its connection dies. Postgres locks the rows;
-	// SQLite, without Capabilities.ConcurrentWrites, cannot commit the batch's record beside the
-	// holding transaction, so it records the pick in a transaction of its own first and runs
-	// the tasks in a second one (see the sqlite driver's TaskHoldMany).
-	TaskHoldMany(ctx context.Context, p TaskLeaseManyParams) ([]*Task, error)
+	// TaskGetAvailable leases ready tasks of several queues, in as few statements as the driver
+	// can: up to Max[i] tasks of Queues[i], picked as TaskLease picks them. It returns the tasks of
+	// each queue in lease order, the queues in the order given, as running: attempt counted,
+	// owner, start and lease set. Each must be finished with TaskSetStateIfRunningMany (or
+	// TaskFinish) at that attempt, or its lease expires and TaskGetStuck reclaims it.
+	//
+	// With p.Brief, inside a transaction, the caller runs the tasks at once and finishes them in
+	// that transaction before it commits (a brief batch). The driver may then lease them without
+	// writing them, their rows' locks being their lease and its commit their only write, while it
+	// keeps a dead process's attempts counted: the lease is durable (TaskGetStuck reclaims the
+	// tasks of a process that died) by the time the transaction's next statement returns, so the
+	// caller runs none before that. A brief get is its transaction's first write. If the
+	// transaction rolls back, its tasks stay leased to p.Owner until p.LeaseUntil, written, as
+	// without Brief: the caller finishes or gives them back in transactions of their own (or
+	// they are ready again at their attempt, if the lease was never made durable).
+	TaskGetAvailable(ctx context.Context, p TaskGetAvailableParams) ([]*Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
-	// TaskFinishMany applies each TaskFinish in order, in as few statements as the driver can,
-	// and reports for each whether it ended its attempt.
-	TaskFinishMany(ctx context.Context, ps []TaskFinishParams) ([]bool, error)
-	// HeldLeaseRecord records, outside the holding transaction and before the tasks run, the
-	// tasks of a held lease (TaskHoldMany) with their attempts: if the process dies, the record
-	// outlives the transaction and HeldLeaseExpire counts the attempts as lost. It returns the
-	// record's id, for HeldLeaseDelete in the holding transaction.
-	HeldLeaseRecord(ctx context.Context, p HeldLeaseParams) (int64, error)
-	// HeldLeaseDelete deletes a record of HeldLeaseRecord.
-	HeldLeaseDelete(ctx context.Context, id int64) error
-	// HeldLeaseExpire turns the records of held leases that expired before now into running
-	// tasks whose lease has expired (attempt counted, owner and start from the record), for
-	// TaskListExpired to reclaim, and deletes the records. Tasks finished meanwhile are left
-	// alone. It returns how many tasks it turned.
-	HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error)
+	// TaskSetStateIfRunningMany applies each TaskFinish in order, in as few statements as the
+	// driver can, and reports for each whether it ended its attempt.
+	TaskSetStateIfRunningMany(ctx context.Context, ps []TaskFinishParams) ([]bool, error)
+	// TaskGetStuck returns up to limit running tasks whose lease expired before now, for the
+	// engine to put back or fail, the tasks of brief batches whose process died (see
+	// TaskGetAvailable) among them.
+	TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*Task, error)
 	// WaitInsert records that a step of an item waits for external events until p.Due; a wait
 	// already recorded for the (item, step) is left alone (its deadline counts from the first).
 	WaitInsert(ctx context.Context, p Wait) error
@@ -325,12 +325,13 @@ type Executor interface {
 	// WaitListByJob returns the waits of the job's items, by item and step.
 	WaitListByJob(ctx context.Context, jobID int64) ([]Wait, error)
 	// TaskRenewLeases extends the leases of the running tasks p.TaskIDs that p.Owner holds, and
-	// the held-lease records p.HeldLeaseIDs of p.Owner; it returns how many tasks it extended.
-	// Only the ids given are renewed, never every lease of the owner: a task whose result its
-	// worker could not commit must be left to expire, so the leader reclaims it.
+	// those of p.Owner's brief batches that run (see TaskGetAvailable); it returns how many tasks
+	// of p.TaskIDs it extended. Only the ids given are renewed, never every lease of the owner: a
+	// task whose result its worker could not commit must be left to expire, so the leader
+	// reclaims it.
 	TaskRenewLeases(ctx context.Context, p TaskRenewLeasesParams) (int64, error)
-	// TaskListExpired returns running tasks whose lease expired before now (or all running tasks
-	// of other owners when all is set), for the engine to put back or fail.
+	// TaskListExpired returns running tasks whose lease expired before now, without a brief
+	// batch's (see TaskGetStuck), oldest lease first.
 	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
 	TaskListByItem(ctx context.Context, itemID int64) ([]*Task, error)
 	// TaskListByItems returns the tasks of many items, ordered by item and id.
@@ -649,9 +650,6 @@ type Task struct {
 	// has ended. It names the worker of the attempt the task row holds, which the attempts table
 	// records only when it failed or was canceled.
 	LastWorker string
-	// Held marks a task leased by TaskHoldMany (never stored): it is finished with
-	// TaskFinishParams.Held.
-	Held bool
 }
 
 // TaskInsertParams creates a ready task.
@@ -714,13 +712,17 @@ type TaskLeaseParams struct {
 	LeaseUntil time.Time
 }
 
-// TaskLeaseManyParams leases ready tasks of several queues; Queues and Limits have the same length.
-type TaskLeaseManyParams struct {
+// TaskGetAvailableParams leases ready tasks of several queues; Queues and Max have the same
+// length.
+type TaskGetAvailableParams struct {
 	Queues     []string
-	Limits     []int
+	Max        []int
 	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time
+	// Brief says the tasks run at once, in the transaction, and are finished in it (see
+	// [Executor.TaskGetAvailable]).
+	Brief bool
 }
 
 // Wait is a step of an item waiting for external events until a deadline.
@@ -731,22 +733,12 @@ type Wait struct {
 	Due    time.Time
 }
 
-// HeldLeaseParams records a held lease: its tasks, each with the attempt it runs.
-type HeldLeaseParams struct {
-	Owner    string
-	TaskIDs  []int64
-	Attempts []int
-	Started  time.Time
-	Until    time.Time
-}
-
 // TaskRenewLeasesParams names the leases a process still needs: the tasks it runs (or whose
-// results wait to be committed) and the records of its held batches that run.
+// results wait to be committed); its brief batches that run are renewed with them.
 type TaskRenewLeasesParams struct {
-	Owner        string
-	TaskIDs      []int64
-	HeldLeaseIDs []int64
-	Until        time.Time
+	Owner   string
+	TaskIDs []int64
+	Until   time.Time
 }
 
 // TaskFinishParams ends the running attempt Attempt of task ID.
@@ -760,9 +752,8 @@ type TaskFinishParams struct {
 	// Refund gives the attempt back (a snooze, or a lease lost to a crash that should not count).
 	Refund bool
 	Now    time.Time
-	// Held finishes an attempt run under a held lease (TaskHoldMany): the row is still ready
-	// at Attempt-1, and the finish writes the attempt and its Started time too.
-	Held    bool
+	// Started is when the attempt began (the task's StartedAt as its lease returned it): a
+	// driver that did not write the lease (a brief batch) writes it with the finish.
 	Started time.Time
 	// Worker ran the attempt (its lease owner); the finish keeps it as the task's LastWorker.
 	Worker string

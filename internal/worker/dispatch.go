@@ -163,9 +163,9 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 	if len(wants) == 0 {
 		return 0, nil
 	}
-	p := store.TaskLeaseManyParams{Owner: w.cfg.Owner, Queues: make([]string, len(wants)), Limits: make([]int, len(wants))}
+	p := store.TaskGetAvailableParams{Owner: w.cfg.Owner, Queues: make([]string, len(wants)), Max: make([]int, len(wants))}
 	for i, wt := range wants {
-		p.Queues[i], p.Limits[i] = wt.q.name, wt.free
+		p.Queues[i], p.Max[i] = wt.q.name, wt.free
 	}
 	var got []*store.Task
 	// With one writer (SQLite) the leased tasks' items and cached conversions are read in the
@@ -182,7 +182,7 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 		p.Now = t.Now() // the transaction's time: after every commit that made these tasks ready
 		p.LeaseUntil = p.Now.Add(w.cfg.LeaseDuration)
 		var err error
-		if got, err = t.Executor().TaskLeaseMany(ctx, p); err != nil || !local || len(got) == 0 {
+		if got, err = t.Executor().TaskGetAvailable(ctx, p); err != nil || !local || len(got) == 0 {
 			return err
 		}
 		clear(items)

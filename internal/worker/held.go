@@ -53,22 +53,13 @@ func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
 	return started
 }
 
-// runHeld leases up to limit tasks of the queue by holding their rows (TaskHoldMany), runs
-// them one after the other and applies their results, all in one transaction: one commit, no
-// lease written. If the process dies first, the transaction and its locks die with it and the
-// tasks are ready again. It returns how many tasks it ran.
-//
-// The batch's record (HeldLeaseRecord), which keeps a dead process's attempts counted, commits
-// before any task runs. On Postgres it commits on a connection of its own while the holding
-// transaction is open. With one writer (SQLite) it cannot: the pick commits with its record in a
-// transaction of its own first, and the tasks are run and finished in a second one. Nothing
-// else of this worker picks ready tasks of a brief queue, and only one held batch runs at a time
-// there (slots.heldMax), so no other batch takes them in between; a task that changed meanwhile
-// all the same (canceled by another process) fails its held finish, voiding the attempt's
-// effects.
+// runHeld leases up to limit tasks of the queue as a brief batch (store.TaskGetAvailableParams.Brief),
+// runs them one after the other and applies their results, all in one transaction: one commit,
+// and how the lease is kept until then — and for a process that dies before — is the driver's.
+// It returns how many tasks it ran.
 func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, error) {
 	n := 0
-	var recorded int64
+	var got []*store.Task
 	var flights []string
 	// results are the batch's results, applied in its transaction; if that fails for another
 	// reason than a stop or the database's retry, they are committed again one by one.
@@ -81,86 +72,26 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 	// As a lane of the committer for the whole batch: Worker.Do's exclusive writes wait for it
 	// (and a batch never waits for the committer while holding rows).
 	release := w.commit.hold()
-	hold := func(x store.Executor, now time.Time) ([]*store.Task, store.HeldLeaseParams, error) {
-		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{queue}, Limits: []int{limit},
-			Owner: w.cfg.Owner, Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration)})
-		if len(got) == limit {
-			w.kick() // there may be more: the next batch can hold them while this one runs
-		}
-		rec := store.HeldLeaseParams{Owner: w.cfg.Owner, TaskIDs: make([]int64, len(got)), Attempts: make([]int, len(got)),
-			Started: now, Until: now.Add(w.cfg.LeaseDuration)}
-		for i, tk := range got {
-			rec.TaskIDs[i], rec.Attempts[i] = tk.ID, tk.Attempt
-		}
-		return got, rec, err
-	}
-	var picked []*store.Task // the pick committed with its record (one writer)
-	if !w.e.Store().Capabilities().ConcurrentWrites {
-		err := w.e.Run(ctx, func(t *engine.Tx) error {
-			got, rec, err := hold(t.Executor(), t.Now())
-			if err != nil || len(got) == 0 {
-				picked = nil
-				return err
-			}
-			id, err := t.Executor().HeldLeaseRecord(ctx, rec)
-			picked, recorded = got, id
-			return err
-		})
-		if err != nil || len(picked) == 0 {
-			release()
-			return 0, err
-		}
-		w.leases.record(recorded, true)
-	}
 	err := w.e.Run(ctx, func(t *engine.Tx) error {
 		n = 0
 		results = results[:0]
-		x := t.Executor()
-		got := picked
-		itemIDs := func() []int64 {
-			ids := make([]int64, len(got))
-			for i, tk := range got {
-				ids[i] = tk.ItemID
-			}
-			return ids
+		now := t.Now()
+		var err error
+		got, err = t.Executor().TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{queue}, Max: []int{limit},
+			Owner: w.cfg.Owner, Now: now, LeaseUntil: now.Add(w.cfg.LeaseDuration), Brief: true})
+		if err != nil || len(got) == 0 {
+			return err
 		}
-		var its []*store.Item
-		if picked == nil {
-			var rec store.HeldLeaseParams
-			var err error
-			got, rec, err = hold(x, t.Now())
-			if err != nil || len(got) == 0 {
-				return err
-			}
-			// The record commits on a connection of its own, before any task runs, while this
-			// transaction locks the tasks' items: one round trip's wait instead of two. Bounded:
-			// the pool could be short of connections while this transaction holds rows.
-			var id int64
-			var rerr error
-			recordDone := make(chan struct{})
-			go func() {
-				defer close(recordDone)
-				rctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/3)
-				defer cancel()
-				id, rerr = w.e.Store().HeldLeaseRecord(rctx, rec)
-			}()
-			its, err = t.LockItems(itemIDs())
-			<-recordDone
-			if rerr != nil {
-				return rerr
-			}
-			recorded = id
-			w.leases.record(id, true)
-			if err != nil {
-				return err
-			}
-		} else {
-			var err error
-			if its, err = t.LockItems(itemIDs()); err != nil {
-				return err
-			}
+		if len(got) == limit {
+			w.kick() // there may be more: the next batch can take them while this one runs
 		}
-		if err := x.HeldLeaseDelete(ctx, recorded); err != nil { // with the results
+		ids := make([]int64, len(got))
+		for i, tk := range got {
+			ids[i] = tk.ItemID
+		}
+		// The batch's lease is durable once this, the transaction's next statement, returned.
+		its, err := t.LockItems(ids)
+		if err != nil {
 			return err
 		}
 		items := make(map[int64]*store.Item, len(its))
@@ -195,26 +126,37 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 		return nil
 	})
 	release()
-	if recorded != 0 {
-		w.leases.record(recorded, false)
+	if err == nil {
+		return n, nil
 	}
-	if err != nil && recorded != 0 {
-		// Rolled back, not crashed: the tasks are ready again at their attempt, and nothing
-		// ran for good. Without its record, that is not counted as a lost attempt.
-		if derr := w.e.Store().HeldLeaseDelete(context.WithoutCancel(ctx), recorded); derr != nil {
-			err = fmt.Errorf("%w (and its record: %w)", err, derr)
-		}
-	}
-	if err != nil && len(results) > 0 && ctx.Err() == nil && !errors.Is(err, errStopping) && !errors.Is(err, store.ErrRetry) {
+	// Rolled back: the batch's tasks are leased to this worker, written (or ready again if their
+	// lease never became durable). Nothing ran for good; each is finished or given back now.
+	fallback := len(results) > 0 && ctx.Err() == nil && !errors.Is(err, errStopping) && !errors.Is(err, store.ErrRetry)
+	if fallback {
 		// The batch ran but its results could not commit together (one of them cannot be
-		// applied). Rolled back, its tasks are ready again at their attempt, and would be held
-		// and run again forever: commit each result alone instead — a held finish takes the
-		// ready row at the attempt before, unless another batch took it meanwhile — and a
-		// result that fails alone as any other result does (see committed).
+		// applied). Given back, its tasks would run again and fail so forever: commit each
+		// result alone instead, and a result that fails alone as any other result does (see
+		// committed).
 		w.log.Warn("held batch failed to commit; its results are committed one by one", "queue", queue, "tasks", len(results), "error", err)
 		for _, res := range results {
 			w.committed(ctx, res, w.commit.alone(context.WithoutCancel(ctx), func(t *engine.Tx) error { return t.Apply(res) }))
 		}
+	} else {
+		results = nil
+	}
+	if rest := got[len(results):]; len(rest) > 0 {
+		if rerr := w.commit.alone(context.WithoutCancel(ctx), func(t *engine.Tx) error {
+			for _, tk := range rest {
+				if err := t.Release(tk, w.cfg.Owner); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); rerr != nil {
+			err = fmt.Errorf("%w (and giving its tasks back: %w)", err, rerr)
+		}
+	}
+	if fallback {
 		return n, nil
 	}
 	return n, err

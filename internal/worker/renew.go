@@ -14,15 +14,14 @@ import (
 // Its invariant: a task is owned from its lease until its outcome is committed (or given up),
 // and only owned tasks are renewed — running, or with a result queued. A task whose result could
 // not be committed at all is disowned, so its lease expires and the maintenance leader reclaims
-// it. A held batch's record is renewed while the batch runs.
+// it. The held batches that run are renewed with them (by the store, which knows their leases).
 type leases struct {
-	mu      sync.Mutex
-	owned   map[int64]struct{}
-	records map[int64]struct{}
+	mu    sync.Mutex
+	owned map[int64]struct{}
 }
 
 func newLeases() *leases {
-	return &leases{owned: map[int64]struct{}{}, records: map[int64]struct{}{}}
+	return &leases{owned: map[int64]struct{}{}}
 }
 
 // own starts renewing the leases of tasks.
@@ -48,28 +47,13 @@ func (l *leases) count() int {
 	return len(l.owned)
 }
 
-// record starts (on) or stops renewing a held batch's record.
-func (l *leases) record(id int64, on bool) {
-	l.mu.Lock()
-	if on {
-		l.records[id] = struct{}{}
-	} else {
-		delete(l.records, id)
-	}
-	l.mu.Unlock()
-}
-
-// renewal returns what renew extends: the tasks owned and the held batches' records.
+// renewal returns what renew extends: the tasks owned.
 func (l *leases) renewal(owner string, until time.Time) store.TaskRenewLeasesParams {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := store.TaskRenewLeasesParams{Owner: owner, Until: until,
-		TaskIDs: make([]int64, 0, len(l.owned)), HeldLeaseIDs: make([]int64, 0, len(l.records))}
+	p := store.TaskRenewLeasesParams{Owner: owner, Until: until, TaskIDs: make([]int64, 0, len(l.owned))}
 	for id := range l.owned {
 		p.TaskIDs = append(p.TaskIDs, id)
-	}
-	for id := range l.records {
-		p.HeldLeaseIDs = append(p.HeldLeaseIDs, id)
 	}
 	return p
 }
@@ -89,7 +73,7 @@ func (w *Worker) renew(ctx context.Context) {
 		case <-tick.C:
 		}
 		p := w.leases.renewal(w.cfg.Owner, w.e.Now().Add(w.cfg.LeaseDuration))
-		if len(p.TaskIDs) == 0 && len(p.HeldLeaseIDs) == 0 {
+		if len(p.TaskIDs) == 0 && !w.slots.holding() {
 			continue
 		}
 		var err error
@@ -112,7 +96,7 @@ func (w *Worker) renew(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("renew leases", "error", err)
 		} else if err == nil {
-			w.cfg.Metrics.LeasesRenewed(len(p.TaskIDs) + len(p.HeldLeaseIDs))
+			w.cfg.Metrics.LeasesRenewed(len(p.TaskIDs))
 		}
 	}
 }

@@ -163,8 +163,8 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
 	}
-	if t.Held {
-		// A held batch keeps its tasks' rows locked while each runs: a brief action that
+	if policy.Brief {
+		// A brief batch keeps its tasks' rows locked while each runs: a brief action that
 		// hangs gives up within a lease, not the default ten minutes.
 		timeout = min(timeout, w.cfg.LeaseDuration)
 	}
@@ -221,7 +221,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	}
 	out := &output{w: w, task: t, spec: spec, brief: policy.Brief, ctx: tctx, result: res, itemName: it.Name,
 		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
-	if policy.IdleTimeout && !t.Held {
+	if policy.IdleTimeout && !policy.Brief {
 		// The timeout starts again with each step of progress (see action.Policy.IdleTimeout).
 		out.advanced = func() {
 			if !expired.Load() {

@@ -137,8 +137,7 @@ func New(cfg Config) *Worker {
 		// Postgres leases go through the committer too, and their latency counts more.
 		linger = 5 * time.Millisecond
 		lanes = 1
-		// A held batch holds the one writer while it runs, and no other may pick between its
-		// record and its run (see runHeld).
+		// A held batch holds the one writer while it runs: another would only wait for it.
 		w.slots.heldMax = 1
 	}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, linger, lanes)

@@ -29,8 +29,8 @@ const qTaskFinishMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5
 	WHERE tasks.id = u.id AND tasks.attempt = u.attempt AND tasks.state || '' = 'running'
 	RETURNING tasks.id, tasks.queue`
 
-// qTaskFinishHeldMany is qTaskFinishMany for attempts run under a held lease: the rows are still
-// ready at the attempt before, and the finish counts the attempt and writes its start.
+// qTaskFinishHeldMany is qTaskFinishMany for the attempts of a brief batch (brief.go): the rows
+// are still ready at the attempt before, and the finish counts the attempt and writes its start.
 const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after = $5, attempt = tasks.attempt + 1 - $6, finished_at = $7, started_at = $9, lease_owner = '', lease_expires = 0,
 	last_worker = $8
 	FROM unnest(ARRAY(SELECT unnest($1::bigint[])), ARRAY(SELECT unnest($2::int[]))) AS u(id, attempt)
@@ -42,7 +42,7 @@ const qTaskFinishHeldMany = `UPDATE tasks SET state = $3, error = $4, run_after 
 // connection after five runs (a generic plan), made once for the table as it was then; a plan made
 // while tasks was new and under ten pages (a bench's schema, a fresh database) estimates one ready
 // row and scans the table with the pairs re-read for each of its rows, and kept as the table grows
-// it read every ready row a thousand times: one held batch's finish cost 2 s of CPU where 20 ms do
+// it read every ready row a thousand times: one brief batch's finish cost 2 s of CPU where 20 ms do
 // (docs/performance.md). Planning each run costs about a tenth of a millisecond. qPlanCached
 // puts the connection's setting back (the driver never changes it otherwise).
 const (
@@ -50,12 +50,13 @@ const (
 	qPlanCached = `SET LOCAL plan_cache_mode TO DEFAULT`
 )
 
-// TaskFinishMany finishes distinct tasks with one qTaskFinishMany per way of ending (usually
-// one), sent as one pipelined batch. A batch that names a task twice, where each finish must
-// see the one before, goes as one pipelined batch of single-row statements: one round trip too.
-func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
+// TaskSetStateIfRunningMany finishes distinct tasks with one qTaskFinishMany per way of ending
+// (usually one), sent as one pipelined batch. A batch that names a task twice, where each finish
+// must see the one before, goes as one pipelined batch of single-row statements: one round trip
+// too.
+func (q *queries) TaskSetStateIfRunningMany(ctx context.Context, ps []store.TaskFinishParams) ([]bool, error) {
 	oks := make([]bool, len(ps))
-	if len(ps) == 1 && !ps[0].Held {
+	if len(ps) == 1 && !q.held(ps[0]) {
 		ok, err := q.TaskFinish(ctx, ps[0])
 		oks[0] = ok
 		return oks, err
@@ -64,8 +65,8 @@ func (q *queries) TaskFinishMany(ctx context.Context, ps []store.TaskFinishParam
 	for i, p := range ps {
 		at[p.ID] = i
 	}
-	// A held batch (one transaction's TaskHoldMany) names each of its tasks once.
-	if len(at) == len(ps) || ps[0].Held {
+	// A brief batch names each of its tasks once.
+	if len(at) == len(ps) || q.held(ps[0]) {
 		return q.taskFinishSet(ctx, ps, at)
 	}
 	b := &pgx.Batch{}
@@ -117,14 +118,15 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 	byKey := map[key]*finishGroup{}
 	for _, p := range ps {
 		a := taskFinishArgs(p) // state, error, run_after, refund, finished_at, id, attempt, worker
-		k := key{a[0].(string), a[1].(string), p.Worker, a[2].(int64), a[4].(int64), a[3].(int), p.Held, 0}
-		if p.Held {
+		held := q.held(p)
+		k := key{a[0].(string), a[1].(string), p.Worker, a[2].(int64), a[4].(int64), a[3].(int), held, 0}
+		if held {
 			k.started = micros(p.Started)
 		}
 		g := byKey[k]
 		if g == nil {
-			g = &finishGroup{args: append(a[:5:5], p.Worker), held: p.Held}
-			if p.Held {
+			g = &finishGroup{args: append(a[:5:5], p.Worker), held: held}
+			if held {
 				g.args = append(g.args, k.started)
 			}
 			byKey[k] = g

@@ -18,7 +18,7 @@ import (
 // caches that plan; then the table grows to
 // thousands of ready tasks and a thousand of them finish. Run bare (the control), the cached plan
 // scans the table and re-reads the finished pairs for each of its rows; run as the driver runs it
-// (TaskFinishMany in a transaction), the plan is made for the table as it is and looks the tasks
+// (TaskSetStateIfRunningMany in a transaction), the plan is made for the table as it is and looks the tasks
 // up by their key. auto_explain reports the plans Postgres executed.
 func TestFinishPlanAfterGrowth(t *testing.T) {
 	// The control needs the cached plan to outlive the growth; a cache reset (the shared
@@ -56,7 +56,7 @@ func finishPlanAfterGrowth(t *testing.T) (string, bool) {
 	finish := func(from, n int) []store.TaskFinishParams {
 		ps := make([]store.TaskFinishParams, n)
 		for i := range ps {
-			ps[i] = store.TaskFinishParams{ID: int64(from + i), Attempt: 1, State: store.TaskComplete, Now: now, Held: true, Started: now}
+			ps[i] = store.TaskFinishParams{ID: int64(from + i), Attempt: 1, State: store.TaskComplete, Now: now, Started: now}
 		}
 		return ps
 	}
@@ -125,8 +125,12 @@ func finishPlanAfterGrowth(t *testing.T) (string, bool) {
 	}
 
 	tc := &txConn{conn: conn.Conn}
-	q := &queries{db: db, c: tc, inTx: true}
-	oks, err := q.TaskFinishMany(ctx, finish(3000, 1000))
+	q := &queries{db: db, c: tc, inTx: true, brief: &briefBatch{attempts: map[int64]int{}}}
+	ps := finish(3000, 1000)
+	for _, p := range ps { // a brief batch's finish
+		q.brief.attempts[p.ID] = p.Attempt
+	}
+	oks, err := q.TaskSetStateIfRunningMany(ctx, ps)
 	if err == nil {
 		err = tc.commit(ctx)
 	}

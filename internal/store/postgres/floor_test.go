@@ -118,8 +118,8 @@ func TestPickFloorGivenBack(t *testing.T) {
 	}
 }
 
-// holdRolledBack holds up to limit ready tasks of queue "q" in a transaction it then rolls back,
-// and returns what the pick held.
+// holdRolledBack leases up to limit ready tasks of queue "q" in a transaction it then rolls
+// back, and returns what the pick took.
 func holdRolledBack(t *testing.T, db *DB, limit int) []*store.Task {
 	t.Helper()
 	ctx := t.Context()
@@ -127,7 +127,7 @@ func holdRolledBack(t *testing.T, db *DB, limit int) []*store.Task {
 	var held []*store.Task
 	now := time.Now()
 	err := db.InTx(ctx, func(x store.Executor) error {
-		ts, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{limit}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
+		ts, err := x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{limit}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil {
 			return err
 		}

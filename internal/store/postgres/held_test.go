@@ -38,37 +38,40 @@ func readyTasks(t *testing.T, db *postgres.DB, n int, now time.Time) []int64 {
 
 var errRollback = errors.New("roll back")
 
-// TestHeldLease checks leases held by row locks (TaskHoldMany): they write nothing, another
-// holder skips them, a rollback gives them back at their attempt, and a held finish counts the
-// attempt once.
-func TestHeldLease(t *testing.T) {
+// brief takes up to limit tasks of queue "q" as a brief batch of owner, leased until until.
+func brief(t *testing.T, x store.Executor, owner string, limit int, now, until time.Time) []*store.Task {
+	t.Helper()
+	got, err := x.TaskGetAvailable(t.Context(), store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{limit}, Owner: owner, Now: now, LeaseUntil: until, Brief: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestBriefBatch checks brief batches held by row locks: they write nothing running, another
+// batch skips them, a rollback leaves them leased (written) to their owner, and a brief finish,
+// in a batch or alone (TaskFinish), counts the attempt once.
+func TestBriefBatch(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := open(t)
 	now := time.Now().Truncate(time.Microsecond)
-	ids := readyTasks(t, db, 3, now)
-	hold := func(x store.Executor, limit int) []*store.Task {
-		t.Helper()
-		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{limit}, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	until := now.Add(time.Minute)
+	ids := readyTasks(t, db, 4, now)
 	err := db.InTx(ctx, func(x store.Executor) error {
-		held := hold(x, 2)
+		held := brief(t, x, "w", 2, now, until)
 		if len(held) != 2 || held[0].ID != ids[0] || held[1].ID != ids[1] {
 			return fmt.Errorf("held %v, want the first two of %v", held, ids)
 		}
 		for _, tk := range held {
-			if !tk.Held || tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" || !tk.StartedAt.Equal(now) {
-				return fmt.Errorf("held task = %+v, want held, running, attempt 1, owner w, started now", tk)
+			if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" || !tk.StartedAt.Equal(now) {
+				return fmt.Errorf("held task = %+v, want running, attempt 1, owner w, started now", tk)
 			}
 		}
-		// Another transaction skips the locked rows.
+		// Another batch skips the locked rows; rolled back, it leaves its task leased to w2.
 		err := db.InTx(ctx, func(y store.Executor) error {
-			if other := hold(y, 3); len(other) != 1 || other[0].ID != ids[2] {
-				return fmt.Errorf("second holder got %v, want only task %d", other, ids[2])
+			if other := brief(t, y, "w2", 1, now, until); len(other) != 1 || other[0].ID != ids[2] {
+				return fmt.Errorf("second batch got %v, want only task %d", other, ids[2])
 			}
 			return errRollback
 		})
@@ -86,40 +89,19 @@ func TestHeldLease(t *testing.T) {
 	if !errors.Is(err, errRollback) {
 		t.Fatal(err)
 	}
-	// Rolled back (as a process dying would): the tasks are ready again, and a held finish
-	// writes the attempt, its start and the end.
-	var first *store.Task
+	for i, owner := range []string{"w", "w", "w2"} {
+		if got, err := db.TaskGet(ctx, ids[i]); err != nil || got.State != store.TaskRunning || got.Attempt != 1 || got.LeaseOwner != owner || !got.LeaseExpires.Equal(until) {
+			t.Fatalf("task %d of a rolled-back batch = %+v (%v), want running at attempt 1, leased to %s until %v", i, got, err, owner, until)
+		}
+	}
+	// One held task finished on its own (TaskFinish) counts its attempt as in a batch, and
+	// writes its start and its end.
 	err = db.InTx(ctx, func(x store.Executor) error {
-		held := hold(x, 1)
-		if len(held) != 1 || held[0].ID != ids[0] || held[0].Attempt != 1 {
-			return fmt.Errorf("held again %v, want task %d at attempt 1", held, ids[0])
+		held := brief(t, x, "w", 1, now, until)
+		if len(held) != 1 || held[0].ID != ids[3] {
+			return fmt.Errorf("held %v, want task %d", held, ids[3])
 		}
-		first = held[0]
-		oks, err := x.TaskFinishMany(ctx, []store.TaskFinishParams{{ID: first.ID, Attempt: first.Attempt, State: store.TaskComplete, Now: now.Add(time.Second), Held: true, Started: first.StartedAt}})
-		if err != nil || !oks[0] {
-			return fmt.Errorf("held finish = %v, %v; want ok", oks, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := db.TaskGet(ctx, first.ID)
-	if err != nil || got.State != store.TaskComplete || got.Attempt != 1 || !got.StartedAt.Equal(now) || !got.FinishedAt.Equal(now.Add(time.Second)) || got.LeaseOwner != "" {
-		t.Fatalf("finished held task = %+v (%v), want complete at attempt 1, started now, finished a second later", got, err)
-	}
-	// A held finish of a task that is no longer ready at the attempt before does nothing.
-	ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: first.ID, Attempt: first.Attempt, State: store.TaskFailed, Now: now, Held: true, Started: now})
-	if err != nil || ok {
-		t.Fatalf("held finish of a finished task = %v, %v; want not ok", ok, err)
-	}
-	// One held task finished on its own (TaskFinish) counts its attempt as in a batch.
-	err = db.InTx(ctx, func(x store.Executor) error {
-		held := hold(x, 1)
-		if len(held) != 1 || held[0].ID != ids[1] {
-			return fmt.Errorf("held %v, want task %d", held, ids[1])
-		}
-		ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held[0].ID, Attempt: held[0].Attempt, State: store.TaskComplete, Now: now, Held: true, Started: now})
+		ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held[0].ID, Attempt: held[0].Attempt, State: store.TaskComplete, Now: now.Add(time.Second), Started: now})
 		if err != nil || !ok {
 			return fmt.Errorf("held finish of one task = %v, %v; want ok", ok, err)
 		}
@@ -128,92 +110,74 @@ func TestHeldLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.TaskGet(ctx, ids[1]); err != nil || got.State != store.TaskComplete || got.Attempt != 1 {
-		t.Fatalf("task finished alone = %+v (%v), want complete at attempt 1", got, err)
+	got, err := db.TaskGet(ctx, ids[3])
+	if err != nil || got.State != store.TaskComplete || got.Attempt != 1 || !got.StartedAt.Equal(now) || !got.FinishedAt.Equal(now.Add(time.Second)) {
+		t.Fatalf("task finished alone = %+v (%v), want complete at attempt 1, started now, finished a second later", got, err)
+	}
+	// A finish outside the batch's transaction is an ordinary one: not running, not finished.
+	if ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: ids[3], Attempt: 1, State: store.TaskFailed, Now: now, Started: now}); err != nil || ok {
+		t.Fatalf("finish of a finished task = %v, %v; want not ok", ok, err)
 	}
 }
 
-// TestHeldLeaseExpire checks that the record of a held lease whose transaction died turns its
-// tasks into expired leases (the attempt counted), and that a finished batch's tasks are left
-// alone.
-func TestHeldLeaseExpire(t *testing.T) {
+// TestBriefBatchDies checks a brief batch whose process dies after its record committed (its
+// transaction then ends without the process: nothing converts the record): the record is
+// renewed while the batch runs, and once expired TaskGetStuck turns its task into an expired
+// lease, the attempt counted, while a task finished by a batch that committed is left alone.
+func TestBriefBatchDies(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := open(t)
 	now := time.Now().Truncate(time.Microsecond)
-	ids := readyTasks(t, db, 2, now)
 	until := now.Add(time.Minute)
-	var deadID int64
-	// Task 0: held, recorded, and its transaction dies (rolled back) before the results.
-	err := db.InTx(ctx, func(x store.Executor) error {
-		held, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{1}, Owner: "dead", Now: now, LeaseUntil: until})
-		if err != nil || len(held) != 1 {
-			return fmt.Errorf("hold = %v, %v", held, err)
+	ids := readyTasks(t, db, 2, now)
+	get := func(x store.Executor, owner string) *store.Task {
+		t.Helper()
+		got, err := x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{1}, Owner: owner, Now: now, LeaseUntil: until, Brief: true})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("brief batch = %v, %v; want 1 task", got, err)
 		}
-		id, err := db.HeldLeaseRecord(ctx, store.HeldLeaseParams{Owner: "dead", TaskIDs: []int64{held[0].ID}, Attempts: []int{held[0].Attempt}, Started: now, Until: until})
-		if err != nil {
-			return err
+		if _, err := x.TaskGet(ctx, got[0].ID); err != nil { // the next statement: the record is durable
+			t.Fatal(err)
 		}
-		deadID = id
-		return errRollback
-	})
-	if !errors.Is(err, errRollback) {
-		t.Fatal(err)
+		return got[0]
 	}
-	// Task 1: held, recorded, and finished with its record deleted in the same transaction.
-	err = db.InTx(ctx, func(x store.Executor) error {
-		held, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{2}, Owner: "live", Now: now, LeaseUntil: until})
-		if err != nil || len(held) != 2 {
-			return fmt.Errorf("hold = %v, %v", held, err)
-		}
-		tk := held[1]
-		id, err := db.HeldLeaseRecord(ctx, store.HeldLeaseParams{Owner: "live", TaskIDs: []int64{tk.ID}, Attempts: []int{tk.Attempt}, Started: now, Until: until})
-		if err != nil {
-			return err
-		}
-		if err := x.HeldLeaseDelete(ctx, id); err != nil {
-			return err
-		}
-		_, err = x.TaskFinishMany(ctx, []store.TaskFinishParams{{ID: tk.ID, Attempt: tk.Attempt, State: store.TaskComplete, Now: now, Held: true, Started: now}})
+	err := db.InTx(ctx, func(x store.Executor) error {
+		tk := get(x, "live")
+		_, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{{ID: tk.ID, Attempt: tk.Attempt, State: store.TaskComplete, Now: now, Started: now}})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not yet expired: nothing happens.
-	if n, err := db.HeldLeaseExpire(ctx, now); err != nil || n != 0 {
-		t.Fatalf("expire before the lease ends = %d, %v; want 0", n, err)
-	}
-	// Renewal moves the end of the records named, of their owner, only.
-	for _, p := range []store.TaskRenewLeasesParams{
-		{Owner: "dead", Until: until.Add(time.Hour)},                                       // no record named
-		{Owner: "live", HeldLeaseIDs: []int64{deadID}, Until: until.Add(time.Hour)},        // another owner's
-		{Owner: "dead", HeldLeaseIDs: []int64{deadID}, Until: until.Add(time.Minute)},      // this one
-		{Owner: "dead", HeldLeaseIDs: []int64{deadID + 1000}, Until: until.Add(time.Hour)}, // no such record
-	} {
-		if _, err := db.TaskRenewLeases(ctx, p); err != nil {
-			t.Fatal(err)
+	errDied := errors.New("process died")
+	err = db.InTx(ctx, func(x store.Executor) error {
+		if tk := get(x, "dead"); tk.ID != ids[1] {
+			t.Fatalf("dead batch took task %d, want %d", tk.ID, ids[1])
 		}
+		// Renewed while it runs: the record's end moves, for its owner only.
+		for _, owner := range []string{"dead", "other"} {
+			if _, err := db.TaskRenewLeases(ctx, store.TaskRenewLeasesParams{Owner: owner, Until: until.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		postgres.Abandon(x) // the process dies: nothing of it runs after the statement
+		return errDied
+	})
+	if !errors.Is(err, errDied) {
+		t.Fatal(err)
 	}
-	if n, err := db.HeldLeaseExpire(ctx, until.Add(time.Second)); err != nil || n != 0 {
-		t.Fatalf("expire after a renewal = %d, %v; want 0", n, err)
+	if got, err := db.TaskGet(ctx, ids[1]); err != nil || got.State != store.TaskReady || got.Attempt != 0 {
+		t.Fatalf("task of the dead batch = %+v (%v), want ready at attempt 0 until its record expires", got, err)
 	}
-	if n, err := db.HeldLeaseExpire(ctx, until.Add(2*time.Minute)); err != nil || n != 1 {
-		t.Fatalf("expire = %d, %v; want 1 task", n, err)
+	if stuck, err := db.TaskGetStuck(ctx, until.Add(time.Second), 10); err != nil || len(stuck) != 0 {
+		t.Fatalf("stuck after the lease's first end = %v, %v; want none (renewed)", stuck, err)
 	}
-	got, err := db.TaskGet(ctx, ids[0])
-	if err != nil || got.State != store.TaskRunning || got.Attempt != 1 || got.LeaseOwner != "dead" || !got.StartedAt.Equal(now) {
-		t.Fatalf("task of the dead batch = %+v (%v), want running at attempt 1, owner dead", got, err)
+	stuck, err := db.TaskGetStuck(ctx, until.Add(2*time.Hour), 10)
+	if err != nil || len(stuck) != 1 || stuck[0].ID != ids[1] || stuck[0].Attempt != 1 || stuck[0].LeaseOwner != "dead" || !stuck[0].StartedAt.Equal(now) {
+		t.Fatalf("stuck = %+v, %v; want task %d running at attempt 1, owner dead, started at the get", stuck, err, ids[1])
 	}
-	expired, err := db.TaskListExpired(ctx, now, 10)
-	if err != nil || len(expired) != 1 || expired[0].ID != ids[0] {
-		t.Fatalf("expired leases = %v (%v), want task %d", expired, err, ids[0])
-	}
-	if got, err := db.TaskGet(ctx, ids[1]); err != nil || got.State != store.TaskComplete || got.Attempt != 1 {
+	if got, err := db.TaskGet(ctx, ids[0]); err != nil || got.State != store.TaskComplete || got.Attempt != 1 {
 		t.Fatalf("task of the finished batch = %+v (%v), want complete at attempt 1", got, err)
-	}
-	// The record is gone: expiring again turns nothing.
-	if n, err := db.HeldLeaseExpire(ctx, until.Add(time.Hour)); err != nil || n != 0 {
-		t.Fatalf("second expire = %d, %v; want 0", n, err)
 	}
 }

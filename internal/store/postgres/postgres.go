@@ -81,6 +81,8 @@ type DB struct {
 	jobLockKey int32
 	// notifier announces the ready queues of committed transactions (see notifier)
 	notifier notifier
+	// briefs are the records of the brief batches in flight (brief.go)
+	briefs briefRecords
 	// reserve holds item ids drawn ahead, for roots added in one round trip (ahead.go)
 	reserve idReserve
 	// staleRoots is the job whose roots last failed to go in ahead: its next roots read first,
@@ -270,6 +272,7 @@ func (db *DB) inTx(ctx context.Context, fn func(tx store.Executor) error) (int64
 	q := &queries{db: db, c: tc, inTx: true}
 	if err := fn(q); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
+		q.endBrief(ctx, false)
 		// What its picks took is ready again, before their floors.
 		db.floors.reset(q.picked)
 		switch { // a statement whose error the caller wrapped without mapErr
@@ -282,9 +285,11 @@ func (db *DB) inTx(ctx context.Context, fn func(tx store.Executor) error) (int64
 	}
 	if err := tc.commit(ctx); err != nil {
 		tc.rollback(context.WithoutCancel(ctx))
+		q.endBrief(ctx, false)
 		db.floors.reset(q.picked)
 		return q.aheadJob, mapErr(err)
 	}
+	q.endBrief(ctx, true)
 	db.floors.reset(q.again)
 	db.notifier.send(db, q.notify)
 	return 0, nil

@@ -45,6 +45,8 @@ type queries struct {
 	fresh fresh
 	// aheadJob is the job whose roots this transaction wrote ahead (ahead.go), or 0.
 	aheadJob int64
+	// brief is the brief batch this transaction holds (brief.go), or nil.
+	brief *briefBatch
 }
 
 // readyAgain is ready for tasks made ready again (given back, retried, unparked), which may lie

@@ -30,23 +30,6 @@ const (
 	// five executions of the prepared statement) hash-join against a sequential scan of tasks.
 	qTaskLeaseMany = `UPDATE tasks SET state = 'running', attempt = attempt + 1, lease_owner = $4, lease_expires = $5, started_at = $2
 		WHERE id = ANY (ARRAY(SELECT id FROM task_pick($1::text[], $2, $3::int[], $6::bigint[], $7::text[], $8::bigint[]))) RETURNING ` + taskCols
-	// qTaskHoldMany picks as qTaskLeaseMany does and only locks the rows: a held lease.
-	qTaskHoldMany = `SELECT ` + taskCols + ` FROM task_pick($1::text[], $2, $3::int[], $4::bigint[], $5::text[], $6::bigint[])`
-	// qHeldLeaseRecord commits asynchronously (synchronous_commit off for its own transaction):
-	// it is visible at once, and on disk within Postgres's WAL writer delay or with the next
-	// commit. It is there for a process that dies; if the database dies before flushing it, the
-	// holding transaction died too, and an attempt lost to a database crash says nothing about
-	// the input. The batch does not wait for a disk flush before it runs.
-	qHeldLeaseRecord = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-		INSERT INTO held_leases (owner, started, expires, task_ids, attempts) SELECT $1, $2, $3, $4, $5 FROM async RETURNING id`
-	qHeldLeaseDelete = `DELETE FROM held_leases WHERE id = $1`
-	qHeldLeaseRenew  = `UPDATE held_leases SET expires = $1 WHERE id = ANY($3) AND owner = $2`
-	// qHeldLeaseExpire turns an expired record's tasks that are still ready at the attempt
-	// before into running tasks with an expired lease (lease_expires 0).
-	qHeldLeaseExpire = `WITH gone AS (DELETE FROM held_leases WHERE expires < $1 RETURNING owner, started, task_ids, attempts),
-		u AS (SELECT g.owner, g.started, x.id, x.attempt FROM gone g CROSS JOIN LATERAL unnest(g.task_ids, g.attempts) AS x(id, attempt))
-		UPDATE tasks SET state = 'running', attempt = tasks.attempt + 1, lease_owner = u.owner, lease_expires = 0, started_at = u.started
-		FROM u WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state || '' = 'ready'`
 	qTaskFinish = `UPDATE tasks SET state = $1, error = $2, run_after = $3, attempt = attempt - $4, finished_at = $5, lease_owner = '', lease_expires = 0, last_worker = $8
 		WHERE id = $6 AND state = 'running' AND attempt = $7 RETURNING queue`
 	// qTaskRenew skips the rows another transaction holds: those are this process's tasks being
@@ -137,17 +120,23 @@ func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
-	return q.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: []string{p.Queue}, Limits: []int{p.Limit}, Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
+	return q.lease(ctx, store.TaskGetAvailableParams{Queues: []string{p.Queue}, Max: []int{p.Limit}, Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
 }
 
-func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+// TaskGetAvailable holds a brief batch's rows in a transaction (brief.go) and writes the leases
+// otherwise.
+func (q *queries) TaskGetAvailable(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+	if tc, ok := q.c.(*txConn); ok && p.Brief && len(p.Queues) > 0 {
+		return q.hold(ctx, tc, p)
+	}
+	return q.lease(ctx, p)
+}
+
+func (q *queries) lease(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
 	if len(p.Queues) == 0 {
 		return nil, nil
 	}
-	limits := make([]int32, len(p.Limits))
-	for i, l := range p.Limits {
-		limits[i] = int32(max(l, 0))
-	}
+	limits := int32s(p.Max)
 	now := micros(p.Now)
 	out, err := q.pick(ctx, qTaskLeaseMany, p.Queues, limits, p.Queues, now, limits, p.Owner, micros(p.LeaseUntil))
 	if err != nil {
@@ -169,25 +158,6 @@ func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams
 		}
 		return strings.Compare(a.SortKey, b.SortKey)
 	})
-	return out, nil
-}
-
-// TaskHoldMany locks ready tasks for a held lease and returns them as leased, in pick order.
-func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
-	if len(p.Queues) == 0 {
-		return nil, nil
-	}
-	limits := make([]int32, len(p.Limits))
-	for i, l := range p.Limits {
-		limits[i] = int32(max(l, 0))
-	}
-	out, err := q.pick(ctx, qTaskHoldMany, p.Queues, limits, p.Queues, micros(p.Now), limits)
-	if err != nil {
-		return nil, fmt.Errorf("hold tasks of %d queues: %w", len(p.Queues), err)
-	}
-	for _, t := range out {
-		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt, t.Held = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now, true
-	}
 	return out, nil
 }
 
@@ -216,7 +186,7 @@ func taskFinishArgs(p store.TaskFinishParams) []any {
 
 // TaskFinish announces a task put back to ready on the schema's channel.
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
-	if p.Held {
+	if q.held(p) {
 		oks, err := q.taskFinishSet(ctx, []store.TaskFinishParams{p}, map[int64]int{p.ID: 0})
 		if err != nil {
 			return false, err
@@ -248,38 +218,21 @@ func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesPa
 		}
 		n = tag.RowsAffected()
 	}
-	if len(p.HeldLeaseIDs) > 0 {
-		if _, err := q.c.Exec(ctx, qHeldLeaseRenew, micros(p.Until), p.Owner, p.HeldLeaseIDs); err != nil {
-			return 0, fmt.Errorf("renew held leases of %s: %w", p.Owner, mapErr(err))
+	if ids := q.db.briefs.of(p.Owner); len(ids) > 0 {
+		if _, err := q.c.Exec(ctx, qHeldLeaseRenew, micros(p.Until), p.Owner, ids); err != nil {
+			return 0, fmt.Errorf("renew brief batches of %s: %w", p.Owner, mapErr(err))
 		}
 	}
 	return n, nil
 }
 
-func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) (int64, error) {
-	attempts := make([]int32, len(p.Attempts))
-	for i, a := range p.Attempts {
-		attempts[i] = int32(a)
+// TaskGetStuck turns the records of brief batches that expired into expired leases (in a
+// transaction, sent with the list: one round trip) and lists the expired leases.
+func (q *queries) TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	if err := q.execLater(ctx, "expire brief batches", qHeldLeaseExpire, micros(now)); err != nil {
+		return nil, err
 	}
-	var id int64
-	err := q.c.QueryRow(ctx, qHeldLeaseRecord, p.Owner, micros(p.Started), micros(p.Until), p.TaskIDs, attempts).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("record held lease of %d tasks: %w", len(p.TaskIDs), mapErr(err))
-	}
-	return id, nil
-}
-
-// HeldLeaseDelete, in the holding transaction, goes out with its next statement (execLater).
-func (q *queries) HeldLeaseDelete(ctx context.Context, id int64) error {
-	return q.execLater(ctx, fmt.Sprintf("delete held lease %d", id), qHeldLeaseDelete, id)
-}
-
-func (q *queries) HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := q.c.Exec(ctx, qHeldLeaseExpire, micros(now))
-	if err != nil {
-		return 0, fmt.Errorf("expire held leases: %w", mapErr(err))
-	}
-	return tag.RowsAffected(), nil
+	return q.TaskListExpired(ctx, now, limit)
 }
 
 func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {

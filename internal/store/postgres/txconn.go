@@ -24,6 +24,10 @@ type txConn struct {
 	// sends counts the batches and statements sent, so that a read sent ahead of its time can
 	// tell whether anything went out after it (see queries.prefetched).
 	sends int
+	// await, when set, is waited for once the transaction's next statement went out, before its
+	// results are read, and by the commit: what must be done before that statement returns
+	// (a brief batch's record, see brief.go). Its error is that statement's.
+	await func() error
 }
 
 // laterExec is a write sent with the transaction's next statement; what names it in an error.
@@ -44,7 +48,17 @@ func (c *txConn) execLater(what, sql string, args ...any) {
 }
 
 // pending reports whether a statement sent now would go out with others (BEGIN or later writes).
-func (c *txConn) pending() bool { return !c.begun || len(c.later) > 0 }
+func (c *txConn) pending() bool { return !c.begun || len(c.later) > 0 || c.await != nil }
+
+// awaited runs await, if set, once.
+func (c *txConn) awaited() error {
+	a := c.await
+	if a == nil {
+		return nil
+	}
+	c.await = nil
+	return a()
+}
 
 // first sends BEGIN (if not yet sent), the queued later writes and then queued, in one batch,
 // and reads the results of all but queued. The caller reads the rest and closes the batch.
@@ -74,6 +88,10 @@ func (c *txConn) first(ctx context.Context, queued []*pgx.QueuedQuery) (pgx.Batc
 			br.Close()
 			return nil, fmt.Errorf("%s: %w", l.what, mapErr(err))
 		}
+	}
+	if err := c.awaited(); err != nil {
+		br.Close()
+		return nil, err
 	}
 	return br, nil
 }
@@ -137,6 +155,9 @@ func (c *txConn) commit(ctx context.Context) error {
 	if !c.begun && len(c.later) == 0 {
 		return nil // nothing was sent: there is no transaction
 	}
+	if err := c.awaited(); err != nil {
+		return err
+	}
 	br, err := c.first(ctx, []*pgx.QueuedQuery{{SQL: "commit"}})
 	if err != nil {
 		return err
@@ -155,7 +176,7 @@ func (c *txConn) commit(ctx context.Context) error {
 // rollback ends a begun transaction. A connection left inside a transaction by a failed
 // rollback is closed by the pool on release, never reused.
 func (c *txConn) rollback(ctx context.Context) {
-	c.later = nil
+	c.later, c.await = nil, nil
 	if c.begun {
 		_, _ = c.conn.Exec(ctx, "rollback")
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// TestHeldPickReadsTheRow: a held pick reads fewer columns than taskCols (taskHoldCols) and sets
+// TestHeldPickReadsTheRow: a brief batch's pick reads fewer columns than taskCols (taskHoldCols) and sets
 // the rest itself; what it returns is the stored row, leased.
 func TestHeldPickReadsTheRow(t *testing.T) {
 	t.Parallel()
@@ -26,10 +26,10 @@ func TestHeldPickReadsTheRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.UnixMicro(1_000_000).UTC()
-	want.State, want.Attempt, want.LeaseOwner, want.LeaseExpires, want.StartedAt, want.Held = store.TaskRunning, 2, "o", now.Add(time.Minute), now, true
+	want.State, want.Attempt, want.LeaseOwner, want.LeaseExpires, want.StartedAt = store.TaskRunning, 2, "o", now.Add(time.Minute), now
 	var got []*store.Task
 	if err := db.InTx(ctx, func(x store.Executor) error {
-		got, err = x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{10}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+		got, err = x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{10}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Brief: true})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -64,5 +64,43 @@ func TestFullDiskIsErrFull(t *testing.T) {
 	})
 	if !errors.Is(err, store.ErrFull) {
 		t.Fatalf("inserting past max_page_count: %v, want store.ErrFull", err)
+	}
+}
+
+// TestBriefBatchDies: a brief batch's pick commits with its record before its tasks run; a
+// process that dies then (its transaction ends without it: nothing converts the record) leaves
+// the tasks ready at their attempt until the record expires, when TaskGetStuck turns them into
+// expired leases, the attempt counted.
+func TestBriefBatchDies(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := t.Context()
+	if _, err := db.w.ExecContext(ctx, `INSERT INTO tasks (id, job_id, item_id, step, action, queue, state, attempt, max_attempts, sort_key, created_at)
+		VALUES (7, 3, 5, 'step', 'noop', 'q', 'ready', 0, 4, 'k', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMicro(1_000_000).UTC()
+	until := now.Add(time.Minute)
+	errDied := errors.New("process died")
+	err := db.InTx(ctx, func(x store.Executor) error {
+		got, err := x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{10}, Owner: "dead", Now: now, LeaseUntil: until, Brief: true})
+		if err != nil || len(got) != 1 {
+			return fmt.Errorf("brief batch = %v, %v; want 1 task", got, err)
+		}
+		x.(*queries).brief = nil // the process dies: nothing of it runs after the pick
+		return errDied
+	})
+	if !errors.Is(err, errDied) {
+		t.Fatal(err)
+	}
+	if got, err := db.TaskGet(ctx, 7); err != nil || got.State != store.TaskReady || got.Attempt != 0 {
+		t.Fatalf("task of the dead batch = %+v (%v), want ready at attempt 0 until its record expires", got, err)
+	}
+	if stuck, err := db.TaskGetStuck(ctx, now, 10); err != nil || len(stuck) != 0 {
+		t.Fatalf("stuck before the lease's end = %v, %v; want none", stuck, err)
+	}
+	stuck, err := db.TaskGetStuck(ctx, until.Add(time.Second), 10)
+	if err != nil || len(stuck) != 1 || stuck[0].ID != 7 || stuck[0].Attempt != 1 || stuck[0].LeaseOwner != "dead" || !stuck[0].StartedAt.Equal(now) {
+		t.Fatalf("stuck = %+v, %v; want task 7 running at attempt 1, owner dead, started at the pick", stuck, err)
 	}
 }

@@ -148,6 +148,27 @@ func (db *DB) Close() error {
 // Capabilities reports that the embedded store is single-process, with one writer.
 func (db *DB) Capabilities() store.Capabilities { return store.Capabilities{} }
 
+// TryLock takes any lock at once: one engine process opens the database at a time (the data
+// dir's lock), and it holds every lock.
+func (db *DB) TryLock(ctx context.Context, name string) (store.Lock, bool, error) {
+	return soleLock{}, true, nil
+}
+
+// soleLock is a lock of the one process: never lost, nothing to release.
+type soleLock struct{}
+
+func (soleLock) Check(context.Context) error { return nil }
+func (soleLock) Release()                    {}
+
+// Notify returns a channel that never receives: without Listen, nothing is announced that the
+// one process does not know.
+func (db *DB) Notify() (<-chan struct{}, func() ([]string, bool), func()) {
+	return nil, func() ([]string, bool) { return nil, false }, func() {}
+}
+
+// NotifyOthers is Notify: there are no others.
+func (db *DB) NotifyOthers() (<-chan struct{}, func() ([]string, bool), func()) { return db.Notify() }
+
 // Wait waits for d or ctx: SQLite cannot signal other processes.
 func (db *DB) Wait(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -167,9 +188,11 @@ func (db *DB) InTx(ctx context.Context, fn func(tx store.Executor) error) error 
 	q := &queries{db: db, r: tx, w: tx, tx: tx}
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()
+		db.releaseBrief(ctx, q.brief)
 		return markFull(err)
 	}
 	if err := tx.Commit(); err != nil {
+		db.releaseBrief(ctx, q.brief)
 		return mapErr(fmt.Errorf("commit: %w", err))
 	}
 	db.pending.Range(func(k, _ any) bool {

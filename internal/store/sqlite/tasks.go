@@ -110,107 +110,22 @@ func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*st
 	return out, nil
 }
 
-// TaskLeaseMany is a loop: statements are in-process calls here, so one per queue costs no round
-// trip.
-func (q *queries) TaskLeaseMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
+// TaskGetAvailable holds a brief batch in a transaction (brief.go) and otherwise writes the
+// leases, a statement per queue: statements are in-process calls here, so one per queue costs
+// no round trip.
+func (q *queries) TaskGetAvailable(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+	if p.Brief && q.tx != nil {
+		return q.hold(ctx, p)
+	}
 	var out []*store.Task
 	for i, queue := range p.Queues {
-		ts, err := q.TaskLease(ctx, store.TaskLeaseParams{Queue: queue, Limit: p.Limits[i], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
+		ts, err := q.TaskLease(ctx, store.TaskLeaseParams{Queue: queue, Limit: p.Max[i], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ts...)
 	}
 	return out, nil
-}
-
-// taskHoldCols are the columns of a held pick (qTaskHold): taskCols but those TaskHoldMany sets
-// (state, lease_owner, lease_expires, started_at). Each column read costs the driver two or
-// three calls into SQLite, each taking and releasing the connection's mutex: the four saved 1.3
-// µs of the pick's 6.5 per task.
-const taskHoldCols = `id, job_id, item_id, step, action, queue, attempt, max_attempts, run_after, error, sort_key, progress_weight, created_at, finished_at`
-
-// scanHeldTask reads a row of taskHoldCols, a ready task.
-func scanHeldTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
-	t := store.Task{State: store.TaskReady}
-	var runAfter, created, finished int64
-	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.Attempt, &t.MaxAttempts, &runAfter, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &finished); err != nil {
-		return nil, mapErr(err)
-	}
-	t.RunAfter, t.CreatedAt, t.FinishedAt = fromMicros(runAfter), fromMicros(created), fromMicros(finished)
-	return &t, nil
-}
-
-// qTaskHold is qTaskLease's pick alone, for a held lease: it writes nothing.
-func qTaskHold(limit int) string {
-	return `SELECT ` + taskHoldCols + ` FROM tasks INDEXED BY tasks_ready WHERE state = 'ready' AND queue = ? AND +run_after <= ? ORDER BY job_id, sort_key LIMIT ` + strconv.Itoa(max(limit, 0))
-}
-
-// TaskHoldMany picks ready tasks as TaskLeaseMany does and writes nothing: the tasks come back as
-// leased, in pick order, their rows still ready. SQLite has one writer, so the transaction that
-// picked them holds the whole database, not just their rows: the worker commits the pick with
-// its record (HeldLeaseRecord in the same transaction), then runs the tasks and finishes them
-// (TaskFinishParams.Held) in a second transaction, and lets no other held batch of its own pick
-// in between (see worker.runHeld). A task changed meanwhile (canceled, say) fails its held
-// finish, which voids the attempt's effects.
-func (q *queries) TaskHoldMany(ctx context.Context, p store.TaskLeaseManyParams) ([]*store.Task, error) {
-	var out []*store.Task
-	now := micros(p.Now)
-	for i, queue := range p.Queues {
-		ts, err := q.listTasksWith(ctx, q.w, scanHeldTask, qTaskHold(p.Limits[i]), queue, now)
-		if err != nil {
-			return nil, fmt.Errorf("hold tasks of %q: %w", queue, mapErr(err))
-		}
-		for _, t := range ts {
-			t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt, t.Held = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now, true
-		}
-		out = append(out, ts...)
-	}
-	return out, nil
-}
-
-// HeldLeaseRecord inserts the record of a held lease. Outside a transaction it commits at once;
-// in the transaction of TaskHoldMany it commits with the pick (see TaskHoldMany).
-func (q *queries) HeldLeaseRecord(ctx context.Context, p store.HeldLeaseParams) (int64, error) {
-	attempts := make([]int64, len(p.Attempts))
-	for i, a := range p.Attempts {
-		attempts[i] = int64(a)
-	}
-	var id int64
-	err := q.wrow(ctx, `INSERT INTO held_leases (owner, started, expires, task_ids, attempts) VALUES (?, ?, ?, ?, ?) RETURNING id`,
-		p.Owner, micros(p.Started), micros(p.Until), idArray(p.TaskIDs), idArray(attempts)).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("record held lease of %d tasks: %w", len(p.TaskIDs), mapErr(err))
-	}
-	return id, nil
-}
-
-// HeldLeaseDelete deletes a record of HeldLeaseRecord.
-func (q *queries) HeldLeaseDelete(ctx context.Context, id int64) error {
-	if _, err := q.exec(ctx, `DELETE FROM held_leases WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("delete held lease %d: %w", id, err)
-	}
-	return nil
-}
-
-// HeldLeaseExpire turns the tasks of the held leases that expired before now, still ready at the
-// attempt before the recorded one, into running tasks whose lease has expired (TaskListExpired
-// then reclaims them as lost attempts), and deletes the records.
-func (q *queries) HeldLeaseExpire(ctx context.Context, now time.Time) (int64, error) {
-	// u materialized: the update then walks the records' tasks and finds each by its id; as a
-	// plain join the planner chose to index every ready task first.
-	res, err := q.exec(ctx, `WITH u AS MATERIALIZED (SELECT h.owner, h.started, t.value AS id, h.attempts ->> t.key AS attempt
-			FROM held_leases h, json_each(h.task_ids) t WHERE h.expires < ?1)
-		UPDATE tasks SET state = 'running', attempt = tasks.attempt + 1, lease_owner = u.owner, lease_expires = 0, started_at = u.started
-		FROM u WHERE tasks.id = u.id AND tasks.attempt = u.attempt - 1 AND tasks.state = 'ready'`, micros(now))
-	if err != nil {
-		return 0, fmt.Errorf("expire held leases: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	if _, err := q.exec(ctx, `DELETE FROM held_leases WHERE expires < ?`, micros(now)); err != nil {
-		return 0, fmt.Errorf("expire held leases: %w", err)
-	}
-	return n, nil
 }
 
 func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (bool, error) {
@@ -224,7 +139,7 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	}
 	var res sql.Result
 	var err error
-	if p.Held {
+	if q.held(p) {
 		// The row is still ready at the attempt before: the finish counts the attempt and
 		// writes its start.
 		res, err = q.exec(ctx, `UPDATE tasks SET state = ?, error = ?, run_after = ?, attempt = attempt + 1 - ?, finished_at = ?, started_at = ?, lease_owner = '', lease_expires = 0, last_worker = ?
@@ -242,23 +157,18 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	return n > 0, nil
 }
 
-// TaskRenewLeases renews the tasks named and the held-lease records named.
+// TaskRenewLeases renews the tasks named. A brief batch needs no renewal here: it holds the one
+// writer while it runs, so nothing expires its record before it ends (see brief.go).
 func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesParams) (int64, error) {
-	var n int64
-	if len(p.TaskIDs) > 0 {
-		res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'running' AND lease_owner = ?`,
-			micros(p.Until), idArray(p.TaskIDs), p.Owner)
-		if err != nil {
-			return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
-		}
-		n, _ = res.RowsAffected()
+	if len(p.TaskIDs) == 0 {
+		return 0, nil
 	}
-	if len(p.HeldLeaseIDs) > 0 {
-		if _, err := q.exec(ctx, `UPDATE held_leases SET expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND owner = ?`,
-			micros(p.Until), idArray(p.HeldLeaseIDs), p.Owner); err != nil {
-			return 0, fmt.Errorf("renew held leases of %s: %w", p.Owner, err)
-		}
+	res, err := q.exec(ctx, `UPDATE tasks SET lease_expires = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'running' AND lease_owner = ?`,
+		micros(p.Until), idArray(p.TaskIDs), p.Owner)
+	if err != nil {
+		return 0, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
 	}
+	n, _ := res.RowsAffected()
 	return n, nil
 }
 

@@ -42,11 +42,11 @@ func testBatches(t *testing.T, b *bundle) {
 	var oks []bool
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		var err error
-		oks, err = x.TaskFinishMany(ctx, ps)
+		oks, err = x.TaskSetStateIfRunningMany(ctx, ps)
 		return err
 	}))
 	if !slices.Equal(oks, []bool{true, true, false, false}) {
-		t.Errorf("TaskFinishMany = %v, want [true true false false]", oks)
+		t.Errorf("TaskSetStateIfRunningMany = %v, want [true true false false]", oks)
 	}
 	if tk := b.getTask(leased[0].ID); tk.State != store.TaskComplete {
 		t.Errorf("task 0 state %s, want complete", tk.State)
@@ -66,11 +66,11 @@ func testBatches(t *testing.T, b *bundle) {
 	}
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		var err error
-		oks, err = x.TaskFinishMany(ctx, ps)
+		oks, err = x.TaskSetStateIfRunningMany(ctx, ps)
 		return err
 	}))
 	if !slices.Equal(oks, []bool{true, false, false}) {
-		t.Errorf("TaskFinishMany without repeats = %v, want [true false false]", oks)
+		t.Errorf("TaskSetStateIfRunningMany without repeats = %v, want [true false false]", oks)
 	}
 	if tk := b.getTask(leased[2].ID); tk.State != store.TaskReady || tk.Error != "snoozed" || tk.Attempt != leased[2].Attempt-1 || !tk.FinishedAt.IsZero() || tk.LeaseOwner != "" {
 		t.Errorf("snoozed task 2 = %+v", tk)

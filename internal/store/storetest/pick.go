@@ -20,8 +20,8 @@ type Backlog func(tb testing.TB, s store.Store, ready, finished int)
 
 // BenchmarkPickAtBacklog measures the pick of every lease at backlogs of ready tasks given by
 // SLUICE_BENCH_BACKLOGS (comma-separated; default "1000,100000"), each also with as many
-// finished tasks before them (at most 1,000,000, a burndown's worth before autovacuum comes): one op leases 1,000 tasks (TaskLease) or, on a driver with held
-// leases, holds them (TaskHoldMany), in a transaction rolled back, so the backlog stays as it
+// finished tasks before them (at most 1,000,000, a burndown's worth before autovacuum comes): one op leases 1,000 tasks (TaskGetAvailable) or takes them as a
+// brief batch (Brief), in a transaction rolled back, so the backlog stays as it
 // was. It reports µs/task: at a pick that costs the same at any backlog, the figures match.
 func BenchmarkPickAtBacklog(b *testing.B, open func(tb testing.TB) store.Store, fill Backlog) {
 	sizes := []int{1000, 100_000}
@@ -53,12 +53,8 @@ func BenchmarkPickAtBacklog(b *testing.B, open func(tb testing.TB) store.Store, 
 							err := s.InTx(ctx, func(x store.Executor) error {
 								var ts []*store.Task
 								var err error
-								p := store.TaskLeaseManyParams{Queues: []string{"q"}, Limits: []int{limit}, Owner: "bench", Now: now, LeaseUntil: now.Add(time.Minute)}
-								if mode == "hold" {
-									ts, err = x.TaskHoldMany(ctx, p)
-								} else {
-									ts, err = x.TaskLeaseMany(ctx, p)
-								}
+								p := store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{limit}, Owner: "bench", Now: now, LeaseUntil: now.Add(time.Minute), Brief: mode == "hold"}
+								ts, err = x.TaskGetAvailable(ctx, p)
 								if err != nil {
 									return err
 								}

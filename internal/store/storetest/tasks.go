@@ -161,7 +161,7 @@ func testTaskLeaseRunAfter(t *testing.T, b *bundle) {
 	}
 }
 
-func testTaskLeaseMany(t *testing.T, b *bundle) {
+func testTaskGetAvailable(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
 	var a, c []int64
@@ -172,7 +172,7 @@ func testTaskLeaseMany(t *testing.T, b *bundle) {
 	}
 	leaseMany := func(queues []string, limits []int, now time.Time) []*store.Task {
 		t.Helper()
-		return must(b.s.TaskLeaseMany(ctx, store.TaskLeaseManyParams{Queues: queues, Limits: limits, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)}))(t)
+		return must(b.s.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: queues, Max: limits, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)}))(t)
 	}
 	got := leaseMany([]string{"qc", "qa", "empty"}, []int{2, 10, 5}, b.now)
 	checkIDs(t, "first lease", taskIDs(got), []int64{c[0], c[1], a[0], a[1], a[2]})

@@ -248,8 +248,8 @@ func testWait(t *testing.T, b *bundle) {
 	}
 	it := b.root(b.job("").ID, 0, "0")
 	// A Notify channel hears every notification from its call on: a TaskInsert must reach it.
-	if nf, ok := b.s.(store.Notifier); ok {
-		ch, take, stop := nf.Notify()
+	{
+		ch, take, stop := b.s.Notify()
 		defer stop()
 		for i := 0; ; i++ {
 			b.task(b.s, it, fmt.Sprintf("n%d", i))

@@ -65,10 +65,10 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 		}
 		ps = append(ps, store.TaskFinishParams{ID: leased[0].ID, Attempt: 1, State: e.state, Error: e.err, Now: b.at(time.Second), Worker: e.worker})
 	}
-	oks := must(b.s.TaskFinishMany(ctx, ps))(t)
+	oks := must(b.s.TaskSetStateIfRunningMany(ctx, ps))(t)
 	for i, p := range ps {
 		if !oks[i] {
-			t.Errorf("TaskFinishMany of task %d not ok", p.ID)
+			t.Errorf("TaskSetStateIfRunningMany of task %d not ok", p.ID)
 		}
 		check(fmt.Sprintf("batch %s by %s", ends[i].state, ends[i].worker), p.ID, ends[i].state, ends[i].worker)
 	}
@@ -101,18 +101,18 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 		}
 	}
 
-	// A held batch: the row was never written running, and its finish writes the worker.
+	// A brief batch: the row was never written running, and its finish writes the worker.
 	held := b.taskIn(b.s, b.root(j.ID, 40, "40"), "s", "h")
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
-		got, err := x.TaskHoldMany(ctx, store.TaskLeaseManyParams{Queues: []string{"h"}, Limits: []int{1}, Owner: "wh", Now: b.now, LeaseUntil: b.at(time.Minute)})
+		got, err := x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"h"}, Max: []int{1}, Owner: "wh", Now: b.now, LeaseUntil: b.at(time.Minute), Brief: true})
 		if err != nil {
 			return err
 		}
 		if len(got) != 1 || got[0].ID != held.ID {
 			return fmt.Errorf("held %+v, want task %d", got, held.ID)
 		}
-		oks, err := x.TaskFinishMany(ctx, []store.TaskFinishParams{{ID: held.ID, Attempt: 1, State: store.TaskComplete, Now: b.at(time.Second),
-			Held: true, Started: b.now, Worker: "wh"}})
+		oks, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{{ID: held.ID, Attempt: 1, State: store.TaskComplete, Now: b.at(time.Second),
+			Started: b.now, Worker: "wh"}})
 		if err == nil && !oks[0] {
 			return fmt.Errorf("held finish not ok")
 		}
