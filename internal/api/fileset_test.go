@@ -50,7 +50,7 @@ func TestFilesets(t *testing.T) {
 			p, _ := json.Marshal(map[string]any{"updated": 1, "result": res})
 			writes = append(writes, engine.DomainWrite{Domain: fileset.DomainName, Key: fmt.Sprint(i), Payload: p, JobID: job.ID, ItemID: 1})
 		}
-		if err := (fileset.Domain{}).Apply(context.Background(), b.e.Store().DomainSQL(), writes); err != nil {
+		if err := (fileset.Domain{}).Apply(context.Background(), b.db.DomainSQL(), writes); err != nil {
 			t.Fatal(err)
 		}
 		var page struct {

@@ -126,9 +126,6 @@ func New(cfg Config) *Engine {
 	return &Engine{cfg: cfg, store: cfg.Store, log: cfg.Logger, defs: map[defKey]*workflow.Definition{}, plans: map[*workflow.Definition]*plan{}, remote: remote}
 }
 
-// Store returns the engine's store.
-func (e *Engine) Store() store.Store { return e.store }
-
 // Catalog returns the engine's action catalog.
 func (e *Engine) Catalog() *action.Catalog { return e.cfg.Catalog }
 

@@ -40,6 +40,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,11 +210,30 @@ func (v *jobView) String() string {
 	return b.String()
 }
 
+// stores holds the store of each engine the matrix opens (*engine.Engine → store.Store): what
+// look reads, as the API and the CLI read it.
+var (
+	storesMu sync.Mutex
+	stores   = map[*engine.Engine]store.Store{}
+)
+
+// opened records the store of an engine the matrix opened, for look.
+func opened(e *engine.Engine, db store.Store) {
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	stores[e] = db
+}
+
 // look reads the job as a user sees it.
 func look(t *testing.T, e *engine.Engine, jobID int64) *jobView {
 	t.Helper()
 	ctx := t.Context()
-	db := e.Store()
+	storesMu.Lock()
+	db, ok := stores[e]
+	storesMu.Unlock()
+	if !ok {
+		t.Fatal("look: an engine the matrix did not open")
+	}
 	job, err := db.JobGet(ctx, jobID)
 	if err != nil {
 		t.Fatal(err)

@@ -288,6 +288,7 @@ func startNode(ctx context.Context, w where, p path, b *behaviour, drain time.Du
 	b.mu.Lock()
 	b.db = n.Store
 	b.mu.Unlock()
+	opened(n.Engine, n.Store)
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	// Short leases, as for the node's own tasks: a remote task a killed server handed out comes
 	// back within seconds, not its default two minutes.

@@ -108,7 +108,9 @@ func reader(t *testing.T, at where) *engine.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return engine.New(engine.Config{Store: db})
+	e := engine.New(engine.Config{Store: db})
+	opened(e, db)
+	return e
 }
 
 type child struct {

@@ -56,7 +56,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 	for _, name := range cat.Names() {
 		add(w.e.Queue(&workflow.Definition{}, &workflow.Step{Action: name}), name, limitOf(name), false)
 	}
-	if wfs, err := w.e.Store().WorkflowList(ctx); err == nil {
+	if wfs, err := w.e.Workflows(ctx); err == nil {
 		for _, wf := range wfs {
 			def, _, err := w.e.Definition(ctx, wf.Name, wf.Version)
 			if err != nil {
@@ -112,7 +112,7 @@ func (w *Worker) dispatch(ctx, run context.Context) {
 		// tasks left in tasks_ready_after until a vacuum (7 ms per held batch of 1,000 at a
 		// backlog of 100,000; since migration 013 only tasks with a backoff have one).
 		if leased == 0 && !w.slots.holding() {
-			if next, err := w.e.Store().TaskNextRunAfter(ctx); err == nil && !next.IsZero() {
+			if next, err := w.e.NextRunAfter(ctx); err == nil && !next.IsZero() {
 				if d := time.Until(next); d > 0 && d < wait {
 					wait = d
 				}
@@ -147,7 +147,7 @@ func (w *Worker) check(ctx context.Context) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		ready, err := w.e.Store().TaskReadyQueues(ctx, names, w.e.Now())
+		ready, err := w.e.ReadyQueues(ctx, names)
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("check queues for ready tasks", "error", err)
 		}
@@ -171,7 +171,7 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 	// With one writer (SQLite) the leased tasks' items and cached conversions are read in the
 	// lease's own transaction: a statement there costs less than a read transaction of its own
 	// on a reader. On Postgres that would lengthen the one writer's turn; readers run beside it.
-	local := !w.e.Store().Capabilities().ConcurrentWrites
+	local := !w.e.ConcurrentWrites()
 	items := map[int64]*store.Item{}
 	pre := map[int64]*prefetch{}
 	seq := w.cache.seq()
@@ -211,7 +211,7 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 		for i, t := range got {
 			ids[i] = t.ItemID
 		}
-		its, err := w.e.Store().ItemGetMany(ctx, ids)
+		its, err := w.e.Items(ctx, ids)
 		if err != nil {
 			w.log.Warn("read leased items", "error", err)
 		}

@@ -77,12 +77,12 @@ func (w *Worker) renew(ctx context.Context) {
 			continue
 		}
 		var err error
-		if w.e.Store().Capabilities().ConcurrentWrites {
+		if w.e.ConcurrentWrites() {
 			// Not behind the writer: when its queue is long (results waiting, a deadlock being
 			// retried) the leases of tasks whose results wait in it would expire, the leader
 			// would reclaim them, and their results would be thrown away — more work, longer
 			// queues (TestLeaderKilled saw that storm once).
-			_, err = w.e.Store().TaskRenewLeases(ctx, p)
+			_, err = w.e.RenewLeases(ctx, p)
 		} else {
 			// Ahead of the writer's queue, and until a lease from when it commits: a renewal
 			// that waited behind a long queue (a fan-out's children, thousands of results at a

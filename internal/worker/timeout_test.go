@@ -64,7 +64,7 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		for _, tk := range k.Tasks(t, job.ID) {
 			if tk.Step == "split" && tk.State != store.TaskSkipped && (tk.State != store.TaskComplete || tk.Attempt != 1) {
-				events, _ := k.Engine.Store().EventListByItem(t.Context(), tk.ItemID)
+				events, _ := k.Store.EventListByItem(t.Context(), tk.ItemID)
 				t.Errorf("split: %s after %d attempts (%s), want complete after 1: it made progress every %s, its timeout is %s; events: %q",
 					tk.State, tk.Attempt, tk.Error, step, timeout, events)
 			}

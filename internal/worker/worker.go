@@ -132,7 +132,7 @@ func New(cfg Config) *Worker {
 	if lanes <= 0 {
 		lanes = 2
 	}
-	if !cfg.Engine.Store().Capabilities().ConcurrentWrites {
+	if !cfg.Engine.ConcurrentWrites() {
 		// One writer (SQLite): a busy committer waits a little to fill its transactions. On
 		// Postgres leases go through the committer too, and their latency counts more.
 		linger = 5 * time.Millisecond
