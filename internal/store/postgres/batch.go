@@ -17,7 +17,7 @@ const (
 	qEventInsertMany = qEventInsertNew + ` ON CONFLICT DO NOTHING`
 	qTaskInsertMany  = qTaskInsertNew + ` ON CONFLICT (item_id, step) DO NOTHING`
 	// qEventInsertNew and qTaskInsertNew insert rows known to be new: of items inserted in the
-	// same transaction (fresh.go), or marked New by the engine, which holds the item's lock and
+	// same transaction (inserted_rows.go), or marked New by the engine, which holds the item's lock and
 	// knows its events and the tasks their firing makes. A row there fails the insert.
 	qEventInsertNew = `INSERT INTO events (item_id, name, created_at)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])`

@@ -83,7 +83,7 @@ type DB struct {
 	notifier notifier
 	// briefs are the records of the brief batches in flight (brief.go)
 	briefs briefRecords
-	// reserve holds item ids drawn ahead, for roots added in one round trip (ahead.go)
+	// reserve holds item ids drawn ahead, for roots added in one round trip (roots_written_ahead.go)
 	reserve idReserve
 	// staleRoots is the job whose roots last failed to go in ahead: its next roots read first,
 	// until another job's roots fail ahead (see ItemInsertRoots).

@@ -41,9 +41,9 @@ type queries struct {
 	prefetched   *store.Job
 	prefetchedAt int
 	// fresh is the items this transaction inserted, with the tasks and events it wrote for
-	// them (fresh.go).
+	// them (inserted_rows.go).
 	fresh fresh
-	// aheadJob is the job whose roots this transaction wrote ahead (ahead.go), or 0.
+	// aheadJob is the job whose roots this transaction wrote ahead (roots_written_ahead.go), or 0.
 	aheadJob int64
 	// brief is the brief batch this transaction holds (brief.go), or nil.
 	brief *briefBatch
@@ -236,7 +236,7 @@ const (
 	qJobIngestLock = `SELECT pg_advisory_xact_lock_shared($1::int4, $2::int4)`
 	qJobSealLock   = `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`
 	qJobAddTotal   = `UPDATE jobs SET total_bytes = total_bytes + $1 WHERE id = $2`
-	// qJobFirstOpen is an open item of the job, or 0 (see openfloor.go).
+	// qJobFirstOpen is an open item of the job, or 0 (see open_floors.go).
 	qJobFirstOpen  = `SELECT COALESCE((SELECT id FROM open_items WHERE job_id = $1 LIMIT 1), 0)`
 	qJobTotal      = `SELECT total_bytes FROM jobs WHERE id = $1`
 	qJobItemStates = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`

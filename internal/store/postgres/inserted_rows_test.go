@@ -11,7 +11,7 @@ import (
 )
 
 // TestFreshRows checks the inserts of tasks and events of items inserted in the same transaction
-// (fresh.go): the first of each goes in, a repeat in the transaction is left alone, as ON
+// (inserted_rows.go): the first of each goes in, a repeat in the transaction is left alone, as ON
 // CONFLICT leaves alone a row of an older item; and they go in without ON CONFLICT — a row the
 // driver did not write (put there behind its back) makes the insert fail rather than be skipped.
 func TestFreshRows(t *testing.T) {
