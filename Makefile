@@ -28,7 +28,7 @@ bench-graph: ## sluice's graph workflow against go mod graph, 5,000 modules (SLU
 bench-fileset: ## 10,000 dataset requests through sluice fileset against local fakes (docs/fileset.md)
 	go test -run XXX -bench BenchmarkFileset -benchtime 1x -timeout 30m ./internal/fileset/
 
-fuzz: ## every fuzz target for 10 minutes (CI: 30 s); failing inputs land in testdata/fuzz
+fuzz: ## every fuzz target for 10 minutes (CI: 10 s); failing inputs land in testdata/fuzz
 	bash .ci/fuzz 10m
 
 CRASHLOOPS ?= 10
