@@ -152,6 +152,19 @@ func (ef *Effects) sanitize() {
 // cleanString is s sanitised, not capped; s itself when it is clean (no allocation).
 func cleanString(s string) string { return textclean.Sanitize(s, max(len(s), 1)) }
 
+// MaxErrorChars caps an attempt's error as it is recorded, on every path: an action's error (a
+// tool's output, a remote worker's report) is shown to users and stored in a row, not kept whole.
+const MaxErrorChars = 4000
+
+// cleanError is an attempt's error as it is recorded: NUL bytes and invalid UTF-8 (which
+// PostgreSQL refuses in text) replaced, capped at [MaxErrorChars].
+func cleanError(msg string) string {
+	if c := textclean.Sanitize(msg, MaxErrorChars); c != "" || msg == "" {
+		return c
+	}
+	return "an error with no printable text"
+}
+
 // cleanObject returns m with its keys and strings sanitised, at any depth: m itself when they
 // all are clean (no allocation), else a copy of the parts that changed.
 func cleanObject(m map[string]any) map[string]any {

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
+	"github.com/sluice-project/sluice/internal/textclean"
 )
 
 // TestEffectsSanitised checks that the text a task records is sanitised where its effects are
@@ -124,4 +127,37 @@ func TestReplays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestErrorsSanitised: an attempt's error is recorded clean and capped on every path, as a
+// remote worker's always was: NUL bytes (which PostgreSQL refuses in text) and invalid UTF-8
+// replaced, at most engine.MaxErrorChars characters, in the task, its history and the item.
+func TestErrorsSanitised(t *testing.T) {
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		long := "bad\x00input \xff" + strings.Repeat("é", 2*engine.MaxErrorChars)
+		h := newHarness(t, open, func(h *harness) []action.Action {
+			return []action.Action{h.act("conv", nil, func(context.Context, *action.Task, action.Output) error {
+				return action.Permanent(errors.New(long))
+			})}
+		})
+		h.startWorker()
+		job := h.start("name: wf\nsteps:\n  conv: {action: conv, needs: [start]}\n", nil, engine.Root{Name: "r"})
+		h.wait(job.ID)
+		want := textclean.Sanitize(long, engine.MaxErrorChars)
+		if !strings.HasPrefix(want, "bad input \uFFFD") || utf8.RuneCountInString(want) != engine.MaxErrorChars {
+			t.Fatalf("the expected error is %q…", want[:20])
+		}
+		items, err := h.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10})
+		if err != nil || len(items) != 1 {
+			t.Fatalf("items %v, %v", items, err)
+		}
+		if items[0].Error != want {
+			t.Errorf("the item's error is %d characters starting %q, want the sanitised %d", utf8.RuneCountInString(items[0].Error), items[0].Error[:min(20, len(items[0].Error))], engine.MaxErrorChars)
+		}
+		hist, err := h.e.ItemHistory(t.Context(), items[0].ID)
+		if err != nil || len(hist) != 1 || hist[0].Error != want {
+			t.Errorf("history %d attempts (%v), want one with the sanitised error", len(hist), err)
+		}
+	})
 }

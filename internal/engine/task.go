@@ -229,7 +229,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			finish.State, finish.RunAfter, finish.Refund = store.TaskReady, tt.now.Add(d), true
 			break
 		}
-		msg := r.Err.Error()
+		msg := cleanError(r.Err.Error())
 		if diskFull(r.Err) {
 			// A full disk says nothing about the input: the attempt is given back, and the
 			// task waits for space instead of spending its attempts into an item error.
