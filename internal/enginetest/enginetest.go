@@ -175,12 +175,12 @@ func (k *Kit) ApplyWorkflow(t testing.TB, src string) *store.Workflow {
 	return wf
 }
 
-// StartJob applies the workflow src, creates a job of it and adds the roots (their ordinals are
-// their indexes when all are zero).
+// StartJob applies the workflow src and submits a job of it ([engine.Engine.Submit]) with the
+// roots (their ordinals are their indexes when all are zero), sealed.
 func (k *Kit) StartJob(t testing.TB, src string, roots ...engine.Root) *store.Job {
 	t.Helper()
 	wf := k.ApplyWorkflow(t, src)
-	job, _, err := k.Engine.CreateJob(t.Context(), engine.CreateJobParams{Workflow: wf.Name})
+	sub, err := k.Engine.Submit(t.Context(), engine.SubmitParams{Workflow: wf.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +194,13 @@ func (k *Kit) StartJob(t testing.TB, src string, roots ...engine.Root) *store.Jo
 			roots[i].Ordinal = i
 		}
 	}
-	if err := k.Engine.AddRoots(t.Context(), job, roots); err != nil {
+	if err := sub.Add(t.Context(), roots...); err != nil {
 		t.Fatal(err)
 	}
-	return job
+	if err := sub.Seal(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return sub.Job()
 }
 
 // WaitJob waits up to d for the job to end and returns it.

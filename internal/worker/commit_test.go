@@ -18,9 +18,9 @@ import (
 )
 
 // TestResultThatCannotCommit runs an action whose result cannot be committed (a NaN metadata
-// value: not JSON), leased and, on Postgres, held: the task ends failed at its first attempt
-// with an error naming the reason, none of its effects applied, and the job ends. It used to
-// stay running for as long as the worker lived, its lease renewed with every other.
+// value: not JSON), leased and in a brief batch: the task ends failed at its first attempt
+// with an error naming the reason, none of its effects applied, and the job ends — it does not
+// stay running for as long as the worker lives, its lease renewed with every other.
 func TestResultThatCannotCommit(t *testing.T) {
 	t.Parallel()
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {

@@ -317,11 +317,11 @@ func (o op) report(err error) {
 	}
 }
 
-// hold admits a held batch (see Worker.runHeld) as one of the committer's lanes until it calls
+// asLane admits a brief batch (see Worker.runBrief) as one of the committer's lanes until it calls
 // release: excl is held shared meanwhile, so that an exclusive op (Worker.Do) waits for the
 // batch as for a lane's transaction. The batch takes no other lock of the committer and queues
 // nothing; it must not wait for the committer's queue while it holds rows.
-func (c *committer) hold() (release func()) {
+func (c *committer) asLane() (release func()) {
 	c.excl.RLock()
 	return c.excl.RUnlock
 }

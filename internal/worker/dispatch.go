@@ -13,7 +13,7 @@ import (
 type queueInfo struct {
 	name  string
 	limit int
-	brief bool // its action's policy is Brief: run in held batches (see hold)
+	brief bool // its action's policy is Brief: run in brief batches (see Worker.startBriefBatches)
 }
 
 // queues returns the queues this worker serves with their limits: one per action, plus one per
@@ -38,7 +38,7 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 			}
 		}
 		seen[name] = true
-		// A step's own queue with a claim or a limit is never held: they are checked in
+		// A step's own queue with a claim or a limit is never brief: they are checked in
 		// transactions of their own before the action runs.
 		brief := cat.Policy(act).Brief && !keyed
 		out = append(out, queueInfo{name: name, limit: limit, brief: brief})
@@ -95,10 +95,10 @@ func (w *Worker) dispatch(ctx, run context.Context) {
 		// No second look after a lease: a queue that filled its free slots has none left, and
 		// one that got fewer tasks than it asked for had no more ready ones. What changes that
 		// (a finished task, new ready work) calls Wake, buffered while this leases.
-		// Held batches first: they start at once, in goroutines of their own, while a written
+		// Brief batches first: they start at once, in goroutines of their own, while a written
 		// lease waits for the committer and its round trips (on a new connection, for the plan
-		// of its first pick: 4–8 ms when a worker starts, which held batches waited for).
-		leased := w.hold(run, queues)
+		// of its first pick: 4–8 ms when a worker starts, which brief batches would wait for).
+		leased := w.startBriefBatches(run, queues)
 		w.check(ctx) // after: the batches take the pool's idle connections first
 		n, err := w.lease(ctx, run, queues)
 		leased += n
@@ -107,11 +107,11 @@ func (w *Worker) dispatch(ctx, run context.Context) {
 		}
 		wait := w.cfg.PollInterval
 		// The next backoff's end matters only to a worker that found nothing, and not while a
-		// held batch runs: its end wakes this loop within milliseconds. In a burndown that is
+		// brief batch runs: its end wakes this loop within milliseconds. In a burndown that is
 		// every turn, and the query is not free: on Postgres it stepped over the entries finished
-		// tasks left in tasks_ready_after until a vacuum (7 ms per held batch of 1,000 at a
+		// tasks left in tasks_ready_after until a vacuum (7 ms per brief batch of 1,000 at a
 		// backlog of 100,000; since migration 013 only tasks with a backoff have one).
-		if leased == 0 && !w.slots.holding() {
+		if leased == 0 && !w.slots.briefRunning() {
 			if next, err := w.e.NextRunAfter(ctx); err == nil && !next.IsZero() {
 				if d := time.Until(next); d > 0 && d < wait {
 					wait = d
@@ -138,7 +138,7 @@ func (w *Worker) dispatch(ctx, run context.Context) {
 }
 
 // check asks, in the background, which unknown brief queues have ready tasks (see slots), and
-// wakes the dispatcher when it knows: meanwhile held batches go to the queues known to have work.
+// wakes the dispatcher when it knows: meanwhile brief batches go to the queues known to have work.
 func (w *Worker) check(ctx context.Context) {
 	names, mark := w.slots.toCheck()
 	if names == nil {

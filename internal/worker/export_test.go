@@ -8,12 +8,12 @@ import (
 // Pages of 10: the tests page through children of an earlier attempt without making thousands.
 func init() { earlierPage = 10 }
 
-// HeldQueues returns the queues a held batch of w started for, sorted.
-func HeldQueues(w *Worker) []string {
+// BriefQueues returns the queues a brief batch of w started for, sorted.
+func BriefQueues(w *Worker) []string {
 	w.slots.mu.Lock()
 	defer w.slots.mu.Unlock()
-	out := make([]string, 0, len(w.slots.heldMark))
-	for q := range w.slots.heldMark {
+	out := make([]string, 0, len(w.slots.batchMark))
+	for q := range w.slots.batchMark {
 		out = append(out, q)
 	}
 	slices.Sort(out)

@@ -71,7 +71,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		return err
 	}
 	if o.brief {
-		// A brief action declares it creates none: its tasks may run in a held batch, whose
+		// A brief action declares it creates none: its tasks may run in a brief batch, whose
 		// transaction is the lease, while children commit in transactions of their own. The
 		// same error on every driver.
 		err := action.Permanentf("action %s is brief (Policy.Brief) and cannot create children", o.spec.Name)

@@ -14,7 +14,7 @@ import (
 // Its invariant: a task is owned from its lease until its outcome is committed (or given up),
 // and only owned tasks are renewed — running, or with a result queued. A task whose result could
 // not be committed at all is disowned, so its lease expires and the maintenance leader reclaims
-// it. The held batches that run are renewed with them (by the store, which knows their leases).
+// it. The brief batches that run are renewed with them (by the store, which knows their leases).
 type leases struct {
 	mu    sync.Mutex
 	owned map[int64]struct{}
@@ -59,7 +59,7 @@ func (l *leases) renewal(owner string, until time.Time) store.TaskRenewLeasesPar
 }
 
 // renew extends this worker's leases in one statement every third of the lease: those of the
-// tasks it owns (running, or with a result waiting to be committed) and of its held batches,
+// tasks it owns (running, or with a result waiting to be committed) and of its brief batches,
 // named by id — never every lease of its owner name, which would keep alive forever a task
 // whose result could not be committed. Expired leases are reclaimed by the maintenance leader
 // (package maintenance), not here.
@@ -73,7 +73,7 @@ func (w *Worker) renew(ctx context.Context) {
 		case <-tick.C:
 		}
 		p := w.leases.renewal(w.cfg.Owner, w.e.Now().Add(w.cfg.LeaseDuration))
-		if len(p.TaskIDs) == 0 && !w.slots.holding() {
+		if len(p.TaskIDs) == 0 && !w.slots.briefRunning() {
 			continue
 		}
 		var err error

@@ -7,25 +7,25 @@ import (
 )
 
 // slots is the worker's scheduler state: how many tasks run per queue (against each queue's
-// limit), the held batches running, which queues are idle, and how to cancel each running task.
+// limit), the brief batches running, which queues are idle, and how to cancel each running task.
 // It is safe for concurrent use; its lock is held only for bookkeeping, never across I/O.
 //
 // Its invariants:
-//   - A queue is idle when its last lease found fewer ready tasks than it asked for: lease and
-//     hold skip it (a statement each, a round trip each on Postgres) until a wake names it, any
+//   - A queue is idle when its last lease found fewer ready tasks than it asked for: leases and
+//     brief batches skip it (a statement each, a round trip each on Postgres) until a wake names it, any
 //     wake does, or the poll interval passes.
 //   - A brief queue is unknown when it may have ready tasks that nobody announced: at the start
 //     (unless a wake named it before), and when a wake of every queue (not naming it) came while
-//     it was idle or while its held batch ran. Hold skips it until one statement over all the
+//     it was idle or while its brief batch ran. Brief batches skip it until one statement over all the
 //     unknown queues (Worker.check, store.TaskReadyQueues) finds ready tasks in it; one it finds
-//     none in becomes idle. A held batch costs a transaction and a connection, and on a new
+//     none in becomes idle. A brief batch costs a transaction and a connection, and on a new
 //     connection its first pick took 11–40 ms: the start of a burndown gave two of its three
 //     batch slots to the other, empty, brief queues. Leases do not wait for the check (one
 //     statement leases every queue).
 //   - Wakes are counted (all and per queue), so a lease that ran while a queue was woken does not
-//     mark that queue idle (see [slots.leased]), nor does a held batch unless another held batch
-//     of the queue started after the wake (see [slots.endHeld]).
-//   - Once stopping, nothing more is leased: wants and startHeld refuse, and tasks leased
+//     mark that queue idle (see [slots.leased]), nor does a brief batch unless another brief batch
+//     of the queue started after the wake (see [slots.endBrief]).
+//   - Once stopping, nothing more is leased: wants and startBrief refuse, and tasks leased
 //     meanwhile are given back.
 type slots struct {
 	mu       sync.Mutex
@@ -35,22 +35,22 @@ type slots struct {
 	// missed are the tasks a cancel named while they had no cancel func: leased as their job
 	// was canceled (the cancel lists the running tasks once the lease committed), their run not
 	// yet begun. Some are other processes' tasks, or ended already: bounded by clearing it.
-	missed   map[int64]struct{}
-	idle     map[string]bool
-	unknown  map[string]bool // brief queues to check before a held batch
-	brief    map[string]bool // the brief queues (see [slots.serve])
-	checking bool            // a check runs
-	held     int             // held batches running (see Worker.hold)
-	heldMax  int             // how many may run at once: heldBatches, or 1 with one writer (see Worker.runHeld)
-	// heldMark is, per queue, the wake counts when its latest held batch started.
-	heldMark  map[string]wakeMark
+	missed     map[int64]struct{}
+	idle       map[string]bool
+	unknown    map[string]bool // brief queues to check before a brief batch
+	brief      map[string]bool // the brief queues (see [slots.serve])
+	checking   bool            // a check runs
+	batches    int             // brief batches running (see Worker.startBriefBatches)
+	maxBatches int             // how many may run at once: briefBatches, or 1 with one writer (see Worker.runBrief)
+	// batchMark is, per queue, the wake counts when its latest brief batch started.
+	batchMark map[string]wakeMark
 	wakeAll   uint64
 	wakeQueue map[string]uint64
 }
 
-func newSlots(heldMax int) *slots {
-	return &slots{heldMax: heldMax, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, missed: map[int64]struct{}{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
-		heldMark: map[string]wakeMark{}}
+func newSlots(maxBatches int) *slots {
+	return &slots{maxBatches: maxBatches, inflight: map[string]int{}, running: map[int64]context.CancelFunc{}, missed: map[int64]struct{}{}, idle: map[string]bool{}, unknown: map[string]bool{}, brief: map[string]bool{}, wakeQueue: map[string]uint64{},
+		batchMark: map[string]wakeMark{}}
 }
 
 // wakeMark is the wake counts when a lease began, for the queues it asked for.
@@ -66,7 +66,7 @@ type want struct {
 }
 
 // wakeAny notes that tasks may be ready in any queue: the idle brief ones become unknown (to
-// check before a held batch; see [slots.checked]).
+// check before a brief batch; see [slots.checked]).
 func (s *slots) wakeAny() {
 	s.mu.Lock()
 	s.wakeAll++
@@ -93,7 +93,7 @@ func (s *slots) wakeQueues(queues []string) {
 // serve notes which queues are brief (the worker serves queues, and learns of new ones, as
 // workflows are applied). With begin, at the worker's start, it also marks unknown the brief
 // queues no wake named yet: tasks made ready before the start may wait in any of them, but a
-// held batch of one that has none would take a slot (see [slots.checked]).
+// brief batch of one that has none would take a slot (see [slots.checked]).
 func (s *slots) serve(queues []queueInfo, begin bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,7 +160,7 @@ func (s *slots) polled() {
 	s.mu.Unlock()
 }
 
-// wants returns the queues (not brief: see Worker.hold) to lease from and how many tasks each,
+// wants returns the queues (not brief: see Worker.startBriefBatches) to lease from and how many tasks each,
 // with the wake counts as they are now. A busy queue waits until a quarter of its slots are
 // free: its running tasks keep the machine busy meanwhile, and one lease (one statement, one
 // turn of the writer) then starts several tasks instead of one per finished task.
@@ -214,24 +214,24 @@ func (s *slots) leased(wants []want, m wakeMark, counts map[string]int) bool {
 	return true
 }
 
-// startHeld takes a held-batch slot for the queue. It reports stop when no more batches may
-// start now (the worker is stopping, or heldMax run), and ok when this one may.
-func (s *slots) startHeld(queue string) (ok, stop bool) {
+// startBrief takes a brief-batch slot for the queue. It reports stop when no more batches may
+// start now (the worker is stopping, or maxBatches run), and ok when this one may.
+func (s *slots) startBrief(queue string) (ok, stop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || s.held >= s.heldMax {
+	if s.stopping || s.batches >= s.maxBatches {
 		return false, true
 	}
 	if s.idle[queue] || s.unknown[queue] {
 		return false, false
 	}
-	s.held++
-	s.heldMark[queue] = wakeMark{all: s.wakeAll, queues: []uint64{s.wakeQueue[queue]}}
+	s.batches++
+	s.batchMark[queue] = wakeMark{all: s.wakeAll, queues: []uint64{s.wakeQueue[queue]}}
 	return true, false
 }
 
-// endHeld gives back a held batch's slot. A batch that found fewer tasks than it asked for
-// (more false) marks its queue idle unless it was woken since the latest held batch of the
+// endBrief gives back a brief batch's slot. A batch that found fewer tasks than it asked for
+// (more false) marks its queue idle unless it was woken since the latest brief batch of the
 // queue started: a wake before that batch's start is that batch's to answer, since its pick
 // began after the commit that sent the wake and sees what it made ready. (Measured against
 // the mark of the batch that ends, a task inserted while one batch ran started a second batch,
@@ -239,15 +239,15 @@ func (s *slots) startHeld(queue string) (ok, stop bool) {
 // A batch that filled its limit (more) leaves the queue not idle. Woken since by a wake of every
 // queue but not by name, the queue is unknown: whether it has tasks is one check's question
 // (the wake at the start of a node's listening, say, or another process's, is not about it).
-func (s *slots) endHeld(queue string, more bool) {
+func (s *slots) endBrief(queue string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held--
+	s.batches--
 	if more {
 		delete(s.idle, queue)
 		return
 	}
-	m := s.heldMark[queue]
+	m := s.batchMark[queue]
 	switch {
 	case s.wakeQueue[queue] != m.queues[0]:
 	case s.wakeAll == m.all:
@@ -257,11 +257,11 @@ func (s *slots) endHeld(queue string, more bool) {
 	}
 }
 
-// holding reports whether a held batch is running.
-func (s *slots) holding() bool {
+// briefRunning reports whether a brief batch is running.
+func (s *slots) briefRunning() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.held > 0
+	return s.batches > 0
 }
 
 // run records how to cancel a running task. It reports whether a cancel named the task before
@@ -276,7 +276,7 @@ func (s *slots) run(id int64, cancel context.CancelFunc) (missed bool) {
 	return missed
 }
 
-// ran forgets a task of a held batch, which holds no slot of its own.
+// ran forgets a task of a brief batch, which takes no slot of its own.
 func (s *slots) ran(id int64) {
 	s.mu.Lock()
 	delete(s.running, id)

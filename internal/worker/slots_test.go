@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestHeldIdleAfterWake checks when a held batch that found fewer tasks than it asked for marks
+// TestBriefIdleAfterWake checks when a brief batch that found fewer tasks than it asked for marks
 // its queue idle: not when the queue was woken since it started and no batch started after the
 // wake (that wake's tasks may be unpicked), and yes when a later batch started after the wake
 // (its pick, after the wake's commit, answers it) — no third batch to find nothing. Woken for
 // any queue, not by name, it is unknown: a check decides before another batch (TestCheck).
-func TestHeldIdleAfterWake(t *testing.T) {
+func TestBriefIdleAfterWake(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
@@ -20,47 +20,47 @@ func TestHeldIdleAfterWake(t *testing.T) {
 		wantUnknown bool
 	}{
 		{"no wake", func(s *slots) {
-			s.startHeld("q")
-			s.endHeld("q", false)
+			s.startBrief("q")
+			s.endBrief("q", false)
 		}, true, false},
 		{"woken while it ran", func(s *slots) {
-			s.startHeld("q")
+			s.startBrief("q")
 			s.wakeQueues([]string{"q"})
-			s.endHeld("q", false)
+			s.endBrief("q", false)
 		}, false, false},
 		{"woken for any queue while it ran", func(s *slots) {
-			s.startHeld("q")
+			s.startBrief("q")
 			s.wakeAny()
-			s.endHeld("q", false)
+			s.endBrief("q", false)
 		}, false, true},
 		{"a later batch took the wake", func(s *slots) {
-			s.startHeld("q")
+			s.startBrief("q")
 			s.wakeQueues([]string{"q"})
-			s.startHeld("q")
-			s.endHeld("q", false) // the first ends while the second runs
+			s.startBrief("q")
+			s.endBrief("q", false) // the first ends while the second runs
 		}, true, false},
 		{"woken again after the later batch started", func(s *slots) {
-			s.startHeld("q")
+			s.startBrief("q")
 			s.wakeQueues([]string{"q"})
-			s.startHeld("q")
+			s.startBrief("q")
 			s.wakeQueues([]string{"q"})
-			s.endHeld("q", false)
-			s.endHeld("q", false)
+			s.endBrief("q", false)
+			s.endBrief("q", false)
 		}, false, false},
 		{"another queue's wake", func(s *slots) {
-			s.startHeld("q")
+			s.startBrief("q")
 			s.wakeQueues([]string{"other"})
-			s.endHeld("q", false)
+			s.endBrief("q", false)
 		}, true, false},
 		{"a full batch after an idle one", func(s *slots) {
-			s.startHeld("q")
-			s.startHeld("q")
-			s.endHeld("q", false)
-			s.endHeld("q", true) // it filled its limit: there may be more
+			s.startBrief("q")
+			s.startBrief("q")
+			s.endBrief("q", false)
+			s.endBrief("q", true) // it filled its limit: there may be more
 		}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSlots(heldBatches)
+			s := newSlots(briefBatches)
 			tc.steps(s)
 			if got := s.idle["q"]; got != tc.wantIdle {
 				t.Errorf("queue idle = %v, want %v", got, tc.wantIdle)
@@ -68,14 +68,14 @@ func TestHeldIdleAfterWake(t *testing.T) {
 			if got := s.unknown["q"]; got != tc.wantUnknown {
 				t.Errorf("queue unknown = %v, want %v", got, tc.wantUnknown)
 			}
-			if ok, _ := s.startHeld("q"); ok == (tc.wantIdle || tc.wantUnknown) {
-				t.Errorf("startHeld after = %v, want %v", ok, !tc.wantIdle && !tc.wantUnknown)
+			if ok, _ := s.startBrief("q"); ok == (tc.wantIdle || tc.wantUnknown) {
+				t.Errorf("startBrief after = %v, want %v", ok, !tc.wantIdle && !tc.wantUnknown)
 			}
 		})
 	}
 }
 
-// TestCheck checks the unknown brief queues: at the start, those no wake named yet; a held batch
+// TestCheck checks the unknown brief queues: at the start, those no wake named yet; a brief batch
 // skips them until a check (store.TaskReadyQueues) finds ready tasks in them, and one that finds
 // none makes them idle, unless a wake came meanwhile. A failed check, a wake naming the queue or
 // the poll leaves them to pick; a wake of every queue makes the idle brief queues unknown again,
@@ -84,7 +84,7 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	queues := []queueInfo{{name: "a", brief: true}, {name: "b", brief: true}, {name: "c", brief: true}, {name: "lease"}}
 	start := func() *slots {
-		s := newSlots(heldBatches)
+		s := newSlots(briefBatches)
 		s.wakeQueues([]string{"a"}) // before the start: a's tasks were announced
 		s.serve(queues, true)
 		return s
@@ -92,12 +92,12 @@ func TestCheck(t *testing.T) {
 	can := func(t *testing.T, s *slots, want map[string]bool) {
 		t.Helper()
 		for q, w := range want {
-			ok, _ := s.startHeld(q)
+			ok, _ := s.startBrief(q)
 			if ok {
-				s.endHeld(q, true)
+				s.endBrief(q, true)
 			}
 			if ok != w {
-				t.Errorf("startHeld(%q) = %v, want %v", q, ok, w)
+				t.Errorf("startBrief(%q) = %v, want %v", q, ok, w)
 			}
 		}
 	}
@@ -135,7 +135,7 @@ func TestCheck(t *testing.T) {
 		name      string
 		meanwhile func(s *slots)
 		err       error
-		want      bool // b may be held after the check
+		want      bool // a brief batch may start for b after the check
 		unknown   bool // b is still unknown
 	}{
 		{"nothing found", func(*slots) {}, nil, false, false},

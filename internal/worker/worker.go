@@ -64,7 +64,7 @@ type Config struct {
 //
 // It is made of parts that each guard their own state: the slot scheduler ([slots]: what runs
 // per queue, idle queues, wakes, cancel funcs), the leases it renews ([leases]), the conversion
-// cache ([convCache]) and the committer (group commit, with [committer.hold] for held batches).
+// cache ([convCache]) and the committer (group commit, with [committer.asLane] for brief batches).
 // Their locks are never held across I/O, nor one inside another.
 type Worker struct {
 	cfg    Config
@@ -73,7 +73,7 @@ type Worker struct {
 	commit *committer
 	wake   chan struct{}
 
-	// slots schedules: tasks running per queue, held batches, idle queues (slots.go).
+	// slots schedules: tasks running per queue, brief batches, idle queues (slots.go).
 	slots *slots
 	// leases are the leases renew extends (renew.go).
 	leases *leases
@@ -126,7 +126,7 @@ func New(cfg Config) *Worker {
 		cfg.TempDir = abs
 	}
 	w := &Worker{cfg: cfg, e: cfg.Engine, log: cfg.Logger, wake: make(chan struct{}, 1),
-		slots: newSlots(heldBatches), leases: newLeases(), running: newRunning(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
+		slots: newSlots(briefBatches), leases: newLeases(), running: newRunning(), jobs: &jobWorkflows{m: map[int64]jobWF{}}, stats: &actionStats{m: map[string]*ActionStats{}}}
 	var linger time.Duration
 	lanes := cfg.CommitLanes
 	if lanes <= 0 {
@@ -137,8 +137,8 @@ func New(cfg Config) *Worker {
 		// Postgres leases go through the committer too, and their latency counts more.
 		linger = 5 * time.Millisecond
 		lanes = 1
-		// A held batch holds the one writer while it runs: another would only wait for it.
-		w.slots.heldMax = 1
+		// A brief batch holds the one writer while it runs: another would only wait for it.
+		w.slots.maxBatches = 1
 	}
 	w.commit = newCommitter(cfg.Engine, cfg.Logger, cfg.MaxBatch, linger, lanes)
 	w.cache = &convCache{e: cfg.Engine, commit: w.commit, log: cfg.Logger, stepOf: w.stepOf, flights: map[string]chan struct{}{}}

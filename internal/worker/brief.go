@@ -11,53 +11,53 @@ import (
 	"github.com/sluice-project/sluice/internal/tracing"
 )
 
-// heldBatches is how many held batches a worker runs at once, over all its brief queues, so that
-// one holds and runs while others commit. In `sluice-bench engine` on Postgres, alternating, 3
+// briefBatches is how many brief batches a worker runs at once, over all its brief queues, so that
+// one leases and runs while others commit. In `sluice-bench engine` on Postgres, alternating, 3
 // did about 15 % more tasks/s than 2, and 4 no better than 2. Each batch holds a connection and
 // briefly takes a second for its record: with the committer's two lanes that is at most 8 of
 // the pool's 10 (by default), leaving connections for reads and renewals.
-const heldBatches = 3
+const briefBatches = 3
 
-// heldMax bounds a held batch (and the queue's concurrency limit bounds it too): 1,000 measured
+// briefBatchMax bounds a brief batch (and the queue's concurrency limit bounds it too): 1,000 measured
 // +10 % tasks/s over 512 in `sluice-bench engine`.
-const heldMax = 1000
+const briefBatchMax = 1000
 
-// hold starts held batches for the brief queues that are neither idle nor unknown (see slots), up
-// to heldBatches running at once, and returns how many it started.
-func (w *Worker) hold(ctx context.Context, queues []queueInfo) int {
+// startBriefBatches starts brief batches for the brief queues that are neither idle nor unknown (see slots), up
+// to briefBatches running at once, and returns how many it started.
+func (w *Worker) startBriefBatches(ctx context.Context, queues []queueInfo) int {
 	started := 0
 	for _, q := range queues {
 		if !q.brief {
 			continue
 		}
-		ok, stop := w.slots.startHeld(q.name)
+		ok, stop := w.slots.startBrief(q.name)
 		if stop {
 			break
 		}
 		if !ok {
 			continue
 		}
-		limit := min(q.limit, heldMax)
+		limit := min(q.limit, briefBatchMax)
 		w.tasks.Add(1)
 		started++
 		go func() {
 			defer w.tasks.Done()
-			n, err := w.runHeld(ctx, q.name, limit)
+			n, err := w.runBrief(ctx, q.name, limit)
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("held batch", "queue", q.name, "error", err)
 			}
-			w.slots.endHeld(q.name, err != nil || n >= limit)
+			w.slots.endBrief(q.name, err != nil || n >= limit)
 			w.kick()
 		}()
 	}
 	return started
 }
 
-// runHeld leases up to limit tasks of the queue as a brief batch (store.TaskGetAvailableParams.Brief),
+// runBrief leases up to limit tasks of the queue as a brief batch (store.TaskGetAvailableParams.Brief),
 // runs them one after the other and applies their results, all in one transaction: one commit,
 // and how the lease is kept until then — and for a process that dies before — is the driver's.
 // It returns how many tasks it ran.
-func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, error) {
+func (w *Worker) runBrief(ctx context.Context, queue string, limit int) (int, error) {
 	n := 0
 	var got []*store.Task
 	var flights []string
@@ -71,7 +71,7 @@ func (w *Worker) runHeld(ctx context.Context, queue string, limit int) (int, err
 	}()
 	// As a lane of the committer for the whole batch: Worker.Do's exclusive writes wait for it
 	// (and a batch never waits for the committer while holding rows).
-	release := w.commit.hold()
+	release := w.commit.asLane()
 	err := w.e.Run(ctx, func(t *engine.Tx) error {
 		n = 0
 		results = results[:0]

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
-// TestBriefTasks runs brief actions (action.Policy.Brief) on every driver: their tasks are held
+// TestBriefTasks runs brief actions (action.Policy.Brief) on every driver: their tasks are
 // while they run, not leased (the row stays ready: locked on Postgres, behind the one writer on
 // SQLite). Successes, a snooze, a permanent error and a second step all end as with leases;
 // a brief action creating a child fails, as it declared it would not.
@@ -31,7 +31,7 @@ func TestBriefTasks(t *testing.T) {
 func testBriefTasks(t *testing.T, open drivertest.Open) {
 	db := open(t)
 	const n = 300
-	wantRow := store.TaskReady // a held batch writes nothing to its rows until it finishes
+	wantRow := store.TaskReady // a brief batch writes nothing to its rows until it finishes
 	var runs, seconds atomic.Int64
 	var snoozed atomic.Bool
 	rowStates := make(chan string, 1)
@@ -127,9 +127,9 @@ steps:
 	}
 }
 
-// TestHeldTaskTimesOutWithinALease checks that a brief action that hangs in a held batch (its
+// TestBriefTaskTimesOutWithinALease checks that a brief action that hangs in a brief batch (its
 // rows locked meanwhile) is timed out after a lease, not its step's default ten minutes.
-func TestHeldTaskTimesOutWithinALease(t *testing.T) {
+func TestBriefTaskTimesOutWithinALease(t *testing.T) {
 	t.Parallel()
 	hang := &fn{spec: action.Spec{Name: "hang"}, policy: action.Policy{Brief: true, NoTempDir: true}, run: func(ctx context.Context, _ *action.Task, _ action.Output) error {
 		<-ctx.Done()
@@ -147,13 +147,13 @@ func TestHeldTaskTimesOutWithinALease(t *testing.T) {
 	}
 }
 
-// TestStartHoldsWokenQueues starts a worker over three brief queues on every driver. With tasks
-// announced (woken by name) in a only, its held batches go to a alone: b and c, never woken,
+// TestBriefBatchesGoToWokenQueues starts a worker over three brief queues on every driver. With tasks
+// announced (woken by name) in a only, its brief batches go to a alone: b and c, never woken,
 // are checked in one statement and found empty, not each given a batch (a transaction and a
 // connection) — at the start of a burndown the empty queues took two of three batch slots.
 // With tasks made ready in b before the start and never announced, b's are still run, long
 // before the poll (a minute here) would find them.
-func TestStartHoldsWokenQueues(t *testing.T) {
+func TestBriefBatchesGoToWokenQueues(t *testing.T) {
 	t.Parallel()
 	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
 		t.Parallel()
@@ -168,13 +168,13 @@ func TestStartHoldsWokenQueues(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				testStartHoldsWokenQueues(t, open, tc.step, tc.announce, tc.want)
+				testBriefBatchesGoToWokenQueues(t, open, tc.step, tc.announce, tc.want)
 			})
 		}
 	})
 }
 
-func testStartHoldsWokenQueues(t *testing.T, open drivertest.Open, step string, announce bool, want []string) {
+func testBriefBatchesGoToWokenQueues(t *testing.T, open drivertest.Open, step string, announce bool, want []string) {
 	db := open(t)
 	cat := &action.Catalog{}
 	for _, name := range []string{"a", "b", "c"} {
@@ -215,7 +215,7 @@ func testStartHoldsWokenQueues(t *testing.T, open drivertest.Open, step string, 
 	if j := enginetest.WaitJob(t, e, job.ID, 30*time.Second); j.State != store.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
 	}
-	if got := worker.HeldQueues(w.Load()); !slices.Equal(got, want) {
-		t.Errorf("held batches started for %q, want %q only", got, want)
+	if got := worker.BriefQueues(w.Load()); !slices.Equal(got, want) {
+		t.Errorf("brief batches started for %q, want %q only", got, want)
 	}
 }
