@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -112,138 +109,6 @@ func (q *queries) taskInsertMany(ctx context.Context, query string, ps []store.T
 		}
 	}
 	return q.execLater(ctx, fmt.Sprintf("insert %d tasks", n), query, jobs, items, steps, actions, queues, states, attempts, errs, maxes, keys, weights, created, ended, workers)
-}
-
-// qItemInsertMany is qItemInsert (items.go) for many rows: each draws its id first so that a
-// root is its own root_id (from the sequence named once, see qItemInsert), and every new item
-// gets its open_items row in the same statement. It returns the key and id of each row it
-// inserted, not the row: the rest is the parameters, as written (itemFromParams). Returning the
-// whole row (25 columns, jsonb included) cost the server its output and the driver its scan,
-// for values it had sent.
-const qItemInsertMany = `WITH r AS (SELECT nextval((SELECT pg_get_serial_sequence('items', 'id')::regclass)) AS id, r.*
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[],
-			$11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::float8[], $18::float8[], $19::bigint[])
-			AS r(j, p, rt, s, o, d, k, n, ct, b, sz, md, op, tx, ts, tt, lo, len, c)),
-	` + qItemInsertRows + `
-	SELECT id, job_id, parent_id, step, ordinal FROM ins ORDER BY id`
-
-// qItemInsertRows inserts the rows of r (id first, then the columns qItemInsertMany unnests) that
-// are not there yet, with their open_items rows, as ins.
-const qItemInsertRows = `ins AS (INSERT INTO items (id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
-		SELECT id, j, p, CASE WHEN rt = 0 AND p = 0 THEN id ELSE rt END, s, o, d, k, n, ct, b, sz, md::jsonb, op::jsonb, tx, ts, tt, 'written', lo, len, len, c FROM r
-		ON CONFLICT (job_id, parent_id, step, ordinal) DO NOTHING RETURNING id, job_id, parent_id, step, ordinal, state),
-	open AS (INSERT INTO open_items (id, job_id, parent_id, state) SELECT id, job_id, parent_id, state FROM ins)`
-
-// itemKey is an item's unique key (items_key).
-type itemKey struct {
-	job, parent int64
-	step        string
-	ordinal     int
-}
-
-// insertedItems reads qItemInsertMany's rows (the items it inserted, in id order) and returns
-// them built from their parameters.
-func insertedItems(rows pgx.Rows, err error, ps []store.ItemInsertParams) ([]*store.Item, error) {
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	defer rows.Close()
-	at := make(map[itemKey]int, len(ps))
-	for i, p := range ps {
-		k := itemKey{p.JobID, p.ParentID, p.Step, p.Ordinal}
-		if _, dup := at[k]; !dup { // a key twice: the first row goes in
-			at[k] = i
-		}
-	}
-	var out []*store.Item
-	var id int64
-	var k itemKey
-	var ord int32
-	for rows.Next() {
-		if err := rows.Scan(&id, &k.job, &k.parent, &k.step, &ord); err != nil {
-			return nil, mapErr(err)
-		}
-		k.ordinal = int(ord)
-		i, ok := at[k]
-		if !ok {
-			return nil, fmt.Errorf("inserted item %d is not one of the %d asked for", id, len(ps))
-		}
-		out = append(out, itemFromParams(id, ps[i]))
-	}
-	return out, mapErr(rows.Err())
-}
-
-// itemFromParams is the row qItemInsertMany writes for p with the id drawn for it.
-func itemFromParams(id int64, p store.ItemInsertParams) *store.Item {
-	root := p.RootID
-	if root == 0 && p.ParentID == 0 {
-		root = id
-	}
-	return &store.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
-		SortKey: p.SortKey, Name: p.Name, ContentType: p.ContentType, BlobSHA256: p.BlobSHA256, Size: p.Size,
-		Metadata: []byte(jsonOr(p.Metadata)), Options: []byte(jsonOr(p.Options)), HasText: p.Text != nil,
-		ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: store.ItemWritten,
-		RangeLo: p.RangeLo, RangeLen: p.RangeLen, Share: p.RangeLen, CreatedAt: fromMicros(micros(p.Now))}
-}
-
-// itemInsertArgs are qItemInsertMany's parameters for ps: a column each.
-func itemInsertArgs(ps []store.ItemInsertParams) []any {
-	n := len(ps)
-	jobs, parents, roots, steps, ords, depths := make([]int64, n), make([]int64, n), make([]int64, n), make([]string, n), make([]int32, n), make([]int32, n)
-	keys, names, types, blobs, sizes, mds, opts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
-	texts, thumbs, thumbTypes, los, lens, created := make([]*string, n), make([]string, n), make([]string, n), make([]float64, n), make([]float64, n), make([]int64, n)
-	for i, p := range ps {
-		jobs[i], parents[i], roots[i], steps[i], ords[i], depths[i] = p.JobID, p.ParentID, p.RootID, p.Step, int32(p.Ordinal), int32(p.Depth)
-		keys[i], names[i], types[i], blobs[i], sizes[i], mds[i], opts[i] = p.SortKey, p.Name, p.ContentType, p.BlobSHA256, p.Size, jsonOr(p.Metadata), jsonOr(p.Options)
-		texts[i], thumbs[i], thumbTypes[i], los[i], lens[i], created[i] = p.Text, p.ThumbnailSHA, p.ThumbnailType, p.RangeLo, p.RangeLen, micros(p.Now)
-	}
-	return []any{jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created}
-}
-
-func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	args := itemInsertArgs(ps)
-	jobs := args[0].([]int64)
-	if tc, ok := q.c.(*txConn); ok && !slices.ContainsFunc(jobs, func(j int64) bool { return j != jobs[0] }) {
-		return q.itemInsertManyWithJob(ctx, tc, ps, args)
-	}
-	rows, err := q.c.Query(ctx, qItemInsertMany, args...)
-	items, err := insertedItems(rows, err, ps)
-	if err != nil {
-		return nil, fmt.Errorf("insert %d items: %w", len(ps), err)
-	}
-	q.addFreshItems(items)
-	return items, nil
-}
-
-// itemInsertManyWithJob inserts items of one job in a transaction and reads that job in the same
-// batch, before them, for the engine's next statement (see queries.prefetched).
-func (q *queries) itemInsertManyWithJob(ctx context.Context, tc *txConn, ps []store.ItemInsertParams, args []any) ([]*store.Item, error) {
-	n := len(ps)
-	b := &pgx.Batch{}
-	b.Queue(qJobGet, args[0].([]int64)[0])
-	b.Queue(qItemInsertMany, args...)
-	br := tc.SendBatch(ctx, b)
-	job, jerr := scanJob(br.QueryRow())
-	if jerr != nil && !errors.Is(jerr, store.ErrNotFound) {
-		br.Close()
-		return nil, fmt.Errorf("insert %d items: read their job: %w", n, jerr)
-	}
-	rows, err := br.Query()
-	items, err := insertedItems(rows, err, ps)
-	if cerr := br.Close(); err == nil {
-		err = mapErr(cerr)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("insert %d items: %w", n, err)
-	}
-	if jerr == nil {
-		q.prefetched, q.prefetchedAt = job, tc.sends
-	}
-	q.addFreshItems(items)
-	return items, nil
 }
 
 const qItemColorMany = `UPDATE items SET colored = u.c FROM unnest($1::bigint[], $2::float8[]) AS u(id, c) WHERE items.id = u.id`
