@@ -150,22 +150,7 @@ func (q *queries) pick(ctx context.Context, sql string, queues []string, limits 
 			return nil, err
 		}
 		out = append(out, extra...)
-		// Back in pick order: each queue's tasks in index order, the queues as given.
-		rank := make(map[string]int, len(queues))
-		for i, queue := range queues {
-			if _, ok := rank[queue]; !ok {
-				rank[queue] = i
-			}
-		}
-		slices.SortStableFunc(out, func(a, b *store.Task) int {
-			if a.Queue != b.Queue {
-				return rank[a.Queue] - rank[b.Queue]
-			}
-			if a.JobID != b.JobID {
-				return cmpInt(a.JobID, b.JobID)
-			}
-			return strings.Compare(a.SortKey, b.SortKey)
-		})
+		inPickOrder(out, queues) // back in pick order
 	}
 	q.db.floors.picked(queues, limits, out)
 	return out, nil

@@ -143,13 +143,20 @@ func (q *queries) lease(ctx context.Context, p store.TaskGetAvailableParams) ([]
 		return nil, fmt.Errorf("lease %d queues: %w", len(p.Queues), err)
 	}
 	// RETURNING has no order: the queues in the order given, each in lease order.
-	rank := make(map[string]int, len(p.Queues))
-	for i, queue := range p.Queues {
+	inPickOrder(out, p.Queues)
+	return out, nil
+}
+
+// inPickOrder sorts tasks as a pick takes them: the queues in the order given, each queue's
+// tasks in its index's order (job, then sort key).
+func inPickOrder(tasks []*store.Task, queues []string) {
+	rank := make(map[string]int, len(queues))
+	for i, queue := range queues {
 		if _, ok := rank[queue]; !ok {
 			rank[queue] = i
 		}
 	}
-	slices.SortFunc(out, func(a, b *store.Task) int {
+	slices.SortStableFunc(tasks, func(a, b *store.Task) int {
 		if a.Queue != b.Queue {
 			return rank[a.Queue] - rank[b.Queue]
 		}
@@ -158,7 +165,6 @@ func (q *queries) lease(ctx context.Context, p store.TaskGetAvailableParams) ([]
 		}
 		return strings.Compare(a.SortKey, b.SortKey)
 	})
-	return out, nil
 }
 
 func cmpInt(a, b int64) int {
