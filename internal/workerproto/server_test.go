@@ -337,7 +337,7 @@ func TestConcurrentPOSTConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stream's request is open once the server reads its first part; wait for that.
-	waitFor(t, 5*time.Second, "stream open", func() bool {
+	waitFor(t, 30*time.Second, "stream open", func() bool { // a bound for a loaded CI machine; it returns as soon as it holds
 		return rawPost(t, th.URL+"/heartbeat", "", nil) == http.StatusConflict
 	})
 	if got := status(t, http.MethodHead, th.URL); got != 200 {
