@@ -98,7 +98,14 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	}
 	if j.State == store.JobFailed || j.State == store.JobCanceled {
 		w.Header().Set("Traverse-State", "ERROR")
-		return errf(CodeConflict, "graph request %d %s: %s", j.ID, j.State, j.Error)
+		why, err := graph.StopReason(r.Context(), a.b.Engine(), j.ID)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			why = ": " + why
+		}
+		return errf(CodeConflict, "graph request %d %s: %s%s", j.ID, j.State, j.Error, why)
 	}
 	res, err := graph.LoadResult(r.Context(), a.rec, j.ID)
 	if errors.Is(err, store.ErrNotFound) {

@@ -108,6 +108,9 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if final.State != store.JobComplete {
+		if why, err := graph.StopReason(ctx, n.Engine, job.ID); err == nil && why != "" {
+			return fmt.Errorf("graph %w: %s", jobEnded(final), why)
+		}
 		return fmt.Errorf("graph %w", jobEnded(final))
 	}
 	res, err := graph.LoadResult(ctx, n.Store, job.ID)

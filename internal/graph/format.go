@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -200,16 +201,8 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		if it.ParentID == 0 {
 			continue
 		}
-		if it.Error != "" || str(it.Status, StatusError) != "" {
-			status := "ERROR" // a task that failed for good: the item's error
-			switch {
-			case str(it.Status, StatusResolutionResult) == "FAILED" || str(it.Status, StatusSelectionResult) == "FAILED":
-				status = "FAILED"
-			case str(it.Status, StatusResolutionResult) == "ERROR":
-				status = "ERROR"
-			}
-			res.Errors = append(res.Errors, NodeError{Item: it.ID, Node: str(it.Metadata, keyPkg) + "@" + str(it.Metadata, keyAdvice),
-				Status: status, Error: firstNonEmpty(str(it.Status, StatusError), it.Error)})
+		if ne, ok := nodeError(it); ok {
+			res.Errors = append(res.Errors, ne)
 		}
 		n := nodeOf(it)
 		if n == "" || str(it.Status, StatusEndDetectReason) == "MAX_DEPTH_REACHED" || relocated[it.ID] {
@@ -251,6 +244,40 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 	res.Paths = paths(r, children, sel)
 	sort.Slice(res.Errors, func(i, j int) bool { return res.Errors[i].Node < res.Errors[j].Node })
 	return res
+}
+
+// nodeError returns a work item's node error, if it has one: FAILED or ERROR recorded by a
+// route, or the error of a task that failed for good.
+func nodeError(it *WorkItem) (NodeError, bool) {
+	if it.ParentID == 0 || (it.Error == "" && str(it.Status, StatusError) == "") {
+		return NodeError{}, false
+	}
+	status := "ERROR" // a task that failed for good: the item's error
+	if str(it.Status, StatusResolutionResult) == "FAILED" || str(it.Status, StatusSelectionResult) == "FAILED" {
+		status = "FAILED"
+	}
+	return NodeError{Item: it.ID, Node: str(it.Metadata, keyPkg) + "@" + str(it.Metadata, keyAdvice),
+		Status: status, Error: firstNonEmpty(str(it.Status, StatusError), it.Error)}, true
+}
+
+// StopReason returns why a failed request stopped: the errors its routes recorded on its work
+// items (an unknown package type's resolution-result ERROR names the type), joined with "; ",
+// or "" when none did. Work items the job's end settled say only that, and are left out.
+func StopReason(ctx context.Context, core Core, jobID int64) (string, error) {
+	items, err := listWorkItems(ctx, core, jobID)
+	if err != nil {
+		return "", err
+	}
+	var msgs []string
+	for _, it := range items {
+		if e := str(it.Status, StatusError); e != "" && !slices.Contains(msgs, e) {
+			msgs = append(msgs, e)
+		}
+		if len(msgs) == 3 {
+			break
+		}
+	}
+	return strings.Join(msgs, "; "), nil
 }
 
 // paths returns, for each selected node, the first path to it breadth first from the roots in
