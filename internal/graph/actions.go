@@ -208,7 +208,7 @@ func (g *Graph) selectVersion(ctx context.Context, t *action.Task, out action.Ou
 	if err != nil {
 		return err
 	}
-	pkg, ver, err := pt.Select(ctx, r, str(md, keyPkg), advice)
+	pkg, ver, err := pt.Select(ctx, g.fetch, r, str(md, keyPkg), advice)
 	if err != nil {
 		if perr := refusedSource(err); perr != nil {
 			return perr

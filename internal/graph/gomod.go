@@ -22,7 +22,7 @@ func (GoMod) Name() string { return "gomod" }
 func (GoMod) SelectKey(pkg, advice string) string { return pkg + "@" + advice }
 
 // Select implements [PackageType]: the override, or the required version itself.
-func (GoMod) Select(_ context.Context, r *Request, pkg, advice string) (string, string, error) {
+func (GoMod) Select(_ context.Context, _ *Fetcher, r *Request, pkg, advice string) (string, string, error) {
 	if p, v, ok := r.override(pkg); ok {
 		pkg, advice = p, v
 	}

@@ -14,7 +14,8 @@ type Request struct {
 	// Source is where metadata comes from: a GOPROXY or a Maven repository, as an http(s):// URL,
 	// a file:// URL or a directory.
 	Source string `json:"source"`
-	// Roots are the packages to traverse from, each "name@version".
+	// Roots are the packages to traverse from, each "name@version"; a maven root may be written
+	// "groupId:artifactId:version", which Normalize rewrites as "groupId:artifactId@version".
 	Roots []string `json:"roots"`
 	// Scope is the traverse scope of the roots: RUNTIME (the default) or BUILD_TIME.
 	Scope string `json:"scope,omitempty"`
@@ -65,8 +66,17 @@ func (r *Request) Normalize() error {
 	if len(r.Roots) == 0 {
 		return fmt.Errorf("roots: at least one root (name@version) is needed")
 	}
-	for _, root := range r.Roots {
+	for i, root := range r.Roots {
+		if r.Type == "maven" && !strings.Contains(root, "@") && strings.Count(root, ":") == 2 {
+			// Maven's own spelling, groupId:artifactId:version.
+			j := strings.LastIndexByte(root, ':')
+			root = root[:j] + "@" + root[j+1:]
+			r.Roots[i] = root
+		}
 		if _, _, ok := splitVersion(root); !ok {
+			if r.Type == "maven" {
+				return fmt.Errorf("root %q: want groupId:artifactId:version (or groupId:artifactId@version)", root)
+			}
 			return fmt.Errorf("root %q: want name@version", root)
 		}
 	}
