@@ -17,9 +17,9 @@ import (
 )
 
 // Default sources per package type, when --source is not given.
-var graphSources = map[string]string{"gomod": "https://proxy.golang.org", "maven": "https://repo1.maven.org/maven2"}
+var graphSources = map[string]string{"gomod": "https://proxy.golang.org", "maven": "https://repo1.maven.org/maven2", "npm": "https://registry.npmjs.org"}
 
-const graphUsage = "graph ROOT… [--type gomod|maven] [--source URL|DIR] [--scope runtime|build] [--max-depth N] [--override PKG=VERSION|PKG=OTHER@VERSION …] [--exclude PKG …] [--format node|path|dot|json]"
+const graphUsage = "graph ROOT… [--type gomod|maven|npm] [--source URL|DIR] [--scope runtime|build] [--max-depth N] [--override PKG=VERSION|PKG=OTHER@VERSION …] [--exclude PKG …] [--format node|path|dot|json]"
 
 func runGraph(ctx context.Context, e *env, args []string) error {
 	all, c := newFlags(e, "graph", graphUsage)
@@ -40,8 +40,8 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	typ := fs.String("type", "gomod", "package type of the roots: gomod or maven")
-	source := fs.String("source", "", "where metadata comes from: a GOPROXY or Maven repository URL (http, https, file) or a directory (default: proxy.golang.org, Maven Central)")
+	typ := fs.String("type", "gomod", "package type of the roots: gomod, maven (roots g:a:v) or npm")
+	source := fs.String("source", "", "where metadata comes from: a GOPROXY, Maven repository or npm registry URL (http, https, file) or a directory (default: proxy.golang.org, Maven Central, registry.npmjs.org)")
 	scope := fs.String("scope", "runtime", "traverse scope of the roots: runtime or build")
 	maxDepth := fs.Int("max-depth", 0, "stop below this depth (the roots are depth 0; default: no limit)")
 	var overrides, excludes listFlag

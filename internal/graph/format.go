@@ -137,7 +137,7 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	_, core, err := g.bound()
+	db, core, err := g.bound()
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,10 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	res := BuildResult(r, items)
+	res, err := BuildResult(ctx, r, items, db.Relationships)
+	if err != nil {
+		return err
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -156,8 +159,12 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	return nil
 }
 
-// BuildResult builds a request's result from its work items.
-func BuildResult(r *Request, items []*WorkItem) *Result {
+// RelationshipsFunc reads a resolved version's relationships (a [Store]'s Relationships).
+type RelationshipsFunc func(ctx context.Context, typ, pkg, version string) ([]Relationship, error)
+
+// BuildResult builds a request's result from its work items; an npm request's from the tree npm
+// would build of them, reading the versions' relationships with rels.
+func BuildResult(ctx context.Context, r *Request, items []*WorkItem, rels RelationshipsFunc) (*Result, error) {
 	res := &Result{Type: r.Type, Roots: r.Roots, EndDetectReason: "TRAVERSE_COMPLETE", Counts: CountItems(items),
 		Nodes: []string{}, Edges: []Edge{}}
 	byID := make(map[int64]*WorkItem, len(items))
@@ -224,6 +231,13 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		}
 	}
 	sel := mvs(versions)
+	if r.Type == "npm" {
+		if err := npmResult(ctx, r, res, selectedBy, rels); err != nil {
+			return nil, err
+		}
+		sort.Slice(res.Errors, func(i, j int) bool { return res.Errors[i].Node < res.Errors[j].Node })
+		return res, nil
+	}
 	if r.Type != "gomod" {
 		// One version per package was selected (nearest wins): every node is the selection.
 		sel = map[string]string{}
@@ -235,15 +249,57 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		res.Nodes = append(res.Nodes, p+"@"+v)
 	}
 	sort.Strings(res.Nodes)
-	sort.Slice(res.Edges, func(i, j int) bool {
-		if res.Edges[i].From != res.Edges[j].From {
-			return res.Edges[i].From < res.Edges[j].From
-		}
-		return res.Edges[i].To < res.Edges[j].To
+	sortEdges(res.Edges)
+	res.Paths = paths(r, children, func(n string) bool {
+		p, v, _ := splitVersion(n)
+		return sel[p] == v
 	})
-	res.Paths = paths(r, children, sel)
 	sort.Slice(res.Errors, func(i, j int) bool { return res.Errors[i].Node < res.Errors[j].Node })
-	return res
+	return res, nil
+}
+
+// npmResult fills an npm request's nodes, edges and paths from the tree npm would build of the
+// request's selections (see [npmTree]).
+func npmResult(ctx context.Context, r *Request, res *Result, selectedBy map[string]string, rels RelationshipsFunc) error {
+	var readErr error
+	tr := &npmTree{
+		pick: func(name, spec string) (string, string, bool) {
+			p, v, ok := splitVersion(selectedBy["npm:"+name+"@"+spec])
+			return p, v, ok
+		},
+		rels: func(pkg, version string, depth int) []Relationship {
+			all, err := rels(ctx, "npm", pkg, version)
+			if err != nil && readErr == nil {
+				readErr = err
+			}
+			scope := ScopeRuntime
+			if depth == 1 {
+				scope = r.Scope
+			}
+			return follow(r, all, scope, nil)
+		},
+	}
+	nodes, edges := tr.build(r.Roots)
+	if readErr != nil {
+		return readErr
+	}
+	res.Nodes, res.Edges = nodes, edges
+	sortEdges(res.Edges)
+	children := map[string][]string{}
+	for _, e := range edges {
+		children[e.From] = append(children[e.From], e.To)
+	}
+	res.Paths = paths(r, children, func(string) bool { return true })
+	return nil
+}
+
+func sortEdges(es []Edge) {
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].From != es[j].From {
+			return es[i].From < es[j].From
+		}
+		return es[i].To < es[j].To
+	})
 }
 
 // nodeError returns a work item's node error, if it has one: FAILED or ERROR recorded by a
@@ -282,7 +338,7 @@ func StopReason(ctx context.Context, core Core, jobID int64) (string, error) {
 
 // paths returns, for each selected node, the first path to it breadth first from the roots in
 // order, each level in declaration order.
-func paths(r *Request, children map[string][]string, sel map[string]string) [][]string {
+func paths(r *Request, children map[string][]string, selected func(node string) bool) [][]string {
 	parent := map[string]string{}
 	var queue []string
 	seen := map[string]bool{}
@@ -303,8 +359,7 @@ func paths(r *Request, children map[string][]string, sel map[string]string) [][]
 	}
 	out := [][]string{}
 	for _, n := range queue {
-		p, v, _ := splitVersion(n)
-		if sel[p] != v {
+		if !selected(n) {
 			continue
 		}
 		var path []string

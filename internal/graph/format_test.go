@@ -40,7 +40,10 @@ func TestRender(t *testing.T) {
 // and one stored with nulls before BuildResult made empty ones.
 func TestResultArraysNeverNull(t *testing.T) {
 	t.Parallel()
-	built := graph.BuildResult(&graph.Request{Type: "gomod", Roots: []string{"a@v1"}}, []*graph.WorkItem{{ID: 1}})
+	built, err := graph.BuildResult(t.Context(), &graph.Request{Type: "gomod", Roots: []string{"a@v1"}}, []*graph.WorkItem{{ID: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, res := range map[string]*graph.Result{"built": built, "stored": {Type: "gomod"}} {
 		j, err := graph.Render(res, "json")
 		if err != nil {

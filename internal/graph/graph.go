@@ -36,7 +36,7 @@ type Config struct {
 	FetchTimeout time.Duration
 	// MaxMetadataBytes bounds one metadata file. Defaults to 4 MiB.
 	MaxMetadataBytes int64
-	// Types are the package types; nil means gomod and maven.
+	// Types are the package types; nil means gomod, maven and npm.
 	Types *Types
 	// Roots are the path roots (--path-root) a local source must lie under; see
 	// [FetcherConfig.Roots]. Nil opens any directory.
@@ -69,7 +69,7 @@ func New(cfg Config) *Graph {
 	ts := cfg.Types
 	if ts == nil {
 		ts = &Types{}
-		ts.Add(GoMod{}, Maven{})
+		ts.Add(GoMod{}, Maven{}, Npm{})
 	}
 	return &Graph{types: ts, fetch: NewFetcher(FetcherConfig{Egress: cfg.Egress, Timeout: cfg.FetchTimeout, MaxBytes: cfg.MaxMetadataBytes, Roots: cfg.Roots}),
 		reqs: map[int64]*Request{}}
@@ -80,6 +80,7 @@ func (g *Graph) Bind(e *engine.Engine) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.db, g.core = Open(e), e
+	g.fetch.SetCache(g.db)
 }
 
 // bound returns what [Graph.Bind] gave.
