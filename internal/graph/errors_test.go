@@ -45,6 +45,8 @@ func TestGoModRules(t *testing.T) {
 			nodes: []string{"example.com/a@v1.0.0", "example.com/b@v1.1.0", "example.com/d@v1.0.0", "example.com/x@v1.0.0"}},
 		{name: "override-relocation", req: graph.Request{Roots: []string{"example.com/a@v1.0.0"}, Overrides: map[string]string{"example.com/b": "example.com/new@v1.2.0"}},
 			nodes: []string{"example.com/a@v1.0.0", "example.com/new@v1.2.0", "example.com/x@v1.0.0"}},
+		{name: "latest", req: graph.Request{Roots: []string{"example.com/b@latest"}}, // @v/list's highest
+			nodes: []string{"example.com/b@v1.1.0", "example.com/d@v1.0.0"}},
 		{name: "exclude", req: graph.Request{Roots: []string{"example.com/a@v1.0.0"}, Excludes: []string{"example.com/c", "example.com/x"}},
 			nodes: []string{"example.com/a@v1.0.0", "example.com/b@v1.0.0"}},
 	}

@@ -250,7 +250,12 @@ func BuildResult(ctx context.Context, r *Request, items []*WorkItem, rels Relati
 	}
 	sort.Strings(res.Nodes)
 	sortEdges(res.Edges)
-	res.Paths = paths(r, children, func(n string) bool {
+	roots := make([]string, len(r.Roots))
+	for i, root := range r.Roots {
+		// A root's version as selected ("latest" resolved).
+		roots[i] = firstNonEmpty(selectedBy[r.Type+":"+root], root)
+	}
+	res.Paths = paths(roots, children, func(n string) bool {
 		p, v, _ := splitVersion(n)
 		return sel[p] == v
 	})
@@ -289,7 +294,7 @@ func npmResult(ctx context.Context, r *Request, res *Result, selectedBy map[stri
 	for _, e := range edges {
 		children[e.From] = append(children[e.From], e.To)
 	}
-	res.Paths = paths(r, children, func(string) bool { return true })
+	res.Paths = paths(r.Roots, children, func(string) bool { return true })
 	return nil
 }
 
@@ -338,11 +343,11 @@ func StopReason(ctx context.Context, core Core, jobID int64) (string, error) {
 
 // paths returns, for each selected node, the first path to it breadth first from the roots in
 // order, each level in declaration order.
-func paths(r *Request, children map[string][]string, selected func(node string) bool) [][]string {
+func paths(roots []string, children map[string][]string, selected func(node string) bool) [][]string {
 	parent := map[string]string{}
 	var queue []string
 	seen := map[string]bool{}
-	for _, root := range r.Roots {
+	for _, root := range roots {
 		if !seen[root] {
 			seen[root] = true
 			queue = append(queue, root)
