@@ -479,3 +479,93 @@ func TraverseState(ctx context.Context, s Records, jobID int64) (string, error) 
 	}
 	return "FORMATTING", nil
 }
+
+// Status is a request's progress (GET /v1/graphs/{id}/status): its work items by outcome so far,
+// and the depth the traversal reached (the roots are depth 0).
+type Status struct {
+	// State is the Traverse-State: TRAVERSING, FORMATTING, SUCCESS or ERROR.
+	State string `json:"state"`
+	Counts
+	Depth int `json:"depth"`
+}
+
+// RequestStatus returns a request's progress.
+func RequestStatus(ctx context.Context, core Core, jobID int64) (Status, error) {
+	items, err := listWorkItems(ctx, core, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Counts: CountItems(items)}
+	for _, it := range items {
+		if it.ParentID != 0 && it.Depth-1 > st.Depth {
+			st.Depth = it.Depth - 1
+		}
+	}
+	return st, nil
+}
+
+// LogEntry is one work item's decisions (GET /v1/graphs/{id}/logs): what each route recorded,
+// with Cartographer's header names (select-status, selection-result, resolve-status,
+// resolution-result, traversal-result, end-detect-result, end-detect-reason, error), and the
+// item's own decisions (the version selected, the claimers).
+type LogEntry struct {
+	Item    int64  `json:"item"`
+	Parent  int64  `json:"parent"`
+	Depth   int    `json:"depth"` // the roots are 0
+	Package string `json:"package"`
+	Advice  string `json:"advice"`
+	Kind    string `json:"kind"`
+	Scope   string `json:"scope"`
+	// Headers are the routes' statuses.
+	Headers map[string]any `json:"headers"`
+	// Work is what the item's routes decided: version, selected, resolve_key, select_claimer,
+	// resolve_claimer.
+	Work map[string]any `json:"work"`
+	// Error is the error of a task of the item that failed for good.
+	Error string `json:"error,omitempty"`
+}
+
+// maxLogPage bounds one page of a request's log.
+const maxLogPage = 5000
+
+// RequestLog returns up to limit (at most 5,000) work items' log entries in tree order, those
+// after the sort key after, and the key to ask the next page after ("" at the end).
+func RequestLog(ctx context.Context, core Core, jobID int64, after string, limit int) ([]LogEntry, string, error) {
+	if limit <= 0 || limit > maxLogPage {
+		limit = maxLogPage
+	}
+	out := []LogEntry{}
+	for {
+		want := limit - len(out)
+		items, err := core.JobItems(ctx, jobID, after, want)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, it := range items {
+			after = it.SortKey
+			if it.ParentID == 0 {
+				continue
+			}
+			var md map[string]any
+			if err := json.Unmarshal(it.Metadata, &md); err != nil {
+				return nil, "", fmt.Errorf("metadata of item %d: %w", it.ID, err)
+			}
+			st, _ := md[keyStatus].(map[string]any)
+			out = append(out, LogEntry{Item: it.ID, Parent: it.ParentID, Depth: it.Depth - 1, Package: str(md, keyPkg), Advice: str(md, keyAdvice),
+				Kind: str(md, keyKind), Scope: str(md, keyScope), Headers: orEmptyMap(st), Work: orEmptyMap(work(md)), Error: it.Error})
+		}
+		switch {
+		case len(items) < want:
+			return out, "", nil // the end
+		case len(out) >= limit:
+			return out, after, nil
+		}
+	}
+}
+
+func orEmptyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
