@@ -267,6 +267,7 @@ type GraphRequest struct {
 	Roots     []string           `json:"roots"`
 	Scope     *string            `json:"scope,omitempty"`
 	Source    string             `json:"source"`
+	Template  *string            `json:"template,omitempty"`
 	Type      *string            `json:"type,omitempty"`
 }
 
@@ -571,8 +572,11 @@ type ListFilesetsParams struct {
 
 // GetGraphParams defines parameters for GetGraph.
 type GetGraphParams struct {
-	// Format node, path, dot or json; absent: the request's format.
+	// Format node, path, dot, json or template; absent: the request's format.
 	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Template With format=template: a Go text/template over the result (docs/graph.md); absent: the request's template.
+	Template *string `form:"template,omitempty" json:"template,omitempty"`
 }
 
 // GetGraphLogsParams defines parameters for GetGraphLogs.
@@ -586,8 +590,11 @@ type GetGraphLogsParams struct {
 
 // GetGraphResultParams defines parameters for GetGraphResult.
 type GetGraphResultParams struct {
-	// Format node, path, dot or json; absent: the request's format.
+	// Format node, path, dot, json or template; absent: the request's format.
 	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Template With format=template: a Go text/template over the result (docs/graph.md); absent: the request's template.
+	Template *string `form:"template,omitempty" json:"template,omitempty"`
 }
 
 // DownloadItemParamsContent defines parameters for DownloadItem.
@@ -2326,6 +2333,18 @@ func NewGetGraphRequest(server string, id int64, params *GetGraphParams) (*http.
 
 		}
 
+		if params.Template != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "template", *params.Template, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2451,6 +2470,18 @@ func NewGetGraphResultRequest(server string, id int64, params *GetGraphResultPar
 		if params.Format != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Template != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "template", *params.Template, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

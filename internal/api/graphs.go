@@ -190,15 +190,23 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	format := r.URL.Query().Get("format")
-	if format == "" {
+	format, tmpl := r.URL.Query().Get("format"), r.URL.Query().Get("template")
+	if format == "" || format == "template" && tmpl == "" {
 		req, err := graph.Open(a.b.Engine()).Workspace(r.Context(), j.ID)
 		if err != nil {
 			return err
 		}
-		format = req.Format
+		if format == "" {
+			format = req.Format
+		}
+		tmpl = req.Template
 	}
-	out, err := graph.Render(res, format)
+	var out string
+	if format == "template" {
+		out, err = graph.RenderTemplate(res, tmpl)
+	} else {
+		out, err = graph.Render(res, format)
+	}
 	if err != nil {
 		return errf(CodeBadRequest, "%v", err)
 	}

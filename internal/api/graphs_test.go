@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -124,6 +125,9 @@ func TestGraphRequests(t *testing.T) {
 		if resp, body = do("GET", self+"/result?format=node", ""); resp.StatusCode != 200 || body != "example.com/a@v1.0.0\nexample.com/b@v1.0.0\n" {
 			t.Errorf("result?format=node: %d %q", resp.StatusCode, body)
 		}
+		if resp, body = do("GET", self+"/result?format=template&template="+url.QueryEscape("{{len .Nodes}} nodes, {{len .Edges}} edge"), ""); resp.StatusCode != 200 || body != "2 nodes, 1 edge" {
+			t.Errorf("result?format=template: %d %q", resp.StatusCode, body)
+		}
 		resp, body = do("GET", self+"/logs?limit=1", "")
 		var page struct {
 			Items      []graph.LogEntry `json:"items"`
@@ -188,7 +192,8 @@ func TestGraphRequests(t *testing.T) {
 		}{
 			{`{"source": "/etc", "roots": ["a@v1"]}`, 400, `source \"/etc\": it is not under a configured path root`},
 			{fmt.Sprintf(`{"source": %q, "roots": []}`, proxy), 400, "at least one root"},
-			{fmt.Sprintf(`{"source": %q, "roots": ["a@v1"], "format": "svg"}`, proxy), 400, "want one of node, path, dot, json"},
+			{fmt.Sprintf(`{"source": %q, "roots": ["a@v1"], "format": "svg"}`, proxy), 400, "want one of node, path, dot, json, template"},
+			{fmt.Sprintf(`{"source": %q, "roots": ["a@v1"], "format": "template", "template": "{{range .Nodes}}{{range .Edges}}{{range .Paths}}{{end}}{{end}}{{end}}"}`, proxy), 400, "nested 3 deep, more than the limit of 2"},
 		} {
 			resp, body := do("POST", "/v1/graphs", c.body)
 			if resp.StatusCode != c.status || !strings.Contains(body, c.msg) {

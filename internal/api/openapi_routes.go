@@ -131,8 +131,8 @@ var routeDocs = map[string]routeDoc{
 		200: response{Doc: "The request's progress, Traverse-State as the state.", Content: jsonBody(graph.Status{}), Headers: traverseState}}},
 	"GET /v1/graphs/{id}/logs": {ID: "getGraphLogs", Params: []param{cursorParam, query("limit", "integer", "Page size; defaults to 1000, at most 1000.")},
 		Responses: map[int]any{200: jsonBody(graphLog{})}},
-	"GET /v1/graphs/{id}":        {ID: "getGraph", Params: []param{graphFormat}, Responses: graphResult},
-	"GET /v1/graphs/{id}/result": {ID: "getGraphResult", Params: []param{graphFormat}, Responses: graphResult},
+	"GET /v1/graphs/{id}":        {ID: "getGraph", Params: []param{graphFormat, graphTmpl}, Responses: graphResult},
+	"GET /v1/graphs/{id}/result": {ID: "getGraphResult", Params: []param{graphFormat, graphTmpl}, Responses: graphResult},
 	"DELETE /v1/graphs/{id}":     {ID: "deleteGraph", Responses: map[int]any{204: nil}},
 
 	"POST /v1/filesets": {ID: "createFilesets", Body: jsonBody(createFilesetsRequest{}),
@@ -205,7 +205,8 @@ var traverseState = map[string]string{"Traverse-State": "TRAVERSING, FORMATTING,
 // graphFormat and graphResult are a graph request's result routes' (GET /v1/graphs/{id} and its
 // result rel link).
 var (
-	graphFormat = param{Name: "format", In: "query", Type: "string", Doc: "node, path, dot or json; absent: the request's format."}
+	graphFormat = param{Name: "format", In: "query", Type: "string", Doc: "node, path, dot, json or template; absent: the request's format."}
+	graphTmpl   = param{Name: "template", In: "query", Type: "string", Doc: "With format=template: a Go text/template over the result (docs/graph.md); absent: the request's template."}
 	graphResult = map[int]any{
 		200: response{Doc: "The result, Traverse-State SUCCESS: one line per node (node, text/plain), per path " +
 			"(path, text/plain), a Graphviz digraph (dot) or a GraphResult (json).",

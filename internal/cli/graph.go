@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,7 +21,24 @@ import (
 // Default sources per package type, when --source is not given.
 var graphSources = map[string]string{"gomod": "https://proxy.golang.org", "maven": "https://repo1.maven.org/maven2", "npm": "https://registry.npmjs.org"}
 
-const graphUsage = "graph ROOT… [--type gomod|maven|npm] [--source URL|DIR] [--scope runtime|build] [--max-depth N] [--override PKG=VERSION|PKG=OTHER@VERSION …] [--exclude PKG …] [--format node|path|dot|json]"
+const graphUsage = "graph ROOT… [--type gomod|maven|npm] [--source URL|DIR] [--scope runtime|build] [--max-depth N] [--override PKG=VERSION|PKG=OTHER@VERSION …] [--exclude PKG …] [--format node|path|dot|json|template=FILE]"
+
+// readTemplate reads a --format template=FILE file, at most 64 KiB (the template's bound).
+func readTemplate(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > 64<<10 {
+		return "", fmt.Errorf("more than the limit of %d bytes", 64<<10)
+	}
+	return string(b), nil
+}
 
 func runGraph(ctx context.Context, e *env, args []string) error {
 	all, c := newFlags(e, "graph", graphUsage)
@@ -47,13 +66,20 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	var overrides, excludes listFlag
 	fs.Var(&overrides, "override", "PKG=VERSION, or PKG=OTHERPKG@VERSION to relocate; repeated or comma-separated")
 	fs.Var(&excludes, "exclude", "a package never traversed; repeated or comma-separated")
-	format := fs.String("format", "node", "output: node (one package version a line), path (each path from a root), dot or json")
+	format := fs.String("format", "node", "output: node (one package version a line), path (every path from a root to each node, at most 100 a node), dot, json, or template=FILE (a Go text/template over the result's .Nodes, .Edges, .Paths, .Errors, .Counts)")
 	c.addEgressFlags(fs)
 	roots, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	req := graph.Request{Type: *typ, Source: *source, Roots: roots, Scope: *scope, MaxDepth: *maxDepth, Excludes: excludes.values, Format: *format}
+	if file, ok := strings.CutPrefix(*format, "template="); ok {
+		text, err := readTemplate(file)
+		if err != nil {
+			return usagef("--format template=%s: %v", file, err)
+		}
+		req.Format, req.Template = "template", text
+	}
 	if req.Source == "" {
 		req.Source = graphSources[req.Type]
 	}
@@ -120,7 +146,12 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := graph.Render(res, req.Format)
+	var out string
+	if req.Format == "template" {
+		out, err = graph.RenderTemplate(res, req.Template)
+	} else {
+		out, err = graph.Render(res, req.Format)
+	}
 	if err != nil {
 		return err
 	}

@@ -393,8 +393,10 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// Render renders a result: node (one selected package version a line), path (one path a line,
-// its nodes joined by " > "), dot (a Graphviz digraph) or json.
+// Render renders a result: node (one selected package version a line), path (every path from a
+// root to each node, a path a line, its nodes joined by " > ", at most 100 per node and then a
+// line counting the others), dot (a Graphviz digraph) or json. A template is rendered by
+// [RenderTemplate].
 func Render(res *Result, format string) (string, error) {
 	var b strings.Builder
 	switch format {
@@ -403,9 +405,7 @@ func Render(res *Result, format string) (string, error) {
 			b.WriteString(n + "\n")
 		}
 	case "path":
-		for _, p := range res.Paths {
-			b.WriteString(strings.Join(p, " > ") + "\n")
-		}
+		b.WriteString(renderPaths(res))
 	case "dot":
 		b.WriteString("digraph deps {\n")
 		for _, e := range res.Edges {
@@ -423,6 +423,8 @@ func Render(res *Result, format string) (string, error) {
 		}
 		b.Write(j)
 		b.WriteString("\n")
+	case "template":
+		return "", errors.New("format template: a template is needed (format template=FILE, or the request's template)")
 	default:
 		return "", fmt.Errorf("format %q: want one of %s", format, strings.Join(Formats, ", "))
 	}

@@ -26,8 +26,11 @@ type Request struct {
 	Overrides map[string]string `json:"overrides,omitempty"`
 	// Excludes are packages never traversed.
 	Excludes []string `json:"excludes,omitempty"`
-	// Format is the result's default rendering: node, path, dot or json. Defaults to node.
+	// Format is the result's default rendering: node, path, dot, json or template. Defaults to node.
 	Format string `json:"format,omitempty"`
+	// Template is the Go text/template the template format renders the result with (see
+	// [ParseTemplate]).
+	Template string `json:"template,omitempty"`
 }
 
 // Traverse scopes and relationship scopes (Cartographer's TraverseScope, plus EXTRA for
@@ -39,7 +42,7 @@ const (
 )
 
 // Formats are the renderings of a result.
-var Formats = []string{"node", "path", "dot", "json"}
+var Formats = []string{"node", "path", "dot", "json", "template"}
 
 // Normalize fills defaults and checks the request, returning an error that names the field.
 func (r *Request) Normalize() error {
@@ -59,6 +62,17 @@ func (r *Request) Normalize() error {
 	}
 	if !slices.Contains(Formats, r.Format) {
 		return fmt.Errorf("format %q: want one of %s", r.Format, strings.Join(Formats, ", "))
+	}
+	if r.Format == "template" || r.Template != "" {
+		if r.Format != "template" {
+			return fmt.Errorf("template: given with format %q; want format template", r.Format)
+		}
+		if r.Template == "" {
+			return fmt.Errorf("format template: the template is empty")
+		}
+		if _, err := ParseTemplate(r.Template); err != nil {
+			return err
+		}
 	}
 	if r.MaxDepth < 0 {
 		return fmt.Errorf("max_depth %d: must not be negative", r.MaxDepth)
