@@ -272,14 +272,17 @@ func npmResult(ctx context.Context, r *Request, res *Result, selectedBy map[stri
 			p, v, ok := splitVersion(selectedBy["npm:"+name+"@"+spec])
 			return p, v, ok
 		},
-		rels: func(pkg, version string, depth int) []Relationship {
+		rels: func(pkg, version string, dist int) []Relationship {
+			if r.MaxDepth > 0 && dist >= r.MaxDepth {
+				return nil // the traversal stopped below: its relationships were not followed
+			}
 			all, err := rels(ctx, "npm", pkg, version)
 			if err != nil && readErr == nil {
 				readErr = err
 			}
 			scope := ScopeRuntime
-			if depth == 1 {
-				scope = r.Scope
+			if dist == 0 {
+				scope = r.Scope // a root's
 			}
 			return follow(r, all, scope, nil)
 		},

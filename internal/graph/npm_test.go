@@ -23,8 +23,8 @@ import (
 
 // npmVersion is one version of a package in a registry fake.
 type npmVersion struct {
-	Deps, Optional, Peer map[string]string
-	Deprecated           string
+	Deps, Optional, Peer, Dev map[string]string
+	Deprecated                string
 }
 
 // npmPackage is a package in a registry fake.
@@ -51,6 +51,9 @@ func (reg npmRegistry) packument(base, name string) []byte {
 		}
 		if len(m.Peer) > 0 {
 			doc["peerDependencies"] = m.Peer
+		}
+		if len(m.Dev) > 0 {
+			doc["devDependencies"] = m.Dev
 		}
 		if m.Deprecated != "" {
 			doc["deprecated"] = m.Deprecated
@@ -361,4 +364,55 @@ func union(a, b []string) []string {
 		out = append(out, x)
 	}
 	return out
+}
+
+// TestNpmRules: max depth counts dependencies from the roots (not node_modules levels), build
+// scope follows a root's devDependencies (not a dependency's), a peer is installed, a dist-tag
+// selects its version, and a spec npm would fetch another way (git) is a node error naming it.
+func TestNpmRules(t *testing.T) {
+	t.Parallel()
+	pkg := func(tags map[string]string, vs map[string]*npmVersion) *npmPackage {
+		return &npmPackage{Versions: vs, Tags: tags}
+	}
+	reg := npmRegistry{
+		"app": pkg(map[string]string{"latest": "1.0.0"}, map[string]*npmVersion{"1.0.0": {
+			Deps: map[string]string{"lib": "^1.0.0", "tagged": "beta"}, Peer: map[string]string{"host": "^2.0.0"}, Dev: map[string]string{"devtool": "1.0.0"}}}),
+		"lib":     pkg(map[string]string{"latest": "1.1.0"}, map[string]*npmVersion{"1.0.0": {}, "1.1.0": {Deps: map[string]string{"deep": "*"}}}),
+		"deep":    pkg(map[string]string{"latest": "1.0.0"}, map[string]*npmVersion{"1.0.0": {}}),
+		"host":    pkg(map[string]string{"latest": "2.1.0"}, map[string]*npmVersion{"2.1.0": {}}),
+		"tagged":  pkg(map[string]string{"latest": "1.0.0", "beta": "2.0.0-beta.1"}, map[string]*npmVersion{"1.0.0": {}, "2.0.0-beta.1": {}}),
+		"devtool": pkg(map[string]string{"latest": "1.0.0"}, map[string]*npmVersion{"1.0.0": {Dev: map[string]string{"deep": "1.0.0"}, Deps: map[string]string{"gitdep": "git+https://example.com/x.git"}}}),
+		"gitdep":  pkg(map[string]string{"latest": "1.0.0"}, map[string]*npmVersion{"1.0.0": {}}),
+	}
+	srv, _ := serveNpm(t, reg)
+	k := startKit(t, drivertest.OpenSQLite, 4, graph.Config{Egress: loopback(t)})
+	for _, c := range []struct {
+		name  string
+		req   graph.Request
+		nodes []string
+		err   string
+	}{
+		{name: "runtime", req: graph.Request{Roots: []string{"app@1.0.0"}},
+			nodes: []string{"app@1.0.0", "deep@1.0.0", "host@2.1.0", "lib@1.1.0", "tagged@2.0.0-beta.1"}},
+		{name: "max-depth", req: graph.Request{Roots: []string{"app@1.0.0"}, MaxDepth: 1},
+			nodes: []string{"app@1.0.0", "host@2.1.0", "lib@1.1.0", "tagged@2.0.0-beta.1"}},
+		{name: "build", req: graph.Request{Roots: []string{"app@1.0.0"}, Scope: "build"},
+			nodes: []string{"app@1.0.0", "deep@1.0.0", "devtool@1.0.0", "host@2.1.0", "lib@1.1.0", "tagged@2.0.0-beta.1"},
+			err:   `gitdep@git+https://example.com/x.git: FAILED: gitdep: version spec "git+https://example.com/x.git": not a range nor a dist-tag`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.Type, c.req.Source = "npm", srv.URL
+			res := k.run(t, c.req)
+			if !reflect.DeepEqual(res.Nodes, c.nodes) {
+				t.Errorf("nodes %v, want %v", res.Nodes, c.nodes)
+			}
+			var errs []string
+			for _, e := range res.Errors {
+				errs = append(errs, e.Node+": "+e.Status+": "+e.Error)
+			}
+			if c.err == "" && len(errs) > 0 || c.err != "" && (len(errs) != 1 || !strings.HasPrefix(errs[0], c.err)) {
+				t.Errorf("node errors %q, want %q", errs, c.err)
+			}
+		})
+	}
 }

@@ -32,11 +32,12 @@ import (
 // reverse (docs/graph.md).
 //
 // pick returns the package and version selected for a package and range (false: none, a node
-// error); rels a version's relationships that the traversal follows at a depth.
+// error); rels a version's relationships that the traversal follows at a distance from the roots
+// (0: a root), whatever the tree depth hoisting gave the node.
 type npmTree struct {
 	live map[*npmNode]bool // the nodes in the tree
 	pick func(name, spec string) (string, string, bool)
-	rels func(pkg, version string, depth int) []Relationship
+	rels func(pkg, version string, dist int) []Relationship
 }
 
 type npmNode struct {
@@ -44,7 +45,8 @@ type npmNode struct {
 	sv            semverV
 	parent        *npmNode
 	children      map[string]*npmNode
-	depth         int
+	depth         int // in the tree: node_modules levels
+	dist          int // from the roots by dependencies, as its first placement found it
 	loc           string
 	edges         []Relationship
 	gone          bool
@@ -83,15 +85,15 @@ func (tr *npmTree) satisfies(c *npmNode, spec string) bool {
 	return isTagName(spec)
 }
 
-func (tr *npmTree) newNode(name, version string, parent *npmNode) *npmNode {
+func (tr *npmTree) newNode(name, version string, parent *npmNode, dist int) *npmNode {
 	sv, _ := parseSemver(version)
-	n := &npmNode{name: name, version: version, sv: sv, parent: parent, children: map[string]*npmNode{}}
+	n := &npmNode{name: name, version: version, sv: sv, parent: parent, children: map[string]*npmNode{}, dist: dist}
 	if parent != nil {
 		n.depth = parent.depth + 1
 		n.loc = strings.TrimPrefix(parent.loc+"/node_modules/"+name, "/")
 		parent.children[name] = n
 	}
-	n.edges = tr.rels(name, version, n.depth)
+	n.edges = tr.rels(name, version, dist)
 	if tr.live == nil {
 		tr.live = map[*npmNode]bool{}
 	}
@@ -119,7 +121,7 @@ func (tr *npmTree) dependents(cur *npmNode) map[*npmNode]string {
 // build builds the tree from the roots ("name@version") and returns its nodes ("name@version",
 // sorted) and edges.
 func (tr *npmTree) build(roots []string) ([]string, []Edge) {
-	top := &npmNode{children: map[string]*npmNode{}}
+	top := &npmNode{children: map[string]*npmNode{}, dist: -1}
 	for _, r := range roots {
 		name, ver, _ := splitVersion(r)
 		top.edges = append(top.edges, Relationship{Target: name, Advice: ver, Kind: "root"})
@@ -229,7 +231,7 @@ func (tr *npmTree) place(n *npmNode, e Relationship, ver string) (*npmNode, []*n
 			case cur.version == ver || tr.satisfies(cur, e.Advice) && !(compareSemver(sv, cur.sv) >= 0 && tr.canReplace(cur, sv)):
 				return cur, nil // KEEP
 			case compareSemver(sv, cur.sv) >= 0 && tr.canReplace(cur, sv), t == n:
-				return tr.replace(t, cur, ver)
+				return tr.replace(t, cur, ver, n.dist+1)
 			}
 			break // CONFLICT: the last level fine is the one
 		}
@@ -241,10 +243,10 @@ func (tr *npmTree) place(n *npmNode, e Relationship, ver string) (*npmNode, []*n
 	if target == nil {
 		target = n // nested in the dependent: npm's last resort (a peer conflict is ERESOLVE there)
 		if c := n.children[name]; c != nil {
-			return tr.replace(n, c, ver)
+			return tr.replace(n, c, ver, n.dist+1)
 		}
 	}
-	return tr.newNode(name, ver, target), nil
+	return tr.newNode(name, ver, target, n.dist+1), nil
 }
 
 // canReplace reports whether every dependent of cur accepts version sv.
@@ -276,12 +278,12 @@ func (tr *npmTree) shadows(t *npmNode, name string, sv semverV) bool {
 
 // replace puts version ver in cur's place at t, cur's children moved under it, and returns it
 // with cur's dependents that do not accept it.
-func (tr *npmTree) replace(t, cur *npmNode, ver string) (*npmNode, []*npmNode) {
+func (tr *npmTree) replace(t, cur *npmNode, ver string, dist int) (*npmNode, []*npmNode) {
 	deps := tr.dependents(cur)
 	cur.gone = true
 	delete(tr.live, cur)
 	delete(t.children, cur.name)
-	nn := tr.newNode(cur.name, ver, t)
+	nn := tr.newNode(cur.name, ver, t, min(dist, cur.dist))
 	for name, c := range cur.children {
 		c.parent = nn
 		nn.children[name] = c
