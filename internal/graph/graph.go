@@ -7,7 +7,8 @@
 // root package, and traverse one child per followed relationship, so recursion is fan-out. A work
 // item's statuses (Cartographer's headers: select-status, resolution-result: AVOIDED, …) are
 // recorded in its metadata under "status". Select-sync and resolve are keyed claims of the engine:
-// within the request on the select key (a module version for gomod, a package for maven), and
+// within the request on the select key (a module version for gomod, a package for maven, a
+// package and range for npm), and
 // across the installation on the package version, so each version is fetched once however many
 // requests ask for it.
 package graph
