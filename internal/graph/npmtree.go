@@ -27,9 +27,12 @@ import (
 //     is removed, with what only it needed (arborist's pruneDedupable).
 //   - The result is what the roots reach, each edge resolved as Node.js would.
 //
-// npm's arborist does more (peer sets placed with their dependent, re-placing the dependents of
-// a pruned set), and on some graphs its tree holds a few versions this one does not, or the
-// reverse (docs/graph.md).
+//   - A replaced version's dependencies that the new version does not have go, with what only
+//     they needed, whoever else depended on them (arborist's REPLACE); those dependents resolve
+//     the name again.
+//
+// npm's arborist does more (peer sets placed with their dependent), and on some graphs its tree
+// holds a version this one does not (docs/graph.md).
 //
 // pick returns the package and version selected for a package and range (false: none, a node
 // error); rels a version's relationships that the traversal follows at a distance from the roots
@@ -294,6 +297,28 @@ func (tr *npmTree) replace(t, cur *npmNode, ver string, dist int) (*npmNode, []*
 			requeue = append(requeue, d)
 		}
 	}
+	// What the old version depended on and the new one does not goes, with what only it needed
+	// (arborist prunes the replaced node's old dependency sets); a package that depended on it
+	// too resolves the name again when it is processed.
+	has := map[string]bool{}
+	for _, e := range nn.edges {
+		has[e.Target] = true
+	}
+	for _, e := range cur.edges {
+		if has[e.Target] {
+			continue
+		}
+		to := nn.resolve(e.Target)
+		if to == nil || to.parent == nil {
+			continue
+		}
+		for _, d := range tr.pruneSet(to) {
+			for dep := range tr.dependents(d) {
+				requeue = append(requeue, dep)
+			}
+			tr.remove(d)
+		}
+	}
 	sort.Slice(requeue, func(i, j int) bool { return requeue[i].loc < requeue[j].loc })
 	return nn, requeue
 }
@@ -344,7 +369,15 @@ func (tr *npmTree) prune(m *npmNode) bool {
 			return false
 		}
 	}
-	// m and what only it (and what only it needs) depends on.
+	for _, n := range tr.pruneSet(m) {
+		tr.remove(n)
+	}
+	return true
+}
+
+// pruneSet returns m and what only it (and what only they need) depends on: arborist's
+// gatherDepSet, edges into m not counted.
+func (tr *npmTree) pruneSet(m *npmNode) []*npmNode {
 	set := map[*npmNode]bool{m: true}
 	for grew := true; grew; {
 		grew = false
@@ -368,10 +401,12 @@ func (tr *npmTree) prune(m *npmNode) bool {
 			}
 		}
 	}
+	out := make([]*npmNode, 0, len(set))
 	for n := range set {
-		tr.remove(n)
+		out = append(out, n)
 	}
-	return true
+	sort.Slice(out, func(i, j int) bool { return out[i].loc < out[j].loc })
+	return out
 }
 
 // remove takes n and the nodes nested in it out of the tree.
