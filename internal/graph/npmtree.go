@@ -15,6 +15,7 @@ import (
 //     name order. A dependency resolves, as Node.js does, to the nearest node_modules holding
 //     the name, walking up from its dependent; if that version satisfies the range, nothing is
 //     added.
+//
 //   - Otherwise the version npm-pick-manifest picks (the request's selection for that package
 //     and range) is placed as high as it can go: walking up from the dependent (a peer
 //     dependency from the dependent's parent, so that it is a sibling), a level is fine if it
@@ -22,9 +23,11 @@ import (
 //     relies on; at a level that holds the name, the same version is kept, a version every
 //     dependent of the current one accepts (and no lower) replaces it, and anything else stops
 //     the walk (the dependent's own level replaces the current one, which re-resolves deeper).
+//
 //   - After a placement, a node of the same name below it that the version its grandparent
 //     level resolves to stands in for (the same version, or an equal one its dependents accept)
 //     is removed, with what only it needed (arborist's pruneDedupable).
+//
 //   - The result is what the roots reach, each edge resolved as Node.js would.
 //
 //   - A replaced version's dependencies that the new version does not have go, with what only
