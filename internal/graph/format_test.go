@@ -132,6 +132,7 @@ func TestRenderTemplate(t *testing.T) {
 		`{{.Nodes`:                 "template:",
 		`{{.NoSuchField}}`:         "NoSuchField",
 		strings.Repeat("x", 70000): "more than the limit of 65536",
+		"":                         "no template",
 	} {
 		if _, err := graph.RenderTemplate(res, text); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%.40q: %v, want %q", text, err, msg)

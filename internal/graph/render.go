@@ -244,6 +244,9 @@ func (w *limitedBuffer) Write(p []byte) (int, error) {
 
 // RenderTemplate renders a result with a user's template (see [ParseTemplate]).
 func RenderTemplate(res *Result, text string) (string, error) {
+	if text == "" {
+		return "", errors.New("format template: no template (format template=FILE, or the request's template)")
+	}
 	tm, err := ParseTemplate(text)
 	if err != nil {
 		return "", err
