@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 var (
@@ -26,7 +26,7 @@ func TestPagesWithCursor(t *testing.T) {
 	b := setup(t)
 	c := b.client(t)
 	c.signIn(b.reader)
-	var oldest *store.Job
+	var oldest *record.Job
 	for i := range 51 { // a page and one
 		job, _, err := b.n.Engine.CreateJob(t.Context(), engineParams("documents"))
 		if err != nil {
