@@ -80,4 +80,11 @@ func TestPagesWithCursor(t *testing.T) {
 			t.Errorf("GET %s: %d; want a 400 saying the cursor is not the list's:\n%s", path, resp.StatusCode, page)
 		}
 	}
+	if resp, page := c.do("GET", "/jobs?state=running", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /jobs?state=running: %d\n%s", resp.StatusCode, page)
+	}
+	resp, page = c.do("GET", "/jobs?state=done", nil, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "is not a job state: one of running, complete, failed, canceled") {
+		t.Errorf("GET /jobs?state=done: %d; want a 400 naming the job states:\n%s", resp.StatusCode, page)
+	}
 }
