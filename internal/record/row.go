@@ -4,9 +4,9 @@
 // drivers, the engine, the workers, the API, the web UI, the CLI, the domains) can name a row
 // or a state without importing the store's interface, as River's rivertype does.
 //
-// A state's text is its wire form: what the database, the API's JSON, the worker protocol and
-// the CLI print hold. Conversions from user input go through ParseJobState, ParseTaskState and
-// ParseItemState, once, at the edge.
+// A state's text is its wire form: what the database, the API's JSON and the CLI's output hold,
+// so a typed state marshals and scans as that word. User input becomes a state once, at the
+// edge, through [ParseJobState], [ParseTaskState] or [ParseItemState].
 package record
 
 import "time"

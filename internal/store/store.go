@@ -1,6 +1,6 @@
 // Package store is the seam between Sluice's engine and its database: one [Store] interface with
-// noun-verb methods taking params structs, the row types they return, and the errors every driver
-// maps its native errors to. Drivers live in subpackages (sqlite, postgres) and pass the same
+// noun-verb methods taking params structs, and the errors every driver maps its native errors to.
+// The rows the methods return and the states they hold are package record's. Drivers live in subpackages (sqlite, postgres) and pass the same
 // conformance suite (storetest). No SQL dialect leaks outside the drivers.
 //
 // Every write is idempotent and keyed (DESIGN §4.1): a child by (parent, step, ordinal), an event by
