@@ -65,11 +65,11 @@ func TestSheetsAPI(t *testing.T) {
 	if code, _ := b.do(t, "POST", "/v1/sheets?files_dir=/etc", b.admin, "text/csv", strings.NewReader(head)); code != http.StatusBadRequest {
 		t.Errorf("files_dir outside the path roots = %d, want 400", code)
 	}
-	bad := int64(post(head+"IMAGE,w9,f9,missing.txt,,S,,,\n", 201)["id"].(float64))
+	bad := int64(post(head+"IMAGE,w9,f9,missing.txt,a description,S,a label,,\n", 201)["id"].(float64))
 	wait(bad, objects.StatusRowFail)
 	var rows struct{ Rows []objects.Row }
 	b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", bad), nil, 200, &rows)
-	if len(rows.Rows) != 1 || rows.Rows[0].Row != 2 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "File not Found: missing.txt"}) {
+	if len(rows.Rows) != 1 || rows.Rows[0].Row != 1 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "filename: File not Found: missing.txt"}) {
 		t.Errorf("failed rows %+v", rows.Rows)
 	}
 	// Empty results are [] (the document's arrays are not nullable; matchDoc checks them too).
@@ -82,14 +82,14 @@ func TestSheetsAPI(t *testing.T) {
 		t.Errorf("deleted sheet is %s", deleted.Status)
 	}
 
-	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", 201)["id"].(float64))
+	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,a description,S,a label,,\nIMAGE,w1,f2,notes-2.txt,a description,S,a label,,\n", 201)["id"].(float64))
 	wait(id, objects.StatusAwaitingApproval)
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", id), b.reader, "", nil)
 	wantEmpty(t, code, data, "rows")
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d", id), b.reader, "", nil)
 	wantEmpty(t, code, data, "errors")
 	code, data = b.do(t, "POST", "/v1/sheets/validate?files_dir="+url.QueryEscape(files), b.reader, "text/csv",
-		strings.NewReader(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\n"))
+		strings.NewReader(head+"IMAGE,w1,f1,notes-1.txt,a description,S,a label,,\n"))
 	wantEmpty(t, code, data, "errors", "failed_rows")
 	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", id), nil, http.StatusAccepted, nil)
 

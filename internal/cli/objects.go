@@ -201,14 +201,16 @@ func printErrors(e *env, fileErrs []objects.FieldError, rows []objects.Row) {
 	if len(fileErrs) == 0 && len(rows) == 0 {
 		return
 	}
+	// Meadow's form: rows numbered from the first after the header, each message starting with
+	// its field; the file's errors have no row.
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tFIELD\tERROR")
+	fmt.Fprintln(tw, "ROW\tERROR")
 	for _, fe := range fileErrs {
-		fmt.Fprintf(tw, "1\t%s\t%s\n", fe.Field, fe.Message)
+		fmt.Fprintf(tw, "-\t%s\n", fe.Message)
 	}
 	for _, r := range rows {
 		for _, fe := range r.Errors {
-			fmt.Fprintf(tw, "%d\t%s\t%s\n", r.Row, fe.Field, fe.Message)
+			fmt.Fprintf(tw, "%d\t%s\n", r.Row, fe.Message)
 		}
 	}
 	_ = tw.Flush()

@@ -34,13 +34,13 @@ func TestObjectsCommands(t *testing.T) {
 		}
 		return p
 	}
-	bad := sheet("bad.csv", "IMAGE,w1,f1,a.txt,,S,,,\nIMAGE,w1,f2,nope.txt,,S,,,\n")
+	bad := sheet("bad.csv", "IMAGE,w1,f1,a.txt,a description,S,a label,,\nIMAGE,w1,f2,nope.txt,a description,S,a label,,\n")
 	code, out, _ := run(t, "objects", "sheet", "validate", bad, "--files", files, "--data", data)
-	if code != ExitFailed || !strings.Contains(out, "row_fail") || !strings.Contains(out, "3    filename  File not Found: nope.txt") {
+	if code != ExitFailed || !strings.Contains(out, "row_fail") || !strings.Contains(out, "2    filename: File not Found: nope.txt") {
 		t.Errorf("validate a bad sheet: exit %d\n%s", code, out)
 	}
 
-	good := sheet("good.csv", "IMAGE,w1,f1,a.txt,,S,,,\nIMAGE,w1,f2,b.txt,,S,,,\n")
+	good := sheet("good.csv", "IMAGE,w1,f1,a.txt,a description,S,a label,,\nIMAGE,w1,f2,b.txt,a description,S,a label,,\n")
 	code, out, errs := run(t, "objects", "sheet", "upload", good, "--files", files, "--data", data)
 	if code != ExitOK || !strings.Contains(out, "sheet 1 good.csv: awaiting_approval (file pass, rows pass, overall pass), 2 rows") {
 		t.Fatalf("upload: exit %d\n%s\n%s", code, out, errs)

@@ -453,11 +453,9 @@ func createTranscodeJob(ctx context.Context, c *call) error {
 				"HlsGroupSettings": map[string]any{"Destination": "streaming/" + pairtree(c.id) + "/"}}}},
 		},
 	}
-	if err := c.core("transcode_job", job); err != nil {
-		return err
-	}
-	c.notes = "transcode job created; waiting for its Job State Change event"
-	return c.setState("TranscodeComplete", OutcomePending, "waiting for the transcoder's Job State Change event")
+	// TranscodeComplete stays waiting, as Meadow leaves it, until the job's event arrives.
+	c.notes = "transcode job created; TranscodeComplete waits for its Job State Change event"
+	return c.core("transcode_job", job)
 }
 
 // pairtree lays an id out as Meadow's storage does: its hex digits in pairs.
@@ -530,7 +528,7 @@ func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.
 	first := true
 	for _, a := range Chain {
 		switch outcome[a.State] {
-		case OutcomeWaiting, OutcomeStarted, OutcomePending:
+		case OutcomeWaiting, OutcomeStarted:
 			note := "Previous action failed"
 			if first {
 				note, first = msg, false

@@ -213,11 +213,7 @@ func TestCanonicalSheet(t *testing.T) {
 					done++
 				}
 			}
-			pending := false
-			for _, a := range st {
-				pending = pending || a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending
-			}
-			return done == 4 && pending, fmt.Sprintf("%d complete, video states %v", done, st)
+			return done == 4 && awaitsTranscode(st), fmt.Sprintf("%d complete, video states %v", done, st)
 		})
 		if j, _ := kit.Store.JobGet(ctx, id); j.State != store.JobRunning {
 			t.Fatalf("job %s while the video waits", j.State)
@@ -347,26 +343,33 @@ func TestTranscodeError(t *testing.T) {
 		if w, _ := objects.NewStore(x).GetWork(ctx, "e-vid"); w == nil || w.State != objects.StateError {
 			t.Errorf("video work %+v, want error", w)
 		}
-		again := upload(t, kit, "again.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,e-img-2,e-img-p,img/front-master.tif,,P,,,\n", dir)
+		again := upload(t, kit, "again.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,e-img-2,e-img-p,img/front-master.tif,a description,P,a label,,\n", dir)
 		s = waitSheet(t, kit, again, objects.StatusRowFail, objects.StatusAwaitingApproval)
 		rows, _ := objects.NewStore(x).ListRows(ctx, again, true)
-		if s.Status != objects.StatusRowFail || len(rows) != 1 || rows[0].Errors[0] != (objects.FieldError{Field: "file_accession_number", Message: "e-img-p already exists in system"}) {
+		if s.Status != objects.StatusRowFail || len(rows) != 1 || rows[0].Row != 1 ||
+			rows[0].Errors[0] != (objects.FieldError{Field: "file_accession_number", Message: "file_accession_number: e-img-p already exists in system"}) {
 			t.Errorf("second sheet %s, rows %+v", s.Status, rows)
 		}
 	})
 }
 
-// waitTranscodePending waits until the file set's TranscodeComplete action awaits the
-// transcoder's event.
+// awaitsTranscode reports whether a file set's states are those of one waiting for the
+// transcoder, as Meadow shows it: CreateTranscodeJob ok, TranscodeComplete and
+// FileSetComplete waiting.
+func awaitsTranscode(st []objects.ActionState) bool {
+	out := map[string]string{}
+	for _, a := range st {
+		out[a.Action] = a.Outcome
+	}
+	return out["CreateTranscodeJob"] == objects.OutcomeOK && out["TranscodeComplete"] == objects.OutcomeWaiting &&
+		out["FileSetComplete"] == objects.OutcomeWaiting
+}
+
+// waitTranscodePending waits until the file set waits for the transcoder's event.
 func waitTranscodePending(t *testing.T, kit *enginetest.Kit, fileSet string) {
 	t.Helper()
 	poll.Until(t, 2*time.Minute, "the video to wait for its transcode", func() (bool, string) {
 		st, _ := objects.NewStore(kit.Store.DomainSQL()).ActionStates(t.Context(), fileSet)
-		for _, a := range st {
-			if a.Action == "TranscodeComplete" && a.Outcome == objects.OutcomePending {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(st)
+		return awaitsTranscode(st), fmt.Sprint(st)
 	})
 }

@@ -62,7 +62,7 @@ func killSheet(t testing.TB) (dir, sheet string) {
 		if i%20 == 0 {
 			role = "A"
 		}
-		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,,%s,,,\n", i/10, i, name, role)
+		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,a description,%s,a label,,\n", i/10, i, name, role)
 	}
 	return dir, b.String()
 }

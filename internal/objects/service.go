@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -211,11 +213,16 @@ func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action
 		location := joinLocation(dir, f["filename"])
 		md := map[string]any{"kind": "file_set", "file_set_id": id, "file_accession_number": acc, "row": r.Row,
 			"role": f["role"], "label": f["label"], "description": f["description"], "location": location, "rows": nil,
-			"work_image": f["work_image"] == "true" || f["work_image"] == "TRUE"}
+			"work_image": slices.Contains(truthy, strings.ToLower(f["work_image"]))}
 		for _, k := range []string{"structure", "transcription"} {
 			if f[k] != "" {
 				md[k] = joinLocation(dir, f[k])
 			}
+		}
+		// An IMAGE work's structure is its transcription (Meadow's .txt structure).
+		if s := f["structure"]; s != "" && str(t.Item.Metadata, "work_type") == "IMAGE" && f["transcription"] == "" {
+			delete(md, "structure")
+			md["transcription"] = joinLocation(dir, s)
 		}
 		if err := out.CreateChild(ctx, action.Child{Name: acc, ContentType: f["mime_type"], Metadata: md}); err != nil {
 			return err
