@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -135,7 +139,81 @@ func TestSheetsAPI(t *testing.T) {
 		t.Errorf("work w1 has %d file sets, want 2", len(work.Work.FileSets))
 	}
 	b.json(t, "GET", "/v1/objects/nothing", nil, 404, nil)
+	var hist objects.ObjectHistory
+	b.json(t, "GET", "/v1/objects/w1/history", nil, 200, &hist)
+	if hist.Work != "w1" || len(hist.FileSets) != 2 || hist.FileSets[1].Accession != "f2" || hist.FileSets[1].Row != 2 {
+		t.Fatalf("history of w1: %+v", hist)
+	}
+	var steps []string
+	for _, e := range hist.FileSets[1].History {
+		if e.Action == "CopyFileToPreservation" {
+			steps = append(steps, e.Outcome)
+		}
+	}
+	if strings.Join(steps, " ") != "waiting started ok" {
+		t.Errorf("f2's CopyFileToPreservation history %v, want waiting started ok", steps)
+	}
+	b.json(t, "GET", "/v1/objects/nothing/history", nil, 404, nil)
 	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", id), nil, http.StatusConflict, nil)
+}
+
+// TestSNSSubscriptionConfirmation posts an SNS SubscriptionConfirmation to
+// /v1/sheets/transcoded: its SubscribeURL is fetched through the egress policy — a loopback
+// server the policy allows is called once; under the default policy, which refuses loopback,
+// the answer is 400 and nothing is called. A Notification of a PROGRESSING job is acknowledged
+// and fires nothing; a body that is no transcoder's event is a 400 saying so.
+func TestSNSSubscriptionConfirmation(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	sns := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("Action") == "ConfirmSubscription" && r.URL.Query().Get("Token") == "tok-1" {
+			calls.Add(1)
+		}
+		fmt.Fprint(w, "<ConfirmSubscriptionResponse/>")
+	}))
+	defer sns.Close()
+	confirm, _ := json.Marshal(map[string]any{"Type": "SubscriptionConfirmation", "MessageId": "m-0", "Token": "tok-1",
+		"TopicArn": "arn:aws:sns:us-east-1:000000000000:mediaconvert", "Message": "You have chosen to subscribe to the topic …",
+		"SubscribeURL": sns.URL + "/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:000000000000:mediaconvert&Token=tok-1",
+		"Timestamp":    "2026-11-29T00:00:00.000Z", "SignatureVersion": "1", "Signature": "c2ln", "SigningCertURL": "https://sns.us-east-1.amazonaws.com/cert.pem"})
+	allow, err := egress.New([]string{"127.0.0.1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		policy *egress.Policy
+		code   int
+		calls  int32
+	}{{"default policy", nil, http.StatusBadRequest, 0}, {"loopback allowed", allow, http.StatusOK, 1}} {
+		b := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) { c.Egress = tc.policy }, &objects.Service{})
+		b.matchDoc = true
+		calls.Store(0)
+		code, data := b.do(t, "POST", "/v1/sheets/transcoded", b.admin, "text/plain; charset=UTF-8", strings.NewReader(string(confirm)))
+		if code != tc.code || calls.Load() != tc.calls {
+			t.Errorf("%s: %d %s, %d calls; want %d, %d calls", tc.name, code, data, calls.Load(), tc.code, tc.calls)
+		}
+		if tc.policy == nil {
+			if !strings.Contains(string(data), "refused") {
+				t.Errorf("%s: %s does not say the policy refused the address", tc.name, data)
+			}
+			code, _ = b.do(t, "POST", "/v1/sheets/transcoded", "", "text/plain", strings.NewReader(string(confirm)))
+			if code != http.StatusUnauthorized || calls.Load() != 0 {
+				t.Errorf("without a token: %d, %d calls", code, calls.Load())
+			}
+			progressing, _ := json.Marshal(map[string]any{"Type": "Notification", "MessageId": "m-1", "TopicArn": "arn:aws:sns:us-east-1:000000000000:mediaconvert",
+				"Message": `{"detail-type": "MediaConvert Job State Change", "detail": {"status": "PROGRESSING", "userMetadata": {"file_set_id": "x"}}}`})
+			var f objects.Transcoded
+			b.json(t, "POST", "/v1/sheets/transcoded", json.RawMessage(progressing), http.StatusAccepted, &f)
+			if f.Fired != 0 || f.SNS != "Notification" || f.Status != "PROGRESSING" || f.Note == "" {
+				t.Errorf("PROGRESSING: %+v", f)
+			}
+			code, data = b.do(t, "POST", "/v1/sheets/transcoded", b.admin, "application/json", strings.NewReader(`{"hello": "world"}`))
+			if code != http.StatusBadRequest || !strings.Contains(string(data), "neither a MediaConvert Job State Change") {
+				t.Errorf("not an event: %d %s", code, data)
+			}
+		}
+	}
 }
 
 // wantEmpty fails t unless an answer is a 200 whose JSON object has each key as an empty array:
