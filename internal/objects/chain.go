@@ -40,6 +40,7 @@ var Chain = []ChainAction{
 	{"objects.attach-transcription", "AttachTranscription"},
 	{"objects.derivative-copy", "CreateDerivativeCopy"},
 	{"objects.pyramid-tiff", "CreatePyramidTiff"},
+	{"objects.generate-ai-metadata", "GenerateAIMetadata"},
 	{"objects.media-metadata", "ExtractMediaMetadata"},
 	{"objects.create-transcode-job", "CreateTranscodeJob"},
 	{"objects.transcode-complete", "TranscodeComplete"},
@@ -110,6 +111,12 @@ type chainStep struct {
 	timeout     time.Duration
 	done        func(ctx context.Context, c *call) (bool, error)
 	work        func(ctx context.Context, c *call) error
+	// settings are the step's own, beside force and overwrite (nil: only those).
+	settings []action.Setting
+	validate func(with map[string]any) error
+	// skip, when set, returns why the action has nothing to do for the task ("" when it has
+	// work): it is then ok with that note, never started.
+	skip func(c *call) string
 }
 
 func (s *Service) chainActions() []action.Action {
@@ -118,6 +125,9 @@ func (s *Service) chainActions() []action.Action {
 	for _, st := range steps {
 		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, Timeout: st.timeout,
 			Settings: chainSettings.Settings(), Validate: chainSettings.Validate}
+		if st.settings != nil {
+			spec.Settings, spec.Validate = st.settings, st.validate
+		}
 		out = append(out, &act{spec, action.Policy{NoTempDir: !st.tempDir}, s.runChain(st)})
 	}
 	return append(out, &act{action.Spec{Name: "objects.file-set-failed",
@@ -136,7 +146,13 @@ type chainConfig struct {
 // flag reads a boolean from the step's settings, else the item's metadata (a sheet's options
 // reach its file sets there: true, false or the strings "true" and "false"), else def.
 func flag(t *action.Task, k string, def bool) bool {
-	if c, err := chainSettings.Parse(t.With); err == nil {
+	with := map[string]any{}
+	for _, key := range []string{"force", "overwrite"} {
+		if v, ok := t.With[key]; ok {
+			with[key] = v
+		}
+	}
+	if c, err := chainSettings.Parse(with); err == nil {
 		if v := map[string]*bool{"force": c.Force, "overwrite": c.Overwrite}[k]; v != nil {
 			return *v
 		}
@@ -170,6 +186,11 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		}
 		if (cur == OutcomeOK || cur == OutcomeNA) && !flag(t, "force", false) {
 			return nil
+		}
+		if st.skip != nil {
+			if note := st.skip(c); note != "" {
+				return c.setState(st.State, OutcomeOK, note)
+			}
 		}
 		if !flag(t, "overwrite", true) && st.done != nil {
 			done, err := st.done(ctx, c)
@@ -267,13 +288,16 @@ func (s *Service) chainSteps() []chainStep {
 			done: hasDerivative("copy"), work: derivativeCopy},
 		{ChainAction: Chain[8], doc: "Make a pyramid TIFF and a thumbnail of an image (vips).", concurrency: 2, tempDir: true,
 			timeout: 30 * time.Minute, done: hasDerivative("pyramid_tiff"), work: pyramidTIFF},
-		{ChainAction: Chain[9], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
+		{ChainAction: Chain[9], doc: "Generate an image's metadata with the command or HTTP service the step's with: names (command, url); the JSON object it returns is the file set's ai_metadata. Skipped (ok, with a note) when neither is set.",
+			concurrency: 2, tempDir: true, timeout: 30 * time.Minute, done: hasCore("ai_metadata"),
+			settings: aiSettings.Settings(), validate: aiSettings.Validate, skip: aiUnconfigured, work: s.generateAIMetadata},
+		{ChainAction: Chain[10], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
 			done: hasCore("mediainfo"), work: mediaMetadata},
-		{ChainAction: Chain[10], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
+		{ChainAction: Chain[11], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
 			work: createTranscodeJob},
-		{ChainAction: Chain[11], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
+		{ChainAction: Chain[12], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
 			concurrency: 4, work: transcodeComplete},
-		{ChainAction: Chain[12], doc: "Complete a file set.", concurrency: 8,
+		{ChainAction: Chain[13], doc: "Complete a file set.", concurrency: 8,
 			work: func(ctx context.Context, c *call) error {
 				return writeOp(c.out, "complete", write{Op: opCore, FileSetID: c.id, State: StateComplete, Core: map[string]any{}})
 			}},

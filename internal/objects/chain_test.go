@@ -44,8 +44,8 @@ func TestChainTable(t *testing.T) {
 		custom     []string
 		want       string
 	}{
-		{"A", "image/tiff", nil, img + " AttachTranscription CreatePyramidTiff FileSetComplete"},
-		{"A", "image/jpeg", nil, img + " AttachTranscription CreatePyramidTiff FileSetComplete"},
+		{"A", "image/tiff", nil, img + " AttachTranscription CreatePyramidTiff GenerateAIMetadata FileSetComplete"},
+		{"A", "image/jpeg", nil, img + " AttachTranscription CreatePyramidTiff GenerateAIMetadata FileSetComplete"},
 		{"X", "image/png", nil, img + " CreatePyramidTiff FileSetComplete"},
 		{"X", "application/pdf", nil, img + " CreateDerivativeCopy FileSetComplete"},
 		{"X", "application/zip", nil, img + " CreateDerivativeCopy FileSetComplete"},

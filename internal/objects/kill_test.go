@@ -132,7 +132,7 @@ func TestSheetSurvivesKill(t *testing.T) {
 		if killed.status != objects.StatusCompleted {
 			t.Errorf("killed sheet %s, want completed", killed.status)
 		}
-		if want := 10*(3+6) + 190*(3+3); killed.states != want {
+		if want := 10*(3+7) + 190*(3+3); killed.states != want {
 			t.Errorf("%d action states, want %d", killed.states, want)
 		}
 		if killed.derivatives != 10 || killed.fileSets != killRows || len(killed.blobs) != 1+killRows+10+10 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/pathroot"
 )
@@ -32,6 +33,9 @@ type Service struct {
 	// outside them fails permanently however the job was created. Nil opens any directory: a
 	// process whose jobs name directories its own user chose at the shell (the CLI's commands).
 	Roots *pathroot.Roots
+	// Egress is the policy of the addresses GenerateAIMetadata's service may be reached at
+	// (nil: egress's default, loopback and private addresses refused).
+	Egress *egress.Policy
 
 	s3 s3Stores
 	mu sync.RWMutex
