@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -238,5 +239,45 @@ func TestValidationBounds(t *testing.T) {
 	cancel()
 	if _, err := objects.Validate(ctx, strings.NewReader(rows(10)), objects.Env{}); err != context.Canceled {
 		t.Errorf("canceled: %v", err)
+	}
+}
+
+// TestValidationMemory validates 10,000- and 50,000-row sheets and measures the heap each
+// leaves live (the rows and their errors, which the validation returns) and allocates: the
+// memory per row is the same at both sizes — it grows with the rows, never faster — and under
+// 1 KiB a row. The 100,000-row bound caps it.
+func TestValidationMemory(t *testing.T) {
+	dir := stubFiles(t)
+	perRow := map[int]float64{}
+	for _, n := range []int{10_000, 50_000} {
+		var b strings.Builder
+		b.WriteString(strings.Join(objects.Headers, ",") + "\n")
+		for i := range n {
+			file := "page1.tif"
+			if i%7 == 3 {
+				file = fmt.Sprintf("gone-%d.tif", i)
+			}
+			fmt.Fprintf(&b, "IMAGE,w%d,f%d,%s,page %d,A,p. %d,,\n", i/4, i, file, i, i)
+		}
+		sheet := b.String()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		v, err := objects.Validate(t.Context(), strings.NewReader(sheet), objects.Env{FilesDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		live := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		perRow[n] = float64(live) / float64(n)
+		t.Logf("%d rows: %d KiB live after validating (%.0f B a row), %d KiB allocated", n, live>>10, perRow[n], (after.TotalAlloc-before.TotalAlloc)>>10)
+		if len(v.Rows) != n {
+			t.Fatalf("%d rows", len(v.Rows))
+		}
+		runtime.KeepAlive(v)
+	}
+	if r := perRow[50_000] / perRow[10_000]; r > 1.25 || perRow[50_000] > 1024 {
+		t.Errorf("memory per row %.0f B at 10,000 rows, %.0f B at 50,000: want the same, under 1 KiB", perRow[10_000], perRow[50_000])
 	}
 }
