@@ -431,7 +431,11 @@ func runObjectsShow(ctx context.Context, e *env, args []string) error {
 		sets = w.FileSets
 	}
 	for _, f := range sets {
-		fmt.Fprintf(e.stdout, "file set %s %s (role %s, %s, row %d): %s\n", f.Accession, f.ID, f.Role, f.MimeType, f.Row, f.State)
+		format := f.MimeType
+		if puid := f.PUID(); puid != "" {
+			format += ", PRONOM " + puid
+		}
+		fmt.Fprintf(e.stdout, "file set %s %s (role %s, %s, row %d): %s\n", f.Accession, f.ID, f.Role, format, f.Row, f.State)
 		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ACTION\tOUTCOME\tUPDATED\tNOTES")
 		for _, a := range f.ActionStates {

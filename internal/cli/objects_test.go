@@ -60,7 +60,8 @@ func TestObjectsCommands(t *testing.T) {
 		t.Errorf("show f2: exit %d\n%s", code, out)
 	}
 	code, out, _ = run(t, "objects", "show", "w1", "--data", data)
-	if code != ExitOK || !strings.Contains(out, "work w1 (IMAGE, sheet 1): complete") || !strings.Contains(out, "CopyFileToPreservation  ok") {
+	if code != ExitOK || !strings.Contains(out, "work w1 (IMAGE, sheet 1): complete") || !strings.Contains(out, "CopyFileToPreservation  ok") ||
+		!strings.Contains(out, "(role S, text/plain, PRONOM x-fmt/111, row 2)") {
 		t.Errorf("show w1: exit %d\n%s", code, out)
 	}
 	if code, _, errs = run(t, "objects", "sheet", "delete", "1", "--data", data); code != ExitFailed || !strings.Contains(errs, "was approved") {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/pronom"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -258,13 +259,17 @@ func (s *Service) chainSteps() []chainStep {
 				return len(st) > len(initialActions), err
 			},
 			work: func(ctx context.Context, c *call) error { return s.initializeDispatch(ctx, c) }},
-		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5.", concurrency: 4, done: hasCore("digests"),
+		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5, and identify its format by PRONOM's signatures (its PUID), in one read.",
+			concurrency: 4, done: hasCore("digests"),
 			work: func(ctx context.Context, c *call) error {
-				d, err := c.digests(ctx, c.md("location"))
+				d, id, err := c.digests(ctx, c.md("location"))
 				if err != nil {
 					return err
 				}
-				return c.core("digests", d)
+				if id.PUID() != "" {
+					c.notes = "PRONOM " + id.PUID() + " (" + id.Basis + ")"
+				}
+				return writeOp(c.out, "core.digests", write{Op: opCore, FileSetID: c.id, Core: map[string]any{"digests": d, "pronom": id}})
 			}},
 		{ChainAction: Chain[4], doc: "Extract the file's EXIF and other embedded metadata (exiftool).", concurrency: 2, tempDir: true,
 			done: hasCore("exif"), work: exif},
@@ -337,19 +342,21 @@ func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
 	return nil
 }
 
-// digests reads the file at location once for its sha256, sha1 and md5.
-func (c *call) digests(ctx context.Context, location string) (map[string]string, error) {
+// digests reads the file at location once for its sha256, sha1 and md5, and its PRONOM
+// identification (from its first and last bytes, kept as they pass).
+func (c *call) digests(ctx context.Context, location string) (map[string]string, *pronom.Result, error) {
 	f, err := c.open(ctx, location, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	h256, h1, h5 := sha256.New(), sha1.New(), md5.New()
-	if _, err := io.Copy(io.MultiWriter(h256, h1, h5), f); err != nil {
-		return nil, fmt.Errorf("read %s: %w", location, err)
+	id, _, err := pronom.IdentifyReader(location, f, io.MultiWriter(h256, h1, h5))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", location, err)
 	}
 	return map[string]string{"sha256": hex.EncodeToString(h256.Sum(nil)), "sha1": hex.EncodeToString(h1.Sum(nil)),
-		"md5": hex.EncodeToString(h5.Sum(nil))}, nil
+		"md5": hex.EncodeToString(h5.Sum(nil))}, id, nil
 }
 
 // putFile streams a file set's file (a local path inside the files directory, or an s3:// URL)

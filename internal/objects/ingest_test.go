@@ -306,6 +306,15 @@ func TestCanonicalSheet(t *testing.T) {
 		if pdf, _ := objects.NewStore(x).GetFileSet(ctx, objects.FileSetID("c-img-xp")); pdf.Derivatives["copy"] == nil || pdf.MimeType != "application/pdf" {
 			t.Errorf("auxiliary PDF: %+v", pdf)
 		}
+		// Every file's PRONOM identification is recorded beside its MIME type.
+		for acc, puid := range map[string]string{"c-img-a": "fmt/353", "c-img-xp": "fmt/18", "c-aud-a": "fmt/141", "c-vid-a": "fmt/199"} {
+			f, _ := objects.NewStore(x).GetFileSet(ctx, objects.FileSetID(acc))
+			id, _ := f.Core["pronom"].(map[string]any)
+			formats, _ := id["formats"].([]any)
+			if len(formats) == 0 || formats[0].(map[string]any)["puid"] != puid || id["basis"] != "signature" {
+				t.Errorf("%s (%s): PRONOM %v, want %s by its signature", acc, f.MimeType, f.Core["pronom"], puid)
+			}
+		}
 		for _, fid := range []string{video, audio} {
 			av, _ := objects.NewStore(x).GetFileSet(ctx, fid)
 			if !strings.Contains(string(av.Derivatives["playlist"]), "reel.m3u8") || av.Core["mediainfo"] == nil {

@@ -154,3 +154,16 @@ func (p *Progress) Ended() bool {
 	}
 	return false
 }
+
+// PUID returns the PRONOM identifier GenerateFileSetDigests recorded for the file set's file
+// (its first format's), "" when none was.
+func (f *FileSet) PUID() string {
+	id, _ := f.Core["pronom"].(map[string]any)
+	formats, _ := id["formats"].([]any)
+	if len(formats) == 0 {
+		return ""
+	}
+	first, _ := formats[0].(map[string]any)
+	puid, _ := first["puid"].(string)
+	return puid
+}

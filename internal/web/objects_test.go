@@ -95,6 +95,9 @@ func TestObjectsPages(t *testing.T) {
 		t.Fatalf("the work's page lacks its file sets:\n%s", page)
 	}
 	page = get("/objects/f-good-2")
+	if !strings.Contains(page, "<dt>PRONOM</dt><dd>x-fmt/111</dd>") {
+		t.Errorf("the file set's page does not show its PRONOM identifier")
+	}
 	tl := regexp.MustCompile(`(?s)<ol class="timeline">(.*?)</ol>`).FindStringSubmatch(page)
 	if tl == nil {
 		t.Fatalf("no timeline on the file set's page:\n%s", page)
