@@ -3,8 +3,8 @@ package objects_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
