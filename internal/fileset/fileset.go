@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/egress"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // Config configures [New]. The zero value reaches the public platforms under the default egress
@@ -71,7 +71,7 @@ type deps struct {
 type Reads interface {
 	// StepChildren returns the children the step named step made of item parent, in ordinal
 	// order.
-	StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error)
+	StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error)
 }
 
 // New returns the fileset actions with cfg.

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/pronom"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -320,7 +321,7 @@ func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
 	}
 	applies := map[string]bool{}
 	for _, st := range steps {
-		if st.State != store.TaskSkipped {
+		if st.State != record.TaskSkipped {
 			applies[st.Action] = true
 		}
 	}

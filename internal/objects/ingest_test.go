@@ -20,8 +20,8 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/source"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
 // startObjects starts an engine and a worker with the objects domain, its actions and the
@@ -250,7 +250,7 @@ func TestCanonicalSheet(t *testing.T) {
 			}
 			return done == 6 && awaitsTranscode(vst) && awaitsTranscode(ast), fmt.Sprintf("%d complete, video states %v, audio states %v", done, vst, ast)
 		})
-		if j, _ := kit.Store.JobGet(ctx, id); j.State != store.JobRunning {
+		if j, _ := kit.Store.JobGet(ctx, id); j.State != record.JobRunning {
 			t.Fatalf("job %s while the video waits", j.State)
 		}
 		p, err := objects.NewStore(x).SheetProgress(ctx, id)

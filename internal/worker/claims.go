@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
@@ -23,7 +23,7 @@ const limitRetry = 200 * time.Millisecond
 // keyed applies the step's claim and limit before its action runs. done is true when res is
 // the task's whole result (a claim's result reused) or the task was parked (errParked); err
 // may be a snooze (a limit refused it).
-func (w *Worker) keyed(ctx context.Context, t *store.Task, step *workflow.Step, it *store.Item, res *engine.Result) (done bool, err error) {
+func (w *Worker) keyed(ctx context.Context, t *record.Task, step *workflow.Step, it *record.Item, res *engine.Result) (done bool, err error) {
 	if step.Claim != nil {
 		wfName, _, err := w.jobWorkflow(ctx, t.JobID)
 		if err != nil {
