@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/record"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
 const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR|s3://bucket/prefix [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR|s3://… | show ID | approve ID [--follow|--detach] | delete ID"
@@ -284,10 +283,10 @@ func chainsRun(ctx context.Context, n *node.Node, db *objects.Store, id int64, h
 		return true, false, nil
 	}
 	p, err := n.Engine.Progress(ctx, id)
-	if err != nil || p.State != store.JobRunning {
+	if err != nil || p.State != record.JobRunning {
 		return err == nil, false, err
 	}
-	if !p.Waiting || p.Tasks[store.TaskReady]+p.Tasks[store.TaskRunning]+p.Tasks[store.TaskParked] > 0 {
+	if !p.Waiting || p.Tasks[record.TaskReady]+p.Tasks[record.TaskRunning]+p.Tasks[record.TaskParked] > 0 {
 		return false, false, nil
 	}
 	idle, err := onlyTranscodesWait(ctx, db, id)

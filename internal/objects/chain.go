@@ -18,7 +18,6 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/pronom"
 	"github.com/sluice-project/sluice/internal/record"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
 // ChainAction names one action of a file set's chain twice: as Sluice's catalog knows it and
