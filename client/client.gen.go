@@ -140,6 +140,16 @@ type FileSet struct {
 	WorkAccessionNumber string                             `json:"work_accession_number"`
 }
 
+// FileSetHistory defines model for FileSetHistory.
+type FileSetHistory struct {
+	AccessionNumber string         `json:"accession_number"`
+	History         []HistoryEntry `json:"history"`
+	Id              string         `json:"id"`
+	Role            string         `json:"role"`
+	Row             int64          `json:"row"`
+	State           string         `json:"state"`
+}
+
 // FilesetFileMeta defines model for FilesetFileMeta.
 type FilesetFileMeta struct {
 	Md5hex    string  `json:"md5hex"`
@@ -279,6 +289,16 @@ type GraphResult struct {
 	Type            string            `json:"type"`
 }
 
+// HistoryEntry defines model for HistoryEntry.
+type HistoryEntry struct {
+	Action   string    `json:"action"`
+	At       time.Time `json:"at"`
+	Notes    *string   `json:"notes,omitempty"`
+	ObjectId string    `json:"object_id"`
+	Outcome  string    `json:"outcome"`
+	Seq      int64     `json:"seq"`
+}
+
 // InvalidWorkflow defines model for InvalidWorkflow.
 type InvalidWorkflow struct {
 	Code     string       `json:"code"`
@@ -348,6 +368,12 @@ type JobList struct {
 type Object struct {
 	FileSet *FileSet `json:"file_set,omitempty"`
 	Work    *Work    `json:"work,omitempty"`
+}
+
+// ObjectHistory defines model for ObjectHistory.
+type ObjectHistory struct {
+	FileSets            []FileSetHistory `json:"file_sets"`
+	WorkAccessionNumber *string          `json:"work_accession_number,omitempty"`
 }
 
 // Output defines model for Output.
@@ -471,8 +497,12 @@ type Superseded struct {
 
 // TranscodedResult defines model for TranscodedResult.
 type TranscodedResult struct {
-	Fired int64   `json:"fired"`
-	Items []int64 `json:"items"`
+	Fired  int64   `json:"fired"`
+	Items  []int64 `json:"items"`
+	Note   *string `json:"note,omitempty"`
+	Sns    *string `json:"sns,omitempty"`
+	Source *string `json:"source,omitempty"`
+	Status *string `json:"status,omitempty"`
 }
 
 // Work defines model for Work.
@@ -636,6 +666,9 @@ type UploadSheetParams struct {
 // FireTranscodedJSONBody defines parameters for FireTranscoded.
 type FireTranscodedJSONBody = map[string]interface{}
 
+// FireTranscodedTextBody defines parameters for FireTranscoded.
+type FireTranscodedTextBody = string
+
 // ValidateSheetParams defines parameters for ValidateSheet.
 type ValidateSheetParams struct {
 	// FilesDir Where the sheet's files are: a directory under a configured path root, or s3://bucket/prefix (read with the server's AWS_* credentials).
@@ -713,6 +746,9 @@ type FireEventJSONRequestBody = EventRequest
 
 // FireTranscodedJSONRequestBody defines body for FireTranscoded for application/json ContentType.
 type FireTranscodedJSONRequestBody = FireTranscodedJSONBody
+
+// FireTranscodedTextRequestBody defines body for FireTranscoded for text/plain ContentType.
+type FireTranscodedTextRequestBody = FireTranscodedTextBody
 
 // PostFragmentsMultipartRequestBody defines body for PostFragments for multipart/form-data ContentType.
 type PostFragmentsMultipartRequestBody PostFragmentsMultipartBody
@@ -943,6 +979,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
 	GetObject(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetObjectHistory The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+	//
+	// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+	GetObjectHistory(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI The OpenAPI 3.1 document of this API
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
@@ -955,19 +996,26 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
 	UploadSheetWithBody(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// FireTranscodedWithBody A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscodedWithBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscodedWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// FireTranscoded A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscoded A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscoded(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FireTranscodedWithTextBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+	//
+	// Takes a body of the `text/plain` content type.
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithTextBody(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ValidateSheetWithBody Validate an ingest sheet without storing it (text/csv body; query files_dir)
 	//
@@ -1480,6 +1528,21 @@ func (c *Client) GetObject(ctx context.Context, id string, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// GetObjectHistory The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+//
+// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+func (c *Client) GetObjectHistory(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetObjectHistoryRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetOpenAPI The OpenAPI 3.1 document of this API
 //
 // Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
@@ -1512,7 +1575,7 @@ func (c *Client) UploadSheetWithBody(ctx context.Context, params *UploadSheetPar
 	return c.Client.Do(req)
 }
 
-// FireTranscodedWithBody A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscodedWithBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes any type of body and a specified content type.
 //
@@ -1529,13 +1592,30 @@ func (c *Client) FireTranscodedWithBody(ctx context.Context, contentType string,
 	return c.Client.Do(req)
 }
 
-// FireTranscoded A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscoded A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 func (c *Client) FireTranscoded(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewFireTranscodedRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FireTranscodedWithTextBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+//
+// Takes a body of the `text/plain` content type.
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *Client) FireTranscodedWithTextBody(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFireTranscodedRequestWithTextBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2938,6 +3018,40 @@ func NewGetObjectRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetObjectHistoryRequest constructs an http.Request for the GetObjectHistory method
+func NewGetObjectHistoryRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/objects/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	var err error
@@ -3065,6 +3179,17 @@ func NewFireTranscodedRequest(server string, body FireTranscodedJSONRequestBody)
 	}
 	bodyReader = bytes.NewReader(buf)
 	return NewFireTranscodedRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewFireTranscodedRequestWithTextBody calls the generic FireTranscoded builder with text/plain body
+func NewFireTranscodedRequestWithTextBody(server string, body FireTranscodedTextRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	if stringer, ok := interface{}(body).(fmt.Stringer); ok {
+		bodyReader = strings.NewReader(stringer.String())
+	} else {
+		bodyReader = strings.NewReader(fmt.Sprint(body))
+	}
+	return NewFireTranscodedRequestWithBody(server, "text/plain", bodyReader)
 }
 
 // NewFireTranscodedRequestWithBody constructs an http.Request for the FireTranscoded method, with any body, and a specified content type
@@ -4081,6 +4206,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
 	GetObjectWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectResponse, error)
 
+	// GetObjectHistoryWithResponse The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+	GetObjectHistoryWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectHistoryResponse, error)
+
 	// GetOpenAPIWithResponse The OpenAPI 3.1 document of this API
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4095,19 +4227,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
 	UploadSheetWithBodyWithResponse(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadSheetResponse, error)
 
-	// FireTranscodedWithBodyWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscodedWithBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscodedWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
 
-	// FireTranscodedWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscodedWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscodedWithResponse(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
+
+	// FireTranscodedWithTextBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+	//
+	// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithTextBodyWithResponse(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
 
 	// ValidateSheetWithBodyWithResponse Validate an ingest sheet without storing it (text/csv body; query files_dir)
 	//
@@ -5306,6 +5445,54 @@ func (r GetObjectResponse) ContentType() string {
 	return ""
 }
 
+type GetObjectHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ObjectHistory
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetObjectHistoryResponse) GetJSON200() *ObjectHistory {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetObjectHistoryResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetObjectHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetObjectHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetObjectHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetObjectHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5405,10 +5592,17 @@ func (r UploadSheetResponse) ContentType() string {
 type FireTranscodedResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TranscodedResult
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *TranscodedResult
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FireTranscodedResponse) GetJSON200() *TranscodedResult {
+	return r.JSON200
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -6528,6 +6722,19 @@ func (c *ClientWithResponses) GetObjectWithResponse(ctx context.Context, id stri
 	return ParseGetObjectResponse(rsp)
 }
 
+// GetObjectHistoryWithResponse The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+func (c *ClientWithResponses) GetObjectHistoryWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectHistoryResponse, error) {
+	rsp, err := c.GetObjectHistory(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetObjectHistoryResponse(rsp)
+}
+
 // GetOpenAPIWithResponse The OpenAPI 3.1 document of this API
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6554,7 +6761,7 @@ func (c *ClientWithResponses) UploadSheetWithBodyWithResponse(ctx context.Contex
 	return ParseUploadSheetResponse(rsp)
 }
 
-// FireTranscodedWithBodyWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscodedWithBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6567,13 +6774,26 @@ func (c *ClientWithResponses) FireTranscodedWithBodyWithResponse(ctx context.Con
 	return ParseFireTranscodedResponse(rsp)
 }
 
-// FireTranscodedWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscodedWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 func (c *ClientWithResponses) FireTranscodedWithResponse(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error) {
 	rsp, err := c.FireTranscoded(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFireTranscodedResponse(rsp)
+}
+
+// FireTranscodedWithTextBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+//
+// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *ClientWithResponses) FireTranscodedWithTextBodyWithResponse(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error) {
+	rsp, err := c.FireTranscodedWithTextBody(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7581,6 +7801,39 @@ func ParseGetObjectResponse(rsp *http.Response) (*GetObjectResponse, error) {
 	return response, nil
 }
 
+// ParseGetObjectHistoryResponse parses an HTTP response from a GetObjectHistoryWithResponse call
+func ParseGetObjectHistoryResponse(rsp *http.Response) (*GetObjectHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetObjectHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ObjectHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetOpenAPIResponse parses an HTTP response from a GetOpenAPIWithResponse call
 func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7661,6 +7914,13 @@ func ParseFireTranscodedResponse(rsp *http.Response) (*FireTranscodedResponse, e
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TranscodedResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest TranscodedResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

@@ -205,7 +205,7 @@ type domains struct {
 func newDomains(p *egress.Policy, fcfg fileset.Config, openS3 objects.S3Opener, roots *pathroot.Roots) domains {
 	fcfg.Egress = p
 	return domains{graph: graph.New(graph.Config{Egress: p, Roots: roots}), fileset: fileset.New(fcfg),
-		objects: &objects.Service{S3: openS3, Roots: roots}}
+		objects: &objects.Service{S3: openS3, Roots: roots, Egress: p}}
 }
 
 // catalogWith is [CatalogWith] with the domains' actions served by d.

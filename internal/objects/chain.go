@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/pronom"
 	"github.com/sluice-project/sluice/internal/record"
 )
 
@@ -40,6 +41,7 @@ var Chain = []ChainAction{
 	{"objects.attach-transcription", "AttachTranscription"},
 	{"objects.derivative-copy", "CreateDerivativeCopy"},
 	{"objects.pyramid-tiff", "CreatePyramidTiff"},
+	{"objects.generate-ai-metadata", "GenerateAIMetadata"},
 	{"objects.media-metadata", "ExtractMediaMetadata"},
 	{"objects.create-transcode-job", "CreateTranscodeJob"},
 	{"objects.transcode-complete", "TranscodeComplete"},
@@ -110,6 +112,12 @@ type chainStep struct {
 	timeout     time.Duration
 	done        func(ctx context.Context, c *call) (bool, error)
 	work        func(ctx context.Context, c *call) error
+	// settings are the step's own, beside force and overwrite (nil: only those).
+	settings []action.Setting
+	validate func(with map[string]any) error
+	// skip, when set, returns why the action has nothing to do for the task ("" when it has
+	// work): it is then ok with that note, never started.
+	skip func(c *call) string
 }
 
 func (s *Service) chainActions() []action.Action {
@@ -118,6 +126,9 @@ func (s *Service) chainActions() []action.Action {
 	for _, st := range steps {
 		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, Timeout: st.timeout,
 			Settings: chainSettings.Settings(), Validate: chainSettings.Validate}
+		if st.settings != nil {
+			spec.Settings, spec.Validate = st.settings, st.validate
+		}
 		out = append(out, &act{spec, action.Policy{NoTempDir: !st.tempDir}, s.runChain(st)})
 	}
 	return append(out, &act{action.Spec{Name: "objects.file-set-failed",
@@ -136,7 +147,13 @@ type chainConfig struct {
 // flag reads a boolean from the step's settings, else the item's metadata (a sheet's options
 // reach its file sets there: true, false or the strings "true" and "false"), else def.
 func flag(t *action.Task, k string, def bool) bool {
-	if c, err := chainSettings.Parse(t.With); err == nil {
+	with := map[string]any{}
+	for _, key := range []string{"force", "overwrite"} {
+		if v, ok := t.With[key]; ok {
+			with[key] = v
+		}
+	}
+	if c, err := chainSettings.Parse(with); err == nil {
 		if v := map[string]*bool{"force": c.Force, "overwrite": c.Overwrite}[k]; v != nil {
 			return *v
 		}
@@ -170,6 +187,11 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		}
 		if (cur == OutcomeOK || cur == OutcomeNA) && !flag(t, "force", false) {
 			return nil
+		}
+		if st.skip != nil {
+			if note := st.skip(c); note != "" {
+				return c.setState(st.State, OutcomeOK, note)
+			}
 		}
 		if !flag(t, "overwrite", true) && st.done != nil {
 			done, err := st.done(ctx, c)
@@ -237,13 +259,17 @@ func (s *Service) chainSteps() []chainStep {
 				return len(st) > len(initialActions), err
 			},
 			work: func(ctx context.Context, c *call) error { return s.initializeDispatch(ctx, c) }},
-		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5.", concurrency: 4, done: hasCore("digests"),
+		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5, and identify its format by PRONOM's signatures (its PUID), in one read.",
+			concurrency: 4, done: hasCore("digests"),
 			work: func(ctx context.Context, c *call) error {
-				d, err := c.digests(ctx, c.md("location"))
+				d, id, err := c.digests(ctx, c.md("location"))
 				if err != nil {
 					return err
 				}
-				return c.core("digests", d)
+				if id.PUID() != "" {
+					c.notes = "PRONOM " + id.PUID() + " (" + id.Basis + ")"
+				}
+				return writeOp(c.out, "core.digests", write{Op: opCore, FileSetID: c.id, Core: map[string]any{"digests": d, "pronom": id}})
 			}},
 		{ChainAction: Chain[4], doc: "Extract the file's EXIF and other embedded metadata (exiftool).", concurrency: 2, tempDir: true,
 			done: hasCore("exif"), work: exif},
@@ -267,13 +293,16 @@ func (s *Service) chainSteps() []chainStep {
 			done: hasDerivative("copy"), work: derivativeCopy},
 		{ChainAction: Chain[8], doc: "Make a pyramid TIFF and a thumbnail of an image (vips).", concurrency: 2, tempDir: true,
 			timeout: 30 * time.Minute, done: hasDerivative("pyramid_tiff"), work: pyramidTIFF},
-		{ChainAction: Chain[9], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
+		{ChainAction: Chain[9], doc: "Generate an image's metadata with the command or HTTP service the step's with: names (command, url); the JSON object it returns is the file set's ai_metadata. Skipped (ok, with a note) when neither is set.",
+			concurrency: 2, tempDir: true, timeout: 30 * time.Minute, done: hasCore("ai_metadata"),
+			settings: aiSettings.Settings(), validate: aiSettings.Validate, skip: aiUnconfigured, work: s.generateAIMetadata},
+		{ChainAction: Chain[10], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
 			done: hasCore("mediainfo"), work: mediaMetadata},
-		{ChainAction: Chain[10], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
+		{ChainAction: Chain[11], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
 			work: createTranscodeJob},
-		{ChainAction: Chain[11], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
+		{ChainAction: Chain[12], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
 			concurrency: 4, work: transcodeComplete},
-		{ChainAction: Chain[12], doc: "Complete a file set.", concurrency: 8,
+		{ChainAction: Chain[13], doc: "Complete a file set.", concurrency: 8,
 			work: func(ctx context.Context, c *call) error {
 				return writeOp(c.out, "complete", write{Op: opCore, FileSetID: c.id, State: StateComplete, Core: map[string]any{}})
 			}},
@@ -313,19 +342,21 @@ func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
 	return nil
 }
 
-// digests reads the file at location once for its sha256, sha1 and md5.
-func (c *call) digests(ctx context.Context, location string) (map[string]string, error) {
+// digests reads the file at location once for its sha256, sha1 and md5, and its PRONOM
+// identification (from its first and last bytes, kept as they pass).
+func (c *call) digests(ctx context.Context, location string) (map[string]string, *pronom.Result, error) {
 	f, err := c.open(ctx, location, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	h256, h1, h5 := sha256.New(), sha1.New(), md5.New()
-	if _, err := io.Copy(io.MultiWriter(h256, h1, h5), f); err != nil {
-		return nil, fmt.Errorf("read %s: %w", location, err)
+	id, _, err := pronom.IdentifyReader(location, f, io.MultiWriter(h256, h1, h5))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", location, err)
 	}
 	return map[string]string{"sha256": hex.EncodeToString(h256.Sum(nil)), "sha1": hex.EncodeToString(h1.Sum(nil)),
-		"md5": hex.EncodeToString(h5.Sum(nil))}, nil
+		"md5": hex.EncodeToString(h5.Sum(nil))}, id, nil
 }
 
 // putFile streams a file set's file (a local path inside the files directory, or an s3:// URL)
@@ -453,11 +484,9 @@ func createTranscodeJob(ctx context.Context, c *call) error {
 				"HlsGroupSettings": map[string]any{"Destination": "streaming/" + pairtree(c.id) + "/"}}}},
 		},
 	}
-	if err := c.core("transcode_job", job); err != nil {
-		return err
-	}
-	c.notes = "transcode job created; waiting for its Job State Change event"
-	return c.setState("TranscodeComplete", OutcomePending, "waiting for the transcoder's Job State Change event")
+	// TranscodeComplete stays waiting, as Meadow leaves it, until the job's event arrives.
+	c.notes = "transcode job created; TranscodeComplete waits for its Job State Change event"
+	return c.core("transcode_job", job)
 }
 
 // pairtree lays an id out as Meadow's storage does: its hex digits in pairs.
@@ -530,7 +559,7 @@ func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.
 	first := true
 	for _, a := range Chain {
 		switch outcome[a.State] {
-		case OutcomeWaiting, OutcomeStarted, OutcomePending:
+		case OutcomeWaiting, OutcomeStarted:
 			note := "Previous action failed"
 			if first {
 				note, first = msg, false

@@ -63,7 +63,7 @@ func killSheet(t testing.TB) (dir, sheet string) {
 		if i%20 == 0 {
 			role = "A"
 		}
-		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,,%s,,,\n", i/10, i, name, role)
+		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,a description,%s,a label,,\n", i/10, i, name, role)
 	}
 	return dir, b.String()
 }
@@ -133,7 +133,7 @@ func TestSheetSurvivesKill(t *testing.T) {
 		if killed.status != objects.StatusCompleted {
 			t.Errorf("killed sheet %s, want completed", killed.status)
 		}
-		if want := 10*(3+6) + 190*(3+3); killed.states != want {
+		if want := 10*(3+7) + 190*(3+3); killed.states != want {
 			t.Errorf("%d action states, want %d", killed.states, want)
 		}
 		if killed.derivatives != 10 || killed.fileSets != killRows || len(killed.blobs) != 1+killRows+10+10 {

@@ -79,14 +79,14 @@ func TestFilesAlreadyPresent(t *testing.T) {
 			return nil, objects.ActionState{}
 		}
 
-		ingest("first.csv", "IMAGE,w-a,f-a,a.txt,,S,,,\n")
+		ingest("first.csv", "IMAGE,w-a,f-a,a.txt,a description,S,a label,,\n")
 		first, st := copyState("f-a")
 		sum, _ := first.Core["preservation_sha256"].(string)
 		if n := counted.puts.Load(); n != 1 || st.Notes != "sha256:"+sum {
 			t.Fatalf("first file: %d blobs put, notes %q", n, st.Notes)
 		}
 
-		ingest("second.csv", "IMAGE,w-b,f-b,b.txt,,S,,,\nIMAGE,w-b,f-c,c.txt,,S,,,\n")
+		ingest("second.csv", "IMAGE,w-b,f-b,b.txt,a description,S,a label,,\nIMAGE,w-b,f-c,c.txt,a description,S,a label,,\n")
 		if n := counted.puts.Load(); n != 2 {
 			t.Errorf("%d blobs put in all, want 2: the file of the same bytes was copied again", n)
 		}

@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/pathroot"
 )
@@ -30,6 +33,9 @@ type Service struct {
 	// outside them fails permanently however the job was created. Nil opens any directory: a
 	// process whose jobs name directories its own user chose at the shell (the CLI's commands).
 	Roots *pathroot.Roots
+	// Egress is the policy of the addresses GenerateAIMetadata's service may be reached at
+	// (nil: egress's default, loopback and private addresses refused).
+	Egress *egress.Policy
 
 	s3 s3Stores
 	mu sync.RWMutex
@@ -211,11 +217,16 @@ func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action
 		location := joinLocation(dir, f["filename"])
 		md := map[string]any{"kind": "file_set", "file_set_id": id, "file_accession_number": acc, "row": r.Row,
 			"role": f["role"], "label": f["label"], "description": f["description"], "location": location, "rows": nil,
-			"work_image": f["work_image"] == "true" || f["work_image"] == "TRUE"}
+			"work_image": slices.Contains(truthy, strings.ToLower(f["work_image"]))}
 		for _, k := range []string{"structure", "transcription"} {
 			if f[k] != "" {
 				md[k] = joinLocation(dir, f[k])
 			}
+		}
+		// An IMAGE work's structure is its transcription (Meadow's .txt structure).
+		if s := f["structure"]; s != "" && str(t.Item.Metadata, "work_type") == "IMAGE" && f["transcription"] == "" {
+			delete(md, "structure")
+			md["transcription"] = joinLocation(dir, s)
 		}
 		if err := out.CreateChild(ctx, action.Child{Name: acc, ContentType: f["mime_type"], Metadata: md}); err != nil {
 			return err

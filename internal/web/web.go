@@ -1,5 +1,6 @@
 // Package web serves Sluice's web UI at / beside the HTTP API: jobs with live progress, a job's
-// item tree, documents with thumbnails and text, the workflow library with a through-the-web
+// item tree, documents with thumbnails and text, ingest sheets with their works and file sets
+// (each action's state and history as a timeline), the workflow library with a through-the-web
 // editor (Banzai's promise), and an operations page of slow and stuck work.
 //
 // Pages are rendered on the server with html/template; a few small vanilla JavaScript files add
@@ -147,6 +148,8 @@ func (w *Web) routes() {
 	m.Handle("POST /jobs/{id}/retry", w.page(api.RoleAdmin, w.retryJob))
 	m.Handle("POST /jobs/{id}/events", w.page(api.RoleAdmin, w.fireEvent))
 	m.Handle("GET /items/{id}", w.page(api.RoleReader, w.itemPage))
+	m.Handle("GET /sheets/{id}", w.page(api.RoleReader, w.sheetPage))
+	m.Handle("GET /objects/{id}", w.page(api.RoleReader, w.objectPage))
 
 	m.Handle("GET /workflows", w.page(api.RoleReader, w.workflowsPage))
 	m.Handle("GET /workflows/new", w.page(api.RoleAdmin, w.editorPage))
@@ -250,6 +253,8 @@ var funcs = template.FuncMap{
 	"took":       tookDuration,
 	"bytes":      humanBytes,
 	"time":       func(t time.Time) string { return t.Local().Format("2006-01-02 15:04") },
+	"stamp":      func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000") },
+	"outcome":    outcomeClass,
 	"add":        func(a, b int) int { return a + b },
 	"joinEvents": func(l []string) string { return strings.Join(l, ", ") },
 	"diffMark":   diffMark,
