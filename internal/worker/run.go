@@ -256,7 +256,8 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		out.record = &effects{Parent: it.Name}
 	}
 	w.stats.count(t.Action, false)
-	err = w.safeRun(tctx, act, at, out)
+	// The action reads beyond its task through its read port, scoped to the task's job.
+	err = w.safeRun(engine.WithReads(tctx, w.e.TaskReads(t.JobID, w.cfg.Blobs)), act, at, out)
 	out.mu.Lock()
 	out.returned = true
 	out.mu.Unlock()
