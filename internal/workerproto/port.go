@@ -1,0 +1,303 @@
+package workerproto
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
+)
+
+// The server side of the task's read port and of the built-in actions' results (extensions:
+// docs/worker-protocol-extensions.md). A remote worker running a built-in action reads what the
+// action reads beyond its task — the core's records of the task's job, its domain's rows, the
+// blob store — through these endpoints of its task URL, which serve [engine.Engine.TaskReads]
+// scoped to the task's job: the task id (the credential of task URLs) reaches nothing of another
+// job.
+
+// ActionTask is the task as a built-in action gets it ([action.Task]), the answer of
+// GET <task url>/task.
+type ActionTask struct {
+	TaskID  int64          `json:"task_id"`
+	JobID   int64          `json:"job_id"`
+	Step    string         `json:"step"`
+	Action  string         `json:"action"`
+	Attempt int            `json:"attempt"`
+	With    map[string]any `json:"with"`
+	Item    action.Item    `json:"item"`
+}
+
+// Core read queries of POST <task url>/core/{query}.
+const (
+	coreItemSteps    = "item_steps"
+	coreJobItems     = "job_items"
+	coreStepChildren = "step_children"
+	coreBlobSize     = "blob_size"
+)
+
+type (
+	itemStepsArgs struct {
+		ItemID int64 `json:"item_id"`
+	}
+	jobItemsArgs struct {
+		After string `json:"after"`
+		Limit int    `json:"limit"`
+	}
+	stepChildrenArgs struct {
+		Parent int64  `json:"parent"`
+		Step   string `json:"step"`
+	}
+	blobSizeArgs struct {
+		SHA256 string `json:"sha256"`
+	}
+	blobPut struct {
+		SHA256 string `json:"sha256"`
+		Size   int64  `json:"size"`
+	}
+)
+
+// maxJobItemsRead bounds one job_items read.
+const maxJobItemsRead = 5000
+
+// Error codes of the port's endpoints, besides task_gone (404: the task is canceled, finished or
+// timed out).
+const (
+	codeNotFound = "not_found" // 404: the row or blob read does not exist
+	codeBadRead  = "bad_read"  // 400: an unknown query, or arguments that do not decode
+)
+
+// portSession enters the session of a port request, answering the request itself when it cannot
+// go on; leave it with ss.leave(false).
+func (s *Server) portSession(w http.ResponseWriter, r *http.Request) *session {
+	ss := s.session(r)
+	if ss == nil {
+		RefuseBody(w)
+		notFound(w)
+		return nil
+	}
+	if ok, _ := ss.enter(false); !ok {
+		RefuseBody(w)
+		notFound(w)
+		return nil
+	}
+	if ss.isFinished() || ss.checkCanceled(r.Context(), false) {
+		ss.leave(false)
+		RefuseBody(w)
+		notFound(w)
+		return nil
+	}
+	return ss
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "could not encode the answer")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// readErr answers a read that failed.
+func (s *Server) readErr(w http.ResponseWriter, ss *session, what string, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, blob.ErrNotFound):
+		writeError(w, http.StatusNotFound, codeNotFound, what+": not found")
+	case errors.Is(err, engine.ErrBadRead), errors.Is(err, blob.ErrInvalidKey):
+		writeError(w, http.StatusBadRequest, codeBadRead, err.Error())
+	default:
+		s.log.Error("serve a remote read", "action", ss.name, "task_id", ss.task.ID, "read", what, "error", err)
+		writeError(w, http.StatusInternalServerError, "internal", "could not read "+what)
+	}
+}
+
+// handleActionTask answers GET <task url>/task: the task as its action gets it.
+func (s *Server) handleActionTask(w http.ResponseWriter, r *http.Request) {
+	ss := s.portSession(w, r)
+	if ss == nil {
+		return
+	}
+	defer ss.leave(false)
+	with := map[string]any{}
+	_, st, err := s.stepOf(r.Context(), ss.task)
+	if err != nil {
+		s.readErr(w, ss, "the task's step", err)
+		return
+	}
+	if st.With != nil {
+		with = st.With
+	}
+	writeJSON(w, ActionTask{TaskID: ss.task.ID, JobID: ss.task.JobID, Step: ss.task.Step, Action: ss.task.Action, Attempt: ss.task.Attempt,
+		With: with, Item: engine.ActionItem(ss.item)})
+}
+
+// handleCoreRead answers POST <task url>/core/{query}: a read of the core's records of the
+// task's job, or the size of a blob.
+func (s *Server) handleCoreRead(w http.ResponseWriter, r *http.Request) {
+	ss := s.portSession(w, r)
+	if ss == nil {
+		return
+	}
+	defer ss.leave(false)
+	raw, err := readLimited(r.Body, engine.MaxReadArgs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+		return
+	}
+	ctx := r.Context()
+	reads := s.b.Engine().TaskReads(ss.task.JobID, s.b.Blobs())
+	q := r.PathValue("query")
+	decode := func(v any) bool {
+		if err := json.Unmarshal(raw, v); err != nil {
+			writeError(w, http.StatusBadRequest, codeBadRead, fmt.Sprintf("core read %s: arguments: %v", q, err))
+			return false
+		}
+		return true
+	}
+	var answer any
+	switch q {
+	case coreItemSteps:
+		var a itemStepsArgs
+		if !decode(&a) {
+			return
+		}
+		answer, err = reads.ItemSteps(ctx, a.ItemID)
+	case coreJobItems:
+		var a jobItemsArgs
+		if !decode(&a) {
+			return
+		}
+		if a.Limit <= 0 || a.Limit > maxJobItemsRead {
+			a.Limit = maxJobItemsRead
+		}
+		answer, err = reads.JobItems(ctx, a.After, a.Limit)
+	case coreStepChildren:
+		var a stepChildrenArgs
+		if !decode(&a) {
+			return
+		}
+		answer, err = reads.StepChildren(ctx, a.Parent, a.Step)
+	case coreBlobSize:
+		var a blobSizeArgs
+		if !decode(&a) {
+			return
+		}
+		var n int64
+		n, err = reads.Blobs().Stat(ctx, a.SHA256)
+		answer = blobPut{SHA256: a.SHA256, Size: n}
+	default:
+		writeError(w, http.StatusBadRequest, codeBadRead, fmt.Sprintf("no core read %q (item_steps, job_items, step_children, blob_size)", q))
+		return
+	}
+	if err != nil {
+		s.readErr(w, ss, q, err)
+		return
+	}
+	writeJSON(w, answer)
+}
+
+// handleDomainRead answers POST <task url>/read/{domain}/{query}: a domain's read query for the
+// task's job.
+func (s *Server) handleDomainRead(w http.ResponseWriter, r *http.Request) {
+	ss := s.portSession(w, r)
+	if ss == nil {
+		return
+	}
+	defer ss.leave(false)
+	raw, err := readLimited(r.Body, engine.MaxReadArgs+1)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+		return
+	}
+	domain, q := r.PathValue("domain"), r.PathValue("query")
+	b, err := s.b.Engine().QueryJSON(r.Context(), ss.task.JobID, domain, q, raw)
+	if err != nil {
+		s.readErr(w, ss, domain+"."+q, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// handleBlobPut answers POST <task url>/blobs: the body is stored in the blob store, and the
+// answer is its SHA-256 and size, for the task's children, thumbnails and domain writes to name.
+func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request) {
+	ss := s.portSession(w, r)
+	if ss == nil {
+		return
+	}
+	defer ss.leave(false)
+	ctx, stop := ss.watchCancel(r.Context())
+	defer stop()
+	tr := &trackReader{r: r.Body}
+	sha, n, err := s.b.Blobs().Put(ctx, tr)
+	if err != nil {
+		switch err := ss.bodyErr(ctx, tr, err); {
+		case errors.Is(err, errTruncated):
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+		case errors.Is(err, errCanceled):
+			w.Header().Set("Connection", "close")
+			notFound(w)
+		default:
+			s.log.Error("store a remote worker's blob", "action", ss.name, "task_id", ss.task.ID, "error", err)
+			writeError(w, http.StatusInternalServerError, "internal", "could not store the blob")
+		}
+		return
+	}
+	writeJSON(w, blobPut{SHA256: sha, Size: n})
+}
+
+// stepOf returns the workflow name of the task's job and the task's step.
+func (s *Server) stepOf(ctx context.Context, task *store.Task) (string, *workflow.Step, error) {
+	e := s.b.Engine()
+	job, err := e.TaskJob(ctx, task.JobID)
+	if err != nil {
+		return "", nil, err
+	}
+	def, _, err := e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	if err != nil {
+		return "", nil, err
+	}
+	st := def.Step(task.Step)
+	if st == nil {
+		return "", nil, fmt.Errorf("step %q not in workflow %q", task.Step, def.Name)
+	}
+	return job.WorkflowName, st, nil
+}
+
+// keyed applies the claim and the limit of the task's step before the task is handed out
+// ([engine.TakeKeys]), as an in-process worker does before it runs the action: a task parked on
+// another's claim, done with a finished claim's result, or snoozed by its limit is settled here
+// (done) and never handed out.
+func (s *Server) keyed(ctx context.Context, task *store.Task, it *store.Item, owner string) (done bool, err error) {
+	wf, step, err := s.stepOf(ctx, task)
+	if err != nil || step.Claim == nil && step.Limit == nil {
+		return false, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	res := &engine.Result{Task: task, Owner: owner, Started: s.b.Engine().Now()}
+	done, err = engine.TakeKeys(ctx, s.b.Do, wf, step, task, it, res)
+	switch {
+	case errors.Is(err, engine.ErrParked):
+		return true, nil
+	case !done && err == nil:
+		return false, nil
+	case !done && !action.IsPermanent(err):
+		return false, err // the store failed: the task is released
+	}
+	res.Err = err
+	return true, s.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
+}
