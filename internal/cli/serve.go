@@ -223,6 +223,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		cfg.PathRoots = rs
+		fmt.Fprintf(e.stderr, "serving %s tasks from %s with the built-in action\n", *act, *server)
 		err = workerproto.RunBuiltin(ctx, workerproto.BuiltinConfig{Server: base, Action: *act, Token: tok, Catalog: node.WorkerCatalog(cfg),
 			Logger: cfg.Logger})
 		if errors.Is(err, workerproto.ErrUnknownAction) {

@@ -104,14 +104,14 @@ func (b *builtinRunner) run(ctx context.Context, th *TaskHandle) error {
 	tctx, stop := context.WithTimeout(tctx, timeout)
 	defer stop()
 
-	task := &action.Task{ID: at.TaskID, JobID: at.JobID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, With: at.With, Item: at.Item}
+	task := &action.Task{ID: at.TaskID, JobID: at.JobID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, With: at.With, Item: at.Item.item()}
 	if task.With == nil {
 		task.With = map[string]any{}
 	}
 	tmp := &lazyDir{parent: b.cfg.TempDir}
 	defer tmp.remove()
 	task.OpenBlob = func(ctx context.Context) (io.ReadCloser, error) {
-		if at.Item.BlobSHA256 == "" {
+		if at.Item.SHA256 == "" {
 			return nil, action.Permanentf("item %q has no content", at.Item.Name)
 		}
 		return th.OpenBlob(ctx)

@@ -31,7 +31,47 @@ type ActionTask struct {
 	Action  string         `json:"action"`
 	Attempt int            `json:"attempt"`
 	With    map[string]any `json:"with"`
-	Item    action.Item    `json:"item"`
+	Item    ActionItem     `json:"item"`
+}
+
+// ActionItem is the task's item as its action gets it ([action.Item]).
+type ActionItem struct {
+	ID           int64          `json:"id"`
+	JobID        int64          `json:"job_id"`
+	ParentID     int64          `json:"parent_id,omitempty"`
+	RootID       int64          `json:"root_id"`
+	Ordinal      int            `json:"ordinal"`
+	Depth        int            `json:"depth"`
+	Name         string         `json:"name"`
+	ContentType  string         `json:"content_type,omitempty"`
+	Size         int64          `json:"size"`
+	SHA256       string         `json:"sha256,omitempty"`
+	Metadata     map[string]any `json:"metadata"`
+	Options      map[string]any `json:"options"`
+	HasText      bool           `json:"has_text,omitempty"`
+	HasThumbnail bool           `json:"has_thumbnail,omitempty"`
+	Error        string         `json:"error,omitempty"`
+	NChildren    int            `json:"n_children"`
+}
+
+func actionItemOf(it action.Item) ActionItem {
+	return ActionItem{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
+		Name: it.Name, ContentType: it.ContentType, Size: it.Size, SHA256: it.BlobSHA256, Metadata: it.Metadata, Options: it.Options,
+		HasText: it.HasText, HasThumbnail: it.HasThumbnail, Error: it.Error, NChildren: it.NChildren}
+}
+
+// item returns the item as an [action.Item].
+func (it ActionItem) item() action.Item {
+	return action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
+		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.SHA256, Metadata: orEmpty(it.Metadata),
+		Options: orEmpty(it.Options), HasText: it.HasText, HasThumbnail: it.HasThumbnail, Error: it.Error, NChildren: it.NChildren}
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }
 
 // Core read queries of POST <task url>/core/{query}.
@@ -138,7 +178,7 @@ func (s *Server) handleActionTask(w http.ResponseWriter, r *http.Request) {
 		with = st.With
 	}
 	writeJSON(w, ActionTask{TaskID: ss.task.ID, JobID: ss.task.JobID, Step: ss.task.Step, Action: ss.task.Action, Attempt: ss.task.Attempt,
-		With: with, Item: engine.ActionItem(ss.item)})
+		With: with, Item: actionItemOf(engine.ActionItem(ss.item))})
 }
 
 // handleCoreRead answers POST <task url>/core/{query}: a read of the core's records of the
