@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -161,6 +162,23 @@ func (s *Server) readErr(w http.ResponseWriter, ss *session, what string, err er
 	}
 }
 
+// readArgs reads the arguments of a read, at most [engine.MaxReadArgs] bytes: a longer body is
+// refused unread (400) and the connection closed, as a cut-off one is.
+func readArgs(w http.ResponseWriter, r *http.Request) (json.RawMessage, bool) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, engine.MaxReadArgs+1))
+	switch {
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+		return nil, false
+	case len(raw) > engine.MaxReadArgs:
+		RefuseBody(w)
+		writeError(w, http.StatusBadRequest, codeBadRead, fmt.Sprintf("the read's arguments are over %d bytes", engine.MaxReadArgs))
+		return nil, false
+	}
+	return raw, true
+}
+
 // handleActionTask answers GET <task url>/task: the task as its action gets it.
 func (s *Server) handleActionTask(w http.ResponseWriter, r *http.Request) {
 	ss := s.portSession(w, r)
@@ -189,9 +207,8 @@ func (s *Server) handleCoreRead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.leave(false)
-	raw, err := readLimited(r.Body, engine.MaxReadArgs)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+	raw, ok := readArgs(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
@@ -205,6 +222,7 @@ func (s *Server) handleCoreRead(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	var answer any
+	var err error
 	switch q {
 	case coreItemSteps:
 		var a itemStepsArgs
@@ -254,9 +272,8 @@ func (s *Server) handleDomainRead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.leave(false)
-	raw, err := readLimited(r.Body, engine.MaxReadArgs+1)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "truncated", "request body ended early")
+	raw, ok := readArgs(w, r)
+	if !ok {
 		return
 	}
 	domain, q := r.PathValue("domain"), r.PathValue("query")

@@ -154,3 +154,18 @@ func TestRunBuiltinUnknownAction(t *testing.T) {
 		}
 	}
 }
+
+// TestPortArgsBounded: a read's arguments over 1 MiB are refused (400) without being read.
+func TestPortArgsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	b.job(t, "input")
+	th := b.poll(t)
+	big := `{"after": "` + strings.Repeat("x", 1<<20) + `"}`
+	if code, body := portPost(t, th.URL+"/core/job_items", big); code != 400 || !strings.Contains(string(body), "over 1048576 bytes") {
+		t.Errorf("arguments over 1 MiB: %d %s", code, body)
+	}
+	if code, _ := portPost(t, th.URL+"/core/job_items", `{}`); code != 200 {
+		t.Errorf("the task's port after a refused read: %d", code)
+	}
+}
