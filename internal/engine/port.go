@@ -71,7 +71,7 @@ func Query[R any](ctx context.Context, domain, name string, args any) (R, error)
 // port: its read queries, by name. A query gets the job of the task it runs for; it must read
 // nothing of another job that the job's action should not see (rows shared across jobs by
 // design — a graph's package versions, the results of earlier requests — are the domain's to
-// share).
+// share). ReadQueries is called once, as the domain registers.
 type DomainReader interface {
 	ReadQueries() map[string]ReadQuery
 }
@@ -151,18 +151,18 @@ func (r *taskReads) StepChildren(ctx context.Context, parent int64, step string)
 }
 
 func (r *taskReads) query(domain, name string) (ReadQuery, error) {
-	d, ok := r.e.domain(domain)
-	if !ok {
-		return ReadQuery{}, fmt.Errorf("%w: read %s.%s: no such domain is registered", ErrBadRead, domain, name)
-	}
-	var q ReadQuery
-	if dr, ok := d.(DomainReader); ok {
-		q, ok = dr.ReadQueries()[name]
-		if !ok {
-			return ReadQuery{}, fmt.Errorf("%w: read %s.%s: the domain has no such query", ErrBadRead, domain, name)
+	r.e.mu.RLock()
+	qs, ok := r.e.queries[domain]
+	q, found := qs[name]
+	r.e.mu.RUnlock()
+	switch {
+	case !ok:
+		if _, registered := r.e.domain(domain); registered {
+			return ReadQuery{}, fmt.Errorf("%w: read %s.%s: the domain has no read queries", ErrBadRead, domain, name)
 		}
-	} else {
-		return ReadQuery{}, fmt.Errorf("%w: read %s.%s: the domain has no read queries", ErrBadRead, domain, name)
+		return ReadQuery{}, fmt.Errorf("%w: read %s.%s: no such domain is registered", ErrBadRead, domain, name)
+	case !found:
+		return ReadQuery{}, fmt.Errorf("%w: read %s.%s: the domain has no such query", ErrBadRead, domain, name)
 	}
 	return q, nil
 }
