@@ -603,7 +603,7 @@ type DownloadItemParamsContent string
 
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
-	// State Only jobs in this state: running, complete, failed or canceled.
+	// State Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request).
 	State *string `form:"state,omitempty" json:"state,omitempty"`
 
 	// Cursor The next_cursor of the previous page; absent for the first page.

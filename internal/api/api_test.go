@@ -365,6 +365,15 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 	if len(list.Jobs) != 1 {
 		t.Errorf("jobs %+v", list)
 	}
+	b.json(t, "GET", "/v1/jobs?state=failed&limit=10", nil, 200, &list)
+	if len(list.Jobs) != 0 {
+		t.Errorf("failed jobs %+v", list)
+	}
+	// A state that is not a job's is the caller's mistake, named, not an empty list.
+	code, data = b.do(t, "GET", "/v1/jobs?state=done", b.reader, "", nil)
+	if code != 400 || !strings.Contains(string(data), `\"done\" is not a job state: one of running, complete, failed, canceled`) {
+		t.Errorf("jobs?state=done: %d %s", code, data)
+	}
 	// SSE on a finished job: one progress event, then end.
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/jobs/%d/progress", job.ID), b.reader, "", nil)
 	if code != 200 || !strings.Contains(string(data), "event: progress\ndata: {\"state\":\"complete\",\"fraction\":1") || !strings.Contains(string(data), "event: end") {

@@ -83,7 +83,7 @@ var routeDocs = map[string]routeDoc{
 	"GET /healthz": {ID: "getHealth", Public: true, Responses: map[int]any{200: media{Type: "text/plain", Schema: textSchema}}},
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
-		query("state", "string", "Only jobs in this state: running, complete, failed or canceled."),
+		query("state", "string", "Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request)."),
 		cursorParam, limitParam},
 		Responses: map[int]any{200: jobList{}}},
 	"POST /v1/jobs": {ID: "createJob",

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -226,7 +227,7 @@ func waitSheetStatus(ctx context.Context, n *node.Node, id int64, from string) (
 		if s.Status != from {
 			return s, nil
 		}
-		if st, err := n.Engine.JobState(ctx, id); err == nil && st != store.JobRunning {
+		if st, err := n.Engine.JobState(ctx, id); err == nil && st != record.JobRunning {
 			return s, nil
 		}
 		select {
@@ -241,7 +242,7 @@ func waitSheetStatus(ctx context.Context, n *node.Node, id int64, from string) (
 func followSheet(ctx context.Context, e *env, n *node.Node, id int64) error {
 	// The sheet's counts are read with the job's progress, in the background (see watchJob).
 	var last atomic.Pointer[objects.Progress]
-	_, err := watchJob(ctx, e, n, id, func(*engine.Progress, *store.Job) string {
+	_, err := watchJob(ctx, e, n, id, func(*engine.Progress, *record.Job) string {
 		p := last.Load()
 		if p == nil {
 			return fmt.Sprintf("sheet %d: counting", id)

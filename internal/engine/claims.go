@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -33,7 +34,7 @@ func template(src string) (*when.Template, error) {
 	return t, nil
 }
 
-func renderKey(src string, it *store.Item) (string, error) {
+func renderKey(src string, it *record.Item) (string, error) {
 	tm, err := template(src)
 	if err != nil {
 		return "", err
@@ -46,7 +47,7 @@ func renderKey(src string, it *store.Item) (string, error) {
 // one job ("job/12/resolve/left-pad@1.3") or of every job of the workflow's name
 // ("installation/graph/resolve/left-pad@1.3"). Steps of different names never share a claim.
 // An item that cannot render the key (a metadata value missing) is an error.
-func ClaimKey(wfName string, s *workflow.Step, it *store.Item) (string, error) {
+func ClaimKey(wfName string, s *workflow.Step, it *record.Item) (string, error) {
 	k, err := renderKey(s.Claim.Key, it)
 	if err != nil {
 		return "", fmt.Errorf("claim key: %w", err)
@@ -60,7 +61,7 @@ func ClaimKey(wfName string, s *workflow.Step, it *store.Item) (string, error) {
 // LimitKey returns the key of the step's limit on the item. Limits are shared by every step
 // (of every workflow) whose key renders the same: "{{metadata.host}}" bounds a host whoever
 // calls it.
-func LimitKey(s *workflow.Step, it *store.Item) (string, error) {
+func LimitKey(s *workflow.Step, it *record.Item) (string, error) {
 	k, err := renderKey(s.Limit.Key, it)
 	if err != nil {
 		return "", fmt.Errorf("limit key: %w", err)
@@ -96,7 +97,7 @@ func ReuseClaim(res *Result, recorded []byte, s *workflow.Step) error {
 // parked on it (waking workers like any ready task).
 func (tt *tx) finishClaim(p pendingFinish) error {
 	var data []byte
-	if p.finish.State == store.TaskComplete {
+	if p.finish.State == record.TaskComplete {
 		r := p.r
 		var err error
 		if data, err = json.Marshal(claimResult{Metadata: r.Metadata, Outputs: r.Outputs, Events: r.Events,
@@ -125,7 +126,7 @@ const (
 
 // TakeClaim claims key for the running task inside t, or parks the task (in the same
 // transaction, so that a claim finished meanwhile is seen), or returns the done claim's result.
-func TakeClaim(t *Tx, task *store.Task, key string) (ClaimAttempt, []byte, error) {
+func TakeClaim(t *Tx, task *record.Task, key string) (ClaimAttempt, []byte, error) {
 	x, ctx := t.t.x, t.t.ctx
 	c, err := x.ClaimTake(ctx, store.ClaimTakeParams{Key: key, TaskID: task.ID, Now: t.t.now})
 	if err != nil {
@@ -149,7 +150,7 @@ func TakeClaim(t *Tx, task *store.Task, key string) (ClaimAttempt, []byte, error
 
 // AcquireLimit asks for a slot of the step's limit for the running task inside t. When it is
 // refused it returns how long to wait before the task asks again.
-func AcquireLimit(t *Tx, task *store.Task, s *workflow.Step, key string) (bool, time.Duration, error) {
+func AcquireLimit(t *Tx, task *record.Task, s *workflow.Step, key string) (bool, time.Duration, error) {
 	r, err := t.t.x.LimitAcquire(t.t.ctx, store.LimitAcquireParams{Key: key, TaskID: task.ID, Attempt: task.Attempt,
 		Concurrency: s.Limit.Concurrency, Interval: s.Limit.Rate.Interval(), Now: t.t.now})
 	if err != nil || r.OK {

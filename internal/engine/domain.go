@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -91,7 +92,7 @@ func (e *Engine) EncodeWrite(w action.DomainWrite) (DomainWrite, error) {
 
 // applyWrites hands a completed task's writes to their domains, in order, a run of writes to one
 // domain at a time.
-func (t *tx) applyWrites(task *store.Task, ws []DomainWrite) error {
+func (t *tx) applyWrites(task *record.Task, ws []DomainWrite) error {
 	for start := 0; start < len(ws); {
 		end := start + 1
 		for end < len(ws) && ws[end].Domain == ws[start].Domain {

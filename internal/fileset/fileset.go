@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/egress"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // Config configures [New]. The zero value reaches the public platforms under the default egress
@@ -65,7 +65,7 @@ func (s *Fileset) Downloaded() int64 { return s.downloaded.Load() }
 type Reads interface {
 	// StepChildren returns the children the step named step made of item parent, in ordinal
 	// order.
-	StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error)
+	StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error)
 }
 
 // New returns the fileset actions with cfg.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -343,8 +344,8 @@ func Render(res *Result, format string) (string, error) {
 // Records is what [LoadResult] and [TraverseState] read of the engine's records: a request's
 // job's outputs and its request item. A [store.Store] satisfies it, and so do the API's records.
 type Records interface {
-	OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error)
-	ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error)
+	OutputList(ctx context.Context, p store.OutputListParams) ([]*record.Output, error)
+	ItemList(ctx context.Context, p store.ItemListParams) ([]*record.Item, error)
 }
 
 // LoadResult returns a finished request's result, or store.ErrNotFound while it has none.

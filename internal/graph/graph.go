@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -59,7 +60,7 @@ type Graph struct {
 // [*engine.Engine] satisfies it.
 type Core interface {
 	// JobItems returns up to limit items of a job in tree order, those after the sort key after.
-	JobItems(ctx context.Context, jobID int64, after string, limit int) ([]*store.Item, error)
+	JobItems(ctx context.Context, jobID int64, after string, limit int) ([]*record.Item, error)
 }
 
 // New returns a graph, whose actions can be registered at once.

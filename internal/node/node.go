@@ -38,6 +38,7 @@ import (
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/subprocess"
@@ -109,7 +110,7 @@ type Config struct {
 	Actions []action.Action
 	// OnJobEnd, when set, is called after a transaction of this process that ended a job
 	// committed, with the job's final state (`sluice-bench engine` waits on it).
-	OnJobEnd func(jobID int64, state string)
+	OnJobEnd func(jobID int64, state record.JobState)
 }
 
 // Node is an opened installation.
@@ -371,7 +372,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
 		},
-		OnJobEnd: func(jobID int64, state string) {
+		OnJobEnd: func(jobID int64, state record.JobState) {
 			if cfg.OnJobEnd != nil {
 				cfg.OnJobEnd(jobID, state)
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/blob"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // ChainAction names one action of a file set's chain twice: as Sluice's catalog knows it and
@@ -290,7 +290,7 @@ func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
 	}
 	applies := map[string]bool{}
 	for _, st := range steps {
-		if st.State != store.TaskSkipped {
+		if st.State != record.TaskSkipped {
 			applies[st.Action] = true
 		}
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/source"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
 // startObjects starts an engine and a worker with the objects domain, its actions and the
@@ -218,7 +218,7 @@ func TestCanonicalSheet(t *testing.T) {
 			}
 			return done == 4 && pending, fmt.Sprintf("%d complete, video states %v", done, st)
 		})
-		if j, _ := kit.Store.JobGet(ctx, id); j.State != store.JobRunning {
+		if j, _ := kit.Store.JobGet(ctx, id); j.State != record.JobRunning {
 			t.Fatalf("job %s while the video waits", j.State)
 		}
 		p, err := objects.NewStore(x).SheetProgress(ctx, id)

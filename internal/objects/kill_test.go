@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -273,7 +274,7 @@ func child(ctx context.Context, db store.Store, blobDir, files string) error {
 	var wk *worker.Worker
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { wk.Ready(qs) },
-		OnJobEnd: func(int64, string) { ended <- struct{}{} }})
+		OnJobEnd: func(int64, record.JobState) { ended <- struct{}{} }})
 	if err := objects.Register(ctx, e); err != nil {
 		return err
 	}
@@ -311,7 +312,7 @@ func child(ctx context.Context, db store.Store, blobDir, files string) error {
 		if err != nil {
 			return err
 		}
-		if j.State != store.JobRunning {
+		if j.State != record.JobRunning {
 			return nil
 		}
 		select {

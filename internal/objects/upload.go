@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -117,7 +118,7 @@ func Delete(ctx context.Context, e *engine.Engine, sheetID int64) error {
 	case StatusApproved, StatusCompleted, StatusCompletedError:
 		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrApproved)
 	}
-	if st, err := e.JobState(ctx, sheetID); err == nil && st == store.JobRunning {
+	if st, err := e.JobState(ctx, sheetID); err == nil && st == record.JobRunning {
 		if err := e.Cancel(ctx, sheetID); err != nil {
 			return err
 		}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -295,52 +296,52 @@ func (w *Web) render(rw http.ResponseWriter, r *http.Request, status int, name s
 
 // Plain words for states, as a person reads them.
 
-func itemStateWords(s string) string {
+func itemStateWords(s record.ItemState) string {
 	switch s {
-	case store.ItemCreated:
+	case record.ItemCreated:
 		return "arriving"
-	case store.ItemWritten:
+	case record.ItemWritten:
 		return "in progress"
-	case store.ItemProcessed:
+	case record.ItemProcessed:
 		return "processed"
-	case store.ItemIngested:
+	case record.ItemIngested:
 		return "done"
 	}
-	return s
+	return string(s)
 }
 
-func taskStateWords(s string) string {
+func taskStateWords(s record.TaskState) string {
 	switch s {
-	case store.TaskBlocked:
+	case record.TaskBlocked:
 		return "waiting for its events"
-	case store.TaskReady:
+	case record.TaskReady:
 		return "queued"
-	case store.TaskRunning:
+	case record.TaskRunning:
 		return "running"
-	case store.TaskComplete:
+	case record.TaskComplete:
 		return "done"
-	case store.TaskFailed:
+	case record.TaskFailed:
 		return "failed"
-	case store.TaskSkipped:
+	case record.TaskSkipped:
 		return "not needed"
-	case store.TaskCanceled:
+	case record.TaskCanceled:
 		return "canceled"
 	}
-	return s
+	return string(s)
 }
 
-func jobStateWords(s string) string {
+func jobStateWords(s record.JobState) string {
 	switch s {
-	case store.JobRunning:
+	case record.JobRunning:
 		return "running"
-	case store.JobComplete:
+	case record.JobComplete:
 		return "complete"
-	case store.JobFailed:
+	case record.JobFailed:
 		return "failed"
-	case store.JobCanceled:
+	case record.JobCanceled:
 		return "canceled"
 	}
-	return s
+	return string(s)
 }
 
 func humanDuration(d time.Duration) string {

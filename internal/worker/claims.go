@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
@@ -15,7 +15,7 @@ var errParked = engine.ErrParked
 // keyed applies the step's claim and limit before its action runs ([engine.TakeKeys]). done is
 // true when res is the task's whole result (a claim's result reused) or the task was parked
 // (errParked); err may be a snooze (a limit refused it).
-func (w *Worker) keyed(ctx context.Context, t *store.Task, step *workflow.Step, it *store.Item, res *engine.Result) (done bool, err error) {
+func (w *Worker) keyed(ctx context.Context, t *record.Task, step *workflow.Step, it *record.Item, res *engine.Result) (done bool, err error) {
 	wfName := ""
 	if step.Claim != nil {
 		if wfName, _, err = w.jobWorkflow(ctx, t.JobID); err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/queue"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -441,7 +442,7 @@ func (s *Server) lease(ctx context.Context, name, owner, client string) (*sessio
 // leaseOne leases one task; settled is true when keyed settled it without handing it out.
 func (s *Server) leaseOne(ctx context.Context, name, owner, client string) (ss *session, settled bool, err error) {
 	e := s.b.Engine()
-	var got []*store.Task
+	var got []*record.Task
 	// The lease commits even if the poll is abandoned meanwhile; the caller then releases it.
 	err = s.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
 		now := t.Now()
@@ -489,7 +490,7 @@ func (s *Server) release(ss *session) {
 	s.forget(ss)
 	err := s.b.Do(context.Background(), func(t *engine.Tx) error {
 		_, err := t.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: ss.task.ID, Attempt: ss.task.Attempt,
-			State: store.TaskReady, Refund: true, Now: t.Now()})
+			State: record.TaskReady, Refund: true, Now: t.Now()})
 		return err
 	})
 	if err != nil {

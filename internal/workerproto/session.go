@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/textclean"
 	"github.com/sluice-project/sluice/remote"
 )
@@ -74,8 +74,8 @@ type session struct {
 	name    string // the remote action name, as in the poll URL
 	owner   string
 	client  string // the key of the remote worker it was handed to (see Clients)
-	task    *store.Task
-	item    *store.Item
+	task    *record.Task
+	item    *record.Item
 	started time.Time
 
 	mu         sync.Mutex
@@ -108,7 +108,7 @@ type session struct {
 	writeBytes int
 }
 
-func newSession(s *Server, name, owner string, task *store.Task, it *store.Item) *session {
+func newSession(s *Server, name, owner string, task *record.Task, it *record.Item) *session {
 	now := time.Now()
 	return &session{srv: s, id: newID(), name: name, owner: owner, task: task, item: it, started: s.b.Engine().Now(),
 		lastActive: now, cancelCh: make(chan struct{}), writeN: -1}
@@ -207,7 +207,7 @@ func (ss *session) checkCanceled(ctx context.Context, force bool) bool {
 	if err != nil {
 		return false
 	}
-	if job.State != store.JobRunning {
+	if job.State != record.JobRunning {
 		ss.markCanceled()
 		return true
 	}
