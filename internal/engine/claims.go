@@ -187,7 +187,7 @@ const limitRetry = 200 * time.Millisecond
 // not run: err is [ErrParked] (the task was parked), a snooze (the limit refused it for now), or
 // nil with res filled with a done claim's result, which the task completes with.
 func TakeKeys(ctx context.Context, do func(ctx context.Context, fn func(t *Tx) error) error, wf string, step *workflow.Step,
-	task *store.Task, it *store.Item, res *Result) (done bool, err error) {
+	task *record.Task, it *record.Item, res *Result) (done bool, err error) {
 	if step.Claim != nil {
 		key, err := ClaimKey(wf, step, it)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -23,10 +24,10 @@ type Reads interface {
 	ItemSteps(ctx context.Context, itemID int64) ([]ItemStep, error)
 	// JobItems returns up to limit items of the job in tree order, those after the sort key
 	// after ("" for the first).
-	JobItems(ctx context.Context, after string, limit int) ([]*store.Item, error)
+	JobItems(ctx context.Context, after string, limit int) ([]*record.Item, error)
 	// StepChildren returns the children the step named step made of item parent, in ordinal
 	// order; none when parent is not an item of the job.
-	StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error)
+	StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error)
 	// Query runs the read query name of the domain ([DomainReader]) for the job and stores its
 	// answer in out, a pointer to the query's result type. A missing row is an error wrapping
 	// store.ErrNotFound, as the query returned it.
@@ -132,11 +133,11 @@ func (r *taskReads) ItemSteps(ctx context.Context, itemID int64) ([]ItemStep, er
 	return r.e.ItemSteps(ctx, r.jobID, itemID)
 }
 
-func (r *taskReads) JobItems(ctx context.Context, after string, limit int) ([]*store.Item, error) {
+func (r *taskReads) JobItems(ctx context.Context, after string, limit int) ([]*record.Item, error) {
 	return r.e.JobItems(ctx, r.jobID, after, limit)
 }
 
-func (r *taskReads) StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error) {
+func (r *taskReads) StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error) {
 	kids, err := r.e.StepChildren(ctx, parent, step)
 	if err != nil {
 		return nil, err

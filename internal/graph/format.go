@@ -28,7 +28,7 @@ type WorkItem struct {
 }
 
 // listWorkItems returns every item of a job in tree order, listed by list.
-func listWorkItems(ctx context.Context, list func(ctx context.Context, after string, limit int) ([]*store.Item, error)) ([]*WorkItem, error) {
+func listWorkItems(ctx context.Context, list func(ctx context.Context, after string, limit int) ([]*record.Item, error)) ([]*WorkItem, error) {
 	var out []*WorkItem
 	after := ""
 	for {
@@ -124,7 +124,7 @@ func CountItems(items []*WorkItem) Counts {
 
 // Progress returns a request's counts so far.
 func Progress(ctx context.Context, core Core, jobID int64) (Counts, error) {
-	items, err := listWorkItems(ctx, func(ctx context.Context, after string, limit int) ([]*store.Item, error) {
+	items, err := listWorkItems(ctx, func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
 		return core.JobItems(ctx, jobID, after, limit)
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -295,13 +296,13 @@ func (p *remotePort) ItemSteps(ctx context.Context, itemID int64) ([]engine.Item
 	return out, p.post(ctx, "/core/"+coreItemSteps, itemStepsArgs{ItemID: itemID}, &out)
 }
 
-func (p *remotePort) JobItems(ctx context.Context, after string, limit int) ([]*store.Item, error) {
-	var out []*store.Item
+func (p *remotePort) JobItems(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+	var out []*record.Item
 	return out, p.post(ctx, "/core/"+coreJobItems, jobItemsArgs{After: after, Limit: limit}, &out)
 }
 
-func (p *remotePort) StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error) {
-	var out []*store.Item
+func (p *remotePort) StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error) {
+	var out []*record.Item
 	return out, p.post(ctx, "/core/"+coreStepChildren, stepChildrenArgs{Parent: parent, Step: step}, &out)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -318,7 +319,7 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request) {
 }
 
 // stepOf returns the workflow name of the task's job and the task's step.
-func (s *Server) stepOf(ctx context.Context, task *store.Task) (string, *workflow.Step, error) {
+func (s *Server) stepOf(ctx context.Context, task *record.Task) (string, *workflow.Step, error) {
 	e := s.b.Engine()
 	job, err := e.TaskJob(ctx, task.JobID)
 	if err != nil {
@@ -339,7 +340,7 @@ func (s *Server) stepOf(ctx context.Context, task *store.Task) (string, *workflo
 // ([engine.TakeKeys]), as an in-process worker does before it runs the action: a task parked on
 // another's claim, done with a finished claim's result, or snoozed by its limit is settled here
 // (done) and never handed out.
-func (s *Server) keyed(ctx context.Context, task *store.Task, it *store.Item, owner string) (done bool, err error) {
+func (s *Server) keyed(ctx context.Context, task *record.Task, it *record.Item, owner string) (done bool, err error) {
 	wf, step, err := s.stepOf(ctx, task)
 	if err != nil || step.Claim == nil && step.Limit == nil {
 		return false, err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
@@ -55,7 +55,7 @@ func TestPortScopedToJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if j := enginetest.WaitJob(t, b.e, other.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, other.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s (%s)", j.State, j.Error)
 	}
 	otherRoot := b.root(t, other)
@@ -63,7 +63,7 @@ func TestPortScopedToJob(t *testing.T) {
 	if kids, err := b.e.StepChildren(t.Context(), otherRoot.ID, "convert"); err != nil || len(kids) != 1 {
 		t.Fatalf("the other job's children: %v %v", kids, err)
 	}
-	if steps, err := b.e.ItemSteps(t.Context(), other.ID, otherRoot.ID); err != nil || steps[1].State != store.TaskComplete {
+	if steps, err := b.e.ItemSteps(t.Context(), other.ID, otherRoot.ID); err != nil || steps[1].State != record.TaskComplete {
 		t.Fatalf("the other job's steps: %+v %v", steps, err)
 	}
 
@@ -74,7 +74,7 @@ func TestPortScopedToJob(t *testing.T) {
 		t.Fatalf("GET task: %d %s", code, body)
 	}
 	code, body := portPost(t, th.URL+"/core/job_items", `{}`)
-	var items []*store.Item
+	var items []*record.Item
 	if code != 200 || json.Unmarshal(body, &items) != nil || len(items) != 1 || items[0].JobID != mine.ID {
 		t.Errorf("job_items: %d %s, want the task's job's one item", code, body)
 	}
@@ -83,7 +83,7 @@ func TestPortScopedToJob(t *testing.T) {
 		t.Errorf("step_children of another job's item: %d %s, want none", code, body)
 	}
 	code, body = portPost(t, th.URL+"/core/item_steps", `{"item_id": `+jsonInt(otherRoot.ID)+`}`)
-	if code != 200 || strings.Contains(string(body), store.TaskComplete) {
+	if code != 200 || strings.Contains(string(body), string(record.TaskComplete)) {
 		t.Errorf("item_steps of another job's item: %d %s, want no task state", code, body)
 	}
 	if code, body = portPost(t, th.URL+"/read/objects/rows", `false`); code != 400 || !strings.Contains(string(body), "bad_read") {
