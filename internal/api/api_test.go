@@ -127,12 +127,10 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	if err := docsearch.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
-	fs.Bind(e, fileset.NewResultStore(db), blobs)
 	if svc != nil {
 		if err := objects.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
-		svc.Bind(e, blobs)
 	}
 	set := metric.New()
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Metrics: set})

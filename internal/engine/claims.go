@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
@@ -168,4 +171,64 @@ func (tt *tx) releaseJobClaims(ctx context.Context, jobID int64) error {
 	}
 	tt.readied(queues)
 	return nil
+}
+
+// ErrParked ends a task's run without a result: [TakeKeys] parked it on another task's claim, in
+// the claim's transaction.
+var ErrParked = errors.New("parked on a claim")
+
+// limitRetry is how long a task refused by a limit's concurrency waits before it asks again
+// (jittered ±50 %): slots free as tasks end, which nothing announces.
+const limitRetry = 200 * time.Millisecond
+
+// TakeKeys applies the claim and the limit of the task's step (of the workflow named wf) before
+// its action runs, each in a transaction do runs: whoever runs the action — a worker, or the
+// server handing the task to a remote worker — calls it first. done is true when the action must
+// not run: err is [ErrParked] (the task was parked), a snooze (the limit refused it for now), or
+// nil with res filled with a done claim's result, which the task completes with.
+func TakeKeys(ctx context.Context, do func(ctx context.Context, fn func(t *Tx) error) error, wf string, step *workflow.Step,
+	task *record.Task, it *record.Item, res *Result) (done bool, err error) {
+	if step.Claim != nil {
+		key, err := ClaimKey(wf, step, it)
+		if err != nil {
+			return false, action.Permanent(err)
+		}
+		var got ClaimAttempt
+		var recorded []byte
+		if err := do(ctx, func(t *Tx) error {
+			var err error
+			got, recorded, err = TakeClaim(t, task, key)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		switch got {
+		case ClaimParked, ClaimLost:
+			return true, ErrParked
+		case ClaimReuse:
+			return true, ReuseClaim(res, recorded, step)
+		}
+	}
+	if step.Limit != nil {
+		key, err := LimitKey(step, it)
+		if err != nil {
+			return false, action.Permanent(err)
+		}
+		var ok bool
+		var wait time.Duration
+		if err := do(ctx, func(t *Tx) error {
+			var err error
+			ok, wait, err = AcquireLimit(t, task, step, key)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		if !ok {
+			if wait == 0 {
+				wait = time.Duration(float64(limitRetry) * (0.5 + rand.Float64()))
+			}
+			return true, action.Snooze(wait)
+		}
+	}
+	return false, nil
 }

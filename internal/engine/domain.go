@@ -54,6 +54,12 @@ func (e *Engine) RegisterDomain(ctx context.Context, name string, d Domain) erro
 		panic(fmt.Sprintf("engine: domain %q registered twice", name))
 	}
 	e.domains[name] = d
+	if dr, ok := d.(DomainReader); ok {
+		if e.queries == nil {
+			e.queries = map[string]map[string]ReadQuery{}
+		}
+		e.queries[name] = dr.ReadQueries()
+	}
 	e.mu.Unlock()
 	if _, err := e.store.MigrateDomain(ctx, name, d.Migrations(e.store.DomainSQL().Dialect())); err != nil {
 		return fmt.Errorf("register domain %q: %w", name, err)

@@ -74,6 +74,8 @@ type Engine struct {
 	writer Writer
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
 	domains map[string]Domain
+	// queries are the registered domains' read queries ([DomainReader]), by domain.
+	queries map[string]map[string]ReadQuery
 	counts  itemCounts
 	live    liveProgress
 	shown   shownFractions

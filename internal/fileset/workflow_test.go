@@ -21,7 +21,6 @@ func startKit(t *testing.T, open enginetest.Open, cfg Config) (*enginetest.Kit, 
 	fs := New(cfg)
 	k := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{DomainName: Domain{}}},
 		fs.Actions()...)
-	fs.Bind(k.Engine, NewResultStore(k.Store), k.Blobs)
 	return k, fs
 }
 

@@ -27,12 +27,12 @@ type WorkItem struct {
 	Status       map[string]any
 }
 
-// listWorkItems returns every item of the job in tree order.
-func listWorkItems(ctx context.Context, core Core, jobID int64) ([]*WorkItem, error) {
+// listWorkItems returns every item of a job in tree order, listed by list.
+func listWorkItems(ctx context.Context, list func(ctx context.Context, after string, limit int) ([]*record.Item, error)) ([]*WorkItem, error) {
 	var out []*WorkItem
 	after := ""
 	for {
-		items, err := core.JobItems(ctx, jobID, after, 5000)
+		items, err := list(ctx, after, 5000)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +124,9 @@ func CountItems(items []*WorkItem) Counts {
 
 // Progress returns a request's counts so far.
 func Progress(ctx context.Context, core Core, jobID int64) (Counts, error) {
-	items, err := listWorkItems(ctx, core, jobID)
+	items, err := listWorkItems(ctx, func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+		return core.JobItems(ctx, jobID, after, limit)
+	})
 	if err != nil {
 		return Counts{}, err
 	}
@@ -137,11 +139,7 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	_, core, err := g.bound()
-	if err != nil {
-		return err
-	}
-	items, err := listWorkItems(ctx, core, t.JobID)
+	items, err := taskWorkItems(ctx)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,6 @@ func startKit(t testing.TB, open enginetest.Open, workers int, cfg graph.Config)
 		Domains: map[string]engine.Domain{graph.DomainName: graph.Domain{}},
 		Worker:  func(c *worker.Config) { c.Concurrency = conc },
 	}, acts...)
-	g.Bind(k.Engine)
 	src, _ := builtin.Source("graph")
 	k.ApplyWorkflow(t, string(src))
 	return &kit{Kit: k, g: g}

@@ -239,7 +239,6 @@ func child(ctx context.Context, db store.Store, proxy string) error {
 	e := engine.New(engine.Config{Store: db, Catalog: catalogOf(acts),
 		OnReady:  func(qs []string) { wk.Ready(qs) },
 		OnJobEnd: func(int64, record.JobState) { ended <- struct{}{} }})
-	g.Bind(e)
 	if err := graph.Register(ctx, e); err != nil {
 		return err
 	}

@@ -79,7 +79,6 @@ func TestGenerateAIMetadata(t *testing.T) {
 			svc := &objects.Service{Egress: tc.policy}
 			kit := enginetest.StartWith(t, drivertest.OpenSQLite, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
 				append(svc.Actions(), basic.NewPass())...)
-			svc.Bind(kit.Engine, kit.Blobs)
 			if _, _, err := kit.Engine.ApplyWorkflow(t.Context(), []byte(tc.workflow), "objects.yaml"); err != nil {
 				t.Fatal(err)
 			}

@@ -63,8 +63,7 @@ func stateOf(actionName string) string {
 // call is one run of a chain action on a file set.
 type call struct {
 	s     *Service
-	db    *Store
-	reads Core
+	db    *taskDB // the task's read port
 	blobs blob.Store
 	t     *action.Task
 	out   action.Output
@@ -173,11 +172,11 @@ func flag(t *action.Task, k string, def bool) bool {
 // started, works, and is ok — the ok (and the work's writes) committed with the task.
 func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Task, out action.Output) error {
 	return func(ctx context.Context, t *action.Task, out action.Output) error {
-		b, err := s.get()
+		db, err := portOf(ctx)
 		if err != nil {
 			return err
 		}
-		c := &call{s: s, db: b.db, reads: b.core, blobs: b.blobs, t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
+		c := &call{s: s, db: db, blobs: db.blobs(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
 		if c.id == "" {
 			return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
 		}
@@ -204,7 +203,7 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		}
 		// started is recorded as the work begins, outside the task's transaction: an attempt
 		// that dies leaves it, and the next writes it again to no effect.
-		if err := c.db.PutState(ctx, t.JobID, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
+		if err := c.db.PutStarted(ctx, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
 			return fmt.Errorf("record %s started: %w", st.State, err)
 		}
 		if err := st.work(ctx, c); err != nil {
@@ -314,7 +313,7 @@ func (s *Service) chainSteps() []chainStep {
 // engine recorded by skipping the others). A file set to which none applies has a role and
 // MIME type that go together nowhere in the table.
 func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
-	steps, err := c.reads.ItemSteps(ctx, c.t.JobID, c.t.Item.ID)
+	steps, err := c.db.ItemSteps(ctx, c.t.Item.ID)
 	if err != nil {
 		return err
 	}
@@ -536,11 +535,11 @@ func transcodeComplete(ctx context.Context, c *call) error {
 // the state error with the item's error, every other waiting one "Previous action failed", and
 // the file set the state error.
 func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.Output) error {
-	b, err := s.get()
+	db, err := portOf(ctx)
 	if err != nil {
 		return err
 	}
-	c := &call{s: s, db: b.db, reads: b.core, t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
+	c := &call{s: s, db: db, t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
 	if c.id == "" {
 		return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
 	}

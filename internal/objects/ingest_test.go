@@ -31,7 +31,6 @@ func startObjects(t testing.TB, open enginetest.Open) *enginetest.Kit {
 	svc := &objects.Service{}
 	kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
 		append(svc.Actions(), basic.NewPass())...)
-	svc.Bind(kit.Engine, kit.Blobs)
 	if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
 		t.Fatal(err)
 	}

@@ -278,7 +278,6 @@ func child(ctx context.Context, db store.Store, blobDir, files string) error {
 	if err := objects.Register(ctx, e); err != nil {
 		return err
 	}
-	svc.Bind(e, blobs)
 	if err := builtin.Apply(ctx, e, objects.Name); err != nil {
 		return err
 	}

@@ -29,7 +29,6 @@ func startRooted(t *testing.T, root string) *enginetest.Kit {
 	svc := &objects.Service{Roots: &rs}
 	kit := enginetest.StartWith(t, drivertest.OpenSQLite, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
 		append(svc.Actions(), basic.NewPass())...)
-	svc.Bind(kit.Engine, kit.Blobs)
 	if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
 		t.Fatal(err)
 	}

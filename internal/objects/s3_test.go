@@ -114,7 +114,6 @@ func startObjectsS3(t testing.TB, open enginetest.Open, opener objects.S3Opener)
 	svc := &objects.Service{S3: opener}
 	kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
 		append(svc.Actions(), basic.NewPass())...)
-	svc.Bind(kit.Engine, kit.Blobs)
 	if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
 		t.Fatal(err)
 	}

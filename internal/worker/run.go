@@ -257,7 +257,8 @@ func (w *Worker) execute(ctx context.Context, t *record.Task, it *record.Item, r
 		out.record = &effects{Parent: it.Name}
 	}
 	w.stats.count(t.Action, false)
-	err = w.safeRun(tctx, act, at, out)
+	// The action reads beyond its task through its read port, scoped to the task's job.
+	err = w.safeRun(engine.WithReads(tctx, w.e.TaskReads(t.JobID, w.cfg.Blobs)), act, at, out)
 	out.mu.Lock()
 	out.returned = true
 	out.mu.Unlock()

@@ -255,7 +255,7 @@ func (ss *session) fail(ctx context.Context, err error) error {
 func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 	ctx = context.WithoutCancel(ctx)
 	res.Task, res.Owner, res.Started = ss.task, ss.owner, ss.started
-	res.Children = ss.batch
+	res.Children = append(ss.batch, res.Children...)
 	ss.batch, ss.batchText = nil, 0
 	err := ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
 	if errors.Is(err, engine.ErrNondeterministic) {
@@ -482,6 +482,18 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			return nil // a replayed write
 		}
 		return ss.write(ctx, f.n, b)
+	case fragResult:
+		b, err := readLimited(body, maxResultBytes+1)
+		if err != nil {
+			return err
+		}
+		if len(b) > maxResultBytes {
+			return ss.fail(ctx, action.Permanent(fmt.Errorf("step error: result.json: over %d MiB", maxResultBytes>>20)))
+		}
+		if ss.state == stateChild {
+			return ss.fail(ctx, ss.logicError("result.json after child headers (a built-in action's children travel in it)"))
+		}
+		return ss.applyResult(ctx, b)
 	case fragError:
 		b, err := readLimited(body, maxErrorBytes)
 		if err != nil {
