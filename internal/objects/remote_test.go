@@ -35,9 +35,9 @@ func TestRemoteObjects(t *testing.T) {
 	}
 	head := strings.Join(objects.Headers, ",") + "\n"
 	sheets := []struct{ name, rows, want string }{
-		{"first.csv", "IMAGE,w-a,f-a,a.txt,,S,,,\nIMAGE,w-a,f-d,d.txt,,S,,,\n", objects.StatusCompleted},
-		{"second.csv", "IMAGE,w-b,f-b,b.txt,,S,,,\nIMAGE,w-b,f-c,c.txt,,S,,,\n", objects.StatusCompleted},
-		{"third.csv", "IMAGE,w-c,f-a,c.txt,,S,,,\n", ""},
+		{"first.csv", "IMAGE,w-a,f-a,a.txt,a page,S,a label,,\nIMAGE,w-a,f-d,d.txt,a page,S,a label,,\n", objects.StatusCompleted},
+		{"second.csv", "IMAGE,w-b,f-b,b.txt,a page,S,a label,,\nIMAGE,w-b,f-c,c.txt,a page,S,a label,,\n", objects.StatusCompleted},
+		{"third.csv", "IMAGE,w-c,f-a,c.txt,a page,S,a label,,\n", ""},
 	}
 	// ingest runs the sheets in order and describes what they left.
 	ingest := func(t *testing.T, kit *enginetest.Kit) []string {
