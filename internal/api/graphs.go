@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -142,7 +143,7 @@ type graphLinks struct {
 }
 
 // graphJob returns the graph request's job, or not found when it is none (or deleted).
-func (a *API) graphJob(r *http.Request) (*store.Job, error) {
+func (a *API) graphJob(r *http.Request) (*record.Job, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return nil, err
@@ -166,7 +167,7 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if j.State == store.JobFailed || j.State == store.JobCanceled {
+	if j.State == record.JobFailed || j.State == record.JobCanceled {
 		w.Header().Set("Traverse-State", "ERROR")
 		why, err := graph.StopReason(r.Context(), a.b.Engine(), j.ID)
 		if err != nil {
@@ -225,7 +226,7 @@ func (a *API) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if j.State == store.JobRunning {
+	if j.State == record.JobRunning {
 		if err := a.b.Engine().Cancel(r.Context(), j.ID); err != nil {
 			return err
 		}

@@ -194,9 +194,8 @@ func (f *Fetcher) fetchCached(ctx context.Context, target, rel string, o fetchOp
 	}
 	fl.body, fl.err = f.fetchHTTP(ctx, target, rel, o)
 	if fl.err == nil && cache != nil {
-		if err := cache.PutDocument(ctx, target, fl.body); err != nil {
-			fl.body, fl.err = nil, err
-		}
+		// A body the cache could not keep is fetched again by a later request; this one has it.
+		_ = cache.PutDocument(ctx, target, fl.body)
 	}
 	return fl.body, fl.err
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -27,12 +28,12 @@ type WorkItem struct {
 	Status       map[string]any
 }
 
-// listWorkItems returns every item of the job in tree order.
-func listWorkItems(ctx context.Context, core Core, jobID int64) ([]*WorkItem, error) {
+// listWorkItems returns every item of a job in tree order, listed by list.
+func listWorkItems(ctx context.Context, list func(ctx context.Context, after string, limit int) ([]*record.Item, error)) ([]*WorkItem, error) {
 	var out []*WorkItem
 	after := ""
 	for {
-		items, err := core.JobItems(ctx, jobID, after, 5000)
+		items, err := list(ctx, after, 5000)
 		if err != nil {
 			return nil, err
 		}
@@ -122,9 +123,16 @@ func CountItems(items []*WorkItem) Counts {
 	return c
 }
 
+// jobItems pages the items of a job through core, for [listWorkItems].
+func jobItems(core Core, jobID int64) func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+	return func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+		return core.JobItems(ctx, jobID, after, limit)
+	}
+}
+
 // Progress returns a request's counts so far.
 func Progress(ctx context.Context, core Core, jobID int64) (Counts, error) {
-	items, err := listWorkItems(ctx, core, jobID)
+	items, err := listWorkItems(ctx, jobItems(core, jobID))
 	if err != nil {
 		return Counts{}, err
 	}
@@ -137,15 +145,11 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	db, core, err := g.bound()
+	items, err := taskWorkItems(ctx)
 	if err != nil {
 		return err
 	}
-	items, err := listWorkItems(ctx, core, t.JobID)
-	if err != nil {
-		return err
-	}
-	res, err := BuildResult(ctx, r, items, db.Relationships)
+	res, err := BuildResult(ctx, r, items, relationships)
 	if err != nil {
 		return err
 	}
@@ -328,7 +332,7 @@ func nodeError(it *WorkItem) (NodeError, bool) {
 // items (an unknown package type's resolution-result ERROR names the type), joined with "; ",
 // or "" when none did. Work items the job's end settled say only that, and are left out.
 func StopReason(ctx context.Context, core Core, jobID int64) (string, error) {
-	items, err := listWorkItems(ctx, core, jobID)
+	items, err := listWorkItems(ctx, jobItems(core, jobID))
 	if err != nil {
 		return "", err
 	}
@@ -437,8 +441,8 @@ func Render(res *Result, format string) (string, error) {
 // Records is what [LoadResult] and [TraverseState] read of the engine's records: a request's
 // job's outputs and its request item. A [store.Store] satisfies it, and so do the API's records.
 type Records interface {
-	OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error)
-	ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error)
+	OutputList(ctx context.Context, p store.OutputListParams) ([]*record.Output, error)
+	ItemList(ctx context.Context, p store.ItemListParams) ([]*record.Item, error)
 }
 
 // LoadResult returns a finished request's result, or store.ErrNotFound while it has none.
@@ -496,7 +500,7 @@ type Status struct {
 
 // RequestStatus returns a request's progress.
 func RequestStatus(ctx context.Context, core Core, jobID int64) (Status, error) {
-	items, err := listWorkItems(ctx, core, jobID)
+	items, err := listWorkItems(ctx, jobItems(core, jobID))
 	if err != nil {
 		return Status{}, err
 	}
