@@ -62,8 +62,8 @@ func (a *API) createGraph(w http.ResponseWriter, r *http.Request) error {
 }
 
 // graphState returns a graph request's Traverse-State.
-func (a *API) graphState(r *http.Request, j *store.Job) (string, error) {
-	if j.State == store.JobFailed || j.State == store.JobCanceled {
+func (a *API) graphState(r *http.Request, j *record.Job) (string, error) {
+	if j.State == record.JobFailed || j.State == record.JobCanceled {
 		return "ERROR", nil
 	}
 	return graph.TraverseState(r.Context(), a.rec, j.ID)

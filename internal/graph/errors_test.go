@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/graph"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestGoModRules covers what the oracle does not: cycles, max depth, overrides (a version, and a
@@ -82,7 +82,7 @@ func TestUnknownTypeStops(t *testing.T) {
 		k := startKit(t, open, 2, graph.Config{})
 		job := k.startRequest(t, graph.Request{Type: "pypi", Source: t.TempDir(), Roots: []string{"requests@2.31.0"}})
 		j := k.WaitJob(t, job.ID, time.Minute)
-		if j.State != store.JobFailed {
+		if j.State != record.JobFailed {
 			t.Fatalf("job %s (%s), want failed", j.State, j.Error)
 		}
 		var got []string
