@@ -290,8 +290,11 @@ type GraphEdge struct {
 type GraphLinks struct {
 	Items    string `json:"items"`
 	Job      string `json:"job"`
+	Logs     string `json:"logs"`
 	Progress string `json:"progress"`
+	Result   string `json:"result"`
 	Self     string `json:"self"`
+	Status   string `json:"status"`
 }
 
 // GraphNodeError defines model for GraphNodeError.
@@ -311,6 +314,7 @@ type GraphRequest struct {
 	Roots     []string           `json:"roots"`
 	Scope     *string            `json:"scope,omitempty"`
 	Source    string             `json:"source"`
+	Template  *string            `json:"template,omitempty"`
 	Type      *string            `json:"type,omitempty"`
 }
 
@@ -324,6 +328,17 @@ type GraphResult struct {
 	Paths           [][]string        `json:"paths"`
 	Roots           []string          `json:"roots"`
 	Type            string            `json:"type"`
+}
+
+// GraphStatus defines model for GraphStatus.
+type GraphStatus struct {
+	Avoided  int64  `json:"avoided"`
+	Depth    int64  `json:"depth"`
+	Failed   int64  `json:"failed"`
+	Items    int64  `json:"items"`
+	Queued   int64  `json:"queued"`
+	Resolved int64  `json:"resolved"`
+	State    string `json:"state"`
 }
 
 // HistoryEntry defines model for HistoryEntry.
@@ -624,8 +639,29 @@ type ListFilesetsParams struct {
 
 // GetGraphParams defines parameters for GetGraph.
 type GetGraphParams struct {
-	// Format node, path, dot or json; absent: the request's format.
+	// Format node, path, dot, json or template; absent: the request's format.
 	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Template With format=template: a Go text/template over the result (docs/graph.md); absent: the request's template.
+	Template *string `form:"template,omitempty" json:"template,omitempty"`
+}
+
+// GetGraphLogsParams defines parameters for GetGraphLogs.
+type GetGraphLogsParams struct {
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size; defaults to 1000, at most 1000.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetGraphResultParams defines parameters for GetGraphResult.
+type GetGraphResultParams struct {
+	// Format node, path, dot, json or template; absent: the request's format.
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Template With format=template: a Go text/template over the result (docs/graph.md); absent: the request's template.
+	Template *string `form:"template,omitempty" json:"template,omitempty"`
 }
 
 // DownloadItemParamsContent defines parameters for DownloadItem.
@@ -963,6 +999,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
 	GetGraph(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetGraphLogs A graph request's log: each work item's route decisions with Cartographer's header names, in tree order, paged
+	//
+	// Corresponds with GET /v1/graphs/{id}/logs (the `GetGraphLogs` operationId).
+	GetGraphLogs(ctx context.Context, id int64, params *GetGraphLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetGraphResult A graph request's result in its format (?format=), as GET /v1/graphs/{id}
+	//
+	// Corresponds with GET /v1/graphs/{id}/result (the `GetGraphResult` operationId).
+	GetGraphResult(ctx context.Context, id int64, params *GetGraphResultParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetGraphStatus A graph request's progress: work items resolved, queued, avoided and failed, the depth reached, Traverse-State
+	//
+	// Corresponds with GET /v1/graphs/{id}/status (the `GetGraphStatus` operationId).
+	GetGraphStatus(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetItem One item
 	//
@@ -1383,6 +1434,51 @@ func (c *Client) DeleteGraph(ctx context.Context, id int64, reqEditors ...Reques
 // Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
 func (c *Client) GetGraph(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetGraphRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetGraphLogs A graph request's log: each work item's route decisions with Cartographer's header names, in tree order, paged
+//
+// Corresponds with GET /v1/graphs/{id}/logs (the `GetGraphLogs` operationId).
+func (c *Client) GetGraphLogs(ctx context.Context, id int64, params *GetGraphLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGraphLogsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetGraphResult A graph request's result in its format (?format=), as GET /v1/graphs/{id}
+//
+// Corresponds with GET /v1/graphs/{id}/result (the `GetGraphResult` operationId).
+func (c *Client) GetGraphResult(ctx context.Context, id int64, params *GetGraphResultParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGraphResultRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetGraphStatus A graph request's progress: work items resolved, queued, avoided and failed, the depth reached, Traverse-State
+//
+// Corresponds with GET /v1/graphs/{id}/status (the `GetGraphStatus` operationId).
+func (c *Client) GetGraphStatus(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGraphStatusRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2530,10 +2626,202 @@ func NewGetGraphRequest(server string, id int64, params *GetGraphParams) (*http.
 
 		}
 
+		if params.Template != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "template", *params.Template, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetGraphLogsRequest constructs an http.Request for the GetGraphLogs method
+func NewGetGraphLogsRequest(server string, id int64, params *GetGraphLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/graphs/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetGraphResultRequest constructs an http.Request for the GetGraphResult method
+func NewGetGraphResultRequest(server string, id int64, params *GetGraphResultParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/graphs/%s/result", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Template != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "template", *params.Template, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetGraphStatusRequest constructs an http.Request for the GetGraphStatus method
+func NewGetGraphStatusRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/graphs/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -4580,6 +4868,27 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/graphs/{id} (the `GetGraph` operationId).
 	GetGraphWithResponse(ctx context.Context, id int64, params *GetGraphParams, reqEditors ...RequestEditorFn) (*GetGraphResponse, error)
 
+	// GetGraphLogsWithResponse A graph request's log: each work item's route decisions with Cartographer's header names, in tree order, paged
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/graphs/{id}/logs (the `GetGraphLogs` operationId).
+	GetGraphLogsWithResponse(ctx context.Context, id int64, params *GetGraphLogsParams, reqEditors ...RequestEditorFn) (*GetGraphLogsResponse, error)
+
+	// GetGraphResultWithResponse A graph request's result in its format (?format=), as GET /v1/graphs/{id}
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/graphs/{id}/result (the `GetGraphResult` operationId).
+	GetGraphResultWithResponse(ctx context.Context, id int64, params *GetGraphResultParams, reqEditors ...RequestEditorFn) (*GetGraphResultResponse, error)
+
+	// GetGraphStatusWithResponse A graph request's progress: work items resolved, queued, avoided and failed, the depth reached, Traverse-State
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/graphs/{id}/status (the `GetGraphStatus` operationId).
+	GetGraphStatusWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetGraphStatusResponse, error)
+
 	// GetItemWithResponse One item
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5138,6 +5447,7 @@ func (r CreateFilesetsResponse) ContentType() string {
 
 // CreateGraphResponse201Headers the declared response headers of an HTTP 201 response for CreateGraph
 type CreateGraphResponse201Headers struct {
+	Link     *string
 	Location *string
 }
 
@@ -5302,6 +5612,185 @@ func (r GetGraphResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetGraphResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetGraphLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGraphLogsResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetGraphLogsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGraphLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGraphLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGraphLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGraphLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetGraphResultResponse200Headers the declared response headers of an HTTP 200 response for GetGraphResult
+type GetGraphResultResponse200Headers struct {
+	TraverseState *string
+}
+
+// GetGraphResultResponse204Headers the declared response headers of an HTTP 204 response for GetGraphResult
+type GetGraphResultResponse204Headers struct {
+	TraverseState *string
+}
+
+// GetGraphResultResponse409Headers the declared response headers of an HTTP 409 response for GetGraphResult
+type GetGraphResultResponse409Headers struct {
+	TraverseState *string
+}
+
+type GetGraphResultResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GraphResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGraphResultResponse200Headers
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *GetGraphResultResponse204Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *GetGraphResultResponse409Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGraphResultResponse) GetJSON200() *GraphResult {
+	return r.JSON200
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r GetGraphResultResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetGraphResultResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGraphResultResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGraphResultResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGraphResultResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGraphResultResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetGraphStatusResponse200Headers the declared response headers of an HTTP 200 response for GetGraphStatus
+type GetGraphStatusResponse200Headers struct {
+	TraverseState *string
+}
+
+type GetGraphStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GraphStatus
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGraphStatusResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGraphStatusResponse) GetJSON200() *GraphStatus {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetGraphStatusResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGraphStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGraphStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGraphStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGraphStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7234,6 +7723,45 @@ func (c *ClientWithResponses) GetGraphWithResponse(ctx context.Context, id int64
 	return ParseGetGraphResponse(rsp)
 }
 
+// GetGraphLogsWithResponse A graph request's log: each work item's route decisions with Cartographer's header names, in tree order, paged
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/graphs/{id}/logs (the `GetGraphLogs` operationId).
+func (c *ClientWithResponses) GetGraphLogsWithResponse(ctx context.Context, id int64, params *GetGraphLogsParams, reqEditors ...RequestEditorFn) (*GetGraphLogsResponse, error) {
+	rsp, err := c.GetGraphLogs(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGraphLogsResponse(rsp)
+}
+
+// GetGraphResultWithResponse A graph request's result in its format (?format=), as GET /v1/graphs/{id}
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/graphs/{id}/result (the `GetGraphResult` operationId).
+func (c *ClientWithResponses) GetGraphResultWithResponse(ctx context.Context, id int64, params *GetGraphResultParams, reqEditors ...RequestEditorFn) (*GetGraphResultResponse, error) {
+	rsp, err := c.GetGraphResult(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGraphResultResponse(rsp)
+}
+
+// GetGraphStatusWithResponse A graph request's progress: work items resolved, queued, avoided and failed, the depth reached, Traverse-State
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/graphs/{id}/status (the `GetGraphStatus` operationId).
+func (c *ClientWithResponses) GetGraphStatusWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetGraphStatusResponse, error) {
+	rsp, err := c.GetGraphStatus(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGraphStatusResponse(rsp)
+}
+
 // GetItemWithResponse One item
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8023,6 +8551,13 @@ func ParseCreateGraphResponse(rsp *http.Response) (*CreateGraphResponse, error) 
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreateGraphResponse201Headers
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8139,6 +8674,164 @@ func ParseGetGraphResponse(rsp *http.Response) (*GetGraphResponse, error) {
 			headers.TraverseState = &value
 		}
 		response.Headers409 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetGraphLogsResponse parses an HTTP response from a GetGraphLogsWithResponse call
+func ParseGetGraphLogsResponse(rsp *http.Response) (*GetGraphLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGraphLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetGraphResultResponse parses an HTTP response from a GetGraphResultWithResponse call
+func ParseGetGraphResultResponse(rsp *http.Response) (*GetGraphResultResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGraphResultResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GraphResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/vnd.graphviz) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGraphResultResponse200Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 204:
+		var headers GetGraphResultResponse204Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 409:
+		var headers GetGraphResultResponse409Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers409 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetGraphStatusResponse parses an HTTP response from a GetGraphStatusWithResponse call
+func ParseGetGraphStatusResponse(rsp *http.Response) (*GetGraphStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGraphStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GraphStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGraphStatusResponse200Headers
+		if values := rsp.Header.Values("Traverse-State"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Traverse-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TraverseState = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

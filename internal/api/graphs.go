@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/pathroot"
 	"github.com/sluice-project/sluice/internal/record"
@@ -17,6 +18,9 @@ func (a *API) graphRoutes() []route {
 	return []route{
 		{"POST", "/v1/graphs", RoleAdmin, "Start a dependency-graph traversal (roots, type, source, scope, max_depth, overrides, excludes, format); 201 with the job and links", a.createGraph, 201},
 		{"GET", "/v1/graphs/{id}", RoleReader, "A graph request's result in its format (?format= node, path, dot, json); 204 with Traverse-State while it runs", a.getGraph, 200},
+		{"GET", "/v1/graphs/{id}/result", RoleReader, "A graph request's result in its format (?format=), as GET /v1/graphs/{id}", a.getGraph, 200},
+		{"GET", "/v1/graphs/{id}/status", RoleReader, "A graph request's progress: work items resolved, queued, avoided and failed, the depth reached, Traverse-State", a.getGraphStatus, 200},
+		{"GET", "/v1/graphs/{id}/logs", RoleReader, "A graph request's log: each work item's route decisions with Cartographer's header names, in tree order, paged", a.getGraphLogs, 200},
 		{"DELETE", "/v1/graphs/{id}", RoleAdmin, "Delete a graph request's workspace (canceling it if it runs); the shared graph stays", a.deleteGraph, 204},
 	}
 }
@@ -49,10 +53,72 @@ func (a *API) createGraph(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	self := fmt.Sprintf("/v1/graphs/%d", job.ID)
+	links := graphLinks{Self: self, Status: self + "/status", Result: self + "/result", Logs: self + "/logs",
+		Job: fmt.Sprintf("/v1/jobs/%d", job.ID), Progress: fmt.Sprintf("/v1/jobs/%d/progress", job.ID), Items: fmt.Sprintf("/v1/jobs/%d/items", job.ID)}
 	w.Header().Set("Location", self)
-	writeJSON(w, http.StatusCreated, graphCreated{ID: job.ID, Job: toJob(job), Links: graphLinks{
-		Self: self, Job: fmt.Sprintf("/v1/jobs/%d", job.ID), Progress: fmt.Sprintf("/v1/jobs/%d/progress", job.ID),
-		Items: fmt.Sprintf("/v1/jobs/%d/items", job.ID)}})
+	w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="status", <%s>; rel="result", <%s>; rel="logs"`, links.Status, links.Result, links.Logs))
+	writeJSON(w, http.StatusCreated, graphCreated{ID: job.ID, Job: toJob(job), Links: links})
+	return nil
+}
+
+// graphState returns a graph request's Traverse-State.
+func (a *API) graphState(r *http.Request, j *record.Job) (string, error) {
+	if j.State == record.JobFailed || j.State == record.JobCanceled {
+		return "ERROR", nil
+	}
+	return graph.TraverseState(r.Context(), a.rec, j.ID)
+}
+
+func (a *API) getGraphStatus(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.graphJob(r)
+	if err != nil {
+		return err
+	}
+	st, err := graph.RequestStatus(r.Context(), a.b.Engine(), j.ID)
+	if err != nil {
+		return err
+	}
+	if st.State, err = a.graphState(r, j); err != nil {
+		return err
+	}
+	w.Header().Set("Traverse-State", st.State)
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// graphLog is a page of a graph request's log.
+type graphLog struct {
+	Items      []graph.LogEntry `json:"items"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+func (a *API) getGraphLogs(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.graphJob(r)
+	if err != nil {
+		return err
+	}
+	c, limit, err := pageOf(r, 1000)
+	if err != nil {
+		return err
+	}
+	list := cursor.List(fmt.Sprintf("graphs/%d/logs", j.ID))
+	after, err := cursor.Read(list, c, 1)
+	if err != nil {
+		return badCursor(err)
+	}
+	from := ""
+	if after != nil {
+		from = after[0]
+	}
+	entries, next, err := graph.RequestLog(r.Context(), a.b.Engine(), j.ID, from, limit)
+	if err != nil {
+		return err
+	}
+	out := graphLog{Items: entries}
+	if next != "" {
+		out.NextCursor = cursor.Make(list, next)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -64,9 +130,13 @@ type graphCreated struct {
 	Links graphLinks `json:"links"`
 }
 
-// graphLinks are a graph request's URLs.
+// graphLinks are a graph request's URLs: Cartographer's rel links (status, result, logs) and the
+// job's.
 type graphLinks struct {
 	Self     string `json:"self"`
+	Status   string `json:"status"`
+	Result   string `json:"result"`
+	Logs     string `json:"logs"`
 	Job      string `json:"job"`
 	Progress string `json:"progress"`
 	Items    string `json:"items"`
@@ -99,7 +169,14 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	}
 	if j.State == record.JobFailed || j.State == record.JobCanceled {
 		w.Header().Set("Traverse-State", "ERROR")
-		return errf(CodeConflict, "graph request %d %s: %s", j.ID, j.State, j.Error)
+		why, err := graph.StopReason(r.Context(), a.b.Engine(), j.ID)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			why = ": " + why
+		}
+		return errf(CodeConflict, "graph request %d %s: %s%s", j.ID, j.State, j.Error, why)
 	}
 	res, err := graph.LoadResult(r.Context(), a.rec, j.ID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -114,15 +191,23 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	format := r.URL.Query().Get("format")
-	if format == "" {
+	format, tmpl := r.URL.Query().Get("format"), r.URL.Query().Get("template")
+	if format == "" || format == "template" && tmpl == "" {
 		req, err := graph.Open(a.b.Engine()).Workspace(r.Context(), j.ID)
 		if err != nil {
 			return err
 		}
-		format = req.Format
+		if format == "" {
+			format = req.Format
+		}
+		tmpl = req.Template
 	}
-	out, err := graph.Render(res, format)
+	var out string
+	if format == "template" {
+		out, err = graph.RenderTemplate(res, tmpl)
+	} else {
+		out, err = graph.Render(res, format)
+	}
 	if err != nil {
 		return errf(CodeBadRequest, "%v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -84,10 +85,17 @@ func TestGraphRequests(t *testing.T) {
 		if resp.Header.Get("Location") != self || created.Links["job"] != fmt.Sprintf("/v1/jobs/%d", created.ID) {
 			t.Errorf("Location %q, links %v", resp.Header.Get("Location"), created.Links)
 		}
+		wantLink := fmt.Sprintf(`<%[1]s/status>; rel="status", <%[1]s/result>; rel="result", <%[1]s/logs>; rel="logs"`, self)
+		if resp.Header.Get("Link") != wantLink || created.Links["status"] != self+"/status" || created.Links["logs"] != self+"/logs" {
+			t.Errorf("Link %q, links %v; want %q", resp.Header.Get("Link"), created.Links, wantLink)
+		}
 		// No worker runs yet: the request is traversing.
 		resp, _ = do("GET", self, "")
 		if resp.StatusCode != 204 || resp.Header.Get("Traverse-State") != "TRAVERSING" {
 			t.Errorf("GET while traversing: %d, Traverse-State %q", resp.StatusCode, resp.Header.Get("Traverse-State"))
+		}
+		if resp, body := do("GET", self+"/status", ""); resp.StatusCode != 200 || !strings.Contains(body, `"state":"TRAVERSING"`) {
+			t.Errorf("status while traversing: %d %s", resp.StatusCode, body)
 		}
 		// Workers on the same store run it.
 		enginetest.StartWith(t, func(testing.TB) store.Store { return db },
@@ -105,6 +113,38 @@ func TestGraphRequests(t *testing.T) {
 					t.Logf("item %d %s: %s %s %s", it.ID, it.Metadata, tk.Step, tk.State, tk.Error)
 				}
 			}
+		}
+		// Cartographer's rel links: the progress, the result in another format, the log.
+		resp, body = do("GET", self+"/status", "")
+		var st graph.Status
+		if err := json.Unmarshal([]byte(body), &st); err != nil || st.State != "SUCCESS" || st.Resolved+st.Avoided != 2 || st.Queued != 0 || st.Depth != 1 {
+			t.Errorf("status: %d %s (%v)", resp.StatusCode, body, err)
+		}
+		if resp, body = do("GET", self+"/result?format=node", ""); resp.StatusCode != 200 || body != "example.com/a@v1.0.0\nexample.com/b@v1.0.0\n" {
+			t.Errorf("result?format=node: %d %q", resp.StatusCode, body)
+		}
+		if resp, body = do("GET", self+"/result?format=template&template="+url.QueryEscape("{{len .Nodes}} nodes, {{len .Edges}} edge"), ""); resp.StatusCode != 200 || body != "2 nodes, 1 edge" {
+			t.Errorf("result?format=template: %d %q", resp.StatusCode, body)
+		}
+		resp, body = do("GET", self+"/logs?limit=1", "")
+		var page struct {
+			Items      []graph.LogEntry `json:"items"`
+			NextCursor string           `json:"next_cursor"`
+		}
+		if err := json.Unmarshal([]byte(body), &page); err != nil || len(page.Items) != 1 || page.NextCursor == "" {
+			t.Fatalf("logs page 1: %d %s (%v)", resp.StatusCode, body, err)
+		}
+		first := page.Items[0]
+		if first.Package != "example.com/a" || first.Depth != 0 || first.Headers["selection-result"] != "DONE" || first.Headers["traversal-result"] != "TRAVERSAL_DONE" || first.Work["version"] != "v1.0.0" {
+			t.Errorf("log of the root: %+v", first)
+		}
+		resp, body = do("GET", self+"/logs?limit=1&cursor="+page.NextCursor, "")
+		page.NextCursor = ""
+		if err := json.Unmarshal([]byte(body), &page); err != nil || len(page.Items) != 1 || page.Items[0].Package != "example.com/b" || page.Items[0].Depth != 1 {
+			t.Errorf("logs page 2: %d %s (%v)", resp.StatusCode, body, err)
+		}
+		if resp, body = do("GET", self+"/logs?cursor=bogus", ""); resp.StatusCode != 400 {
+			t.Errorf("logs with a foreign cursor: %d %s", resp.StatusCode, body)
 		}
 		resp, body = do("GET", self+"?format=json", "")
 		var res graph.Result
@@ -150,7 +190,8 @@ func TestGraphRequests(t *testing.T) {
 		}{
 			{`{"source": "/etc", "roots": ["a@v1"]}`, 400, `source \"/etc\": it is not under a configured path root`},
 			{fmt.Sprintf(`{"source": %q, "roots": []}`, proxy), 400, "at least one root"},
-			{fmt.Sprintf(`{"source": %q, "roots": ["a@v1"], "format": "svg"}`, proxy), 400, "want one of node, path, dot, json"},
+			{fmt.Sprintf(`{"source": %q, "roots": ["a@v1"], "format": "svg"}`, proxy), 400, "want one of node, path, dot, json, template"},
+			{fmt.Sprintf(`{"source": %q, "roots": ["a@v1"], "format": "template", "template": "{{range .Nodes}}{{range .Edges}}{{range .Paths}}{{end}}{{end}}{{end}}"}`, proxy), 400, "nested 3 deep, more than the limit of 2"},
 		} {
 			resp, body := do("POST", "/v1/graphs", c.body)
 			if resp.StatusCode != c.status || !strings.Contains(body, c.msg) {

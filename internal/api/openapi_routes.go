@@ -125,17 +125,15 @@ var routeDocs = map[string]routeDoc{
 			Doc: "The bytes, with their content type (text/plain for text) and a Content-Disposition."}}},
 	"POST /v1/graphs": {ID: "createGraph", Body: jsonBody(graph.Request{}),
 		Responses: map[int]any{201: response{Doc: "Created: the request's id (its job's), job and links",
-			Content: jsonBody(graphCreated{}), Headers: map[string]string{"Location": "The request's URL, /v1/graphs/{id}."}}}},
-	"GET /v1/graphs/{id}": {ID: "getGraph", Params: []param{
-		{Name: "format", In: "query", Type: "string", Doc: "node, path, dot or json; absent: the request's format."}},
-		Responses: map[int]any{
-			200: response{Doc: "The result, Traverse-State SUCCESS: one line per node (node, text/plain), per path " +
-				"(path, text/plain), a Graphviz digraph (dot) or a GraphResult (json).",
-				Content: map[string]any{"application/json": graph.Result{}, "text/plain": textSchema, "text/vnd.graphviz": textSchema},
-				Headers: traverseState},
-			204: response{Doc: "No result yet: the traversal runs; Traverse-State says where (TRAVERSING, FORMATTING).", Headers: traverseState},
-			409: response{Doc: "The request failed or was canceled: Traverse-State ERROR.", Content: jsonBody(Error{}), Headers: traverseState}}},
-	"DELETE /v1/graphs/{id}": {ID: "deleteGraph", Responses: map[int]any{204: nil}},
+			Content: jsonBody(graphCreated{}), Headers: map[string]string{"Location": "The request's URL, /v1/graphs/{id}.",
+				"Link": `Cartographer's rel links: </v1/graphs/{id}/status>; rel="status", </v1/graphs/{id}/result>; rel="result", </v1/graphs/{id}/logs>; rel="logs".`}}}},
+	"GET /v1/graphs/{id}/status": {ID: "getGraphStatus", Responses: map[int]any{
+		200: response{Doc: "The request's progress, Traverse-State as the state.", Content: jsonBody(graph.Status{}), Headers: traverseState}}},
+	"GET /v1/graphs/{id}/logs": {ID: "getGraphLogs", Params: []param{cursorParam, query("limit", "integer", "Page size; defaults to 1000, at most 1000.")},
+		Responses: map[int]any{200: jsonBody(graphLog{})}},
+	"GET /v1/graphs/{id}":        {ID: "getGraph", Params: []param{graphFormat, graphTmpl}, Responses: graphResult},
+	"GET /v1/graphs/{id}/result": {ID: "getGraphResult", Params: []param{graphFormat, graphTmpl}, Responses: graphResult},
+	"DELETE /v1/graphs/{id}":     {ID: "deleteGraph", Responses: map[int]any{204: nil}},
 
 	"POST /v1/filesets": {ID: "createFilesets", Body: jsonBody(createFilesetsRequest{}),
 		Responses: map[int]any{201: &jobJSON{}, 200: &jobJSON{}}},
@@ -225,6 +223,20 @@ var traceparent = []param{{Name: "traceparent", In: "header", Type: "string",
 
 // traverseState is the Cartographer header of a graph request's state.
 var traverseState = map[string]string{"Traverse-State": "TRAVERSING, FORMATTING, SUCCESS or ERROR."}
+
+// graphFormat and graphResult are a graph request's result routes' (GET /v1/graphs/{id} and its
+// result rel link).
+var (
+	graphFormat = param{Name: "format", In: "query", Type: "string", Doc: "node, path, dot, json or template; absent: the request's format."}
+	graphTmpl   = param{Name: "template", In: "query", Type: "string", Doc: "With format=template: a Go text/template over the result (docs/graph.md); absent: the request's template."}
+	graphResult = map[int]any{
+		200: response{Doc: "The result, Traverse-State SUCCESS: one line per node (node, text/plain), per path " +
+			"(path, text/plain), a Graphviz digraph (dot) or a GraphResult (json).",
+			Content: map[string]any{"application/json": graph.Result{}, "text/plain": textSchema, "text/vnd.graphviz": textSchema},
+			Headers: traverseState},
+		204: response{Doc: "No result yet: the traversal runs; Traverse-State says where (TRAVERSING, FORMATTING).", Headers: traverseState},
+		409: response{Doc: "The request failed or was canceled: Traverse-State ERROR.", Content: jsonBody(Error{}), Headers: traverseState}}
+)
 
 var (
 	filesDir  = param{Name: "files_dir", In: "query", Type: "string", Required: true, Doc: "Where the sheet's files are: a directory under a configured path root, or s3://bucket/prefix (read with the server's AWS_* credentials)."}

@@ -35,6 +35,8 @@ var schemaNames = map[string]string{
 	"graph.Edge":      "GraphEdge",
 	"graph.NodeError": "GraphNodeError",
 	"graph.Counts":    "GraphCounts",
+	"graph.Status":    "GraphStatus",
+	"graph.LogEntry":  "GraphLogEntry",
 
 	"fileset.Row":          "FilesetRow",
 	"fileset.Result":       "FilesetResult",

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,9 +20,26 @@ import (
 )
 
 // Default sources per package type, when --source is not given.
-var graphSources = map[string]string{"gomod": "https://proxy.golang.org", "maven": "https://repo1.maven.org/maven2"}
+var graphSources = map[string]string{"gomod": "https://proxy.golang.org", "maven": "https://repo1.maven.org/maven2", "npm": "https://registry.npmjs.org"}
 
-const graphUsage = "graph ROOT… [--type gomod|maven] [--source URL|DIR] [--scope runtime|build] [--max-depth N] [--override PKG=VERSION|PKG=OTHER@VERSION …] [--exclude PKG …] [--format node|path|dot|json]"
+const graphUsage = "graph ROOT… [--type gomod|maven|npm] [--source URL|DIR] [--scope runtime|build] [--max-depth N] [--override PKG=VERSION|PKG=OTHER@VERSION …] [--exclude PKG …] [--format node|path|dot|json|template=FILE]"
+
+// readTemplate reads a --format template=FILE file, at most 64 KiB (the template's bound).
+func readTemplate(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > 64<<10 {
+		return "", fmt.Errorf("more than the limit of %d bytes", 64<<10)
+	}
+	return string(b), nil
+}
 
 func runGraph(ctx context.Context, e *env, args []string) error {
 	all, c := newFlags(e, "graph", graphUsage)
@@ -41,20 +60,27 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	typ := fs.String("type", "gomod", "package type of the roots: gomod or maven")
-	source := fs.String("source", "", "where metadata comes from: a GOPROXY or Maven repository URL (http, https, file) or a directory (default: proxy.golang.org, Maven Central)")
+	typ := fs.String("type", "gomod", "package type of the roots: gomod, maven (roots g:a:v) or npm")
+	source := fs.String("source", "", "where metadata comes from: a GOPROXY, Maven repository or npm registry URL (http, https, file) or a directory (default: proxy.golang.org, Maven Central, registry.npmjs.org)")
 	scope := fs.String("scope", "runtime", "traverse scope of the roots: runtime or build")
 	maxDepth := fs.Int("max-depth", 0, "stop below this depth (the roots are depth 0; default: no limit)")
 	var overrides, excludes listFlag
 	fs.Var(&overrides, "override", "PKG=VERSION, or PKG=OTHERPKG@VERSION to relocate; repeated or comma-separated")
 	fs.Var(&excludes, "exclude", "a package never traversed; repeated or comma-separated")
-	format := fs.String("format", "node", "output: node (one package version a line), path (each path from a root), dot or json")
+	format := fs.String("format", "node", "output: node (one package version a line), path (every path from a root to each node, at most 100 a node), dot, json, or template=FILE (a Go text/template over the result's .Nodes, .Edges, .Paths, .Errors, .Counts)")
 	c.addEgressFlags(fs)
 	roots, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	req := graph.Request{Type: *typ, Source: *source, Roots: roots, Scope: *scope, MaxDepth: *maxDepth, Excludes: excludes.values, Format: *format}
+	if file, ok := strings.CutPrefix(*format, "template="); ok {
+		text, err := readTemplate(file)
+		if err != nil {
+			return usagef("--format template=%s: %v", file, err)
+		}
+		req.Format, req.Template = "template", text
+	}
 	if req.Source == "" {
 		req.Source = graphSources[req.Type]
 	}
@@ -109,6 +135,9 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if final.State != record.JobComplete {
+		if why, err := graph.StopReason(ctx, n.Engine, job.ID); err == nil && why != "" {
+			return fmt.Errorf("graph %w: %s", jobEnded(final), why)
+		}
 		return fmt.Errorf("graph %w", jobEnded(final))
 	}
 	res, err := graph.LoadResult(ctx, n.Store, job.ID)
@@ -118,7 +147,12 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := graph.Render(res, req.Format)
+	var out string
+	if req.Format == "template" {
+		out, err = graph.RenderTemplate(res, req.Template)
+	} else {
+		out, err = graph.Render(res, req.Format)
+	}
 	if err != nil {
 		return err
 	}

@@ -43,4 +43,15 @@ func TestGraphCommand(t *testing.T) {
 	if code, _, errs := run(t, "graph", "--data", data, "--source", proxy, "--format", "svg", "example.com/a@v1.0.0"); code != ExitUsage || !strings.Contains(errs, `format "svg"`) {
 		t.Errorf("bad format: exit %d, %s", code, errs)
 	}
+	tmpl := filepath.Join(dir, "edges.tmpl")
+	if err := os.WriteFile(tmpl, []byte("{{range .Edges}}{{.From}} needs {{.To}}\n{{end}}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := run(t, "graph", "--data", data, "--source", proxy, "--format", "template="+tmpl, "example.com/a@v1.0.0"); code != 0 || out != "example.com/a@v1.0.0 needs example.com/Big@v1.0.0\n" {
+		t.Errorf("template: exit %d, %q, %s", code, out, errs)
+	}
+	missing := filepath.Join(dir, "nope.tmpl")
+	if code, _, errs := run(t, "graph", "--data", data, "--source", proxy, "--format", "template="+missing, "example.com/a@v1.0.0"); code != ExitUsage || !strings.Contains(errs, missing) {
+		t.Errorf("missing template file: exit %d, %s", code, errs)
+	}
 }

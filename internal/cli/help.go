@@ -30,8 +30,8 @@ type helpText struct {
 // helpTexts returns the help of every command and subcommand, keyed "cmd" or "cmd sub".
 func helpTexts() map[string]helpText {
 	return map[string]helpText{
-		"graph": {"Traverse the dependency graph of the roots (module@version, or group:artifact@version with --type maven) through the graph workflow, resolving each package version once for the whole installation, and print it. The same command after a kill resumes the same job.",
-			[]string{"sluice graph golang.org/x/mod@v0.41.0 --format path", "sluice graph --type maven --source ./repo --scope build org.example:app@1.0 --format dot"}},
+		"graph": {"Traverse the dependency graph of the roots (module@version; group:artifact:version with --type maven; name@version with --type npm) through the graph workflow, resolving each package version once for the whole installation, and print it. The same command after a kill resumes the same job.",
+			[]string{"sluice graph golang.org/x/mod@v0.41.0 --format path", "sluice graph --type maven --source ./repo --scope build org.example:app:1.0 --format dot", "sluice graph --type npm express@4.21.2 --format path"}},
 		"ingest": {"Ingest files, folders and archives through the documents workflow and follow the job. The same command after a kill resumes the same job.",
 			[]string{"sluice ingest ~/Documents/reports.zip", "sluice ingest --ocr --lang de scans/"}},
 		"fileset": {"Ingest datasets: find each request's platform (Dataverse, Figshare, Zenodo, archive.org), check limits, download and verify every file into the blob store, and write one result per request. The same command after a kill resumes the same job; a request already archived is success-existing.",

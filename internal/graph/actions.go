@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -204,7 +205,7 @@ func (g *Graph) selectVersion(ctx context.Context, t *action.Task, out action.Ou
 	if err != nil {
 		return err
 	}
-	pkg, ver, err := pt.Select(ctx, r, str(md, keyPkg), advice)
+	pkg, ver, err := pt.Select(ctx, g.fetch, r, str(md, keyPkg), advice)
 	if err != nil {
 		if perr := refusedSource(err); perr != nil {
 			return perr
@@ -345,7 +346,12 @@ func follow(r *Request, rels []Relationship, scope string, exclusions []string) 
 	return out
 }
 
-// unknownType ends a work item whose package type no step handles with a node error.
+// unknownType is the error handler of a work item whose package type no step handles: it
+// records resolution-result ERROR with a message naming the type, and its step fires fail, which
+// stops the traverse (the job fails).
 func (g *Graph) unknownType(_ context.Context, t *action.Task, out action.Output) error {
-	return action.Permanent(fmt.Errorf("unknown package type %q for %s (known: %v)", str(t.Item.Metadata, keyType), str(t.Item.Metadata, keyPkg), g.types.Names()))
+	md := t.Item.Metadata
+	msg := fmt.Sprintf("unknown package type %q for %s (known: %s)", str(md, keyType), str(md, keyPkg), strings.Join(g.types.Names(), ", "))
+	setStatus(out, StatusResolutionResult, "ERROR", StatusError, msg)
+	return nil
 }

@@ -11,11 +11,12 @@ import (
 
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/graph"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestGoModRules covers what the oracle does not: cycles, max depth, overrides (a version, and a
-// relocation to another module), exclusions and an unknown package type, each ending in the
-// named status without failing the request.
+// relocation to another module) and exclusions, each ending in the named status without failing
+// the request.
 func TestGoModRules(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -44,10 +45,10 @@ func TestGoModRules(t *testing.T) {
 			nodes: []string{"example.com/a@v1.0.0", "example.com/b@v1.1.0", "example.com/d@v1.0.0", "example.com/x@v1.0.0"}},
 		{name: "override-relocation", req: graph.Request{Roots: []string{"example.com/a@v1.0.0"}, Overrides: map[string]string{"example.com/b": "example.com/new@v1.2.0"}},
 			nodes: []string{"example.com/a@v1.0.0", "example.com/new@v1.2.0", "example.com/x@v1.0.0"}},
+		{name: "latest", req: graph.Request{Roots: []string{"example.com/b@latest"}}, // @v/list's highest
+			nodes: []string{"example.com/b@v1.1.0", "example.com/d@v1.0.0"}},
 		{name: "exclude", req: graph.Request{Roots: []string{"example.com/a@v1.0.0"}, Excludes: []string{"example.com/c", "example.com/x"}},
 			nodes: []string{"example.com/a@v1.0.0", "example.com/b@v1.0.0"}},
-		{name: "unknown-type", req: graph.Request{Type: "npm", Roots: []string{"left-pad@1.3.0"}},
-			errSubstr: `unknown package type "npm"`},
 	}
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
 		k := startKit(t, open, 4, graph.Config{})
@@ -69,6 +70,34 @@ func TestGoModRules(t *testing.T) {
 					t.Errorf("node errors %+v, want one with %q", res.Errors, c.errSubstr)
 				}
 			})
+		}
+	})
+}
+
+// TestUnknownTypeStops: a work item of a package type no step handles stops the traverse — the
+// job fails, the work item says resolution-result ERROR, and the reason names the type.
+func TestUnknownTypeStops(t *testing.T) {
+	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		k := startKit(t, open, 2, graph.Config{})
+		job := k.startRequest(t, graph.Request{Type: "pypi", Source: t.TempDir(), Roots: []string{"requests@2.31.0"}})
+		j := k.WaitJob(t, job.ID, time.Minute)
+		if j.State != record.JobFailed {
+			t.Fatalf("job %s (%s), want failed", j.State, j.Error)
+		}
+		var got []string
+		for _, md := range workItems(t, k.Store, job.ID) {
+			got = append(got, status(md, "resolution-result")+" "+status(md, "error"))
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], `ERROR unknown package type "pypi" for requests`) {
+			t.Errorf("work items %q, want one ERROR naming the type", got)
+		}
+		why, err := graph.StopReason(t.Context(), k.Engine, job.ID)
+		if err != nil || !strings.Contains(why, `unknown package type "pypi"`) {
+			t.Errorf("stop reason %q, %v: want the type named", why, err)
+		}
+		if _, err := graph.LoadResult(t.Context(), k.Store, job.ID); err == nil {
+			t.Error("a stopped traverse stored a result")
 		}
 	})
 }

@@ -2,10 +2,15 @@ package graph_test
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/graph"
 )
@@ -58,5 +63,53 @@ func TestFetchLocal(t *testing.T) {
 				t.Fatalf("Fetch(%q, %q) = %q, %v; want a metadata error with %q", tt.source, tt.rel, b, err, tt.refused)
 			}
 		})
+	}
+}
+
+// TestFetchPerHost: at most PerHost fetches to one host are under way at a time; the others
+// wait for a slot, and all complete.
+func TestFetchPerHost(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	inflight, most := 0, 0
+	release := make(chan struct{})
+	reached := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inflight++
+		most = max(most, inflight)
+		if inflight == 2 {
+			select {
+			case reached <- struct{}{}:
+			default:
+			}
+		}
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		_, _ = w.Write([]byte("module x\n"))
+	}))
+	defer srv.Close()
+	f := graph.NewFetcher(graph.FetcherConfig{Egress: loopback(t), PerHost: 2, Timeout: time.Minute})
+	errs := make(chan error, 6)
+	for i := range 6 {
+		go func() {
+			_, err := f.Fetch(t.Context(), srv.URL, fmt.Sprintf("m%d/@v/v1.0.0.mod", i))
+			errs <- err
+		}()
+	}
+	<-reached
+	close(release)
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 2 {
+		t.Errorf("%d fetches under way at most, want 2", most)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -122,11 +123,16 @@ func CountItems(items []*WorkItem) Counts {
 	return c
 }
 
+// jobItems pages the items of a job through core, for [listWorkItems].
+func jobItems(core Core, jobID int64) func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+	return func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+		return core.JobItems(ctx, jobID, after, limit)
+	}
+}
+
 // Progress returns a request's counts so far.
 func Progress(ctx context.Context, core Core, jobID int64) (Counts, error) {
-	items, err := listWorkItems(ctx, func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
-		return core.JobItems(ctx, jobID, after, limit)
-	})
+	items, err := listWorkItems(ctx, jobItems(core, jobID))
 	if err != nil {
 		return Counts{}, err
 	}
@@ -143,7 +149,10 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	res := BuildResult(r, items)
+	res, err := BuildResult(ctx, r, items, relationships)
+	if err != nil {
+		return err
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -154,8 +163,12 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	return nil
 }
 
-// BuildResult builds a request's result from its work items.
-func BuildResult(r *Request, items []*WorkItem) *Result {
+// RelationshipsFunc reads a resolved version's relationships (a [Store]'s Relationships).
+type RelationshipsFunc func(ctx context.Context, typ, pkg, version string) ([]Relationship, error)
+
+// BuildResult builds a request's result from its work items; an npm request's from the tree npm
+// would build of them, reading the versions' relationships with rels.
+func BuildResult(ctx context.Context, r *Request, items []*WorkItem, rels RelationshipsFunc) (*Result, error) {
 	res := &Result{Type: r.Type, Roots: r.Roots, EndDetectReason: "TRAVERSE_COMPLETE", Counts: CountItems(items),
 		Nodes: []string{}, Edges: []Edge{}}
 	byID := make(map[int64]*WorkItem, len(items))
@@ -199,16 +212,8 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		if it.ParentID == 0 {
 			continue
 		}
-		if it.Error != "" || str(it.Status, StatusError) != "" {
-			status := "ERROR" // a task that failed for good: the item's error
-			switch {
-			case str(it.Status, StatusResolutionResult) == "FAILED" || str(it.Status, StatusSelectionResult) == "FAILED":
-				status = "FAILED"
-			case str(it.Status, StatusResolutionResult) == "ERROR":
-				status = "ERROR"
-			}
-			res.Errors = append(res.Errors, NodeError{Item: it.ID, Node: str(it.Metadata, keyPkg) + "@" + str(it.Metadata, keyAdvice),
-				Status: status, Error: firstNonEmpty(str(it.Status, StatusError), it.Error)})
+		if ne, ok := nodeError(it); ok {
+			res.Errors = append(res.Errors, ne)
 		}
 		n := nodeOf(it)
 		if n == "" || str(it.Status, StatusEndDetectReason) == "MAX_DEPTH_REACHED" || relocated[it.ID] {
@@ -230,6 +235,13 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		}
 	}
 	sel := mvs(versions)
+	if r.Type == "npm" {
+		if err := npmResult(ctx, r, res, selectedBy, rels); err != nil {
+			return nil, err
+		}
+		sort.Slice(res.Errors, func(i, j int) bool { return res.Errors[i].Node < res.Errors[j].Node })
+		return res, nil
+	}
 	if r.Type != "gomod" {
 		// One version per package was selected (nearest wins): every node is the selection.
 		sel = map[string]string{}
@@ -241,24 +253,108 @@ func BuildResult(r *Request, items []*WorkItem) *Result {
 		res.Nodes = append(res.Nodes, p+"@"+v)
 	}
 	sort.Strings(res.Nodes)
-	sort.Slice(res.Edges, func(i, j int) bool {
-		if res.Edges[i].From != res.Edges[j].From {
-			return res.Edges[i].From < res.Edges[j].From
-		}
-		return res.Edges[i].To < res.Edges[j].To
+	sortEdges(res.Edges)
+	roots := make([]string, len(r.Roots))
+	for i, root := range r.Roots {
+		// A root's version as selected ("latest" resolved).
+		roots[i] = firstNonEmpty(selectedBy[r.Type+":"+root], root)
+	}
+	res.Paths = paths(roots, children, func(n string) bool {
+		p, v, _ := splitVersion(n)
+		return sel[p] == v
 	})
-	res.Paths = paths(r, children, sel)
 	sort.Slice(res.Errors, func(i, j int) bool { return res.Errors[i].Node < res.Errors[j].Node })
-	return res
+	return res, nil
+}
+
+// npmResult fills an npm request's nodes, edges and paths from the tree npm would build of the
+// request's selections (see [npmTree]).
+func npmResult(ctx context.Context, r *Request, res *Result, selectedBy map[string]string, rels RelationshipsFunc) error {
+	var readErr error
+	tr := &npmTree{
+		pick: func(name, spec string) (string, string, bool) {
+			p, v, ok := splitVersion(selectedBy["npm:"+name+"@"+spec])
+			return p, v, ok
+		},
+		rels: func(pkg, version string, dist int) []Relationship {
+			if r.MaxDepth > 0 && dist >= r.MaxDepth {
+				return nil // the traversal stopped below: its relationships were not followed
+			}
+			all, err := rels(ctx, "npm", pkg, version)
+			if err != nil && readErr == nil {
+				readErr = err
+			}
+			scope := ScopeRuntime
+			if dist == 0 {
+				scope = r.Scope // a root's
+			}
+			return follow(r, all, scope, nil)
+		},
+	}
+	nodes, edges := tr.build(r.Roots)
+	if readErr != nil {
+		return readErr
+	}
+	res.Nodes, res.Edges = nodes, edges
+	sortEdges(res.Edges)
+	children := map[string][]string{}
+	for _, e := range edges {
+		children[e.From] = append(children[e.From], e.To)
+	}
+	res.Paths = paths(r.Roots, children, func(string) bool { return true })
+	return nil
+}
+
+func sortEdges(es []Edge) {
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].From != es[j].From {
+			return es[i].From < es[j].From
+		}
+		return es[i].To < es[j].To
+	})
+}
+
+// nodeError returns a work item's node error, if it has one: FAILED or ERROR recorded by a
+// route, or the error of a task that failed for good.
+func nodeError(it *WorkItem) (NodeError, bool) {
+	if it.ParentID == 0 || (it.Error == "" && str(it.Status, StatusError) == "") {
+		return NodeError{}, false
+	}
+	status := "ERROR" // a task that failed for good: the item's error
+	if str(it.Status, StatusResolutionResult) == "FAILED" || str(it.Status, StatusSelectionResult) == "FAILED" {
+		status = "FAILED"
+	}
+	return NodeError{Item: it.ID, Node: str(it.Metadata, keyPkg) + "@" + str(it.Metadata, keyAdvice),
+		Status: status, Error: firstNonEmpty(str(it.Status, StatusError), it.Error)}, true
+}
+
+// StopReason returns why a failed request stopped: the errors its routes recorded on its work
+// items (an unknown package type's resolution-result ERROR names the type), joined with "; ",
+// or "" when none did. Work items the job's end settled say only that, and are left out.
+func StopReason(ctx context.Context, core Core, jobID int64) (string, error) {
+	items, err := listWorkItems(ctx, jobItems(core, jobID))
+	if err != nil {
+		return "", err
+	}
+	var msgs []string
+	for _, it := range items {
+		if e := str(it.Status, StatusError); e != "" && !slices.Contains(msgs, e) {
+			msgs = append(msgs, e)
+		}
+		if len(msgs) == 3 {
+			break
+		}
+	}
+	return strings.Join(msgs, "; "), nil
 }
 
 // paths returns, for each selected node, the first path to it breadth first from the roots in
 // order, each level in declaration order.
-func paths(r *Request, children map[string][]string, sel map[string]string) [][]string {
+func paths(roots []string, children map[string][]string, selected func(node string) bool) [][]string {
 	parent := map[string]string{}
 	var queue []string
 	seen := map[string]bool{}
-	for _, root := range r.Roots {
+	for _, root := range roots {
 		if !seen[root] {
 			seen[root] = true
 			queue = append(queue, root)
@@ -275,8 +371,7 @@ func paths(r *Request, children map[string][]string, sel map[string]string) [][]
 	}
 	out := [][]string{}
 	for _, n := range queue {
-		p, v, _ := splitVersion(n)
-		if sel[p] != v {
+		if !selected(n) {
 			continue
 		}
 		var path []string
@@ -305,8 +400,10 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// Render renders a result: node (one selected package version a line), path (one path a line,
-// its nodes joined by " > "), dot (a Graphviz digraph) or json.
+// Render renders a result: node (one selected package version a line), path (every path from a
+// root to each node, a path a line, its nodes joined by " > ", at most 100 per node and then a
+// line counting the others), dot (a Graphviz digraph) or json. A template is rendered by
+// [RenderTemplate].
 func Render(res *Result, format string) (string, error) {
 	var b strings.Builder
 	switch format {
@@ -315,9 +412,7 @@ func Render(res *Result, format string) (string, error) {
 			b.WriteString(n + "\n")
 		}
 	case "path":
-		for _, p := range res.Paths {
-			b.WriteString(strings.Join(p, " > ") + "\n")
-		}
+		b.WriteString(renderPaths(res))
 	case "dot":
 		b.WriteString("digraph deps {\n")
 		for _, e := range res.Edges {
@@ -335,6 +430,8 @@ func Render(res *Result, format string) (string, error) {
 		}
 		b.Write(j)
 		b.WriteString("\n")
+	case "template":
+		return "", errors.New("format template: a template is needed (format template=FILE, or the request's template)")
 	default:
 		return "", fmt.Errorf("format %q: want one of %s", format, strings.Join(Formats, ", "))
 	}
@@ -390,4 +487,94 @@ func TraverseState(ctx context.Context, s Records, jobID int64) (string, error) 
 		return "", err
 	}
 	return "FORMATTING", nil
+}
+
+// Status is a request's progress (GET /v1/graphs/{id}/status): its work items by outcome so far,
+// and the depth the traversal reached (the roots are depth 0).
+type Status struct {
+	// State is the Traverse-State: TRAVERSING, FORMATTING, SUCCESS or ERROR.
+	State string `json:"state"`
+	Counts
+	Depth int `json:"depth"`
+}
+
+// RequestStatus returns a request's progress.
+func RequestStatus(ctx context.Context, core Core, jobID int64) (Status, error) {
+	items, err := listWorkItems(ctx, jobItems(core, jobID))
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Counts: CountItems(items)}
+	for _, it := range items {
+		if it.ParentID != 0 && it.Depth-1 > st.Depth {
+			st.Depth = it.Depth - 1
+		}
+	}
+	return st, nil
+}
+
+// LogEntry is one work item's decisions (GET /v1/graphs/{id}/logs): what each route recorded,
+// with Cartographer's header names (select-status, selection-result, resolve-status,
+// resolution-result, traversal-result, end-detect-result, end-detect-reason, error), and the
+// item's own decisions (the version selected, the claimers).
+type LogEntry struct {
+	Item    int64  `json:"item"`
+	Parent  int64  `json:"parent"`
+	Depth   int    `json:"depth"` // the roots are 0
+	Package string `json:"package"`
+	Advice  string `json:"advice"`
+	Kind    string `json:"kind"`
+	Scope   string `json:"scope"`
+	// Headers are the routes' statuses.
+	Headers map[string]any `json:"headers"`
+	// Work is what the item's routes decided: version, selected, resolve_key, select_claimer,
+	// resolve_claimer.
+	Work map[string]any `json:"work"`
+	// Error is the error of a task of the item that failed for good.
+	Error string `json:"error,omitempty"`
+}
+
+// maxLogPage bounds one page of a request's log.
+const maxLogPage = 5000
+
+// RequestLog returns up to limit (at most 5,000) work items' log entries in tree order, those
+// after the sort key after, and the key to ask the next page after ("" at the end).
+func RequestLog(ctx context.Context, core Core, jobID int64, after string, limit int) ([]LogEntry, string, error) {
+	if limit <= 0 || limit > maxLogPage {
+		limit = maxLogPage
+	}
+	out := []LogEntry{}
+	for {
+		want := limit - len(out)
+		items, err := core.JobItems(ctx, jobID, after, want)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, it := range items {
+			after = it.SortKey
+			if it.ParentID == 0 {
+				continue
+			}
+			var md map[string]any
+			if err := json.Unmarshal(it.Metadata, &md); err != nil {
+				return nil, "", fmt.Errorf("metadata of item %d: %w", it.ID, err)
+			}
+			st, _ := md[keyStatus].(map[string]any)
+			out = append(out, LogEntry{Item: it.ID, Parent: it.ParentID, Depth: it.Depth - 1, Package: str(md, keyPkg), Advice: str(md, keyAdvice),
+				Kind: str(md, keyKind), Scope: str(md, keyScope), Headers: orEmptyMap(st), Work: orEmptyMap(work(md)), Error: it.Error})
+		}
+		switch {
+		case len(items) < want:
+			return out, "", nil // the end
+		case len(out) >= limit:
+			return out, after, nil
+		}
+	}
+}
+
+func orEmptyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }

@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -40,7 +41,10 @@ func TestRender(t *testing.T) {
 // and one stored with nulls before BuildResult made empty ones.
 func TestResultArraysNeverNull(t *testing.T) {
 	t.Parallel()
-	built := graph.BuildResult(&graph.Request{Type: "gomod", Roots: []string{"a@v1"}}, []*graph.WorkItem{{ID: 1}})
+	built, err := graph.BuildResult(t.Context(), &graph.Request{Type: "gomod", Roots: []string{"a@v1"}}, []*graph.WorkItem{{ID: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, res := range map[string]*graph.Result{"built": built, "stored": {Type: "gomod"}} {
 		j, err := graph.Render(res, "json")
 		if err != nil {
@@ -74,5 +78,64 @@ func TestWorkflowRoutesEveryType(t *testing.T) {
 	}
 	if !strings.Contains(string(src), `!(metadata.type in ["`+strings.Join(types, `", "`)+`"])`) {
 		t.Error("the unknown-type route does not name the registered types")
+	}
+}
+
+// TestRenderEveryPath: the path format lists every path to each node, at most 100 a node and a
+// count of the rest: on a ladder of 12 diamonds, 2^12 = 4096 paths reach the bottom (the count
+// exact, by the graph's topological order); in a cycle each path is walked once.
+func TestRenderEveryPath(t *testing.T) {
+	t.Parallel()
+	res := &graph.Result{Roots: []string{"r"}, Paths: [][]string{{"r"}}}
+	prev := "r"
+	for i := 0; i < 12; i++ {
+		l, rr, next := fmt.Sprintf("l%d", i), fmt.Sprintf("r%d", i), fmt.Sprintf("j%d", i)
+		res.Edges = append(res.Edges, graph.Edge{From: prev, To: l}, graph.Edge{From: prev, To: rr}, graph.Edge{From: l, To: next}, graph.Edge{From: rr, To: next})
+		res.Paths = append(res.Paths, []string{"r", l}, []string{"r", rr}, []string{"r", next})
+		prev = next
+	}
+	out, err := graph.Render(res, "path")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var toJ1, toBottom int
+	for _, l := range lines {
+		switch {
+		case strings.HasSuffix(l, "> j1"):
+			toJ1++
+		case strings.HasSuffix(l, "> j11"):
+			toBottom++
+		}
+	}
+	if toJ1 != 4 || toBottom != 100 || !strings.Contains(out, "… 3996 more paths to j11\n") || !strings.Contains(out, "r > l0 > j0 > r1 > j1\n") {
+		t.Errorf("%d paths to j1 (want 4), %d shown to j11 (want 100), the rest counted: %v", toJ1, toBottom, strings.Contains(out, "3996 more"))
+	}
+	cyc := &graph.Result{Roots: []string{"a"}, Paths: [][]string{{"a"}, {"a", "b"}},
+		Edges: []graph.Edge{{From: "a", To: "b"}, {From: "b", To: "a"}}}
+	if out, _ := graph.Render(cyc, "path"); out != "a\na > b\n" {
+		t.Errorf("a cycle: %q", out)
+	}
+}
+
+// TestRenderTemplate: a user's template over the result, and the bounds of one.
+func TestRenderTemplate(t *testing.T) {
+	t.Parallel()
+	res := &graph.Result{Type: "npm", Nodes: []string{"a@1", "b@2"}, Edges: []graph.Edge{{From: "a@1", To: "b@2"}}}
+	out, err := graph.RenderTemplate(res, `{{.Type}}:{{range .Nodes}} {{.}}{{end}};{{range .Edges}} {{.From}}->{{.To}}{{end}}`)
+	if err != nil || out != "npm: a@1 b@2; a@1->b@2" {
+		t.Errorf("%q, %v", out, err)
+	}
+	for text, msg := range map[string]string{
+		`{{range .Nodes}}{{range .Nodes}}{{range .Nodes}}x{{end}}{{end}}{{end}}`: "nested 3 deep, more than the limit of 2",
+		`{{define "t"}}{{template "t"}}{{end}}{{template "t"}}`:                  "calls are not allowed",
+		`{{.Nodes`:                 "template:",
+		`{{.NoSuchField}}`:         "NoSuchField",
+		strings.Repeat("x", 70000): "more than the limit of 65536",
+		"":                         "no template",
+	} {
+		if _, err := graph.RenderTemplate(res, text); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%.40q: %v, want %q", text, err, msg)
+		}
 	}
 }

@@ -7,7 +7,8 @@
 // root package, and traverse one child per followed relationship, so recursion is fan-out. A work
 // item's statuses (Cartographer's headers: select-status, resolution-result: AVOIDED, …) are
 // recorded in its metadata under "status". Select-sync and resolve are keyed claims of the engine:
-// within the request on the select key (a module version for gomod, a package for maven), and
+// within the request on the select key (a module version for gomod, a package for maven, a
+// package and range for npm), and
 // across the installation on the package version, so each version is fetched once however many
 // requests ask for it.
 package graph
@@ -37,7 +38,7 @@ type Config struct {
 	FetchTimeout time.Duration
 	// MaxMetadataBytes bounds one metadata file. Defaults to 4 MiB.
 	MaxMetadataBytes int64
-	// Types are the package types; nil means gomod and maven.
+	// Types are the package types; nil means gomod, maven and npm.
 	Types *Types
 	// Roots are the path roots (--path-root) a local source must lie under; see
 	// [FetcherConfig.Roots]. Nil opens any directory.
@@ -68,10 +69,11 @@ func New(cfg Config) *Graph {
 	ts := cfg.Types
 	if ts == nil {
 		ts = &Types{}
-		ts.Add(GoMod{}, Maven{})
+		ts.Add(GoMod{}, Maven{}, Npm{})
 	}
-	return &Graph{types: ts, fetch: NewFetcher(FetcherConfig{Egress: cfg.Egress, Timeout: cfg.FetchTimeout, MaxBytes: cfg.MaxMetadataBytes, Roots: cfg.Roots}),
-		reqs: map[int64]*Request{}}
+	f := NewFetcher(FetcherConfig{Egress: cfg.Egress, Timeout: cfg.FetchTimeout, MaxBytes: cfg.MaxMetadataBytes, Roots: cfg.Roots})
+	f.SetCache(taskCache{})
+	return &Graph{types: ts, fetch: f, reqs: map[int64]*Request{}}
 }
 
 // request returns the request of a job, from its workspace.

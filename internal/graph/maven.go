@@ -5,27 +5,34 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
 // Maven is the `maven` package type, a "maven-lite": POMs in a Maven repository layout
 // (group/as/path/artifact/version/artifact-version.pom). A package is "groupId:artifactId".
-// Resolve builds the effective POM — the parent chain's properties, dependencies and
-// dependencyManagement inherited, BOM imports merged, ${…} interpolated — and records:
+// Resolve builds the effective POM as Maven 3.8's model builder does — the parent chain's
+// properties, dependencies, dependencyManagement and plugins inherited (the child's declarations
+// win), then ${…} interpolated with the child's properties, then BOM imports merged (what the
+// POM and its parents manage wins over an import, and an earlier import over a later one) — and
+// records:
 //
 //   - the parent (RUNTIME, kind parent);
 //   - each dependency, its version from dependencyManagement when it has none: compile and
 //     runtime are RUNTIME, provided and test BUILD_TIME, optional and system EXTRA; each with
 //     its exclusions;
-//   - each plugin (BUILD_TIME, kind plugin);
+//   - each plugin (BUILD_TIME, kind plugin), its version from pluginManagement when it has none,
+//     and each of the plugin's own <dependencies> (BUILD_TIME, kind plugin-dependency);
 //   - each managed dependency (EXTRA, kind managed: stored, never followed, read by select);
 //   - or, for a relocated POM, one relationship of kind relocation to the new coordinates.
 //
 // Selection is nearest wins: the work item of a package at the least depth, then first in
 // declaration order (its ordinal path), selects; the others are AVOIDED and their subtrees not
 // traversed. The roots' dependencyManagement sets the version of every transitive dependency
-// it names. Profiles and version ranges are not supported (a range is taken as written).
+// it names. A version range ([1.0,2.0), (,1.0],[1.2,)) selects the highest version in the
+// package's maven-metadata.xml that it holds, versions ordered as Maven's ComparableVersion
+// orders them. Profiles are not supported.
 type Maven struct{}
 
 // Name implements [PackageType].
@@ -39,13 +46,18 @@ func (Maven) SelectKey(pkg, advice string) string { return pkg }
 // NearestWins marks the type's selection as nearest wins (see [Maven]).
 func (Maven) NearestWins() bool { return true }
 
-// Select implements [PackageType]: the override, or the advice.
-func (Maven) Select(_ context.Context, r *Request, pkg, advice string) (string, string, error) {
+// Select implements [PackageType]: the override, or the advice — a range resolved against the
+// package's maven-metadata.xml.
+func (Maven) Select(ctx context.Context, f *Fetcher, r *Request, pkg, advice string) (string, string, error) {
 	if p, v, ok := r.override(pkg); ok {
-		return p, v, nil
+		pkg, advice = p, v
 	}
 	if advice == "" {
 		return "", "", &MetadataError{What: pkg, Reason: "no version (none declared nor managed)"}
+	}
+	if isMavenRange(advice) {
+		v, err := selectMavenRange(ctx, f, r.Source, pkg, advice)
+		return pkg, v, err
 	}
 	return pkg, advice, nil
 }
@@ -73,6 +85,12 @@ type pomDep struct {
 	Exclusions []coords `xml:"exclusions>exclusion"`
 }
 
+// pomPlugin is a build plugin with the dependencies the POM adds to it.
+type pomPlugin struct {
+	coords
+	Dependencies []pomDep `xml:"dependencies>dependency"`
+}
+
 type pom struct {
 	coords
 	Parent     *coords `xml:"parent"`
@@ -82,38 +100,54 @@ type pom struct {
 			Value   string `xml:",chardata"`
 		} `xml:",any"`
 	} `xml:"properties"`
-	Dependencies []pomDep `xml:"dependencies>dependency"`
-	Managed      []pomDep `xml:"dependencyManagement>dependencies>dependency"`
-	Plugins      []pomDep `xml:"build>plugins>plugin"`
-	Relocation   *coords  `xml:"distributionManagement>relocation"`
+	Dependencies   []pomDep    `xml:"dependencies>dependency"`
+	Managed        []pomDep    `xml:"dependencyManagement>dependencies>dependency"`
+	Plugins        []pomPlugin `xml:"build>plugins>plugin"`
+	ManagedPlugins []pomPlugin `xml:"build>pluginManagement>plugins>plugin"`
+	Relocation     *coords     `xml:"distributionManagement>relocation"`
 }
 
-// effective is a POM with its parents' inheritance applied.
+// effective is a POM with its parents' inheritance applied: before interpolation, the
+// declarations as written (the child's first), and the properties (the child's winning).
 type effective struct {
-	pkg, version string
-	parent       *coords
-	props        map[string]string
-	deps         []pomDep
-	managed      []pomDep
-	plugins      []pomDep
-	relocation   *coords
+	pkg, version   string
+	parent         *coords
+	props          map[string]string
+	deps           []pomDep
+	managed        []pomDep // dependencyManagement but its imports
+	imports        []pomDep // dependencyManagement's imports (scope import, type pom), in order
+	plugins        []pomPlugin
+	managedPlugins []pomPlugin
+	relocation     *coords
 }
 
 // maxParents bounds a parent chain (and BOM imports): deeper is treated as a cycle.
 const maxParents = 32
 
+// maxPOMs bounds the POMs read to resolve one version, its parents and imports with theirs:
+// imports of imports fan out.
+const maxPOMs = 256
+
 // Resolve implements [PackageType].
 func (Maven) Resolve(ctx context.Context, f *Fetcher, source, pkg, version string) ([]Relationship, error) {
-	e, err := loadEffective(ctx, f, source, pkg, version, nil, &expansion{})
+	x := &expansion{}
+	e, err := loadEffective(ctx, f, source, pkg, version, nil, x)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.interpolate(x); err != nil {
 		return nil, err
 	}
 	if r := e.relocation; r != nil {
 		to := coords{GroupID: firstNonEmpty(r.GroupID, strings.Split(pkg, ":")[0]), ArtifactID: firstNonEmpty(r.ArtifactID, strings.SplitN(pkg, ":", 2)[1]), Version: firstNonEmpty(r.Version, version)}
 		return []Relationship{{Target: to.GroupID + ":" + to.ArtifactID, Advice: to.Version, Scope: ScopeRuntime, Kind: "relocation"}}, nil
 	}
+	allManaged, err := e.importBOMs(ctx, f, source, []string{pkg + "@" + version}, x)
+	if err != nil {
+		return nil, err
+	}
 	managed := map[string]pomDep{}
-	for _, m := range e.managed {
+	for _, m := range allManaged {
 		if _, ok := managed[m.key()]; !ok {
 			managed[m.key()] = m
 		}
@@ -123,42 +157,61 @@ func (Maven) Resolve(ctx context.Context, f *Fetcher, source, pkg, version strin
 		rels = append(rels, Relationship{Target: p.GroupID + ":" + p.ArtifactID, Advice: p.Version, Scope: ScopeRuntime, Kind: "parent"})
 	}
 	for _, d := range e.deps {
-		if m, ok := managed[d.key()]; ok {
-			d.Version = firstNonEmpty(d.Version, m.Version)
-			d.Scope = firstNonEmpty(d.Scope, m.Scope)
-			if len(d.Exclusions) == 0 {
-				d.Exclusions = m.Exclusions
-			}
+		rels = append(rels, dependencyRel(d, managed, "dependency"))
+	}
+	pluginVersions := map[string]string{}
+	for _, p := range e.managedPlugins {
+		if _, ok := pluginVersions[p.key()]; !ok {
+			pluginVersions[p.key()] = p.Version
 		}
-		scope := ScopeRuntime
-		switch {
-		case d.Optional == "true" || d.Scope == "system" || d.Scope == "import":
-			scope = ScopeExtra
-		case d.Scope == "provided" || d.Scope == "test":
-			scope = ScopeBuildTime
-		}
-		var ex []string
-		for _, x := range d.Exclusions {
-			ex = append(ex, x.GroupID+":"+x.ArtifactID)
-		}
-		rels = append(rels, Relationship{Target: d.key(), Advice: d.Version, Scope: scope, Kind: "dependency", Exclusions: ex})
 	}
 	for _, p := range e.plugins {
-		if p.GroupID == "" {
-			p.GroupID = "org.apache.maven.plugins"
+		rels = append(rels, Relationship{Target: p.key(), Advice: firstNonEmpty(p.Version, pluginVersions[p.key()]), Scope: ScopeBuildTime, Kind: "plugin"})
+		for _, d := range p.Dependencies {
+			r := dependencyRel(d, managed, "plugin-dependency")
+			if r.Scope == ScopeRuntime {
+				r.Scope = ScopeBuildTime // on the plugin's classpath: needed to build, not to run
+			}
+			rels = append(rels, r)
 		}
-		rels = append(rels, Relationship{Target: p.key(), Advice: p.Version, Scope: ScopeBuildTime, Kind: "plugin"})
 	}
-	for _, m := range e.managed {
+	for _, m := range allManaged {
 		rels = append(rels, Relationship{Target: m.key(), Advice: m.Version, Scope: ScopeExtra, Kind: "managed"})
 	}
 	return rels, nil
 }
 
-func (d pomDep) key() string { return d.GroupID + ":" + d.ArtifactID }
+// dependencyRel is a dependency's relationship, what it does not say taken from the managed
+// dependencies.
+func dependencyRel(d pomDep, managed map[string]pomDep, kind string) Relationship {
+	if m, ok := managed[d.key()]; ok {
+		d.Version = firstNonEmpty(d.Version, m.Version)
+		d.Scope = firstNonEmpty(d.Scope, m.Scope)
+		if len(d.Exclusions) == 0 {
+			d.Exclusions = m.Exclusions
+		}
+	}
+	scope := ScopeRuntime
+	switch {
+	case d.Optional == "true" || d.Scope == "system" || d.Scope == "import":
+		scope = ScopeExtra
+	case d.Scope == "provided" || d.Scope == "test":
+		scope = ScopeBuildTime
+	}
+	var ex []string
+	for _, x := range d.Exclusions {
+		ex = append(ex, x.GroupID+":"+x.ArtifactID)
+	}
+	return Relationship{Target: d.key(), Advice: d.Version, Scope: scope, Kind: kind, Exclusions: ex}
+}
 
-// loadEffective reads a POM and its parents (chain holds the POMs below it, to find a cycle);
-// x is the interpolation budget they share.
+func (d pomDep) key() string { return d.GroupID + ":" + d.ArtifactID }
+func (p pomPlugin) key() string {
+	return firstNonEmpty(p.GroupID, "org.apache.maven.plugins") + ":" + p.ArtifactID
+}
+
+// loadEffective reads a POM and its parents (chain holds the POMs below it, to find a cycle) and
+// applies inheritance; x is the budget they share (POMs read, interpolation).
 func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string, chain []string, x *expansion) (*effective, error) {
 	id := pkg + "@" + version
 	for _, c := range chain {
@@ -168,6 +221,9 @@ func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string,
 	}
 	if len(chain) >= maxParents {
 		return nil, &MetadataError{What: chain[0], Reason: fmt.Sprintf("more than %d parents or imports", maxParents)}
+	}
+	if x.poms++; x.poms > maxPOMs {
+		return nil, &MetadataError{What: firstNonEmpty(append(chain, id)...), Reason: fmt.Sprintf("more than %d POMs to read with its parents and imports", maxPOMs)}
 	}
 	chain = append(chain, id)
 	rel, err := pomPath(pkg, version)
@@ -192,69 +248,101 @@ func loadEffective(ctx context.Context, f *Fetcher, source, pkg, version string,
 		if err != nil {
 			return nil, err
 		}
-		for k, v := range par.props {
-			e.props[k] = v
-		}
+		maps.Copy(e.props, par.props)
 		e.props["project.parent.version"] = p.Parent.Version
 		e.props["parent.version"] = p.Parent.Version
 		p.GroupID = firstNonEmpty(p.GroupID, p.Parent.GroupID)
 		p.Version = firstNonEmpty(p.Version, p.Parent.Version)
-		e.deps, e.managed = par.deps, par.managed
+		e.deps, e.managed, e.imports, e.plugins, e.managedPlugins = par.deps, par.managed, par.imports, par.plugins, par.managedPlugins
 	}
 	for _, pe := range p.Properties.Entries {
 		e.props[pe.XMLName.Local] = strings.TrimSpace(pe.Value)
 	}
 	e.props["project.groupId"], e.props["project.artifactId"], e.props["project.version"] = p.GroupID, p.ArtifactID, p.Version
 	e.props["pom.version"], e.props["version"] = p.Version, p.Version
-	in := &interpolator{pom: rel, props: e.props, x: x}
-	interp := func(d pomDep) (pomDep, error) {
-		var err error
-		for _, f := range []*string{&d.GroupID, &d.ArtifactID, &d.Version} {
-			if *f, err = in.interpolate(*f); err != nil {
-				return d, err
-			}
-		}
-		d.Scope = strings.TrimSpace(d.Scope)
-		return d, nil
-	}
 	// The child's declarations first (they win by order and by key), then the inherited ones.
-	own, err := mapDeps(p.Dependencies, interp)
-	if err != nil {
-		return nil, err
-	}
-	e.deps = mergeDeps(own, e.deps)
-	ownManaged, err := mapDeps(p.Managed, interp)
-	if err != nil {
-		return nil, err
-	}
-	var managed []pomDep
-	for _, m := range ownManaged {
-		if m.Scope == "import" && (m.Type == "pom") {
-			bom, err := loadEffective(ctx, f, source, m.key(), m.Version, chain, x)
-			if err != nil {
-				return nil, err
-			}
-			managed = mergeDeps(managed, bom.managed)
-			continue
+	e.deps = mergeDeps(p.Dependencies, e.deps)
+	var own, imports []pomDep
+	for _, m := range p.Managed {
+		if strings.TrimSpace(m.Scope) == "import" && strings.TrimSpace(m.Type) == "pom" {
+			imports = append(imports, m)
+		} else {
+			own = append(own, m)
 		}
-		managed = mergeDeps(managed, []pomDep{m})
 	}
-	e.managed = mergeDeps(managed, e.managed)
-	if e.plugins, err = mapDeps(p.Plugins, interp); err != nil {
-		return nil, err
-	}
+	e.managed = mergeDeps(own, e.managed)
+	e.imports = append(imports, e.imports...)
+	e.plugins = mergePlugins(p.Plugins, e.plugins)
+	e.managedPlugins = mergePlugins(p.ManagedPlugins, e.managedPlugins)
 	return e, nil
 }
 
-func mapDeps(ds []pomDep, fn func(pomDep) (pomDep, error)) ([]pomDep, error) {
-	out := make([]pomDep, len(ds))
-	for i, d := range ds {
-		var err error
-		if out[i], err = fn(d); err != nil {
-			return nil, err
+// interpolate expands ${…} in the effective POM's declarations with its properties: an
+// inherited declaration takes the child's value of a property, as in Maven.
+func (e *effective) interpolate(x *expansion) error {
+	rel, _ := pomPath(e.pkg, e.version)
+	in := &interpolator{pom: rel, props: e.props, x: x}
+	dep := func(d *pomDep) error {
+		for _, f := range []*string{&d.GroupID, &d.ArtifactID, &d.Version} {
+			var err error
+			if *f, err = in.interpolate(*f); err != nil {
+				return err
+			}
+		}
+		d.Scope, d.Type = strings.TrimSpace(d.Scope), strings.TrimSpace(d.Type)
+		return nil
+	}
+	for _, l := range [][]pomDep{e.deps, e.managed, e.imports} {
+		for i := range l {
+			if err := dep(&l[i]); err != nil {
+				return err
+			}
 		}
 	}
-	return out, nil
+	for _, l := range [][]pomPlugin{e.plugins, e.managedPlugins} {
+		for i := range l {
+			for _, f := range []*string{&l[i].GroupID, &l[i].ArtifactID, &l[i].Version} {
+				var err error
+				if *f, err = in.interpolate(*f); err != nil {
+					return err
+				}
+			}
+			for j := range l[i].Dependencies {
+				if err := dep(&l[i].Dependencies[j]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if p := e.parent; p != nil {
+		var err error
+		if p.Version, err = in.interpolate(p.Version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importBOMs returns the effective POM's dependency management with its imports applied, in
+// Maven's order: what the POM and its parents manage, then each import's (itself a BOM
+// resolved the same way) for the packages not managed yet, imports in declaration order.
+func (e *effective) importBOMs(ctx context.Context, f *Fetcher, source string, chain []string, x *expansion) ([]pomDep, error) {
+	managed := slices.Clone(e.managed)
+	for _, imp := range e.imports {
+		bom, err := loadEffective(ctx, f, source, imp.key(), imp.Version, chain, x)
+		if err != nil {
+			return nil, err
+		}
+		if err := bom.interpolate(x); err != nil {
+			return nil, err
+		}
+		bm, err := bom.importBOMs(ctx, f, source, append(slices.Clone(chain), imp.key()+"@"+imp.Version), x)
+		if err != nil {
+			return nil, err
+		}
+		managed = mergeDeps(managed, bm)
+	}
+	return managed, nil
 }
 
 // mergeDeps returns a followed by the entries of b whose package a does not declare.
@@ -268,6 +356,32 @@ func mergeDeps(a, b []pomDep) []pomDep {
 		if !seen[d.key()] {
 			seen[d.key()] = true
 			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// mergePlugins returns a followed by the plugins of b that a does not declare; a plugin a
+// declares keeps b's version when it has none, and b's dependencies it does not declare.
+func mergePlugins(a, b []pomPlugin) []pomPlugin {
+	inherited := map[string]pomPlugin{}
+	for _, p := range b {
+		inherited[p.key()] = p
+	}
+	seen := map[string]bool{}
+	var out []pomPlugin
+	for _, p := range a {
+		if q, ok := inherited[p.key()]; ok {
+			p.Version = firstNonEmpty(p.Version, q.Version)
+			p.Dependencies = mergeDeps(p.Dependencies, q.Dependencies)
+		}
+		seen[p.key()] = true
+		out = append(out, p)
+	}
+	for _, p := range b {
+		if !seen[p.key()] {
+			seen[p.key()] = true
+			out = append(out, p)
 		}
 	}
 	return out
@@ -287,7 +401,7 @@ const (
 )
 
 // expansion is the interpolation budget of one Resolve, shared by the POMs it loads.
-type expansion struct{ work int }
+type expansion struct{ work, poms int }
 
 // interpolator expands ${name} in one POM's fields. Each property is expanded once (memo), so
 // the work is linear in what is substituted.

@@ -24,7 +24,7 @@ func writeRepo(t testing.TB, dir string, r repo) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		xml := fmt.Sprintf("<project>\n  <groupId>%s</groupId>\n  <artifactId>%s</artifactId>\n  <version>%s</version>\n%s\n</project>\n", f[0], f[1], f[2], body)
+		xml := fmt.Sprintf("<project>\n  <modelVersion>4.0.0</modelVersion>\n  <groupId>%s</groupId>\n  <artifactId>%s</artifactId>\n  <version>%s</version>\n%s\n</project>\n", f[0], f[1], f[2], body)
 		if err := os.WriteFile(p, []byte(xml), 0o644); err != nil {
 			t.Fatal(err)
 		}

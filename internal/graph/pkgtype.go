@@ -32,8 +32,9 @@ type PackageType interface {
 	// decided at the end (gomod's MVS), the package for one that selects once (maven).
 	SelectKey(pkg, advice string) string
 	// Select chooses the package and version a work item traverses, from the request's overrides
-	// and the advice. An error wrapping ErrMissing or a *MetadataError is the node's FAILED.
-	Select(ctx context.Context, r *Request, pkg, advice string) (string, string, error)
+	// and the advice (a range read against the request's source through f). An error wrapping
+	// ErrMissing or a *MetadataError is the node's FAILED.
+	Select(ctx context.Context, f *Fetcher, r *Request, pkg, advice string) (string, string, error)
 	// Resolve fetches a version's metadata from the request's source and returns its
 	// relationships in declaration order. An error wrapping [ErrMissing] is FAILED (no
 	// metadata), a [*MetadataError] is ERROR (metadata unusable); any other error is transient.

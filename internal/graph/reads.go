@@ -14,6 +14,10 @@ const (
 	readWorkspace     = "workspace"
 	readVersionState  = "version_state"
 	readRelationships = "relationships"
+	// readDocument and putDocument are the fetch cache (graph_documents, by URL): a write
+	// outside the task's transaction, as a fetched body stays true whatever the task does.
+	readDocument = "document"
+	putDocument  = "put_document"
 )
 
 // versionKey names one package version of the shared graph.
@@ -39,6 +43,13 @@ func (Domain) ReadQueries() map[string]engine.ReadQuery {
 			st, msg, err := NewStore(x).VersionState(ctx, k.Type, k.Pkg, k.Version)
 			return versionState{State: st, Error: msg}, err
 		}),
+		readDocument: engine.NewReadQuery(func(ctx context.Context, x store.DomainSQL, _ int64, url string) (cachedDocument, error) {
+			b, ok, err := NewStore(x).Document(ctx, url)
+			return cachedDocument{Body: b, OK: ok}, err
+		}),
+		putDocument: engine.NewReadQuery(func(ctx context.Context, x store.DomainSQL, _ int64, d documentPut) (struct{}, error) {
+			return struct{}{}, NewStore(x).PutDocument(ctx, d.URL, d.Body)
+		}),
 		readRelationships: engine.NewReadQuery(func(ctx context.Context, x store.DomainSQL, _ int64, k versionKey) ([]Relationship, error) {
 			return NewStore(x).Relationships(ctx, k.Type, k.Pkg, k.Version)
 		}),
@@ -57,4 +68,36 @@ func taskWorkItems(ctx context.Context) ([]*WorkItem, error) {
 		return nil, err
 	}
 	return listWorkItems(ctx, r.JobItems)
+}
+
+// cachedDocument is the answer of readDocument.
+type cachedDocument struct {
+	Body []byte `json:"body,omitempty"`
+	OK   bool   `json:"ok"`
+}
+
+// documentPut is the argument of putDocument.
+type documentPut struct {
+	URL  string `json:"url"`
+	Body []byte `json:"body"`
+}
+
+// taskCache is the fetcher's [DocumentCache] through the task's read port: the graph's table,
+// in process or from a remote worker alike. Outside a task (no read port) nothing is cached.
+type taskCache struct{}
+
+func (taskCache) Document(ctx context.Context, url string) ([]byte, bool, error) {
+	if _, err := engine.ReadsOf(ctx); err != nil {
+		return nil, false, nil
+	}
+	d, err := engine.Query[cachedDocument](ctx, DomainName, readDocument, url)
+	return d.Body, d.OK, err
+}
+
+func (taskCache) PutDocument(ctx context.Context, url string, body []byte) error {
+	if _, err := engine.ReadsOf(ctx); err != nil {
+		return nil
+	}
+	_, err := engine.Query[struct{}](ctx, DomainName, putDocument, documentPut{URL: url, Body: body})
+	return err
 }

@@ -14,7 +14,8 @@ type Request struct {
 	// Source is where metadata comes from: a GOPROXY or a Maven repository, as an http(s):// URL,
 	// a file:// URL or a directory.
 	Source string `json:"source"`
-	// Roots are the packages to traverse from, each "name@version".
+	// Roots are the packages to traverse from, each "name@version"; a maven root may be written
+	// "groupId:artifactId:version", which Normalize rewrites as "groupId:artifactId@version".
 	Roots []string `json:"roots"`
 	// Scope is the traverse scope of the roots: RUNTIME (the default) or BUILD_TIME.
 	Scope string `json:"scope,omitempty"`
@@ -25,8 +26,11 @@ type Request struct {
 	Overrides map[string]string `json:"overrides,omitempty"`
 	// Excludes are packages never traversed.
 	Excludes []string `json:"excludes,omitempty"`
-	// Format is the result's default rendering: node, path, dot or json. Defaults to node.
+	// Format is the result's default rendering: node, path, dot, json or template. Defaults to node.
 	Format string `json:"format,omitempty"`
+	// Template is the Go text/template the template format renders the result with (see
+	// [ParseTemplate]).
+	Template string `json:"template,omitempty"`
 }
 
 // Traverse scopes and relationship scopes (Cartographer's TraverseScope, plus EXTRA for
@@ -38,7 +42,7 @@ const (
 )
 
 // Formats are the renderings of a result.
-var Formats = []string{"node", "path", "dot", "json"}
+var Formats = []string{"node", "path", "dot", "json", "template"}
 
 // Normalize fills defaults and checks the request, returning an error that names the field.
 func (r *Request) Normalize() error {
@@ -59,14 +63,34 @@ func (r *Request) Normalize() error {
 	if !slices.Contains(Formats, r.Format) {
 		return fmt.Errorf("format %q: want one of %s", r.Format, strings.Join(Formats, ", "))
 	}
+	if r.Format == "template" || r.Template != "" {
+		if r.Format != "template" {
+			return fmt.Errorf("template: given with format %q; want format template", r.Format)
+		}
+		if r.Template == "" {
+			return fmt.Errorf("format template: the template is empty")
+		}
+		if _, err := ParseTemplate(r.Template); err != nil {
+			return err
+		}
+	}
 	if r.MaxDepth < 0 {
 		return fmt.Errorf("max_depth %d: must not be negative", r.MaxDepth)
 	}
 	if len(r.Roots) == 0 {
 		return fmt.Errorf("roots: at least one root (name@version) is needed")
 	}
-	for _, root := range r.Roots {
+	for i, root := range r.Roots {
+		if r.Type == "maven" && !strings.Contains(root, "@") && strings.Count(root, ":") == 2 {
+			// Maven's own spelling, groupId:artifactId:version.
+			j := strings.LastIndexByte(root, ':')
+			root = root[:j] + "@" + root[j+1:]
+			r.Roots[i] = root
+		}
 		if _, _, ok := splitVersion(root); !ok {
+			if r.Type == "maven" {
+				return fmt.Errorf("root %q: want groupId:artifactId:version (or groupId:artifactId@version)", root)
+			}
 			return fmt.Errorf("root %q: want name@version", root)
 		}
 	}

@@ -1,9 +1,13 @@
 package graph
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
@@ -34,7 +38,44 @@ var (
 	workspaceGet    = store.SharedQuery(`SELECT request FROM graph_workspaces WHERE job_id = ?`)
 	workspaceAdd    = store.SharedQuery(`INSERT INTO graph_workspaces (job_id, request) VALUES (?, ?) ON CONFLICT (job_id) DO NOTHING`)
 	workspaceDelete = store.SharedQuery(`DELETE FROM graph_workspaces WHERE job_id = ?`)
+	documentGet     = store.SharedQuery(`SELECT digest, body FROM graph_documents WHERE url = ?`)
+	documentAdd     = store.SharedQuery(`INSERT INTO graph_documents (url, digest, body) VALUES (?, ?, ?) ON CONFLICT (url) DO NOTHING`)
 )
+
+// Document implements [DocumentCache]. A body whose digest does not match is no body: it is
+// fetched again.
+func (s *Store) Document(ctx context.Context, url string) ([]byte, bool, error) {
+	var digest, body string
+	found := false
+	err := documentGet.Each(ctx, s.x, func(r store.DomainRows) error {
+		found = true
+		return r.Scan(&digest, &body)
+	}, url)
+	if err != nil {
+		return nil, false, fmt.Errorf("read cached %s: %w", url, err)
+	}
+	if !found || digestOf([]byte(body)) != digest {
+		return nil, false, nil
+	}
+	return []byte(body), true, nil
+}
+
+// PutDocument implements [DocumentCache]. A body that is not UTF-8 text (or holds a NUL, which
+// PostgreSQL's text refuses) is not cached.
+func (s *Store) PutDocument(ctx context.Context, url string, body []byte) error {
+	if !utf8.Valid(body) || bytes.IndexByte(body, 0) >= 0 {
+		return nil
+	}
+	if _, err := documentAdd.Exec(ctx, s.x, url, digestOf(body), string(body)); err != nil {
+		return fmt.Errorf("cache %s: %w", url, err)
+	}
+	return nil
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
 
 // putVersion records a resolved package version with its relationships, made by an item of
 // the job, unless a resolve of it committed first: then its relationships are the first's.
