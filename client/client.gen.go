@@ -159,6 +159,31 @@ type FilesetFileResult struct {
 	Terminal   *FilesetTerminal        `json:"terminal,omitempty"`
 }
 
+// FilesetHTMLBiblio defines model for FilesetHTMLBiblio.
+type FilesetHTMLBiblio struct {
+	Abstract        *string   `json:"abstract,omitempty"`
+	ContainerAbbrev *string   `json:"container_abbrev,omitempty"`
+	ContainerIssn   *string   `json:"container_issn,omitempty"`
+	ContainerName   *string   `json:"container_name,omitempty"`
+	ContribNames    *[]string `json:"contrib_names,omitempty"`
+	Doi             *string   `json:"doi,omitempty"`
+	FirstPage       *string   `json:"first_page,omitempty"`
+	Isbn13          *string   `json:"isbn13,omitempty"`
+	Issue           *string   `json:"issue,omitempty"`
+	Lang            *string   `json:"lang,omitempty"`
+	LastPage        *string   `json:"last_page,omitempty"`
+	Number          *string   `json:"number,omitempty"`
+	PdfFulltextUrl  *string   `json:"pdf_fulltext_url,omitempty"`
+	Pmid            *string   `json:"pmid,omitempty"`
+	Publisher       *string   `json:"publisher,omitempty"`
+	RawReferences   *[]string `json:"raw_references,omitempty"`
+	ReleaseDate     *string   `json:"release_date,omitempty"`
+	ReleaseYear     *int64    `json:"release_year,omitempty"`
+	Subtitle        *string   `json:"subtitle,omitempty"`
+	Title           *string   `json:"title,omitempty"`
+	Volume          *string   `json:"volume,omitempty"`
+}
+
 // FilesetList defines model for FilesetList.
 type FilesetList struct {
 	NextCursor *string      `json:"next_cursor,omitempty"`
@@ -187,6 +212,7 @@ type FilesetResult struct {
 	FileCount          *int64                 `json:"file_count,omitempty"`
 	FilesetFile        *FilesetFileResult     `json:"fileset_file,omitempty"`
 	Hit                bool                   `json:"hit"`
+	HtmlBiblio         *FilesetHTMLBiblio     `json:"html_biblio,omitempty"`
 	IngestStrategy     *string                `json:"ingest_strategy,omitempty"`
 	Manifest           *[]FilesetManifestFile `json:"manifest,omitempty"`
 	PlatformBaseUrl    *string                `json:"platform_base_url,omitempty"`

@@ -42,6 +42,7 @@ var schemaNames = map[string]string{
 	"fileset.ManifestFile": "FilesetManifestFile",
 	"fileset.FileResult":   "FilesetFileResult",
 	"fileset.FileMeta":     "FilesetFileMeta",
+	"fileset.HTMLBiblio":   "FilesetHTMLBiblio",
 
 	"objects.Row":        "SheetRow",
 	"objects.Checks":     "SheetChecks",

@@ -35,6 +35,7 @@ const (
 	mdError      = "fileset_error"
 	mdExisting   = "fileset_existing"
 	mdTerminal   = "fileset_terminal"
+	mdBiblio     = "fileset_html_biblio"
 	mdPlatform   = "fileset_platform"
 	mdMatch      = "fileset_match" // the platform that matched, and the URL it matched
 	mdStrategy   = "fileset_strategy"
@@ -178,9 +179,14 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 		conclude(out, StatusNoCapture, fmt.Sprintf("fetch %s: %v", req.BaseURL, err))
 		return nil
 	}
-	drain(resp)
 	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: a.s.cfg.Now().UTC().Format("20060102150405")}
 	out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
+	if ct := strings.ToLower(resp.Header.Get("Content-Type")); resp.StatusCode < 300 && (strings.Contains(ct, "html") || strings.Contains(ct, "xml")) {
+		if b := extractBiblio(resp.Body); b != nil {
+			out.SetMetadata(map[string]any{mdBiblio: asMap(b)})
+		}
+	}
+	drain(resp)
 	if resp.StatusCode >= 400 {
 		conclude(out, StatusTerminalBadStatus, fmt.Sprintf("%s: status %d", terminal, resp.StatusCode))
 		return nil
@@ -228,10 +234,13 @@ func (a platformAction) Policy() action.Policy {
 	return action.Policy{NoTempDir: true, Inline: action.InlineAlways}
 }
 
-// platformMatch is what a platform step that matched records for the manifest step.
+// platformMatch is what a platform step that matched records for the manifest step, and for
+// the result of a request its platform ends early (a 404, restricted, out of scope): the
+// platform's name and what the URL alone says of the dataset.
 type platformMatch struct {
 	Platform string `json:"platform"`
 	URL      string `json:"url"`
+	platformIdent
 }
 
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
@@ -253,8 +262,12 @@ func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Outp
 			return action.Permanentf("unknown platform %q", name)
 		}
 		for _, raw := range []string{term.URL, req.BaseURL} {
-			if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
-				out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
+			c, err := url.Parse(raw)
+			if err != nil || raw == "" {
+				continue
+			}
+			if id, ok := p.match(c); ok {
+				out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw, platformIdent: id})})
 				out.Emit(EventMatched)
 				return nil
 			}
@@ -417,7 +430,7 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
 			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
 			// The parent's bulky findings stay with the parent; mdUnsized is the child's too.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
 			return err

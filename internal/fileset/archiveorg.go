@@ -26,12 +26,15 @@ type archiveorg struct {
 	api   string
 }
 
-func (a archiveorg) match(u *url.URL) bool {
+// match identifies an item by its name, on the domain archive.org (whichever host serves it).
+func (a archiveorg) match(u *url.URL) (platformIdent, bool) {
 	if !hostMatches(u, a.hosts) {
-		return false
+		return platformIdent{}, false
 	}
-	_, _, ok := ParseArchiveorgPath(u.Path)
-	return ok
+	name, _, ok := ParseArchiveorgPath(u.Path)
+	id := identOf(u, name)
+	id.Domain = "archive.org"
+	return id, ok
 }
 
 // iaSystemFile reports whether name is one of the files archive.org makes for every item.

@@ -91,12 +91,15 @@ var dataverseKind = platformKind{name: "dataverse",
 
 type dataverse struct{ hosts []string }
 
-func (d dataverse) match(u *url.URL) bool {
+// match identifies a dataset by the persistentId of its URL, as given (Sandcrawler's
+// platform_id; a file's, for a file-level id, which process refuses).
+func (d dataverse) match(u *url.URL) (platformIdent, bool) {
 	if !hostMatches(u, d.hosts) {
-		return false
+		return platformIdent{}, false
 	}
-	_, err := ParsePersistentID(u.Query().Get("persistentId"))
-	return err == nil
+	pid := u.Query().Get("persistentId")
+	_, err := ParsePersistentID(pid)
+	return identOf(u, pid), err == nil
 }
 
 // dvVersion is the part of a Dataverse dataset version we read.

@@ -155,7 +155,11 @@ func (f *fakes) land(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "landing", code)
 	default:
 		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprintf(w, "<html><title>%s</title></html>", r.URL.Path)
+		// Citation metadata as a repository's landing page has it (html_biblio).
+		fmt.Fprintf(w, `<html><head><title>%s</title><meta name="citation_title" content="Dataset at %s">`+
+			`<meta name="DC.creator" content="Ada Lovelace"><meta name="DC.creator" content="Grace Hopper">`+
+			`<meta name="citation_publication_date" content="2021/3/4"><meta name="dc.identifier" content="doi:10.5072/%s">`+
+			`</head><body><meta name="citation_title" content="not in the head"></body></html>`, r.URL.Path, r.URL.Path, strings.Trim(r.URL.Path, "/"))
 	}
 }
 

@@ -44,12 +44,12 @@ type figshare struct {
 	api   string
 }
 
-func (fs figshare) match(u *url.URL) bool {
+func (fs figshare) match(u *url.URL) (platformIdent, bool) {
 	if !hostMatches(u, fs.hosts) {
-		return false
+		return platformIdent{}, false
 	}
-	_, _, err := ParseFigsharePath(u.Path)
-	return err == nil
+	id, _, err := ParseFigsharePath(u.Path)
+	return identOf(u, id), err == nil
 }
 
 func (fs figshare) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {

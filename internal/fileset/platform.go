@@ -109,11 +109,26 @@ func hostMatches(u *url.URL, hosts []string) bool {
 	return false
 }
 
-// platform is one hosting platform: match says whether a landing URL is the platform's, process
-// reads its API into a manifest.
+// platform is one hosting platform: match says whether a landing URL is the platform's, and
+// what the URL alone says of the dataset; process reads its API into a manifest.
 type platform interface {
-	match(u *url.URL) bool
+	match(u *url.URL) (platformIdent, bool)
 	process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error)
+}
+
+// platformIdent is a dataset's identity on its platform, as its landing URL gives it: the
+// result's platform_domain, platform_id and platform_base_url, known as soon as a platform
+// matches, so that a request its platform refuses (404, restricted, out of scope) still has
+// them — and its row in ingest_fileset_platform.
+type platformIdent struct {
+	Domain  string `json:"platform_domain"`
+	ID      string `json:"platform_id"`
+	BaseURL string `json:"platform_base_url"`
+}
+
+// identOf is the identity of id on the platform at u's host.
+func identOf(u *url.URL, id string) platformIdent {
+	return platformIdent{Domain: strings.ToLower(u.Hostname()), ID: id, BaseURL: u.Scheme + "://" + u.Host}
 }
 
 func (p Platforms) platform(name string) (platform, bool) {

@@ -119,13 +119,29 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	if decodeMD(md, mdTerminal, &term) {
 		res.Terminal = &term
 	}
+	var bib HTMLBiblio
+	if decodeMD(md, mdBiblio, &bib) {
+		res.HTMLBiblio = &bib
+	}
 	var item PlatformItem
-	if decodeMD(md, mdPlatform, &item) {
+	var m platformMatch
+	switch {
+	case decodeMD(md, mdPlatform, &item):
 		res.PlatformName, res.PlatformDomain, res.PlatformID = item.PlatformName, item.PlatformDomain, item.PlatformID
 		res.PlatformBaseURL, res.ArchiveorgItemName = item.PlatformBaseURL, item.ArchiveorgItemName
+		// The platform was read: its manifest, empty or not, and counts are the result's.
 		res.Manifest = item.Manifest
+		if res.Manifest == nil {
+			res.Manifest = []ManifestFile{}
+		}
+	case decodeMD(md, mdMatch, &m):
+		// The platform matched and ended the request before a manifest: what the URL says.
+		res.PlatformName, res.PlatformDomain, res.PlatformID, res.PlatformBaseURL = m.Platform, m.Domain, m.ID, m.BaseURL
 	}
 	res.IngestStrategy, _ = md[mdStrategy].(string)
+	if !strings.HasPrefix(res.IngestStrategy, "archiveorg-") {
+		res.ArchiveorgItemName = ""
+	}
 	switch st, _ := md[mdStatus].(string); {
 	case st != "" && len(kids) == 0:
 		res.Status = st

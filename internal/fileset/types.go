@@ -66,22 +66,39 @@ type Terminal struct {
 
 // Result is the result of one request (Sandcrawler's fileset ingest result).
 type Result struct {
-	Hit                bool            `json:"hit"`
-	Status             string          `json:"status"`
-	Request            json.RawMessage `json:"request"`
-	Terminal           *Terminal       `json:"terminal,omitempty"`
-	ErrorMessage       string          `json:"error_message,omitempty"`
-	PlatformName       string          `json:"platform_name,omitempty"`
-	PlatformDomain     string          `json:"platform_domain,omitempty"`
-	PlatformID         string          `json:"platform_id,omitempty"`
-	PlatformBaseURL    string          `json:"platform_base_url,omitempty"`
-	ArchiveorgItemName string          `json:"archiveorg_item_name,omitempty"`
-	Manifest           []ManifestFile  `json:"manifest,omitempty"`
-	FileCount          *int            `json:"file_count,omitempty"`
-	TotalSize          *int64          `json:"total_size,omitempty"`
-	IngestStrategy     string          `json:"ingest_strategy,omitempty"`
+	Hit             bool            `json:"hit"`
+	Status          string          `json:"status"`
+	Request         json.RawMessage `json:"request"`
+	Terminal        *Terminal       `json:"terminal,omitempty"`
+	ErrorMessage    string          `json:"error_message,omitempty"`
+	HTMLBiblio      *HTMLBiblio     `json:"html_biblio,omitempty"`
+	PlatformName    string          `json:"platform_name,omitempty"`
+	PlatformDomain  string          `json:"platform_domain,omitempty"`
+	PlatformID      string          `json:"platform_id,omitempty"`
+	PlatformBaseURL string          `json:"platform_base_url,omitempty"`
+	// ArchiveorgItemName is set only for the archiveorg-* strategies.
+	ArchiveorgItemName string `json:"archiveorg_item_name,omitempty"`
+	// Manifest is present once the platform's manifest was read, empty for empty-manifest
+	// (MarshalJSON writes an empty one as []).
+	Manifest       []ManifestFile `json:"manifest,omitempty"`
+	FileCount      *int           `json:"file_count,omitempty"`
+	TotalSize      *int64         `json:"total_size,omitempty"`
+	IngestStrategy string         `json:"ingest_strategy,omitempty"`
 	// FilesetFile is the single file of a `*-file` strategy's success.
 	FilesetFile *FileResult `json:"fileset_file,omitempty"`
+}
+
+// MarshalJSON writes the result, with an empty manifest that was read as [] (Go's omitempty
+// drops any empty slice; nil stays absent).
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	if r.Manifest == nil || len(r.Manifest) > 0 {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Manifest []ManifestFile `json:"manifest"`
+	}{plain(r), r.Manifest})
 }
 
 // FileResult is the `dataset-file` result a single-file success also emits (the file-ingest

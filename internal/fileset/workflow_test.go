@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -276,6 +277,7 @@ func TestStatuses(t *testing.T) {
 			if strings.HasPrefix(r.Status, "success") {
 				checkSuccess(t, c.name, r)
 			}
+			checkFields(t, c, r)
 		}
 		// fileset_results holds exactly the requests whose platform was identified.
 		rows, err := NewResultStore(k.Store).List(t.Context(), ListParams{Limit: 1000})
@@ -356,5 +358,45 @@ func checkNoPartials(t *testing.T, dir string) {
 	}
 	for _, e := range left {
 		t.Errorf("partial file left: %s", e.Name())
+	}
+}
+
+// landingStops are the cases whose request ends before a platform is tried: no platform fields.
+var landingStops = map[string]bool{"landing unreachable": true, "landing 404": true, "landing redirect loop": true,
+	"too many redirects": true, "landing on loopback address": true, "not http": true, "no platform": true,
+	"figshare without version": true}
+
+// checkFields checks the fields the design's result schema names, by status: the platform's
+// whenever one matched, counts and a manifest once it was read, archiveorg_item_name only for
+// an archiveorg-* strategy, html_biblio from a landing page that has citation tags.
+func checkFields(t *testing.T, c statusCase, r Result) {
+	t.Helper()
+	if landingStops[c.name] {
+		if r.PlatformName != "" || r.PlatformDomain != "" || r.PlatformID != "" {
+			t.Errorf("%s: platform %q %q %q, want none", c.name, r.PlatformName, r.PlatformDomain, r.PlatformID)
+		}
+	} else if r.PlatformName == "" || r.PlatformDomain == "" || r.PlatformID == "" || r.PlatformBaseURL == "" {
+		t.Errorf("%s (%s): platform_name %q, platform_domain %q, platform_id %q, platform_base_url %q: want all",
+			c.name, r.Status, r.PlatformName, r.PlatformDomain, r.PlatformID, r.PlatformBaseURL)
+	}
+	if (r.ArchiveorgItemName != "") != strings.HasPrefix(r.IngestStrategy, "archiveorg-") {
+		t.Errorf("%s: archiveorg_item_name %q with strategy %q", c.name, r.ArchiveorgItemName, r.IngestStrategy)
+	}
+	if c.want == StatusEmptyManifest {
+		b, _ := json.Marshal(r)
+		if r.FileCount == nil || *r.FileCount != 0 || r.TotalSize == nil || *r.TotalSize != 0 || !strings.Contains(string(b), `"manifest":[]`) {
+			t.Errorf("%s: file_count %v, total_size %v, JSON %s: want 0, 0 and an empty manifest", c.name, r.FileCount, r.TotalSize, b)
+		}
+	}
+	if r.Terminal != nil && r.Terminal.StatusCode == 200 && c.name != "not http" {
+		path := r.Terminal.URL[strings.Index(r.Terminal.URL[len("http://"):], "/")+len("http://"):]
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		want := HTMLBiblio{Title: "Dataset at " + path, ContribNames: []string{"Ada Lovelace", "Grace Hopper"},
+			ReleaseDate: "2021-03-04", DOI: "10.5072/" + strings.Trim(path, "/")}
+		if r.HTMLBiblio == nil || !reflect.DeepEqual(*r.HTMLBiblio, want) {
+			t.Errorf("%s: html_biblio %+v, want %+v", c.name, r.HTMLBiblio, want)
+		}
 	}
 }

@@ -26,12 +26,12 @@ type zenodo struct {
 	api   string
 }
 
-func (z zenodo) match(u *url.URL) bool {
+func (z zenodo) match(u *url.URL) (platformIdent, bool) {
 	if !hostMatches(u, z.hosts) {
-		return false
+		return platformIdent{}, false
 	}
-	_, err := ParseZenodoPath(u.Path)
-	return err == nil
+	id, err := ParseZenodoPath(u.Path)
+	return identOf(u, id), err == nil
 }
 
 func (z zenodo) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {
