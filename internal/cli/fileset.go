@@ -28,7 +28,7 @@ func (c *common) addFilesetFlags(fs *flag.FlagSet) {
 		name, raw, ok := strings.Cut(s, "=")
 		u, err := url.Parse(raw)
 		if !ok || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--platform must be NAME=http(s)://HOST[:PORT], not %q", s)
+			return usagef("--platform must be NAME=http(s)://HOST[:PORT][/PATH], not %q", s)
 		}
 		if err := c.fileset.Platforms.Serve(name, u); err != nil {
 			return usagef("--platform %q: %v", name, err)

@@ -28,11 +28,12 @@ type archiveorg struct {
 
 // match identifies an item by its name, on the domain archive.org (whichever host serves it).
 func (a archiveorg) match(u *url.URL) (platformIdent, bool) {
-	if !hostMatches(u, a.hosts) {
+	prefix, path, ok := siteMatch(u, a.hosts)
+	if !ok {
 		return platformIdent{}, false
 	}
-	name, _, ok := ParseArchiveorgPath(u.Path)
-	id := identOf(u, name)
+	name, _, ok := ParseArchiveorgPath(path)
+	id := identOf(u, prefix, name)
 	id.Domain = "archive.org"
 	return id, ok
 }
@@ -52,7 +53,8 @@ func iaSystemFile(item, name string) bool {
 }
 
 func (a archiveorg) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {
-	name, file, ok := ParseArchiveorgPath(u.Path)
+	prefix, path, _ := siteMatch(u, a.hosts)
+	name, file, ok := ParseArchiveorgPath(path)
 	if !ok {
 		return nil, errNotHandled("archiveorg", u)
 	}
@@ -82,7 +84,7 @@ func (a archiveorg) process(ctx context.Context, f *fetcher, u *url.URL) (*Platf
 		PlatformStatus:     "success",
 		PlatformDomain:     "archive.org",
 		PlatformID:         name,
-		PlatformBaseURL:    u.Scheme + "://" + u.Host,
+		PlatformBaseURL:    identOf(u, prefix, name).BaseURL,
 		ArchiveorgItemName: name,
 		ArchiveorgItemMeta: md.Metadata,
 	}
