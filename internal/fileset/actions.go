@@ -44,7 +44,7 @@ const (
 	mdFileResult = "fileset_file_result"
 	mdFilesStep  = "fileset_files_step" // the step that made the file items
 	mdHost       = "host"
-	mdGeneration = "fileset_generation"     // of the fileset_results row check-existing found
+	mdGeneration = "fileset_generation"     // of the ingest_fileset_platform row check-existing found
 	mdClaim      = "fileset_claim"          // a file's download claim (claimKey)
 	mdUnsized    = "fileset_unsized_budget" // bytes each file without a declared size may download
 )
@@ -108,7 +108,7 @@ func concludeErr(out action.Output, err error) error {
 type existingAction struct{ s *Fileset }
 
 func (a existingAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-existing", Doc: "a request already archived is success-existing (fileset_results, its blobs present)",
+	return action.Spec{Name: "fileset-existing", Doc: "a request already archived is success-existing (ingest_fileset_platform, its blobs present)",
 		Outcomes: []string{EventNew}, Concurrency: 8}
 }
 

@@ -41,12 +41,12 @@ type Config struct {
 	HostDelay time.Duration
 	// Publish keeps the workflow's publish: rules, which name the sink SinkName: set it where
 	// that sink is configured. Without, results are published nowhere (they are in
-	// fileset_results and the job's outputs) and nothing waits in the outbox.
+	// ingest_fileset_platform and the job's outputs) and nothing waits in the outbox.
 	Publish bool
 }
 
 // Fileset is the fileset workflow's actions and what they share: the HTTP client, and — once
-// bound ([Fileset.Bind]) — what they read of the core, fileset_results and the blob store. Safe
+// bound ([Fileset.Bind]) — what they read of the core, ingest_fileset_platform and the blob store. Safe
 // for concurrent use.
 type Fileset struct {
 	cfg   Config
@@ -97,7 +97,7 @@ func New(cfg Config) *Fileset {
 }
 
 // Bind gives the actions their read port (the children of a request), the results store
-// (fileset_results) and the blob store (downloads). Call it before workers start; actions that
+// (ingest_fileset_platform) and the blob store (downloads). Call it before workers start; actions that
 // need them fail until then.
 func (s *Fileset) Bind(reads Reads, results *ResultStore, blobs blob.Store) {
 	s.deps.Store(&deps{reads: reads, results: results, blobs: blobs})

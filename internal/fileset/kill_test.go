@@ -197,7 +197,7 @@ func TestKillDuringDownloads(t *testing.T) {
 			}
 		}
 
-		// sluice fileset results lists the rows of fileset_results: the 14 datasets, 7 of one file.
+		// sluice fileset results lists the rows of ingest_fileset_platform: the 14 datasets, 7 of one file.
 		for status, want := range map[string]int{"": 14, StatusSuccessFile: 7} {
 			args := append([]string{"fileset", "results", "--data", data, "--output", "json", "--status", status}, db...)
 			args = slices.DeleteFunc(args, func(a string) bool { return a == "--lease" || a == "2s" })

@@ -13,7 +13,7 @@ import (
 type resultAction struct{ s *Fileset }
 
 func (a resultAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-result", Doc: "summarise a dataset request: its result, fileset_results, the dataset-file result",
+	return action.Spec{Name: "fileset-result", Doc: "summarise a dataset request: its result, ingest_fileset_platform, the dataset-file result",
 		Outcomes: []string{EventFileResult}, Concurrency: 8}
 }
 

@@ -5,7 +5,7 @@
 // its own with size and hash verification into the blob store, and records one result per
 // request, with Sandcrawler's status vocabulary.
 //
-// The package provides the workflow's actions ([Fileset.Actions]) and the fileset_results table
+// The package provides the workflow's actions ([Fileset.Actions]) and the ingest_fileset_platform table
 // ([Domain]): a result is upserted there, keyed by (ingest_type, base_url), when its platform was
 // identified, and a later request for the same dataset is `success-existing` without a byte
 // downloaded. Every outbound connection obeys the node's egress policy (internal/egress).

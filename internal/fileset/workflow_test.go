@@ -279,7 +279,7 @@ func TestStatuses(t *testing.T) {
 			}
 			checkFields(t, c, r)
 		}
-		// fileset_results holds exactly the requests whose platform was identified.
+		// ingest_fileset_platform holds exactly the requests whose platform was identified.
 		rows, err := NewResultStore(k.Store).List(t.Context(), ListParams{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -291,7 +291,7 @@ func TestStatuses(t *testing.T) {
 		for i, c := range cs {
 			row, ok := byURL[c.url]
 			if (results[i].PlatformName != "") != ok {
-				t.Errorf("%s: platform %q, row in fileset_results %v", c.name, results[i].PlatformName, ok)
+				t.Errorf("%s: platform %q, row in ingest_fileset_platform %v", c.name, results[i].PlatformName, ok)
 			}
 			if ok && row.Status != c.want {
 				t.Errorf("%s: row status %q", c.name, row.Status)
