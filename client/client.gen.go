@@ -151,12 +151,11 @@ type FilesetFileMeta struct {
 
 // FilesetFileResult defines model for FilesetFileResult.
 type FilesetFileResult struct {
-	FileMeta   FilesetFileMeta         `json:"file_meta"`
-	Hit        bool                    `json:"hit"`
-	IngestType *string                 `json:"ingest_type,omitempty"`
-	Request    *map[string]interface{} `json:"request,omitempty"`
-	Status     *string                 `json:"status,omitempty"`
-	Terminal   *FilesetTerminal        `json:"terminal,omitempty"`
+	FileMeta FilesetFileMeta         `json:"file_meta"`
+	Hit      bool                    `json:"hit"`
+	Request  *map[string]interface{} `json:"request,omitempty"`
+	Status   *string                 `json:"status,omitempty"`
+	Terminal *FilesetTerminal        `json:"terminal,omitempty"`
 }
 
 // FilesetHTMLBiblio defines model for FilesetHTMLBiblio.
@@ -239,6 +238,7 @@ type FilesetRow struct {
 // FilesetTerminal defines model for FilesetTerminal.
 type FilesetTerminal struct {
 	TerminalDt         *string `json:"terminal_dt,omitempty"`
+	TerminalSha1hex    *string `json:"terminal_sha1hex,omitempty"`
 	TerminalStatusCode int64   `json:"terminal_status_code"`
 	TerminalUrl        string  `json:"terminal_url"`
 }

@@ -170,9 +170,22 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 		return res, nil
 	}
 	f := res.Manifest[0]
-	fr := &FileResult{IngestType: "dataset-file", Hit: true, Status: StatusSuccess, Request: reqJSON,
+	// Sandcrawler's file-ingest result: its request is the dataset's, of ingest_type
+	// dataset-file (the request's type and "-file").
+	var fileReq map[string]any
+	_ = json.Unmarshal(reqJSON, &fileReq)
+	if fileReq == nil {
+		fileReq = map[string]any{}
+	}
+	typ, _ := fileReq["ingest_type"].(string)
+	if typ == "" {
+		typ = "dataset"
+	}
+	fileReq["ingest_type"] = typ + "-file"
+	fileReqJSON, _ := json.Marshal(fileReq)
+	fr := &FileResult{Hit: true, Status: StatusSuccess, Request: fileReqJSON,
 		FileMeta: FileMeta{Size: *f.Size, MD5: f.MD5, SHA1: f.SHA1, SHA256: f.SHA256, Mimetype: f.Mimetype},
-		Terminal: &Terminal{URL: f.TerminalURL, StatusCode: 200, DT: f.TerminalDT}}
+		Terminal: &Terminal{URL: f.TerminalURL, StatusCode: 200, DT: f.TerminalDT, SHA1: f.SHA1}}
 	res.FilesetFile = &FileResult{Hit: true, FileMeta: fr.FileMeta, Terminal: fr.Terminal}
 	return res, fr
 }

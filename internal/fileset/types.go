@@ -57,11 +57,13 @@ type PlatformItem struct {
 	ManifestTruncated int `json:"manifest_truncated,omitempty"`
 }
 
-// Terminal is where the request's landing page led.
+// Terminal is where the request's landing page (or a file's download) led.
 type Terminal struct {
 	URL        string `json:"terminal_url"`
 	StatusCode int    `json:"terminal_status_code"`
 	DT         string `json:"terminal_dt,omitempty"`
+	// SHA1 is the terminal body's sha1 (a file's, in a dataset-file result).
+	SHA1 string `json:"terminal_sha1hex,omitempty"`
 }
 
 // Result is the result of one request (Sandcrawler's fileset ingest result).
@@ -102,14 +104,13 @@ func (r Result) MarshalJSON() ([]byte, error) {
 }
 
 // FileResult is the `dataset-file` result a single-file success also emits (the file-ingest
-// result of Sandcrawler's file pipeline).
+// result of Sandcrawler's file pipeline: its request's ingest_type is dataset-file).
 type FileResult struct {
-	IngestType string          `json:"ingest_type,omitempty"`
-	Hit        bool            `json:"hit"`
-	Status     string          `json:"status,omitempty"`
-	Request    json.RawMessage `json:"request,omitempty"`
-	FileMeta   FileMeta        `json:"file_meta"`
-	Terminal   *Terminal       `json:"terminal,omitempty"`
+	Hit      bool            `json:"hit"`
+	Status   string          `json:"status,omitempty"`
+	Request  json.RawMessage `json:"request,omitempty"`
+	FileMeta FileMeta        `json:"file_meta"`
+	Terminal *Terminal       `json:"terminal,omitempty"`
 }
 
 // FileMeta describes downloaded bytes.

@@ -313,7 +313,9 @@ func TestStatuses(t *testing.T) {
 		}
 		for _, o := range outs {
 			var fr FileResult
-			if err := json.Unmarshal(o.Value, &fr); err != nil || fr.IngestType != "dataset-file" || !fr.Hit || len(fr.FileMeta.SHA256) != 64 {
+			var req Request
+			if err := json.Unmarshal(o.Value, &fr); err != nil || json.Unmarshal(fr.Request, &req) != nil || req.IngestType != "dataset-file" ||
+				req.LinkSource != "test" || !fr.Hit || len(fr.FileMeta.SHA256) != 64 || fr.Terminal == nil || fr.Terminal.SHA1 != fr.FileMeta.SHA1 {
 				t.Errorf("dataset-file result %s", o.Value)
 			}
 		}
