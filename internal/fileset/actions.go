@@ -81,9 +81,33 @@ func asMap(v any) any {
 	return m
 }
 
+// requestObject is a root's request: its metadata.request — as a requests file, POST
+// /v1/filesets or a wrapped message ({"request": {…}}) gives it — or, for a bare Sandcrawler
+// request that a source merged into the root's metadata, the metadata's own keys (not the
+// source's, the workflow's or the engine's). Nil when there is neither.
+func requestObject(md map[string]any) map[string]any {
+	if r, ok := md[mdRequest].(map[string]any); ok {
+		return r
+	}
+	if _, ok := md["base_url"]; !ok {
+		return nil
+	}
+	r := map[string]any{}
+	for k, v := range md {
+		if k == "source" || k == "body" || k == mdHost || k == mdRequest || strings.HasPrefix(k, "source_") || strings.HasPrefix(k, "fileset_") {
+			continue
+		}
+		r[k] = v
+	}
+	return r
+}
+
 func request(it action.Item) Request {
 	var r Request
-	decodeMD(it.Metadata, mdRequest, &r)
+	if obj := requestObject(it.Metadata); obj != nil {
+		b, _ := json.Marshal(obj)
+		_ = json.Unmarshal(b, &r)
+	}
 	if r.IngestType == "" {
 		r.IngestType = "dataset"
 	}

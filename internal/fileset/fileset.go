@@ -39,10 +39,11 @@ type Config struct {
 	// time between the starts of two downloads from one host, across every process sharing the
 	// store (the download step's limit: rate). 0 means DefaultHostDelay; negative, none.
 	HostDelay time.Duration
-	// Publish keeps the workflow's publish: rules, which name the sink SinkName: set it where
-	// that sink is configured. Without, results are published nowhere (they are in
-	// ingest_fileset_platform and the job's outputs) and nothing waits in the outbox.
-	Publish bool
+	// Sinks are the sinks configured where the workflow is applied: it keeps the publish: rules
+	// naming them — SinkName (Sluice's envelope), SandcrawlerSinkName (Sandcrawler's bare
+	// results). Without, results are published nowhere (they are in ingest_fileset_platform and
+	// the job's outputs) and nothing waits in the outbox.
+	Sinks []string
 }
 
 // Fileset is the fileset workflow's actions and what they share: the HTTP client, and — once

@@ -105,9 +105,9 @@ func fileChildren(ctx context.Context, reads Reads, parent int64, step string) (
 // single-file success, also the dataset-file result.
 func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	md := it.Metadata
-	reqJSON, _ := json.Marshal(md[mdRequest])
-	if md[mdRequest] == nil {
-		reqJSON = []byte("{}")
+	reqJSON := []byte("{}")
+	if obj := requestObject(md); obj != nil {
+		reqJSON, _ = json.Marshal(obj)
 	}
 	var existing Result
 	if decodeMD(md, mdExisting, &existing) {

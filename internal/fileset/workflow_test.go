@@ -28,7 +28,7 @@ func startKit(t *testing.T, open enginetest.Open, cfg Config) (*enginetest.Kit, 
 // workflowSource is the fileset workflow the tests run: no politeness delay (the fakes' hosts
 // are ours), publishing nothing (the kit has no sinks).
 func workflowSource(t testing.TB) string {
-	src, err := WorkflowSource(-1, false)
+	src, err := WorkflowSource(-1)
 	if err != nil {
 		t.Fatal(err)
 	}
