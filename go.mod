@@ -12,10 +12,12 @@ require (
 	github.com/emersion/go-message v0.18.2
 	github.com/gabriel-vasile/mimetype v1.4.16
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/internetarchive/gowarc v0.8.96
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/klauspost/compress v1.20.1
 	github.com/mholt/archives v0.1.5
 	github.com/nats-io/nats.go v1.47.0
+	github.com/nlnwa/gowarc v1.6.0
 	github.com/nwaples/rardecode/v2 v2.2.0
 	github.com/oapi-codegen/oapi-codegen/v2 v2.8.2
 	github.com/oapi-codegen/runtime v1.9.0
@@ -69,7 +71,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/internetarchive/gowarc v0.8.96 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -84,7 +85,6 @@ require (
 	github.com/nats-io/nkeys v0.4.11 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.0.0 // indirect
-	github.com/nlnwa/gowarc v1.6.0 // indirect
 	github.com/nlnwa/whatwg-url v0.4.0 // indirect
 	github.com/pandatix/go-abnf v0.5.3 // indirect
 	github.com/phpdave11/gofpdi v1.0.14-0.20211212211723-1f10f9844311 // indirect

@@ -140,6 +140,27 @@ type FileSet struct {
 	WorkAccessionNumber string                             `json:"work_accession_number"`
 }
 
+// FilesetCDX defines model for FilesetCDX.
+type FilesetCDX struct {
+	Datetime   string `json:"datetime"`
+	Mimetype   string `json:"mimetype"`
+	Sha1b32    string `json:"sha1b32"`
+	Sha1hex    string `json:"sha1hex"`
+	StatusCode int64  `json:"status_code"`
+	Surt       string `json:"surt"`
+	Url        string `json:"url"`
+	WarcCsize  int64  `json:"warc_csize"`
+	WarcOffset int64  `json:"warc_offset"`
+	WarcPath   string `json:"warc_path"`
+}
+
+// FilesetFile defines model for FilesetFile.
+type FilesetFile struct {
+	Cdx      *FilesetCDX      `json:"cdx,omitempty"`
+	FileMeta FilesetFileMeta  `json:"file_meta"`
+	Terminal *FilesetTerminal `json:"terminal,omitempty"`
+}
+
 // FilesetFileMeta defines model for FilesetFileMeta.
 type FilesetFileMeta struct {
 	Md5hex    string  `json:"md5hex"`
@@ -147,15 +168,6 @@ type FilesetFileMeta struct {
 	Sha1hex   string  `json:"sha1hex"`
 	Sha256hex string  `json:"sha256hex"`
 	SizeBytes int64   `json:"size_bytes"`
-}
-
-// FilesetFileResult defines model for FilesetFileResult.
-type FilesetFileResult struct {
-	FileMeta FilesetFileMeta         `json:"file_meta"`
-	Hit      bool                    `json:"hit"`
-	Request  *map[string]interface{} `json:"request,omitempty"`
-	Status   *string                 `json:"status,omitempty"`
-	Terminal *FilesetTerminal        `json:"terminal,omitempty"`
 }
 
 // FilesetHTMLBiblio defines model for FilesetHTMLBiblio.
@@ -209,7 +221,7 @@ type FilesetResult struct {
 	ArchiveorgItemName *string                `json:"archiveorg_item_name,omitempty"`
 	ErrorMessage       *string                `json:"error_message,omitempty"`
 	FileCount          *int64                 `json:"file_count,omitempty"`
-	FilesetFile        *FilesetFileResult     `json:"fileset_file,omitempty"`
+	FilesetFile        *FilesetFile           `json:"fileset_file,omitempty"`
 	Hit                bool                   `json:"hit"`
 	HtmlBiblio         *FilesetHTMLBiblio     `json:"html_biblio,omitempty"`
 	IngestStrategy     *string                `json:"ingest_strategy,omitempty"`

@@ -43,6 +43,7 @@ var schemaNames = map[string]string{
 	"fileset.FileResult":   "FilesetFileResult",
 	"fileset.FileMeta":     "FilesetFileMeta",
 	"fileset.HTMLBiblio":   "FilesetHTMLBiblio",
+	"fileset.CDX":          "FilesetCDX",
 
 	"objects.Row":        "SheetRow",
 	"objects.Checks":     "SheetChecks",

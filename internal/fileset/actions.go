@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
@@ -169,7 +171,23 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if req.ForceRecrawl || row == nil || !row.Result.Hit {
 		return ingest()
 	}
+	web := strings.HasPrefix(row.Result.IngestStrategy, "web-")
 	for _, f := range row.Result.Manifest {
+		if web {
+			// Stored in "wayback": the CDX index has the file's capture (its URL and payload
+			// sha1), whose WARC is in the blob store — else it is captured again.
+			c, err := d.results.CDX(ctx, f.TerminalURL, f.SHA1)
+			if errors.Is(err, store.ErrNotFound) {
+				return ingest()
+			}
+			if err != nil {
+				return fmt.Errorf("look up the capture of %s: %w", f.TerminalURL, err)
+			}
+			if _, err := d.blobs.Stat(ctx, c.WarcPath); err != nil {
+				return ingest()
+			}
+			continue
+		}
 		if f.SHA256 == "" {
 			continue
 		}
@@ -499,6 +517,8 @@ type fileOutcome struct {
 	Error       string `json:"error,omitempty"`
 	TerminalURL string `json:"terminal_url,omitempty"`
 	TerminalDT  string `json:"terminal_dt,omitempty"`
+	// CDX is the capture's line, for a web-* strategy.
+	CDX *CDX `json:"cdx,omitempty"`
 	FileMeta
 }
 
@@ -532,12 +552,69 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 		return err
 	}
-	oc := fileOutcome{Status: StatusSuccess, TerminalURL: got.terminalURL, TerminalDT: a.s.cfg.Now().UTC().Format("20060102150405"), FileMeta: got.meta}
+	now := a.s.cfg.Now()
+	oc := fileOutcome{Status: StatusSuccess, TerminalURL: got.terminalURL, TerminalDT: now.UTC().Format("20060102150405"), FileMeta: got.meta}
+	if webStrategy(t.Item) {
+		// Stored in "wayback": the capture's WARC is a child of its own, made first; its CDX
+		// line is written with the task.
+		cdx, err := a.storeWARC(ctx, t, out, partial, now, oc)
+		if err != nil {
+			return err
+		}
+		oc.CDX = cdx
+	}
+	return a.storeFile(ctx, t, out, partial, oc)
+}
+
+// webStrategy reports whether a file item's request chose a web-* strategy (its metadata
+// inherits the request's).
+func webStrategy(it action.Item) bool {
+	st, _ := it.Metadata[mdStrategy].(string)
+	return strings.HasPrefix(st, "web-")
+}
+
+// storeWARC writes the capture of the verified file at partial as a WARC (a warcinfo and a
+// response record) into the blob store, a child of the file item, and returns its CDX line.
+func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome) (*CDX, error) {
+	src, err := os.Open(partial)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	tmp := partial + ".warc.gz"
+	defer os.Remove(tmp)
+	w, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	cdx, err := writeWARC(io.MultiWriter(w, h), a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, src)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("capture %s: %w", oc.TerminalURL, err)
+	}
+	cdx.WarcPath = hex.EncodeToString(h.Sum(nil))
+	oc.CDX = &cdx
+	f, err := os.Open(tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name + ".warc.gz", ContentType: "application/warc", Blob: f,
+		Metadata: map[string]any{mdRole: "warc", mdFile: nil, mdFileResult: asMap(oc)}})
+	return &cdx, err
+}
+
+// storeFile stores the verified file at partial as the file item's blob child, and records its
+// outcome (and its capture's CDX line) with the task.
+func (a downloadAction) storeFile(ctx context.Context, t *action.Task, out action.Output, partial string, oc fileOutcome) error {
 	f, err := os.Open(partial)
 	if err != nil {
 		return err
 	}
-	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name, ContentType: got.meta.Mimetype, Blob: f,
+	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name, ContentType: oc.Mimetype, Blob: f,
 		Metadata: map[string]any{mdRole: "blob", mdFile: nil, mdFileResult: asMap(oc)}})
 	f.Close()
 	if err != nil {
@@ -546,6 +623,17 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	// The partial file stays until the child is committed — CreateChild records it after it
 	// returns, and a process killed before then must find the verified bytes again, not fetch
 	// them from scratch: the result step, or a later attempt (recordStored), removes it.
+	return a.record(out, oc)
+}
+
+// record records a file's outcome, and its capture's CDX line, with the task.
+func (a downloadAction) record(out action.Output, oc fileOutcome) error {
+	if oc.CDX != nil {
+		if err := out.Write(action.DomainWrite{Domain: DomainName, Key: "cdx " + oc.CDX.URL + " " + oc.CDX.Datetime,
+			Payload: resultWrite{CDX: oc.CDX}}); err != nil {
+			return err
+		}
+	}
 	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
 	return nil
 }
@@ -555,7 +643,9 @@ func (s *Fileset) partialPath(jobID, itemID int64) string {
 	return filepath.Join(s.cfg.PartialDir, "j"+strconv.FormatInt(jobID, 10)+"-i"+strconv.FormatInt(itemID, 10)+".partial")
 }
 
-// recordStored records the outcome an earlier attempt stored with the file's blob child.
+// recordStored records the outcome an earlier attempt stored with the file's children (its
+// capture's WARC, first, for a web-* strategy, then its blob), storing the blob from the
+// verified partial file if that attempt died in between.
 func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Task, out action.Output, partial string) error {
 	kids, err := d.reads.StepChildren(ctx, t.Item.ID, t.Step)
 	if err != nil {
@@ -572,7 +662,12 @@ func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Tas
 	if !decodeMD(md, mdFileResult, &oc) {
 		return action.Permanentf("item %d: its stored file has no %s", kids[0].ID, mdFileResult)
 	}
+	if role, _ := md[mdRole].(string); role == "warc" && len(kids) == 1 {
+		if _, err := os.Stat(partial); err != nil {
+			return action.Permanentf("item %d: its verified file, captured in %s, is gone from %s: %v", t.Item.ID, kids[0].Name, partial, err)
+		}
+		return a.storeFile(ctx, t, out, partial, oc)
+	}
 	_ = os.Remove(partial)
-	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
-	return nil
+	return a.record(out, oc)
 }

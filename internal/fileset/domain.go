@@ -35,6 +35,8 @@ func (Domain) Migrations(d store.Dialect) []store.DomainMigration {
 type resultWrite struct {
 	Updated int64  `json:"updated"` // Unix nanoseconds
 	Result  Result `json:"result"`
+	// CDX, instead, is a capture's line for the CDX index (a download's).
+	CDX *CDX `json:"cdx,omitempty"`
 }
 
 // Apply implements [engine.Domain]: the results, put in the task's transaction
@@ -45,6 +47,12 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 		var p resultWrite
 		if err := json.Unmarshal(w.Payload, &p); err != nil {
 			return fmt.Errorf("fileset result %q: %w", w.Key, err)
+		}
+		if p.CDX != nil {
+			if err := results.PutCDX(ctx, *p.CDX); err != nil {
+				return fmt.Errorf("put the CDX line of %q: %w", w.Key, err)
+			}
+			continue
 		}
 		if err := results.Put(ctx, PutParams{Result: p.Result, Updated: time.Unix(0, p.Updated), JobID: w.JobID, ItemID: w.ItemID}); err != nil {
 			return fmt.Errorf("put fileset result %q: %w", w.Key, err)

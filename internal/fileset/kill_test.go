@@ -102,6 +102,10 @@ func normalResults(t *testing.T, path string) []string {
 			continue
 		}
 		line := fmt.Sprintf("%s %s %s %s", req.LinkSourceID, r.Status, r.IngestStrategy, r.PlatformID)
+		if r.FilesetFile != nil {
+			// A web-file success's capture: its CDX line, where its WARC record is.
+			line += fmt.Sprintf(" captured:%v", r.FilesetFile.CDX != nil && r.FilesetFile.CDX.WarcPath != "" && r.FilesetFile.CDX.WarcOffset > 0)
+		}
 		for _, m := range r.Manifest {
 			line += fmt.Sprintf(" [%s %d %s %s %s %s]", m.Path, *m.Size, m.Status, m.MD5, m.SHA1, m.SHA256)
 		}
@@ -247,6 +251,11 @@ func TestKillDuringDownloads(t *testing.T) {
 		got, want := normalResults(t, results), normalResults(t, cleanResults)
 		if !slices.Equal(got, want) {
 			t.Errorf("results after kills differ from the uninterrupted run's:\n got %q\nwant %q", got, want)
+		}
+		for _, line := range got {
+			if strings.Contains(line, " web-file ") && !strings.Contains(line, " captured:true") {
+				t.Errorf("a web-file success without its capture: %s", line)
+			}
 		}
 		// sluice fileset results --follow prints the newest fileset job's results (here, of a
 		// job that has ended: all of them, and returns).

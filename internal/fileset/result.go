@@ -186,7 +186,12 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	fr := &FileResult{Hit: true, Status: StatusSuccess, Request: fileReqJSON,
 		FileMeta: FileMeta{Size: *f.Size, MD5: f.MD5, SHA1: f.SHA1, SHA256: f.SHA256, Mimetype: f.Mimetype},
 		Terminal: &Terminal{URL: f.TerminalURL, StatusCode: 200, DT: f.TerminalDT, SHA1: f.SHA1}}
-	res.FilesetFile = &FileResult{Hit: true, FileMeta: fr.FileMeta, Terminal: fr.Terminal}
+	for _, k := range kids {
+		if k.ordinal == 0 && k.outcome != nil {
+			fr.CDX = k.outcome.CDX
+		}
+	}
+	res.FilesetFile = &FilesetFile{FileMeta: fr.FileMeta, Terminal: fr.Terminal, CDX: fr.CDX}
 	return res, fr
 }
 

@@ -39,6 +39,7 @@ func resultsOn(x store.DomainSQL) *ResultStore {
 // resultQueries are the statements of the results in one dialect.
 type resultQueries struct {
 	put, putResult, get, list, listStatus string
+	putCDX, getCDX                        string
 	dialect                               store.Dialect
 }
 
@@ -73,6 +74,11 @@ func resultStatements(d store.Dialect) *resultQueries {
 		putResult: store.Rebind(d, `INSERT INTO ingest_fileset_platform_result (ingest_type, base_url, result, job_id, item_id)
 	VALUES (?, ?, ?, ?, ?)
 	ON CONFLICT (ingest_type, base_url) DO UPDATE SET result = excluded.result, job_id = excluded.job_id, item_id = excluded.item_id`),
+		// A capture's line is written once; a replay changes nothing.
+		putCDX: store.Rebind(d, `INSERT INTO fileset_cdx (url, sha1hex, datetime, surt, mimetype, status_code, sha1b32,
+	warc_csize, warc_offset, warc_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		getCDX: store.Rebind(d, `SELECT url, sha1hex, datetime, surt, mimetype, status_code, sha1b32, warc_csize, warc_offset,
+	warc_path FROM fileset_cdx WHERE url = ? AND sha1hex = ? ORDER BY datetime DESC LIMIT 1`),
 		get:        store.Rebind(d, columns+`WHERE p.ingest_type = ? AND p.base_url = ?`),
 		list:       store.Rebind(d, columns+after+` ORDER BY p.ingest_type, p.base_url LIMIT ?`),
 		listStatus: store.Rebind(d, columns+after+` AND p.status = ? ORDER BY p.ingest_type, p.base_url LIMIT ?`),
@@ -222,4 +228,32 @@ func (s *ResultStore) query(ctx context.Context, q string, args ...any) ([]Row, 
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// PutCDX adds a capture's line to the CDX index.
+func (s *ResultStore) PutCDX(ctx context.Context, c CDX) error {
+	_, err := s.x.Exec(ctx, s.q.putCDX, c.URL, c.SHA1Hex, c.Datetime, c.SURT, c.Mimetype, c.StatusCode, c.SHA1B32,
+		c.WarcCSize, c.WarcOffset, c.WarcPath)
+	return err
+}
+
+// CDX returns the latest capture of url whose payload has the sha1, or [store.ErrNotFound].
+func (s *ResultStore) CDX(ctx context.Context, url, sha1hex string) (*CDX, error) {
+	rows, err := s.x.Query(ctx, s.q.getCDX, url, sha1hex)
+	if err != nil {
+		return nil, fmt.Errorf("read fileset_cdx: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, store.ErrNotFound
+	}
+	var c CDX
+	if err := rows.Scan(&c.URL, &c.SHA1Hex, &c.Datetime, &c.SURT, &c.Mimetype, &c.StatusCode, &c.SHA1B32, &c.WarcCSize,
+		&c.WarcOffset, &c.WarcPath); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }

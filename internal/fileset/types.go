@@ -87,7 +87,7 @@ type Result struct {
 	TotalSize      *int64         `json:"total_size,omitempty"`
 	IngestStrategy string         `json:"ingest_strategy,omitempty"`
 	// FilesetFile is the single file of a `*-file` strategy's success.
-	FilesetFile *FileResult `json:"fileset_file,omitempty"`
+	FilesetFile *FilesetFile `json:"fileset_file,omitempty"`
 }
 
 // MarshalJSON writes the result, with an empty manifest that was read as [] (Go's omitempty
@@ -111,6 +111,16 @@ type FileResult struct {
 	Request  json.RawMessage `json:"request,omitempty"`
 	FileMeta FileMeta        `json:"file_meta"`
 	Terminal *Terminal       `json:"terminal,omitempty"`
+	// CDX is the capture's line, for web-file.
+	CDX *CDX `json:"cdx,omitempty"`
+}
+
+// FilesetFile is a `*-file` strategy's file (Sandcrawler's fileset_file): what was downloaded,
+// from where, and — for web-file — its capture's CDX line.
+type FilesetFile struct {
+	FileMeta FileMeta  `json:"file_meta"`
+	Terminal *Terminal `json:"terminal,omitempty"`
+	CDX      *CDX      `json:"cdx,omitempty"`
 }
 
 // FileMeta describes downloaded bytes.

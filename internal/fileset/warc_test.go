@@ -2,6 +2,7 @@ package fileset
 
 import (
 	"bytes"
+	"context"
 	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -80,4 +81,41 @@ func TestWARCReadBack(t *testing.T) {
 			t.Errorf("%d bytes: records %v, want warcinfo and response", n, types)
 		}
 	}
+}
+
+// readCapture reads the response record at cdx's offset of a WARC blob with internetarchive's
+// reader and returns its payload, checking its target, payload digest and compressed size
+// against the CDX line.
+func readCapture(t *testing.T, blobs interface {
+	Open(ctx context.Context, sha256 string) (io.ReadCloser, error)
+}, cdx CDX) []byte {
+	t.Helper()
+	rc, err := blobs.Open(t.Context(), cdx.WarcPath)
+	if err != nil {
+		t.Fatalf("WARC blob %s: %v", cdx.WarcPath, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil || int64(len(b)) < cdx.WarcOffset+cdx.WarcCSize {
+		t.Fatalf("WARC blob %s of %d bytes (%v) for a record at %d of %d", cdx.WarcPath, len(b), err, cdx.WarcOffset, cdx.WarcCSize)
+	}
+	r, err := iawarc.NewReader(bytes.NewReader(b[cdx.WarcOffset:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.ReadRecord()
+	if err != nil || rec == nil {
+		t.Fatalf("WARC %s at %d: %v", cdx.WarcPath, cdx.WarcOffset, err)
+	}
+	defer rec.Content.Close()
+	block, _ := io.ReadAll(rec.Content)
+	_, payload, _ := bytes.Cut(block, []byte("\r\n\r\n"))
+	if rec.Header.Get("WARC-Type") != "response" || rec.Header.Get("WARC-Target-URI") != cdx.URL ||
+		rec.Header.Get("WARC-Payload-Digest") != "sha1:"+cdx.SHA1B32 || rec.Size != cdx.WarcCSize {
+		t.Errorf("WARC %s at %d: %v, %d bytes, want the CDX line's %+v", cdx.WarcPath, cdx.WarcOffset, rec.Header, rec.Size, cdx)
+	}
+	if sum := sha1.Sum(payload); hex.EncodeToString(sum[:]) != cdx.SHA1Hex {
+		t.Errorf("WARC %s: payload sha1 %x, CDX says %s", cdx.WarcPath, sum, cdx.SHA1Hex)
+	}
+	return payload
 }

@@ -319,6 +319,33 @@ func TestStatuses(t *testing.T) {
 				t.Errorf("dataset-file result %s", o.Value)
 			}
 		}
+		// Each file of a web-* success was captured: the CDX index has its line, whose WARC —
+		// read back by internetarchive/gowarc — holds the file; web-file results carry it.
+		results2 := NewResultStore(k.Store)
+		captures := 0
+		for i, c := range cs {
+			r := results[i]
+			if !strings.HasPrefix(r.Status, "success") || !strings.HasPrefix(r.IngestStrategy, "web-") {
+				continue
+			}
+			for _, m := range r.Manifest {
+				cdx, err := results2.CDX(t.Context(), m.TerminalURL, m.SHA1)
+				if err != nil {
+					t.Errorf("%s: %s has no CDX line: %v", c.name, m.Path, err)
+					continue
+				}
+				if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != *m.Size || cdx.SURT != SURT(m.TerminalURL) {
+					t.Errorf("%s: %s captured as %d bytes, %+v", c.name, m.Path, len(payload), cdx)
+				}
+				captures++
+				if r.IngestStrategy == StrategyWebFile && (r.FilesetFile == nil || r.FilesetFile.CDX == nil || *r.FilesetFile.CDX != *cdx) {
+					t.Errorf("%s: fileset_file %+v, want its CDX line %+v", c.name, r.FilesetFile, cdx)
+				}
+			}
+		}
+		if captures < 8 {
+			t.Errorf("%d captures read back", captures)
+		}
 		// Downloads left no partial files behind.
 		checkNoPartials(t, cfg.PartialDir)
 	})
