@@ -140,6 +140,14 @@ type FileSet struct {
 	WorkAccessionNumber string                             `json:"work_accession_number"`
 }
 
+// FilesetBundle defines model for FilesetBundle.
+type FilesetBundle struct {
+	ArchiveorgBundlePath *string          `json:"archiveorg_bundle_path,omitempty"`
+	Cdx                  *FilesetCDX      `json:"cdx,omitempty"`
+	FileMeta             FilesetFileMeta  `json:"file_meta"`
+	Terminal             *FilesetTerminal `json:"terminal,omitempty"`
+}
+
 // FilesetCDX defines model for FilesetCDX.
 type FilesetCDX struct {
 	Datetime   string `json:"datetime"`
@@ -221,6 +229,7 @@ type FilesetResult struct {
 	ArchiveorgItemName *string                `json:"archiveorg_item_name,omitempty"`
 	ErrorMessage       *string                `json:"error_message,omitempty"`
 	FileCount          *int64                 `json:"file_count,omitempty"`
+	FilesetBundle      *FilesetBundle         `json:"fileset_bundle,omitempty"`
 	FilesetFile        *FilesetFile           `json:"fileset_file,omitempty"`
 	Hit                bool                   `json:"hit"`
 	HtmlBiblio         *FilesetHTMLBiblio     `json:"html_biblio,omitempty"`

@@ -49,6 +49,7 @@ const (
 	mdGeneration = "fileset_generation"     // of the ingest_fileset_platform row check-existing found
 	mdClaim      = "fileset_claim"          // a file's download claim (claimKey)
 	mdUnsized    = "fileset_unsized_budget" // bytes each file without a declared size may download
+	mdBundle     = "fileset_bundle"         // a file item that is the dataset's bundle
 )
 
 // The output kinds of the result step.
@@ -61,7 +62,10 @@ const (
 func StrategyEvent(strategy string) string { return "strategy." + strategy }
 
 // Strategies lists the strategies that have a step.
-var Strategies = []string{StrategyWebFile, StrategyWebFileset, StrategyArchiveorgFile, StrategyArchiveorgFileset}
+var Strategies = []string{StrategyWebFile, StrategyWebFileset, StrategyArchiveorgFile, StrategyArchiveorgFileset,
+	StrategyWebFilesetBundled, StrategyArchiveorgFilesetBundled}
+
+func bundled(strategy string) bool { return strings.HasSuffix(strategy, "-bundled") }
 
 func decodeMD(md map[string]any, key string, into any) bool {
 	v, ok := md[key]
@@ -172,7 +176,12 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		return ingest()
 	}
 	web := strings.HasPrefix(row.Result.IngestStrategy, "web-")
-	for _, f := range row.Result.Manifest {
+	archived := row.Result.Manifest
+	if b := row.Result.FilesetBundle; b != nil && b.Terminal != nil {
+		// A bundle's files are archived as the bundle is.
+		archived = []ManifestFile{{TerminalURL: b.Terminal.URL, SHA1: b.FileMeta.SHA1, SHA256: b.FileMeta.SHA256}}
+	}
+	for _, f := range archived {
 		if web {
 			// Stored in "wayback": the CDX index has the file's capture (its URL and payload
 			// sha1), whose WARC is in the blob store — else it is captured again.
@@ -421,10 +430,15 @@ func (a limitsAction) Run(ctx context.Context, t *action.Task, out action.Output
 		conclude(out, st, msg)
 		return nil
 	}
-	st := ChooseStrategy(&item)
+	st := l.Strategy(&item)
 	// Declared sizes bound their files' downloads (a longer body is a mismatch); the files
-	// without one share what the declared sizes leave of the limit.
-	out.SetMetadata(map[string]any{mdStrategy: st, mdUnsized: unsizedBudget(item.Manifest, l.MaxTotalSize)})
+	// without one share what the declared sizes leave of the limit. A bundle has no declared
+	// size: its files' sizes bound it.
+	budget := unsizedBudget(item.Manifest, l.MaxTotalSize)
+	if bundled(st) {
+		budget = bundleBudget(item.Manifest, l.MaxTotalSize)
+	}
+	out.SetMetadata(map[string]any{mdStrategy: st, mdUnsized: budget})
 	out.Emit(StrategyEvent(st))
 	return nil
 }
@@ -466,11 +480,16 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 	}
 	out.SetMetadata(map[string]any{mdFilesStep: t.Step})
-	for i := action.Resume(out); i < len(item.Manifest); i++ {
-		f := item.Manifest[i]
+	files := item.Manifest
+	if st, _ := t.Item.Metadata[mdStrategy].(string); bundled(st) {
+		// One download: the platform's archive of every file.
+		files = []ManifestFile{bundleFile(&item)}
+	}
+	for i := action.Resume(out); i < len(files); i++ {
+		f := files[i]
 		u, _ := url.Parse(f.PlatformURL)
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
-			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
+			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f), mdBundle: len(files) != len(item.Manifest),
 			// The parent's bulky findings stay with the parent; mdUnsized is the child's too.
 			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
@@ -479,6 +498,23 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 	}
 	return nil
+}
+
+// bundleFile is the manifest entry of a dataset's bundle: its download-all archive, of no
+// declared size or digest (its interior files are verified against the manifest instead).
+func bundleFile(item *PlatformItem) ManifestFile {
+	return ManifestFile{Path: item.PlatformName + "-" + safeName(item.PlatformID) + ".zip", Mimetype: "application/zip",
+		PlatformURL: item.WebBundleURL}
+}
+
+// safeName keeps the letters, digits, '.', '-' and '_' of s (an id in a file name).
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // claimKey is the key a file's download claims (the workflow's download step: claim, scope
@@ -519,6 +555,8 @@ type fileOutcome struct {
 	TerminalDT  string `json:"terminal_dt,omitempty"`
 	// CDX is the capture's line, for a web-* strategy.
 	CDX *CDX `json:"cdx,omitempty"`
+	// Interior lists a bundle's files, with their sizes and digests.
+	Interior []ManifestFile `json:"interior,omitempty"`
 	FileMeta
 }
 
@@ -554,6 +592,15 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	}
 	now := a.s.cfg.Now()
 	oc := fileOutcome{Status: StatusSuccess, TerminalURL: got.terminalURL, TerminalDT: now.UTC().Format("20060102150405"), FileMeta: got.meta}
+	if b, _ := t.Item.Metadata[mdBundle].(bool); b {
+		// The dataset's bundle: its interior files are listed (and verified by the result step).
+		if oc.Interior, err = listBundle(partial, a.s.cfg.Limits.MaxManifest, a.s.cfg.Limits.MaxTotalSize); err != nil {
+			st, msg, _ := asStatus(err)
+			_ = os.Remove(partial)
+			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
+			return nil
+		}
+	}
 	if webStrategy(t.Item) {
 		// Stored in "wayback": the capture's WARC is a child of its own, made first; its CDX
 		// line is written with the task.

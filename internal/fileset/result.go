@@ -198,6 +198,9 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 // filesStatus merges the files' outcomes into the manifest and returns the overall status: the
 // first file's that is not success, else success (success-file for a *-file strategy).
 func filesStatus(res *Result, kids []fileChild) string {
+	if bundled(res.IngestStrategy) {
+		return bundleStatus(res, kids)
+	}
 	if len(kids) != len(res.Manifest) {
 		res.ErrorMessage = fmt.Sprintf("%d files downloaded for a manifest of %d", len(kids), len(res.Manifest))
 		return StatusPlatformError
@@ -241,4 +244,45 @@ func filesStatus(res *Result, kids []fileChild) string {
 		return StatusSuccessFile
 	}
 	return StatusSuccess
+}
+
+// bundleStatus is filesStatus for a bundled strategy: its one download is the bundle, and each
+// manifest file is verified against the bundle's file of its path. The result's fileset_bundle
+// is the bundle.
+func bundleStatus(res *Result, kids []fileChild) string {
+	if len(kids) != 1 {
+		res.ErrorMessage = fmt.Sprintf("%d downloads for a bundle", len(kids))
+		return StatusPlatformError
+	}
+	k := kids[0]
+	switch {
+	case k.outcome == nil:
+		res.ErrorMessage = capError("the bundle: " + k.err)
+		return StatusErrorPlatformDownload
+	case k.outcome.Status != StatusSuccess:
+		res.ErrorMessage = k.outcome.Error
+		return k.outcome.Status
+	}
+	o := k.outcome
+	b := &FilesetBundle{FileMeta: o.FileMeta, Terminal: &Terminal{URL: o.TerminalURL, StatusCode: 200, DT: o.TerminalDT, SHA1: o.SHA1}, CDX: o.CDX}
+	if strings.HasPrefix(res.IngestStrategy, "archiveorg-") {
+		name := o.TerminalURL[strings.LastIndex(o.TerminalURL, "/")+1:]
+		if i := strings.IndexByte(name, '?'); i >= 0 {
+			name = name[:i]
+		}
+		b.ArchiveorgBundlePath = res.ArchiveorgItemName + "/" + safeName(name)
+	}
+	res.FilesetBundle = b
+	res.Manifest = append([]ManifestFile(nil), res.Manifest...)
+	overall := StatusSuccess
+	for i, st := range verifyBundled(res.Manifest, o.Interior) {
+		f := &res.Manifest[i]
+		f.Status = st
+		if st == StatusSuccess {
+			f.TerminalURL, f.TerminalDT = o.TerminalURL, o.TerminalDT
+		} else if overall == StatusSuccess {
+			overall, res.ErrorMessage = st, bundleError(*f, st)
+		}
+	}
+	return overall
 }

@@ -149,9 +149,15 @@ func (s *ResultStore) Put(ctx context.Context, p PutParams) error {
 		manifest = string(b)
 	}
 	full, _ := json.Marshal(r)
-	// No strategy stores a bundle: archiveorg_item_bundle_path, web_bundle_url and
-	// web_bundle_dt stay NULL.
+	// A bundled strategy's bundle: its path in the item (archiveorg), or its capture's URL and
+	// time (web).
 	var bundlePath, bundleURL, bundleDT any
+	if b := r.FilesetBundle; b != nil {
+		bundlePath = nullable(b.ArchiveorgBundlePath)
+		if b.CDX != nil {
+			bundleURL, bundleDT = nullable(b.CDX.URL), nullable(b.CDX.Datetime)
+		}
+	}
 	n, err := s.x.Exec(ctx, s.q.put, req.IngestType, req.BaseURL, s.q.updatedArg(p.Updated), r.Hit, nullable(r.Status),
 		r.PlatformName, r.PlatformDomain, r.PlatformID, nullable(r.IngestStrategy), r.TotalSize, r.FileCount,
 		nullable(r.ArchiveorgItemName), bundlePath, bundleURL, bundleDT, manifest)

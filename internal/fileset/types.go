@@ -88,6 +88,8 @@ type Result struct {
 	IngestStrategy string         `json:"ingest_strategy,omitempty"`
 	// FilesetFile is the single file of a `*-file` strategy's success.
 	FilesetFile *FilesetFile `json:"fileset_file,omitempty"`
+	// FilesetBundle is the bundle of a `*-fileset-bundled` strategy.
+	FilesetBundle *FilesetBundle `json:"fileset_bundle,omitempty"`
 }
 
 // MarshalJSON writes the result, with an empty manifest that was read as [] (Go's omitempty
@@ -121,6 +123,15 @@ type FilesetFile struct {
 	FileMeta FileMeta  `json:"file_meta"`
 	Terminal *Terminal `json:"terminal,omitempty"`
 	CDX      *CDX      `json:"cdx,omitempty"`
+}
+
+// FilesetBundle is a `*-fileset-bundled` strategy's bundle (Sandcrawler's fileset_bundle): the
+// download-all archive as downloaded, its capture (web) or its path in the item (archiveorg).
+type FilesetBundle struct {
+	FileMeta             FileMeta  `json:"file_meta"`
+	Terminal             *Terminal `json:"terminal,omitempty"`
+	CDX                  *CDX      `json:"cdx,omitempty"`
+	ArchiveorgBundlePath string    `json:"archiveorg_bundle_path,omitempty"`
 }
 
 // FileMeta describes downloaded bytes.
@@ -172,6 +183,10 @@ const (
 	StrategyWebFileset        = "web-fileset"
 	StrategyArchiveorgFile    = "archiveorg-file"
 	StrategyArchiveorgFileset = "archiveorg-fileset"
+	// The bundled strategies store the platform's download-all archive (one zip) and list its
+	// interior files in the manifest.
+	StrategyWebFilesetBundled        = "web-fileset-bundled"
+	StrategyArchiveorgFilesetBundled = "archiveorg-fileset-bundled"
 )
 
 // MaxErrorLen caps error text in results, as Sandcrawler does.

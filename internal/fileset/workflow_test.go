@@ -227,6 +227,18 @@ func statusCases(f *fakes) []statusCase {
 	endless["checksum"] = ""
 	add("endless body without a size", z(118, "open", endless), StatusBodyTooLarge)
 
+	// Over 20 files: the record's files-archive, one download, its files verified inside.
+	var bundle, lyingBundle []map[string]any
+	for i := range 21 {
+		bundle = append(bundle, honest(fmt.Sprintf("z130/f%02d.csv", i), 100+i))
+		lyingBundle = append(lyingBundle, honest(fmt.Sprintf("z131/f%02d.csv", i), 100+i))
+	}
+	add("bundled", z(130, "open", bundle...), StatusSuccess)
+	f.mu.Lock()
+	f.files["lie/z131/f07.csv"] = &fakeFile{body: content("other", 107)} // same size, other bytes
+	f.mu.Unlock()
+	add("bundle with a wrong file", z(131, "open", lyingBundle...), StatusMismatchMD5)
+
 	add("landing unreachable", "http://localhost:1/record/1", StatusNoCapture)
 	f.set2(f.landing, "/record/117", 404)
 	add("landing 404", baseOf(f.zenodo)+"/record/117", StatusTerminalBadStatus)
@@ -320,11 +332,16 @@ func TestStatuses(t *testing.T) {
 			}
 		}
 		// Each file of a web-* success was captured: the CDX index has its line, whose WARC —
-		// read back by internetarchive/gowarc — holds the file; web-file results carry it.
+		// read back by internetarchive/gowarc — holds the file; web-file results carry it. A
+		// bundle was captured once, its files downloaded by none but it.
 		results2 := NewResultStore(k.Store)
 		captures := 0
 		for i, c := range cs {
 			r := results[i]
+			if bundled(r.IngestStrategy) {
+				checkBundle(t, c, r, f, k, results2)
+				continue
+			}
 			if !strings.HasPrefix(r.Status, "success") || !strings.HasPrefix(r.IngestStrategy, "web-") {
 				continue
 			}
@@ -426,6 +443,38 @@ func checkFields(t *testing.T, c statusCase, r Result) {
 			ReleaseDate: "2021-03-04", DOI: "10.5072/" + strings.Trim(path, "/")}
 		if r.HTMLBiblio == nil || !reflect.DeepEqual(*r.HTMLBiblio, want) {
 			t.Errorf("%s: html_biblio %+v, want %+v", c.name, r.HTMLBiblio, want)
+		}
+	}
+}
+
+// checkBundle checks a bundled result: its strategy, its bundle captured once (read back from
+// its WARC), no file of it fetched alone, and its manifest verified inside the bundle.
+func checkBundle(t *testing.T, c statusCase, r Result, f *fakes, k *enginetest.Kit, results *ResultStore) {
+	t.Helper()
+	b := r.FilesetBundle
+	if r.IngestStrategy != StrategyWebFilesetBundled || b == nil || b.CDX == nil || b.Terminal == nil || b.FileMeta.Size == 0 {
+		t.Errorf("%s: strategy %s, fileset_bundle %+v", c.name, r.IngestStrategy, b)
+		return
+	}
+	cdx, err := results.CDX(t.Context(), b.Terminal.URL, b.FileMeta.SHA1)
+	if err != nil || *cdx != *b.CDX {
+		t.Errorf("%s: the bundle's CDX line %+v, %v; result's %+v", c.name, cdx, err, b.CDX)
+	} else if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != b.FileMeta.Size {
+		t.Errorf("%s: bundle captured as %d bytes, downloaded %d", c.name, len(payload), b.FileMeta.Size)
+	}
+	if len(r.Manifest) != 21 || *r.FileCount != 21 {
+		t.Errorf("%s: %d manifest files", c.name, len(r.Manifest))
+	}
+	for _, m := range r.Manifest {
+		if f.getCount(m.Path) != 0 {
+			t.Errorf("%s: %s was fetched alone", c.name, m.Path)
+		}
+		want := StatusSuccess
+		if strings.HasSuffix(m.Path, "z131/f07.csv") {
+			want = StatusMismatchMD5
+		}
+		if m.Status != want || want == StatusSuccess && (len(m.SHA256) != 64 || m.TerminalURL != b.Terminal.URL) {
+			t.Errorf("%s: manifest file %+v, want %s", c.name, m, want)
 		}
 	}
 }

@@ -77,6 +77,8 @@ func (z zenodo) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformI
 		PlatformID:         id,
 		PlatformBaseURL:    ident.BaseURL,
 		ArchiveorgItemName: ident.Domain + "-" + id,
+		// The record's files as one zip.
+		WebBundleURL: z.api + "/records/" + id + "/files-archive",
 	}
 	for _, fl := range rec.Files {
 		mf := ManifestFile{Path: fl.Key, Size: fl.Size, PlatformURL: fl.Links.Self}
