@@ -101,6 +101,7 @@ func TestPlatformPathPrefix(t *testing.T) {
 			reqs[i] = Request{IngestType: "dataset", BaseURL: c.url}
 		}
 		_, results := runRequests(t, k, reqs, time.Minute)
+		var again []Request
 		for i, c := range picked {
 			r := results[i]
 			if r.Status != c.want {
@@ -109,6 +110,30 @@ func TestPlatformPathPrefix(t *testing.T) {
 			if r.PlatformName != "" && !strings.HasPrefix(r.PlatformBaseURL, base+"/") {
 				t.Errorf("%s: platform_base_url %q, want under %s", c.name, r.PlatformBaseURL, base)
 			}
+			checkFields(t, c, r)
+			if r.Hit {
+				again = append(again, reqs[i])
+			}
+		}
+		// The successes again: each success-existing, nothing fetched — no file, no bundle, no
+		// landing page or API call through the mirror.
+		f.mu.Lock()
+		served, archives := f.served, f.gets["archive/130"]
+		f.mu.Unlock()
+		calls := apiCalls.Load() + landings.Load()
+		_, second := runRequests(t, k, again, time.Minute)
+		for i, r := range second {
+			if r.Status != StatusSuccessExisting {
+				t.Errorf("%s again: %s (%s)", again[i].BaseURL, r.Status, r.ErrorMessage)
+			}
+		}
+		f.mu.Lock()
+		if f.served != served || f.gets["archive/130"] != archives {
+			t.Errorf("the re-run fetched %d bytes of files, %d bundles", f.served-served, f.gets["archive/130"]-archives)
+		}
+		f.mu.Unlock()
+		if n := apiCalls.Load() + landings.Load() - calls; len(again) < 8 || n != 0 {
+			t.Errorf("the re-run of %d successes made %d requests through the mirror", len(again), n)
 		}
 		if len(picked) < 25 || apiCalls.Load() < 20 || landings.Load() < 20 {
 			t.Errorf("%d cases, %d API calls and %d landing pages through the mirror", len(picked), apiCalls.Load(), landings.Load())
