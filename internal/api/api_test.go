@@ -127,12 +127,10 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	if err := docsearch.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
-	fs.Bind(e, fileset.NewResultStore(db), blobs)
 	if svc != nil {
 		if err := objects.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
-		svc.Bind(e, blobs)
 	}
 	set := metric.New()
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Metrics: set})
@@ -366,6 +364,15 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 	b.json(t, "GET", "/v1/jobs?state=complete&limit=10", nil, 200, &list)
 	if len(list.Jobs) != 1 {
 		t.Errorf("jobs %+v", list)
+	}
+	b.json(t, "GET", "/v1/jobs?state=failed&limit=10", nil, 200, &list)
+	if len(list.Jobs) != 0 {
+		t.Errorf("failed jobs %+v", list)
+	}
+	// A state that is not a job's is the caller's mistake, named, not an empty list.
+	code, data = b.do(t, "GET", "/v1/jobs?state=done", b.reader, "", nil)
+	if code != 400 || !strings.Contains(string(data), `\"done\" is not a job state: one of running, complete, failed, canceled`) {
+		t.Errorf("jobs?state=done: %d %s", code, data)
 	}
 	// SSE on a finished job: one progress event, then end.
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/jobs/%d/progress", job.ID), b.reader, "", nil)

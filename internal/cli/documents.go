@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -131,7 +132,7 @@ func documentsJob(ctx context.Context, n *node.Node, id int64) (int64, error) {
 
 // entry is one document or error of a job, in tree order.
 type entry struct {
-	item *store.Item
+	item *record.Item
 	doc  *ingest.Document
 	err  *ingest.Error
 }
@@ -141,7 +142,7 @@ type entry struct {
 func eachEntry(ctx context.Context, n *node.Node, jobID int64, fn func(en entry) error) error {
 	docs := map[int64]*ingest.Document{}
 	errs := map[int64]*ingest.Error{}
-	err := eachOutput(ctx, n, jobID, func(o *store.Output) error {
+	err := eachOutput(ctx, n, jobID, func(o *record.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			var d ingest.Document
@@ -259,7 +260,7 @@ func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
 	}
 	var doc *ingest.Document
 	var docErr *ingest.Error
-	err = eachOutputOfItem(ctx, n, it, func(o *store.Output) error {
+	err = eachOutputOfItem(ctx, n, it, func(o *record.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			doc = &ingest.Document{}
@@ -291,7 +292,7 @@ func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
 }
 
 // eachOutputOfItem calls fn with the outputs of one item.
-func eachOutputOfItem(ctx context.Context, n *node.Node, it *store.Item, fn func(o *store.Output) error) error {
+func eachOutputOfItem(ctx context.Context, n *node.Node, it *record.Item, fn func(o *record.Output) error) error {
 	outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: it.JobID, AfterItem: it.ID - 1, Limit: 10})
 	if err != nil {
 		return err
@@ -306,7 +307,7 @@ func eachOutputOfItem(ctx context.Context, n *node.Node, it *store.Item, fn func
 	return nil
 }
 
-func indexFor(it *store.Item, doc *ingest.Document, text string) indexEntry {
+func indexFor(it *record.Item, doc *ingest.Document, text string) indexEntry {
 	ie := indexEntry{ID: it.ID, Title: doc.Title, PageNumber: doc.PageNumber, IsFromOCR: doc.IsFromOCR,
 		Metadata: doc.Metadata, ContentType: it.ContentType, SHA256: map[string]string{}}
 	if ie.Metadata == nil {
@@ -326,7 +327,7 @@ func indexFor(it *store.Item, doc *ingest.Document, text string) indexEntry {
 }
 
 // blobPart names a document's blob in the index: "pdf" when it is one.
-func blobPart(it *store.Item) string {
+func blobPart(it *record.Item) string {
 	if strings.HasPrefix(it.ContentType, "application/pdf") {
 		return "pdf"
 	}
@@ -435,7 +436,7 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 // writeDocument writes one document's parts as documents/NNNNNN-NAME.EXT, where NNNNNN is its
 // 1-based position in the export (stable across runs) and NAME its title's last element,
 // sanitised; it returns the parts' paths relative to out. No title can choose where a file goes.
-func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *store.Item, title, text string, parts map[string]bool) (map[string]string, error) {
+func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *record.Item, title, text string, parts map[string]bool) (map[string]string, error) {
 	base := fmt.Sprintf("%06d-%s", seq, safeName(title))
 	files := map[string]string{}
 	write := func(part, ext string, r io.Reader) error {

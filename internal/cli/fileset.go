@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // addFilesetFlags adds the fileset workflow's settings: where the platforms are and the limits.
@@ -119,14 +119,14 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 	}
 	defer stream.close()
 	n.Start(ctx)
-	final, err := func() (*store.Job, error) {
+	final, err := func() (*record.Job, error) {
 		defer n.Stop(n.Drain())
 		// Each request's result is appended as it ends.
 		fctx, stop := context.WithCancel(ctx)
 		followed := make(chan error, 1)
 		go func() { followed <- stream.follow(fctx) }()
 		defer func() { stop(); <-followed }()
-		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {
+		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *record.Job) string {
 			return filesetLine(p, total, n.Fileset.Downloaded())
 		}, nil)
 	}()
@@ -146,7 +146,7 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, " %s %d", st, tally[st])
 	}
 	fmt.Fprintln(e.stderr)
-	if final.State != store.JobComplete {
+	if final.State != record.JobComplete {
 		return jobEnded(final)
 	}
 	if bad > 0 {
@@ -215,7 +215,7 @@ func (s requestSource) key() (string, error) {
 // startFilesetJob creates the job (or finds the one an interrupted run of the same command
 // made, still running), adds a root per request line not yet added, and seals it. A bad line is reported with
 // its file and line number and skipped; the others go on.
-func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource, version int) (*store.Job, int, int, error) {
+func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource, version int) (*record.Job, int, int, error) {
 	key, err := src.key()
 	if err != nil {
 		return nil, 0, 0, err
@@ -232,7 +232,7 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if sub.Created() || sub.Job().State == store.JobRunning {
+		if sub.Created() || sub.Job().State == record.JobRunning {
 			break
 		}
 	}
@@ -272,7 +272,7 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 func filesetLine(p *engine.Progress, total int, downloaded int64) string {
 	done := 0
 	for _, c := range p.Counts {
-		if c.Action == "fileset-result" && (c.State == store.TaskComplete || c.State == store.TaskFailed) {
+		if c.Action == "fileset-result" && (c.State == record.TaskComplete || c.State == record.TaskFailed) {
 			done += c.Tasks
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -38,6 +39,12 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var st record.JobState
+	if *state != "" {
+		if st, err = record.ParseJobState(*state); err != nil {
+			return usagef("--state: %v", err)
+		}
+	}
 	// Following runs workers here, so it needs the engine's hold on the data dir.
 	n, err := c.open(ctx, e, sub == "retry" && *followJob)
 	if err != nil {
@@ -46,7 +53,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	defer n.Close()
 	switch sub {
 	case "list":
-		jobs, err := n.Store.JobList(ctx, store.JobListParams{State: *state, Limit: *limit})
+		jobs, err := n.Store.JobList(ctx, store.JobListParams{State: st, Limit: *limit})
 		if err != nil {
 			return err
 		}
@@ -105,7 +112,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if final.State != store.JobComplete {
+		if final.State != record.JobComplete {
 			return jobEnded(final)
 		}
 		return nil
@@ -151,7 +158,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		waiting[w.ItemID] = append(waiting[w.ItemID], fmt.Sprintf("%s:waiting(until %s)", w.Step, w.Due.UTC().Format(time.RFC3339)))
 	}
 	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
-	if j.Error != "" && j.Error != j.State {
+	if j.Error != "" && j.Error != string(j.State) {
 		fmt.Fprintf(e.stdout, " (%s)", j.Error)
 	}
 	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
@@ -173,7 +180,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		tasks, _ := n.Store.TaskListByItem(ctx, it.ID)
 		var ts []string
 		for _, t := range tasks {
-			ts = append(ts, t.Step+":"+t.State)
+			ts = append(ts, t.Step+":"+string(t.State))
 		}
 		ts = append(ts, waiting[it.ID]...)
 		st := ""
@@ -190,7 +197,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 
 // showHistory prints the attempts of the items that did not simply succeed at once (a failed or
 // canceled attempt, or a task run more than once): what happened, retries included.
-func showHistory(ctx context.Context, e *env, n *node.Node, items []*store.Item) error {
+func showHistory(ctx context.Context, e *env, n *node.Node, items []*record.Item) error {
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	header := false
 	for _, it := range items {
@@ -200,7 +207,7 @@ func showHistory(ctx context.Context, e *env, n *node.Node, items []*store.Item)
 		}
 		eventful := false
 		for _, a := range atts {
-			eventful = eventful || a.State != store.TaskComplete || a.Attempt > 1
+			eventful = eventful || a.State != record.TaskComplete || a.Attempt > 1
 		}
 		if !eventful {
 			continue
@@ -521,20 +528,20 @@ func itemStatus(md []byte) string {
 }
 
 // stateCounts prints counts by state in plain words, largest first: "16 complete, 2 failed".
-func stateCounts(m map[string]int) string {
+func stateCounts[S ~string](m map[S]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
 	states := slices.Collect(maps.Keys(m))
-	slices.SortFunc(states, func(a, b string) int {
+	slices.SortFunc(states, func(a, b S) int {
 		if c := cmp.Compare(m[b], m[a]); c != 0 {
 			return c
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(string(a), string(b))
 	})
 	parts := make([]string, len(states))
 	for i, st := range states {
-		parts[i] = strconv.Itoa(m[st]) + " " + st
+		parts[i] = strconv.Itoa(m[st]) + " " + string(st)
 	}
 	return strings.Join(parts, ", ")
 }
