@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // addFilesetFlags adds the fileset workflow's settings: where the platforms are and the limits.
@@ -402,7 +403,7 @@ func followFilesetJob(ctx context.Context, n *node.Node, jobID int64, w io.Write
 		if err != nil {
 			return err
 		}
-		if job.State != store.JobRunning {
+		if job.State != record.JobRunning {
 			// Ended: its results are all there; the last scan writes the rest.
 			if err := stream.poll(ctx, true); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -208,7 +209,7 @@ func (s *resultStream) rollback(err error) error {
 }
 
 // write writes a request's result and, for a single-file success, its dataset-file result.
-func (s *resultStream) write(ctx context.Context, o *store.Output) error {
+func (s *resultStream) write(ctx context.Context, o *record.Output) error {
 	status := statusOf(o.Value)
 	s.tally[status]++
 	s.w.Write(o.Value)
