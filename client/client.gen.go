@@ -187,6 +187,35 @@ type FileSetHistory struct {
 	State           string         `json:"state"`
 }
 
+// FilesetBundle defines model for FilesetBundle.
+type FilesetBundle struct {
+	ArchiveorgBundlePath *string          `json:"archiveorg_bundle_path,omitempty"`
+	Cdx                  *FilesetCDX      `json:"cdx,omitempty"`
+	FileMeta             FilesetFileMeta  `json:"file_meta"`
+	Terminal             *FilesetTerminal `json:"terminal,omitempty"`
+}
+
+// FilesetCDX defines model for FilesetCDX.
+type FilesetCDX struct {
+	Datetime   string `json:"datetime"`
+	Mimetype   string `json:"mimetype"`
+	Sha1b32    string `json:"sha1b32"`
+	Sha1hex    string `json:"sha1hex"`
+	StatusCode int64  `json:"status_code"`
+	Surt       string `json:"surt"`
+	Url        string `json:"url"`
+	WarcCsize  int64  `json:"warc_csize"`
+	WarcOffset int64  `json:"warc_offset"`
+	WarcPath   string `json:"warc_path"`
+}
+
+// FilesetFile defines model for FilesetFile.
+type FilesetFile struct {
+	Cdx      *FilesetCDX      `json:"cdx,omitempty"`
+	FileMeta FilesetFileMeta  `json:"file_meta"`
+	Terminal *FilesetTerminal `json:"terminal,omitempty"`
+}
+
 // FilesetFileMeta defines model for FilesetFileMeta.
 type FilesetFileMeta struct {
 	Md5hex    string  `json:"md5hex"`
@@ -196,14 +225,29 @@ type FilesetFileMeta struct {
 	SizeBytes int64   `json:"size_bytes"`
 }
 
-// FilesetFileResult defines model for FilesetFileResult.
-type FilesetFileResult struct {
-	FileMeta   FilesetFileMeta         `json:"file_meta"`
-	Hit        bool                    `json:"hit"`
-	IngestType *string                 `json:"ingest_type,omitempty"`
-	Request    *map[string]interface{} `json:"request,omitempty"`
-	Status     *string                 `json:"status,omitempty"`
-	Terminal   *FilesetTerminal        `json:"terminal,omitempty"`
+// FilesetHTMLBiblio defines model for FilesetHTMLBiblio.
+type FilesetHTMLBiblio struct {
+	Abstract        *string   `json:"abstract,omitempty"`
+	ContainerAbbrev *string   `json:"container_abbrev,omitempty"`
+	ContainerIssn   *string   `json:"container_issn,omitempty"`
+	ContainerName   *string   `json:"container_name,omitempty"`
+	ContribNames    *[]string `json:"contrib_names,omitempty"`
+	Doi             *string   `json:"doi,omitempty"`
+	FirstPage       *string   `json:"first_page,omitempty"`
+	Isbn13          *string   `json:"isbn13,omitempty"`
+	Issue           *string   `json:"issue,omitempty"`
+	Lang            *string   `json:"lang,omitempty"`
+	LastPage        *string   `json:"last_page,omitempty"`
+	Number          *string   `json:"number,omitempty"`
+	PdfFulltextUrl  *string   `json:"pdf_fulltext_url,omitempty"`
+	Pmid            *string   `json:"pmid,omitempty"`
+	Publisher       *string   `json:"publisher,omitempty"`
+	RawReferences   *[]string `json:"raw_references,omitempty"`
+	ReleaseDate     *string   `json:"release_date,omitempty"`
+	ReleaseYear     *int64    `json:"release_year,omitempty"`
+	Subtitle        *string   `json:"subtitle,omitempty"`
+	Title           *string   `json:"title,omitempty"`
+	Volume          *string   `json:"volume,omitempty"`
 }
 
 // FilesetList defines model for FilesetList.
@@ -232,8 +276,10 @@ type FilesetResult struct {
 	ArchiveorgItemName *string                `json:"archiveorg_item_name,omitempty"`
 	ErrorMessage       *string                `json:"error_message,omitempty"`
 	FileCount          *int64                 `json:"file_count,omitempty"`
-	FilesetFile        *FilesetFileResult     `json:"fileset_file,omitempty"`
+	FilesetBundle      *FilesetBundle         `json:"fileset_bundle,omitempty"`
+	FilesetFile        *FilesetFile           `json:"fileset_file,omitempty"`
 	Hit                bool                   `json:"hit"`
+	HtmlBiblio         *FilesetHTMLBiblio     `json:"html_biblio,omitempty"`
 	IngestStrategy     *string                `json:"ingest_strategy,omitempty"`
 	Manifest           *[]FilesetManifestFile `json:"manifest,omitempty"`
 	PlatformBaseUrl    *string                `json:"platform_base_url,omitempty"`
@@ -260,6 +306,7 @@ type FilesetRow struct {
 // FilesetTerminal defines model for FilesetTerminal.
 type FilesetTerminal struct {
 	TerminalDt         *string `json:"terminal_dt,omitempty"`
+	TerminalSha1hex    *string `json:"terminal_sha1hex,omitempty"`
 	TerminalStatusCode int64   `json:"terminal_status_code"`
 	TerminalUrl        string  `json:"terminal_url"`
 }

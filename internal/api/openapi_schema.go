@@ -44,6 +44,8 @@ var schemaNames = map[string]string{
 	"fileset.ManifestFile": "FilesetManifestFile",
 	"fileset.FileResult":   "FilesetFileResult",
 	"fileset.FileMeta":     "FilesetFileMeta",
+	"fileset.HTMLBiblio":   "FilesetHTMLBiblio",
+	"fileset.CDX":          "FilesetCDX",
 
 	"objects.Row":        "SheetRow",
 	"objects.Checks":     "SheetChecks",

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // addFilesetFlags adds the fileset workflow's settings: where the platforms are and the limits.
@@ -28,7 +29,7 @@ func (c *common) addFilesetFlags(fs *flag.FlagSet) {
 		name, raw, ok := strings.Cut(s, "=")
 		u, err := url.Parse(raw)
 		if !ok || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--platform must be NAME=http(s)://HOST[:PORT], not %q", s)
+			return usagef("--platform must be NAME=http(s)://HOST[:PORT][/PATH], not %q", s)
 		}
 		if err := c.fileset.Platforms.Serve(name, u); err != nil {
 			return usagef("--platform %q: %v", name, err)
@@ -111,9 +112,21 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "job %d: %s\n", job.ID, plural(total, "request"))
+	stream := newResultStream(n, job.ID, e.stdout)
+	if *results != "" {
+		if stream, err = openResultStream(n, job.ID, *results); err != nil {
+			return err
+		}
+	}
+	defer stream.close()
 	n.Start(ctx)
 	final, err := func() (*record.Job, error) {
 		defer n.Stop(n.Drain())
+		// Each request's result is appended as it ends.
+		fctx, stop := context.WithCancel(ctx)
+		followed := make(chan error, 1)
+		go func() { followed <- stream.follow(fctx) }()
+		defer func() { stop(); <-followed }()
 		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *record.Job) string {
 			return filesetLine(p, total, n.Fileset.Downloaded())
 		}, nil)
@@ -121,19 +134,14 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := e.stdout
-	if *results != "" {
-		f, err := os.Create(*results)
-		if err != nil {
-			return fmt.Errorf("results: %w", err)
-		}
-		defer f.Close()
-		out = f
-	}
-	tally, err := writeFilesetResults(ctx, n, job.ID, out)
-	if err != nil {
+	// The last results, and any a poll's scan skipped: every result of the job, once.
+	if err := stream.poll(ctx, true); err != nil {
 		return err
 	}
+	if err := stream.close(); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	tally := stream.tally
 	fmt.Fprintf(e.stderr, "%d requests in %s, %s downloaded:", total, time.Since(start).Round(time.Millisecond), formatBytes(float64(n.Fileset.Downloaded())))
 	for _, st := range slices.Sorted(mapsKeys(tally)) {
 		fmt.Fprintf(e.stderr, " %s %d", st, tally[st])
@@ -283,45 +291,27 @@ func filesetLine(p *engine.Progress, total int, downloaded int64) string {
 		frac*100, done, total, formatBytes(float64(downloaded)), p.Elapsed.Round(100*time.Millisecond), eta)
 }
 
-// writeFilesetResults writes each request's result as a JSON line (in the order the requests
-// were recorded) and returns the count per status.
-func writeFilesetResults(ctx context.Context, n *node.Node, jobID int64, w io.Writer) (map[string]int, error) {
-	bw := bufio.NewWriter(w)
-	tally := map[string]int{}
-	err := eachOutput(ctx, n, jobID, func(o *record.Output) error {
-		if o.Kind != fileset.KindResult {
-			return nil
-		}
-		var r struct {
-			Status string `json:"status"`
-		}
-		_ = json.Unmarshal(o.Value, &r)
-		tally[r.Status]++
-		bw.Write(o.Value)
-		return bw.WriteByte('\n')
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write results: %w", err)
-	}
-	return tally, nil
-}
-
 func runFilesetResults(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "fileset results", "fileset results [--status S] [--output table|json] [--limit N]")
+	fs, c := newFlags(e, "fileset results", "fileset results [--status S] [--output table|json] [--limit N] | --follow [--job ID]")
 	status := fs.String("status", "", "only results of this status (success, platform-404, …)")
 	limit := fs.Int("limit", 0, "at most this many results (default: all)")
+	follow := fs.Bool("follow", false, "print each result of a fileset job (one JSON line, and a single-file success's dataset-file result) as its request ends, until the job ends")
+	jobID := fs.Int64("job", 0, "with --follow: the job (default: the newest fileset job)")
 	o := addOutputFlag(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if *jobID != 0 && !*follow {
+		return usagef("--job goes with --follow")
 	}
 	n, err := c.open(ctx, e, false)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
+	if *follow {
+		return followFilesetJob(ctx, n, *jobID, e.stdout)
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	if !o.json() {
 		fmt.Fprintln(tw, "STATUS\tPLATFORM\tSTRATEGY\tFILES\tUPDATED\tBASE URL")
@@ -370,5 +360,63 @@ func runFilesetResults(ctx context.Context, e *env, args []string) error {
 		}
 		last := rows[len(rows)-1]
 		p.AfterIngestType, p.AfterBaseURL = last.IngestType, last.BaseURL
+	}
+}
+
+// followFilesetJob writes each result of the job (0: the newest fileset job) as its request
+// ends, and returns when the job has ended and every result is written.
+func followFilesetJob(ctx context.Context, n *node.Node, jobID int64, w io.Writer) error {
+	if jobID == 0 {
+		var after int64
+		for jobID == 0 {
+			jobs, err := n.Store.JobList(ctx, store.JobListParams{AfterID: after, Limit: 100})
+			if err != nil {
+				return err
+			}
+			for _, j := range jobs {
+				if j.WorkflowName == fileset.WorkflowName {
+					jobID = j.ID
+					break
+				}
+			}
+			if len(jobs) < 100 && jobID == 0 {
+				return fmt.Errorf("no fileset job to follow")
+			}
+			if len(jobs) > 0 {
+				after = jobs[len(jobs)-1].ID
+			}
+		}
+	}
+	job, err := n.Store.JobGet(ctx, jobID)
+	if err != nil {
+		return fmt.Errorf("job %d: %w", jobID, err)
+	}
+	if job.WorkflowName != fileset.WorkflowName {
+		return fmt.Errorf("job %d is a %s job, not a fileset job", jobID, job.WorkflowName)
+	}
+	stream := newResultStream(n, jobID, w)
+	defer stream.close()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		job, err := n.Store.JobGet(ctx, jobID)
+		if err != nil {
+			return err
+		}
+		if job.State != record.JobRunning {
+			// Ended: its results are all there; the last scan writes the rest.
+			if err := stream.poll(ctx, true); err != nil {
+				return err
+			}
+			return stream.close()
+		}
+		if err := stream.poll(ctx, false); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return stream.close()
+		case <-tick.C:
+		}
 	}
 }

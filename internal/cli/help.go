@@ -36,7 +36,7 @@ func helpTexts() map[string]helpText {
 			[]string{"sluice ingest ~/Documents/reports.zip", "sluice ingest --ocr --lang de scans/"}},
 		"fileset": {"Ingest datasets: find each request's platform (Dataverse, Figshare, Zenodo, archive.org), check limits, download and verify every file into the blob store, and write one result per request. The same command after a kill resumes the same job; a request already archived is success-existing.",
 			[]string{"sluice fileset https://zenodo.org/record/5555", "sluice fileset --requests requests.jsonl --results results.jsonl", "sluice fileset results --status success"}},
-		"fileset results": {"List the stored results of the requests whose platform was identified (fileset_results), by (ingest_type, base_url).",
+		"fileset results": {"List the stored results of the requests whose platform was identified (ingest_fileset_platform), by (ingest_type, base_url).",
 			[]string{"sluice fileset results", "sluice fileset results --status platform-404 --output json"}},
 		"documents search": {"Search the ingested documents' text: words (all must match), \"exact phrases\", a OR b, -excluded, prefix*; accents and case folded, CJK by substring.",
 			[]string{`sluice documents search "contract renewal" -draft`, "sluice documents search 'pièce OR piece*' --job 3 --output json"}},

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
@@ -36,6 +38,7 @@ const (
 	mdError      = "fileset_error"
 	mdExisting   = "fileset_existing"
 	mdTerminal   = "fileset_terminal"
+	mdBiblio     = "fileset_html_biblio"
 	mdPlatform   = "fileset_platform"
 	mdMatch      = "fileset_match" // the platform that matched, and the URL it matched
 	mdStrategy   = "fileset_strategy"
@@ -44,9 +47,10 @@ const (
 	mdFileResult = "fileset_file_result"
 	mdFilesStep  = "fileset_files_step" // the step that made the file items
 	mdHost       = "host"
-	mdGeneration = "fileset_generation"     // of the fileset_results row check-existing found
+	mdGeneration = "fileset_generation"     // of the ingest_fileset_platform row check-existing found
 	mdClaim      = "fileset_claim"          // a file's download claim (claimKey)
 	mdUnsized    = "fileset_unsized_budget" // bytes each file without a declared size may download
+	mdBundle     = "fileset_bundle"         // a file item that is the dataset's bundle
 )
 
 // The output kinds of the result step.
@@ -59,7 +63,10 @@ const (
 func StrategyEvent(strategy string) string { return "strategy." + strategy }
 
 // Strategies lists the strategies that have a step.
-var Strategies = []string{StrategyWebFile, StrategyWebFileset, StrategyArchiveorgFile, StrategyArchiveorgFileset}
+var Strategies = []string{StrategyWebFile, StrategyWebFileset, StrategyArchiveorgFile, StrategyArchiveorgFileset,
+	StrategyWebFilesetBundled, StrategyArchiveorgFilesetBundled}
+
+func bundled(strategy string) bool { return strings.HasSuffix(strategy, "-bundled") }
 
 func decodeMD(md map[string]any, key string, into any) bool {
 	v, ok := md[key]
@@ -81,9 +88,33 @@ func asMap(v any) any {
 	return m
 }
 
+// requestObject is a root's request: its metadata.request — as a requests file, POST
+// /v1/filesets or a wrapped message ({"request": {…}}) gives it — or, for a bare Sandcrawler
+// request that a source merged into the root's metadata, the metadata's own keys (not the
+// source's, the workflow's or the engine's). Nil when there is neither.
+func requestObject(md map[string]any) map[string]any {
+	if r, ok := md[mdRequest].(map[string]any); ok {
+		return r
+	}
+	if _, ok := md["base_url"]; !ok {
+		return nil
+	}
+	r := map[string]any{}
+	for k, v := range md {
+		if k == "source" || k == "body" || k == mdHost || k == mdRequest || strings.HasPrefix(k, "source_") || strings.HasPrefix(k, "fileset_") {
+			continue
+		}
+		r[k] = v
+	}
+	return r
+}
+
 func request(it action.Item) Request {
 	var r Request
-	decodeMD(it.Metadata, mdRequest, &r)
+	if obj := requestObject(it.Metadata); obj != nil {
+		b, _ := json.Marshal(obj)
+		_ = json.Unmarshal(b, &r)
+	}
 	if r.IngestType == "" {
 		r.IngestType = "dataset"
 	}
@@ -108,7 +139,7 @@ func concludeErr(out action.Output, err error) error {
 type existingAction struct{ s *Fileset }
 
 func (a existingAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-existing", Doc: "a request already archived is success-existing (fileset_results, its blobs present)",
+	return action.Spec{Name: "fileset-existing", Doc: "a request already archived is success-existing (ingest_fileset_platform, its blobs present)",
 		Outcomes: []string{EventNew}, Concurrency: 8}
 }
 
@@ -146,7 +177,28 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if req.ForceRecrawl || row == nil || !row.Result.Hit {
 		return ingest()
 	}
-	for _, f := range row.Result.Manifest {
+	web := strings.HasPrefix(row.Result.IngestStrategy, "web-")
+	archived := row.Result.Manifest
+	if b := row.Result.FilesetBundle; b != nil && b.Terminal != nil {
+		// A bundle's files are archived as the bundle is.
+		archived = []ManifestFile{{TerminalURL: b.Terminal.URL, SHA1: b.FileMeta.SHA1, SHA256: b.FileMeta.SHA256}}
+	}
+	for _, f := range archived {
+		if web {
+			// Stored in "wayback": the CDX index has the file's capture (its URL and payload
+			// sha1), whose WARC is in the blob store — else it is captured again.
+			c, err := engine.Query[*CDX](ctx, DomainName, readCDX, cdxKey{URL: f.TerminalURL, SHA1Hex: f.SHA1})
+			if err != nil {
+				return fmt.Errorf("look up the capture of %s: %w", f.TerminalURL, err)
+			}
+			if c == nil {
+				return ingest()
+			}
+			if _, err := reads.Blobs().Stat(ctx, c.WarcPath); err != nil {
+				return ingest()
+			}
+			continue
+		}
 		if f.SHA256 == "" {
 			continue
 		}
@@ -180,9 +232,14 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 		conclude(out, StatusNoCapture, fmt.Sprintf("fetch %s: %v", req.BaseURL, err))
 		return nil
 	}
-	drain(resp)
 	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: a.s.cfg.Now().UTC().Format("20060102150405")}
 	out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
+	if ct := strings.ToLower(resp.Header.Get("Content-Type")); resp.StatusCode < 300 && (strings.Contains(ct, "html") || strings.Contains(ct, "xml")) {
+		if b := extractBiblio(resp.Body); b != nil {
+			out.SetMetadata(map[string]any{mdBiblio: asMap(b)})
+		}
+	}
+	drain(resp)
 	if resp.StatusCode >= 400 {
 		conclude(out, StatusTerminalBadStatus, fmt.Sprintf("%s: status %d", terminal, resp.StatusCode))
 		return nil
@@ -230,10 +287,13 @@ func (a platformAction) Policy() action.Policy {
 	return action.Policy{NoTempDir: true, Inline: action.InlineAlways}
 }
 
-// platformMatch is what a platform step that matched records for the manifest step.
+// platformMatch is what a platform step that matched records for the manifest step, and for
+// the result of a request its platform ends early (a 404, restricted, out of scope): the
+// platform's name and what the URL alone says of the dataset.
 type platformMatch struct {
 	Platform string `json:"platform"`
 	URL      string `json:"url"`
+	platformIdent
 }
 
 func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
@@ -255,8 +315,12 @@ func (a platformAction) Run(ctx context.Context, t *action.Task, out action.Outp
 			return action.Permanentf("unknown platform %q", name)
 		}
 		for _, raw := range []string{term.URL, req.BaseURL} {
-			if c, err := url.Parse(raw); err == nil && raw != "" && p.match(c) {
-				out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw})})
+			c, err := url.Parse(raw)
+			if err != nil || raw == "" {
+				continue
+			}
+			if id, ok := p.match(c); ok {
+				out.SetMetadata(map[string]any{mdMatch: asMap(platformMatch{Platform: name, URL: raw, platformIdent: id})})
 				out.Emit(EventMatched)
 				return nil
 			}
@@ -368,10 +432,15 @@ func (a limitsAction) Run(ctx context.Context, t *action.Task, out action.Output
 		conclude(out, st, msg)
 		return nil
 	}
-	st := ChooseStrategy(&item)
+	st := l.Strategy(&item)
 	// Declared sizes bound their files' downloads (a longer body is a mismatch); the files
-	// without one share what the declared sizes leave of the limit.
-	out.SetMetadata(map[string]any{mdStrategy: st, mdUnsized: unsizedBudget(item.Manifest, l.MaxTotalSize)})
+	// without one share what the declared sizes leave of the limit. A bundle has no declared
+	// size: its files' sizes bound it.
+	budget := unsizedBudget(item.Manifest, l.MaxTotalSize)
+	if bundled(st) {
+		budget = bundleBudget(item.Manifest, l.MaxTotalSize)
+	}
+	out.SetMetadata(map[string]any{mdStrategy: st, mdUnsized: budget})
 	out.Emit(StrategyEvent(st))
 	return nil
 }
@@ -413,19 +482,41 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 	}
 	out.SetMetadata(map[string]any{mdFilesStep: t.Step})
-	for i := action.Resume(out); i < len(item.Manifest); i++ {
-		f := item.Manifest[i]
+	files := item.Manifest
+	if st, _ := t.Item.Metadata[mdStrategy].(string); bundled(st) {
+		// One download: the platform's archive of every file.
+		files = []ManifestFile{bundleFile(&item)}
+	}
+	for i := action.Resume(out); i < len(files); i++ {
+		f := files[i]
 		u, _ := url.Parse(f.PlatformURL)
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
-			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f),
+			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f), mdBundle: len(files) != len(item.Manifest),
 			// The parent's bulky findings stay with the parent; mdUnsized is the child's too.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// bundleFile is the manifest entry of a dataset's bundle: its download-all archive, of no
+// declared size or digest (its interior files are verified against the manifest instead).
+func bundleFile(item *PlatformItem) ManifestFile {
+	return ManifestFile{Path: item.PlatformName + "-" + safeName(item.PlatformID) + ".zip", Mimetype: "application/zip",
+		PlatformURL: item.WebBundleURL}
+}
+
+// safeName keeps the letters, digits, '.', '-' and '_' of s (an id in a file name).
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // claimKey is the key a file's download claims (the workflow's download step: claim, scope
@@ -464,6 +555,10 @@ type fileOutcome struct {
 	Error       string `json:"error,omitempty"`
 	TerminalURL string `json:"terminal_url,omitempty"`
 	TerminalDT  string `json:"terminal_dt,omitempty"`
+	// CDX is the capture's line, for a web-* strategy.
+	CDX *CDX `json:"cdx,omitempty"`
+	// Interior lists a bundle's files, with their sizes and digests.
+	Interior []ManifestFile `json:"interior,omitempty"`
 	FileMeta
 }
 
@@ -493,12 +588,78 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		}
 		return err
 	}
-	oc := fileOutcome{Status: StatusSuccess, TerminalURL: got.terminalURL, TerminalDT: a.s.cfg.Now().UTC().Format("20060102150405"), FileMeta: got.meta}
+	now := a.s.cfg.Now()
+	oc := fileOutcome{Status: StatusSuccess, TerminalURL: got.terminalURL, TerminalDT: now.UTC().Format("20060102150405"), FileMeta: got.meta}
+	if b, _ := t.Item.Metadata[mdBundle].(bool); b {
+		// The dataset's bundle: its interior files are listed (and verified by the result step).
+		if oc.Interior, err = listBundle(partial, a.s.cfg.Limits.MaxManifest, a.s.cfg.Limits.MaxTotalSize); err != nil {
+			st, msg, _ := asStatus(err)
+			_ = os.Remove(partial)
+			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
+			return nil
+		}
+	}
+	if webStrategy(t.Item) {
+		// Stored in "wayback": the capture's WARC is a child of its own, made first; its CDX
+		// line is written with the task.
+		cdx, err := a.storeWARC(ctx, t, out, partial, now, oc)
+		if err != nil {
+			return err
+		}
+		oc.CDX = cdx
+	}
+	return a.storeFile(ctx, t, out, partial, oc)
+}
+
+// webStrategy reports whether a file item's request chose a web-* strategy (its metadata
+// inherits the request's).
+func webStrategy(it action.Item) bool {
+	st, _ := it.Metadata[mdStrategy].(string)
+	return strings.HasPrefix(st, "web-")
+}
+
+// storeWARC writes the capture of the verified file at partial as a WARC (a warcinfo and a
+// response record) into the blob store, a child of the file item, and returns its CDX line.
+func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome) (*CDX, error) {
+	src, err := os.Open(partial)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	tmp := partial + ".warc.gz"
+	defer os.Remove(tmp)
+	w, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	cdx, err := writeWARC(io.MultiWriter(w, h), a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, src)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("capture %s: %w", oc.TerminalURL, err)
+	}
+	cdx.WarcPath = hex.EncodeToString(h.Sum(nil))
+	oc.CDX = &cdx
+	f, err := os.Open(tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name + ".warc.gz", ContentType: "application/warc", Blob: f,
+		Metadata: map[string]any{mdRole: "warc", mdFile: nil, mdFileResult: asMap(oc)}})
+	return &cdx, err
+}
+
+// storeFile stores the verified file at partial as the file item's blob child, and records its
+// outcome (and its capture's CDX line) with the task.
+func (a downloadAction) storeFile(ctx context.Context, t *action.Task, out action.Output, partial string, oc fileOutcome) error {
 	f, err := os.Open(partial)
 	if err != nil {
 		return err
 	}
-	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name, ContentType: got.meta.Mimetype, Blob: f,
+	err = out.CreateChild(ctx, action.Child{Name: t.Item.Name, ContentType: oc.Mimetype, Blob: f,
 		Metadata: map[string]any{mdRole: "blob", mdFile: nil, mdFileResult: asMap(oc)}})
 	f.Close()
 	if err != nil {
@@ -507,6 +668,17 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	// The partial file stays until the child is committed — CreateChild records it after it
 	// returns, and a process killed before then must find the verified bytes again, not fetch
 	// them from scratch: the result step, or a later attempt (recordStored), removes it.
+	return a.record(out, oc)
+}
+
+// record records a file's outcome, and its capture's CDX line, with the task.
+func (a downloadAction) record(out action.Output, oc fileOutcome) error {
+	if oc.CDX != nil {
+		if err := out.Write(action.DomainWrite{Domain: DomainName, Key: "cdx " + oc.CDX.URL + " " + oc.CDX.Datetime,
+			Payload: resultWrite{CDX: oc.CDX}}); err != nil {
+			return err
+		}
+	}
 	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
 	return nil
 }
@@ -516,7 +688,9 @@ func (s *Fileset) partialPath(jobID, itemID int64) string {
 	return filepath.Join(s.cfg.PartialDir, "j"+strconv.FormatInt(jobID, 10)+"-i"+strconv.FormatInt(itemID, 10)+".partial")
 }
 
-// recordStored records the outcome an earlier attempt stored with the file's blob child.
+// recordStored records the outcome an earlier attempt stored with the file's children (its
+// capture's WARC, first, for a web-* strategy, then its blob), storing the blob from the
+// verified partial file if that attempt died in between.
 func (a downloadAction) recordStored(ctx context.Context, t *action.Task, out action.Output, partial string) error {
 	reads, err := engine.ReadsOf(ctx)
 	if err != nil {
@@ -537,7 +711,12 @@ func (a downloadAction) recordStored(ctx context.Context, t *action.Task, out ac
 	if !decodeMD(md, mdFileResult, &oc) {
 		return action.Permanentf("item %d: its stored file has no %s", kids[0].ID, mdFileResult)
 	}
+	if role, _ := md[mdRole].(string); role == "warc" && len(kids) == 1 {
+		if _, err := os.Stat(partial); err != nil {
+			return action.Permanentf("item %d: its verified file, captured in %s, is gone from %s: %v", t.Item.ID, kids[0].Name, partial, err)
+		}
+		return a.storeFile(ctx, t, out, partial, oc)
+	}
 	_ = os.Remove(partial)
-	out.SetMetadata(map[string]any{mdFileResult: asMap(oc)})
-	return nil
+	return a.record(out, oc)
 }

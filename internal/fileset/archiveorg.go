@@ -26,12 +26,16 @@ type archiveorg struct {
 	api   string
 }
 
-func (a archiveorg) match(u *url.URL) bool {
-	if !hostMatches(u, a.hosts) {
-		return false
+// match identifies an item by its name, on the domain archive.org (whichever host serves it).
+func (a archiveorg) match(u *url.URL) (platformIdent, bool) {
+	prefix, path, ok := siteMatch(u, a.hosts)
+	if !ok {
+		return platformIdent{}, false
 	}
-	_, _, ok := ParseArchiveorgPath(u.Path)
-	return ok
+	name, _, ok := ParseArchiveorgPath(path)
+	id := identOf(u, prefix, name)
+	id.Domain = "archive.org"
+	return id, ok
 }
 
 // iaSystemFile reports whether name is one of the files archive.org makes for every item.
@@ -49,7 +53,8 @@ func iaSystemFile(item, name string) bool {
 }
 
 func (a archiveorg) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {
-	name, file, ok := ParseArchiveorgPath(u.Path)
+	prefix, path, _ := siteMatch(u, a.hosts)
+	name, file, ok := ParseArchiveorgPath(path)
 	if !ok {
 		return nil, errNotHandled("archiveorg", u)
 	}
@@ -79,7 +84,7 @@ func (a archiveorg) process(ctx context.Context, f *fetcher, u *url.URL) (*Platf
 		PlatformStatus:     "success",
 		PlatformDomain:     "archive.org",
 		PlatformID:         name,
-		PlatformBaseURL:    u.Scheme + "://" + u.Host,
+		PlatformBaseURL:    identOf(u, prefix, name).BaseURL,
 		ArchiveorgItemName: name,
 		ArchiveorgItemMeta: md.Metadata,
 	}

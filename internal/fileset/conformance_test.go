@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// TestConformance runs the domain conformance kit on fileset_results, on every driver.
+// TestConformance runs the domain conformance kit on ingest_fileset_platform, on every driver.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	domaintest.Run(t, domaintest.Domain{

@@ -91,12 +91,16 @@ var dataverseKind = platformKind{name: "dataverse",
 
 type dataverse struct{ hosts []string }
 
-func (d dataverse) match(u *url.URL) bool {
-	if !hostMatches(u, d.hosts) {
-		return false
+// match identifies a dataset by the persistentId of its URL, as given (Sandcrawler's
+// platform_id; a file's, for a file-level id, which process refuses).
+func (d dataverse) match(u *url.URL) (platformIdent, bool) {
+	prefix, _, ok := siteMatch(u, d.hosts)
+	if !ok {
+		return platformIdent{}, false
 	}
-	_, err := ParsePersistentID(u.Query().Get("persistentId"))
-	return err == nil
+	pid := u.Query().Get("persistentId")
+	_, err := ParsePersistentID(pid)
+	return identOf(u, prefix, pid), err == nil
 }
 
 // dvVersion is the part of a Dataverse dataset version we read.
@@ -131,7 +135,12 @@ func (d dataverse) process(ctx context.Context, f *fetcher, u *url.URL) (*Platfo
 	if pid.FileID != "" {
 		return nil, failWith(StatusPlatformScope, "persistentId %s names a file, not a dataset", u.Query().Get("persistentId"))
 	}
-	base := u.Scheme + "://" + u.Host
+	ident, ok := d.match(u)
+	if !ok {
+		return nil, errNotHandled("dataverse", u)
+	}
+	// The API is on the landing site: its host, under its path prefix.
+	base := ident.BaseURL
 	dsPID := pid.Dataset()
 	version := u.Query().Get("version")
 	var v dvVersion
@@ -165,10 +174,10 @@ func (d dataverse) process(ctx context.Context, f *fetcher, u *url.URL) (*Platfo
 	item := &PlatformItem{
 		PlatformName:       "dataverse",
 		PlatformStatus:     "success",
-		PlatformDomain:     u.Hostname(),
+		PlatformDomain:     ident.Domain,
 		PlatformID:         dsPID,
 		PlatformBaseURL:    base,
-		ArchiveorgItemName: fmt.Sprintf("%s-%s-v%s", u.Hostname(), pid.DatasetID, ver),
+		ArchiveorgItemName: fmt.Sprintf("%s-%s-v%s", ident.Domain, pid.DatasetID, ver),
 		WebBundleURL:       base + "/api/access/dataset/:persistentId/?persistentId=" + url.QueryEscape(dsPID) + "&format=original",
 	}
 	for _, fl := range v.Files {

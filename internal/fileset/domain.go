@@ -5,19 +5,20 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// DomainName is the name the fileset_results table's domain registers under.
+// DomainName is the name the ingest_fileset_platform table's domain registers under.
 const DomainName = "fileset"
 
 //go:embed migrations
 var migrations embed.FS
 
-// Domain is the fileset_results table: the result of each request whose platform was
-// identified, keyed by (ingest_type, base_url). The zero value is ready to register.
+// Domain is the ingest_fileset_platform table (and its companion, the whole results): the
+// result of each request whose platform was identified, keyed by (ingest_type, base_url). The zero value is ready to register.
 type Domain struct{}
 
 // Register registers the domain with the engine and applies its migrations.
@@ -30,10 +31,12 @@ func (Domain) Migrations(d store.Dialect) []store.DomainMigration {
 	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
-// resultWrite is the payload of a write to fileset_results.
+// resultWrite is the payload of a write to ingest_fileset_platform.
 type resultWrite struct {
-	Updated int64  `json:"updated"`
+	Updated int64  `json:"updated"` // Unix nanoseconds
 	Result  Result `json:"result"`
+	// CDX, instead, is a capture's line for the CDX index (a download's).
+	CDX *CDX `json:"cdx,omitempty"`
 }
 
 // Apply implements [engine.Domain]: the results, put in the task's transaction
@@ -45,7 +48,13 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 		if err := json.Unmarshal(w.Payload, &p); err != nil {
 			return fmt.Errorf("fileset result %q: %w", w.Key, err)
 		}
-		if err := results.Put(ctx, PutParams{Result: p.Result, Updated: p.Updated, JobID: w.JobID, ItemID: w.ItemID}); err != nil {
+		if p.CDX != nil {
+			if err := results.PutCDX(ctx, *p.CDX); err != nil {
+				return fmt.Errorf("put the CDX line of %q: %w", w.Key, err)
+			}
+			continue
+		}
+		if err := results.Put(ctx, PutParams{Result: p.Result, Updated: time.Unix(0, p.Updated), JobID: w.JobID, ItemID: w.ItemID}); err != nil {
 			return fmt.Errorf("put fileset result %q: %w", w.Key, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package fileset
 
 import (
+	"archive/zip"
 	"bytes"
 	"crypto/md5"
 	"crypto/sha1"
@@ -59,6 +60,10 @@ func newFakes(t testing.TB) *fakes {
 		return s
 	}
 	f.zenodo = start(func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/api/records/"), "/files-archive"); ok {
+			f.serveArchive(w, r, id)
+			return
+		}
 		if id, ok := strings.CutPrefix(r.URL.Path, "/api/records/"); ok {
 			f.api(w, f.zenodoRs, id)
 			return
@@ -155,7 +160,11 @@ func (f *fakes) land(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "landing", code)
 	default:
 		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprintf(w, "<html><title>%s</title></html>", r.URL.Path)
+		// Citation metadata as a repository's landing page has it (html_biblio).
+		fmt.Fprintf(w, `<html><head><title>%s</title><meta name="citation_title" content="Dataset at %s">`+
+			`<meta name="DC.creator" content="Ada Lovelace"><meta name="DC.creator" content="Grace Hopper">`+
+			`<meta name="citation_publication_date" content="2021/3/4"><meta name="dc.identifier" content="doi:10.5072/%s">`+
+			`</head><body><meta name="citation_title" content="not in the head"></body></html>`, r.URL.Path, r.URL.Path, strings.Trim(r.URL.Path, "/"))
 	}
 }
 
@@ -202,6 +211,41 @@ func (f *fakes) serveFile(w http.ResponseWriter, r *http.Request, key string) {
 	f.served += int64(len(ff.body))
 	f.mu.Unlock()
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(ff.body))
+}
+
+// serveArchive serves a Zenodo record's files as one zip (its files-archive), each file under
+// its key, from the web server's files; the key "lie/KEY" of f.files, when present, is served
+// in KEY's place.
+func (f *fakes) serveArchive(w http.ResponseWriter, r *http.Request, id string) {
+	f.mu.Lock()
+	rec, ok := f.zenodoRs[id].(map[string]any)
+	f.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	files, _ := rec["files"].([]map[string]any)
+	for _, fl := range files {
+		key, _ := fl["key"].(string)
+		f.mu.Lock()
+		ff, ok := f.files[key]
+		if lie, lying := f.files["lie/"+key]; lying {
+			ff, ok = lie, true
+		}
+		f.mu.Unlock()
+		if !ok {
+			continue
+		}
+		e, _ := zw.Create(key)
+		e.Write(ff.body)
+	}
+	zw.Close()
+	f.mu.Lock()
+	f.gets["archive/"+id]++
+	f.mu.Unlock()
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(buf.Bytes()))
 }
 
 // serveSlow serves a body (honouring a range) at slowRate bytes per 10 ms, so a test can kill

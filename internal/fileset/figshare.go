@@ -44,19 +44,22 @@ type figshare struct {
 	api   string
 }
 
-func (fs figshare) match(u *url.URL) bool {
-	if !hostMatches(u, fs.hosts) {
-		return false
+func (fs figshare) match(u *url.URL) (platformIdent, bool) {
+	prefix, path, ok := siteMatch(u, fs.hosts)
+	if !ok {
+		return platformIdent{}, false
 	}
-	_, _, err := ParseFigsharePath(u.Path)
-	return err == nil
+	id, _, err := ParseFigsharePath(path)
+	return identOf(u, prefix, id), err == nil
 }
 
 func (fs figshare) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {
-	id, version, err := ParseFigsharePath(u.Path)
-	if err != nil {
+	prefix, path, ok := siteMatch(u, fs.hosts)
+	id, version, err := ParseFigsharePath(path)
+	if !ok || err != nil {
 		return nil, errNotHandled("figshare", u)
 	}
+	ident := identOf(u, prefix, id)
 	var art struct {
 		ID          int64  `json:"id"`
 		Title       string `json:"title"`
@@ -84,10 +87,10 @@ func (fs figshare) process(ctx context.Context, f *fetcher, u *url.URL) (*Platfo
 	item := &PlatformItem{
 		PlatformName:       "figshare",
 		PlatformStatus:     "success",
-		PlatformDomain:     u.Hostname(),
+		PlatformDomain:     ident.Domain,
 		PlatformID:         id,
-		PlatformBaseURL:    u.Scheme + "://" + u.Host,
-		ArchiveorgItemName: fmt.Sprintf("%s-%s-v%s", u.Hostname(), id, version),
+		PlatformBaseURL:    ident.BaseURL,
+		ArchiveorgItemName: fmt.Sprintf("%s-%s-v%s", ident.Domain, id, version),
 		WebBundleURL:       fmt.Sprintf("%s/articles/%s/versions/%s/download", fs.api, id, version),
 	}
 	for _, fl := range art.Files {

@@ -37,14 +37,15 @@ type Config struct {
 	// time between the starts of two downloads from one host, across every process sharing the
 	// store (the download step's limit: rate). 0 means DefaultHostDelay; negative, none.
 	HostDelay time.Duration
-	// Publish keeps the workflow's publish: rules, which name the sink SinkName: set it where
-	// that sink is configured. Without, results are published nowhere (they are in
-	// fileset_results and the job's outputs) and nothing waits in the outbox.
-	Publish bool
+	// Sinks are the sinks configured where the workflow is applied: it keeps the publish: rules
+	// naming them — SinkName (Sluice's envelope), SandcrawlerSinkName (Sandcrawler's bare
+	// results). Without, results are published nowhere (they are in ingest_fileset_platform and
+	// the job's outputs) and nothing waits in the outbox.
+	Sinks []string
 }
 
 // Fileset is the fileset workflow's actions and what they share: the configuration and the HTTP
-// client. What they read of the core, of fileset_results and of the blob store comes with each
+// client. What they read of the core, of ingest_fileset_platform and of the blob store comes with each
 // task, through its read port ([engine.Reads]; see [Reads]), so they run in process or in a
 // remote worker alike. Safe for concurrent use.
 type Fileset struct {

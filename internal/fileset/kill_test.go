@@ -79,6 +79,7 @@ func normalResults(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	var out []string
+	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -88,7 +89,23 @@ func normalResults(t *testing.T, path string) []string {
 		}
 		var req Request
 		_ = json.Unmarshal(r.Request, &req)
+		// Each request's result, and its dataset-file result, are in the file once.
+		if key := req.IngestType + " " + req.LinkSourceID; seen[key] {
+			t.Errorf("%s: a second line for %s", path, key)
+		} else {
+			seen[key] = true
+		}
+		if req.IngestType == "dataset-file" {
+			var fr FileResult
+			_ = json.Unmarshal(sc.Bytes(), &fr)
+			out = append(out, fmt.Sprintf("file %s %s %d %s", req.LinkSourceID, fr.Status, fr.FileMeta.Size, fr.FileMeta.SHA256))
+			continue
+		}
 		line := fmt.Sprintf("%s %s %s %s", req.LinkSourceID, r.Status, r.IngestStrategy, r.PlatformID)
+		if r.FilesetFile != nil {
+			// A web-file success's capture: its CDX line, where its WARC record is.
+			line += fmt.Sprintf(" captured:%v", r.FilesetFile.CDX != nil && r.FilesetFile.CDX.WarcPath != "" && r.FilesetFile.CDX.WarcOffset > 0)
+		}
 		for _, m := range r.Manifest {
 			line += fmt.Sprintf(" [%s %d %s %s %s %s]", m.Path, *m.Size, m.Status, m.MD5, m.SHA1, m.SHA256)
 		}
@@ -161,11 +178,19 @@ func TestKillDuringDownloads(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			// Kill once this run has received 400 KB: downloads are in flight.
+			// Kill once this run has received 400 KB: downloads are in flight. The first run is
+			// killed once the results file also has the two requests that end without a
+			// download: results are appended as requests end, not when the job does.
 			poll.Until(t, time.Minute, fmt.Sprintf("run %d to download", kill), func() (bool, string) {
+				lines := 0
+				if kill == 0 {
+					b, _ := os.ReadFile(results)
+					lines = bytes.Count(b, []byte("\n"))
+				}
 				f.mu.Lock()
 				defer f.mu.Unlock()
-				return f.served-before >= 400_000, fmt.Sprintf("%d bytes served; output: %s", f.served-before, out.String())
+				return f.served-before >= 400_000 && (kill > 0 || lines >= 2),
+					fmt.Sprintf("%d bytes served, %d result lines; output: %s", f.served-before, lines, out.String())
 			})
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			_ = cmd.Wait()
@@ -197,8 +222,9 @@ func TestKillDuringDownloads(t *testing.T) {
 			}
 		}
 
-		// sluice fileset results lists the rows of fileset_results: the 14 datasets, 7 of one file.
-		for status, want := range map[string]int{"": 14, StatusSuccessFile: 7} {
+		// sluice fileset results lists the rows of ingest_fileset_platform: the 14 datasets, 7 of
+		// one file, and the Zenodo record that is not there (its platform matched).
+		for status, want := range map[string]int{"": 15, StatusSuccessFile: 7} {
 			args := append([]string{"fileset", "results", "--data", data, "--output", "json", "--status", status}, db...)
 			args = slices.DeleteFunc(args, func(a string) bool { return a == "--lease" || a == "2s" })
 			out, err := exec.CommandContext(t.Context(), bin, args...).Output()
@@ -216,7 +242,7 @@ func TestKillDuringDownloads(t *testing.T) {
 				t.Errorf("fileset results --status %q: %d rows, want %d", status, len(rows), want)
 			}
 			for _, r := range rows {
-				if !r.Result.Hit || r.Result.PlatformName != "zenodo" {
+				if r.Result.Hit != (r.Result.Status != StatusPlatform404) || r.Result.PlatformName != "zenodo" {
 					t.Errorf("row %s: %+v", r.BaseURL, r.Result)
 				}
 			}
@@ -225,6 +251,28 @@ func TestKillDuringDownloads(t *testing.T) {
 		got, want := normalResults(t, results), normalResults(t, cleanResults)
 		if !slices.Equal(got, want) {
 			t.Errorf("results after kills differ from the uninterrupted run's:\n got %q\nwant %q", got, want)
+		}
+		for _, line := range got {
+			if strings.Contains(line, " web-file ") && !strings.Contains(line, " captured:true") {
+				t.Errorf("a web-file success without its capture: %s", line)
+			}
+		}
+		// sluice fileset results --follow prints the newest fileset job's results (here, of a
+		// job that has ended: all of them, and returns).
+		{
+			args := append([]string{"fileset", "results", "--follow", "--data", data}, db...)
+			args = slices.DeleteFunc(args, func(a string) bool { return a == "--lease" || a == "2s" })
+			out, err := exec.CommandContext(t.Context(), bin, args...).Output()
+			if err != nil {
+				t.Fatalf("fileset results --follow: %v\n%s", err, out)
+			}
+			followed := filepath.Join(t.TempDir(), "followed.jsonl")
+			if err := os.WriteFile(followed, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if f := normalResults(t, followed); !slices.Equal(f, got) {
+				t.Errorf("fileset results --follow:\n got %q\nwant %q", f, got)
+			}
 		}
 		f.mu.Lock()
 		resumed := 0
@@ -310,6 +358,9 @@ func checkPublished(t *testing.T, published, results string) {
 	}
 	var requests, single int
 	for _, line := range normalResults(t, results) {
+		if strings.HasPrefix(line, "file ") {
+			continue // a dataset-file result, beside its request's
+		}
 		requests++
 		if strings.Contains(line, " success-file ") {
 			single++

@@ -15,6 +15,10 @@ type Limits struct {
 	// MaxManifest is the manifest length over which it is cut to MaxFileCount entries (kept in
 	// the result, not downloaded). Defaults to 10,000.
 	MaxManifest int
+	// BundleMinFiles is the file count over which a dataset whose platform offers a
+	// download-all archive is stored as that bundle (a *-fileset-bundled strategy). Defaults
+	// to 20 (the design's "more than 20" files for an archive.org item); negative: never.
+	BundleMinFiles int
 }
 
 // DefaultLimits returns the limits a zero [Limits] stands for.
@@ -29,6 +33,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxManifest <= 0 {
 		l.MaxManifest = 10000
+	}
+	if l.BundleMinFiles == 0 {
+		l.BundleMinFiles = 20
 	}
 	return l
 }
@@ -99,6 +106,18 @@ func manifestSizes(m []ManifestFile) (total, largest int64, overflow bool, err e
 	return total, largest, overflow, nil
 }
 
+// bundleBudget is what a dataset's bundle may download: its files' declared sizes, with room
+// for the archive's headers (a KiB per file and 64 KiB), within maxTotal.
+func bundleBudget(m []ManifestFile, maxTotal int64) int64 {
+	for _, f := range m {
+		if f.Size == nil {
+			return maxTotal
+		}
+	}
+	total, _, _, _ := manifestSizes(m)
+	return min(maxTotal, total+int64(len(m))<<10+64<<10)
+}
+
 // unsizedBudget is what each file of the manifest without a declared size may download: an
 // equal share of what the declared sizes leave of maxTotal, so the request as a whole stays
 // within it. It is meaningful once the manifest passed check.
@@ -122,13 +141,23 @@ const (
 	webMaxTotalSize = 128 << 30
 )
 
-// ChooseStrategy picks the strategy for a dataset: a single file under 64 MiB is web-file, a
-// larger one archiveorg-file; several files each under 64 MiB and 128 GiB in all are
-// web-fileset, otherwise archiveorg-fileset. archive.org items are always archiveorg-*.
-func ChooseStrategy(item *PlatformItem) string {
+// ChooseStrategy picks the strategy for a dataset under the default limits ([Limits.Strategy]).
+func ChooseStrategy(item *PlatformItem) string { return DefaultLimits().Strategy(item) }
+
+// Strategy picks the strategy for a dataset: over BundleMinFiles files on a platform that
+// offers a download-all archive, that bundle — web-fileset-bundled when its files total under
+// 64 MiB (one file stored in wayback, as web-file), else archiveorg-fileset-bundled. Otherwise:
+// a single file under 64 MiB is web-file, a larger one archiveorg-file; several files each under
+// 64 MiB and 128 GiB in all are web-fileset, otherwise archiveorg-fileset. archive.org items are
+// always archiveorg-*.
+func (l Limits) Strategy(item *PlatformItem) string {
 	total, largest, _, _ := manifestSizes(item.Manifest) // check refused negative sizes
 	one := len(item.Manifest) == 1
 	switch {
+	case item.WebBundleURL != "" && l.BundleMinFiles > 0 && len(item.Manifest) > l.BundleMinFiles && total < webMaxFileSize:
+		return StrategyWebFilesetBundled
+	case item.WebBundleURL != "" && l.BundleMinFiles > 0 && len(item.Manifest) > l.BundleMinFiles:
+		return StrategyArchiveorgFilesetBundled
 	case item.PlatformName == "archiveorg" && one:
 		return StrategyArchiveorgFile
 	case item.PlatformName == "archiveorg":

@@ -17,8 +17,10 @@ type Platforms map[string]PlatformSite
 
 // PlatformSite is where one platform is.
 type PlatformSite struct {
-	// Hosts are its landing hosts, each with its subdomains; "*" matches any host. Defaults to
-	// the public service's.
+	// Hosts are its landing sites, HOST[:PORT][/PATH]: the host with its subdomains and, with a
+	// path, only URLs under it (a platform behind a path prefix: a mirror, a proxy), whose
+	// paths the platform reads from there; "*" matches any host. Defaults to the public
+	// service's.
 	Hosts []string
 	// API is the base of its API. Defaults to the public service's; a platform whose API is on
 	// the landing page's host (Dataverse) has none.
@@ -61,8 +63,9 @@ func kindOf(name string) (platformKind, bool) {
 }
 
 // Serve records that the platform named name is served at base (a mirror, a test server): its
-// host is one of the platform's landing hosts, and its API is at the platform's path under
-// base. It returns an error for an unknown platform.
+// host, with base's path, is one of the platform's landing sites — a landing page is the
+// platform's when its path is under base's, and is parsed from there — and its API is at the
+// platform's path under base. It returns an error for an unknown platform.
 func (p *Platforms) Serve(name string, base *url.URL) error {
 	k, ok := kindOf(name)
 	if !ok {
@@ -72,7 +75,7 @@ func (p *Platforms) Serve(name string, base *url.URL) error {
 		*p = Platforms{}
 	}
 	site := (*p)[name]
-	site.Hosts = append(site.Hosts, base.Host)
+	site.Hosts = append(site.Hosts, base.Host+strings.TrimSuffix(base.EscapedPath(), "/"))
 	if k.api != "" {
 		site.API = strings.TrimSuffix(base.String(), "/") + k.apiPath
 	}
@@ -96,24 +99,58 @@ func (p Platforms) withDefaults() Platforms {
 	return out
 }
 
-// hostMatches reports whether u's host is one of hosts: an entry equal to the host with its
-// port, to the host name, or a parent domain of it; or "*", any host.
-func hostMatches(u *url.URL, hosts []string) bool {
+// siteMatch reports whether u is under one of sites (see [PlatformSite.Hosts]): an entry whose
+// host is u's host with its port, its host name, or a parent domain of it, or "*", any host;
+// and whose path, if any, is u's path or a parent of it. It returns the entry's path (the
+// prefix: "" or "/PATH") and u's path under it ("/record/1" of "/zenodo/record/1" under
+// "/zenodo"). Of several entries that match, the longest prefix wins.
+func siteMatch(u *url.URL, sites []string) (prefix, rest string, ok bool) {
 	name := strings.ToLower(u.Hostname())
-	for _, h := range hosts {
+	path := u.EscapedPath()
+	for _, site := range sites {
+		h, p, _ := strings.Cut(site, "/")
 		h = strings.ToLower(h)
-		if h == "*" || h == strings.ToLower(u.Host) || h == name || strings.HasSuffix(name, "."+h) {
-			return true
+		if h != "*" && h != strings.ToLower(u.Host) && h != name && !strings.HasSuffix(name, "."+h) {
+			continue
 		}
+		if p = strings.TrimSuffix(p, "/"); p != "" {
+			p = "/" + p
+		}
+		r, under := strings.CutPrefix(path, p)
+		if !under || (r != "" && !strings.HasPrefix(r, "/")) || (ok && len(p) <= len(prefix)) {
+			continue
+		}
+		prefix, rest, ok = p, r, true
 	}
-	return false
+	if !ok {
+		return "", "", false
+	}
+	if unescaped, err := url.PathUnescape(rest); err == nil {
+		rest = unescaped
+	}
+	return prefix, rest, true
 }
 
-// platform is one hosting platform: match says whether a landing URL is the platform's, process
-// reads its API into a manifest.
+// platform is one hosting platform: match says whether a landing URL is the platform's, and
+// what the URL alone says of the dataset; process reads its API into a manifest.
 type platform interface {
-	match(u *url.URL) bool
+	match(u *url.URL) (platformIdent, bool)
 	process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error)
+}
+
+// platformIdent is a dataset's identity on its platform, as its landing URL gives it: the
+// result's platform_domain, platform_id and platform_base_url, known as soon as a platform
+// matches, so that a request its platform refuses (404, restricted, out of scope) still has
+// them — and its row in ingest_fileset_platform.
+type platformIdent struct {
+	Domain  string `json:"platform_domain"`
+	ID      string `json:"platform_id"`
+	BaseURL string `json:"platform_base_url"`
+}
+
+// identOf is the identity of id on the platform at u's host, under prefix.
+func identOf(u *url.URL, prefix, id string) platformIdent {
+	return platformIdent{Domain: strings.ToLower(u.Hostname()), ID: id, BaseURL: u.Scheme + "://" + u.Host + prefix}
 }
 
 func (p Platforms) platform(name string) (platform, bool) {

@@ -18,30 +18,39 @@ import (
 )
 
 // TestWorkflowSource: the workflow a configuration runs has the download step's per-host rate
-// of its delay (none when negative, DefaultHostDelay when 0), and publish: rules only when it
-// publishes.
+// of its delay (none when negative, DefaultHostDelay when 0), and the publish: rules of the
+// sinks configured only.
 func TestWorkflowSource(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		delay    time.Duration
-		publish  bool
+		sinks    []string
 		interval time.Duration
-	}{{0, true, DefaultHostDelay}, {0, false, DefaultHostDelay}, {-1, false, 0}, {-1, true, 0}, {250 * time.Millisecond, false, 250 * time.Millisecond}} {
-		src, err := WorkflowSource(c.delay, c.publish)
+	}{{0, []string{SinkName, SandcrawlerSinkName}, DefaultHostDelay}, {0, nil, DefaultHostDelay}, {-1, nil, 0},
+		{-1, []string{SinkName}, 0}, {250 * time.Millisecond, []string{SandcrawlerSinkName, "other"}, 250 * time.Millisecond}} {
+		src, err := WorkflowSource(c.delay, c.sinks...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		def, err := workflow.Parse(src, "fileset.json")
 		if err != nil {
-			t.Fatalf("delay %v publish %v: %v", c.delay, c.publish, err)
+			t.Fatalf("delay %v sinks %v: %v", c.delay, c.sinks, err)
 		}
 		dl := def.Step(downloadStep)
 		if got := dl.Limit.Rate.Interval(); got != c.interval || dl.Limit.Concurrency != 8 || dl.Limit.Key != "{{metadata.host}}" {
 			t.Errorf("delay %v: limit %+v (interval %v), want 8 per host %v apart", c.delay, dl.Limit, got, c.interval)
 		}
-		rules := len(def.Publish) + len(def.Step("result").Publish)
-		if c.publish != (rules == 2) || !c.publish && rules != 0 {
-			t.Errorf("publish %v: %d publish rules", c.publish, rules)
+		rules := map[string]int{}
+		for _, r := range append(slices.Clone(def.Publish), def.Step("result").Publish...) {
+			rules[r.Sink]++
+			if r.Sink == SandcrawlerSinkName && r.Body == "" {
+				t.Errorf("sandcrawler rule %+v publishes the envelope", r)
+			}
+		}
+		for _, sink := range []string{SinkName, SandcrawlerSinkName} {
+			if want := 2 * min(1, len(slices.DeleteFunc(slices.Clone(c.sinks), func(s string) bool { return s != sink }))); rules[sink] != want {
+				t.Errorf("sinks %v: %d publish rules of %s, want %d", c.sinks, rules[sink], sink, want)
+			}
 		}
 	}
 }
@@ -101,7 +110,7 @@ func TestHostDelay(t *testing.T) {
 			k, _ := startKit(t, open, cfg)
 			ks = append(ks, k)
 		}
-		src, err := WorkflowSource(delay, false)
+		src, err := WorkflowSource(delay)
 		if err != nil {
 			t.Fatal(err)
 		}

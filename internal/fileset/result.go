@@ -14,7 +14,7 @@ import (
 type resultAction struct{ s *Fileset }
 
 func (a resultAction) Spec() action.Spec {
-	return action.Spec{Name: "fileset-result", Doc: "summarise a dataset request: its result, fileset_results, the dataset-file result",
+	return action.Spec{Name: "fileset-result", Doc: "summarise a dataset request: its result, ingest_fileset_platform, the dataset-file result",
 		Outcomes: []string{EventFileResult}, Concurrency: 8}
 }
 
@@ -106,9 +106,9 @@ func fileChildren(ctx context.Context, reads Reads, parent int64, step string) (
 // single-file success, also the dataset-file result.
 func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	md := it.Metadata
-	reqJSON, _ := json.Marshal(md[mdRequest])
-	if md[mdRequest] == nil {
-		reqJSON = []byte("{}")
+	reqJSON := []byte("{}")
+	if obj := requestObject(md); obj != nil {
+		reqJSON, _ = json.Marshal(obj)
 	}
 	var existing Result
 	if decodeMD(md, mdExisting, &existing) {
@@ -120,13 +120,29 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	if decodeMD(md, mdTerminal, &term) {
 		res.Terminal = &term
 	}
+	var bib HTMLBiblio
+	if decodeMD(md, mdBiblio, &bib) {
+		res.HTMLBiblio = &bib
+	}
 	var item PlatformItem
-	if decodeMD(md, mdPlatform, &item) {
+	var m platformMatch
+	switch {
+	case decodeMD(md, mdPlatform, &item):
 		res.PlatformName, res.PlatformDomain, res.PlatformID = item.PlatformName, item.PlatformDomain, item.PlatformID
 		res.PlatformBaseURL, res.ArchiveorgItemName = item.PlatformBaseURL, item.ArchiveorgItemName
+		// The platform was read: its manifest, empty or not, and counts are the result's.
 		res.Manifest = item.Manifest
+		if res.Manifest == nil {
+			res.Manifest = []ManifestFile{}
+		}
+	case decodeMD(md, mdMatch, &m):
+		// The platform matched and ended the request before a manifest: what the URL says.
+		res.PlatformName, res.PlatformDomain, res.PlatformID, res.PlatformBaseURL = m.Platform, m.Domain, m.ID, m.BaseURL
 	}
 	res.IngestStrategy, _ = md[mdStrategy].(string)
+	if !strings.HasPrefix(res.IngestStrategy, "archiveorg-") {
+		res.ArchiveorgItemName = ""
+	}
 	switch st, _ := md[mdStatus].(string); {
 	case st != "" && len(kids) == 0:
 		res.Status = st
@@ -155,16 +171,37 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 		return res, nil
 	}
 	f := res.Manifest[0]
-	fr := &FileResult{IngestType: "dataset-file", Hit: true, Status: StatusSuccess, Request: reqJSON,
+	// Sandcrawler's file-ingest result: its request is the dataset's, of ingest_type
+	// dataset-file (the request's type and "-file").
+	var fileReq map[string]any
+	_ = json.Unmarshal(reqJSON, &fileReq)
+	if fileReq == nil {
+		fileReq = map[string]any{}
+	}
+	typ, _ := fileReq["ingest_type"].(string)
+	if typ == "" {
+		typ = "dataset"
+	}
+	fileReq["ingest_type"] = typ + "-file"
+	fileReqJSON, _ := json.Marshal(fileReq)
+	fr := &FileResult{Hit: true, Status: StatusSuccess, Request: fileReqJSON,
 		FileMeta: FileMeta{Size: *f.Size, MD5: f.MD5, SHA1: f.SHA1, SHA256: f.SHA256, Mimetype: f.Mimetype},
-		Terminal: &Terminal{URL: f.TerminalURL, StatusCode: 200, DT: f.TerminalDT}}
-	res.FilesetFile = &FileResult{Hit: true, FileMeta: fr.FileMeta, Terminal: fr.Terminal}
+		Terminal: &Terminal{URL: f.TerminalURL, StatusCode: 200, DT: f.TerminalDT, SHA1: f.SHA1}}
+	for _, k := range kids {
+		if k.ordinal == 0 && k.outcome != nil {
+			fr.CDX = k.outcome.CDX
+		}
+	}
+	res.FilesetFile = &FilesetFile{FileMeta: fr.FileMeta, Terminal: fr.Terminal, CDX: fr.CDX}
 	return res, fr
 }
 
 // filesStatus merges the files' outcomes into the manifest and returns the overall status: the
 // first file's that is not success, else success (success-file for a *-file strategy).
 func filesStatus(res *Result, kids []fileChild) string {
+	if bundled(res.IngestStrategy) {
+		return bundleStatus(res, kids)
+	}
 	if len(kids) != len(res.Manifest) {
 		res.ErrorMessage = fmt.Sprintf("%d files downloaded for a manifest of %d", len(kids), len(res.Manifest))
 		return StatusPlatformError
@@ -208,4 +245,45 @@ func filesStatus(res *Result, kids []fileChild) string {
 		return StatusSuccessFile
 	}
 	return StatusSuccess
+}
+
+// bundleStatus is filesStatus for a bundled strategy: its one download is the bundle, and each
+// manifest file is verified against the bundle's file of its path. The result's fileset_bundle
+// is the bundle.
+func bundleStatus(res *Result, kids []fileChild) string {
+	if len(kids) != 1 {
+		res.ErrorMessage = fmt.Sprintf("%d downloads for a bundle", len(kids))
+		return StatusPlatformError
+	}
+	k := kids[0]
+	switch {
+	case k.outcome == nil:
+		res.ErrorMessage = capError("the bundle: " + k.err)
+		return StatusErrorPlatformDownload
+	case k.outcome.Status != StatusSuccess:
+		res.ErrorMessage = k.outcome.Error
+		return k.outcome.Status
+	}
+	o := k.outcome
+	b := &FilesetBundle{FileMeta: o.FileMeta, Terminal: &Terminal{URL: o.TerminalURL, StatusCode: 200, DT: o.TerminalDT, SHA1: o.SHA1}, CDX: o.CDX}
+	if strings.HasPrefix(res.IngestStrategy, "archiveorg-") {
+		name := o.TerminalURL[strings.LastIndex(o.TerminalURL, "/")+1:]
+		if i := strings.IndexByte(name, '?'); i >= 0 {
+			name = name[:i]
+		}
+		b.ArchiveorgBundlePath = res.ArchiveorgItemName + "/" + safeName(name)
+	}
+	res.FilesetBundle = b
+	res.Manifest = append([]ManifestFile(nil), res.Manifest...)
+	overall := StatusSuccess
+	for i, st := range verifyBundled(res.Manifest, o.Interior) {
+		f := &res.Manifest[i]
+		f.Status = st
+		if st == StatusSuccess {
+			f.TerminalURL, f.TerminalDT = o.TerminalURL, o.TerminalDT
+		} else if overall == StatusSuccess {
+			overall, res.ErrorMessage = st, bundleError(*f, st)
+		}
+	}
+	return overall
 }

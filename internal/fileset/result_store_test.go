@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/enginetest/domaintest"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
 // TestResultStore is the conformance suite of the results store: the same behaviour from the
@@ -26,7 +29,7 @@ func TestResultStore(t *testing.T) {
 		}
 		put := func(r Result, updated int64) {
 			t.Helper()
-			if err := rs.Put(ctx, PutParams{Result: r, Updated: updated, JobID: 3, ItemID: updated}); err != nil {
+			if err := rs.Put(ctx, PutParams{Result: r, Updated: time.UnixMicro(updated), JobID: 3, ItemID: updated}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -36,7 +39,7 @@ func TestResultStore(t *testing.T) {
 		}
 		put(result("dataset", "https://zenodo.org/record/1", StatusPlatform404), 100)
 		got, err := rs.Get(ctx, "dataset", "https://zenodo.org/record/1")
-		if err != nil || got.Status != StatusPlatform404 || got.Updated.UnixNano() != 100 || got.JobID != 3 || got.ItemID != 100 ||
+		if err != nil || got.Status != StatusPlatform404 || !got.Updated.Equal(time.UnixMicro(100)) || got.JobID != 3 || got.ItemID != 100 ||
 			got.Result.Manifest[0].SHA256 != "ab" || *got.Result.FileCount != 1 {
 			t.Fatalf("get: %+v, %v", got, err)
 		}
@@ -46,7 +49,7 @@ func TestResultStore(t *testing.T) {
 		if got, err := rs.Get(ctx, "dataset", "https://zenodo.org/record/1"); err != nil || got.Status != StatusSuccess || !got.Result.Hit {
 			t.Fatalf("after a later and an earlier put: %+v, %v", got, err)
 		}
-		if err := rs.Put(ctx, PutParams{Result: Result{Status: StatusSuccess, Request: json.RawMessage(`{}`)}, Updated: 1}); err == nil {
+		if err := rs.Put(ctx, PutParams{Result: Result{Status: StatusSuccess, Request: json.RawMessage(`{}`)}, Updated: time.UnixMicro(1)}); err == nil {
 			t.Error("a result without platform or request was put")
 		}
 
@@ -88,6 +91,118 @@ func TestResultStore(t *testing.T) {
 			"dataset https://zenodo.org/record/x2", "dataset-file https://zenodo.org/record/0"})
 		if fmt.Sprint(keys(paged)) != want {
 			t.Errorf("successes by pages of 2: %v\nwant %s", keys(paged), want)
+		}
+	})
+}
+
+// TestResultsTableMoves applies the first migration (fileset_results), writes rows as a build
+// of then did, and applies the rest: the rows are in ingest_fileset_platform, their times
+// converted, archiveorg_item_name kept only for an archiveorg-* strategy, and the old table is
+// gone.
+func TestResultsTableMoves(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		ctx := t.Context()
+		db := open(t)
+		ms := Domain{}.Migrations(db.DomainSQL().Dialect())
+		if _, err := db.MigrateDomain(ctx, DomainName, ms[:1]); err != nil {
+			t.Fatal(err)
+		}
+		x := db.DomainSQL()
+		ins := store.Rebind(x.Dialect(), `INSERT INTO fileset_results (ingest_type, base_url, updated_at, hit, status, platform_name,
+	platform_domain, platform_id, ingest_strategy, total_size, file_count, archiveorg_item_name, web_bundle_url, manifest,
+	result, job_id, item_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		at := time.Date(2026, 11, 27, 5, 43, 1, 123456789, time.UTC)
+		for i, c := range []struct{ status, strategy string }{{StatusSuccess, StrategyWebFileset}, {StatusSuccessFile, StrategyArchiveorgFile}, {StatusPlatform404, ""}} {
+			base := fmt.Sprintf("https://zenodo.org/record/%d", i)
+			res, _ := json.Marshal(Result{Hit: c.strategy != "", Status: c.status, PlatformName: "zenodo", PlatformDomain: "zenodo.org",
+				PlatformID: fmt.Sprint(i), IngestStrategy: c.strategy, Request: json.RawMessage(`{"ingest_type":"dataset","base_url":"` + base + `"}`)})
+			if _, err := x.Exec(ctx, ins, "dataset", base, at.UnixNano()+int64(i), c.strategy != "", c.status, "zenodo", "zenodo.org", fmt.Sprint(i),
+				c.strategy, 7, 1, fmt.Sprintf("zenodo.org-%d", i), "", `[{"path":"a.csv"}]`, string(res), 9, 90+i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.MigrateDomain(ctx, DomainName, ms); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := NewResultStore(db).List(ctx, ListParams{})
+		if err != nil || len(rows) != 3 {
+			t.Fatalf("%d rows moved, %v", len(rows), err)
+		}
+		for i, r := range rows {
+			if !r.Updated.Equal(at.Truncate(time.Microsecond)) || r.JobID != 9 || r.ItemID != int64(90+i) || r.Result.PlatformID != fmt.Sprint(i) {
+				t.Errorf("row %d: %+v", i, r)
+			}
+		}
+		var names []string
+		q, err := x.Query(ctx, `SELECT coalesce(archiveorg_item_name, '-') FROM ingest_fileset_platform ORDER BY base_url`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q.Next() {
+			var n string
+			_ = q.Scan(&n)
+			names = append(names, n)
+		}
+		q.Close()
+		if fmt.Sprint(names) != "[- zenodo.org-1 -]" {
+			t.Errorf("archiveorg_item_name moved as %v, want only the archiveorg-* strategy's", names)
+		}
+		if _, err := x.Exec(ctx, `SELECT 1 FROM fileset_results`); err == nil {
+			t.Error("fileset_results is still there")
+		}
+	})
+}
+
+// TestDesignTable checks ingest_fileset_platform on PostgreSQL against the design's CREATE
+// TABLE: every column's type, nullability and CHECK, the primary key and the index.
+func TestDesignTable(t *testing.T) {
+	t.Parallel()
+	domaintest.ForEachStore(t, DomainName, Domain{}, func(t *testing.T, db store.Store) {
+		x := db.DomainSQL()
+		if x.Dialect() != store.DialectPostgres {
+			return
+		}
+		ctx := t.Context()
+		text := func(q string) []string {
+			t.Helper()
+			rows, err := x.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, s)
+			}
+			return out
+		}
+		cols := text(`SELECT column_name || ' ' || data_type || ' ' || is_nullable || coalesce(' ' || column_default, '')
+	FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'ingest_fileset_platform' ORDER BY ordinal_position`)
+		want := []string{"ingest_type text NO", "base_url text NO", "updated timestamp with time zone NO now()", "hit boolean NO",
+			"status text YES", "platform_name text NO", "platform_domain text NO", "platform_id text NO", "ingest_strategy text YES",
+			"total_size bigint YES", "file_count bigint YES", "archiveorg_item_name text YES", "archiveorg_item_bundle_path text YES",
+			"web_bundle_url text YES", "web_bundle_dt text YES", "manifest jsonb YES"}
+		if fmt.Sprint(cols) != fmt.Sprint(want) {
+			t.Errorf("columns\n got %q\nwant %q", cols, want)
+		}
+		checks := text(`SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'ingest_fileset_platform'::regclass ORDER BY 1`)
+		wantChecks := []string{"CHECK ((octet_length(archiveorg_item_bundle_path) >= 1))", "CHECK ((octet_length(archiveorg_item_name) >= 1))",
+			"CHECK ((octet_length(base_url) >= 1))", "CHECK ((octet_length(ingest_strategy) >= 1))", "CHECK ((octet_length(ingest_type) >= 1))",
+			"CHECK ((octet_length(platform_domain) >= 1))", "CHECK ((octet_length(platform_id) >= 1))", "CHECK ((octet_length(platform_name) >= 1))",
+			"CHECK ((octet_length(status) >= 1))", "CHECK ((octet_length(web_bundle_dt) = 14))", "CHECK ((octet_length(web_bundle_url) >= 1))",
+			"PRIMARY KEY (ingest_type, base_url)"}
+		if fmt.Sprint(checks) != fmt.Sprint(wantChecks) {
+			t.Errorf("constraints\n got %q\nwant %q", checks, wantChecks)
+		}
+		idx := text(`SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'ingest_fileset_platform_name_domain_id_idx'`)
+		if len(idx) != 1 || !strings.HasSuffix(idx[0], "USING btree (platform_name, platform_domain, platform_id)") {
+			t.Errorf("index: %q", idx)
 		}
 	})
 }

@@ -5,7 +5,7 @@
 // its own with size and hash verification into the blob store, and records one result per
 // request, with Sandcrawler's status vocabulary.
 //
-// The package provides the workflow's actions ([Fileset.Actions]) and the fileset_results table
+// The package provides the workflow's actions ([Fileset.Actions]) and the ingest_fileset_platform table
 // ([Domain]): a result is upserted there, keyed by (ingest_type, base_url), when its platform was
 // identified, and a later request for the same dataset is `success-existing` without a byte
 // downloaded. Every outbound connection obeys the node's egress policy (internal/egress).
@@ -57,42 +57,81 @@ type PlatformItem struct {
 	ManifestTruncated int `json:"manifest_truncated,omitempty"`
 }
 
-// Terminal is where the request's landing page led.
+// Terminal is where the request's landing page (or a file's download) led.
 type Terminal struct {
 	URL        string `json:"terminal_url"`
 	StatusCode int    `json:"terminal_status_code"`
 	DT         string `json:"terminal_dt,omitempty"`
+	// SHA1 is the terminal body's sha1 (a file's, in a dataset-file result).
+	SHA1 string `json:"terminal_sha1hex,omitempty"`
 }
 
 // Result is the result of one request (Sandcrawler's fileset ingest result).
 type Result struct {
-	Hit                bool            `json:"hit"`
-	Status             string          `json:"status"`
-	Request            json.RawMessage `json:"request"`
-	Terminal           *Terminal       `json:"terminal,omitempty"`
-	ErrorMessage       string          `json:"error_message,omitempty"`
-	PlatformName       string          `json:"platform_name,omitempty"`
-	PlatformDomain     string          `json:"platform_domain,omitempty"`
-	PlatformID         string          `json:"platform_id,omitempty"`
-	PlatformBaseURL    string          `json:"platform_base_url,omitempty"`
-	ArchiveorgItemName string          `json:"archiveorg_item_name,omitempty"`
-	Manifest           []ManifestFile  `json:"manifest,omitempty"`
-	FileCount          *int            `json:"file_count,omitempty"`
-	TotalSize          *int64          `json:"total_size,omitempty"`
-	IngestStrategy     string          `json:"ingest_strategy,omitempty"`
+	Hit             bool            `json:"hit"`
+	Status          string          `json:"status"`
+	Request         json.RawMessage `json:"request"`
+	Terminal        *Terminal       `json:"terminal,omitempty"`
+	ErrorMessage    string          `json:"error_message,omitempty"`
+	HTMLBiblio      *HTMLBiblio     `json:"html_biblio,omitempty"`
+	PlatformName    string          `json:"platform_name,omitempty"`
+	PlatformDomain  string          `json:"platform_domain,omitempty"`
+	PlatformID      string          `json:"platform_id,omitempty"`
+	PlatformBaseURL string          `json:"platform_base_url,omitempty"`
+	// ArchiveorgItemName is set only for the archiveorg-* strategies.
+	ArchiveorgItemName string `json:"archiveorg_item_name,omitempty"`
+	// Manifest is present once the platform's manifest was read, empty for empty-manifest
+	// (MarshalJSON writes an empty one as []).
+	Manifest       []ManifestFile `json:"manifest,omitempty"`
+	FileCount      *int           `json:"file_count,omitempty"`
+	TotalSize      *int64         `json:"total_size,omitempty"`
+	IngestStrategy string         `json:"ingest_strategy,omitempty"`
 	// FilesetFile is the single file of a `*-file` strategy's success.
-	FilesetFile *FileResult `json:"fileset_file,omitempty"`
+	FilesetFile *FilesetFile `json:"fileset_file,omitempty"`
+	// FilesetBundle is the bundle of a `*-fileset-bundled` strategy.
+	FilesetBundle *FilesetBundle `json:"fileset_bundle,omitempty"`
+}
+
+// MarshalJSON writes the result, with an empty manifest that was read as [] (Go's omitempty
+// drops any empty slice; nil stays absent).
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	if r.Manifest == nil || len(r.Manifest) > 0 {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Manifest []ManifestFile `json:"manifest"`
+	}{plain(r), r.Manifest})
 }
 
 // FileResult is the `dataset-file` result a single-file success also emits (the file-ingest
-// result of Sandcrawler's file pipeline).
+// result of Sandcrawler's file pipeline: its request's ingest_type is dataset-file).
 type FileResult struct {
-	IngestType string          `json:"ingest_type,omitempty"`
-	Hit        bool            `json:"hit"`
-	Status     string          `json:"status,omitempty"`
-	Request    json.RawMessage `json:"request,omitempty"`
-	FileMeta   FileMeta        `json:"file_meta"`
-	Terminal   *Terminal       `json:"terminal,omitempty"`
+	Hit      bool            `json:"hit"`
+	Status   string          `json:"status,omitempty"`
+	Request  json.RawMessage `json:"request,omitempty"`
+	FileMeta FileMeta        `json:"file_meta"`
+	Terminal *Terminal       `json:"terminal,omitempty"`
+	// CDX is the capture's line, for web-file.
+	CDX *CDX `json:"cdx,omitempty"`
+}
+
+// FilesetFile is a `*-file` strategy's file (Sandcrawler's fileset_file): what was downloaded,
+// from where, and — for web-file — its capture's CDX line.
+type FilesetFile struct {
+	FileMeta FileMeta  `json:"file_meta"`
+	Terminal *Terminal `json:"terminal,omitempty"`
+	CDX      *CDX      `json:"cdx,omitempty"`
+}
+
+// FilesetBundle is a `*-fileset-bundled` strategy's bundle (Sandcrawler's fileset_bundle): the
+// download-all archive as downloaded, its capture (web) or its path in the item (archiveorg).
+type FilesetBundle struct {
+	FileMeta             FileMeta  `json:"file_meta"`
+	Terminal             *Terminal `json:"terminal,omitempty"`
+	CDX                  *CDX      `json:"cdx,omitempty"`
+	ArchiveorgBundlePath string    `json:"archiveorg_bundle_path,omitempty"`
 }
 
 // FileMeta describes downloaded bytes.
@@ -144,6 +183,10 @@ const (
 	StrategyWebFileset        = "web-fileset"
 	StrategyArchiveorgFile    = "archiveorg-file"
 	StrategyArchiveorgFileset = "archiveorg-fileset"
+	// The bundled strategies store the platform's download-all archive (one zip) and list its
+	// interior files in the manifest.
+	StrategyWebFilesetBundled        = "web-fileset-bundled"
+	StrategyArchiveorgFilesetBundled = "archiveorg-fileset-bundled"
 )
 
 // MaxErrorLen caps error text in results, as Sandcrawler does.

@@ -3,6 +3,7 @@ package fileset
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/builtin"
@@ -14,23 +15,29 @@ import (
 // host starts per second, across every process.
 const DefaultHostDelay = time.Second
 
-// SinkName is the sink the workflow publishes results to, when one of that name is configured
-// ([Config.Publish]).
+// SinkName is the sink the workflow publishes results to in Sluice's envelope, when one of that
+// name is configured ([Config.Sinks]): each result among a message's outputs, each dataset-file
+// result in its metadata.
 const SinkName = "fileset"
+
+// SandcrawlerSinkName is the sink the workflow publishes results to as Sandcrawler does, when
+// one of that name is configured: each message's body is the bare result, on the subjects
+// ingest-fileset-results and ingest-file-results.
+const SandcrawlerSinkName = "sandcrawler"
 
 // downloadStep is the step of the built-in workflow whose limit carries the politeness delay.
 const downloadStep = "download"
 
 // Workflow returns the fileset workflow a job of this configuration runs: the built-in
 // workflow (internal/builtin/fileset.yaml) with the download step's per-host limit started
-// at most once per [Config.HostDelay] (no rate when it is negative), and without its publish:
-// rules unless [Config.Publish]. The workflow is the built-in YAML when nothing differs from it,
-// else its canonical JSON.
-func (s *Fileset) Workflow() ([]byte, error) { return WorkflowSource(s.cfg.HostDelay, s.cfg.Publish) }
+// at most once per [Config.HostDelay] (no rate when it is negative), and with only the publish:
+// rules whose sink is one of [Config.Sinks]. The workflow is the built-in YAML when nothing
+// differs from it, else its canonical JSON.
+func (s *Fileset) Workflow() ([]byte, error) { return WorkflowSource(s.cfg.HostDelay, s.cfg.Sinks...) }
 
 // WorkflowSource returns the fileset workflow with hostDelay (0: [DefaultHostDelay]; negative:
-// none) and with or without its publish: rules (see [Fileset.Workflow]).
-func WorkflowSource(hostDelay time.Duration, publish bool) ([]byte, error) {
+// none) and the publish: rules of the sinks named (see [Fileset.Workflow]).
+func WorkflowSource(hostDelay time.Duration, sinks ...string) ([]byte, error) {
 	src, ok := builtin.Source(WorkflowName)
 	if !ok {
 		return nil, fmt.Errorf("no built-in workflow %q", WorkflowName)
@@ -50,16 +57,26 @@ func WorkflowSource(hostDelay time.Duration, publish bool) ([]byte, error) {
 	if hostDelay > 0 {
 		rate = workflow.Rate{N: 1, Per: hostDelay}
 	}
-	if publish && dl.Limit.Rate == rate {
+	keep := func(rules []workflow.PublishRule) []workflow.PublishRule {
+		return slices.DeleteFunc(rules, func(r workflow.PublishRule) bool { return !slices.Contains(sinks, r.Sink) })
+	}
+	all := len(def.Publish)
+	def.Publish = keep(def.Publish)
+	same := len(def.Publish) == all && dl.Limit.Rate == rate
+	for _, st := range def.Steps {
+		n := len(st.Publish)
+		if st.Publish = keep(st.Publish); len(st.Publish) == 0 {
+			st.Publish = nil
+		}
+		same = same && len(st.Publish) == n
+	}
+	if len(def.Publish) == 0 {
+		def.Publish = nil
+	}
+	if same {
 		return src, nil
 	}
 	dl.Limit.Rate = rate
-	if !publish {
-		def.Publish = nil
-		for _, st := range def.Steps {
-			st.Publish = nil
-		}
-	}
 	return workflow.Marshal(def)
 }
 

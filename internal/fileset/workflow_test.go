@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func startKit(t *testing.T, open enginetest.Open, cfg Config) (*enginetest.Kit, 
 // workflowSource is the fileset workflow the tests run: no politeness delay (the fakes' hosts
 // are ours), publishing nothing (the kit has no sinks).
 func workflowSource(t testing.TB) string {
-	src, err := WorkflowSource(-1, false)
+	src, err := WorkflowSource(-1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +227,18 @@ func statusCases(f *fakes) []statusCase {
 	endless["checksum"] = ""
 	add("endless body without a size", z(118, "open", endless), StatusBodyTooLarge)
 
+	// Over 20 files: the record's files-archive, one download, its files verified inside.
+	var bundle, lyingBundle []map[string]any
+	for i := range 21 {
+		bundle = append(bundle, honest(fmt.Sprintf("z130/f%02d.csv", i), 100+i))
+		lyingBundle = append(lyingBundle, honest(fmt.Sprintf("z131/f%02d.csv", i), 100+i))
+	}
+	add("bundled", z(130, "open", bundle...), StatusSuccess)
+	f.mu.Lock()
+	f.files["lie/z131/f07.csv"] = &fakeFile{body: content("other", 107)} // same size, other bytes
+	f.mu.Unlock()
+	add("bundle with a wrong file", z(131, "open", lyingBundle...), StatusMismatchMD5)
+
 	add("landing unreachable", "http://localhost:1/record/1", StatusNoCapture)
 	f.set2(f.landing, "/record/117", 404)
 	add("landing 404", baseOf(f.zenodo)+"/record/117", StatusTerminalBadStatus)
@@ -276,8 +289,9 @@ func TestStatuses(t *testing.T) {
 			if strings.HasPrefix(r.Status, "success") {
 				checkSuccess(t, c.name, r)
 			}
+			checkFields(t, c, r)
 		}
-		// fileset_results holds exactly the requests whose platform was identified.
+		// ingest_fileset_platform holds exactly the requests whose platform was identified.
 		rows, err := NewResultStore(k.Store).List(t.Context(), ListParams{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -289,7 +303,7 @@ func TestStatuses(t *testing.T) {
 		for i, c := range cs {
 			row, ok := byURL[c.url]
 			if (results[i].PlatformName != "") != ok {
-				t.Errorf("%s: platform %q, row in fileset_results %v", c.name, results[i].PlatformName, ok)
+				t.Errorf("%s: platform %q, row in ingest_fileset_platform %v", c.name, results[i].PlatformName, ok)
 			}
 			if ok && row.Status != c.want {
 				t.Errorf("%s: row status %q", c.name, row.Status)
@@ -311,9 +325,43 @@ func TestStatuses(t *testing.T) {
 		}
 		for _, o := range outs {
 			var fr FileResult
-			if err := json.Unmarshal(o.Value, &fr); err != nil || fr.IngestType != "dataset-file" || !fr.Hit || len(fr.FileMeta.SHA256) != 64 {
+			var req Request
+			if err := json.Unmarshal(o.Value, &fr); err != nil || json.Unmarshal(fr.Request, &req) != nil || req.IngestType != "dataset-file" ||
+				req.LinkSource != "test" || !fr.Hit || len(fr.FileMeta.SHA256) != 64 || fr.Terminal == nil || fr.Terminal.SHA1 != fr.FileMeta.SHA1 {
 				t.Errorf("dataset-file result %s", o.Value)
 			}
+		}
+		// Each file of a web-* success was captured: the CDX index has its line, whose WARC —
+		// read back by internetarchive/gowarc — holds the file; web-file results carry it. A
+		// bundle was captured once, its files downloaded by none but it.
+		results2 := NewResultStore(k.Store)
+		captures := 0
+		for i, c := range cs {
+			r := results[i]
+			if bundled(r.IngestStrategy) {
+				checkBundle(t, c, r, f, k, results2)
+				continue
+			}
+			if !strings.HasPrefix(r.Status, "success") || !strings.HasPrefix(r.IngestStrategy, "web-") {
+				continue
+			}
+			for _, m := range r.Manifest {
+				cdx, err := results2.CDX(t.Context(), m.TerminalURL, m.SHA1)
+				if err != nil {
+					t.Errorf("%s: %s has no CDX line: %v", c.name, m.Path, err)
+					continue
+				}
+				if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != *m.Size || cdx.SURT != SURT(m.TerminalURL) {
+					t.Errorf("%s: %s captured as %d bytes, %+v", c.name, m.Path, len(payload), cdx)
+				}
+				captures++
+				if r.IngestStrategy == StrategyWebFile && (r.FilesetFile == nil || r.FilesetFile.CDX == nil || *r.FilesetFile.CDX != *cdx) {
+					t.Errorf("%s: fileset_file %+v, want its CDX line %+v", c.name, r.FilesetFile, cdx)
+				}
+			}
+		}
+		if captures < 8 {
+			t.Errorf("%d captures read back", captures)
 		}
 		// Downloads left no partial files behind.
 		checkNoPartials(t, cfg.PartialDir)
@@ -356,5 +404,83 @@ func checkNoPartials(t *testing.T, dir string) {
 	}
 	for _, e := range left {
 		t.Errorf("partial file left: %s", e.Name())
+	}
+}
+
+// landingStops are the cases whose request ends before a platform is tried: no platform fields.
+var landingStops = map[string]bool{"landing unreachable": true, "landing 404": true, "landing redirect loop": true,
+	"too many redirects": true, "landing on loopback address": true, "not http": true, "no platform": true,
+	"figshare without version": true, "outside the paths": true, "a path that only starts like one": true}
+
+// checkFields checks the fields the design's result schema names, by status: the platform's
+// whenever one matched, counts and a manifest once it was read, archiveorg_item_name only for
+// an archiveorg-* strategy, html_biblio from a landing page that has citation tags.
+func checkFields(t *testing.T, c statusCase, r Result) {
+	t.Helper()
+	if landingStops[c.name] {
+		if r.PlatformName != "" || r.PlatformDomain != "" || r.PlatformID != "" {
+			t.Errorf("%s: platform %q %q %q, want none", c.name, r.PlatformName, r.PlatformDomain, r.PlatformID)
+		}
+	} else if r.PlatformName == "" || r.PlatformDomain == "" || r.PlatformID == "" || r.PlatformBaseURL == "" {
+		t.Errorf("%s (%s): platform_name %q, platform_domain %q, platform_id %q, platform_base_url %q: want all",
+			c.name, r.Status, r.PlatformName, r.PlatformDomain, r.PlatformID, r.PlatformBaseURL)
+	}
+	if (r.ArchiveorgItemName != "") != strings.HasPrefix(r.IngestStrategy, "archiveorg-") {
+		t.Errorf("%s: archiveorg_item_name %q with strategy %q", c.name, r.ArchiveorgItemName, r.IngestStrategy)
+	}
+	if c.want == StatusEmptyManifest {
+		b, _ := json.Marshal(r)
+		if r.FileCount == nil || *r.FileCount != 0 || r.TotalSize == nil || *r.TotalSize != 0 || !strings.Contains(string(b), `"manifest":[]`) {
+			t.Errorf("%s: file_count %v, total_size %v, JSON %s: want 0, 0 and an empty manifest", c.name, r.FileCount, r.TotalSize, b)
+		}
+	}
+	if r.Terminal != nil && r.Terminal.StatusCode == 200 && c.name != "not http" {
+		path := r.Terminal.URL[strings.Index(r.Terminal.URL[len("http://"):], "/")+len("http://"):]
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		// The page names its own path (behind a mirror's path prefix, the path the fake saw).
+		if r.HTMLBiblio != nil {
+			if seen := strings.TrimPrefix(r.HTMLBiblio.Title, "Dataset at "); seen != "" && strings.HasSuffix(path, seen) {
+				path = seen
+			}
+		}
+		want := HTMLBiblio{Title: "Dataset at " + path, ContribNames: []string{"Ada Lovelace", "Grace Hopper"},
+			ReleaseDate: "2021-03-04", DOI: "10.5072/" + strings.Trim(path, "/")}
+		if r.HTMLBiblio == nil || !reflect.DeepEqual(*r.HTMLBiblio, want) {
+			t.Errorf("%s: html_biblio %+v, want %+v", c.name, r.HTMLBiblio, want)
+		}
+	}
+}
+
+// checkBundle checks a bundled result: its strategy, its bundle captured once (read back from
+// its WARC), no file of it fetched alone, and its manifest verified inside the bundle.
+func checkBundle(t *testing.T, c statusCase, r Result, f *fakes, k *enginetest.Kit, results *ResultStore) {
+	t.Helper()
+	b := r.FilesetBundle
+	if r.IngestStrategy != StrategyWebFilesetBundled || b == nil || b.CDX == nil || b.Terminal == nil || b.FileMeta.Size == 0 {
+		t.Errorf("%s: strategy %s, fileset_bundle %+v", c.name, r.IngestStrategy, b)
+		return
+	}
+	cdx, err := results.CDX(t.Context(), b.Terminal.URL, b.FileMeta.SHA1)
+	if err != nil || *cdx != *b.CDX {
+		t.Errorf("%s: the bundle's CDX line %+v, %v; result's %+v", c.name, cdx, err, b.CDX)
+	} else if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != b.FileMeta.Size {
+		t.Errorf("%s: bundle captured as %d bytes, downloaded %d", c.name, len(payload), b.FileMeta.Size)
+	}
+	if len(r.Manifest) != 21 || *r.FileCount != 21 {
+		t.Errorf("%s: %d manifest files", c.name, len(r.Manifest))
+	}
+	for _, m := range r.Manifest {
+		if f.getCount(m.Path) != 0 {
+			t.Errorf("%s: %s was fetched alone", c.name, m.Path)
+		}
+		want := StatusSuccess
+		if strings.HasSuffix(m.Path, "z131/f07.csv") {
+			want = StatusMismatchMD5
+		}
+		if m.Status != want || want == StatusSuccess && (len(m.SHA256) != 64 || m.TerminalURL != b.Terminal.URL) {
+			t.Errorf("%s: manifest file %+v, want %s", c.name, m, want)
+		}
 	}
 }

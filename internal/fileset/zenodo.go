@@ -26,19 +26,21 @@ type zenodo struct {
 	api   string
 }
 
-func (z zenodo) match(u *url.URL) bool {
-	if !hostMatches(u, z.hosts) {
-		return false
+func (z zenodo) match(u *url.URL) (platformIdent, bool) {
+	prefix, path, ok := siteMatch(u, z.hosts)
+	if !ok {
+		return platformIdent{}, false
 	}
-	_, err := ParseZenodoPath(u.Path)
-	return err == nil
+	id, err := ParseZenodoPath(path)
+	return identOf(u, prefix, id), err == nil
 }
 
 func (z zenodo) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformItem, error) {
-	id, err := ParseZenodoPath(u.Path)
-	if err != nil {
+	ident, ok := z.match(u)
+	if !ok {
 		return nil, errNotHandled("zenodo", u)
 	}
+	id := ident.ID
 	var rec struct {
 		ID           any `json:"id"`
 		ConceptRecID any `json:"conceptrecid"`
@@ -71,10 +73,12 @@ func (z zenodo) process(ctx context.Context, f *fetcher, u *url.URL) (*PlatformI
 	item := &PlatformItem{
 		PlatformName:       "zenodo",
 		PlatformStatus:     "success",
-		PlatformDomain:     u.Hostname(),
+		PlatformDomain:     ident.Domain,
 		PlatformID:         id,
-		PlatformBaseURL:    u.Scheme + "://" + u.Host,
-		ArchiveorgItemName: u.Hostname() + "-" + id,
+		PlatformBaseURL:    ident.BaseURL,
+		ArchiveorgItemName: ident.Domain + "-" + id,
+		// The record's files as one zip.
+		WebBundleURL: z.api + "/records/" + id + "/files-archive",
 	}
 	for _, fl := range rec.Files {
 		mf := ManifestFile{Path: fl.Key, Size: fl.Size, PlatformURL: fl.Links.Self}

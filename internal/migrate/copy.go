@@ -142,7 +142,7 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 		}{
 			{objects.Name, "objects_sheets", objects.Domain{}.Migrations},
 			{graph.DomainName, "graph_versions", graph.Domain{}.Migrations},
-			{fileset.DomainName, "fileset_results", fileset.Domain{}.Migrations},
+			{fileset.DomainName, "ingest_fileset_platform", fileset.Domain{}.Migrations},
 			{fleet.DomainName, "fleet_members", fleet.Migrations}, // rows go stale and are forgotten
 		} {
 			if imp.HasTable(d.table) || !hasDomain(ctx, from, d.name) {

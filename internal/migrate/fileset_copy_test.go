@@ -18,8 +18,8 @@ import (
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
 
-// TestCopyFilesetResults copies an installation's fileset_results (a domain every node
-// registers) to PostgreSQL: the rows arrive with their booleans and JSON converted.
+// TestCopyFilesetResults copies an installation's ingest_fileset_platform (a domain every node
+// registers) to PostgreSQL: the rows arrive with their booleans, times and JSON converted.
 func TestCopyFilesetResults(t *testing.T) {
 	t.Parallel()
 	url, schema := newSchema(t)
@@ -73,7 +73,7 @@ func TestCopyFilesetResults(t *testing.T) {
 	_ = json.Unmarshal(wb, &wv)
 	_ = json.Unmarshal(gb, &gv)
 	if len(want) != 2 || !reflect.DeepEqual(wv, gv) {
-		t.Errorf("fileset_results after the copy:\n got %s\nwant %s", gb, wb)
+		t.Errorf("ingest_fileset_platform after the copy:\n got %s\nwant %s", gb, wb)
 	}
 	if rows, err := fileset.NewResultStore(dst.Store).List(ctx, fileset.ListParams{Status: fileset.StatusSuccess}); err != nil || len(rows) != 1 || !rows[0].Result.Hit {
 		t.Errorf("successes after the copy: %+v, %v", rows, err)

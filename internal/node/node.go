@@ -100,7 +100,7 @@ type Config struct {
 	Topics Topics
 	// Fileset configures the fileset workflow's actions (platforms, limits); its Egress is
 	// replaced by Egress above, its PartialDir defaults to <data dir>/fileset-partial, and its
-	// Publish is set when Topics has a sink named fileset.SinkName.
+	// Sinks are those of Topics' sinks its workflow publishes to.
 	Fileset fileset.Config
 	// Metrics records the worker's task attempts and lease renewals (served on /metrics by
 	// sluice serve). Nil records nothing.
@@ -215,9 +215,11 @@ func configDomains(cfg Config) domains {
 	if fcfg.PartialDir == "" {
 		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
 	}
-	if _, ok := cfg.Topics.Sinks[fileset.SinkName]; ok {
-		// The fileset workflow's jobs publish their results only where the sink is configured.
-		fcfg.Publish = true
+	// The fileset workflow's jobs publish their results only to the sinks configured.
+	for _, name := range []string{fileset.SinkName, fileset.SandcrawlerSinkName} {
+		if _, ok := cfg.Topics.Sinks[name]; ok {
+			fcfg.Sinks = append(fcfg.Sinks, name)
+		}
 	}
 	return newDomains(cfg.Egress, fcfg, cfg.OpenS3, cfg.PathRoots)
 }
@@ -398,7 +400,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-
+	if cfg.Engine && n.topics.fed[fileset.WorkflowName] {
+		// A source creates its jobs on the workflow's latest version: this process's
+		// configuration of it is stored, so a fresh installation's first request has a
+		// workflow to run.
+		if _, err := n.Fileset.ApplyWorkflow(ctx, n.Engine); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	if cfg.Engine {
 		// Converters a killed predecessor left running (they die with it as a rule; see
 		// subprocess.Records for the exceptions) go before their attempt dirs do.

@@ -32,6 +32,8 @@ type topics struct {
 	outbox    *outbox.Outbox
 	consumers []*source.Consumer
 	webhooks  *source.Set
+	// fed are the workflows the sources create jobs of.
+	fed map[string]bool
 }
 
 // openTopics registers the outbox with the engine (every node: any process may commit a task
@@ -68,6 +70,10 @@ func (n *Node) openTopics(ctx context.Context, cfg Config) error {
 			closeSinks()
 			return err
 		}
+		if t.fed == nil {
+			t.fed = map[string]bool{}
+		}
+		t.fed[spec.Workflow] = true
 		if spec.Server == nil {
 			t.webhooks.Specs[name] = spec
 		} else if cfg.Engine {

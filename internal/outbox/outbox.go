@@ -19,12 +19,14 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/sink"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workflow"
 )
 
 // DomainName is the name the outbox's tables are registered under ([engine.Engine.RegisterDomain]).
@@ -243,11 +245,34 @@ func (o *Outbox) message(p engine.Publication, now time.Time) (sink.Message, err
 		}
 	}
 	b.Attributes = attrs
+	if r.Body != "" {
+		body, err := bareBody(r.Body, p)
+		if err != nil {
+			return sink.Message{}, fmt.Errorf("publish %s: %w", b.ID, err)
+		}
+		return sink.Message{ID: b.ID, Subject: b.Subject, Attributes: attrs, Body: body}, nil
+	}
 	body, err := json.Marshal(b)
 	if err != nil {
 		return sink.Message{}, fmt.Errorf("publish %s: %w", b.ID, err)
 	}
 	return sink.Message{ID: b.ID, Subject: b.Subject, Attributes: attrs, Body: body}, nil
+}
+
+// bareBody is the value a rule's body: names (workflow.PublishRule.Body), as it is.
+func bareBody(spec string, p engine.Publication) ([]byte, error) {
+	if kind, ok := strings.CutPrefix(spec, workflow.BodyOutput); ok {
+		if v, ok := p.Outputs[kind]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("body %s: the task has no output of that kind", spec)
+	}
+	key, _ := strings.CutPrefix(spec, workflow.BodyMetadata)
+	v, ok := p.Metadata[key]
+	if !ok {
+		return nil, fmt.Errorf("body %s: the item has no metadata of that key", spec)
+	}
+	return json.Marshal(v)
 }
 
 // Publish implements [engine.Publisher]: one keyed insert of the messages' rows, in the task's

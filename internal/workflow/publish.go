@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -37,7 +38,17 @@ type PublishRule struct {
 	Attributes map[string]string `json:"attributes,omitempty"`
 	// Keys are item metadata keys copied into attributes (a correlation key, a sheet row).
 	Keys []string `json:"keys,omitempty"`
+	// Body, when set, makes the message's body one value as it is instead of Sluice's envelope
+	// (a consumer that reads another system's wire format): "output:KIND", the task's output of
+	// that kind (a step's rule), or "metadata:KEY", the item's metadata value of that key.
+	Body string `json:"body,omitempty"`
 }
+
+// BodyOutput and BodyMetadata are the prefixes of [PublishRule.Body].
+const (
+	BodyOutput   = "output:"
+	BodyMetadata = "metadata:"
+)
 
 // subjectPattern is the syntax of subjects: dot-separated tokens usable in NATS subjects, file
 // names and URLs.
@@ -76,7 +87,7 @@ func (p *parser) publishRules(n *yaml.Node, step string) ([]PublishRule, error) 
 		dec.DisallowUnknownFields()
 		var r PublishRule
 		if err := dec.Decode(&r); err != nil {
-			return nil, p.errf(e.Line, step, field, "%v (fields: sink, subject, on, context, attributes, keys)", err)
+			return nil, p.errf(e.Line, step, field, "%v (fields: sink, subject, on, context, attributes, keys, body)", err)
 		}
 		if msg := r.check(step != ""); msg != "" {
 			return nil, p.errf(e.Line, step, field, "%s", msg)
@@ -117,6 +128,17 @@ func (r *PublishRule) check(onStep bool) string {
 	for _, k := range r.Keys {
 		if k == "" || len(k) > MaxNameLen {
 			return fmt.Sprintf("keys: invalid metadata key %q", k)
+		}
+	}
+	if r.Body != "" {
+		out, isOut := strings.CutPrefix(r.Body, BodyOutput)
+		md, isMD := strings.CutPrefix(r.Body, BodyMetadata)
+		switch {
+		case isOut && !onStep:
+			return fmt.Sprintf("body: %q: a workflow's rule publishes an event, which has no outputs (metadata:KEY)", r.Body)
+		case isOut && out != "" && len(out) <= MaxNameLen, isMD && md != "" && len(md) <= MaxNameLen:
+		default:
+			return fmt.Sprintf("body: %q is not output:KIND or metadata:KEY", r.Body)
 		}
 	}
 	return ""

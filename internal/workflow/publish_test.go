@@ -54,6 +54,8 @@ steps:
 		{"unknown field", `{sink: bus, topic: x}`, `unknown field "topic"`},
 		{"bad subject", `{sink: bus, subject: "a b"}`, "invalid subject"},
 		{"bad attribute", `{sink: bus, attributes: {"Bad Name": x}}`, "invalid name"},
+		{"bad body", `{sink: bus, body: result}`, "not output:KIND or metadata:KEY"},
+		{"empty body kind", `{sink: bus, body: "output:"}`, "not output:KIND or metadata:KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := "name: p\nsteps:\n  a: {action: noop, needs: [start], publish: [" + tc.rule + "]}\n"
@@ -62,6 +64,13 @@ steps:
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+	_, err = Parse([]byte("name: p\npublish: [{sink: bus, on: [x], body: \"output:r\"}]\nsteps:\n  a: {action: noop, needs: [start]}\n"), "p.yaml")
+	if err == nil || !strings.Contains(err.Error(), "has no outputs") {
+		t.Fatalf("a workflow rule with an output body = %v", err)
+	}
+	if _, err := Parse([]byte("name: p\npublish: [{sink: bus, on: [x], body: \"metadata:k\"}]\nsteps:\n  a: {action: noop, needs: [start], publish: [{sink: bus, body: \"output:r\"}]}\n"), "p.yaml"); err != nil {
+		t.Fatalf("rules with bodies: %v", err)
 	}
 	_, err = Parse([]byte("name: p\npublish: [{sink: bus}]\nsteps:\n  a: {action: noop, needs: [start]}\n"), "p.yaml")
 	if err == nil || !strings.Contains(err.Error(), "needs on:") {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -374,6 +375,24 @@ func converter(typ string) (func(any) (any, error), error) {
 				return string(v), nil
 			}
 			return nil, fmt.Errorf("want text, got %T %v", v, v)
+		}, nil
+	case "timestamp with time zone":
+		// An embedded store keeps a time as RFC 3339 text (in UTC).
+		return func(v any) (any, error) {
+			var s string
+			switch v := v.(type) {
+			case string:
+				s = v
+			case []byte:
+				s = string(v)
+			default:
+				return nil, fmt.Errorf("want an RFC 3339 time, got %T %v", v, v)
+			}
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return nil, fmt.Errorf("want an RFC 3339 time: %w", err)
+			}
+			return t, nil
 		}, nil
 	case "bytea":
 		return func(v any) (any, error) {
