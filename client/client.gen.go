@@ -54,15 +54,18 @@ type ActionState struct {
 
 // Attempt defines model for Attempt.
 type Attempt struct {
-	Action     string     `json:"action"`
-	Attempt    int64      `json:"attempt"`
-	Error      *string    `json:"error,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	StartedAt  time.Time  `json:"started_at"`
-	State      string     `json:"state"`
-	Step       string     `json:"step"`
-	TaskId     int64      `json:"task_id"`
-	Worker     *string    `json:"worker,omitempty"`
+	Action          string     `json:"action"`
+	Attempt         int64      `json:"attempt"`
+	DurationSeconds *float64   `json:"duration_seconds,omitempty"`
+	Error           *string    `json:"error,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	ItemId          int64      `json:"item_id"`
+	QueuedAt        time.Time  `json:"queued_at"`
+	StartedAt       time.Time  `json:"started_at"`
+	State           string     `json:"state"`
+	Step            string     `json:"step"`
+	TaskId          int64      `json:"task_id"`
+	Worker          *string    `json:"worker,omitempty"`
 }
 
 // CreateFilesetsRequest defines model for CreateFilesetsRequest.
@@ -338,6 +341,12 @@ type Job struct {
 	WorkflowVersion int64                  `json:"workflow_version"`
 }
 
+// JobHistory defines model for JobHistory.
+type JobHistory struct {
+	Attempts   []Attempt `json:"attempts"`
+	NextCursor *string   `json:"next_cursor,omitempty"`
+}
+
 // JobList defines model for JobList.
 type JobList struct {
 	Jobs       []Job   `json:"jobs"`
@@ -600,6 +609,15 @@ type ListErrorsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// JobHistoryParams defines parameters for JobHistory.
+type JobHistoryParams struct {
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Tasks per page (each gives its attempts); defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -922,6 +940,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 	FireEvent(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JobHistory Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+	//
+	// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+	JobHistory(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListItems A level of the job's item tree (parent_id; pagination: cursor, limit)
 	//
@@ -1410,6 +1433,21 @@ func (c *Client) FireEventWithBody(ctx context.Context, id int64, contentType st
 // Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 func (c *Client) FireEvent(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewFireEventRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JobHistory Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+//
+// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+func (c *Client) JobHistory(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobHistoryRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2739,6 +2777,79 @@ func NewFireEventRequestWithBody(server string, id int64, contentType string, bo
 	return req, nil
 }
 
+// NewJobHistoryRequest constructs an http.Request for the JobHistory method
+func NewJobHistoryRequest(server string, id int64, params *JobHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListItemsRequest constructs an http.Request for the ListItems method
 func NewListItemsRequest(server string, id int64, params *ListItemsParams) (*http.Request, error) {
 	var err error
@@ -4053,6 +4164,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 	FireEventWithResponse(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*FireEventResponse, error)
 
+	// JobHistoryWithResponse Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+	JobHistoryWithResponse(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*JobHistoryResponse, error)
+
 	// ListItemsWithResponse A level of the job's item tree (parent_id; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5115,6 +5233,54 @@ func (r FireEventResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r FireEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type JobHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobHistory
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r JobHistoryResponse) GetJSON200() *JobHistory {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r JobHistoryResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r JobHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r JobHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r JobHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r JobHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6476,6 +6642,19 @@ func (c *ClientWithResponses) FireEventWithResponse(ctx context.Context, id int6
 	return ParseFireEventResponse(rsp)
 }
 
+// JobHistoryWithResponse Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+func (c *ClientWithResponses) JobHistoryWithResponse(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*JobHistoryResponse, error) {
+	rsp, err := c.JobHistory(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJobHistoryResponse(rsp)
+}
+
 // ListItemsWithResponse A level of the job's item tree (parent_id; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7443,6 +7622,39 @@ func ParseFireEventResponse(rsp *http.Response) (*FireEventResponse, error) {
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseJobHistoryResponse parses an HTTP response from a JobHistoryWithResponse call
+func ParseJobHistoryResponse(rsp *http.Response) (*JobHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &JobHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -664,6 +665,46 @@ func TestRetryKeepsErrors(t *testing.T) {
 	}
 	var apiErr api.Error
 	b.json(t, "GET", "/v1/items/999999/attempts", nil, 404, &apiErr)
+
+	// The job's history holds the same attempts, read a task per page through the cursors,
+	// with the item, when each was queued and how long it ran.
+	var lines []string
+	next := ""
+	for pages := 0; ; pages++ {
+		var page struct {
+			Attempts []struct {
+				ItemID      int64      `json:"item_id"`
+				Step        string     `json:"step"`
+				Attempt     int        `json:"attempt"`
+				State       string     `json:"state"`
+				Error       string     `json:"error"`
+				QueuedAt    time.Time  `json:"queued_at"`
+				StartedAt   time.Time  `json:"started_at"`
+				FinishedAt  *time.Time `json:"finished_at"`
+				DurationSec *float64   `json:"duration_seconds"`
+			} `json:"attempts"`
+			NextCursor string `json:"next_cursor"`
+		}
+		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/history?limit=1&cursor=%s", job.ID, next), nil, 200, &page)
+		for _, a := range page.Attempts {
+			if a.ItemID != item || a.QueuedAt.IsZero() || a.StartedAt.Before(a.QueuedAt) || a.FinishedAt == nil || a.DurationSec == nil ||
+				*a.DurationSec != a.FinishedAt.Sub(a.StartedAt).Seconds() {
+				t.Errorf("history attempt %+v: want item %d, queued before started, a finish and its duration", a, item)
+			}
+			lines = append(lines, fmt.Sprintf("%s %d %s %s", a.Step, a.Attempt, a.State, a.Error))
+		}
+		if next = page.NextCursor; next == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("the job's history does not end")
+		}
+	}
+	if got := strings.Join(lines, "; "); got != "call 1 failed service down; call 2 failed service down; call 3 complete ; collect 1 complete ; collect 2 complete ; collect 3 complete " {
+		t.Errorf("the job's history = %q", got)
+	}
+	b.json(t, "GET", "/v1/jobs/999999/history", nil, 404, &apiErr)
+	b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/history?cursor=%s", job.ID, cursor.MakeID(cursor.History(job.ID+1), 1)), nil, 400, &apiErr)
 }
 
 // TestOpenAPIMatchesRoutes: every documented path is routed (probed through the handler's mux

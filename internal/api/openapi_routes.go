@@ -100,6 +100,9 @@ var routeDocs = map[string]routeDoc{
 	"POST /v1/jobs/{id}/retry":  {ID: "retryJob", Responses: map[int]any{200: &jobJSON{}}},
 	"GET /v1/jobs/{id}/progress": {ID: "followProgress", Responses: map[int]any{200: media{Type: "text/event-stream", Schema: textSchema,
 		Doc: "Server-sent events: `event: progress` with a Progress as data whenever it changes, and `event: end` with {\"state\"} when the job ends."}}},
+	"GET /v1/jobs/{id}/history": {ID: "jobHistory", Params: []param{cursorParam,
+		query("limit", "integer", "Tasks per page (each gives its attempts); defaults to 100, at most 1000.")},
+		Responses: map[int]any{200: jobHistory{}}},
 	"GET /v1/jobs/{id}/items": {ID: "listItems", Params: []param{
 		query("parent_id", "integer", "The parent whose children to list; 0 (the default) lists the roots."),
 		cursorParam, limitParam,

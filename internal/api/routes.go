@@ -32,6 +32,7 @@ func (a *API) routes() []route {
 		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob, 200},
 		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed and canceled tasks of an ended job (409 when there are none)", a.retryJob, 200},
 		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
+		{"GET", "/v1/jobs/{id}/history", RoleReader, "Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)", a.jobHistory, 200},
 		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id; pagination: cursor, limit)", a.listItems, 200},
 		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
 		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
@@ -502,16 +503,73 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 // attemptJSON is one run of one of an item's tasks.
 type attemptJSON struct {
 	TaskID  int64  `json:"task_id"`
+	ItemID  int64  `json:"item_id"`
 	Step    string `json:"step"`
 	Action  string `json:"action"`
 	Attempt int    `json:"attempt"`
 	// State is how the attempt ended (complete, failed, canceled), or running.
 	State string `json:"state"`
 	// Worker is the lease owner that ran it, when known.
-	Worker     string     `json:"worker,omitempty"`
+	Worker string `json:"worker,omitempty"`
+	// QueuedAt is when the task was made ready: its first attempt waited from then until
+	// StartedAt.
+	QueuedAt   time.Time  `json:"queued_at"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Error      string     `json:"error,omitempty"`
+	// DurationSec is how long the attempt ran, FinishedAt less StartedAt; absent while it runs.
+	DurationSec *float64 `json:"duration_seconds,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+func toAttempt(at engine.Attempt) attemptJSON {
+	j := attemptJSON{TaskID: at.TaskID, ItemID: at.ItemID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, State: at.State,
+		Worker: at.Worker, QueuedAt: at.QueuedAt, StartedAt: at.StartedAt, Error: at.Error}
+	if !at.FinishedAt.IsZero() {
+		f := at.FinishedAt
+		d := f.Sub(at.StartedAt).Seconds()
+		j.FinishedAt, j.DurationSec = &f, &d
+	}
+	return j
+}
+
+// jobHistory is a page of GET /v1/jobs/{id}/history.
+type jobHistory struct {
+	Attempts []attemptJSON `json:"attempts"`
+	// NextCursor is the cursor of the next page; absent on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// jobHistory answers the attempts of a page of the job's tasks (limit counts tasks: a task
+// retried twice gives three attempts, one not yet run none).
+func (a *API) jobHistory(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	c, limit, err := pageOf(r, 100)
+	if err != nil {
+		return err
+	}
+	after, err := cursor.ReadID(cursor.History(id), c)
+	if err != nil {
+		return badCursor(err)
+	}
+	if _, err := a.rec.JobGet(r.Context(), id); err != nil {
+		return notFound(err, "job %d", id)
+	}
+	atts, last, err := a.b.Engine().JobHistory(r.Context(), id, after, limit)
+	if err != nil {
+		return err
+	}
+	out := jobHistory{Attempts: []attemptJSON{}}
+	for _, at := range atts {
+		out.Attempts = append(out.Attempts, toAttempt(at))
+	}
+	if last != 0 {
+		out.NextCursor = cursor.MakeID(cursor.History(id), last)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // supersededJSON is an output of the item that a later result replaced.
@@ -546,13 +604,7 @@ func (a *API) itemAttempts(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := itemHistory{Attempts: []attemptJSON{}, Superseded: []supersededJSON{}}
 	for _, at := range atts {
-		j := attemptJSON{TaskID: at.TaskID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, State: at.State,
-			Worker: at.Worker, StartedAt: at.StartedAt, Error: at.Error}
-		if !at.FinishedAt.IsZero() {
-			f := at.FinishedAt
-			j.FinishedAt = &f
-		}
-		h.Attempts = append(h.Attempts, j)
+		h.Attempts = append(h.Attempts, toAttempt(at))
 	}
 	for _, o := range outs {
 		h.Superseded = append(h.Superseded, supersededJSON{Kind: o.Kind, Value: rawOr(o.Value), CreatedAt: o.CreatedAt, SupersededAt: o.SupersededAt})

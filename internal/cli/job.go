@@ -26,12 +26,12 @@ import (
 
 func runJob(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return usagef("job needs a subcommand: list, show, cancel, retry")
+		return usagef("job needs a subcommand: list, show, history, cancel, retry")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "job "+sub, "job list|show ID|cancel ID|retry ID [--follow] [--data DIR]")
+	fs, c := newFlags(e, "job "+sub, "job list|show ID|history ID|cancel ID|retry ID [--follow] [--data DIR]")
 	state := fs.String("state", "", "list: only jobs in this state")
-	limit := fs.Int("limit", 50, "list: at most this many jobs")
+	limit := fs.Int("limit", 50, "list: at most this many jobs; history: at most this many tasks (0: all)")
 	out := addOutputFlag(fs)
 	followJob := fs.Bool("follow", false, "retry: run the job's tasks in this process and wait for it to end, like sluice run")
 	pos, err := parse(fs, args[1:])
@@ -78,6 +78,12 @@ func runJob(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		return showJob(ctx, e, n, id, out.json())
+	case "history":
+		id, err := jobID(pos)
+		if err != nil {
+			return err
+		}
+		return jobHistory(ctx, e, n, id, *limit, out.json())
 	case "cancel":
 		id, err := jobID(pos)
 		if err != nil {
@@ -110,7 +116,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	default:
-		return usagef("unknown job subcommand %q (want list, show, cancel, retry)", sub)
+		return usagef("unknown job subcommand %q (want list, show, history, cancel, retry)", sub)
 	}
 }
 
@@ -225,6 +231,99 @@ func showHistory(ctx context.Context, e *env, n *node.Node, items []*store.Item)
 		}
 	}
 	return tw.Flush()
+}
+
+// historyJSON is an attempt of `sluice job history --output json` (docs/cli.md).
+type historyJSON struct {
+	TaskID      int64      `json:"task_id"`
+	ItemID      int64      `json:"item_id"`
+	Step        string     `json:"step"`
+	Action      string     `json:"action"`
+	Attempt     int        `json:"attempt"`
+	State       string     `json:"state"`
+	Worker      string     `json:"worker"`
+	QueuedAt    time.Time  `json:"queued_at"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	DurationSec *float64   `json:"duration_seconds"`
+	Error       string     `json:"error"`
+}
+
+// jobHistory prints every attempt of the job's tasks, task by task: the item, the step, when it
+// was queued, how long it waited and ran, its worker and error. limit bounds the tasks read
+// (0: all); a history cut short says so on stderr.
+func jobHistory(ctx context.Context, e *env, n *node.Node, id int64, limit int, asJSON bool) error {
+	if _, err := n.Store.JobGet(ctx, id); err != nil {
+		return err
+	}
+	var atts []engine.Attempt
+	var after int64
+	truncated := false
+	for read := 0; ; {
+		page := 500
+		if limit > 0 && limit-read < page {
+			page = limit - read
+		}
+		got, last, err := n.Engine.JobHistory(ctx, id, after, page)
+		if err != nil {
+			return err
+		}
+		atts = append(atts, got...)
+		read += page
+		if last == 0 {
+			break
+		}
+		if limit > 0 && read >= limit {
+			truncated = true
+			break
+		}
+		after = last
+	}
+	if asJSON {
+		list := []historyJSON{}
+		for _, a := range atts {
+			j := historyJSON{TaskID: a.TaskID, ItemID: a.ItemID, Step: a.Step, Action: a.Action, Attempt: a.Attempt, State: a.State,
+				Worker: a.Worker, QueuedAt: a.QueuedAt.UTC(), StartedAt: a.StartedAt.UTC(), Error: a.Error}
+			if !a.FinishedAt.IsZero() {
+				f, d := a.FinishedAt.UTC(), a.FinishedAt.Sub(a.StartedAt).Seconds()
+				j.FinishedAt, j.DurationSec = &f, &d
+			}
+			list = append(list, j)
+		}
+		if err := writeJSON(e.stdout, list); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ITEM\tSTEP\tATTEMPT\tSTATE\tSTARTED\tWAITED\tTOOK\tWORKER\tERROR")
+		for _, a := range atts {
+			waited, took := "-", "-"
+			if a.Attempt == 1 && !a.QueuedAt.IsZero() {
+				waited = a.StartedAt.Sub(a.QueuedAt).Round(time.Millisecond).String()
+			}
+			if !a.FinishedAt.IsZero() {
+				took = a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+			}
+			msg, _, _ := strings.Cut(a.Error, "\n")
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ItemID, a.Step, a.Attempt, a.State,
+				a.StartedAt.Local().Format(time.DateTime), waited, took, dash(a.Worker), msg)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if truncated {
+		fmt.Fprintf(e.stderr, "job %d has more tasks than the %d shown: --limit N shows more, --limit 0 all\n", id, limit)
+	}
+	return nil
+}
+
+// dash is s, or "-" for an empty s (an empty column of a table).
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func runEvent(ctx context.Context, e *env, args []string) error {

@@ -33,6 +33,9 @@ const (
 // Items is the list of the children of parent (0: the roots) in job.
 func Items(job, parent int64) List { return List(fmt.Sprintf("jobs/%d/items/%d", job, parent)) }
 
+// History is the list of job's task attempts, by task.
+func History(job int64) List { return List(fmt.Sprintf("jobs/%d/history", job)) }
+
 // Outputs is the list of job's outputs of kind (documents, errors).
 func Outputs(job int64, kind string) List { return List(fmt.Sprintf("jobs/%d/%ss", job, kind)) }
 
