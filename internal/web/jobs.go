@@ -278,6 +278,10 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 			return err
 		}
 	}
+	tl, err := w.timeline(ctx, j, "", timelinePreview)
+	if err != nil {
+		return err
+	}
 	data := struct {
 		Job      jobRow
 		Roots    *itemPage
@@ -285,7 +289,8 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		External []string
 		Waiting  []waitingTask
 		Notice   string
-	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(r.URL.Query().Get("notice"))}
+		Timeline *timeline
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(r.URL.Query().Get("notice")), tl}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
 }

@@ -135,6 +135,9 @@ func (c *client) do(method, path string, form url.Values, hdr map[string]string)
 	return res, string(b)
 }
 
+// timelineRows matches a row of a timeline, its result the first group.
+var timelineRows = regexp.MustCompile(`(?s)<tr class="attempt attempt-(\w+)".*?</tr>`)
+
 var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
 // signIn signs in with the token and returns the session's CSRF token.
@@ -562,6 +565,21 @@ func TestItemAttempts(t *testing.T) {
 	rows := strings.Count(page, "<td>pdf</td>")
 	if rows != 2 {
 		t.Errorf("the item page shows %d attempts of pdf, want 2 (the first run and the retry)", rows)
+	}
+	// The job's timeline, on its page and on a page of its own, shows both runs of pdf, failed,
+	// with the reason, each with a bar on the job's time axis.
+	for _, path := range []string{"/jobs/" + itoa(job.ID), "/jobs/" + itoa(job.ID) + "/history"} {
+		_, page := c.do("GET", path, nil, nil)
+		rows := timelineRows.FindAllStringSubmatch(page, -1)
+		var pdf []string
+		for _, r := range rows {
+			if strings.Contains(r[0], "<td>pdf</td>") {
+				pdf = append(pdf, r[1])
+			}
+		}
+		if strings.Join(pdf, " ") != "failed failed" || strings.Count(page, `<rect class="run run-failed"`) < 2 {
+			t.Errorf("%s's timeline shows pdf attempts %q, want two failed with their bars:\n%s", path, pdf, page)
+		}
 	}
 	_, docs := c.do("GET", "/jobs/"+itoa(job.ID)+"/documents", nil, nil)
 	if !strings.Contains(docs, "Errors (1)") {

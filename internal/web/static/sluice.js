@@ -215,7 +215,20 @@ function newJobForm() {
   });
 }
 
+// timelineZoom widens a timeline by its zoom slider's factor: the bars grow, and the table's
+// wrapper scrolls sideways to pan.
+function timelineZoom() {
+  for (const input of document.querySelectorAll("input.zoom[data-zoom-target]")) {
+    const table = document.getElementById(input.dataset.zoomTarget);
+    if (!table) continue;
+    const apply = () => { table.style.minWidth = (Number(input.value) * 100) + "%"; };
+    input.addEventListener("input", apply);
+    apply();
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   followProgress();
   newJobForm();
+  timelineZoom();
 });
