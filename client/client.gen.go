@@ -578,6 +578,21 @@ type ListJobsParams struct {
 	// State Only jobs in this state: running, complete, failed or canceled.
 	State *string `form:"state,omitempty" json:"state,omitempty"`
 
+	// Workflow Only jobs of this workflow (any version).
+	Workflow *string `form:"workflow,omitempty" json:"workflow,omitempty"`
+
+	// Q Only jobs whose id this is, or whose workflow, key, error or metadata contains it.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// CreatedFrom Only jobs created at or after this time (RFC 3339) or day (YYYY-MM-DD, UTC).
+	CreatedFrom *string `form:"created_from,omitempty" json:"created_from,omitempty"`
+
+	// CreatedUntil Only jobs created before this time (RFC 3339), or on or before this day (YYYY-MM-DD, UTC).
+	CreatedUntil *string `form:"created_until,omitempty" json:"created_until,omitempty"`
+
+	// Meta KEY=VALUE: only jobs whose metadata has it (a number or boolean as its JSON text); may repeat, at most 8.
+	Meta *[]string `form:"meta,omitempty" json:"meta,omitempty"`
+
 	// Cursor The next_cursor of the previous page; absent for the first page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
@@ -888,7 +903,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
 	DownloadItem(ctx context.Context, id int64, content DownloadItemParamsContent, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJobs List jobs, newest first (filters: state; pagination: cursor, limit)
+	// ListJobs List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1300,7 +1315,7 @@ func (c *Client) DownloadItem(ctx context.Context, id int64, content DownloadIte
 	return c.Client.Do(req)
 }
 
-// ListJobs List jobs, newest first (filters: state; pagination: cursor, limit)
+// ListJobs List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2429,6 +2444,66 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 		if params.State != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Workflow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "workflow", *params.Workflow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_from", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedUntil != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_until", *params.CreatedUntil, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Meta != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "meta", *params.Meta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4101,7 +4176,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
 	DownloadItemWithResponse(ctx context.Context, id int64, content DownloadItemParamsContent, reqEditors ...RequestEditorFn) (*DownloadItemResponse, error)
 
-	// ListJobsWithResponse List jobs, newest first (filters: state; pagination: cursor, limit)
+	// ListJobsWithResponse List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6525,7 +6600,7 @@ func (c *ClientWithResponses) DownloadItemWithResponse(ctx context.Context, id i
 	return ParseDownloadItemResponse(rsp)
 }
 
-// ListJobsWithResponse List jobs, newest first (filters: state; pagination: cursor, limit)
+// ListJobsWithResponse List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -368,6 +368,26 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 	if len(list.Jobs) != 1 {
 		t.Errorf("jobs %+v", list)
 	}
+	// The filters: each that holds finds the job, each that does not, none; bad ones are 400s
+	// naming the filter.
+	day := time.Now().UTC().Format(time.DateOnly)
+	for q, want := range map[string]int{
+		"workflow=docs&meta=batch%3Db1&q=DOC": 1, "meta=big%3D12345678901234567890": 1, "meta=batch%3Db2": 0, "workflow=other": 0,
+		"created_from=" + day + "&created_until=" + day: 1, "created_until=2000-01-01": 0, fmt.Sprintf("q=%d", job.ID): 1,
+	} {
+		b.json(t, "GET", "/v1/jobs?"+q, nil, 200, &list)
+		if len(list.Jobs) != want {
+			t.Errorf("GET /v1/jobs?%s: %d jobs, want %d", q, len(list.Jobs), want)
+		}
+	}
+	for q, msg := range map[string]string{"state=done": `state "done"`, "created_from=yesterday": `created_from "yesterday"`,
+		"meta=batch": `meta "batch"`, "meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1": "at most 8 meta filters"} {
+		var e api.Error
+		b.json(t, "GET", "/v1/jobs?"+q, nil, 400, &e)
+		if !strings.Contains(e.Message, msg) {
+			t.Errorf("GET /v1/jobs?%s: %q, want it to name %s", q, e.Message, msg)
+		}
+	}
 	// SSE on a finished job: one progress event, then end.
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/jobs/%d/progress", job.ID), b.reader, "", nil)
 	if code != 200 || !strings.Contains(string(data), "event: progress\ndata: {\"state\":\"complete\",\"fraction\":1") || !strings.Contains(string(data), "event: end") {

@@ -84,6 +84,11 @@ var routeDocs = map[string]routeDoc{
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
 		query("state", "string", "Only jobs in this state: running, complete, failed or canceled."),
+		query("workflow", "string", "Only jobs of this workflow (any version)."),
+		query("q", "string", "Only jobs whose id this is, or whose workflow, key, error or metadata contains it."),
+		query("created_from", "string", "Only jobs created at or after this time (RFC 3339) or day (YYYY-MM-DD, UTC)."),
+		query("created_until", "string", "Only jobs created before this time (RFC 3339), or on or before this day (YYYY-MM-DD, UTC)."),
+		{Name: "meta", In: "query", Type: "string", Array: true, Doc: "KEY=VALUE: only jobs whose metadata has it (a number or boolean as its JSON text); may repeat, at most 8."},
 		cursorParam, limitParam},
 		Responses: map[int]any{200: jobList{}}},
 	"POST /v1/jobs": {ID: "createJob",

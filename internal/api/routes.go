@@ -26,7 +26,7 @@ func (a *API) routes() []route {
 	return append([]route{
 		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI, 200},
 		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics, 200},
-		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: cursor, limit)", a.listJobs, 200},
+		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.listJobs, 200},
 		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob, 201},
 		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob, 200},
 		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob, 200},
@@ -124,7 +124,12 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badCursor(err)
 	}
-	jobs, err := a.rec.JobList(r.Context(), store.JobListParams{State: r.URL.Query().Get("state"), AfterID: after, Limit: limit})
+	p, err := JobFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	p.AfterID, p.Limit = after, limit
+	jobs, err := a.rec.JobList(r.Context(), p)
 	if err != nil {
 		return err
 	}

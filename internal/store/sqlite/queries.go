@@ -286,10 +286,11 @@ func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*store.
 	}
 	for _, kv := range p.Meta {
 		// The key is a parameter (a JSON path of one quoted member), never spliced into SQL.
-		// json_extract gives a boolean as 1 or 0: json_type tells true and false apart, as the
-		// text Postgres's ->> gives.
-		where = append(where, "(CASE json_type(metadata, ?) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE CAST(json_extract(metadata, ?) AS TEXT) END) = ?")
-		args = append(args, jsonMember(kv.Key), jsonMember(kv.Key), kv.Value)
+		// A string compares as its characters; anything else as its JSON text, which -> keeps
+		// as written (a 20-digit integer whole, true as true), as Postgres's ->> gives it.
+		where = append(where, "(CASE json_type(metadata, ?) WHEN 'text' THEN json_extract(metadata, ?) ELSE metadata -> ? END) = ?")
+		path := jsonMember(kv.Key)
+		args = append(args, path, path, path, kv.Value)
 	}
 	if p.Text != "" {
 		like := "%" + likeEscaper.Replace(p.Text) + "%"

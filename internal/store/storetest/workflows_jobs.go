@@ -151,7 +151,7 @@ func testJobs(t *testing.T, b *bundle) {
 
 	// Filters: workflow, creation time, metadata values as text, and free text.
 	j4 := must(b.s.JobInsert(ctx, store.JobInsertParams{Key: "batch_7%", WorkflowName: "mail", WorkflowVersion: 1,
-		Metadata: []byte(`{"who":"Them","n":7,"ok":true,"a.b":"dotted"}`), Now: b.at(3 * time.Second)}))(t)
+		Metadata: []byte(`{"who":"Them","n":7,"ok":true,"a.b":"dotted","big":12345678901234567890}`), Now: b.at(3 * time.Second)}))(t)
 	for _, tc := range []struct {
 		name string
 		p    store.JobListParams
@@ -164,6 +164,7 @@ func testJobs(t *testing.T, b *bundle) {
 		{"created in", store.JobListParams{CreatedFrom: b.at(time.Second), CreatedUntil: b.at(3 * time.Second)}, []int64{j3.ID, j2.ID}},
 		{"meta string", store.JobListParams{Meta: []store.KeyValue{{Key: "who", Value: "me"}}}, []int64{j1.ID}},
 		{"meta number", store.JobListParams{Meta: []store.KeyValue{{Key: "n", Value: "7"}}}, []int64{j4.ID}},
+		{"meta big number", store.JobListParams{Meta: []store.KeyValue{{Key: "big", Value: "12345678901234567890"}}}, []int64{j4.ID}},
 		{"meta boolean", store.JobListParams{Meta: []store.KeyValue{{Key: "ok", Value: "true"}}}, []int64{j4.ID}},
 		{"meta dotted key", store.JobListParams{Meta: []store.KeyValue{{Key: "a.b", Value: "dotted"}}}, []int64{j4.ID}},
 		{"meta both", store.JobListParams{Meta: []store.KeyValue{{Key: "who", Value: "Them"}, {Key: "n", Value: "1"}}}, nil},
