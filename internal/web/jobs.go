@@ -42,6 +42,17 @@ func (j jobRow) Percent() int {
 // Running reports whether the job is running.
 func (j jobRow) Running() bool { return j.State == store.JobRunning }
 
+// duration is how long the job ran: to its end, or to now while it runs.
+func (j jobRow) duration(now time.Time) time.Duration {
+	if j.FinishedAt.IsZero() {
+		return now.Sub(j.CreatedAt)
+	}
+	return j.FinishedAt.Sub(j.CreatedAt)
+}
+
+// Duration is how long the job ran, to now while it runs.
+func (j jobRow) Duration() time.Duration { return j.duration(time.Now()) }
+
 func (w *Web) jobRow(ctx context.Context, j *store.Job) jobRow {
 	row := jobRow{Job: j}
 	if p, err := w.b.Engine().Progress(ctx, j.ID); err == nil {
@@ -58,28 +69,28 @@ func (w *Web) jobRow(ctx context.Context, j *store.Job) jobRow {
 }
 
 func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
-	after, err := cursor.ReadID(cursor.Jobs, r.URL.Query().Get("cursor"))
+	jq, err := readJobsQuery(r.URL.Query())
 	if err != nil {
-		return errorf(http.StatusBadRequest, "%v", err)
+		return err
 	}
-	state := r.URL.Query().Get("state")
-	const limit = 50
-	jobs, err := w.rec.JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
+	page, err := w.listJobs(r.Context(), jq)
+	if err != nil {
+		return err
+	}
+	wfs, err := w.latestWorkflows(r.Context())
 	if err != nil {
 		return err
 	}
 	data := struct {
-		Jobs      []jobRow
-		State     string
+		*jobsPage
+		Q         jobsQuery
+		Headers   map[string]sortHeader
+		Workflows []workflowChoice
 		AllStates []string
-		Next      string
-	}{State: state, AllStates: []string{store.JobRunning, store.JobComplete, store.JobFailed, store.JobCanceled}}
-	for _, j := range jobs {
-		data.Jobs = append(data.Jobs, w.jobRow(r.Context(), j))
-	}
-	if len(jobs) == limit {
-		data.Next = cursor.MakeID(cursor.Jobs, jobs[len(jobs)-1].ID)
-	}
+		Filtered  bool
+		Now       time.Time
+	}{page, jq, jq.headers(), wfs, []string{store.JobRunning, store.JobComplete, store.JobFailed, store.JobCanceled},
+		len(jq.Values) > 0, w.b.Engine().Now()}
 	w.render(rw, r, http.StatusOK, "jobs", s, pageData{Title: "Jobs", Nav: "jobs", Data: data})
 	return nil
 }
@@ -282,6 +293,16 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 	if err != nil {
 		return err
 	}
+	docs, err := w.rec.OutputList(ctx, store.OutputListParams{JobID: id, Kind: store.OutputDocument, Limit: 1})
+	if err != nil {
+		return err
+	}
+	// "The job was created." is news only while the job runs: the page reloads itself, with
+	// the same address, when the job ends.
+	code := r.URL.Query().Get("notice")
+	if code == "created" && j.State != store.JobRunning {
+		code = ""
+	}
 	data := struct {
 		Job      jobRow
 		Roots    *itemPage
@@ -290,9 +311,34 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		Waiting  []waitingTask
 		Notice   string
 		Timeline *timeline
-	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(r.URL.Query().Get("notice")), tl}
+		// HasDocuments says the job made a document so far.
+		HasDocuments bool
+		Metadata     []metadataField
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata)}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
+}
+
+// metadataField is a key of a job's metadata and its value as JSON text (a string unquoted).
+type metadataField struct{ Key, Value string }
+
+// metadataFields lists the metadata's keys in order, for the job page.
+func metadataFields(raw []byte) []metadataField {
+	var m map[string]json.RawMessage
+	if metadata.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	out := make([]metadataField, 0, len(m))
+	for k, v := range m {
+		f := metadataField{Key: k, Value: string(v)}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			f.Value = str
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // notice turns a notice code from a redirect into words (never reflecting the query's text).

@@ -1,6 +1,9 @@
 package web_test
 
 import (
+	"html"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +47,8 @@ func operatorJobs(t *testing.T, b *bundle) *store.Job {
 
 // TestBrowserOperator drives Chromium through the operator's pages with axe-core on each: the
 // job page's timeline (each attempt a bar; the zoom widens it, the wrapper pans), the timeline's
-// own page, both at phone width too.
+// own page; the jobs list filtered by metadata, cleared, sorted by errors, all selected and
+// canceled in bulk after a confirmation; each at phone width too.
 func TestBrowserOperator(t *testing.T) {
 	tools := requireTools(t, "chromium")
 	b := setup(t)
@@ -79,13 +83,176 @@ func TestBrowserOperator(t *testing.T) {
 	tb.screenshot("16-timeline")
 	tb.checkA11y("timeline")
 
+	// The jobs list: a second job, running, to find, sort and select.
+	open, _, err := b.n.Engine.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "documents", Open: true, Metadata: map[string]any{"batch": "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.open("/jobs")
+	tb.waitJS(10*time.Second, "two jobs listed", `document.querySelectorAll("tr.job").length === 2`, `document.querySelector("main").innerText`)
+	tb.checkA11y("jobs list with filters")
+	tb.do(chromedp.SendKeys(chromedp.ID("meta"), "batch=a"), chromedp.Click(chromedp.ID("find")))
+	tb.waitJS(10*time.Second, "the batch=a job alone", `location.search.includes("meta=batch") && [...document.querySelectorAll("tr.job")].map((r) => r.dataset.job).join() === "`+itoa(job.ID)+`"`, `document.querySelector("main").innerText`)
+	tb.do(chromedp.Click(chromedp.ID("clear")))
+	tb.waitJS(10*time.Second, "both jobs again", `location.search === "" && document.querySelectorAll("tr.job").length === 2`, `location.href`)
+	tb.do(chromedp.Click(chromedp.ID("sort-errors")))
+	tb.waitJS(10*time.Second, "the job with errors first", `location.search.includes("sort=errors") && document.querySelector("tr.job").dataset.job === "`+itoa(job.ID)+`" && document.querySelector('th[aria-sort="descending"] #sort-errors') !== null`, `document.querySelector("main").innerText`)
+	tb.screenshot("17-jobs-sorted")
+	tb.checkA11y("jobs sorted by errors")
+	tb.do(chromedp.Click(chromedp.ID("select-all")))
+	if n := eval[int](tb, `document.querySelectorAll("input.job-select:checked").length`); n != 2 {
+		t.Errorf("select all ticked %d jobs, want 2", n)
+	}
+	tb.do(chromedp.Click(chromedp.ID("bulk-cancel")))
+	tb.waitJS(10*time.Second, "the confirmation", `document.querySelector("#bulk-confirm") !== null`, `document.querySelector("main").innerText`)
+	tb.checkA11y("bulk cancel's confirmation")
+	tb.do(chromedp.Click(chromedp.ID("bulk-confirm")))
+	tb.waitJS(10*time.Second, "the results", `document.querySelectorAll("#bulk-results tr.bulk-result").length === 2`, `document.querySelector("main").innerText`)
+	if got := eval[string](tb, `document.querySelector("h1").textContent`); got != "Cancel: 1 of 2 jobs" {
+		t.Errorf("the bulk cancel's results say %q", got)
+	}
+	tb.checkA11y("bulk cancel's results")
+	if j, err := b.n.Store.JobGet(t.Context(), open.ID); err != nil || j.State != store.JobCanceled {
+		t.Errorf("the running job after the bulk cancel: %v %v", j, err)
+	}
+
 	tb.do(chromedp.EmulateViewport(390, 844))
-	for _, p := range []string{jobPath, jobPath + "/history"} {
+	for _, p := range []string{"/jobs", jobPath, jobPath + "/history"} {
 		tb.open(p)
-		tb.waitJS(10*time.Second, "the page", `document.querySelector("tr.attempt") !== null`, `location.href`)
+		tb.waitJS(10*time.Second, "the page", `document.readyState === "complete" && document.querySelector("h1") !== null`, `location.href`)
 		if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 400 {
 			t.Errorf("at phone width %s is %d px wide, want no horizontal scrolling", p, w)
 		}
 		tb.checkA11y(p + " at phone width")
 	}
 }
+
+// jobIDsOn returns the ids of the jobs a jobs page lists, in order.
+func jobIDsOn(page string) []string {
+	var out []string
+	for _, m := range jobRowRE.FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+var jobRowRE = regexp.MustCompile(`<tr class="job" data-job="(\d+)">`)
+
+// TestJobsList: the jobs list finds jobs by metadata, state, workflow, text and day, sorts by
+// each column both ways and pages through them without a gap or a repeat; the bulk cancel asks
+// first and then reports each job; the job page shows its metadata, finish and duration, and a
+// Documents button only for a job that made documents.
+func TestJobsList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	done := operatorJobs(t, b) // complete, with an error, batch=a
+	open, _, err := b.n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "documents", Open: true, Metadata: map[string]any{"batch": "b", "n": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 55 older-looking jobs of another workflow name straight in the store: two pages.
+	for i := range 55 {
+		if _, err := b.n.Store.JobInsert(ctx, store.JobInsertParams{WorkflowName: "bulkflow", WorkflowVersion: 1, Now: time.Now().Add(-time.Duration(i+1) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.client(t)
+	csrf := c.signIn(b.admin)
+	get := func(path string) string {
+		t.Helper()
+		res, page := c.do("GET", path, nil, nil)
+		if res.StatusCode != 200 {
+			t.Fatalf("GET %s: %s\n%s", path, res.Status, page)
+		}
+		return page
+	}
+	d, o := itoa(done.ID), itoa(open.ID)
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"meta=batch%3Da", []string{d}},
+		{"meta=n%3D7", []string{o}},
+		{"state=running&workflow=documents", []string{o}},
+		{"q=" + d + "&workflow=documents", []string{d}},
+		{"q=BATCH", []string{o, d}},
+		{"workflow=documents&created_from=" + time.Now().UTC().Format(time.DateOnly), []string{o, d}},
+		{"workflow=documents&created_until=2000-01-01", nil},
+		{"workflow=documents&sort=errors", []string{d, o}},
+		{"workflow=documents&sort=errors&dir=asc", []string{o, d}},
+		{"workflow=documents&sort=started&dir=asc", []string{d, o}},
+		{"workflow=documents&sort=finished", []string{d, o}},
+	} {
+		if got := jobIDsOn(get("/jobs?" + tc.query)); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("/jobs?%s lists %v, want %v", tc.query, got, tc.want)
+		}
+	}
+	if res, page := c.do("GET", "/jobs?sort=size", nil, nil); res.StatusCode != 400 || !strings.Contains(page, "sort &#34;size&#34;") {
+		t.Errorf("/jobs?sort=size: %s, want 400 naming the sort", res.Status)
+	}
+	// Paging, newest first and by duration: every job once.
+	for _, sort := range []string{"", "&sort=duration", "&sort=items&dir=asc"} {
+		seen := map[string]bool{}
+		path := "/jobs?workflow=bulkflow" + sort
+		for pages := 0; path != ""; pages++ {
+			page := get(path)
+			for _, id := range jobIDsOn(page) {
+				if seen[id] {
+					t.Errorf("%s: job %s listed twice", sort, id)
+				}
+				seen[id] = true
+			}
+			path = ""
+			if m := nextRE.FindStringSubmatch(page); m != nil {
+				path = html.UnescapeString(m[1])
+			}
+			if pages > 5 {
+				t.Fatalf("%s: the pages do not end", sort)
+			}
+		}
+		if len(seen) != 55 {
+			t.Errorf("paging %q listed %d jobs, want 55", sort, len(seen))
+		}
+	}
+
+	// Bulk cancel: asks first, naming the jobs; then cancels the running one and reports the
+	// complete one refused.
+	form := url.Values{"csrf": {csrf}, "action": {"cancel"}, "id": {o, d}}
+	res, page := c.do("POST", "/jobs/bulk", form, nil)
+	if res.StatusCode != 200 || !strings.Contains(page, "Cancel 2 jobs?") || !strings.Contains(page, `href="/jobs/`+o+`"`) {
+		t.Fatalf("bulk cancel's confirmation: %s\n%s", res.Status, page)
+	}
+	if j, _ := b.n.Store.JobGet(ctx, open.ID); j.State != store.JobRunning {
+		t.Fatalf("job %s is %s before the confirmation", o, j.State)
+	}
+	form.Set("confirm", "yes")
+	_, page = c.do("POST", "/jobs/bulk", form, nil)
+	if !strings.Contains(page, "Cancel: 1 of 2 jobs") || !strings.Contains(page, "not running") {
+		t.Errorf("bulk cancel's results:\n%s", page)
+	}
+	if j, _ := b.n.Store.JobGet(ctx, open.ID); j.State != store.JobCanceled {
+		t.Errorf("job %s is %s after the bulk cancel, want canceled", o, j.State)
+	}
+	reader := b.client(t)
+	rcsrf := reader.signIn(b.reader)
+	if res, _ := reader.do("POST", "/jobs/bulk", url.Values{"csrf": {rcsrf}, "action": {"retry"}, "id": {d}}, nil); res.StatusCode != 403 {
+		t.Errorf("a reader's bulk retry: %s, want 403", res.Status)
+	}
+
+	// The job pages.
+	page = get("/jobs/" + d + "?notice=created")
+	for _, want := range []string{`id="job-finished"`, `<code>batch</code> = a`, `id="documents-link"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the complete job's page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "The job was created.") || strings.Contains(page, `id="job-finished">not yet`) {
+		t.Error("the complete job's page says it was just created, or not finished")
+	}
+	if page = get("/jobs/" + o); strings.Contains(page, `id="documents-link"`) {
+		t.Error("a job that made no documents offers its Documents")
+	}
+}
+
+var nextRE = regexp.MustCompile(`<p id="next-page"><a href="([^"]+)">`)

@@ -143,6 +143,7 @@ func (w *Web) routes() {
 	m.Handle("GET /jobs/{id}/items", w.page(api.RoleReader, w.itemsFragment))
 	m.Handle("GET /jobs/{id}/history", w.page(api.RoleReader, w.historyPage))
 	m.Handle("GET /jobs/{id}/documents", w.page(api.RoleReader, w.documentsPage))
+	m.Handle("POST /jobs/bulk", w.page(api.RoleAdmin, w.bulkJobs))
 	m.Handle("POST /jobs/{id}/cancel", w.page(api.RoleAdmin, w.cancelJob))
 	m.Handle("POST /jobs/{id}/retry", w.page(api.RoleAdmin, w.retryJob))
 	m.Handle("POST /jobs/{id}/events", w.page(api.RoleAdmin, w.fireEvent))

@@ -227,8 +227,23 @@ function timelineZoom() {
   }
 }
 
+// selectAll ticks or unticks every checkbox of its class (data-select-all), and follows them.
+function selectAll() {
+  for (const all of document.querySelectorAll("input[data-select-all]")) {
+    const boxes = () => [...document.querySelectorAll("input." + all.dataset.selectAll)];
+    all.addEventListener("change", () => { for (const b of boxes()) b.checked = all.checked; });
+    document.addEventListener("change", (e) => {
+      if (!e.target.classList?.contains(all.dataset.selectAll)) return;
+      const bs = boxes();
+      all.checked = bs.every((b) => b.checked);
+      all.indeterminate = !all.checked && bs.some((b) => b.checked);
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   followProgress();
   newJobForm();
   timelineZoom();
+  selectAll();
 });
