@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -29,11 +31,42 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		return usagef("job needs a subcommand: list, show, history, cancel, retry")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "job "+sub, "job list|show ID|history ID|cancel ID|retry ID [--follow] [--data DIR]")
-	state := fs.String("state", "", "list: only jobs in this state")
-	limit := fs.Int("limit", 50, "list: at most this many jobs; history: at most this many tasks (0: all)")
-	out := addOutputFlag(fs)
-	followJob := fs.Bool("follow", false, "retry: run the job's tasks in this process and wait for it to end, like sluice run")
+	usage, ok := map[string]string{
+		"list":    "job list [--state S] [--workflow W] [--search TEXT] [--from DAY] [--until DAY] [--meta KEY=VALUE]… [--limit N] [--output table|json]",
+		"show":    "job show ID [--output table|json]",
+		"history": "job history ID [--limit N] [--output table|json]",
+		"cancel":  "job cancel ID",
+		"retry":   "job retry ID [--follow]",
+	}[sub]
+	if !ok {
+		return usagef("unknown job subcommand %q (want list, show, history, cancel, retry)", sub)
+	}
+	// Each subcommand has only its own flags (and the global ones), so -h shows what it takes.
+	fs, c := newFlags(e, "job "+sub, usage)
+	var (
+		state, workflowF, search, from, until = new(string), new(string), new(string), new(string), new(string)
+		meta                                  stringsFlag
+		limit                                 = new(int)
+		out                                   *outputFlag
+		followJob                             = new(bool)
+	)
+	switch sub {
+	case "list":
+		state = fs.String("state", "", "only jobs in this state (running, complete, failed, canceled)")
+		workflowF = fs.String("workflow", "", "only jobs of this workflow")
+		search = fs.String("search", "", "only jobs whose id this is, or whose workflow, key, error or metadata contains it")
+		from = fs.String("from", "", "only jobs started on or after this day (YYYY-MM-DD, UTC) or time (RFC 3339)")
+		until = fs.String("until", "", "only jobs started on or before this day (YYYY-MM-DD, UTC) or before this time (RFC 3339)")
+		fs.Var(&meta, "meta", "only jobs whose metadata has KEY=VALUE (repeatable)")
+		limit = fs.Int("limit", 50, "at most this many jobs")
+	case "history":
+		limit = fs.Int("limit", 50, "at most this many tasks (0: all)")
+	case "retry":
+		followJob = fs.Bool("follow", false, "run the job's tasks in this process and wait for it to end, like sluice run")
+	}
+	if sub == "list" || sub == "show" || sub == "history" {
+		out = addOutputFlag(fs)
+	}
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -46,10 +79,21 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	defer n.Close()
 	switch sub {
 	case "list":
-		jobs, err := n.Store.JobList(ctx, store.JobListParams{State: *state, Limit: *limit})
+		p, err := api.JobFilter(url.Values{"state": {*state}, "workflow": {*workflowF}, "q": {*search},
+			"created_from": {*from}, "created_until": {*until}, "meta": meta})
+		if err != nil {
+			return usagef("%s", strings.NewReplacer("created_from", "--from", "created_until", "--until", "meta ", "--meta ", "q and workflow", "--search and --workflow").Replace(err.Error()))
+		}
+		if *limit <= 0 {
+			return usagef("--limit must be positive for job list")
+		}
+		p.Limit = *limit + 1 // one more tells whether there are more
+		jobs, err := n.Store.JobList(ctx, p)
 		if err != nil {
 			return err
 		}
+		more := len(jobs) > *limit
+		jobs = jobs[:min(len(jobs), *limit)]
 		if out.json() {
 			list := []jobJSON{}
 			for _, j := range jobs {
@@ -61,17 +105,32 @@ func runJob(ctx context.Context, e *env, args []string) error {
 			}
 			return writeJSON(e.stdout, list)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tPROGRESS\tCREATED\tERROR")
+		tb := newTable(7, "ID", "WORKFLOW", "STATE", "PROGRESS", "STARTED", "FINISHED", "TOOK", "ERROR")
+		now := n.Engine.Now()
 		for _, j := range jobs {
 			p, _ := n.Engine.Progress(ctx, j.ID)
 			frac := 0.0
 			if p != nil {
 				frac = p.Fraction
 			}
-			fmt.Fprintf(tw, "%d\t%s v%d\t%s\t%.1f%%\t%s\t%s\n", j.ID, j.WorkflowName, j.WorkflowVersion, j.State, frac*100, j.CreatedAt.Local().Format(time.DateTime), j.Error)
+			finished, took := "-", now.Sub(j.CreatedAt)
+			if !j.FinishedAt.IsZero() {
+				finished, took = j.FinishedAt.Local().Format(time.DateTime), j.FinishedAt.Sub(j.CreatedAt)
+			}
+			errText := j.Error
+			if errText == j.State {
+				errText = ""
+			}
+			tb.add(strconv.FormatInt(j.ID, 10), fmt.Sprintf("%s v%d", j.WorkflowName, j.WorkflowVersion), j.State, fmt.Sprintf("%.1f%%", frac*100),
+				j.CreatedAt.Local().Format(time.DateTime), finished, took.Round(time.Second).String(), errText)
 		}
-		return tw.Flush()
+		if err := tb.write(e.stdout, width(e.stdout)); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(e.stderr, "more jobs match than the %d shown: --limit N shows more; --state, --workflow, --search, --from, --until and --meta narrow the list\n", *limit)
+		}
+		return nil
 	case "show":
 		id, err := jobID(pos)
 		if err != nil {
@@ -294,8 +353,7 @@ func jobHistory(ctx context.Context, e *env, n *node.Node, id int64, limit int, 
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ITEM\tSTEP\tATTEMPT\tSTATE\tSTARTED\tWAITED\tTOOK\tWORKER\tERROR")
+		tb := newTable(8, "ITEM", "STEP", "ATTEMPT", "STATE", "STARTED", "WAITED", "TOOK", "WORKER", "ERROR")
 		for _, a := range atts {
 			waited, took := "-", "-"
 			if a.Attempt == 1 && !a.QueuedAt.IsZero() {
@@ -304,11 +362,10 @@ func jobHistory(ctx context.Context, e *env, n *node.Node, id int64, limit int, 
 			if !a.FinishedAt.IsZero() {
 				took = a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
 			}
-			msg, _, _ := strings.Cut(a.Error, "\n")
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ItemID, a.Step, a.Attempt, a.State,
-				a.StartedAt.Local().Format(time.DateTime), waited, took, dash(a.Worker), msg)
+			tb.add(strconv.FormatInt(a.ItemID, 10), a.Step, strconv.Itoa(a.Attempt), a.State,
+				a.StartedAt.Local().Format(time.DateTime), waited, took, dash(a.Worker), a.Error)
 		}
-		if err := tw.Flush(); err != nil {
+		if err := tb.write(e.stdout, width(e.stdout)); err != nil {
 			return err
 		}
 	}
