@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"html"
 	"net/url"
 	"regexp"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/web"
 )
 
 // operatorJobs makes the jobs the operator's pages are tried on: a documents job of two text
@@ -256,3 +259,27 @@ func TestJobsList(t *testing.T) {
 }
 
 var nextRE = regexp.MustCompile(`<p id="next-page"><a href="([^"]+)">`)
+
+// TestSlowFirstRuns is the reported case: a task of a step that has never completed runs longer
+// than the minimum (here 1 s; 30 s by default) and the slow-and-stuck page lists it, saying the
+// step has no run yet, where it used to say "None" for a minute.
+func TestSlowFirstRuns(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, nil, func(c *web.Config) { c.SlowAfter = time.Second })
+	ctx := t.Context()
+	if _, diags, err := b.n.Engine.ApplyWorkflow(ctx, []byte("name: sleepy\nsteps:\n  nap: {action: exec, needs: [start], with: {command: [sleep, \"30\"]}}\n"), "sleepy.yaml"); err != nil {
+		t.Fatal(err, diags)
+	}
+	job, _, err := b.n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "sleepy", Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRoot(t, b, job, "a.txt", "a")
+	t.Cleanup(func() { _ = b.n.Engine.Cancel(context.Background(), job.ID) })
+	c := b.client(t)
+	c.signIn(b.reader)
+	poll.Until(t, 20*time.Second, "the nap on the slow-and-stuck page", func() (bool, string) {
+		_, page := c.do("GET", "/operations", nil, nil)
+		return strings.Contains(page, "no run yet; shown after 1s") && strings.Contains(page, `<td data-label="Step">nap <span`), page
+	})
+}

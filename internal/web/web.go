@@ -65,6 +65,10 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now returns the time. Defaults to time.Now.
 	Now func() time.Time
+	// SlowAfter is how long a task may run before the slow-and-stuck page shows it, while its
+	// step has too few completed runs in the job to tell what is usual; with enough, a task is
+	// shown past twice their 95th percentile, and never before SlowAfter. Defaults to 30s.
+	SlowAfter time.Duration
 }
 
 // Web is the web UI. It is safe for concurrent use.
@@ -76,6 +80,7 @@ type Web struct {
 	pages    map[string]*template.Template
 	sessions *sessions
 	mux      *http.ServeMux
+	slow     slowRule
 }
 
 // New returns the UI; it panics when cfg.Backend, cfg.Records, cfg.Tokens or cfg.API is nil, or
@@ -93,8 +98,11 @@ func New(cfg Config) *Web {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SlowAfter <= 0 {
+		cfg.SlowAfter = 30 * time.Second
+	}
 	w := &Web{cfg: cfg, b: cfg.Backend, rec: cfg.Records, log: cfg.Logger, pages: map[string]*template.Template{},
-		sessions: newSessions(cfg.SessionTTL, cfg.Now), mux: http.NewServeMux()}
+		sessions: newSessions(cfg.SessionTTL, cfg.Now), mux: http.NewServeMux(), slow: slowRule{Min: cfg.SlowAfter}}
 	w.parseTemplates()
 	w.routes()
 	return w

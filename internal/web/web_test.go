@@ -50,6 +50,12 @@ func setup(t *testing.T) *bundle {
 // setupOn is [setup] on the store open opens (nil: the data dir's SQLite file).
 func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	t.Helper()
+	return setupWith(t, open, nil)
+}
+
+// setupWith is [setupOn] with the UI's configuration changed by config (nil: as is).
+func setupWith(t *testing.T, open drivertest.Open, config func(*web.Config)) *bundle {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := node.Config{DataDir: dir, Engine: true, GCInterval: -1}
 	if open != nil {
@@ -71,7 +77,11 @@ func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, ProgressInterval: 100 * time.Millisecond})
-	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler()})
+	wcfg := web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler()}
+	if config != nil {
+		config(&wcfg)
+	}
+	ui := web.New(wcfg)
 	hs := httptest.NewServer(ui.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	n.Start(ctx)
