@@ -375,9 +375,18 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
+			if strings.HasPrefix(err.Error(), "flag provided but not defined: -") {
+				return nil, usagef("%v (an argument that starts with - goes after --: sluice %s -- -word)", err, fs.Name())
+			}
 			return nil, usagef("%v", err)
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		// fs.Parse consumes the "--" that ends the flags: everything after it is an argument,
+		// even one that looks like a flag (a search for -word).
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), applyConfigFile(fs)
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, applyConfigFile(fs)
 		}

@@ -105,7 +105,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 			}
 			return writeJSON(e.stdout, list)
 		}
-		tb := newTable(7, "ID", "WORKFLOW", "STATE", "PROGRESS", "STARTED", "FINISHED", "TOOK", "ERROR")
+		tb := newTable([]int{7}, "ID", "WORKFLOW", "STATE", "PROGRESS", "STARTED", "FINISHED", "TOOK", "ERROR")
 		now := n.Engine.Now()
 		for _, j := range jobs {
 			p, _ := n.Engine.Progress(ctx, j.ID)
@@ -190,6 +190,9 @@ func jobID(pos []string) (int64, error) {
 	return id, nil
 }
 
+// maxShownItems bounds the items `job show` prints.
+const maxShownItems = 200
+
 func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) error {
 	j, err := n.Store.JobGet(ctx, id)
 	if err != nil {
@@ -199,9 +202,14 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 	if err != nil {
 		return err
 	}
-	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: id, Limit: 200})
+	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: id, Limit: maxShownItems + 1})
 	if err != nil {
 		return err
+	}
+	if len(items) > maxShownItems {
+		items = items[:maxShownItems]
+		defer fmt.Fprintf(e.stderr, "job %d has more than the %d items shown (the first in tree order): sluice documents list --job %d lists its documents, sluice job history %d its tasks\n",
+			id, maxShownItems, id, id)
 	}
 	waits, err := n.Store.WaitListByJob(ctx, id)
 	if err != nil {
@@ -353,7 +361,7 @@ func jobHistory(ctx context.Context, e *env, n *node.Node, id int64, limit int, 
 			return err
 		}
 	} else {
-		tb := newTable(8, "ITEM", "STEP", "ATTEMPT", "STATE", "STARTED", "WAITED", "TOOK", "WORKER", "ERROR")
+		tb := newTable([]int{8}, "ITEM", "STEP", "ATTEMPT", "STATE", "STARTED", "WAITED", "TOOK", "WORKER", "ERROR")
 		for _, a := range atts {
 			waited, took := "-", "-"
 			if a.Attempt == 1 && !a.QueuedAt.IsZero() {
@@ -481,10 +489,11 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 		return usagef("workflow needs a subcommand: validate, graph, apply, list, actions")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions")
+	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions [--all]")
 	format := fs.String("format", "svg", "graph: svg or dot")
 	output := addOutputFlag(fs)
 	out := fs.String("o", "", "graph: write to this file instead of stdout")
+	allActions := fs.Bool("all", false, "actions: the built-in workflows' own actions too")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -597,22 +606,55 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 		for _, wf := range wfs {
 			fmt.Fprintf(tw, "%s\t%d\t%.12s\t%s\n", wf.Name, wf.Version, wf.Digest, wf.CreatedAt.Local().Format(time.DateTime))
 		}
+		stored := map[string]bool{}
+		for _, wf := range wfs {
+			stored[wf.Name] = true
+		}
 		for _, name := range builtin.Names() {
-			fmt.Fprintf(tw, "%s\t(built in)\t\t\n", name)
+			// A built-in workflow is stored once a job uses it: its stored versions stand for it.
+			if !stored[name] {
+				fmt.Fprintf(tw, "%s\t(built in)\t\t\n", name)
+			}
 		}
 		return tw.Flush()
 	case "actions":
-		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ACTION\tOUTCOMES\tSETTINGS\tDESCRIPTION")
+		// The actions any workflow may use first; then, with --all, each built-in workflow's
+		// own, under its name.
+		groups := map[string][]string{}
 		for _, name := range cat.Names() {
-			spec, _ := cat.Spec(name)
-			var settings []string
-			for _, s := range spec.Settings {
-				settings = append(settings, s.Name)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, strings.Join(spec.Outcomes, ","), strings.Join(settings, ","), spec.Doc)
+			owner := builtin.Owner(name)
+			groups[owner] = append(groups[owner], name)
 		}
-		return tw.Flush()
+		owners := slices.Sorted(maps.Keys(groups))
+		hidden := 0
+		for i, owner := range owners {
+			if owner != "" && !*allActions {
+				hidden += len(groups[owner])
+				continue
+			}
+			if i > 0 {
+				fmt.Fprintln(e.stdout)
+			}
+			if owner != "" {
+				fmt.Fprintf(e.stdout, "the %s workflow's own actions:\n", owner)
+			}
+			tb := newTable([]int{1, 2, 3}, "ACTION", "SETTINGS", "OUTCOMES", "DESCRIPTION")
+			for _, name := range groups[owner] {
+				spec, _ := cat.Spec(name)
+				var settings []string
+				for _, s := range spec.Settings {
+					settings = append(settings, s.Name)
+				}
+				tb.add(name, dash(strings.Join(settings, ",")), dash(strings.Join(spec.Outcomes, ",")), spec.Doc)
+			}
+			if err := tb.write(e.stdout, width(e.stdout)); err != nil {
+				return err
+			}
+		}
+		if hidden > 0 {
+			fmt.Fprintf(e.stderr, "%d actions of the built-in workflows are not shown: --all lists them\n", hidden)
+		}
+		return nil
 	default:
 		return usagef("unknown workflow subcommand %q", sub)
 	}

@@ -12,16 +12,18 @@ import (
 )
 
 // table is a listing printed in aligned columns, fitted to the terminal: when the rows are
-// wider than it, the flexible column (a name, an error) is cut with "…" so every line fits.
-// Printed to a pipe or a file, nothing is cut (unless $COLUMNS says a width).
+// wider than it, its flexible columns (a description, an error) are cut with "…", one after the
+// other, until every line fits. Printed to a pipe or a file, nothing is cut (unless $COLUMNS
+// says a width).
 type table struct {
 	header []string
 	rows   [][]string
-	// flex is the column cut to fit; -1: none.
-	flex int
+	// flex are the columns cut to fit, the first first.
+	flex []int
 }
 
-func newTable(flex int, header ...string) *table { return &table{header: header, flex: flex} }
+// newTable returns a table with the columns of header whose flexible columns are flex.
+func newTable(flex []int, header ...string) *table { return &table{header: header, flex: flex} }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 
@@ -38,7 +40,7 @@ func width(w io.Writer) int {
 	return 0
 }
 
-// minFlex is the least the flexible column is cut to, however narrow the terminal.
+// minFlex is the least a flexible column is cut to, however narrow the terminal.
 const minFlex = 12
 
 // write prints the table to w, fitted to limit columns (0: no limit).
@@ -54,13 +56,17 @@ func (t *table) write(w io.Writer, limit int) error {
 		}
 	}
 	const gap = 2
-	if limit > 0 && t.flex >= 0 && t.flex < len(widths) {
+	if limit > 0 {
 		total := (len(widths) - 1) * gap
 		for _, n := range widths {
 			total += n
 		}
-		if over := total - limit; over > 0 {
-			widths[t.flex] = max(minFlex, widths[t.flex]-over)
+		for _, col := range t.flex {
+			if over := total - limit; over > 0 && col < len(widths) {
+				cut := min(over, max(widths[col]-minFlex, 0))
+				widths[col] -= cut
+				total -= cut
+			}
 		}
 	}
 	var b strings.Builder
