@@ -59,3 +59,41 @@ func TestJobShowSaysWhenItCuts(t *testing.T) {
 		t.Errorf("job show of 201+ items: exit %d, %d lines, stderr %q; want 200 items and a word that there are more", code, strings.Count(out, "\n"), errs)
 	}
 }
+
+// TestDocumentsAcrossJobs: documents list and export take --all-jobs (every documents job, not
+// the newest alone), list --limit cuts the table and says so, and export folders each job and
+// each root: job-N/documents/ROOT/NNNNNN-NAME.
+func TestDocumentsAcrossJobs(t *testing.T) {
+	clearEnv(t)
+	global := driverFlags(t, "sqlite")
+	dir := t.TempDir()
+	for _, f := range []string{"a.txt", "b.txt", "c.txt"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("text of "+f), 0o644)
+	}
+	sluice := func(args ...string) (string, string) {
+		t.Helper()
+		code, out, errs := run(t, append(args, global...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d\n%s%s", args, code, out, errs)
+		}
+		return out, errs
+	}
+	sluice("ingest", filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt"))
+	sluice("ingest", filepath.Join(dir, "c.txt"))
+	if out, _ := sluice("documents", "list"); strings.Count(out, ".txt") != 1 {
+		t.Errorf("documents list (the newest job):\n%s", out)
+	}
+	if out, errs := sluice("documents", "list", "--all-jobs"); strings.Count(out, ".txt") != 3 || !strings.Contains(errs, "2 jobs: 3 documents") {
+		t.Errorf("documents list --all-jobs:\n%s%s", out, errs)
+	}
+	if out, errs := sluice("documents", "list", "--all-jobs", "--limit", "2"); strings.Count(out, ".txt") != 2 || !strings.Contains(errs, "the first 2 shown") {
+		t.Errorf("documents list --all-jobs --limit 2:\n%s%s", out, errs)
+	}
+	out := filepath.Join(t.TempDir(), "export")
+	sluice("documents", "export", "--all-jobs", "--out", out, "--parts", "text")
+	for _, want := range []string{"job-1/documents/a.txt/000001-a.txt.txt", "job-1/documents/b.txt/000002-b.txt.txt", "job-2/documents/c.txt/000001-c.txt.txt", "job-2/index.jsonl"} {
+		if _, err := os.Stat(filepath.Join(out, filepath.FromSlash(want))); err != nil {
+			t.Errorf("the export lacks %s: %v", want, err)
+		}
+	}
+}
