@@ -97,3 +97,17 @@ func TestDocumentsAcrossJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpShowsOwnFlags: a command that does not run the engine describes its own flags and
+// where the data is, and only names the engine's; one that runs it describes them all.
+func TestHelpShowsOwnFlags(t *testing.T) {
+	clearEnv(t)
+	_, out, _ := run(t, "documents", "list", "-h")
+	if !strings.Contains(out, "at most this many documents") || !strings.Contains(out, "data directory") ||
+		strings.Contains(out, "task lease duration") || !strings.Contains(out, "-lease") {
+		t.Errorf("documents list -h describes the engine's flags, or not its own:\n%s", out)
+	}
+	if _, out, _ = run(t, "serve", "-h"); !strings.Contains(out, "task lease duration") {
+		t.Errorf("serve -h does not describe --lease:\n%s", out)
+	}
+}
