@@ -572,6 +572,9 @@ func TestItemAttempts(t *testing.T) {
 	if !strings.Contains(page, `id="attempts-h"`) {
 		t.Fatalf("the item page has no attempts:\n%s", page)
 	}
+	if strings.Contains(page, "<iframe") || !strings.Contains(page, `id="no-preview"`) {
+		t.Errorf("the failed PDF's page embeds it as a preview, or does not say why there is none")
+	}
 	rows := strings.Count(page, "<td>pdf</td>")
 	if rows != 2 {
 		t.Errorf("the item page shows %d attempts of pdf, want 2 (the first run and the retry)", rows)
