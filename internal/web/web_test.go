@@ -494,6 +494,13 @@ func TestSearchPage(t *testing.T) {
 	if strings.Contains(page, "<b>the</b>") {
 		t.Error("the document's text reached the page unescaped")
 	}
+	// The filters: a content type or a metadata value it lacks hides it; the ones it has keep it.
+	for q, want := range map[string]bool{"q=fox&type=application%2Fpdf": false, "q=fox&type=" + url.QueryEscape(textType(t, b, job)): true,
+		"q=fox&meta=batch%3Dnope": false} {
+		if _, page := c.do("GET", "/search?"+q, nil, nil); strings.Contains(page, `fox.txt</a>`) != want {
+			t.Errorf("/search?%s shows fox.txt: %v, want %v", q, !want, want)
+		}
+	}
 	resp, page := c.do("GET", "/search?q=-cat", nil, nil) // only an exclusion
 	if resp.StatusCode != 400 || !strings.Contains(page, "role=\"alert\"") {
 		t.Errorf("bad query: %d\n%s", resp.StatusCode, page)
@@ -598,4 +605,18 @@ func TestItemAttempts(t *testing.T) {
 	if !strings.Contains(docs, "Errors (1)") {
 		t.Errorf("the job's documents page does not list the error after the retry:\n%s", docs)
 	}
+}
+
+// textType is the content type the documents of job have (the first root's document).
+func textType(t *testing.T, b *bundle, job *store.Job) string {
+	t.Helper()
+	outs, err := b.n.Store.OutputList(t.Context(), store.OutputListParams{JobID: job.ID, Kind: store.OutputDocument, Limit: 1})
+	if err != nil || len(outs) == 0 {
+		t.Fatalf("the job's documents: %v, %v", outs, err)
+	}
+	it, err := b.n.Store.ItemGet(t.Context(), outs[0].ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it.ContentType
 }
