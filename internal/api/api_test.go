@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/basic"
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/docsearch"
@@ -126,6 +127,9 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 		t.Fatal(err)
 	}
 	if err := docsearch.Register(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
 	fs.Bind(e, fileset.NewResultStore(db), blobs)
@@ -764,4 +768,59 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 func (b *bundle) apiForRoutes(t *testing.T) *api.API {
 	return api.New(api.Config{Backend: workerproto.NewBackend(b.e, nil, nil), Records: b.db, NoAuth: true})
+}
+
+// TestAuditLog: a named token's cancel and retry, and a workflow saved, are in the audit log with
+// who and when, newest first, by job and paged; a reader's refused retry is not; nothing is
+// ever removed from it.
+func TestAuditLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, err := b.tokens.CreateNamed(api.RoleAdmin, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.tokens.CreateNamed(api.RoleAdmin, "bad\nname"); err == nil {
+		t.Error("a token name with a newline was accepted")
+	}
+	inbox := filepath.Join(b.dir, "inbox")
+	os.MkdirAll(inbox, 0o700)
+	os.WriteFile(filepath.Join(inbox, "x.txt"), []byte("x"), 0o600)
+	var job struct {
+		ID int64 `json:"id"`
+	}
+	b.json(t, "POST", "/v1/workflows", "name: flakydocs\nsteps:\n  call: {action: flaky, needs: [start]}\n  collect: {action: ingest, needs: [children.done]}\n", 201, nil)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "flakydocs", "paths": []string{filepath.Join(inbox, "x.txt")}}, 201, &job)
+	waitState(t, b, job.ID, "complete")
+	if code, data := b.do(t, "POST", fmt.Sprintf("/v1/jobs/%d/retry", job.ID), b.reader, "", nil); code != 403 {
+		t.Fatalf("a reader's retry: %d %s", code, data)
+	}
+	if code, data := b.do(t, "POST", fmt.Sprintf("/v1/jobs/%d/retry", job.ID), alice, "", nil); code != 200 {
+		t.Fatalf("alice's retry: %d %s", code, data)
+	}
+	type page struct {
+		Entries []struct {
+			Who, Action, Detail string
+			JobID               int64     `json:"job_id"`
+			At                  time.Time `json:"at"`
+		} `json:"entries"`
+		NextCursor string `json:"next_cursor"`
+	}
+	var all, mine, first, second page
+	b.json(t, "GET", "/v1/audit", nil, 200, &all)
+	if len(all.Entries) != 2 || all.Entries[0].Who != "alice" || all.Entries[0].Action != "retry" || all.Entries[0].JobID != job.ID ||
+		all.Entries[1].Action != "workflow" || !strings.HasPrefix(all.Entries[1].Who, "token ") || all.Entries[1].Detail != "saved flakydocs v1" ||
+		time.Since(all.Entries[0].At) > time.Minute {
+		t.Errorf("the audit log: %+v; want alice's retry, then the workflow saved by an unnamed token", all.Entries)
+	}
+	b.json(t, "GET", fmt.Sprintf("/v1/audit?job_id=%d", job.ID), nil, 200, &mine)
+	if len(mine.Entries) != 1 || mine.Entries[0].Action != "retry" {
+		t.Errorf("the job's audit log: %+v", mine.Entries)
+	}
+	b.json(t, "GET", "/v1/audit?limit=1", nil, 200, &first)
+	b.json(t, "GET", "/v1/audit?limit=1&cursor="+first.NextCursor, nil, 200, &second)
+	if len(first.Entries) != 1 || len(second.Entries) != 1 || second.Entries[0].Action != "workflow" {
+		t.Errorf("the audit log a page at a time: %+v then %+v", first, second)
+	}
+	b.json(t, "GET", "/v1/audit?job_id=x", nil, 400, nil)
 }

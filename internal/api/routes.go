@@ -40,6 +40,7 @@ func (a *API) routes() []route {
 		{"GET", "/v1/documents/search", RoleReader, "Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.searchDocuments, 200},
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
 		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)", a.listFilesets, 200},
+		{"GET", "/v1/audit", RoleReader, "The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)", a.listAudit, 200},
 		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
@@ -342,6 +343,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
 		return err
 	}
+	a.audit(r, "cancel", id, "")
 	j, err = a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return err
@@ -366,6 +368,7 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	a.audit(r, "retry", id, "")
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil
 }
@@ -849,6 +852,13 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	detail := fmt.Sprintf("%s to item %d", req.Event, req.ItemID)
+	if req.Key != "" {
+		detail = fmt.Sprintf("%s to %s=%v", req.Event, req.Key, req.Value)
+	} else if req.ItemID == 0 {
+		detail = req.Event + " with a body"
+	}
+	a.audit(r, "event", jobID, fmt.Sprintf("%s (%d items)", detail, len(f.Items)))
 	out := eventResult{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
@@ -969,6 +979,7 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}
+	a.audit(r, "workflow", 0, fmt.Sprintf("saved %s v%d", wf.Name, wf.Version))
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

@@ -159,6 +159,7 @@ type workflowJSON struct {
 // tokenJSON is a token of `sluice token list --output json` (never its hash).
 type tokenJSON struct {
 	ID        string    `json:"id"`
+	Name      string    `json:"name"`
 	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
 }

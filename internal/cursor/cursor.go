@@ -28,6 +28,7 @@ const (
 	Jobs     List = "jobs"
 	Filesets List = "filesets"
 	Search   List = "documents/search"
+	Audit    List = "audit"
 )
 
 // Items is the list of the children of parent (0: the roots) in job.
