@@ -81,7 +81,7 @@ func TestFirefox(t *testing.T) {
 	if err != nil && len(rep.Problems) == 0 {
 		t.Errorf("firefox.cjs: %v\n%s", err, stderr.String())
 	}
-	if len(rep.Visited) < 14 {
-		t.Errorf("Firefox visited %d pages, want 14", len(rep.Visited))
+	if len(rep.Visited) < 15 {
+		t.Errorf("Firefox visited %d pages, want 15", len(rep.Visited))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
@@ -297,6 +298,10 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 	if err != nil {
 		return err
 	}
+	changes, err := audit.List(ctx, w.rec, audit.ListParams{JobID: id, Limit: 20})
+	if err != nil {
+		return err
+	}
 	// "The job was created." is news only while the job runs: the page reloads itself, with
 	// the same address, when the job ends.
 	code := r.URL.Query().Get("notice")
@@ -314,7 +319,9 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		// HasDocuments says the job made a document so far.
 		HasDocuments bool
 		Metadata     []metadataField
-	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata)}
+		// Changes are the job's last 20 entries of the audit log.
+		Changes []audit.Entry
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata), changes}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
 }

@@ -51,7 +51,8 @@ func operatorJobs(t *testing.T, b *bundle) *store.Job {
 // TestBrowserOperator drives Chromium through the operator's pages with axe-core on each: the
 // job page's timeline (each attempt a bar; the zoom widens it, the wrapper pans), the timeline's
 // own page; the jobs list filtered by metadata, cleared, sorted by errors, all selected and
-// canceled in bulk after a confirmation; each at phone width too.
+// canceled in bulk after a confirmation; who canceled, on the job and in the audit log; each at
+// phone width too.
 func TestBrowserOperator(t *testing.T) {
 	tools := requireTools(t, "chromium")
 	b := setup(t)
@@ -118,9 +119,17 @@ func TestBrowserOperator(t *testing.T) {
 	if j, err := b.n.Store.JobGet(t.Context(), open.ID); err != nil || j.State != store.JobCanceled {
 		t.Errorf("the running job after the bulk cancel: %v %v", j, err)
 	}
+	// Who did it: on the job's page and the audit log's.
+	tb.open("/jobs/" + itoa(open.ID))
+	tb.waitJS(10*time.Second, "who canceled it", `document.querySelector('tr.audit-entry[data-action="cancel"]') !== null`, `document.querySelector("main").innerText`)
+	tb.checkA11y("canceled job with who did what")
+	tb.do(chromedp.Click(chromedp.ID("job-audit-link")))
+	tb.waitJS(10*time.Second, "the job's audit log", `location.pathname === "/audit" && document.querySelectorAll("tr.audit-entry").length === 1`, `document.querySelector("main").innerText`)
+	tb.screenshot("18-audit")
+	tb.checkA11y("audit log")
 
 	tb.do(chromedp.EmulateViewport(390, 844))
-	for _, p := range []string{"/jobs", jobPath, jobPath + "/history"} {
+	for _, p := range []string{"/jobs", jobPath, jobPath + "/history", "/audit"} {
 		tb.open(p)
 		tb.waitJS(10*time.Second, "the page", `document.readyState === "complete" && document.querySelector("h1") !== null`, `location.href`)
 		if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 400 {
@@ -255,6 +264,16 @@ func TestJobsList(t *testing.T) {
 	}
 	if page = get("/jobs/" + o); strings.Contains(page, `id="documents-link"`) {
 		t.Error("a job that made no documents offers its Documents")
+	}
+	// The bulk cancel is in the audit log, on the job's page and the log's: who, what, when.
+	if !strings.Contains(page, `<tr class="audit-entry" data-action="cancel">`) || !strings.Contains(page, `<td data-label="Who" class="who-did">token `) {
+		t.Errorf("the canceled job's page does not say who canceled it:\n%s", page)
+	}
+	if page = get("/audit"); strings.Count(page, `data-action="cancel"`) != 1 || !strings.Contains(page, `href="/jobs/`+o+`"`) {
+		t.Errorf("the audit log lacks the one cancel:\n%s", page)
+	}
+	if page = get("/audit?job=" + d); strings.Contains(page, `data-action="cancel"`) {
+		t.Error("the complete job's audit log shows the other job's cancel")
 	}
 }
 

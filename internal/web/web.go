@@ -166,6 +166,7 @@ func (w *Web) routes() {
 	m.Handle("POST /ui/draft", w.page(api.RoleReader, w.draft))
 
 	m.Handle("GET /operations", w.page(api.RoleReader, w.operationsPage))
+	m.Handle("GET /audit", w.page(api.RoleReader, w.auditPage))
 	m.Handle("GET /search", w.page(api.RoleReader, w.searchPage))
 
 	m.Handle("/ui/api/", w.handle(w.proxy))

@@ -145,6 +145,7 @@ async function open(page, p, label) {
     await open(page, "/workflows/documents", "workflow");
     await open(page, "/search?q=sluice", "search");
     await open(page, "/operations", "operations");
+    await open(page, "/audit", "audit");
 
     // The editor: its script builds the form from the catalog and draws the diagram through
     // POST /ui/draft (with the CSRF header); typing a name reaches the YAML; saving shows the
