@@ -361,10 +361,10 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	return fs, c
 }
 
-// engineCommands are the commands that run the engine, whose -h describes every global flag;
-// the others describe their own flags and where the data is (--data, --database, --blobs,
-// --config), and name the rest.
-var engineCommands = map[string]bool{"serve": true, "run": true, "ingest": true, "resume": true, "worker": true}
+// engineCommands are the commands that run the engine, or show its settings (config show),
+// whose -h describes every global flag; the others describe their own flags and where the data
+// is (--data, --database, --blobs, --config), and name the rest.
+var engineCommands = map[string]bool{"serve": true, "run": true, "ingest": true, "resume": true, "worker": true, "config show": true}
 
 // printFlags prints the command's own flags, then the global ones: all described for an engine
 // command (all), else the data's (--data, --database, --blobs, --config) described and the
