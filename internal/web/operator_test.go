@@ -62,7 +62,7 @@ func TestBrowserOperator(t *testing.T) {
 	jobPath := "/jobs/" + itoa(job.ID)
 
 	tb.open(jobPath)
-	tb.waitJS(10*time.Second, "the job's timeline", `document.querySelectorAll("#timeline-`+itoa(job.ID)+` tr.attempt").length > 0`, `document.querySelector("main").innerText`)
+	tb.waitJS(10*time.Second, "the job's timeline", `document.readyState === "complete" && document.querySelectorAll("#timeline-`+itoa(job.ID)+` tr.attempt").length > 0`, `document.querySelector("main").innerText`)
 	failed := eval[string](tb, `[...document.querySelectorAll("tr.attempt-failed")].map((r) => r.innerText).join("\n")`)
 	if !strings.Contains(failed, "broken.pdf\tpdf\t1\tfailed") {
 		t.Errorf("the timeline shows no failed attempt of broken.pdf's pdf step; failed rows:\n%s", failed)
@@ -83,7 +83,7 @@ func TestBrowserOperator(t *testing.T) {
 	tb.checkA11y("job with its timeline")
 
 	tb.do(chromedp.Click(chromedp.ID("timeline-link")))
-	tb.waitJS(10*time.Second, "the timeline page", `location.pathname === "`+jobPath+`/history" && document.querySelectorAll("tr.attempt").length > 0`, `location.href`)
+	tb.waitJS(10*time.Second, "the timeline page", `document.readyState === "complete" && location.pathname === "`+jobPath+`/history" && document.querySelectorAll("tr.attempt").length > 0`, `location.href`)
 	tb.screenshot("16-timeline")
 	tb.checkA11y("timeline")
 
@@ -100,7 +100,7 @@ func TestBrowserOperator(t *testing.T) {
 	tb.do(chromedp.Click(chromedp.ID("clear")))
 	tb.waitJS(10*time.Second, "both jobs again", `location.search === "" && document.querySelectorAll("tr.job").length === 2`, `location.href`)
 	tb.do(chromedp.Click(chromedp.ID("sort-errors")))
-	tb.waitJS(10*time.Second, "the job with errors first", `location.search.includes("sort=errors") && document.querySelector("tr.job").dataset.job === "`+itoa(job.ID)+`" && document.querySelector('th[aria-sort="descending"] #sort-errors') !== null`, `document.querySelector("main").innerText`)
+	tb.waitJS(10*time.Second, "the job with errors first", `document.readyState === "complete" && location.search.includes("sort=errors") && document.querySelector("tr.job").dataset.job === "`+itoa(job.ID)+`" && document.querySelector('th[aria-sort="descending"] #sort-errors') !== null`, `document.querySelector("main").innerText`)
 	tb.screenshot("17-jobs-sorted")
 	tb.checkA11y("jobs sorted by errors")
 	tb.do(chromedp.Click(chromedp.ID("select-all")))
@@ -124,12 +124,23 @@ func TestBrowserOperator(t *testing.T) {
 	tb.waitJS(10*time.Second, "who canceled it", `document.querySelector('tr.audit-entry[data-action="cancel"]') !== null`, `document.querySelector("main").innerText`)
 	tb.checkA11y("canceled job with who did what")
 	tb.do(chromedp.Click(chromedp.ID("job-audit-link")))
-	tb.waitJS(10*time.Second, "the job's audit log", `location.pathname === "/audit" && document.querySelectorAll("tr.audit-entry").length === 1`, `document.querySelector("main").innerText`)
+	tb.waitJS(10*time.Second, "the job's audit log", `document.readyState === "complete" && location.pathname === "/audit" && document.querySelectorAll("tr.audit-entry").length === 1`, `document.querySelector("main").innerText`)
 	tb.screenshot("18-audit")
 	tb.checkA11y("audit log")
 
+	// The workflow's diagram: larger twice makes it wider than its frame (which then scrolls to
+	// pan), Fit makes it fit again.
+	tb.open("/workflows/documents")
+	tb.waitJS(10*time.Second, "the diagram", `(() => { const i = document.querySelector(".zoom-view img"); return i && i.complete && i.naturalWidth > 0; })()`, `document.querySelector("main").innerText`)
+	view := `document.querySelector(".zoom-view")`
+	tb.do(chromedp.Click(chromedp.ID("zoom-in")), chromedp.Click(chromedp.ID("zoom-in")), chromedp.Click(chromedp.ID("zoom-in")), chromedp.Click(chromedp.ID("zoom-in")))
+	tb.waitJS(5*time.Second, "the diagram wider than its frame", view+`.scrollWidth > `+view+`.clientWidth + 50`, view+`.scrollWidth + " in " + `+view+`.clientWidth`)
+	tb.checkA11y("workflow with its diagram zoomed")
+	tb.do(chromedp.Click(chromedp.ID("zoom-fit")))
+	tb.waitJS(5*time.Second, "the diagram to fit", view+`.scrollWidth <= `+view+`.clientWidth + 1`, view+`.scrollWidth + " in " + `+view+`.clientWidth`)
+
 	tb.do(chromedp.EmulateViewport(390, 844))
-	for _, p := range []string{"/jobs", jobPath, jobPath + "/history", "/audit"} {
+	for _, p := range []string{"/jobs", jobPath, jobPath + "/history", "/audit", "/workflows/documents"} {
 		tb.open(p)
 		tb.waitJS(10*time.Second, "the page", `document.readyState === "complete" && document.querySelector("h1") !== null`, `location.href`)
 		if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 400 {

@@ -241,7 +241,40 @@ function selectAll() {
   }
 }
 
+// diagramZoom sizes a zoomable diagram: Larger and Smaller scale it from its natural size,
+// Fit makes it fit its frame again; dragging the frame pans it.
+function diagramZoom() {
+  for (const fig of document.querySelectorAll("figure.zoomable")) {
+    const view = fig.querySelector(".zoom-view"), img = view.querySelector("img");
+    let scale = 0; // 0: fit
+    const apply = () => {
+      fig.dataset.zoom = scale === 0 ? "1" : "0";
+      img.style.width = scale === 0 ? "" : Math.round(img.naturalWidth * scale) + "px";
+    };
+    fig.addEventListener("click", (e) => {
+      const b = e.target.closest("button");
+      if (!b) return;
+      if (b.hasAttribute("data-zoom-fit")) scale = 0;
+      else {
+        const base = scale || img.clientWidth / Math.max(img.naturalWidth, 1);
+        scale = Math.min(8, Math.max(0.1, base * Number(b.dataset.zoomBy)));
+      }
+      apply();
+    });
+    let drag = null;
+    view.addEventListener("pointerdown", (e) => { drag = {x: e.clientX, y: e.clientY, l: view.scrollLeft, t: view.scrollTop}; });
+    view.addEventListener("pointermove", (e) => {
+      if (!drag) return;
+      view.scrollLeft = drag.l - (e.clientX - drag.x);
+      view.scrollTop = drag.t - (e.clientY - drag.y);
+    });
+    for (const end of ["pointerup", "pointerleave"]) view.addEventListener(end, () => { drag = null; });
+    img.addEventListener("dragstart", (e) => e.preventDefault());
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  diagramZoom();
   followProgress();
   newJobForm();
   timelineZoom();
