@@ -10,17 +10,21 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
 // TestOperatorPagesAtScale measures what a user feels on the operator's pages with 50 jobs and
 // 100,000 documents (2,000 a job, written straight to the store): each page's time to first
-// byte and size, logged, and failed beyond 2 s or 1 MB. It runs with SLUICE_TEST_SCALE=1 only:
-// filling the store takes a while.
+// byte and size, logged, and failed beyond 2 s or 1 MB, on each driver. It runs with
+// SLUICE_TEST_SCALE=1 only: filling the store takes a while.
 func TestOperatorPagesAtScale(t *testing.T) {
 	if os.Getenv("SLUICE_TEST_SCALE") != "1" {
 		t.Skip("set SLUICE_TEST_SCALE=1 to measure the pages with 50 jobs and 100,000 documents")
 	}
-	b := setup(t)
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) { measureAtScale(t, setupOn(t, open)) })
+}
+
+func measureAtScale(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	const jobs, perJob = 50, 2000
 	start := time.Now()
