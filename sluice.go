@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -232,8 +233,8 @@ type Job struct {
 	FinishedAt time.Time // zero while running
 }
 
-func toJob(j *store.Job) *Job {
-	return &Job{ID: j.ID, Workflow: j.WorkflowName, Version: j.WorkflowVersion, State: j.State, Error: j.Error,
+func toJob(j *record.Job) *Job {
+	return &Job{ID: j.ID, Workflow: j.WorkflowName, Version: j.WorkflowVersion, State: string(j.State), Error: j.Error,
 		CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt}
 }
 
@@ -379,7 +380,7 @@ func (e *Engine) Items(ctx context.Context, jobID, parentID int64) ([]Item, erro
 		}
 		for _, it := range page {
 			out = append(out, Item{ID: it.ID, ParentID: it.ParentID, Name: it.Name, ContentType: it.ContentType, Size: it.Size,
-				State: it.State, Error: it.Error, Text: it.Text, NChildren: it.NChildren})
+				State: string(it.State), Error: it.Error, Text: it.Text, NChildren: it.NChildren})
 		}
 		if len(page) < 1000 {
 			return out, nil

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-project/sluice"
 	"github.com/sluice-project/sluice/action"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
@@ -112,9 +112,9 @@ func TestBuiltins(t *testing.T) {
 
 // TestJobStates checks that the public job states are the store's.
 func TestJobStates(t *testing.T) {
-	for pub, st := range map[string]string{sluice.JobRunning: store.JobRunning, sluice.JobComplete: store.JobComplete,
-		sluice.JobFailed: store.JobFailed, sluice.JobCanceled: store.JobCanceled} {
-		if pub != st {
+	for pub, st := range map[string]record.JobState{sluice.JobRunning: record.JobRunning, sluice.JobComplete: record.JobComplete,
+		sluice.JobFailed: record.JobFailed, sluice.JobCanceled: record.JobCanceled} {
+		if pub != string(st) {
 			t.Errorf("public state %q, store state %q", pub, st)
 		}
 	}

@@ -41,6 +41,26 @@ func (e DownloadItemParamsContent) Valid() bool {
 	}
 }
 
+// ActionItem defines model for ActionItem.
+type ActionItem struct {
+	ContentType  *string                `json:"content_type,omitempty"`
+	Depth        int64                  `json:"depth"`
+	Error        *string                `json:"error,omitempty"`
+	HasText      *bool                  `json:"has_text,omitempty"`
+	HasThumbnail *bool                  `json:"has_thumbnail,omitempty"`
+	Id           int64                  `json:"id"`
+	JobId        int64                  `json:"job_id"`
+	Metadata     map[string]interface{} `json:"metadata"`
+	NChildren    int64                  `json:"n_children"`
+	Name         string                 `json:"name"`
+	Options      map[string]interface{} `json:"options"`
+	Ordinal      int64                  `json:"ordinal"`
+	ParentId     *int64                 `json:"parent_id,omitempty"`
+	RootId       int64                  `json:"root_id"`
+	Sha256       *string                `json:"sha256,omitempty"`
+	Size         int64                  `json:"size"`
+}
+
 // ActionState defines model for ActionState.
 type ActionState struct {
 	Action     string     `json:"action"`
@@ -50,6 +70,17 @@ type ActionState struct {
 	ObjectType string     `json:"object_type"`
 	Outcome    string     `json:"outcome"`
 	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+}
+
+// ActionTask defines model for ActionTask.
+type ActionTask struct {
+	Action  string                 `json:"action"`
+	Attempt int64                  `json:"attempt"`
+	Item    ActionItem             `json:"item"`
+	JobId   int64                  `json:"job_id"`
+	Step    string                 `json:"step"`
+	TaskId  int64                  `json:"task_id"`
+	With    map[string]interface{} `json:"with"`
 }
 
 // Attempt defines model for Attempt.
@@ -72,6 +103,12 @@ type Attempt struct {
 type AuditList struct {
 	Entries    []Entry `json:"entries"`
 	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// BlobStored defines model for BlobStored.
+type BlobStored struct {
+	Sha256 string `json:"sha256"`
+	Size   int64  `json:"size"`
 }
 
 // CreateFilesetsRequest defines model for CreateFilesetsRequest.
@@ -157,6 +194,16 @@ type FileSet struct {
 	State               string                             `json:"state"`
 	UpdatedAt           time.Time                          `json:"updated_at"`
 	WorkAccessionNumber string                             `json:"work_accession_number"`
+}
+
+// FileSetHistory defines model for FileSetHistory.
+type FileSetHistory struct {
+	AccessionNumber string         `json:"accession_number"`
+	History         []HistoryEntry `json:"history"`
+	Id              string         `json:"id"`
+	Role            string         `json:"role"`
+	Row             int64          `json:"row"`
+	State           string         `json:"state"`
 }
 
 // FilesetFileMeta defines model for FilesetFileMeta.
@@ -298,6 +345,16 @@ type GraphResult struct {
 	Type            string            `json:"type"`
 }
 
+// HistoryEntry defines model for HistoryEntry.
+type HistoryEntry struct {
+	Action   string    `json:"action"`
+	At       time.Time `json:"at"`
+	Notes    *string   `json:"notes,omitempty"`
+	ObjectId string    `json:"object_id"`
+	Outcome  string    `json:"outcome"`
+	Seq      int64     `json:"seq"`
+}
+
 // InvalidWorkflow defines model for InvalidWorkflow.
 type InvalidWorkflow struct {
 	Code     string       `json:"code"`
@@ -373,6 +430,12 @@ type JobList struct {
 type Object struct {
 	FileSet *FileSet `json:"file_set,omitempty"`
 	Work    *Work    `json:"work,omitempty"`
+}
+
+// ObjectHistory defines model for ObjectHistory.
+type ObjectHistory struct {
+	FileSets            []FileSetHistory `json:"file_sets"`
+	WorkAccessionNumber *string          `json:"work_accession_number,omitempty"`
 }
 
 // Output defines model for Output.
@@ -496,8 +559,12 @@ type Superseded struct {
 
 // TranscodedResult defines model for TranscodedResult.
 type TranscodedResult struct {
-	Fired int64   `json:"fired"`
-	Items []int64 `json:"items"`
+	Fired  int64   `json:"fired"`
+	Items  []int64 `json:"items"`
+	Note   *string `json:"note,omitempty"`
+	Sns    *string `json:"sns,omitempty"`
+	Source *string `json:"source,omitempty"`
+	Status *string `json:"status,omitempty"`
 }
 
 // Work defines model for Work.
@@ -603,7 +670,7 @@ type DownloadItemParamsContent string
 
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
-	// State Only jobs in this state: running, complete, failed or canceled.
+	// State Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request).
 	State *string `form:"state,omitempty" json:"state,omitempty"`
 
 	// Workflow Only jobs of this workflow (any version).
@@ -697,6 +764,9 @@ type UploadSheetParams struct {
 // FireTranscodedJSONBody defines parameters for FireTranscoded.
 type FireTranscodedJSONBody = map[string]interface{}
 
+// FireTranscodedTextBody defines parameters for FireTranscoded.
+type FireTranscodedTextBody = string
+
 // ValidateSheetParams defines parameters for ValidateSheet.
 type ValidateSheetParams struct {
 	// FilesDir Where the sheet's files are: a directory under a configured path root, or s3://bucket/prefix (read with the server's AWS_* credentials).
@@ -726,6 +796,36 @@ type PostFragmentsParams struct {
 
 // GetTaskBlobParams defines parameters for GetTaskBlob.
 type GetTaskBlobParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// PutTaskBlobParams defines parameters for PutTaskBlob.
+type PutTaskBlobParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// ReadTaskCoreJSONBody defines parameters for ReadTaskCore.
+type ReadTaskCoreJSONBody = map[string]interface{}
+
+// ReadTaskCoreParams defines parameters for ReadTaskCore.
+type ReadTaskCoreParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// ReadTaskDomainJSONBody defines parameters for ReadTaskDomain.
+type ReadTaskDomainJSONBody = interface{}
+
+// ReadTaskDomainParams defines parameters for ReadTaskDomain.
+type ReadTaskDomainParams struct {
+	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
+	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// GetActionTaskParams defines parameters for GetActionTask.
+type GetActionTaskParams struct {
 	// Traceparent W3C trace context; the task JSON's traceparent, or a span's under it (docs/tracing.md).
 	Traceparent *string `json:"traceparent,omitempty"`
 }
@@ -775,8 +875,17 @@ type FireEventJSONRequestBody = EventRequest
 // FireTranscodedJSONRequestBody defines body for FireTranscoded for application/json ContentType.
 type FireTranscodedJSONRequestBody = FireTranscodedJSONBody
 
+// FireTranscodedTextRequestBody defines body for FireTranscoded for text/plain ContentType.
+type FireTranscodedTextRequestBody = FireTranscodedTextBody
+
 // PostFragmentsMultipartRequestBody defines body for PostFragments for multipart/form-data ContentType.
 type PostFragmentsMultipartRequestBody PostFragmentsMultipartBody
+
+// ReadTaskCoreJSONRequestBody defines body for ReadTaskCore for application/json ContentType.
+type ReadTaskCoreJSONRequestBody = ReadTaskCoreJSONBody
+
+// ReadTaskDomainJSONRequestBody defines body for ReadTaskDomain for application/json ContentType.
+type ReadTaskDomainJSONRequestBody = ReadTaskDomainJSONBody
 
 // ApplyWorkflowJSONRequestBody defines body for ApplyWorkflow for application/json ContentType.
 type ApplyWorkflowJSONRequestBody = ApplyWorkflowJSONBody
@@ -1014,6 +1123,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
 	GetObject(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetObjectHistory The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+	//
+	// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+	GetObjectHistory(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI The OpenAPI 3.1 document of this API
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
@@ -1026,19 +1140,26 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
 	UploadSheetWithBody(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// FireTranscodedWithBody A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscodedWithBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscodedWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// FireTranscoded A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscoded A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscoded(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FireTranscodedWithTextBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+	//
+	// Takes a body of the `text/plain` content type.
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithTextBody(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ValidateSheetWithBody Validate an ingest sheet without storing it (text/csv body; query files_dir)
 	//
@@ -1094,7 +1215,47 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/workers/{action}/{id}/blob (the `GetTaskBlob` operationId).
 	GetTaskBlob(ctx context.Context, action string, id string, params *GetTaskBlobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostFragmentWithBody One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)
+	// PutTaskBlobWithBody Store a blob (a child's, a thumbnail, a preservation copy) for the task; answers its sha256 and size
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/blobs (the `PutTaskBlob` operationId).
+	PutTaskBlobWithBody(ctx context.Context, action string, id string, params *PutTaskBlobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadTaskCoreWithBody A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+	ReadTaskCoreWithBody(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadTaskCore A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+	ReadTaskCore(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, body ReadTaskCoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadTaskDomainWithBody A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+	ReadTaskDomainWithBody(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadTaskDomain A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+	ReadTaskDomain(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, body ReadTaskDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetActionTask The task as a built-in action gets it: job, step, attempt, settings, item
+	//
+	// Corresponds with GET /v1/workers/{action}/{id}/task (the `GetActionTask` operationId).
+	GetActionTask(ctx context.Context, action string, id string, params *GetActionTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostFragmentWithBody One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error; N.write.json, result.json)
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1581,6 +1742,21 @@ func (c *Client) GetObject(ctx context.Context, id string, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// GetObjectHistory The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+//
+// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+func (c *Client) GetObjectHistory(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetObjectHistoryRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetOpenAPI The OpenAPI 3.1 document of this API
 //
 // Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
@@ -1613,7 +1789,7 @@ func (c *Client) UploadSheetWithBody(ctx context.Context, params *UploadSheetPar
 	return c.Client.Do(req)
 }
 
-// FireTranscodedWithBody A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscodedWithBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes any type of body and a specified content type.
 //
@@ -1630,13 +1806,30 @@ func (c *Client) FireTranscodedWithBody(ctx context.Context, contentType string,
 	return c.Client.Do(req)
 }
 
-// FireTranscoded A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscoded A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 func (c *Client) FireTranscoded(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewFireTranscodedRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FireTranscodedWithTextBody A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+//
+// Takes a body of the `text/plain` content type.
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *Client) FireTranscodedWithTextBody(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFireTranscodedRequestWithTextBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1801,7 +1994,107 @@ func (c *Client) GetTaskBlob(ctx context.Context, action string, id string, para
 	return c.Client.Do(req)
 }
 
-// PostFragmentWithBody One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)
+// PutTaskBlobWithBody Store a blob (a child's, a thumbnail, a preservation copy) for the task; answers its sha256 and size
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/workers/{action}/{id}/blobs (the `PutTaskBlob` operationId).
+func (c *Client) PutTaskBlobWithBody(ctx context.Context, action string, id string, params *PutTaskBlobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTaskBlobRequestWithBody(c.Server, action, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReadTaskCoreWithBody A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+func (c *Client) ReadTaskCoreWithBody(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadTaskCoreRequestWithBody(c.Server, action, id, query, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReadTaskCore A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+func (c *Client) ReadTaskCore(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, body ReadTaskCoreJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadTaskCoreRequest(c.Server, action, id, query, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReadTaskDomainWithBody A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+func (c *Client) ReadTaskDomainWithBody(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadTaskDomainRequestWithBody(c.Server, action, id, domain, query, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReadTaskDomain A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+func (c *Client) ReadTaskDomain(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, body ReadTaskDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadTaskDomainRequest(c.Server, action, id, domain, query, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetActionTask The task as a built-in action gets it: job, step, attempt, settings, item
+//
+// Corresponds with GET /v1/workers/{action}/{id}/task (the `GetActionTask` operationId).
+func (c *Client) GetActionTask(ctx context.Context, action string, id string, params *GetActionTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetActionTaskRequest(c.Server, action, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostFragmentWithBody One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error; N.write.json, result.json)
 //
 // Takes any type of body and a specified content type.
 //
@@ -3250,6 +3543,40 @@ func NewGetObjectRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetObjectHistoryRequest constructs an http.Request for the GetObjectHistory method
+func NewGetObjectHistoryRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/objects/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	var err error
@@ -3377,6 +3704,17 @@ func NewFireTranscodedRequest(server string, body FireTranscodedJSONRequestBody)
 	}
 	bodyReader = bytes.NewReader(buf)
 	return NewFireTranscodedRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewFireTranscodedRequestWithTextBody calls the generic FireTranscoded builder with text/plain body
+func NewFireTranscodedRequestWithTextBody(server string, body FireTranscodedTextRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	if stringer, ok := interface{}(body).(fmt.Stringer); ok {
+		bodyReader = strings.NewReader(stringer.String())
+	} else {
+		bodyReader = strings.NewReader(fmt.Sprint(body))
+	}
+	return NewFireTranscodedRequestWithBody(server, "text/plain", bodyReader)
 }
 
 // NewFireTranscodedRequestWithBody constructs an http.Request for the FireTranscoded method, with any body, and a specified content type
@@ -3829,6 +4167,279 @@ func NewGetTaskBlobRequest(server string, action string, id string, params *GetT
 	}
 
 	operationPath := fmt.Sprintf("/v1/workers/%s/%s/blob", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewPutTaskBlobRequestWithBody constructs an http.Request for the PutTaskBlob method, with any body, and a specified content type
+func NewPutTaskBlobRequestWithBody(server string, action string, id string, params *PutTaskBlobParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s/%s/blobs", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewReadTaskCoreRequest calls the generic ReadTaskCore builder with application/json body
+func NewReadTaskCoreRequest(server string, action string, id string, query string, params *ReadTaskCoreParams, body ReadTaskCoreJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReadTaskCoreRequestWithBody(server, action, id, query, params, "application/json", bodyReader)
+}
+
+// NewReadTaskCoreRequestWithBody constructs an http.Request for the ReadTaskCore method, with any body, and a specified content type
+func NewReadTaskCoreRequestWithBody(server string, action string, id string, query string, params *ReadTaskCoreParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "query", query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s/%s/core/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewReadTaskDomainRequest calls the generic ReadTaskDomain builder with application/json body
+func NewReadTaskDomainRequest(server string, action string, id string, domain string, query string, params *ReadTaskDomainParams, body ReadTaskDomainJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReadTaskDomainRequestWithBody(server, action, id, domain, query, params, "application/json", bodyReader)
+}
+
+// NewReadTaskDomainRequestWithBody constructs an http.Request for the ReadTaskDomain method, with any body, and a specified content type
+func NewReadTaskDomainRequestWithBody(server string, action string, id string, domain string, query string, params *ReadTaskDomainParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "query", query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s/%s/read/%s/%s", pathParam0, pathParam1, pathParam2, pathParam3)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetActionTaskRequest constructs an http.Request for the GetActionTask method
+func NewGetActionTaskRequest(server string, action string, id string, params *GetActionTaskParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s/%s/task", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4407,6 +5018,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
 	GetObjectWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectResponse, error)
 
+	// GetObjectHistoryWithResponse The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+	GetObjectHistoryWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectHistoryResponse, error)
+
 	// GetOpenAPIWithResponse The OpenAPI 3.1 document of this API
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4421,19 +5039,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sheets (the `UploadSheet` operationId).
 	UploadSheetWithBodyWithResponse(ctx context.Context, params *UploadSheetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadSheetResponse, error)
 
-	// FireTranscodedWithBodyWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscodedWithBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscodedWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
 
-	// FireTranscodedWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+	// FireTranscodedWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 	FireTranscodedWithResponse(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
+
+	// FireTranscodedWithTextBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+	//
+	// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+	FireTranscodedWithTextBodyWithResponse(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error)
 
 	// ValidateSheetWithBodyWithResponse Validate an ingest sheet without storing it (text/csv body; query files_dir)
 	//
@@ -4505,7 +5130,49 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/workers/{action}/{id}/blob (the `GetTaskBlob` operationId).
 	GetTaskBlobWithResponse(ctx context.Context, action string, id string, params *GetTaskBlobParams, reqEditors ...RequestEditorFn) (*GetTaskBlobResponse, error)
 
-	// PostFragmentWithBodyWithResponse One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)
+	// PutTaskBlobWithBodyWithResponse Store a blob (a child's, a thumbnail, a preservation copy) for the task; answers its sha256 and size
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/blobs (the `PutTaskBlob` operationId).
+	PutTaskBlobWithBodyWithResponse(ctx context.Context, action string, id string, params *PutTaskBlobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTaskBlobResponse, error)
+
+	// ReadTaskCoreWithBodyWithResponse A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+	ReadTaskCoreWithBodyWithResponse(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReadTaskCoreResponse, error)
+
+	// ReadTaskCoreWithResponse A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+	ReadTaskCoreWithResponse(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, body ReadTaskCoreJSONRequestBody, reqEditors ...RequestEditorFn) (*ReadTaskCoreResponse, error)
+
+	// ReadTaskDomainWithBodyWithResponse A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+	ReadTaskDomainWithBodyWithResponse(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReadTaskDomainResponse, error)
+
+	// ReadTaskDomainWithResponse A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+	ReadTaskDomainWithResponse(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, body ReadTaskDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*ReadTaskDomainResponse, error)
+
+	// GetActionTaskWithResponse The task as a built-in action gets it: job, step, attempt, settings, item
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/workers/{action}/{id}/task (the `GetActionTask` operationId).
+	GetActionTaskWithResponse(ctx context.Context, action string, id string, params *GetActionTaskParams, reqEditors ...RequestEditorFn) (*GetActionTaskResponse, error)
+
+	// PostFragmentWithBodyWithResponse One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error; N.write.json, result.json)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5728,6 +6395,54 @@ func (r GetObjectResponse) ContentType() string {
 	return ""
 }
 
+type GetObjectHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ObjectHistory
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetObjectHistoryResponse) GetJSON200() *ObjectHistory {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetObjectHistoryResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetObjectHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetObjectHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetObjectHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetObjectHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5827,10 +6542,17 @@ func (r UploadSheetResponse) ContentType() string {
 type FireTranscodedResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TranscodedResult
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *TranscodedResult
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FireTranscodedResponse) GetJSON200() *TranscodedResult {
+	return r.JSON200
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -6325,6 +7047,198 @@ func (r GetTaskBlobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetTaskBlobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutTaskBlobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlobStored
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTaskBlobResponse) GetJSON200() *BlobStored {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PutTaskBlobResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTaskBlobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTaskBlobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTaskBlobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTaskBlobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReadTaskCoreResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *interface{}
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReadTaskCoreResponse) GetJSON200() *interface{} {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ReadTaskCoreResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReadTaskCoreResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReadTaskCoreResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReadTaskCoreResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReadTaskCoreResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReadTaskDomainResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *interface{}
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReadTaskDomainResponse) GetJSON200() *interface{} {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ReadTaskDomainResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReadTaskDomainResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReadTaskDomainResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReadTaskDomainResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReadTaskDomainResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetActionTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ActionTask
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetActionTaskResponse) GetJSON200() *ActionTask {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetActionTaskResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetActionTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetActionTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetActionTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetActionTaskResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6976,6 +7890,19 @@ func (c *ClientWithResponses) GetObjectWithResponse(ctx context.Context, id stri
 	return ParseGetObjectResponse(rsp)
 }
 
+// GetObjectHistoryWithResponse The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/objects/{id}/history (the `GetObjectHistory` operationId).
+func (c *ClientWithResponses) GetObjectHistoryWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetObjectHistoryResponse, error) {
+	rsp, err := c.GetObjectHistory(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetObjectHistoryResponse(rsp)
+}
+
 // GetOpenAPIWithResponse The OpenAPI 3.1 document of this API
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7002,7 +7929,7 @@ func (c *ClientWithResponses) UploadSheetWithBodyWithResponse(ctx context.Contex
 	return ParseUploadSheetResponse(rsp)
 }
 
-// FireTranscodedWithBodyWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscodedWithBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7015,13 +7942,26 @@ func (c *ClientWithResponses) FireTranscodedWithBodyWithResponse(ctx context.Con
 	return ParseFireTranscodedResponse(rsp)
 }
 
-// FireTranscodedWithResponse A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id
+// FireTranscodedWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
 func (c *ClientWithResponses) FireTranscodedWithResponse(ctx context.Context, body FireTranscodedJSONRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error) {
 	rsp, err := c.FireTranscoded(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFireTranscodedResponse(rsp)
+}
+
+// FireTranscodedWithTextBodyWithResponse A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)
+//
+// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sheets/transcoded (the `FireTranscoded` operationId).
+func (c *ClientWithResponses) FireTranscodedWithTextBodyWithResponse(ctx context.Context, body FireTranscodedTextRequestBody, reqEditors ...RequestEditorFn) (*FireTranscodedResponse, error) {
+	rsp, err := c.FireTranscodedWithTextBody(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7158,7 +8098,85 @@ func (c *ClientWithResponses) GetTaskBlobWithResponse(ctx context.Context, actio
 	return ParseGetTaskBlobResponse(rsp)
 }
 
-// PostFragmentWithBodyWithResponse One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)
+// PutTaskBlobWithBodyWithResponse Store a blob (a child's, a thumbnail, a preservation copy) for the task; answers its sha256 and size
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{action}/{id}/blobs (the `PutTaskBlob` operationId).
+func (c *ClientWithResponses) PutTaskBlobWithBodyWithResponse(ctx context.Context, action string, id string, params *PutTaskBlobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTaskBlobResponse, error) {
+	rsp, err := c.PutTaskBlobWithBody(ctx, action, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTaskBlobResponse(rsp)
+}
+
+// ReadTaskCoreWithBodyWithResponse A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+func (c *ClientWithResponses) ReadTaskCoreWithBodyWithResponse(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReadTaskCoreResponse, error) {
+	rsp, err := c.ReadTaskCoreWithBody(ctx, action, id, query, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadTaskCoreResponse(rsp)
+}
+
+// ReadTaskCoreWithResponse A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{action}/{id}/core/{query} (the `ReadTaskCore` operationId).
+func (c *ClientWithResponses) ReadTaskCoreWithResponse(ctx context.Context, action string, id string, query string, params *ReadTaskCoreParams, body ReadTaskCoreJSONRequestBody, reqEditors ...RequestEditorFn) (*ReadTaskCoreResponse, error) {
+	rsp, err := c.ReadTaskCore(ctx, action, id, query, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadTaskCoreResponse(rsp)
+}
+
+// ReadTaskDomainWithBodyWithResponse A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+func (c *ClientWithResponses) ReadTaskDomainWithBodyWithResponse(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReadTaskDomainResponse, error) {
+	rsp, err := c.ReadTaskDomainWithBody(ctx, action, id, domain, query, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadTaskDomainResponse(rsp)
+}
+
+// ReadTaskDomainWithResponse A domain's read query, run for the task's job; 404 not_found, 400 bad_read
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{action}/{id}/read/{domain}/{query} (the `ReadTaskDomain` operationId).
+func (c *ClientWithResponses) ReadTaskDomainWithResponse(ctx context.Context, action string, id string, domain string, query string, params *ReadTaskDomainParams, body ReadTaskDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*ReadTaskDomainResponse, error) {
+	rsp, err := c.ReadTaskDomain(ctx, action, id, domain, query, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadTaskDomainResponse(rsp)
+}
+
+// GetActionTaskWithResponse The task as a built-in action gets it: job, step, attempt, settings, item
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/workers/{action}/{id}/task (the `GetActionTask` operationId).
+func (c *ClientWithResponses) GetActionTaskWithResponse(ctx context.Context, action string, id string, params *GetActionTaskParams, reqEditors ...RequestEditorFn) (*GetActionTaskResponse, error) {
+	rsp, err := c.GetActionTask(ctx, action, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetActionTaskResponse(rsp)
+}
+
+// PostFragmentWithBodyWithResponse One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error; N.write.json, result.json)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8095,6 +9113,39 @@ func ParseGetObjectResponse(rsp *http.Response) (*GetObjectResponse, error) {
 	return response, nil
 }
 
+// ParseGetObjectHistoryResponse parses an HTTP response from a GetObjectHistoryWithResponse call
+func ParseGetObjectHistoryResponse(rsp *http.Response) (*GetObjectHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetObjectHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ObjectHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetOpenAPIResponse parses an HTTP response from a GetOpenAPIWithResponse call
 func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8175,6 +9226,13 @@ func ParseFireTranscodedResponse(rsp *http.Response) (*FireTranscodedResponse, e
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TranscodedResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest TranscodedResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8497,6 +9555,138 @@ func ParseGetTaskBlobResponse(rsp *http.Response) (*GetTaskBlobResponse, error) 
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutTaskBlobResponse parses an HTTP response from a PutTaskBlobWithResponse call
+func ParsePutTaskBlobResponse(rsp *http.Response) (*PutTaskBlobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTaskBlobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlobStored
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReadTaskCoreResponse parses an HTTP response from a ReadTaskCoreWithResponse call
+func ParseReadTaskCoreResponse(rsp *http.Response) (*ReadTaskCoreResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReadTaskCoreResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReadTaskDomainResponse parses an HTTP response from a ReadTaskDomainWithResponse call
+func ParseReadTaskDomainResponse(rsp *http.Response) (*ReadTaskDomainResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReadTaskDomainResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetActionTaskResponse parses an HTTP response from a GetActionTaskWithResponse call
+func ParseGetActionTaskResponse(rsp *http.Response) (*GetActionTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetActionTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ActionTask
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
@@ -66,6 +67,10 @@ type Config struct {
 	// /v1/filesets creates (its politeness delay, whether it publishes); nil: the defaults,
 	// publishing nothing.
 	Fileset *fileset.Fileset
+	// Egress is the policy of the addresses the API connects to on a request's behalf: the
+	// SubscribeURL of an SNS subscription confirmation posted to /v1/sheets/transcoded. Nil is
+	// egress's default (loopback, private and link-local addresses refused).
+	Egress *egress.Policy
 	// Metrics holds the process's collectors served on /metrics, beside the figures read from
 	// the database when scraped; the API counts its requests there. Defaults to a set of its own.
 	Metrics *metric.Set

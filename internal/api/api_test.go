@@ -132,12 +132,10 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 	if err := audit.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
-	fs.Bind(e, fileset.NewResultStore(db), blobs)
 	if svc != nil {
 		if err := objects.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
-		svc.Bind(e, blobs)
 	}
 	set := metric.New()
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond, Metrics: set})
@@ -384,7 +382,7 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 			t.Errorf("GET /v1/jobs?%s: %d jobs, want %d", q, len(list.Jobs), want)
 		}
 	}
-	for q, msg := range map[string]string{"state=done": `state "done"`, "created_from=yesterday": `created_from "yesterday"`,
+	for q, msg := range map[string]string{"state=done": `state: "done" is not a job state: one of running, complete, failed, canceled`, "created_from=yesterday": `created_from "yesterday"`,
 		"meta=batch": `meta "batch"`, "meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1": "at most 8 meta filters"} {
 		var e api.Error
 		b.json(t, "GET", "/v1/jobs?"+q, nil, 400, &e)

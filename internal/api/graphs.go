@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -72,7 +73,7 @@ type graphLinks struct {
 }
 
 // graphJob returns the graph request's job, or not found when it is none (or deleted).
-func (a *API) graphJob(r *http.Request) (*store.Job, error) {
+func (a *API) graphJob(r *http.Request) (*record.Job, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func (a *API) getGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if j.State == store.JobFailed || j.State == store.JobCanceled {
+	if j.State == record.JobFailed || j.State == record.JobCanceled {
 		w.Header().Set("Traverse-State", "ERROR")
 		return errf(CodeConflict, "graph request %d %s: %s", j.ID, j.State, j.Error)
 	}
@@ -140,7 +141,7 @@ func (a *API) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if j.State == store.JobRunning {
+	if j.State == record.JobRunning {
 		if err := a.b.Engine().Cancel(r.Context(), j.ID); err != nil {
 			return err
 		}

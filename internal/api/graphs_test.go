@@ -51,7 +51,6 @@ func TestGraphRequests(t *testing.T) {
 		cat := &action.Catalog{}
 		cat.Register(acts...)
 		e := engine.New(engine.Config{Store: db, Catalog: cat})
-		g.Bind(e)
 		if err := graph.Register(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
@@ -91,9 +90,8 @@ func TestGraphRequests(t *testing.T) {
 			t.Errorf("GET while traversing: %d, Traverse-State %q", resp.StatusCode, resp.Header.Get("Traverse-State"))
 		}
 		// Workers on the same store run it.
-		k := enginetest.StartWith(t, func(testing.TB) store.Store { return db },
+		enginetest.StartWith(t, func(testing.TB) store.Store { return db },
 			enginetest.Config{Domains: map[string]engine.Domain{graph.DomainName: graph.Domain{}}}, acts...)
-		g.Bind(k.Engine)
 		poll.Until(t, time.Minute, "the graph's result", func() (bool, string) {
 			resp, body = do("GET", self, "")
 			return resp.StatusCode != 204, resp.Header.Get("Traverse-State")

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -20,9 +21,13 @@ const (
 // the params of [store.Executor.JobList]. The UI's jobs page reads its form with it. A bad filter
 // is an [*Error] naming it.
 func JobFilter(q url.Values) (store.JobListParams, error) {
-	p := store.JobListParams{State: q.Get("state"), Workflow: strings.TrimSpace(q.Get("workflow")), Text: strings.TrimSpace(q.Get("q"))}
-	if p.State != "" && !oneOfStates(p.State) {
-		return p, errf(CodeBadRequest, "state %q: want running, complete, failed or canceled", p.State)
+	p := store.JobListParams{Workflow: strings.TrimSpace(q.Get("workflow")), Text: strings.TrimSpace(q.Get("q"))}
+	if s := q.Get("state"); s != "" {
+		st, err := record.ParseJobState(s)
+		if err != nil {
+			return p, errf(CodeBadRequest, "state: %v", err)
+		}
+		p.State = st
 	}
 	if len(p.Text) > maxJobFilterLen || len(p.Workflow) > maxJobFilterLen {
 		return p, errf(CodeBadRequest, "q and workflow may be at most %d characters", maxJobFilterLen)
@@ -50,14 +55,6 @@ func JobFilter(q url.Values) (store.JobListParams, error) {
 		p.Meta = append(p.Meta, store.KeyValue{Key: k, Value: strings.TrimSpace(v)})
 	}
 	return p, nil
-}
-
-func oneOfStates(s string) bool {
-	switch s {
-	case store.JobRunning, store.JobComplete, store.JobFailed, store.JobCanceled:
-		return true
-	}
-	return false
 }
 
 // filterTime reads an RFC 3339 time or a YYYY-MM-DD date (UTC); a date that ends a range (end)

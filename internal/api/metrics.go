@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-project/sluice/internal/metric"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // metrics is the API's side of /metrics: the process's collectors (package metric: HTTP
@@ -37,7 +37,7 @@ func (m *metrics) instrument(name string, h http.Handler) http.Handler {
 }
 
 // scraped are the task states counted in sluice_tasks and sluice_task_retries.
-var scraped = []string{store.TaskReady, store.TaskRunning, store.TaskFailed, store.TaskComplete}
+var scraped = []record.TaskState{record.TaskReady, record.TaskRunning, record.TaskFailed, record.TaskComplete}
 
 // serveMetrics serves the Prometheus exposition (text, or what the scraper negotiates). The
 // database figures are read first, under the request's context, into a registry of this scrape
@@ -109,8 +109,8 @@ func (a *API) scrapeStore(r *http.Request) (*prometheus.Registry, error) {
 			if !slices.Contains(scraped, c.State) {
 				continue
 			}
-			tasks.WithLabelValues(c.State, c.Action).Add(float64(c.Tasks))
-			if c.State == store.TaskReady {
+			tasks.WithLabelValues(string(c.State), c.Action).Add(float64(c.Tasks))
+			if c.State == record.TaskReady {
 				queues.WithLabelValues(c.Queue).Add(float64(c.Tasks))
 			}
 			retries.Add(float64(c.Retries))

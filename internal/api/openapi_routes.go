@@ -83,7 +83,7 @@ var routeDocs = map[string]routeDoc{
 	"GET /healthz": {ID: "getHealth", Public: true, Responses: map[int]any{200: media{Type: "text/plain", Schema: textSchema}}},
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
-		query("state", "string", "Only jobs in this state: running, complete, failed or canceled."),
+		query("state", "string", "Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request)."),
 		query("workflow", "string", "Only jobs of this workflow (any version)."),
 		query("q", "string", "Only jobs whose id this is, or whose workflow, key, error or metadata contains it."),
 		query("created_from", "string", "Only jobs created at or after this time (RFC 3339) or day (YYYY-MM-DD, UTC)."),
@@ -170,11 +170,15 @@ var routeDocs = map[string]routeDoc{
 		Data: objects.Progress{},
 		Doc:  "Server-sent events: `event: progress` with a SheetProgress as data whenever it changes, and `event: end` with {\"status\"} when the sheet ends."}}},
 	"POST /v1/sheets/transcoded": {ID: "fireTranscoded",
-		Body:      jsonBody(rawSchema{"type": "object", "description": "A Job State Change event of MediaConvert's shape; userMetadata.file_set_id names the file set."}),
-		Responses: map[int]any{202: &objects.Transcoded{}}},
+		Body: map[string]any{"application/json": rawSchema{"type": "object", "description": "A MediaConvert Job State Change (EventBridge; detail.userMetadata.file_set_id names the file set), an Elastic Transcoder notification (userMetadata.file_set_id), or either inside an SNS Notification; or an SNS SubscriptionConfirmation."},
+			"text/plain": textSchema},
+		Responses: map[int]any{202: &objects.Transcoded{}, 200: &objects.Transcoded{}}},
 	"GET /v1/objects/{id}": {ID: "getObject",
 		PathTypes: map[string]rawSchema{"id": {"type": "string", "description": "A work's accession number, or a file set's accession number or id."}},
 		Responses: map[int]any{200: objectJSON{}}},
+	"GET /v1/objects/{id}/history": {ID: "getObjectHistory",
+		PathTypes: map[string]rawSchema{"id": {"type": "string", "description": "A work's accession number, or a file set's accession number or id."}},
+		Responses: map[int]any{200: &objects.ObjectHistory{}}},
 
 	"GET /v1/workflows": {ID: "listWorkflows", Responses: map[int]any{200: workflowList{}}},
 	"POST /v1/workflows": {ID: "applyWorkflow",
@@ -204,6 +208,24 @@ var routeDocs = map[string]routeDoc{
 	"POST /v1/workers/{action}/{id}/{fragment}": {ID: "postFragment", Public: true, PathTypes: taskPath, Params: traceparent,
 		Body:         map[string]any{"*/*": rawSchema{"type": "string", "format": "binary", "description": "The fragment's payload, of any content type; empty for done and heartbeat."}},
 		BodyOptional: true, Responses: map[int]any{202: nil}},
+	// The task's read port, for a built-in action a remote worker runs (docs/worker-protocol-extensions.md).
+	"GET /v1/workers/{action}/{id}/task": {ID: "getActionTask", Public: true, PathTypes: taskPath, Params: traceparent,
+		Responses: map[int]any{200: workerproto.ActionTask{}}},
+	"POST /v1/workers/{action}/{id}/core/{query}": {ID: "readTaskCore", Public: true, PathTypes: taskPath, Params: traceparent,
+		Body:      map[string]any{"application/json": rawSchema{"type": "object", "description": "The read's arguments: item_steps {item_id}, job_items {after, limit}, step_children {parent, step}, blob_size {sha256}."}},
+		Responses: map[int]any{200: rawSchema{"description": "The read's answer: the task's job's rows only."}}},
+	"POST /v1/workers/{action}/{id}/read/{domain}/{query}": {ID: "readTaskDomain", Public: true, PathTypes: taskPath, Params: traceparent,
+		Body:      map[string]any{"application/json": rawSchema{"description": "The query's arguments, as the domain declares them."}},
+		Responses: map[int]any{200: rawSchema{"description": "The query's answer, run for the task's job."}}},
+	"POST /v1/workers/{action}/{id}/blobs": {ID: "putTaskBlob", Public: true, PathTypes: taskPath, Params: traceparent,
+		Body:      map[string]any{"application/octet-stream": rawSchema{"type": "string", "format": "binary"}},
+		Responses: map[int]any{200: blobStored{}}},
+}
+
+// blobStored is the answer of POST <task url>/blobs.
+type blobStored struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
 }
 
 // traceparent is the W3C trace context a worker may send back on a task's requests (the task's
@@ -227,5 +249,9 @@ var workerRoutes = []struct{ Method, Path, Summary string }{
 	{"GET", "/v1/workers/{action}/{id}", "Re-read the task (HEAD: liveness and cancel probe; 404 once canceled)"},
 	{"GET", "/v1/workers/{action}/{id}/blob", "The task's input bytes"},
 	{"POST", "/v1/workers/{action}/{id}", "Many fragments as one streaming multipart/form-data request"},
-	{"POST", "/v1/workers/{action}/{id}/{fragment}", "One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error)"},
+	{"POST", "/v1/workers/{action}/{id}/{fragment}", "One fragment (N.json, N.blob, N.txt, N-thumbnail.png|jpg, inherit-blob, progress, heartbeat, done, error; N.write.json, result.json)"},
+	{"GET", "/v1/workers/{action}/{id}/task", "The task as a built-in action gets it: job, step, attempt, settings, item"},
+	{"POST", "/v1/workers/{action}/{id}/core/{query}", "A read of the core's records of the task's job (item_steps, job_items, step_children) or a blob's size (blob_size); 404 not_found"},
+	{"POST", "/v1/workers/{action}/{id}/read/{domain}/{query}", "A domain's read query, run for the task's job; 404 not_found, 400 bad_read"},
+	{"POST", "/v1/workers/{action}/{id}/blobs", "Store a blob (a child's, a thumbnail, a preservation copy) for the task; answers its sha256 and size"},
 }

@@ -175,7 +175,7 @@ func TestPathRootEveryRoute(t *testing.T) {
 		return answer{code, e.Code, e.Message}
 	}
 	mustJSON := func(v any) []byte { data, _ := json.Marshal(v); return data }
-	sheet := []byte(strings.Join(objects.Headers, ",") + "\nIMAGE,w1,f1,secret.txt,,S,,,\n")
+	sheet := []byte(strings.Join(objects.Headers, ",") + "\nIMAGE,w1,f1,secret.txt,a description,S,a label,,\n")
 	routes := []struct {
 		name, field string
 		send        func(t *testing.T, loc string) answer
@@ -270,13 +270,13 @@ func TestSheetFilesStayInFilesDir(t *testing.T) {
 	head := strings.Join(objects.Headers, ",") + "\n"
 
 	code, data := b.do(t, "POST", "/v1/sheets/validate?files_dir="+url.QueryEscape(files), b.reader, "text/csv",
-		strings.NewReader(head+"IMAGE,w1,f1,probe.txt,,S,,,\n"))
+		strings.NewReader(head+"IMAGE,w1,f1,probe.txt,a description,S,a label,,\n"))
 	if code != 200 || !strings.Contains(string(data), "File not Found: probe.txt") {
 		t.Fatalf("validate a sheet naming a link out of files_dir: %d %s, want File not Found", code, data)
 	}
 
 	code, data = b.do(t, "POST", "/v1/sheets?files_dir="+url.QueryEscape(files), b.admin, "text/csv",
-		strings.NewReader(head+"IMAGE,w1,f1,notes.txt,,S,,,\n"))
+		strings.NewReader(head+"IMAGE,w1,f1,notes.txt,a description,S,a label,,\n"))
 	if code != 201 {
 		t.Fatalf("upload: %d %s", code, data)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -59,7 +60,7 @@ type jobJSON struct {
 	Key             string          `json:"key,omitempty"`
 	Workflow        string          `json:"workflow"`
 	WorkflowVersion int             `json:"workflow_version"`
-	State           string          `json:"state"`
+	State           record.JobState `json:"state"`
 	Error           string          `json:"error,omitempty"`
 	Metadata        json.RawMessage `json:"metadata"`
 	Options         json.RawMessage `json:"options"`
@@ -69,11 +70,11 @@ type jobJSON struct {
 }
 
 type progressJSON struct {
-	State      string         `json:"state"`
-	Fraction   float64        `json:"fraction"`
-	Items      map[string]int `json:"items"`
-	Tasks      map[string]int `json:"tasks"`
-	ElapsedSec float64        `json:"elapsed_seconds"`
+	State      record.JobState          `json:"state"`
+	Fraction   float64                  `json:"fraction"`
+	Items      map[record.ItemState]int `json:"items"`
+	Tasks      map[record.TaskState]int `json:"tasks"`
+	ElapsedSec float64                  `json:"elapsed_seconds"`
 	// ETASec is the estimated time left, null when unknown: before any progress, once the job
 	// ended, and while Waiting.
 	ETASec *float64 `json:"eta_seconds"`
@@ -82,7 +83,7 @@ type progressJSON struct {
 	Waiting bool `json:"waiting"`
 }
 
-func toJob(j *store.Job) *jobJSON {
+func toJob(j *record.Job) *jobJSON {
 	out := &jobJSON{ID: j.ID, Key: j.Key, Workflow: j.WorkflowName, WorkflowVersion: j.WorkflowVersion, State: j.State, Error: j.Error,
 		Metadata: rawOr(j.Metadata), Options: rawOr(j.Options), CreatedAt: j.CreatedAt}
 	if !j.FinishedAt.IsZero() {
@@ -337,7 +338,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "job %d", id)
 	}
-	if j.State != store.JobRunning {
+	if j.State != record.JobRunning {
 		return errf(CodeConflict, "job %d is %s, not running", id, j.State)
 	}
 	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
@@ -393,34 +394,34 @@ func (a *API) progress(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		read = true
-		return toProgress(p), p.State != store.JobRunning, fmt.Sprintf("{\"state\":%q}", p.State), nil
+		return toProgress(p), p.State != record.JobRunning, fmt.Sprintf("{\"state\":%q}", p.State), nil
 	})
 }
 
 // --- items
 
 type itemJSON struct {
-	ID            int64           `json:"id"`
-	JobID         int64           `json:"job_id"`
-	ParentID      int64           `json:"parent_id,omitempty"`
-	Ordinal       int             `json:"ordinal"`
-	Name          string          `json:"name"`
-	ContentType   string          `json:"content_type,omitempty"`
-	Size          int64           `json:"size"`
-	SHA256        string          `json:"sha256,omitempty"`
-	State         string          `json:"state"`
-	Error         string          `json:"error,omitempty"`
-	NChildren     int             `json:"n_children"`
-	HasText       bool            `json:"has_text"`
-	HasThumbnail  bool            `json:"has_thumbnail"`
-	Metadata      json.RawMessage `json:"metadata"`
-	Options       json.RawMessage `json:"options"`
-	SortKey       string          `json:"sort_key"`
-	CreatedAt     time.Time       `json:"created_at"`
-	ThumbnailType string          `json:"thumbnail_type,omitempty"`
+	ID            int64            `json:"id"`
+	JobID         int64            `json:"job_id"`
+	ParentID      int64            `json:"parent_id,omitempty"`
+	Ordinal       int              `json:"ordinal"`
+	Name          string           `json:"name"`
+	ContentType   string           `json:"content_type,omitempty"`
+	Size          int64            `json:"size"`
+	SHA256        string           `json:"sha256,omitempty"`
+	State         record.ItemState `json:"state"`
+	Error         string           `json:"error,omitempty"`
+	NChildren     int              `json:"n_children"`
+	HasText       bool             `json:"has_text"`
+	HasThumbnail  bool             `json:"has_thumbnail"`
+	Metadata      json.RawMessage  `json:"metadata"`
+	Options       json.RawMessage  `json:"options"`
+	SortKey       string           `json:"sort_key"`
+	CreatedAt     time.Time        `json:"created_at"`
+	ThumbnailType string           `json:"thumbnail_type,omitempty"`
 }
 
-func toItem(it *store.Item) *itemJSON {
+func toItem(it *record.Item) *itemJSON {
 	return &itemJSON{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, Ordinal: it.Ordinal, Name: it.Name, ContentType: it.ContentType,
 		Size: it.Size, SHA256: it.BlobSHA256, State: it.State, Error: it.Error, NChildren: it.NChildren, HasText: it.HasText,
 		HasThumbnail: it.ThumbnailSHA != "", Metadata: rawOr(it.Metadata), Options: rawOr(it.Options), SortKey: it.SortKey,
@@ -516,7 +517,7 @@ type attemptJSON struct {
 	Action  string `json:"action"`
 	Attempt int    `json:"attempt"`
 	// State is how the attempt ended (complete, failed, canceled), or running.
-	State string `json:"state"`
+	State record.TaskState `json:"state"`
 	// Worker is the lease owner that ran it, when known.
 	Worker string `json:"worker,omitempty"`
 	// QueuedAt is when the task was made ready: its first attempt waited from then until

@@ -2,13 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
-	"strconv"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/blob"
@@ -29,8 +27,9 @@ func (a *API) sheetRoutes() []route {
 		{"POST", "/v1/sheets/{id}/approve", RoleAdmin, "Approve a sheet awaiting approval (409 otherwise)", a.approveSheet, 202},
 		{"DELETE", "/v1/sheets/{id}", RoleAdmin, "Delete a sheet that was not approved (409 once approved)", a.deleteSheet, 200},
 		{"GET", "/v1/sheets/{id}/progress", RoleReader, "A sheet's progress (actions, file sets, percent) as server-sent events until it ends", a.sheetProgress, 200},
-		{"POST", "/v1/sheets/transcoded", RoleAdmin, "A transcoder's Job State Change event (MediaConvert's shape), correlated by userMetadata.file_set_id", a.transcoded, 202},
+		{"POST", "/v1/sheets/transcoded", RoleAdmin, "A transcoder's report — a MediaConvert Job State Change or an Elastic Transcoder notification, bare or in an SNS Notification — correlated by its user metadata's file_set_id (202); an SNS SubscriptionConfirmation is confirmed through the egress policy (200)", a.transcoded, 202},
 		{"GET", "/v1/objects/{id}", RoleReader, "A work (accession number) or a file set (accession number or id) with its action states", a.getObject, 200},
+		{"GET", "/v1/objects/{id}/history", RoleReader, "The action history of a work's file sets or of one file set: each action's outcomes (waiting, started, ok or error) with notes and times, in order", a.objectHistory, 200},
 	}
 }
 
@@ -276,8 +275,18 @@ func (a *API) transcoded(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return errf(CodeTooLarge, "an event is at most 1 MiB")
 	}
-	if !json.Valid(body) {
-		return errf(CodeBadRequest, "the event is not JSON")
+	ev, err := objects.ParseTranscoderEvent(body)
+	if err != nil {
+		return errf(CodeBadRequest, "%v", err)
+	}
+	if ev.SNS != nil && ev.SNS.Type == objects.SNSSubscribe {
+		// Fetched through the egress policy: a delivery cannot make the server call an address
+		// the policy refuses (the message says so, and nothing is fetched).
+		if err := objects.ConfirmSubscription(r.Context(), a.cfg.Egress.Client(), ev.SNS); err != nil {
+			return errf(CodeBadRequest, "%v", err)
+		}
+		writeJSON(w, http.StatusOK, &objects.Transcoded{FileSets: []int64{}, SNS: ev.SNS.Type, Note: "subscribed to " + ev.SNS.TopicArn})
+		return nil
 	}
 	f, err := objects.FireTranscoded(r.Context(), a.b.Engine(), body, "")
 	if err != nil {
@@ -288,27 +297,20 @@ func (a *API) transcoded(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) getObject(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	db := objects.Open(a.b.Engine())
-	if wk, err := db.GetWork(r.Context(), id); err == nil {
-		for i, f := range wk.FileSets {
-			if full, err := db.GetFileSet(r.Context(), f.ID); err == nil {
-				wk.FileSets[i] = full
-			}
-		}
-		writeJSON(w, http.StatusOK, objectJSON{Work: wk})
-		return nil
-	} else if !errors.Is(err, objects.ErrNotFound) {
-		return err
-	}
-	f, err := db.GetFileSet(r.Context(), id)
-	if errors.Is(err, objects.ErrNotFound) {
-		return &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(id)}
-	}
+	wk, f, err := objects.Open(a.b.Engine()).GetObject(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, objectJSON{FileSet: f})
+	writeJSON(w, http.StatusOK, objectJSON{Work: wk, FileSet: f})
+	return nil
+}
+
+func (a *API) objectHistory(w http.ResponseWriter, r *http.Request) error {
+	h, err := objects.Open(a.b.Engine()).GetHistory(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h)
 	return nil
 }
 

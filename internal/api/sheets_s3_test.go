@@ -66,19 +66,19 @@ func TestSheetsAPIFromS3(t *testing.T) {
 		return s.Status
 	}
 
-	post("s3://no-such-bucket/batch", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
+	post("s3://no-such-bucket/batch", head+"IMAGE,w0,f0,notes-1.txt,a description,S,a label,,\n", http.StatusBadRequest)
 	// Outside the s3:// path roots: refused before any request reaches the bucket.
-	post("s3://ingest/other", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
-	post("s3://ingest/batchx", head+"IMAGE,w0,f0,notes-1.txt,,S,,,\n", http.StatusBadRequest)
-	bad := post("s3://ingest/batch", head+"IMAGE,w9,f9,missing.txt,,S,,,\n", http.StatusCreated)
+	post("s3://ingest/other", head+"IMAGE,w0,f0,notes-1.txt,a description,S,a label,,\n", http.StatusBadRequest)
+	post("s3://ingest/batchx", head+"IMAGE,w0,f0,notes-1.txt,a description,S,a label,,\n", http.StatusBadRequest)
+	bad := post("s3://ingest/batch", head+"IMAGE,w9,f9,missing.txt,a description,S,a label,,\n", http.StatusCreated)
 	wait(bad, objects.StatusRowFail)
 	var rows struct{ Rows []objects.Row }
 	b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", bad), nil, 200, &rows)
-	if len(rows.Rows) != 1 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "File not Found: s3://ingest/batch/missing.txt"}) {
+	if len(rows.Rows) != 1 || rows.Rows[0].Row != 1 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "filename: File not Found: s3://ingest/batch/missing.txt"}) {
 		t.Errorf("failed rows %+v", rows.Rows)
 	}
 
-	id := post("s3://ingest/batch", head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", http.StatusCreated)
+	id := post("s3://ingest/batch", head+"IMAGE,w1,f1,notes-1.txt,a description,S,a label,,\nIMAGE,w1,f2,notes-2.txt,a description,S,a label,,\n", http.StatusCreated)
 	wait(id, objects.StatusAwaitingApproval)
 	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", id), nil, http.StatusAccepted, nil)
 	if st := wait(id, objects.StatusCompleted, objects.StatusCompletedError); st != objects.StatusCompleted {
@@ -93,7 +93,7 @@ func TestSheetsAPIFromS3(t *testing.T) {
 	}
 
 	// A key deleted after validation fails its file set, naming it; the sheet ends completed_error.
-	gone := post("s3://ingest/batch", head+"IMAGE,w3,f3,notes-3.txt,,S,,,\n", http.StatusCreated)
+	gone := post("s3://ingest/batch", head+"IMAGE,w3,f3,notes-3.txt,a description,S,a label,,\n", http.StatusCreated)
 	wait(gone, objects.StatusAwaitingApproval)
 	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("ingest"), Key: aws.String("batch/notes-3.txt")}); err != nil {
 		t.Fatal(err)

@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -65,11 +69,11 @@ func TestSheetsAPI(t *testing.T) {
 	if code, _ := b.do(t, "POST", "/v1/sheets?files_dir=/etc", b.admin, "text/csv", strings.NewReader(head)); code != http.StatusBadRequest {
 		t.Errorf("files_dir outside the path roots = %d, want 400", code)
 	}
-	bad := int64(post(head+"IMAGE,w9,f9,missing.txt,,S,,,\n", 201)["id"].(float64))
+	bad := int64(post(head+"IMAGE,w9,f9,missing.txt,a description,S,a label,,\n", 201)["id"].(float64))
 	wait(bad, objects.StatusRowFail)
 	var rows struct{ Rows []objects.Row }
 	b.json(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", bad), nil, 200, &rows)
-	if len(rows.Rows) != 1 || rows.Rows[0].Row != 2 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "File not Found: missing.txt"}) {
+	if len(rows.Rows) != 1 || rows.Rows[0].Row != 1 || rows.Rows[0].Errors[0] != (objects.FieldError{Field: "filename", Message: "filename: File not Found: missing.txt"}) {
 		t.Errorf("failed rows %+v", rows.Rows)
 	}
 	// Empty results are [] (the document's arrays are not nullable; matchDoc checks them too).
@@ -82,14 +86,14 @@ func TestSheetsAPI(t *testing.T) {
 		t.Errorf("deleted sheet is %s", deleted.Status)
 	}
 
-	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\nIMAGE,w1,f2,notes-2.txt,,S,,,\n", 201)["id"].(float64))
+	id := int64(post(head+"IMAGE,w1,f1,notes-1.txt,a description,S,a label,,\nIMAGE,w1,f2,notes-2.txt,a description,S,a label,,\n", 201)["id"].(float64))
 	wait(id, objects.StatusAwaitingApproval)
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d/rows?failed=true", id), b.reader, "", nil)
 	wantEmpty(t, code, data, "rows")
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/sheets/%d", id), b.reader, "", nil)
 	wantEmpty(t, code, data, "errors")
 	code, data = b.do(t, "POST", "/v1/sheets/validate?files_dir="+url.QueryEscape(files), b.reader, "text/csv",
-		strings.NewReader(head+"IMAGE,w1,f1,notes-1.txt,,S,,,\n"))
+		strings.NewReader(head+"IMAGE,w1,f1,notes-1.txt,a description,S,a label,,\n"))
 	wantEmpty(t, code, data, "errors", "failed_rows")
 	b.json(t, "POST", fmt.Sprintf("/v1/sheets/%d/approve", id), nil, http.StatusAccepted, nil)
 
@@ -135,7 +139,81 @@ func TestSheetsAPI(t *testing.T) {
 		t.Errorf("work w1 has %d file sets, want 2", len(work.Work.FileSets))
 	}
 	b.json(t, "GET", "/v1/objects/nothing", nil, 404, nil)
+	var hist objects.ObjectHistory
+	b.json(t, "GET", "/v1/objects/w1/history", nil, 200, &hist)
+	if hist.Work != "w1" || len(hist.FileSets) != 2 || hist.FileSets[1].Accession != "f2" || hist.FileSets[1].Row != 2 {
+		t.Fatalf("history of w1: %+v", hist)
+	}
+	var steps []string
+	for _, e := range hist.FileSets[1].History {
+		if e.Action == "CopyFileToPreservation" {
+			steps = append(steps, e.Outcome)
+		}
+	}
+	if strings.Join(steps, " ") != "waiting started ok" {
+		t.Errorf("f2's CopyFileToPreservation history %v, want waiting started ok", steps)
+	}
+	b.json(t, "GET", "/v1/objects/nothing/history", nil, 404, nil)
 	b.json(t, "DELETE", fmt.Sprintf("/v1/sheets/%d", id), nil, http.StatusConflict, nil)
+}
+
+// TestSNSSubscriptionConfirmation posts an SNS SubscriptionConfirmation to
+// /v1/sheets/transcoded: its SubscribeURL is fetched through the egress policy — a loopback
+// server the policy allows is called once; under the default policy, which refuses loopback,
+// the answer is 400 and nothing is called. A Notification of a PROGRESSING job is acknowledged
+// and fires nothing; a body that is no transcoder's event is a 400 saying so.
+func TestSNSSubscriptionConfirmation(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	sns := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("Action") == "ConfirmSubscription" && r.URL.Query().Get("Token") == "tok-1" {
+			calls.Add(1)
+		}
+		fmt.Fprint(w, "<ConfirmSubscriptionResponse/>")
+	}))
+	defer sns.Close()
+	confirm, _ := json.Marshal(map[string]any{"Type": "SubscriptionConfirmation", "MessageId": "m-0", "Token": "tok-1",
+		"TopicArn": "arn:aws:sns:us-east-1:000000000000:mediaconvert", "Message": "You have chosen to subscribe to the topic …",
+		"SubscribeURL": sns.URL + "/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:000000000000:mediaconvert&Token=tok-1",
+		"Timestamp":    "2026-11-29T00:00:00.000Z", "SignatureVersion": "1", "Signature": "c2ln", "SigningCertURL": "https://sns.us-east-1.amazonaws.com/cert.pem"})
+	allow, err := egress.New([]string{"127.0.0.1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		policy *egress.Policy
+		code   int
+		calls  int32
+	}{{"default policy", nil, http.StatusBadRequest, 0}, {"loopback allowed", allow, http.StatusOK, 1}} {
+		b := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) { c.Egress = tc.policy }, &objects.Service{})
+		b.matchDoc = true
+		calls.Store(0)
+		code, data := b.do(t, "POST", "/v1/sheets/transcoded", b.admin, "text/plain; charset=UTF-8", strings.NewReader(string(confirm)))
+		if code != tc.code || calls.Load() != tc.calls {
+			t.Errorf("%s: %d %s, %d calls; want %d, %d calls", tc.name, code, data, calls.Load(), tc.code, tc.calls)
+		}
+		if tc.policy == nil {
+			if !strings.Contains(string(data), "refused") {
+				t.Errorf("%s: %s does not say the policy refused the address", tc.name, data)
+			}
+			code, _ = b.do(t, "POST", "/v1/sheets/transcoded", "", "text/plain", strings.NewReader(string(confirm)))
+			if code != http.StatusUnauthorized || calls.Load() != 0 {
+				t.Errorf("without a token: %d, %d calls", code, calls.Load())
+			}
+			progressing, _ := json.Marshal(map[string]any{"Type": "Notification", "MessageId": "m-1", "TopicArn": "arn:aws:sns:us-east-1:000000000000:mediaconvert",
+				"Message": `{"detail-type": "MediaConvert Job State Change", "detail": {"status": "PROGRESSING", "userMetadata": {"file_set_id": "x"}}}`})
+			var f objects.Transcoded
+			b.json(t, "POST", "/v1/sheets/transcoded", json.RawMessage(progressing), http.StatusAccepted, &f)
+			if f.Fired != 0 || f.SNS != "Notification" || f.Status != "PROGRESSING" || f.Note == "" {
+				t.Errorf("PROGRESSING: %+v", f)
+			}
+			code, data = b.do(t, "POST", "/v1/sheets/transcoded", b.admin, "application/json", strings.NewReader(`{"hello": "world"}`))
+			if code != http.StatusBadRequest || !strings.Contains(string(data), "neither a MediaConvert Job State Change") {
+				t.Errorf("not an event: %d %s", code, data)
+			}
+		}
+	}
 }
 
 // wantEmpty fails t unless an answer is a 200 whose JSON object has each key as an empty array:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -176,7 +177,7 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 	// ended wakes the wait for the job's end as soon as this process's transaction that ended
 	// it commits, as River's harness stops its clock at its last completion event.
 	ended := make(chan struct{}, 1)
-	cfg := node.Config{DataDir: o.data, Engine: true, Logger: o.log, Concurrency: conc, OnJobEnd: func(int64, string) {
+	cfg := node.Config{DataDir: o.data, Engine: true, Logger: o.log, Concurrency: conc, OnJobEnd: func(int64, record.JobState) {
 		select {
 		case ended <- struct{}{}:
 		default:
@@ -298,8 +299,8 @@ func measure(ctx context.Context, o engineOpts) (*engineResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		if j.State != store.JobRunning {
-			if j.State != store.JobComplete {
+		if j.State != record.JobRunning {
+			if j.State != record.JobComplete {
 				return nil, fmt.Errorf("bench job ended %s: %s", j.State, j.Error)
 			}
 			break

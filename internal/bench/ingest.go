@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/unpack"
 	"github.com/sluice-project/sluice/internal/cli"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -141,7 +142,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	res.PeakRSSMB = peakRSSMB()
-	if final.State != store.JobComplete {
+	if final.State != record.JobComplete {
 		return fmt.Errorf("bench job ended %s: %s", final.State, final.Error)
 	}
 	if res.Documents, err = countOutputs(ctx, n.Store, final.ID, ingest.KindDocument); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -82,9 +83,9 @@ func countTasksByState(ctx context.Context, s store.Store, jobID int64, res *eng
 		res.Tasks += c.Tasks
 		res.Retries += c.Retries
 		switch c.State {
-		case store.TaskComplete:
+		case record.TaskComplete:
 			res.TasksRun += c.Tasks
-		case store.TaskSkipped:
+		case record.TaskSkipped:
 		default:
 			return fmt.Errorf("bench job has %d tasks %s (%s)", c.Tasks, c.State, c.Action)
 		}

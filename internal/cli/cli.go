@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/tracing"
@@ -571,8 +572,8 @@ func plural(n int, word string) string {
 
 // jobEnded is the error of a job that ended other than complete: "job 3 failed: <its error>",
 // or "job 3 canceled" when the error says no more than the state.
-func jobEnded(j *store.Job) error {
-	if j.Error == "" || j.Error == j.State {
+func jobEnded(j *record.Job) error {
+	if j.Error == "" || j.Error == string(j.State) {
 		return fmt.Errorf("job %d %s", j.ID, j.State)
 	}
 	return fmt.Errorf("job %d %s: %s", j.ID, j.State, j.Error)

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -180,7 +181,7 @@ func documentsJob(ctx context.Context, n *node.Node, id int64) (int64, error) {
 
 // entry is one document or error of a job, in tree order.
 type entry struct {
-	item *store.Item
+	item *record.Item
 	doc  *ingest.Document
 	err  *ingest.Error
 }
@@ -190,7 +191,7 @@ type entry struct {
 func eachEntry(ctx context.Context, n *node.Node, jobID int64, fn func(en entry) error) error {
 	docs := map[int64]*ingest.Document{}
 	errs := map[int64]*ingest.Error{}
-	err := eachOutput(ctx, n, jobID, func(o *store.Output) error {
+	err := eachOutput(ctx, n, jobID, func(o *record.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			var d ingest.Document
@@ -326,7 +327,7 @@ func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
 	}
 	var doc *ingest.Document
 	var docErr *ingest.Error
-	err = eachOutputOfItem(ctx, n, it, func(o *store.Output) error {
+	err = eachOutputOfItem(ctx, n, it, func(o *record.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			doc = &ingest.Document{}
@@ -358,7 +359,7 @@ func showDocument(ctx context.Context, e *env, n *node.Node, id int64) error {
 }
 
 // eachOutputOfItem calls fn with the outputs of one item.
-func eachOutputOfItem(ctx context.Context, n *node.Node, it *store.Item, fn func(o *store.Output) error) error {
+func eachOutputOfItem(ctx context.Context, n *node.Node, it *record.Item, fn func(o *record.Output) error) error {
 	outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: it.JobID, AfterItem: it.ID - 1, Limit: 10})
 	if err != nil {
 		return err
@@ -373,7 +374,7 @@ func eachOutputOfItem(ctx context.Context, n *node.Node, it *store.Item, fn func
 	return nil
 }
 
-func indexFor(it *store.Item, doc *ingest.Document, text string) indexEntry {
+func indexFor(it *record.Item, doc *ingest.Document, text string) indexEntry {
 	ie := indexEntry{ID: it.ID, Title: doc.Title, PageNumber: doc.PageNumber, IsFromOCR: doc.IsFromOCR,
 		Metadata: doc.Metadata, ContentType: it.ContentType, SHA256: map[string]string{}}
 	if ie.Metadata == nil {
@@ -393,7 +394,7 @@ func indexFor(it *store.Item, doc *ingest.Document, text string) indexEntry {
 }
 
 // blobPart names a document's blob in the index: "pdf" when it is one.
-func blobPart(it *store.Item) string {
+func blobPart(it *record.Item) string {
 	if strings.HasPrefix(it.ContentType, "application/pdf") {
 		return "pdf"
 	}
@@ -525,7 +526,7 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 // the name of the root it came from and NNNNNN its 1-based position in the export (stable across
 // runs, unique in it) and NAME its title's last element, both sanitised; it returns the parts'
 // paths relative to out. No title or name can choose where a file goes.
-func writeDocument(ctx context.Context, n *node.Node, out, root string, seq int, it *store.Item, title, text string, parts map[string]bool) (map[string]string, error) {
+func writeDocument(ctx context.Context, n *node.Node, out, root string, seq int, it *record.Item, title, text string, parts map[string]bool) (map[string]string, error) {
 	base := fmt.Sprintf("%06d-%s", seq, safeName(title))
 	if err := os.MkdirAll(filepath.Join(out, "documents", root), 0o755); err != nil {
 		return nil, err

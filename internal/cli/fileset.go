@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/node"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // addFilesetFlags adds the fileset workflow's settings: where the platforms are and the limits.
@@ -112,9 +112,9 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "job %d: %s\n", job.ID, plural(total, "request"))
 	n.Start(ctx)
-	final, err := func() (*store.Job, error) {
+	final, err := func() (*record.Job, error) {
 		defer n.Stop(n.Drain())
-		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {
+		return watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *record.Job) string {
 			return filesetLine(p, total, n.Fileset.Downloaded())
 		}, nil)
 	}()
@@ -139,7 +139,7 @@ func runFileset(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, " %s %d", st, tally[st])
 	}
 	fmt.Fprintln(e.stderr)
-	if final.State != store.JobComplete {
+	if final.State != record.JobComplete {
 		return jobEnded(final)
 	}
 	if bad > 0 {
@@ -208,7 +208,7 @@ func (s requestSource) key() (string, error) {
 // startFilesetJob creates the job (or finds the one an interrupted run of the same command
 // made, still running), adds a root per request line not yet added, and seals it. A bad line is reported with
 // its file and line number and skipped; the others go on.
-func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource, version int) (*store.Job, int, int, error) {
+func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSource, version int) (*record.Job, int, int, error) {
 	key, err := src.key()
 	if err != nil {
 		return nil, 0, 0, err
@@ -225,7 +225,7 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if sub.Created() || sub.Job().State == store.JobRunning {
+		if sub.Created() || sub.Job().State == record.JobRunning {
 			break
 		}
 	}
@@ -265,7 +265,7 @@ func startFilesetJob(ctx context.Context, e *env, n *node.Node, src requestSourc
 func filesetLine(p *engine.Progress, total int, downloaded int64) string {
 	done := 0
 	for _, c := range p.Counts {
-		if c.Action == "fileset-result" && (c.State == store.TaskComplete || c.State == store.TaskFailed) {
+		if c.Action == "fileset-result" && (c.State == record.TaskComplete || c.State == record.TaskFailed) {
 			done += c.Tasks
 		}
 	}
@@ -288,7 +288,7 @@ func filesetLine(p *engine.Progress, total int, downloaded int64) string {
 func writeFilesetResults(ctx context.Context, n *node.Node, jobID int64, w io.Writer) (map[string]int, error) {
 	bw := bufio.NewWriter(w)
 	tally := map[string]int{}
-	err := eachOutput(ctx, n, jobID, func(o *store.Output) error {
+	err := eachOutput(ctx, n, jobID, func(o *record.Output) error {
 		if o.Kind != fileset.KindResult {
 			return nil
 		}

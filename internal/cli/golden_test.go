@@ -163,6 +163,9 @@ func TestOutputJSONGolden(t *testing.T) {
 	if code, _, errs := run(t, "--data", data, "job", "list", "--output", "yaml"); code != ExitUsage || !strings.Contains(errs, "table or json") {
 		t.Errorf("--output yaml: exit %d, %q; want a usage error", code, errs)
 	}
+	if code, _, errs := run(t, "--data", data, "job", "list", "--state", "done"); code != ExitUsage || !strings.Contains(errs, `"done" is not a job state: one of running, complete, failed, canceled`) {
+		t.Errorf("--state done: exit %d, %q; want a usage error naming the job states", code, errs)
+	}
 }
 
 // TestGlobalFlagsAnyPosition: a global flag works before the command, between the command and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/graph"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -90,7 +91,7 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	defer n.Stop(n.Drain())
 	// The graph's counts are read with the job's progress, in the background (see watchJob).
 	var counts atomic.Pointer[graph.Counts]
-	final, err := watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *store.Job) string {
+	final, err := watchJob(ctx, e, n, job.ID, func(p *engine.Progress, _ *record.Job) string {
 		c := counts.Load()
 		if c == nil {
 			return fmt.Sprintf("graph job %d: %s", job.ID, p.Elapsed.Round(100*time.Millisecond))
@@ -107,7 +108,7 @@ func runGraph(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if final.State != store.JobComplete {
+	if final.State != record.JobComplete {
 		return fmt.Errorf("graph %w", jobEnded(final))
 	}
 	res, err := graph.LoadResult(ctx, n.Store, job.ID)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -79,7 +80,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	sum.print(e.stdout, time.Since(start))
-	if final.State != store.JobComplete {
+	if final.State != record.JobComplete {
 		return jobEnded(final)
 	}
 	return skippedError(bad)
@@ -87,11 +88,11 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 
 // followIngest starts the workers and waits for the job like [follow], with a progress line that
 // speaks of inputs, documents and bytes.
-func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
+func followIngest(ctx context.Context, e *env, n *node.Node, jobID int64) (*record.Job, error) {
 	n.Start(ctx)
 	defer n.Stop(n.Drain())
 	c := &ingestCounts{n: n, jobID: jobID}
-	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *store.Job) string {
+	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, job *record.Job) string {
 		return ingestLine(p, job.TotalBytes, c.get())
 	}, c.count)
 }
@@ -130,7 +131,7 @@ func (c *ingestCounts) count(ctx context.Context) error {
 		}
 		for _, r := range roots {
 			all++
-			if r.State == store.ItemIngested {
+			if r.State == record.ItemIngested {
 				done++
 			}
 		}
@@ -197,7 +198,7 @@ func formatBytes(b float64) string {
 // summary is what a finished ingest job produced.
 type summary struct {
 	JobID     int64
-	State     string
+	State     record.JobState
 	Documents int
 	Errors    int
 	Reasons   map[string]int // error messages, generalised, by count
@@ -210,7 +211,7 @@ func summarize(ctx context.Context, n *node.Node, jobID int64) (*summary, error)
 		return nil, err
 	}
 	s := &summary{JobID: jobID, State: job.State, Reasons: map[string]int{}}
-	err = eachOutput(ctx, n, jobID, func(o *store.Output) error {
+	err = eachOutput(ctx, n, jobID, func(o *record.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			s.Documents++
@@ -229,7 +230,7 @@ func summarize(ctx context.Context, n *node.Node, jobID int64) (*summary, error)
 }
 
 // eachOutput calls fn with every output of a job, in item id order.
-func eachOutput(ctx context.Context, n *node.Node, jobID int64, fn func(o *store.Output) error) error {
+func eachOutput(ctx context.Context, n *node.Node, jobID int64, fn func(o *record.Output) error) error {
 	const page = 5000
 	var after int64
 	for {

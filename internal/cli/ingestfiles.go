@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/node"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // IngestFiles runs the job of `sluice ingest PATH…` in n, printing nothing, and returns the job
@@ -15,7 +15,7 @@ import (
 // walked), adds the roots, starts n's workers and stops them when the job ends. opts are the
 // job's options (ocr, split_by_page, lang). An input that cannot be read is an error, before
 // the job starts. It is the path sluice-bench ingest measures: the same as the command's.
-func IngestFiles(ctx context.Context, n *node.Node, paths []string, opts map[string]any) (*store.Job, error) {
+func IngestFiles(ctx context.Context, n *node.Node, paths []string, opts map[string]any) (*record.Job, error) {
 	if err := builtin.Apply(ctx, n.Engine, documentsWorkflow); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/fileset"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -71,6 +72,12 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var st record.JobState
+	if *state != "" {
+		if st, err = record.ParseJobState(*state); err != nil {
+			return usagef("--state: %v", err)
+		}
+	}
 	// Following runs workers here, so it needs the engine's hold on the data dir.
 	n, err := c.open(ctx, e, sub == "retry" && *followJob)
 	if err != nil {
@@ -82,7 +89,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		p, err := api.JobFilter(url.Values{"state": {*state}, "workflow": {*workflowF}, "q": {*search},
 			"created_from": {*from}, "created_until": {*until}, "meta": meta})
 		if err != nil {
-			return usagef("%s", strings.NewReplacer("created_from", "--from", "created_until", "--until", "meta ", "--meta ", "q and workflow", "--search and --workflow").Replace(err.Error()))
+			return usagef("%s", strings.NewReplacer("state:", "--state:", "created_from", "--from", "created_until", "--until", "meta ", "--meta ", "q and workflow", "--search and --workflow").Replace(err.Error()))
 		}
 		if *limit <= 0 {
 			return usagef("--limit must be positive for job list")
@@ -170,7 +177,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if final.State != store.JobComplete {
+		if final.State != record.JobComplete {
 			return jobEnded(final)
 		}
 		return nil
@@ -224,7 +231,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		waiting[w.ItemID] = append(waiting[w.ItemID], fmt.Sprintf("%s:waiting(until %s)", w.Step, w.Due.UTC().Format(time.RFC3339)))
 	}
 	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
-	if j.Error != "" && j.Error != j.State {
+	if j.Error != "" && j.Error != string(j.State) {
 		fmt.Fprintf(e.stdout, " (%s)", j.Error)
 	}
 	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
@@ -246,7 +253,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		tasks, _ := n.Store.TaskListByItem(ctx, it.ID)
 		var ts []string
 		for _, t := range tasks {
-			ts = append(ts, t.Step+":"+t.State)
+			ts = append(ts, t.Step+":"+string(t.State))
 		}
 		ts = append(ts, waiting[it.ID]...)
 		st := ""
@@ -263,7 +270,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 
 // showHistory prints the attempts of the items that did not simply succeed at once (a failed or
 // canceled attempt, or a task run more than once): what happened, retries included.
-func showHistory(ctx context.Context, e *env, n *node.Node, items []*store.Item) error {
+func showHistory(ctx context.Context, e *env, n *node.Node, items []*record.Item) error {
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	header := false
 	for _, it := range items {
@@ -273,7 +280,7 @@ func showHistory(ctx context.Context, e *env, n *node.Node, items []*store.Item)
 		}
 		eventful := false
 		for _, a := range atts {
-			eventful = eventful || a.State != store.TaskComplete || a.Attempt > 1
+			eventful = eventful || a.State != record.TaskComplete || a.Attempt > 1
 		}
 		if !eventful {
 			continue
@@ -719,20 +726,20 @@ func itemStatus(md []byte) string {
 }
 
 // stateCounts prints counts by state in plain words, largest first: "16 complete, 2 failed".
-func stateCounts(m map[string]int) string {
+func stateCounts[S ~string](m map[S]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
 	states := slices.Collect(maps.Keys(m))
-	slices.SortFunc(states, func(a, b string) int {
+	slices.SortFunc(states, func(a, b S) int {
 		if c := cmp.Compare(m[b], m[a]); c != 0 {
 			return c
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(string(a), string(b))
 	})
 	parts := make([]string, len(states))
 	for i, st := range states {
-		parts[i] = strconv.Itoa(m[st]) + " " + st
+		parts[i] = strconv.Itoa(m[st]) + " " + string(st)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/objects"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
-const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR|s3://bucket/prefix [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR|s3://… | show ID | approve ID [--detach] | delete ID"
+const objectsSheetUsage = "objects sheet upload SHEET.csv --files DIR|s3://bucket/prefix [--custom-actions A,B] [--detach] | validate SHEET.csv --files DIR|s3://… | show ID | approve ID [--follow|--detach] | delete ID"
 
 // runObjects is `sluice objects`: ingest sheets of works and file sets (docs/objects.md).
 func runObjects(ctx context.Context, e *env, args []string) error {
@@ -50,6 +50,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 	files := fs.String("files", "", "upload, validate: the directory, or s3://bucket/prefix (endpoint, region and keys from AWS_* variables, as --blobs), the sheet's file names are relative to")
 	custom := fs.String("custom-actions", "", "upload: run exactly these actions for every file set (Meadow's names, comma-separated), not the role × MIME table's")
 	detach := fs.Bool("detach", false, "upload, approve: return at once; the work runs in `sluice serve` (or `sluice resume`)")
+	follow := fs.Bool("follow", false, "approve: follow the sheet until it ends (through the transcoder's wait), printing its progress")
 	out := addOutputFlag(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -132,7 +133,12 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 				n.Start(ctx)
 				defer n.Stop(n.Drain())
 			}
-			if err := followSheet(ctx, e, n, id); err != nil {
+			if *follow {
+				err = followSheet(ctx, e, n, id)
+			} else {
+				err = awaitChains(ctx, e, n, id, here)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -143,7 +149,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 		if err := printSheet(ctx, e, n, s, out.json()); err != nil {
 			return err
 		}
-		if pos[0] == "approve" && s.Status != objects.StatusCompleted {
+		if pos[0] == "approve" && (s.Status == objects.StatusCompletedError || *follow && s.Status != objects.StatusCompleted) {
 			return fmt.Errorf("sheet %d ended %s", id, s.Status)
 		}
 		return nil
@@ -201,14 +207,16 @@ func printErrors(e *env, fileErrs []objects.FieldError, rows []objects.Row) {
 	if len(fileErrs) == 0 && len(rows) == 0 {
 		return
 	}
+	// Meadow's form: rows numbered from the first after the header, each message starting with
+	// its field; the file's errors have no row.
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tFIELD\tERROR")
+	fmt.Fprintln(tw, "ROW\tERROR")
 	for _, fe := range fileErrs {
-		fmt.Fprintf(tw, "1\t%s\t%s\n", fe.Field, fe.Message)
+		fmt.Fprintf(tw, "-\t%s\n", fe.Message)
 	}
 	for _, r := range rows {
 		for _, fe := range r.Errors {
-			fmt.Fprintf(tw, "%d\t%s\t%s\n", r.Row, fe.Field, fe.Message)
+			fmt.Fprintf(tw, "%d\t%s\n", r.Row, fe.Message)
 		}
 	}
 	_ = tw.Flush()
@@ -226,7 +234,7 @@ func waitSheetStatus(ctx context.Context, n *node.Node, id int64, from string) (
 		if s.Status != from {
 			return s, nil
 		}
-		if st, err := n.Engine.JobState(ctx, id); err == nil && st != store.JobRunning {
+		if st, err := n.Engine.JobState(ctx, id); err == nil && st != record.JobRunning {
 			return s, nil
 		}
 		select {
@@ -237,11 +245,82 @@ func waitSheetStatus(ctx context.Context, n *node.Node, id int64, from string) (
 	}
 }
 
+// awaitChains waits, after an approval, until the sheet is approved and its file sets' chains
+// run: with a server running the installation, until the works are created; when this process
+// runs the workers (here), until the job ends or only outside events (the transcoder's) can
+// carry it on — nothing else would run its tasks.
+func awaitChains(ctx context.Context, e *env, n *node.Node, id int64, here bool) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	db := objects.Open(n.Engine)
+	for {
+		done, waits, err := chainsRun(ctx, n, db, id, here)
+		if err != nil {
+			return err
+		}
+		if waits {
+			fmt.Fprintf(e.stderr, "sheet %d waits for outside events (the transcoder's): `sluice serve` or `sluice resume %d` carries it on once they arrive\n", id, id)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// chainsRun reports whether [awaitChains] is done, and whether because only outside events
+// can carry the sheet on.
+func chainsRun(ctx context.Context, n *node.Node, db *objects.Store, id int64, here bool) (done, waits bool, err error) {
+	s, err := db.GetSheet(ctx, id)
+	if err != nil || s.Status == objects.StatusAwaitingApproval {
+		return false, false, err
+	}
+	if !here {
+		return true, false, nil
+	}
+	p, err := n.Engine.Progress(ctx, id)
+	if err != nil || p.State != record.JobRunning {
+		return err == nil, false, err
+	}
+	if !p.Waiting || p.Tasks[record.TaskReady]+p.Tasks[record.TaskRunning]+p.Tasks[record.TaskParked] > 0 {
+		return false, false, nil
+	}
+	idle, err := onlyTranscodesWait(ctx, db, id)
+	return idle, idle, err
+}
+
+// onlyTranscodesWait reports whether every file set of the sheet is done or waits for its
+// transcoder's event (CreateTranscodeJob ok, TranscodeComplete waiting).
+func onlyTranscodesWait(ctx context.Context, db *objects.Store, id int64) (bool, error) {
+	sets, err := db.ListFileSets(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range sets {
+		if f.State != objects.StatePending {
+			continue
+		}
+		created, err := db.ActionOutcome(ctx, f.ID, "CreateTranscodeJob")
+		if err != nil {
+			return false, err
+		}
+		waits, err := db.ActionOutcome(ctx, f.ID, "TranscodeComplete")
+		if err != nil || created != objects.OutcomeOK || waits != objects.OutcomeWaiting {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // followSheet waits for a sheet's job to end, printing its progress.
 func followSheet(ctx context.Context, e *env, n *node.Node, id int64) error {
 	// The sheet's counts are read with the job's progress, in the background (see watchJob).
 	var last atomic.Pointer[objects.Progress]
-	_, err := watchJob(ctx, e, n, id, func(*engine.Progress, *store.Job) string {
+	_, err := watchJob(ctx, e, n, id, func(*engine.Progress, *record.Job) string {
 		p := last.Load()
 		if p == nil {
 			return fmt.Sprintf("sheet %d: counting", id)
@@ -298,7 +377,8 @@ func printSheet(ctx context.Context, e *env, n *node.Node, s *objects.Sheet, asJ
 }
 
 func runObjectsShow(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "objects show", "objects show WORK|FILESET [--json]")
+	fs, c := newFlags(e, "objects show", "objects show WORK|FILESET [--history] [--json]")
+	history := fs.Bool("history", false, "every outcome each action had (waiting, started, ok, error), with its time and notes, in order")
 	out := addOutputFlag(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -313,39 +393,49 @@ func runObjectsShow(ctx context.Context, e *env, args []string) error {
 	}
 	defer n.Close()
 	db := objects.Open(n.Engine)
-	var sets []*objects.FileSet
-	w, err := db.GetWork(ctx, pos[0])
-	switch {
-	case err == nil:
-		for i, f := range w.FileSets {
-			if w.FileSets[i], err = db.GetFileSet(ctx, f.ID); err != nil {
-				return err
-			}
-		}
-		sets = w.FileSets
-	case errors.Is(err, objects.ErrNotFound):
-		f, err := db.GetFileSet(ctx, pos[0])
-		if errors.Is(err, objects.ErrNotFound) {
-			return &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(pos[0])}
-		}
+	if *history {
+		h, err := db.GetHistory(ctx, pos[0])
 		if err != nil {
 			return err
 		}
-		sets = []*objects.FileSet{f}
-	default:
+		if out.json() {
+			return writeJSON(e.stdout, h)
+		}
+		if h.Work != "" {
+			fmt.Fprintf(e.stdout, "work %s\n", h.Work)
+		}
+		for _, f := range h.FileSets {
+			fmt.Fprintf(e.stdout, "file set %s %s (role %s, row %d): %s\n", f.Accession, f.ID, f.Role, f.Row, f.State)
+			tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  TIME\tACTION\tOUTCOME\tNOTES")
+			for _, h := range f.History {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", h.At.Local().Format("15:04:05.000"), h.Action, h.Outcome, h.Notes)
+			}
+			_ = tw.Flush()
+		}
+		return nil
+	}
+	w, f, err := db.GetObject(ctx, pos[0])
+	if err != nil {
 		return err
 	}
 	if out.json() {
 		if w != nil {
 			return writeJSON(e.stdout, map[string]any{"work": w})
 		}
-		return writeJSON(e.stdout, map[string]any{"file_set": sets[0]})
+		return writeJSON(e.stdout, map[string]any{"file_set": f})
 	}
+	sets := []*objects.FileSet{f}
 	if w != nil {
 		fmt.Fprintf(e.stdout, "work %s (%s, sheet %d): %s\n", w.Accession, w.WorkType, w.JobID, w.State)
+		sets = w.FileSets
 	}
 	for _, f := range sets {
-		fmt.Fprintf(e.stdout, "file set %s %s (role %s, %s, row %d): %s\n", f.Accession, f.ID, f.Role, f.MimeType, f.Row, f.State)
+		format := f.MimeType
+		if puid := f.PUID(); puid != "" {
+			format += ", PRONOM " + puid
+		}
+		fmt.Fprintf(e.stdout, "file set %s %s (role %s, %s, row %d): %s\n", f.Accession, f.ID, f.Role, format, f.Row, f.State)
 		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ACTION\tOUTCOME\tUPDATED\tNOTES")
 		for _, a := range f.ActionStates {
@@ -357,7 +447,7 @@ func runObjectsShow(ctx context.Context, e *env, args []string) error {
 }
 
 func runObjectsTranscoded(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "objects transcoded", "objects transcoded EVENT.json")
+	fs, c := newFlags(e, "objects transcoded", "objects transcoded EVENT.json (a MediaConvert or Elastic Transcoder event, bare or in an SNS Notification)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -377,6 +467,10 @@ func runObjectsTranscoded(ctx context.Context, e *env, args []string) error {
 	f, err := objects.FireTranscoded(ctx, n.Engine, body, "")
 	if err != nil {
 		return err
+	}
+	if f.Note != "" {
+		fmt.Fprintf(e.stdout, "%s; acknowledged\n", f.Note)
+		return nil
 	}
 	if len(f.FileSets) == 0 {
 		fmt.Fprintln(e.stdout, "no file set waits for this event; acknowledged, nothing fired")

@@ -31,12 +31,12 @@ func TestObjectsCommandsS3(t *testing.T) {
 		}
 		return p
 	}
-	bad := sheet("bad.csv", "IMAGE,w1,f1,a.txt,,S,,,\nIMAGE,w1,f2,nope.txt,,S,,,\n")
+	bad := sheet("bad.csv", "IMAGE,w1,f1,a.txt,a description,S,a label,,\nIMAGE,w1,f2,nope.txt,a description,S,a label,,\n")
 	code, out, _ := run(t, "objects", "sheet", "validate", bad, "--files", "s3://ingest/batch-8", "--data", data)
 	if code != ExitFailed || !strings.Contains(out, "File not Found: s3://ingest/batch-8/nope.txt") {
 		t.Errorf("validate a bad sheet: exit %d\n%s", code, out)
 	}
-	good := sheet("good.csv", "IMAGE,w1,f1,a.txt,,S,,,\nIMAGE,w1,f2,b.txt,,S,,,\n")
+	good := sheet("good.csv", "IMAGE,w1,f1,a.txt,a description,S,a label,,\nIMAGE,w1,f2,b.txt,a description,S,a label,,\n")
 	if code, _, errs := run(t, "objects", "sheet", "upload", good, "--files", "s3://no-such-bucket/batch-8", "--data", data); code != ExitFailed || !strings.Contains(errs, "no-such-bucket") {
 		t.Errorf("upload from a bucket that does not exist: exit %d\n%s", code, errs)
 	}

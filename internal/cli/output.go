@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -48,7 +49,7 @@ type jobJSON struct {
 	ID              int64           `json:"id"`
 	Workflow        string          `json:"workflow"`
 	WorkflowVersion int             `json:"workflow_version"`
-	State           string          `json:"state"`
+	State           record.JobState `json:"state"`
 	Error           string          `json:"error"`
 	Progress        float64         `json:"progress"`
 	Metadata        json.RawMessage `json:"metadata"`
@@ -56,7 +57,7 @@ type jobJSON struct {
 	FinishedAt      *time.Time      `json:"finished_at"`
 }
 
-func newJobJSON(j *store.Job, p *engine.Progress) jobJSON {
+func newJobJSON(j *record.Job, p *engine.Progress) jobJSON {
 	out := jobJSON{ID: j.ID, Workflow: j.WorkflowName, WorkflowVersion: j.WorkflowVersion, State: j.State, Error: j.Error,
 		Metadata: json.RawMessage(j.Metadata), CreatedAt: j.CreatedAt.UTC()}
 	if len(out.Metadata) == 0 || !json.Valid(out.Metadata) {
@@ -74,26 +75,26 @@ func newJobJSON(j *store.Job, p *engine.Progress) jobJSON {
 
 // itemJSON is an item of `sluice job show --output json`.
 type itemJSON struct {
-	ID       int64      `json:"id"`
-	ParentID int64      `json:"parent_id"`
-	Depth    int        `json:"depth"`
-	Name     string     `json:"name"`
-	State    string     `json:"state"`
-	Error    string     `json:"error"`
-	Tasks    []taskJSON `json:"tasks"`
+	ID       int64            `json:"id"`
+	ParentID int64            `json:"parent_id"`
+	Depth    int              `json:"depth"`
+	Name     string           `json:"name"`
+	State    record.ItemState `json:"state"`
+	Error    string           `json:"error"`
+	Tasks    []taskJSON       `json:"tasks"`
 	// Attempts is every run of the item's tasks, kept across retries.
 	Attempts []attemptJSON `json:"attempts"`
 }
 
 // attemptJSON is one run of a task of an item of `sluice job show --output json`.
 type attemptJSON struct {
-	Step       string     `json:"step"`
-	Attempt    int        `json:"attempt"`
-	State      string     `json:"state"`
-	Worker     string     `json:"worker,omitempty"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Error      string     `json:"error,omitempty"`
+	Step       string           `json:"step"`
+	Attempt    int              `json:"attempt"`
+	State      record.TaskState `json:"state"`
+	Worker     string           `json:"worker,omitempty"`
+	StartedAt  time.Time        `json:"started_at"`
+	FinishedAt *time.Time       `json:"finished_at,omitempty"`
+	Error      string           `json:"error,omitempty"`
 }
 
 // taskJSON is a task of an item of `sluice job show --output json`; Until is set for a step
@@ -112,7 +113,7 @@ type jobShowJSON struct {
 	Items []itemJSON `json:"items"`
 }
 
-func showJobJSON(ctx context.Context, e *env, n *node.Node, j *store.Job, p *engine.Progress, items []*store.Item, waits []store.Wait) error {
+func showJobJSON(ctx context.Context, e *env, n *node.Node, j *record.Job, p *engine.Progress, items []*record.Item, waits []store.Wait) error {
 	out := jobShowJSON{Job: newJobJSON(j, p), Items: []itemJSON{}}
 	for _, it := range items {
 		tasks, err := n.Store.TaskListByItem(ctx, it.ID)
@@ -133,7 +134,7 @@ func showJobJSON(ctx context.Context, e *env, n *node.Node, j *store.Job, p *eng
 			ij.Attempts = append(ij.Attempts, aj)
 		}
 		for _, t := range tasks {
-			ij.Tasks = append(ij.Tasks, taskJSON{Step: t.Step, State: t.State, Attempt: t.Attempt, Error: t.Error})
+			ij.Tasks = append(ij.Tasks, taskJSON{Step: t.Step, State: string(t.State), Attempt: t.Attempt, Error: t.Error})
 		}
 		for _, w := range waits {
 			if w.ItemID == it.ID {
@@ -213,7 +214,7 @@ func showDocumentJSON(ctx context.Context, e *env, n *node.Node, id int64) error
 		return store.NotFound(err, "document", id)
 	}
 	var out documentShowJSON
-	err = eachOutputOfItem(ctx, n, it, func(o *store.Output) error {
+	err = eachOutputOfItem(ctx, n, it, func(o *record.Output) error {
 		switch o.Kind {
 		case ingest.KindDocument:
 			var doc ingest.Document

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestProgressLineNeverSilent: while a count of the job's progress takes as long as it likes
@@ -52,7 +52,7 @@ func TestProgressLineNeverSilent(t *testing.T) {
 	wctx, stop := context.WithCancel(ctx)
 	go func() {
 		_, err := watchJob(wctx, &env{stdout: &out, stderr: &out}, n, job.ID,
-			func(p *engine.Progress, _ *store.Job) string {
+			func(p *engine.Progress, _ *record.Job) string {
 				return "line " + p.Elapsed.Round(time.Millisecond).String()
 			}, count)
 		done <- err

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -67,7 +68,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if final.State != store.JobComplete {
+	if final.State != record.JobComplete {
 		return jobEnded(final)
 	}
 	return skippedError(bad)
@@ -273,7 +274,7 @@ func jobKey(workflow string, inputs []input, md, opts map[string]any) string {
 // startJob creates the job (or finds the one a previous run of the same command created), stores
 // each input's blob and adds the roots. Each step is idempotent, so a kill at any point is
 // repaired by running the command again.
-func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*store.Job, error) {
+func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*record.Job, error) {
 	sub, err := n.Engine.Submit(ctx, engine.SubmitParams{Workflow: wf, Key: jobKey(wf, inputs, md, opts), Metadata: md, Options: opts})
 	if err != nil {
 		return nil, err
@@ -318,7 +319,7 @@ func putFile(ctx context.Context, n *node.Node, path string) (string, int64, err
 }
 
 // follow starts the workers (if not yet) and waits for the job, printing progress.
-func follow(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
+func follow(ctx context.Context, e *env, n *node.Node, jobID int64) (*record.Job, error) {
 	n.Start(ctx)
 	defer n.Stop(n.Drain())
 	return waitJob(ctx, e, n, jobID)
@@ -331,8 +332,8 @@ func isTTY(w io.Writer) bool {
 
 // waitJob waits for the job to end, showing its progress: a redrawn bar on a TTY, a plain line
 // every few seconds otherwise.
-func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job, error) {
-	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, _ *store.Job) string { return progressLine(p) }, nil)
+func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*record.Job, error) {
+	return watchJob(ctx, e, n, jobID, func(p *engine.Progress, _ *record.Job) string { return progressLine(p) }, nil)
 }
 
 // watchJob waits for the job to end, printing line's rendering of its progress: twice a second
@@ -341,8 +342,8 @@ func waitJob(ctx context.Context, e *env, n *node.Node, jobID int64) (*store.Job
 // at a time, the next waiting nine times as long as the last took: on a job of millions the
 // counts lag, but the line goes on (its elapsed time moving) and the database gives the
 // counting at most a tenth of one connection. The end is watched with a cheap JobGet.
-func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(*engine.Progress, *store.Job) string,
-	count func(context.Context) error) (*store.Job, error) {
+func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(*engine.Progress, *record.Job) string,
+	count func(context.Context) error) (*record.Job, error) {
 	tty := isTTY(e.stderr)
 	printEvery := plainEvery
 	if tty {
@@ -380,7 +381,7 @@ func watchJob(ctx context.Context, e *env, n *node.Node, jobID int64, line func(
 			return nil, err
 		}
 		away = time.Time{}
-		done := job.State != store.JobRunning
+		done := job.State != record.JobRunning
 		if e.stderr != io.Discard && (done || time.Since(printed) >= printEvery) {
 			var p *engine.Progress
 			if done {
@@ -447,9 +448,9 @@ func progressLine(p *engine.Progress) string {
 		eta = " ETA " + p.ETA.Round(time.Second).String()
 	}
 	failed := ""
-	if f := p.Tasks[store.TaskFailed]; f > 0 {
+	if f := p.Tasks[record.TaskFailed]; f > 0 {
 		failed = fmt.Sprintf(", %d failed tasks", f)
 	}
 	return fmt.Sprintf("job %d %s %5.1f%% %s: %d/%d items done%s, %s%s", p.JobID, bar, p.Fraction*100, p.State,
-		p.Items[store.ItemIngested], total, failed, p.Elapsed.Round(100*time.Millisecond), eta)
+		p.Items[record.ItemIngested], total, failed, p.Elapsed.Round(100*time.Millisecond), eta)
 }

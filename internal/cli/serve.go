@@ -70,7 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	backend := workerproto.NewBackend(n.Engine, n.Blobs, n.Worker)
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Fleet.ServeRemotes(wp.Clients)
-	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader,
+	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader, Egress: n.Egress,
 		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics, Fileset: n.Fileset})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -177,7 +177,7 @@ func within(path, dir string) bool {
 }
 
 func runWorker(ctx context.Context, e *env, args []string) error {
-	fs, c := newFlags(e, "worker", "worker --server URL --action NAME [--token-file FILE] -- COMMAND… (token in SLUICE_TOKEN or the file) | worker --database URL [--blobs s3://…] [--actions a,b]")
+	fs, c := newFlags(e, "worker", "worker --server URL --action NAME [--token-file FILE] [-- COMMAND…] (token in SLUICE_TOKEN or the file; no command runs the built-in action NAME) | worker --database URL [--blobs s3://…] [--actions a,b]")
 	server := fs.String("server", "http://127.0.0.1:7080", "the sluice server")
 	act := fs.String("action", "", "the remote action to serve, e.g. Pdf")
 	// --token is refused, not merely deprecated: a token on the command line is visible to every
@@ -185,7 +185,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	token := fs.String("token", "", "removed: use SLUICE_TOKEN or --token-file (a command-line token shows in ps)")
 	tokenFile := fs.String("token-file", "", "a file holding the worker token (default: the SLUICE_TOKEN variable)")
 	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
-	roots := fs.String("path-root", "", "with --database: the server's --path-root, which sheets' files_dir and graph sources must lie under when their tasks run here (default: any directory)")
+	roots := fs.String("path-root", "", "with --database or a built-in action: the server's --path-root, which sheets' files_dir and graph sources must lie under when their tasks run here (default: any directory)")
 	c.addEgressFlags(fs)
 	c.addFilesetFlags(fs)
 	pos, err := parse(fs, args)
@@ -195,27 +195,47 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	if *token != "" {
 		return usagef("--token is no longer accepted (a token on the command line shows in ps): set SLUICE_TOKEN or pass --token-file FILE")
 	}
-	if c.database != "" {
-		var rs *pathroot.Roots
-		if *roots != "" {
-			list, err := pathRootList(*roots, c.data)
-			if err != nil {
-				return err
-			}
-			r := pathroot.New(list)
-			rs = &r
+	var rs *pathroot.Roots
+	if *roots != "" {
+		list, err := pathRootList(*roots, c.data)
+		if err != nil {
+			return err
 		}
+		r := pathroot.New(list)
+		rs = &r
+	}
+	if c.database != "" {
 		return runDBWorker(ctx, e, c, *actions, rs)
 	}
-	if *act == "" || len(pos) == 0 {
-		return usagef("need --action and a command after --")
+	if *act == "" {
+		return usagef("need --action: the remote action to serve, with a command after -- (or none, to run the built-in action of that name)")
 	}
 	tok, err := workerToken(e, *tokenFile)
 	if err != nil {
 		return err
 	}
+	base := strings.TrimSuffix(*server, "/") + "/v1/workers"
+	if len(pos) == 0 {
+		// No command: the built-in action of that name runs here, reading through its tasks'
+		// read ports on the server.
+		cfg, err := c.nodeConfig(ctx, e)
+		if err != nil {
+			return err
+		}
+		cfg.PathRoots = rs
+		fmt.Fprintf(e.stderr, "serving %s tasks from %s with the built-in action\n", *act, *server)
+		err = workerproto.RunBuiltin(ctx, workerproto.BuiltinConfig{Server: base, Action: *act, Token: tok, Catalog: node.WorkerCatalog(cfg),
+			Logger: cfg.Logger})
+		if errors.Is(err, workerproto.ErrUnknownAction) {
+			return usagef("--action %s with no command after --: %v", *act, err)
+		}
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
 	fmt.Fprintf(e.stderr, "serving %s tasks from %s with %s\n", *act, *server, strings.Join(pos, " "))
-	err = workerproto.RunCommand(ctx, workerproto.CommandConfig{Server: strings.TrimSuffix(*server, "/") + "/v1/workers", Action: *act, Token: tok, Argv: pos})
+	err = workerproto.RunCommand(ctx, workerproto.CommandConfig{Server: base, Action: *act, Token: tok, Argv: pos})
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

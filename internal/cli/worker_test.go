@@ -82,3 +82,15 @@ func TestEgressFlags(t *testing.T) {
 		t.Error("a bad rule was accepted")
 	}
 }
+
+// TestWorkerBuiltinUnknown: `sluice worker --action NAME` with no command runs the built-in
+// action NAME; a name no built-in action has is refused at once (exit 2), naming it and the
+// actions there are. Not parallel: it sets the environment.
+func TestWorkerBuiltinUnknown(t *testing.T) {
+	t.Setenv("SLUICE_TOKEN", "s3cret")
+	var out, errb bytes.Buffer
+	code := Main(t.Context(), []string{"worker", "--data", t.TempDir(), "--server", "http://127.0.0.1:1", "--action", "graph-resolv"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), `"graph-resolv"`) || !strings.Contains(errb.String(), "graph-resolve") {
+		t.Errorf("worker --action graph-resolv = %d, %q; want 2 naming it and the built-in actions", code, errb.String())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -72,7 +73,7 @@ type cursor struct {
 // A [store.Store] and a [store.Executor] are Readers.
 type Reader interface {
 	DomainSQL() store.DomainSQL
-	JobGet(ctx context.Context, id int64) (*store.Job, error)
+	JobGet(ctx context.Context, id int64) (*record.Job, error)
 }
 
 // Search runs r on x. A search of a job that does not exist returns a [*store.NotFoundError]

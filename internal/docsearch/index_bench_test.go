@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/docsearch"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -74,7 +75,7 @@ func cpuTime() time.Duration {
 
 // insertDocs inserts texts as items of job j and records each with an output of kind, batch
 // documents per transaction. It returns the wall and process CPU time it took.
-func insertDocs(b *testing.B, s store.Store, j *store.Job, kind string, texts []string, first int) (wall, cpu time.Duration) {
+func insertDocs(b *testing.B, s store.Store, j *record.Job, kind string, texts []string, first int) (wall, cpu time.Duration) {
 	ctx := b.Context()
 	now := time.Now().UTC()
 	types := []string{"application/pdf", "text/plain", "text/html"}
@@ -125,7 +126,7 @@ func benchmarkSearch(b *testing.B, open func(tb testing.TB) store.Store, n int) 
 	ctx := b.Context()
 	now := time.Now().UTC()
 	texts := benchDocs(n, 150, 7)
-	var jobs []*store.Job
+	var jobs []*record.Job
 	per := max(1, n/10)
 	for i := 0; i < n; i += per {
 		j, err := s.JobInsert(ctx, store.JobInsertParams{WorkflowName: "bench", WorkflowVersion: 1, Now: now})

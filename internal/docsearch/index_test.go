@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/docsearch"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -36,7 +37,7 @@ func TestIndex(t *testing.T) {
 func testIndex(t *testing.T, st store.Store) {
 	ctx := t.Context()
 	now := time.Now().UTC()
-	job := func(key string) *store.Job {
+	job := func(key string) *record.Job {
 		return must(st.JobInsert(ctx, store.JobInsertParams{Key: key, WorkflowName: "wf", WorkflowVersion: 1, Now: now}))(t)
 	}
 	// put records an output as the engine does, with the domain following it in its transaction.
@@ -52,7 +53,7 @@ func testIndex(t *testing.T, st store.Store) {
 	ix := docsearch.NewIndex(st.DomainSQL())
 	j1, j2 := job("j1"), job("j2")
 	docs := map[string]int64{} // name → item id
-	add := func(j *store.Job, ordinal int, name, ctype, meta, text string, document bool) *store.Item {
+	add := func(j *record.Job, ordinal int, name, ctype, meta, text string, document bool) *record.Item {
 		t.Helper()
 		p := store.ItemInsertParams{JobID: j.ID, Ordinal: ordinal, SortKey: fmt.Sprint(ordinal), Name: name,
 			ContentType: ctype, Metadata: []byte(meta), Now: now}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/worker"
 )
@@ -74,8 +75,8 @@ func TestConversionsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if j.State != store.JobRunning {
-				if j.State != store.JobComplete {
+			if j.State != record.JobRunning {
+				if j.State != record.JobComplete {
 					t.Fatalf("job %s ended %s: %s", label, j.State, j.Error)
 				}
 				break

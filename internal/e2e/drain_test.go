@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestSIGTERMDrains sends SIGTERM to a real `sluice run` whose two tasks run a minute: it exits
@@ -81,7 +81,7 @@ func TestSIGTERMDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range counts {
-		if c.State != store.TaskReady || c.Tasks != 2 || c.Retries != 0 {
+		if c.State != record.TaskReady || c.Tasks != 2 || c.Retries != 0 {
 			t.Errorf("tasks after the stop: %+v, want 2 ready with no attempt spent", c)
 		}
 	}

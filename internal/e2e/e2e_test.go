@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -52,7 +53,7 @@ func TestMain(m *testing.M) {
 type snapshot struct {
 	Jobs  []string
 	Items map[string]string
-	Tasks map[string]int
+	Tasks map[record.TaskState]int
 }
 
 func takeSnapshot(t *testing.T, data string) snapshot {
@@ -63,13 +64,13 @@ func takeSnapshot(t *testing.T, data string) snapshot {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	s := snapshot{Items: map[string]string{}, Tasks: map[string]int{}}
+	s := snapshot{Items: map[string]string{}, Tasks: map[record.TaskState]int{}}
 	jobs, err := n.Store.JobList(ctx, store.JobListParams{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs {
-		s.Jobs = append(s.Jobs, j.WorkflowName+":"+j.State+":"+j.Error)
+		s.Jobs = append(s.Jobs, j.WorkflowName+":"+string(j.State)+":"+j.Error)
 		after := ""
 		for {
 			items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: j.ID, AfterSort: after, Limit: 2000, WithText: true})
@@ -88,7 +89,7 @@ func takeSnapshot(t *testing.T, data string) snapshot {
 				}
 				var ts []string
 				for _, tk := range tasks {
-					ts = append(ts, tk.Step+"="+tk.State)
+					ts = append(ts, tk.Step+"="+string(tk.State))
 					s.Tasks[tk.State]++
 				}
 				sort.Strings(ts)
@@ -239,7 +240,7 @@ func TestCrashLoop(t *testing.T) {
 	if diffs > 0 {
 		t.Errorf("%d items differ", diffs)
 	}
-	if got.Tasks[store.TaskComplete] != want.Tasks[store.TaskComplete] || len(got.Tasks) != 1 {
+	if got.Tasks[record.TaskComplete] != want.Tasks[record.TaskComplete] || len(got.Tasks) != 1 {
 		t.Errorf("tasks: clean %v, crashed %v (every task must be complete exactly once)", want.Tasks, got.Tasks)
 	}
 	// The search index holds exactly the documents, across the kills.

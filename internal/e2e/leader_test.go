@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
@@ -101,7 +102,7 @@ func TestLeaderKilled(t *testing.T) {
 	// Kill the leader mid-job, while it runs tasks.
 	waitFor(t, 2*time.Minute, "the job under way with tasks on the leader", func() bool {
 		p, err := st.JobProgress(ctx, 1)
-		if err != nil || p.Items[store.ItemIngested] < 200 {
+		if err != nil || p.Items[record.ItemIngested] < 200 {
 			return false
 		}
 		return len(leased(t, st, owner)) >= 3
@@ -175,7 +176,7 @@ func TestLeaderKilled(t *testing.T) {
 				lost = true
 			}
 		}
-		if !lost || cur.State != store.TaskComplete || cur.LeaseOwner == owner {
+		if !lost || cur.State != record.TaskComplete || cur.LeaseOwner == owner {
 			t.Errorf("orphaned task %d (%s): state %s owner %s, attempts %+v", tk.ID, tk.Step, cur.State, cur.LeaseOwner, atts)
 		}
 	}
@@ -195,13 +196,13 @@ func TestLeaderKilled(t *testing.T) {
 }
 
 // leased returns the running tasks of job 1 leased by owner.
-func leased(t *testing.T, st store.Store, owner string) []*store.Task {
+func leased(t *testing.T, st store.Store, owner string) []*record.Task {
 	t.Helper()
-	ts, err := st.TaskListByJob(t.Context(), store.TaskListParams{JobID: 1, State: store.TaskRunning, Limit: 10_000})
+	ts, err := st.TaskListByJob(t.Context(), store.TaskListParams{JobID: 1, State: record.TaskRunning, Limit: 10_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*store.Task
+	var out []*record.Task
 	for _, tk := range ts {
 		if tk.LeaseOwner == owner {
 			out = append(out, tk)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -56,7 +57,7 @@ steps:
 	}
 	waitFor(t, 30*time.Second, "job complete", func() bool {
 		j, err := front.Store.JobGet(t.Context(), job.ID)
-		return err == nil && j.State == store.JobComplete
+		return err == nil && j.State == record.JobComplete
 	})
 	if got := back.Worker.Stats()["noop"].Runs; got != 15 {
 		t.Errorf("back ran %d noop tasks, want 15", got)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -46,7 +47,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	poll.Until(t, d, what, func() (bool, string) { return cond(), "" })
 }
 
-func startMediathread(t *testing.T, n *node.Node, src string) (*store.Job, *store.Item) {
+func startMediathread(t *testing.T, n *node.Node, src string) (*record.Job, *record.Item) {
 	t.Helper()
 	ctx := t.Context()
 	if _, _, err := n.Engine.ApplyWorkflow(ctx, []byte(src), "mediathread.yaml"); err != nil {
@@ -70,13 +71,13 @@ func startMediathread(t *testing.T, n *node.Node, src string) (*store.Job, *stor
 	return job, items[0]
 }
 
-func taskStates(t *testing.T, n *node.Node, itemID int64) map[string]*store.Task {
+func taskStates(t *testing.T, n *node.Node, itemID int64) map[string]*record.Task {
 	t.Helper()
 	tasks, err := n.Store.TaskListByItem(t.Context(), itemID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]*store.Task{}
+	m := map[string]*record.Task{}
 	for _, tk := range tasks {
 		m[tk.Step] = tk
 	}
@@ -103,8 +104,8 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 	// Both start steps run; the rest waits for the transcoder's external event.
 	waitFor(t, 30*time.Second, "start steps", func() bool {
 		ts := taskStates(t, n, it.ID)
-		return ts["extract-metadata"] != nil && ts["extract-metadata"].State == store.TaskComplete &&
-			ts["create-transcode"] != nil && ts["create-transcode"].State == store.TaskComplete
+		return ts["extract-metadata"] != nil && ts["extract-metadata"].State == record.TaskComplete &&
+			ts["create-transcode"] != nil && ts["create-transcode"].State == record.TaskComplete
 	})
 	ts := taskStates(t, n, it.ID)
 	for _, s := range []string{"pull-thumbnails", "copy-to-cunix", "submit", "email-success", "email-failure"} {
@@ -113,7 +114,7 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 		}
 	}
 	cur, _ := n.Store.ItemGet(ctx, it.ID)
-	if cur.State != store.ItemWritten {
+	if cur.State != record.ItemWritten {
 		t.Fatalf("item waiting for an external event is %s, want written", cur.State)
 	}
 	var md map[string]any
@@ -123,7 +124,7 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 	if tj, _ := md["transcode_job"].(string); !strings.HasPrefix(tj, "tj-") {
 		t.Fatalf("create-transcode's metadata missing: %s", cur.Metadata)
 	}
-	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != store.JobRunning {
+	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != record.JobRunning {
 		t.Fatalf("job %s before the external event", j.State)
 	}
 	// An undeclared event is refused; the declared one fires once, a repeat is harmless.
@@ -138,10 +139,10 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 	}
 	waitFor(t, 30*time.Second, "job end", func() bool {
 		j, _ := n.Store.JobGet(ctx, job.ID)
-		return j.State != store.JobRunning
+		return j.State != record.JobRunning
 	})
 	j, _ := n.Store.JobGet(ctx, job.ID)
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Fatalf("job %s: %s", j.State, j.Error)
 	}
 	ts = taskStates(t, n, it.ID)
@@ -151,7 +152,7 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 			t.Errorf("submit started at %s before %s finished at %s", ts["submit"].StartedAt, dep, ts[dep].FinishedAt)
 		}
 	}
-	if ts["email-success"] == nil || ts["email-success"].State != store.TaskComplete || ts["email-success"].StartedAt.Before(ts["submit"].FinishedAt) {
+	if ts["email-success"] == nil || ts["email-success"].State != record.TaskComplete || ts["email-success"].StartedAt.Before(ts["submit"].FinishedAt) {
 		t.Errorf("email-success did not run after submit: %+v", ts["email-success"])
 	}
 	if ts["email-failure"] != nil {
@@ -185,17 +186,17 @@ func testMediathreadFailurePath(t *testing.T, open drivertest.Open) {
 	job, it := startMediathread(t, n, bad)
 	waitFor(t, 30*time.Second, "job end", func() bool {
 		j, _ := n.Store.JobGet(t.Context(), job.ID)
-		return j.State != store.JobRunning
+		return j.State != record.JobRunning
 	})
 	j, _ := n.Store.JobGet(t.Context(), job.ID)
-	if j.State != store.JobFailed {
+	if j.State != record.JobFailed {
 		t.Fatalf("job %s, want failed", j.State)
 	}
 	ts := taskStates(t, n, it.ID)
-	if ts["extract-metadata"].State != store.TaskFailed || !strings.Contains(ts["extract-metadata"].Error, "corrupt video") {
+	if ts["extract-metadata"].State != record.TaskFailed || !strings.Contains(ts["extract-metadata"].Error, "corrupt video") {
 		t.Errorf("extract-metadata: %+v", ts["extract-metadata"])
 	}
-	if ts["email-failure"] == nil || ts["email-failure"].State != store.TaskComplete {
+	if ts["email-failure"] == nil || ts["email-failure"].State != record.TaskComplete {
 		t.Errorf("email-failure did not run: %+v", ts["email-failure"])
 	}
 	if ts["submit"] != nil || ts["email-success"] != nil {

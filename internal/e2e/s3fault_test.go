@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob/blobtest"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -174,7 +175,7 @@ func TestS3Faults(t *testing.T) {
 	}
 	waitFor(t, 3*time.Minute, "the job to end", func() bool {
 		j, err := n.Store.JobGet(ctx, job.ID)
-		return err == nil && j.State != store.JobRunning
+		return err == nil && j.State != record.JobRunning
 	})
 	t.Logf("proxy: %d calls passed, %d answered 500, %d answered 503, %d held until the client gave up",
 		proxy.counts[passed].Load(), proxy.counts[failed500].Load(), proxy.counts[failed503].Load(), proxy.counts[held].Load())
@@ -183,7 +184,7 @@ func TestS3Faults(t *testing.T) {
 			t.Errorf("the proxy injected no fault of kind %d: the test tested nothing of it", k)
 		}
 	}
-	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != store.JobComplete {
+	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != record.JobComplete {
 		t.Fatalf("job %s: %s", j.State, j.Error)
 	}
 	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 100_000})
@@ -199,7 +200,7 @@ func TestS3Faults(t *testing.T) {
 		if it.Name == "big.bin" {
 			wantErr = "unhandled: application/octet-stream" // random bytes: no step takes them
 		}
-		if it.Error != wantErr || it.State != store.ItemIngested {
+		if it.Error != wantErr || it.State != record.ItemIngested {
 			t.Errorf("item %q: %s %q", it.Name, it.State, it.Error)
 		}
 		for _, sha := range []string{it.BlobSHA256, it.ThumbnailSHA} {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/fleet"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
@@ -126,7 +127,7 @@ func TestScaleOut(t *testing.T) {
 		defer n.Close()
 		waitFor(t, 2*time.Minute, "progress before the kill", func() bool {
 			p, err := n.Engine.Progress(ctx, 1)
-			return err == nil && p.Items[store.ItemIngested] > 200
+			return err == nil && p.Items[record.ItemIngested] > 200
 		})
 	} else {
 		waitFor(t, time.Minute, "the schema", func() bool {
@@ -190,7 +191,7 @@ func checkCrashJob(t *testing.T, st store.Store, zips, per int) {
 	t.Helper()
 	ctx := t.Context()
 	j, err := st.JobGet(ctx, 1)
-	if err != nil || j.State != store.JobComplete {
+	if err != nil || j.State != record.JobComplete {
 		t.Fatalf("job %+v %v", j, err)
 	}
 	items, err := st.ItemList(ctx, store.ItemListParams{JobID: 1, Limit: 100_000})
@@ -207,7 +208,7 @@ func checkCrashJob(t *testing.T, st store.Store, zips, per int) {
 			t.Errorf("duplicate child %q", it.Name)
 		}
 		names[it.Name] = true
-		if it.State != store.ItemIngested || it.Error != "" {
+		if it.State != record.ItemIngested || it.Error != "" {
 			t.Errorf("item %q: %s %q", it.Name, it.State, it.Error)
 		}
 	}
@@ -229,7 +230,7 @@ func checkCrashJob(t *testing.T, st store.Store, zips, per int) {
 	st2, _ := store.TaskStats(ctx, st, 1)
 	// Every item runs detect, note (a brief no-op: held leases on Postgres) and collect; the
 	// children run hash, the roots unpack.
-	if want := (zips+entries)*3 + entries + zips; len(st2) != 1 || st2[store.TaskComplete] != want {
+	if want := (zips+entries)*3 + entries + zips; len(st2) != 1 || st2[record.TaskComplete] != want {
 		t.Errorf("tasks %v, want only complete ones (%d)", st2, want)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-project/sluice/internal/natstest"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/source"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -85,7 +86,7 @@ func sourceJobs(t *testing.T, data, name string) (byMsg map[string]int, complete
 		for _, j := range jobs {
 			if id, ok := strings.CutPrefix(j.Key, source.JobKey(name, "")); ok {
 				byMsg[id]++
-				if j.State == store.JobComplete {
+				if j.State == record.JobComplete {
 					complete++
 				}
 			}

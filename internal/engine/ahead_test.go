@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
@@ -50,7 +51,7 @@ func TestRootsAhead(t *testing.T) {
 		}
 		return n
 	}
-	items := func(jobID int64) []*store.Item {
+	items := func(jobID int64) []*record.Item {
 		its, err := db.ItemList(ctx, store.ItemListParams{JobID: jobID, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +61,7 @@ func TestRootsAhead(t *testing.T) {
 
 	// Roots in a stream, each a few milliseconds after the one before, make the store reserve ids;
 	// once it has, a root goes in with an id drawn before its transaction began.
-	var ahead *store.Item
+	var ahead *record.Item
 	ord := 1
 	poll.Until(t, 20*time.Second, "a root added with an id reserved before its transaction", func() (bool, string) {
 		before, name := drawn(), fmt.Sprintf("r%d", ord)

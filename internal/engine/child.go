@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -11,7 +12,7 @@ import (
 // NewChild is a child to record for a running task; its blobs are already durable. Make one
 // with [ChildOf].
 type NewChild struct {
-	Task    *store.Task
+	Task    *record.Task
 	Ordinal int
 	// KeepExisting keeps a child that exists at the same ordinal as it is, whatever this one
 	// holds, instead of failing the task as nondeterministic: the worker protocol's rule for a
@@ -53,7 +54,7 @@ func (t *Tx) CreateChildren(cs []*NewChild) error {
 		return t.CreateChild(cs[0])
 	}
 	tt := t.t
-	parents := make([]*store.Item, len(cs))
+	parents := make([]*record.Item, len(cs))
 	ps := make([]store.ItemInsertParams, len(cs))
 	for i, c := range cs {
 		var err error
@@ -70,7 +71,7 @@ func (t *Tx) CreateChildren(cs []*NewChild) error {
 		step    string
 		ordinal int
 	}
-	made := make(map[key]*store.Item, len(items))
+	made := make(map[key]*record.Item, len(items))
 	for _, it := range items {
 		made[key{it.ParentID, it.Step, it.Ordinal}] = it
 	}
@@ -99,7 +100,7 @@ func (t *Tx) CreateChildren(cs []*NewChild) error {
 // is locked only for the commit. What creating a child reads of its parent does not change while
 // the task runs (its job, depth, sort key, progress range); its metadata and options are merged
 // as committed, as they were when its lock was waited for.
-func (tt *tx) parentOf(id int64) (*store.Item, error) {
+func (tt *tx) parentOf(id int64) (*record.Item, error) {
 	if it, ok := tt.items[id]; ok {
 		return it, nil
 	}
@@ -116,7 +117,7 @@ func (tt *tx) parentOf(id int64) (*store.Item, error) {
 
 // childParams returns the child's parent (see parentOf) and the child's row to insert, the
 // child sanitised: every path that records children goes through here.
-func (tt *tx) childParams(c *NewChild) (*store.Item, store.ItemInsertParams, error) {
+func (tt *tx) childParams(c *NewChild) (*record.Item, store.ItemInsertParams, error) {
 	c.sanitize()
 	parent, err := tt.parentOf(c.Task.ItemID)
 	if err != nil {
@@ -156,7 +157,7 @@ func (tt *tx) childParams(c *NewChild) (*store.Item, store.ItemInsertParams, err
 }
 
 // existingChild checks a child that exists at the new one's ordinal against it.
-func existingChild(c *NewChild, parent, it *store.Item) error {
+func existingChild(c *NewChild, parent, it *record.Item) error {
 	if c.KeepExisting {
 		return nil
 	}
@@ -165,7 +166,7 @@ func existingChild(c *NewChild, parent, it *store.Item) error {
 
 // recordChild counts a child just inserted on its parent (held back until the flush), caches it
 // and fires start on it.
-func (tt *tx) recordChild(parent, it *store.Item, length float64) error {
+func (tt *tx) recordChild(parent, it *record.Item, length float64) error {
 	tt.addChild(parent.ID, length)
 	// A peeked parent's copy is counted too, so that its next child is not taken for a replay;
 	// a locked one's is kept in step with its row.

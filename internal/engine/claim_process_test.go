@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -123,12 +124,12 @@ func TestClaimInTwoProcesses(t *testing.T) {
 	job := a.StartJob(t, claimWorkflow, packageRoots(100, 10)...)
 	poll.Until(t, 60*time.Second, "90 tasks parked", func() (bool, string) {
 		c := countStates(t, a.Store, job.ID, "resolve")
-		return c[store.TaskParked] == 90, fmt.Sprint(c)
+		return c[record.TaskParked] == 90, fmt.Sprint(c)
 	})
 	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if j := a.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+	if j := a.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s (%s)\n%s", j.State, j.Error, bout.String())
 	}
 	log, err := os.ReadFile(filepath.Join(dir, "runs.log"))

@@ -3,13 +3,17 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -30,7 +34,7 @@ func template(src string) (*when.Template, error) {
 	return t, nil
 }
 
-func renderKey(src string, it *store.Item) (string, error) {
+func renderKey(src string, it *record.Item) (string, error) {
 	tm, err := template(src)
 	if err != nil {
 		return "", err
@@ -43,7 +47,7 @@ func renderKey(src string, it *store.Item) (string, error) {
 // one job ("job/12/resolve/left-pad@1.3") or of every job of the workflow's name
 // ("installation/graph/resolve/left-pad@1.3"). Steps of different names never share a claim.
 // An item that cannot render the key (a metadata value missing) is an error.
-func ClaimKey(wfName string, s *workflow.Step, it *store.Item) (string, error) {
+func ClaimKey(wfName string, s *workflow.Step, it *record.Item) (string, error) {
 	k, err := renderKey(s.Claim.Key, it)
 	if err != nil {
 		return "", fmt.Errorf("claim key: %w", err)
@@ -57,7 +61,7 @@ func ClaimKey(wfName string, s *workflow.Step, it *store.Item) (string, error) {
 // LimitKey returns the key of the step's limit on the item. Limits are shared by every step
 // (of every workflow) whose key renders the same: "{{metadata.host}}" bounds a host whoever
 // calls it.
-func LimitKey(s *workflow.Step, it *store.Item) (string, error) {
+func LimitKey(s *workflow.Step, it *record.Item) (string, error) {
 	k, err := renderKey(s.Limit.Key, it)
 	if err != nil {
 		return "", fmt.Errorf("limit key: %w", err)
@@ -93,7 +97,7 @@ func ReuseClaim(res *Result, recorded []byte, s *workflow.Step) error {
 // parked on it (waking workers like any ready task).
 func (tt *tx) finishClaim(p pendingFinish) error {
 	var data []byte
-	if p.finish.State == store.TaskComplete {
+	if p.finish.State == record.TaskComplete {
 		r := p.r
 		var err error
 		if data, err = json.Marshal(claimResult{Metadata: r.Metadata, Outputs: r.Outputs, Events: r.Events,
@@ -122,7 +126,7 @@ const (
 
 // TakeClaim claims key for the running task inside t, or parks the task (in the same
 // transaction, so that a claim finished meanwhile is seen), or returns the done claim's result.
-func TakeClaim(t *Tx, task *store.Task, key string) (ClaimAttempt, []byte, error) {
+func TakeClaim(t *Tx, task *record.Task, key string) (ClaimAttempt, []byte, error) {
 	x, ctx := t.t.x, t.t.ctx
 	c, err := x.ClaimTake(ctx, store.ClaimTakeParams{Key: key, TaskID: task.ID, Now: t.t.now})
 	if err != nil {
@@ -146,7 +150,7 @@ func TakeClaim(t *Tx, task *store.Task, key string) (ClaimAttempt, []byte, error
 
 // AcquireLimit asks for a slot of the step's limit for the running task inside t. When it is
 // refused it returns how long to wait before the task asks again.
-func AcquireLimit(t *Tx, task *store.Task, s *workflow.Step, key string) (bool, time.Duration, error) {
+func AcquireLimit(t *Tx, task *record.Task, s *workflow.Step, key string) (bool, time.Duration, error) {
 	r, err := t.t.x.LimitAcquire(t.t.ctx, store.LimitAcquireParams{Key: key, TaskID: task.ID, Attempt: task.Attempt,
 		Concurrency: s.Limit.Concurrency, Interval: s.Limit.Rate.Interval(), Now: t.t.now})
 	if err != nil || r.OK {
@@ -167,4 +171,64 @@ func (tt *tx) releaseJobClaims(ctx context.Context, jobID int64) error {
 	}
 	tt.readied(queues)
 	return nil
+}
+
+// ErrParked ends a task's run without a result: [TakeKeys] parked it on another task's claim, in
+// the claim's transaction.
+var ErrParked = errors.New("parked on a claim")
+
+// limitRetry is how long a task refused by a limit's concurrency waits before it asks again
+// (jittered ±50 %): slots free as tasks end, which nothing announces.
+const limitRetry = 200 * time.Millisecond
+
+// TakeKeys applies the claim and the limit of the task's step (of the workflow named wf) before
+// its action runs, each in a transaction do runs: whoever runs the action — a worker, or the
+// server handing the task to a remote worker — calls it first. done is true when the action must
+// not run: err is [ErrParked] (the task was parked), a snooze (the limit refused it for now), or
+// nil with res filled with a done claim's result, which the task completes with.
+func TakeKeys(ctx context.Context, do func(ctx context.Context, fn func(t *Tx) error) error, wf string, step *workflow.Step,
+	task *record.Task, it *record.Item, res *Result) (done bool, err error) {
+	if step.Claim != nil {
+		key, err := ClaimKey(wf, step, it)
+		if err != nil {
+			return false, action.Permanent(err)
+		}
+		var got ClaimAttempt
+		var recorded []byte
+		if err := do(ctx, func(t *Tx) error {
+			var err error
+			got, recorded, err = TakeClaim(t, task, key)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		switch got {
+		case ClaimParked, ClaimLost:
+			return true, ErrParked
+		case ClaimReuse:
+			return true, ReuseClaim(res, recorded, step)
+		}
+	}
+	if step.Limit != nil {
+		key, err := LimitKey(step, it)
+		if err != nil {
+			return false, action.Permanent(err)
+		}
+		var ok bool
+		var wait time.Duration
+		if err := do(ctx, func(t *Tx) error {
+			var err error
+			ok, wait, err = AcquireLimit(t, task, step, key)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		if !ok {
+			if wait == 0 {
+				wait = time.Duration(float64(limitRetry) * (0.5 + rand.Float64()))
+			}
+			return true, action.Snooze(wait)
+		}
+	}
+	return false, nil
 }

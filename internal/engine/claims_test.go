@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -83,13 +84,13 @@ func packageRoots(n, keys int) []engine.Root {
 }
 
 // countStates counts the job's tasks of a step by state.
-func countStates(t testing.TB, s store.Store, jobID int64, step string) map[string]int {
+func countStates(t testing.TB, s store.Store, jobID int64, step string) map[record.TaskState]int {
 	t.Helper()
 	tasks, err := s.TaskListByJob(t.Context(), store.TaskListParams{JobID: jobID, Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int{}
+	out := map[record.TaskState]int{}
 	for _, tk := range tasks {
 		if tk.Step == step {
 			out[tk.State]++
@@ -111,20 +112,20 @@ func TestClaim(t *testing.T) {
 		job := k.StartJob(t, claimWorkflow, packageRoots(20, 2)...)
 		poll.Until(t, 30*time.Second, "18 tasks parked", func() (bool, string) {
 			c := countStates(t, k.Store, job.ID, "resolve")
-			return c[store.TaskParked] == 18, fmt.Sprint(c)
+			return c[record.TaskParked] == 18, fmt.Sprint(c)
 		})
 		close(r.gate)
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s)", j.State, j.Error)
 		}
 		if got := r.counts(); got["pkg-0"] != 1 || got["pkg-1"] != 1 {
 			t.Errorf("runs per key %v, want each once", got)
 		}
 		checkClaimResults(t, k.Store, job.ID, 20, 2)
-		if c := countStates(t, k.Store, job.ID, "avoid"); c[store.TaskComplete] != 18 {
+		if c := countStates(t, k.Store, job.ID, "avoid"); c[record.TaskComplete] != 18 {
 			t.Errorf("avoid (the reused event's step) ran %v, want 18 complete", c)
 		}
-		if c := countStates(t, k.Store, job.ID, "after"); c[store.TaskComplete] != 20 {
+		if c := countStates(t, k.Store, job.ID, "after"); c[record.TaskComplete] != 20 {
 			t.Errorf("after (the claimer's outcome's step) ran %v, want 20 complete", c)
 		}
 
@@ -133,7 +134,7 @@ func TestClaim(t *testing.T) {
 		j1 := k.StartJob(t, inst, packageRoots(4, 2)...)
 		k.WaitJob(t, j1.ID, 30*time.Second)
 		j2 := k.StartJob(t, inst, packageRoots(6, 2)...)
-		if j := k.WaitJob(t, j2.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, j2.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("second job %s (%s)", j.State, j.Error)
 		}
 		if got := r.counts(); got["pkg-0"] != 2 || got["pkg-1"] != 2 {
@@ -184,13 +185,13 @@ func TestClaimFailureReleases(t *testing.T) {
 		close(r.gate)
 		k := enginetest.Start(t, open, r.action(), note())
 		job := k.StartJob(t, claimWorkflow, packageRoots(10, 1)...)
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s)", j.State, j.Error)
 		}
 		if got := r.counts()["pkg-0"]; got != 2 {
 			t.Errorf("runs %d, want 2 (the failed claimer, then its successor)", got)
 		}
-		if c := countStates(t, k.Store, job.ID, "resolve"); c[store.TaskFailed] != 1 || c[store.TaskComplete] != 9 {
+		if c := countStates(t, k.Store, job.ID, "resolve"); c[record.TaskFailed] != 1 || c[record.TaskComplete] != 9 {
 			t.Errorf("resolve tasks %v, want 1 failed and 9 complete", c)
 		}
 	})
@@ -212,10 +213,10 @@ func TestClaimAcrossProcesses(t *testing.T) {
 	job := a.StartJob(t, claimWorkflow, packageRoots(100, 10)...)
 	poll.Until(t, 60*time.Second, "90 tasks parked", func() (bool, string) {
 		c := countStates(t, a.Store, job.ID, "resolve")
-		return c[store.TaskParked] == 90, fmt.Sprint(c)
+		return c[record.TaskParked] == 90, fmt.Sprint(c)
 	})
 	close(r.gate)
-	if j := a.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+	if j := a.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s (%s)", j.State, j.Error)
 	}
 	got := r.counts()
@@ -251,14 +252,14 @@ func releaseLatency(t *testing.T, s store.Store, jobID int64) (first, last []tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	byItem := map[int64]*store.Task{}
+	byItem := map[int64]*record.Task{}
 	for _, tk := range tasks {
 		if tk.Step == "resolve" {
 			byItem[tk.ItemID] = tk
 		}
 	}
-	claimer := map[string]*store.Task{}
-	reusers := map[string][]*store.Task{}
+	claimer := map[string]*record.Task{}
+	reusers := map[string][]*record.Task{}
 	for _, it := range items {
 		var md map[string]any
 		_ = json.Unmarshal(it.Metadata, &md)

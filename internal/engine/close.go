@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -54,7 +55,7 @@ func (t *tx) closeJobs() error {
 		if err != nil {
 			return err
 		}
-		if t.closing[id] && job.State == store.JobRunning {
+		if t.closing[id] && job.State == record.JobRunning {
 			// Without the locks two transactions that each close the job's last open items (or
 			// one that seals it and one that ingests its last root) could each miss the other's
 			// uncommitted writes, and the job would never end (Postgres, READ COMMITTED).
@@ -64,7 +65,7 @@ func (t *tx) closeJobs() error {
 					return err
 				}
 				*job = *read
-				if job.State != store.JobRunning || !job.Sealed {
+				if job.State != record.JobRunning || !job.Sealed {
 					continue // it may still get roots; its seal sees this transaction's writes
 				}
 			}
@@ -74,12 +75,12 @@ func (t *tx) closeJobs() error {
 			}
 			*job = *locked
 		}
-		if job.State != store.JobRunning || !job.Sealed {
+		if job.State != record.JobRunning || !job.Sealed {
 			continue // an unsealed job may still get roots
 		}
 		open := false
 		for _, it := range t.items {
-			if it.JobID == id && it.State != store.ItemIngested {
+			if it.JobID == id && it.State != record.ItemIngested {
 				open = true // one of its items, locked here, is still open
 				break
 			}
@@ -90,7 +91,7 @@ func (t *tx) closeJobs() error {
 			}
 		}
 		if !open {
-			if err := t.endJob(job, store.JobComplete, ""); err != nil {
+			if err := t.endJob(job, record.JobComplete, ""); err != nil {
 				return err
 			}
 		}
@@ -99,14 +100,14 @@ func (t *tx) closeJobs() error {
 }
 
 // endJob moves a running job to a final state, canceling its ready tasks and asking running ones to stop.
-func (t *tx) endJob(job *store.Job, state, reason string) error {
+func (t *tx) endJob(job *record.Job, state record.JobState, reason string) error {
 	ok, err := t.x.JobSetState(t.ctx, store.JobSetStateParams{ID: job.ID, State: state, Error: reason, Now: t.now})
 	if err != nil || !ok {
 		return err
 	}
 	job.State = state
 	t.ended[job.ID] = state
-	if state == store.JobComplete {
+	if state == record.JobComplete {
 		return nil
 	}
 	running, err := t.cancelJobTasks(job.ID, endedError(state))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -24,7 +25,7 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 	ctx := t.Context()
 	db := openStore(t, driver)
 	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "b"}}, "one", "name: one\nsteps:\n  b: {action: b, needs: [start], attempts: 1}\n", false)
-	lease := func() *store.Task {
+	lease := func() *record.Task {
 		t.Helper()
 		// An hour on: past the backoff of the attempt before.
 		got := leaseB(t, db, 1, e.Now().Add(time.Hour))
@@ -33,13 +34,13 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 		}
 		return got[0]
 	}
-	dbFull := func(tk *store.Task, at time.Time) *engine.Result {
+	dbFull := func(tk *record.Task, at time.Time) *engine.Result {
 		return engine.FailedCommit(&engine.Result{Task: tk, Owner: "dead", Started: at}, fmt.Errorf("commit: %w: database or disk is full (13)", store.ErrFull))
 	}
-	fileFull := func(tk *store.Task, at time.Time) *engine.Result {
+	fileFull := func(tk *record.Task, at time.Time) *engine.Result {
 		return &engine.Result{Task: tk, Owner: "dead", Started: at, Err: fmt.Errorf("write blob: %w", &os.PathError{Op: "write", Path: "/data/blobs/x", Err: syscall.ENOSPC})}
 	}
-	for i, full := range []func(*store.Task, time.Time) *engine.Result{dbFull, fileFull, dbFull} {
+	for i, full := range []func(*record.Task, time.Time) *engine.Result{dbFull, fileFull, dbFull} {
 		tk := lease()
 		before := e.Now()
 		res := full(tk, before)
@@ -51,7 +52,7 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != store.TaskReady || got.Attempt != tk.Attempt-1 {
+		if got.State != record.TaskReady || got.Attempt != tk.Attempt-1 {
 			t.Fatalf("after full disk %d (%v): task %s at attempt %d, want ready with attempt %d given back", i, cause, got.State, got.Attempt, tk.Attempt-1)
 		}
 		if wait := got.RunAfter.Sub(before); wait < engine.FullBackoff-time.Second || wait > engine.FullBackoff+time.Minute {
@@ -62,10 +63,10 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 	if err := e.Apply(ctx, []*engine.Result{engine.FailedCommit(&engine.Result{Task: tk, Owner: "dead", Started: e.Now()}, fmt.Errorf("metadata is not JSON"))}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.TaskGet(ctx, tk.ID); err != nil || got.State != store.TaskFailed || !strings.Contains(got.Error, "metadata is not JSON") {
+	if got, err := db.TaskGet(ctx, tk.ID); err != nil || got.State != record.TaskFailed || !strings.Contains(got.Error, "metadata is not JSON") {
 		t.Fatalf("after an ordinary commit failure: %+v, %v; want failed naming it", got, err)
 	}
-	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != store.JobComplete {
+	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != record.JobComplete {
 		t.Errorf("job = %+v, %v; want complete once its one task failed", j, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -53,6 +54,12 @@ func (e *Engine) RegisterDomain(ctx context.Context, name string, d Domain) erro
 		panic(fmt.Sprintf("engine: domain %q registered twice", name))
 	}
 	e.domains[name] = d
+	if dr, ok := d.(DomainReader); ok {
+		if e.queries == nil {
+			e.queries = map[string]map[string]ReadQuery{}
+		}
+		e.queries[name] = dr.ReadQueries()
+	}
 	e.mu.Unlock()
 	if _, err := e.store.MigrateDomain(ctx, name, d.Migrations(e.store.DomainSQL().Dialect())); err != nil {
 		return fmt.Errorf("register domain %q: %w", name, err)
@@ -85,7 +92,7 @@ func (e *Engine) EncodeWrite(w action.DomainWrite) (DomainWrite, error) {
 
 // applyWrites hands a completed task's writes to their domains, in order, a run of writes to one
 // domain at a time.
-func (t *tx) applyWrites(task *store.Task, ws []DomainWrite) error {
+func (t *tx) applyWrites(task *record.Task, ws []DomainWrite) error {
 	for start := 0; start < len(ws); {
 		end := start + 1
 		for end < len(ws) && ws[end].Domain == ws[start].Domain {

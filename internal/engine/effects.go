@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/textclean"
 )
 
@@ -102,7 +102,7 @@ type Child struct {
 // ChildOf returns the child c of a running task at ordinal, which gets the slice of the item's
 // progress between the task's reported progress from (before the previous child) and to (before
 // this one). It is the one way to make a [NewChild].
-func ChildOf(task *store.Task, ordinal int, c Child, from, to float64) *NewChild {
+func ChildOf(task *record.Task, ordinal int, c Child, from, to float64) *NewChild {
 	return &NewChild{Task: task, Ordinal: ordinal, Child: c, ProgressFrom: from, ProgressTo: to}
 }
 
@@ -110,7 +110,7 @@ func ChildOf(task *store.Task, ordinal int, c Child, from, to float64) *NewChild
 // same ordinal, prev: nil when it is the same child (its name and its content), else an
 // [ErrNondeterministic] error naming both. parent is the item's name. The content type is not
 // compared: detect may have refined it since. Names are compared as they are stored (sanitised).
-func Replays(prev *store.Item, c *NewChild, parent string) error {
+func Replays(prev *record.Item, c *NewChild, parent string) error {
 	if name := cleanString(c.Name); prev.Name != name || prev.BlobSHA256 != c.BlobSHA256 {
 		return fmt.Errorf("%w: child %d of %q was %q (sha256 %.12s), replay made %q (sha256 %.12s)",
 			ErrNondeterministic, c.Ordinal, parent, prev.Name, prev.BlobSHA256, name, c.BlobSHA256)

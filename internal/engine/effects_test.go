@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/textclean"
@@ -49,7 +50,7 @@ func TestEffectsSanitised(t *testing.T) {
 		})
 		h.startWorker()
 		job := h.start("name: wf\nsteps:\n  split: {action: split, needs: [start]}\n", nil, engine.Root{Name: "r"})
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete; tasks %v", j.State, j.Error, h.tasks(job.ID))
 		}
 		if n := runs.Load(); n != 2 {
@@ -59,7 +60,7 @@ func TestEffectsSanitised(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		items := map[string]*store.Item{}
+		items := map[string]*record.Item{}
 		for _, it := range list {
 			items[it.Name] = it
 		}
@@ -105,8 +106,8 @@ func TestEffectsSanitised(t *testing.T) {
 // sanitised) and content is a replay; another name or content is an ErrNondeterministic error.
 func TestReplays(t *testing.T) {
 	t.Parallel()
-	prev := &store.Item{Name: "p/a b", BlobSHA256: "abc"}
-	task := &store.Task{}
+	prev := &record.Item{Name: "p/a b", BlobSHA256: "abc"}
+	task := &record.Task{}
 	for _, tc := range []struct {
 		name  string
 		child engine.Child

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/queue"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -43,7 +44,7 @@ type Config struct {
 	// OnCancel is called with the ids of running tasks whose job was canceled or failed.
 	OnCancel func(taskIDs []int64)
 	// OnJobEnd is called after a job reached a final state.
-	OnJobEnd func(jobID int64, state string)
+	OnJobEnd func(jobID int64, state record.JobState)
 	// Remote lists actions whose tasks go to the queue "remote:<name>" for remote workers. Keys
 	// match action names case-insensitively and are used as written ("Pdf" → "remote:Pdf").
 	Remote map[string]bool
@@ -73,6 +74,8 @@ type Engine struct {
 	writer Writer
 	// domains are the registered domains by name (see RegisterDomain), guarded by mu.
 	domains map[string]Domain
+	// queries are the registered domains' read queries ([DomainReader]), by domain.
+	queries map[string]map[string]ReadQuery
 	counts  itemCounts
 	live    liveProgress
 	shown   shownFractions
@@ -112,7 +115,7 @@ func New(cfg Config) *Engine {
 		cfg.OnCancel = func([]int64) {}
 	}
 	if cfg.OnJobEnd == nil {
-		cfg.OnJobEnd = func(int64, string) {}
+		cfg.OnJobEnd = func(int64, record.JobState) {}
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = &action.Catalog{}
@@ -138,7 +141,7 @@ func (e *Engine) Now() time.Time { return e.cfg.Now().UTC() }
 
 // ApplyWorkflow validates and stores a workflow definition, returning the stored version (an existing
 // one when the definition is unchanged) and validation warnings.
-func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string) (*store.Workflow, []workflow.Diagnostic, error) {
+func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string) (*record.Workflow, []workflow.Diagnostic, error) {
 	def, err := workflow.Parse(src, filename)
 	if err != nil {
 		return nil, nil, err

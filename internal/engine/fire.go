@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -99,7 +100,7 @@ func (e *Engine) WaitingFor(ctx context.Context, jobID int64, event string, limi
 	if len(needing) == 0 {
 		return nil, nil
 	}
-	open, err := e.store.ItemList(ctx, store.ItemListParams{JobID: jobID, States: []string{store.ItemWritten}, Limit: limit})
+	open, err := e.store.ItemList(ctx, store.ItemListParams{JobID: jobID, States: []record.ItemState{record.ItemWritten}, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func (e *Engine) WaitingFor(ctx context.Context, jobID int64, event string, limi
 			return nil, err
 		}
 		if slices.ContainsFunc(needing, func(step string) bool {
-			return !slices.ContainsFunc(tasks, func(t *store.Task) bool { return t.Step == step })
+			return !slices.ContainsFunc(tasks, func(t *record.Task) bool { return t.Step == step })
 		}) {
 			out = append(out, WaitingItem{ID: it.ID, Name: it.Name, Keys: CorrelationKeys(it.Metadata)})
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -49,7 +50,7 @@ func suspectsAreForgiven(t *testing.T, driver string) {
 		t.Fatal(err)
 	}
 	for _, tk := range tasks {
-		if tk.State != store.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
+		if tk.State != record.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
 			t.Errorf("task %+v, want failed naming the lost worker", tk)
 		}
 	}
@@ -73,7 +74,7 @@ func loneTaskPays(t *testing.T, driver string) {
 		}
 	}
 	tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
-	if err != nil || len(tasks) != 1 || tasks[0].State != store.TaskFailed {
+	if err != nil || len(tasks) != 1 || tasks[0].State != record.TaskFailed {
 		t.Fatalf("tasks %+v, %v: want failed after %d lone deaths", tasks, err, 2+engine.LostAllowance)
 	}
 }
@@ -90,7 +91,7 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 	// The children get tasks of step b too; one lease at a time takes the root's first (it sorts
 	// first), alone in its process.
 	var rootTask int64
-	lease := func() *store.Task {
+	lease := func() *record.Task {
 		t.Helper()
 		got := leaseB(t, db, 1, e.Now())
 		if len(got) != 1 || (rootTask != 0 && got[0].ID != rootTask) {
@@ -99,7 +100,7 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 		rootTask = got[0].ID
 		return got[0]
 	}
-	rootState := func() *store.Task {
+	rootState := func() *record.Task {
 		t.Helper()
 		tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 100})
 		if err != nil {
@@ -130,7 +131,7 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 		}
 		die()
 	}
-	if tk := rootState(); tk.State != store.TaskReady {
+	if tk := rootState(); tk.State != record.TaskReady {
 		t.Fatalf("after %d deaths that each committed a child the task is %s (%s), want ready", deaths, tk.State, tk.Error)
 	}
 	atts, err := db.AttemptList(ctx, rootTask)
@@ -147,15 +148,15 @@ func progressIsNotALostAttempt(t *testing.T, driver string) {
 		lease()
 		die()
 	}
-	if tk := rootState(); tk.State != store.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
+	if tk := rootState(); tk.State != record.TaskFailed || !strings.Contains(tk.Error, "worker lost") {
 		t.Fatalf("task %+v: want failed naming the lost worker after %d deaths without progress", tk, 2+engine.LostAllowance)
 	}
 }
 
 // leaseB leases up to limit ready tasks of queue b at now, for an hour, for the owner "dead".
-func leaseB(t *testing.T, db store.Store, limit int, now time.Time) []*store.Task {
+func leaseB(t *testing.T, db store.Store, limit int, now time.Time) []*record.Task {
 	t.Helper()
-	var got []*store.Task
+	var got []*record.Task
 	if err := db.InTx(t.Context(), func(x store.Executor) error {
 		var err error
 		got, err = x.TaskGetAvailable(t.Context(), store.TaskGetAvailableParams{Queues: []string{"b"}, Max: []int{limit}, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)})

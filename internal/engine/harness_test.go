@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -107,7 +108,7 @@ func (h *harness) runs() []run {
 }
 
 // start applies the workflow (its name must be "wf") and starts a job of it with roots.
-func (h *harness) start(wf string, meta map[string]any, roots ...engine.Root) *store.Job {
+func (h *harness) start(wf string, meta map[string]any, roots ...engine.Root) *record.Job {
 	h.t.Helper()
 	ctx := h.t.Context()
 	if _, _, err := h.e.ApplyWorkflow(ctx, []byte(wf), "wf.yaml"); err != nil {
@@ -124,28 +125,28 @@ func (h *harness) start(wf string, meta map[string]any, roots ...engine.Root) *s
 }
 
 // wait waits for the job to end.
-func (h *harness) wait(id int64) *store.Job {
+func (h *harness) wait(id int64) *record.Job {
 	h.t.Helper()
-	var j *store.Job
+	var j *record.Job
 	poll.Until(h.t, time.Minute, fmt.Sprintf("job %d to end", id), func() (bool, string) {
 		var err error
 		if j, err = h.db.JobGet(h.t.Context(), id); err != nil {
 			h.t.Fatal(err)
 		}
 		p, _ := h.e.Progress(h.t.Context(), id)
-		return j.State != store.JobRunning, fmt.Sprintf("%+v; tasks %v", p, h.tasks(id))
+		return j.State != record.JobRunning, fmt.Sprintf("%+v; tasks %v", p, h.tasks(id))
 	})
 	return j
 }
 
 // items returns the job's items by name.
-func (h *harness) items(jobID int64) map[string]*store.Item {
+func (h *harness) items(jobID int64) map[string]*record.Item {
 	h.t.Helper()
 	list, err := h.db.ItemList(h.t.Context(), store.ItemListParams{JobID: jobID, Limit: 1000})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out := make(map[string]*store.Item, len(list))
+	out := make(map[string]*record.Item, len(list))
 	for _, it := range list {
 		out[it.Name] = it
 	}
@@ -153,7 +154,7 @@ func (h *harness) items(jobID int64) map[string]*store.Item {
 }
 
 // tasks returns the states of the job's task rows by "item step".
-func (h *harness) tasks(jobID int64) map[string]string {
+func (h *harness) tasks(jobID int64) map[string]record.TaskState {
 	h.t.Helper()
 	names := map[int64]string{}
 	for name, it := range h.items(jobID) {
@@ -163,7 +164,7 @@ func (h *harness) tasks(jobID int64) map[string]string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out := make(map[string]string, len(list))
+	out := make(map[string]record.TaskState, len(list))
 	for _, tk := range list {
 		out[names[tk.ItemID]+" "+tk.Step] = tk.State
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -64,17 +65,17 @@ func testHeldLeaseLost(t *testing.T, driver string) {
 		t.Fatalf("tasks = %v, %v", tasks, err)
 	}
 	tk := tasks[0]
-	if tk.State != store.TaskFailed || tk.Attempt != limit || !strings.Contains(tk.Error, fmt.Sprintf("b failed %d times: worker lost (lease of dead expired)", limit)) {
+	if tk.State != record.TaskFailed || tk.Attempt != limit || !strings.Contains(tk.Error, fmt.Sprintf("b failed %d times: worker lost (lease of dead expired)", limit)) {
 		t.Fatalf("task after %d lost attempts = %+v, want failed with the lost attempts named", limit, tk)
 	}
-	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != store.JobComplete {
+	if j, err := db.JobGet(ctx, job.ID); err != nil || j.State != record.JobComplete {
 		t.Fatalf("job = %+v, %v; want complete (an item error does not fail it)", j, err)
 	}
 }
 
 // oneRootJob makes an engine on db whose catalog holds one action (spec, succeeding at once),
 // applies the workflow called name and starts a job of it (left open when open) with one root.
-func oneRootJob(t *testing.T, db store.Store, a *fn, name, wf string, open bool) (*engine.Engine, *store.Job) {
+func oneRootJob(t *testing.T, db store.Store, a *fn, name, wf string, open bool) (*engine.Engine, *record.Job) {
 	t.Helper()
 	ctx := t.Context()
 	cat := &action.Catalog{}

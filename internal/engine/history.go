@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // Attempt is one run of one of an item's tasks, as [Engine.ItemHistory] returns it.
@@ -17,7 +17,7 @@ type Attempt struct {
 	Attempt int
 	// State is how the attempt ended: complete, failed (a transient error retried, or the
 	// last), canceled; or the task's state for its attempt in progress (running).
-	State string
+	State record.TaskState
 	// Worker is the lease owner that ran it (a remote worker's name for a remote step), or
 	// the engine's own name ([Engine.Owner]) for a step it ran inline.
 	Worker string
@@ -76,12 +76,12 @@ func (e *Engine) attempts(ctx context.Context, tasks []*store.Task) ([]Attempt, 
 		}
 		last := false
 		for _, a := range recorded {
-			state := store.TaskFailed
+			state := record.TaskFailed
 			switch a.Error {
 			case "":
-				state = store.TaskComplete
+				state = record.TaskComplete
 			case CanceledError, JobFailedError:
-				state = store.TaskCanceled
+				state = record.TaskCanceled
 			}
 			out = append(out, Attempt{TaskID: tk.ID, ItemID: tk.ItemID, Step: tk.Step, Action: tk.Action, Attempt: a.Attempt, State: state,
 				Worker: a.Owner, QueuedAt: tk.CreatedAt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Error: a.Error})
@@ -90,11 +90,11 @@ func (e *Engine) attempts(ctx context.Context, tasks []*store.Task) ([]Attempt, 
 		// The row's attempt, unless recorded: one in progress (its worker holds the lease), one
 		// that completed, or an inline step's (its worker kept as the last). A ready, blocked or
 		// skipped task has none of its own yet.
-		if last || tk.Attempt == 0 || tk.State == store.TaskReady || tk.State == store.TaskBlocked || tk.State == store.TaskParked {
+		if last || tk.Attempt == 0 || tk.State == record.TaskReady || tk.State == record.TaskBlocked || tk.State == record.TaskParked {
 			continue
 		}
 		worker := tk.LastWorker
-		if tk.State == store.TaskRunning {
+		if tk.State == record.TaskRunning {
 			worker = tk.LeaseOwner
 		}
 		out = append(out, Attempt{TaskID: tk.ID, ItemID: tk.ItemID, Step: tk.Step, Action: tk.Action, Attempt: tk.Attempt, State: tk.State,

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/worker"
 )
 
@@ -88,7 +88,7 @@ func TestHistoryNamesEveryWorker(t *testing.T) {
 					Worker: func(c *worker.Config) { c.Owner = wrk },
 				}, conv, ingest.New())
 				job := k.StartJob(t, docsWorkflow, engine.Root{Name: "a.pdf"}, engine.Root{Name: "b.pdf"})
-				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 					t.Fatalf("job %s: %s", j.State, j.Error)
 				}
 				r := records{t: t, k: k, job: job.ID}
@@ -99,7 +99,7 @@ func TestHistoryNamesEveryWorker(t *testing.T) {
 				if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
 					t.Fatal(err)
 				}
-				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 					t.Fatalf("job after the retry %s: %s", j.State, j.Error)
 				}
 				// A retry makes the existing task rows ready again: a worker leases them, the

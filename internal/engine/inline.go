@@ -11,12 +11,13 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
 // ActionItem is the read-only view of an item that an action receives.
-func ActionItem(it *store.Item) action.Item {
+func ActionItem(it *record.Item) action.Item {
 	ai := action.Item{ID: it.ID, JobID: it.JobID, ParentID: it.ParentID, RootID: it.RootID, Ordinal: it.Ordinal, Depth: it.Depth,
 		Name: it.Name, ContentType: it.ContentType, Size: it.Size, BlobSHA256: it.BlobSHA256, HasText: it.HasText,
 		HasThumbnail: it.ThumbnailSHA != "", Error: it.Error, NChildren: it.NChildren}
@@ -101,7 +102,7 @@ func (e *Engine) inlineAction(name string) (action.Action, action.Policy, bool) 
 // already ended, and its effects are applied at once, as a worker's result would be — so the
 // step costs neither a lease nor a commit of its own, and nothing a crash could split. p is the
 // task the step would otherwise get.
-func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, policy action.Policy, p store.TaskInsertParams) (bool, error) {
+func (t *tx) runInline(it *record.Item, s *workflow.Step, act action.Action, policy action.Policy, p store.TaskInsertParams) (bool, error) {
 	// The cached item is kept in step with state and counters, not with every column a task
 	// may have written (metadata is merged by the database): where such a write was made, read
 	// the row as it is now.
@@ -130,16 +131,16 @@ func (t *tx) runInline(it *store.Item, s *workflow.Step, act action.Action, poli
 	if runErr == nil {
 		runErr = out.err
 	}
-	task := &store.Task{JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: p.Queue, Attempt: 1,
+	task := &record.Task{JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: p.Queue, Attempt: 1,
 		MaxAttempts: p.MaxAttempts, ProgressWeight: p.ProgressWeight, CreatedAt: t.now, StartedAt: t.now}
 	pf := pendingFinish{r: &Result{Task: task, Owner: t.e.cfg.Owner, Err: runErr, Stack: stack, Started: t.now}}
 	if runErr == nil {
-		pf.finish.State = store.TaskComplete
+		pf.finish.State = record.TaskComplete
 		pf.r.Effects = out.ef
 		pf.fire = append(append(pf.fire, s.Success...), out.ef.Events...)
 	} else {
 		// Nothing an inline action does can go better on a second try: it fails for good.
-		pf.finish.State, pf.finish.Error, pf.itemErr = store.TaskFailed, runErr.Error(), runErr.Error()
+		pf.finish.State, pf.finish.Error, pf.itemErr = record.TaskFailed, runErr.Error(), runErr.Error()
 		pf.fire = append(pf.fire, s.Failure...)
 		if action.IsPermanent(runErr) {
 			pf.fire = append(pf.fire, out.ef.Events...) // as a worker's permanent failure does

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -65,7 +66,7 @@ steps:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State != store.JobComplete {
+		if j.State != record.JobComplete {
 			t.Fatalf("job is %s (%s), want complete with no worker running", j.State, j.Error)
 		}
 		tasks, err := db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, Limit: 100})
@@ -78,7 +79,7 @@ steps:
 			if err != nil {
 				t.Fatal(err)
 			}
-			got[it.Name+" "+tk.Step] = tk.State + " " + tk.Error
+			got[it.Name+" "+tk.Step] = string(tk.State) + " " + tk.Error
 			if tk.Attempt != 1 || tk.StartedAt.IsZero() || !tk.FinishedAt.Equal(tk.StartedAt) {
 				t.Errorf("%s %s: attempt %d, started %v, finished %v; want one attempt started and finished at once",
 					it.Name, tk.Step, tk.Attempt, tk.StartedAt, tk.FinishedAt)

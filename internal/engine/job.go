@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -29,7 +30,7 @@ type CreateJobParams struct {
 }
 
 // CreateJob creates a running job with no items; add them with [Engine.AddRoots].
-func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*store.Job, bool, error) {
+func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*record.Job, bool, error) {
 	if p.Key != "" {
 		if j, err := e.store.JobGetByKey(ctx, p.Key); err == nil {
 			return j, false, nil
@@ -76,7 +77,7 @@ type Root struct {
 
 // AddRoots inserts root items (idempotently, by ordinal) and fires start on the new ones. Large
 // batches are split into transactions of 500.
-func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) error {
+func (e *Engine) AddRoots(ctx context.Context, job *record.Job, roots []Root) error {
 	var jobMD, jobOpts map[string]any
 	if err := unmarshalObjects(job.Metadata, &jobMD, job.Options, &jobOpts); err != nil {
 		return fmt.Errorf("job %d: %w", job.ID, err)
@@ -102,7 +103,7 @@ func (e *Engine) AddRoots(ctx context.Context, job *store.Job, roots []Root) err
 
 // addRoots adds a batch of roots in one transaction; a replayed root (its key exists) is left
 // out. The transaction may run twice (see [store.Executor.ItemInsertRoots]).
-func (e *Engine) addRoots(ctx context.Context, job *store.Job, ps []store.ItemInsertParams) error {
+func (e *Engine) addRoots(ctx context.Context, job *record.Job, ps []store.ItemInsertParams) error {
 	return e.Run(ctx, func(t *Tx) error {
 		for i := range ps {
 			ps[i].Now = t.t.now
@@ -169,11 +170,11 @@ const JobFailedError = "not processed: the job failed"
 
 // endedError is the error that settles the unprocessed items, and the canceled tasks, of a job
 // that ended in state without completing: "" for a job that is running or complete.
-func endedError(state string) string {
+func endedError(state record.JobState) string {
 	switch state {
-	case store.JobCanceled:
+	case record.JobCanceled:
 		return CanceledError
-	case store.JobFailed:
+	case record.JobFailed:
 		return JobFailedError
 	}
 	return ""
@@ -190,10 +191,10 @@ func (e *Engine) Cancel(ctx context.Context, jobID int64) error {
 		if err != nil {
 			return err
 		}
-		if job.State != store.JobRunning {
+		if job.State != record.JobRunning {
 			return fmt.Errorf("job %d is %s, not running", jobID, job.State)
 		}
-		return t.t.endJob(job, store.JobCanceled, CanceledError)
+		return t.t.endJob(job, record.JobCanceled, CanceledError)
 	})
 }
 
@@ -216,14 +217,14 @@ func (e *Engine) FireExternal(ctx context.Context, itemID int64, event string) (
 // Progress is a job's progress derived from the database.
 type Progress struct {
 	JobID int64
-	State string
+	State record.JobState
 	// Fraction is the part of the job done, 0..1 (Overview's weighted progress): 1 only once
 	// the job is complete; a canceled or failed job shows the work it really did. While the job
 	// runs, the Fraction one engine reports never goes down (see [Engine.Progress]).
 	Fraction float64
-	Items    map[string]int
-	Tasks    map[string]int    // by state
-	Counts   []store.TaskCount // by state, action and queue, with retries: what Tasks sums
+	Items    map[record.ItemState]int
+	Tasks    map[record.TaskState]int
+	Counts   []record.TaskCount // by state, action and queue, with retries: what Tasks sums
 	Elapsed  time.Duration
 	// ETA is the estimated time left; 0 when unknown: before any progress, once the job
 	// ended, and while Waiting.
@@ -256,7 +257,7 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Progress{JobID: jobID, State: job.State, Items: jp.Items, Tasks: map[string]int{}, Counts: counts}
+	p := &Progress{JobID: jobID, State: job.State, Items: jp.Items, Tasks: map[record.TaskState]int{}, Counts: counts}
 	for _, c := range counts {
 		p.Tasks[c.State] += c.Tasks
 	}
@@ -265,12 +266,12 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	}
 	end := e.Now()
 	switch job.State {
-	case store.JobRunning:
+	case record.JobRunning:
 		p.Fraction = e.shown.raise(jobID, min(p.Fraction, maxRunningFraction))
 		if p.Waiting, err = e.waiting(ctx, job, p); err != nil {
 			return nil, err
 		}
-	case store.JobComplete:
+	case record.JobComplete:
 		p.Fraction = 1
 		e.shown.forget(jobID)
 	default:
@@ -280,7 +281,7 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 		end = job.FinishedAt
 	}
 	p.Elapsed = end.Sub(job.CreatedAt)
-	if job.State == store.JobRunning && !p.Waiting && p.Fraction > 0.001 {
+	if job.State == record.JobRunning && !p.Waiting && p.Fraction > 0.001 {
 		p.ETA = time.Duration(float64(p.Elapsed) * (1 - p.Fraction) / p.Fraction)
 	}
 	return p, nil
@@ -289,7 +290,7 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 // waiting reports whether an item of the running job waits for an external event: a wait with
 // a deadline is recorded, or its workflow declares external events and an unfinished item has no
 // task to run (it waits for an event to come).
-func (e *Engine) waiting(ctx context.Context, job *store.Job, p *Progress) (bool, error) {
+func (e *Engine) waiting(ctx context.Context, job *record.Job, p *Progress) (bool, error) {
 	waits, err := e.store.WaitListByJob(ctx, job.ID)
 	if err != nil {
 		return false, err
@@ -304,8 +305,8 @@ func (e *Engine) waiting(ctx context.Context, job *store.Job, p *Progress) (bool
 	if len(def.External) == 0 {
 		return false, nil
 	}
-	active := p.Tasks[store.TaskReady] + p.Tasks[store.TaskRunning] + p.Tasks[store.TaskParked] + p.Tasks[store.TaskBlocked]
-	return p.Items[store.ItemCreated]+p.Items[store.ItemWritten] > active, nil
+	active := p.Tasks[record.TaskReady] + p.Tasks[record.TaskRunning] + p.Tasks[record.TaskParked] + p.Tasks[record.TaskBlocked]
+	return p.Items[record.ItemCreated]+p.Items[record.ItemWritten] > active, nil
 }
 
 // unmarshalObjects decodes a row's stored metadata and options, which children and roots inherit:

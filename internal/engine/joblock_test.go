@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -28,7 +29,7 @@ func TestStoppedJobDecidedUnderLock(t *testing.T) {
 	if err != nil || len(items) != 1 {
 		t.Fatalf("items = %d, %v", len(items), err)
 	}
-	if ok, err := db.JobSetState(ctx, store.JobSetStateParams{ID: job.ID, State: store.JobFailed, Error: "failed", Now: time.Now()}); err != nil || !ok {
+	if ok, err := db.JobSetState(ctx, store.JobSetStateParams{ID: job.ID, State: record.JobFailed, Error: "failed", Now: time.Now()}); err != nil || !ok {
 		t.Fatalf("fail the job: %v %v", ok, err)
 	}
 	conn, err := pgx.Connect(ctx, os.Getenv("SLUICE_TEST_DATABASE_URL"))
@@ -100,13 +101,13 @@ func waitForIngestLock(t *testing.T, conn *pgx.Conn, jobID int64, mode string, d
 
 // raceJob returns a job with one open root, waiting for approved, and a connection to look at
 // the locks with.
-func raceJob(t *testing.T) (store.Store, *engine.Engine, *store.Job, *store.Item, *pgx.Conn) {
+func raceJob(t *testing.T) (store.Store, *engine.Engine, *record.Job, *record.Item, *pgx.Conn) {
 	t.Helper()
 	ctx := t.Context()
 	db := openStore(t, "postgres")
 	e, job := oneRootJob(t, db, &fn{spec: action.Spec{Name: "a"}, policy: action.Policy{Inline: action.InlineAlways}}, "race", raceWorkflow, true)
 	items, err := db.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 10})
-	if err != nil || len(items) != 1 || items[0].State == store.ItemIngested {
+	if err != nil || len(items) != 1 || items[0].State == record.ItemIngested {
 		t.Fatalf("items = %v, %v; want one open root", items, err)
 	}
 	conn, err := pgx.Connect(ctx, os.Getenv("SLUICE_TEST_DATABASE_URL"))
@@ -140,7 +141,7 @@ func raceIngestLock(t *testing.T, db store.Store, conn *pgx.Conn, jobID int64, h
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Fatalf("job is %s (sealed %v), want complete: its seal and the ingest of its last root missed each other", j.State, j.Sealed)
 	}
 }
@@ -182,7 +183,7 @@ func TestSealBesideIngest(t *testing.T) {
 			return fmt.Errorf("job sealed before Seal")
 		}
 		// As an ingesting transaction that read the job unsealed: the root ingested, no end.
-		n, err := x.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{root.ID}, From: root.State, To: store.ItemIngested, Now: time.Now()})
+		n, err := x.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{root.ID}, From: root.State, To: record.ItemIngested, Now: time.Now()})
 		if err == nil && n != 1 {
 			err = fmt.Errorf("ingested %d items, want the root", n)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
 )
@@ -58,7 +58,7 @@ func TestLimitConcurrency(t *testing.T) {
 				roots[i] = engine.Root{Name: fmt.Sprint(i), Metadata: map[string]any{"host": "example.org"}}
 			}
 			job := ks[0].StartJob(t, "name: lim\nsteps:\n  fetch: {action: fetch, needs: [start], limit: {key: \"{{metadata.host}}\", concurrency: 2}}\n", roots...)
-			if j := ks[0].WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+			if j := ks[0].WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 				t.Fatalf("job %s (%s)", j.State, j.Error)
 			}
 			mu.Lock()
@@ -90,7 +90,7 @@ func TestLimitRate(t *testing.T) {
 			roots[i] = engine.Root{Name: fmt.Sprint(i), Metadata: map[string]any{"tenant": "t1"}}
 		}
 		job := k.StartJob(t, "name: rate\nsteps:\n  call: {action: call, needs: [start], limit: {key: \"tenant-{{metadata.tenant}}\", rate: 10/s}}\n", roots...)
-		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s)", j.State, j.Error)
 		}
 		mu.Lock()
@@ -164,7 +164,7 @@ steps:
 		if f, _ := k.Engine.Fire(t.Context(), engine.FireParams{JobID: job.ID, Event: "transcoded", Body: sns("fs-1", "LATE")}); f.Fired != 0 {
 			t.Errorf("a repeat fired %d", f.Fired)
 		}
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s)", j.State, j.Error)
 		}
 		mu.Lock()

@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestRunawayRecursionEnds: a step on start whose every item makes a child (each child gets the
@@ -32,12 +32,12 @@ func TestRunawayRecursionEnds(t *testing.T) {
 				})
 				k := enginetest.StartWith(t, open, enginetest.Config{Engine: tt.cfg}, again)
 				job := k.StartJob(t, "name: loop\nsteps:\n  again: {action: again, needs: [start], attempts: 1}\n", engine.Root{Name: "r"})
-				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+				if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 					t.Fatalf("job %s: %s", j.State, j.Error)
 				}
 				found := false
 				for _, task := range k.Tasks(t, job.ID) {
-					if task.State == store.TaskFailed && strings.Contains(task.Error, tt.want) {
+					if task.State == record.TaskFailed && strings.Contains(task.Error, tt.want) {
 						found = true
 					}
 				}

@@ -3,7 +3,7 @@ package engine
 import (
 	"sync"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // liveProgress holds the progress running tasks reported but did not commit: what a remote
@@ -28,7 +28,7 @@ type liveTask struct {
 // nothing, and the bar must not move back when a reported fraction turns into children. The
 // amount counts in [Engine.Progress] until [Engine.ClearProgress]; it is never more than the
 // task's commit colors. Safe for concurrent use.
-func (e *Engine) ReportProgress(task *store.Task, it *store.Item, fraction float64) {
+func (e *Engine) ReportProgress(task *record.Task, it *record.Item, fraction float64) {
 	fraction = min(max(fraction, 0), 1)
 	w := min(max(task.ProgressWeight, 0), 1)
 	amount := fraction * max(0, w*it.RangeLen-it.Colored)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -68,7 +69,7 @@ func TestChainRowsNew(t *testing.T) {
 			"  s2: {action: noop, needs: [s1.done], success: [s2.done]}\n"+
 			"  s3: {action: noop, needs: [s2.done], success: [s3.done]}\n", nil, roots...)
 		h.startWorker() // after the roots: their s1 tasks are leased, and finished, together
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
 		}
 		tasks := h.tasks(job.ID)
@@ -76,7 +77,7 @@ func TestChainRowsNew(t *testing.T) {
 			t.Errorf("%d tasks, want %d: %v", len(tasks), 3*n, tasks)
 		}
 		for k, st := range tasks {
-			if st != store.TaskComplete {
+			if st != record.TaskComplete {
 				t.Errorf("task %s %s, want complete", k, st)
 			}
 		}

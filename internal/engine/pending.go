@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -21,7 +22,7 @@ type childCount struct {
 // addEvent records event on the item if it has not fired and reports whether it had not. An item
 // whose events are cached, or for which whether this one fired is known ([unit.readFiring]),
 // gets the event held back; any other is written at once.
-func (u *unit) addEvent(it *store.Item, event string) (bool, error) {
+func (u *unit) addEvent(it *record.Item, event string) (bool, error) {
 	if ev, ok := u.events[it.ID]; ok {
 		if ev[event] {
 			return false, nil
@@ -55,7 +56,7 @@ func (u *unit) addTask(p store.TaskInsertParams) {
 	u.pendTasks = append(u.pendTasks, p)
 	delete(u.tasks, p.ItemID)
 	if known, ok := u.fresh[p.ItemID]; ok {
-		tk := &store.Task{JobID: p.JobID, ItemID: p.ItemID, Step: p.Step, Action: p.Action, Queue: p.Queue, State: store.TaskReady}
+		tk := &record.Task{JobID: p.JobID, ItemID: p.ItemID, Step: p.Step, Action: p.Action, Queue: p.Queue, State: record.TaskReady}
 		if p.Done != nil {
 			tk.State, tk.Error = p.Done.State, p.Done.Error
 		}
@@ -64,7 +65,7 @@ func (u *unit) addTask(p store.TaskInsertParams) {
 }
 
 // freshTasks returns the tasks of an item created in this transaction, known without a read.
-func (u *unit) freshTasks(id int64) ([]*store.Task, bool) {
+func (u *unit) freshTasks(id int64) ([]*record.Task, bool) {
 	if u.freshStale {
 		return nil, false
 	}

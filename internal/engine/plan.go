@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/when"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -93,7 +94,7 @@ func outcomesFor(f func(map[string]any) []string, with map[string]any) (out []st
 // Steps with a task are settled: it is called only for an item with no ready or running task.
 // Steps that need children.done (directly or through other steps) cannot run before it, so
 // they do not hold it back: a collector may create children of its own.
-func (t *tx) mayCreateChildren(def *workflow.Definition, it *store.Item, has map[string]bool) (bool, error) {
+func (t *tx) mayCreateChildren(def *workflow.Definition, it *record.Item, has map[string]bool) (bool, error) {
 	p := t.e.plan(def)
 	pending := false
 	for _, s := range p.creators {
@@ -164,7 +165,7 @@ func (t *tx) mayCreateChildren(def *workflow.Definition, it *store.Item, has map
 // met). The decision is made once, on the item as it was created, so that it cannot change
 // under a step waiting for an event; what a later step learns about the item (detect's content
 // type) is routed with outcome events instead.
-func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
+func (t *tx) decideWhen(def *workflow.Definition, it *record.Item) error {
 	p := t.e.plan(def)
 	if len(p.conds) == 0 {
 		return nil
@@ -179,7 +180,7 @@ func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
 		t.addTask(store.TaskInsertParams{
 			JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
 			MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
-			Done: &store.TaskDone{State: store.TaskSkipped},
+			Done: &store.TaskDone{State: record.TaskSkipped},
 		})
 	}
 	return nil
@@ -187,13 +188,13 @@ func (t *tx) decideWhen(def *workflow.Definition, it *store.Item) error {
 
 // applies reports whether a step with a when: condition applies to the item, that is, whether
 // its task was not skipped as the item was created.
-func (t *tx) applies(it *store.Item, step string) (bool, error) {
+func (t *tx) applies(it *record.Item, step string) (bool, error) {
 	tasks, err := t.tasksOf(it.ID)
 	if err != nil {
 		return false, err
 	}
 	for _, tk := range tasks {
-		if tk.Step == step && tk.State == store.TaskSkipped {
+		if tk.Step == step && tk.State == record.TaskSkipped {
 			return false, nil
 		}
 	}

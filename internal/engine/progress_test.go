@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-project/sluice/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
@@ -146,7 +146,7 @@ steps:
 		if p.Fraction < shown || raw < rows-1e-9 {
 			t.Fatalf("%s: fraction %v after %v, rows %v after %v: went down\n%s", when, p.Fraction, shown, raw, rows, wf)
 		}
-		if p.State == store.JobRunning && p.Fraction >= 1 {
+		if p.State == record.JobRunning && p.Fraction >= 1 {
 			t.Fatalf("%s: running job at fraction %v", when, p.Fraction)
 		}
 		shown, rows = p.Fraction, raw
@@ -156,7 +156,7 @@ steps:
 	cancelAt := 3 + r.IntN(6)
 	for {
 		p := check(fmt.Sprintf("after %d completions", steps))
-		if p.State != store.JobRunning {
+		if p.State != record.JobRunning {
 			break
 		}
 		if cancel && steps == cancelAt {
@@ -173,7 +173,7 @@ steps:
 			if err != nil {
 				t.Fatal(err)
 			}
-			return n > 0 || j.State != store.JobRunning, fmt.Sprint(h.tasks(job.ID))
+			return n > 0 || j.State != record.JobRunning, fmt.Sprint(h.tasks(job.ID))
 		})
 		if g.release(r) {
 			steps++
@@ -182,11 +182,11 @@ steps:
 	final := h.wait(job.ID)
 	p := check("at the end")
 	switch final.State {
-	case store.JobComplete:
+	case record.JobComplete:
 		if p.Fraction != 1 || p.ETA != 0 {
 			t.Errorf("complete job: fraction %v ETA %v, want 1 and none", p.Fraction, p.ETA)
 		}
-	case store.JobCanceled:
+	case record.JobCanceled:
 		if p.Fraction >= 1 {
 			t.Errorf("job canceled after %d of its completions shows fraction %v, want what it reached", steps, p.Fraction)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -62,7 +63,7 @@ func (e *Engine) getPublisher() Publisher {
 }
 
 // publishTask queues the publications of a task that completed or failed for good.
-func (t *tx) publishTask(it *store.Item, task *store.Task, state, itemErr string, r *Result) error {
+func (t *tx) publishTask(it *record.Item, task *record.Task, state record.TaskState, itemErr string, r *Result) error {
 	if t.e.getPublisher() == nil {
 		return nil
 	}
@@ -75,7 +76,7 @@ func (t *tx) publishTask(it *store.Item, task *store.Task, state, itemErr string
 		return nil
 	}
 	outcome := workflow.OutcomeComplete
-	if state == store.TaskFailed {
+	if state == record.TaskFailed {
 		outcome = workflow.OutcomeFailed
 	}
 	for i := range s.Publish {
@@ -93,7 +94,7 @@ func (t *tx) publishTask(it *store.Item, task *store.Task, state, itemErr string
 }
 
 // publishEvent queues the publications of an event fired on an item for the first time.
-func (t *tx) publishEvent(def *workflow.Definition, job *store.Job, it *store.Item, event string) error {
+func (t *tx) publishEvent(def *workflow.Definition, job *record.Job, it *record.Item, event string) error {
 	if len(def.Publish) == 0 || t.e.getPublisher() == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -14,7 +15,7 @@ import (
 
 // Job returns the job id as the store holds it now; a missing job is an error wrapping
 // [store.ErrNotFound].
-func (e *Engine) Job(ctx context.Context, id int64) (*store.Job, error) {
+func (e *Engine) Job(ctx context.Context, id int64) (*record.Job, error) {
 	return e.store.JobGet(ctx, id)
 }
 
@@ -23,19 +24,19 @@ func (e *Engine) Job(ctx context.Context, id int64) (*store.Job, error) {
 // of it recorded, and the conversion cache. Each is one statement; none locks.
 
 // TaskItem returns the item task runs on, as committed.
-func (e *Engine) TaskItem(ctx context.Context, task *store.Task) (*store.Item, error) {
+func (e *Engine) TaskItem(ctx context.Context, task *record.Task) (*record.Item, error) {
 	return e.store.ItemGet(ctx, task.ItemID)
 }
 
 // TaskJob returns the job of a task, by its id, as committed: its workflow, creation time (which
 // identifies its trace) and state (whether the task's attempt still counts).
-func (e *Engine) TaskJob(ctx context.Context, jobID int64) (*store.Job, error) {
+func (e *Engine) TaskJob(ctx context.Context, jobID int64) (*record.Job, error) {
 	return e.store.JobGet(ctx, jobID)
 }
 
 // EarlierChildren returns up to limit children an earlier attempt of task recorded, from
 // ordinal from on, in ordinal order: what an attempt that runs again compares its own with.
-func (e *Engine) EarlierChildren(ctx context.Context, task *store.Task, from, limit int) ([]*store.Item, error) {
+func (e *Engine) EarlierChildren(ctx context.Context, task *record.Task, from, limit int) ([]*record.Item, error) {
 	return e.store.ItemListChildrenFrom(ctx, task.ItemID, task.Step, from, limit)
 }
 
@@ -48,7 +49,7 @@ func (e *Engine) CachedEffects(ctx context.Context, key string) ([]byte, error) 
 // The reads below are the dispatcher's: which queues have work, and when a backoff ends.
 
 // Workflows returns every stored workflow version, for the queues their steps use.
-func (e *Engine) Workflows(ctx context.Context) ([]*store.Workflow, error) {
+func (e *Engine) Workflows(ctx context.Context) ([]*record.Workflow, error) {
 	return e.store.WorkflowList(ctx)
 }
 
@@ -64,7 +65,7 @@ func (e *Engine) ReadyQueues(ctx context.Context, queues []string) ([]string, er
 }
 
 // Items returns the items of ids, in id order; missing ids are left out.
-func (e *Engine) Items(ctx context.Context, ids []int64) ([]*store.Item, error) {
+func (e *Engine) Items(ctx context.Context, ids []int64) ([]*record.Item, error) {
 	return e.store.ItemGetMany(ctx, ids)
 }
 
@@ -92,9 +93,9 @@ func (e *Engine) DomainSQL() store.DomainSQL { return e.store.DomainSQL() }
 type ItemStep struct {
 	Step   string
 	Action string
-	// State is the item's task's state at the step (store.TaskSkipped for a step whose `when:`
-	// did not hold); empty when the item has no task at the step (yet).
-	State string
+	// State is the item's task's state at the step ([record.TaskSkipped] for a step whose
+	// `when:` did not hold); empty when the item has no task at the step (yet).
+	State record.TaskState
 }
 
 // ItemSteps returns every step of the workflow version of the job, in the workflow's order,
@@ -112,7 +113,7 @@ func (e *Engine) ItemSteps(ctx context.Context, jobID, itemID int64) ([]ItemStep
 	if err != nil {
 		return nil, fmt.Errorf("steps of item %d: %w", itemID, err)
 	}
-	state := map[string]string{}
+	state := map[string]record.TaskState{}
 	for _, t := range tasks {
 		if t.JobID == jobID {
 			state[t.Step] = t.State
@@ -125,9 +126,8 @@ func (e *Engine) ItemSteps(ctx context.Context, jobID, itemID int64) ([]ItemStep
 	return out, nil
 }
 
-// JobState returns the state of a job (store.JobRunning, …); a job that does not exist is a
-// [*store.NotFoundError].
-func (e *Engine) JobState(ctx context.Context, jobID int64) (string, error) {
+// JobState returns the state of a job; a job that does not exist is a [*store.NotFoundError].
+func (e *Engine) JobState(ctx context.Context, jobID int64) (record.JobState, error) {
 	j, err := e.store.JobGet(ctx, jobID)
 	if err != nil {
 		return "", store.NotFound(err, "job", jobID)
@@ -136,7 +136,7 @@ func (e *Engine) JobState(ctx context.Context, jobID int64) (string, error) {
 }
 
 // RunningJobsOf returns the running jobs of a workflow, oldest first.
-func (e *Engine) RunningJobsOf(ctx context.Context, workflow string) ([]*store.Job, error) {
+func (e *Engine) RunningJobsOf(ctx context.Context, workflow string) ([]*record.Job, error) {
 	jobs, err := e.store.JobListRunning(ctx)
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (e *Engine) RunningJobsOf(ctx context.Context, workflow string) ([]*store.J
 
 // JobItems returns up to limit items of a job in tree order (by sort key), those after the
 // sort key after ("" for the first).
-func (e *Engine) JobItems(ctx context.Context, jobID int64, after string, limit int) ([]*store.Item, error) {
+func (e *Engine) JobItems(ctx context.Context, jobID int64, after string, limit int) ([]*record.Item, error) {
 	items, err := e.store.ItemList(ctx, store.ItemListParams{JobID: jobID, AfterSort: after, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list items of job %d: %w", jobID, err)
@@ -164,6 +164,6 @@ func (e *Engine) JobItems(ctx context.Context, jobID int64, after string, limit 
 // It is the read of the core a collecting action needs (a dataset request's result reads its
 // files' outcomes): a domain's read port declares it, and the engine serves it locally, so that
 // the action itself holds no store.
-func (e *Engine) StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error) {
+func (e *Engine) StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error) {
 	return e.store.ItemListChildren(ctx, parent, step)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // forgive decides whether a task's lost attempt counts against its bound. It does not when the
@@ -15,7 +15,7 @@ import (
 // (others ran beside it when the process died) and has been forgiven that fewer than
 // [SuspectAllowance] times. It returns the note for the attempt's error and how many lost
 // attempts of the task, this one included, are forgiven.
-func (tt *tx) forgive(task *store.Task, suspect bool, running int) (string, int, error) {
+func (tt *tx) forgive(task *record.Task, suspect bool, running int) (string, int, error) {
 	atts, err := tt.x.AttemptList(tt.ctx, task.ID)
 	if err != nil {
 		return "", 0, err

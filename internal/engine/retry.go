@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -50,7 +51,7 @@ var (
 // In a process whose workers run, the retry commits in their writer ([Engine.AttachWriter]):
 // a transaction of its own would contend with the workers' transactions for the same item rows
 // (on Postgres, a deadlock). Otherwise it runs a transaction of its own.
-func (e *Engine) Retry(ctx context.Context, jobID int64) (*store.Job, error) {
+func (e *Engine) Retry(ctx context.Context, jobID int64) (*record.Job, error) {
 	if err := e.write(ctx, func(t *Tx) error { return t.Retry(jobID) }); err != nil {
 		return nil, err
 	}
@@ -73,15 +74,15 @@ func (t *tx) retry(jobID int64) error {
 	if err != nil {
 		return fmt.Errorf("retry job %d: %w", jobID, err)
 	}
-	if job.State == store.JobRunning {
+	if job.State == record.JobRunning {
 		return fmt.Errorf("%w: job %d is running; wait for it to end", ErrNotRetryable, jobID)
 	}
-	ended := job.State == store.JobFailed || job.State == store.JobCanceled
-	states := []string{store.TaskFailed}
+	ended := job.State == record.JobFailed || job.State == record.JobCanceled
+	states := []record.TaskState{record.TaskFailed}
 	if ended {
-		states = append(states, store.TaskCanceled)
+		states = append(states, record.TaskCanceled)
 	}
-	var tasks []*store.Task
+	var tasks []*record.Task
 	for _, state := range states {
 		var after int64
 		for {
@@ -109,10 +110,10 @@ func (t *tx) retry(jobID int64) error {
 	if !ok {
 		return fmt.Errorf("%w: job %d changed state during the retry", ErrNotRetryable, jobID)
 	}
-	job.State, job.Error = store.JobRunning, ""
+	job.State, job.Error = record.JobRunning, ""
 	t.touched[jobID] = true
 	// By item, in the order read: an item's collectors wait for its other retried tasks.
-	byItem := map[int64][]*store.Task{}
+	byItem := map[int64][]*record.Task{}
 	var items []int64
 	for _, task := range tasks {
 		if byItem[task.ItemID] == nil {
@@ -145,19 +146,19 @@ func (t *tx) retry(jobID int64) error {
 // retryItem retries the item's failed (or canceled) tasks. When one of them is not a collector,
 // the item's collectors (failed, canceled, or complete: they ran on the failed result) go back
 // to blocked, to run once the others are done; the rest become ready.
-func (t *tx) retryItem(def *workflow.Definition, itemID int64, retried []*store.Task) error {
-	collector := func(tk *store.Task) bool {
+func (t *tx) retryItem(def *workflow.Definition, itemID int64, retried []*record.Task) error {
+	collector := func(tk *record.Task) bool {
 		s := def.Step(tk.Step)
 		return s != nil && slices.Contains(s.Needs, workflow.EventChildrenDone)
 	}
-	block := map[int64]*store.Task{}
-	if slices.ContainsFunc(retried, func(tk *store.Task) bool { return !collector(tk) }) {
+	block := map[int64]*record.Task{}
+	if slices.ContainsFunc(retried, func(tk *record.Task) bool { return !collector(tk) }) {
 		all, err := t.tasksOf(itemID)
 		if err != nil {
 			return err
 		}
 		for _, tk := range all {
-			if collector(tk) && (tk.State == store.TaskComplete || tk.State == store.TaskFailed || tk.State == store.TaskCanceled) {
+			if collector(tk) && (tk.State == record.TaskComplete || tk.State == record.TaskFailed || tk.State == record.TaskCanceled) {
 				block[tk.ID] = tk
 			}
 		}
@@ -186,7 +187,7 @@ func (t *tx) retryItem(def *workflow.Definition, itemID int64, retried []*store.
 // retryTask puts a task back to ready (or blocked) with a fresh attempt budget. Its last attempt
 // is recorded first: the task row is about to be reused for the next one, and the history keeps
 // every run.
-func (t *tx) retryTask(def *workflow.Definition, tk *store.Task, blocked bool) error {
+func (t *tx) retryTask(def *workflow.Definition, tk *record.Task, blocked bool) error {
 	budget := tk.MaxAttempts
 	if s := def.Step(tk.Step); s != nil {
 		budget = s.MaxAttempts()
@@ -217,26 +218,26 @@ func (t *tx) reopen(itemID int64) error {
 	if err != nil {
 		return err
 	}
-	if it.State != store.ItemWritten {
+	if it.State != record.ItemWritten {
 		t.stale[it.ID] = true
-		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: it.ID, To: store.ItemWritten}); err != nil {
+		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: it.ID, To: record.ItemWritten}); err != nil {
 			return err
 		}
-		it.State, it.Colored = store.ItemWritten, 0
+		it.State, it.Colored = record.ItemWritten, 0
 	}
 	for id := it.ParentID; id != 0; {
 		p, err := t.item(id)
 		if err != nil {
 			return err
 		}
-		if p.State != store.ItemIngested {
+		if p.State != record.ItemIngested {
 			break // an unfinished item's ancestors are unfinished already
 		}
 		t.stale[p.ID] = true
-		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: p.ID, To: store.ItemProcessed}); err != nil {
+		if _, err := t.x.ItemReopen(t.ctx, store.ItemReopenParams{ID: p.ID, To: record.ItemProcessed}); err != nil {
 			return err
 		}
-		p.State = store.ItemProcessed
+		p.State = record.ItemProcessed
 		id = p.ParentID
 	}
 	return nil
@@ -269,7 +270,7 @@ func (t *tx) resume(def *workflow.Definition, jobID int64) (acted bool, err erro
 	}
 }
 
-func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) (bool, error) {
+func (t *tx) resumeItem(def *workflow.Definition, listed *record.Item) (bool, error) {
 	// Not through t.itemEvents: caching every item's events would hold the whole job in memory.
 	ev, err := t.eventsOnce(listed.ID)
 	if err != nil {
@@ -284,7 +285,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) (bool, err
 	for _, tk := range tasks {
 		has[tk.Step] = true
 		// A collector blocked by an earlier retry runs once its item settles again.
-		unsettled = unsettled || tk.State == store.TaskBlocked
+		unsettled = unsettled || tk.State == record.TaskBlocked
 	}
 	for _, s := range def.Steps {
 		if has[s.Name] {
@@ -321,7 +322,7 @@ func (t *tx) resumeItem(def *workflow.Definition, listed *store.Item) (bool, err
 		return true, t.reopen(listed.ID)
 	case t.busy[listed.ID]:
 		return false, nil // a retried task is ready
-	case listed.State == store.ItemWritten:
+	case listed.State == record.ItemWritten:
 		// Left written by the failure (its ready tasks were canceled, and retried above if
 		// any): let settle decide.
 		t.markDirty(listed)

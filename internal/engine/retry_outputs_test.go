@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -49,7 +50,7 @@ func (r records) outputs(kind string) map[string]string {
 	return got
 }
 
-func (r records) item(name string) *store.Item {
+func (r records) item(name string) *record.Item {
 	r.t.Helper()
 	items, err := r.k.Store.ItemList(r.t.Context(), store.ItemListParams{JobID: r.job, Limit: 1000})
 	if err != nil {
@@ -125,7 +126,7 @@ func TestRetryKeepsRecords(t *testing.T) {
 		})
 		k := enginetest.StartWith(t, open, enginetest.Config{}, conv, ingest.New())
 		job := k.StartJob(t, docsWorkflow, engine.Root{Name: "bad.pdf"}, engine.Root{Name: "good.pdf"})
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		r := records{t: t, k: k, job: job.ID}
@@ -135,7 +136,7 @@ func TestRetryKeepsRecords(t *testing.T) {
 		if _, err := k.Engine.Retry(t.Context(), job.ID); err != nil {
 			t.Fatal(err)
 		}
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job after the retry %s: %s", j.State, j.Error)
 		}
 		equal(t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{"bad.pdf": "broken (run 2)"})
@@ -203,18 +204,18 @@ func TestCancelSettlesEveryItem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return p.Items[store.ItemWritten] == 0 && p.Tasks[store.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
+			return p.Items[record.ItemWritten] == 0 && p.Tasks[record.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
 		})
 		j, err := k.Store.JobGet(t.Context(), job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "job state", j.State, store.JobCanceled)
+		equal(t, "job state", j.State, record.JobCanceled)
 		canceled := map[string]string{"slow-2": "canceled", "slow-3": "canceled", "slow-4": "canceled", "slow-5": "canceled"}
 		equal(t, "errors after the cancel", r.outputs(ingest.KindError), canceled)
 		equal(t, "documents after the cancel", len(r.outputs(ingest.KindDocument)), 2)
 		for name := range canceled {
-			if it := r.item(name); it.Error != "canceled" || it.State != store.ItemIngested {
+			if it := r.item(name); it.Error != "canceled" || it.State != record.ItemIngested {
 				t.Errorf("%s after the cancel: %s %q, want ingested with the error canceled", name, it.State, it.Error)
 			}
 		}
@@ -292,7 +293,7 @@ func TestFailSettlesEveryItem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return j.State != store.JobRunning, j.State
+			return j.State != record.JobRunning, string(j.State)
 		})
 		close(failed)
 		poll.Until(t, 30*time.Second, "every item settled", func() (bool, string) {
@@ -300,18 +301,18 @@ func TestFailSettlesEveryItem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return p.Items[store.ItemWritten] == 0 && p.Tasks[store.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
+			return p.Items[record.ItemWritten] == 0 && p.Tasks[record.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
 		})
 		j, err := k.Store.JobGet(t.Context(), job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "job state", j.State, store.JobFailed)
+		equal(t, "job state", j.State, record.JobFailed)
 		notRun := engine.JobFailedError
 		equal(t, "errors after the failure", r.outputs(ingest.KindError), map[string]string{"slow-2": notRun, "bad-3": "broken", "wait-4": notRun, "wait-5": notRun})
 		equal(t, "documents after the failure", len(r.outputs(ingest.KindDocument)), 2)
 		for _, name := range []string{"slow-2", "wait-4", "wait-5"} {
-			if it := r.item(name); it.Error != notRun || it.State != store.ItemIngested {
+			if it := r.item(name); it.Error != notRun || it.State != record.ItemIngested {
 				t.Errorf("%s after the failure: %s %q, want ingested with the error %q", name, it.State, it.Error, notRun)
 			}
 		}
@@ -368,9 +369,9 @@ func TestRetryCanceledJobWithoutCanceledTask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return p.Items[store.ItemWritten] == 0 && p.Items[store.ItemProcessed] == 0 && p.Tasks[store.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
+			return p.Items[record.ItemWritten] == 0 && p.Items[record.ItemProcessed] == 0 && p.Tasks[record.TaskRunning] == 0, fmt.Sprint(p.Items, p.Tasks)
 		})
-		if j, err := k.Store.JobGet(t.Context(), job.ID); err != nil || j.State != store.JobCanceled {
+		if j, err := k.Store.JobGet(t.Context(), job.ID); err != nil || j.State != record.JobCanceled {
 			t.Fatalf("job after the cancel: %v %v", j, err)
 		}
 		equal(t, "errors after the cancel", r.outputs(ingest.KindError), map[string]string{"parent": "canceled", "child": "canceled"})
@@ -389,7 +390,7 @@ func (r records) retryToCompletion() {
 	if _, err := r.k.Engine.Retry(r.t.Context(), r.job); err != nil {
 		r.t.Fatal(err)
 	}
-	if j := r.k.WaitJob(r.t, r.job, 30*time.Second); j.State != store.JobComplete {
+	if j := r.k.WaitJob(r.t, r.job, 30*time.Second); j.State != record.JobComplete {
 		r.t.Fatalf("job after the retry %s: %s", j.State, j.Error)
 	}
 	equal(r.t, "errors after the retry", r.outputs(ingest.KindError), map[string]string{})

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/worker"
 )
@@ -149,7 +150,7 @@ steps:
 }
 
 // start applies the workflow and runs a job with one root "r", returning it once it has ended.
-func (b *bundle) start(t *testing.T, wf string) *store.Job {
+func (b *bundle) start(t *testing.T, wf string) *record.Job {
 	t.Helper()
 	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), "retry.yaml"); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func (b *bundle) retry(t *testing.T, id int64) {
 	}
 }
 
-func (b *bundle) item(t *testing.T, jobID int64, name string) *store.Item {
+func (b *bundle) item(t *testing.T, jobID int64, name string) *record.Item {
 	t.Helper()
 	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: jobID, Limit: 100})
 	if err != nil {
@@ -208,13 +209,13 @@ func TestRetry(t *testing.T) {
 			// failure is b's failure event: "fail" fails the job; "noted" only records an item error.
 			failure string
 			// ended is the job's state after b failed.
-			ended string
+			ended record.JobState
 			// fix makes b succeed before the retry; without it the retry ends like the first run.
 			fix bool
 		}{
-			{name: "failed job", failure: "fail", ended: store.JobFailed, fix: true},
-			{name: "complete job with an item error", failure: "noted", ended: store.JobComplete, fix: true},
-			{name: "failed job failing again", failure: "fail", ended: store.JobFailed},
+			{name: "failed job", failure: "fail", ended: record.JobFailed, fix: true},
+			{name: "complete job with an item error", failure: "noted", ended: record.JobComplete, fix: true},
+			{name: "failed job failing again", failure: "fail", ended: record.JobFailed},
 		} {
 			t.Run(driver+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -241,16 +242,16 @@ func TestRetry(t *testing.T) {
 				after := b.runs.snapshot()
 				it := b.item(t, j.ID, "r/1")
 				if !tc.fix {
-					if j.State != store.JobFailed || it.Error != "converter missing" || after["b r/1 failed"] != 2 {
+					if j.State != record.JobFailed || it.Error != "converter missing" || after["b r/1 failed"] != 2 {
 						t.Errorf("retry without a fix: job %s, r/1 error %q, b failed %d times; want failed, the error again, 2",
 							j.State, it.Error, after["b r/1 failed"])
 					}
 					return
 				}
-				if j.State != store.JobComplete || j.Error != "" {
+				if j.State != record.JobComplete || j.Error != "" {
 					t.Errorf("job after retry = %s %q, want complete with no error", j.State, j.Error)
 				}
-				if it.Error != "" || it.State != store.ItemIngested {
+				if it.Error != "" || it.State != record.ItemIngested {
 					t.Errorf("r/1 after retry = %s %q, want ingested with no error", it.State, it.Error)
 				}
 				want := map[string]int{"b r/1 failed": 1}
@@ -293,7 +294,7 @@ func TestRetryRefused(t *testing.T) {
 	b := setup(t, "sqlite", "r/1", nil)
 	b.fixed.Store(true)
 	complete := b.start(t, retryWorkflow("fail"))
-	if complete.State != store.JobComplete {
+	if complete.State != record.JobComplete {
 		t.Fatalf("job %s, want complete", complete.State)
 	}
 	running, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "retry", Open: true})
@@ -323,7 +324,7 @@ func TestRetryRefused(t *testing.T) {
 			t.Errorf("%s: Retry error = %v, want %v mentioning %q", tc.name, err, tc.want, tc.msg)
 		}
 	}
-	if j, err := b.db.JobGet(t.Context(), complete.ID); err != nil || j.State != store.JobComplete {
+	if j, err := b.db.JobGet(t.Context(), complete.ID); err != nil || j.State != record.JobComplete {
 		t.Errorf("complete job after a refused retry = %+v, %v", j, err)
 	}
 }
@@ -334,13 +335,13 @@ func TestRetryCachedError(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "sqlite", "r", map[string]bool{"b": true}) // only the root has a blob, so a cache key
 	j := b.start(t, retryWorkflow("noted")+"  note: {action: note, needs: [noted]}\n")
-	if it := b.item(t, j.ID, "r"); j.State != store.JobComplete || it.Error != "converter missing" {
+	if it := b.item(t, j.ID, "r"); j.State != record.JobComplete || it.Error != "converter missing" {
 		t.Fatalf("job %s, r error %q; want complete with the error on r", j.State, it.Error)
 	}
 	b.fixed.Store(true)
 	b.retry(t, j.ID)
 	j = enginetest.WaitJob(t, b.e, j.ID, time.Minute)
-	if it := b.item(t, j.ID, "r"); j.State != store.JobComplete || it.Error != "" {
+	if it := b.item(t, j.ID, "r"); j.State != record.JobComplete || it.Error != "" {
 		t.Errorf("after retry: job %s, r error %q; want complete with no error", j.State, it.Error)
 	}
 	if got := b.runs.snapshot(); got["b r failed"] != 1 || got["b r ok"] != 1 {

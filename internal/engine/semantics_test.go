@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -34,7 +35,7 @@ func TestChildMetadataWins(t *testing.T) {
 		h.startWorker()
 		job := h.start("name: wf\nsteps:\n  split: {action: split, needs: [start]}\n", map[string]any{"role": "sheet", "source": "s3"},
 			engine.Root{Name: "r", Options: map[string]any{"lang": "en", "ocr": true}})
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
 		}
 		child := h.items(job.ID)["r/0"]
@@ -93,7 +94,7 @@ steps:
 			t.Errorf("children.done fired on the root (events %v) while make-rows, which creates its children, waits for approved", events)
 		}
 		h.fire(job.ID, "sheet", "approved")
-		if got := h.tasks(job.ID); got["sheet make-rows"] != store.TaskReady || got["sheet collect"] != "" {
+		if got := h.tasks(job.ID); got["sheet make-rows"] != record.TaskReady || got["sheet collect"] != "" {
 			t.Fatalf("after approved: tasks %v; want make-rows ready and no collect task yet", got)
 		}
 
@@ -109,9 +110,9 @@ steps:
 			if err != nil {
 				t.Fatal(err)
 			}
-			return j.State != store.JobRunning, fmt.Sprint(h.tasks(job.ID))
+			return j.State != record.JobRunning, fmt.Sprint(h.tasks(job.ID))
 		})
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
 		}
 		var makeRows, collect run
@@ -163,15 +164,15 @@ steps:
   summary:  {action: note, needs: [children.done], when: depth == 0}
 `
 		job := h.start(wf, nil, engine.Root{Name: "r"})
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
 		}
-		want := map[string]string{
-			"r split": store.TaskComplete, "r image": store.TaskSkipped, "r preserve": store.TaskSkipped, "r txt": store.TaskSkipped, "r summary": store.TaskComplete,
-			"r/a.tif split": store.TaskSkipped, "r/a.tif image": store.TaskComplete, "r/a.tif after": store.TaskComplete,
-			"r/a.tif preserve": store.TaskComplete, "r/a.tif txt": store.TaskSkipped, "r/a.tif summary": store.TaskSkipped,
-			"r/b.txt split": store.TaskSkipped, "r/b.txt image": store.TaskSkipped, "r/b.txt preserve": store.TaskSkipped,
-			"r/b.txt txt": store.TaskComplete, "r/b.txt summary": store.TaskSkipped,
+		want := map[string]record.TaskState{
+			"r split": record.TaskComplete, "r image": record.TaskSkipped, "r preserve": record.TaskSkipped, "r txt": record.TaskSkipped, "r summary": record.TaskComplete,
+			"r/a.tif split": record.TaskSkipped, "r/a.tif image": record.TaskComplete, "r/a.tif after": record.TaskComplete,
+			"r/a.tif preserve": record.TaskComplete, "r/a.tif txt": record.TaskSkipped, "r/a.tif summary": record.TaskSkipped,
+			"r/b.txt split": record.TaskSkipped, "r/b.txt image": record.TaskSkipped, "r/b.txt preserve": record.TaskSkipped,
+			"r/b.txt txt": record.TaskComplete, "r/b.txt summary": record.TaskSkipped,
 			// after has no condition: it needs imaged, which a skipped image never fires, so
 			// it has no task on r and r/b.txt (skipped implicitly, as ever).
 		}
@@ -184,7 +185,7 @@ steps:
 		if len(got) != len(want) {
 			t.Errorf("tasks %v, want %v", got, want)
 		}
-		list, err := h.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: store.TaskSkipped, Limit: 100})
+		list, err := h.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: record.TaskSkipped, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ steps:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Tasks[store.TaskSkipped] != 10 || p.Tasks[store.TaskComplete] != 6 || p.Fraction != 1 {
+		if p.Tasks[record.TaskSkipped] != 10 || p.Tasks[record.TaskComplete] != 6 || p.Fraction != 1 {
 			t.Errorf("progress %+v, want 10 tasks skipped, 6 complete, all done", p)
 		}
 	})
@@ -228,7 +229,7 @@ steps:
 		job := h.start(wf, nil, engine.Root{Name: "sheet"})
 		poll.Until(t, time.Minute, "the sheet to be validated", func() (bool, string) {
 			got := h.tasks(job.ID)
-			return got["sheet validate"] == store.TaskComplete, fmt.Sprint(got)
+			return got["sheet validate"] == record.TaskComplete, fmt.Sprint(got)
 		})
 		// The sheet waits for its approval, and nothing else of it runs meanwhile.
 		root := h.items(job.ID)["sheet"]
@@ -236,24 +237,24 @@ steps:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j, _ := h.db.JobGet(t.Context(), job.ID); root.State != store.ItemWritten || j.State != store.JobRunning || slices.Contains(events, "children.done") {
+		if j, _ := h.db.JobGet(t.Context(), job.ID); root.State != record.ItemWritten || j.State != record.JobRunning || slices.Contains(events, "children.done") {
 			t.Fatalf("before approval: sheet %s with events %v, job %s; want the sheet open, waiting, without children.done", root.State, events, j.State)
 		}
 
 		h.fire(job.ID, "sheet", "approved") // on the sheet only
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete with approved fired on the sheet alone", j.State, j.Error)
 		}
 		got := h.tasks(job.ID)
 		for _, step := range []string{"validate", "make-rows", "collect"} {
-			if got["sheet "+step] != store.TaskComplete {
+			if got["sheet "+step] != record.TaskComplete {
 				t.Errorf("sheet %s is %q, want complete", step, got["sheet "+step])
 			}
 		}
 		for i := range 3 {
 			row := fmt.Sprintf("sheet/row-%d", i)
-			for step, state := range map[string]string{"validate": store.TaskSkipped, "make-rows": store.TaskSkipped, "collect": store.TaskSkipped,
-				"digest": store.TaskComplete, "copy": store.TaskComplete} {
+			for step, state := range map[string]record.TaskState{"validate": record.TaskSkipped, "make-rows": record.TaskSkipped, "collect": record.TaskSkipped,
+				"digest": record.TaskComplete, "copy": record.TaskComplete} {
 				if got[row+" "+step] != state {
 					t.Errorf("%s %s is %q, want %q", row, step, got[row+" "+step], state)
 				}
@@ -305,12 +306,12 @@ steps:
   failed: {action: note, needs: [call-failed]}
 `
 		job := h.start(wf, nil, engine.Root{Ordinal: 0, Name: "gone"}, engine.Root{Ordinal: 1, Name: "flaky"})
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
 		}
-		want := map[string]string{
-			"gone call": store.TaskFailed, "gone on-404": store.TaskComplete, "gone failed": store.TaskComplete,
-			"flaky call": store.TaskFailed, "flaky failed": store.TaskComplete,
+		want := map[string]record.TaskState{
+			"gone call": record.TaskFailed, "gone on-404": record.TaskComplete, "gone failed": record.TaskComplete,
+			"flaky call": record.TaskFailed, "flaky failed": record.TaskComplete,
 		}
 		if got := h.tasks(job.ID); !maps.Equal(got, want) {
 			t.Errorf("tasks %v, want %v (no next after a failure; platform-404 only for the permanent one)", got, want)
@@ -370,7 +371,7 @@ steps:
 		if n, err := h.e.ExpireWaits(t.Context(), 0); err != nil || n != 0 {
 			t.Fatalf("ExpireWaits before the deadline = %d, %v; want none", n, err)
 		}
-		if j, _ := h.db.JobGet(t.Context(), job.ID); j.State != store.JobRunning {
+		if j, _ := h.db.JobGet(t.Context(), job.ID); j.State != record.JobRunning {
 			t.Fatalf("job %s while late waits, want running", j.State)
 		}
 
@@ -378,12 +379,12 @@ steps:
 		if n, err := h.e.ExpireWaits(t.Context(), 0); err != nil || n != 2 {
 			t.Fatalf("ExpireWaits after the deadlines = %d, %v; want 2", n, err)
 		}
-		if j := h.wait(job.ID); j.State != store.JobComplete {
+		if j := h.wait(job.ID); j.State != record.JobComplete {
 			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
 		}
-		want := map[string]string{
-			"late check": store.TaskComplete, "late approve": store.TaskSkipped, "late notify": store.TaskSkipped, "late expired": store.TaskComplete,
-			"prompt check": store.TaskComplete, "prompt approve": store.TaskComplete, "prompt notify": store.TaskComplete,
+		want := map[string]record.TaskState{
+			"late check": record.TaskComplete, "late approve": record.TaskSkipped, "late notify": record.TaskSkipped, "late expired": record.TaskComplete,
+			"prompt check": record.TaskComplete, "prompt approve": record.TaskComplete, "prompt notify": record.TaskComplete,
 		}
 		if got := h.tasks(job.ID); !maps.Equal(got, want) {
 			t.Errorf("tasks %v, want %v", got, want)

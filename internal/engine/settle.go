@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -24,17 +25,17 @@ import (
 //   - Progress colored in memory (colored) is written once, at the end, for the items not
 //     ingested by then (ingesting colors all of an item's share).
 type settler struct {
-	dirty   map[int64]int       // item id → depth
-	busy    map[int64]bool      // items that got a ready task in this transaction: not settling
-	moves   map[int64][2]string // item → (state in the database, new state), written by flushMoves
-	colored map[int64]bool      // items whose colored progress changed in memory
+	dirty   map[int64]int                 // item id → depth
+	busy    map[int64]bool                // items that got a ready task in this transaction: not settling
+	moves   map[int64][2]record.ItemState // item → (state in the database, new state), written by flushMoves
+	colored map[int64]bool                // items whose colored progress changed in memory
 	// uncolored are items ingested without coloring their share: their job was canceled or
 	// failed, so their work was not done (see moveItem).
 	uncolored map[int64]bool
 }
 
 func newSettler() settler {
-	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]string{}, colored: map[int64]bool{}, uncolored: map[int64]bool{}}
+	return settler{dirty: map[int64]int{}, busy: map[int64]bool{}, moves: map[int64][2]record.ItemState{}, colored: map[int64]bool{}, uncolored: map[int64]bool{}}
 }
 
 // settleDirty settles the dirty items, a level at a time, deepest first; settling an item marks
@@ -89,7 +90,7 @@ func (t *tx) writeColors() error {
 	var cvals []float64
 	for id := range t.colored {
 		it := t.items[id]
-		if it == nil || it.State == store.ItemIngested && !t.uncolored[id] {
+		if it == nil || it.State == record.ItemIngested && !t.uncolored[id] {
 			continue // ingesting wrote colored = share
 		}
 		cids, cvals = append(cids, id), append(cvals, it.Colored)
@@ -97,9 +98,9 @@ func (t *tx) writeColors() error {
 	return t.x.ItemColorMany(t.ctx, cids, cvals)
 }
 
-var openStates = []string{store.ItemCreated, store.ItemWritten}
+var openStates = []record.ItemState{record.ItemCreated, record.ItemWritten}
 
-var unfinishedStates = []string{store.ItemCreated, store.ItemWritten, store.ItemProcessed}
+var unfinishedStates = []record.ItemState{record.ItemCreated, record.ItemWritten, record.ItemProcessed}
 
 // settle moves an item as far along written → processed → ingested as the database allows.
 func (t *tx) settle(id int64) error {
@@ -114,18 +115,18 @@ func (t *tx) settle(id int64) error {
 	if err != nil {
 		return err
 	}
-	if it.State == store.ItemWritten {
+	if it.State == record.ItemWritten {
 		tasks, err := t.tasksOf(id)
 		if err != nil {
 			return err
 		}
 		has := make(map[string]bool, len(tasks))
-		var blocked []*store.Task
+		var blocked []*record.Task
 		for _, tk := range tasks {
-			if tk.State == store.TaskReady || tk.State == store.TaskRunning || tk.State == store.TaskParked {
+			if tk.State.Active() {
 				return nil // still working
 			}
-			if tk.State == store.TaskBlocked {
+			if tk.State == record.TaskBlocked {
 				blocked = append(blocked, tk)
 			}
 			has[tk.Step] = true
@@ -137,7 +138,7 @@ func (t *tx) settle(id int64) error {
 		if err != nil {
 			return err
 		}
-		if job.State == store.JobRunning && len(blocked) > 0 && !openChildren {
+		if job.State == record.JobRunning && len(blocked) > 0 && !openChildren {
 			// Collectors a retry blocked: children.done fired before, and holds again.
 			creating, err := t.mayCreateChildren(def, it, has)
 			if err != nil || creating {
@@ -150,7 +151,7 @@ func (t *tx) settle(id int64) error {
 				return err
 			}
 		}
-		if job.State == store.JobRunning {
+		if job.State == record.JobRunning {
 			if def.NeedsChildrenDone() && !openChildren {
 				// fire leaves an event that fired alone: only a cached set saves the try.
 				if ev, ok := t.events[id]; !ok || !ev[workflow.EventChildrenDone] {
@@ -183,18 +184,18 @@ func (t *tx) settle(id int64) error {
 		}
 		if it.NChildren == 0 {
 			// No children: processed and ingested at once, in one write.
-			return t.moveItem(it, store.ItemIngested)
+			return t.moveItem(it, record.ItemIngested)
 		}
-		if err := t.moveItem(it, store.ItemProcessed); err != nil {
+		if err := t.moveItem(it, record.ItemProcessed); err != nil {
 			return err
 		}
 	}
-	if it.State == store.ItemProcessed {
+	if it.State == record.ItemProcessed {
 		open, err := t.hasChildIn(it, unfinishedStates)
 		if err != nil || open {
 			return err
 		}
-		return t.moveItem(it, store.ItemIngested)
+		return t.moveItem(it, record.ItemIngested)
 	}
 	return nil
 }
@@ -204,13 +205,13 @@ func (t *tx) settle(id int64) error {
 // first task that ended with one (failed, canceled, or skipped past its deadline), or none, and
 // its error output is superseded in the same transaction: a new one is written by whatever
 // writes them (the documents workflow's ingest, which runs after this), never two at once.
-func (t *tx) reviseError(it *store.Item, tasks []*store.Task) error {
+func (t *tx) reviseError(it *record.Item, tasks []*record.Task) error {
 	if it.Error == "" {
 		return nil
 	}
 	next := ""
 	for _, tk := range tasks {
-		if tk.Error == "" || tk.State != store.TaskFailed && tk.State != store.TaskCanceled && tk.State != store.TaskSkipped {
+		if tk.Error == "" || tk.State != record.TaskFailed && tk.State != record.TaskCanceled && tk.State != record.TaskSkipped {
 			continue
 		}
 		if tk.Error == it.Error {
@@ -231,7 +232,7 @@ func (t *tx) reviseError(it *store.Item, tasks []*store.Task) error {
 
 // unblock makes ready the collectors of the item that a retry blocked: the item's other tasks
 // have ended again and its children are done.
-func (t *tx) unblock(it *store.Item, blocked []*store.Task) error {
+func (t *tx) unblock(it *record.Item, blocked []*record.Task) error {
 	for _, tk := range blocked {
 		ok, err := t.x.TaskRetry(t.ctx, store.TaskRetryParams{ID: tk.ID, Now: t.now})
 		if err != nil {
@@ -251,7 +252,7 @@ func (t *tx) unblock(it *store.Item, blocked []*store.Task) error {
 // error of its own, and the error output the documents workflow's ingest would write for it,
 // and it is not colored as done when it moves on, so that the job's progress says how much was
 // done.
-func (t *tx) settleEnded(it *store.Item, msg string) error {
+func (t *tx) settleEnded(it *record.Item, msg string) error {
 	if it.Error == "" {
 		if err := t.x.ItemUpdate(t.ctx, store.ItemUpdateParams{ID: it.ID, Error: msg}); err != nil {
 			return err
@@ -274,7 +275,7 @@ func (t *tx) settleEnded(it *store.Item, msg string) error {
 // for settling, since a child's progress may let the parent move too.
 // The write is queued and made for the whole level at once by flushMoves, before anything reads
 // these items' states back (the parent level, the job's open items).
-func (t *tx) moveItem(it *store.Item, state string) error {
+func (t *tx) moveItem(it *record.Item, state record.ItemState) error {
 	m, ok := t.moves[it.ID]
 	if !ok {
 		m[0] = it.State
@@ -282,8 +283,8 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 	m[1] = state
 	t.moves[it.ID] = m
 	it.State = state
-	if state == store.ItemIngested {
-		if j := t.jobs[it.JobID]; j != nil && j.State != store.JobRunning && j.State != store.JobComplete {
+	if state == record.ItemIngested {
+		if j := t.jobs[it.JobID]; j != nil && j.State != record.JobRunning && j.State != record.JobComplete {
 			// Settled because its job was canceled or failed, not because its work was done:
 			// it keeps what its tasks colored, so the job's progress is the work really done.
 			t.uncolored[it.ID] = true
@@ -293,7 +294,7 @@ func (t *tx) moveItem(it *store.Item, state string) error {
 		}
 		t.touched[it.JobID] = true
 	}
-	if state == store.ItemIngested && it.ParentID == 0 {
+	if state == record.ItemIngested && it.ParentID == 0 {
 		t.closing[it.JobID] = true
 	}
 	if it.ParentID != 0 {
@@ -307,25 +308,29 @@ func (t *tx) flushMoves() error {
 	if len(t.moves) == 0 {
 		return nil
 	}
-	// (from, to, and "u" for an ingest that colors nothing: see moveItem)
-	groups := map[[3]string][]int64{}
-	var keys [][3]string
+	// uncolored: an ingest that colors nothing (see moveItem)
+	type move struct {
+		from, to  record.ItemState
+		uncolored bool
+	}
+	groups := map[move][]int64{}
+	var keys []move
 	for id, m := range t.moves {
-		k := [3]string{m[0], m[1], ""}
-		if m[1] == store.ItemIngested && t.uncolored[id] {
-			k[2] = "u"
-		}
+		k := move{m[0], m[1], m[1] == record.ItemIngested && t.uncolored[id]}
 		if groups[k] == nil {
 			keys = append(keys, k)
 		}
 		groups[k] = append(groups[k], id)
 	}
 	clear(t.moves)
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1]+keys[i][2] < keys[j][0]+keys[j][1]+keys[j][2] })
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		return a.from < b.from || a.from == b.from && (a.to < b.to || a.to == b.to && !a.uncolored && b.uncolored)
+	})
 	for _, key := range keys {
 		ids := groups[key]
 		slices.Sort(ids)
-		p := store.ItemSetStateManyParams{IDs: ids, From: key[0], To: key[1], Now: t.now, ColorAll: key[1] == store.ItemIngested && key[2] == ""}
+		p := store.ItemSetStateManyParams{IDs: ids, From: key.from, To: key.to, Now: t.now, ColorAll: key.to == record.ItemIngested && !key.uncolored}
 		if err := t.setItemStates(p); err != nil {
 			return err
 		}
@@ -344,7 +349,7 @@ func (t *tx) loadLevel(level []int64) error {
 	}
 	var written, collecting []int64
 	for _, id := range level {
-		if it := t.items[id]; it != nil && it.State == store.ItemWritten && !t.busy[id] {
+		if it := t.items[id]; it != nil && it.State == record.ItemWritten && !t.busy[id] {
 			written = append(written, id)
 			def, _, err := t.def(it.JobID)
 			if err != nil {
@@ -365,7 +370,7 @@ func (t *tx) loadLevel(level []int64) error {
 
 // waiting reports whether a step of the item that has not run could still be unblocked by an
 // event to come: a declared external event, or children.done while children are open.
-func (t *tx) waiting(def *workflow.Definition, it *store.Item, has map[string]bool, openChildren bool) (bool, error) {
+func (t *tx) waiting(def *workflow.Definition, it *record.Item, has map[string]bool, openChildren bool) (bool, error) {
 	// A need can only be waited for if it is external, or children.done with children open: a
 	// step with no such need can never be unblocked, whatever the item's events (and they are
 	// read only when some step has one).

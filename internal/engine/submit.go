@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -36,7 +37,7 @@ const submitBatch = 500
 // A Submission is not safe for concurrent use.
 type Submission struct {
 	e       *Engine
-	job     *store.Job
+	job     *record.Job
 	created bool
 	// open is false once the job is sealed or has ended: no root may be added any more.
 	open   bool
@@ -61,17 +62,17 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (*Submission, error
 
 // SubmissionOf takes up the submission of a job the caller found without a key (such as a
 // domain's running job for the same request).
-func (e *Engine) SubmissionOf(job *store.Job) *Submission {
+func (e *Engine) SubmissionOf(job *record.Job) *Submission {
 	return e.submission(job, false)
 }
 
-func (e *Engine) submission(job *store.Job, created bool) *Submission {
-	return &Submission{e: e, job: job, created: created, open: created || (job.State == store.JobRunning && !job.Sealed)}
+func (e *Engine) submission(job *record.Job, created bool) *Submission {
+	return &Submission{e: e, job: job, created: created, open: created || (job.State == record.JobRunning && !job.Sealed)}
 }
 
 // Job returns the submitted job as it was when created or found: its ID and workflow are
 // current, its state may not be.
-func (s *Submission) Job() *store.Job { return s.job }
+func (s *Submission) Job() *record.Job { return s.job }
 
 // Created reports whether [Engine.Submit] created the job, rather than finding it by its key.
 func (s *Submission) Created() bool { return s.created }

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -68,7 +69,7 @@ func TestSubmission(t *testing.T) {
 				t.Errorf("Has(%d) = %v, %v; want %v", ord, has, err, want)
 			}
 		}
-		if st, err := k.Engine.JobState(ctx, job.ID); err != nil || st != store.JobRunning {
+		if st, err := k.Engine.JobState(ctx, job.ID); err != nil || st != record.JobRunning {
 			t.Fatalf("unsealed job is %q (%v), want running until sealed", st, err)
 		}
 		if err := again.Add(ctx, roots...); err != nil {
@@ -77,7 +78,7 @@ func TestSubmission(t *testing.T) {
 		if err := again.Seal(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if final := k.WaitJob(t, job.ID, 30*time.Second); final.State != store.JobComplete {
+		if final := k.WaitJob(t, job.ID, 30*time.Second); final.State != record.JobComplete {
 			t.Fatalf("sealed job ended %s (%s), want complete", final.State, final.Error)
 		}
 		if got := rootCount(job.ID); got != n {

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
 // Result is the outcome of one attempt of a task, with the effects to commit with it.
 type Result struct {
-	Task  *store.Task
+	Task  *record.Task
 	Owner string
 	// Err is nil on success; see package action for the classes. Panics arrive as errors with Stack set.
 	Err      error
@@ -100,15 +101,15 @@ func (t *Tx) Apply(r *Result) error {
 // cancel this worker never heard of — it ends canceled as a canceled result does, and its item
 // settles with the job's error: a ready task there would be run by no one and leave its item
 // written, counted neither as a document nor as an error.
-func (t *Tx) Release(task *store.Task, owner string) error {
+func (t *Tx) Release(task *record.Task, owner string) error {
 	job, err := t.t.job(task.JobID)
 	if err != nil {
 		return err
 	}
-	if job.State != store.JobRunning {
+	if job.State != record.JobRunning {
 		return t.Apply(&Result{Task: task, Owner: owner, Err: context.Canceled, Started: task.StartedAt})
 	}
-	_, err = t.t.x.TaskFinish(t.t.ctx, store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, State: store.TaskReady, Refund: true, Now: t.t.now})
+	_, err = t.t.x.TaskFinish(t.t.ctx, store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, State: record.TaskReady, Refund: true, Now: t.t.now})
 	return err
 }
 
@@ -162,7 +163,7 @@ func (tt *tx) applyResults() error {
 			// Known before the effects, which forget it if they make a task ready.
 			tk := *p.r.Task
 			tk.State, tk.Error = p.finish.State, p.finish.Error
-			tt.tasks[tk.ItemID] = []*store.Task{&tk}
+			tt.tasks[tk.ItemID] = []*record.Task{&tk}
 		}
 	}
 	if err := tt.lockItems(lock); err != nil {
@@ -185,7 +186,7 @@ func (tt *tx) applyResults() error {
 		if !oks[i] {
 			continue
 		}
-		if p.claim && p.finish.State != store.TaskReady {
+		if p.claim && p.finish.State != record.TaskReady {
 			if err := tt.finishClaim(p); err != nil {
 				return err
 			}
@@ -213,10 +214,10 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 	var fire []string
 	switch {
 	case r.Err == nil:
-		finish.State = store.TaskComplete
+		finish.State = record.TaskComplete
 		fire = append(append(fire, step.Success...), r.Events...)
-	case job.State != store.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != store.JobRunning:
-		finish.State = store.TaskCanceled
+	case job.State != record.JobRunning || errors.Is(r.Err, context.Canceled) && job.State != record.JobRunning:
+		finish.State = record.TaskCanceled
 		finish.Error = endedError(job.State)
 		// The item says so: it did not complete, and why.
 		itemErr = finish.Error
@@ -226,14 +227,14 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 		}
 	default:
 		if d, ok := action.AsSnooze(r.Err); ok {
-			finish.State, finish.RunAfter, finish.Refund = store.TaskReady, tt.now.Add(d), true
+			finish.State, finish.RunAfter, finish.Refund = record.TaskReady, tt.now.Add(d), true
 			break
 		}
 		msg := cleanError(r.Err.Error())
 		if diskFull(r.Err) {
 			// A full disk says nothing about the input: the attempt is given back, and the
 			// task waits for space instead of spending its attempts into an item error.
-			finish.State, finish.Error, finish.RunAfter, finish.Refund = store.TaskReady, msg, tt.now.Add(FullBackoff), true
+			finish.State, finish.Error, finish.RunAfter, finish.Refund = record.TaskReady, msg, tt.now.Add(FullBackoff), true
 			break
 		}
 		if r.TimedOut {
@@ -249,12 +250,12 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			limit += LostAllowance + r.Forgiven
 		}
 		if !permanent && task.Attempt < limit {
-			finish.State, finish.Error, finish.RunAfter = store.TaskReady, msg, tt.now.Add(Backoff(task.Attempt))
+			finish.State, finish.Error, finish.RunAfter = record.TaskReady, msg, tt.now.Add(Backoff(task.Attempt))
 			if r.Lost {
 				finish.RunAfter = tt.now
 			}
 		} else {
-			finish.State, finish.Error = store.TaskFailed, msg
+			finish.State, finish.Error = record.TaskFailed, msg
 			if !permanent {
 				itemErr = fmt.Sprintf("%s failed %d times: %s", task.Action, task.Attempt, msg)
 			} else {
@@ -285,12 +286,12 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		return err
 	}
 	tt.markDirty(it)
-	if finish.State == store.TaskReady {
+	if finish.State == record.TaskReady {
 		tt.readyIn(task.Queue)
 		return nil
 	}
 	up := store.ItemUpdateParams{ID: it.ID, Error: itemErr}
-	if finish.State == store.TaskComplete {
+	if finish.State == record.TaskComplete {
 		r.Effects.sanitize()
 		up.Text, up.ThumbnailSHA, up.ThumbnailType, up.ContentType = r.Text, r.ThumbnailSHA, r.ThumbnailType, r.ContentType
 		if up.ContentType == it.ContentType {
@@ -306,7 +307,7 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 			}
 		}
 	}
-	if finish.State == store.TaskComplete || finish.State == store.TaskFailed {
+	if finish.State == record.TaskComplete || finish.State == record.TaskFailed {
 		if err := tt.publishTask(it, task, finish.State, itemErr, r); err != nil {
 			return err
 		}
@@ -326,7 +327,7 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 			it.HasText = true
 		}
 	}
-	if finish.State == store.TaskComplete {
+	if finish.State == record.TaskComplete {
 		// After the item's update: a document's index entry holds the item's text as it now is.
 		for kind, v := range r.Outputs {
 			o := store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}

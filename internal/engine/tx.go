@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -84,11 +85,11 @@ func (t *Tx) Now() time.Time { return t.t.now }
 
 // LockItems locks the items (in id order, as results lock them) and returns them. They are the
 // transaction's own copies, which applying results updates: read them before [Tx.Apply].
-func (t *Tx) LockItems(ids []int64) ([]*store.Item, error) {
+func (t *Tx) LockItems(ids []int64) ([]*record.Item, error) {
 	if err := t.t.lockItems(ids); err != nil {
 		return nil, err
 	}
-	out := make([]*store.Item, 0, len(ids))
+	out := make([]*record.Item, 0, len(ids))
 	for _, id := range ids {
 		if it := t.t.items[id]; it != nil {
 			out = append(out, it)
@@ -106,13 +107,13 @@ type notes struct {
 	readyQueues map[string]bool
 	readyAll    bool
 	cancel      []int64
-	ended       map[int64]string
+	ended       map[int64]record.JobState
 	// published says publications were recorded (see flushPublications).
 	published bool
 }
 
 func newNotes() notes {
-	return notes{readyQueues: map[string]bool{}, ended: map[int64]string{}}
+	return notes{readyQueues: map[string]bool{}, ended: map[int64]record.JobState{}}
 }
 
 // readyIn notes a task made ready in the queue.
@@ -150,7 +151,7 @@ func (n *notes) notify(e *Engine) {
 	}
 }
 
-func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
+func (t *tx) def(jobID int64) (*workflow.Definition, *record.Job, error) {
 	j, err := t.job(jobID)
 	if err != nil {
 		return nil, nil, err
@@ -160,13 +161,13 @@ func (t *tx) def(jobID int64) (*workflow.Definition, *store.Job, error) {
 }
 
 // markDirty marks the item for settling, and its job for closing.
-func (t *tx) markDirty(it *store.Item) {
+func (t *tx) markDirty(it *record.Item) {
 	t.dirty[it.ID] = it.Depth
 	t.touched[it.JobID] = true
 }
 
 // fire records event on the item and makes ready every step whose needs are now all met.
-func (t *tx) fire(it *store.Item, event string) error {
+func (t *tx) fire(it *record.Item, event string) error {
 	inserted, err := t.addEvent(it, event)
 	if err != nil {
 		return err
@@ -179,7 +180,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 			if err != nil {
 				return err
 			}
-			return t.endJob(job, store.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
+			return t.endJob(job, record.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
 		}
 		return nil // events are a set
 	}
@@ -192,7 +193,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 		return err
 	}
 	if event == workflow.EventFail {
-		return t.endJob(job, store.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
+		return t.endJob(job, record.JobFailed, fmt.Sprintf("fail fired on %q", it.Name))
 	}
 	if event == workflow.EventStart {
 		// Before anything runs, and whatever the job's state: a retry must find the skips.
@@ -200,7 +201,7 @@ func (t *tx) fire(it *store.Item, event string) error {
 			return err
 		}
 	}
-	if job.State != store.JobRunning {
+	if job.State != record.JobRunning {
 		return nil
 	}
 	if event == workflow.EventStart {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -27,25 +28,25 @@ type unit struct {
 	ctx    context.Context
 	x      store.Executor
 	now    time.Time
-	jobs   map[int64]*store.Job
+	jobs   map[int64]*record.Job
 	events map[int64]map[string]bool
 	// named holds, for locked items whose whole event set is not cached, whether each of some
 	// events has fired (read by [unit.readFiring], or held back since): enough to tell whether
 	// a batch's events are new without reading every event of every item.
 	named map[int64]map[string]bool
-	items map[int64]*store.Item // locked in this transaction, kept in step with its writes
+	items map[int64]*record.Item // locked in this transaction, kept in step with its writes
 	// peeked holds parents read without a lock to create their children (see [tx.parentOf]);
 	// their child counts are held back, written at the end, and before any lock of them.
-	peeked map[int64]*store.Item
+	peeked map[int64]*record.Item
 	// stale holds the cached items whose row got writes the cache does not mirror (merged
 	// metadata, content type, thumbnail, a reopened error): read again before an inline run.
 	stale map[int64]bool
-	tasks map[int64][]*store.Task // tasks of the level being settled, read in one statement
+	tasks map[int64][]*record.Task // tasks of the level being settled, read in one statement
 	// fresh holds the items created in this transaction, each with the tasks it got here (see
 	// pending.go); freshStale says those task states may have changed since (a job's tasks were
 	// canceled) and must be read.
-	fresh        map[int64][]*store.Task
-	kids         map[int64][]*store.Item // parent → its children created in this transaction
+	fresh        map[int64][]*record.Task
+	kids         map[int64][]*record.Item // parent → its children created in this transaction
 	freshStale   bool
 	pendTasks    []store.TaskInsertParams
 	pendEvents   []store.EventInsertParams
@@ -53,12 +54,12 @@ type unit struct {
 }
 
 func newUnit(ctx context.Context, x store.Executor, now time.Time) unit {
-	return unit{ctx: ctx, x: x, now: now, jobs: map[int64]*store.Job{}, events: map[int64]map[string]bool{}, named: map[int64]map[string]bool{},
-		items: map[int64]*store.Item{}, peeked: map[int64]*store.Item{}, stale: map[int64]bool{}, tasks: map[int64][]*store.Task{},
-		fresh: map[int64][]*store.Task{}, kids: map[int64][]*store.Item{}, pendChildren: map[int64]childCount{}}
+	return unit{ctx: ctx, x: x, now: now, jobs: map[int64]*record.Job{}, events: map[int64]map[string]bool{}, named: map[int64]map[string]bool{},
+		items: map[int64]*record.Item{}, peeked: map[int64]*record.Item{}, stale: map[int64]bool{}, tasks: map[int64][]*record.Task{},
+		fresh: map[int64][]*record.Task{}, kids: map[int64][]*record.Item{}, pendChildren: map[int64]childCount{}}
 }
 
-func (u *unit) job(id int64) (*store.Job, error) {
+func (u *unit) job(id int64) (*record.Job, error) {
 	if j, ok := u.jobs[id]; ok {
 		return j, nil
 	}
@@ -66,7 +67,7 @@ func (u *unit) job(id int64) (*store.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.State == store.JobFailed || j.State == store.JobComplete {
+	if j.State == record.JobFailed || j.State == record.JobComplete {
 		// A job in a state a retry reopens: decide on it under its lock. Otherwise this
 		// transaction could settle an item as a stopped job's (without waiting for its
 		// collector) while a retry, in another process, reopens the job and its items, and
@@ -108,7 +109,7 @@ func (u *unit) lockItems(ids []int64) error {
 }
 
 // item returns the item, locking it on first use in this transaction.
-func (u *unit) item(id int64) (*store.Item, error) {
+func (u *unit) item(id int64) (*record.Item, error) {
 	if it, ok := u.items[id]; ok {
 		return it, nil
 	}
@@ -127,7 +128,7 @@ func (u *unit) item(id int64) (*store.Item, error) {
 // made is one the cache does not mirror (it is stale), in which case the row is read again —
 // after its held-back child count, which the row must show. The cached copy is not replaced:
 // the engine keeps that one in step.
-func (u *unit) itemNow(it *store.Item) (*store.Item, error) {
+func (u *unit) itemNow(it *record.Item) (*record.Item, error) {
 	if !u.stale[it.ID] {
 		return it, nil
 	}
@@ -138,7 +139,7 @@ func (u *unit) itemNow(it *store.Item) (*store.Item, error) {
 }
 
 // created caches an item this transaction inserted: locked, with no events and no tasks yet.
-func (u *unit) created(it *store.Item) {
+func (u *unit) created(it *record.Item) {
 	u.items[it.ID] = it
 	u.events[it.ID] = map[string]bool{}
 	u.fresh[it.ID] = nil
@@ -261,7 +262,7 @@ func (u *unit) readEvents(ids []int64) error {
 
 // tasksOf returns the item's tasks: known (a level's, or those of an item created in this
 // transaction), or read after the held-back tasks are written.
-func (u *unit) tasksOf(itemID int64) ([]*store.Task, error) {
+func (u *unit) tasksOf(itemID int64) ([]*record.Task, error) {
 	if ts, ok := u.tasks[itemID]; ok {
 		return ts, nil
 	}
@@ -275,7 +276,7 @@ func (u *unit) tasksOf(itemID int64) ([]*store.Task, error) {
 }
 
 // jobTasks reads a page of the job's tasks, after the held-back tasks are written.
-func (u *unit) jobTasks(p store.TaskListParams) ([]*store.Task, error) {
+func (u *unit) jobTasks(p store.TaskListParams) ([]*record.Task, error) {
 	if err := u.flushTasks(); err != nil {
 		return nil, err
 	}
@@ -354,7 +355,7 @@ func (u *unit) setItemStates(p store.ItemSetStateManyParams) error {
 // hasChildIn reports whether the item has a child in one of the states: from memory when every
 // child was created in this transaction (their states are kept in step), else from the database
 // (the settler writes a level's moves before it settles the level above).
-func (u *unit) hasChildIn(it *store.Item, states []string) (bool, error) {
+func (u *unit) hasChildIn(it *record.Item, states []record.ItemState) (bool, error) {
 	if it.NChildren == 0 {
 		return false, nil
 	}

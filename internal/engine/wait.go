@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
 // startWait records the wait of a step with a deadline once every need it still misses is an
 // external event: its deadline counts from then (a wait already recorded keeps its own).
-func (t *tx) startWait(def *workflow.Definition, it *store.Item, s *workflow.Step) error {
+func (t *tx) startWait(def *workflow.Definition, it *record.Item, s *workflow.Step) error {
 	ev, err := t.itemEvents(it.ID)
 	if err != nil {
 		return err
@@ -86,14 +87,14 @@ func (t *tx) expire(w store.Wait) (bool, error) {
 		return false, err
 	}
 	s := def.Step(w.Step)
-	if s == nil || job.State != store.JobRunning {
+	if s == nil || job.State != record.JobRunning {
 		return false, nil
 	}
 	tasks, err := t.tasksOf(it.ID)
 	if err != nil {
 		return false, err
 	}
-	if slices.ContainsFunc(tasks, func(tk *store.Task) bool { return tk.Step == s.Name }) {
+	if slices.ContainsFunc(tasks, func(tk *record.Task) bool { return tk.Step == s.Name }) {
 		return false, nil // it ran (or was skipped) meanwhile
 	}
 	ev, err := t.itemEvents(it.ID)
@@ -113,7 +114,7 @@ func (t *tx) expire(w store.Wait) (bool, error) {
 	t.addTask(store.TaskInsertParams{
 		JobID: it.JobID, ItemID: it.ID, Step: s.Name, Action: s.Action, Queue: t.e.Queue(def, s),
 		MaxAttempts: s.MaxAttempts(), SortKey: it.SortKey, ProgressWeight: t.e.weight(s), Now: t.now,
-		Done: &store.TaskDone{State: store.TaskSkipped, Error: msg},
+		Done: &store.TaskDone{State: record.TaskSkipped, Error: msg},
 	})
 	t.markDirty(it)
 	if it.Error == "" {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // countingWriter is a writer that counts what it commits through another.
@@ -33,7 +33,7 @@ func TestRetryWriter(t *testing.T) {
 			t.Parallel()
 			b := setup(t, driver, "r/1", nil)
 			j := b.start(t, retryWorkflow("fail"))
-			if j.State != store.JobFailed {
+			if j.State != record.JobFailed {
 				t.Fatalf("job %s (%q) after b failed, want failed", j.State, j.Error)
 			}
 
@@ -45,7 +45,7 @@ func TestRetryWriter(t *testing.T) {
 			if n := cw.n.Load(); n != 1 {
 				t.Fatalf("the attached writer committed %d times, want the retry's 1", n)
 			}
-			if j = enginetest.WaitJob(t, b.e, j.ID, time.Minute); j.State != store.JobFailed {
+			if j = enginetest.WaitJob(t, b.e, j.ID, time.Minute); j.State != record.JobFailed {
 				t.Fatalf("retried job %s, want failed again (b still fails)", j.State)
 			}
 			b.e.AttachWriter(b.w) // as the worker attached itself when it started
@@ -57,7 +57,7 @@ func TestRetryWriter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("retry after the worker stopped: %v", err)
 			}
-			if got.State != store.JobRunning {
+			if got.State != record.JobRunning {
 				t.Errorf("job %s after the retry, want running", got.State)
 			}
 			if n := cw.n.Load(); n != 1 {

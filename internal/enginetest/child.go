@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -126,7 +127,7 @@ func AwaitJobEnd(ctx context.Context, db store.Store, jobID int64, ended <-chan 
 		if err != nil {
 			return err
 		}
-		if j.State != store.JobRunning {
+		if j.State != record.JobRunning {
 			return nil
 		}
 		select {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -166,7 +167,7 @@ func StartWith(t testing.TB, open Open, cfg Config, actions ...action.Action) *K
 }
 
 // ApplyWorkflow stores a workflow (YAML or JSON), failing t when it is invalid.
-func (k *Kit) ApplyWorkflow(t testing.TB, src string) *store.Workflow {
+func (k *Kit) ApplyWorkflow(t testing.TB, src string) *record.Workflow {
 	t.Helper()
 	wf, _, err := k.Engine.ApplyWorkflow(t.Context(), []byte(src), "test.yaml")
 	if err != nil {
@@ -177,7 +178,7 @@ func (k *Kit) ApplyWorkflow(t testing.TB, src string) *store.Workflow {
 
 // StartJob applies the workflow src and submits a job of it ([engine.Engine.Submit]) with the
 // roots (their ordinals are their indexes when all are zero), sealed.
-func (k *Kit) StartJob(t testing.TB, src string, roots ...engine.Root) *store.Job {
+func (k *Kit) StartJob(t testing.TB, src string, roots ...engine.Root) *record.Job {
 	t.Helper()
 	wf := k.ApplyWorkflow(t, src)
 	sub, err := k.Engine.Submit(t.Context(), engine.SubmitParams{Workflow: wf.Name})
@@ -204,13 +205,13 @@ func (k *Kit) StartJob(t testing.TB, src string, roots ...engine.Root) *store.Jo
 }
 
 // WaitJob waits up to d for the job to end and returns it.
-func (k *Kit) WaitJob(t testing.TB, id int64, d time.Duration) *store.Job {
+func (k *Kit) WaitJob(t testing.TB, id int64, d time.Duration) *record.Job {
 	t.Helper()
 	return WaitJob(t, k.Engine, id, d)
 }
 
 // Tasks returns the job's tasks.
-func (k *Kit) Tasks(t testing.TB, jobID int64) []*store.Task {
+func (k *Kit) Tasks(t testing.TB, jobID int64) []*record.Task {
 	t.Helper()
 	tasks, err := k.Store.TaskListByJob(t.Context(), store.TaskListParams{JobID: jobID})
 	if err != nil {
@@ -221,9 +222,9 @@ func (k *Kit) Tasks(t testing.TB, jobID int64) []*store.Task {
 
 // WaitJob waits up to d for the job to leave the running state and returns it; on time out it
 // fails t with the job's progress.
-func WaitJob(t testing.TB, e *engine.Engine, id int64, d time.Duration) *store.Job {
+func WaitJob(t testing.TB, e *engine.Engine, id int64, d time.Duration) *record.Job {
 	t.Helper()
-	var j *store.Job
+	var j *record.Job
 	var progress string
 	var seen time.Time
 	poll.Until(t, d, fmt.Sprintf("job %d to end", id), func() (bool, string) {
@@ -237,7 +238,7 @@ func WaitJob(t testing.TB, e *engine.Engine, id int64, d time.Duration) *store.J
 			p, _ := e.Progress(t.Context(), id)
 			progress, seen = fmt.Sprintf("%+v", p), time.Now()
 		}
-		return j.State != store.JobRunning, progress
+		return j.State != record.JobRunning, progress
 	})
 	return j
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestKit runs a two-step workflow of function actions on every driver: each runs once per
@@ -34,11 +34,11 @@ func TestKit(t *testing.T) {
 		k := enginetest.Start(t, open, first, second)
 		job := k.StartJob(t, "name: kit\nsteps:\n  a: {action: first, needs: [start], success: [a.done]}\n  b: {action: second, needs: [a.done]}\n",
 			engine.Root{Name: "x"}, engine.Root{Name: "y"})
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job = %s (%s), want complete", j.State, j.Error)
 		}
 		for _, tk := range k.Tasks(t, job.ID) {
-			if tk.State != store.TaskComplete {
+			if tk.State != record.TaskComplete {
 				t.Errorf("task %s of item %d = %s (%s), want complete", tk.Step, tk.ItemID, tk.State, tk.Error)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -120,11 +121,12 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		conclude(out, StatusSkipURLBlocklist, "the request has no base_url")
 		return nil
 	}
-	d, err := a.s.bound()
+	reads, err := engine.ReadsOf(ctx)
 	if err != nil {
 		return err
 	}
-	row, err := d.results.Get(ctx, req.IngestType, req.BaseURL)
+	var row *Row
+	err = reads.Query(ctx, DomainName, readResult, resultKey{req.IngestType, req.BaseURL}, &row)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("look up %s: %w", req.BaseURL, err)
 	}
@@ -148,7 +150,7 @@ func (a existingAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		if f.SHA256 == "" {
 			continue
 		}
-		if _, err := d.blobs.Stat(ctx, f.SHA256); err != nil {
+		if _, err := reads.Blobs().Stat(ctx, f.SHA256); err != nil {
 			// A file of the earlier result is gone from the blob store: ingest again.
 			return ingest()
 		}
@@ -466,10 +468,6 @@ type fileOutcome struct {
 }
 
 func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
-	d, err := a.s.bound()
-	if err != nil {
-		return err
-	}
 	var mf ManifestFile
 	if !decodeMD(t.Item.Metadata, mdFile, &mf) {
 		return action.Permanentf("item %d has no %s metadata", t.Item.ID, mdFile)
@@ -480,7 +478,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	partial := a.s.partialPath(t.JobID, t.Item.ID)
 	if action.Resume(out) > 0 {
 		// An earlier attempt stored the verified file and died before it completed.
-		return a.recordStored(ctx, d, t, out, partial)
+		return a.recordStored(ctx, t, out, partial)
 	}
 	limit := a.s.cfg.MaxFileSize
 	if n := intMetadata(t.Item.Metadata, mdUnsized); t.Item.Metadata[mdUnsized] != nil {
@@ -519,8 +517,12 @@ func (s *Fileset) partialPath(jobID, itemID int64) string {
 }
 
 // recordStored records the outcome an earlier attempt stored with the file's blob child.
-func (a downloadAction) recordStored(ctx context.Context, d *deps, t *action.Task, out action.Output, partial string) error {
-	kids, err := d.reads.StepChildren(ctx, t.Item.ID, t.Step)
+func (a downloadAction) recordStored(ctx context.Context, t *action.Task, out action.Output, partial string) error {
+	reads, err := engine.ReadsOf(ctx)
+	if err != nil {
+		return err
+	}
+	kids, err := reads.StepChildren(ctx, t.Item.ID, t.Step)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
@@ -76,7 +76,7 @@ func TestConcurrentRequestsDownloadOnce(t *testing.T) {
 			ks = append(ks, k)
 		}
 		src := workflowSource(t)
-		var jobs []*store.Job
+		var jobs []*record.Job
 		if sameJob {
 			jobs = append(jobs, ks[0].StartJob(t, src, root(false), root(false)))
 		} else {
@@ -88,7 +88,7 @@ func TestConcurrentRequestsDownloadOnce(t *testing.T) {
 			n := 0
 			for _, j := range jobs {
 				for _, tk := range ks[0].Tasks(t, j.ID) {
-					if tk.Step == downloadStep && tk.State != store.TaskSkipped {
+					if tk.Step == downloadStep && tk.State != record.TaskSkipped {
 						n++
 					}
 				}
@@ -98,7 +98,7 @@ func TestConcurrentRequestsDownloadOnce(t *testing.T) {
 		close(g.gate)
 		var results []Result
 		for _, j := range jobs {
-			if got := ks[0].WaitJob(t, j.ID, time.Minute); got.State != store.JobComplete {
+			if got := ks[0].WaitJob(t, j.ID, time.Minute); got.State != record.JobComplete {
 				t.Fatalf("job %d %s: %s", got.ID, got.State, got.Error)
 			}
 			results = append(results, jobResults(t, ks[0], j.ID, 2/len(jobs))...)
@@ -122,7 +122,7 @@ func TestConcurrentRequestsDownloadOnce(t *testing.T) {
 
 		// Later, a request with force_recrawl ingests the dataset again: new claims.
 		again := ks[len(ks)-1].StartJob(t, src, root(true))
-		if got := ks[0].WaitJob(t, again.ID, time.Minute); got.State != store.JobComplete {
+		if got := ks[0].WaitJob(t, again.ID, time.Minute); got.State != record.JobComplete {
 			t.Fatalf("job %d %s: %s", got.ID, got.State, got.Error)
 		}
 		if r := jobResults(t, ks[0], again.ID, 1)[0]; r.Status != StatusSuccess {

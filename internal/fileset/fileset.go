@@ -2,16 +2,14 @@ package fileset
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
-	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/egress"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // Config configures [New]. The zero value reaches the public platforms under the default egress
@@ -45,13 +43,13 @@ type Config struct {
 	Publish bool
 }
 
-// Fileset is the fileset workflow's actions and what they share: the HTTP client, and — once
-// bound ([Fileset.Bind]) — what they read of the core, fileset_results and the blob store. Safe
-// for concurrent use.
+// Fileset is the fileset workflow's actions and what they share: the configuration and the HTTP
+// client. What they read of the core, of fileset_results and of the blob store comes with each
+// task, through its read port ([engine.Reads]; see [Reads]), so they run in process or in a
+// remote worker alike. Safe for concurrent use.
 type Fileset struct {
 	cfg   Config
 	fetch *fetcher
-	deps  atomic.Pointer[deps]
 	// downloaded counts the bytes this process's downloads received.
 	downloaded atomic.Int64
 }
@@ -59,19 +57,15 @@ type Fileset struct {
 // Downloaded returns how many bytes this process's downloads have received, verified or not.
 func (s *Fileset) Downloaded() int64 { return s.downloaded.Load() }
 
-type deps struct {
-	reads   Reads
-	results *ResultStore
-	blobs   blob.Store
-}
-
-// Reads is the read port of the fileset actions: what they read of the core besides their
-// task, the items a step made of an item (a request's files, a file's stored blob).
-// [engine.Engine] serves it locally; an action holds no store.
+// Reads is what the fileset actions read of the core besides their task: the items a step made
+// of an item (a request's files, a file's stored blob). It is part of their task's read port
+// ([engine.Reads]), which also serves their read of fileset_results ([Domain.ReadQueries]) and
+// the blob store; the engine serves it in process, the server to a remote worker. An action
+// holds no store.
 type Reads interface {
 	// StepChildren returns the children the step named step made of item parent, in ordinal
 	// order.
-	StepChildren(ctx context.Context, parent int64, step string) ([]*store.Item, error)
+	StepChildren(ctx context.Context, parent int64, step string) ([]*record.Item, error)
 }
 
 // New returns the fileset actions with cfg.
@@ -94,23 +88,6 @@ func New(cfg Config) *Fileset {
 		cfg.Now = time.Now
 	}
 	return &Fileset{cfg: cfg, fetch: newFetcher(cfg.Egress, cfg.MaxRedirects, cfg.Timeout)}
-}
-
-// Bind gives the actions their read port (the children of a request), the results store
-// (fileset_results) and the blob store (downloads). Call it before workers start; actions that
-// need them fail until then.
-func (s *Fileset) Bind(reads Reads, results *ResultStore, blobs blob.Store) {
-	s.deps.Store(&deps{reads: reads, results: results, blobs: blobs})
-}
-
-var errUnbound = errors.New("fileset: actions not bound (Fileset.Bind)")
-
-func (s *Fileset) bound() (*deps, error) {
-	d := s.deps.Load()
-	if d == nil {
-		return nil, errUnbound
-	}
-	return d, nil
 }
 
 // Actions returns the workflow's actions: fileset-existing, fileset-landing, fileset-platform,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -106,7 +106,7 @@ func TestHostDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		job := ks[0].StartJob(t, string(src), engine.Root{Name: url, Metadata: map[string]any{"request": asMap(Request{IngestType: "dataset", BaseURL: url})}})
-		if j := ks[0].WaitJob(t, job.ID, 2*time.Minute); j.State != store.JobComplete {
+		if j := ks[0].WaitJob(t, job.ID, 2*time.Minute); j.State != record.JobComplete {
 			t.Fatalf("job %d %s: %s", j.ID, j.State, j.Error)
 		}
 		if r := jobResults(t, ks[0], job.ID, 1)[0]; r.Status != StatusSuccess {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
 )
 
 type resultAction struct{ s *Fileset }
@@ -35,12 +36,12 @@ type fileChild struct {
 func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	var kids []fileChild
 	if t.Item.NChildren > 0 {
-		d, err := a.s.bound()
+		reads, err := engine.ReadsOf(ctx)
 		if err != nil {
 			return err
 		}
 		step, _ := t.Item.Metadata[mdFilesStep].(string)
-		if kids, err = fileChildren(ctx, d.reads, t.Item.ID, step); err != nil {
+		if kids, err = fileChildren(ctx, reads, t.Item.ID, step); err != nil {
 			return err
 		}
 		// Every file is done: the partial files its downloads kept (in this process's data

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -20,7 +21,6 @@ func startKit(t *testing.T, open enginetest.Open, cfg Config) (*enginetest.Kit, 
 	fs := New(cfg)
 	k := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{DomainName: Domain{}}},
 		fs.Actions()...)
-	fs.Bind(k.Engine, NewResultStore(k.Store), k.Blobs)
 	return k, fs
 }
 
@@ -35,14 +35,14 @@ func workflowSource(t testing.TB) string {
 }
 
 // runRequests runs one job of the requests and returns their results by index.
-func runRequests(t *testing.T, k *enginetest.Kit, reqs []Request, d time.Duration) (*store.Job, []Result) {
+func runRequests(t *testing.T, k *enginetest.Kit, reqs []Request, d time.Duration) (*record.Job, []Result) {
 	t.Helper()
 	roots := make([]engine.Root, len(reqs))
 	for i, r := range reqs {
 		roots[i] = engine.Root{Name: r.BaseURL, Metadata: map[string]any{"request": asMap(r)}}
 	}
 	job := k.StartJob(t, workflowSource(t), roots...)
-	if j := k.WaitJob(t, job.ID, d); j.State != store.JobComplete {
+	if j := k.WaitJob(t, job.ID, d); j.State != record.JobComplete {
 		t.Fatalf("job %d %s: %s", j.ID, j.State, j.Error)
 	}
 	return job, jobResults(t, k, job.ID, len(reqs))

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
@@ -141,11 +142,7 @@ func workItem(pt PackageType, r *Request, pkg, advice, scope string, exclusions 
 // work item is done) it records why the traversal ended.
 func (g *Graph) endDetect(ctx context.Context, t *action.Task, out action.Output) error {
 	if t.Item.ParentID == 0 {
-		_, core, err := g.bound()
-		if err != nil {
-			return err
-		}
-		items, err := listWorkItems(ctx, core, t.JobID)
+		items, err := taskWorkItems(ctx)
 		if err != nil {
 			return err
 		}
@@ -235,15 +232,12 @@ func selectedPkg(md map[string]any) string {
 
 // resolveSync skips the resolve of a version the shared graph holds already.
 func (g *Graph) resolveSync(ctx context.Context, t *action.Task, out action.Output) error {
-	db, _, err := g.bound()
-	if err != nil {
-		return err
-	}
 	md := t.Item.Metadata
-	state, errText, err := db.VersionState(ctx, str(md, keyType), selectedPkg(md), str(work(md), workVersion))
+	vs, err := engine.Query[versionState](ctx, DomainName, readVersionState, versionKey{str(md, keyType), selectedPkg(md), str(work(md), workVersion)})
 	if err != nil {
 		return err
 	}
+	state, errText := vs.State, vs.Error
 	switch state {
 	case "":
 		setStatus(out, StatusResolveStatus, "UNRESOLVED")
@@ -311,13 +305,9 @@ func (g *Graph) traverse(ctx context.Context, t *action.Task, out action.Output)
 	if err != nil {
 		return err
 	}
-	db, _, err := g.bound()
-	if err != nil {
-		return err
-	}
 	typ := str(md, keyType)
 	pt, _ := g.types.Lookup(typ)
-	rels, err := db.Relationships(ctx, typ, selectedPkg(md), str(work(md), workVersion))
+	rels, err := relationships(ctx, typ, selectedPkg(md), str(work(md), workVersion))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -26,12 +27,12 @@ type WorkItem struct {
 	Status       map[string]any
 }
 
-// listWorkItems returns every item of the job in tree order.
-func listWorkItems(ctx context.Context, core Core, jobID int64) ([]*WorkItem, error) {
+// listWorkItems returns every item of a job in tree order, listed by list.
+func listWorkItems(ctx context.Context, list func(ctx context.Context, after string, limit int) ([]*record.Item, error)) ([]*WorkItem, error) {
 	var out []*WorkItem
 	after := ""
 	for {
-		items, err := core.JobItems(ctx, jobID, after, 5000)
+		items, err := list(ctx, after, 5000)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +124,9 @@ func CountItems(items []*WorkItem) Counts {
 
 // Progress returns a request's counts so far.
 func Progress(ctx context.Context, core Core, jobID int64) (Counts, error) {
-	items, err := listWorkItems(ctx, core, jobID)
+	items, err := listWorkItems(ctx, func(ctx context.Context, after string, limit int) ([]*record.Item, error) {
+		return core.JobItems(ctx, jobID, after, limit)
+	})
 	if err != nil {
 		return Counts{}, err
 	}
@@ -136,11 +139,7 @@ func (g *Graph) format(ctx context.Context, t *action.Task, out action.Output) e
 	if err != nil {
 		return err
 	}
-	_, core, err := g.bound()
-	if err != nil {
-		return err
-	}
-	items, err := listWorkItems(ctx, core, t.JobID)
+	items, err := taskWorkItems(ctx)
 	if err != nil {
 		return err
 	}
@@ -345,8 +344,8 @@ func Render(res *Result, format string) (string, error) {
 // Records is what [LoadResult] and [TraverseState] read of the engine's records: a request's
 // job's outputs and its request item. A [store.Store] satisfies it, and so do the API's records.
 type Records interface {
-	OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error)
-	ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error)
+	OutputList(ctx context.Context, p store.OutputListParams) ([]*record.Output, error)
+	ItemList(ctx context.Context, p store.ItemListParams) ([]*record.Item, error)
 }
 
 // LoadResult returns a finished request's result, or store.ErrNotFound while it has none.

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -43,28 +44,26 @@ type Config struct {
 	Roots *pathroot.Roots
 }
 
-// Graph holds the graph workflow's actions and what they share: the package types, the fetcher,
-// the domain's [Store] they read the shared graph from and the read port [Core] to the engine's
-// records. It is safe for concurrent use.
+// Graph holds the graph workflow's actions and what they share: the package types and the
+// fetcher. What they read of the engine's records and of the graph's tables comes with each task
+// (its read port, [engine.Reads]; see [Domain.ReadQueries]), so they run in process or in a
+// remote worker alike. It is safe for concurrent use.
 type Graph struct {
 	types *Types
 	fetch *Fetcher
 
 	mu   sync.RWMutex
-	db   *Store
-	core Core
 	reqs map[int64]*Request // requests by job: immutable once registered
 }
 
-// Core is what the graph's actions read of the engine's records: the work items of a request's
-// job. [*engine.Engine] satisfies it.
+// Core is what [Progress] reads of the engine's records: the work items of a request's job.
+// [*engine.Engine] satisfies it.
 type Core interface {
 	// JobItems returns up to limit items of a job in tree order, those after the sort key after.
-	JobItems(ctx context.Context, jobID int64, after string, limit int) ([]*store.Item, error)
+	JobItems(ctx context.Context, jobID int64, after string, limit int) ([]*record.Item, error)
 }
 
-// New returns a graph. Its actions can be registered at once (to validate workflows); they run
-// once [Graph.Bind] gave them the engine.
+// New returns a graph, whose actions can be registered at once.
 func New(cfg Config) *Graph {
 	ts := cfg.Types
 	if ts == nil {
@@ -75,23 +74,6 @@ func New(cfg Config) *Graph {
 		reqs: map[int64]*Request{}}
 }
 
-// Bind gives the actions the engine: its records, read through [Core], and the graph's tables.
-func (g *Graph) Bind(e *engine.Engine) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.db, g.core = Open(e), e
-}
-
-// bound returns what [Graph.Bind] gave.
-func (g *Graph) bound() (*Store, Core, error) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if g.db == nil {
-		return nil, nil, errors.New("graph: no engine bound (a wiring mistake)")
-	}
-	return g.db, g.core, nil
-}
-
 // request returns the request of a job, from its workspace.
 func (g *Graph) request(ctx context.Context, jobID int64) (*Request, error) {
 	g.mu.RLock()
@@ -100,11 +82,7 @@ func (g *Graph) request(ctx context.Context, jobID int64) (*Request, error) {
 	if r != nil {
 		return r, nil
 	}
-	db, _, err := g.bound()
-	if err != nil {
-		return nil, err
-	}
-	r, err = db.Workspace(ctx, jobID)
+	r, err := engine.Query[*Request](ctx, DomainName, readWorkspace, struct{}{})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, action.Permanent(fmt.Errorf("job %d has no graph workspace (deleted, or not registered)", jobID))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/graph"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/worker"
 )
@@ -160,14 +161,13 @@ func startKit(t testing.TB, open enginetest.Open, workers int, cfg graph.Config)
 		Domains: map[string]engine.Domain{graph.DomainName: graph.Domain{}},
 		Worker:  func(c *worker.Config) { c.Concurrency = conc },
 	}, acts...)
-	g.Bind(k.Engine)
 	src, _ := builtin.Source("graph")
 	k.ApplyWorkflow(t, string(src))
 	return &kit{Kit: k, g: g}
 }
 
 // startRequest starts a graph request's job.
-func (k *kit) startRequest(t testing.TB, r graph.Request) *store.Job {
+func (k *kit) startRequest(t testing.TB, r graph.Request) *record.Job {
 	t.Helper()
 	var md map[string]any
 	b, _ := json.Marshal(r)
@@ -183,10 +183,10 @@ func (k *kit) startRequest(t testing.TB, r graph.Request) *store.Job {
 }
 
 // result waits for a request and returns its result.
-func (k *kit) result(t testing.TB, job *store.Job, d time.Duration) *graph.Result {
+func (k *kit) result(t testing.TB, job *record.Job, d time.Duration) *graph.Result {
 	t.Helper()
 	j := k.WaitJob(t, job.ID, d)
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Fatalf("job %d %s: %s", j.ID, j.State, j.Error)
 	}
 	res, err := graph.LoadResult(t.Context(), k.Store, job.ID)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/graph"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -148,7 +149,7 @@ func TestTraversalSurvivesKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job.State != store.JobComplete {
+		if job.State != record.JobComplete {
 			t.Fatalf("job %s: %s", job.State, job.Error)
 		}
 		got, err := graph.LoadResult(t.Context(), db, job.ID)
@@ -237,8 +238,7 @@ func child(ctx context.Context, db store.Store, proxy string) error {
 	var wk *worker.Worker
 	e := engine.New(engine.Config{Store: db, Catalog: catalogOf(acts),
 		OnReady:  func(qs []string) { wk.Ready(qs) },
-		OnJobEnd: func(int64, string) { ended <- struct{}{} }})
-	g.Bind(e)
+		OnJobEnd: func(int64, record.JobState) { ended <- struct{}{} }})
 	if err := graph.Register(ctx, e); err != nil {
 		return err
 	}

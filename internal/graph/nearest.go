@@ -19,11 +19,7 @@ const barrierWait = 100 * time.Millisecond
 // the answer does not depend on the order in which workers ran (a per-depth barrier, which the
 // carto2 code called BSP phases). This waiting is polling, bounded by the queue's concurrency.
 func (g *Graph) nearest(ctx context.Context, t *action.Task) (bool, map[string]string, error) {
-	db, core, err := g.bound()
-	if err != nil {
-		return false, nil, err
-	}
-	items, err := listWorkItems(ctx, core, t.JobID)
+	items, err := taskWorkItems(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -52,7 +48,7 @@ func (g *Graph) nearest(ctx context.Context, t *action.Task) (bool, map[string]s
 			return false, nil, nil
 		}
 		if it.Depth == 1 && me.Depth >= 3 && str(work(it.Metadata), workVersion) != "" {
-			rels, err := db.Relationships(ctx, str(it.Metadata, keyType), selectedPkg(it.Metadata), str(work(it.Metadata), workVersion))
+			rels, err := relationships(ctx, str(it.Metadata, keyType), selectedPkg(it.Metadata), str(work(it.Metadata), workVersion))
 			if err != nil {
 				return false, nil, err
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // RequestError is a request that cannot be registered; its message names the field.
@@ -33,7 +33,7 @@ func (r *Request) Key() string {
 // built-in graph workflow, creates the request's job and adds the request item, whose register
 // route makes the root work items. With resume, an unfinished job of the same request is taken
 // up again instead (its item and seal are idempotent). The job runs once workers run.
-func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*store.Job, error) {
+func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*record.Job, error) {
 	if err := r.Normalize(); err != nil {
 		return nil, &RequestError{Err: err}
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"go.uber.org/goleak"
 )
@@ -176,7 +177,7 @@ func runCell(t *testing.T, o op, p path) {
 
 // view is what a user sees of one item.
 type view struct {
-	State string
+	State record.ItemState
 	Error string
 	// Docs and Errors are the item's outputs of each kind; Reason is its error output's message.
 	Docs, Errors int
@@ -184,12 +185,12 @@ type view struct {
 	// Attempts are the runs of its work step, in order, from the item's history.
 	Attempts []engine.Attempt
 	// WorkState is the state of its work step's task ("" when it has none yet).
-	WorkState string
+	WorkState record.TaskState
 }
 
 // jobView is what a user sees of a job: its state, progress and items by name.
 type jobView struct {
-	Job      *store.Job
+	Job      *record.Job
 	Progress *engine.Progress
 	Items    map[string]*view
 }
@@ -314,7 +315,7 @@ func waitFor(t *testing.T, e *engine.Engine, jobID int64, d time.Duration, what 
 	return v
 }
 
-func ended(v *jobView) bool { return v.Job.State != store.JobRunning }
+func ended(v *jobView) bool { return v.Job.State != record.JobRunning }
 
 // succeeded checks that the item shows its result: no error, one document, no error output.
 func succeeded(t *testing.T, v *jobView, name string) {
@@ -408,7 +409,7 @@ func names(n int) []string {
 // running.
 func ran(t *testing.T, c *cell, items []string) {
 	t.Helper()
-	want := map[path]string{local: store.TaskRunning, held: store.TaskReady}[c.path]
+	want := map[path]record.TaskState{local: record.TaskRunning, held: record.TaskReady}[c.path]
 	c.b.mu.Lock()
 	for n, got := range c.b.rows {
 		if got != want {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // wait is how long a cell waits for any one thing it expects.
@@ -26,7 +26,7 @@ func testRetry(t *testing.T, c *cell) {
 		t.Fatal(err)
 	}
 	v := waitFor(t, e, job.ID, wait, "the job to end", ended)
-	if v.Job.State != store.JobComplete {
+	if v.Job.State != record.JobComplete {
 		t.Fatalf("job %s (%s), want complete with two items' errors", v.Job.State, v.Job.Error)
 	}
 	succeeded(t, v, "r0")
@@ -57,7 +57,7 @@ func testRetry(t *testing.T, c *cell) {
 		c.b.unblock()
 	}
 	v = waitFor(t, e, job.ID, wait, "the retried job to end", ended)
-	if v.Job.State != store.JobComplete {
+	if v.Job.State != record.JobComplete {
 		t.Fatalf("retried job %s (%s), want complete", v.Job.State, v.Job.Error)
 	}
 	succeeded(t, v, "r0")
@@ -114,7 +114,7 @@ func testCancel(t *testing.T, c *cell) {
 		}
 		return true
 	})
-	if v.Job.State != store.JobCanceled {
+	if v.Job.State != record.JobCanceled {
 		t.Errorf("job %s, want canceled", v.Job.State)
 	}
 	succeeded(t, v, "r0")
@@ -139,7 +139,7 @@ func testCancel(t *testing.T, c *cell) {
 		t.Fatalf("retry the canceled job: %v", err)
 	}
 	v = waitFor(t, e, job.ID, wait, "the retried job to end", ended)
-	if v.Job.State != store.JobComplete {
+	if v.Job.State != record.JobComplete {
 		t.Fatalf("retried job %s (%s), want complete", v.Job.State, v.Job.Error)
 	}
 	for _, n := range names(6) {
@@ -197,7 +197,7 @@ func testEvent(t *testing.T, c *cell) {
 		}
 	}
 	v = waitFor(t, e, job.ID, wait, "the job to end", ended)
-	if v.Job.State != store.JobComplete {
+	if v.Job.State != record.JobComplete {
 		t.Fatalf("job %s (%s), want complete", v.Job.State, v.Job.Error)
 	}
 	for _, n := range names(4) {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 	"github.com/sluice-project/sluice/remote"
@@ -96,13 +97,13 @@ type behaviour struct {
 	runs    map[string]int // work's runs by item name
 	gone    int            // remote tasks answered 404 while held
 	// rows are the states work saw its own task's row in, by item name (see probe).
-	rows map[string]string
+	rows map[string]record.TaskState
 	db   store.Store
 }
 
 func newBehaviour() *behaviour {
 	return &behaviour{fail: map[string]string{}, block: map[string]bool{}, release: make(chan struct{}),
-		runs: map[string]int{}, rows: map[string]string{}, started: func(string) {}}
+		runs: map[string]int{}, rows: map[string]record.TaskState{}, started: func(string) {}}
 }
 
 func (b *behaviour) setFail(name, msg string) {
@@ -174,7 +175,7 @@ func (b *behaviour) probe(ctx context.Context, t *action.Task) {
 	b.mu.Lock()
 	db := b.db
 	b.mu.Unlock()
-	state := "unknown"
+	state := record.TaskState("unknown")
 	if db != nil {
 		if row, err := db.TaskGet(ctx, t.ID); err == nil {
 			state = row.State
@@ -402,7 +403,7 @@ func (p path) contents(unique ...string) func(string) string {
 }
 
 // startJob applies the workflow and creates the job (idempotently, by key) with its roots.
-func startJob(ctx context.Context, n *node.Node, src string, count int, content func(string) string) (*store.Job, error) {
+func startJob(ctx context.Context, n *node.Node, src string, count int, content func(string) string) (*record.Job, error) {
 	if _, _, err := n.Engine.ApplyWorkflow(ctx, []byte(src), "matrix.yaml"); err != nil {
 		return nil, err
 	}

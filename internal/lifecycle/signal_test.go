@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -66,7 +67,7 @@ func testSignal(t *testing.T, c *cell) {
 		// Nothing it left may be running: SIGTERM cancels and releases what did not finish.
 		v := look(t, r, ch.jobID)
 		for _, n := range held {
-			if s := v.Items[n].WorkState; s == store.TaskRunning {
+			if s := v.Items[n].WorkState; s == record.TaskRunning {
 				t.Errorf("after SIGTERM item %s's work task is %s, want released", n, s)
 			}
 		}
@@ -79,12 +80,12 @@ func testSignal(t *testing.T, c *cell) {
 	again.await(t, func(l string) bool { return l == "done" })
 	again.wait(t)
 	v := look(t, r, ch.jobID)
-	if v.Job.State != store.JobComplete {
+	if v.Job.State != record.JobComplete {
 		t.Fatalf("job %s (%s) after the restart, want complete; %s", v.Job.State, v.Job.Error, v)
 	}
 	for _, n := range names(signalItems) {
 		succeeded(t, v, n)
-		if it := v.Items[n]; it.WorkState != store.TaskComplete {
+		if it := v.Items[n]; it.WorkState != record.TaskComplete {
 			t.Errorf("item %s's work task is %s, want complete", n, it.WorkState)
 		}
 	}
@@ -261,7 +262,7 @@ func childRun(ctx context.Context, s childSpec, b *behaviour, lines chan<- strin
 		if err != nil {
 			return err
 		}
-		if j.State != store.JobRunning {
+		if j.State != record.JobRunning {
 			lines <- "done"
 			return nil
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 // RunningTasks lists tasks by lease: TaskListExpired(ctx, now, limit) returns up to limit
 // running tasks whose lease ended before now. A [store.Store] satisfies it.
 type RunningTasks interface {
-	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error)
+	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*record.Task, error)
 }
 
 // Loop is the maintenance loop of one process. Start it once; Stop is idempotent. Its methods are

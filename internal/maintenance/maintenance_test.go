@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/maintenance"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -71,7 +72,7 @@ func setup(t *testing.T, st store.Store) *bundle {
 }
 
 // lease creates a job with one root and leases its task for owner, with a lease of d.
-func (b *bundle) lease(t *testing.T, owner string, d time.Duration) *store.Task {
+func (b *bundle) lease(t *testing.T, owner string, d time.Duration) *record.Task {
 	t.Helper()
 	ctx := t.Context()
 	job, _, err := b.e.CreateJob(ctx, engine.CreateJobParams{Workflow: "one"})
@@ -114,7 +115,7 @@ func TestReap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return tk.State == store.TaskReady, tk.State
+			return tk.State == record.TaskReady, string(tk.State)
 		})
 		if !l.Leader() {
 			t.Error("the only loop is not the leader")
@@ -123,7 +124,7 @@ func TestReap(t *testing.T) {
 		if err != nil || len(atts) != 1 || atts[0].Owner != "dead-process" || !strings.Contains(atts[0].Error, "worker lost") {
 			t.Errorf("attempts of the reclaimed task: %+v %v", atts, err)
 		}
-		if tk, err := st.TaskGet(t.Context(), alive.ID); err != nil || tk.State != store.TaskRunning || tk.LeaseOwner != "live-process" {
+		if tk, err := st.TaskGet(t.Context(), alive.ID); err != nil || tk.State != record.TaskRunning || tk.LeaseOwner != "live-process" {
 			t.Errorf("task with a live lease: %+v %v", tk, err)
 		}
 	})
@@ -273,7 +274,7 @@ func TestCollectBlobs(t *testing.T) {
 			t.Fatalf("collect during a long task: deleted %d, %v; garbage exists %v", n, err, exists(garbage))
 		}
 		// Once it finished, only the referenced blob stays.
-		if ok, err := b.st.TaskFinish(ctx, store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, State: store.TaskComplete, Now: b.clock.now()}); err != nil || !ok {
+		if ok, err := b.st.TaskFinish(ctx, store.TaskFinishParams{ID: task.ID, Attempt: task.Attempt, State: record.TaskComplete, Now: b.clock.now()}); err != nil || !ok {
 			t.Fatalf("finish: %v %v", ok, err)
 		}
 		if n, _, err := l.CollectBlobs(ctx); err != nil || n != 1 || exists(garbage) || !exists(referenced) {
@@ -308,10 +309,10 @@ func TestExpireWaits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return j.State == store.JobComplete, j.State
+			return j.State == record.JobComplete, string(j.State)
 		})
 		tasks, err := st.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10})
-		if err != nil || len(tasks) != 1 || tasks[0].State != store.TaskSkipped || tasks[0].Error != "deadline: waited 1h0m0s for approved" {
+		if err != nil || len(tasks) != 1 || tasks[0].State != record.TaskSkipped || tasks[0].Error != "deadline: waited 1h0m0s for approved" {
 			t.Fatalf("tasks %+v, %v; want n skipped with the deadline error", tasks, err)
 		}
 	})

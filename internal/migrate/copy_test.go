@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-project/sluice/internal/migrate"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -136,7 +137,7 @@ func newSource(t *testing.T) source {
 	return source{dir: dir, blobs: blobs}
 }
 
-func createBench(t *testing.T, n *node.Node, roots int) *store.Job {
+func createBench(t *testing.T, n *node.Node, roots int) *record.Job {
 	t.Helper()
 	ctx := t.Context()
 	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "bench"})
@@ -155,15 +156,15 @@ func createBench(t *testing.T, n *node.Node, roots int) *store.Job {
 
 func waitJob(t *testing.T, st store.Store, id int64) {
 	t.Helper()
-	var j *store.Job
+	var j *record.Job
 	poll.Until(t, time.Minute, fmt.Sprintf("job %d to finish", id), func() (bool, string) {
 		var err error
 		if j, err = st.JobGet(t.Context(), id); err != nil {
 			return false, err.Error()
 		}
-		return j.State != store.JobRunning, j.State
+		return j.State != record.JobRunning, string(j.State)
 	})
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Fatalf("job %d ended %s: %s", id, j.State, j.Error)
 	}
 }
@@ -171,12 +172,12 @@ func waitJob(t *testing.T, st store.Store, id int64) {
 // state is what an installation holds, read through the store interface so both drivers
 // answer alike: every job, item (with text), task, attempt and output.
 type state struct {
-	Jobs     []store.Job
-	Items    []store.Item
-	Tasks    []store.Task
-	Attempts []store.Attempt
-	Outputs  []store.Output
-	Stats    []map[string]int
+	Jobs     []record.Job
+	Items    []record.Item
+	Tasks    []record.Task
+	Attempts []record.Attempt
+	Outputs  []record.Output
+	Stats    []map[record.TaskState]int
 	Progress []store.JobProgress
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/objects"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/subprocess"
@@ -110,7 +111,7 @@ type Config struct {
 	Actions []action.Action
 	// OnJobEnd, when set, is called after a transaction of this process that ended a job
 	// committed, with the job's final state (`sluice-bench engine` waits on it).
-	OnJobEnd func(jobID int64, state string)
+	OnJobEnd func(jobID int64, state record.JobState)
 }
 
 // Node is an opened installation.
@@ -192,7 +193,8 @@ func CatalogWith(p *egress.Policy) *action.Catalog {
 }
 
 // domains are the services of the built-in workflows that keep rows of their own (graph,
-// fileset, objects): the catalog holds their actions, and the node binds them to its store once open.
+// fileset, objects): the catalog holds their actions, which read their rows through their tasks'
+// read ports (engine.Reads), so nothing binds them to a store.
 type domains struct {
 	graph   *graph.Graph
 	fileset *fileset.Fileset
@@ -205,7 +207,37 @@ type domains struct {
 func newDomains(p *egress.Policy, fcfg fileset.Config, openS3 objects.S3Opener, roots *pathroot.Roots) domains {
 	fcfg.Egress = p
 	return domains{graph: graph.New(graph.Config{Egress: p, Roots: roots}), fileset: fileset.New(fcfg),
-		objects: &objects.Service{S3: openS3, Roots: roots}}
+		objects: &objects.Service{S3: openS3, Roots: roots, Egress: p}}
+}
+
+// configDomains makes the domains' services with the process's configuration in cfg.
+func configDomains(cfg Config) domains {
+	fcfg := cfg.Fileset
+	if fcfg.PartialDir == "" {
+		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
+	}
+	if _, ok := cfg.Topics.Sinks[fileset.SinkName]; ok {
+		// The fileset workflow's jobs publish their results only where the sink is configured.
+		fcfg.Publish = true
+	}
+	return newDomains(cfg.Egress, fcfg, cfg.OpenS3, cfg.PathRoots)
+}
+
+// WorkerCatalog returns the catalog of built-in actions as a node opened with cfg would hold
+// them, for a process that runs them without a store (a remote worker: workerproto.RunBuiltin).
+// Only the per-process configuration of cfg counts: egress, fileset, path roots, S3 opener, data
+// dir (its fileset-partial directory) and actions.
+func WorkerCatalog(cfg Config) *action.Catalog {
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil && cfg.DataDir != "" {
+		cfg.DataDir = abs
+	}
+	cat := catalogWith(cfg.Egress, configDomains(cfg))
+	for _, a := range cfg.Actions {
+		if _, dup := cat.Lookup(a.Spec().Name); !dup && a.Spec().Name != "" {
+			cat.Register(a)
+		}
+	}
+	return cat
 }
 
 // catalogWith is [CatalogWith] with the domains' actions served by d.
@@ -277,15 +309,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	fcfg := cfg.Fileset
-	if fcfg.PartialDir == "" {
-		fcfg.PartialDir = filepath.Join(cfg.DataDir, "fileset-partial")
-	}
-	if _, ok := cfg.Topics.Sinks[fileset.SinkName]; ok {
-		// The fileset workflow's jobs publish their results only where the sink is configured.
-		fcfg.Publish = true
-	}
-	d := newDomains(cfg.Egress, fcfg, cfg.OpenS3, cfg.PathRoots)
+	d := configDomains(cfg)
 	n := &Node{DataDir: cfg.DataDir, log: cfg.Logger, drain: cfg.Drain, Catalog: catalogWith(cfg.Egress, d), Egress: cfg.Egress,
 		Graph: d.graph, Fileset: d.fileset, Objects: d.objects}
 	for _, a := range cfg.Actions {
@@ -349,13 +373,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			}
 			n.each(func(l Listener) { l.Cancel(ids) })
 		},
-		OnJobEnd: func(jobID int64, state string) {
+		OnJobEnd: func(jobID int64, state record.JobState) {
 			if cfg.OnJobEnd != nil {
 				cfg.OnJobEnd(jobID, state)
 			}
 			n.traceJobEnd(jobID, state)
 		}})
-	n.Graph.Bind(n.Engine)
 	if err := graph.Register(ctx, n.Engine); err != nil {
 		n.Close()
 		return nil, err
@@ -364,7 +387,6 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.Objects.Bind(n.Engine, n.Blobs)
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
@@ -381,7 +403,6 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.Fileset.Bind(n.Engine, fileset.NewResultStore(n.Store), n.Blobs)
 	if cfg.Engine {
 		// Converters a killed predecessor left running (they die with it as a rule; see
 		// subprocess.Records for the exceptions) go before their attempt dirs do.

@@ -41,7 +41,7 @@ func BenchmarkSheet(b *testing.B) {
 	sheet.WriteString(strings.Join(objects.Headers, ",") + "\n")
 	for i := range rows {
 		pngFile(b, filepath.Join(dir, fmt.Sprintf("b%04d.png", i)), i)
-		fmt.Fprintf(&sheet, "IMAGE,bw%04d,bf%04d,b%04d.png,,A,,,\n", i/4, i, i)
+		fmt.Fprintf(&sheet, "IMAGE,bw%04d,bf%04d,b%04d.png,a description,A,a label,,\n", i/4, i, i)
 	}
 	// The baseline: the tools alone, on the first files.
 	n := min(rows, 20)

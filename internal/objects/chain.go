@@ -16,7 +16,8 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/blob"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/pronom"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // ChainAction names one action of a file set's chain twice: as Sluice's catalog knows it and
@@ -40,6 +41,7 @@ var Chain = []ChainAction{
 	{"objects.attach-transcription", "AttachTranscription"},
 	{"objects.derivative-copy", "CreateDerivativeCopy"},
 	{"objects.pyramid-tiff", "CreatePyramidTiff"},
+	{"objects.generate-ai-metadata", "GenerateAIMetadata"},
 	{"objects.media-metadata", "ExtractMediaMetadata"},
 	{"objects.create-transcode-job", "CreateTranscodeJob"},
 	{"objects.transcode-complete", "TranscodeComplete"},
@@ -61,8 +63,7 @@ func stateOf(actionName string) string {
 // call is one run of a chain action on a file set.
 type call struct {
 	s     *Service
-	db    *Store
-	reads Core
+	db    *taskDB // the task's read port
 	blobs blob.Store
 	t     *action.Task
 	out   action.Output
@@ -110,6 +111,12 @@ type chainStep struct {
 	timeout     time.Duration
 	done        func(ctx context.Context, c *call) (bool, error)
 	work        func(ctx context.Context, c *call) error
+	// settings are the step's own, beside force and overwrite (nil: only those).
+	settings []action.Setting
+	validate func(with map[string]any) error
+	// skip, when set, returns why the action has nothing to do for the task ("" when it has
+	// work): it is then ok with that note, never started.
+	skip func(c *call) string
 }
 
 func (s *Service) chainActions() []action.Action {
@@ -118,6 +125,9 @@ func (s *Service) chainActions() []action.Action {
 	for _, st := range steps {
 		spec := action.Spec{Name: st.Action, Doc: st.doc, Concurrency: st.concurrency, Timeout: st.timeout,
 			Settings: chainSettings.Settings(), Validate: chainSettings.Validate}
+		if st.settings != nil {
+			spec.Settings, spec.Validate = st.settings, st.validate
+		}
 		out = append(out, &act{spec, action.Policy{NoTempDir: !st.tempDir}, s.runChain(st)})
 	}
 	return append(out, &act{action.Spec{Name: "objects.file-set-failed",
@@ -136,7 +146,13 @@ type chainConfig struct {
 // flag reads a boolean from the step's settings, else the item's metadata (a sheet's options
 // reach its file sets there: true, false or the strings "true" and "false"), else def.
 func flag(t *action.Task, k string, def bool) bool {
-	if c, err := chainSettings.Parse(t.With); err == nil {
+	with := map[string]any{}
+	for _, key := range []string{"force", "overwrite"} {
+		if v, ok := t.With[key]; ok {
+			with[key] = v
+		}
+	}
+	if c, err := chainSettings.Parse(with); err == nil {
 		if v := map[string]*bool{"force": c.Force, "overwrite": c.Overwrite}[k]; v != nil {
 			return *v
 		}
@@ -156,11 +172,11 @@ func flag(t *action.Task, k string, def bool) bool {
 // started, works, and is ok — the ok (and the work's writes) committed with the task.
 func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Task, out action.Output) error {
 	return func(ctx context.Context, t *action.Task, out action.Output) error {
-		b, err := s.get()
+		db, err := portOf(ctx)
 		if err != nil {
 			return err
 		}
-		c := &call{s: s, db: b.db, reads: b.core, blobs: b.blobs, t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
+		c := &call{s: s, db: db, blobs: db.blobs(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
 		if c.id == "" {
 			return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
 		}
@@ -170,6 +186,11 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		}
 		if (cur == OutcomeOK || cur == OutcomeNA) && !flag(t, "force", false) {
 			return nil
+		}
+		if st.skip != nil {
+			if note := st.skip(c); note != "" {
+				return c.setState(st.State, OutcomeOK, note)
+			}
 		}
 		if !flag(t, "overwrite", true) && st.done != nil {
 			done, err := st.done(ctx, c)
@@ -182,7 +203,7 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		}
 		// started is recorded as the work begins, outside the task's transaction: an attempt
 		// that dies leaves it, and the next writes it again to no effect.
-		if err := c.db.PutState(ctx, t.JobID, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
+		if err := c.db.PutStarted(ctx, ActionState{ObjectID: c.id, ObjectType: "FileSet", Action: st.State, Outcome: OutcomeStarted}, now()); err != nil {
 			return fmt.Errorf("record %s started: %w", st.State, err)
 		}
 		if err := st.work(ctx, c); err != nil {
@@ -237,13 +258,17 @@ func (s *Service) chainSteps() []chainStep {
 				return len(st) > len(initialActions), err
 			},
 			work: func(ctx context.Context, c *call) error { return s.initializeDispatch(ctx, c) }},
-		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5.", concurrency: 4, done: hasCore("digests"),
+		{ChainAction: Chain[3], doc: "Compute the file's sha256, sha1 and md5, and identify its format by PRONOM's signatures (its PUID), in one read.",
+			concurrency: 4, done: hasCore("digests"),
 			work: func(ctx context.Context, c *call) error {
-				d, err := c.digests(ctx, c.md("location"))
+				d, id, err := c.digests(ctx, c.md("location"))
 				if err != nil {
 					return err
 				}
-				return c.core("digests", d)
+				if id.PUID() != "" {
+					c.notes = "PRONOM " + id.PUID() + " (" + id.Basis + ")"
+				}
+				return writeOp(c.out, "core.digests", write{Op: opCore, FileSetID: c.id, Core: map[string]any{"digests": d, "pronom": id}})
 			}},
 		{ChainAction: Chain[4], doc: "Extract the file's EXIF and other embedded metadata (exiftool).", concurrency: 2, tempDir: true,
 			done: hasCore("exif"), work: exif},
@@ -267,13 +292,16 @@ func (s *Service) chainSteps() []chainStep {
 			done: hasDerivative("copy"), work: derivativeCopy},
 		{ChainAction: Chain[8], doc: "Make a pyramid TIFF and a thumbnail of an image (vips).", concurrency: 2, tempDir: true,
 			timeout: 30 * time.Minute, done: hasDerivative("pyramid_tiff"), work: pyramidTIFF},
-		{ChainAction: Chain[9], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
+		{ChainAction: Chain[9], doc: "Generate an image's metadata with the command or HTTP service the step's with: names (command, url); the JSON object it returns is the file set's ai_metadata. Skipped (ok, with a note) when neither is set.",
+			concurrency: 2, tempDir: true, timeout: 30 * time.Minute, done: hasCore("ai_metadata"),
+			settings: aiSettings.Settings(), validate: aiSettings.Validate, skip: aiUnconfigured, work: s.generateAIMetadata},
+		{ChainAction: Chain[10], doc: "Extract audio or video metadata (ffprobe).", concurrency: 2, tempDir: true,
 			done: hasCore("mediainfo"), work: mediaMetadata},
-		{ChainAction: Chain[10], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
+		{ChainAction: Chain[11], doc: "Create the transcoding job, whose completion comes back as the external event transcoded.", concurrency: 4,
 			work: createTranscodeJob},
-		{ChainAction: Chain[11], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
+		{ChainAction: Chain[12], doc: "Record a transcoding job's end from its Job State Change event: playlists, or the job's error.",
 			concurrency: 4, work: transcodeComplete},
-		{ChainAction: Chain[12], doc: "Complete a file set.", concurrency: 8,
+		{ChainAction: Chain[13], doc: "Complete a file set.", concurrency: 8,
 			work: func(ctx context.Context, c *call) error {
 				return writeOp(c.out, "complete", write{Op: opCore, FileSetID: c.id, State: StateComplete, Core: map[string]any{}})
 			}},
@@ -285,13 +313,13 @@ func (s *Service) chainSteps() []chainStep {
 // engine recorded by skipping the others). A file set to which none applies has a role and
 // MIME type that go together nowhere in the table.
 func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
-	steps, err := c.reads.ItemSteps(ctx, c.t.JobID, c.t.Item.ID)
+	steps, err := c.db.ItemSteps(ctx, c.t.Item.ID)
 	if err != nil {
 		return err
 	}
 	applies := map[string]bool{}
 	for _, st := range steps {
-		if st.State != store.TaskSkipped {
+		if st.State != record.TaskSkipped {
 			applies[st.Action] = true
 		}
 	}
@@ -313,19 +341,21 @@ func (s *Service) initializeDispatch(ctx context.Context, c *call) error {
 	return nil
 }
 
-// digests reads the file at location once for its sha256, sha1 and md5.
-func (c *call) digests(ctx context.Context, location string) (map[string]string, error) {
+// digests reads the file at location once for its sha256, sha1 and md5, and its PRONOM
+// identification (from its first and last bytes, kept as they pass).
+func (c *call) digests(ctx context.Context, location string) (map[string]string, *pronom.Result, error) {
 	f, err := c.open(ctx, location, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	h256, h1, h5 := sha256.New(), sha1.New(), md5.New()
-	if _, err := io.Copy(io.MultiWriter(h256, h1, h5), f); err != nil {
-		return nil, fmt.Errorf("read %s: %w", location, err)
+	id, _, err := pronom.IdentifyReader(location, f, io.MultiWriter(h256, h1, h5))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", location, err)
 	}
 	return map[string]string{"sha256": hex.EncodeToString(h256.Sum(nil)), "sha1": hex.EncodeToString(h1.Sum(nil)),
-		"md5": hex.EncodeToString(h5.Sum(nil))}, nil
+		"md5": hex.EncodeToString(h5.Sum(nil))}, id, nil
 }
 
 // putFile streams a file set's file (a local path inside the files directory, or an s3:// URL)
@@ -453,11 +483,9 @@ func createTranscodeJob(ctx context.Context, c *call) error {
 				"HlsGroupSettings": map[string]any{"Destination": "streaming/" + pairtree(c.id) + "/"}}}},
 		},
 	}
-	if err := c.core("transcode_job", job); err != nil {
-		return err
-	}
-	c.notes = "transcode job created; waiting for its Job State Change event"
-	return c.setState("TranscodeComplete", OutcomePending, "waiting for the transcoder's Job State Change event")
+	// TranscodeComplete stays waiting, as Meadow leaves it, until the job's event arrives.
+	c.notes = "transcode job created; TranscodeComplete waits for its Job State Change event"
+	return c.core("transcode_job", job)
 }
 
 // pairtree lays an id out as Meadow's storage does: its hex digits in pairs.
@@ -507,11 +535,11 @@ func transcodeComplete(ctx context.Context, c *call) error {
 // the state error with the item's error, every other waiting one "Previous action failed", and
 // the file set the state error.
 func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.Output) error {
-	b, err := s.get()
+	db, err := portOf(ctx)
 	if err != nil {
 		return err
 	}
-	c := &call{s: s, db: b.db, reads: b.core, t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
+	c := &call{s: s, db: db, t: t, out: out, id: str(t.Item.Metadata, "file_set_id")}
 	if c.id == "" {
 		return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
 	}
@@ -530,7 +558,7 @@ func (s *Service) fileSetFailed(ctx context.Context, t *action.Task, out action.
 	first := true
 	for _, a := range Chain {
 		switch outcome[a.State] {
-		case OutcomeWaiting, OutcomeStarted, OutcomePending:
+		case OutcomeWaiting, OutcomeStarted:
 			note := "Previous action failed"
 			if first {
 				note, first = msg, false

@@ -44,8 +44,8 @@ func TestChainTable(t *testing.T) {
 		custom     []string
 		want       string
 	}{
-		{"A", "image/tiff", nil, img + " AttachTranscription CreatePyramidTiff FileSetComplete"},
-		{"A", "image/jpeg", nil, img + " AttachTranscription CreatePyramidTiff FileSetComplete"},
+		{"A", "image/tiff", nil, img + " AttachTranscription CreatePyramidTiff GenerateAIMetadata FileSetComplete"},
+		{"A", "image/jpeg", nil, img + " AttachTranscription CreatePyramidTiff GenerateAIMetadata FileSetComplete"},
 		{"X", "image/png", nil, img + " CreatePyramidTiff FileSetComplete"},
 		{"X", "application/pdf", nil, img + " CreateDerivativeCopy FileSetComplete"},
 		{"X", "application/zip", nil, img + " CreateDerivativeCopy FileSetComplete"},
@@ -144,7 +144,7 @@ func TestCustomActions(t *testing.T) {
 		t.Parallel()
 		kit := startObjects(t, open)
 		id, err := objects.Upload(t.Context(), kit.Engine, kit.Blobs, objects.UploadParams{Name: "custom.csv", FilesDir: dir,
-			CSV:           strings.NewReader(strings.Join(objects.Headers, ",") + ",transcription\nIMAGE,cw,cf,a.png,,A,,,,a.txt\n"),
+			CSV:           strings.NewReader(strings.Join(objects.Headers, ",") + ",transcription\nIMAGE,cw,cf,a.png,a description,A,a label,,,a.txt\n"),
 			CustomActions: []string{"GenerateFileSetDigests", "CopyFileToPreservation", "AttachTranscription"}})
 		if err != nil {
 			t.Fatal(err)
@@ -197,7 +197,7 @@ func TestTranscodeDeadline(t *testing.T) {
 		kit := startObjects(t, open)
 		kit.ApplyWorkflow(t, short) // a new version of objects: the sheet runs it
 		id, err := objects.Upload(t.Context(), kit.Engine, kit.Blobs, objects.UploadParams{Name: "deadline.csv", FilesDir: dir,
-			CSV: strings.NewReader(strings.Join(objects.Headers, ",") + "\nVIDEO,dw,df,v.mp4,,A,,,\n")})
+			CSV: strings.NewReader(strings.Join(objects.Headers, ",") + "\nVIDEO,dw,df,v.mp4,a description,A,a label,,\n")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestAccessionTakenAtApproval(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "s.txt"), []byte("supplement"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sheet := strings.Join(objects.Headers, ",") + "\nIMAGE,tw,tf,s.txt,,S,,,\n"
+	sheet := strings.Join(objects.Headers, ",") + "\nIMAGE,tw,tf,s.txt,a description,S,a label,,\n"
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
 		t.Parallel()
 		kit := startObjects(t, open)

@@ -39,6 +39,8 @@ type fileIndex interface {
 	webVTT(ctx context.Context, name string) (bool, error)
 	// where names the file in a "File not Found" message.
 	where(name, asGiven string) string
+	// kind names the location in a message: "the ingest bucket" (Meadow's words), "the files directory".
+	kind() string
 	// close releases what the index holds open.
 	close()
 }
@@ -121,6 +123,8 @@ func (d dirIndex) webVTT(_ context.Context, name string) (bool, error) {
 
 func (d dirIndex) where(_, asGiven string) string { return asGiven }
 
+func (dirIndex) kind() string { return "the files directory" }
+
 // s3Index is an S3 location, listed once: a file exists when the listing had its key, and its
 // MIME type is its extension's (validation reads no file's content; ExtractMimeType does).
 type s3Index struct {
@@ -156,6 +160,8 @@ func (x *s3Index) webVTT(ctx context.Context, name string) (bool, error) {
 }
 
 func (x *s3Index) where(name, _ string) string { return x.s.URL(name) }
+
+func (*s3Index) kind() string { return "the ingest bucket" }
 
 // joinLocation is where a file set's file is: the clean relative name under the sheet's
 // files location (a directory or an s3:// URL).

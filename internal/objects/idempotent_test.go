@@ -61,10 +61,10 @@ func TestForceAndOverwrite(t *testing.T) {
 		fs := map[string]any{"op": "file_set", "at": 1, "file_set": map[string]any{"id": id, "accession_number": "force-1",
 			"work_accession_number": "force-w", "role": "S", "location": path, "mime_type": "text/plain"}}
 		apply([]action.DomainWrite{{Domain: objects.Name, Key: "fs", Payload: fs}})
-		// A service of its own, bound to the kit's engine, runs the action outside any task.
+		// A service of its own runs the action outside any task, with a read port of the kit's
+		// engine for job 1.
 		var digests action.Action
 		svc := &objects.Service{}
-		svc.Bind(kit.Engine, kit.Blobs)
 		for _, a := range svc.Actions() {
 			if a.Spec().Name == "objects.digests" {
 				digests = a
@@ -74,7 +74,7 @@ func TestForceAndOverwrite(t *testing.T) {
 			t.Helper()
 			out := &writes{}
 			task := &action.Task{JobID: 1, Item: action.Item{Metadata: map[string]any{"file_set_id": id, "location": path}}, With: with}
-			if err := digests.Run(ctx, task, out); err != nil {
+			if err := digests.Run(engine.WithReads(ctx, kit.Engine.TaskReads(1, kit.Blobs)), task, out); err != nil {
 				t.Fatal(err)
 			}
 			apply(out.ws)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -62,7 +63,7 @@ func killSheet(t testing.TB) (dir, sheet string) {
 		if i%20 == 0 {
 			role = "A"
 		}
-		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,,%s,,,\n", i/10, i, name, role)
+		fmt.Fprintf(&b, "IMAGE,kw%02d,kf%03d,%s,a description,%s,a label,,\n", i/10, i, name, role)
 	}
 	return dir, b.String()
 }
@@ -132,7 +133,7 @@ func TestSheetSurvivesKill(t *testing.T) {
 		if killed.status != objects.StatusCompleted {
 			t.Errorf("killed sheet %s, want completed", killed.status)
 		}
-		if want := 10*(3+6) + 190*(3+3); killed.states != want {
+		if want := 10*(3+7) + 190*(3+3); killed.states != want {
 			t.Errorf("%d action states, want %d", killed.states, want)
 		}
 		if killed.derivatives != 10 || killed.fileSets != killRows || len(killed.blobs) != 1+killRows+10+10 {
@@ -273,11 +274,10 @@ func child(ctx context.Context, db store.Store, blobDir, files string) error {
 	var wk *worker.Worker
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { wk.Ready(qs) },
-		OnJobEnd: func(int64, string) { ended <- struct{}{} }})
+		OnJobEnd: func(int64, record.JobState) { ended <- struct{}{} }})
 	if err := objects.Register(ctx, e); err != nil {
 		return err
 	}
-	svc.Bind(e, blobs)
 	if err := builtin.Apply(ctx, e, objects.Name); err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func child(ctx context.Context, db store.Store, blobDir, files string) error {
 		if err != nil {
 			return err
 		}
-		if j.State != store.JobRunning {
+		if j.State != record.JobRunning {
 			return nil
 		}
 		select {

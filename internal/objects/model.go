@@ -26,11 +26,12 @@ const (
 	CheckFail    = "fail"
 )
 
-// The outcomes of an action state (Meadow's action_states); `n/a` counts as ok.
+// The outcomes of an action state, Meadow's action_states vocabulary: an action is waiting from
+// the moment its file set's chain is known until it starts (TranscodeComplete until the
+// transcoder's event arrives), started while it works, then ok or error; `n/a` counts as ok.
 const (
 	OutcomeWaiting = "waiting"
 	OutcomeStarted = "started"
-	OutcomePending = "pending"
 	OutcomeOK      = "ok"
 	OutcomeError   = "error"
 	OutcomeNA      = "n/a"
@@ -51,14 +52,16 @@ type Checks struct {
 }
 
 // FieldError is one validation error of a row (or of the file, with the field "file" or
-// "header"): the field it concerns and Meadow's message.
+// "header"): the field it concerns and Meadow's message. A row's message starts with its field,
+// as Meadow's do ("work_image: boolean type required"); the file's are Meadow's file errors as
+// they are ("Invalid header: filenam").
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
 }
 
-// Row is one row of a sheet: its number (the header is row 1), its state (pass or fail), its
-// fields by header and its errors.
+// Row is one row of a sheet: its number (Meadow's: the first row after the header is row 1),
+// its state (pass or fail), its fields by header and its errors.
 type Row struct {
 	Row    int               `json:"row"`
 	State  string            `json:"state"`
@@ -150,4 +153,17 @@ func (p *Progress) Ended() bool {
 		return true
 	}
 	return false
+}
+
+// PUID returns the PRONOM identifier GenerateFileSetDigests recorded for the file set's file
+// (its first format's), "" when none was.
+func (f *FileSet) PUID() string {
+	id, _ := f.Core["pronom"].(map[string]any)
+	formats, _ := id["formats"].([]any)
+	if len(formats) == 0 {
+		return ""
+	}
+	first, _ := formats[0].(map[string]any)
+	puid, _ := first["puid"].(string)
+	return puid
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/objects"
+	"github.com/sluice-project/sluice/internal/worker"
 )
 
 // countingStore counts the blobs put through it.
@@ -43,10 +44,11 @@ func TestFilesAlreadyPresent(t *testing.T) {
 	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
 		t.Parallel()
 		svc := &objects.Service{}
-		kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
+		// The actions' blob store is their worker's (through their tasks' read port): it counts.
+		counted := &countingStore{}
+		kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}},
+			Worker: func(c *worker.Config) { counted.Store, c.Blobs = c.Blobs, counted }},
 			append(svc.Actions(), basic.NewPass())...)
-		counted := &countingStore{Store: kit.Blobs}
-		svc.Bind(kit.Engine, counted)
 		if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
 			t.Fatal(err)
 		}
@@ -79,14 +81,14 @@ func TestFilesAlreadyPresent(t *testing.T) {
 			return nil, objects.ActionState{}
 		}
 
-		ingest("first.csv", "IMAGE,w-a,f-a,a.txt,,S,,,\n")
+		ingest("first.csv", "IMAGE,w-a,f-a,a.txt,a description,S,a label,,\n")
 		first, st := copyState("f-a")
 		sum, _ := first.Core["preservation_sha256"].(string)
 		if n := counted.puts.Load(); n != 1 || st.Notes != "sha256:"+sum {
 			t.Fatalf("first file: %d blobs put, notes %q", n, st.Notes)
 		}
 
-		ingest("second.csv", "IMAGE,w-b,f-b,b.txt,,S,,,\nIMAGE,w-b,f-c,c.txt,,S,,,\n")
+		ingest("second.csv", "IMAGE,w-b,f-b,b.txt,a description,S,a label,,\nIMAGE,w-b,f-c,c.txt,a description,S,a label,,\n")
 		if n := counted.puts.Load(); n != 2 {
 			t.Errorf("%d blobs put in all, want 2: the file of the same bytes was copied again", n)
 		}

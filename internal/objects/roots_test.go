@@ -29,7 +29,6 @@ func startRooted(t *testing.T, root string) *enginetest.Kit {
 	svc := &objects.Service{Roots: &rs}
 	kit := enginetest.StartWith(t, drivertest.OpenSQLite, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
 		append(svc.Actions(), basic.NewPass())...)
-	svc.Bind(kit.Engine, kit.Blobs)
 	if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +62,7 @@ func TestFilesDirOutsideRoots(t *testing.T) {
 	root, outside := rootsLayout(t)
 	kit := startRooted(t, root)
 	dir := filepath.Join(outside, "files")
-	id := upload(t, kit, "outside.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,,S,,,\n", dir)
+	id := upload(t, kit, "outside.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,a description,S,a label,,\n", dir)
 	kit.WaitJob(t, id, time.Minute)
 	items, err := kit.Store.ItemList(t.Context(), store.ItemListParams{JobID: id, Limit: 1})
 	if err != nil || len(items) != 1 {
@@ -87,7 +86,7 @@ func TestFilesDirAncestorSwap(t *testing.T) {
 	t.Parallel()
 	root, outside := rootsLayout(t)
 	kit := startRooted(t, root)
-	id := upload(t, kit, "swap.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,,S,,,\n", filepath.Join(root, "batch", "files"))
+	id := upload(t, kit, "swap.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,a description,S,a label,,\n", filepath.Join(root, "batch", "files"))
 	waitSheet(t, kit, id, objects.StatusAwaitingApproval)
 	if err := os.RemoveAll(filepath.Join(root, "batch")); err != nil {
 		t.Fatal(err)

@@ -114,7 +114,6 @@ func startObjectsS3(t testing.TB, open enginetest.Open, opener objects.S3Opener)
 	svc := &objects.Service{S3: opener}
 	kit := enginetest.StartWith(t, open, enginetest.Config{Domains: map[string]engine.Domain{objects.Name: objects.Domain{}}},
 		append(svc.Actions(), basic.NewPass())...)
-	svc.Bind(kit.Engine, kit.Blobs)
 	if err := builtin.Apply(t.Context(), kit.Engine, objects.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +138,10 @@ func TestSheetFromS3(t *testing.T) {
 		x := kit.Store.DomainSQL()
 
 		bad := upload(t, kit, "missing.csv", strings.Join(objects.Headers, ",")+"\n"+
-			"IMAGE,m-img,m-img-a,img/not-there.tif,,A,,,\n"+
-			"VIDEO,m-vid,m-vid-a,video/reel.mp4,,A,,,video/no-chapters.vtt\n"+
-			"IMAGE,m-img,m-img-x,img/scan#1?.tif,,X,,,\n"+
-			"IMAGE,m-img,m-img-p,../batch-2/front.tif,,P,,,\n", files)
+			"IMAGE,m-img,m-img-a,img/not-there.tif,a description,A,a label,,\n"+
+			"VIDEO,m-vid,m-vid-a,video/reel.mp4,a description,A,a label,,video/no-chapters.vtt\n"+
+			"IMAGE,m-img,m-img-x,img/scan#1?.tif,a description,X,a label,,\n"+
+			"IMAGE,m-img,m-img-p,../batch-2/front.tif,a description,P,a label,,\n", files)
 		if s := waitSheet(t, kit, bad, objects.StatusRowFail, objects.StatusAwaitingApproval); s.Status != objects.StatusRowFail {
 			t.Fatalf("sheet naming missing keys is %s", s.Status)
 		}
@@ -153,14 +152,14 @@ func TestSheetFromS3(t *testing.T) {
 		var got []string
 		for _, r := range rows {
 			for _, e := range r.Errors {
-				got = append(got, fmt.Sprintf("%d %s: %s", r.Row, e.Field, e.Message))
+				got = append(got, fmt.Sprintf("%d %s", r.Row, e.Message))
 			}
 		}
 		want := []string{
-			"2 filename: File not Found: s3://ingest/batch-1/img/not-there.tif",
-			"3 structure: File not Found: s3://ingest/batch-1/video/no-chapters.vtt",
-			"4 filename: img/scan#1?.tif has unsafe characters for a file name: '#' '?'",
-			"5 filename: ../batch-2/front.tif points outside the files directory",
+			"1 filename: File not Found: s3://ingest/batch-1/img/not-there.tif",
+			"2 structure: Structure file video/no-chapters.vtt not found in the ingest bucket",
+			"3 filename: img/scan#1?.tif contains characters that are not safe for S3 object keys: #, ?",
+			"4 filename: ../batch-2/front.tif points outside the files directory",
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("row errors:\n got %q\nwant %q", got, want)
@@ -252,7 +251,7 @@ func TestValidationFromS3(t *testing.T) {
 	var sheet strings.Builder
 	sheet.WriteString(strings.Join(objects.Headers, ",") + "\n")
 	for i := range rowsN { // rows past the 1,100 objects name keys that are missing
-		fmt.Fprintf(&sheet, "IMAGE,w-%d,f-%d,page-%04d.tif,,A,,,\n", i/10, i, i)
+		fmt.Fprintf(&sheet, "IMAGE,w-%d,f-%d,page-%04d.tif,a description,A,a label,,\n", i/10, i, i)
 	}
 	opener := srv.opener()
 	_, mark := srv.count(0, func(string) bool { return false })
@@ -271,7 +270,7 @@ func TestValidationFromS3(t *testing.T) {
 		if len(r.Errors) != want {
 			t.Fatalf("row %d: errors %+v, want %d", r.Row, r.Errors, want)
 		}
-		if want == 1 && r.Errors[0] != (objects.FieldError{Field: "filename", Message: fmt.Sprintf("File not Found: s3://many/batch/page-%04d.tif", i)}) {
+		if want == 1 && r.Errors[0] != (objects.FieldError{Field: "filename", Message: fmt.Sprintf("filename: File not Found: s3://many/batch/page-%04d.tif", i)}) {
 			t.Fatalf("row %d: %+v", r.Row, r.Errors[0])
 		}
 		if want == 0 && r.Fields["mime_type"] != "image/tiff" {
@@ -292,7 +291,7 @@ func TestValidationFromS3(t *testing.T) {
 func TestS3NotConfigured(t *testing.T) {
 	t.Parallel()
 	kit := startObjects(t, drivertest.OpenSQLite)
-	id := upload(t, kit, "s3.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,,S,,,\n", "s3://ingest/batch-1")
+	id := upload(t, kit, "s3.csv", strings.Join(objects.Headers, ",")+"\nIMAGE,w-1,f-1,a.txt,a description,S,a label,,\n", "s3://ingest/batch-1")
 	kit.WaitJob(t, id, time.Minute)
 	roots, err := kit.Store.ItemList(t.Context(), store.ItemListParams{JobID: id, Limit: 1})
 	if err != nil || len(roots) != 1 {
@@ -327,7 +326,7 @@ func BenchmarkValidationFromS3(b *testing.B) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("II*\x00 page"), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		fmt.Fprintf(&sheet, "IMAGE,w-%d,f-%d,%s,,A,,,\n", i/10, i, name)
+		fmt.Fprintf(&sheet, "IMAGE,w-%d,f-%d,%s,a description,A,a label,,\n", i/10, i, name)
 	}
 	srv := &s3Server{endpoint: endpoint, proxy: endpoint}
 	for _, bc := range []struct{ name, files string }{{"dir", dir}, {"s3", "s3://bench/batch"}} {

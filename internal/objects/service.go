@@ -7,20 +7,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
-	"github.com/sluice-project/sluice/internal/blob"
-	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
-// Service gives the objects workflow's actions what they need beyond their task: the domain's
-// [Store], the read port [Core] to the engine's records, and the blob store that holds
-// preservation copies and derivatives. Make it, register its [Service.Actions] in the catalog,
-// then [Service.Bind] it once the engine and blob store exist, before workers start. It is safe
-// for concurrent use.
+// Service is the objects workflow's actions with what this process gives them: how it opens
+// sheets' files (S3, Roots). What they read of the domain's rows, of the engine's records and of
+// the blob store (preservation copies, derivatives) comes with each task, through its read port
+// ([engine.Reads]; see [Domain.ReadQueries]), so they run in process or in a remote worker
+// alike. Make it and register its [Service.Actions] in the catalog. It is safe for concurrent use.
 type Service struct {
 	// S3 opens the s3://bucket/prefix locations of sheets' files (set it before the service
 	// is used). Nil refuses them: a sheet uploaded with one fails validation.
@@ -30,41 +30,11 @@ type Service struct {
 	// outside them fails permanently however the job was created. Nil opens any directory: a
 	// process whose jobs name directories its own user chose at the shell (the CLI's commands).
 	Roots *pathroot.Roots
+	// Egress is the policy of the addresses GenerateAIMetadata's service may be reached at
+	// (nil: egress's default, loopback and private addresses refused).
+	Egress *egress.Policy
 
 	s3 s3Stores
-	mu sync.RWMutex
-	b  *bound
-}
-
-// Core is what the objects workflow's actions read of the engine's records beyond their task
-// (the domain's own rows they read through [Store]): the steps of a file set's item, to know
-// which of its chain applies. [*engine.Engine] satisfies it.
-type Core interface {
-	ItemSteps(ctx context.Context, jobID, itemID int64) ([]engine.ItemStep, error)
-}
-
-// bound is what [Service.Bind] gives the actions.
-type bound struct {
-	db    *Store
-	core  Core
-	blobs blob.Store
-}
-
-// Bind gives the service the engine (its records, read through [Core], and the domain's
-// tables) and the blob store.
-func (s *Service) Bind(e *engine.Engine, b blob.Store) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b = &bound{db: Open(e), core: e, blobs: b}
-}
-
-func (s *Service) get() (*bound, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.b == nil || s.b.blobs == nil {
-		return nil, errors.New("objects: the service is not bound to an engine and a blob store")
-	}
-	return s.b, nil
 }
 
 // act is an action made of a spec and a function.
@@ -124,7 +94,7 @@ func str(m map[string]any, k string) string {
 }
 
 func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.Output) error {
-	b, err := s.get()
+	db, err := portOf(ctx)
 	if err != nil {
 		return err
 	}
@@ -134,7 +104,7 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 	}
 	defer rc.Close()
 	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3, Roots: s.Roots,
-		Existing: b.db.Existing})
+		Existing: db.Existing})
 	if errors.Is(err, ErrNoS3) { // this process will never read the location: retrying is no use
 		return action.Permanent(err)
 	}
@@ -171,11 +141,11 @@ type workRow struct {
 }
 
 func (s *Service) createWorks(ctx context.Context, t *action.Task, out action.Output) error {
-	b, err := s.get()
+	db, err := portOf(ctx)
 	if err != nil {
 		return err
 	}
-	rows, err := b.db.ListRows(ctx, t.JobID, false)
+	rows, err := db.ListRows(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -211,11 +181,16 @@ func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action
 		location := joinLocation(dir, f["filename"])
 		md := map[string]any{"kind": "file_set", "file_set_id": id, "file_accession_number": acc, "row": r.Row,
 			"role": f["role"], "label": f["label"], "description": f["description"], "location": location, "rows": nil,
-			"work_image": f["work_image"] == "true" || f["work_image"] == "TRUE"}
+			"work_image": slices.Contains(truthy, strings.ToLower(f["work_image"]))}
 		for _, k := range []string{"structure", "transcription"} {
 			if f[k] != "" {
 				md[k] = joinLocation(dir, f[k])
 			}
+		}
+		// An IMAGE work's structure is its transcription (Meadow's .txt structure).
+		if s := f["structure"]; s != "" && str(t.Item.Metadata, "work_type") == "IMAGE" && f["transcription"] == "" {
+			delete(md, "structure")
+			md["transcription"] = joinLocation(dir, s)
 		}
 		if err := out.CreateChild(ctx, action.Child{Name: acc, ContentType: f["mime_type"], Metadata: md}); err != nil {
 			return err
@@ -236,12 +211,12 @@ func (s *Service) createFileSets(ctx context.Context, t *action.Task, out action
 }
 
 func (s *Service) completeWork(ctx context.Context, t *action.Task, out action.Output) error {
-	b, err := s.get()
+	db, err := portOf(ctx)
 	if err != nil {
 		return err
 	}
 	acc := str(t.Item.Metadata, "work_accession_number")
-	fs, err := b.db.WorkFileSets(ctx, acc)
+	fs, err := db.WorkFileSets(ctx, acc)
 	if err != nil {
 		return err
 	}
@@ -258,11 +233,11 @@ func (s *Service) completeWork(ctx context.Context, t *action.Task, out action.O
 }
 
 func (s *Service) completeSheet(ctx context.Context, t *action.Task, out action.Output) error {
-	b, err := s.get()
+	db, err := portOf(ctx)
 	if err != nil {
 		return err
 	}
-	works, err := b.db.ListWorks(ctx, t.JobID)
+	works, err := db.ListWorks(ctx)
 	if err != nil {
 		return err
 	}

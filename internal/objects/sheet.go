@@ -28,12 +28,8 @@ var (
 	Roles     = []string{"A", "P", "S", "X"}
 )
 
-// required are the fields a row may not leave blank.
-var required = []string{"work_type", "work_accession_number", "file_accession_number", "filename", "role"}
-
-// trimmed are the fields that may not have leading or trailing spaces.
-var trimmed = []string{"work_type", "work_accession_number", "file_accession_number", "filename", "role", "work_image",
-	"structure", "transcription"}
+// trimmed are the fields that may not have leading or trailing spaces (Meadow's ensure_trimmed).
+var trimmed = []string{"work_accession_number", "file_accession_number"}
 
 // Validation is what validating a sheet found: its status (file_fail, row_fail or valid), its
 // checks, the errors of the file and every row with its own.
@@ -130,7 +126,8 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		v.Status, v.Checks.File, v.Checks.Overall = StatusFileFail, CheckFail, CheckFail
 		return v, nil
 	}
-	for line := 2; ; line++ {
+	// Rows are numbered as Meadow numbers them: the first after the header is row 1.
+	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -141,7 +138,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if line-1 > maxSheetRows {
+		if n > maxSheetRows {
 			return fail("file", "the sheet has more than %d rows", maxSheetRows)
 		}
 		if errors.As(err, &pe) {
@@ -150,7 +147,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read sheet: %w", err)
 		}
-		row := Row{Row: line, Fields: map[string]string{}}
+		row := Row{Row: n, Fields: map[string]string{}}
 		for i, h := range header {
 			if i < len(rec) {
 				row.Fields[h] = rec[i]
@@ -159,7 +156,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 			}
 		}
 		if len(rec) != len(header) {
-			row.Errors = append(row.Errors, FieldError{Field: "row", Message: fmt.Sprintf("has %d fields; the header has %d", len(rec), len(header))})
+			row.Errors = append(row.Errors, FieldError{Field: "row", Message: fmt.Sprintf("row: has %d fields; the header has %d", len(rec), len(header))})
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -172,7 +169,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		return nil, err
 	}
 	defer files.close()
-	if err := v.checkRows(ctx, files, env); err != nil {
+	if err := v.checkRows(ctx, header, files, env); err != nil {
 		return nil, err
 	}
 	v.Checks.Rows, v.Checks.Overall, v.Status = CheckPass, CheckPass, StatusValid
@@ -187,206 +184,273 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 	return v, nil
 }
 
-// checkHeader returns Meadow's messages for a header that is not the sheet's.
+// checkHeader returns Meadow's messages for a header that is not the sheet's: the required
+// headers missing, then the headers not known, each list in one message ("Required headers
+// missing: a,b"). A header named twice is not known the second time (Meadow subtracts the known
+// headers from the sheet's once each).
 func checkHeader(header []string) []string {
-	var msgs []string
+	var missing, invalid []string
+	for _, h := range Headers {
+		if !slices.Contains(header, h) {
+			missing = append(missing, h)
+		}
+	}
 	seen := map[string]bool{}
 	for _, h := range header {
-		switch {
-		case seen[h]:
-			msgs = append(msgs, "Duplicate header: "+h)
-		case !slices.Contains(Headers, h) && !slices.Contains(optionalHeaders, h):
-			msgs = append(msgs, "Invalid header: "+h)
+		if seen[h] || !slices.Contains(Headers, h) && !slices.Contains(optionalHeaders, h) {
+			invalid = append(invalid, h)
 		}
 		seen[h] = true
 	}
-	for _, h := range Headers {
-		if !seen[h] {
-			msgs = append(msgs, "Required header missing: "+h)
+	var msgs []string
+	plural := func(n int) string {
+		if n > 1 {
+			return "headers"
 		}
+		return "header"
+	}
+	if len(missing) > 0 {
+		msgs = append(msgs, "Required "+plural(len(missing))+" missing: "+strings.Join(missing, ","))
+	}
+	if len(invalid) > 0 {
+		msgs = append(msgs, "Invalid "+plural(len(invalid))+": "+strings.Join(invalid, ","))
 	}
 	return msgs
 }
 
-// checkRows adds each row's errors.
-func (v *Validation) checkRows(ctx context.Context, ix fileIndex, env Env) error {
-	dupes := map[string][]int{}
-	workTypes := map[string]map[string]bool{}
-	var works, files []string
+// sheetIndex is what checking a row needs of the whole sheet: the rows of each file accession
+// number, the work types of each work, and which accession numbers exist in the installation.
+type sheetIndex struct {
+	dupes          map[string][]int
+	workTypes      map[string][]string
+	existW, existF map[string]bool
+	mimes          map[string]string // by clean file name: each file is read once
+	vtt            map[string]string // by structure name: its message ("" when it is good)
+}
+
+// checkRows adds each row's errors: at most one per field, Meadow's first, in the order of the
+// sheet's columns, each as Meadow words it — "field: message" ([FieldError]).
+func (v *Validation) checkRows(ctx context.Context, header []string, files fileIndex, env Env) error {
+	ix := sheetIndex{dupes: map[string][]int{}, workTypes: map[string][]string{}, mimes: map[string]string{}, vtt: map[string]string{}}
+	var works, accs []string
 	for _, r := range v.Rows {
-		if a := r.Fields["file_accession_number"]; a != "" {
-			if len(dupes[a]) == 0 {
-				files = append(files, a)
-			}
-			dupes[a] = append(dupes[a], r.Row)
+		acc, work := r.Fields["file_accession_number"], r.Fields["work_accession_number"]
+		if len(ix.dupes[acc]) == 0 {
+			accs = append(accs, acc)
 		}
-		if a := r.Fields["work_accession_number"]; a != "" {
-			if workTypes[a] == nil {
-				workTypes[a] = map[string]bool{}
-				works = append(works, a)
-			}
-			if t := r.Fields["work_type"]; t != "" {
-				workTypes[a][t] = true
-			}
+		ix.dupes[acc] = append(ix.dupes[acc], r.Row)
+		wts, seen := ix.workTypes[work]
+		if !seen {
+			works = append(works, work)
 		}
+		if t := r.Fields["work_type"]; t != "" && !slices.Contains(wts, t) {
+			wts = append(wts, t)
+		}
+		ix.workTypes[work] = wts
 	}
-	var existW, existF map[string]bool
 	if env.Existing != nil {
 		var err error
-		if existW, existF, err = env.Existing(ctx, works, files); err != nil {
+		if ix.existW, ix.existF, err = env.Existing(ctx, works, accs); err != nil {
 			return fmt.Errorf("look up accession numbers: %w", err)
 		}
 	}
-	mimes := map[string]string{}
 	for i := range v.Rows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		r := &v.Rows[i]
-		add := func(field, format string, args ...any) {
-			r.Errors = append(r.Errors, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
-		}
-		bad := map[string]bool{} // fields with an error that makes their other checks moot
-		for _, f := range required {
-			if strings.TrimSpace(r.Fields[f]) == "" {
-				add(f, "cannot be blank")
-				bad[f] = true
+		for _, field := range header {
+			if msg := ix.check(ctx, files, r, field); msg != "" {
+				r.Errors = append(r.Errors, FieldError{Field: field, Message: field + ": " + msg})
 			}
 		}
-		for _, f := range trimmed {
-			if val, ok := r.Fields[f]; ok && !bad[f] && val != strings.TrimSpace(val) {
-				add(f, "cannot have leading or trailing spaces")
-				bad[f] = true
-			}
-		}
-		wt, role := r.Fields["work_type"], r.Fields["role"]
-		if !bad["work_type"] && !slices.Contains(WorkTypes, wt) {
-			add("work_type", "%s is invalid", wt)
-			bad["work_type"] = true
-		}
-		if !bad["role"] && !slices.Contains(Roles, role) {
-			add("role", "%s is invalid", role)
-			bad["role"] = true
-		}
-		if wi := strings.ToLower(r.Fields["work_image"]); !bad["work_image"] && wi != "" && wi != "true" && wi != "false" {
-			add("work_image", "%s is invalid", r.Fields["work_image"])
-		}
-		work, acc := r.Fields["work_accession_number"], r.Fields["file_accession_number"]
-		if !bad["work_type"] && len(workTypes[work]) > 1 {
-			add("work_type", "work %s has conflicting work_type values", work)
-			bad["work_type"] = true
-		}
-		if !bad["file_accession_number"] {
-			if rows := dupes[acc]; len(rows) > 1 {
-				add("file_accession_number", "%s is duplicated on rows %s", acc, joinInts(rows))
-			}
-			if existF[acc] {
-				add("file_accession_number", "%s already exists in system", acc)
-			}
-		}
-		if !bad["work_accession_number"] && existW[work] {
-			add("work_accession_number", "%s already exists in system", work)
-		}
-		if !bad["filename"] {
-			if m := checkFile(ctx, r.Fields["filename"], ix, mimes, !bad["work_type"] && !bad["role"], wt, role, add); m != "" {
-				r.Fields["mime_type"] = m
-			}
-		}
-		v.checkStructure(ctx, r, ix, wt, role, bad, add)
 	}
 	return nil
 }
 
-// checkFile checks that a row's file is safely named, exists, and has a MIME type accepted for
-// the work type and role (when both are valid).
-func checkFile(ctx context.Context, name string, files fileIndex, mimes map[string]string, typed bool, wt, role string, add func(string, string, ...any)) (mime string) {
-	clean, ok := safeName(name, func(format string, args ...any) { add("filename", format, args...) })
-	if !ok {
+// truthy and falsy are the spellings of a boolean a sheet may use (Meadow's Truth), in lower case.
+var (
+	truthy = []string{"true", "t", "yes", "y", "1", "-1"}
+	falsy  = []string{"false", "f", "no", "n", "0"}
+)
+
+// check returns Meadow's message for a row's field, "" when it is good (Meadow's
+// validate_value, clause for clause).
+func (ix *sheetIndex) check(ctx context.Context, files fileIndex, r *Row, field string) string {
+	value := r.Fields[field]
+	role, wt := r.Fields["role"], r.Fields["work_type"]
+	switch field {
+	case "work_image":
+		switch b := strings.ToLower(value); {
+		case value == "", slices.Contains(falsy, b):
+			return ""
+		case slices.Contains(truthy, b) && (role == "A" || role == "X"):
+			return ""
+		case slices.Contains(truthy, b):
+			return fmt.Sprintf("role %s cannot be a work image", role)
+		}
+		return "boolean type required"
+	case "structure":
+		if strings.TrimSpace(value) == "" {
+			return ""
+		}
+		return ix.structure(ctx, files, value, wt)
+	case "transcription": // Sluice's column: a .txt beside the structure
+		if value == "" {
+			return ""
+		}
+		if !strings.EqualFold(filepath.Ext(value), ".txt") {
+			return value + " is not a .txt file"
+		}
+		p, msg := cleanName(value)
+		if msg == "" && !files.exists(ctx, p) {
+			msg = "File not Found: " + files.where(p, value)
+		}
+		return msg
+	}
+	if !slices.Contains(Headers, field) {
 		return ""
 	}
-	mime, seen := mimes[clean]
-	if !seen {
-		mime = files.mime(ctx, clean)
-		mimes[clean] = mime
+	if value == "" {
+		return "cannot be blank"
 	}
-	if mime == "" {
-		add("filename", "File not Found: %s", files.where(clean, name))
-	} else if typed && !Accepted(wt, role, mime) {
-		add("filename", "Mime-type: %s, not accepted for work type %s and file set role %s", mime, wt, role)
-	}
-	return mime
-}
-
-// checkStructure checks a row's structure (WebVTT) and transcription (.txt) files.
-func (v *Validation) checkStructure(ctx context.Context, r *Row, files fileIndex, wt, role string, bad map[string]bool, add func(string, string, ...any)) {
-	if s := r.Fields["structure"]; s != "" && !bad["structure"] {
-		switch {
-		case role != "A" || (wt != "VIDEO" && wt != "AUDIO"):
-			add("structure", "%s: a structure is only allowed on an access (A) file set of an AUDIO or VIDEO work", s)
-		case !strings.EqualFold(filepath.Ext(s), ".vtt"):
-			add("structure", "%s is not a .vtt file", s)
-		default:
-			if p, ok := safeName(s, func(format string, args ...any) { add("structure", format, args...) }); ok {
-				if ok, err := files.webVTT(ctx, p); err != nil {
-					add("structure", "File not Found: %s", files.where(p, s))
-				} else if !ok {
-					add("structure", "%s is not a valid WebVTT file", s)
-				}
-			}
+	switch field {
+	case "work_type":
+		work := r.Fields["work_accession_number"]
+		switch wts := ix.workTypes[work]; {
+		case len(wts) > 1:
+			return fmt.Sprintf("work %s has conflicting work_type values", work)
+		case !slices.Contains(WorkTypes, value):
+			return value + " is invalid"
+		}
+	case "role":
+		if !slices.Contains(Roles, value) {
+			return value + " is invalid"
+		}
+	case "file_accession_number":
+		switch rows := ix.dupes[value]; {
+		case len(rows) > 1:
+			return fmt.Sprintf("%s is duplicated on rows %s", value, joinInts(rows))
+		case ix.existF[value]:
+			return value + " already exists in system"
+		}
+		return untrimmed(value)
+	case "work_accession_number":
+		if ix.existW[value] {
+			return value + " already exists in system"
+		}
+		return untrimmed(value)
+	case "filename":
+		if bad := unsafeChars(value); bad != "" {
+			return value + " contains characters that are not safe for S3 object keys: " + bad
+		}
+		p, msg := cleanName(value)
+		if msg != "" {
+			return msg
+		}
+		mime, seen := ix.mimes[p]
+		if !seen {
+			mime = files.mime(ctx, p)
+			ix.mimes[p] = mime
+		}
+		if mime == "" {
+			return "File not Found: " + files.where(p, value)
+		}
+		r.Fields["mime_type"] = mime
+		if !Accepted(wt, role, mime) {
+			return fmt.Sprintf("Mime-type: %s, not accepted for work type: %s and file set role: %s.", value, wt, role)
 		}
 	}
-	if s := r.Fields["transcription"]; s != "" && !bad["transcription"] {
-		if !strings.EqualFold(filepath.Ext(s), ".txt") {
-			add("transcription", "%s is not a .txt file", s)
-		} else if p, ok := safeName(s, func(format string, args ...any) { add("transcription", format, args...) }); ok {
-			if !files.exists(ctx, p) {
-				add("transcription", "File not Found: %s", files.where(p, s))
-			}
-		}
+	return ""
+}
+
+func untrimmed(value string) string {
+	if strings.TrimSpace(value) != value {
+		return "cannot have leading or trailing spaces"
 	}
+	return ""
 }
 
-// safeNameChars are the characters a file name may have: those S3 calls safe in an object key,
-// and the space.
-func safeNameChar(c rune) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!-_.*'()/ ", c)
+// structure returns Meadow's message for a row's structure file: one that must exist, and be
+// a WebVTT file (.vtt) for an AUDIO or VIDEO work or a transcription (.txt) for an IMAGE work.
+func (ix *sheetIndex) structure(ctx context.Context, files fileIndex, name, workType string) string {
+	p, msg := cleanName(name)
+	if msg != "" {
+		return msg
+	}
+	if !files.exists(ctx, p) {
+		return fmt.Sprintf("Structure file %s not found in %s", name, files.kind())
+	}
+	ext := strings.ToLower(filepath.Ext(name))
+	switch {
+	case ext == ".txt" && workType == "IMAGE":
+		return ""
+	case ext == ".vtt" && (workType == "AUDIO" || workType == "VIDEO"):
+		m, seen := ix.vtt[p]
+		if !seen {
+			switch ok, err := files.webVTT(ctx, p); {
+			case err != nil:
+				m = fmt.Sprintf("The following error occurred validating %s: %v", name, err)
+			case !ok:
+				m = name + " is not a valid WebVTT file"
+			}
+			ix.vtt[p] = m
+		}
+		return m
+	case ext == ".vtt" && workType == "IMAGE":
+		return "IMAGE works must use .txt files for transcriptions, not .vtt files"
+	case ext == ".txt" && (workType == "AUDIO" || workType == "VIDEO"):
+		return workType + " works must use .vtt files for structure, not .txt files"
+	}
+	return fmt.Sprintf("Invalid structure file extension %s for work type %s", ext, workType)
 }
 
-// safeName returns a sheet's file name cleaned, relative to the files location, or reports why
-// it is unsafe.
-func safeName(name string, add func(format string, args ...any)) (string, bool) {
-	var unsafe []string
+// safeKeyChar reports whether S3 calls the character safe in an object key (Meadow's rule for
+// a file name: letters, digits and !-_.*'()/ — no space).
+func safeKeyChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!-_.*'()/", c)
+}
+
+// unsafeChars returns the characters of name not safe in an object key, each once, joined by
+// ", " as Meadow lists them; "" when there is none.
+func unsafeChars(name string) string {
+	var bad []string
 	for _, c := range name {
-		if !safeNameChar(c) && !slices.Contains(unsafe, strconv.QuoteRune(c)) {
-			unsafe = append(unsafe, strconv.QuoteRune(c))
+		if !safeKeyChar(c) && !slices.Contains(bad, string(c)) {
+			bad = append(bad, string(c))
 		}
 	}
-	if len(unsafe) > 0 {
-		add("%s has unsafe characters for a file name: %s", name, strings.Join(unsafe, " "))
-		return "", false
-	}
+	return strings.Join(bad, ", ")
+}
+
+// cleanName returns a sheet's file name cleaned, relative to the files location, or the message
+// of one that leaves it (absolute, or through "..").
+func cleanName(name string) (string, string) {
 	clean := filepath.Clean(name)
 	if filepath.IsAbs(name) || clean == ".." || strings.HasPrefix(clean, "../") {
-		add("%s points outside the files directory", name)
-		return "", false
+		return "", name + " points outside the files directory"
 	}
-	return clean, true
+	return clean, ""
 }
 
 // Accepted reports whether a file of the MIME type may be a file set of the role in a work of
-// the type (Meadow's rule): access and preservation files are of the work's own medium,
-// auxiliary files are images, PDFs or zips, and supplemental files anything.
+// the type (Meadow's mime_type_accepted?): an access file is of the work's own medium (not a
+// Matroska, VOB or MTS video, not an AIFF or x-flac audio file), an auxiliary file an image, a
+// PDF or a zip, and a preservation or supplemental file anything.
 func Accepted(workType, role, mime string) bool {
 	switch role {
-	case "S":
+	case "P", "S":
 		return true
 	case "X":
 		return strings.HasPrefix(mime, "image/") || mime == "application/pdf" || strings.HasPrefix(mime, "application/zip")
-	case "A", "P":
+	case "A":
 		switch workType {
 		case "IMAGE":
 			return strings.HasPrefix(mime, "image/")
 		case "AUDIO":
-			return strings.HasPrefix(mime, "audio/")
+			return strings.HasPrefix(mime, "audio/") && mime != "audio/x-aiff" && mime != "audio/x-flac"
 		case "VIDEO":
-			return strings.HasPrefix(mime, "video/")
+			return strings.HasPrefix(mime, "video/") && !slices.Contains([]string{"video/x-matroska", "video/x-vob", "video/x-mts"}, mime)
 		}
 	}
 	return false

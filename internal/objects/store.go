@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -499,4 +500,69 @@ func (s *Store) owned(ctx context.Context, kind string, q store.DomainQuery, acc
 		return &AccessionTakenError{Kind: kind, Accession: accession}
 	}
 	return nil
+}
+
+// GetObject returns what an id names — a work (its accession number), with its file sets, else
+// a file set (its accession number or id) — each file set with its derivatives and action
+// states. Neither is a [*store.NotFoundError] naming a "work or file set".
+func (s *Store) GetObject(ctx context.Context, id string) (*Work, *FileSet, error) {
+	w, err := s.GetWork(ctx, id)
+	switch {
+	case err == nil:
+		for i, f := range w.FileSets {
+			if w.FileSets[i], err = s.GetFileSet(ctx, f.ID); err != nil {
+				return nil, nil, err
+			}
+		}
+		return w, nil, nil
+	case !errors.Is(err, ErrNotFound):
+		return nil, nil, err
+	}
+	f, err := s.GetFileSet(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, &store.NotFoundError{Kind: "work or file set", ID: strconv.Quote(id)}
+	}
+	return nil, f, err
+}
+
+// ObjectHistory is the action history of a work's file sets, or of one file set.
+type ObjectHistory struct {
+	Work     string           `json:"work_accession_number,omitempty"`
+	FileSets []FileSetHistory `json:"file_sets"`
+}
+
+// FileSetHistory is one file set's action history: every outcome each of its actions had —
+// waiting, started, then ok or error, with its notes — in the order they happened.
+type FileSetHistory struct {
+	ID        string         `json:"id"`
+	Accession string         `json:"accession_number"`
+	Row       int            `json:"row"`
+	Role      string         `json:"role"`
+	State     string         `json:"state"`
+	History   []HistoryEntry `json:"history"`
+}
+
+// GetHistory returns the action history of the work or file set an id names (as [Store.GetObject]).
+func (s *Store) GetHistory(ctx context.Context, id string) (*ObjectHistory, error) {
+	w, f, err := s.GetObject(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &ObjectHistory{}
+	sets := []*FileSet{f}
+	if w != nil {
+		out.Work, sets = w.Accession, w.FileSets
+	}
+	for _, f := range sets {
+		h, err := s.History(ctx, f.ID)
+		if err != nil {
+			return nil, err
+		}
+		out.FileSets = append(out.FileSets, FileSetHistory{ID: f.ID, Accession: f.Accession, Row: f.Row, Role: f.Role,
+			State: f.State, History: orEmpty(h)})
+	}
+	if out.FileSets == nil {
+		out.FileSets = []FileSetHistory{}
+	}
+	return out, nil
 }

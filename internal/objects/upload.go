@@ -2,7 +2,6 @@ package objects
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -117,7 +117,7 @@ func Delete(ctx context.Context, e *engine.Engine, sheetID int64) error {
 	case StatusApproved, StatusCompleted, StatusCompletedError:
 		return fmt.Errorf("sheet %d is %s: %w", sheetID, s.Status, ErrApproved)
 	}
-	if st, err := e.JobState(ctx, sheetID); err == nil && st == store.JobRunning {
+	if st, err := e.JobState(ctx, sheetID); err == nil && st == record.JobRunning {
 		if err := e.Cancel(ctx, sheetID); err != nil {
 			return err
 		}
@@ -131,26 +131,46 @@ type Transcoded struct {
 	// FileSets are the items (file sets) the event correlated with; Fired those it was new to.
 	FileSets []int64 `json:"items"`
 	Fired    int     `json:"fired"`
+	// Source is the transcoder that sent the event (mediaconvert, elastictranscoder), Status
+	// the job's, SNS the kind of SNS delivery it came in ("" for a bare event).
+	Source string `json:"source,omitempty"`
+	Status string `json:"status,omitempty"`
+	SNS    string `json:"sns,omitempty"`
+	// Note says why nothing was fired: a confirmation, or a status that ends no job.
+	Note string `json:"note,omitempty"`
 }
 
-// FireTranscoded hands a transcoder's Job State Change event (its JSON body) to the running
-// sheets of the workflow: the file set whose file_set_id its user metadata carries resumes (or
-// fails, for an ERROR). An event no file set waits for, or one that came before, is
-// acknowledged and does nothing.
+// FireTranscoded hands a transcoder's report (its body, in any form [ParseTranscoderEvent]
+// reads) to the running sheets of the workflow: the file set whose file_set_id its user metadata
+// carries resumes (or fails, for an ERROR). An event no file set waits for, one that came
+// before, or one that ends no job (PROGRESSING) is acknowledged and does nothing. An SNS
+// subscription confirmation is returned, not fired: [ConfirmSubscription] confirms it.
 func FireTranscoded(ctx context.Context, e *engine.Engine, body []byte, workflow string) (*Transcoded, error) {
 	if workflow == "" {
 		workflow = Name
 	}
-	if !json.Valid(body) {
-		return nil, errors.New("the event is not JSON")
+	ev, err := ParseTranscoderEvent(body)
+	if err != nil {
+		return nil, err
+	}
+	out := &Transcoded{FileSets: []int64{}, Source: ev.Source, Status: ev.Status}
+	if ev.SNS != nil {
+		out.SNS = ev.SNS.Type
+	}
+	switch {
+	case ev.Body == nil:
+		out.Note = "an SNS " + ev.SNS.Type + " carries no event"
+		return out, nil
+	case !ev.Ends():
+		out.Note = "status " + ev.Status + " ends no job; nothing fired"
+		return out, nil
 	}
 	jobs, err := e.RunningJobsOf(ctx, workflow)
 	if err != nil {
 		return nil, err
 	}
-	out := &Transcoded{FileSets: []int64{}}
 	for _, j := range jobs {
-		f, err := e.Fire(ctx, engine.FireParams{JobID: j.ID, Event: TranscodeEvent, Body: body})
+		f, err := e.Fire(ctx, engine.FireParams{JobID: j.ID, Event: TranscodeEvent, Body: ev.Body})
 		if _, none := errors.AsType[*engine.NoMatchError](err); none {
 			continue // the event is for another sheet's file set, or for none
 		}

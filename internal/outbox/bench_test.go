@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-project/sluice/internal/natstest"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/sink"
-	"github.com/sluice-project/sluice/internal/store"
 )
 
 const benchItems = 2000
@@ -97,7 +97,7 @@ func BenchmarkTopics(b *testing.B) {
 						if err := k.Engine.Seal(ctx, job.ID); err != nil {
 							b.Fatal(err)
 						}
-						if j := k.WaitJob(b, job.ID, 5*time.Minute); j.State != store.JobComplete {
+						if j := k.WaitJob(b, job.ID, 5*time.Minute); j.State != record.JobComplete {
 							b.Fatalf("job %s", j.State)
 						}
 						if publish {

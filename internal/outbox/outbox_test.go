@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/sink"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
@@ -123,7 +124,7 @@ func TestPublishCommitsWithTask(t *testing.T) {
 		rec := &recorder{}
 		k, o := setup(t, open, outbox.Config{Sinks: map[string]sink.Sink{"rec": rec}})
 		job := k.StartJob(t, flakyWorkflow, roots("a", "retry-b", "bad-c")...)
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		// 3 step outcomes and 2 ok events (bad-c fails, so no ok).
@@ -204,14 +205,14 @@ func TestFullOutboxDropsWithoutBlocking(t *testing.T) {
 		k, o := setup(t, open, outbox.Config{Sinks: map[string]sink.Sink{"rec": rec}, MaxPending: 4, Logger: log,
 			CheckInterval: time.Hour}) // checked by hand below
 		first := k.StartJob(t, flakyWorkflow, roots("a", "b", "c")...)
-		if j := k.WaitJob(t, first.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, first.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		if err := o.Check(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		second := k.StartJob(t, strings.Replace(flakyWorkflow, "name: pub", "name: pub2", 1), roots("d", "e")...)
-		if j := k.WaitJob(t, second.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, second.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("the job of a full outbox: %s: %s", j.State, j.Error)
 		}
 		// The relay reads a row once no transaction that could precede it is open on the
@@ -268,8 +269,8 @@ func TestWebhookFlakyReceiver(t *testing.T) {
 			badSig++
 		}
 		roll := rng.Float64()
-		record := roll >= 0.35 || roll >= 0.325 // success, or a timeout after recording
-		if record {
+		recorded := roll >= 0.35 || roll >= 0.325 // success, or a timeout after recording
+		if recorded {
 			if prev, ok := seen[id]; ok {
 				dups++
 				if !bytes.Equal(prev, body) {
@@ -307,7 +308,7 @@ func TestWebhookFlakyReceiver(t *testing.T) {
 	wf := strings.Replace(flakyWorkflow, "  - {sink: rec, on: [ok], subject: pub.done, context: Sheet}\n", "", 1)
 	wf = strings.Replace(wf, "publish:\nsteps", "steps", 1)
 	job := k.StartJob(t, wf, roots(names...)...)
-	if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+	if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s: %s", j.State, j.Error)
 	}
 	poll.Until(t, 60*time.Second, "every message delivered", func() (bool, string) {

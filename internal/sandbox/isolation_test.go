@@ -73,6 +73,11 @@ func hostile(victimDir, port string) {
 			h.TCP = append(h.TCP, p)
 		}
 	}
+	// Other processes are hunted only when they run the same program as this one (the victim,
+	// when it is visible at all): the unsandboxed control run sees every process of the machine,
+	// and must not plant files in the working directories of unrelated programs. Reading a
+	// process's exe link takes the same permission as reaching through its cwd and root.
+	exe, _ := os.Readlink("/proc/self/exe")
 	read(filepath.Join(victimDir, "input-1"))
 	write(victimDir)
 	tcp("/proc/net/tcp")
@@ -87,6 +92,9 @@ func hostile(victimDir, port string) {
 		dir := fmt.Sprintf("/proc/%d", pid)
 		tcp(dir + "/net/tcp")
 		if slices.Contains(h.Tree, pid) {
+			continue
+		}
+		if other, err := os.Readlink(dir + "/exe"); err != nil || other != exe {
 			continue
 		}
 		read(dir + "/cwd/input-1")

@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-project/sluice/internal/redact"
 
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -186,8 +187,8 @@ type Handler struct {
 
 // Records is what a [Handler] reads to correlate an event message; a [store.Store] satisfies it.
 type Records interface {
-	JobListRunning(ctx context.Context) ([]*store.Job, error)
-	ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error)
+	JobListRunning(ctx context.Context) ([]*record.Job, error)
+	ItemList(ctx context.Context, p store.ItemListParams) ([]*record.Item, error)
 }
 
 // JobKey returns the key of the job a source's message creates.

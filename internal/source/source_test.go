@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/basic"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/sink"
 	"github.com/sluice-project/sluice/internal/source"
 	"github.com/sluice-project/sluice/internal/store"
@@ -103,7 +104,7 @@ func TestWebhookSource(t *testing.T) {
 		if len(jobs) != 1 || jobs[0].Key != source.JobKey("in", "m1") {
 			t.Fatalf("jobs = %d, want the one of m1", len(jobs))
 		}
-		if j := k.WaitJob(t, jobs[0].ID, 10*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, jobs[0].ID, 10*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s", j.State)
 		}
 	})
@@ -227,7 +228,7 @@ func TestEventSourceNumericKey(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want one item matched", m.ID, out, err)
 		}
 	}
-	if j := k.WaitJob(t, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := k.WaitJob(t, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Errorf("job %s, want complete once both items are approved", j.State)
 	}
 }

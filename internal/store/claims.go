@@ -6,11 +6,6 @@ import (
 	"time"
 )
 
-// TaskParked is the state of a task waiting for another task's claim on its key (see
-// [Executor.ClaimTake]): it holds no lease and is not leased, and goes back to ready when the
-// claim is finished ([Executor.ClaimFinish]). It keeps its item open like a ready task.
-const TaskParked = "parked"
-
 // Claim states.
 const (
 	ClaimHeld = "held" // its holder task has not finished

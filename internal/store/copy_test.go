@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -49,13 +50,13 @@ func TestExportImport(t *testing.T) {
 	pg := openPostgres(t)
 	lite := openSQLite(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	must[*store.Workflow](t)(lite.WorkflowInsert(ctx, store.WorkflowInsertParams{Name: "wf", Digest: "d1",
+	must[*record.Workflow](t)(lite.WorkflowInsert(ctx, store.WorkflowInsertParams{Name: "wf", Digest: "d1",
 		Definition: []byte(`{"name":"wf"}`), Source: []byte("name: wf\n"), Now: now}))
-	sealed := must[*store.Job](t)(lite.JobInsert(ctx, store.JobInsertParams{Key: "k1", WorkflowName: "wf", WorkflowVersion: 1,
+	sealed := must[*record.Job](t)(lite.JobInsert(ctx, store.JobInsertParams{Key: "k1", WorkflowName: "wf", WorkflowVersion: 1,
 		Metadata: []byte(`{"b": 1, "a": {"z": true}}`), Now: now}))
-	open := must[*store.Job](t)(lite.JobInsert(ctx, store.JobInsertParams{Open: true, WorkflowName: "wf", WorkflowVersion: 1, Now: now}))
+	open := must[*record.Job](t)(lite.JobInsert(ctx, store.JobInsertParams{Open: true, WorkflowName: "wf", WorkflowVersion: 1, Now: now}))
 	text, empty := "héllo", ""
-	var items []*store.Item
+	var items []*record.Item
 	for i, txt := range []*string{&text, &empty, nil} {
 		it, _, err := lite.ItemInsert(ctx, store.ItemInsertParams{JobID: sealed.ID, Ordinal: i, SortKey: string(rune('a' + i)),
 			Name: "n", Text: txt, RangeLen: 1, Now: now})
@@ -76,37 +77,37 @@ func TestExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, want := range []*store.Job{sealed, open} {
-		got := must[*store.Job](t)(pg.JobGet(ctx, want.ID))
+	for _, want := range []*record.Job{sealed, open} {
+		got := must[*record.Job](t)(pg.JobGet(ctx, want.ID))
 		if got.Key != want.Key || got.Sealed != want.Sealed || !got.CreatedAt.Equal(want.CreatedAt) {
 			t.Errorf("job %d: key %q sealed %v created %v, want %q %v %v", want.ID, got.Key, got.Sealed, got.CreatedAt, want.Key, want.Sealed, want.CreatedAt)
 		}
 	}
-	if md := must[*store.Job](t)(pg.JobGet(ctx, sealed.ID)).Metadata; !strings.Contains(string(md), `"z": true`) {
+	if md := must[*record.Job](t)(pg.JobGet(ctx, sealed.ID)).Metadata; !strings.Contains(string(md), `"z": true`) {
 		t.Errorf("metadata %s", md)
 	}
 	for i, want := range []struct {
 		has  bool
 		text string
 	}{{true, text}, {true, ""}, {false, ""}} {
-		got := must[*store.Item](t)(pg.ItemGet(ctx, items[i].ID))
+		got := must[*record.Item](t)(pg.ItemGet(ctx, items[i].ID))
 		if got.HasText != want.has || got.Text != want.text {
 			t.Errorf("item %d: text %v %q, want %v %q", i, got.HasText, got.Text, want.has, want.text)
 		}
 	}
-	outs := must[[]*store.Output](t)(pg.OutputList(ctx, store.OutputListParams{JobID: sealed.ID, Limit: 10}))
+	outs := must[[]*record.Output](t)(pg.OutputList(ctx, store.OutputListParams{JobID: sealed.ID, Limit: 10}))
 	if len(outs) != 1 || !bytes.Equal(outs[0].Value, raw) {
 		t.Errorf("outputs %+v, want one with %x", outs, raw)
 	}
 	if v := must[[]byte](t)(pg.CacheGet(ctx, "key")); !bytes.Equal(v, []byte{0x80, 0x81}) {
 		t.Errorf("cache value %x", v)
 	}
-	if wf := must[*store.Workflow](t)(pg.WorkflowInsert(ctx, store.WorkflowInsertParams{Name: "wf", Digest: "d1",
+	if wf := must[*record.Workflow](t)(pg.WorkflowInsert(ctx, store.WorkflowInsertParams{Name: "wf", Digest: "d1",
 		Definition: []byte(`{"name":"wf"}`), Source: []byte("name: wf\n"), Now: now})); wf.Version != 1 {
 		t.Errorf("re-inserting the copied workflow made version %d, want 1", wf.Version)
 	}
 
-	next := must[*store.Job](t)(pg.JobInsert(ctx, store.JobInsertParams{WorkflowName: "wf", WorkflowVersion: 1, Now: now}))
+	next := must[*record.Job](t)(pg.JobInsert(ctx, store.JobInsertParams{WorkflowName: "wf", WorkflowVersion: 1, Now: now}))
 	if next.ID != open.ID+1 {
 		t.Errorf("new job id %d, want %d", next.ID, open.ID+1)
 	}
@@ -141,7 +142,7 @@ func TestImportRejects(t *testing.T) {
 	}{
 		{name: "nul in text",
 			fill: func(t *testing.T, lite *sqlite.DB) {
-				j := must[*store.Job](t)(lite.JobInsert(t.Context(), store.JobInsertParams{WorkflowName: "wf", WorkflowVersion: 1, Now: time.Now()}))
+				j := must[*record.Job](t)(lite.JobInsert(t.Context(), store.JobInsertParams{WorkflowName: "wf", WorkflowVersion: 1, Now: time.Now()}))
 				bad := "a\x00b"
 				if _, _, err := lite.ItemInsert(t.Context(), store.ItemInsertParams{JobID: j.ID, SortKey: "a", Name: "n", Text: &bad, Now: time.Now()}); err != nil {
 					t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package store is the seam between Sluice's engine and its database: one [Store] interface with
-// noun-verb methods taking params structs, the row types they return, and the errors every driver
-// maps its native errors to. Drivers live in subpackages (sqlite, postgres) and pass the same
+// noun-verb methods taking params structs, and the errors every driver maps its native errors to.
+// The rows the methods return and the states they hold are package record's. Drivers live in subpackages (sqlite, postgres) and pass the same
 // conformance suite (storetest). No SQL dialect leaks outside the drivers.
 //
 // Every write is idempotent and keyed (DESIGN §4.1): a child by (parent, step, ordinal), an event by
@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // Errors every driver maps its native errors to.
@@ -74,38 +76,6 @@ func NotFound(err error, kind string, id any) error {
 	}
 	return err
 }
-
-// Item states (DESIGN §2).
-const (
-	ItemCreated   = "created"
-	ItemWritten   = "written"
-	ItemProcessed = "processed"
-	ItemIngested  = "ingested"
-)
-
-// Task states (DESIGN §2). Blocked and skipped tasks have no row: a task row is created when it
-// becomes ready, and a step with no row on a processed item was skipped. The exception is a
-// collector (a step needing children.done) of an item a retry reopened: its row goes back to
-// blocked until the item's children are done again, and then to ready. This keeps the task table
-// as small as the work actually done (a 9-step workflow over 100k archive entries would otherwise
-// write 900k rows, most of them skipped).
-const (
-	TaskBlocked  = "blocked"
-	TaskReady    = "ready"
-	TaskRunning  = "running"
-	TaskComplete = "complete"
-	TaskFailed   = "failed"
-	TaskSkipped  = "skipped"
-	TaskCanceled = "canceled"
-)
-
-// Job states (DESIGN §2).
-const (
-	JobRunning  = "running"
-	JobComplete = "complete"
-	JobFailed   = "failed"
-	JobCanceled = "canceled"
-)
 
 // Capabilities declares what a driver can do, so callers adapt without switching on driver names.
 type Capabilities struct {
@@ -179,17 +149,17 @@ type Store interface {
 // Executor holds the queries; both the [Store] (one statement, autocommit) and a transaction
 // implement it.
 type Executor interface {
-	WorkflowInsert(ctx context.Context, p WorkflowInsertParams) (*Workflow, error)
-	WorkflowGet(ctx context.Context, name string, version int) (*Workflow, error)
-	WorkflowList(ctx context.Context) ([]*Workflow, error)
+	WorkflowInsert(ctx context.Context, p WorkflowInsertParams) (*record.Workflow, error)
+	WorkflowGet(ctx context.Context, name string, version int) (*record.Workflow, error)
+	WorkflowList(ctx context.Context) ([]*record.Workflow, error)
 
-	JobInsert(ctx context.Context, p JobInsertParams) (*Job, error)
-	JobGet(ctx context.Context, id int64) (*Job, error)
+	JobInsert(ctx context.Context, p JobInsertParams) (*record.Job, error)
+	JobGet(ctx context.Context, id int64) (*record.Job, error)
 	// JobLock locks the job's row for the rest of the transaction where the driver needs it
 	// (Postgres: SELECT … FOR UPDATE) and returns it, so that transactions that may each end the
 	// job (the one that seals it, those that ingest its last roots) take turns and see each
 	// other's writes.
-	JobLock(ctx context.Context, id int64) (*Job, error)
+	JobLock(ctx context.Context, id int64) (*record.Job, error)
 	// JobIngestLock returns the job as committed when this transaction holds its ingest lock
 	// shared, until the transaction ends (Postgres: an advisory lock; [Executor.JobSeal] takes it
 	// exclusive). A transaction that ingested a root of a job that may be unsealed takes it before
@@ -197,9 +167,9 @@ type Executor interface {
 	// other (as they did on the job's row), and a seal beside one of them either looks for the
 	// job's open items after it committed, or committed before it reads the job sealed (and then
 	// takes [Executor.JobLock] to decide).
-	JobIngestLock(ctx context.Context, id int64) (*Job, error)
-	JobGetByKey(ctx context.Context, key string) (*Job, error)
-	JobList(ctx context.Context, p JobListParams) ([]*Job, error)
+	JobIngestLock(ctx context.Context, id int64) (*record.Job, error)
+	JobGetByKey(ctx context.Context, key string) (*record.Job, error)
+	JobList(ctx context.Context, p JobListParams) ([]*record.Job, error)
 	// JobSetState moves a running job to a final state; false when it was not running.
 	JobSetState(ctx context.Context, p JobSetStateParams) (bool, error)
 	JobAddTotal(ctx context.Context, id int64, bytes float64) error
@@ -214,14 +184,14 @@ type Executor interface {
 	JobHasOpenItems(ctx context.Context, id int64) (bool, error)
 	JobProgress(ctx context.Context, id int64) (*JobProgress, error)
 	// JobListRunning lists running jobs oldest first.
-	JobListRunning(ctx context.Context) ([]*Job, error)
+	JobListRunning(ctx context.Context) ([]*record.Job, error)
 
 	// ItemInsert inserts an item unless one exists at (job, parent, step, ordinal); it returns the
 	// stored item and whether it was inserted.
-	ItemInsert(ctx context.Context, p ItemInsertParams) (*Item, bool, error)
+	ItemInsert(ctx context.Context, p ItemInsertParams) (*record.Item, bool, error)
 	// ItemInsertMany is ItemInsert for many items in one statement where the driver can: it
 	// returns the items it inserted, in id order, and leaves out those whose key exists.
-	ItemInsertMany(ctx context.Context, ps []ItemInsertParams) ([]*Item, error)
+	ItemInsertMany(ctx context.Context, ps []ItemInsertParams) ([]*record.Item, error)
 	// ItemInsertRoots is ItemInsertMany for root items of job, job as the caller read it. When
 	// asGiven is true the transaction may take job as given for the rest of its life, without
 	// reading it: the driver checks, before the commit, that the job still is (its state,
@@ -229,16 +199,16 @@ type Executor interface {
 	// transaction back and [Store.InTx] runs its fn again, in which this call reads first. A
 	// driver may so add a root without a round trip of its own (Postgres, from item ids it
 	// reserved before: docs/performance.md, "Adding a root in one round trip").
-	ItemInsertRoots(ctx context.Context, job *Job, ps []ItemInsertParams) (items []*Item, asGiven bool, err error)
-	ItemGet(ctx context.Context, id int64) (*Item, error)
+	ItemInsertRoots(ctx context.Context, job *record.Job, ps []ItemInsertParams) (items []*record.Item, asGiven bool, err error)
+	ItemGet(ctx context.Context, id int64) (*record.Item, error)
 	// ItemGetMany is ItemGet for many items at once, in id order; missing ids are left out.
-	ItemGetMany(ctx context.Context, ids []int64) ([]*Item, error)
+	ItemGetMany(ctx context.Context, ids []int64) ([]*record.Item, error)
 	// ItemLock locks the item's row for the rest of the transaction where the driver needs it
 	// (Postgres: SELECT … FOR UPDATE) and returns it.
-	ItemLock(ctx context.Context, id int64) (*Item, error)
+	ItemLock(ctx context.Context, id int64) (*record.Item, error)
 	// ItemLockMany is ItemLock for many items at once, in id order; missing ids are left out.
-	ItemLockMany(ctx context.Context, ids []int64) ([]*Item, error)
-	ItemList(ctx context.Context, p ItemListParams) ([]*Item, error)
+	ItemLockMany(ctx context.Context, ids []int64) ([]*record.Item, error)
+	ItemList(ctx context.Context, p ItemListParams) ([]*record.Item, error)
 	// ItemSetStateMany moves the items that are in From to To at once, coloring all of each
 	// one's share when ColorAll is set; it returns how many moved.
 	ItemSetStateMany(ctx context.Context, p ItemSetStateManyParams) (int64, error)
@@ -254,16 +224,16 @@ type Executor interface {
 	// length (their lengths summed), never below zero.
 	ItemAddChild(ctx context.Context, p ItemAddChildParams) error
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
-	ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error)
-	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*Item, error)
+	ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error)
+	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*record.Item, error)
 	// ItemListChildrenFrom returns up to limit of the children ItemListChildren returns, those
 	// from ordinal from on, in ordinal order: a page of them, for a reader that must not hold
 	// every child of a large fan-out at once.
-	ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*Item, error)
+	ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*record.Item, error)
 	// ItemListByMetadata returns the items of a job whose metadata holds a key with a value, in
 	// id order, through an index (Postgres) or a scan of the job's items in the database
 	// (SQLite): what correlates an external event with the items it fires on.
-	ItemListByMetadata(ctx context.Context, p ItemMetadataParams) ([]*Item, error)
+	ItemListByMetadata(ctx context.Context, p ItemMetadataParams) ([]*record.Item, error)
 
 	// EventInsert records an event; false when it had already fired.
 	EventInsert(ctx context.Context, p EventInsertParams) (bool, error)
@@ -285,10 +255,10 @@ type Executor interface {
 	// TaskInsertMany is TaskInsert for many tasks, in as few statements as the driver can. The
 	// engine uses it for the tasks of items created in the same transaction, which cannot exist.
 	TaskInsertMany(ctx context.Context, ps []TaskInsertParams) error
-	TaskGet(ctx context.Context, id int64) (*Task, error)
+	TaskGet(ctx context.Context, id int64) (*record.Task, error)
 	// TaskLease moves up to Limit ready tasks of the queue whose run_after has passed to running,
 	// oldest job first and depth-first within a tree, and returns them with attempt incremented.
-	TaskLease(ctx context.Context, p TaskLeaseParams) ([]*Task, error)
+	TaskLease(ctx context.Context, p TaskLeaseParams) ([]*record.Task, error)
 	// TaskGetAvailable leases ready tasks of several queues, in as few statements as the driver
 	// can: up to Max[i] tasks of Queues[i], picked as TaskLease picks them. It returns the tasks of
 	// each queue in lease order, the queues in the order given, as running: attempt counted,
@@ -304,7 +274,7 @@ type Executor interface {
 	// transaction rolls back, its tasks stay leased to p.Owner until p.LeaseUntil, written, as
 	// without Brief: the caller finishes or gives them back in transactions of their own (or
 	// they are ready again at their attempt, if the lease was never made durable).
-	TaskGetAvailable(ctx context.Context, p TaskGetAvailableParams) ([]*Task, error)
+	TaskGetAvailable(ctx context.Context, p TaskGetAvailableParams) ([]*record.Task, error)
 	// TaskFinish ends a running attempt: complete, failed, or back to ready (retry/snooze). It
 	// returns false when the task is no longer running this attempt (its lease was lost).
 	TaskFinish(ctx context.Context, p TaskFinishParams) (bool, error)
@@ -314,7 +284,7 @@ type Executor interface {
 	// TaskGetStuck returns up to limit running tasks whose lease expired before now, for the
 	// engine to put back or fail, the tasks of brief batches whose process died (see
 	// TaskGetAvailable) among them.
-	TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*Task, error)
+	TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*record.Task, error)
 	// WaitInsert records that a step of an item waits for external events until p.Due; a wait
 	// already recorded for the (item, step) is left alone (its deadline counts from the first).
 	WaitInsert(ctx context.Context, p Wait) error
@@ -332,11 +302,11 @@ type Executor interface {
 	TaskRenewLeases(ctx context.Context, p TaskRenewLeasesParams) (int64, error)
 	// TaskListExpired returns running tasks whose lease expired before now, without a brief
 	// batch's (see TaskGetStuck), oldest lease first.
-	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
-	TaskListByItem(ctx context.Context, itemID int64) ([]*Task, error)
+	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*record.Task, error)
+	TaskListByItem(ctx context.Context, itemID int64) ([]*record.Task, error)
 	// TaskListByItems returns the tasks of many items, ordered by item and id.
-	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*Task, error)
-	TaskListByJob(ctx context.Context, p TaskListParams) ([]*Task, error)
+	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*record.Task, error)
+	TaskListByJob(ctx context.Context, p TaskListParams) ([]*record.Task, error)
 	// TaskCancelJob cancels the job's ready tasks and returns the running ones' ids.
 	TaskCancelJob(ctx context.Context, p TaskCancelJobParams) (running []int64, err error)
 	// TaskRetry puts a failed, canceled or blocked task back to ready for a retry of its job
@@ -352,7 +322,7 @@ type Executor interface {
 	// held batch (a transaction and a connection) on a queue nobody woke.
 	TaskReadyQueues(ctx context.Context, queues []string, now time.Time) ([]string, error)
 	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
-	TaskCounts(ctx context.Context, jobID int64) ([]TaskCount, error)
+	TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error)
 
 	// ClaimTake claims p.Key for the running task p.TaskID unless another task holds it, and
 	// returns the claim as it stands: held by p.TaskID (it runs), held by another task (park it
@@ -378,17 +348,17 @@ type Executor interface {
 	LimitAcquire(ctx context.Context, p LimitAcquireParams) (LimitAcquireResult, error)
 
 	AttemptInsert(ctx context.Context, p AttemptInsertParams) error
-	AttemptList(ctx context.Context, taskID int64) ([]*Attempt, error)
+	AttemptList(ctx context.Context, taskID int64) ([]*record.Attempt, error)
 
 	// OutputPut stores an output unless one exists for (item, kind).
 	OutputPut(ctx context.Context, p OutputPutParams) error
-	OutputList(ctx context.Context, p OutputListParams) ([]*Output, error)
+	OutputList(ctx context.Context, p OutputListParams) ([]*record.Output, error)
 	// OutputSupersede moves the item's output of the kind, if any, to the item's output
 	// history, stamped p.Now: a later result of the item replaced it. Outputs are never
 	// deleted; false when the item had no output of the kind.
 	OutputSupersede(ctx context.Context, p OutputSupersedeParams) (bool, error)
 	// OutputHistoryList returns the outputs of the item that were superseded, oldest first.
-	OutputHistoryList(ctx context.Context, itemID int64) ([]*SupersededOutput, error)
+	OutputHistoryList(ctx context.Context, itemID int64) ([]*record.SupersededOutput, error)
 
 	CacheGet(ctx context.Context, key string) ([]byte, error)
 	// CachePut stores an entry; an entry already under the key is kept (the first wins).
@@ -405,16 +375,6 @@ type Executor interface {
 	DomainSQL() DomainSQL
 }
 
-// Workflow is a stored, immutable workflow version.
-type Workflow struct {
-	Name       string
-	Version    int
-	Digest     string
-	Definition []byte // canonical JSON
-	Source     []byte // as applied (YAML or JSON)
-	CreatedAt  time.Time
-}
-
 // WorkflowInsertParams stores a new version unless one with the same digest exists.
 type WorkflowInsertParams struct {
 	Name       string
@@ -422,23 +382,6 @@ type WorkflowInsertParams struct {
 	Definition []byte
 	Source     []byte
 	Now        time.Time
-}
-
-// Job is one run of a workflow.
-type Job struct {
-	ID              int64
-	Key             string // idempotency key (for example the ingest command's arguments); may be empty
-	WorkflowName    string
-	WorkflowVersion int
-	State           string
-	Error           string
-	Metadata        []byte // JSON object
-	Options         []byte // JSON object
-	TotalBytes      float64
-	// Sealed is false while the job's creator may still add roots: it cannot complete before.
-	Sealed     bool
-	CreatedAt  time.Time
-	FinishedAt time.Time
 }
 
 // JobInsertParams creates a running job.
@@ -455,8 +398,8 @@ type JobInsertParams struct {
 
 // JobListParams filters jobs; newest first. Every filter set must hold.
 type JobListParams struct {
-	State   string
-	AfterID int64 // ids below this, for pagination (0: from the newest)
+	State   record.JobState // "" for every state
+	AfterID int64           // ids below this, for pagination (0: from the newest)
 	Limit   int
 	// Workflow keeps the jobs of this workflow, any version.
 	Workflow string
@@ -477,7 +420,7 @@ type KeyValue struct{ Key, Value string }
 // JobSetStateParams ends a running job.
 type JobSetStateParams struct {
 	ID    int64
-	State string
+	State record.JobState
 	Error string
 	Now   time.Time
 }
@@ -486,37 +429,7 @@ type JobSetStateParams struct {
 type JobProgress struct {
 	Total   float64
 	Colored float64
-	Items   map[string]int // by state
-}
-
-// Item is one node of a job's tree.
-type Item struct {
-	ID            int64
-	JobID         int64
-	ParentID      int64 // 0 for roots
-	RootID        int64
-	Step          string // the step that created it; "" for roots
-	Ordinal       int
-	Depth         int
-	SortKey       string
-	Name          string
-	ContentType   string
-	BlobSHA256    string
-	Size          int64
-	Metadata      []byte
-	Options       []byte
-	HasText       bool
-	Text          string // only filled by ItemGet/ItemList with text
-	ThumbnailSHA  string
-	ThumbnailType string
-	State         string
-	Error         string
-	NChildren     int
-	RangeLo       float64
-	RangeLen      float64
-	Share         float64
-	Colored       float64
-	CreatedAt     time.Time
+	Items   map[record.ItemState]int
 }
 
 // ItemInsertParams creates an item in the written state (its blob is already durable).
@@ -546,7 +459,7 @@ type ItemInsertParams struct {
 type ItemListParams struct {
 	JobID       int64
 	ParentID    *int64
-	States      []string
+	States      []record.ItemState
 	AfterSort   string
 	Limit       int
 	WithText    bool
@@ -585,7 +498,7 @@ type CachePutParams struct {
 // ItemSetStateManyParams moves many items between the same two states.
 type ItemSetStateManyParams struct {
 	IDs      []int64
-	From, To string
+	From, To record.ItemState
 	Now      time.Time
 	// ColorAll sets each item's colored progress to its whole share.
 	ColorAll bool
@@ -598,7 +511,7 @@ type ItemSetStateManyParams struct {
 // reopened to processed keeps it.
 type ItemReopenParams struct {
 	ID         int64
-	To         string // written or processed
+	To         record.ItemState // written or processed
 	ClearError bool
 }
 
@@ -619,51 +532,17 @@ type ItemUpdateParams struct {
 	AddColored float64
 }
 
-// Task is one step applied to one item.
-// TaskCount is how many of a job's tasks share a state, an action and a queue, and their
-// attempts beyond the first.
-type TaskCount struct {
-	State, Action, Queue string
-	Tasks, Retries       int
-}
-
 // TaskStats counts the job's tasks by state.
-func TaskStats(ctx context.Context, x Executor, jobID int64) (map[string]int, error) {
+func TaskStats(ctx context.Context, x Executor, jobID int64) (map[record.TaskState]int, error) {
 	counts, err := x.TaskCounts(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	out := map[record.TaskState]int{}
 	for _, c := range counts {
 		out[c.State] += c.Tasks
 	}
 	return out, nil
-}
-
-type Task struct {
-	ID             int64
-	JobID          int64
-	ItemID         int64
-	Step           string
-	Action         string
-	Queue          string
-	State          string
-	Attempt        int
-	MaxAttempts    int
-	RunAfter       time.Time
-	LeaseOwner     string
-	LeaseExpires   time.Time
-	Error          string
-	SortKey        string
-	ProgressWeight float64
-	CreatedAt      time.Time
-	StartedAt      time.Time
-	FinishedAt     time.Time
-	// LastWorker is the worker that ran the task's last ended attempt (a lease owner, or the
-	// engine's own name for a step it ran inline), kept after the lease ends; "" when no attempt
-	// has ended. It names the worker of the attempt the task row holds, which the attempts table
-	// records only when it failed or was canceled.
-	LastWorker string
 }
 
 // TaskInsertParams creates a ready task.
@@ -702,7 +581,7 @@ type EventInsertParams struct {
 // TaskDone is how a task ended as it was inserted: complete or failed (a step run inline), or
 // skipped (a step whose when: condition does not hold for the item).
 type TaskDone struct {
-	State string
+	State record.TaskState
 	Error string
 	// Worker ran the step inline (the engine's name); it becomes the task's LastWorker.
 	Worker string
@@ -711,7 +590,7 @@ type TaskDone struct {
 // Attempt is the attempt number the ended task is inserted with: 1 for a step run inline, 0 for
 // a skipped one, which never ran.
 func (d *TaskDone) Attempt() int {
-	if d.State == TaskSkipped {
+	if d.State == record.TaskSkipped {
 		return 0
 	}
 	return 1
@@ -760,7 +639,7 @@ type TaskFinishParams struct {
 	ID      int64
 	Attempt int
 	// State is complete, failed, canceled or ready (a retry or a snooze).
-	State    string
+	State    record.TaskState
 	Error    string
 	RunAfter time.Time
 	// Refund gives the attempt back (a snooze, or a lease lost to a crash that should not count).
@@ -783,40 +662,20 @@ type TaskRetryParams struct {
 	Now         time.Time
 	// Blocked puts a complete, failed or canceled task to blocked instead: a collector of a
 	// retried item, which runs again once the item's children are done again (a blocked row
-	// is never leased; see [TaskBlocked]).
+	// is never leased; see [record.TaskBlocked]).
 	Blocked bool
 }
 
 // TaskListParams lists a job's tasks.
 type TaskListParams struct {
 	JobID   int64
-	State   string
+	State   record.TaskState // "" for every state
 	AfterID int64
 	Limit   int
 }
 
-// Attempt records one run of a task.
-type Attempt struct {
-	TaskID     int64
-	Attempt    int
-	Owner      string
-	StartedAt  time.Time
-	FinishedAt time.Time
-	Error      string
-	Stack      string
-}
-
 // AttemptInsertParams records a finished attempt.
-type AttemptInsertParams = Attempt
-
-// Output is a named result of an item, such as a document.
-type Output struct {
-	ItemID    int64
-	JobID     int64
-	Kind      string
-	Value     []byte
-	CreatedAt time.Time
-}
+type AttemptInsertParams = record.Attempt
 
 // OutputPutParams stores an output unless one exists for (item, kind).
 type OutputPutParams struct {
@@ -832,12 +691,6 @@ type OutputSupersedeParams struct {
 	ItemID int64
 	Kind   string
 	Now    time.Time
-}
-
-// SupersededOutput is an output that a later result of its item replaced.
-type SupersededOutput struct {
-	Output
-	SupersededAt time.Time
 }
 
 // OutputListParams lists outputs of a job (or all jobs when JobID is 0) by kind, in item order.

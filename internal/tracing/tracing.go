@@ -26,7 +26,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // Name is the instrumentation scope of Sluice's spans.
@@ -74,7 +74,7 @@ var spanKindInternal = trace.WithSpanKind(trace.SpanKindInternal)
 
 // Attempt starts the span of one attempt of a task, a child of its job's span (the job created
 // at created). End it with [End].
-func Attempt(ctx context.Context, t *store.Task, created time.Time) (context.Context, trace.Span) {
+func Attempt(ctx context.Context, t *record.Task, created time.Time) (context.Context, trace.Span) {
 	ctx = trace.ContextWithRemoteSpanContext(ctx, JobContext(t.JobID, created))
 	ctx, span := tracer().Start(ctx, SpanTask, spanKindInternal)
 	if span.IsRecording() { // not with tracing off: every task pays for this call
@@ -95,7 +95,7 @@ func End(span trace.Span, err error) {
 
 // EndJob records the span of a job that ended: from its creation to its end, with its
 // workflow and final state. The process whose transaction ended the job calls it.
-func EndJob(ctx context.Context, j *store.Job) {
+func EndJob(ctx context.Context, j *record.Job) {
 	sc := JobContext(j.ID, j.CreatedAt)
 	// The job span's own ids are the derived ones, so that the attempts' spans are its
 	// children: [IDs] hands them out (Setup installs it); under a provider without it, the
@@ -107,8 +107,8 @@ func EndJob(ctx context.Context, j *store.Job) {
 	}
 	_, span := tracer().Start(ctx, SpanJob, trace.WithNewRoot(), trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(
 		attribute.Int64("job_id", j.ID), attribute.String("workflow", j.WorkflowName),
-		attribute.Int("workflow_version", j.WorkflowVersion), attribute.String("state", j.State)))
-	if j.State == store.JobFailed {
+		attribute.Int("workflow_version", j.WorkflowVersion), attribute.String("state", string(j.State))))
+	if j.State == record.JobFailed {
 		span.SetStatus(codes.Error, j.Error)
 	}
 	span.End(trace.WithTimestamp(end))

@@ -13,7 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 func TestEnabled(t *testing.T) {
@@ -64,7 +64,7 @@ func TestSetupExportsOTLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	EndJob(t.Context(), &store.Job{ID: 7, WorkflowName: "w", State: store.JobComplete, CreatedAt: created, FinishedAt: created.Add(time.Minute)})
+	EndJob(t.Context(), &record.Job{ID: 7, WorkflowName: "w", State: record.JobComplete, CreatedAt: created, FinishedAt: created.Add(time.Minute)})
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestSetupExportsOTLP(t *testing.T) {
 // BenchmarkAttempt measures an attempt span with tracing off (the global no-op provider), the
 // cost every task pays, against one recorded by the SDK.
 func BenchmarkAttempt(b *testing.B) {
-	task := &store.Task{ID: 1, JobID: 2, ItemID: 3, Action: "a", Step: "s", Attempt: 1}
+	task := &record.Task{ID: 1, JobID: 2, ItemID: 3, Action: "a", Step: "s", Attempt: 1}
 	created := time.Now()
 	b.Run("off", func(b *testing.B) {
 		b.ReportAllocs()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/linediff"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -31,7 +32,7 @@ type versionChanges struct {
 func (c *versionChanges) Same() bool { return c.From != 0 && c.Added == 0 && c.Removed == 0 }
 
 // diffVersions compares cur with prev (nil for the first version).
-func diffVersions(prev, cur *store.Workflow) *versionChanges {
+func diffVersions(prev, cur *record.Workflow) *versionChanges {
 	c := &versionChanges{Name: cur.Name, To: cur.Version}
 	var old []string
 	if prev != nil {
@@ -45,12 +46,12 @@ func diffVersions(prev, cur *store.Workflow) *versionChanges {
 }
 
 // versionsOf returns the stored versions of the workflow name, newest first.
-func (w *Web) versionsOf(r *http.Request, name string) ([]*store.Workflow, error) {
+func (w *Web) versionsOf(r *http.Request, name string) ([]*record.Workflow, error) {
 	all, err := w.rec.WorkflowList(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	var versions []*store.Workflow
+	var versions []*record.Workflow
 	for _, v := range all {
 		if v.Name == name {
 			versions = append(versions, v)
@@ -62,7 +63,7 @@ func (w *Web) versionsOf(r *http.Request, name string) ([]*store.Workflow, error
 
 // changesOf returns the changes of version (0: the newest) of a workflow against the version
 // before it, and every version, newest first.
-func (w *Web) changesOf(r *http.Request, name string, version int) (*versionChanges, *store.Workflow, []*store.Workflow, error) {
+func (w *Web) changesOf(r *http.Request, name string, version int) (*versionChanges, *record.Workflow, []*record.Workflow, error) {
 	versions, err := w.versionsOf(r, name)
 	if err != nil {
 		return nil, nil, nil, err
@@ -71,7 +72,7 @@ func (w *Web) changesOf(r *http.Request, name string, version int) (*versionChan
 		if version != 0 && v.Version != version {
 			continue
 		}
-		var prev *store.Workflow
+		var prev *record.Workflow
 		if i+1 < len(versions) {
 			prev = versions[i+1]
 		}
@@ -119,7 +120,7 @@ func (w *Web) draftChanges(r *http.Request, name, src string) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	c := diffVersions(latest, &store.Workflow{Name: name, Source: []byte(src)})
+	c := diffVersions(latest, &record.Workflow{Name: name, Source: []byte(src)})
 	c.Draft = true
 	var b strings.Builder
 	if err := w.pages["frag-changes"].ExecuteTemplate(&b, "fragment", pageData{Data: c}); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -109,11 +110,11 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		replaced = append(replaced, supersededError{Message: v.Message, At: o.SupersededAt})
 	}
 	data := struct {
-		Item     *store.Item
+		Item     *record.Item
 		PDFID    int64
 		Text     string
 		Cut      bool
-		Tasks    []*store.Task
+		Tasks    []*record.Task
 		Attempts []engine.Attempt
 		Replaced []supersededError
 	}{it, pdfID, text, cut, tasks, attempts, replaced}
@@ -127,4 +128,4 @@ type supersededError struct {
 	At      time.Time
 }
 
-func isPDF(it *store.Item) bool { return it.ContentType == "application/pdf" && it.BlobSHA256 != "" }
+func isPDF(it *record.Item) bool { return it.ContentType == "application/pdf" && it.BlobSHA256 != "" }

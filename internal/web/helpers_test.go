@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
@@ -16,7 +16,7 @@ func engineParams(workflow string) engine.CreateJobParams {
 }
 
 // addRoot adds a text file to an open job.
-func addRoot(t *testing.T, b *bundle, job *store.Job, name, content string) {
+func addRoot(t *testing.T, b *bundle, job *record.Job, name, content string) {
 	t.Helper()
 	sha, size, err := b.n.Blobs.Put(t.Context(), strings.NewReader(content))
 	if err != nil {

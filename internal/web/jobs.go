@@ -17,12 +17,13 @@ import (
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
 // jobRow is a job as the pages show it.
 type jobRow struct {
-	*store.Job
+	*record.Job
 	Progress *engine.Progress
 	Items    int // items so far
 	Done     int // ingested items
@@ -34,14 +35,14 @@ func (j jobRow) Percent() int {
 	if j.Progress == nil {
 		return 0
 	}
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		return int(j.Progress.Fraction * 100) // 100 % means done
 	}
 	return 100
 }
 
 // Running reports whether the job is running.
-func (j jobRow) Running() bool { return j.State == store.JobRunning }
+func (j jobRow) Running() bool { return j.State == record.JobRunning }
 
 // duration is how long the job ran: to its end, or to now while it runs.
 func (j jobRow) duration(now time.Time) time.Duration {
@@ -54,17 +55,17 @@ func (j jobRow) duration(now time.Time) time.Duration {
 // Duration is how long the job ran, to now while it runs.
 func (j jobRow) Duration() time.Duration { return j.duration(time.Now()) }
 
-func (w *Web) jobRow(ctx context.Context, j *store.Job) jobRow {
+func (w *Web) jobRow(ctx context.Context, j *record.Job) jobRow {
 	row := jobRow{Job: j}
 	if p, err := w.b.Engine().Progress(ctx, j.ID); err == nil {
 		row.Progress = p
 		for st, n := range p.Items {
 			row.Items += n
-			if st == store.ItemIngested {
+			if st == record.ItemIngested {
 				row.Done += n
 			}
 		}
-		row.Failed = p.Tasks[store.TaskFailed]
+		row.Failed = p.Tasks[record.TaskFailed]
 	}
 	return row
 }
@@ -87,10 +88,10 @@ func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		Q         jobsQuery
 		Headers   map[string]sortHeader
 		Workflows []workflowChoice
-		AllStates []string
+		AllStates []record.JobState
 		Filtered  bool
 		Now       time.Time
-	}{page, jq, jq.headers(), wfs, []string{store.JobRunning, store.JobComplete, store.JobFailed, store.JobCanceled},
+	}{page, jq, jq.headers(), wfs, record.JobStates(),
 		len(jq.Values) > 0, w.b.Engine().Now()}
 	w.render(rw, r, http.StatusOK, "jobs", s, pageData{Title: "Jobs", Nav: "jobs", Data: data})
 	return nil
@@ -147,8 +148,8 @@ func (w *Web) newJobPage(rw http.ResponseWriter, r *http.Request, s *session) er
 
 // itemRow is an item with its tasks.
 type itemRow struct {
-	*store.Item
-	Tasks []*store.Task
+	*record.Item
+	Tasks []*record.Task
 }
 
 // itemPage is a page of one level of the item tree.
@@ -181,7 +182,7 @@ func (w *Web) items(ctx context.Context, jobID, parent int64, c string) (*itemPa
 	for i, it := range items {
 		ids[i] = it.ID
 	}
-	byItem := map[int64][]*store.Task{}
+	byItem := map[int64][]*record.Task{}
 	if len(ids) > 0 {
 		tasks, err := w.rec.TaskListByItems(ctx, ids)
 		if err != nil {
@@ -207,7 +208,7 @@ type outputValue struct {
 	Name    string `json:"name"`
 	Message string `json:"message"`
 	Page    int    `json:"page_number"`
-	Item    *store.Item
+	Item    *record.Item
 }
 
 func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64, limit int) ([]outputValue, int64, error) {
@@ -219,7 +220,7 @@ func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64
 	for i, o := range outs {
 		ids[i] = o.ItemID
 	}
-	items := map[int64]*store.Item{}
+	items := map[int64]*record.Item{}
 	if len(ids) > 0 {
 		its, err := w.rec.ItemGetMany(ctx, ids)
 		if err != nil {
@@ -254,7 +255,7 @@ func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64
 }
 
 // pathJob returns the job the path's {id} names, or a 404 saying there is none.
-func (w *Web) pathJob(r *http.Request) (*store.Job, error) {
+func (w *Web) pathJob(r *http.Request) (*record.Job, error) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return nil, err
@@ -285,7 +286,7 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		external = def.External
 	}
 	var waiting []waitingTask
-	if j.State == store.JobRunning && len(external) > 0 {
+	if j.State == record.JobRunning && len(external) > 0 {
 		if waiting, err = w.waitingSteps(ctx, j, w.b.Engine().Now()); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -134,7 +135,7 @@ func TestBrowserMediathread(t *testing.T) {
 		}
 		var ran []string
 		for _, tk := range tasks {
-			if tk.State == store.TaskComplete {
+			if tk.State == record.TaskComplete {
 				ran = append(ran, tk.Step)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -111,9 +112,9 @@ func TestNewJobFormMetadata(t *testing.T) {
 					t.Errorf("the stored job metadata does not hold %s as written: %s", f, job.Metadata)
 				}
 			}
-			var items []*store.Item
+			var items []*record.Item
 			poll.Until(t, 30*time.Second, "the item to wait for approved", func() (bool, string) {
-				items, err = b.n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, States: []string{store.ItemWritten}, Limit: 10})
+				items, err = b.n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, States: []record.ItemState{record.ItemWritten}, Limit: 10})
 				if err != nil {
 					return false, err.Error()
 				}
@@ -150,7 +151,7 @@ func TestNewJobFormMetadata(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				return j.State == store.JobComplete, j.State
+				return j.State == record.JobComplete, string(j.State)
 			})
 		})
 	}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fleet"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
 // slowTask is a running task that has run longer than its step usually takes.
 type slowTask struct {
-	Task    *store.Task
+	Task    *record.Task
 	Running time.Duration
 	// Usual is the 95th percentile of the step's completed runs in the job, and Runs how many
 	// there are; 0 and 0 when it has none.
@@ -89,14 +90,14 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 				queues[c.Queue] = q
 			}
 			switch c.State {
-			case store.TaskReady:
+			case record.TaskReady:
 				q.Ready += c.Tasks
-			case store.TaskRunning:
+			case record.TaskRunning:
 				q.Running += c.Tasks
 			}
 			q.Retries += c.Retries
 		}
-		running, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskRunning, Limit: 1000})
+		running, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: record.TaskRunning, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -170,13 +171,13 @@ func ago(d time.Duration) string {
 // waitingSteps lists the steps of a running job's open items (up to 200) that wait on external
 // events not yet fired. Blocked tasks have no row: a step waits on an external event when the
 // item is still open, the step needs an external event not yet fired, and the step has not run.
-func (w *Web) waitingSteps(ctx context.Context, j *store.Job, now time.Time) ([]waitingTask, error) {
+func (w *Web) waitingSteps(ctx context.Context, j *record.Job, now time.Time) ([]waitingTask, error) {
 	e := w.b.Engine()
 	def, _, err := e.Definition(ctx, j.WorkflowName, j.WorkflowVersion)
 	if err != nil || len(def.External) == 0 {
 		return nil, nil
 	}
-	open, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []string{store.ItemWritten}, Limit: 200})
+	open, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []record.ItemState{record.ItemWritten}, Limit: 200})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 var (
@@ -26,7 +26,7 @@ func TestPagesWithCursor(t *testing.T) {
 	b := setup(t)
 	c := b.client(t)
 	c.signIn(b.reader)
-	var oldest *store.Job
+	var oldest *record.Job
 	for i := range 51 { // a page and one
 		job, _, err := b.n.Engine.CreateJob(t.Context(), engineParams("documents"))
 		if err != nil {
@@ -79,5 +79,12 @@ func TestPagesWithCursor(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "cursor: not a cursor of this list") {
 			t.Errorf("GET %s: %d; want a 400 saying the cursor is not the list's:\n%s", path, resp.StatusCode, page)
 		}
+	}
+	if resp, page := c.do("GET", "/jobs?state=running", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /jobs?state=running: %d\n%s", resp.StatusCode, page)
+	}
+	resp, page = c.do("GET", "/jobs?state=done", nil, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "is not a job state: one of running, complete, failed, canceled") {
+		t.Errorf("GET /jobs?state=done: %d; want a 400 naming the job states:\n%s", resp.StatusCode, page)
 	}
 }

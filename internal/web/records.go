@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -13,10 +14,10 @@ import (
 // handler, and the API through the engine.
 type Records interface {
 	api.Records
-	ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error)
-	TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error)
-	TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error)
-	TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error)
-	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error)
+	ItemGetMany(ctx context.Context, ids []int64) ([]*record.Item, error)
+	TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error)
+	TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*record.Task, error)
+	TaskListByItem(ctx context.Context, itemID int64) ([]*record.Task, error)
+	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*record.Task, error)
 	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
 }

@@ -1,5 +1,6 @@
 // Package web serves Sluice's web UI at / beside the HTTP API: jobs with live progress, a job's
-// item tree, documents with thumbnails and text, the workflow library with a through-the-web
+// item tree, documents with thumbnails and text, ingest sheets with their works and file sets
+// (each action's state and history as a timeline), the workflow library with a through-the-web
 // editor (Banzai's promise), and an operations page of slow and stuck work.
 //
 // Pages are rendered on the server with html/template; a few small vanilla JavaScript files add
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -156,6 +158,8 @@ func (w *Web) routes() {
 	m.Handle("POST /jobs/{id}/retry", w.page(api.RoleAdmin, w.retryJob))
 	m.Handle("POST /jobs/{id}/events", w.page(api.RoleAdmin, w.fireEvent))
 	m.Handle("GET /items/{id}", w.page(api.RoleReader, w.itemPage))
+	m.Handle("GET /sheets/{id}", w.page(api.RoleReader, w.sheetPage))
+	m.Handle("GET /objects/{id}", w.page(api.RoleReader, w.objectPage))
 
 	m.Handle("GET /workflows", w.page(api.RoleReader, w.workflowsPage))
 	m.Handle("GET /workflows/new", w.page(api.RoleAdmin, w.editorPage))
@@ -260,6 +264,8 @@ var funcs = template.FuncMap{
 	"took":       tookDuration,
 	"bytes":      humanBytes,
 	"time":       func(t time.Time) string { return t.Local().Format("2006-01-02 15:04") },
+	"stamp":      func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000") },
+	"outcome":    outcomeClass,
 	"add":        func(a, b int) int { return a + b },
 	"joinEvents": func(l []string) string { return strings.Join(l, ", ") },
 	"diffMark":   diffMark,
@@ -306,52 +312,52 @@ func (w *Web) render(rw http.ResponseWriter, r *http.Request, status int, name s
 
 // Plain words for states, as a person reads them.
 
-func itemStateWords(s string) string {
+func itemStateWords(s record.ItemState) string {
 	switch s {
-	case store.ItemCreated:
+	case record.ItemCreated:
 		return "arriving"
-	case store.ItemWritten:
+	case record.ItemWritten:
 		return "in progress"
-	case store.ItemProcessed:
+	case record.ItemProcessed:
 		return "processed"
-	case store.ItemIngested:
+	case record.ItemIngested:
 		return "done"
 	}
-	return s
+	return string(s)
 }
 
-func taskStateWords(s string) string {
+func taskStateWords(s record.TaskState) string {
 	switch s {
-	case store.TaskBlocked:
+	case record.TaskBlocked:
 		return "waiting for its events"
-	case store.TaskReady:
+	case record.TaskReady:
 		return "queued"
-	case store.TaskRunning:
+	case record.TaskRunning:
 		return "running"
-	case store.TaskComplete:
+	case record.TaskComplete:
 		return "done"
-	case store.TaskFailed:
+	case record.TaskFailed:
 		return "failed"
-	case store.TaskSkipped:
+	case record.TaskSkipped:
 		return "not needed"
-	case store.TaskCanceled:
+	case record.TaskCanceled:
 		return "canceled"
 	}
-	return s
+	return string(s)
 }
 
-func jobStateWords(s string) string {
+func jobStateWords(s record.JobState) string {
 	switch s {
-	case store.JobRunning:
+	case record.JobRunning:
 		return "running"
-	case store.JobComplete:
+	case record.JobComplete:
 		return "complete"
-	case store.JobFailed:
+	case record.JobFailed:
 		return "failed"
-	case store.JobCanceled:
+	case record.JobCanceled:
 		return "canceled"
 	}
-	return s
+	return string(s)
 }
 
 func humanDuration(d time.Duration) string {

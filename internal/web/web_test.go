@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/web"
@@ -398,7 +399,7 @@ func TestEventsAndOperations(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return j.State == store.JobComplete, j.State
+		return j.State == record.JobComplete, string(j.State)
 	})
 	_, page = c.do("GET", "/operations", nil, nil)
 	if strings.Contains(page, "publish") {
@@ -568,7 +569,7 @@ func TestItemAttempts(t *testing.T) {
 	if err := b.n.Worker.Do(ctx, func(tx *engine.Tx) error { return tx.Retry(job.ID) }); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.n.Engine, job.ID, 30*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.n.Engine, job.ID, 30*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job after the retry: %s %s", j.State, j.Error)
 	}
 	items, err := b.n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 10})

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -25,7 +26,7 @@ type workflowVersions struct {
 
 // versionRow is a version in the library, with the number of lines it changed.
 type versionRow struct {
-	*store.Workflow
+	*record.Workflow
 	Changes *versionChanges
 }
 
@@ -51,7 +52,7 @@ func (w *Web) workflowsPage(rw http.ResponseWriter, r *http.Request, s *session)
 		v := by[n]
 		sort.Slice(v.Versions, func(i, j int) bool { return v.Versions[i].Version > v.Versions[j].Version })
 		for i := range v.Versions {
-			var prev *store.Workflow
+			var prev *record.Workflow
 			if i+1 < len(v.Versions) {
 				prev = v.Versions[i+1].Workflow
 			}
@@ -71,9 +72,9 @@ func (w *Web) workflowPage(rw http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	w.render(rw, r, http.StatusOK, "workflow", s, pageData{Title: "Workflow " + name, Nav: "workflows", Data: struct {
-		Workflow *store.Workflow
+		Workflow *record.Workflow
 		Source   string
-		Versions []*store.Workflow
+		Versions []*record.Workflow
 		Changes  *versionChanges
 	}{wf, string(wf.Source), versions, changes}})
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/tracing"
 )
@@ -59,7 +60,7 @@ func (w *Worker) startBriefBatches(ctx context.Context, queues []queueInfo) int 
 // It returns how many tasks it ran.
 func (w *Worker) runBrief(ctx context.Context, queue string, limit int) (int, error) {
 	n := 0
-	var got []*store.Task
+	var got []*record.Task
 	var flights []string
 	// results are the batch's results, applied in its transaction; if that fails for another
 	// reason than a stop or the database's retry, they are committed again one by one.
@@ -94,7 +95,7 @@ func (w *Worker) runBrief(ctx context.Context, queue string, limit int) (int, er
 		if err != nil {
 			return err
 		}
-		items := make(map[int64]*store.Item, len(its))
+		items := make(map[int64]*record.Item, len(its))
 		for _, it := range its {
 			items[it.ID] = it
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -31,10 +32,10 @@ func TestBriefTasks(t *testing.T) {
 func testBriefTasks(t *testing.T, open drivertest.Open) {
 	db := open(t)
 	const n = 300
-	wantRow := store.TaskReady // a brief batch writes nothing to its rows until it finishes
+	wantRow := record.TaskReady // a brief batch writes nothing to its rows until it finishes
 	var runs, seconds atomic.Int64
 	var snoozed atomic.Bool
-	rowStates := make(chan string, 1)
+	rowStates := make(chan record.TaskState, 1)
 	var b *bundle
 	first := &fn{spec: action.Spec{Name: "first", Concurrency: 100}, policy: action.Policy{Brief: true, NoTempDir: true}, run: func(ctx context.Context, tk *action.Task, out action.Output) error {
 		runs.Add(1)
@@ -76,7 +77,7 @@ steps:
 	}
 	job := b.startJob(t, "brief", wf, roots...)
 	j := enginetest.WaitJob(t, b.e, job.ID, 2*time.Minute)
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
 	}
 	select {
@@ -97,7 +98,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st[store.TaskComplete] != 2*n-4 || st[store.TaskFailed] != 2 || len(st) != 2 {
+	if st[record.TaskComplete] != 2*n-4 || st[record.TaskFailed] != 2 || len(st) != 2 {
 		t.Errorf("task stats %v, want %d complete and 2 failed (their second steps never made)", st, 2*n-4)
 	}
 	tasks, err := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, Limit: 10 * n})
@@ -105,7 +106,7 @@ steps:
 		t.Fatal(err)
 	}
 	for _, tk := range tasks {
-		if tk.State != store.TaskComplete {
+		if tk.State != record.TaskComplete {
 			continue
 		}
 		if tk.Attempt != 1 || tk.StartedAt.IsZero() || tk.FinishedAt.Before(tk.StartedAt) || tk.LeaseOwner != "" {
@@ -142,7 +143,7 @@ func TestBriefTaskTimesOutWithinALease(t *testing.T) {
 	if err != nil || len(items) != 1 {
 		t.Fatalf("items = %v, %v", items, err)
 	}
-	if want := "hang failed 1 times: timed out: hang timed out after 1s"; j.State != store.JobComplete || items[0].Error != want {
+	if want := "hang failed 1 times: timed out: hang timed out after 1s"; j.State != record.JobComplete || items[0].Error != want {
 		t.Fatalf("job %s, item error %q; want complete with %q", j.State, items[0].Error, want)
 	}
 }
@@ -212,7 +213,7 @@ func testBriefBatchesGoToWokenQueues(t *testing.T, open drivertest.Open, step st
 		w.Load().Stop(sctx)
 		cancel()
 	})
-	if j := enginetest.WaitJob(t, e, job.ID, 30*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, e, job.ID, 30*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
 	}
 	if got := worker.BriefQueues(w.Load()); !slices.Equal(got, want) {

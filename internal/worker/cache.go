@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -32,7 +33,7 @@ type convCache struct {
 	commit *committer
 	log    *slog.Logger
 	// stepOf returns a task's action and step (the worker's, with its cache of jobs' workflows).
-	stepOf func(ctx context.Context, t *store.Task) (action.Action, *workflow.Step, error)
+	stepOf func(ctx context.Context, t *record.Task) (action.Action, *workflow.Step, error)
 
 	mu       sync.Mutex
 	flights  map[string]chan struct{}
@@ -81,7 +82,7 @@ type cachedChild struct {
 // cacheKey identifies a conversion: the action and its version, the step's settings, the item's
 // options (ocr, lang, split_by_page change the result) and the input's content. Names are not part
 // of it, but children are named after their parent, so cached child names are rebased on replay.
-func cacheKey(spec action.Spec, step *workflow.Step, it *store.Item) string {
+func cacheKey(spec action.Spec, step *workflow.Step, it *record.Item) string {
 	h := sha256.New()
 	v := spec.Version
 	if v == "" {
@@ -244,7 +245,7 @@ func (c *convCache) landedSince(seq uint64, key string) bool {
 // prefetch reads, in the lease's transaction x, the leased tasks' items into items and the
 // cache entries of their cacheable conversions into pre. What it cannot read is left for the
 // task to read itself.
-func (c *convCache) prefetch(ctx context.Context, x store.Executor, got []*store.Task, seq uint64, items map[int64]*store.Item, pre map[int64]*prefetch) {
+func (c *convCache) prefetch(ctx context.Context, x store.Executor, got []*record.Task, seq uint64, items map[int64]*record.Item, pre map[int64]*prefetch) {
 	ids := make([]int64, len(got))
 	for i, t := range got {
 		ids[i] = t.ItemID

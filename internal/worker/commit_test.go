@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -48,7 +49,7 @@ func testResultThatCannotCommit(t *testing.T, open drivertest.Open, brief bool) 
 	job := b.startJob(t, "nan", "name: nan\nsteps:\n  nan: {action: nan, needs: [start]}\n",
 		engine.Root{Name: "bad"}, engine.Root{Ordinal: 1, Name: "good"})
 	j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second)
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Errorf("job = %s (%s), want complete (an item error does not fail it)", j.State, j.Error)
 	}
 	tasks, err := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID})
@@ -59,7 +60,7 @@ func testResultThatCannotCommit(t *testing.T, open drivertest.Open, brief bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[int64]*store.Item{}
+	byID := map[int64]*record.Item{}
 	for _, it := range items {
 		byID[it.ID] = it
 	}
@@ -67,14 +68,14 @@ func testResultThatCannotCommit(t *testing.T, open drivertest.Open, brief bool) 
 		it := byID[tk.ItemID]
 		switch it.Name {
 		case "bad":
-			if tk.State != store.TaskFailed || tk.Attempt != 1 || !strings.Contains(tk.Error, "commit the result of nan") || !strings.Contains(tk.Error, "NaN") {
+			if tk.State != record.TaskFailed || tk.Attempt != 1 || !strings.Contains(tk.Error, "commit the result of nan") || !strings.Contains(tk.Error, "NaN") {
 				t.Errorf("task of the NaN result = %s at attempt %d (%q), want failed at 1 naming the commit and NaN", tk.State, tk.Attempt, tk.Error)
 			}
 			if it.Error != tk.Error || string(it.Metadata) != "{}" {
 				t.Errorf("item of the NaN result: error %q, metadata %s; want the task's error and no metadata", it.Error, it.Metadata)
 			}
 		default:
-			if tk.State != store.TaskComplete {
+			if tk.State != record.TaskComplete {
 				t.Errorf("task of the good item = %s (%q), want complete", tk.State, tk.Error)
 			}
 		}
@@ -140,7 +141,7 @@ func TestRenewOnlyRunningTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != store.TaskRunning || !got.LeaseExpires.Equal(strayUntil) {
+		if got.State != record.TaskRunning || !got.LeaseExpires.Equal(strayUntil) {
 			t.Errorf("stray task = %s, lease until %v; want running with its lease unchanged at %v (not renewed)", got.State, got.LeaseExpires, strayUntil)
 		}
 	})

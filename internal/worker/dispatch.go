@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/queue"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
@@ -167,12 +168,12 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 	for i, wt := range wants {
 		p.Queues[i], p.Max[i] = wt.q.name, wt.free
 	}
-	var got []*store.Task
+	var got []*record.Task
 	// With one writer (SQLite) the leased tasks' items and cached conversions are read in the
 	// lease's own transaction: a statement there costs less than a read transaction of its own
 	// on a reader. On Postgres that would lengthen the one writer's turn; readers run beside it.
 	local := !w.e.ConcurrentWrites()
-	items := map[int64]*store.Item{}
+	items := map[int64]*record.Item{}
 	pre := map[int64]*prefetch{}
 	seq := w.cache.seq()
 	// Through the writer, on every store: leasing beside it (Postgres) let a worker hold hundreds
@@ -226,7 +227,7 @@ func (w *Worker) lease(ctx, run context.Context, queues []queueInfo) (int, error
 	return len(got), nil
 }
 
-func (w *Worker) release(t *store.Task) {
+func (w *Worker) release(t *record.Task) {
 	err := w.commit.enqueue(context.Background(), op{fn: func(tx *engine.Tx) error {
 		return tx.Release(t, w.cfg.Owner)
 	}, after: func(error) { w.disown(t.ID) }})
@@ -238,7 +239,7 @@ func (w *Worker) release(t *store.Task) {
 // disown forgets a task whose outcome is committed (or given up): its lease is no longer renewed.
 func (w *Worker) disown(id int64) { w.leases.disown(id) }
 
-func (w *Worker) done(t *store.Task) {
+func (w *Worker) done(t *record.Task) {
 	w.slots.done(t.Queue, t.ID)
 	w.tasks.Done()
 	w.kick() // a slot is free

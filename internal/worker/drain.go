@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // abandonAfter is how long a stop waits for the tasks it canceled at the end of the drain to
@@ -18,16 +18,16 @@ var abandonAfter = 5 * time.Second
 // concurrent use.
 type running struct {
 	mu        sync.Mutex
-	tasks     map[int64]*store.Task
+	tasks     map[int64]*record.Task
 	draining  bool
 	abandoned map[int64]bool
 }
 
 func newRunning() *running {
-	return &running{tasks: map[int64]*store.Task{}, abandoned: map[int64]bool{}}
+	return &running{tasks: map[int64]*record.Task{}, abandoned: map[int64]bool{}}
 }
 
-func (r *running) add(t *store.Task) {
+func (r *running) add(t *record.Task) {
 	r.mu.Lock()
 	r.tasks[t.ID] = t
 	r.mu.Unlock()
@@ -40,11 +40,11 @@ func (r *running) remove(id int64) {
 }
 
 // list returns the running tasks; with drain set, from now on the worker is draining.
-func (r *running) list(drain bool) []*store.Task {
+func (r *running) list(drain bool) []*record.Task {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.draining = r.draining || drain
-	out := make([]*store.Task, 0, len(r.tasks))
+	out := make([]*record.Task, 0, len(r.tasks))
 	for _, t := range r.tasks {
 		out = append(out, t)
 	}
@@ -59,10 +59,10 @@ func (r *running) isDraining() bool {
 }
 
 // abandon marks the tasks still running as abandoned and returns them.
-func (r *running) abandon() []*store.Task {
+func (r *running) abandon() []*record.Task {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*store.Task, 0, len(r.tasks))
+	out := make([]*record.Task, 0, len(r.tasks))
 	for id, t := range r.tasks {
 		r.abandoned[id] = true
 		out = append(out, t)
@@ -119,7 +119,7 @@ func (w *Worker) drain(ctx context.Context) {
 
 // drained logs what became of a task that ended while the worker stopped: outcome is
 // "finished" (its result, in err, is committed) or "released" (canceled, ready again).
-func (w *Worker) drained(t *store.Task, outcome string, err error) {
+func (w *Worker) drained(t *record.Task, outcome string, err error) {
 	if !w.running.isDraining() {
 		return
 	}
@@ -134,6 +134,6 @@ func (w *Worker) drained(t *store.Task, outcome string, err error) {
 	}
 }
 
-func (w *Worker) taskLog(t *store.Task) *slog.Logger {
+func (w *Worker) taskLog(t *record.Task) *slog.Logger {
 	return w.log.With("task_id", t.ID, "job_id", t.JobID, "item_id", t.ItemID, "action", t.Action, "attempt", t.Attempt)
 }

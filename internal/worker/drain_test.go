@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -61,7 +62,7 @@ func stopWithin(t *testing.T, w *worker.Worker, drain, limit time.Duration) time
 	return time.Since(begin)
 }
 
-func taskOf(t *testing.T, db store.Store, id int64) *store.Task {
+func taskOf(t *testing.T, db store.Store, id int64) *record.Task {
 	t.Helper()
 	tk, err := db.TaskGet(t.Context(), id)
 	if err != nil {
@@ -87,10 +88,10 @@ func TestStopDrainsRunningTasks(t *testing.T) {
 			close(finish)
 		}()
 		stopWithin(t, b.w, time.Minute, 30*time.Second)
-		if tk := taskOf(t, b.db, id); tk.State != store.TaskComplete {
+		if tk := taskOf(t, b.db, id); tk.State != record.TaskComplete {
 			t.Errorf("task %s after the drain, want complete", tk.State)
 		}
-		if j, _ := b.db.JobGet(t.Context(), job.ID); j.State != store.JobComplete {
+		if j, _ := b.db.JobGet(t.Context(), job.ID); j.State != record.JobComplete {
 			t.Errorf("job %s, want complete", j.State)
 		}
 		if !strings.Contains(logs.String(), "task finished while draining") {
@@ -118,7 +119,7 @@ func TestStopReleasesAtDrainDeadline(t *testing.T) {
 		id := <-started
 		took := stopWithin(t, b.w, 200*time.Millisecond, 10*time.Second)
 		tk := taskOf(t, b.db, id)
-		if tk.State != store.TaskReady || tk.LeaseOwner != "" || tk.Attempt != 0 {
+		if tk.State != record.TaskReady || tk.LeaseOwner != "" || tk.Attempt != 0 {
 			t.Fatalf("task after the stop: %s owner %q attempt %d, want ready, no owner, attempt 0 (refunded)", tk.State, tk.LeaseOwner, tk.Attempt)
 		}
 		for _, want := range []string{"drain ended; canceling the tasks still running", "task canceled by the stop: its lease is released", "task_id=" + itoa(id)} {
@@ -137,7 +138,7 @@ func TestStopReleasesAtDrainDeadline(t *testing.T) {
 		})
 		poll.Until(t, 10*time.Second, "the released task completed by another worker", func() (bool, string) {
 			tk := taskOf(t, b.db, id)
-			return tk.State == store.TaskComplete, tk.State
+			return tk.State == record.TaskComplete, string(tk.State)
 		})
 		if tk := taskOf(t, b.db, id); tk.Attempt != 1 {
 			t.Errorf("task completed at attempt %d, want 1: the canceled attempt is not spent", tk.Attempt)
@@ -165,7 +166,7 @@ func TestStopAbandonsTaskIgnoringCancel(t *testing.T) {
 			t.Errorf("Stop took %s, want about the drain and the abandon wait (0.4s)", took)
 		}
 		tk := taskOf(t, b.db, id)
-		if tk.State != store.TaskReady || tk.Attempt != 0 {
+		if tk.State != record.TaskReady || tk.Attempt != 0 {
 			t.Errorf("abandoned task: %s attempt %d, want ready at attempt 0", tk.State, tk.Attempt)
 		}
 		if !strings.Contains(logs.String(), "task ignored its cancel: abandoned, its lease released") {
@@ -197,14 +198,14 @@ func TestStopGivesBackTasksOfACanceledJobCanceled(t *testing.T) {
 			t.Fatal(err)
 		}
 		stopWithin(t, b.w, 200*time.Millisecond, 10*time.Second)
-		if tk := taskOf(t, b.db, id); tk.State != store.TaskCanceled || tk.Error != engine.CanceledError {
+		if tk := taskOf(t, b.db, id); tk.State != record.TaskCanceled || tk.Error != engine.CanceledError {
 			t.Errorf("task after the stop: %s %q, want canceled %q", tk.State, tk.Error, engine.CanceledError)
 		}
 		it, err := b.db.ItemGet(t.Context(), taskOf(t, b.db, id).ItemID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if it.State == store.ItemWritten || it.Error != engine.CanceledError {
+		if it.State == record.ItemWritten || it.Error != engine.CanceledError {
 			t.Errorf("item after the stop: %s %q, want settled with the error %q", it.State, it.Error, engine.CanceledError)
 		}
 	})

@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // output implements action.Output for one attempt. Children are recorded asynchronously through
@@ -22,7 +22,7 @@ import (
 // waiting a transaction per child; the task's completion is queued after them and so commits last.
 type output struct {
 	w      *Worker
-	task   *store.Task
+	task   *record.Task
 	spec   action.Spec
 	brief  bool // the action's policy is Brief: it creates no children
 	ctx    context.Context
@@ -464,16 +464,16 @@ func (o *output) Heartbeat() {
 // reaches their ordinals (which only grow), instead of holding them all: a resumed unpack of an
 // archive of 100,000 entries would otherwise keep 100,000 items in memory for its life.
 type earlier struct {
-	load   func(ctx context.Context, from, limit int) ([]*store.Item, error)
-	page   []*store.Item // the children with ordinals from lo on, in ordinal order
-	lo, hi int           // page covers ordinals [lo, hi); hi < 0: every one from lo on
+	load   func(ctx context.Context, from, limit int) ([]*record.Item, error)
+	page   []*record.Item // the children with ordinals from lo on, in ordinal order
+	lo, hi int            // page covers ordinals [lo, hi); hi < 0: every one from lo on
 }
 
 // earlierPage is how many children [earlier] holds at once (a variable for the tests).
 var earlierPage = 1000
 
 // at returns the child recorded with ordinal ord, or nil. A nil *earlier has none.
-func (e *earlier) at(ctx context.Context, ord int) (*store.Item, error) {
+func (e *earlier) at(ctx context.Context, ord int) (*record.Item, error) {
 	if e == nil {
 		return nil, nil
 	}
@@ -487,7 +487,7 @@ func (e *earlier) at(ctx context.Context, ord int) (*store.Item, error) {
 			e.hi = page[len(page)-1].Ordinal + 1
 		}
 	}
-	i, found := slices.BinarySearchFunc(e.page, ord, func(k *store.Item, ord int) int { return k.Ordinal - ord })
+	i, found := slices.BinarySearchFunc(e.page, ord, func(k *record.Item, ord int) int { return k.Ordinal - ord })
 	if !found {
 		return nil, nil
 	}

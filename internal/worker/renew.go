@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -25,7 +26,7 @@ func newLeases() *leases {
 }
 
 // own starts renewing the leases of tasks.
-func (l *leases) own(tasks []*store.Task) {
+func (l *leases) own(tasks []*record.Task) {
 	l.mu.Lock()
 	for _, t := range tasks {
 		l.owned[t.ID] = struct{}{}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -41,7 +42,7 @@ func TestResumedCacheableTask(t *testing.T) {
 		}
 		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root}\n",
 			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		if first, second := <-resumed, <-resumed; first != 0 || second != 2 {
@@ -87,7 +88,7 @@ func TestLargeFanOutNotCached(t *testing.T) {
 			for range 2 {
 				job := k.StartJob(t, "name: "+name+"\nsteps:\n  split: {action: "+name+", needs: [start], when: root}\n",
 					engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
-				if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+				if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 					t.Fatalf("job %s: %s", j.State, j.Error)
 				}
 				items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 2000})
@@ -142,7 +143,7 @@ func TestResumeManyChildren(t *testing.T) {
 		}
 		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root}\n",
 			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
-		if j := k.WaitJob(t, job.ID, 120*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 120*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		if got := <-resumed; got != 28 {

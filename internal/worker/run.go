@@ -13,13 +13,14 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/tracing"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
 // run runs one leased task (it is the task's item when already read) and queues its result.
-func (w *Worker) run(ctx context.Context, t *store.Task, it *store.Item, pf *prefetch) {
+func (w *Worker) run(ctx context.Context, t *record.Task, it *record.Item, pf *prefetch) {
 	defer w.done(t)
 	res := &engine.Result{Task: t, Owner: w.cfg.Owner, Started: w.e.Now()}
 	ctx, span := w.traceAttempt(ctx, t)
@@ -97,7 +98,7 @@ func (w *Worker) committed(ctx context.Context, res *engine.Result, err error) {
 
 // observe records an attempt of t that began at begin: how long the task waited, from becoming
 // ready (or the end of its retry backoff) to its lease, and how long it ran.
-func (w *Worker) observe(t *store.Task, res *engine.Result, begin time.Time) {
+func (w *Worker) observe(t *record.Task, res *engine.Result, begin time.Time) {
 	if w.cfg.Metrics == nil {
 		return
 	}
@@ -140,7 +141,7 @@ type finishing struct {
 
 var errStopping = errors.New("worker stopping")
 
-func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
+func (w *Worker) execute(ctx context.Context, t *record.Task, it *record.Item, res *engine.Result, fin *finishing, pf *prefetch) (err error) {
 	act, step, err := w.stepOf(ctx, t)
 	if err != nil {
 		return err
@@ -181,7 +182,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 	if w.slots.run(t.ID, cancel) {
 		// Its job's cancel came between its lease and now, and found no run to cancel: the
 		// job's state tells whether it was this attempt's (a retry may have run it again since).
-		if job, err := w.e.TaskJob(ctx, t.JobID); err == nil && job.State != store.JobRunning {
+		if job, err := w.e.TaskJob(ctx, t.JobID); err == nil && job.State != record.JobRunning {
 			cancel()
 		}
 	}
@@ -230,7 +231,7 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		}
 	}
 	if it.NChildren > 0 {
-		out.existing = &earlier{lo: 0, hi: 0, load: func(ctx context.Context, from, limit int) ([]*store.Item, error) {
+		out.existing = &earlier{lo: 0, hi: 0, load: func(ctx context.Context, from, limit int) ([]*record.Item, error) {
 			return w.e.EarlierChildren(ctx, t, from, limit)
 		}}
 	}
@@ -256,7 +257,8 @@ func (w *Worker) execute(ctx context.Context, t *store.Task, it *store.Item, res
 		out.record = &effects{Parent: it.Name}
 	}
 	w.stats.count(t.Action, false)
-	err = w.safeRun(tctx, act, at, out)
+	// The action reads beyond its task through its read port, scoped to the task's job.
+	err = w.safeRun(engine.WithReads(tctx, w.e.TaskReads(t.JobID, w.cfg.Blobs)), act, at, out)
 	out.mu.Lock()
 	out.returned = true
 	out.mu.Unlock()
@@ -304,7 +306,7 @@ func (w *Worker) jobWorkflow(ctx context.Context, jobID int64) (string, int, err
 }
 
 // stepOf returns the task's action and its step in the job's workflow.
-func (w *Worker) stepOf(ctx context.Context, t *store.Task) (action.Action, *workflow.Step, error) {
+func (w *Worker) stepOf(ctx context.Context, t *record.Task) (action.Action, *workflow.Step, error) {
 	act, ok := w.e.Catalog().Lookup(t.Action)
 	if !ok {
 		return nil, nil, action.Permanentf("unknown action %q", t.Action)
@@ -340,7 +342,7 @@ func (w *Worker) safeRun(ctx context.Context, act action.Action, t *action.Task,
 	return action.Safe(func() error { return act.Run(ctx, t, out) })
 }
 
-func (w *Worker) blobPath(ctx context.Context, it *store.Item, tmp *string) (string, error) {
+func (w *Worker) blobPath(ctx context.Context, it *record.Item, tmp *string) (string, error) {
 	if it.BlobSHA256 == "" {
 		return "", action.Permanentf("item %q has no content", it.Name)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestIdleTimeout: an action with Policy.IdleTimeout (unpack) that keeps making children runs
@@ -59,11 +59,11 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		job := k.StartJob(t, "name: split\nsteps:\n  split: {action: split, needs: [start], when: root, timeout: 2s}\n",
 			engine.Root{Name: "a.zip", BlobSHA256: sha, Size: size})
-		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s: %s", j.State, j.Error)
 		}
 		for _, tk := range k.Tasks(t, job.ID) {
-			if tk.Step == "split" && tk.State != store.TaskSkipped && (tk.State != store.TaskComplete || tk.Attempt != 1) {
+			if tk.Step == "split" && tk.State != record.TaskSkipped && (tk.State != record.TaskComplete || tk.Attempt != 1) {
 				events, _ := k.Store.EventListByItem(t.Context(), tk.ItemID)
 				t.Errorf("split: %s after %d attempts (%s), want complete after 1: it made progress every %s, its timeout is %s; events: %q",
 					tk.State, tk.Attempt, tk.Error, step, timeout, events)
@@ -77,7 +77,7 @@ func TestIdleTimeout(t *testing.T) {
 			engine.Root{Name: "r"})
 		k.WaitJob(t, job.ID, 60*time.Second)
 		for _, tk := range k.Tasks(t, job.ID) {
-			if tk.Step == "stuck" && (tk.State != store.TaskFailed || !strings.Contains(tk.Error, "timed out: no progress for 2s")) {
+			if tk.Step == "stuck" && (tk.State != record.TaskFailed || !strings.Contains(tk.Error, "timed out: no progress for 2s")) {
 				t.Errorf("stuck: %s (%q), want failed, timed out with no progress", tk.State, tk.Error)
 			}
 		}

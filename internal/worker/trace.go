@@ -7,14 +7,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/tracing"
 )
 
 // traceAttempt starts the span of an attempt of t, a child of its job's span (package tracing).
 // The job's creation time, which identifies its trace, comes from the worker's cache of jobs.
 // With no tracer provider set, it returns ctx and a no-op span: no job lookup, no span.
-func (w *Worker) traceAttempt(ctx context.Context, t *store.Task) (context.Context, trace.Span) {
+func (w *Worker) traceAttempt(ctx context.Context, t *record.Task) (context.Context, trace.Span) {
 	if tracing.Off() {
 		return ctx, noop.Span{}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -51,7 +52,7 @@ func setupWith(t *testing.T, open drivertest.Open, tweak func(*worker.Config), a
 }
 
 // startJob applies the workflow called name, creates a job of it and adds the roots.
-func (b *bundle) startJob(t *testing.T, name, wf string, roots ...engine.Root) *store.Job {
+func (b *bundle) startJob(t *testing.T, name, wf string, roots ...engine.Root) *record.Job {
 	t.Helper()
 	if _, _, err := b.e.ApplyWorkflow(t.Context(), []byte(wf), name+".yaml"); err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func testFanOutFanIn(t *testing.T, open drivertest.Open) {
 			return nil
 		}
 		collected.Add(1)
-		open, err := b.db.ItemHasChildInState(ctx, t.Item.ID, []string{store.ItemCreated, store.ItemWritten})
+		open, err := b.db.ItemHasChildInState(ctx, t.Item.ID, []record.ItemState{record.ItemCreated, record.ItemWritten})
 		if err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ steps:
 	start := time.Now()
 	j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Minute)
 	t.Logf("%d children fanned out and in: %s", n, time.Since(start).Round(time.Millisecond))
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Fatalf("job state %s: %s", j.State, j.Error)
 	}
 	// The root runs split, a, b and collect too; children run split (a no-op for them), a, b, collect.
@@ -154,11 +155,11 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Items[store.ItemIngested] != n+1 || p.Fraction != 1 {
+	if p.Items[record.ItemIngested] != n+1 || p.Fraction != 1 {
 		t.Errorf("progress %+v", p)
 	}
 	st, _ := store.TaskStats(t.Context(), b.db, job.ID)
-	if st[store.TaskComplete] != 4*(n+1) {
+	if st[record.TaskComplete] != 4*(n+1) {
 		t.Errorf("task stats %v, want %d complete", st, 4*(n+1))
 	}
 }
@@ -195,9 +196,9 @@ func testJobOpenUntilSealed(t *testing.T, open drivertest.Open) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.Items[store.ItemIngested] == 1, fmt.Sprintf("%+v", p)
+		return p.Items[record.ItemIngested] == 1, fmt.Sprintf("%+v", p)
 	})
-	if j, _ := b.db.JobGet(t.Context(), job.ID); j.State != store.JobRunning {
+	if j, _ := b.db.JobGet(t.Context(), job.ID); j.State != record.JobRunning {
 		t.Fatalf("unsealed job is %s after its first batch; more roots are coming", j.State)
 	}
 	if err := b.e.AddRoots(t.Context(), job, []engine.Root{{Ordinal: 1, Name: "second"}}); err != nil {
@@ -207,7 +208,7 @@ func testJobOpenUntilSealed(t *testing.T, open drivertest.Open) {
 		t.Fatal(err)
 	}
 	j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second)
-	if j.State != store.JobComplete || runs.Load() != 2 {
+	if j.State != record.JobComplete || runs.Load() != 2 {
 		t.Fatalf("job %s after %d runs, want complete after 2", j.State, runs.Load())
 	}
 }

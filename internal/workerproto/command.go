@@ -61,28 +61,41 @@ func RunCommand(ctx context.Context, cfg CommandConfig) error {
 	if len(cfg.Argv) == 0 {
 		return errors.New("workerproto: RunCommand needs a command")
 	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = 3 * time.Second
+	c := runnerDefaults(&cfg.Heartbeat, &cfg.TempDir, &cfg.Logger, cfg.Client, cfg.Server, cfg.Token)
+	return pollTasks(ctx, c, cfg.Action, cfg.Once, cfg.Logger, func(t *TaskHandle) error { return runTask(ctx, &cfg, t) })
+}
+
+// runnerDefaults sets the defaults of a runner's configuration (a heartbeat of 3s, os.TempDir(),
+// a logger that discards) and returns its client: c, else one of server and token.
+func runnerDefaults(heartbeat *time.Duration, tempDir *string, log **slog.Logger, c *Client, server, token string) *Client {
+	if *heartbeat <= 0 {
+		*heartbeat = 3 * time.Second
 	}
-	if cfg.TempDir == "" {
-		cfg.TempDir = os.TempDir()
+	if *tempDir == "" {
+		*tempDir = os.TempDir()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if *log == nil {
+		*log = slog.New(slog.DiscardHandler)
 	}
-	c := cfg.Client
 	if c == nil {
-		c = &Client{Server: cfg.Server, Token: cfg.Token}
+		c = &Client{Server: server, Token: token}
 	}
+	return c
+}
+
+// pollTasks polls for tasks of the action and runs each with run, until ctx ends (returning nil)
+// or the server refuses the worker (returning the error); with once, after one task. Connection
+// failures are retried every 3s.
+func pollTasks(ctx context.Context, c *Client, name string, once bool, log *slog.Logger, run func(t *TaskHandle) error) error {
 	for ctx.Err() == nil {
-		t, err := c.Poll(ctx, cfg.Action)
+		t, err := c.Poll(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			var ne net.Error
 			if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnErr(err) {
-				cfg.Logger.Warn("poll failed, retrying", "action", cfg.Action, "error", err)
+				log.Warn("poll failed, retrying", "action", name, "error", err)
 				select {
 				case <-ctx.Done():
 				case <-time.After(3 * time.Second):
@@ -94,10 +107,10 @@ func RunCommand(ctx context.Context, cfg CommandConfig) error {
 		if t == nil {
 			continue
 		}
-		if err := runTask(ctx, &cfg, t); err != nil && ctx.Err() == nil {
-			cfg.Logger.Warn("task not completed", "action", cfg.Action, "id", t.ID, "error", err)
+		if err := run(t); err != nil && ctx.Err() == nil {
+			log.Warn("task not completed", "action", name, "id", t.ID, "error", err)
 		}
-		if cfg.Once {
+		if once {
 			return nil
 		}
 	}

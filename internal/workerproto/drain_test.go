@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -46,21 +47,21 @@ func TestDrainThenStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	states := map[string]int{}
+	states := map[record.TaskState]int{}
 	for _, tk := range tasks {
 		if tk.Step != "convert" {
 			continue
 		}
 		states[tk.State]++
-		if tk.State == store.TaskRunning {
+		if tk.State == record.TaskRunning {
 			t.Errorf("task %d still running after the stop", tk.ID)
 		}
-		if tk.State == store.TaskReady && tk.Attempt != 0 {
+		if tk.State == record.TaskReady && tk.Attempt != 0 {
 			t.Errorf("released task %d at attempt %d, want its attempt given back (0)", tk.ID, tk.Attempt)
 		}
 	}
 	// The third root's convert task may not exist yet: its route runs in process.
-	if states[store.TaskComplete] != 1 || states[store.TaskReady] < 1 {
+	if states[record.TaskComplete] != 1 || states[record.TaskReady] < 1 {
 		t.Errorf("convert tasks by state %v, want 1 complete (reported in the drain), the rest ready (released or never handed out)", states)
 	}
 }

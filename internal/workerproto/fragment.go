@@ -26,6 +26,7 @@ const (
 	fragDone               // done
 	fragError              // error
 	fragWrite              // N.write.json: a domain write (an extension: docs/worker-protocol-extensions.md)
+	fragResult             // result.json: a built-in action's result (an extension, as above)
 )
 
 // fragment is a parsed fragment name.
@@ -54,6 +55,9 @@ func parseFragment(name string) fragment {
 		return f
 	case "error":
 		f.kind = fragError
+		return f
+	case "result.json":
+		f.kind = fragResult
 		return f
 	}
 	i := 0

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -120,7 +121,7 @@ func setup(t testing.TB, o opts) *bundle {
 }
 
 // job creates a job with one root per content.
-func (b *bundle) job(t *testing.T, contents ...string) *store.Job {
+func (b *bundle) job(t *testing.T, contents ...string) *record.Job {
 	t.Helper()
 	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "conv"})
 	if err != nil {
@@ -165,7 +166,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	poll.Until(t, d, what, func() (bool, string) { return cond(), "" })
 }
 
-func (b *bundle) root(t *testing.T, job *store.Job) *store.Item {
+func (b *bundle) root(t *testing.T, job *record.Job) *record.Item {
 	t.Helper()
 	zero := int64(0)
 	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, ParentID: &zero, WithText: true})
@@ -175,7 +176,7 @@ func (b *bundle) root(t *testing.T, job *store.Job) *store.Item {
 	return items[0]
 }
 
-func (b *bundle) children(t *testing.T, parent *store.Item) []*store.Item {
+func (b *bundle) children(t *testing.T, parent *record.Item) []*record.Item {
 	t.Helper()
 	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: parent.JobID, ParentID: &parent.ID, WithText: true, Limit: 1 << 20})
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // multipartBody joins parts (name, payload) into a multipart/form-data body with boundary "B".
@@ -59,11 +59,11 @@ func FuzzMultipart(f *testing.F) {
 		// A task the body did not end is canceled, so the next input gets a task of its own.
 		if j, err := b.db.JobGet(t.Context(), job.ID); err != nil {
 			t.Fatal(err)
-		} else if j.State == store.JobRunning {
+		} else if j.State == record.JobRunning {
 			// The body may have ended the task meanwhile, completing the job: then there is
 			// nothing to cancel, and the job must have ended.
 			if err := b.e.Cancel(t.Context(), job.ID); err != nil {
-				if j, gerr := b.db.JobGet(t.Context(), job.ID); gerr != nil || j.State == store.JobRunning {
+				if j, gerr := b.db.JobGet(t.Context(), job.ID); gerr != nil || j.State == record.JobRunning {
 					t.Fatalf("cancel after the POST: %v", err)
 				}
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/queue"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -276,6 +277,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/{action}/{id}/blob", s.handleBlob)
 	mux.HandleFunc("POST "+p+"/{action}/{id}", s.handleMultipart)
 	mux.HandleFunc("POST "+p+"/{action}/{id}/{fragment}", s.handleFragment)
+	// The task's read port and blob store, for built-in actions run by remote workers (port.go).
+	mux.HandleFunc("GET "+p+"/{action}/{id}/task", s.handleActionTask)
+	mux.HandleFunc("POST "+p+"/{action}/{id}/core/{query}", s.handleCoreRead)
+	mux.HandleFunc("POST "+p+"/{action}/{id}/read/{domain}/{query}", s.handleDomainRead)
+	mux.HandleFunc("POST "+p+"/{action}/{id}/blobs", s.handleBlobPut)
 	return mux
 }
 
@@ -416,12 +422,29 @@ func (s *Server) handlePoll(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lease leases one task of the queue "remote:<name>" and registers its session.
+// maxKeyedLeases bounds the tasks one poll leases and settles itself (parked on a claim, done with
+// a claim's result, snoozed by a limit) before it answers.
+const maxKeyedLeases = 16
+
+// lease leases a task of the queue "remote:<name>" to hand out and registers its session. A task
+// of a step with a claim or a limit is handed out only once it holds them, as an in-process
+// worker runs its action only then (see keyed); those it settles itself, it leases past.
 func (s *Server) lease(ctx context.Context, name, owner, client string) (*session, error) {
+	for range maxKeyedLeases {
+		ss, settled, err := s.leaseOne(ctx, name, owner, client)
+		if err != nil || !settled {
+			return ss, err
+		}
+	}
+	return nil, nil
+}
+
+// leaseOne leases one task; settled is true when keyed settled it without handing it out.
+func (s *Server) leaseOne(ctx context.Context, name, owner, client string) (ss *session, settled bool, err error) {
 	e := s.b.Engine()
-	var got []*store.Task
+	var got []*record.Task
 	// The lease commits even if the poll is abandoned meanwhile; the caller then releases it.
-	err := s.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
+	err = s.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
 		now := t.Now()
 		var err error
 		got, err = t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: queue.Remote(name).String(), Limit: 1, Owner: owner,
@@ -429,16 +452,22 @@ func (s *Server) lease(ctx context.Context, name, owner, client string) (*sessio
 		return err
 	})
 	if err != nil || len(got) == 0 {
-		return nil, err
+		return nil, false, err
 	}
 	task := got[0]
 	it, err := e.TaskItem(ctx, task)
 	if err != nil {
 		ss := &session{srv: s, task: task}
 		s.release(ss)
-		return nil, err
+		return nil, false, err
 	}
-	ss := newSession(s, name, owner, task, it)
+	if done, err := s.keyed(ctx, task, it, owner); done || err != nil {
+		if err != nil {
+			s.release(&session{srv: s, task: task})
+		}
+		return nil, done, err
+	}
+	ss = newSession(s, name, owner, task, it)
 	ss.trace.start(ctx, e, task)
 	ss.client = client
 	s.mu.Lock()
@@ -446,13 +475,13 @@ func (s *Server) lease(ctx context.Context, name, owner, client string) (*sessio
 		// Leased as the drain began: given back, as Stop would.
 		s.mu.Unlock()
 		s.release(ss)
-		return nil, nil
+		return nil, false, nil
 	}
 	s.sessions[ss.id] = ss
 	s.byTask[task.ID] = ss
 	s.mu.Unlock()
 	s.log.Debug("remote task handed out", "action", name, "task_id", task.ID, "item_id", it.ID, "attempt", task.Attempt, "id", ss.id)
-	return ss, nil
+	return ss, false, nil
 }
 
 // release gives a leased task back without spending its attempt.
@@ -461,7 +490,7 @@ func (s *Server) release(ss *session) {
 	s.forget(ss)
 	err := s.b.Do(context.Background(), func(t *engine.Tx) error {
 		_, err := t.Executor().TaskFinish(context.Background(), store.TaskFinishParams{ID: ss.task.ID, Attempt: ss.task.Attempt,
-			State: store.TaskReady, Refund: true, Now: t.Now()})
+			State: record.TaskReady, Refund: true, Now: t.Now()})
 		return err
 	})
 	if err != nil {

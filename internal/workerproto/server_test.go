@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -71,7 +72,7 @@ func TestTaskJSONAndBlob(t *testing.T) {
 	if err := th.Post(t.Context(), "done", nil); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Errorf("job %s", j.State)
 	}
 	if got := status(t, http.MethodHead, th.URL); got != 404 {
@@ -120,9 +121,9 @@ func convert(t *testing.T, send func(name, body string) error) {
 	}
 }
 
-func checkConverted(t *testing.T, b *bundle, job *store.Job) {
+func checkConverted(t *testing.T, b *bundle, job *record.Job) {
 	t.Helper()
-	if j := enginetest.WaitJob(t, b.e, job.ID, 20*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 20*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s: %s", j.State, j.Error)
 	}
 	root := b.root(t, job)
@@ -287,7 +288,7 @@ func TestReplaySuppression(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	root := b.root(t, job)
@@ -318,10 +319,10 @@ func TestAttemptBound(t *testing.T) {
 	if want := "Pdf worker failed 2 times: no request for 200ms"; !strings.HasPrefix(root.Error, want) {
 		t.Errorf("item error %q, want %q", root.Error, want)
 	}
-	if j.State != store.JobComplete {
+	if j.State != record.JobComplete {
 		t.Errorf("job %s", j.State)
 	}
-	tasks, _ := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: store.TaskFailed})
+	tasks, _ := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: record.TaskFailed})
 	if len(tasks) != 1 || tasks[0].Attempt != 2 {
 		t.Errorf("failed tasks %+v", tasks)
 	}
@@ -376,7 +377,7 @@ func TestNondeterministicReplayIgnored(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	root := b.root(t, job)
@@ -424,7 +425,7 @@ func TestChildrenInGroups(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s: %s", j.State, j.Error)
 	}
 	root = b.root(t, job)
@@ -453,7 +454,7 @@ func TestRemoteAttemptsNameTheWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A worker's error fails the item for good: a retry runs it again.
-	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	if _, err := b.e.Retry(t.Context(), job.ID); err != nil {
@@ -462,7 +463,7 @@ func TestRemoteAttemptsNameTheWorker(t *testing.T) {
 	if err := b.poll(t).Post(t.Context(), "done", nil); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	atts, err := b.e.ItemHistory(t.Context(), b.root(t, job).ID)

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/textclean"
 	"github.com/sluice-project/sluice/remote"
 )
@@ -74,8 +74,8 @@ type session struct {
 	name    string // the remote action name, as in the poll URL
 	owner   string
 	client  string // the key of the remote worker it was handed to (see Clients)
-	task    *store.Task
-	item    *store.Item
+	task    *record.Task
+	item    *record.Item
 	started time.Time
 
 	mu         sync.Mutex
@@ -108,7 +108,7 @@ type session struct {
 	writeBytes int
 }
 
-func newSession(s *Server, name, owner string, task *store.Task, it *store.Item) *session {
+func newSession(s *Server, name, owner string, task *record.Task, it *record.Item) *session {
 	now := time.Now()
 	return &session{srv: s, id: newID(), name: name, owner: owner, task: task, item: it, started: s.b.Engine().Now(),
 		lastActive: now, cancelCh: make(chan struct{}), writeN: -1}
@@ -207,7 +207,7 @@ func (ss *session) checkCanceled(ctx context.Context, force bool) bool {
 	if err != nil {
 		return false
 	}
-	if job.State != store.JobRunning {
+	if job.State != record.JobRunning {
 		ss.markCanceled()
 		return true
 	}
@@ -255,7 +255,7 @@ func (ss *session) fail(ctx context.Context, err error) error {
 func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 	ctx = context.WithoutCancel(ctx)
 	res.Task, res.Owner, res.Started = ss.task, ss.owner, ss.started
-	res.Children = ss.batch
+	res.Children = append(ss.batch, res.Children...)
 	ss.batch, ss.batchText = nil, 0
 	err := ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(res) })
 	if errors.Is(err, engine.ErrNondeterministic) {
@@ -482,6 +482,18 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			return nil // a replayed write
 		}
 		return ss.write(ctx, f.n, b)
+	case fragResult:
+		b, err := readLimited(body, maxResultBytes+1)
+		if err != nil {
+			return err
+		}
+		if len(b) > maxResultBytes {
+			return ss.fail(ctx, action.Permanent(fmt.Errorf("step error: result.json: over %d MiB", maxResultBytes>>20)))
+		}
+		if ss.state == stateChild {
+			return ss.fail(ctx, ss.logicError("result.json after child headers (a built-in action's children travel in it)"))
+		}
+		return ss.applyResult(ctx, b)
 	case fragError:
 		b, err := readLimited(body, maxErrorBytes)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -42,7 +43,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("heartbeat after cancel: %v", err)
 		}
 		waitFor(t, 5*time.Second, "task canceled", func() bool {
-			ts, _ := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: store.TaskCanceled})
+			ts, _ := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: record.TaskCanceled})
 			return len(ts) == 1
 		})
 	})
@@ -67,13 +68,13 @@ func TestCancel(t *testing.T) {
 		if err := th.Alive(t.Context()); !errors.Is(err, workerproto.ErrGone) {
 			t.Errorf("HEAD after cancel: %v", err)
 		}
-		var ts []*store.Task
+		var ts []*record.Task
 		waitFor(t, 5*time.Second, "task canceled while its POST is open", func() bool {
 			// The server reads on: the next part lets it see the cancel.
 			if err := s.Part("heartbeat", nil); err != nil {
 				t.Fatalf("heartbeat after cancel: %v (the POST was cut)", err)
 			}
-			ts, _ = b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: store.TaskCanceled})
+			ts, _ = b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: job.ID, State: record.TaskCanceled})
 			return len(ts) == 1
 		})
 		// The converter goes on writing, unaware: far more than any buffer holds.
@@ -166,7 +167,7 @@ func TestHundredThousandParts(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 3*time.Minute); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 3*time.Minute); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	root := b.root(t, job)
@@ -174,7 +175,7 @@ func TestHundredThousandParts(t *testing.T) {
 		t.Errorf("n_children %d", root.NChildren)
 	}
 	p, _ := b.e.Progress(t.Context(), job.ID)
-	if p.Items[store.ItemIngested] != children+1 {
+	if p.Items[record.ItemIngested] != children+1 {
 		t.Errorf("progress %+v", p)
 	}
 }
@@ -281,7 +282,7 @@ func TestMemoryFlat(t *testing.T) {
 	}
 }
 
-func mustItems(t *testing.T, b *bundle, job *store.Job) []*store.Item {
+func mustItems(t *testing.T, b *bundle, job *record.Job) []*record.Item {
 	items, err := b.db.ItemList(t.Context(), store.ItemListParams{JobID: job.ID, Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +321,7 @@ curl -sf -F '0.json=<0.json' -F '0.blob=@out.blob' -F '0.txt=<out.blob' -F 'done
 			t.Fatalf("worker run %d: %v: %s", i, err, out)
 		}
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	var got []string
@@ -387,7 +388,7 @@ func TestGoWorkerKilled(t *testing.T) {
 	}
 	enginetest.WaitJob(t, b.e, killed.ID, 10*time.Second)
 
-	summary := func(job *store.Job) string {
+	summary := func(job *record.Job) string {
 		var out []string
 		for _, it := range mustItems(t, b, job) {
 			out = append(out, fmt.Sprintf("%s %s %s %q %d", it.Name, it.State, it.BlobSHA256, it.Error, it.NChildren))
@@ -397,7 +398,7 @@ func TestGoWorkerKilled(t *testing.T) {
 	if a, k := summary(calm), summary(killed); a != k {
 		t.Errorf("undisturbed run:\n%s\nkilled run:\n%s", a, k)
 	}
-	tasks, _ := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: killed.ID, State: store.TaskComplete})
+	tasks, _ := b.db.TaskListByJob(t.Context(), store.TaskListParams{JobID: killed.ID, State: record.TaskComplete})
 	for _, tk := range tasks {
 		if tk.Step == "convert" && tk.Attempt != 2 {
 			t.Errorf("convert completed at attempt %d, want 2", tk.Attempt)
@@ -433,7 +434,7 @@ echo 0.9
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s", j.State)
 	}
 	kids := b.children(t, b.root(t, job))

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/tracing"
 )
 
@@ -26,7 +26,7 @@ type sessionTrace struct {
 }
 
 // start starts the span of the attempt of task, in its job's trace.
-func (st *sessionTrace) start(ctx context.Context, e *engine.Engine, task *store.Task) {
+func (st *sessionTrace) start(ctx context.Context, e *engine.Engine, task *record.Task) {
 	var created time.Time
 	if j, err := e.TaskJob(ctx, task.JobID); err == nil {
 		created = j.CreatedAt

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // TestRemoteDomainWrites: a remote worker's N.write.json fragments are committed with its task,
@@ -59,7 +59,7 @@ func TestRemoteDomainWrites(t *testing.T) {
 	if got := status(t, http.MethodHead, th2.URL); got != http.StatusNotFound {
 		t.Errorf("finished task answers HEAD %d", got)
 	}
-	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.e, job.ID, 10*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %s (%s)", j.State, j.Error)
 	}
 	root := b.root(t, job)
@@ -67,13 +67,13 @@ func TestRemoteDomainWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var convert *store.Task
+	var convert *record.Task
 	for _, tk := range tasks {
 		if tk.Step == "convert" {
 			convert = tk
 		}
 	}
-	if convert == nil || convert.State != store.TaskComplete || convert.Attempt != 2 {
+	if convert == nil || convert.State != record.TaskComplete || convert.Attempt != 2 {
 		t.Fatalf("convert task %+v, want complete at attempt 2", convert)
 	}
 	rows, err := testdomain.Rows(t.Context(), b.db, job.ID)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/execaction"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -58,7 +59,7 @@ func TestChildrenReplay(t *testing.T) {
 		wf := fmt.Sprintf("name: kids\nsteps:\n  make: {action: exec, needs: [start], when: root, with: {stdout: json, command: [sh, -c, %q, sh, %q]}}\n",
 			script, result)
 		job := k.StartJob(t, wf, engine.Root{Name: "root"})
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job = %s (%s); want complete", j.State, j.Error)
 		}
 		if n := runs.Load(); n != 2 {
@@ -68,7 +69,7 @@ func TestChildrenReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var root *store.Item
+		var root *record.Item
 		for _, it := range items {
 			if it.ParentID == 0 {
 				root = it

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -118,7 +119,7 @@ func checkWrites(t *testing.T, d Domain, open enginetest.Open) {
 
 	// A failed attempt's writes are not committed.
 	job := k.StartJob(t, workflow, engine.Root{Name: "fails"})
-	if j := k.WaitJob(t, job.ID, time.Minute); j.State != store.JobComplete {
+	if j := k.WaitJob(t, job.ID, time.Minute); j.State != record.JobComplete {
 		t.Fatalf("job of a failing attempt = %s (%s), want complete", j.State, j.Error)
 	}
 	if rs := rows(); len(rs) != 0 {
@@ -127,7 +128,7 @@ func checkWrites(t *testing.T, d Domain, open enginetest.Open) {
 
 	// A completed task's writes are.
 	job = k.StartJob(t, workflow, engine.Root{Name: "a"}, engine.Root{Name: "b"})
-	if j := k.WaitJob(t, job.ID, time.Minute); j.State != store.JobComplete {
+	if j := k.WaitJob(t, job.ID, time.Minute); j.State != record.JobComplete {
 		t.Fatalf("job = %s (%s), want complete", j.State, j.Error)
 	}
 	committed := rows()

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/worker"
@@ -56,17 +57,17 @@ func TestDomainWritesSurviveKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job.State != store.JobComplete {
+		if job.State != record.JobComplete {
 			t.Fatalf("job = %s (%s), want complete", job.State, job.Error)
 		}
 		tasks, err := db.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 10 * killItems})
 		if err != nil {
 			t.Fatal(err)
 		}
-		byItem := map[int64]*store.Task{}
+		byItem := map[int64]*record.Task{}
 		retried := 0
 		for _, tk := range tasks {
-			if tk.State != store.TaskComplete {
+			if tk.State != record.TaskComplete {
 				t.Errorf("task %d = %s (%s), want complete", tk.ID, tk.State, tk.Error)
 			}
 			if tk.Attempt > 1 {
@@ -140,7 +141,7 @@ func child(ctx context.Context, db store.Store) error {
 	var wk *worker.Worker
 	e := engine.New(engine.Config{Store: db, Catalog: cat,
 		OnReady:  func(qs []string) { wk.Ready(qs) },
-		OnJobEnd: func(int64, string) { ended <- struct{}{} }})
+		OnJobEnd: func(int64, record.JobState) { ended <- struct{}{} }})
 	if err := testdomain.Register(ctx, e); err != nil {
 		return err
 	}

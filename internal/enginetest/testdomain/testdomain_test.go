@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -76,7 +77,7 @@ func TestDomainWrites(t *testing.T) {
 			roots = append(roots, engine.Root{Name: n})
 		}
 		job := k.StartJob(t, "name: w\nsteps:\n  w: {action: w, needs: [start]}\n", roots...)
-		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != store.JobComplete {
+		if j := k.WaitJob(t, job.ID, 30*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job = %s (%s), want complete", j.State, j.Error)
 		}
 		items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: job.ID})
@@ -88,18 +89,18 @@ func TestDomainWrites(t *testing.T) {
 			name[it.ID] = it.Name
 		}
 		wantTask := map[string]struct {
-			state   string
+			state   record.TaskState
 			attempt int
 			err     string
 		}{
-			"ok":      {store.TaskComplete, 1, ""},
-			"bad":     {store.TaskFailed, 1, "bad input"},
-			"flaky":   {store.TaskComplete, 2, ""},
-			"refused": {store.TaskFailed, 1, `commit the result of w (attempt 1): task %d: domain "test": testdomain refuses key "fail"`},
-			"nan":     {store.TaskFailed, 1, `write "a" to domain "test": json: unsupported value: NaN`},
-			"unknown": {store.TaskFailed, 1, `write "a" to domain "nope": no such domain is registered`},
+			"ok":      {record.TaskComplete, 1, ""},
+			"bad":     {record.TaskFailed, 1, "bad input"},
+			"flaky":   {record.TaskComplete, 2, ""},
+			"refused": {record.TaskFailed, 1, `commit the result of w (attempt 1): task %d: domain "test": testdomain refuses key "fail"`},
+			"nan":     {record.TaskFailed, 1, `write "a" to domain "test": json: unsupported value: NaN`},
+			"unknown": {record.TaskFailed, 1, `write "a" to domain "nope": no such domain is registered`},
 		}
-		taskOf := map[string]*store.Task{}
+		taskOf := map[string]*record.Task{}
 		for _, tk := range k.Tasks(t, job.ID) {
 			n := name[tk.ItemID]
 			taskOf[n] = tk

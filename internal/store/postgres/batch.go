@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -98,12 +99,12 @@ func (q *queries) taskInsertMany(ctx context.Context, query string, ps []store.T
 		return nil
 	}
 	n := len(ps)
-	jobs, items, steps, actions, queues, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	jobs, items, steps, actions, queues, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]record.TaskState, n)
 	attempts, errs, maxes, keys, weights, created, ended := make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]float64, n), make([]int64, n), make([]int64, n)
 	workers := make([]string, n)
 	for i, p := range ps {
 		jobs[i], items[i], steps[i], actions[i], queues[i] = p.JobID, p.ItemID, p.Step, p.Action, p.Queue
-		states[i], maxes[i], keys[i], weights[i], created[i] = store.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
+		states[i], maxes[i], keys[i], weights[i], created[i] = record.TaskReady, int32(p.MaxAttempts), p.SortKey, p.ProgressWeight, micros(p.Now)
 		if p.Done != nil {
 			states[i], attempts[i], errs[i], ended[i], workers[i] = p.Done.State, int32(p.Done.Attempt()), p.Done.Error, micros(p.Now), p.Done.Worker
 		}
@@ -144,22 +145,22 @@ const (
 
 // ItemLockMany locks the items in id order, the same order every engine uses, so two engines
 // locking overlapping batches cannot deadlock on them.
-func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*record.Item, error) {
 	return q.itemsByID(ctx, "lock", qItemLockMany, ids, false)
 }
 
-func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*record.Item, error) {
 	return q.itemsByID(ctx, "get", qItemGetMany, ids, true)
 }
 
 // itemsByID runs query, which reads items by the array of ids in $1 (with their text when
 // withText); verb names the read in errors.
-func (q *queries) itemsByID(ctx context.Context, verb, query string, ids []int64, withText bool) ([]*store.Item, error) {
+func (q *queries) itemsByID(ctx context.Context, verb, query string, ids []int64, withText bool) ([]*record.Item, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	rows, err := q.c.Query(ctx, query, ids)
-	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, withText) })
+	out, err := collect(rows, err, func(sc scanner) (*record.Item, error) { return scanItem(sc, withText) })
 	if err != nil {
 		return nil, fmt.Errorf("%s items: %w", verb, err)
 	}
@@ -171,7 +172,7 @@ func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateMany
 		return 0, nil
 	}
 	query := qItemSetManyProcessed
-	if p.To == store.ItemIngested {
+	if p.To == record.ItemIngested {
 		query = qItemSetManyIngested
 	}
 	var n int64
@@ -181,7 +182,7 @@ func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateMany
 	return n, nil
 }
 
-func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
+func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*record.Task, error) {
 	if len(itemIDs) == 0 {
 		return nil, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -59,7 +60,7 @@ func (q *queries) held(p store.TaskFinishParams) bool {
 }
 
 // hold leases a brief batch in the transaction tc (see the consts above).
-func (q *queries) hold(ctx context.Context, tc *txConn, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+func (q *queries) hold(ctx context.Context, tc *txConn, p store.TaskGetAvailableParams) ([]*record.Task, error) {
 	if q.brief != nil {
 		return nil, fmt.Errorf("hold tasks: the transaction holds a brief batch already")
 	}
@@ -74,7 +75,7 @@ func (q *queries) hold(ctx context.Context, tc *txConn, p store.TaskGetAvailable
 	b := &briefBatch{attempts: make(map[int64]int, len(out)), done: make(chan struct{})}
 	ids, attempts := make([]int64, len(out)), make([]int32, len(out))
 	for i, t := range out {
-		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now
+		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt = record.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now
 		b.attempts[t.ID] = t.Attempt
 		ids[i], attempts[i] = t.ID, int32(t.Attempt)
 	}

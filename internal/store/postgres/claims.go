@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -33,7 +34,7 @@ const (
 	qLimitNext  = `UPDATE limit_keys SET next_start = $2 WHERE key = $1`
 )
 
-func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataParams) ([]*store.Item, error) {
+func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataParams) ([]*record.Item, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -55,14 +56,14 @@ func (q *queries) ClaimTake(ctx context.Context, p store.ClaimTakeParams) (*stor
 	}
 	c := &store.Claim{Key: p.Key}
 	var result *string
-	var holderState string
+	var holderState record.TaskState
 	if err := q.c.QueryRow(ctx, qClaimLock, p.Key).Scan(&c.Holder, &c.State, &result, &holderState); err != nil {
 		return nil, fmt.Errorf("claim %q: %w", p.Key, mapErr(err))
 	}
 	if result != nil {
 		c.Result = []byte(*result)
 	}
-	if c.State == store.ClaimHeld && c.Holder != p.TaskID && holderState != store.TaskReady && holderState != store.TaskRunning {
+	if c.State == store.ClaimHeld && c.Holder != p.TaskID && holderState != record.TaskReady && holderState != record.TaskRunning {
 		// Its holder will never finish it (canceled, or gone): this task takes it over.
 		if _, err := q.c.Exec(ctx, qClaimTakeOver, p.Key, p.TaskID); err != nil {
 			return nil, fmt.Errorf("claim %q: take over: %w", p.Key, mapErr(err))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -86,7 +87,7 @@ func (q *queries) TaskSetStateIfRunningMany(ctx context.Context, ps []store.Task
 			return nil, fmt.Errorf("finish task %d: %w", ps[i].ID, mapErr(err))
 		}
 		oks[i] = true
-		if ps[i].State == store.TaskReady {
+		if ps[i].State == record.TaskReady {
 			queues = append(queues, queue)
 		}
 	}
@@ -166,7 +167,7 @@ func (q *queries) taskFinishSet(ctx context.Context, ps []store.TaskFinishParams
 			_, err = pgx.ForEachRow(rows, []any{&id, &queue}, func() error {
 				i := at[id]
 				oks[i] = true
-				if ps[i].State == store.TaskReady && !slices.Contains(queues, queue) {
+				if ps[i].State == record.TaskReady && !slices.Contains(queues, queue) {
 					queues = append(queues, queue)
 				}
 				return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -56,7 +57,7 @@ func finishPlanAfterGrowth(t *testing.T) (string, bool) {
 	finish := func(from, n int) []store.TaskFinishParams {
 		ps := make([]store.TaskFinishParams, n)
 		for i := range ps {
-			ps[i] = store.TaskFinishParams{ID: int64(from + i), Attempt: 1, State: store.TaskComplete, Now: now, Started: now}
+			ps[i] = store.TaskFinishParams{ID: int64(from + i), Attempt: 1, State: record.TaskComplete, Now: now, Started: now}
 		}
 		return ps
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
@@ -39,7 +40,7 @@ func readyTasks(t *testing.T, db *postgres.DB, n int, now time.Time) []int64 {
 var errRollback = errors.New("roll back")
 
 // brief takes up to limit tasks of queue "q" as a brief batch of owner, leased until until.
-func brief(t *testing.T, x store.Executor, owner string, limit int, now, until time.Time) []*store.Task {
+func brief(t *testing.T, x store.Executor, owner string, limit int, now, until time.Time) []*record.Task {
 	t.Helper()
 	got, err := x.TaskGetAvailable(t.Context(), store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{limit}, Owner: owner, Now: now, LeaseUntil: until, Brief: true})
 	if err != nil {
@@ -64,7 +65,7 @@ func TestBriefBatch(t *testing.T) {
 			return fmt.Errorf("held %v, want the first two of %v", held, ids)
 		}
 		for _, tk := range held {
-			if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" || !tk.StartedAt.Equal(now) {
+			if tk.State != record.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" || !tk.StartedAt.Equal(now) {
 				return fmt.Errorf("held task = %+v, want running, attempt 1, owner w, started now", tk)
 			}
 		}
@@ -80,7 +81,7 @@ func TestBriefBatch(t *testing.T) {
 		}
 		// Nothing was written: the rows read from outside are still ready, at attempt 0.
 		for _, tk := range held {
-			if got, err := db.TaskGet(ctx, tk.ID); err != nil || got.State != store.TaskReady || got.Attempt != 0 {
+			if got, err := db.TaskGet(ctx, tk.ID); err != nil || got.State != record.TaskReady || got.Attempt != 0 {
 				return fmt.Errorf("held task %d read from outside = %+v (%v), want ready at attempt 0", tk.ID, got, err)
 			}
 		}
@@ -90,7 +91,7 @@ func TestBriefBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, owner := range []string{"w", "w", "w2"} {
-		if got, err := db.TaskGet(ctx, ids[i]); err != nil || got.State != store.TaskRunning || got.Attempt != 1 || got.LeaseOwner != owner || !got.LeaseExpires.Equal(until) {
+		if got, err := db.TaskGet(ctx, ids[i]); err != nil || got.State != record.TaskRunning || got.Attempt != 1 || got.LeaseOwner != owner || !got.LeaseExpires.Equal(until) {
 			t.Fatalf("task %d of a rolled-back batch = %+v (%v), want running at attempt 1, leased to %s until %v", i, got, err, owner, until)
 		}
 	}
@@ -101,7 +102,7 @@ func TestBriefBatch(t *testing.T) {
 		if len(held) != 1 || held[0].ID != ids[3] {
 			return fmt.Errorf("held %v, want task %d", held, ids[3])
 		}
-		ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held[0].ID, Attempt: held[0].Attempt, State: store.TaskComplete, Now: now.Add(time.Second), Started: now})
+		ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held[0].ID, Attempt: held[0].Attempt, State: record.TaskComplete, Now: now.Add(time.Second), Started: now})
 		if err != nil || !ok {
 			return fmt.Errorf("held finish of one task = %v, %v; want ok", ok, err)
 		}
@@ -111,11 +112,11 @@ func TestBriefBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := db.TaskGet(ctx, ids[3])
-	if err != nil || got.State != store.TaskComplete || got.Attempt != 1 || !got.StartedAt.Equal(now) || !got.FinishedAt.Equal(now.Add(time.Second)) {
+	if err != nil || got.State != record.TaskComplete || got.Attempt != 1 || !got.StartedAt.Equal(now) || !got.FinishedAt.Equal(now.Add(time.Second)) {
 		t.Fatalf("task finished alone = %+v (%v), want complete at attempt 1, started now, finished a second later", got, err)
 	}
 	// A finish outside the batch's transaction is an ordinary one: not running, not finished.
-	if ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: ids[3], Attempt: 1, State: store.TaskFailed, Now: now, Started: now}); err != nil || ok {
+	if ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: ids[3], Attempt: 1, State: record.TaskFailed, Now: now, Started: now}); err != nil || ok {
 		t.Fatalf("finish of a finished task = %v, %v; want not ok", ok, err)
 	}
 }
@@ -131,7 +132,7 @@ func TestBriefBatchDies(t *testing.T) {
 	now := time.Now().Truncate(time.Microsecond)
 	until := now.Add(time.Minute)
 	ids := readyTasks(t, db, 2, now)
-	get := func(x store.Executor, owner string) *store.Task {
+	get := func(x store.Executor, owner string) *record.Task {
 		t.Helper()
 		got, err := x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{1}, Owner: owner, Now: now, LeaseUntil: until, Brief: true})
 		if err != nil || len(got) != 1 {
@@ -144,7 +145,7 @@ func TestBriefBatchDies(t *testing.T) {
 	}
 	err := db.InTx(ctx, func(x store.Executor) error {
 		tk := get(x, "live")
-		_, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{{ID: tk.ID, Attempt: tk.Attempt, State: store.TaskComplete, Now: now, Started: now}})
+		_, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{{ID: tk.ID, Attempt: tk.Attempt, State: record.TaskComplete, Now: now, Started: now}})
 		return err
 	})
 	if err != nil {
@@ -167,7 +168,7 @@ func TestBriefBatchDies(t *testing.T) {
 	if !errors.Is(err, errDied) {
 		t.Fatal(err)
 	}
-	if got, err := db.TaskGet(ctx, ids[1]); err != nil || got.State != store.TaskReady || got.Attempt != 0 {
+	if got, err := db.TaskGet(ctx, ids[1]); err != nil || got.State != record.TaskReady || got.Attempt != 0 {
 		t.Fatalf("task of the dead batch = %+v (%v), want ready at attempt 0 until its record expires", got, err)
 	}
 	if stuck, err := db.TaskGetStuck(ctx, until.Add(time.Second), 10); err != nil || len(stuck) != 0 {
@@ -177,7 +178,7 @@ func TestBriefBatchDies(t *testing.T) {
 	if err != nil || len(stuck) != 1 || stuck[0].ID != ids[1] || stuck[0].Attempt != 1 || stuck[0].LeaseOwner != "dead" || !stuck[0].StartedAt.Equal(now) {
 		t.Fatalf("stuck = %+v, %v; want task %d running at attempt 1, owner dead, started at the get", stuck, err, ids[1])
 	}
-	if got, err := db.TaskGet(ctx, ids[0]); err != nil || got.State != store.TaskComplete || got.Attempt != 1 {
+	if got, err := db.TaskGet(ctx, ids[0]); err != nil || got.State != record.TaskComplete || got.Attempt != 1 {
 		t.Fatalf("task of the finished batch = %+v (%v), want complete at attempt 1", got, err)
 	}
 }

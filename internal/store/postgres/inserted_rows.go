@@ -3,7 +3,7 @@ package postgres
 import (
 	"slices"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // The tasks and events of items a transaction inserted go in without ON CONFLICT.
@@ -40,7 +40,7 @@ func (q *queries) addFresh(ids ...int64) {
 }
 
 // addFreshItems records the items an insert returned (those it did not find there already).
-func (q *queries) addFreshItems(items []*store.Item) {
+func (q *queries) addFreshItems(items []*record.Item) {
 	for _, it := range items {
 		q.addFresh(it.ID)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -32,7 +33,7 @@ func TestFreshRows(t *testing.T) {
 	event := func(itemID int64, name string) store.EventInsertParams {
 		return store.EventInsertParams{ItemID: itemID, Name: name, Now: now}
 	}
-	skipped, failed := &store.TaskDone{State: store.TaskSkipped}, &store.TaskDone{State: store.TaskFailed, Error: "boom"}
+	skipped, failed := &store.TaskDone{State: record.TaskSkipped}, &store.TaskDone{State: record.TaskFailed, Error: "boom"}
 
 	// An item of an earlier transaction, with a task and an event.
 	old, _, err := db.ItemInsert(ctx, item(0))
@@ -46,7 +47,7 @@ func TestFreshRows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var n1, n2 *store.Item
+	var n1, n2 *record.Item
 	err = db.InTx(ctx, func(x store.Executor) error {
 		its, err := x.ItemInsertMany(ctx, []store.ItemInsertParams{item(1), item(2)})
 		if err != nil {
@@ -70,17 +71,17 @@ func TestFreshRows(t *testing.T) {
 	if err != nil {
 		t.Fatalf("inserts of fresh items' rows: %v", err)
 	}
-	want := map[int64]map[string]string{
-		old.ID: {"a": store.TaskReady},
-		n1.ID:  {"a": store.TaskReady, "b": store.TaskSkipped},
-		n2.ID:  {"a": store.TaskReady, "b": store.TaskSkipped, "c": store.TaskReady},
+	want := map[int64]map[string]record.TaskState{
+		old.ID: {"a": record.TaskReady},
+		n1.ID:  {"a": record.TaskReady, "b": record.TaskSkipped},
+		n2.ID:  {"a": record.TaskReady, "b": record.TaskSkipped, "c": record.TaskReady},
 	}
 	for id, steps := range want {
 		ts, err := db.TaskListByItem(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]string{}
+		got := map[string]record.TaskState{}
 		for _, tk := range ts {
 			got[tk.Step] = tk.State
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -57,8 +58,8 @@ const (
 		WHERE id = $1`
 )
 
-func scanItem(sc scanner, withText bool) (*store.Item, error) {
-	var it store.Item
+func scanItem(sc scanner, withText bool) (*record.Item, error) {
+	var it record.Item
 	var md, opts []byte
 	var created int64
 	var text *string
@@ -76,9 +77,9 @@ func scanItem(sc scanner, withText bool) (*store.Item, error) {
 	return &it, nil
 }
 
-func scanItemNoText(sc scanner) (*store.Item, error) { return scanItem(sc, false) }
+func scanItemNoText(sc scanner) (*record.Item, error) { return scanItem(sc, false) }
 
-func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*store.Item, bool, error) {
+func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*record.Item, bool, error) {
 	it, err := scanItem(q.c.QueryRow(ctx, qItemInsert, p.JobID, p.ParentID, p.RootID, p.Step, p.Ordinal, p.Depth, p.SortKey, p.Name,
 		p.ContentType, p.BlobSHA256, p.Size, jsonOr(p.Metadata), jsonOr(p.Options), p.Text, p.ThumbnailSHA, p.ThumbnailType,
 		p.RangeLo, p.RangeLen, micros(p.Now)), false)
@@ -95,7 +96,7 @@ func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*st
 	return it, inserted, nil
 }
 
-func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
+func (q *queries) ItemGet(ctx context.Context, id int64) (*record.Item, error) {
 	it, err := scanItem(q.c.QueryRow(ctx, qItemGet, id), true)
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get item %d: %w", id, err), "item", id)
@@ -105,7 +106,7 @@ func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
 
 // ItemLock locks the item's row until the transaction ends (SELECT … FOR UPDATE), so concurrent
 // engines deciding the same item's state take turns.
-func (q *queries) ItemLock(ctx context.Context, id int64) (*store.Item, error) {
+func (q *queries) ItemLock(ctx context.Context, id int64) (*record.Item, error) {
 	it, err := scanItem(q.c.QueryRow(ctx, qItemLock, id), false)
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("lock item %d: %w", id, err), "item", id)
@@ -113,7 +114,7 @@ func (q *queries) ItemLock(ctx context.Context, id int64) (*store.Item, error) {
 	return it, nil
 }
 
-func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error) {
+func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*record.Item, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -136,7 +137,7 @@ func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*stor
 		cols += ", text"
 	}
 	rows, err := q.c.Query(ctx, `SELECT `+cols+` FROM items WHERE `+w.String()+` ORDER BY sort_key LIMIT `+w.next(p.Limit), w.args...)
-	out, err := collect(rows, err, func(sc scanner) (*store.Item, error) { return scanItem(sc, p.WithText) })
+	out, err := collect(rows, err, func(sc scanner) (*record.Item, error) { return scanItem(sc, p.WithText) })
 	if err != nil {
 		return nil, fmt.Errorf("list items: %w", err)
 	}
@@ -163,12 +164,12 @@ const qItemReopen = `WITH u AS (UPDATE items SET state = $1,
 	SELECT count(*) FROM u`
 
 func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (bool, error) {
-	var from []string
+	var from []record.ItemState
 	switch p.To {
-	case store.ItemWritten:
-		from = []string{store.ItemWritten, store.ItemProcessed, store.ItemIngested}
-	case store.ItemProcessed:
-		from = []string{store.ItemProcessed, store.ItemIngested}
+	case record.ItemWritten:
+		from = []record.ItemState{record.ItemWritten, record.ItemProcessed, record.ItemIngested}
+	case record.ItemProcessed:
+		from = []record.ItemState{record.ItemProcessed, record.ItemIngested}
 	default:
 		return false, fmt.Errorf("reopen item %d to %q: only written or processed", p.ID, p.To)
 	}
@@ -198,9 +199,9 @@ func (q *queries) ItemAddChild(ctx context.Context, p store.ItemAddChildParams) 
 	return nil
 }
 
-func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
+func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error) {
 	query := qItemHasOpenChild
-	if slices.Contains(states, store.ItemIngested) {
+	if slices.Contains(states, record.ItemIngested) {
 		query = qItemHasChildState
 	}
 	var has bool
@@ -210,7 +211,7 @@ func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, state
 	return has, nil
 }
 
-func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*store.Item, error) {
+func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*record.Item, error) {
 	rows, err := q.c.Query(ctx, qItemListChildrenFrom, parentID, step, from, limit)
 	out, err := collect(rows, err, scanItemNoText)
 	if err != nil {
@@ -219,7 +220,7 @@ func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step
 	return out, nil
 }
 
-func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
+func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*record.Item, error) {
 	rows, err := q.c.Query(ctx, qItemListChildren, parentID, step)
 	out, err := collect(rows, err, scanItemNoText)
 	if err != nil {
@@ -257,7 +258,7 @@ type itemKey struct {
 
 // insertedItems reads qItemInsertMany's rows (the items it inserted, in id order) and returns
 // them built from their parameters.
-func insertedItems(rows pgx.Rows, err error, ps []store.ItemInsertParams) ([]*store.Item, error) {
+func insertedItems(rows pgx.Rows, err error, ps []store.ItemInsertParams) ([]*record.Item, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -269,7 +270,7 @@ func insertedItems(rows pgx.Rows, err error, ps []store.ItemInsertParams) ([]*st
 			at[k] = i
 		}
 	}
-	var out []*store.Item
+	var out []*record.Item
 	var id int64
 	var k itemKey
 	var ord int32
@@ -288,15 +289,15 @@ func insertedItems(rows pgx.Rows, err error, ps []store.ItemInsertParams) ([]*st
 }
 
 // itemFromParams is the row qItemInsertMany writes for p with the id drawn for it.
-func itemFromParams(id int64, p store.ItemInsertParams) *store.Item {
+func itemFromParams(id int64, p store.ItemInsertParams) *record.Item {
 	root := p.RootID
 	if root == 0 && p.ParentID == 0 {
 		root = id
 	}
-	return &store.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
+	return &record.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
 		SortKey: p.SortKey, Name: p.Name, ContentType: p.ContentType, BlobSHA256: p.BlobSHA256, Size: p.Size,
 		Metadata: []byte(jsonOr(p.Metadata)), Options: []byte(jsonOr(p.Options)), HasText: p.Text != nil,
-		ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: store.ItemWritten,
+		ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: record.ItemWritten,
 		RangeLo: p.RangeLo, RangeLen: p.RangeLen, Share: p.RangeLen, CreatedAt: fromMicros(micros(p.Now))}
 }
 
@@ -314,7 +315,7 @@ func itemInsertArgs(ps []store.ItemInsertParams) []any {
 	return []any{jobs, parents, roots, steps, ords, depths, keys, names, types, blobs, sizes, mds, opts, texts, thumbs, thumbTypes, los, lens, created}
 }
 
-func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
+func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*record.Item, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
@@ -334,7 +335,7 @@ func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParam
 
 // itemInsertManyWithJob inserts items of one job in a transaction and reads that job in the same
 // batch, before them, for the engine's next statement (see queries.prefetched).
-func (q *queries) itemInsertManyWithJob(ctx context.Context, tc *txConn, ps []store.ItemInsertParams, args []any) ([]*store.Item, error) {
+func (q *queries) itemInsertManyWithJob(ctx context.Context, tc *txConn, ps []store.ItemInsertParams, args []any) ([]*record.Item, error) {
 	n := len(ps)
 	b := &pgx.Batch{}
 	b.Queue(qJobGet, args[0].([]int64)[0])

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // pickFloors remembers, per queue, where this process's last pick ended, so that the next
@@ -85,8 +85,8 @@ func (f *pickFloors) reset(queues []string) {
 
 // picked moves each queue's floor to the last task the pick returned, and keeps it only if the
 // pick came back full.
-func (f *pickFloors) picked(queues []string, limits []int32, got []*store.Task) {
-	last := make(map[string]*store.Task, len(queues))
+func (f *pickFloors) picked(queues []string, limits []int32, got []*record.Task) {
+	last := make(map[string]*record.Task, len(queues))
 	n := make(map[string]int, len(queues))
 	for _, t := range got {
 		n[t.Queue]++
@@ -113,7 +113,7 @@ func (f *pickFloors) picked(queues []string, limits []int32, got []*store.Task) 
 // whose pick from a floor came back short, once more from the front of the index for the rest
 // of their limits, skipping the tasks already picked (a transaction's own row locks do not
 // make SKIP LOCKED skip them).
-func (q *queries) pick(ctx context.Context, sql string, queues []string, limits []int32, args ...any) ([]*store.Task, error) {
+func (q *queries) pick(ctx context.Context, sql string, queues []string, limits []int32, args ...any) ([]*record.Task, error) {
 	jobs, keys, full := q.db.floors.starts(queues, time.Now())
 	if q.inTx { // a rollback clears their floors (see DB.InTx)
 		for _, queue := range queues {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -17,7 +18,7 @@ func TestPickFloors(t *testing.T) {
 	var f pickFloors
 	t0 := time.Unix(1000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	task := func(job int64, key string) *store.Task { return &store.Task{Queue: "q", JobID: job, SortKey: key} }
+	task := func(job int64, key string) *record.Task { return &record.Task{Queue: "q", JobID: job, SortKey: key} }
 	check := func(now time.Time, wantFull bool, wantJob int64, wantKey string) {
 		t.Helper()
 		jobs, keys, full := f.starts([]string{"q"}, now)
@@ -27,13 +28,13 @@ func TestPickFloors(t *testing.T) {
 	}
 	limits := []int32{3}
 	check(at(0), true, 0, "")
-	f.picked([]string{"q"}, limits, []*store.Task{task(2, "b"), task(1, "z"), task(1, "c")})
+	f.picked([]string{"q"}, limits, []*record.Task{task(2, "b"), task(1, "z"), task(1, "c")})
 	check(at(10*time.Millisecond), false, 2, "b")
-	f.picked([]string{"q"}, limits, []*store.Task{task(1, "d"), task(1, "e"), task(1, "f")})
+	f.picked([]string{"q"}, limits, []*record.Task{task(1, "d"), task(1, "e"), task(1, "f")})
 	check(at(20*time.Millisecond), false, 1, "f")
-	f.picked([]string{"q"}, limits, []*store.Task{task(1, "g")}) // short: no floor
+	f.picked([]string{"q"}, limits, []*record.Task{task(1, "g")}) // short: no floor
 	check(at(30*time.Millisecond), true, 0, "")
-	f.picked([]string{"q"}, limits, []*store.Task{task(1, "h"), task(1, "i"), task(1, "j")})
+	f.picked([]string{"q"}, limits, []*record.Task{task(1, "h"), task(1, "i"), task(1, "j")})
 	check(at(40*time.Millisecond), false, 1, "j")
 	check(at(30*time.Millisecond+fullPickEvery), true, 0, "")
 }
@@ -94,7 +95,7 @@ func TestPickFloorGivenBack(t *testing.T) {
 			t.Fatalf("held pick %d (after a rolled-back one) began at %q, want 0000001001", i, first)
 		}
 	}
-	lease := func() []*store.Task {
+	lease := func() []*record.Task {
 		t.Helper()
 		now := time.Now()
 		ts, err := db.TaskLease(ctx, store.TaskLeaseParams{Queue: "q", Limit: 100, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -110,7 +111,7 @@ func TestPickFloorGivenBack(t *testing.T) {
 	if first.SortKey != "0000001001" {
 		t.Fatalf("lease began at %q, want 0000001001", first.SortKey)
 	}
-	if ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: first.ID, Attempt: first.Attempt, State: store.TaskReady, Refund: true, Now: time.Now()}); err != nil || !ok {
+	if ok, err := db.TaskFinish(ctx, store.TaskFinishParams{ID: first.ID, Attempt: first.Attempt, State: record.TaskReady, Refund: true, Now: time.Now()}); err != nil || !ok {
 		t.Fatalf("give back: %v, %v", ok, err)
 	}
 	if again := lease()[0].SortKey; again != "0000001001" {
@@ -120,11 +121,11 @@ func TestPickFloorGivenBack(t *testing.T) {
 
 // holdRolledBack leases up to limit ready tasks of queue "q" in a transaction it then rolls
 // back, and returns what the pick took.
-func holdRolledBack(t *testing.T, db *DB, limit int) []*store.Task {
+func holdRolledBack(t *testing.T, db *DB, limit int) []*record.Task {
 	t.Helper()
 	ctx := t.Context()
 	errRollback := errors.New("roll back")
-	var held []*store.Task
+	var held []*record.Task
 	now := time.Now()
 	err := db.InTx(ctx, func(x store.Executor) error {
 		ts, err := x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{limit}, Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute)})

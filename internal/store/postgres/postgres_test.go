@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 	"github.com/sluice-project/sluice/internal/store/postgres"
@@ -189,7 +190,7 @@ func TestRenewSkipsHeldRows(t *testing.T) {
 	}
 	held := leased[0]
 	err = db.InTx(ctx, func(x store.Executor) error {
-		if _, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held.ID, Attempt: held.Attempt, State: store.TaskComplete, Now: now}); err != nil {
+		if _, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: held.ID, Attempt: held.Attempt, State: record.TaskComplete, Now: now}); err != nil {
 			return err
 		}
 		// Another connection renews while this transaction holds the finished task's row.
@@ -210,7 +211,7 @@ func TestRenewSkipsHeldRows(t *testing.T) {
 	if got, err := db.TaskGet(ctx, leased[1].ID); err != nil || !got.LeaseExpires.Equal(now.Add(2*time.Minute)) {
 		t.Errorf("the task not held: lease until %v (%v), want %v", got.LeaseExpires, err, now.Add(2*time.Minute))
 	}
-	if got, err := db.TaskGet(ctx, held.ID); err != nil || got.State != store.TaskComplete {
+	if got, err := db.TaskGet(ctx, held.ID); err != nil || got.State != record.TaskComplete {
 		t.Errorf("the held task = %+v (%v), want complete", got, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -38,7 +39,7 @@ type queries struct {
 	// engine reads it next, to fire the items' start. It answers that JobGet only if nothing
 	// was sent or queued since (prefetchedAt is the txConn's count of sends then): a root added
 	// at 200 per second is then 2 round trips, not 3.
-	prefetched   *store.Job
+	prefetched   *record.Job
 	prefetchedAt int
 	// fresh is the items this transaction inserted, with the tasks and events it wrote for
 	// them (inserted_rows.go).
@@ -152,8 +153,8 @@ const (
 	qWorkflowList      = `SELECT ` + workflowCols + ` FROM workflows ORDER BY name, version`
 )
 
-func scanWorkflow(sc scanner) (*store.Workflow, error) {
-	var wf store.Workflow
+func scanWorkflow(sc scanner) (*record.Workflow, error) {
+	var wf record.Workflow
 	var def, src string
 	var created int64
 	if err := sc.Scan(&wf.Name, &wf.Version, &wf.Digest, &def, &src, &created); err != nil {
@@ -165,8 +166,8 @@ func scanWorkflow(sc scanner) (*store.Workflow, error) {
 
 // WorkflowInsert serialises inserts of one name with a transaction-scoped advisory lock, so
 // concurrent applies of the same definition agree on one version.
-func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertParams) (*store.Workflow, error) {
-	var wf *store.Workflow
+func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertParams) (*record.Workflow, error) {
+	var wf *record.Workflow
 	insert := func(e store.Executor) error {
 		qq := e.(*queries)
 		if _, err := qq.c.Exec(ctx, qWorkflowLock, p.Name); err != nil {
@@ -196,7 +197,7 @@ func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertPara
 	return wf, nil
 }
 
-func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*store.Workflow, error) {
+func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*record.Workflow, error) {
 	var row pgx.Row
 	if version == 0 {
 		row = q.c.QueryRow(ctx, qWorkflowGetLatest, name)
@@ -210,7 +211,7 @@ func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*s
 	return wf, nil
 }
 
-func (q *queries) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
+func (q *queries) WorkflowList(ctx context.Context) ([]*record.Workflow, error) {
 	rows, err := q.c.Query(ctx, qWorkflowList)
 	out, err := collect(rows, err, scanWorkflow)
 	if err != nil {
@@ -245,8 +246,8 @@ const (
 	qJobItemStates = `SELECT state, count(*), COALESCE(SUM(colored), 0) FROM items WHERE job_id = $1 GROUP BY state`
 )
 
-func scanJob(sc scanner) (*store.Job, error) {
-	var j store.Job
+func scanJob(sc scanner) (*record.Job, error) {
+	var j record.Job
 	var md, opts []byte
 	var created, finished int64
 	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &j.Sealed, &created, &finished); err != nil {
@@ -280,7 +281,7 @@ func (q *queries) JobSeal(ctx context.Context, id int64) (bool, error) {
 }
 
 // JobInsert returns an error wrapping [store.ErrConflict] when the key is taken.
-func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*store.Job, error) {
+func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*record.Job, error) {
 	j, err := scanJob(q.c.QueryRow(ctx, qJobInsert, nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now), !p.Open))
 	if errors.Is(err, store.ErrNotFound) {
 		err = fmt.Errorf("%w: job key %q exists", store.ErrConflict, p.Key)
@@ -291,7 +292,7 @@ func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*stor
 	return j, nil
 }
 
-func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
+func (q *queries) JobGet(ctx context.Context, id int64) (*record.Job, error) {
 	if j := q.prefetched; j != nil {
 		q.prefetched = nil
 		if tc, ok := q.c.(*txConn); ok && j.ID == id && tc.sends == q.prefetchedAt && len(tc.later) == 0 {
@@ -307,7 +308,7 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 
 // JobLock locks the job's row until the transaction ends (SELECT … FOR UPDATE). Under READ
 // COMMITTED each later statement sees what the previous holder committed.
-func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
+func (q *queries) JobLock(ctx context.Context, id int64) (*record.Job, error) {
 	j, err := scanJob(q.c.QueryRow(ctx, qJobLock, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("lock job %d: %w", id, err), "job", id)
@@ -317,14 +318,14 @@ func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
 
 // JobIngestLock takes the lock in the same round trip as the read, which comes after it: under
 // READ COMMITTED the read's snapshot is taken once the lock is granted.
-func (q *queries) JobIngestLock(ctx context.Context, id int64) (*store.Job, error) {
+func (q *queries) JobIngestLock(ctx context.Context, id int64) (*record.Job, error) {
 	if err := q.execLater(ctx, fmt.Sprintf("lock job %d for ingesting", id), qJobIngestLock, q.db.jobLockKey, int32(id)); err != nil {
 		return nil, err
 	}
 	return q.JobGet(ctx, id)
 }
 
-func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, error) {
+func (q *queries) JobGetByKey(ctx context.Context, key string) (*record.Job, error) {
 	j, err := scanJob(q.c.QueryRow(ctx, qJobGetByKey, key))
 	if err != nil {
 		return nil, fmt.Errorf("get job by key: %w", err)
@@ -332,7 +333,7 @@ func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, erro
 	return j, nil
 }
 
-func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*store.Job, error) {
+func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*record.Job, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
@@ -375,7 +376,7 @@ func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*store.
 	return out, nil
 }
 
-func (q *queries) JobListRunning(ctx context.Context) ([]*store.Job, error) {
+func (q *queries) JobListRunning(ctx context.Context) ([]*record.Job, error) {
 	rows, err := q.c.Query(ctx, qJobListRunning)
 	out, err := collect(rows, err, scanJob)
 	if err != nil {
@@ -405,7 +406,7 @@ func (q *queries) JobAddTotal(ctx context.Context, id int64, bytes float64) erro
 }
 
 func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress, error) {
-	p := &store.JobProgress{Items: map[string]int{}}
+	p := &store.JobProgress{Items: map[record.ItemState]int{}}
 	if err := q.c.QueryRow(ctx, qJobTotal, id).Scan(&p.Total); err != nil {
 		return nil, fmt.Errorf("job %d progress: %w", id, mapErr(err))
 	}
@@ -413,7 +414,7 @@ func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress
 	if err != nil {
 		return nil, fmt.Errorf("job %d progress: %w", id, mapErr(err))
 	}
-	var state string
+	var state record.ItemState
 	var n int
 	var colored float64
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n, &colored}, func() error {
@@ -549,11 +550,11 @@ func (q *queries) OutputSupersede(ctx context.Context, p store.OutputSupersedePa
 	return tag.RowsAffected() > 0, nil
 }
 
-func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*store.SupersededOutput, error) {
+func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*record.SupersededOutput, error) {
 	rows, err := q.c.Query(ctx, `SELECT item_id, job_id, kind, value, created_at, superseded_at FROM output_history
 		WHERE item_id = $1 ORDER BY superseded_at, ctid`, itemID)
-	out, err := collect(rows, err, func(sc scanner) (*store.SupersededOutput, error) {
-		var o store.SupersededOutput
+	out, err := collect(rows, err, func(sc scanner) (*record.SupersededOutput, error) {
+		var o record.SupersededOutput
 		var c, s int64
 		if err := sc.Scan(&o.ItemID, &o.JobID, &o.Kind, &o.Value, &c, &s); err != nil {
 			return nil, err
@@ -574,7 +575,7 @@ func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error 
 	return nil
 }
 
-func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error) {
+func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*record.Output, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -587,8 +588,8 @@ func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*
 		w.add("kind = ?", p.Kind)
 	}
 	rows, err := q.c.Query(ctx, `SELECT item_id, job_id, kind, value, created_at FROM outputs WHERE `+w.String()+` ORDER BY item_id, kind LIMIT `+w.next(p.Limit), w.args...)
-	out, err := collect(rows, err, func(sc scanner) (*store.Output, error) {
-		var o store.Output
+	out, err := collect(rows, err, func(sc scanner) (*record.Output, error) {
+		var o record.Output
 		var c int64
 		if err := sc.Scan(&o.ItemID, &o.JobID, &o.Kind, &o.Value, &c); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -123,8 +124,8 @@ const qItemInsertAhead = `WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigi
 
 // ItemInsertRoots implements [store.Executor]: it writes the roots of a running job ahead when
 // ids are reserved for them (insertAhead), else the ordinary way.
-func (q *queries) ItemInsertRoots(ctx context.Context, job *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
-	if job.State == store.JobRunning && q.db.staleRoots.Load() != job.ID && q.aheadJob == 0 {
+func (q *queries) ItemInsertRoots(ctx context.Context, job *record.Job, ps []store.ItemInsertParams) ([]*record.Item, bool, error) {
+	if job.State == record.JobRunning && q.db.staleRoots.Load() != job.ID && q.aheadJob == 0 {
 		if items, ok, err := q.insertAhead(job, ps); ok || err != nil {
 			return items, ok, err
 		}
@@ -137,7 +138,7 @@ func (q *queries) ItemInsertRoots(ctx context.Context, job *store.Job, ps []stor
 // inserted, and ok false (inserting nothing) when too few ids are reserved. The transaction
 // assumes job is as given (its state, whether sealed) and reads nothing; when the insert runs,
 // an item whose key exists, or a job not as given, fails the transaction with errStale.
-func (q *queries) insertAhead(job *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
+func (q *queries) insertAhead(job *record.Job, ps []store.ItemInsertParams) ([]*record.Item, bool, error) {
 	tc, ok := q.c.(*txConn)
 	if !ok || len(ps) == 0 {
 		return nil, false, nil
@@ -151,7 +152,7 @@ func (q *queries) insertAhead(job *store.Job, ps []store.ItemInsertParams) ([]*s
 	if ids == nil {
 		return nil, false, nil
 	}
-	items := make([]*store.Item, len(ps))
+	items := make([]*record.Item, len(ps))
 	for i, p := range ps {
 		items[i] = itemFromParams(ids[i], p)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -35,7 +36,7 @@ func TestItemInsertRootsAhead(t *testing.T) {
 	}
 	// add adds the roots with a task each, and returns what its last run added, whether ahead,
 	// how many runs the transaction took and the round trips of the last.
-	add := func(j *store.Job, ps ...store.ItemInsertParams) (items []*store.Item, ok bool, runs, trips int, err error) {
+	add := func(j *record.Job, ps ...store.ItemInsertParams) (items []*record.Item, ok bool, runs, trips int, err error) {
 		var tc *txConn
 		err = db.InTx(ctx, func(x store.Executor) error {
 			runs++
@@ -92,7 +93,7 @@ func TestItemInsertRootsAhead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("item %d written ahead: %v", it.ID, err)
 		}
-		if got.RootID != it.ID || got.JobID != job.ID || got.Ordinal != it.Ordinal || got.State != store.ItemWritten {
+		if got.RootID != it.ID || got.JobID != job.ID || got.Ordinal != it.Ordinal || got.State != record.ItemWritten {
 			t.Errorf("item %d as stored: %+v, want the root returned: %+v", it.ID, got, it)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -70,15 +71,15 @@ const (
 )
 
 // scanTask reads a row of taskCols; scanTaskRecord one of taskRecordCols.
-func scanTask(sc scanner) (*store.Task, error) { return scanTaskRow(sc, false) }
+func scanTask(sc scanner) (*record.Task, error) { return scanTaskRow(sc, false) }
 
-func scanTaskRecord(sc scanner) (*store.Task, error) { return scanTaskRow(sc, true) }
+func scanTaskRecord(sc scanner) (*record.Task, error) { return scanTaskRow(sc, true) }
 
-func scanTaskRow(sc scanner, record bool) (*store.Task, error) {
-	var t store.Task
+func scanTaskRow(sc scanner, recorded bool) (*record.Task, error) {
+	var t record.Task
 	var runAfter, lease, created, started, finished int64
 	dest := []any{&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished, &t.LastWorker}
-	if !record {
+	if !recorded {
 		dest = dest[:len(dest)-1]
 	}
 	if err := sc.Scan(dest...); err != nil {
@@ -90,7 +91,7 @@ func scanTaskRow(sc scanner, record bool) (*store.Task, error) {
 
 // TaskInsert announces the new task on the schema's channel (at commit inside a transaction).
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
-	state, attempt, errMsg, ended, worker := store.TaskReady, 0, "", int64(0), ""
+	state, attempt, errMsg, ended, worker := record.TaskReady, 0, "", int64(0), ""
 	if p.Done != nil {
 		state, attempt, errMsg, ended, worker = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now), p.Done.Worker
 	}
@@ -111,7 +112,7 @@ func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (boo
 	return true, nil
 }
 
-func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
+func (q *queries) TaskGet(ctx context.Context, id int64) (*record.Task, error) {
 	t, err := scanTaskRecord(q.c.QueryRow(ctx, qTaskGet, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get task %d: %w", id, err), "task", id)
@@ -119,20 +120,20 @@ func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
 	return t, nil
 }
 
-func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
+func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*record.Task, error) {
 	return q.lease(ctx, store.TaskGetAvailableParams{Queues: []string{p.Queue}, Max: []int{p.Limit}, Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
 }
 
 // TaskGetAvailable holds a brief batch's rows in a transaction (brief.go) and writes the leases
 // otherwise.
-func (q *queries) TaskGetAvailable(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+func (q *queries) TaskGetAvailable(ctx context.Context, p store.TaskGetAvailableParams) ([]*record.Task, error) {
 	if tc, ok := q.c.(*txConn); ok && p.Brief && len(p.Queues) > 0 {
 		return q.hold(ctx, tc, p)
 	}
 	return q.lease(ctx, p)
 }
 
-func (q *queries) lease(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+func (q *queries) lease(ctx context.Context, p store.TaskGetAvailableParams) ([]*record.Task, error) {
 	if len(p.Queues) == 0 {
 		return nil, nil
 	}
@@ -149,14 +150,14 @@ func (q *queries) lease(ctx context.Context, p store.TaskGetAvailableParams) ([]
 
 // inPickOrder sorts tasks as a pick takes them: the queues in the order given, each queue's
 // tasks in its index's order (job, then sort key).
-func inPickOrder(tasks []*store.Task, queues []string) {
+func inPickOrder(tasks []*record.Task, queues []string) {
 	rank := make(map[string]int, len(queues))
 	for i, queue := range queues {
 		if _, ok := rank[queue]; !ok {
 			rank[queue] = i
 		}
 	}
-	slices.SortStableFunc(tasks, func(a, b *store.Task) int {
+	slices.SortStableFunc(tasks, func(a, b *record.Task) int {
 		if a.Queue != b.Queue {
 			return rank[a.Queue] - rank[b.Queue]
 		}
@@ -177,17 +178,18 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// taskFinishArgs are qTaskFinish's arguments; taskFinishSet builds qTaskFinishMany's alike.
+// taskFinishArgs are qTaskFinish's arguments, the state as text (taskFinishSet reads it back as
+// a string); taskFinishSet builds qTaskFinishMany's alike.
 func taskFinishArgs(p store.TaskFinishParams) []any {
 	refund := 0
 	if p.Refund {
 		refund = 1
 	}
 	finished := micros(p.Now)
-	if p.State == store.TaskReady {
+	if p.State == record.TaskReady {
 		finished = 0
 	}
-	return []any{p.State, p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt, p.Worker}
+	return []any{string(p.State), p.Error, micros(p.RunAfter), refund, finished, p.ID, p.Attempt, p.Worker}
 }
 
 // TaskFinish announces a task put back to ready on the schema's channel.
@@ -207,7 +209,7 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", p.ID, mapErr(err))
 	}
-	if p.State == store.TaskReady {
+	if p.State == record.TaskReady {
 		if err := q.readyAgain(ctx, queue); err != nil {
 			return false, fmt.Errorf("finish task %d: notify: %w", p.ID, mapErr(err))
 		}
@@ -234,14 +236,14 @@ func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesPa
 
 // TaskGetStuck turns the records of brief batches that expired into expired leases (in a
 // transaction, sent with the list: one round trip) and lists the expired leases.
-func (q *queries) TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+func (q *queries) TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*record.Task, error) {
 	if err := q.execLater(ctx, "expire brief batches", qHeldLeaseExpire, micros(now)); err != nil {
 		return nil, err
 	}
 	return q.TaskListExpired(ctx, now, limit)
 }
 
-func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*record.Task, error) {
 	rows, err := q.c.Query(ctx, qTaskListExpired, micros(now), limit)
 	out, err := collect(rows, err, scanTask)
 	if err != nil {
@@ -250,7 +252,7 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 	return out, nil
 }
 
-func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
+func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*record.Task, error) {
 	rows, err := q.c.Query(ctx, qTaskListByItem, itemID)
 	out, err := collect(rows, err, scanTaskRecord)
 	if err != nil {
@@ -259,7 +261,7 @@ func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Ta
 	return out, nil
 }
 
-func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error) {
+func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*record.Task, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -336,10 +338,10 @@ func (q *queries) TaskReadyQueues(ctx context.Context, queues []string, now time
 	return out, nil
 }
 
-func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
+func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error) {
 	rows, err := q.c.Query(ctx, qTaskCounts, jobID)
-	out, err := collect(rows, err, func(sc scanner) (store.TaskCount, error) {
-		var c store.TaskCount
+	out, err := collect(rows, err, func(sc scanner) (record.TaskCount, error) {
+		var c record.TaskCount
 		return c, sc.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries)
 	})
 	if err != nil {
@@ -362,10 +364,10 @@ func (q *queries) AttemptInsert(ctx context.Context, p store.AttemptInsertParams
 	return nil
 }
 
-func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attempt, error) {
+func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*record.Attempt, error) {
 	rows, err := q.c.Query(ctx, qAttemptList, taskID)
-	out, err := collect(rows, err, func(sc scanner) (*store.Attempt, error) {
-		var a store.Attempt
+	out, err := collect(rows, err, func(sc scanner) (*record.Attempt, error) {
+		var a record.Attempt
 		var s, f int64
 		if err := sc.Scan(&a.TaskID, &a.Attempt, &a.Owner, &s, &f, &a.Error, &a.Stack); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 )
@@ -185,7 +186,7 @@ func TestItemInsertReadsJob(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got.ID != j.ID || got.WorkflowName != "w" || got.WorkflowVersion != 3 || got.State != store.JobRunning || string(got.Metadata) != `{"a": 1}` {
+		if got.ID != j.ID || got.WorkflowName != "w" || got.WorkflowVersion != 3 || got.State != record.JobRunning || string(got.Metadata) != `{"a": 1}` {
 			t.Errorf("JobGet after ItemInsertMany = %+v, want job %d as inserted", got, j.ID)
 		}
 		if _, err := x.ItemInsertMany(ctx, []store.ItemInsertParams{{JobID: j.ID, Ordinal: 2, SortKey: "2", Name: "c", Now: now}}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -66,7 +67,7 @@ func (q *queries) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParam
 			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`, ` ON CONFLICT (item_id, step) DO NOTHING`, hi-lo)
 		args := make([]any, 0, 15*(hi-lo))
 		for _, p := range ps[lo:hi] {
-			state, attempt, errMsg, ended, worker := store.TaskReady, 0, "", int64(0), ""
+			state, attempt, errMsg, ended, worker := record.TaskReady, 0, "", int64(0), ""
 			if p.Done != nil {
 				state, attempt, errMsg, ended, worker = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now), p.Done.Worker
 			}
@@ -101,15 +102,15 @@ func (q *queries) ItemColorMany(ctx context.Context, ids []int64, colored []floa
 
 // ItemInsertRoots is ItemInsertMany: with SQLite in process a read costs no round trip, so
 // nothing is written ahead of one.
-func (q *queries) ItemInsertRoots(ctx context.Context, _ *store.Job, ps []store.ItemInsertParams) ([]*store.Item, bool, error) {
+func (q *queries) ItemInsertRoots(ctx context.Context, _ *record.Job, ps []store.ItemInsertParams) ([]*record.Item, bool, error) {
 	items, err := q.ItemInsertMany(ctx, ps)
 	return items, false, err
 }
 
 // ItemInsertMany inserts one row at a time: with SQLite in process a statement costs no round
 // trip, and ItemInsert already builds the new item without reading it back.
-func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*store.Item, error) {
-	var out []*store.Item
+func (q *queries) ItemInsertMany(ctx context.Context, ps []store.ItemInsertParams) ([]*record.Item, error) {
+	var out []*record.Item
 	for _, p := range ps {
 		it, inserted, err := q.ItemInsert(ctx, p)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -27,8 +28,8 @@ import (
 const taskHoldCols = `id, job_id, item_id, step, action, queue, attempt, max_attempts, run_after, error, sort_key, progress_weight, created_at, finished_at`
 
 // scanHeldTask reads a row of taskHoldCols, a ready task.
-func scanHeldTask(sc interface{ Scan(...any) error }) (*store.Task, error) {
-	t := store.Task{State: store.TaskReady}
+func scanHeldTask(sc interface{ Scan(...any) error }) (*record.Task, error) {
+	t := record.Task{State: record.TaskReady}
 	var runAfter, created, finished int64
 	if err := sc.Scan(&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.Attempt, &t.MaxAttempts, &runAfter, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &finished); err != nil {
 		return nil, mapErr(err)
@@ -58,11 +59,11 @@ func (q *queries) held(p store.TaskFinishParams) bool {
 }
 
 // hold leases a brief batch in the transaction (see above).
-func (q *queries) hold(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+func (q *queries) hold(ctx context.Context, p store.TaskGetAvailableParams) ([]*record.Task, error) {
 	if q.brief != nil {
 		return nil, fmt.Errorf("hold tasks: the transaction holds a brief batch already")
 	}
-	var out []*store.Task
+	var out []*record.Task
 	now := micros(p.Now)
 	for i, queue := range p.Queues {
 		ts, err := q.listTasksWith(ctx, q.w, scanHeldTask, qTaskHold(p.Max[i]), queue, now)
@@ -77,7 +78,7 @@ func (q *queries) hold(ctx context.Context, p store.TaskGetAvailableParams) ([]*
 	b := &briefBatch{attempts: make(map[int64]int, len(out))}
 	ids, attempts := make([]int64, len(out)), make([]int64, len(out))
 	for i, t := range out {
-		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt = store.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now
+		t.State, t.Attempt, t.LeaseOwner, t.LeaseExpires, t.StartedAt = record.TaskRunning, t.Attempt+1, p.Owner, p.LeaseUntil, p.Now
 		b.attempts[t.ID] = t.Attempt
 		ids[i], attempts[i] = t.ID, int64(t.Attempt)
 	}
@@ -127,7 +128,7 @@ func (db *DB) releaseBrief(ctx context.Context, b *briefBatch) {
 // TaskGetStuck turns the tasks of the brief batches whose records expired before now, still
 // ready at the attempt before the recorded one, into running tasks whose lease has expired,
 // deletes the records, and lists the expired leases.
-func (q *queries) TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+func (q *queries) TaskGetStuck(ctx context.Context, now time.Time, limit int) ([]*record.Task, error) {
 	// u materialized: the update then walks the records' tasks and finds each by its id; as a
 	// plain join the planner chose to index every ready task first.
 	if _, err := q.exec(ctx, `WITH u AS MATERIALIZED (SELECT h.owner, h.started, t.value AS id, h.attempts ->> t.key AS attempt

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
 // ItemListByMetadata scans the job's items in the database (items_key leads with job_id); the
 // JSON types are compared as Postgres's jsonb containment does: true is not 1.
-func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataParams) ([]*store.Item, error) {
+func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataParams) ([]*record.Item, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -27,7 +28,7 @@ func (q *queries) ItemListByMetadata(ctx context.Context, p store.ItemMetadataPa
 		return nil, fmt.Errorf("list items of job %d by metadata %q: %w", p.JobID, p.Key, err)
 	}
 	defer rows.Close()
-	var out []*store.Item
+	var out []*record.Item
 	for rows.Next() {
 		it, err := scanItem(rows, false)
 		if err != nil {
@@ -44,7 +45,7 @@ func (q *queries) ClaimTake(ctx context.Context, p store.ClaimTakeParams) (*stor
 	}
 	c := &store.Claim{Key: p.Key}
 	var result sql.NullString
-	var holderState string
+	var holderState record.TaskState
 	err := q.wrow(ctx, `SELECT c.holder, c.state, c.result, COALESCE(t.state, '') FROM claims c LEFT JOIN tasks t ON t.id = c.holder WHERE c.key = ?`, p.Key).
 		Scan(&c.Holder, &c.State, &result, &holderState)
 	if err != nil {
@@ -53,7 +54,7 @@ func (q *queries) ClaimTake(ctx context.Context, p store.ClaimTakeParams) (*stor
 	if result.Valid {
 		c.Result = []byte(result.String)
 	}
-	if c.State == store.ClaimHeld && c.Holder != p.TaskID && holderState != store.TaskReady && holderState != store.TaskRunning {
+	if c.State == store.ClaimHeld && c.Holder != p.TaskID && holderState != record.TaskReady && holderState != record.TaskRunning {
 		if _, err := q.exec(ctx, `UPDATE claims SET holder = ? WHERE key = ?`, p.TaskID, p.Key); err != nil {
 			return nil, fmt.Errorf("claim %q: take over: %w", p.Key, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -26,8 +27,8 @@ func TestHeldPickReadsTheRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.UnixMicro(1_000_000).UTC()
-	want.State, want.Attempt, want.LeaseOwner, want.LeaseExpires, want.StartedAt = store.TaskRunning, 2, "o", now.Add(time.Minute), now
-	var got []*store.Task
+	want.State, want.Attempt, want.LeaseOwner, want.LeaseExpires, want.StartedAt = record.TaskRunning, 2, "o", now.Add(time.Minute), now
+	var got []*record.Task
 	if err := db.InTx(ctx, func(x store.Executor) error {
 		got, err = x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{10}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Brief: true})
 		return err
@@ -93,7 +94,7 @@ func TestBriefBatchDies(t *testing.T) {
 	if !errors.Is(err, errDied) {
 		t.Fatal(err)
 	}
-	if got, err := db.TaskGet(ctx, 7); err != nil || got.State != store.TaskReady || got.Attempt != 0 {
+	if got, err := db.TaskGet(ctx, 7); err != nil || got.State != record.TaskReady || got.Attempt != 0 {
 		t.Fatalf("task of the dead batch = %+v (%v), want ready at attempt 0 until its record expires", got, err)
 	}
 	if stuck, err := db.TaskGetStuck(ctx, now, 10); err != nil || len(stuck) != 0 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -16,8 +17,8 @@ import (
 
 const itemCols = `id, job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text IS NOT NULL, thumbnail_sha256, thumbnail_type, state, error, n_children, range_lo, range_len, share, colored, created_at`
 
-func scanItem(sc interface{ Scan(...any) error }, withText bool) (*store.Item, error) {
-	var it store.Item
+func scanItem(sc interface{ Scan(...any) error }, withText bool) (*record.Item, error) {
+	var it record.Item
 	var md, opts string
 	var created int64
 	var text sql.NullString
@@ -32,7 +33,7 @@ func scanItem(sc interface{ Scan(...any) error }, withText bool) (*store.Item, e
 	return &it, nil
 }
 
-func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*store.Item, bool, error) {
+func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*record.Item, bool, error) {
 	var text any
 	if p.Text != nil {
 		text = *p.Text
@@ -70,13 +71,13 @@ func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*st
 	if len(opts) == 0 {
 		opts = []byte("{}")
 	}
-	return &store.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
+	return &record.Item{ID: id, JobID: p.JobID, ParentID: p.ParentID, RootID: root, Step: p.Step, Ordinal: p.Ordinal, Depth: p.Depth,
 		SortKey: p.SortKey, Name: p.Name, ContentType: p.ContentType, BlobSHA256: p.BlobSHA256, Size: p.Size, Metadata: md, Options: opts,
-		HasText: p.Text != nil, ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: store.ItemWritten,
+		HasText: p.Text != nil, ThumbnailSHA: p.ThumbnailSHA, ThumbnailType: p.ThumbnailType, State: record.ItemWritten,
 		RangeLo: p.RangeLo, RangeLen: p.RangeLen, Share: p.RangeLen, CreatedAt: p.Now.UTC().Truncate(time.Microsecond)}, true, nil
 }
 
-func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
+func (q *queries) itemGetW(ctx context.Context, id int64) (*record.Item, error) {
 	it, err := scanItem(q.wrow(ctx, `SELECT `+itemCols+` FROM items WHERE id = ?`, id), false)
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get item %d: %w", id, err), "item", id)
@@ -84,7 +85,7 @@ func (q *queries) itemGetW(ctx context.Context, id int64) (*store.Item, error) {
 	return it, nil
 }
 
-func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
+func (q *queries) ItemGet(ctx context.Context, id int64) (*record.Item, error) {
 	it, err := scanItem(q.rrow(ctx, `SELECT `+itemCols+`, text FROM items WHERE id = ?`, id), true)
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get item %d: %w", id, err), "item", id)
@@ -93,11 +94,11 @@ func (q *queries) ItemGet(ctx context.Context, id int64) (*store.Item, error) {
 }
 
 // ItemLock reads the item on the writer: SQLite's single writer already serialises transactions.
-func (q *queries) ItemLock(ctx context.Context, id int64) (*store.Item, error) {
+func (q *queries) ItemLock(ctx context.Context, id int64) (*record.Item, error) {
 	return q.itemGetW(ctx, id)
 }
 
-func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*store.Item, error) {
+func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*record.Item, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -130,7 +131,7 @@ func (q *queries) ItemList(ctx context.Context, p store.ItemListParams) ([]*stor
 		return nil, fmt.Errorf("list items: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Item
+	var out []*record.Item
 	for rows.Next() {
 		it, err := scanItem(rows, p.WithText)
 		if err != nil {
@@ -164,11 +165,11 @@ func (q *queries) ItemReopen(ctx context.Context, p store.ItemReopenParams) (boo
 }
 
 // reopenFrom returns the states (as SQL literals) an item may be reopened to state from.
-func reopenFrom(to string) (string, error) {
+func reopenFrom(to record.ItemState) (string, error) {
 	switch to {
-	case store.ItemWritten:
+	case record.ItemWritten:
 		return `'written', 'processed', 'ingested'`, nil
-	case store.ItemProcessed:
+	case record.ItemProcessed:
 		return `'processed', 'ingested'`, nil
 	}
 	return "", fmt.Errorf("reopen item to %q: only written or processed", to)
@@ -231,13 +232,13 @@ func qItemHasChildState(n int) string {
 
 // ItemHasChildInState looks in items_parent_open, which has no ingested item (migration 012),
 // unless ingested is one of the states: then through items_key, with the parent's job.
-func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []string) (bool, error) {
+func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error) {
 	args := []any{parentID}
 	for _, s := range states {
-		args = append(args, s)
+		args = append(args, string(s))
 	}
 	query := qItemHasOpenChild(len(states))
-	if slices.Contains(states, store.ItemIngested) {
+	if slices.Contains(states, record.ItemIngested) {
 		query = qItemHasChildState(len(states))
 	}
 	var n int
@@ -250,24 +251,24 @@ const qItemListChildren = `SELECT ` + itemCols + ` FROM items WHERE job_id = (SE
 
 // ItemListChildren lists through items_key, with the parent's job: items_parent_open has no
 // ingested child.
-func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*store.Item, error) {
+func (q *queries) ItemListChildren(ctx context.Context, parentID int64, step string) ([]*record.Item, error) {
 	return q.listChildren(ctx, qItemListChildren, parentID, step)
 }
 
-func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*store.Item, error) {
+func (q *queries) ItemListChildrenFrom(ctx context.Context, parentID int64, step string, from, limit int) ([]*record.Item, error) {
 	// Through items_key (job_id leads it), so that each page starts at its ordinal instead of
 	// sorting every child of the parent.
 	return q.listChildren(ctx, `SELECT `+itemCols+` FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = ?1)
 		AND parent_id = ?1 AND step = ?2 AND ordinal >= ?3 ORDER BY ordinal LIMIT ?4`, parentID, step, from, limit)
 }
 
-func (q *queries) listChildren(ctx context.Context, query string, parentID int64, args ...any) ([]*store.Item, error) {
+func (q *queries) listChildren(ctx context.Context, query string, parentID int64, args ...any) ([]*record.Item, error) {
 	rows, err := q.wquery(ctx, query, append([]any{parentID}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list children of %d: %w", parentID, err)
 	}
 	defer rows.Close()
-	var out []*store.Item
+	var out []*record.Item
 	for rows.Next() {
 		it, err := scanItem(rows, false)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -116,8 +117,8 @@ func (q *queries) wrow(ctx context.Context, query string, args ...any) *sql.Row 
 
 // --- workflows
 
-func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertParams) (*store.Workflow, error) {
-	var wf *store.Workflow
+func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertParams) (*record.Workflow, error) {
+	var wf *record.Workflow
 	var err error
 	insert := func(e store.Executor) error {
 		qq := e.(*queries)
@@ -137,7 +138,7 @@ func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertPara
 			p.Name, version, p.Digest, string(p.Definition), string(p.Source), micros(p.Now)); err != nil {
 			return mapErr(err)
 		}
-		wf = &store.Workflow{Name: p.Name, Version: version, Digest: p.Digest, Definition: p.Definition, Source: p.Source, CreatedAt: p.Now.UTC()}
+		wf = &record.Workflow{Name: p.Name, Version: version, Digest: p.Digest, Definition: p.Definition, Source: p.Source, CreatedAt: p.Now.UTC()}
 		return nil
 	}
 	if q.tx != nil {
@@ -151,14 +152,14 @@ func (q *queries) WorkflowInsert(ctx context.Context, p store.WorkflowInsertPara
 	return wf, nil
 }
 
-func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*store.Workflow, error) {
+func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*record.Workflow, error) {
 	query := `SELECT name, version, digest, definition, source, created_at FROM workflows WHERE name = ? AND version = ?`
 	args := []any{name, version}
 	if version == 0 {
 		query = `SELECT name, version, digest, definition, source, created_at FROM workflows WHERE name = ? ORDER BY version DESC LIMIT 1`
 		args = args[:1]
 	}
-	var wf store.Workflow
+	var wf record.Workflow
 	var def, src string
 	var created int64
 	err := q.r.QueryRowContext(ctx, query, args...).Scan(&wf.Name, &wf.Version, &wf.Digest, &def, &src, &created)
@@ -169,15 +170,15 @@ func (q *queries) WorkflowGet(ctx context.Context, name string, version int) (*s
 	return &wf, nil
 }
 
-func (q *queries) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
+func (q *queries) WorkflowList(ctx context.Context) ([]*record.Workflow, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT name, version, digest, definition, source, created_at FROM workflows ORDER BY name, version`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*store.Workflow
+	var out []*record.Workflow
 	for rows.Next() {
-		var wf store.Workflow
+		var wf record.Workflow
 		var def, src string
 		var created int64
 		if err := rows.Scan(&wf.Name, &wf.Version, &wf.Digest, &def, &src, &created); err != nil {
@@ -193,8 +194,8 @@ func (q *queries) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
 
 const jobCols = `id, COALESCE(key, ''), workflow_name, workflow_version, state, error, metadata, options, total_bytes, sealed, created_at, finished_at`
 
-func scanJob(sc interface{ Scan(...any) error }) (*store.Job, error) {
-	var j store.Job
+func scanJob(sc interface{ Scan(...any) error }) (*record.Job, error) {
+	var j record.Job
 	var md, opts string
 	var created, finished int64
 	if err := sc.Scan(&j.ID, &j.Key, &j.WorkflowName, &j.WorkflowVersion, &j.State, &j.Error, &md, &opts, &j.TotalBytes, &j.Sealed, &created, &finished); err != nil {
@@ -218,7 +219,7 @@ func jsonOr(b []byte) string {
 	return string(b)
 }
 
-func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*store.Job, error) {
+func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*record.Job, error) {
 	row := q.wrow(ctx, `INSERT INTO jobs (key, workflow_name, workflow_version, state, metadata, options, created_at, sealed) VALUES (?, ?, ?, 'running', ?, ?, ?, ?) RETURNING `+jobCols,
 		nullIfEmpty(p.Key), p.WorkflowName, p.WorkflowVersion, jsonOr(p.Metadata), jsonOr(p.Options), micros(p.Now), !p.Open)
 	j, err := scanJob(row)
@@ -228,7 +229,7 @@ func (q *queries) JobInsert(ctx context.Context, p store.JobInsertParams) (*stor
 	return j, nil
 }
 
-func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
+func (q *queries) JobGet(ctx context.Context, id int64) (*record.Job, error) {
 	j, err := scanJob(q.rrow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get job %d: %w", id, err), "job", id)
@@ -237,7 +238,7 @@ func (q *queries) JobGet(ctx context.Context, id int64) (*store.Job, error) {
 }
 
 // JobLock reads the job on the writer: SQLite's single writer already serialises transactions.
-func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
+func (q *queries) JobLock(ctx context.Context, id int64) (*record.Job, error) {
 	j, err := scanJob(q.wrow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("lock job %d: %w", id, err), "job", id)
@@ -246,11 +247,11 @@ func (q *queries) JobLock(ctx context.Context, id int64) (*store.Job, error) {
 }
 
 // JobIngestLock reads the job on the writer, as JobLock does.
-func (q *queries) JobIngestLock(ctx context.Context, id int64) (*store.Job, error) {
+func (q *queries) JobIngestLock(ctx context.Context, id int64) (*record.Job, error) {
 	return q.JobLock(ctx, id)
 }
 
-func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, error) {
+func (q *queries) JobGetByKey(ctx context.Context, key string) (*record.Job, error) {
 	j, err := scanJob(q.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE key = ?`, key))
 	if err != nil {
 		return nil, fmt.Errorf("get job by key: %w", err)
@@ -258,7 +259,7 @@ func (q *queries) JobGetByKey(ctx context.Context, key string) (*store.Job, erro
 	return j, nil
 }
 
-func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*store.Job, error) {
+func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*record.Job, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
@@ -315,13 +316,13 @@ func jsonMember(key string) string {
 	return `$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
 }
 
-func (q *queries) listJobs(ctx context.Context, query string, args ...any) ([]*store.Job, error) {
+func (q *queries) listJobs(ctx context.Context, query string, args ...any) ([]*record.Job, error) {
 	rows, err := q.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Job
+	var out []*record.Job
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
@@ -332,7 +333,7 @@ func (q *queries) listJobs(ctx context.Context, query string, args ...any) ([]*s
 	return out, rows.Err()
 }
 
-func (q *queries) JobListRunning(ctx context.Context) ([]*store.Job, error) {
+func (q *queries) JobListRunning(ctx context.Context) ([]*record.Job, error) {
 	return q.listJobs(ctx, `SELECT `+jobCols+` FROM jobs WHERE state = 'running' ORDER BY id`)
 }
 
@@ -378,7 +379,7 @@ func (q *queries) JobHasOpenItems(ctx context.Context, id int64) (bool, error) {
 }
 
 func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress, error) {
-	p := &store.JobProgress{Items: map[string]int{}}
+	p := &store.JobProgress{Items: map[record.ItemState]int{}}
 	if err := q.r.QueryRowContext(ctx, `SELECT total_bytes FROM jobs WHERE id = ?`, id).Scan(&p.Total); err != nil {
 		return nil, mapErr(fmt.Errorf("job %d progress: %w", id, err))
 	}
@@ -388,7 +389,7 @@ func (q *queries) JobProgress(ctx context.Context, id int64) (*store.JobProgress
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var state string
+		var state record.ItemState
 		var n int
 		var colored float64
 		if err := rows.Scan(&state, &n, &colored); err != nil {
@@ -557,16 +558,16 @@ func (q *queries) OutputSupersede(ctx context.Context, p store.OutputSupersedePa
 	return true, nil
 }
 
-func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*store.SupersededOutput, error) {
+func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*record.SupersededOutput, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT item_id, job_id, kind, value, created_at, superseded_at FROM output_history
 		WHERE item_id = ? ORDER BY superseded_at, rowid`, itemID)
 	if err != nil {
 		return nil, fmt.Errorf("list superseded outputs of item %d: %w", itemID, err)
 	}
 	defer rows.Close()
-	var out []*store.SupersededOutput
+	var out []*record.SupersededOutput
 	for rows.Next() {
-		var o store.SupersededOutput
+		var o record.SupersededOutput
 		var v string
 		var c, s int64
 		if err := rows.Scan(&o.ItemID, &o.JobID, &o.Kind, &v, &c, &s); err != nil {
@@ -578,7 +579,7 @@ func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*store
 	return out, rows.Err()
 }
 
-func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*store.Output, error) {
+func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*record.Output, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -598,9 +599,9 @@ func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*
 		return nil, fmt.Errorf("list outputs: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Output
+	var out []*record.Output
 	for rows.Next() {
-		var o store.Output
+		var o record.Output
 		var v string
 		var c int64
 		if err := rows.Scan(&o.ItemID, &o.JobID, &o.Kind, &v, &c); err != nil {
@@ -731,11 +732,11 @@ func idArray(ids []int64) string {
 
 // ItemLockMany reads the items on the writer (SQLite's single writer already serialises
 // transactions, as for ItemLock).
-func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+func (q *queries) ItemLockMany(ctx context.Context, ids []int64) ([]*record.Item, error) {
 	return q.itemsByID(ctx, q.w, itemCols, false, ids)
 }
 
-func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, error) {
+func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*record.Item, error) {
 	db := q.r
 	if q.tx != nil {
 		db = q.w // in a transaction (a lease's), read there: no read transaction of its own
@@ -744,7 +745,7 @@ func (q *queries) ItemGetMany(ctx context.Context, ids []int64) ([]*store.Item, 
 }
 
 // itemsByID reads the items with the ids, in id order, on the writer or the read pool.
-func (q *queries) itemsByID(ctx context.Context, db dbtx, cols string, withText bool, ids []int64) ([]*store.Item, error) {
+func (q *queries) itemsByID(ctx context.Context, db dbtx, cols string, withText bool, ids []int64) ([]*record.Item, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -760,7 +761,7 @@ func (q *queries) itemsByID(ctx context.Context, db dbtx, cols string, withText 
 		return nil, fmt.Errorf("get items: %w", err)
 	}
 	defer rows.Close()
-	out := make([]*store.Item, 0, len(ids))
+	out := make([]*record.Item, 0, len(ids))
 	for rows.Next() {
 		it, err := scanItem(rows, withText)
 		if err != nil {
@@ -777,7 +778,7 @@ func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateMany
 	}
 	// ?1 state, ?2 now, ?3 ids, ?4 from, ?5 color all.
 	set := `processed_at = ?2`
-	if p.To == store.ItemIngested {
+	if p.To == record.ItemIngested {
 		set = `processed_at = CASE WHEN processed_at = 0 THEN ?2 ELSE processed_at END, ingested_at = ?2`
 	}
 	res, err := q.exec(ctx, `UPDATE items SET state = ?1, `+set+`, colored = CASE WHEN ?5 THEN share ELSE colored END
@@ -788,7 +789,7 @@ func (q *queries) ItemSetStateMany(ctx context.Context, p store.ItemSetStateMany
 	return res.RowsAffected()
 }
 
-func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*store.Task, error) {
+func (q *queries) TaskListByItems(ctx context.Context, itemIDs []int64) ([]*record.Task, error) {
 	if len(itemIDs) == 0 {
 		return nil, nil
 	}
@@ -819,7 +820,8 @@ func (q *queries) TaskSetStateIfRunningMany(ctx context.Context, ps []store.Task
 		return oks, nil
 	}
 	type key struct {
-		state, err, worker          string
+		state                       record.TaskState
+		err, worker                 string
 		runAfter, finished, started int64
 		refund, attempt             int
 		held                        bool
@@ -836,7 +838,7 @@ func (q *queries) TaskSetStateIfRunningMany(ctx context.Context, ps []store.Task
 		if p.Refund {
 			k.refund = 1
 		}
-		if p.State == store.TaskReady {
+		if p.State == record.TaskReady {
 			k.finished = 0
 		}
 		if held {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -22,17 +23,19 @@ const taskCols = `id, job_id, item_id, step, action, queue, state, attempt, max_
 const taskRecordCols = taskCols + `, last_worker`
 
 // scanTask reads a row of taskCols; scanTaskRecord one of taskRecordCols.
-func scanTask(sc interface{ Scan(...any) error }) (*store.Task, error) { return scanTaskRow(sc, false) }
+func scanTask(sc interface{ Scan(...any) error }) (*record.Task, error) {
+	return scanTaskRow(sc, false)
+}
 
-func scanTaskRecord(sc interface{ Scan(...any) error }) (*store.Task, error) {
+func scanTaskRecord(sc interface{ Scan(...any) error }) (*record.Task, error) {
 	return scanTaskRow(sc, true)
 }
 
-func scanTaskRow(sc interface{ Scan(...any) error }, record bool) (*store.Task, error) {
-	var t store.Task
+func scanTaskRow(sc interface{ Scan(...any) error }, recorded bool) (*record.Task, error) {
+	var t record.Task
 	var runAfter, lease, created, started, finished int64
 	dest := []any{&t.ID, &t.JobID, &t.ItemID, &t.Step, &t.Action, &t.Queue, &t.State, &t.Attempt, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &lease, &t.Error, &t.SortKey, &t.ProgressWeight, &created, &started, &finished, &t.LastWorker}
-	if !record {
+	if !recorded {
 		dest = dest[:len(dest)-1]
 	}
 	if err := sc.Scan(dest...); err != nil {
@@ -43,7 +46,7 @@ func scanTaskRow(sc interface{ Scan(...any) error }, record bool) (*store.Task, 
 }
 
 func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (bool, error) {
-	state, attempt, errMsg, ended, worker := store.TaskReady, 0, "", int64(0), ""
+	state, attempt, errMsg, ended, worker := record.TaskReady, 0, "", int64(0), ""
 	if p.Done != nil {
 		state, attempt, errMsg, ended, worker = p.Done.State, p.Done.Attempt(), p.Done.Error, micros(p.Now), p.Done.Worker
 	}
@@ -57,7 +60,7 @@ func (q *queries) TaskInsert(ctx context.Context, p store.TaskInsertParams) (boo
 	return n > 0, nil
 }
 
-func (q *queries) TaskGet(ctx context.Context, id int64) (*store.Task, error) {
+func (q *queries) TaskGet(ctx context.Context, id int64) (*record.Task, error) {
 	t, err := scanTaskRecord(q.r.QueryRowContext(ctx, `SELECT `+taskRecordCols+` FROM tasks WHERE id = ?`, id))
 	if err != nil {
 		return nil, store.NotFound(fmt.Errorf("get task %d: %w", id, err), "task", id)
@@ -79,7 +82,7 @@ func qTaskLease(limit int) string {
 		RETURNING ` + taskCols
 }
 
-func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*store.Task, error) {
+func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*record.Task, error) {
 	st, err := q.prepared(ctx, qTaskLease(p.Limit))
 	if err != nil {
 		return nil, err
@@ -90,7 +93,7 @@ func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*st
 		return nil, fmt.Errorf("lease %q: %w", p.Queue, mapErr(err))
 	}
 	defer rows.Close()
-	var out []*store.Task
+	var out []*record.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
@@ -113,11 +116,11 @@ func (q *queries) TaskLease(ctx context.Context, p store.TaskLeaseParams) ([]*st
 // TaskGetAvailable holds a brief batch in a transaction (brief.go) and otherwise writes the
 // leases, a statement per queue: statements are in-process calls here, so one per queue costs
 // no round trip.
-func (q *queries) TaskGetAvailable(ctx context.Context, p store.TaskGetAvailableParams) ([]*store.Task, error) {
+func (q *queries) TaskGetAvailable(ctx context.Context, p store.TaskGetAvailableParams) ([]*record.Task, error) {
 	if p.Brief && q.tx != nil {
 		return q.hold(ctx, p)
 	}
-	var out []*store.Task
+	var out []*record.Task
 	for i, queue := range p.Queues {
 		ts, err := q.TaskLease(ctx, store.TaskLeaseParams{Queue: queue, Limit: p.Max[i], Owner: p.Owner, Now: p.Now, LeaseUntil: p.LeaseUntil})
 		if err != nil {
@@ -134,7 +137,7 @@ func (q *queries) TaskFinish(ctx context.Context, p store.TaskFinishParams) (boo
 		refund = 1
 	}
 	finished := micros(p.Now)
-	if p.State == store.TaskReady {
+	if p.State == record.TaskReady {
 		finished = 0
 	}
 	var res sql.Result
@@ -172,13 +175,13 @@ func (q *queries) TaskRenewLeases(ctx context.Context, p store.TaskRenewLeasesPa
 	return n, nil
 }
 
-func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*record.Task, error) {
 	rows, err := q.w.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE state = 'running' AND lease_expires < ? ORDER BY lease_expires LIMIT ?`, micros(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list expired tasks: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Task
+	var out []*record.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
@@ -190,13 +193,13 @@ func (q *queries) TaskListExpired(ctx context.Context, now time.Time, limit int)
 }
 
 // listTasks lists the tasks query reads, a column list of taskRecordCols.
-func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*store.Task, error) {
+func (q *queries) listTasks(ctx context.Context, db dbtx, query string, args ...any) ([]*record.Task, error) {
 	return q.listTasksWith(ctx, db, scanTaskRecord, query, args...)
 }
 
 // listTasksWith is listTasks with the rows read by scan (scanTask, or scanHeldTask for the
 // columns of taskHoldCols).
-func (q *queries) listTasksWith(ctx context.Context, db dbtx, scan func(interface{ Scan(...any) error }) (*store.Task, error), query string, args ...any) ([]*store.Task, error) {
+func (q *queries) listTasksWith(ctx context.Context, db dbtx, scan func(interface{ Scan(...any) error }) (*record.Task, error), query string, args ...any) ([]*record.Task, error) {
 	var rows *sql.Rows
 	var err error
 	if db == q.w {
@@ -208,7 +211,7 @@ func (q *queries) listTasksWith(ctx context.Context, db dbtx, scan func(interfac
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Task
+	var out []*record.Task
 	for rows.Next() {
 		t, err := scan(rows)
 		if err != nil {
@@ -219,11 +222,11 @@ func (q *queries) listTasksWith(ctx context.Context, db dbtx, scan func(interfac
 	return out, rows.Err()
 }
 
-func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*store.Task, error) {
+func (q *queries) TaskListByItem(ctx context.Context, itemID int64) ([]*record.Task, error) {
 	return q.listTasks(ctx, q.w, `SELECT `+taskRecordCols+` FROM tasks WHERE item_id = ? ORDER BY id`, itemID)
 }
 
-func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*store.Task, error) {
+func (q *queries) TaskListByJob(ctx context.Context, p store.TaskListParams) ([]*record.Task, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
@@ -298,16 +301,16 @@ func (q *queries) TaskReadyQueues(ctx context.Context, queues []string, now time
 	return out, nil
 }
 
-func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]store.TaskCount, error) {
+func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT state, action, queue, count(*), COALESCE(sum(max(attempt - 1, 0)), 0) FROM tasks WHERE job_id = ?
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 	}
 	defer rows.Close()
-	var out []store.TaskCount
+	var out []record.TaskCount
 	for rows.Next() {
-		var c store.TaskCount
+		var c record.TaskCount
 		if err := rows.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries); err != nil {
 			return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 		}
@@ -327,15 +330,15 @@ func (q *queries) AttemptInsert(ctx context.Context, p store.AttemptInsertParams
 	return nil
 }
 
-func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*store.Attempt, error) {
+func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*record.Attempt, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT task_id, attempt, owner, started_at, finished_at, error, stack FROM attempts WHERE task_id = ? ORDER BY attempt`, taskID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*store.Attempt
+	var out []*record.Attempt
 	for rows.Next() {
-		var a store.Attempt
+		var a record.Attempt
 		var s, f int64
 		if err := rows.Scan(&a.TaskID, &a.Attempt, &a.Owner, &s, &f, &a.Error, &a.Stack); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -13,7 +14,7 @@ func testBatches(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	job := b.job("")
 	r0, r1, r2 := b.root(job.ID, 0, "0000"), b.root(job.ID, 1, "0001"), b.root(job.ID, 2, "0002")
-	for _, it := range []*store.Item{r0, r1, r2} {
+	for _, it := range []*record.Item{r0, r1, r2} {
 		b.taskIn(b.s, it, "s", "s")
 	}
 	b.task(b.s, r0, "t")
@@ -33,12 +34,12 @@ func testBatches(t *testing.T, b *bundle) {
 	}
 	var ps []store.TaskFinishParams
 	for _, tk := range leased {
-		ps = append(ps, store.TaskFinishParams{ID: tk.ID, Attempt: tk.Attempt, State: store.TaskComplete, Now: b.at(1)})
+		ps = append(ps, store.TaskFinishParams{ID: tk.ID, Attempt: tk.Attempt, State: record.TaskComplete, Now: b.at(1)})
 	}
-	ps[1].State, ps[1].Error, ps[1].RunAfter = store.TaskReady, "again", b.at(60)
+	ps[1].State, ps[1].Error, ps[1].RunAfter = record.TaskReady, "again", b.at(60)
 	ps[2].Attempt++ // a lost lease: not this attempt
 	// The same task again: already finished by the first row.
-	ps = append(ps, store.TaskFinishParams{ID: leased[0].ID, Attempt: leased[0].Attempt, State: store.TaskFailed, Now: b.at(2)})
+	ps = append(ps, store.TaskFinishParams{ID: leased[0].ID, Attempt: leased[0].Attempt, State: record.TaskFailed, Now: b.at(2)})
 	var oks []bool
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		var err error
@@ -48,21 +49,21 @@ func testBatches(t *testing.T, b *bundle) {
 	if !slices.Equal(oks, []bool{true, true, false, false}) {
 		t.Errorf("TaskSetStateIfRunningMany = %v, want [true true false false]", oks)
 	}
-	if tk := b.getTask(leased[0].ID); tk.State != store.TaskComplete {
+	if tk := b.getTask(leased[0].ID); tk.State != record.TaskComplete {
 		t.Errorf("task 0 state %s, want complete", tk.State)
 	}
-	if tk := b.getTask(leased[1].ID); tk.State != store.TaskReady || tk.Error != "again" {
+	if tk := b.getTask(leased[1].ID); tk.State != record.TaskReady || tk.Error != "again" {
 		t.Errorf("task 1 = %s %q, want ready \"again\"", tk.State, tk.Error)
 	}
-	if tk := b.getTask(leased[2].ID); tk.State != store.TaskRunning {
+	if tk := b.getTask(leased[2].ID); tk.State != record.TaskRunning {
 		t.Errorf("task 2 state %s, want running", tk.State)
 	}
 	// A batch without a task named twice: task 2 is snoozed with its
 	// attempt refunded; tasks 0 and 1 are no longer running.
 	ps = []store.TaskFinishParams{
-		{ID: leased[2].ID, Attempt: leased[2].Attempt, State: store.TaskReady, Error: "snoozed", RunAfter: b.at(5), Refund: true, Now: b.at(3)},
-		{ID: leased[1].ID, Attempt: leased[1].Attempt, State: store.TaskComplete, Now: b.at(3)},
-		{ID: leased[0].ID, Attempt: leased[0].Attempt, State: store.TaskComplete, Now: b.at(3)},
+		{ID: leased[2].ID, Attempt: leased[2].Attempt, State: record.TaskReady, Error: "snoozed", RunAfter: b.at(5), Refund: true, Now: b.at(3)},
+		{ID: leased[1].ID, Attempt: leased[1].Attempt, State: record.TaskComplete, Now: b.at(3)},
+		{ID: leased[0].ID, Attempt: leased[0].Attempt, State: record.TaskComplete, Now: b.at(3)},
 	}
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 		var err error
@@ -72,12 +73,12 @@ func testBatches(t *testing.T, b *bundle) {
 	if !slices.Equal(oks, []bool{true, false, false}) {
 		t.Errorf("TaskSetStateIfRunningMany without repeats = %v, want [true false false]", oks)
 	}
-	if tk := b.getTask(leased[2].ID); tk.State != store.TaskReady || tk.Error != "snoozed" || tk.Attempt != leased[2].Attempt-1 || !tk.FinishedAt.IsZero() || tk.LeaseOwner != "" {
+	if tk := b.getTask(leased[2].ID); tk.State != record.TaskReady || tk.Error != "snoozed" || tk.Attempt != leased[2].Attempt-1 || !tk.FinishedAt.IsZero() || tk.LeaseOwner != "" {
 		t.Errorf("snoozed task 2 = %+v", tk)
 	} else {
 		checkTime(t, "RunAfter of snoozed task 2", tk.RunAfter, b.at(5))
 	}
-	if tk := b.getTask(leased[0].ID); tk.State != store.TaskComplete {
+	if tk := b.getTask(leased[0].ID); tk.State != record.TaskComplete {
 		t.Errorf("task 0 state %s, want complete", tk.State)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkLeaseFinish(b *testing.B, open func(tb testing.TB) store.Store, n 
 		}
 		err = s.InTx(ctx, func(x store.Executor) error {
 			for _, t := range tasks {
-				ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: t.ID, Attempt: t.Attempt, State: store.TaskComplete, Now: now})
+				ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: t.ID, Attempt: t.Attempt, State: record.TaskComplete, Now: now})
 				if err != nil {
 					return err
 				}

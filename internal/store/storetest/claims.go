@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -82,7 +83,7 @@ func testClaims(t *testing.T, b *bundle) {
 	if !must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k", TaskID: c.ID, Attempt: 1, Now: b.now}))(t) {
 		t.Fatal("ClaimPark = false")
 	}
-	if got := b.getTask(c.ID); got.State != store.TaskParked || got.Attempt != 0 || got.LeaseOwner != "" {
+	if got := b.getTask(c.ID); got.State != record.TaskParked || got.Attempt != 0 || got.LeaseOwner != "" {
 		t.Fatalf("parked task %+v", got)
 	}
 	if got := b.lease("cq", 5, "w", b.at(time.Second)); len(got) != 0 {
@@ -96,7 +97,7 @@ func testClaims(t *testing.T, b *bundle) {
 	if len(qs) != 1 || qs[0] != "cq" {
 		t.Fatalf("ClaimFinish readied queues %v", qs)
 	}
-	if got := b.getTask(c.ID); got.State != store.TaskReady {
+	if got := b.getTask(c.ID); got.State != record.TaskReady {
 		t.Fatalf("released task %+v", got)
 	}
 	got := b.lease("cq", 5, "w", b.at(2*time.Second))
@@ -138,12 +139,12 @@ func testClaims(t *testing.T, b *bundle) {
 	must(b.s.ClaimTake(ctx, store.ClaimTakeParams{Key: "k3", TaskID: g.ID, Now: b.now}))(t)
 	must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k3", TaskID: g.ID, Attempt: 1, Now: b.now}))(t)
 	// f goes back to ready (its lease lost), then its job is canceled.
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: f.ID, Attempt: 1, State: store.TaskReady, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: f.ID, Attempt: 1, State: record.TaskReady, Now: b.now}))(t)
 	must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j2.ID, Reason: "canceled", Now: b.now}))(t)
 	if qs := must(b.s.ClaimReleaseJob(ctx, j2.ID, b.now))(t); len(qs) != 1 {
 		t.Fatalf("ClaimReleaseJob readied %v", qs)
 	}
-	if got := b.getTask(g.ID); got.State != store.TaskReady {
+	if got := b.getTask(g.ID); got.State != record.TaskReady {
 		t.Fatalf("task parked on a canceled holder: %+v", got)
 	}
 	// A parked task is canceled with its job.
@@ -152,7 +153,7 @@ func testClaims(t *testing.T, b *bundle) {
 	must(b.s.ClaimTake(ctx, store.ClaimTakeParams{Key: "k", TaskID: h.ID, Now: b.now}))(t)
 	must(b.s.ClaimPark(ctx, store.ClaimParkParams{Key: "k4", TaskID: h.ID, Attempt: 1, Now: b.now}))(t)
 	must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j3.ID, Reason: "canceled", Now: b.now}))(t)
-	if got := b.getTask(h.ID); got.State != store.TaskCanceled {
+	if got := b.getTask(h.ID); got.State != record.TaskCanceled {
 		t.Errorf("parked task of a canceled job: %+v", got)
 	}
 }
@@ -162,12 +163,12 @@ func testClaims(t *testing.T, b *bundle) {
 func testLimits(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	var ts []*store.Task
+	var ts []*record.Task
 	for i := range 3 {
 		ts = append(ts, b.taskIn(b.s, b.root(j.ID, i, string(rune('a'+i))), "s", "lq"))
 	}
 	b.lease("lq", 3, "w", b.now)
-	acq := func(tk *store.Task, attempt int, now time.Time, conc int, iv time.Duration) store.LimitAcquireResult {
+	acq := func(tk *record.Task, attempt int, now time.Time, conc int, iv time.Duration) store.LimitAcquireResult {
 		t.Helper()
 		return must(b.s.LimitAcquire(ctx, store.LimitAcquireParams{Key: "h", TaskID: tk.ID, Attempt: attempt, Concurrency: conc, Interval: iv, Now: now}))(t)
 	}
@@ -180,7 +181,7 @@ func testLimits(t *testing.T, b *bundle) {
 	if !acq(ts[0], 1, b.now, 2, 0).OK {
 		t.Error("a slot holder asking again was refused")
 	}
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ts[0].ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ts[0].ID, Attempt: 1, State: record.TaskComplete, Now: b.now}))(t)
 	if !acq(ts[2], 1, b.now, 2, 0).OK {
 		t.Error("the slot of a finished task was not freed")
 	}

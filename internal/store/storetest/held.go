@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -16,7 +17,7 @@ import (
 func testBriefBatch(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	tks := []*store.Task{b.task(b.s, b.root(j.ID, 0, "a"), "s"), b.task(b.s, b.root(j.ID, 1, "b"), "s")}
+	tks := []*record.Task{b.task(b.s, b.root(j.ID, 0, "a"), "s"), b.task(b.s, b.root(j.ID, 1, "b"), "s")}
 	until := b.at(time.Minute)
 	p := store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{5}, Owner: "w", Now: b.now, LeaseUntil: until, Brief: true}
 	mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
@@ -28,7 +29,7 @@ func testBriefBatch(t *testing.T, b *bundle) {
 			return fmt.Errorf("brief batch %v, want tasks %d and %d", got, tks[0].ID, tks[1].ID)
 		}
 		for _, tk := range got {
-			if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" || !tk.StartedAt.Equal(b.now) || !tk.LeaseExpires.Equal(until) {
+			if tk.State != record.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" || !tk.StartedAt.Equal(b.now) || !tk.LeaseExpires.Equal(until) {
 				return fmt.Errorf("brief task = %+v, want running at attempt 1, owner w, started now, leased a minute", tk)
 			}
 		}
@@ -36,20 +37,20 @@ func testBriefBatch(t *testing.T, b *bundle) {
 			return err
 		}
 		for _, tk := range got {
-			if row := b.getTask(tk.ID); row.State == store.TaskRunning {
+			if row := b.getTask(tk.ID); row.State == record.TaskRunning {
 				t.Errorf("brief task read from outside = %s at attempt %d, want not written running", row.State, row.Attempt)
 			}
 		}
 		oks, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{
-			{ID: got[0].ID, Attempt: 1, State: store.TaskComplete, Now: b.at(time.Second), Started: b.now, Worker: "w"},
-			{ID: got[1].ID, Attempt: 1, State: store.TaskFailed, Error: "x", Now: b.at(time.Second), Started: b.now, Worker: "w"},
+			{ID: got[0].ID, Attempt: 1, State: record.TaskComplete, Now: b.at(time.Second), Started: b.now, Worker: "w"},
+			{ID: got[1].ID, Attempt: 1, State: record.TaskFailed, Error: "x", Now: b.at(time.Second), Started: b.now, Worker: "w"},
 		})
 		if err == nil && (!oks[0] || !oks[1]) {
 			err = fmt.Errorf("brief finishes = %v, want both ok", oks)
 		}
 		return err
 	}))
-	for i, want := range []string{store.TaskComplete, store.TaskFailed} {
+	for i, want := range []record.TaskState{record.TaskComplete, record.TaskFailed} {
 		if got := b.getTask(tks[i].ID); got.State != want || got.Attempt != 1 || !got.StartedAt.Equal(b.now) || got.LastWorker != "w" {
 			t.Errorf("brief task %d after its finish = %+v, want %s at attempt 1, started at the get, by w", i, got, want)
 		}
@@ -65,7 +66,7 @@ func testBriefBatch(t *testing.T, b *bundle) {
 func testBriefRollback(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	tks := []*store.Task{b.task(b.s, b.root(j.ID, 0, "a"), "s"), b.task(b.s, b.root(j.ID, 1, "b"), "s")}
+	tks := []*record.Task{b.task(b.s, b.root(j.ID, 0, "a"), "s"), b.task(b.s, b.root(j.ID, 1, "b"), "s")}
 	until := b.at(time.Minute)
 	errRollback := errors.New("roll back")
 	err := b.s.InTx(ctx, func(x store.Executor) error {
@@ -82,11 +83,11 @@ func testBriefRollback(t *testing.T, b *bundle) {
 		t.Fatal(err)
 	}
 	for _, tk := range tks {
-		if got := b.getTask(tk.ID); got.State != store.TaskRunning || got.Attempt != 1 || got.LeaseOwner != "w" || !got.StartedAt.Equal(b.now) || !got.LeaseExpires.Equal(until) {
+		if got := b.getTask(tk.ID); got.State != record.TaskRunning || got.Attempt != 1 || got.LeaseOwner != "w" || !got.StartedAt.Equal(b.now) || !got.LeaseExpires.Equal(until) {
 			t.Fatalf("task of a rolled-back brief batch = %+v, want running at attempt 1, owner w, started now, leased until %v", got, until)
 		}
 	}
-	ok := must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tks[0].ID, Attempt: 1, State: store.TaskComplete, Now: b.at(time.Second), Started: b.now, Worker: "w"}))(t)
+	ok := must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tks[0].ID, Attempt: 1, State: record.TaskComplete, Now: b.at(time.Second), Started: b.now, Worker: "w"}))(t)
 	if !ok {
 		t.Error("finish of a rolled-back brief task not ok")
 	}

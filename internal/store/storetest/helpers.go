@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -48,12 +49,12 @@ func mustOK(t *testing.T, err error) {
 	}
 }
 
-func (b *bundle) job(key string) *store.Job {
+func (b *bundle) job(key string) *record.Job {
 	b.t.Helper()
 	return must(b.s.JobInsert(b.t.Context(), store.JobInsertParams{Key: key, WorkflowName: "wf", WorkflowVersion: 1, Now: b.now}))(b.t)
 }
 
-func (b *bundle) root(jobID int64, ordinal int, sortKey string) *store.Item {
+func (b *bundle) root(jobID int64, ordinal int, sortKey string) *record.Item {
 	b.t.Helper()
 	it, _, err := b.s.ItemInsert(b.t.Context(), store.ItemInsertParams{
 		JobID: jobID, Ordinal: ordinal, SortKey: sortKey, Name: fmt.Sprintf("root-%d", ordinal),
@@ -65,7 +66,7 @@ func (b *bundle) root(jobID int64, ordinal int, sortKey string) *store.Item {
 	return it
 }
 
-func (b *bundle) child(parent *store.Item, step string, ordinal int) *store.Item {
+func (b *bundle) child(parent *record.Item, step string, ordinal int) *record.Item {
 	b.t.Helper()
 	it, _, err := b.s.ItemInsert(b.t.Context(), store.ItemInsertParams{
 		JobID: parent.JobID, ParentID: parent.ID, RootID: parent.RootID, Step: step, Ordinal: ordinal,
@@ -79,12 +80,12 @@ func (b *bundle) child(parent *store.Item, step string, ordinal int) *store.Item
 }
 
 // task inserts a ready task of step on the item in queue "q" and returns it.
-func (b *bundle) task(x store.Executor, it *store.Item, step string) *store.Task {
+func (b *bundle) task(x store.Executor, it *record.Item, step string) *record.Task {
 	b.t.Helper()
 	return b.taskIn(x, it, step, "q")
 }
 
-func (b *bundle) taskIn(x store.Executor, it *store.Item, step, queue string) *store.Task {
+func (b *bundle) taskIn(x store.Executor, it *record.Item, step, queue string) *record.Task {
 	b.t.Helper()
 	ctx := b.t.Context()
 	if _, err := x.TaskInsert(ctx, store.TaskInsertParams{
@@ -102,31 +103,31 @@ func (b *bundle) taskIn(x store.Executor, it *store.Item, step, queue string) *s
 	return nil
 }
 
-func (b *bundle) lease(queue string, limit int, owner string, now time.Time) []*store.Task {
+func (b *bundle) lease(queue string, limit int, owner string, now time.Time) []*record.Task {
 	b.t.Helper()
 	return must(b.s.TaskLease(b.t.Context(), store.TaskLeaseParams{
 		Queue: queue, Limit: limit, Owner: owner, Now: now, LeaseUntil: now.Add(time.Minute),
 	}))(b.t)
 }
 
-func (b *bundle) getTask(id int64) *store.Task {
+func (b *bundle) getTask(id int64) *record.Task {
 	b.t.Helper()
 	return must(b.s.TaskGet(b.t.Context(), id))(b.t)
 }
 
 // move moves one item from one state to another (ItemSetStateMany), reporting whether it moved.
-func (b *bundle) move(id int64, from, to string) bool {
+func (b *bundle) move(id int64, from, to record.ItemState) bool {
 	b.t.Helper()
 	n := must(b.s.ItemSetStateMany(b.t.Context(), store.ItemSetStateManyParams{IDs: []int64{id}, From: from, To: to, Now: b.now}))(b.t)
 	return n == 1
 }
 
-func (b *bundle) getItem(id int64) *store.Item {
+func (b *bundle) getItem(id int64) *record.Item {
 	b.t.Helper()
 	return must(b.s.ItemGet(b.t.Context(), id))(b.t)
 }
 
-func taskIDs(ts []*store.Task) []int64 {
+func taskIDs(ts []*record.Task) []int64 {
 	out := make([]int64, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, t.ID)
@@ -134,7 +135,7 @@ func taskIDs(ts []*store.Task) []int64 {
 	return out
 }
 
-func itemIDs(its []*store.Item) []int64 {
+func itemIDs(its []*record.Item) []int64 {
 	out := make([]int64, 0, len(its))
 	for _, it := range its {
 		out = append(out, it.ID)
@@ -142,7 +143,7 @@ func itemIDs(its []*store.Item) []int64 {
 	return out
 }
 
-func jobIDs(js []*store.Job) []int64 {
+func jobIDs(js []*record.Job) []int64 {
 	out := make([]int64, 0, len(js))
 	for _, j := range js {
 		out = append(out, j.ID)

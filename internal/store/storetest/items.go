@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -27,7 +28,7 @@ func testItemInsert(t *testing.T, b *bundle) {
 	if root.ID <= 0 || root.RootID != root.ID || root.ParentID != 0 || root.JobID != j.ID || root.Step != "" {
 		t.Errorf("root ids: id %d root %d parent %d job %d step %q", root.ID, root.RootID, root.ParentID, root.JobID, root.Step)
 	}
-	if root.State != store.ItemWritten || root.Name != "a.zip" || root.ContentType != "application/zip" || root.BlobSHA256 != "abc" ||
+	if root.State != record.ItemWritten || root.Name != "a.zip" || root.ContentType != "application/zip" || root.BlobSHA256 != "abc" ||
 		root.Size != 42 || !root.HasText || root.ThumbnailSHA != "th" || root.ThumbnailType != "image/jpeg" || root.SortKey != "0000" ||
 		root.RangeLo != 10 || root.RangeLen != 90 || root.Share != 90 || root.Colored != 0 || root.NChildren != 0 || root.Error != "" {
 		t.Errorf("root = %+v", root)
@@ -107,7 +108,7 @@ func testItemInsertRoots(t *testing.T, b *bundle) {
 			{JobID: j.ID, Ordinal: ord - 1, SortKey: fmt.Sprintf("%04d", ord-1), Name: "replayed", RangeLen: 1, Now: b.now},
 			{JobID: j.ID, Ordinal: ord, SortKey: fmt.Sprintf("%04d", ord), Name: fmt.Sprint(ord), RangeLen: 1, Now: b.now},
 		}
-		var got []*store.Item
+		var got []*record.Item
 		var asGiven bool
 		mustOK(t, b.s.InTx(ctx, func(x store.Executor) error {
 			var err error
@@ -148,7 +149,7 @@ func testItemInsertMany(t *testing.T, b *bundle) {
 		}
 	}
 	a, bin, child := got[0], got[1], got[2]
-	if a.Name != "a.txt" || a.RootID != a.ID || a.ParentID != 0 || a.State != store.ItemWritten || a.ContentType != "text/plain" ||
+	if a.Name != "a.txt" || a.RootID != a.ID || a.ParentID != 0 || a.State != record.ItemWritten || a.ContentType != "text/plain" ||
 		a.BlobSHA256 != "aa" || a.Size != 3 || !a.HasText || a.RangeLen != 3 || a.Share != 3 || a.SortKey != "0000" {
 		t.Errorf("first item = %+v", a)
 	}
@@ -173,10 +174,10 @@ func testItemInsertMany(t *testing.T, b *bundle) {
 		if open := must(b.s.JobHasOpenItems(ctx, j.ID))(t); !open {
 			t.Fatalf("JobHasOpenItems = false with %d items of %d ingested", i, len(got)+1)
 		}
-		for _, to := range []string{store.ItemProcessed, store.ItemIngested} {
-			from := store.ItemWritten
-			if to == store.ItemIngested {
-				from = store.ItemProcessed
+		for _, to := range []record.ItemState{record.ItemProcessed, record.ItemIngested} {
+			from := record.ItemWritten
+			if to == record.ItemIngested {
+				from = record.ItemProcessed
 			}
 			if !b.move(it.ID, from, to) {
 				t.Fatalf("item %d: ItemSetStateMany(%s→%s) moved none", it.ID, from, to)
@@ -208,21 +209,21 @@ func testItemList(t *testing.T, b *bundle) {
 	b.root(b.job("").ID, 0, "0000") // another job's item
 	text := "txt"
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: c01.ID, Text: &text, Error: "bad"}))
-	b.move(c10.ID, store.ItemWritten, store.ItemProcessed)
+	b.move(c10.ID, record.ItemWritten, record.ItemProcessed)
 
 	zero := int64(0)
 	for _, tc := range []struct {
 		name string
 		p    store.ItemListParams
-		want []*store.Item
+		want []*record.Item
 	}{
-		{"all in tree order", store.ItemListParams{}, []*store.Item{r0, c00, c01, r1, c10}},
-		{"roots", store.ItemListParams{ParentID: &zero}, []*store.Item{r0, r1}},
-		{"children of r0", store.ItemListParams{ParentID: &r0.ID}, []*store.Item{c00, c01}},
-		{"processed", store.ItemListParams{States: []string{store.ItemProcessed}}, []*store.Item{c10}},
-		{"two states", store.ItemListParams{States: []string{store.ItemProcessed, store.ItemWritten}, Limit: 2}, []*store.Item{r0, c00}},
-		{"after sort key", store.ItemListParams{AfterSort: c00.SortKey, Limit: 2}, []*store.Item{c01, r1}},
-		{"only errored", store.ItemListParams{OnlyErrored: true}, []*store.Item{c01}},
+		{"all in tree order", store.ItemListParams{}, []*record.Item{r0, c00, c01, r1, c10}},
+		{"roots", store.ItemListParams{ParentID: &zero}, []*record.Item{r0, r1}},
+		{"children of r0", store.ItemListParams{ParentID: &r0.ID}, []*record.Item{c00, c01}},
+		{"processed", store.ItemListParams{States: []record.ItemState{record.ItemProcessed}}, []*record.Item{c10}},
+		{"two states", store.ItemListParams{States: []record.ItemState{record.ItemProcessed, record.ItemWritten}, Limit: 2}, []*record.Item{r0, c00}},
+		{"after sort key", store.ItemListParams{AfterSort: c00.SortKey, Limit: 2}, []*record.Item{c01, r1}},
+		{"only errored", store.ItemListParams{OnlyErrored: true}, []*record.Item{c01}},
 	} {
 		tc.p.JobID = j.ID
 		checkIDs(t, "ItemList "+tc.name, itemIDs(must(b.s.ItemList(ctx, tc.p))(t)), itemIDs(tc.want))
@@ -241,23 +242,23 @@ func testItemList(t *testing.T, b *bundle) {
 func testItemSetState(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	it := b.root(b.job("").ID, 0, "0")
-	if b.move(it.ID, store.ItemProcessed, store.ItemIngested) {
+	if b.move(it.ID, record.ItemProcessed, record.ItemIngested) {
 		t.Error("ItemSetStateMany from the wrong state moved the item")
 	}
-	if !b.move(it.ID, store.ItemWritten, store.ItemProcessed) {
+	if !b.move(it.ID, record.ItemWritten, record.ItemProcessed) {
 		t.Error("ItemSetStateMany(written→processed) moved none")
 	}
-	if got := b.getItem(it.ID); got.State != store.ItemProcessed || got.Colored != 0 {
+	if got := b.getItem(it.ID); got.State != record.ItemProcessed || got.Colored != 0 {
 		t.Errorf("after processed: %s colored %v", got.State, got.Colored)
 	}
 	mustOK(t, b.s.ItemColorMany(ctx, []int64{it.ID}, []float64{77.5}))
-	if !b.move(it.ID, store.ItemProcessed, store.ItemIngested) {
+	if !b.move(it.ID, record.ItemProcessed, record.ItemIngested) {
 		t.Error("ItemSetStateMany(processed→ingested) moved none")
 	}
-	if got := b.getItem(it.ID); got.State != store.ItemIngested || got.Colored != 77.5 {
+	if got := b.getItem(it.ID); got.State != record.ItemIngested || got.Colored != 77.5 {
 		t.Errorf("after ingested: %s colored %v, want ingested 77.5", got.State, got.Colored)
 	}
-	if b.move(1<<40, store.ItemWritten, store.ItemProcessed) {
+	if b.move(1<<40, record.ItemWritten, record.ItemProcessed) {
 		t.Error("ItemSetStateMany of a missing item moved it")
 	}
 }
@@ -285,7 +286,7 @@ func testItemManyAtOnce(t *testing.T, b *bundle) {
 		if want := []int64{a.ID, c.ID, d.ID}; !slices.Equal(ids, want) {
 			t.Errorf("ItemLockMany ids = %v, want %v", ids, want)
 		}
-		if its[0].Name != a.Name || its[0].State != store.ItemWritten || its[0].Share != a.Share {
+		if its[0].Name != a.Name || its[0].State != record.ItemWritten || its[0].Share != a.Share {
 			t.Errorf("ItemLockMany[0] = %+v, want %+v", its[0], a)
 		}
 		return nil
@@ -305,21 +306,21 @@ func testItemManyAtOnce(t *testing.T, b *bundle) {
 	}
 
 	// Only the items in From move; ColorAll colors each one's whole share.
-	b.move(c.ID, store.ItemWritten, store.ItemProcessed)
-	n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{a.ID, c.ID, d.ID}, From: store.ItemWritten, To: store.ItemIngested, Now: b.at(time.Second), ColorAll: true}))(t)
+	b.move(c.ID, record.ItemWritten, record.ItemProcessed)
+	n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{a.ID, c.ID, d.ID}, From: record.ItemWritten, To: record.ItemIngested, Now: b.at(time.Second), ColorAll: true}))(t)
 	if n != 2 {
 		t.Errorf("ItemSetStateMany moved %d, want 2", n)
 	}
-	for _, it := range []*store.Item{a, d} {
-		if got := b.getItem(it.ID); got.State != store.ItemIngested || got.Colored != got.Share || got.Share == 0 {
+	for _, it := range []*record.Item{a, d} {
+		if got := b.getItem(it.ID); got.State != record.ItemIngested || got.Colored != got.Share || got.Share == 0 {
 			t.Errorf("item %d after ItemSetStateMany: %s colored %v share %v, want ingested and fully colored", it.ID, got.State, got.Colored, got.Share)
 		}
 	}
-	if got := b.getItem(c.ID); got.State != store.ItemProcessed || got.Colored != 0 {
+	if got := b.getItem(c.ID); got.State != record.ItemProcessed || got.Colored != 0 {
 		t.Errorf("item in another state moved: %s colored %v", got.State, got.Colored)
 	}
-	n = must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{c.ID}, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now}))(t)
-	if got := b.getItem(c.ID); n != 1 || got.State != store.ItemIngested || got.Colored != 0 {
+	n = must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: []int64{c.ID}, From: record.ItemProcessed, To: record.ItemIngested, Now: b.now}))(t)
+	if got := b.getItem(c.ID); n != 1 || got.State != record.ItemIngested || got.Colored != 0 {
 		t.Errorf("ItemSetStateMany without ColorAll: moved %d, %s colored %v", n, got.State, got.Colored)
 	}
 }
@@ -433,37 +434,37 @@ func testItemChildren(t *testing.T, b *bundle) {
 	checkIDs(t, "ItemListChildren(attach)", itemIDs(must(b.s.ItemListChildren(ctx, r.ID, "attach"))(t)), []int64{a0.ID})
 	checkIDs(t, "ItemListChildren(none)", itemIDs(must(b.s.ItemListChildren(ctx, r.ID, "nope"))(t)), nil)
 
-	has := func(states ...string) bool {
+	has := func(states ...record.ItemState) bool {
 		t.Helper()
 		return must(b.s.ItemHasChildInState(ctx, r.ID, states))(t)
 	}
-	if !has(store.ItemWritten) || has(store.ItemProcessed) || has(store.ItemIngested, store.ItemCreated) {
+	if !has(record.ItemWritten) || has(record.ItemProcessed) || has(record.ItemIngested, record.ItemCreated) {
 		t.Error("ItemHasChildInState with all children written")
 	}
-	for _, c := range []*store.Item{c0, c1, a0} {
-		b.move(c.ID, store.ItemWritten, store.ItemProcessed)
+	for _, c := range []*record.Item{c0, c1, a0} {
+		b.move(c.ID, record.ItemWritten, record.ItemProcessed)
 	}
-	if has(store.ItemCreated, store.ItemWritten) || !has(store.ItemWritten, store.ItemProcessed) {
+	if has(record.ItemCreated, record.ItemWritten) || !has(record.ItemWritten, record.ItemProcessed) {
 		t.Error("ItemHasChildInState with all children processed (the grandchild is not a child)")
 	}
 	// Moved in a batch, ingested, then one reopened: the open-child checks follow every move.
 	ids := []int64{c0.ID, c1.ID, a0.ID}
-	if n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: ids, From: store.ItemProcessed, To: store.ItemIngested, Now: b.now}))(t); n != 3 {
+	if n := must(b.s.ItemSetStateMany(ctx, store.ItemSetStateManyParams{IDs: ids, From: record.ItemProcessed, To: record.ItemIngested, Now: b.now}))(t); n != 3 {
 		t.Fatalf("ItemSetStateMany(processed→ingested) = %d, want 3", n)
 	}
-	if has(store.ItemCreated, store.ItemWritten, store.ItemProcessed) || !has(store.ItemIngested) {
+	if has(record.ItemCreated, record.ItemWritten, record.ItemProcessed) || !has(record.ItemIngested) {
 		t.Error("ItemHasChildInState with all children ingested")
 	}
-	if !must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: c1.ID, To: store.ItemProcessed}))(t) {
+	if !must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: c1.ID, To: record.ItemProcessed}))(t) {
 		t.Fatal("ItemReopen(ingested→processed) = false")
 	}
-	if !has(store.ItemProcessed) || has(store.ItemCreated, store.ItemWritten) {
+	if !has(record.ItemProcessed) || has(record.ItemCreated, record.ItemWritten) {
 		t.Error("ItemHasChildInState with one child reopened to processed")
 	}
-	if !must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: c1.ID, To: store.ItemWritten}))(t) {
+	if !must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: c1.ID, To: record.ItemWritten}))(t) {
 		t.Fatal("ItemReopen(processed→written) = false")
 	}
-	if !has(store.ItemWritten) || has(store.ItemProcessed) {
+	if !has(record.ItemWritten) || has(record.ItemProcessed) {
 		t.Error("ItemHasChildInState with one child reopened to written")
 	}
 }
@@ -562,30 +563,30 @@ func sameWaits(a, b []store.Wait) bool {
 func testItemReopen(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	set := func(it *store.Item, from, to string) {
+	set := func(it *record.Item, from, to record.ItemState) {
 		t.Helper()
 		if !b.move(it.ID, from, to) {
 			t.Fatalf("ItemSetStateMany(%s→%s) moved none", from, to)
 		}
 	}
-	reopen := func(it *store.Item, to string, clear bool) bool {
+	reopen := func(it *record.Item, to record.ItemState, clear bool) bool {
 		t.Helper()
 		return must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: it.ID, To: to, ClearError: clear}))(t)
 	}
 	failed := b.root(j.ID, 0, "0")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: failed.ID, Error: "pdf failed 3 times: boom"}))
 	mustOK(t, b.s.ItemColorMany(ctx, []int64{failed.ID}, []float64{50}))
-	set(failed, store.ItemWritten, store.ItemIngested)
+	set(failed, record.ItemWritten, record.ItemIngested)
 	if must(b.s.JobHasOpenItems(ctx, j.ID))(t) {
 		t.Error("JobHasOpenItems with the job's only item ingested = true")
 	}
-	if !reopen(failed, store.ItemWritten, true) {
+	if !reopen(failed, record.ItemWritten, true) {
 		t.Fatal("ItemReopen(ingested→written) = false")
 	}
 	if !must(b.s.JobHasOpenItems(ctx, j.ID))(t) {
 		t.Error("JobHasOpenItems after an item was reopened = false")
 	}
-	if got := b.getItem(failed.ID); got.State != store.ItemWritten || got.Error != "" || got.Colored != 0 {
+	if got := b.getItem(failed.ID); got.State != record.ItemWritten || got.Error != "" || got.Colored != 0 {
 		t.Errorf("reopened item = %s %q colored %v, want written with no error and nothing colored", got.State, got.Error, got.Colored)
 	}
 	// The error is set once; reopening clears it so a later failure can set it again.
@@ -607,33 +608,33 @@ func testItemReopen(t *testing.T, b *bundle) {
 	parent := b.root(j.ID, 1, "1")
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: parent.ID, Error: "parent's own"}))
 	mustOK(t, b.s.ItemColorMany(ctx, []int64{parent.ID}, []float64{50}))
-	set(parent, store.ItemWritten, store.ItemProcessed)
-	set(parent, store.ItemProcessed, store.ItemIngested)
-	if !reopen(parent, store.ItemProcessed, false) {
+	set(parent, record.ItemWritten, record.ItemProcessed)
+	set(parent, record.ItemProcessed, record.ItemIngested)
+	if !reopen(parent, record.ItemProcessed, false) {
 		t.Fatal("ItemReopen(ingested→processed) = false")
 	}
-	if got := b.getItem(parent.ID); got.State != store.ItemProcessed || got.Error != "parent's own" || got.Colored != 50 {
+	if got := b.getItem(parent.ID); got.State != record.ItemProcessed || got.Error != "parent's own" || got.Colored != 50 {
 		t.Errorf("reopened parent = %s %q colored %v, want processed keeping its error and colored 50", got.State, got.Error, got.Colored)
 	}
-	if !reopen(parent, store.ItemProcessed, false) {
+	if !reopen(parent, record.ItemProcessed, false) {
 		t.Error("ItemReopen to the state the item is in = false")
 	}
 	// Reopening never moves an item forward.
 	open := b.root(j.ID, 2, "2")
-	if reopen(open, store.ItemProcessed, true) {
+	if reopen(open, record.ItemProcessed, true) {
 		t.Error("ItemReopen(written→processed) = true")
 	}
-	if got := b.getItem(open.ID); got.State != store.ItemWritten {
+	if got := b.getItem(open.ID); got.State != record.ItemWritten {
 		t.Errorf("item after refused reopen = %s", got.State)
 	}
-	if _, err := b.s.ItemReopen(ctx, store.ItemReopenParams{ID: open.ID, To: store.ItemIngested}); err == nil {
+	if _, err := b.s.ItemReopen(ctx, store.ItemReopenParams{ID: open.ID, To: record.ItemIngested}); err == nil {
 		t.Error("ItemReopen to ingested: no error")
 	}
-	if must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: 1 << 40, To: store.ItemWritten}))(t) {
+	if must(b.s.ItemReopen(ctx, store.ItemReopenParams{ID: 1 << 40, To: record.ItemWritten}))(t) {
 		t.Error("ItemReopen of a missing item = true")
 	}
 	// A reopened item settles forward again.
-	set(failed, store.ItemWritten, store.ItemIngested)
+	set(failed, record.ItemWritten, record.ItemIngested)
 }
 
 func testItemChildrenFrom(t *testing.T, b *bundle) {

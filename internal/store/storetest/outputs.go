@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -14,7 +15,7 @@ func testOutputs(t *testing.T, b *bundle) {
 	j1, j2 := b.job(""), b.job("")
 	i1, i2 := b.root(j1.ID, 0, "0"), b.root(j1.ID, 1, "1")
 	i3 := b.root(j2.ID, 0, "0")
-	put := func(it *store.Item, kind, value string) {
+	put := func(it *record.Item, kind, value string) {
 		t.Helper()
 		mustOK(t, b.s.OutputPut(ctx, store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: []byte(value), Now: b.now}))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkPickAtBacklog(b *testing.B, open func(tb testing.TB) store.Store, 
 						for b.Loop() {
 							now := time.Now()
 							err := s.InTx(ctx, func(x store.Executor) error {
-								var ts []*store.Task
+								var ts []*record.Task
 								var err error
 								p := store.TaskGetAvailableParams{Queues: []string{"q"}, Max: []int{limit}, Owner: "bench", Now: now, LeaseUntil: now.Add(time.Minute), Brief: mode == "hold"}
 								ts, err = x.TaskGetAvailable(ctx, p)

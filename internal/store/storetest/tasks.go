@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -27,7 +28,7 @@ func testTaskInsert(t *testing.T, b *bundle) {
 	}
 	tk := b.getTask(ts[0].ID)
 	if tk.JobID != it.JobID || tk.ItemID != it.ID || tk.Step != "detect" || tk.Action != "detect" || tk.Queue != "cpu" ||
-		tk.State != store.TaskReady || tk.Attempt != 0 || tk.MaxAttempts != 3 || tk.SortKey != "0007" || tk.ProgressWeight != 0.25 ||
+		tk.State != record.TaskReady || tk.Attempt != 0 || tk.MaxAttempts != 3 || tk.SortKey != "0007" || tk.ProgressWeight != 0.25 ||
 		tk.LeaseOwner != "" || tk.Error != "" {
 		t.Errorf("task = %+v", tk)
 	}
@@ -48,7 +49,7 @@ func testInsertMany(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
 	for _, n := range []int{0, 1, 5, 70, 150} {
-		var items []*store.Item
+		var items []*record.Item
 		var tasks []store.TaskInsertParams
 		var events []store.EventInsertParams
 		for i := range n {
@@ -56,7 +57,7 @@ func testInsertMany(t *testing.T, b *bundle) {
 			items = append(items, it)
 			p := store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: "a", Action: "act", Queue: "q", MaxAttempts: 3, SortKey: it.SortKey, ProgressWeight: 0.5, Now: b.now}
 			tasks = append(tasks, p)
-			p.Step, p.Done = "b", &store.TaskDone{State: store.TaskFailed, Error: fmt.Sprint("boom ", i)}
+			p.Step, p.Done = "b", &store.TaskDone{State: record.TaskFailed, Error: fmt.Sprint("boom ", i)}
 			tasks = append(tasks, p)
 			events = append(events, store.EventInsertParams{ItemID: it.ID, Name: "start", Now: b.now}, store.EventInsertParams{ItemID: it.ID, Name: "x", Now: b.now})
 		}
@@ -71,11 +72,11 @@ func testInsertMany(t *testing.T, b *bundle) {
 				t.Fatalf("n=%d item %d: %d tasks, want 2", n, i, len(ts))
 			}
 			a, f := b.getTask(ts[0].ID), b.getTask(ts[1].ID)
-			if a.Step != "a" || a.State != store.TaskReady || a.Attempt != 0 || a.Queue != "q" || a.SortKey != it.SortKey || a.ProgressWeight != 0.5 || a.MaxAttempts != 3 {
+			if a.Step != "a" || a.State != record.TaskReady || a.Attempt != 0 || a.Queue != "q" || a.SortKey != it.SortKey || a.ProgressWeight != 0.5 || a.MaxAttempts != 3 {
 				t.Errorf("n=%d item %d: ready task = %+v", n, i, a)
 			}
 			checkTime(t, "ready FinishedAt", a.FinishedAt, time.Time{})
-			if f.Step != "b" || f.State != store.TaskFailed || f.Attempt != 1 || f.Error != fmt.Sprint("boom ", i) {
+			if f.Step != "b" || f.State != record.TaskFailed || f.Attempt != 1 || f.Error != fmt.Sprint("boom ", i) {
 				t.Errorf("n=%d item %d: ended task = %+v", n, i, f)
 			}
 			checkTime(t, "ended StartedAt", f.StartedAt, b.now)
@@ -103,13 +104,13 @@ func testTaskLeaseOrder(t *testing.T, b *bundle) {
 	got := b.lease("q", 10, "w1", b.now)
 	checkIDs(t, "lease order", taskIDs(got), []int64{t0.ID, tc.ID, t1.ID, n0.ID})
 	for _, tk := range got {
-		if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w1" || tk.Queue != "q" {
+		if tk.State != record.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w1" || tk.Queue != "q" {
 			t.Errorf("leased task = %+v", tk)
 		}
 		checkTime(t, "LeaseExpires", tk.LeaseExpires, b.now.Add(time.Minute))
 		checkTime(t, "StartedAt", tk.StartedAt, b.now)
 	}
-	if stored := b.getTask(t0.ID); stored.State != store.TaskRunning || stored.Attempt != 1 || stored.LeaseOwner != "w1" {
+	if stored := b.getTask(t0.ID); stored.State != record.TaskRunning || stored.Attempt != 1 || stored.LeaseOwner != "w1" {
 		t.Errorf("stored leased task = %+v", stored)
 	}
 	if again := b.lease("q", 10, "w2", b.now); len(again) != 0 {
@@ -142,11 +143,11 @@ func testTaskLeaseRunAfter(t *testing.T, b *bundle) {
 	tk := b.task(b.s, b.root(b.job("").ID, 0, "0"), "s")
 	b.lease("q", 1, "w", b.now)
 	later := b.at(time.Minute)
-	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: store.TaskReady, Error: "retry me", RunAfter: later, Now: b.now}))(t) {
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: record.TaskReady, Error: "retry me", RunAfter: later, Now: b.now}))(t) {
 		t.Fatal("TaskFinish(ready) = false")
 	}
 	got := b.getTask(tk.ID)
-	if got.State != store.TaskReady || got.Attempt != 1 || got.Error != "retry me" || got.LeaseOwner != "" {
+	if got.State != record.TaskReady || got.Attempt != 1 || got.Error != "retry me" || got.LeaseOwner != "" {
 		t.Errorf("after retry: %+v", got)
 	}
 	checkTime(t, "RunAfter", got.RunAfter, later)
@@ -170,21 +171,21 @@ func testTaskGetAvailable(t *testing.T, b *bundle) {
 		c = append(c, b.taskIn(b.s, it, "c", "qc").ID)
 		a = append(a, b.taskIn(b.s, it, "a", "qa").ID)
 	}
-	leaseMany := func(queues []string, limits []int, now time.Time) []*store.Task {
+	leaseMany := func(queues []string, limits []int, now time.Time) []*record.Task {
 		t.Helper()
 		return must(b.s.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: queues, Max: limits, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)}))(t)
 	}
 	got := leaseMany([]string{"qc", "qa", "empty"}, []int{2, 10, 5}, b.now)
 	checkIDs(t, "first lease", taskIDs(got), []int64{c[0], c[1], a[0], a[1], a[2]})
 	for _, tk := range got {
-		if tk.State != store.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" {
+		if tk.State != record.TaskRunning || tk.Attempt != 1 || tk.LeaseOwner != "w" {
 			t.Errorf("leased task = %+v", tk)
 		}
 		checkTime(t, "LeaseExpires", tk.LeaseExpires, b.now.Add(time.Minute))
 		checkTime(t, "StartedAt", tk.StartedAt, b.now)
 	}
 	later := b.at(time.Minute)
-	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: a[0], Attempt: 1, State: store.TaskReady, RunAfter: later, Now: b.now}))(t) {
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: a[0], Attempt: 1, State: record.TaskReady, RunAfter: later, Now: b.now}))(t) {
 		t.Fatal("TaskFinish(ready) = false")
 	}
 	got = leaseMany([]string{"qa", "qc"}, []int{5, 5}, b.now)
@@ -198,26 +199,26 @@ func testTaskGetAvailable(t *testing.T, b *bundle) {
 func testTaskFinishGuard(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	finish := func(id int64, attempt int, state, msg string, now time.Time) bool {
+	finish := func(id int64, attempt int, state record.TaskState, msg string, now time.Time) bool {
 		t.Helper()
 		return must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: id, Attempt: attempt, State: state, Error: msg, Now: now}))(t)
 	}
 	tk := b.task(b.s, b.root(j.ID, 0, "0"), "s")
-	if finish(tk.ID, 0, store.TaskComplete, "", b.now) {
+	if finish(tk.ID, 0, record.TaskComplete, "", b.now) {
 		t.Error("TaskFinish of a ready task = true")
 	}
 	b.lease("q", 1, "w", b.now)
-	if finish(tk.ID, 2, store.TaskComplete, "", b.now) {
+	if finish(tk.ID, 2, record.TaskComplete, "", b.now) {
 		t.Error("TaskFinish with a future attempt = true")
 	}
-	if !finish(tk.ID, 1, store.TaskComplete, "", b.at(time.Second)) {
+	if !finish(tk.ID, 1, record.TaskComplete, "", b.at(time.Second)) {
 		t.Error("TaskFinish(complete) = false")
 	}
-	if finish(tk.ID, 1, store.TaskFailed, "late", b.at(time.Hour)) {
+	if finish(tk.ID, 1, record.TaskFailed, "late", b.at(time.Hour)) {
 		t.Error("second TaskFinish = true")
 	}
 	got := b.getTask(tk.ID)
-	if got.State != store.TaskComplete || got.Attempt != 1 || got.Error != "" || got.LeaseOwner != "" {
+	if got.State != record.TaskComplete || got.Attempt != 1 || got.Error != "" || got.LeaseOwner != "" {
 		t.Errorf("completed task = %+v", got)
 	}
 	checkTime(t, "FinishedAt", got.FinishedAt, b.at(time.Second))
@@ -226,25 +227,25 @@ func testTaskFinishGuard(t *testing.T, b *bundle) {
 	// A stale attempt (its lease was lost and the task re-leased) cannot finish the new one.
 	tk2 := b.task(b.s, b.root(j.ID, 1, "1"), "s")
 	b.lease("q", 1, "w1", b.now)
-	if !finish(tk2.ID, 1, store.TaskReady, "crashed", b.now) {
+	if !finish(tk2.ID, 1, record.TaskReady, "crashed", b.now) {
 		t.Fatal("TaskFinish(ready) = false")
 	}
 	b.lease("q", 1, "w2", b.now)
-	if finish(tk2.ID, 1, store.TaskComplete, "", b.now) {
+	if finish(tk2.ID, 1, record.TaskComplete, "", b.now) {
 		t.Error("stale attempt 1 finished attempt 2")
 	}
-	if !finish(tk2.ID, 2, store.TaskFailed, "gave up", b.at(time.Minute)) {
+	if !finish(tk2.ID, 2, record.TaskFailed, "gave up", b.at(time.Minute)) {
 		t.Error("TaskFinish(failed) of attempt 2 = false")
 	}
 	got = b.getTask(tk2.ID)
-	if got.State != store.TaskFailed || got.Error != "gave up" || got.Attempt != 2 {
+	if got.State != record.TaskFailed || got.Error != "gave up" || got.Attempt != 2 {
 		t.Errorf("failed task = %+v", got)
 	}
 	checkTime(t, "FinishedAt", got.FinishedAt, b.at(time.Minute))
 	// Canceled is a final state too.
 	tk3 := b.task(b.s, b.root(j.ID, 2, "2"), "s")
 	b.lease("q", 1, "w", b.now)
-	if !finish(tk3.ID, 1, store.TaskCanceled, "canceled", b.now) || b.getTask(tk3.ID).State != store.TaskCanceled {
+	if !finish(tk3.ID, 1, record.TaskCanceled, "canceled", b.now) || b.getTask(tk3.ID).State != record.TaskCanceled {
 		t.Error("TaskFinish(canceled) did not cancel")
 	}
 }
@@ -253,17 +254,17 @@ func testTaskFinishRefund(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	tk := b.task(b.s, b.root(b.job("").ID, 0, "0"), "s")
 	b.lease("q", 1, "w", b.now)
-	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.now, Refund: true, Now: b.now}))(t) {
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: record.TaskReady, RunAfter: b.now, Refund: true, Now: b.now}))(t) {
 		t.Fatal("TaskFinish(ready, refund) = false")
 	}
-	if got := b.getTask(tk.ID); got.State != store.TaskReady || got.Attempt != 0 {
+	if got := b.getTask(tk.ID); got.State != record.TaskReady || got.Attempt != 0 {
 		t.Errorf("after refund: %s attempt %d, want ready 0", got.State, got.Attempt)
 	}
 	if again := b.lease("q", 1, "w", b.now); len(again) != 1 || again[0].Attempt != 1 {
 		t.Fatalf("lease after refund = %+v, want attempt 1 again", again)
 	}
 	// A refunded attempt number can finish only the attempt that now runs.
-	if must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 0, State: store.TaskComplete, Now: b.now}))(t) {
+	if must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 0, State: record.TaskComplete, Now: b.now}))(t) {
 		t.Error("TaskFinish with attempt 0 after refund and re-lease = true")
 	}
 }
@@ -279,9 +280,9 @@ func testTaskRenewLeases(t *testing.T, b *bundle) {
 	dropped := b.task(b.s, b.root(j.ID, 5, "5"), "s")
 	b.lease("q", 3, "A", b.now) // a1, a2, done
 	b.lease("q", 3, "B", b.now) // bt, ready, dropped
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: record.TaskComplete, Now: b.now}))(t)
 	// ready goes back to ready; dropped stays B's running task, whose id B no longer names.
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ready.ID, Attempt: 1, State: store.TaskReady, Refund: true, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ready.ID, Attempt: 1, State: record.TaskReady, Refund: true, Now: b.now}))(t)
 	until := b.at(time.Hour)
 	// Only the ids given, of tasks the owner runs: bt is B's, done and ready are not running,
 	// and an id nobody has is ignored.
@@ -293,7 +294,7 @@ func testTaskRenewLeases(t *testing.T, b *bundle) {
 		t.Errorf("TaskRenewLeases(B, no ids) = %d, want 0: a running task not named is not renewed", n)
 	}
 	for _, tc := range []struct {
-		tk   *store.Task
+		tk   *record.Task
 		want time.Time
 	}{{a1, until}, {a2, until}, {bt, b.at(time.Minute)}, {done, time.Time{}}, {ready, time.Time{}}, {dropped, b.at(time.Minute)}} {
 		checkTime(t, fmt.Sprintf("LeaseExpires of task %d", tc.tk.ID), b.getTask(tc.tk.ID).LeaseExpires, tc.want)
@@ -306,7 +307,7 @@ func testTaskRenewLeases(t *testing.T, b *bundle) {
 func testTaskListExpired(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	var ts []*store.Task
+	var ts []*record.Task
 	for i := range 5 {
 		ts = append(ts, b.task(b.s, b.root(j.ID, i, fmt.Sprint(i)), "s"))
 	}
@@ -317,13 +318,13 @@ func testTaskListExpired(t *testing.T, b *bundle) {
 			t.Fatalf("lease %d = %v", i, taskIDs(leased))
 		}
 	}
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ts[4].ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: ts[4].ID, Attempt: 1, State: record.TaskComplete, Now: b.now}))(t)
 	at := b.at(3 * time.Minute) // +3m itself is not expired yet
 	checkIDs(t, "TaskListExpired", taskIDs(must(b.s.TaskListExpired(ctx, at, 10))(t)), []int64{ts[1].ID, ts[2].ID})
 	checkIDs(t, "TaskListExpired limit 1", taskIDs(must(b.s.TaskListExpired(ctx, at, 1))(t)), []int64{ts[1].ID})
 	checkIDs(t, "TaskListExpired later", taskIDs(must(b.s.TaskListExpired(ctx, b.at(time.Hour), 10))(t)), []int64{ts[1].ID, ts[2].ID, ts[0].ID, ts[3].ID})
 	checkIDs(t, "TaskListExpired before any", taskIDs(must(b.s.TaskListExpired(ctx, b.now, 10))(t)), nil)
-	if got := must(b.s.TaskListExpired(ctx, at, 10))(t); len(got) > 0 && (got[0].State != store.TaskRunning || got[0].LeaseOwner != "w") {
+	if got := must(b.s.TaskListExpired(ctx, at, 10))(t); len(got) > 0 && (got[0].State != record.TaskRunning || got[0].LeaseOwner != "w") {
 		t.Errorf("expired task = %+v", got[0])
 	}
 }
@@ -337,14 +338,14 @@ func testTaskLists(t *testing.T, b *bundle) {
 	b.task(b.s, b.root(other.ID, 0, "0"), "s1")
 	b.lease("q", 1, "w", b.now) // s1
 	leased2 := b.lease("q", 1, "w", b.now)
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: leased2[0].ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t) // s2
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: leased2[0].ID, Attempt: 1, State: record.TaskComplete, Now: b.now}))(t) // s2
 
 	checkIDs(t, "TaskListByItem", taskIDs(must(b.s.TaskListByItem(ctx, it.ID))(t)), []int64{s1.ID, s2.ID, s3.ID})
 	checkIDs(t, "TaskListByJob", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID}))(t)), []int64{s1.ID, s2.ID, s3.ID, s4.ID})
-	checkIDs(t, "TaskListByJob ready", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskReady}))(t)), []int64{s3.ID, s4.ID})
+	checkIDs(t, "TaskListByJob ready", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: record.TaskReady}))(t)), []int64{s3.ID, s4.ID})
 	checkIDs(t, "TaskListByJob page", taskIDs(must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, AfterID: s1.ID, Limit: 2}))(t)), []int64{s2.ID, s3.ID})
 	stats := must(store.TaskStats(ctx, b.s, j.ID))(t)
-	if want := map[string]int{store.TaskRunning: 1, store.TaskComplete: 1, store.TaskReady: 2}; !mapsEqual(stats, want) {
+	if want := map[record.TaskState]int{record.TaskRunning: 1, record.TaskComplete: 1, record.TaskReady: 2}; !mapsEqual(stats, want) {
 		t.Errorf("TaskStats = %v, want %v", stats, want)
 	}
 	if empty := must(store.TaskStats(ctx, b.s, 1<<40))(t); len(empty) != 0 {
@@ -355,16 +356,16 @@ func testTaskLists(t *testing.T, b *bundle) {
 	if got := b.lease("q", 2, "w", b.now); len(got) != 2 {
 		t.Fatalf("leased %d tasks, want s3 and s4", len(got))
 	}
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: s3.ID, Attempt: 1, State: store.TaskReady, Refund: true, Now: b.now}))(t)
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: s4.ID, Attempt: 1, State: store.TaskReady, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: s3.ID, Attempt: 1, State: record.TaskReady, Refund: true, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: s4.ID, Attempt: 1, State: record.TaskReady, Now: b.now}))(t)
 	if got := b.lease("q", 2, "w", b.now); len(got) != 2 {
 		t.Fatalf("leased %d tasks again, want s3 and s4", len(got))
 	}
 	counts := must(b.s.TaskCounts(ctx, j.ID))(t)
-	want := []store.TaskCount{
-		{State: store.TaskComplete, Action: "act-s2", Queue: "q", Tasks: 1},
-		{State: store.TaskRunning, Action: "act-s1", Queue: "q", Tasks: 2, Retries: 1},
-		{State: store.TaskRunning, Action: "act-s3", Queue: "q", Tasks: 1},
+	want := []record.TaskCount{
+		{State: record.TaskComplete, Action: "act-s2", Queue: "q", Tasks: 1},
+		{State: record.TaskRunning, Action: "act-s1", Queue: "q", Tasks: 2, Retries: 1},
+		{State: record.TaskRunning, Action: "act-s3", Queue: "q", Tasks: 1},
 	}
 	if !slices.Equal(counts, want) {
 		t.Errorf("TaskCounts = %+v, want %+v", counts, want)
@@ -377,21 +378,21 @@ func testTaskCancelJob(t *testing.T, b *bundle) {
 	running := b.task(b.s, b.root(j.ID, 0, "0"), "s")
 	done := b.task(b.s, b.root(j.ID, 1, "1"), "s")
 	b.lease("q", 2, "w", b.now)
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: record.TaskComplete, Now: b.now}))(t)
 	ready := b.task(b.s, b.root(j.ID, 2, "2"), "s")
 	otherReady := b.task(b.s, b.root(other.ID, 0, "0"), "s")
 
 	ids := must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j.ID, Reason: "canceled", Now: b.at(time.Second)}))(t)
 	checkIDs(t, "TaskCancelJob running ids", ids, []int64{running.ID})
 	got := b.getTask(ready.ID)
-	if got.State != store.TaskCanceled || got.Error != "canceled" {
+	if got.State != record.TaskCanceled || got.Error != "canceled" {
 		t.Errorf("canceled task = %s %q", got.State, got.Error)
 	}
 	checkTime(t, "FinishedAt of canceled", got.FinishedAt, b.at(time.Second))
 	for _, tc := range []struct {
-		tk   *store.Task
-		want string
-	}{{running, store.TaskRunning}, {done, store.TaskComplete}, {otherReady, store.TaskReady}} {
+		tk   *record.Task
+		want record.TaskState
+	}{{running, record.TaskRunning}, {done, record.TaskComplete}, {otherReady, record.TaskReady}} {
 		if s := b.getTask(tc.tk.ID).State; s != tc.want {
 			t.Errorf("task %d after cancel = %s, want %s", tc.tk.ID, s, tc.want)
 		}
@@ -412,10 +413,10 @@ func testTaskNextRunAfter(t *testing.T, b *bundle) {
 	b.lease("q", 2, "w", b.now)
 	checkTime(t, "TaskNextRunAfter with only running tasks", must(b.s.TaskNextRunAfter(ctx))(t), time.Time{})
 	for _, tc := range []struct {
-		tk *store.Task
+		tk *record.Task
 		d  time.Duration
 	}{{t1, time.Hour}, {t2, time.Minute}} {
-		must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tc.tk.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.at(tc.d), Now: b.now}))(t)
+		must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: tc.tk.ID, Attempt: 1, State: record.TaskReady, RunAfter: b.at(tc.d), Now: b.now}))(t)
 	}
 	checkTime(t, "TaskNextRunAfter", must(b.s.TaskNextRunAfter(ctx))(t), b.at(time.Minute))
 	b.task(b.s, b.root(j.ID, 2, "2"), "s") // ready at once: not a backoff to wait for
@@ -447,7 +448,7 @@ func testTaskReadyQueues(t *testing.T, b *bundle) {
 	if len(leased) != 1 || leased[0].ID != later.ID {
 		t.Fatalf("leased %v of c, want task %d", leased, later.ID)
 	}
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: later.ID, Attempt: 1, State: store.TaskReady, RunAfter: b.at(time.Minute), Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: later.ID, Attempt: 1, State: record.TaskReady, RunAfter: b.at(time.Minute), Now: b.now}))(t)
 	check("with b's task running and c's in a backoff", b.now, "a")
 	check("once c's backoff ended", b.at(time.Minute), "a", "c")
 }
@@ -466,7 +467,7 @@ func testAttempts(t *testing.T, b *bundle) {
 	if len(got) != 2 {
 		t.Fatalf("AttemptList = %d attempts, want 2", len(got))
 	}
-	for i, want := range []store.Attempt{a1, a2} {
+	for i, want := range []record.Attempt{a1, a2} {
 		g := got[i]
 		if g.TaskID != want.TaskID || g.Attempt != want.Attempt || g.Owner != want.Owner || g.Error != want.Error || g.Stack != want.Stack {
 			t.Errorf("attempt %d = %+v, want %+v", i, g, want)
@@ -482,7 +483,7 @@ func testAttempts(t *testing.T, b *bundle) {
 func testTaskRetry(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	retry := func(tk *store.Task, max int, now time.Time) bool {
+	retry := func(tk *record.Task, max int, now time.Time) bool {
 		t.Helper()
 		return must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: tk.ID, MaxAttempts: max, Now: now}))(t)
 	}
@@ -490,8 +491,8 @@ func testTaskRetry(t *testing.T, b *bundle) {
 	done := b.task(b.s, b.root(j.ID, 1, "1"), "s")
 	running := b.task(b.s, b.root(j.ID, 2, "2"), "s")
 	b.lease("q", 3, "w", b.now)
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: failed.ID, Attempt: 1, State: store.TaskFailed, Error: "s failed 1 times: boom", Now: b.now}))(t)
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: failed.ID, Attempt: 1, State: record.TaskFailed, Error: "s failed 1 times: boom", Now: b.now}))(t)
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: done.ID, Attempt: 1, State: record.TaskComplete, Now: b.now}))(t)
 	canceled := b.task(b.s, b.root(j.ID, 3, "3"), "s")
 	other := b.task(b.s, b.root(j.ID, 4, "4"), "s")
 	must(b.s.TaskCancelJob(ctx, store.TaskCancelJobParams{JobID: j.ID, Reason: "canceled", Now: b.now}))(t)
@@ -502,15 +503,15 @@ func testTaskRetry(t *testing.T, b *bundle) {
 		t.Fatal("TaskRetry of a failed task = false")
 	}
 	got := b.getTask(failed.ID)
-	if got.State != store.TaskReady || got.Error != "" || got.Attempt != 1 || got.MaxAttempts != 4 || got.LeaseOwner != "" {
+	if got.State != record.TaskReady || got.Error != "" || got.Attempt != 1 || got.MaxAttempts != 4 || got.LeaseOwner != "" {
 		t.Errorf("retried task = %+v, want ready, no error, attempt 1 of 4", got)
 	}
 	checkTime(t, "RunAfter of a retried task", got.RunAfter, later)
 	checkTime(t, "FinishedAt of a retried task", got.FinishedAt, time.Time{})
-	if !retry(canceled, 3, later) || b.getTask(canceled.ID).State != store.TaskReady {
+	if !retry(canceled, 3, later) || b.getTask(canceled.ID).State != record.TaskReady {
 		t.Error("TaskRetry of a canceled task did not make it ready")
 	}
-	for _, tk := range []*store.Task{done, running, failed} {
+	for _, tk := range []*record.Task{done, running, failed} {
 		before := b.getTask(tk.ID)
 		if retry(tk, 9, later) {
 			t.Errorf("TaskRetry of a %s task = true", before.State)
@@ -522,7 +523,7 @@ func testTaskRetry(t *testing.T, b *bundle) {
 	if must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: 1 << 40, MaxAttempts: 3, Now: later}))(t) {
 		t.Error("TaskRetry of a missing task = true")
 	}
-	if got := b.getTask(other.ID); got.State != store.TaskCanceled {
+	if got := b.getTask(other.ID); got.State != record.TaskCanceled {
 		t.Errorf("a task not retried is %s, want still canceled", got.State)
 	}
 	// The retried task is leased again at its next attempt number, once run_after has passed.
@@ -539,7 +540,7 @@ func testTaskRetry(t *testing.T, b *bundle) {
 
 	// A complete task goes back to blocked (the collector of a retried item): never leased,
 	// then ready again at its attempt, its bound kept when MaxAttempts is 0.
-	block := func(tk *store.Task, max int) bool {
+	block := func(tk *record.Task, max int) bool {
 		t.Helper()
 		return must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: tk.ID, MaxAttempts: max, Now: later, Blocked: true}))(t)
 	}
@@ -549,7 +550,7 @@ func testTaskRetry(t *testing.T, b *bundle) {
 	if !block(done, 5) {
 		t.Fatal("TaskRetry to blocked of a complete task = false")
 	}
-	if got := b.getTask(done.ID); got.State != store.TaskBlocked || got.Attempt != 1 || got.MaxAttempts != 5 {
+	if got := b.getTask(done.ID); got.State != record.TaskBlocked || got.Attempt != 1 || got.MaxAttempts != 5 {
 		t.Errorf("blocked task = %+v, want blocked, attempt 1 of 5", got)
 	}
 	if n := b.lease("q", 10, "w", later.Add(time.Hour)); len(n) != 0 {
@@ -558,7 +559,7 @@ func testTaskRetry(t *testing.T, b *bundle) {
 	if !retry(done, 0, later) {
 		t.Fatal("TaskRetry of a blocked task = false")
 	}
-	if got := b.getTask(done.ID); got.State != store.TaskReady || got.MaxAttempts != 5 {
+	if got := b.getTask(done.ID); got.State != record.TaskReady || got.MaxAttempts != 5 {
 		t.Errorf("unblocked task = %+v, want ready, attempt bound 5 kept", got)
 	}
 	if leased := b.lease("q", 10, "w", later); len(leased) != 1 || leased[0].ID != done.ID || leased[0].Attempt != 2 {

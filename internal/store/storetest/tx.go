@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -43,7 +44,7 @@ func testInTxRollback(t *testing.T, b *bundle) {
 			return err
 		}
 		mustOK(t, x.ItemUpdate(ctx, store.ItemUpdateParams{ID: keepItem.ID, Error: "set in a rolled back tx", Metadata: []byte(`{"x":1}`)}))
-		if ok, err := x.JobSetState(ctx, store.JobSetStateParams{ID: keep.ID, State: store.JobCanceled, Now: b.now}); err != nil || !ok {
+		if ok, err := x.JobSetState(ctx, store.JobSetStateParams{ID: keep.ID, State: record.JobCanceled, Now: b.now}); err != nil || !ok {
 			return fmt.Errorf("JobSetState in tx = %v, %v", ok, err)
 		}
 		return fmt.Errorf("wrapped: %w", errBoom)
@@ -70,7 +71,7 @@ func testInTxRollback(t *testing.T, b *bundle) {
 		t.Errorf("rolled back outputs: %d", len(outs))
 	}
 	checkIDs(t, "jobs after rollback", jobIDs(must(b.s.JobList(ctx, store.JobListParams{}))(t)), []int64{keep.ID})
-	if got := must(b.s.JobGet(ctx, keep.ID))(t); got.State != store.JobRunning {
+	if got := must(b.s.JobGet(ctx, keep.ID))(t); got.State != record.JobRunning {
 		t.Errorf("job state after rollback = %s, want running", got.State)
 	}
 	if got := b.getItem(keepItem.ID); got.Error != "" {
@@ -110,17 +111,17 @@ func testInTxReadsOwnWrites(t *testing.T, b *bundle) {
 			return fmt.Errorf("ItemList in tx = %d items, %v", len(got), err)
 		}
 		tk := b.task(x, it, "s")
-		if got, err := x.TaskGet(ctx, tk.ID); err != nil || got.State != store.TaskReady {
+		if got, err := x.TaskGet(ctx, tk.ID); err != nil || got.State != record.TaskReady {
 			return fmt.Errorf("TaskGet in tx = %v, %v", got, err)
 		}
 		leased, err := x.TaskLease(ctx, store.TaskLeaseParams{Queue: "q", Limit: 5, Owner: "w", Now: b.now, LeaseUntil: b.at(time.Minute)})
 		if err != nil || len(leased) != 1 {
 			return fmt.Errorf("TaskLease in tx = %d tasks, %v", len(leased), err)
 		}
-		if ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: store.TaskComplete, Now: b.now}); err != nil || !ok {
+		if ok, err := x.TaskFinish(ctx, store.TaskFinishParams{ID: tk.ID, Attempt: 1, State: record.TaskComplete, Now: b.now}); err != nil || !ok {
 			return fmt.Errorf("TaskFinish in tx = %v, %v", ok, err)
 		}
-		if st, err := store.TaskStats(ctx, x, j.ID); err != nil || st[store.TaskComplete] != 1 {
+		if st, err := store.TaskStats(ctx, x, j.ID); err != nil || st[record.TaskComplete] != 1 {
 			return fmt.Errorf("TaskStats in tx = %v, %v", st, err)
 		}
 		if _, err := x.EventInsert(ctx, store.EventInsertParams{ItemID: it.ID, Name: "start", Now: b.now}); err != nil {
@@ -134,7 +135,7 @@ func testInTxReadsOwnWrites(t *testing.T, b *bundle) {
 		}
 		return nil
 	}))
-	if got := must(b.s.JobGetByKey(ctx, "k"))(t); got.State != store.JobRunning {
+	if got := must(b.s.JobGetByKey(ctx, "k"))(t); got.State != record.JobRunning {
 		t.Errorf("committed job = %+v", got)
 	}
 }
@@ -176,7 +177,7 @@ func testConcurrentLease(t *testing.T, b *bundle) {
 		wg.Go(func() {
 			<-start
 			for {
-				var got []*store.Task
+				var got []*record.Task
 				err := b.s.InTx(ctx, func(x store.Executor) error {
 					var err error
 					got, err = x.TaskLease(ctx, store.TaskLeaseParams{Queue: "q", Limit: batch, Owner: owner, Now: b.now, LeaseUntil: b.at(time.Minute)})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -15,7 +16,7 @@ import (
 func testTaskLastWorker(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	j := b.job("")
-	check := func(what string, id int64, state, worker string) {
+	check := func(what string, id int64, state record.TaskState, worker string) {
 		t.Helper()
 		got := b.getTask(id)
 		if got.State != state || got.LastWorker != worker || got.LeaseOwner != "" {
@@ -26,15 +27,15 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 
 	// One finish at a time: the ready task has no worker yet; the running one has its lease.
 	one := b.task(b.s, b.root(j.ID, 0, "0"), "s")
-	check("ready", one.ID, store.TaskReady, "")
+	check("ready", one.ID, record.TaskReady, "")
 	b.lease("q", 1, "w1", b.now)
 	if got := b.getTask(one.ID); got.LeaseOwner != "w1" || got.LastWorker != "" {
 		t.Errorf("running task: lease owner %q, last worker %q; want w1 and none", got.LeaseOwner, got.LastWorker)
 	}
-	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: one.ID, Attempt: 1, State: store.TaskComplete, Now: b.at(time.Second), Worker: "w1"}))(t) {
+	if !must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: one.ID, Attempt: 1, State: record.TaskComplete, Now: b.at(time.Second), Worker: "w1"}))(t) {
 		t.Fatal("TaskFinish = false")
 	}
-	check("complete", one.ID, store.TaskComplete, "w1")
+	check("complete", one.ID, record.TaskComplete, "w1")
 
 	// A retry keeps the worker of the attempt it reuses the row after; the next attempt's
 	// finish replaces it.
@@ -43,17 +44,20 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 		!must(b.s.TaskRetry(ctx, store.TaskRetryParams{ID: one.ID, Now: b.at(time.Minute)}))(t) {
 		t.Fatal("TaskRetry of the complete task = false")
 	}
-	check("retried", one.ID, store.TaskReady, "w1")
+	check("retried", one.ID, record.TaskReady, "w1")
 	b.lease("q", 1, "w2", b.at(time.Minute))
-	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: one.ID, Attempt: 2, State: store.TaskFailed, Error: "boom", Now: b.at(2 * time.Minute), Worker: "w2"}))(t)
-	check("failed on its second attempt", one.ID, store.TaskFailed, "w2")
+	must(b.s.TaskFinish(ctx, store.TaskFinishParams{ID: one.ID, Attempt: 2, State: record.TaskFailed, Error: "boom", Now: b.at(2 * time.Minute), Worker: "w2"}))(t)
+	check("failed on its second attempt", one.ID, record.TaskFailed, "w2")
 
 	// A batch: several workers and endings at once (the driver may group them); each task keeps
 	// its own worker.
-	type end struct{ state, err, worker string }
+	type end struct {
+		state       record.TaskState
+		err, worker string
+	}
 	ends := []end{
-		{store.TaskComplete, "", "w1"}, {store.TaskComplete, "", "w1"}, {store.TaskComplete, "", "w2"},
-		{store.TaskFailed, "bad", "w2"}, {store.TaskCanceled, "canceled", "w3"}, {store.TaskReady, "again", "w1"},
+		{record.TaskComplete, "", "w1"}, {record.TaskComplete, "", "w1"}, {record.TaskComplete, "", "w2"},
+		{record.TaskFailed, "bad", "w2"}, {record.TaskCanceled, "canceled", "w3"}, {record.TaskReady, "again", "w1"},
 	}
 	var ps []store.TaskFinishParams
 	for i, e := range ends {
@@ -77,16 +81,16 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 	// beside it has none. Both inserts, one at a time and many.
 	it := b.root(j.ID, 30, "30")
 	must(b.s.TaskInsert(ctx, store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: "inline", Action: "a", Queue: "q", MaxAttempts: 1,
-		SortKey: it.SortKey, Now: b.now, Done: &store.TaskDone{State: store.TaskComplete, Worker: "engine-1"}}))(t)
+		SortKey: it.SortKey, Now: b.now, Done: &store.TaskDone{State: record.TaskComplete, Worker: "engine-1"}}))(t)
 	mustOK(t, b.s.TaskInsertMany(ctx, []store.TaskInsertParams{
 		{JobID: j.ID, ItemID: it.ID, Step: "inline2", Action: "a", Queue: "q", MaxAttempts: 1, SortKey: it.SortKey, Now: b.now,
-			Done: &store.TaskDone{State: store.TaskFailed, Error: "no", Worker: "engine-2"}, New: true},
+			Done: &store.TaskDone{State: record.TaskFailed, Error: "no", Worker: "engine-2"}, New: true},
 		{JobID: j.ID, ItemID: it.ID, Step: "ready", Action: "a", Queue: "other", MaxAttempts: 1, SortKey: it.SortKey, Now: b.now, New: true},
 	}))
 	want := map[string]string{"inline": "engine-1", "inline2": "engine-2", "ready": ""}
 	byItem := must(b.s.TaskListByItems(ctx, []int64{it.ID}))(t)
 	byJob := must(b.s.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, Limit: 100}))(t)
-	for _, list := range [][]*store.Task{must(b.s.TaskListByItem(ctx, it.ID))(t), byItem, byJob} {
+	for _, list := range [][]*record.Task{must(b.s.TaskListByItem(ctx, it.ID))(t), byItem, byJob} {
 		n := 0
 		for _, tk := range list {
 			if w, ok := want[tk.Step]; ok {
@@ -111,12 +115,12 @@ func testTaskLastWorker(t *testing.T, b *bundle) {
 		if len(got) != 1 || got[0].ID != held.ID {
 			return fmt.Errorf("held %+v, want task %d", got, held.ID)
 		}
-		oks, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{{ID: held.ID, Attempt: 1, State: store.TaskComplete, Now: b.at(time.Second),
+		oks, err := x.TaskSetStateIfRunningMany(ctx, []store.TaskFinishParams{{ID: held.ID, Attempt: 1, State: record.TaskComplete, Now: b.at(time.Second),
 			Started: b.now, Worker: "wh"}})
 		if err == nil && !oks[0] {
 			return fmt.Errorf("held finish not ok")
 		}
 		return err
 	}))
-	check("held", held.ID, store.TaskComplete, "wh")
+	check("held", held.ID, record.TaskComplete, "wh")
 }

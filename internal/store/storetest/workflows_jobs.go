@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
 func testWorkflows(t *testing.T, b *bundle) {
 	ctx := t.Context()
-	ins := func(name, digest string, now time.Time) *store.Workflow {
+	ins := func(name, digest string, now time.Time) *record.Workflow {
 		t.Helper()
 		return must(b.s.WorkflowInsert(ctx, store.WorkflowInsertParams{
 			Name: name, Digest: digest, Definition: []byte(`{"d":"` + digest + `"}`), Source: []byte("src " + digest), Now: now,
@@ -91,7 +92,7 @@ func testJobs(t *testing.T, b *bundle) {
 		Key: "k1", WorkflowName: "docs", WorkflowVersion: 2,
 		Metadata: []byte(`{"who":"me","n":1}`), Options: []byte(`{"ocr":true}`), Now: b.now,
 	}))(t)
-	if j1.ID <= 0 || j1.Key != "k1" || j1.WorkflowName != "docs" || j1.WorkflowVersion != 2 || j1.State != store.JobRunning || j1.Error != "" || j1.TotalBytes != 0 {
+	if j1.ID <= 0 || j1.Key != "k1" || j1.WorkflowName != "docs" || j1.WorkflowVersion != 2 || j1.State != record.JobRunning || j1.Error != "" || j1.TotalBytes != 0 {
 		t.Errorf("JobInsert = %+v", j1)
 	}
 	checkJSON(t, "Metadata", j1.Metadata, `{"who":"me","n":1}`)
@@ -115,23 +116,23 @@ func testJobs(t *testing.T, b *bundle) {
 		t.Errorf("JobGetByKey(k1) = %d %s, want %d docs", got.ID, got.WorkflowName, j1.ID)
 	}
 	got := must(b.s.JobGet(ctx, j1.ID))(t)
-	if got.Key != "k1" || got.State != store.JobRunning {
+	if got.Key != "k1" || got.State != record.JobRunning {
 		t.Errorf("JobGet = %+v", got)
 	}
 	checkJSON(t, "JobGet Metadata", got.Metadata, `{"who":"me","n":1}`)
 
 	// State changes only from running.
-	if ok := must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j2.ID, State: store.JobFailed, Error: "boom", Now: b.at(time.Hour)}))(t); !ok {
+	if ok := must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j2.ID, State: record.JobFailed, Error: "boom", Now: b.at(time.Hour)}))(t); !ok {
 		t.Error("JobSetState(running→failed) = false")
 	}
-	if ok := must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j2.ID, State: store.JobComplete, Now: b.at(2 * time.Hour)}))(t); ok {
+	if ok := must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j2.ID, State: record.JobComplete, Now: b.at(2 * time.Hour)}))(t); ok {
 		t.Error("JobSetState on a failed job = true, want false")
 	}
-	if ok := must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: 1 << 40, State: store.JobComplete, Now: b.now}))(t); ok {
+	if ok := must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: 1 << 40, State: record.JobComplete, Now: b.now}))(t); ok {
 		t.Error("JobSetState on a missing job = true, want false")
 	}
 	got = must(b.s.JobGet(ctx, j2.ID))(t)
-	if got.State != store.JobFailed || got.Error != "boom" {
+	if got.State != record.JobFailed || got.Error != "boom" {
 		t.Errorf("after JobSetState: %s %q, want failed boom", got.State, got.Error)
 	}
 	checkTime(t, "FinishedAt", got.FinishedAt, b.at(time.Hour))
@@ -144,7 +145,7 @@ func testJobs(t *testing.T, b *bundle) {
 
 	// Lists: newest first, state filter, pagination below AfterID, limit.
 	checkIDs(t, "JobList", jobIDs(must(b.s.JobList(ctx, store.JobListParams{}))(t)), []int64{j3.ID, j2.ID, j1.ID})
-	checkIDs(t, "JobList running", jobIDs(must(b.s.JobList(ctx, store.JobListParams{State: store.JobRunning}))(t)), []int64{j3.ID, j1.ID})
+	checkIDs(t, "JobList running", jobIDs(must(b.s.JobList(ctx, store.JobListParams{State: record.JobRunning}))(t)), []int64{j3.ID, j1.ID})
 	checkIDs(t, "JobList limit 2", jobIDs(must(b.s.JobList(ctx, store.JobListParams{Limit: 2}))(t)), []int64{j3.ID, j2.ID})
 	checkIDs(t, "JobList after j2", jobIDs(must(b.s.JobList(ctx, store.JobListParams{AfterID: j2.ID}))(t)), []int64{j1.ID})
 	checkIDs(t, "JobListRunning", jobIDs(must(b.s.JobListRunning(ctx))(t)), []int64{j1.ID, j3.ID})
@@ -209,23 +210,23 @@ func testJobHasOpenItems(t *testing.T, b *bundle) {
 	if !open() {
 		t.Error("written items: JobHasOpenItems = false")
 	}
-	set := func(id int64, from, to string) {
+	set := func(id int64, from, to record.ItemState) {
 		t.Helper()
 		if !b.move(id, from, to) {
 			t.Fatalf("ItemSetStateMany(%d %s→%s) moved none", id, from, to)
 		}
 	}
 	for _, id := range []int64{r1.ID, r2.ID} {
-		set(id, store.ItemWritten, store.ItemProcessed)
+		set(id, record.ItemWritten, record.ItemProcessed)
 	}
 	if !open() {
 		t.Error("processed items: JobHasOpenItems = false")
 	}
-	set(r1.ID, store.ItemProcessed, store.ItemIngested)
+	set(r1.ID, record.ItemProcessed, record.ItemIngested)
 	if !open() {
 		t.Error("one item still processed: JobHasOpenItems = false")
 	}
-	set(r2.ID, store.ItemProcessed, store.ItemIngested)
+	set(r2.ID, record.ItemProcessed, record.ItemIngested)
 	if open() {
 		t.Errorf("all items ingested (another job's item %d open): JobHasOpenItems = true", other.ID)
 	}
@@ -239,12 +240,12 @@ func testJobProgress(t *testing.T, b *bundle) {
 	_ = r3
 	mustOK(t, b.s.ItemUpdate(ctx, store.ItemUpdateParams{ID: r1.ID, AddColored: 0.25}))
 	mustOK(t, b.s.ItemColorMany(ctx, []int64{r2.ID}, []float64{100}))
-	b.move(r2.ID, store.ItemWritten, store.ItemProcessed)
+	b.move(r2.ID, record.ItemWritten, record.ItemProcessed)
 	p := must(b.s.JobProgress(ctx, j.ID))(t)
 	if p.Total != 300 || p.Colored != 125 {
 		t.Errorf("JobProgress = total %v colored %v, want 300 125", p.Total, p.Colored)
 	}
-	if want := map[string]int{store.ItemWritten: 2, store.ItemProcessed: 1}; !mapsEqual(p.Items, want) {
+	if want := map[record.ItemState]int{record.ItemWritten: 2, record.ItemProcessed: 1}; !mapsEqual(p.Items, want) {
 		t.Errorf("JobProgress.Items = %v, want %v", p.Items, want)
 	}
 	empty := must(b.s.JobProgress(ctx, b.job("").ID))(t)
@@ -253,7 +254,7 @@ func testJobProgress(t *testing.T, b *bundle) {
 	}
 }
 
-func mapsEqual(a, b map[string]int) bool {
+func mapsEqual[K comparable](a, b map[K]int) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -292,12 +293,12 @@ func testJobReopen(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name  string
-		state string // "" leaves the job running
+		state record.JobState // "" leaves the job running
 		want  bool
 	}{
-		{"failed", store.JobFailed, true},
-		{"complete", store.JobComplete, true},
-		{"canceled", store.JobCanceled, true},
+		{"failed", record.JobFailed, true},
+		{"complete", record.JobComplete, true},
+		{"canceled", record.JobCanceled, true},
 		{"running", "", false},
 	} {
 		j := b.job("")
@@ -312,12 +313,12 @@ func testJobReopen(t *testing.T, b *bundle) {
 		got := must(b.s.JobGet(ctx, j.ID))(t)
 		switch {
 		case tc.want:
-			if got.State != store.JobRunning || got.Error != "" {
+			if got.State != record.JobRunning || got.Error != "" {
 				t.Errorf("%s: reopened job = %s %q, want running with no error", tc.name, got.State, got.Error)
 			}
 			checkTime(t, tc.name+": FinishedAt of a reopened job", got.FinishedAt, time.Time{})
 			// A reopened job ends again like any running job.
-			if !must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j.ID, State: store.JobComplete, Now: b.at(time.Hour)}))(t) {
+			if !must(b.s.JobSetState(ctx, store.JobSetStateParams{ID: j.ID, State: record.JobComplete, Now: b.at(time.Hour)}))(t) {
 				t.Errorf("%s: JobSetState after reopen = false", tc.name)
 			}
 		case tc.state != "":
