@@ -439,7 +439,7 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 	var docs, nerrs int
 	// Documents go in a folder per root (the file or archive they came from), named for it.
 	roots := map[int64]string{}
-	rootDir := func(it *store.Item) (string, error) {
+	rootDir := func(it *record.Item) (string, error) {
 		id := it.RootID
 		if id == 0 || id == it.ID {
 			return safeName(strings.ReplaceAll(it.Name, "/", "_")), nil

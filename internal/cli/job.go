@@ -72,12 +72,6 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var st record.JobState
-	if *state != "" {
-		if st, err = record.ParseJobState(*state); err != nil {
-			return usagef("--state: %v", err)
-		}
-	}
 	// Following runs workers here, so it needs the engine's hold on the data dir.
 	n, err := c.open(ctx, e, sub == "retry" && *followJob)
 	if err != nil {
@@ -86,10 +80,15 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	defer n.Close()
 	switch sub {
 	case "list":
+		if *state != "" {
+			if _, err := record.ParseJobState(*state); err != nil {
+				return usagef("--state: %v", err)
+			}
+		}
 		p, err := api.JobFilter(url.Values{"state": {*state}, "workflow": {*workflowF}, "q": {*search},
 			"created_from": {*from}, "created_until": {*until}, "meta": meta})
 		if err != nil {
-			return usagef("%s", strings.NewReplacer("state:", "--state:", "created_from", "--from", "created_until", "--until", "meta ", "--meta ", "q and workflow", "--search and --workflow").Replace(err.Error()))
+			return usagef("%s", strings.NewReplacer("created_from", "--from", "created_until", "--until", "meta ", "--meta ", "q and workflow", "--search and --workflow").Replace(err.Error()))
 		}
 		if *limit <= 0 {
 			return usagef("--limit must be positive for job list")
@@ -125,10 +124,10 @@ func runJob(ctx context.Context, e *env, args []string) error {
 				finished, took = j.FinishedAt.Local().Format(time.DateTime), j.FinishedAt.Sub(j.CreatedAt)
 			}
 			errText := j.Error
-			if errText == j.State {
+			if errText == string(j.State) {
 				errText = ""
 			}
-			tb.add(strconv.FormatInt(j.ID, 10), fmt.Sprintf("%s v%d", j.WorkflowName, j.WorkflowVersion), j.State, fmt.Sprintf("%.1f%%", frac*100),
+			tb.add(strconv.FormatInt(j.ID, 10), fmt.Sprintf("%s v%d", j.WorkflowName, j.WorkflowVersion), string(j.State), fmt.Sprintf("%.1f%%", frac*100),
 				j.CreatedAt.Local().Format(time.DateTime), finished, took.Round(time.Second).String(), errText)
 		}
 		if err := tb.write(e.stdout, width(e.stdout)); err != nil {
@@ -309,18 +308,18 @@ func showHistory(ctx context.Context, e *env, n *node.Node, items []*record.Item
 
 // historyJSON is an attempt of `sluice job history --output json` (docs/cli.md).
 type historyJSON struct {
-	TaskID      int64      `json:"task_id"`
-	ItemID      int64      `json:"item_id"`
-	Step        string     `json:"step"`
-	Action      string     `json:"action"`
-	Attempt     int        `json:"attempt"`
-	State       string     `json:"state"`
-	Worker      string     `json:"worker"`
-	QueuedAt    time.Time  `json:"queued_at"`
-	StartedAt   time.Time  `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	DurationSec *float64   `json:"duration_seconds"`
-	Error       string     `json:"error"`
+	TaskID      int64            `json:"task_id"`
+	ItemID      int64            `json:"item_id"`
+	Step        string           `json:"step"`
+	Action      string           `json:"action"`
+	Attempt     int              `json:"attempt"`
+	State       record.TaskState `json:"state"`
+	Worker      string           `json:"worker"`
+	QueuedAt    time.Time        `json:"queued_at"`
+	StartedAt   time.Time        `json:"started_at"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+	DurationSec *float64         `json:"duration_seconds"`
+	Error       string           `json:"error"`
 }
 
 // jobHistory prints every attempt of the job's tasks, task by task: the item, the step, when it
@@ -377,7 +376,7 @@ func jobHistory(ctx context.Context, e *env, n *node.Node, id int64, limit int, 
 			if !a.FinishedAt.IsZero() {
 				took = a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
 			}
-			tb.add(strconv.FormatInt(a.ItemID, 10), a.Step, strconv.Itoa(a.Attempt), a.State,
+			tb.add(strconv.FormatInt(a.ItemID, 10), a.Step, strconv.Itoa(a.Attempt), string(a.State),
 				a.StartedAt.Local().Format(time.DateTime), waited, took, dash(a.Worker), a.Error)
 		}
 		if err := tb.write(e.stdout, width(e.stdout)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // Attempt is one run of one of an item's tasks, as [Engine.ItemHistory] returns it.
@@ -67,7 +68,7 @@ func (e *Engine) JobHistory(ctx context.Context, jobID, afterTask int64, limit i
 }
 
 // attempts returns every attempt of the tasks, in their order then attempt order.
-func (e *Engine) attempts(ctx context.Context, tasks []*store.Task) ([]Attempt, error) {
+func (e *Engine) attempts(ctx context.Context, tasks []*record.Task) ([]Attempt, error) {
 	var out []Attempt
 	for _, tk := range tasks {
 		recorded, err := e.store.AttemptList(ctx, tk.ID)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -54,7 +55,7 @@ func (w *Web) bulkJobs(rw http.ResponseWriter, r *http.Request, s *session) erro
 	data := struct {
 		Action, Verb, Past, Explain string
 		IDs                         []int64
-		Jobs                        []*store.Job
+		Jobs                        []*record.Job
 		Results                     []bulkResult
 		Done                        int
 	}{Action: action, Verb: verb, Past: past, Explain: explain, IDs: ids}

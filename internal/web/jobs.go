@@ -306,7 +306,7 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 	// "The job was created." is news only while the job runs: the page reloads itself, with
 	// the same address, when the job ends.
 	code := r.URL.Query().Get("notice")
-	if code == "created" && j.State != store.JobRunning {
+	if code == "created" && j.State != record.JobRunning {
 		code = ""
 	}
 	data := struct {

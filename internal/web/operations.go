@@ -104,7 +104,7 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 		if len(running) > 0 {
 			// The step's own history: the first 1,000 completed tasks of the job, by step.
 			runs := map[string][]time.Duration{}
-			done, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: store.TaskComplete, Limit: 1000})
+			done, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: record.TaskComplete, Limit: 1000})
 			if err != nil {
 				return err
 			}

@@ -14,13 +14,14 @@ import (
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/web"
 )
 
 // operatorJobs makes the jobs the operator's pages are tried on: a documents job of two text
 // files and a PDF that cannot be read (it ends complete, with an error), tagged batch=a.
-func operatorJobs(t *testing.T, b *bundle) *store.Job {
+func operatorJobs(t *testing.T, b *bundle) *record.Job {
 	t.Helper()
 	ctx := t.Context()
 	job, _, err := b.n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "documents", Metadata: map[string]any{"batch": "a"}})
@@ -42,7 +43,7 @@ func operatorJobs(t *testing.T, b *bundle) *store.Job {
 	if err := b.n.Engine.AddRoots(ctx, job, roots); err != nil {
 		t.Fatal(err)
 	}
-	if j := enginetest.WaitJob(t, b.n.Engine, job.ID, 60*time.Second); j.State != store.JobComplete {
+	if j := enginetest.WaitJob(t, b.n.Engine, job.ID, 60*time.Second); j.State != record.JobComplete {
 		t.Fatalf("job %d: %s %s", job.ID, j.State, j.Error)
 	}
 	return job
@@ -116,7 +117,7 @@ func TestBrowserOperator(t *testing.T) {
 		t.Errorf("the bulk cancel's results say %q", got)
 	}
 	tb.checkA11y("bulk cancel's results")
-	if j, err := b.n.Store.JobGet(t.Context(), open.ID); err != nil || j.State != store.JobCanceled {
+	if j, err := b.n.Store.JobGet(t.Context(), open.ID); err != nil || j.State != record.JobCanceled {
 		t.Errorf("the running job after the bulk cancel: %v %v", j, err)
 	}
 	// Who did it: on the job's page and the audit log's.
@@ -246,7 +247,7 @@ func TestJobsList(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(page, "Cancel 2 jobs?") || !strings.Contains(page, `href="/jobs/`+o+`"`) {
 		t.Fatalf("bulk cancel's confirmation: %s\n%s", res.Status, page)
 	}
-	if j, _ := b.n.Store.JobGet(ctx, open.ID); j.State != store.JobRunning {
+	if j, _ := b.n.Store.JobGet(ctx, open.ID); j.State != record.JobRunning {
 		t.Fatalf("job %s is %s before the confirmation", o, j.State)
 	}
 	form.Set("confirm", "yes")
@@ -254,7 +255,7 @@ func TestJobsList(t *testing.T) {
 	if !strings.Contains(page, "Cancel: 1 of 2 jobs") || !strings.Contains(page, "not running") {
 		t.Errorf("bulk cancel's results:\n%s", page)
 	}
-	if j, _ := b.n.Store.JobGet(ctx, open.ID); j.State != store.JobCanceled {
+	if j, _ := b.n.Store.JobGet(ctx, open.ID); j.State != record.JobCanceled {
 		t.Errorf("job %s is %s after the bulk cancel, want canceled", o, j.State)
 	}
 	reader := b.client(t)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
@@ -28,7 +29,7 @@ func measureAtScale(t *testing.T, b *bundle) {
 	ctx := t.Context()
 	const jobs, perJob = 50, 2000
 	start := time.Now()
-	var first *store.Job
+	var first *record.Job
 	for j := range jobs {
 		err := b.n.Store.InTx(ctx, func(x store.Executor) error {
 			job, err := x.JobInsert(ctx, store.JobInsertParams{WorkflowName: "documents", WorkflowVersion: 1,
@@ -55,7 +56,7 @@ func measureAtScale(t *testing.T, b *bundle) {
 				}
 			}
 			if j%2 == 0 {
-				_, err = x.JobSetState(ctx, store.JobSetStateParams{ID: job.ID, State: store.JobComplete, Now: time.Now()})
+				_, err = x.JobSetState(ctx, store.JobSetStateParams{ID: job.ID, State: record.JobComplete, Now: time.Now()})
 			}
 			return err
 		})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
-	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/record"
 )
 
 // timelineRow is an attempt as the timeline draws it: its wait and its run as bars on the
@@ -36,7 +36,7 @@ type timeline struct {
 
 // timeline returns the page of job j's history after the cursor c (empty: the first), of at
 // most limit tasks.
-func (w *Web) timeline(ctx context.Context, j *store.Job, c string, limit int) (*timeline, error) {
+func (w *Web) timeline(ctx context.Context, j *record.Job, c string, limit int) (*timeline, error) {
 	after, err := cursor.ReadID(cursor.History(j.ID), c)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%v", err)
@@ -118,7 +118,7 @@ func (w *Web) historyPage(rw http.ResponseWriter, r *http.Request, s *session) e
 	}
 	w.render(rw, r, http.StatusOK, "history", s, pageData{Title: fmt.Sprintf("Timeline of job %d", j.ID), Nav: "jobs",
 		Data: struct {
-			Job      *store.Job
+			Job      *record.Job
 			Timeline *timeline
 			Full     bool
 		}{j, tl, true}})

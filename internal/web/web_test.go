@@ -609,7 +609,7 @@ func TestItemAttempts(t *testing.T) {
 }
 
 // textType is the content type the documents of job have (the first root's document).
-func textType(t *testing.T, b *bundle, job *store.Job) string {
+func textType(t *testing.T, b *bundle, job *record.Job) string {
 	t.Helper()
 	outs, err := b.n.Store.OutputList(t.Context(), store.OutputListParams{JobID: job.ID, Kind: store.OutputDocument, Limit: 1})
 	if err != nil || len(outs) == 0 {

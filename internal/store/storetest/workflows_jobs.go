@@ -159,7 +159,7 @@ func testJobs(t *testing.T, b *bundle) {
 		want []int64
 	}{
 		{"workflow", store.JobListParams{Workflow: "docs"}, []int64{j3.ID, j2.ID, j1.ID}},
-		{"workflow and state", store.JobListParams{Workflow: "docs", State: store.JobFailed}, []int64{j2.ID}},
+		{"workflow and state", store.JobListParams{Workflow: "docs", State: record.JobFailed}, []int64{j2.ID}},
 		{"created from", store.JobListParams{CreatedFrom: b.at(time.Second)}, []int64{j4.ID, j3.ID, j2.ID}},
 		{"created until", store.JobListParams{CreatedUntil: b.at(2 * time.Second)}, []int64{j2.ID, j1.ID}},
 		{"created in", store.JobListParams{CreatedFrom: b.at(time.Second), CreatedUntil: b.at(3 * time.Second)}, []int64{j3.ID, j2.ID}},
