@@ -85,15 +85,24 @@ type ActionTask struct {
 
 // Attempt defines model for Attempt.
 type Attempt struct {
-	Action     string     `json:"action"`
-	Attempt    int64      `json:"attempt"`
-	Error      *string    `json:"error,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	StartedAt  time.Time  `json:"started_at"`
-	State      string     `json:"state"`
-	Step       string     `json:"step"`
-	TaskId     int64      `json:"task_id"`
-	Worker     *string    `json:"worker,omitempty"`
+	Action          string     `json:"action"`
+	Attempt         int64      `json:"attempt"`
+	DurationSeconds *float64   `json:"duration_seconds,omitempty"`
+	Error           *string    `json:"error,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	ItemId          int64      `json:"item_id"`
+	QueuedAt        time.Time  `json:"queued_at"`
+	StartedAt       time.Time  `json:"started_at"`
+	State           string     `json:"state"`
+	Step            string     `json:"step"`
+	TaskId          int64      `json:"task_id"`
+	Worker          *string    `json:"worker,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Entries    []Entry `json:"entries"`
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // BlobStored defines model for BlobStored.
@@ -133,6 +142,16 @@ type Diagnostics struct {
 	Valid    bool         `json:"valid"`
 	Warnings []Diagnostic `json:"warnings"`
 	Workflow *Workflow    `json:"workflow,omitempty"`
+}
+
+// Entry defines model for Entry.
+type Entry struct {
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+	Detail *string   `json:"detail,omitempty"`
+	Id     int64     `json:"id"`
+	JobId  *int64    `json:"job_id,omitempty"`
+	Who    string    `json:"who"`
 }
 
 // Error defines model for Error.
@@ -457,6 +476,12 @@ type Job struct {
 	WorkflowVersion int64                  `json:"workflow_version"`
 }
 
+// JobHistory defines model for JobHistory.
+type JobHistory struct {
+	Attempts   []Attempt `json:"attempts"`
+	NextCursor *string   `json:"next_cursor,omitempty"`
+}
+
 // JobList defines model for JobList.
 type JobList struct {
 	Jobs       []Job   `json:"jobs"`
@@ -651,6 +676,18 @@ type WorkflowList struct {
 	Workflows []Workflow `json:"workflows"`
 }
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// JobId Only the entries of this job.
+	JobId *int64 `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size; defaults to 100, at most 1000.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // SearchDocumentsParams defines parameters for SearchDocuments.
 type SearchDocumentsParams struct {
 	// Q The query: words, "phrases", OR, -word, prefix*, parentheses.
@@ -719,6 +756,21 @@ type ListJobsParams struct {
 	// State Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request).
 	State *string `form:"state,omitempty" json:"state,omitempty"`
 
+	// Workflow Only jobs of this workflow (any version).
+	Workflow *string `form:"workflow,omitempty" json:"workflow,omitempty"`
+
+	// Q Only jobs whose id this is, or whose workflow, key, error or metadata contains it.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// CreatedFrom Only jobs created at or after this time (RFC 3339) or day (YYYY-MM-DD, UTC).
+	CreatedFrom *string `form:"created_from,omitempty" json:"created_from,omitempty"`
+
+	// CreatedUntil Only jobs created before this time (RFC 3339), or on or before this day (YYYY-MM-DD, UTC).
+	CreatedUntil *string `form:"created_until,omitempty" json:"created_until,omitempty"`
+
+	// Meta KEY=VALUE: only jobs whose metadata has it (a number or boolean as its JSON text); may repeat, at most 8.
+	Meta *[]string `form:"meta,omitempty" json:"meta,omitempty"`
+
 	// Cursor The next_cursor of the previous page; absent for the first page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
@@ -750,6 +802,15 @@ type ListErrorsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// Limit Page size; defaults to 100, at most 1000.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// JobHistoryParams defines parameters for JobHistory.
+type JobHistoryParams struct {
+	// Cursor The next_cursor of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Tasks per page (each gives its attempts); defaults to 100, at most 1000.
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -999,6 +1060,11 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAudit The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
+	//
+	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SearchDocuments Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
@@ -1077,7 +1143,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
 	DownloadItem(ctx context.Context, id int64, content DownloadItemParamsContent, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJobs List jobs, newest first (filters: state; pagination: cursor, limit)
+	// ListJobs List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1129,6 +1195,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 	FireEvent(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JobHistory Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+	//
+	// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+	JobHistory(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListItems A level of the job's item tree (parent_id; pagination: cursor, limit)
 	//
@@ -1363,6 +1434,21 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
+// ListAudit The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
+//
+// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SearchDocuments Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/documents/search (the `SearchDocuments` operationId).
@@ -1581,7 +1667,7 @@ func (c *Client) DownloadItem(ctx context.Context, id int64, content DownloadIte
 	return c.Client.Do(req)
 }
 
-// ListJobs List jobs, newest first (filters: state; pagination: cursor, limit)
+// ListJobs List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1714,6 +1800,21 @@ func (c *Client) FireEventWithBody(ctx context.Context, id int64, contentType st
 // Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 func (c *Client) FireEvent(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewFireEventRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JobHistory Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+//
+// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+func (c *Client) JobHistory(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobHistoryRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2310,6 +2411,84 @@ func NewGetMetricsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3028,6 +3207,66 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 
 		}
 
+		if params.Workflow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "workflow", *params.Workflow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_from", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedUntil != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_until", *params.CreatedUntil, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Meta != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "meta", *params.Meta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Cursor != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -3363,6 +3602,79 @@ func NewFireEventRequestWithBody(server string, id int64, contentType string, bo
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewJobHistoryRequest constructs an http.Request for the JobHistory method
+func NewJobHistoryRequest(server string, id int64, params *JobHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4859,6 +5171,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsResponse, error)
 
+	// ListAuditWithResponse The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
+
 	// SearchDocumentsWithResponse Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4957,7 +5276,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/items/{id}/{content} (the `DownloadItem` operationId).
 	DownloadItemWithResponse(ctx context.Context, id int64, content DownloadItemParamsContent, reqEditors ...RequestEditorFn) (*DownloadItemResponse, error)
 
-	// ListJobsWithResponse List jobs, newest first (filters: state; pagination: cursor, limit)
+	// ListJobsWithResponse List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5019,6 +5338,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/events (the `FireEvent` operationId).
 	FireEventWithResponse(ctx context.Context, id int64, body FireEventJSONRequestBody, reqEditors ...RequestEditorFn) (*FireEventResponse, error)
+
+	// JobHistoryWithResponse Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+	JobHistoryWithResponse(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*JobHistoryResponse, error)
 
 	// ListItemsWithResponse A level of the job's item tree (parent_id; pagination: cursor, limit)
 	//
@@ -5335,6 +5661,54 @@ func (r GetMetricsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetMetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListAuditResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6318,6 +6692,54 @@ func (r FireEventResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r FireEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type JobHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobHistory
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r JobHistoryResponse) GetJSON200() *JobHistory {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r JobHistoryResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r JobHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r JobHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r JobHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r JobHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7666,6 +8088,19 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 	return ParseGetMetricsResponse(rsp)
 }
 
+// ListAuditWithResponse The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // SearchDocumentsWithResponse Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7848,7 +8283,7 @@ func (c *ClientWithResponses) DownloadItemWithResponse(ctx context.Context, id i
 	return ParseDownloadItemResponse(rsp)
 }
 
-// ListJobsWithResponse List jobs, newest first (filters: state; pagination: cursor, limit)
+// ListJobsWithResponse List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7963,6 +8398,19 @@ func (c *ClientWithResponses) FireEventWithResponse(ctx context.Context, id int6
 		return nil, err
 	}
 	return ParseFireEventResponse(rsp)
+}
+
+// JobHistoryWithResponse Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/history (the `JobHistory` operationId).
+func (c *ClientWithResponses) JobHistoryWithResponse(ctx context.Context, id int64, params *JobHistoryParams, reqEditors ...RequestEditorFn) (*JobHistoryResponse, error) {
+	rsp, err := c.JobHistory(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJobHistoryResponse(rsp)
 }
 
 // ListItemsWithResponse A level of the job's item tree (parent_id; pagination: cursor, limit)
@@ -8447,6 +8895,39 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9201,6 +9682,39 @@ func ParseFireEventResponse(rsp *http.Response) (*FireEventResponse, error) {
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseJobHistoryResponse parses an HTTP response from a JobHistoryWithResponse call
+func ParseJobHistoryResponse(rsp *http.Response) (*JobHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &JobHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -21,7 +21,9 @@ import (
 	"github.com/sluice-project/sluice/internal/action/basic"
 	"github.com/sluice-project/sluice/internal/action/ingest"
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -125,6 +127,9 @@ func setupFull(t testing.TB, open drivertest.Open, tweak func(*api.Config), svc 
 		t.Fatal(err)
 	}
 	if err := docsearch.Register(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.Register(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
 	if svc != nil {
@@ -365,14 +370,25 @@ func testJobLifecycle(t *testing.T, open drivertest.Open) {
 	if len(list.Jobs) != 1 {
 		t.Errorf("jobs %+v", list)
 	}
-	b.json(t, "GET", "/v1/jobs?state=failed&limit=10", nil, 200, &list)
-	if len(list.Jobs) != 0 {
-		t.Errorf("failed jobs %+v", list)
+	// The filters: each that holds finds the job, each that does not, none; bad ones are 400s
+	// naming the filter.
+	day := time.Now().UTC().Format(time.DateOnly)
+	for q, want := range map[string]int{
+		"workflow=docs&meta=batch%3Db1&q=DOC": 1, "meta=big%3D12345678901234567890": 1, "meta=batch%3Db2": 0, "workflow=other": 0,
+		"created_from=" + day + "&created_until=" + day: 1, "created_until=2000-01-01": 0, fmt.Sprintf("q=%d", job.ID): 1,
+	} {
+		b.json(t, "GET", "/v1/jobs?"+q, nil, 200, &list)
+		if len(list.Jobs) != want {
+			t.Errorf("GET /v1/jobs?%s: %d jobs, want %d", q, len(list.Jobs), want)
+		}
 	}
-	// A state that is not a job's is the caller's mistake, named, not an empty list.
-	code, data = b.do(t, "GET", "/v1/jobs?state=done", b.reader, "", nil)
-	if code != 400 || !strings.Contains(string(data), `\"done\" is not a job state: one of running, complete, failed, canceled`) {
-		t.Errorf("jobs?state=done: %d %s", code, data)
+	for q, msg := range map[string]string{"state=done": `state: "done" is not a job state: one of running, complete, failed, canceled`, "created_from=yesterday": `created_from "yesterday"`,
+		"meta=batch": `meta "batch"`, "meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1&meta=a%3D1": "at most 8 meta filters"} {
+		var e api.Error
+		b.json(t, "GET", "/v1/jobs?"+q, nil, 400, &e)
+		if !strings.Contains(e.Message, msg) {
+			t.Errorf("GET /v1/jobs?%s: %q, want it to name %s", q, e.Message, msg)
+		}
 	}
 	// SSE on a finished job: one progress event, then end.
 	code, data = b.do(t, "GET", fmt.Sprintf("/v1/jobs/%d/progress", job.ID), b.reader, "", nil)
@@ -671,6 +687,46 @@ func TestRetryKeepsErrors(t *testing.T) {
 	}
 	var apiErr api.Error
 	b.json(t, "GET", "/v1/items/999999/attempts", nil, 404, &apiErr)
+
+	// The job's history holds the same attempts, read a task per page through the cursors,
+	// with the item, when each was queued and how long it ran.
+	var lines []string
+	next := ""
+	for pages := 0; ; pages++ {
+		var page struct {
+			Attempts []struct {
+				ItemID      int64      `json:"item_id"`
+				Step        string     `json:"step"`
+				Attempt     int        `json:"attempt"`
+				State       string     `json:"state"`
+				Error       string     `json:"error"`
+				QueuedAt    time.Time  `json:"queued_at"`
+				StartedAt   time.Time  `json:"started_at"`
+				FinishedAt  *time.Time `json:"finished_at"`
+				DurationSec *float64   `json:"duration_seconds"`
+			} `json:"attempts"`
+			NextCursor string `json:"next_cursor"`
+		}
+		b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/history?limit=1&cursor=%s", job.ID, next), nil, 200, &page)
+		for _, a := range page.Attempts {
+			if a.ItemID != item || a.QueuedAt.IsZero() || a.StartedAt.Before(a.QueuedAt) || a.FinishedAt == nil || a.DurationSec == nil ||
+				*a.DurationSec != a.FinishedAt.Sub(a.StartedAt).Seconds() {
+				t.Errorf("history attempt %+v: want item %d, queued before started, a finish and its duration", a, item)
+			}
+			lines = append(lines, fmt.Sprintf("%s %d %s %s", a.Step, a.Attempt, a.State, a.Error))
+		}
+		if next = page.NextCursor; next == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("the job's history does not end")
+		}
+	}
+	if got := strings.Join(lines, "; "); got != "call 1 failed service down; call 2 failed service down; call 3 complete ; collect 1 complete ; collect 2 complete ; collect 3 complete " {
+		t.Errorf("the job's history = %q", got)
+	}
+	b.json(t, "GET", "/v1/jobs/999999/history", nil, 404, &apiErr)
+	b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/history?cursor=%s", job.ID, cursor.MakeID(cursor.History(job.ID+1), 1)), nil, 400, &apiErr)
 }
 
 // TestOpenAPIMatchesRoutes: every documented path is routed (probed through the handler's mux
@@ -710,4 +766,59 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 func (b *bundle) apiForRoutes(t *testing.T) *api.API {
 	return api.New(api.Config{Backend: workerproto.NewBackend(b.e, nil, nil), Records: b.db, NoAuth: true})
+}
+
+// TestAuditLog: a named token's cancel and retry, and a workflow saved, are in the audit log with
+// who and when, newest first, by job and paged; a reader's refused retry is not; nothing is
+// ever removed from it.
+func TestAuditLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, err := b.tokens.CreateNamed(api.RoleAdmin, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.tokens.CreateNamed(api.RoleAdmin, "bad\nname"); err == nil {
+		t.Error("a token name with a newline was accepted")
+	}
+	inbox := filepath.Join(b.dir, "inbox")
+	os.MkdirAll(inbox, 0o700)
+	os.WriteFile(filepath.Join(inbox, "x.txt"), []byte("x"), 0o600)
+	var job struct {
+		ID int64 `json:"id"`
+	}
+	b.json(t, "POST", "/v1/workflows", "name: flakydocs\nsteps:\n  call: {action: flaky, needs: [start]}\n  collect: {action: ingest, needs: [children.done]}\n", 201, nil)
+	b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "flakydocs", "paths": []string{filepath.Join(inbox, "x.txt")}}, 201, &job)
+	waitState(t, b, job.ID, "complete")
+	if code, data := b.do(t, "POST", fmt.Sprintf("/v1/jobs/%d/retry", job.ID), b.reader, "", nil); code != 403 {
+		t.Fatalf("a reader's retry: %d %s", code, data)
+	}
+	if code, data := b.do(t, "POST", fmt.Sprintf("/v1/jobs/%d/retry", job.ID), alice, "", nil); code != 200 {
+		t.Fatalf("alice's retry: %d %s", code, data)
+	}
+	type page struct {
+		Entries []struct {
+			Who, Action, Detail string
+			JobID               int64     `json:"job_id"`
+			At                  time.Time `json:"at"`
+		} `json:"entries"`
+		NextCursor string `json:"next_cursor"`
+	}
+	var all, mine, first, second page
+	b.json(t, "GET", "/v1/audit", nil, 200, &all)
+	if len(all.Entries) != 2 || all.Entries[0].Who != "alice" || all.Entries[0].Action != "retry" || all.Entries[0].JobID != job.ID ||
+		all.Entries[1].Action != "workflow" || !strings.HasPrefix(all.Entries[1].Who, "token ") || all.Entries[1].Detail != "saved flakydocs v1" ||
+		time.Since(all.Entries[0].At) > time.Minute {
+		t.Errorf("the audit log: %+v; want alice's retry, then the workflow saved by an unnamed token", all.Entries)
+	}
+	b.json(t, "GET", fmt.Sprintf("/v1/audit?job_id=%d", job.ID), nil, 200, &mine)
+	if len(mine.Entries) != 1 || mine.Entries[0].Action != "retry" {
+		t.Errorf("the job's audit log: %+v", mine.Entries)
+	}
+	b.json(t, "GET", "/v1/audit?limit=1", nil, 200, &first)
+	b.json(t, "GET", "/v1/audit?limit=1&cursor="+first.NextCursor, nil, 200, &second)
+	if len(first.Entries) != 1 || len(second.Entries) != 1 || second.Entries[0].Action != "workflow" {
+		t.Errorf("the audit log a page at a time: %+v then %+v", first, second)
+	}
+	b.json(t, "GET", "/v1/audit?job_id=x", nil, 400, nil)
 }

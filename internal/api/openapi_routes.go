@@ -84,6 +84,11 @@ var routeDocs = map[string]routeDoc{
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
 		query("state", "string", "Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request)."),
+		query("workflow", "string", "Only jobs of this workflow (any version)."),
+		query("q", "string", "Only jobs whose id this is, or whose workflow, key, error or metadata contains it."),
+		query("created_from", "string", "Only jobs created at or after this time (RFC 3339) or day (YYYY-MM-DD, UTC)."),
+		query("created_until", "string", "Only jobs created before this time (RFC 3339), or on or before this day (YYYY-MM-DD, UTC)."),
+		{Name: "meta", In: "query", Type: "string", Array: true, Doc: "KEY=VALUE: only jobs whose metadata has it (a number or boolean as its JSON text); may repeat, at most 8."},
 		cursorParam, limitParam},
 		Responses: map[int]any{200: jobList{}}},
 	"POST /v1/jobs": {ID: "createJob",
@@ -100,6 +105,11 @@ var routeDocs = map[string]routeDoc{
 	"POST /v1/jobs/{id}/retry":  {ID: "retryJob", Responses: map[int]any{200: &jobJSON{}}},
 	"GET /v1/jobs/{id}/progress": {ID: "followProgress", Responses: map[int]any{200: media{Type: "text/event-stream", Schema: textSchema,
 		Doc: "Server-sent events: `event: progress` with a Progress as data whenever it changes, and `event: end` with {\"state\"} when the job ends."}}},
+	"GET /v1/audit": {ID: "listAudit", Params: []param{query("job_id", "integer", "Only the entries of this job."), cursorParam, limitParam},
+		Responses: map[int]any{200: auditList{}}},
+	"GET /v1/jobs/{id}/history": {ID: "jobHistory", Params: []param{cursorParam,
+		query("limit", "integer", "Tasks per page (each gives its attempts); defaults to 100, at most 1000.")},
+		Responses: map[int]any{200: jobHistory{}}},
 	"GET /v1/jobs/{id}/items": {ID: "listItems", Params: []param{
 		query("parent_id", "integer", "The parent whose children to list; 0 (the default) lists the roots."),
 		cursorParam, limitParam,

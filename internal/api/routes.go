@@ -27,12 +27,13 @@ func (a *API) routes() []route {
 	return append([]route{
 		{"GET", "/v1/openapi.json", RoleReader, "The OpenAPI 3.1 document of this API", a.openAPI, 200},
 		{"GET", "/metrics", RoleReader, "Prometheus metrics (text format)", a.serveMetrics, 200},
-		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state; pagination: cursor, limit)", a.listJobs, 200},
+		{"GET", "/v1/jobs", RoleReader, "List jobs, newest first (filters: state, workflow, q, created_from, created_until, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.listJobs, 200},
 		{"POST", "/v1/jobs", RoleAdmin, "Create a job from a workflow: JSON with server-side paths, or multipart uploads", a.createJob, 201},
 		{"GET", "/v1/jobs/{id}", RoleReader, "A job with its progress", a.getJob, 200},
 		{"POST", "/v1/jobs/{id}/cancel", RoleAdmin, "Cancel a running job", a.cancelJob, 200},
 		{"POST", "/v1/jobs/{id}/retry", RoleAdmin, "Retry the failed and canceled tasks of an ended job (409 when there are none)", a.retryJob, 200},
 		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
+		{"GET", "/v1/jobs/{id}/history", RoleReader, "Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)", a.jobHistory, 200},
 		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id; pagination: cursor, limit)", a.listItems, 200},
 		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
 		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
@@ -40,6 +41,7 @@ func (a *API) routes() []route {
 		{"GET", "/v1/documents/search", RoleReader, "Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.searchDocuments, 200},
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
 		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)", a.listFilesets, 200},
+		{"GET", "/v1/audit", RoleReader, "The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)", a.listAudit, 200},
 		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
@@ -124,13 +126,12 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badCursor(err)
 	}
-	var state record.JobState
-	if s := r.URL.Query().Get("state"); s != "" {
-		if state, err = record.ParseJobState(s); err != nil {
-			return errf(CodeBadRequest, "state: %v", err)
-		}
+	p, err := JobFilter(r.URL.Query())
+	if err != nil {
+		return err
 	}
-	jobs, err := a.rec.JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
+	p.AfterID, p.Limit = after, limit
+	jobs, err := a.rec.JobList(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -343,6 +344,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
 		return err
 	}
+	a.audit(r, "cancel", id, "")
 	j, err = a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return err
@@ -367,6 +369,7 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	a.audit(r, "retry", id, "")
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil
 }
@@ -509,16 +512,73 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 // attemptJSON is one run of one of an item's tasks.
 type attemptJSON struct {
 	TaskID  int64  `json:"task_id"`
+	ItemID  int64  `json:"item_id"`
 	Step    string `json:"step"`
 	Action  string `json:"action"`
 	Attempt int    `json:"attempt"`
 	// State is how the attempt ended (complete, failed, canceled), or running.
 	State record.TaskState `json:"state"`
 	// Worker is the lease owner that ran it, when known.
-	Worker     string     `json:"worker,omitempty"`
+	Worker string `json:"worker,omitempty"`
+	// QueuedAt is when the task was made ready: its first attempt waited from then until
+	// StartedAt.
+	QueuedAt   time.Time  `json:"queued_at"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Error      string     `json:"error,omitempty"`
+	// DurationSec is how long the attempt ran, FinishedAt less StartedAt; absent while it runs.
+	DurationSec *float64 `json:"duration_seconds,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+func toAttempt(at engine.Attempt) attemptJSON {
+	j := attemptJSON{TaskID: at.TaskID, ItemID: at.ItemID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, State: at.State,
+		Worker: at.Worker, QueuedAt: at.QueuedAt, StartedAt: at.StartedAt, Error: at.Error}
+	if !at.FinishedAt.IsZero() {
+		f := at.FinishedAt
+		d := f.Sub(at.StartedAt).Seconds()
+		j.FinishedAt, j.DurationSec = &f, &d
+	}
+	return j
+}
+
+// jobHistory is a page of GET /v1/jobs/{id}/history.
+type jobHistory struct {
+	Attempts []attemptJSON `json:"attempts"`
+	// NextCursor is the cursor of the next page; absent on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// jobHistory answers the attempts of a page of the job's tasks (limit counts tasks: a task
+// retried twice gives three attempts, one not yet run none).
+func (a *API) jobHistory(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	c, limit, err := pageOf(r, 100)
+	if err != nil {
+		return err
+	}
+	after, err := cursor.ReadID(cursor.History(id), c)
+	if err != nil {
+		return badCursor(err)
+	}
+	if _, err := a.rec.JobGet(r.Context(), id); err != nil {
+		return notFound(err, "job %d", id)
+	}
+	atts, last, err := a.b.Engine().JobHistory(r.Context(), id, after, limit)
+	if err != nil {
+		return err
+	}
+	out := jobHistory{Attempts: []attemptJSON{}}
+	for _, at := range atts {
+		out.Attempts = append(out.Attempts, toAttempt(at))
+	}
+	if last != 0 {
+		out.NextCursor = cursor.MakeID(cursor.History(id), last)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // supersededJSON is an output of the item that a later result replaced.
@@ -553,13 +613,7 @@ func (a *API) itemAttempts(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := itemHistory{Attempts: []attemptJSON{}, Superseded: []supersededJSON{}}
 	for _, at := range atts {
-		j := attemptJSON{TaskID: at.TaskID, Step: at.Step, Action: at.Action, Attempt: at.Attempt, State: at.State,
-			Worker: at.Worker, StartedAt: at.StartedAt, Error: at.Error}
-		if !at.FinishedAt.IsZero() {
-			f := at.FinishedAt
-			j.FinishedAt = &f
-		}
-		h.Attempts = append(h.Attempts, j)
+		h.Attempts = append(h.Attempts, toAttempt(at))
 	}
 	for _, o := range outs {
 		h.Superseded = append(h.Superseded, supersededJSON{Kind: o.Kind, Value: rawOr(o.Value), CreatedAt: o.CreatedAt, SupersededAt: o.SupersededAt})
@@ -799,6 +853,13 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	detail := fmt.Sprintf("%s to item %d", req.Event, req.ItemID)
+	if req.Key != "" {
+		detail = fmt.Sprintf("%s to %s=%v", req.Event, req.Key, req.Value)
+	} else if req.ItemID == 0 {
+		detail = req.Event + " with a body"
+	}
+	a.audit(r, "event", jobID, fmt.Sprintf("%s (%d items)", detail, len(f.Items)))
 	out := eventResult{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
@@ -919,6 +980,7 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}
+	a.audit(r, "workflow", 0, fmt.Sprintf("saved %s v%d", wf.Name, wf.Version))
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

@@ -217,6 +217,7 @@ func (a *API) approveSheet(w http.ResponseWriter, r *http.Request) error {
 		}
 		return sheetNotFound(err, id)
 	}
+	a.audit(r, "approve", 0, fmt.Sprintf("sheet %d", id))
 	s, err := objects.Open(e).GetSheet(r.Context(), id)
 	if err != nil {
 		return err

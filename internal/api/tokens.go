@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -31,7 +33,10 @@ func ValidRole(r Role) bool { return r == RoleAdmin || r == RoleReader || r == R
 
 // Token is a stored token: never its plaintext, only its SHA-256.
 type Token struct {
-	ID        string    `json:"id"`
+	ID string `json:"id"`
+	// Name says whose token it is ("ci", "alice"): the audit log records it as who did what.
+	// Empty for a token created without one.
+	Name      string    `json:"name,omitempty"`
 	Role      Role      `json:"role"`
 	SHA256    string    `json:"sha256"`
 	CreatedAt time.Time `json:"created_at"`
@@ -84,10 +89,20 @@ func (ts *TokenStore) reload() error {
 	return nil
 }
 
-// Create makes a token with the role and returns its plaintext, shown once.
-func (ts *TokenStore) Create(role Role) (string, error) {
+// Create makes a token with the role and no name and returns its plaintext, shown once.
+func (ts *TokenStore) Create(role Role) (string, error) { return ts.CreateNamed(role, "") }
+
+// maxTokenName bounds a token's name.
+const maxTokenName = 64
+
+// CreateNamed makes a token with the role and the name, and returns its plaintext, shown once.
+// A name is at most 64 printable characters.
+func (ts *TokenStore) CreateNamed(role Role, name string) (string, error) {
 	if !ValidRole(role) {
 		return "", fmt.Errorf("unknown role %q: want admin, reader or worker", role)
+	}
+	if len(name) > maxTokenName || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return "", fmt.Errorf("token name %q: want at most %d printable characters", name, maxTokenName)
 	}
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
@@ -100,7 +115,7 @@ func (ts *TokenStore) Create(role Role) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(plain))
-	tok := Token{ID: hex.EncodeToString(sum[:4]), Role: role, SHA256: hex.EncodeToString(sum[:]), CreatedAt: time.Now().UTC()}
+	tok := Token{ID: hex.EncodeToString(sum[:4]), Name: name, Role: role, SHA256: hex.EncodeToString(sum[:]), CreatedAt: time.Now().UTC()}
 	toks := append(append([]Token{}, ts.tokens...), tok)
 	if err := ts.write(toks); err != nil {
 		return "", err
@@ -191,6 +206,14 @@ func (ts *TokenStore) Lookup(plain string) (Token, bool) {
 		}
 	}
 	return Token{}, false
+}
+
+// Who names the token in the audit log: its name, or "token ID" without one.
+func (t Token) Who() string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return "token " + t.ID
 }
 
 // Check returns the role of a plaintext token.

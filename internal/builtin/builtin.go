@@ -43,3 +43,15 @@ func Apply(ctx context.Context, e *engine.Engine, name string) error {
 	}
 	return nil
 }
+
+// Owner returns the built-in workflow an action belongs to — one whose name starts with the
+// workflow's name and "-" or "." (fileset-download, objects.digests), which only that workflow's
+// steps use — or "" for an action any workflow may use.
+func Owner(action string) string {
+	for _, n := range Names() {
+		if rest, ok := strings.CutPrefix(action, n); ok && rest != "" && (rest[0] == '-' || rest[0] == '.') {
+			return n
+		}
+	}
+	return ""
+}

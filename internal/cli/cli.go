@@ -346,6 +346,8 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	c.topics = addTopicFlags(fs)
 	fs.StringVar(&c.config, "config", os.Getenv("SLUICE_CONFIG"), "configuration file (default: sluice.yaml in the data dir, if there)")
 	fs.StringVar(&c.logFormat, "log-format", os.Getenv("SLUICE_LOG_FORMAT"), "log format: text or json (default: text on a terminal, json otherwise); logs are on with -v or this flag")
+	global := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { global[f.Name] = true })
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: sluice %s\n", usageLine)
@@ -355,10 +357,48 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 				fmt.Fprintf(w, "  %s\n", ex)
 			}
 		}
-		fmt.Fprintln(w, "\nFlags:")
-		fs.PrintDefaults()
+		printFlags(w, fs, global, engineCommands[name])
 	}
 	return fs, c
+}
+
+// engineCommands are the commands that run the engine, or show its settings (config show),
+// whose -h describes every global flag; the others describe their own flags and where the data
+// is (--data, --database, --blobs, --config), and name the rest.
+var engineCommands = map[string]bool{"serve": true, "run": true, "ingest": true, "resume": true, "worker": true, "config show": true}
+
+// printFlags prints the command's own flags, then the global ones: all described for an engine
+// command (all), else the data's (--data, --database, --blobs, --config) described and the
+// others named.
+func printFlags(w io.Writer, fs *flag.FlagSet, global map[string]bool, all bool) {
+	own, described := flag.NewFlagSet("", flag.ContinueOnError), flag.NewFlagSet("", flag.ContinueOnError)
+	var named []string
+	fs.VisitAll(func(f *flag.Flag) {
+		switch {
+		case !global[f.Name]:
+			own.Var(f.Value, f.Name, f.Usage)
+		case all || f.Name == "data" || f.Name == "database" || f.Name == "blobs" || f.Name == "config":
+			described.Var(f.Value, f.Name, f.Usage)
+		default:
+			named = append(named, "-"+f.Name)
+		}
+	})
+	for _, set := range []struct {
+		title string
+		fs    *flag.FlagSet
+	}{{"Flags:", own}, {"Global flags:", described}} {
+		n := 0
+		set.fs.VisitAll(func(*flag.Flag) { n++ })
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintln(w, "\n"+set.title)
+		set.fs.SetOutput(w)
+		set.fs.PrintDefaults()
+	}
+	if len(named) > 0 {
+		fmt.Fprintf(w, "  and %s (the engine's: sluice serve -h describes them)\n", strings.Join(named, ", "))
+	}
 }
 
 // parse parses flags that may be interleaved with positional arguments, then applies the
@@ -376,9 +416,18 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
+			if strings.HasPrefix(err.Error(), "flag provided but not defined: -") {
+				return nil, usagef("%v (an argument that starts with - goes after --: sluice %s -- -word)", err, fs.Name())
+			}
 			return nil, usagef("%v", err)
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		// fs.Parse consumes the "--" that ends the flags: everything after it is an argument,
+		// even one that looks like a flag (a search for -word).
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), applyConfigFile(fs)
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, applyConfigFile(fs)
 		}

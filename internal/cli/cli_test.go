@@ -16,7 +16,7 @@ func TestGlobalFlagsBeforeCommand(t *testing.T) {
 	for _, args := range [][]string{
 		{"--data", data, "token", "create", "--role", "reader"},
 		{"--data=" + data, "token", "create", "--role", "reader"},
-		{"token", "create", "--data", data, "--role", "reader"},
+		{"token", "create", "--data", data, "--role", "reader", "--name", "ci-bot"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), args, &out, &errb); code != 0 || len(strings.TrimSpace(out.String())) < 16 {
@@ -24,7 +24,7 @@ func TestGlobalFlagsBeforeCommand(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := Main(t.Context(), []string{"--data", data, "token", "list"}, &out, &errb); code != 0 || strings.Count(out.String(), "reader") != 3 {
+	if code := Main(t.Context(), []string{"--data", data, "token", "list"}, &out, &errb); code != 0 || strings.Count(out.String(), "reader") != 3 || strings.Count(out.String(), "ci-bot") != 1 {
 		t.Errorf("token list: exit %d, out %q, err %q", code, out.String(), errb.String())
 	}
 	if code := Main(t.Context(), []string{"--bogus", "x", "doctor"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown flag --bogus") {

@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"unicode"
 	"unicode/utf8"
 
@@ -35,8 +35,10 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 	case "reindex":
 		return runDocumentsReindex(ctx, e, args[1:])
 	}
-	fs, c := newFlags(e, "documents "+sub, "documents list|show ID|export [--format dir|jsonl] [--out DIR] [--job ID] [--data DIR]")
-	jobFlag := fs.Int64("job", 0, "the job (default: the newest documents job)")
+	fs, c := newFlags(e, "documents "+sub, "documents list [--job ID | --all-jobs] [--limit N] | show ID | export [--job ID | --all-jobs] [--format dir|jsonl] [--out DIR] [--data DIR]")
+	jobFlag := fs.Int64("job", 0, "list, export: the job (default: the newest documents job)")
+	allJobs := fs.Bool("all-jobs", false, "list, export: every documents job, oldest first (export: a folder job-N per job)")
+	limit := fs.Int("limit", 100, "list: at most this many documents and errors (0: all)")
 	format := fs.String("format", "dir", "export: dir (files, index.jsonl and errors.jsonl in --out) or jsonl (the index on stdout)")
 	outDir := fs.String("out", "", "export: the directory to write to")
 	partsFlag := fs.String("parts", "pdf,text,thumbnail", "export: the parts of each document to write (dir format)")
@@ -85,23 +87,70 @@ func runDocuments(ctx context.Context, e *env, args []string) error {
 		}
 		return showDocument(ctx, e, n, id)
 	}
-	jobID, err := documentsJob(ctx, n, *jobFlag)
-	if err != nil {
-		return err
+	if *allJobs && *jobFlag != 0 {
+		return usagef("--job and --all-jobs cannot go together")
+	}
+	var jobIDs []int64
+	if *allJobs {
+		if jobIDs, err = documentsJobs(ctx, n); err != nil {
+			return err
+		}
+	} else {
+		jobID, err := documentsJob(ctx, n, *jobFlag)
+		if err != nil {
+			return err
+		}
+		jobIDs = []int64{jobID}
 	}
 	switch sub {
 	case "list":
 		if output.json() {
-			return listDocumentsJSON(ctx, e, n, jobID)
+			return listDocumentsJSON(ctx, e, n, jobIDs)
 		}
-		return listDocuments(ctx, e, n, jobID)
+		return listDocuments(ctx, e, n, jobIDs, *limit)
 	default:
 		parts := map[string]bool{}
 		for _, p := range strings.Split(*partsFlag, ",") {
 			parts[p] = true
 		}
-		return exportDocuments(ctx, e, n, jobID, *format, *outDir, parts)
+		if !*allJobs {
+			return exportDocuments(ctx, e, n, jobIDs[0], *format, *outDir, parts)
+		}
+		for _, id := range jobIDs {
+			dir := *outDir
+			if *format == "dir" {
+				dir = filepath.Join(*outDir, fmt.Sprintf("job-%d", id))
+			}
+			if err := exportDocuments(ctx, e, n, id, *format, dir, parts); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
+}
+
+// documentsJobs returns the ids of every job of the documents workflow, oldest first.
+func documentsJobs(ctx context.Context, n *node.Node) ([]int64, error) {
+	var ids []int64
+	var after int64
+	for {
+		jobs, err := n.Store.JobList(ctx, store.JobListParams{Workflow: documentsWorkflow, AfterID: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		if len(jobs) < 1000 {
+			break
+		}
+		after = jobs[len(jobs)-1].ID
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no documents job in this data dir: run sluice ingest first")
+	}
+	slices.Reverse(ids)
+	return ids, nil
 }
 
 // documentsJob returns id, or when it is 0 the newest job of the documents workflow.
@@ -184,38 +233,56 @@ func eachEntry(ctx context.Context, n *node.Node, jobID int64, fn func(en entry)
 	}
 }
 
-func listDocuments(ctx context.Context, e *env, n *node.Node, jobID int64) error {
-	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tTITLE\tDETAIL")
-	var docs, errs int
-	err := eachEntry(ctx, n, jobID, func(en entry) error {
-		if en.doc != nil {
-			docs++
-			var detail []string
-			if en.doc.PageNumber > 0 {
-				detail = append(detail, fmt.Sprintf("page %d", en.doc.PageNumber))
+func listDocuments(ctx context.Context, e *env, n *node.Node, jobIDs []int64, limit int) error {
+	tb := newTable([]int{3, 2}, "ID", "KIND", "TITLE", "DETAIL")
+	var docs, errs, shown int
+	for _, jobID := range jobIDs {
+		err := eachEntry(ctx, n, jobID, func(en entry) error {
+			row := func(cells ...string) {
+				if limit <= 0 || shown < limit {
+					tb.add(cells...)
+					shown++
+				}
 			}
-			if en.doc.IsFromOCR {
-				detail = append(detail, "ocr")
+			if en.doc != nil {
+				docs++
+				var detail []string
+				if len(jobIDs) > 1 {
+					detail = append(detail, fmt.Sprintf("job %d", jobID))
+				}
+				if en.doc.PageNumber > 0 {
+					detail = append(detail, fmt.Sprintf("page %d", en.doc.PageNumber))
+				}
+				if en.doc.IsFromOCR {
+					detail = append(detail, "ocr")
+				}
+				if !en.item.HasText {
+					detail = append(detail, "no text")
+				}
+				row(strconv.FormatInt(en.item.ID, 10), "document", printable(en.doc.Title), strings.Join(detail, ", "))
 			}
-			if !en.item.HasText {
-				detail = append(detail, "no text")
+			if en.err != nil {
+				errs++
+				row(strconv.FormatInt(en.item.ID, 10), "error", printable(en.err.Name), printable(errorReason(en.err.Message)))
 			}
-			fmt.Fprintf(tw, "%d\tdocument\t%s\t%s\n", en.item.ID, printable(en.doc.Title), strings.Join(detail, ", "))
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		if en.err != nil {
-			errs++
-			fmt.Fprintf(tw, "%d\terror\t%s\t%s\n", en.item.ID, printable(en.err.Name), printable(errorReason(en.err.Message)))
-		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := tb.write(e.stdout, width(e.stdout)); err != nil {
 		return err
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	what := fmt.Sprintf("job %d", jobIDs[0])
+	if len(jobIDs) > 1 {
+		what = plural(len(jobIDs), "job")
 	}
-	fmt.Fprintf(e.stderr, "job %d: %s, %s\n", jobID, plural(docs, "document"), plural(errs, "error"))
+	fmt.Fprintf(e.stderr, "%s: %s, %s", what, plural(docs, "document"), plural(errs, "error"))
+	if shown < docs+errs {
+		fmt.Fprintf(e.stderr, "; the first %d shown (--limit N shows more, --limit 0 all)", shown)
+	}
+	fmt.Fprintln(e.stderr)
 	return nil
 }
 
@@ -335,8 +402,8 @@ func blobPart(it *record.Item) string {
 }
 
 // exportDocuments writes the job's documents and errors. With format "jsonl" it prints the index
-// to stdout; with "dir" it writes the chosen parts as documents/NNNNNN-NAME.{pdf,txt,thumbnail.png}
-// under out, then errors.jsonl and index.jsonl (last, so a complete index means a complete
+// to stdout; with "dir" it writes the chosen parts as
+// documents/ROOT/NNNNNN-NAME.{pdf,txt,thumbnail.png} under out, then errors.jsonl and index.jsonl (last, so a complete index means a complete
 // export). The index always holds every part's SHA-256, whichever parts are written.
 func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, format, out string, parts map[string]bool) error {
 	toDir := format == "dir"
@@ -370,6 +437,24 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 		index = bufio.NewWriter(e.stdout)
 	}
 	var docs, nerrs int
+	// Documents go in a folder per root (the file or archive they came from), named for it.
+	roots := map[int64]string{}
+	rootDir := func(it *record.Item) (string, error) {
+		id := it.RootID
+		if id == 0 || id == it.ID {
+			return safeName(strings.ReplaceAll(it.Name, "/", "_")), nil
+		}
+		if d, ok := roots[id]; ok {
+			return d, nil
+		}
+		root, err := n.Store.ItemGet(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		d := safeName(strings.ReplaceAll(root.Name, "/", "_"))
+		roots[id] = d
+		return d, nil
+	}
 	err := eachEntry(ctx, n, jobID, func(en entry) error {
 		if en.err != nil {
 			nerrs++
@@ -395,7 +480,11 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 		}
 		ie := indexFor(en.item, en.doc, text)
 		if toDir {
-			files, err := writeDocument(ctx, n, out, docs, en.item, en.doc.Title, text, parts)
+			root, err := rootDir(en.item)
+			if err != nil {
+				return err
+			}
+			files, err := writeDocument(ctx, n, out, root, docs, en.item, en.doc.Title, text, parts)
 			if err != nil {
 				return fmt.Errorf("export %s: %w", printable(en.doc.Title), err)
 			}
@@ -433,14 +522,18 @@ func exportDocuments(ctx context.Context, e *env, n *node.Node, jobID int64, for
 	return nil
 }
 
-// writeDocument writes one document's parts as documents/NNNNNN-NAME.EXT, where NNNNNN is its
-// 1-based position in the export (stable across runs) and NAME its title's last element,
-// sanitised; it returns the parts' paths relative to out. No title can choose where a file goes.
-func writeDocument(ctx context.Context, n *node.Node, out string, seq int, it *record.Item, title, text string, parts map[string]bool) (map[string]string, error) {
+// writeDocument writes one document's parts as documents/ROOT/NNNNNN-NAME.EXT, where ROOT is
+// the name of the root it came from and NNNNNN its 1-based position in the export (stable across
+// runs, unique in it) and NAME its title's last element, both sanitised; it returns the parts'
+// paths relative to out. No title or name can choose where a file goes.
+func writeDocument(ctx context.Context, n *node.Node, out, root string, seq int, it *record.Item, title, text string, parts map[string]bool) (map[string]string, error) {
 	base := fmt.Sprintf("%06d-%s", seq, safeName(title))
+	if err := os.MkdirAll(filepath.Join(out, "documents", root), 0o755); err != nil {
+		return nil, err
+	}
 	files := map[string]string{}
 	write := func(part, ext string, r io.Reader) error {
-		rel := "documents/" + base + ext
+		rel := "documents/" + root + "/" + base + ext
 		f, err := os.Create(filepath.Join(out, filepath.FromSlash(rel)))
 		if err != nil {
 			return err

@@ -51,6 +51,7 @@ func TestErrorsInPlainWords(t *testing.T) {
 			}{
 				{"job show", []string{"job", "show", "99"}, "job 99 does not exist"},
 				{"job show json", []string{"job", "show", "99", "--output", "json"}, "job 99 does not exist"},
+				{"job history", []string{"job", "history", "99"}, "job 99 does not exist"},
 				{"job cancel", []string{"job", "cancel", "99"}, "job 99 does not exist"},
 				{"job retry", []string{"job", "retry", "99"}, "job 99 does not exist"},
 				{"job show not a number", []string{"job", "show", "abc"}, `job ID "abc" is not a positive number`},

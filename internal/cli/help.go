@@ -60,6 +60,8 @@ func helpTexts() map[string]helpText {
 			[]string{"sluice job list", "sluice job list --state failed --output json"}},
 		"job show": {"Show a job: its progress, its items and their tasks.",
 			[]string{"sluice job show 1", "sluice job show 1 --output json"}},
+		"job history": {"Show every attempt of a job's tasks: when it was queued, how long it waited and ran, its worker and error.",
+			[]string{"sluice job history 1", "sluice job history 1 --limit 0 --output json"}},
 		"job cancel": {"Cancel a running job.", []string{"sluice job cancel 1"}},
 		"job retry": {"Run a failed or complete job's failed tasks again.",
 			[]string{"sluice job retry 1", "sluice job retry 1 --follow"}},

@@ -247,4 +247,46 @@ func TestRetryKeepsErrors(t *testing.T) {
 	if out := sluice("job", "show", "1"); !strings.Contains(out, "attempts of the items that failed") {
 		t.Errorf("job show has no attempt history:\n%s", out)
 	}
+	// The job's history: both pdf attempts of each file, with their errors, in the table and
+	// in JSON; --limit 1 reads one task and says there is more.
+	var hist []struct {
+		ItemID      int64    `json:"item_id"`
+		Step        string   `json:"step"`
+		Attempt     int      `json:"attempt"`
+		State       string   `json:"state"`
+		Error       string   `json:"error"`
+		DurationSec *float64 `json:"duration_seconds"`
+	}
+	out = sluice("job", "history", "1", "--output", "json")
+	if err := json.Unmarshal([]byte(out), &hist); err != nil {
+		t.Fatalf("job history --output json: %v\n%s", err, out)
+	}
+	failed := 0
+	for _, a := range hist {
+		if a.Step == "pdf" && a.State == "failed" && a.Error != "" && a.DurationSec != nil {
+			failed++
+		}
+	}
+	if failed != 4 {
+		t.Errorf("job history lists %d failed pdf attempts with an error and a duration, want 4 (two files, two runs):\n%s", failed, out)
+	}
+	table := sluice("job", "history", "1")
+	if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != len(hist)+1 || !strings.HasPrefix(lines[0], "ITEM") || !strings.Contains(table, " pdf ") {
+		t.Errorf("job history's table has %d lines for %d attempts:\n%s", len(lines), len(hist), table)
+	}
+	// job list finds the job by workflow, text and day, and says so when --limit cuts it.
+	for args, want := range map[string]int{"--workflow documents": 1, "--workflow nope": 0, "--search documents --state complete": 1,
+		"--from 2000-01-01 --until 2000-01-02": 0} {
+		out := sluice(append([]string{"job", "list"}, strings.Fields(args)...)...)
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines)-1 != want || !strings.HasPrefix(lines[0], "ID") {
+			t.Errorf("job list %s:\n%s\nwant %d jobs", args, out, want)
+		}
+	}
+	if code, _, errs := run(t, "job", "list", "--meta", "nokey", "--data", data); code != ExitUsage || !strings.Contains(errs, `--meta "nokey"`) {
+		t.Errorf("job list --meta nokey: exit %d, %q; want a usage error naming --meta", code, errs)
+	}
+	code, _, errs := run(t, "job", "history", "1", "--limit", "1", "--data", data)
+	if code != 0 || !strings.Contains(errs, "more tasks than the 1 shown") {
+		t.Errorf("job history --limit 1: exit %d, stderr %q; want it to say it truncated", code, errs)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -27,23 +29,48 @@ import (
 
 func runJob(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return usagef("job needs a subcommand: list, show, cancel, retry")
+		return usagef("job needs a subcommand: list, show, history, cancel, retry")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "job "+sub, "job list|show ID|cancel ID|retry ID [--follow] [--data DIR]")
-	state := fs.String("state", "", "list: only jobs in this state")
-	limit := fs.Int("limit", 50, "list: at most this many jobs")
-	out := addOutputFlag(fs)
-	followJob := fs.Bool("follow", false, "retry: run the job's tasks in this process and wait for it to end, like sluice run")
+	usage, ok := map[string]string{
+		"list":    "job list [--state S] [--workflow W] [--search TEXT] [--from DAY] [--until DAY] [--meta KEY=VALUE]… [--limit N] [--output table|json]",
+		"show":    "job show ID [--output table|json]",
+		"history": "job history ID [--limit N] [--output table|json]",
+		"cancel":  "job cancel ID",
+		"retry":   "job retry ID [--follow]",
+	}[sub]
+	if !ok {
+		return usagef("unknown job subcommand %q (want list, show, history, cancel, retry)", sub)
+	}
+	// Each subcommand has only its own flags (and the global ones), so -h shows what it takes.
+	fs, c := newFlags(e, "job "+sub, usage)
+	var (
+		state, workflowF, search, from, until = new(string), new(string), new(string), new(string), new(string)
+		meta                                  stringsFlag
+		limit                                 = new(int)
+		out                                   *outputFlag
+		followJob                             = new(bool)
+	)
+	switch sub {
+	case "list":
+		state = fs.String("state", "", "only jobs in this state (running, complete, failed, canceled)")
+		workflowF = fs.String("workflow", "", "only jobs of this workflow")
+		search = fs.String("search", "", "only jobs whose id this is, or whose workflow, key, error or metadata contains it")
+		from = fs.String("from", "", "only jobs started on or after this day (YYYY-MM-DD, UTC) or time (RFC 3339)")
+		until = fs.String("until", "", "only jobs started on or before this day (YYYY-MM-DD, UTC) or before this time (RFC 3339)")
+		fs.Var(&meta, "meta", "only jobs whose metadata has KEY=VALUE (repeatable)")
+		limit = fs.Int("limit", 50, "at most this many jobs")
+	case "history":
+		limit = fs.Int("limit", 50, "at most this many tasks (0: all)")
+	case "retry":
+		followJob = fs.Bool("follow", false, "run the job's tasks in this process and wait for it to end, like sluice run")
+	}
+	if sub == "list" || sub == "show" || sub == "history" {
+		out = addOutputFlag(fs)
+	}
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
-	}
-	var st record.JobState
-	if *state != "" {
-		if st, err = record.ParseJobState(*state); err != nil {
-			return usagef("--state: %v", err)
-		}
 	}
 	// Following runs workers here, so it needs the engine's hold on the data dir.
 	n, err := c.open(ctx, e, sub == "retry" && *followJob)
@@ -53,10 +80,26 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	defer n.Close()
 	switch sub {
 	case "list":
-		jobs, err := n.Store.JobList(ctx, store.JobListParams{State: st, Limit: *limit})
+		if *state != "" {
+			if _, err := record.ParseJobState(*state); err != nil {
+				return usagef("--state: %v", err)
+			}
+		}
+		p, err := api.JobFilter(url.Values{"state": {*state}, "workflow": {*workflowF}, "q": {*search},
+			"created_from": {*from}, "created_until": {*until}, "meta": meta})
+		if err != nil {
+			return usagef("%s", strings.NewReplacer("created_from", "--from", "created_until", "--until", "meta ", "--meta ", "q and workflow", "--search and --workflow").Replace(err.Error()))
+		}
+		if *limit <= 0 {
+			return usagef("--limit must be positive for job list")
+		}
+		p.Limit = *limit + 1 // one more tells whether there are more
+		jobs, err := n.Store.JobList(ctx, p)
 		if err != nil {
 			return err
 		}
+		more := len(jobs) > *limit
+		jobs = jobs[:min(len(jobs), *limit)]
 		if out.json() {
 			list := []jobJSON{}
 			for _, j := range jobs {
@@ -68,23 +111,44 @@ func runJob(ctx context.Context, e *env, args []string) error {
 			}
 			return writeJSON(e.stdout, list)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tPROGRESS\tCREATED\tERROR")
+		tb := newTable([]int{7}, "ID", "WORKFLOW", "STATE", "PROGRESS", "STARTED", "FINISHED", "TOOK", "ERROR")
+		now := n.Engine.Now()
 		for _, j := range jobs {
 			p, _ := n.Engine.Progress(ctx, j.ID)
 			frac := 0.0
 			if p != nil {
 				frac = p.Fraction
 			}
-			fmt.Fprintf(tw, "%d\t%s v%d\t%s\t%.1f%%\t%s\t%s\n", j.ID, j.WorkflowName, j.WorkflowVersion, j.State, frac*100, j.CreatedAt.Local().Format(time.DateTime), j.Error)
+			finished, took := "-", now.Sub(j.CreatedAt)
+			if !j.FinishedAt.IsZero() {
+				finished, took = j.FinishedAt.Local().Format(time.DateTime), j.FinishedAt.Sub(j.CreatedAt)
+			}
+			errText := j.Error
+			if errText == string(j.State) {
+				errText = ""
+			}
+			tb.add(strconv.FormatInt(j.ID, 10), fmt.Sprintf("%s v%d", j.WorkflowName, j.WorkflowVersion), string(j.State), fmt.Sprintf("%.1f%%", frac*100),
+				j.CreatedAt.Local().Format(time.DateTime), finished, took.Round(time.Second).String(), errText)
 		}
-		return tw.Flush()
+		if err := tb.write(e.stdout, width(e.stdout)); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(e.stderr, "more jobs match than the %d shown: --limit N shows more; --state, --workflow, --search, --from, --until and --meta narrow the list\n", *limit)
+		}
+		return nil
 	case "show":
 		id, err := jobID(pos)
 		if err != nil {
 			return err
 		}
 		return showJob(ctx, e, n, id, out.json())
+	case "history":
+		id, err := jobID(pos)
+		if err != nil {
+			return err
+		}
+		return jobHistory(ctx, e, n, id, *limit, out.json())
 	case "cancel":
 		id, err := jobID(pos)
 		if err != nil {
@@ -117,7 +181,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	default:
-		return usagef("unknown job subcommand %q (want list, show, cancel, retry)", sub)
+		return usagef("unknown job subcommand %q (want list, show, history, cancel, retry)", sub)
 	}
 }
 
@@ -132,6 +196,9 @@ func jobID(pos []string) (int64, error) {
 	return id, nil
 }
 
+// maxShownItems bounds the items `job show` prints.
+const maxShownItems = 200
+
 func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) error {
 	j, err := n.Store.JobGet(ctx, id)
 	if err != nil {
@@ -141,9 +208,14 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 	if err != nil {
 		return err
 	}
-	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: id, Limit: 200})
+	items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: id, Limit: maxShownItems + 1})
 	if err != nil {
 		return err
+	}
+	if len(items) > maxShownItems {
+		items = items[:maxShownItems]
+		defer fmt.Fprintf(e.stderr, "job %d has more than the %d items shown (the first in tree order): sluice documents list --job %d lists its documents, sluice job history %d its tasks\n",
+			id, maxShownItems, id, id)
 	}
 	waits, err := n.Store.WaitListByJob(ctx, id)
 	if err != nil {
@@ -232,6 +304,97 @@ func showHistory(ctx context.Context, e *env, n *node.Node, items []*record.Item
 		}
 	}
 	return tw.Flush()
+}
+
+// historyJSON is an attempt of `sluice job history --output json` (docs/cli.md).
+type historyJSON struct {
+	TaskID      int64            `json:"task_id"`
+	ItemID      int64            `json:"item_id"`
+	Step        string           `json:"step"`
+	Action      string           `json:"action"`
+	Attempt     int              `json:"attempt"`
+	State       record.TaskState `json:"state"`
+	Worker      string           `json:"worker"`
+	QueuedAt    time.Time        `json:"queued_at"`
+	StartedAt   time.Time        `json:"started_at"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+	DurationSec *float64         `json:"duration_seconds"`
+	Error       string           `json:"error"`
+}
+
+// jobHistory prints every attempt of the job's tasks, task by task: the item, the step, when it
+// was queued, how long it waited and ran, its worker and error. limit bounds the tasks read
+// (0: all); a history cut short says so on stderr.
+func jobHistory(ctx context.Context, e *env, n *node.Node, id int64, limit int, asJSON bool) error {
+	if _, err := n.Store.JobGet(ctx, id); err != nil {
+		return err
+	}
+	var atts []engine.Attempt
+	var after int64
+	truncated := false
+	for read := 0; ; {
+		page := 500
+		if limit > 0 && limit-read < page {
+			page = limit - read
+		}
+		got, last, err := n.Engine.JobHistory(ctx, id, after, page)
+		if err != nil {
+			return err
+		}
+		atts = append(atts, got...)
+		read += page
+		if last == 0 {
+			break
+		}
+		if limit > 0 && read >= limit {
+			truncated = true
+			break
+		}
+		after = last
+	}
+	if asJSON {
+		list := []historyJSON{}
+		for _, a := range atts {
+			j := historyJSON{TaskID: a.TaskID, ItemID: a.ItemID, Step: a.Step, Action: a.Action, Attempt: a.Attempt, State: a.State,
+				Worker: a.Worker, QueuedAt: a.QueuedAt.UTC(), StartedAt: a.StartedAt.UTC(), Error: a.Error}
+			if !a.FinishedAt.IsZero() {
+				f, d := a.FinishedAt.UTC(), a.FinishedAt.Sub(a.StartedAt).Seconds()
+				j.FinishedAt, j.DurationSec = &f, &d
+			}
+			list = append(list, j)
+		}
+		if err := writeJSON(e.stdout, list); err != nil {
+			return err
+		}
+	} else {
+		tb := newTable([]int{8}, "ITEM", "STEP", "ATTEMPT", "STATE", "STARTED", "WAITED", "TOOK", "WORKER", "ERROR")
+		for _, a := range atts {
+			waited, took := "-", "-"
+			if a.Attempt == 1 && !a.QueuedAt.IsZero() {
+				waited = a.StartedAt.Sub(a.QueuedAt).Round(time.Millisecond).String()
+			}
+			if !a.FinishedAt.IsZero() {
+				took = a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+			}
+			tb.add(strconv.FormatInt(a.ItemID, 10), a.Step, strconv.Itoa(a.Attempt), string(a.State),
+				a.StartedAt.Local().Format(time.DateTime), waited, took, dash(a.Worker), a.Error)
+		}
+		if err := tb.write(e.stdout, width(e.stdout)); err != nil {
+			return err
+		}
+	}
+	if truncated {
+		fmt.Fprintf(e.stderr, "job %d has more tasks than the %d shown: --limit N shows more, --limit 0 all\n", id, limit)
+	}
+	return nil
+}
+
+// dash is s, or "-" for an empty s (an empty column of a table).
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func runEvent(ctx context.Context, e *env, args []string) error {
@@ -332,10 +495,11 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 		return usagef("workflow needs a subcommand: validate, graph, apply, list, actions")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions")
+	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions [--all]")
 	format := fs.String("format", "svg", "graph: svg or dot")
 	output := addOutputFlag(fs)
 	out := fs.String("o", "", "graph: write to this file instead of stdout")
+	allActions := fs.Bool("all", false, "actions: the built-in workflows' own actions too")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -448,22 +612,55 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 		for _, wf := range wfs {
 			fmt.Fprintf(tw, "%s\t%d\t%.12s\t%s\n", wf.Name, wf.Version, wf.Digest, wf.CreatedAt.Local().Format(time.DateTime))
 		}
+		stored := map[string]bool{}
+		for _, wf := range wfs {
+			stored[wf.Name] = true
+		}
 		for _, name := range builtin.Names() {
-			fmt.Fprintf(tw, "%s\t(built in)\t\t\n", name)
+			// A built-in workflow is stored once a job uses it: its stored versions stand for it.
+			if !stored[name] {
+				fmt.Fprintf(tw, "%s\t(built in)\t\t\n", name)
+			}
 		}
 		return tw.Flush()
 	case "actions":
-		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ACTION\tOUTCOMES\tSETTINGS\tDESCRIPTION")
+		// The actions any workflow may use first; then, with --all, each built-in workflow's
+		// own, under its name.
+		groups := map[string][]string{}
 		for _, name := range cat.Names() {
-			spec, _ := cat.Spec(name)
-			var settings []string
-			for _, s := range spec.Settings {
-				settings = append(settings, s.Name)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, strings.Join(spec.Outcomes, ","), strings.Join(settings, ","), spec.Doc)
+			owner := builtin.Owner(name)
+			groups[owner] = append(groups[owner], name)
 		}
-		return tw.Flush()
+		owners := slices.Sorted(maps.Keys(groups))
+		hidden := 0
+		for i, owner := range owners {
+			if owner != "" && !*allActions {
+				hidden += len(groups[owner])
+				continue
+			}
+			if i > 0 {
+				fmt.Fprintln(e.stdout)
+			}
+			if owner != "" {
+				fmt.Fprintf(e.stdout, "the %s workflow's own actions:\n", owner)
+			}
+			tb := newTable([]int{1, 2, 3}, "ACTION", "SETTINGS", "OUTCOMES", "DESCRIPTION")
+			for _, name := range groups[owner] {
+				spec, _ := cat.Spec(name)
+				var settings []string
+				for _, s := range spec.Settings {
+					settings = append(settings, s.Name)
+				}
+				tb.add(name, dash(strings.Join(settings, ",")), dash(strings.Join(spec.Outcomes, ",")), spec.Doc)
+			}
+			if err := tb.write(e.stdout, width(e.stdout)); err != nil {
+				return err
+			}
+		}
+		if hidden > 0 {
+			fmt.Fprintf(e.stderr, "%d actions of the built-in workflows are not shown: --all lists them\n", hidden)
+		}
+		return nil
 	default:
 		return usagef("unknown workflow subcommand %q", sub)
 	}

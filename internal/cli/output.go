@@ -160,6 +160,7 @@ type workflowJSON struct {
 // tokenJSON is a token of `sluice token list --output json` (never its hash).
 type tokenJSON struct {
 	ID        string    `json:"id"`
+	Name      string    `json:"name"`
 	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -168,6 +169,7 @@ type tokenJSON struct {
 // (kind "error", with its message).
 type documentJSON struct {
 	ID         int64  `json:"id"`
+	JobID      int64  `json:"job_id"`
 	Kind       string `json:"kind"`
 	Title      string `json:"title"`
 	PageNumber int    `json:"page_number,omitempty"`
@@ -176,21 +178,23 @@ type documentJSON struct {
 	Message    string `json:"message,omitempty"`
 }
 
-// listDocumentsJSON prints the job's documents and errors as a JSON array.
-func listDocumentsJSON(ctx context.Context, e *env, n *node.Node, jobID int64) error {
+// listDocumentsJSON prints the jobs' documents and errors as a JSON array, all of them.
+func listDocumentsJSON(ctx context.Context, e *env, n *node.Node, jobIDs []int64) error {
 	out := []documentJSON{}
-	err := eachEntry(ctx, n, jobID, func(en entry) error {
-		if en.doc != nil {
-			out = append(out, documentJSON{ID: en.item.ID, Kind: "document", Title: en.doc.Title, PageNumber: en.doc.PageNumber,
-				IsFromOCR: en.doc.IsFromOCR, HasText: en.item.HasText})
+	for _, jobID := range jobIDs {
+		err := eachEntry(ctx, n, jobID, func(en entry) error {
+			if en.doc != nil {
+				out = append(out, documentJSON{ID: en.item.ID, JobID: jobID, Kind: "document", Title: en.doc.Title, PageNumber: en.doc.PageNumber,
+					IsFromOCR: en.doc.IsFromOCR, HasText: en.item.HasText})
+			}
+			if en.err != nil {
+				out = append(out, documentJSON{ID: en.item.ID, JobID: jobID, Kind: "error", Title: en.err.Name, Message: en.err.Message})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		if en.err != nil {
-			out = append(out, documentJSON{ID: en.item.ID, Kind: "error", Title: en.err.Name, Message: en.err.Message})
-		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	return writeJSON(e.stdout, out)
 }

@@ -79,3 +79,29 @@ func TestDocumentsSearchPages(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchAfterDoubleDash: words after -- are the query even when they start with -, so
+// `documents search -- turnips -only` excludes "only"; without --, the error says to use it.
+func TestSearchAfterDoubleDash(t *testing.T) {
+	clearEnv(t)
+	global := driverFlags(t, "sqlite")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("turnips only\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("turnips and more\n"), 0o644)
+	if code, out, errs := run(t, append([]string{"ingest", filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")}, global...)...); code != 0 {
+		t.Fatalf("ingest: %d %s %s", code, out, errs)
+	}
+	code, out, errs := run(t, append(append([]string{"documents", "search", "--output", "json"}, global...), "--", "turnips", "-only")...)
+	var page struct {
+		Hits []struct {
+			Title string `json:"title"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Hits) != 1 || page.Hits[0].Title != "b.txt" {
+		t.Errorf("search -- turnips -only: exit %d, %v, hits %+v (stderr %s); want b.txt alone", code, err, page.Hits, errs)
+	}
+	code, _, errs = run(t, append([]string{"documents", "search", "-only"}, global...)...)
+	if code != ExitUsage || !strings.Contains(errs, "goes after --") {
+		t.Errorf("search -only: exit %d, %q; want a usage error pointing to --", code, errs)
+	}
+}

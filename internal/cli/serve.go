@@ -270,8 +270,9 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		return usagef("token needs a subcommand: create, list, revoke")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "token "+sub, "token create --role admin|worker|reader | list | revoke ID")
+	fs, c := newFlags(e, "token "+sub, "token create --role admin|worker|reader [--name NAME] | list | revoke ID")
 	role := fs.String("role", "", "create: admin, worker or reader")
+	name := fs.String("name", "", "create: whose token it is (the audit log names it as who did what)")
 	out := addOutputFlag(fs)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
@@ -286,7 +287,7 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		if !oneOf(*role, "admin", "worker", "reader") {
 			return usagef("--role must be admin, worker or reader")
 		}
-		plain, err := tokens.Create(api.Role(*role))
+		plain, err := tokens.CreateNamed(api.Role(*role), *name)
 		if err != nil {
 			return err
 		}
@@ -301,12 +302,12 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		if out.json() {
 			list := []tokenJSON{}
 			for _, t := range toks {
-				list = append(list, tokenJSON{ID: t.ID, Role: string(t.Role), CreatedAt: t.CreatedAt.UTC()})
+				list = append(list, tokenJSON{ID: t.ID, Name: t.Name, Role: string(t.Role), CreatedAt: t.CreatedAt.UTC()})
 			}
 			return writeJSON(e.stdout, list)
 		}
 		for _, t := range toks {
-			fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.ID, t.Role, t.CreatedAt.Local().Format(time.DateTime))
+			fmt.Fprintf(e.stdout, "%s\t%s\t%s\t%s\n", t.ID, t.Role, t.CreatedAt.Local().Format(time.DateTime), t.Name)
 		}
 		return nil
 	case "revoke":

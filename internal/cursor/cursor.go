@@ -28,10 +28,24 @@ const (
 	Jobs     List = "jobs"
 	Filesets List = "filesets"
 	Search   List = "documents/search"
+	Audit    List = "audit"
 )
 
 // Items is the list of the children of parent (0: the roots) in job.
 func Items(job, parent int64) List { return List(fmt.Sprintf("jobs/%d/items/%d", job, parent)) }
+
+// JobsSorted is the list of jobs in the order of a sort other than the newest first: by (its
+// name), ascending or not. Its key is the last row's sort value and id.
+func JobsSorted(by string, asc bool) List {
+	dir := "desc"
+	if asc {
+		dir = "asc"
+	}
+	return List("jobs/by/" + by + "/" + dir)
+}
+
+// History is the list of job's task attempts, by task.
+func History(job int64) List { return List(fmt.Sprintf("jobs/%d/history", job)) }
 
 // Outputs is the list of job's outputs of kind (documents, errors).
 func Outputs(job int64, kind string) List { return List(fmt.Sprintf("jobs/%d/%ss", job, kind)) }

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // Attempt is one run of one of an item's tasks, as [Engine.ItemHistory] returns it.
 type Attempt struct {
 	TaskID  int64
+	ItemID  int64
 	Step    string
 	Action  string
 	Attempt int
@@ -19,7 +21,10 @@ type Attempt struct {
 	State record.TaskState
 	// Worker is the lease owner that ran it (a remote worker's name for a remote step), or
 	// the engine's own name ([Engine.Owner]) for a step it ran inline.
-	Worker     string
+	Worker string
+	// QueuedAt is when the task was made ready (the step's event fired for the item): the
+	// first attempt waited from then until StartedAt.
+	QueuedAt   time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time // zero while it runs
 	Error      string
@@ -33,11 +38,42 @@ func (e *Engine) ItemHistory(ctx context.Context, itemID int64) ([]Attempt, erro
 	if err != nil {
 		return nil, fmt.Errorf("history of item %d: %w", itemID, err)
 	}
+	out, err := e.attempts(ctx, tasks)
+	if err != nil {
+		return nil, fmt.Errorf("history of item %d: %w", itemID, err)
+	}
+	return out, nil
+}
+
+// JobHistory returns the attempts of the job's tasks after the task afterTask (0: from the
+// first), at most limit tasks' worth, in task then attempt order, as [Engine.ItemHistory] tells
+// them; last is the id of the last task read, 0 when there are no more. A task with no attempt of
+// its own yet (ready, blocked, parked, skipped) is left out of the page but counted in it.
+func (e *Engine) JobHistory(ctx context.Context, jobID, afterTask int64, limit int) (atts []Attempt, last int64, err error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	tasks, err := e.store.TaskListByJob(ctx, store.TaskListParams{JobID: jobID, AfterID: afterTask, Limit: limit})
+	if err != nil {
+		return nil, 0, fmt.Errorf("history of job %d: %w", jobID, err)
+	}
+	out, err := e.attempts(ctx, tasks)
+	if err != nil {
+		return nil, 0, fmt.Errorf("history of job %d: %w", jobID, err)
+	}
+	if len(tasks) == limit {
+		last = tasks[len(tasks)-1].ID
+	}
+	return out, last, nil
+}
+
+// attempts returns every attempt of the tasks, in their order then attempt order.
+func (e *Engine) attempts(ctx context.Context, tasks []*record.Task) ([]Attempt, error) {
 	var out []Attempt
 	for _, tk := range tasks {
 		recorded, err := e.store.AttemptList(ctx, tk.ID)
 		if err != nil {
-			return nil, fmt.Errorf("history of item %d: %w", itemID, err)
+			return nil, err
 		}
 		last := false
 		for _, a := range recorded {
@@ -48,8 +84,8 @@ func (e *Engine) ItemHistory(ctx context.Context, itemID int64) ([]Attempt, erro
 			case CanceledError, JobFailedError:
 				state = record.TaskCanceled
 			}
-			out = append(out, Attempt{TaskID: tk.ID, Step: tk.Step, Action: tk.Action, Attempt: a.Attempt, State: state,
-				Worker: a.Owner, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Error: a.Error})
+			out = append(out, Attempt{TaskID: tk.ID, ItemID: tk.ItemID, Step: tk.Step, Action: tk.Action, Attempt: a.Attempt, State: state,
+				Worker: a.Owner, QueuedAt: tk.CreatedAt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Error: a.Error})
 			last = last || a.Attempt == tk.Attempt
 		}
 		// The row's attempt, unless recorded: one in progress (its worker holds the lease), one
@@ -62,8 +98,8 @@ func (e *Engine) ItemHistory(ctx context.Context, itemID int64) ([]Attempt, erro
 		if tk.State == record.TaskRunning {
 			worker = tk.LeaseOwner
 		}
-		out = append(out, Attempt{TaskID: tk.ID, Step: tk.Step, Action: tk.Action, Attempt: tk.Attempt, State: tk.State,
-			Worker: worker, StartedAt: tk.StartedAt, FinishedAt: tk.FinishedAt, Error: tk.Error})
+		out = append(out, Attempt{TaskID: tk.ID, ItemID: tk.ItemID, Step: tk.Step, Action: tk.Action, Attempt: tk.Attempt, State: tk.State,
+			Worker: worker, QueuedAt: tk.CreatedAt, StartedAt: tk.StartedAt, FinishedAt: tk.FinishedAt, Error: tk.Error})
 	}
 	return out, nil
 }

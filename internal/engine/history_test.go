@@ -29,6 +29,33 @@ func (r records) workers(name string) []string {
 	return out
 }
 
+// jobHistory returns the job's attempts, read limit tasks at a time, as "item step attempt
+// state worker"; it fails the test if an attempt started before its task was queued.
+func (r records) jobHistory(limit int) []string {
+	r.t.Helper()
+	var out []string
+	var after int64
+	for page := 0; ; page++ {
+		atts, last, err := r.k.Engine.JobHistory(r.t.Context(), r.job, after, limit)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, a := range atts {
+			if a.StartedAt.Before(a.QueuedAt) {
+				r.t.Errorf("attempt %d of task %d started at %s, before its task was queued at %s", a.Attempt, a.TaskID, a.StartedAt, a.QueuedAt)
+			}
+			out = append(out, fmt.Sprintf("%d %s %d %s %s", a.ItemID, a.Step, a.Attempt, a.State, a.Worker))
+		}
+		if last == 0 {
+			return out
+		}
+		if page > 1000 {
+			r.t.Fatal("the job's history does not end")
+		}
+		after = last
+	}
+}
+
 // TestHistoryNamesEveryWorker: every attempt in an item's history names the worker that ran
 // it, whichever way the task ran — an ordinary lease, a held batch, the engine's own run of an
 // inline step (the engine's name) — and however it ended: failed, complete, or complete and
@@ -79,6 +106,12 @@ func TestHistoryNamesEveryWorker(t *testing.T) {
 				// collector too, whichever way they ran the first time.
 				equal(t, "a.pdf's history after the retry", r.workers("a.pdf"), []string{"conv 1 failed " + tc.first, "conv 2 complete " + wrk,
 					"collect 1 complete " + eng, "collect 2 complete " + wrk})
+				// The job's history is its items' histories, task by task, however it is paged.
+				whole := r.jobHistory(1000)
+				equal(t, "the job's history read a task at a time", r.jobHistory(1), whole)
+				if len(whole) != len(r.workers("a.pdf"))+len(r.workers("b.pdf")) {
+					t.Errorf("the job's history has %d attempts: %q", len(whole), whole)
+				}
 			})
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -144,6 +145,7 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 			{graph.DomainName, "graph_versions", graph.Domain{}.Migrations},
 			{fileset.DomainName, "ingest_fileset_platform", fileset.Domain{}.Migrations},
 			{fleet.DomainName, "fleet_members", fleet.Migrations}, // rows go stale and are forgotten
+			{audit.DomainName, "audit_events", audit.Migrations},
 		} {
 			if imp.HasTable(d.table) || !hasDomain(ctx, from, d.name) {
 				continue

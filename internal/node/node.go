@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/pdf"
 	"github.com/sluice-project/sluice/internal/action/text"
 	"github.com/sluice-project/sluice/internal/action/unpack"
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/egress"
@@ -397,6 +398,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := docsearch.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if err := audit.Register(ctx, n.Engine); err != nil {
 		n.Close()
 		return nil, err
 	}

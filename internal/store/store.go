@@ -396,12 +396,26 @@ type JobInsertParams struct {
 	Now             time.Time
 }
 
-// JobListParams filters jobs; newest first.
+// JobListParams filters jobs; newest first. Every filter set must hold.
 type JobListParams struct {
 	State   record.JobState // "" for every state
 	AfterID int64           // ids below this, for pagination (0: from the newest)
 	Limit   int
+	// Workflow keeps the jobs of this workflow, any version.
+	Workflow string
+	// CreatedFrom and CreatedUntil keep the jobs created at or after CreatedFrom and before
+	// CreatedUntil; a zero time does not bound.
+	CreatedFrom, CreatedUntil time.Time
+	// Meta keeps the jobs whose metadata has each key with the value, compared as text: a
+	// string's characters, or the JSON text of a number or a boolean ("7", "true").
+	Meta []KeyValue
+	// Text keeps the jobs whose id it is, or whose workflow name, key, error or metadata JSON
+	// contains it (ASCII letters in any case).
+	Text string
 }
+
+// KeyValue is a metadata key and a value of it.
+type KeyValue struct{ Key, Value string }
 
 // JobSetStateParams ends a running job.
 type JobSetStateParams struct {

@@ -71,10 +71,14 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		return err
 	}
 	// The PDF shown beside the text: the item's own, or the PDF a converter made of it (a child).
+	// A failed item shows its reason instead: its original is what could not be read, and a
+	// browser would only say it failed to load.
 	pdfID := int64(0)
-	if isPDF(it) {
+	switch {
+	case it.Error != "":
+	case isPDF(it):
 		pdfID = it.ID
-	} else if it.NChildren > 0 {
+	case it.NChildren > 0:
 		parent := it.ID
 		kids, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: it.JobID, ParentID: &parent, Limit: 5})
 		if err != nil {

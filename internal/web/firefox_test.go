@@ -34,9 +34,9 @@ func puppeteerDir(t *testing.T) string {
 // TestFirefox drives Debian's Firefox ESR through the UI over WebDriver BiDi (puppeteer-core,
 // run by node: testdata/firefox.cjs): sign in; the jobs, workflows, a workflow, search and
 // operations pages; the editor building a workflow and saving it, with the changes it shows; a
-// file uploaded and its job followed to 100 %; its documents; the jobs page at phone width. No
-// page may log a console error, throw, fail a request, miss its stylesheet or an image, or
-// violate the Content-Security-Policy.
+// file uploaded and its job followed to 100 %; its documents and timeline (zoomed); the jobs and
+// timeline pages at phone width. No page may log a console error, throw, fail a request, miss
+// its stylesheet or an image, violate the Content-Security-Policy, or break a rule of axe-core.
 func TestFirefox(t *testing.T) {
 	tools := requireTools(t, "firefox-esr", "node")
 	pup := puppeteerDir(t)
@@ -50,6 +50,9 @@ func TestFirefox(t *testing.T) {
 	cmd := exec.CommandContext(ctx, tools["node"], filepath.Join("testdata", "firefox.cjs"))
 	cmd.Env = append(os.Environ(), "SLUICE_URL="+b.url, "SLUICE_TOKEN="+b.admin, "SLUICE_UPLOAD="+upload,
 		"FIREFOX="+tools["firefox-esr"], "PUPPETEER="+pup, "SCREENSHOTS="+screenshotDir(t))
+	if axeScript(t) != "" {
+		cmd.Env = append(cmd.Env, "AXE="+os.Getenv("SLUICE_TEST_AXE"))
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -58,8 +61,9 @@ func TestFirefox(t *testing.T) {
 		Visited []struct {
 			Label, URL, H1 string
 		} `json:"visited"`
-		Canary   []string `json:"canary"`
-		Problems []string `json:"problems"`
+		Canary     []string `json:"canary"`
+		AxeChecked int      `json:"axe_checked"`
+		Problems   []string `json:"problems"`
 	}
 	if jerr := json.Unmarshal(out, &rep); jerr != nil {
 		t.Fatalf("firefox.cjs: %v (%v)\nstdout: %s\nstderr: %s", err, jerr, out, stderr.String())
@@ -68,13 +72,16 @@ func TestFirefox(t *testing.T) {
 	for _, v := range rep.Visited {
 		t.Logf("  %s: %s (%q)", v.Label, v.URL, v.H1)
 	}
+	if axeScript(t) != "" && rep.AxeChecked != len(rep.Visited) {
+		t.Errorf("axe-core checked %d of the %d pages Firefox visited", rep.AxeChecked, len(rep.Visited))
+	}
 	for _, p := range rep.Problems {
 		t.Errorf("Firefox: %s", p)
 	}
 	if err != nil && len(rep.Problems) == 0 {
 		t.Errorf("firefox.cjs: %v\n%s", err, stderr.String())
 	}
-	if len(rep.Visited) < 12 {
-		t.Errorf("Firefox visited %d pages, want 12", len(rep.Visited))
+	if len(rep.Visited) < 15 {
+		t.Errorf("Firefox visited %d pages, want 15", len(rep.Visited))
 	}
 }

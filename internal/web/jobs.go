@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/cursor"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
@@ -43,6 +44,17 @@ func (j jobRow) Percent() int {
 // Running reports whether the job is running.
 func (j jobRow) Running() bool { return j.State == record.JobRunning }
 
+// duration is how long the job ran: to its end, or to now while it runs.
+func (j jobRow) duration(now time.Time) time.Duration {
+	if j.FinishedAt.IsZero() {
+		return now.Sub(j.CreatedAt)
+	}
+	return j.FinishedAt.Sub(j.CreatedAt)
+}
+
+// Duration is how long the job ran, to now while it runs.
+func (j jobRow) Duration() time.Duration { return j.duration(time.Now()) }
+
 func (w *Web) jobRow(ctx context.Context, j *record.Job) jobRow {
 	row := jobRow{Job: j}
 	if p, err := w.b.Engine().Progress(ctx, j.ID); err == nil {
@@ -59,33 +71,28 @@ func (w *Web) jobRow(ctx context.Context, j *record.Job) jobRow {
 }
 
 func (w *Web) jobsPage(rw http.ResponseWriter, r *http.Request, s *session) error {
-	after, err := cursor.ReadID(cursor.Jobs, r.URL.Query().Get("cursor"))
+	jq, err := readJobsQuery(r.URL.Query())
 	if err != nil {
-		return errorf(http.StatusBadRequest, "%v", err)
+		return err
 	}
-	var state record.JobState
-	if s := r.URL.Query().Get("state"); s != "" {
-		if state, err = record.ParseJobState(s); err != nil {
-			return errorf(http.StatusBadRequest, "state: %v", err)
-		}
+	page, err := w.listJobs(r.Context(), jq)
+	if err != nil {
+		return err
 	}
-	const limit = 50
-	jobs, err := w.rec.JobList(r.Context(), store.JobListParams{State: state, AfterID: after, Limit: limit})
+	wfs, err := w.latestWorkflows(r.Context())
 	if err != nil {
 		return err
 	}
 	data := struct {
-		Jobs      []jobRow
-		State     record.JobState
+		*jobsPage
+		Q         jobsQuery
+		Headers   map[string]sortHeader
+		Workflows []workflowChoice
 		AllStates []record.JobState
-		Next      string
-	}{State: state, AllStates: record.JobStates()}
-	for _, j := range jobs {
-		data.Jobs = append(data.Jobs, w.jobRow(r.Context(), j))
-	}
-	if len(jobs) == limit {
-		data.Next = cursor.MakeID(cursor.Jobs, jobs[len(jobs)-1].ID)
-	}
+		Filtered  bool
+		Now       time.Time
+	}{page, jq, jq.headers(), wfs, record.JobStates(),
+		len(jq.Values) > 0, w.b.Engine().Now()}
 	w.render(rw, r, http.StatusOK, "jobs", s, pageData{Title: "Jobs", Nav: "jobs", Data: data})
 	return nil
 }
@@ -284,6 +291,24 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 			return err
 		}
 	}
+	tl, err := w.timeline(ctx, j, "", timelinePreview)
+	if err != nil {
+		return err
+	}
+	docs, err := w.rec.OutputList(ctx, store.OutputListParams{JobID: id, Kind: store.OutputDocument, Limit: 1})
+	if err != nil {
+		return err
+	}
+	changes, err := audit.List(ctx, w.rec, audit.ListParams{JobID: id, Limit: 20})
+	if err != nil {
+		return err
+	}
+	// "The job was created." is news only while the job runs: the page reloads itself, with
+	// the same address, when the job ends.
+	code := r.URL.Query().Get("notice")
+	if code == "created" && j.State != record.JobRunning {
+		code = ""
+	}
 	data := struct {
 		Job      jobRow
 		Roots    *itemPage
@@ -291,9 +316,37 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		External []string
 		Waiting  []waitingTask
 		Notice   string
-	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(r.URL.Query().Get("notice"))}
+		Timeline *timeline
+		// HasDocuments says the job made a document so far.
+		HasDocuments bool
+		Metadata     []metadataField
+		// Changes are the job's last 20 entries of the audit log.
+		Changes []audit.Entry
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata), changes}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
+}
+
+// metadataField is a key of a job's metadata and its value as JSON text (a string unquoted).
+type metadataField struct{ Key, Value string }
+
+// metadataFields lists the metadata's keys in order, for the job page.
+func metadataFields(raw []byte) []metadataField {
+	var m map[string]json.RawMessage
+	if metadata.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	out := make([]metadataField, 0, len(m))
+	for k, v := range m {
+		f := metadataField{Key: k, Value: string(v)}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			f.Value = str
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // notice turns a notice code from a redirect into words (never reflecting the query's text).

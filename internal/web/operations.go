@@ -13,11 +13,16 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 )
 
-// slowTask is a running task that has run longer than its action usually takes.
+// slowTask is a running task that has run longer than its step usually takes.
 type slowTask struct {
 	Task    *record.Task
 	Running time.Duration
-	Usual   time.Duration // 0 when there is no history
+	// Usual is the 95th percentile of the step's completed runs in the job, and Runs how many
+	// there are; 0 and 0 when it has none.
+	Usual time.Duration
+	Runs  int
+	// After is how long a run of the step may take before it is shown.
+	After time.Duration
 }
 
 // waitingTask is a step of an item blocked on external events.
@@ -39,8 +44,26 @@ type backlog struct {
 	Retries int
 }
 
-// slowFloor is the least running time shown as slow when the action has no history.
-const slowFloor = time.Minute
+// slowRule says when a running task is slow, from its step's completed runs in the job: past
+// twice their 95th percentile once the step has run at least slowMinRuns times, and never
+// before the minimum; until then, past the minimum alone, so the first runs of a step are
+// shown too.
+type slowRule struct {
+	Min time.Duration
+}
+
+// slowMinRuns is how many completed runs of a step its percentile needs to be trusted.
+const slowMinRuns = 5
+
+// after returns how long a run of a step whose completed runs took runs may take before it is
+// slow, and their 95th percentile (0 with none).
+func (r slowRule) after(runs []time.Duration) (after, p95 time.Duration) {
+	p95 = percentile(runs, 95)
+	if len(runs) < slowMinRuns {
+		return r.Min, p95
+	}
+	return max(2*p95, r.Min), p95
+}
 
 // operationsPage shows slow and stuck work across running jobs: tasks running longer than
 // usual, tasks waiting on external events, and queues with a backlog.
@@ -74,25 +97,28 @@ func (w *Web) operationsPage(rw http.ResponseWriter, r *http.Request, s *session
 			}
 			q.Retries += c.Retries
 		}
-		usual := map[string][]time.Duration{}
-		done, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: record.TaskComplete, Limit: 1000})
-		if err != nil {
-			return err
-		}
-		for _, t := range done {
-			if !t.StartedAt.IsZero() && !t.FinishedAt.IsZero() {
-				usual[t.Action] = append(usual[t.Action], t.FinishedAt.Sub(t.StartedAt))
-			}
-		}
 		running, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: record.TaskRunning, Limit: 1000})
 		if err != nil {
 			return err
 		}
-		for _, t := range running {
-			d := since(now, t.StartedAt)
-			u := median(usual[t.Action])
-			if (u > 0 && d > 3*u && d > 5*time.Second) || (u == 0 && d > slowFloor) {
-				slow = append(slow, slowTask{Task: t, Running: d, Usual: u})
+		if len(running) > 0 {
+			// The step's own history: the first 1,000 completed tasks of the job, by step.
+			runs := map[string][]time.Duration{}
+			done, err := w.rec.TaskListByJob(ctx, store.TaskListParams{JobID: j.ID, State: record.TaskComplete, Limit: 1000})
+			if err != nil {
+				return err
+			}
+			for _, t := range done {
+				if !t.StartedAt.IsZero() && !t.FinishedAt.IsZero() {
+					runs[t.Step] = append(runs[t.Step], t.FinishedAt.Sub(t.StartedAt))
+				}
+			}
+			for _, t := range running {
+				d := since(now, t.StartedAt)
+				after, p95 := w.slow.after(runs[t.Step])
+				if d > after {
+					slow = append(slow, slowTask{Task: t, Running: d, Usual: p95, Runs: len(runs[t.Step]), After: after})
+				}
 			}
 		}
 		ws, err := w.waitingSteps(ctx, j, now)
@@ -192,11 +218,13 @@ func (w *Web) waitingSteps(ctx context.Context, j *record.Job, now time.Time) ([
 // string, number or boolean are left out (an event cannot be sent by them).
 func metadataKeys(md []byte) []string { return engine.CorrelationKeys(md) }
 
-func median(ds []time.Duration) time.Duration {
+// percentile returns the p-th percentile of ds (nearest rank), 0 for none.
+func percentile(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	s := append([]time.Duration{}, ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := (p*len(s) + 99) / 100 // ceil(p/100 × n), 1-based
+	return s[max(rank, 1)-1]
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -32,15 +33,20 @@ func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) er
 	data := struct {
 		Query, Error string
 		JobID        int64
+		Type, Meta   string
 		Hits         []searchHit
-		Next         string
-		Searched     bool
-	}{Query: strings.TrimSpace(q.Get("q"))}
+		// More is the address of the next page; empty on the last one.
+		More     string
+		Searched bool
+	}{Query: strings.TrimSpace(q.Get("q")), Type: strings.TrimSpace(q.Get("type")), Meta: strings.TrimSpace(q.Get("meta"))}
 	data.JobID, _ = strconv.ParseInt(q.Get("job"), 10, 64)
 	status := http.StatusOK
 	if data.Query != "" {
 		data.Searched = true
-		req := docsearch.Request{Query: data.Query, JobID: data.JobID, Limit: 20}
+		req := docsearch.Request{Query: data.Query, JobID: data.JobID, ContentType: data.Type, Limit: 20}
+		if data.Meta != "" {
+			req.Metadata = []string{data.Meta}
+		}
 		after, err := cursor.Read(cursor.Search, q.Get("cursor"), 1)
 		if after != nil {
 			req.Cursor = after[0]
@@ -63,7 +69,16 @@ func (w *Web) searchPage(rw http.ResponseWriter, r *http.Request, s *session) er
 				data.Hits = append(data.Hits, searchHit{Hit: h, Parts: snippetParts(h.Snippet)})
 			}
 			if res.Next != "" {
-				data.Next = cursor.Make(cursor.Search, res.Next)
+				more := url.Values{"q": {data.Query}, "cursor": {cursor.Make(cursor.Search, res.Next)}}
+				for k, v := range map[string]string{"type": data.Type, "meta": data.Meta} {
+					if v != "" {
+						more.Set(k, v)
+					}
+				}
+				if data.JobID != 0 {
+					more.Set("job", strconv.FormatInt(data.JobID, 10))
+				}
+				data.More = "/search?" + more.Encode()
 			}
 		}
 	}

@@ -67,6 +67,10 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now returns the time. Defaults to time.Now.
 	Now func() time.Time
+	// SlowAfter is how long a task may run before the slow-and-stuck page shows it, while its
+	// step has too few completed runs in the job to tell what is usual; with enough, a task is
+	// shown past twice their 95th percentile, and never before SlowAfter. Defaults to 30s.
+	SlowAfter time.Duration
 }
 
 // Web is the web UI. It is safe for concurrent use.
@@ -78,6 +82,7 @@ type Web struct {
 	pages    map[string]*template.Template
 	sessions *sessions
 	mux      *http.ServeMux
+	slow     slowRule
 }
 
 // New returns the UI; it panics when cfg.Backend, cfg.Records, cfg.Tokens or cfg.API is nil, or
@@ -95,8 +100,11 @@ func New(cfg Config) *Web {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SlowAfter <= 0 {
+		cfg.SlowAfter = 30 * time.Second
+	}
 	w := &Web{cfg: cfg, b: cfg.Backend, rec: cfg.Records, log: cfg.Logger, pages: map[string]*template.Template{},
-		sessions: newSessions(cfg.SessionTTL, cfg.Now), mux: http.NewServeMux()}
+		sessions: newSessions(cfg.SessionTTL, cfg.Now), mux: http.NewServeMux(), slow: slowRule{Min: cfg.SlowAfter}}
 	w.parseTemplates()
 	w.routes()
 	return w
@@ -143,7 +151,9 @@ func (w *Web) routes() {
 	m.Handle("GET /jobs/new", w.page(api.RoleAdmin, w.newJobPage))
 	m.Handle("GET /jobs/{id}", w.page(api.RoleReader, w.jobPage))
 	m.Handle("GET /jobs/{id}/items", w.page(api.RoleReader, w.itemsFragment))
+	m.Handle("GET /jobs/{id}/history", w.page(api.RoleReader, w.historyPage))
 	m.Handle("GET /jobs/{id}/documents", w.page(api.RoleReader, w.documentsPage))
+	m.Handle("POST /jobs/bulk", w.page(api.RoleAdmin, w.bulkJobs))
 	m.Handle("POST /jobs/{id}/cancel", w.page(api.RoleAdmin, w.cancelJob))
 	m.Handle("POST /jobs/{id}/retry", w.page(api.RoleAdmin, w.retryJob))
 	m.Handle("POST /jobs/{id}/events", w.page(api.RoleAdmin, w.fireEvent))
@@ -160,6 +170,7 @@ func (w *Web) routes() {
 	m.Handle("POST /ui/draft", w.page(api.RoleReader, w.draft))
 
 	m.Handle("GET /operations", w.page(api.RoleReader, w.operationsPage))
+	m.Handle("GET /audit", w.page(api.RoleReader, w.auditPage))
 	m.Handle("GET /search", w.page(api.RoleReader, w.searchPage))
 
 	m.Handle("/ui/api/", w.handle(w.proxy))

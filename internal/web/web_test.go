@@ -51,6 +51,12 @@ func setup(t *testing.T) *bundle {
 // setupOn is [setup] on the store open opens (nil: the data dir's SQLite file).
 func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	t.Helper()
+	return setupWith(t, open, nil)
+}
+
+// setupWith is [setupOn] with the UI's configuration changed by config (nil: as is).
+func setupWith(t *testing.T, open drivertest.Open, config func(*web.Config)) *bundle {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := node.Config{DataDir: dir, Engine: true, GCInterval: -1}
 	if open != nil {
@@ -72,7 +78,11 @@ func setupOn(t *testing.T, open drivertest.Open) *bundle {
 	n.Listen(node.Listener{Wake: wp.Wake, Cancel: wp.CancelTasks})
 	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, ProgressInterval: 100 * time.Millisecond})
-	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler()})
+	wcfg := web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler()}
+	if config != nil {
+		config(&wcfg)
+	}
+	ui := web.New(wcfg)
 	hs := httptest.NewServer(ui.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	n.Start(ctx)
@@ -135,6 +145,9 @@ func (c *client) do(method, path string, form url.Values, hdr map[string]string)
 	b, _ := io.ReadAll(res.Body)
 	return res, string(b)
 }
+
+// timelineRows matches a row of a timeline, its result the first group.
+var timelineRows = regexp.MustCompile(`(?s)<tr class="attempt attempt-(\w+)".*?</tr>`)
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
@@ -482,6 +495,13 @@ func TestSearchPage(t *testing.T) {
 	if strings.Contains(page, "<b>the</b>") {
 		t.Error("the document's text reached the page unescaped")
 	}
+	// The filters: a content type or a metadata value it lacks hides it; the ones it has keep it.
+	for q, want := range map[string]bool{"q=fox&type=application%2Fpdf": false, "q=fox&type=" + url.QueryEscape(textType(t, b, job)): true,
+		"q=fox&meta=batch%3Dnope": false} {
+		if _, page := c.do("GET", "/search?"+q, nil, nil); strings.Contains(page, `fox.txt</a>`) != want {
+			t.Errorf("/search?%s shows fox.txt: %v, want %v", q, !want, want)
+		}
+	}
 	resp, page := c.do("GET", "/search?q=-cat", nil, nil) // only an exclusion
 	if resp.StatusCode != 400 || !strings.Contains(page, "role=\"alert\"") {
 		t.Errorf("bad query: %d\n%s", resp.StatusCode, page)
@@ -560,12 +580,44 @@ func TestItemAttempts(t *testing.T) {
 	if !strings.Contains(page, `id="attempts-h"`) {
 		t.Fatalf("the item page has no attempts:\n%s", page)
 	}
+	if strings.Contains(page, "<iframe") || !strings.Contains(page, `id="no-preview"`) {
+		t.Errorf("the failed PDF's page embeds it as a preview, or does not say why there is none")
+	}
 	rows := strings.Count(page, "<td>pdf</td>")
 	if rows != 2 {
 		t.Errorf("the item page shows %d attempts of pdf, want 2 (the first run and the retry)", rows)
+	}
+	// The job's timeline, on its page and on a page of its own, shows both runs of pdf, failed,
+	// with the reason, each with a bar on the job's time axis.
+	for _, path := range []string{"/jobs/" + itoa(job.ID), "/jobs/" + itoa(job.ID) + "/history"} {
+		_, page := c.do("GET", path, nil, nil)
+		rows := timelineRows.FindAllStringSubmatch(page, -1)
+		var pdf []string
+		for _, r := range rows {
+			if strings.Contains(r[0], "<td>pdf</td>") {
+				pdf = append(pdf, r[1])
+			}
+		}
+		if strings.Join(pdf, " ") != "failed failed" || strings.Count(page, `<rect class="run run-failed"`) < 2 {
+			t.Errorf("%s's timeline shows pdf attempts %q, want two failed with their bars:\n%s", path, pdf, page)
+		}
 	}
 	_, docs := c.do("GET", "/jobs/"+itoa(job.ID)+"/documents", nil, nil)
 	if !strings.Contains(docs, "Errors (1)") {
 		t.Errorf("the job's documents page does not list the error after the retry:\n%s", docs)
 	}
+}
+
+// textType is the content type the documents of job have (the first root's document).
+func textType(t *testing.T, b *bundle, job *record.Job) string {
+	t.Helper()
+	outs, err := b.n.Store.OutputList(t.Context(), store.OutputListParams{JobID: job.ID, Kind: store.OutputDocument, Limit: 1})
+	if err != nil || len(outs) == 0 {
+		t.Fatalf("the job's documents: %v, %v", outs, err)
+	}
+	it, err := b.n.Store.ItemGet(t.Context(), outs[0].ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it.ContentType
 }

@@ -108,6 +108,9 @@ func (w *where) next(arg any) string {
 
 func (w *where) String() string { return strings.Join(w.conds, " AND ") }
 
+// likeEscaper escapes LIKE's wildcards (backslash is Postgres's default escape).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
 func jsonOr(b []byte) string {
 	if len(b) == 0 {
 		return "{}"
@@ -340,6 +343,25 @@ func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*record
 	}
 	if p.AfterID > 0 {
 		w.add("id < ?", p.AfterID)
+	}
+	if p.Workflow != "" {
+		w.add("workflow_name = ?", p.Workflow)
+	}
+	if !p.CreatedFrom.IsZero() {
+		w.add("created_at >= ?", micros(p.CreatedFrom))
+	}
+	if !p.CreatedUntil.IsZero() {
+		w.add("created_at < ?", micros(p.CreatedUntil))
+	}
+	for _, kv := range p.Meta {
+		k := w.next(kv.Key)
+		w.add("metadata ->> "+k+" = ?", kv.Value)
+	}
+	if p.Text != "" {
+		t := w.next(p.Text)
+		like := w.next("%" + likeEscaper.Replace(p.Text) + "%")
+		w.conds = append(w.conds, "(id::text = "+t+" OR workflow_name ILIKE "+like+" OR COALESCE(key, '') ILIKE "+like+
+			" OR error ILIKE "+like+" OR metadata::text ILIKE "+like+")")
 	}
 	query := `SELECT ` + jobCols + ` FROM jobs`
 	if len(w.conds) > 0 {

@@ -273,6 +273,31 @@ func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*record
 		where = append(where, "id < ?")
 		args = append(args, p.AfterID)
 	}
+	if p.Workflow != "" {
+		where = append(where, "workflow_name = ?")
+		args = append(args, p.Workflow)
+	}
+	if !p.CreatedFrom.IsZero() {
+		where = append(where, "created_at >= ?")
+		args = append(args, micros(p.CreatedFrom))
+	}
+	if !p.CreatedUntil.IsZero() {
+		where = append(where, "created_at < ?")
+		args = append(args, micros(p.CreatedUntil))
+	}
+	for _, kv := range p.Meta {
+		// The key is a parameter (a JSON path of one quoted member), never spliced into SQL.
+		// A string compares as its characters; anything else as its JSON text, which -> keeps
+		// as written (a 20-digit integer whole, true as true), as Postgres's ->> gives it.
+		where = append(where, "(CASE json_type(metadata, ?) WHEN 'text' THEN json_extract(metadata, ?) ELSE metadata -> ? END) = ?")
+		path := jsonMember(kv.Key)
+		args = append(args, path, path, path, kv.Value)
+	}
+	if p.Text != "" {
+		like := "%" + likeEscaper.Replace(p.Text) + "%"
+		where = append(where, `(CAST(id AS TEXT) = ? OR workflow_name LIKE ? ESCAPE '\' OR COALESCE(key, '') LIKE ? ESCAPE '\' OR error LIKE ? ESCAPE '\' OR metadata LIKE ? ESCAPE '\')`)
+		args = append(args, p.Text, like, like, like, like)
+	}
 	query := `SELECT ` + jobCols + ` FROM jobs`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
@@ -280,6 +305,15 @@ func (q *queries) JobList(ctx context.Context, p store.JobListParams) ([]*record
 	query += " ORDER BY id DESC LIMIT ?"
 	args = append(args, p.Limit)
 	return q.listJobs(ctx, query, args...)
+}
+
+// likeEscaper escapes LIKE's wildcards (with the ESCAPE '\' of the pattern).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// jsonMember is the JSON path of the object member key: $."key", its quotes and backslashes
+// escaped.
+func jsonMember(key string) string {
+	return `$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
 }
 
 func (q *queries) listJobs(ctx context.Context, query string, args ...any) ([]*record.Job, error) {

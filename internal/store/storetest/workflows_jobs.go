@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -148,6 +149,37 @@ func testJobs(t *testing.T, b *bundle) {
 	checkIDs(t, "JobList limit 2", jobIDs(must(b.s.JobList(ctx, store.JobListParams{Limit: 2}))(t)), []int64{j3.ID, j2.ID})
 	checkIDs(t, "JobList after j2", jobIDs(must(b.s.JobList(ctx, store.JobListParams{AfterID: j2.ID}))(t)), []int64{j1.ID})
 	checkIDs(t, "JobListRunning", jobIDs(must(b.s.JobListRunning(ctx))(t)), []int64{j1.ID, j3.ID})
+
+	// Filters: workflow, creation time, metadata values as text, and free text.
+	j4 := must(b.s.JobInsert(ctx, store.JobInsertParams{Key: "batch_7%", WorkflowName: "mail", WorkflowVersion: 1,
+		Metadata: []byte(`{"who":"Them","n":7,"ok":true,"a.b":"dotted","big":12345678901234567890}`), Now: b.at(3 * time.Second)}))(t)
+	for _, tc := range []struct {
+		name string
+		p    store.JobListParams
+		want []int64
+	}{
+		{"workflow", store.JobListParams{Workflow: "docs"}, []int64{j3.ID, j2.ID, j1.ID}},
+		{"workflow and state", store.JobListParams{Workflow: "docs", State: record.JobFailed}, []int64{j2.ID}},
+		{"created from", store.JobListParams{CreatedFrom: b.at(time.Second)}, []int64{j4.ID, j3.ID, j2.ID}},
+		{"created until", store.JobListParams{CreatedUntil: b.at(2 * time.Second)}, []int64{j2.ID, j1.ID}},
+		{"created in", store.JobListParams{CreatedFrom: b.at(time.Second), CreatedUntil: b.at(3 * time.Second)}, []int64{j3.ID, j2.ID}},
+		{"meta string", store.JobListParams{Meta: []store.KeyValue{{Key: "who", Value: "me"}}}, []int64{j1.ID}},
+		{"meta number", store.JobListParams{Meta: []store.KeyValue{{Key: "n", Value: "7"}}}, []int64{j4.ID}},
+		{"meta big number", store.JobListParams{Meta: []store.KeyValue{{Key: "big", Value: "12345678901234567890"}}}, []int64{j4.ID}},
+		{"meta boolean", store.JobListParams{Meta: []store.KeyValue{{Key: "ok", Value: "true"}}}, []int64{j4.ID}},
+		{"meta dotted key", store.JobListParams{Meta: []store.KeyValue{{Key: "a.b", Value: "dotted"}}}, []int64{j4.ID}},
+		{"meta both", store.JobListParams{Meta: []store.KeyValue{{Key: "who", Value: "Them"}, {Key: "n", Value: "1"}}}, nil},
+		{"meta missing key", store.JobListParams{Meta: []store.KeyValue{{Key: "nope", Value: ""}}}, nil},
+		{"text id", store.JobListParams{Text: strconv.FormatInt(j2.ID, 10), Workflow: "docs"}, []int64{j2.ID}},
+		{"text workflow", store.JobListParams{Text: "MAI"}, []int64{j4.ID}},
+		{"text error", store.JobListParams{Text: "boo"}, []int64{j2.ID}},
+		{"text metadata", store.JobListParams{Text: "them"}, []int64{j4.ID}},
+		{"text wildcard is literal", store.JobListParams{Text: "7%"}, []int64{j4.ID}},
+		{"text underscore is literal", store.JobListParams{Text: "k_"}, nil},
+		{"filters and pages", store.JobListParams{CreatedFrom: b.at(time.Second), AfterID: j3.ID, Limit: 1}, []int64{j2.ID}},
+	} {
+		checkIDs(t, "JobList "+tc.name, jobIDs(must(b.s.JobList(ctx, tc.p))(t)), tc.want)
+	}
 }
 
 // testJobKeyConflictKeepsTx: an ErrConflict inside a transaction leaves it usable, as on SQLite

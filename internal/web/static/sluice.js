@@ -215,7 +215,68 @@ function newJobForm() {
   });
 }
 
+// timelineZoom widens a timeline by its zoom slider's factor: the bars grow, and the table's
+// wrapper scrolls sideways to pan.
+function timelineZoom() {
+  for (const input of document.querySelectorAll("input.zoom[data-zoom-target]")) {
+    const table = document.getElementById(input.dataset.zoomTarget);
+    if (!table) continue;
+    const apply = () => { table.style.minWidth = (Number(input.value) * 100) + "%"; };
+    input.addEventListener("input", apply);
+    apply();
+  }
+}
+
+// selectAll ticks or unticks every checkbox of its class (data-select-all), and follows them.
+function selectAll() {
+  for (const all of document.querySelectorAll("input[data-select-all]")) {
+    const boxes = () => [...document.querySelectorAll("input." + all.dataset.selectAll)];
+    all.addEventListener("change", () => { for (const b of boxes()) b.checked = all.checked; });
+    document.addEventListener("change", (e) => {
+      if (!e.target.classList?.contains(all.dataset.selectAll)) return;
+      const bs = boxes();
+      all.checked = bs.every((b) => b.checked);
+      all.indeterminate = !all.checked && bs.some((b) => b.checked);
+    });
+  }
+}
+
+// diagramZoom sizes a zoomable diagram: Larger and Smaller scale it from its natural size,
+// Fit makes it fit its frame again; dragging the frame pans it.
+function diagramZoom() {
+  for (const fig of document.querySelectorAll("figure.zoomable")) {
+    const view = fig.querySelector(".zoom-view"), img = view.querySelector("img");
+    let scale = 0; // 0: fit
+    const apply = () => {
+      fig.dataset.zoom = scale === 0 ? "1" : "0";
+      img.style.width = scale === 0 ? "" : Math.round(img.naturalWidth * scale) + "px";
+    };
+    fig.addEventListener("click", (e) => {
+      const b = e.target.closest("button");
+      if (!b) return;
+      if (b.hasAttribute("data-zoom-fit")) scale = 0;
+      else {
+        const base = scale || img.clientWidth / Math.max(img.naturalWidth, 1);
+        scale = Math.min(8, Math.max(0.1, base * Number(b.dataset.zoomBy)));
+      }
+      apply();
+    });
+    let drag = null;
+    view.addEventListener("pointerdown", (e) => { drag = {x: e.clientX, y: e.clientY, l: view.scrollLeft, t: view.scrollTop}; });
+    view.addEventListener("pointermove", (e) => {
+      if (!drag) return;
+      view.scrollLeft = drag.l - (e.clientX - drag.x);
+      view.scrollTop = drag.t - (e.clientY - drag.y);
+    });
+    for (const end of ["pointerup", "pointerleave"]) view.addEventListener(end, () => { drag = null; });
+    img.addEventListener("dragstart", (e) => e.preventDefault());
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  diagramZoom();
   followProgress();
   newJobForm();
+  timelineZoom();
+  selectAll();
 });

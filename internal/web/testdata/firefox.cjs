@@ -7,16 +7,21 @@
 //
 // Environment: SLUICE_URL, SLUICE_TOKEN (an admin token), SLUICE_UPLOAD (a file to upload),
 // FIREFOX (the executable), PUPPETEER (a directory whose node_modules holds puppeteer-core),
-// SCREENSHOTS (a directory, optional).
+// SCREENSHOTS (a directory, optional), AXE (axe-core's axe.min.js, optional: every page checked
+// is then checked with it too).
 "use strict";
 
+const fs = require("fs");
 const path = require("path");
 const puppeteer = require(path.join(process.env.PUPPETEER, "node_modules", "puppeteer-core"));
 
 const base = process.env.SLUICE_URL;
+// axe-core's script (AXE, optional): run on every page checked, every rule on, as the Chromium
+// tests run it.
+const axeSrc = process.env.AXE ? fs.readFileSync(process.env.AXE, "utf8") : "";
 const problems = [];
 const visited = [];
-let canaryReport = [], canaryActive = false;
+let canaryReport = [], canaryActive = false, axeChecked = 0;
 
 // Recorded in the page before any of its scripts run: CSP violations and uncaught errors, which
 // the page cannot hide from it.
@@ -57,6 +62,15 @@ async function check(page, label) {
   for (const i of state.images) if (!i.ok) problems.push(label + ": image not loaded: " + i.src);
   for (const c of state.csp) problems.push(label + ": CSP violation: " + c);
   for (const e of state.errors) problems.push(label + ": script error: " + e);
+  if (axeSrc) {
+    const vs = await page.evaluate(async (src) => {
+      if (!window.axe) (0, eval)(src);
+      const r = await axe.run(document, { rules: Object.fromEntries(axe.getRules().map((x) => [x.ruleId, { enabled: true }])) });
+      return r.violations.map((v) => "[" + v.impact + "] " + v.id + ": " + v.help + " at " + v.nodes.map((n) => n.target.join(" ")).join(", "));
+    }, axeSrc);
+    for (const v of vs) problems.push(label + ": axe-core: " + v);
+    axeChecked++;
+  }
   if (process.env.SCREENSHOTS) await page.screenshot({ path: path.join(process.env.SCREENSHOTS, "firefox-" + label.replace(/[^a-z0-9]+/gi, "-") + ".png"), fullPage: true });
   return state;
 }
@@ -131,6 +145,7 @@ async function open(page, p, label) {
     await open(page, "/workflows/documents", "workflow");
     await open(page, "/search?q=sluice", "search");
     await open(page, "/operations", "operations");
+    await open(page, "/audit", "audit");
 
     // The editor: its script builds the form from the catalog and draws the diagram through
     // POST /ui/draft (with the CSRF header); typing a name reaches the YAML; saving shows the
@@ -156,16 +171,28 @@ async function open(page, p, label) {
     await check(page, "job");
     const jobPath = await page.evaluate(() => location.pathname);
     await open(page, jobPath + "/documents", "documents");
+    // The job's timeline: a bar per attempt; the zoom widens it inside its scrolling wrapper.
+    await open(page, jobPath + "/history", "timeline");
+    const zoomed = await page.evaluate(() => {
+      const z = document.querySelector("input.zoom"), w = document.querySelector(".timeline-scroll");
+      if (!z || !w) return { bars: 0 };
+      z.value = 4; z.dispatchEvent(new Event("input"));
+      return { bars: document.querySelectorAll("svg.bar rect.run").length, wide: w.scrollWidth > 3 * w.clientWidth };
+    });
+    if (!zoomed.bars) problems.push("timeline: no attempt drawn");
+    if (!zoomed.wide) problems.push("timeline: the zoom did not widen it");
 
     // Phone width.
     await page.setViewport({ width: 390, height: 844 });
     const phone = await open(page, "/jobs", "jobs at phone width");
     if (phone.width > 400) problems.push("jobs at phone width: " + phone.width + " px wide");
+    const phoneTimeline = await open(page, jobPath + "/history", "timeline at phone width");
+    if (phoneTimeline.width > 400) problems.push("timeline at phone width: " + phoneTimeline.width + " px wide");
   } catch (e) {
     problems.push("stopped: " + (e && e.stack || e));
   } finally {
     await browser.close();
   }
-  process.stdout.write(JSON.stringify({ browser: version, visited, canary: canaryReport, problems }) + "\n");
+  process.stdout.write(JSON.stringify({ browser: version, visited, canary: canaryReport, axe_checked: axeChecked, problems }) + "\n");
   process.exit(problems.length ? 1 : 0);
 })();
