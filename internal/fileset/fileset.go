@@ -60,9 +60,9 @@ func (s *Fileset) Downloaded() int64 { return s.downloaded.Load() }
 
 // Reads is what the fileset actions read of the core besides their task: the items a step made
 // of an item (a request's files, a file's stored blob). It is part of their task's read port
-// ([engine.Reads]), which also serves their read of fileset_results ([Domain.ReadQueries]) and
-// the blob store; the engine serves it in process, the server to a remote worker. An action
-// holds no store.
+// ([engine.Reads]), which also serves their reads of ingest_fileset_platform and of the CDX
+// index ([Domain.ReadQueries]) and the blob store; the engine serves it in process, the server
+// to a remote worker. An action holds no store.
 type Reads interface {
 	// StepChildren returns the children the step named step made of item parent, in ordinal
 	// order.
