@@ -98,7 +98,7 @@ func TestObjectsPages(t *testing.T) {
 	if !strings.Contains(page, "<dt>PRONOM</dt><dd>x-fmt/111</dd>") {
 		t.Errorf("the file set's page does not show its PRONOM identifier")
 	}
-	tl := regexp.MustCompile(`(?s)<ol class="timeline">(.*?)</ol>`).FindStringSubmatch(page)
+	tl := regexp.MustCompile(`(?s)<ol class="action-history">(.*?)</ol>`).FindStringSubmatch(page)
 	if tl == nil {
 		t.Fatalf("no timeline on the file set's page:\n%s", page)
 	}
