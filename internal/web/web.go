@@ -172,6 +172,7 @@ func (w *Web) routes() {
 	m.Handle("GET /operations", w.page(api.RoleReader, w.operationsPage))
 	m.Handle("GET /audit", w.page(api.RoleReader, w.auditPage))
 	m.Handle("GET /search", w.page(api.RoleReader, w.searchPage))
+	m.Handle("GET /documents", w.page(api.RoleReader, w.documentsPage))
 
 	m.Handle("/ui/api/", w.handle(w.proxy))
 	m.Handle("/", w.handle(func(rw http.ResponseWriter, r *http.Request) error {
