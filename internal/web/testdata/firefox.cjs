@@ -107,7 +107,9 @@ async function open(page, p, label) {
       else problems.push(msg);
     };
     page.on("console", (m) => { if (m.type() === "error") report("console error: " + m.text()); });
-    page.on("pageerror", (e) => report("uncaught: " + e.message));
+    // Firefox's own PDF viewer (pdf.js, in the item page's frame) reports its messages to the
+    // frame's parent as the page's errors; they are the viewer's, not the page's.
+    page.on("pageerror", (e) => { if (!e.message.includes("resource://pdf.js")) report("uncaught: " + e.message); });
     page.on("requestfailed", (r) => {
       const why = r.failure()?.errorText || "";
       // Leaving a page ends its progress stream, and Firefox drops the page's favicon fetch
@@ -171,6 +173,15 @@ async function open(page, p, label) {
     await check(page, "job");
     const jobPath = await page.evaluate(() => location.pathname);
     await open(page, jobPath + "/documents", "documents");
+    await open(page, "/documents?sort=title", "documents of every job");
+    const listed = await page.evaluate(() => document.querySelectorAll("#documents li.doc").length);
+    if (listed !== 1) problems.push("documents of every job: " + listed + " listed, want 1");
+    // A search's hit leads to the text, the matched word marked.
+    await open(page, "/search?q=mill", "search for mill");
+    await Promise.all([page.waitForNavigation({ waitUntil: "load" }), page.click("#hits a")]);
+    await check(page, "text reached from a search");
+    const marked = await page.evaluate(() => [...document.querySelectorAll("#text mark")].map((m) => m.textContent).join());
+    if (marked !== "mill") problems.push("text reached from a search: marked " + JSON.stringify(marked) + ", want mill");
     // The job's timeline: a bar per attempt; the zoom widens it inside its scrolling wrapper.
     await open(page, jobPath + "/history", "timeline");
     const zoomed = await page.evaluate(() => {
@@ -186,6 +197,8 @@ async function open(page, p, label) {
     await page.setViewport({ width: 390, height: 844 });
     const phone = await open(page, "/jobs", "jobs at phone width");
     if (phone.width > 400) problems.push("jobs at phone width: " + phone.width + " px wide");
+    const phoneDocs = await open(page, "/documents", "documents at phone width");
+    if (phoneDocs.width > 400) problems.push("documents at phone width: " + phoneDocs.width + " px wide");
     const phoneTimeline = await open(page, jobPath + "/history", "timeline at phone width");
     if (phoneTimeline.width > 400) problems.push("timeline at phone width: " + phoneTimeline.width + " px wide");
   } catch (e) {
