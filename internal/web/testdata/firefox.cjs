@@ -160,6 +160,8 @@ async function open(page, p, label) {
     await page.click("#save");
     await waitFor(page, "version 1 saved with its changes", `document.querySelector("#save-status").textContent.includes("Saved version 1 of firefox-flow") && document.querySelector("#save-changes").textContent.includes("first version")`, 30000);
     await check(page, "editor saved");
+    const savedAt = await page.evaluate(() => location.pathname);
+    if (savedAt !== "/workflows/firefox-flow/edit") problems.push("editor saved: the address is " + savedAt + ", want /workflows/firefox-flow/edit");
 
     // A job: upload one file, watch it to the end through the progress stream.
     await open(page, "/jobs/new", "new job");
