@@ -321,7 +321,8 @@ type Executor interface {
 	// ready tasks other transactions hold. One statement: a worker asks it before it spends a
 	// held batch (a transaction and a connection) on a queue nobody woke.
 	TaskReadyQueues(ctx context.Context, queues []string, now time.Time) ([]string, error)
-	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
+	// TaskCounts counts the job's tasks by state, step, action and queue in one pass (see
+	// TaskStats), ordered by those.
 	TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error)
 
 	// ClaimTake claims p.Key for the running task p.TaskID unless another task holds it, and
