@@ -331,6 +331,10 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 	if err != nil {
 		return err
 	}
+	steps, err := w.steps(ctx, j)
+	if err != nil {
+		return err
+	}
 	// "The job was created." is news only while the job runs: the page reloads itself, with
 	// the same address, when the job ends.
 	code := r.URL.Query().Get("notice")
@@ -350,7 +354,10 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		Metadata     []metadataField
 		// Changes are the job's last 20 entries of the audit log.
 		Changes []audit.Entry
-	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata), changes}
+		// Steps are its workflow's steps with their task counts; nil when the workflow's
+		// version cannot be read.
+		Steps *jobSteps
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata), changes, steps}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
 }

@@ -73,6 +73,8 @@ func TestBrowserOperator(t *testing.T) {
 	if bad := eval[string](tb, `[...document.querySelectorAll("svg.bar rect.run")].filter((r) => { const x = +r.getAttribute("x"), w = +r.getAttribute("width"); return !(x >= 0 && w >= 2 && x + w <= 1002); }).map((r) => r.outerHTML).join(" ")`); bad != "" {
 		t.Errorf("bars off the axis: %s", bad)
 	}
+	// The workflow's diagram with each step's counts, and the same as a table.
+	tb.waitJS(10*time.Second, "the job's diagram", `(() => { const i = document.querySelector(".job-diagram img"); return i && i.complete && i.naturalWidth > 0 && document.querySelector('tr.step-count[data-step="pdf"]')?.innerText.endsWith("1"); })()`, `document.querySelector("#job-steps")?.innerText`)
 	tb.screenshot("15-job-timeline")
 	// The zoom widens the table: the wrapper then scrolls sideways.
 	wrapper := `document.querySelector(".timeline-scroll")`

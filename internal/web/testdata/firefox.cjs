@@ -115,6 +115,8 @@ async function open(page, p, label) {
       // Leaving a page ends its progress stream, and Firefox drops the page's favicon fetch
       // still in flight (NS_BINDING_ABORTED): neither is a failure of the page.
       if (r.url().includes("/progress")) return;
+      // The same reload cuts short a refresh of the job's steps in flight.
+      if (/\/jobs\/\d+\/steps$/.test(new URL(r.url()).pathname) && why === "NS_BINDING_ABORTED") return;
       if (r.url().endsWith("/static/favicon.svg") && why === "NS_BINDING_ABORTED") return;
       problems.push("request failed: " + r.url() + " " + why);
     });
