@@ -495,11 +495,32 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 		return usagef("workflow needs a subcommand: validate, graph, apply, list, actions")
 	}
 	sub := args[0]
-	fs, c := newFlags(e, "workflow "+sub, "workflow validate FILE | graph FILE|NAME [--format svg|dot] | apply FILE | list | actions [--all]")
-	format := fs.String("format", "svg", "graph: svg or dot")
-	output := addOutputFlag(fs)
-	out := fs.String("o", "", "graph: write to this file instead of stdout")
-	allActions := fs.Bool("all", false, "actions: the built-in workflows' own actions too")
+	usage, ok := map[string]string{
+		"validate": "workflow validate FILE…",
+		"graph":    "workflow graph FILE|NAME [--format svg|dot] [-o FILE]",
+		"apply":    "workflow apply FILE",
+		"list":     "workflow list [--output table|json]",
+		"actions":  "workflow actions [--all]",
+	}[sub]
+	if !ok {
+		return usagef("unknown workflow subcommand %q (want validate, graph, apply, list, actions)", sub)
+	}
+	// Each subcommand has only its own flags (and the global ones), so -h shows what it takes.
+	fs, c := newFlags(e, "workflow "+sub, usage)
+	var (
+		format, out = new(string), new(string)
+		output      *outputFlag
+		allActions  = new(bool)
+	)
+	switch sub {
+	case "graph":
+		format = fs.String("format", "svg", "svg or dot")
+		out = fs.String("o", "", "write to this file instead of stdout")
+	case "list":
+		output = addOutputFlag(fs)
+	case "actions":
+		allActions = fs.Bool("all", false, "the built-in workflows' own actions too")
+	}
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err

@@ -50,6 +50,15 @@ func History(job int64) List { return List(fmt.Sprintf("jobs/%d/history", job)) 
 // Outputs is the list of job's outputs of kind (documents, errors).
 func Outputs(job int64, kind string) List { return List(fmt.Sprintf("jobs/%d/%ss", job, kind)) }
 
+// Documents is the list of the documents of job (0: every job) in an order (tree, newest,
+// title, size). Its key is the last row's sort value ("" for newest) and item id.
+func Documents(job int64, order string) List {
+	if job == 0 {
+		return List("documents/by/" + order)
+	}
+	return List(fmt.Sprintf("jobs/%d/documents/by/%s", job, order))
+}
+
 // Make returns the cursor of list that continues after the row whose sort key is key.
 func Make(list List, key ...string) string {
 	b, err := json.Marshal(append([]string{string(list)}, key...))

@@ -224,7 +224,7 @@ type Progress struct {
 	Fraction float64
 	Items    map[record.ItemState]int
 	Tasks    map[record.TaskState]int
-	Counts   []record.TaskCount // by state, action and queue, with retries: what Tasks sums
+	Counts   []record.TaskCount // by state, step, action and queue, with retries: what Tasks sums
 	Elapsed  time.Duration
 	// ETA is the estimated time left; 0 when unknown: before any progress, once the job
 	// ended, and while Waiting.

@@ -68,12 +68,12 @@ type Item struct {
 	CreatedAt     time.Time
 }
 
-// TaskCount is how many of a job's tasks share a state, an action and a queue, and their
-// attempts beyond the first.
+// TaskCount is how many of a job's tasks share a state, a step, an action and a queue, and
+// their attempts beyond the first.
 type TaskCount struct {
-	State          TaskState
-	Action, Queue  string
-	Tasks, Retries int
+	State               TaskState
+	Step, Action, Queue string
+	Tasks, Retries      int
 }
 
 // Task is one step applied to one item.

@@ -15,16 +15,15 @@ const (
 // SnippetLen is about how many bytes of text a snippet shows.
 const SnippetLen = 240
 
-type span struct{ start, end int }
+// Span is the bytes [Start, End) of a text.
+type Span struct{ Start, End int }
 
-// Snippet returns a short passage of text around the first place a word or phrase of q matches
-// (not an excluded one), with every match in it between [MarkStart] and [MarkEnd], whitespace
-// collapsed, and "…" where text was cut. Without a match in text (a document found by its
-// title) it returns the beginning of text.
-func Snippet(text string, q *Query) string {
+// Matches returns where the words and phrases of q (not the excluded ones) match in text, in
+// order and not overlapping, at most limit of them (limit <= 0: every one).
+func Matches(text string, q *Query, limit int) []Span {
 	terms := q.Terms()
 	var toks []string
-	var spans []span
+	var spans []Span
 	t := tokenizer{s: text}
 	for {
 		tok, ok := t.next()
@@ -32,20 +31,35 @@ func Snippet(text string, q *Query) string {
 			break
 		}
 		toks = append(toks, tok)
-		spans = append(spans, span{t.start, t.end})
+		spans = append(spans, Span{t.start, t.end})
 	}
-	var hits []span
+	var hits []Span
 	for i := range toks {
+		if limit > 0 && len(hits) == limit {
+			break
+		}
+		if len(hits) > 0 && spans[i].Start < hits[len(hits)-1].End {
+			continue
+		}
 		for _, term := range terms {
 			if k := matchAt(toks[i:], term); k > 0 {
-				hits = append(hits, span{spans[i].start, spans[i+k-1].end})
+				hits = append(hits, Span{spans[i].Start, spans[i+k-1].End})
 				break
 			}
 		}
 	}
+	return hits
+}
+
+// Snippet returns a short passage of text around the first place a word or phrase of q matches
+// (not an excluded one), with every match in it between [MarkStart] and [MarkEnd], whitespace
+// collapsed, and "…" where text was cut. Without a match in text (a document found by its
+// title) it returns the beginning of text.
+func Snippet(text string, q *Query) string {
+	hits := Matches(text, q, 0)
 	from, to := 0, min(len(text), SnippetLen)
 	if len(hits) > 0 {
-		from = max(0, hits[0].start-SnippetLen/3)
+		from = max(0, hits[0].Start-SnippetLen/3)
 		to = min(len(text), from+SnippetLen)
 	}
 	for from > 0 && !utf8.RuneStart(text[from]) {
@@ -56,7 +70,7 @@ func Snippet(text string, q *Query) string {
 	}
 	// Cut at spaces where there are some near.
 	if from > 0 {
-		if i := strings.IndexFunc(text[from:min(len(text), from+20)], unicode.IsSpace); i >= 0 && (len(hits) == 0 || from+i < hits[0].start) {
+		if i := strings.IndexFunc(text[from:min(len(text), from+20)], unicode.IsSpace); i >= 0 && (len(hits) == 0 || from+i < hits[0].Start) {
 			from += i
 		}
 	}
@@ -71,14 +85,14 @@ func Snippet(text string, q *Query) string {
 	}
 	at := from
 	for _, h := range hits {
-		if h.start < at || h.end > to {
+		if h.Start < at || h.End > to {
 			continue
 		}
-		writeCollapsed(&b, text[at:h.start])
+		writeCollapsed(&b, text[at:h.Start])
 		b.WriteString(MarkStart)
-		writeCollapsed(&b, text[h.start:h.end])
+		writeCollapsed(&b, text[h.Start:h.End])
 		b.WriteString(MarkEnd)
-		at = h.end
+		at = h.End
 	}
 	writeCollapsed(&b, text[at:to])
 	out := strings.TrimSpace(b.String())

@@ -321,7 +321,8 @@ type Executor interface {
 	// ready tasks other transactions hold. One statement: a worker asks it before it spends a
 	// held batch (a transaction and a connection) on a queue nobody woke.
 	TaskReadyQueues(ctx context.Context, queues []string, now time.Time) ([]string, error)
-	// TaskCounts counts the job's tasks by state, action and queue in one pass (see TaskStats).
+	// TaskCounts counts the job's tasks by state, step, action and queue in one pass (see
+	// TaskStats), ordered by those.
 	TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error)
 
 	// ClaimTake claims p.Key for the running task p.TaskID unless another task holds it, and
@@ -353,6 +354,12 @@ type Executor interface {
 	// OutputPut stores an output unless one exists for (item, kind).
 	OutputPut(ctx context.Context, p OutputPutParams) error
 	OutputList(ctx context.Context, p OutputListParams) ([]*record.Output, error)
+	// DocumentList returns the documents (outputs of kind [OutputDocument]) that p's filters
+	// keep, with their items, in p.Order, after p's key, up to p.Limit.
+	DocumentList(ctx context.Context, p DocumentListParams) ([]*Document, error)
+	// DocumentCounts counts the documents that p's filters keep (p's order, key and limit are
+	// ignored), per content type of their items: the most numerous first, then by type.
+	DocumentCounts(ctx context.Context, p DocumentListParams) ([]TypeCount, error)
 	// OutputSupersede moves the item's output of the kind, if any, to the item's output
 	// history, stamped p.Now: a later result of the item replaced it. Outputs are never
 	// deleted; false when the item had no output of the kind.
@@ -699,6 +706,52 @@ type OutputListParams struct {
 	Kind      string
 	AfterItem int64
 	Limit     int
+}
+
+// DocumentOrder is the order of [Store.DocumentList].
+type DocumentOrder string
+
+// The orders of documents. Each is total: the item id breaks ties.
+const (
+	// DocumentsInTree is a job's tree order (the items' sort keys), the order its files were
+	// given in; it needs a JobID. Its key is AfterKey (a sort key) and AfterItem.
+	DocumentsInTree DocumentOrder = "tree"
+	// DocumentsNewest is the newest first (item id, descending). Its key is AfterItem.
+	DocumentsNewest DocumentOrder = "newest"
+	// DocumentsByTitle is by the item's name, ascending. Its key is AfterKey (a name) and
+	// AfterItem.
+	DocumentsByTitle DocumentOrder = "title"
+	// DocumentsBySize is the largest first. Its key is AfterSize and AfterItem.
+	DocumentsBySize DocumentOrder = "size"
+)
+
+// DocumentListParams filters and orders documents. Every filter set must hold.
+type DocumentListParams struct {
+	JobID       int64  // 0: every job
+	ContentType string // the item's content type; "": any
+	// Meta keeps the documents whose item's metadata has each key with the value, compared as
+	// [JobListParams.Meta] compares a job's.
+	Meta  []KeyValue
+	Order DocumentOrder // "": DocumentsNewest
+	// AfterKey, AfterSize and AfterItem are the last row of the page before, in Order's terms;
+	// AfterItem 0 is the first page.
+	AfterKey  string
+	AfterSize int64
+	AfterItem int64
+	Limit     int // default 100
+}
+
+// Document is a document with its item (without its text).
+type Document struct {
+	Item      *record.Item
+	Value     []byte // the output's value
+	CreatedAt time.Time
+}
+
+// TypeCount is how many documents have items of a content type.
+type TypeCount struct {
+	ContentType string
+	N           int64
 }
 
 // OutputDocument is the kind of output that is a document, the unit of search (see

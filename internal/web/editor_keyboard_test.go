@@ -8,6 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/sluice-project/sluice/internal/builtin"
 )
 
 // press sends keys to whatever has the focus, as a keyboard does.
@@ -146,6 +148,23 @@ func TestBrowserEditorKeyboard(t *testing.T) {
 	admin.tabTo("#save", 40)
 	admin.press(kb.Enter)
 	admin.waitJS(10*time.Second, "version 1 saved", `document.querySelector("#save-status").textContent.includes("Saved version 1 of kbflow")`, `document.querySelector("#save-status").textContent`)
+	// Saved, the page is the workflow's editor; the renamed step's legend has its new name; the
+	// action picker offers no built-in workflow's own action.
+	if p := eval[string](admin, `location.pathname`); p != "/workflows/kbflow/edit" {
+		t.Errorf("after the first save the address is %s, want /workflows/kbflow/edit", p)
+	}
+	if l := eval[string](admin, `document.querySelector('fieldset.step[data-index="1"] legend').textContent`); l != "Step hash" {
+		t.Errorf("the step renamed hash has the legend %q", l)
+	}
+	offered := eval[[]string](admin, `[...document.querySelectorAll("#add-action option")].map((o) => o.value)`)
+	if !slices.Contains(offered, "exec") {
+		t.Errorf("the action picker lacks exec: %v", offered)
+	}
+	for _, a := range offered {
+		if builtin.Owner(a) != "" {
+			t.Errorf("the action picker offers %s, the %s workflow's own action", a, builtin.Owner(a))
+		}
+	}
 	wf, err := b.n.Store.WorkflowGet(t.Context(), "kbflow", 1)
 	if err != nil {
 		t.Fatalf("kbflow was not saved: %v", err)

@@ -150,6 +150,9 @@ func (w *Web) newJobPage(rw http.ResponseWriter, r *http.Request, s *session) er
 type itemRow struct {
 	*record.Item
 	Tasks []*record.Task
+	// PDF is the item's one child when that is the PDF a converter made of it (same name,
+	// application/pdf): shown as the item's PDF, not as an item inside it.
+	PDF int64
 }
 
 // itemPage is a page of one level of the item tree.
@@ -193,12 +196,31 @@ func (w *Web) items(ctx context.Context, jobID, parent int64, c string) (*itemPa
 		}
 	}
 	for _, it := range items {
-		out.Items = append(out.Items, itemRow{Item: it, Tasks: byItem[it.ID]})
+		row := itemRow{Item: it, Tasks: byItem[it.ID]}
+		if it.NChildren == 1 && it.ContentType != "application/pdf" {
+			if row.PDF, err = w.pdfOf(ctx, it); err != nil {
+				return nil, err
+			}
+		}
+		out.Items = append(out.Items, row)
 	}
 	if len(items) == itemsPerPage {
 		out.Next = cursor.Make(cursor.Items(jobID, parent), items[len(items)-1].SortKey)
 	}
 	return out, nil
+}
+
+// pdfOf returns the id of the PDF a converter made of it, its child of the same name, or 0.
+func (w *Web) pdfOf(ctx context.Context, it *record.Item) (int64, error) {
+	parent := it.ID
+	kids, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: it.JobID, ParentID: &parent, Limit: 1})
+	if err != nil || len(kids) == 0 {
+		return 0, err
+	}
+	if k := kids[0]; k.Name == it.Name && k.ContentType == "application/pdf" {
+		return k.ID, nil
+	}
+	return 0, nil
 }
 
 // outputValue is a document's or an error's output, as the documents workflow writes them.
@@ -209,6 +231,25 @@ type outputValue struct {
 	Message string `json:"message"`
 	Page    int    `json:"page_number"`
 	Item    *record.Item
+}
+
+// outputOf is the output of the item with this value; it (nil when unknown) fills in what the
+// value leaves out.
+func outputOf(itemID int64, value []byte, it *record.Item) outputValue {
+	v := outputValue{ItemID: itemID, Item: it}
+	_ = json.Unmarshal(value, &v)
+	if it != nil {
+		if v.Name == "" {
+			v.Name = it.Name
+		}
+		if v.Message == "" {
+			v.Message = it.Error
+		}
+		if v.Title == "" {
+			v.Title = it.Name
+		}
+	}
+	return v
 }
 
 func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64, limit int) ([]outputValue, int64, error) {
@@ -232,20 +273,7 @@ func (w *Web) outputs(ctx context.Context, jobID int64, kind string, after int64
 	}
 	var vals []outputValue
 	for _, o := range outs {
-		v := outputValue{ItemID: o.ItemID, Item: items[o.ItemID]}
-		_ = json.Unmarshal(o.Value, &v)
-		if v.Item != nil {
-			if v.Name == "" {
-				v.Name = v.Item.Name
-			}
-			if v.Message == "" {
-				v.Message = v.Item.Error
-			}
-			if v.Title == "" {
-				v.Title = v.Item.Name
-			}
-		}
-		vals = append(vals, v)
+		vals = append(vals, outputOf(o.ItemID, o.Value, items[o.ItemID]))
 	}
 	var next int64
 	if len(outs) == limit {
@@ -303,6 +331,10 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 	if err != nil {
 		return err
 	}
+	steps, err := w.steps(ctx, j)
+	if err != nil {
+		return err
+	}
 	// "The job was created." is news only while the job runs: the page reloads itself, with
 	// the same address, when the job ends.
 	code := r.URL.Query().Get("notice")
@@ -322,7 +354,10 @@ func (w *Web) jobPage(rw http.ResponseWriter, r *http.Request, s *session) error
 		Metadata     []metadataField
 		// Changes are the job's last 20 entries of the audit log.
 		Changes []audit.Entry
-	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata), changes}
+		// Steps are its workflow's steps with their task counts; nil when the workflow's
+		// version cannot be read.
+		Steps *jobSteps
+	}{w.jobRow(ctx, j), roots, errs, external, waiting, notice(code), tl, len(docs) > 0, metadataFields(j.Metadata), changes, steps}
 	w.render(rw, r, http.StatusOK, "job", s, pageData{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: data})
 	return nil
 }

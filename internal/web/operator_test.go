@@ -52,8 +52,9 @@ func operatorJobs(t *testing.T, b *bundle) *record.Job {
 // TestBrowserOperator drives Chromium through the operator's pages with axe-core on each: the
 // job page's timeline (each attempt a bar; the zoom widens it, the wrapper pans), the timeline's
 // own page; the jobs list filtered by metadata, cleared, sorted by errors, all selected and
-// canceled in bulk after a confirmation; who canceled, on the job and in the audit log; each at
-// phone width too.
+// canceled in bulk after a confirmation; who canceled, on the job and in the audit log; the item
+// tree's PDFs; the documents of every job filtered by a type's count; a search's hit's text with
+// its match marked; each at phone width too.
 func TestBrowserOperator(t *testing.T) {
 	tools := requireTools(t, "chromium")
 	b := setup(t)
@@ -72,6 +73,8 @@ func TestBrowserOperator(t *testing.T) {
 	if bad := eval[string](tb, `[...document.querySelectorAll("svg.bar rect.run")].filter((r) => { const x = +r.getAttribute("x"), w = +r.getAttribute("width"); return !(x >= 0 && w >= 2 && x + w <= 1002); }).map((r) => r.outerHTML).join(" ")`); bad != "" {
 		t.Errorf("bars off the axis: %s", bad)
 	}
+	// The workflow's diagram with each step's counts, and the same as a table.
+	tb.waitJS(10*time.Second, "the job's diagram", `(() => { const i = document.querySelector(".job-diagram img"); return i && i.complete && i.naturalWidth > 0 && document.querySelector('tr.step-count[data-step="pdf"]')?.innerText.endsWith("1"); })()`, `document.querySelector("#job-steps")?.innerText`)
 	tb.screenshot("15-job-timeline")
 	// The zoom widens the table: the wrapper then scrolls sideways.
 	wrapper := `document.querySelector(".timeline-scroll")`
@@ -87,6 +90,28 @@ func TestBrowserOperator(t *testing.T) {
 	tb.waitJS(10*time.Second, "the timeline page", `document.readyState === "complete" && location.pathname === "`+jobPath+`/history" && document.querySelectorAll("tr.attempt").length > 0`, `location.href`)
 	tb.screenshot("16-timeline")
 	tb.checkA11y("timeline")
+
+	// The job's item tree: each text file's PDF is its PDF, not an item inside it.
+	tb.open(jobPath)
+	tb.waitJS(10*time.Second, "the item tree", `document.readyState === "complete" && document.querySelectorAll("li.item").length === 3`, `document.querySelector("main").innerText`)
+	if n := eval[int](tb, `document.querySelectorAll("li.item a.its-pdf").length`); n != 2 || eval[bool](tb, `document.querySelector("main").innerText.includes("inside")`) {
+		t.Errorf("the item tree of two text files and a broken PDF shows %d 'Its PDF' links:\n%s", n, eval[string](tb, `document.querySelector("main").innerText`))
+	}
+	// The documents of every job: counted per type; a type's link filters by it; a search's hit
+	// leads to the text with the matched words marked.
+	tb.open("/documents")
+	tb.waitJS(10*time.Second, "the documents", `document.readyState === "complete" && document.querySelectorAll("#documents li.doc").length === 2 && document.querySelector("#doc-count").textContent === "2 documents."`, `document.querySelector("main").innerText`)
+	tb.screenshot("19-documents")
+	tb.checkA11y("documents of every job")
+	eval[chromedp.Void](tb, `document.querySelector("#type-counts a").click()`)
+	tb.waitJS(10*time.Second, "the documents of that type", `document.readyState === "complete" && location.search.includes("type=") && document.querySelector("#doc-count").textContent === "2 documents match." && document.querySelector("#type-counts a[aria-current]") !== null`, `document.querySelector("main").innerText`)
+	tb.checkA11y("documents filtered by type")
+	tb.open("/search?q=mill")
+	tb.waitJS(10*time.Second, "the hit", `document.readyState === "complete" && document.querySelectorAll("#hits a").length === 1`, `document.querySelector("main").innerText`)
+	eval[chromedp.Void](tb, `document.querySelector("#hits a").click()`)
+	tb.waitJS(10*time.Second, "the text with its match marked", `document.readyState === "complete" && location.pathname.startsWith("/items/") && [...document.querySelectorAll("#text mark")].map((m) => m.textContent).join() === "mill"`, `document.querySelector("main").innerText`)
+	tb.screenshot("20-text-marked")
+	tb.checkA11y("text reached from a search")
 
 	// The jobs list: a second job, running, to find, sort and select.
 	open, _, err := b.n.Engine.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "documents", Open: true, Metadata: map[string]any{"batch": "b"}})
@@ -141,7 +166,7 @@ func TestBrowserOperator(t *testing.T) {
 	tb.waitJS(5*time.Second, "the diagram to fit", view+`.scrollWidth <= `+view+`.clientWidth + 1`, view+`.scrollWidth + " in " + `+view+`.clientWidth`)
 
 	tb.do(chromedp.EmulateViewport(390, 844))
-	for _, p := range []string{"/jobs", jobPath, jobPath + "/history", "/audit", "/workflows/documents"} {
+	for _, p := range []string{"/jobs", jobPath, jobPath + "/history", "/audit", "/workflows/documents", "/documents"} {
 		tb.open(p)
 		tb.waitJS(10*time.Second, "the page", `document.readyState === "complete" && document.querySelector("h1") !== null`, `location.href`)
 		if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 400 {

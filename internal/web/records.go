@@ -20,4 +20,6 @@ type Records interface {
 	TaskListByItem(ctx context.Context, itemID int64) ([]*record.Task, error)
 	TaskListByItems(ctx context.Context, itemIDs []int64) ([]*record.Task, error)
 	EventListByItem(ctx context.Context, itemID int64) ([]string, error)
+	DocumentList(ctx context.Context, p store.DocumentListParams) ([]*store.Document, error)
+	DocumentCounts(ctx context.Context, p store.DocumentListParams) ([]store.TypeCount, error)
 }

@@ -69,7 +69,8 @@ func measureAtScale(t *testing.T, b *bundle) {
 	c.signIn(b.admin)
 	id := itoa(first.ID)
 	for _, path := range []string{"/jobs", "/jobs?sort=errors", "/jobs?sort=duration&dir=asc", "/jobs?meta=batch%3Db3", "/jobs?q=b3",
-		"/jobs/" + id, "/jobs/" + id + "/documents", "/jobs/" + id + "/history"} {
+		"/jobs/" + id, "/jobs/" + id + "/documents", "/jobs/" + id + "/documents?sort=title", "/jobs/" + id + "/history",
+		"/documents", "/documents?sort=title", "/documents?sort=size", "/documents?type=text%2Fplain&meta=batch%3Db3", "/documents?job=" + id} {
 		var ttfb time.Duration
 		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			GotFirstResponseByte: func() { ttfb = time.Since(start) }}), "GET", b.url+path, nil)

@@ -152,6 +152,8 @@ func (w *Web) routes() {
 	m.Handle("GET /jobs/{id}", w.page(api.RoleReader, w.jobPage))
 	m.Handle("GET /jobs/{id}/items", w.page(api.RoleReader, w.itemsFragment))
 	m.Handle("GET /jobs/{id}/history", w.page(api.RoleReader, w.historyPage))
+	m.Handle("GET /jobs/{id}/steps", w.page(api.RoleReader, w.stepsFragment))
+	m.Handle("GET /jobs/{id}/diagram.svg", w.page(api.RoleReader, w.diagram))
 	m.Handle("GET /jobs/{id}/documents", w.page(api.RoleReader, w.documentsPage))
 	m.Handle("POST /jobs/bulk", w.page(api.RoleAdmin, w.bulkJobs))
 	m.Handle("POST /jobs/{id}/cancel", w.page(api.RoleAdmin, w.cancelJob))
@@ -172,6 +174,7 @@ func (w *Web) routes() {
 	m.Handle("GET /operations", w.page(api.RoleReader, w.operationsPage))
 	m.Handle("GET /audit", w.page(api.RoleReader, w.auditPage))
 	m.Handle("GET /search", w.page(api.RoleReader, w.searchPage))
+	m.Handle("GET /documents", w.page(api.RoleReader, w.documentsPage))
 
 	m.Handle("/ui/api/", w.handle(w.proxy))
 	m.Handle("/", w.handle(func(rw http.ResponseWriter, r *http.Request) error {

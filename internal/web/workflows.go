@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/workflow"
@@ -117,6 +118,9 @@ type catalogAction struct {
 	Doc      string           `json:"doc"`
 	Settings []catalogSetting `json:"settings"`
 	Outcomes []string         `json:"outcomes"`
+	// Owner is the built-in workflow whose own action this is ([builtin.Owner]): internal, not
+	// offered in the editor's pickers.
+	Owner string `json:"owner,omitempty"`
 }
 
 type catalogSetting struct {
@@ -134,7 +138,7 @@ func (w *Web) catalog(rw http.ResponseWriter, r *http.Request, s *session) error
 	}{Actions: []catalogAction{}, Builtins: []string{workflow.EventStart, workflow.EventChildrenDone, workflow.EventOK, workflow.EventFail}}
 	for _, n := range cat.Names() {
 		spec, _ := cat.Spec(n)
-		a := catalogAction{Name: n, Doc: spec.Doc, Settings: []catalogSetting{}, Outcomes: append([]string{}, spec.Outcomes...)}
+		a := catalogAction{Name: n, Doc: spec.Doc, Settings: []catalogSetting{}, Outcomes: append([]string{}, spec.Outcomes...), Owner: builtin.Owner(n)}
 		for _, st := range spec.Settings {
 			a.Settings = append(a.Settings, catalogSetting{st.Name, string(st.Type), st.Required, st.Doc})
 		}

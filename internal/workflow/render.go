@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Graph is a workflow drawn as a Petri net: steps and events are the two kinds of node; edges
@@ -17,6 +18,29 @@ type Graph struct {
 	external map[string]bool
 	nodes    []graphNode
 	edges    []graphEdge
+	counts   map[string]StepCounts // by step name; nil: no counts drawn
+}
+
+// StepCounts is how many of a step's tasks are queued (not yet running), running, done and
+// failed, as a job's diagram shows them.
+type StepCounts struct {
+	Queued, Running, Done, Failed int
+}
+
+// String is the counts as a step's box shows them.
+func (c StepCounts) String() string {
+	return fmt.Sprintf("%d queued · %d running · %d done · %d failed", c.Queued, c.Running, c.Done, c.Failed)
+}
+
+// WithCounts returns the diagram showing each step's counts under its action (a step missing
+// from counts has none yet); g is unchanged.
+func (g *Graph) WithCounts(counts map[string]StepCounts) *Graph {
+	c := *g
+	c.counts = counts
+	if c.counts == nil {
+		c.counts = map[string]StepCounts{}
+	}
+	return &c
 }
 
 type nodeKind uint8
@@ -209,6 +233,7 @@ const (
 	charW      = 7.2
 	smallW     = 6.2
 	stepH      = 40.0
+	countsH    = 15.0 // the counts line a job's diagram adds to a step
 	eventH     = 30.0
 	edgeSpread = 14.0
 )
@@ -220,6 +245,13 @@ func (n graphNode) size() (w, h float64) {
 	return float64(len(n.name))*smallW + 32, eventH
 }
 
+// countsLine is the counts line of a step, as wide as it is drawn (utf8: the dots are one
+// character each).
+func countsLine(c StepCounts) (string, float64) {
+	t := c.String()
+	return t, float64(utf8.RuneCountInString(t))*smallW + 24
+}
+
 // SVG returns the diagram as a standalone SVG document laid out in layers from start and the
 // external events downward: steps are rounded boxes labelled with their name and action, events
 // ellipses; success edges are solid, failure edges dashed red, outcome edges dotted.
@@ -227,6 +259,10 @@ func (g *Graph) SVG() []byte {
 	in := layoutInput{}
 	for i, n := range g.nodes {
 		w, h := n.size()
+		if g.counts != nil && n.kind == nodeStep {
+			_, cw := countsLine(g.counts[n.name])
+			w, h = max(w, cw), h+countsH
+		}
 		in.w = append(in.w, w)
 		in.h = append(in.h, h)
 		if n.kind == nodeEvent && n.name == EventStart {
@@ -299,8 +335,17 @@ func (g *Graph) SVG() []byte {
 		if n.kind == nodeStep {
 			fmt.Fprintf(&b, `<g class="step" data-name="%s"><title>step %s (action %s)</title>`, esc(n.name), esc(n.name), esc(n.action))
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="6" fill="%s" stroke="%s"/>`, x-w/2, y-h/2, w, h, stepFill, stepStroke)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>`, x, y-3, esc(n.name))
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10" fill="#555555">%s</text></g>`+"\n", x, y+12, esc(n.action))
+			top := y
+			if g.counts != nil {
+				top = y - countsH/2
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>`, x, top-3, esc(n.name))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10" fill="#555555">%s</text>`, x, top+12, esc(n.action))
+			if g.counts != nil {
+				line, _ := countsLine(g.counts[n.name])
+				fmt.Fprintf(&b, `<text class="counts" x="%.1f" y="%.1f" text-anchor="middle" font-size="10" fill="#1a1a1a">%s</text>`, x, top+27, esc(line))
+			}
+			b.WriteString("</g>\n")
 			continue
 		}
 		fill := eventFill(n.name)

@@ -192,3 +192,25 @@ func TestSVGBig(t *testing.T) {
 	}
 	svgInfo(t, workflow.SVG(def))
 }
+
+// TestSVGCounts: a job's diagram shows each step's counts under its action (none yet for a
+// step without tasks), as well-formed SVG; the plain diagram shows none and is unchanged.
+func TestSVGCounts(t *testing.T) {
+	t.Parallel()
+	def, err := workflow.Parse([]byte("name: c\nsteps:\n  one:\n    action: pass\n    needs: [start]\n    success: [one.done]\n  two:\n    action: pass\n    needs: [one.done]\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := workflow.NewGraph(def, nil)
+	plain := g.SVG()
+	counted := g.WithCounts(map[string]workflow.StepCounts{"one": {Queued: 2, Running: 1, Done: 3}}).SVG()
+	_, texts := svgInfo(t, counted)
+	for _, want := range []string{"2 queued · 1 running · 3 done · 0 failed", "0 queued · 0 running · 0 done · 0 failed"} {
+		if !texts[want] {
+			t.Errorf("the counted diagram lacks %q", want)
+		}
+	}
+	if bytes.Contains(plain, []byte("queued")) || !bytes.Equal(plain, g.SVG()) {
+		t.Error("WithCounts changed the plain diagram")
+	}
+}

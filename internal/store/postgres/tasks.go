@@ -57,7 +57,7 @@ const (
 	// qTaskReadyQueues looks into tasks_ready as task_pick does (the queue, then run_after),
 	// stopping at each queue's first due task, without locking.
 	qTaskReadyQueues = `SELECT q FROM unnest($1::text[]) AS q WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.state = 'ready' AND t.queue = q AND t.run_after <= $2)`
-	qTaskCounts      = `SELECT state, action, queue, count(*), COALESCE(sum(GREATEST(attempt - 1, 0)), 0) FROM ` + jobTasks1 + ` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
+	qTaskCounts      = `SELECT state, step, action, queue, count(*), COALESCE(sum(GREATEST(attempt - 1, 0)), 0) FROM ` + jobTasks1 + ` GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`
 )
 
 // jobTasks1 and jobTasks3 are the tasks of the job $1 or $3 as a subquery jt, found through the
@@ -342,7 +342,7 @@ func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCou
 	rows, err := q.c.Query(ctx, qTaskCounts, jobID)
 	out, err := collect(rows, err, func(sc scanner) (record.TaskCount, error) {
 		var c record.TaskCount
-		return c, sc.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries)
+		return c, sc.Scan(&c.State, &c.Step, &c.Action, &c.Queue, &c.Tasks, &c.Retries)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)

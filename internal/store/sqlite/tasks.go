@@ -302,8 +302,8 @@ func (q *queries) TaskReadyQueues(ctx context.Context, queues []string, now time
 }
 
 func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT state, action, queue, count(*), COALESCE(sum(max(attempt - 1, 0)), 0) FROM tasks WHERE job_id = ?
-		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, jobID)
+	rows, err := q.r.QueryContext(ctx, `SELECT state, step, action, queue, count(*), COALESCE(sum(max(attempt - 1, 0)), 0) FROM tasks WHERE job_id = ?
+		GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 	}
@@ -311,7 +311,7 @@ func (q *queries) TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCou
 	var out []record.TaskCount
 	for rows.Next() {
 		var c record.TaskCount
-		if err := rows.Scan(&c.State, &c.Action, &c.Queue, &c.Tasks, &c.Retries); err != nil {
+		if err := rows.Scan(&c.State, &c.Step, &c.Action, &c.Queue, &c.Tasks, &c.Retries); err != nil {
 			return nil, fmt.Errorf("count tasks of job %d: %w", jobID, err)
 		}
 		out = append(out, c)

@@ -62,6 +62,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Batches", testBatches},
 		{"Attempts", testAttempts},
 		{"Outputs", testOutputs},
+		{"Documents", testDocuments},
 		{"Cache", testCache},
 		{"BlobIsReferenced", testBlobIsReferenced},
 		{"NotFound", testNotFound},

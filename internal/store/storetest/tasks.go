@@ -351,7 +351,7 @@ func testTaskLists(t *testing.T, b *bundle) {
 	if empty := must(store.TaskStats(ctx, b.s, 1<<40))(t); len(empty) != 0 {
 		t.Errorf("TaskStats of a missing job = %v, want empty", empty)
 	}
-	// Counts by state, action and queue, with retries: s3 is given back (its attempt refunded),
+	// Counts by state, step, action and queue, with retries: s3 is given back (its attempt refunded),
 	// s4 goes back to ready after a spent attempt; both are leased again.
 	if got := b.lease("q", 2, "w", b.now); len(got) != 2 {
 		t.Fatalf("leased %d tasks, want s3 and s4", len(got))
@@ -361,11 +361,14 @@ func testTaskLists(t *testing.T, b *bundle) {
 	if got := b.lease("q", 2, "w", b.now); len(got) != 2 {
 		t.Fatalf("leased %d tasks again, want s3 and s4", len(got))
 	}
+	// A second step with s1's action counts apart from s1.
+	must(b.s.TaskInsert(ctx, store.TaskInsertParams{JobID: j.ID, ItemID: it.ID, Step: "s1-again", Action: "act-s1", Queue: "idle", MaxAttempts: 1, SortKey: it.SortKey, Now: b.now}))(t)
 	counts := must(b.s.TaskCounts(ctx, j.ID))(t)
 	want := []record.TaskCount{
-		{State: record.TaskComplete, Action: "act-s2", Queue: "q", Tasks: 1},
-		{State: record.TaskRunning, Action: "act-s1", Queue: "q", Tasks: 2, Retries: 1},
-		{State: record.TaskRunning, Action: "act-s3", Queue: "q", Tasks: 1},
+		{State: record.TaskComplete, Step: "s2", Action: "act-s2", Queue: "q", Tasks: 1},
+		{State: record.TaskReady, Step: "s1-again", Action: "act-s1", Queue: "idle", Tasks: 1},
+		{State: record.TaskRunning, Step: "s1", Action: "act-s1", Queue: "q", Tasks: 2, Retries: 1},
+		{State: record.TaskRunning, Step: "s3", Action: "act-s3", Queue: "q", Tasks: 1},
 	}
 	if !slices.Equal(counts, want) {
 		t.Errorf("TaskCounts = %+v, want %+v", counts, want)

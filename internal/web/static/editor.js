@@ -132,7 +132,9 @@
     nameInp.value = s.name;
     grid.append(el("div", { class: "field" }, el("label", { for: nameInp.id, text: "Step name" }), nameInp));
     const sel = el("select", { id: "s" + i + "-action", "data-field": "action" });
-    const names = catalog.actions.map((a) => a.name);
+    // Internal actions (a built-in workflow's own) are not offered, but a step that uses one
+    // keeps it.
+    const names = catalog.actions.filter((a) => !a.owner).map((a) => a.name);
     if (!names.includes(s.action)) names.unshift(s.action);
     for (const n of names) {
       const o = el("option", { value: n, text: n });
@@ -292,6 +294,12 @@
       clearTimeout(timer);
       timer = setTimeout(() => { pending = sync(false); }, 250);
     } else if (e.target.closest("#panel-form") && e.target.tagName !== "SELECT") {
+      // A step's legend names it as it is typed.
+      const step = e.target.dataset.field === "name" && e.target.closest("fieldset.step");
+      if (step) {
+        step.dataset.stepName = e.target.value;
+        step.querySelector("legend").textContent = "Step " + e.target.value;
+      }
       changed();
     }
   });
@@ -354,6 +362,10 @@
         const wf = r.data.workflow;
         status.replaceChildren("Saved version " + wf.version + " of ", el("a", { href: "/workflows/" + encodeURIComponent(wf.name) + "?version=" + wf.version, text: wf.name }), ".");
         root.dataset.version = String(wf.version);
+        // Once saved, the page is the workflow's editor: its address says so (a reload or a
+        // bookmark opens this workflow, not a new one).
+        const own = "/workflows/" + encodeURIComponent(wf.name) + "/edit";
+        if (location.pathname !== own) history.replaceState(null, "", own);
         await showChanges(wf.name, wf.version);
       } else if (r.status === 422) {
         status.textContent = "Not saved: fix the problems shown first.";
@@ -370,7 +382,7 @@
     const res = await fetch("/ui/catalog");
     catalog = await res.json();
     const sel = $("add-action");
-    for (const a of catalog.actions) sel.append(el("option", { value: a.name, text: a.name }));
+    for (const a of catalog.actions) if (!a.owner) sel.append(el("option", { value: a.name, text: a.name }));
     sel.dispatchEvent(new Event("change"));
     await sync(false);
   })();

@@ -37,6 +37,7 @@ function followProgress() {
       box.querySelector(".pct").textContent = pct + " %";
       const eta = box.querySelector(".eta");
       if (eta) eta.textContent = p.waiting ? " · time left unknown: waiting for an external event" : p.eta_seconds > 0 ? " · about " + humanDuration(p.eta_seconds) + " left" : "";
+      refreshSteps(scope);
       const counts = scope.querySelector("[data-counts]");
       if (counts && p.items) {
         let total = 0;
@@ -63,6 +64,21 @@ function followProgress() {
       if (scope === document && !leaving) location.reload();
     });
     es.onerror = () => { if (es.readyState === EventSource.CLOSED) box.removeAttribute("data-live-job"); };
+  }
+}
+
+// The job page's steps (the diagram with each step's counts, and their table) are fetched again
+// as progress arrives, at most once every 2 s; the diagram's address changes only with the counts.
+let stepsAt = 0;
+async function refreshSteps(scope) {
+  const box = scope.querySelector("[data-live-steps]");
+  if (!box || Date.now() - stepsAt < 2000) return;
+  stepsAt = Date.now();
+  try {
+    const res = await fetch(box.dataset.steps, { headers: { Accept: "text/html" } });
+    if (res.ok) box.innerHTML = await res.text();
+  } catch (e) {
+    // The page reloads itself when the job ends, cutting a fetch short: the reload shows them.
   }
 }
 

@@ -107,12 +107,16 @@ async function open(page, p, label) {
       else problems.push(msg);
     };
     page.on("console", (m) => { if (m.type() === "error") report("console error: " + m.text()); });
-    page.on("pageerror", (e) => report("uncaught: " + e.message));
+    // Firefox's own PDF viewer (pdf.js, in the item page's frame) reports its messages to the
+    // frame's parent as the page's errors; they are the viewer's, not the page's.
+    page.on("pageerror", (e) => { if (!e.message.includes("resource://pdf.js")) report("uncaught: " + e.message); });
     page.on("requestfailed", (r) => {
       const why = r.failure()?.errorText || "";
       // Leaving a page ends its progress stream, and Firefox drops the page's favicon fetch
       // still in flight (NS_BINDING_ABORTED): neither is a failure of the page.
       if (r.url().includes("/progress")) return;
+      // The same reload cuts short a refresh of the job's steps in flight.
+      if (/\/jobs\/\d+\/steps$/.test(new URL(r.url()).pathname) && why === "NS_BINDING_ABORTED") return;
       if (r.url().endsWith("/static/favicon.svg") && why === "NS_BINDING_ABORTED") return;
       problems.push("request failed: " + r.url() + " " + why);
     });
@@ -158,6 +162,8 @@ async function open(page, p, label) {
     await page.click("#save");
     await waitFor(page, "version 1 saved with its changes", `document.querySelector("#save-status").textContent.includes("Saved version 1 of firefox-flow") && document.querySelector("#save-changes").textContent.includes("first version")`, 30000);
     await check(page, "editor saved");
+    const savedAt = await page.evaluate(() => location.pathname);
+    if (savedAt !== "/workflows/firefox-flow/edit") problems.push("editor saved: the address is " + savedAt + ", want /workflows/firefox-flow/edit");
 
     // A job: upload one file, watch it to the end through the progress stream.
     await open(page, "/jobs/new", "new job");
@@ -171,6 +177,15 @@ async function open(page, p, label) {
     await check(page, "job");
     const jobPath = await page.evaluate(() => location.pathname);
     await open(page, jobPath + "/documents", "documents");
+    await open(page, "/documents?sort=title", "documents of every job");
+    const listed = await page.evaluate(() => document.querySelectorAll("#documents li.doc").length);
+    if (listed !== 1) problems.push("documents of every job: " + listed + " listed, want 1");
+    // A search's hit leads to the text, the matched word marked.
+    await open(page, "/search?q=mill", "search for mill");
+    await Promise.all([page.waitForNavigation({ waitUntil: "load" }), page.click("#hits a")]);
+    await check(page, "text reached from a search");
+    const marked = await page.evaluate(() => [...document.querySelectorAll("#text mark")].map((m) => m.textContent).join());
+    if (marked !== "mill") problems.push("text reached from a search: marked " + JSON.stringify(marked) + ", want mill");
     // The job's timeline: a bar per attempt; the zoom widens it inside its scrolling wrapper.
     await open(page, jobPath + "/history", "timeline");
     const zoomed = await page.evaluate(() => {
@@ -186,6 +201,8 @@ async function open(page, p, label) {
     await page.setViewport({ width: 390, height: 844 });
     const phone = await open(page, "/jobs", "jobs at phone width");
     if (phone.width > 400) problems.push("jobs at phone width: " + phone.width + " px wide");
+    const phoneDocs = await open(page, "/documents", "documents at phone width");
+    if (phoneDocs.width > 400) problems.push("documents at phone width: " + phoneDocs.width + " px wide");
     const phoneTimeline = await open(page, jobPath + "/history", "timeline at phone width");
     if (phoneTimeline.width > 400) problems.push("timeline at phone width: " + phoneTimeline.width + " px wide");
   } catch (e) {
