@@ -51,6 +51,21 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		}
 	}
 	res, fileRes := compose(t.Item, kids)
+	var folder *ItemFolder
+	if strings.HasPrefix(res.IngestStrategy, "archiveorg-") && res.Hit && res.Status != StatusSuccessExisting {
+		// The item folder: its files are the file items' blobs; its _meta.xml and _files.xml
+		// go into the blob store now, named by the result's row (no children: the request's
+		// children are done).
+		reads, err := engine.ReadsOf(ctx)
+		if err != nil {
+			return err
+		}
+		var item PlatformItem
+		decodeMD(t.Item.Metadata, mdPlatform, &item)
+		if folder, err = writeItemFolder(ctx, reads.Blobs(), &res, &item, a.s.cfg.Now()); err != nil {
+			return fmt.Errorf("write the archive.org item %s: %w", res.ArchiveorgItemName, err)
+		}
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -75,7 +90,7 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		var req Request
 		_ = json.Unmarshal(res.Request, &req)
 		return out.Write(action.DomainWrite{Domain: DomainName, Key: req.IngestType + " " + req.BaseURL,
-			Payload: resultWrite{Updated: a.s.cfg.Now().UnixNano(), Result: res}})
+			Payload: resultWrite{Updated: a.s.cfg.Now().UnixNano(), Result: res, Folder: folder}})
 	}
 	return nil
 }
@@ -272,6 +287,7 @@ func bundleStatus(res *Result, kids []fileChild) string {
 			name = name[:i]
 		}
 		b.ArchiveorgBundlePath = res.ArchiveorgItemName + "/" + safeName(name)
+		res.ArchiveorgItemBundlePath = b.ArchiveorgBundlePath
 	}
 	res.FilesetBundle = b
 	res.Manifest = append([]ManifestFile(nil), res.Manifest...)

@@ -90,6 +90,9 @@ type Result struct {
 	FilesetFile *FilesetFile `json:"fileset_file,omitempty"`
 	// FilesetBundle is the bundle of a `*-fileset-bundled` strategy.
 	FilesetBundle *FilesetBundle `json:"fileset_bundle,omitempty"`
+	// ArchiveorgItemBundlePath is the bundle's path in the archive.org item
+	// (archiveorg-fileset-bundled), as ingest_fileset_platform's column of that name.
+	ArchiveorgItemBundlePath string `json:"archiveorg_item_bundle_path,omitempty"`
 }
 
 // MarshalJSON writes the result, with an empty manifest that was read as [] (Go's omitempty

@@ -2,7 +2,9 @@ package fileset
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"reflect"
@@ -363,6 +365,17 @@ func TestStatuses(t *testing.T) {
 		if captures < 8 {
 			t.Errorf("%d captures read back", captures)
 		}
+		// Each archiveorg-* success wrote its item folder.
+		folders := 0
+		for i, c := range cs {
+			if r := results[i]; strings.HasPrefix(r.Status, "success") && strings.HasPrefix(r.IngestStrategy, "archiveorg-") {
+				checkItemFolder(t, c.name, r, k, results2)
+				folders++
+			}
+		}
+		if folders < 2 {
+			t.Errorf("%d archive.org item folders checked", folders)
+		}
 		// Downloads left no partial files behind.
 		checkNoPartials(t, cfg.PartialDir)
 	})
@@ -482,5 +495,89 @@ func checkBundle(t *testing.T, c statusCase, r Result, f *fakes, k *enginetest.K
 		if m.Status != want || want == StatusSuccess && (len(m.SHA256) != 64 || m.TerminalURL != b.Terminal.URL) {
 			t.Errorf("%s: manifest file %+v, want %s", c.name, m, want)
 		}
+	}
+}
+
+// checkItemFolder checks an archiveorg-* success's item folder: its rows name the manifest's
+// files and ITEM_meta.xml and ITEM_files.xml, each in the blob store and kept by the blob
+// collector; _files.xml lists every file but itself with its size and digests, _meta.xml the
+// item's identifier and the platform's metadata.
+func checkItemFolder(t *testing.T, name string, r Result, k *enginetest.Kit, results *ResultStore) {
+	t.Helper()
+	item := r.ArchiveorgItemName
+	files, err := results.ItemFiles(t.Context(), item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]ItemFile{}
+	for _, f := range files {
+		byName[f.Name] = f
+		if ok, err := (Domain{}).BlobReferenced(t.Context(), k.Store.DomainSQL(), f.SHA256); !ok || err != nil {
+			t.Errorf("%s: blob of %s/%s not referenced for the collector: %v", name, item, f.Name, err)
+		}
+		if size, err := k.Blobs.Stat(t.Context(), f.SHA256); err != nil || size != f.Size {
+			t.Errorf("%s: blob of %s/%s: %d bytes, %v; want %d", name, item, f.Name, size, err, f.Size)
+		}
+	}
+	if len(files) != len(r.Manifest)+2 {
+		t.Errorf("%s: item %s has %d files for a manifest of %d: %+v", name, item, len(files), len(r.Manifest), files)
+	}
+	read := func(file string) []byte {
+		f, ok := byName[file]
+		if !ok {
+			t.Errorf("%s: item %s has no %s", name, item, file)
+			return nil
+		}
+		rc, err := k.Blobs.Open(t.Context(), f.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var listed struct {
+		Files []struct {
+			Name   string `xml:"name,attr"`
+			Source string `xml:"source,attr"`
+			Size   int64  `xml:"size"`
+			MD5    string `xml:"md5"`
+			SHA1   string `xml:"sha1"`
+			Format string `xml:"format"`
+		} `xml:"file"`
+	}
+	if err := xml.Unmarshal(read(item+"_files.xml"), &listed); err != nil {
+		t.Errorf("%s: %s_files.xml: %v", name, item, err)
+	}
+	want := map[string]ManifestFile{}
+	for _, m := range r.Manifest {
+		want[m.Path] = m
+	}
+	for _, f := range listed.Files {
+		if f.Name == item+"_meta.xml" {
+			if f.Source != "metadata" || f.Format != "Metadata" || f.Size != byName[f.Name].Size {
+				t.Errorf("%s: _files.xml lists %+v", name, f)
+			}
+			continue
+		}
+		m, ok := want[f.Name]
+		if !ok || f.Source != "original" || m.Size == nil || f.Size != *m.Size || f.MD5 != m.MD5 || f.SHA1 != m.SHA1 ||
+			byName[f.Name].SHA256 != m.SHA256 {
+			t.Errorf("%s: _files.xml lists %+v; manifest %+v", name, f, m)
+		}
+		delete(want, f.Name)
+	}
+	if len(want) > 0 || len(listed.Files) != len(r.Manifest)+1 {
+		t.Errorf("%s: _files.xml lists %d files, misses %v", name, len(listed.Files), want)
+	}
+	var meta struct {
+		Identifier string   `xml:"identifier"`
+		Collection []string `xml:"collection"`
+	}
+	if err := xml.Unmarshal(read(item+"_meta.xml"), &meta); err != nil || meta.Identifier != item || len(meta.Collection) == 0 {
+		t.Errorf("%s: %s_meta.xml: %+v, %v", name, item, meta, err)
 	}
 }
