@@ -582,7 +582,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	got, err := a.s.download(ctx, mf, limit, partial, out.Heartbeat)
 	if err != nil {
 		if st, msg, ok := asStatus(err); ok {
-			_ = os.Remove(partial)
+			removePartial(partial)
 			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
 			return nil
 		}
@@ -594,7 +594,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		// The dataset's bundle: its interior files are listed (and verified by the result step).
 		if oc.Interior, err = listBundle(partial, a.s.cfg.Limits.MaxManifest, a.s.cfg.Limits.MaxTotalSize); err != nil {
 			st, msg, _ := asStatus(err)
-			_ = os.Remove(partial)
+			removePartial(partial)
 			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
 			return nil
 		}
@@ -602,7 +602,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if webStrategy(t.Item) {
 		// Stored in "wayback": the capture's WARC is a child of its own, made first; its CDX
 		// line is written with the task.
-		cdx, err := a.storeWARC(ctx, t, out, partial, now, oc)
+		cdx, err := a.storeWARC(ctx, t, out, partial, now, oc, got.head)
 		if err != nil {
 			return err
 		}
@@ -620,7 +620,7 @@ func webStrategy(it action.Item) bool {
 
 // storeWARC writes the capture of the verified file at partial as a WARC (a warcinfo and a
 // response record) into the blob store, a child of the file item, and returns its CDX line.
-func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome) (*CDX, error) {
+func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome, head []byte) (*CDX, error) {
 	src, err := os.Open(partial)
 	if err != nil {
 		return nil, err
@@ -633,7 +633,7 @@ func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out actio
 		return nil, err
 	}
 	h := sha256.New()
-	cdx, err := writeWARC(io.MultiWriter(w, h), a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, src)
+	cdx, err := writeWARC(io.MultiWriter(w, h), a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, head, src)
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -683,6 +683,16 @@ func (a downloadAction) record(out action.Output, oc fileOutcome) error {
 	return nil
 }
 
+// removePartial removes a download's partial file and the head of the response it came from.
+func removePartial(partial string) {
+	_ = os.Remove(partial)
+	_ = os.Remove(headPath(partial))
+}
+
+// headPath is where the download whose partial file is at partial keeps the HTTP head of the
+// response its bytes came from (their first byte's: a resumed transfer continues that response).
+func headPath(partial string) string { return partial + ".http" }
+
 // partialPath is where the download of a file item keeps its bytes until they are a blob.
 func (s *Fileset) partialPath(jobID, itemID int64) string {
 	return filepath.Join(s.cfg.PartialDir, "j"+strconv.FormatInt(jobID, 10)+"-i"+strconv.FormatInt(itemID, 10)+".partial")
@@ -717,6 +727,6 @@ func (a downloadAction) recordStored(ctx context.Context, t *action.Task, out ac
 		}
 		return a.storeFile(ctx, t, out, partial, oc)
 	}
-	_ = os.Remove(partial)
+	removePartial(partial)
 	return a.record(out, oc)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -47,7 +46,7 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		// Every file is done: the partial files its downloads kept (in this process's data
 		// dir) go.
 		for _, k := range kids {
-			_ = os.Remove(a.s.partialPath(t.JobID, k.id))
+			removePartial(a.s.partialPath(t.JobID, k.id))
 		}
 	}
 	res, fileRes := compose(t.Item, kids)

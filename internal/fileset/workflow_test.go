@@ -353,8 +353,9 @@ func TestStatuses(t *testing.T) {
 					t.Errorf("%s: %s has no CDX line: %v", c.name, m.Path, err)
 					continue
 				}
-				if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != *m.Size || cdx.SURT != SURT(m.TerminalURL) {
-					t.Errorf("%s: %s captured as %d bytes, %+v", c.name, m.Path, len(payload), cdx)
+				if hdr, payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != *m.Size || cdx.SURT != SURT(m.TerminalURL) ||
+					cdx.StatusCode != 200 || !strings.HasPrefix(hdr.Get("X-Fake-Server"), "fileset-fake ") {
+					t.Errorf("%s: %s captured as %d bytes with headers %v, %+v; want the server's", c.name, m.Path, len(payload), hdr, cdx)
 				}
 				captures++
 				if r.IngestStrategy == StrategyWebFile && (r.FilesetFile == nil || r.FilesetFile.CDX == nil || *r.FilesetFile.CDX != *cdx) {
@@ -478,7 +479,7 @@ func checkBundle(t *testing.T, c statusCase, r Result, f *fakes, k *enginetest.K
 	cdx, err := results.CDX(t.Context(), b.Terminal.URL, b.FileMeta.SHA1)
 	if err != nil || *cdx != *b.CDX {
 		t.Errorf("%s: the bundle's CDX line %+v, %v; result's %+v", c.name, cdx, err, b.CDX)
-	} else if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != b.FileMeta.Size {
+	} else if _, payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != b.FileMeta.Size {
 		t.Errorf("%s: bundle captured as %d bytes, downloaded %d", c.name, len(payload), b.FileMeta.Size)
 	}
 	if len(r.Manifest) != 21 || *r.FileCount != 21 {
