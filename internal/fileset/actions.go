@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -51,6 +50,7 @@ const (
 	mdClaim      = "fileset_claim"          // a file's download claim (claimKey)
 	mdUnsized    = "fileset_unsized_budget" // bytes each file without a declared size may download
 	mdBundle     = "fileset_bundle"         // a file item that is the dataset's bundle
+	mdLanding    = "fileset_landing"        // the landing page's capture: its file_meta and CDX line
 )
 
 // The output kinds of the result step.
@@ -232,17 +232,34 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 		conclude(out, StatusNoCapture, fmt.Sprintf("fetch %s: %v", req.BaseURL, err))
 		return nil
 	}
-	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: a.s.cfg.Now().UTC().Format("20060102150405")}
-	out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
-	if ct := strings.ToLower(resp.Header.Get("Content-Type")); resp.StatusCode < 300 && (strings.Contains(ct, "html") || strings.Contains(ct, "xml")) {
-		if b := extractBiblio(resp.Body); b != nil {
-			out.SetMetadata(map[string]any{mdBiblio: asMap(b)})
-		}
-	}
-	drain(resp)
+	now := a.s.cfg.Now()
+	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: now.UTC().Format("20060102150405")}
 	if resp.StatusCode >= 400 {
+		drain(resp)
+		out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
 		conclude(out, StatusTerminalBadStatus, fmt.Sprintf("%s: status %d", terminal, resp.StatusCode))
 		return nil
+	}
+	// The page is captured as the web archive would: a WARC blob and its CDX line.
+	capture, body, err := a.s.captureLanding(ctx, t, out, resp, terminal, now)
+	resp.Body.Close()
+	if err != nil {
+		out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
+		return concludeErr(out, err)
+	}
+	defer os.Remove(body)
+	term.SHA1 = capture.FileMeta.SHA1
+	out.SetMetadata(map[string]any{mdTerminal: asMap(term), mdLanding: asMap(capture)})
+	if resp.StatusCode < 300 && htmlish(capture.FileMeta.Mimetype) {
+		f, err := os.Open(body)
+		if err != nil {
+			return err
+		}
+		b := extractBiblio(f)
+		f.Close()
+		if b != nil {
+			out.SetMetadata(map[string]any{mdBiblio: asMap(b)})
+		}
 	}
 	out.Emit(EventLanding)
 	return nil
@@ -493,7 +510,7 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
 			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f), mdBundle: len(files) != len(item.Manifest),
 			// The parent's bulky findings stay with the parent; mdUnsized is the child's too.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdLanding: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
 			return err
@@ -621,26 +638,12 @@ func webStrategy(it action.Item) bool {
 // storeWARC writes the capture of the verified file at partial as a WARC (a warcinfo and a
 // response record) into the blob store, a child of the file item, and returns its CDX line.
 func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome, head []byte) (*CDX, error) {
-	src, err := os.Open(partial)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
 	tmp := partial + ".warc.gz"
 	defer os.Remove(tmp)
-	w, err := os.Create(tmp)
+	cdx, err := captureFile(partial, tmp, a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, head)
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
-	cdx, err := writeWARC(io.MultiWriter(w, h), a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, head, src)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("capture %s: %w", oc.TerminalURL, err)
-	}
-	cdx.WarcPath = hex.EncodeToString(h.Sum(nil))
 	oc.CDX = &cdx
 	f, err := os.Open(tmp)
 	if err != nil {

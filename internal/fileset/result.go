@@ -134,6 +134,10 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	if decodeMD(md, mdTerminal, &term) {
 		res.Terminal = &term
 	}
+	var landing landingCapture
+	if decodeMD(md, mdLanding, &landing) {
+		res.FileMeta, res.CDX = &landing.FileMeta, &landing.CDX
+	}
 	var bib HTMLBiblio
 	if decodeMD(md, mdBiblio, &bib) {
 		res.HTMLBiblio = &bib

@@ -87,7 +87,8 @@ func resultStatements(d store.Dialect) *resultQueries {
 	VALUES (?, ?, ?, ?, ?, ?)`),
 		itemFiles: store.Rebind(d, `SELECT name, sha256, size, source, format FROM fileset_archiveorg_item WHERE item_name = ?
 	ORDER BY name`),
-		itemBlob:   store.Rebind(d, `SELECT 1 FROM fileset_archiveorg_item WHERE sha256 = ? LIMIT 1`),
+		itemBlob: store.Rebind(d, `SELECT 1 WHERE EXISTS (SELECT 1 FROM fileset_archiveorg_item WHERE sha256 = ?)
+	OR EXISTS (SELECT 1 FROM fileset_cdx WHERE warc_path = ?)`),
 		get:        store.Rebind(d, columns+`WHERE p.ingest_type = ? AND p.base_url = ?`),
 		list:       store.Rebind(d, columns+after+` ORDER BY p.ingest_type, p.base_url LIMIT ?`),
 		listStatus: store.Rebind(d, columns+after+` AND p.status = ? ORDER BY p.ingest_type, p.base_url LIMIT ?`),
@@ -223,11 +224,11 @@ func (s *ResultStore) ItemFiles(ctx context.Context, name string) ([]ItemFile, e
 	return out, rows.Err()
 }
 
-// BlobReferenced reports whether an item folder names the blob.
+// BlobReferenced reports whether an item folder or a CDX line (a capture's WARC) names the blob.
 func (s *ResultStore) BlobReferenced(ctx context.Context, sha256 string) (bool, error) {
-	rows, err := s.x.Query(ctx, s.q.itemBlob, sha256)
+	rows, err := s.x.Query(ctx, s.q.itemBlob, sha256, sha256)
 	if err != nil {
-		return false, fmt.Errorf("read fileset_archiveorg_item: %w", err)
+		return false, fmt.Errorf("read fileset_archiveorg_item and fileset_cdx: %w", err)
 	}
 	defer rows.Close()
 	found := rows.Next()

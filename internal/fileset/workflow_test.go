@@ -1,6 +1,8 @@
 package fileset
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -365,6 +367,41 @@ func TestStatuses(t *testing.T) {
 		}
 		if captures < 8 {
 			t.Errorf("%d captures read back", captures)
+		}
+		// Each landing page that answered was captured: the result's file_meta and cdx are its
+		// body's and its WARC's (read back), terminal_sha1hex its sha1, the WARC kept by the
+		// CDX index for the blob collector.
+		landings := 0
+		for i, c := range cs {
+			r := results[i]
+			if r.Terminal == nil || r.Terminal.StatusCode >= 400 {
+				if r.FileMeta != nil || r.CDX != nil {
+					t.Errorf("%s: file_meta %+v, cdx %+v without a landing page", c.name, r.FileMeta, r.CDX)
+				}
+				continue
+			}
+			if r.FileMeta == nil || r.CDX == nil {
+				t.Errorf("%s: landing page %s answered %d: file_meta %+v, cdx %+v", c.name, r.Terminal.URL, r.Terminal.StatusCode, r.FileMeta, r.CDX)
+				continue
+			}
+			hdr, payload := readCapture(t, k.Blobs, *r.CDX)
+			sum := sha1.Sum(payload)
+			if int64(len(payload)) != r.FileMeta.Size || hex.EncodeToString(sum[:]) != r.FileMeta.SHA1 || r.CDX.URL != r.Terminal.URL ||
+				r.CDX.StatusCode != r.Terminal.StatusCode || r.Terminal.SHA1 != r.FileMeta.SHA1 || r.FileMeta.Mimetype != "text/html" ||
+				!strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+				t.Errorf("%s: landing capture of %d bytes (headers %v); result's terminal %+v, file_meta %+v, cdx %+v",
+					c.name, len(payload), hdr, r.Terminal, r.FileMeta, r.CDX)
+			}
+			if got, err := results2.CDX(t.Context(), r.CDX.URL, r.FileMeta.SHA1); err != nil || *got != *r.CDX {
+				t.Errorf("%s: the landing page's CDX line %+v, %v; result's %+v", c.name, got, err, r.CDX)
+			}
+			if ok, err := (Domain{}).BlobReferenced(t.Context(), k.Store.DomainSQL(), r.CDX.WarcPath); !ok || err != nil {
+				t.Errorf("%s: the landing page's WARC is not kept for the collector: %v", c.name, err)
+			}
+			landings++
+		}
+		if landings < len(cs)/2 {
+			t.Errorf("%d landing pages captured of %d requests", landings, len(cs))
 		}
 		// Each archiveorg-* success wrote its item folder.
 		folders := 0
