@@ -65,8 +65,8 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 }
 
 // BlobReferenced implements [engine.BlobReferencer]: the blobs of the archive.org item folders
-// (their _meta.xml and _files.xml) and the WARCs of the CDX index (a landing page's), which no
-// item references, are kept by the blob collector.
+// (their _meta.xml and _files.xml) and the captures' WARCs (a landing page's), which no item
+// references, are kept by the blob collector.
 func (Domain) BlobReferenced(ctx context.Context, x store.DomainSQL, sha256 string) (bool, error) {
 	return resultsOn(x).BlobReferenced(ctx, sha256)
 }

@@ -41,7 +41,7 @@ type resultQueries struct {
 	put, putResult, get, list, listStatus string
 	putCDX, getCDX                        string
 	deleteItem, putItemFile, itemFiles    string
-	itemBlob                              string
+	blobRef, putWARC                      string
 	dialect                               store.Dialect
 }
 
@@ -87,8 +87,9 @@ func resultStatements(d store.Dialect) *resultQueries {
 	VALUES (?, ?, ?, ?, ?, ?)`),
 		itemFiles: store.Rebind(d, `SELECT name, sha256, size, source, format FROM fileset_archiveorg_item WHERE item_name = ?
 	ORDER BY name`),
-		itemBlob: store.Rebind(d, `SELECT 1 WHERE EXISTS (SELECT 1 FROM fileset_archiveorg_item WHERE sha256 = ?)
-	OR EXISTS (SELECT 1 FROM fileset_cdx WHERE warc_path = ?)`),
+		blobRef: store.Rebind(d, `SELECT 1 WHERE EXISTS (SELECT 1 FROM fileset_archiveorg_item WHERE sha256 = ?)
+	OR EXISTS (SELECT 1 FROM fileset_warc WHERE warc_path = ?)`),
+		putWARC:    store.Rebind(d, `INSERT INTO fileset_warc (warc_path) VALUES (?) ON CONFLICT DO NOTHING`),
 		get:        store.Rebind(d, columns+`WHERE p.ingest_type = ? AND p.base_url = ?`),
 		list:       store.Rebind(d, columns+after+` ORDER BY p.ingest_type, p.base_url LIMIT ?`),
 		listStatus: store.Rebind(d, columns+after+` AND p.status = ? ORDER BY p.ingest_type, p.base_url LIMIT ?`),
@@ -224,11 +225,11 @@ func (s *ResultStore) ItemFiles(ctx context.Context, name string) ([]ItemFile, e
 	return out, rows.Err()
 }
 
-// BlobReferenced reports whether an item folder or a CDX line (a capture's WARC) names the blob.
+// BlobReferenced reports whether an item folder names the blob or it is a capture's WARC.
 func (s *ResultStore) BlobReferenced(ctx context.Context, sha256 string) (bool, error) {
-	rows, err := s.x.Query(ctx, s.q.itemBlob, sha256, sha256)
+	rows, err := s.x.Query(ctx, s.q.blobRef, sha256, sha256)
 	if err != nil {
-		return false, fmt.Errorf("read fileset_archiveorg_item and fileset_cdx: %w", err)
+		return false, fmt.Errorf("read fileset_archiveorg_item and fileset_warc: %w", err)
 	}
 	defer rows.Close()
 	found := rows.Next()
@@ -303,10 +304,14 @@ func (s *ResultStore) query(ctx context.Context, q string, args ...any) ([]Row, 
 	return out, rows.Err()
 }
 
-// PutCDX adds a capture's line to the CDX index.
+// PutCDX adds a capture's line to the CDX index (unless the index has a line of the same URL,
+// payload and second), and its WARC to the WARCs the blob collector keeps.
 func (s *ResultStore) PutCDX(ctx context.Context, c CDX) error {
-	_, err := s.x.Exec(ctx, s.q.putCDX, c.URL, c.SHA1Hex, c.Datetime, c.SURT, c.Mimetype, c.StatusCode, c.SHA1B32,
-		c.WarcCSize, c.WarcOffset, c.WarcPath)
+	if _, err := s.x.Exec(ctx, s.q.putCDX, c.URL, c.SHA1Hex, c.Datetime, c.SURT, c.Mimetype, c.StatusCode, c.SHA1B32,
+		c.WarcCSize, c.WarcOffset, c.WarcPath); err != nil {
+		return err
+	}
+	_, err := s.x.Exec(ctx, s.q.putWARC, c.WarcPath)
 	return err
 }
 
