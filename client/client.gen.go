@@ -292,23 +292,26 @@ type FilesetManifestFile struct {
 
 // FilesetResult defines model for FilesetResult.
 type FilesetResult struct {
-	ArchiveorgItemName *string                `json:"archiveorg_item_name,omitempty"`
-	ErrorMessage       *string                `json:"error_message,omitempty"`
-	FileCount          *int64                 `json:"file_count,omitempty"`
-	FilesetBundle      *FilesetBundle         `json:"fileset_bundle,omitempty"`
-	FilesetFile        *FilesetFile           `json:"fileset_file,omitempty"`
-	Hit                bool                   `json:"hit"`
-	HtmlBiblio         *FilesetHTMLBiblio     `json:"html_biblio,omitempty"`
-	IngestStrategy     *string                `json:"ingest_strategy,omitempty"`
-	Manifest           *[]FilesetManifestFile `json:"manifest,omitempty"`
-	PlatformBaseUrl    *string                `json:"platform_base_url,omitempty"`
-	PlatformDomain     *string                `json:"platform_domain,omitempty"`
-	PlatformId         *string                `json:"platform_id,omitempty"`
-	PlatformName       *string                `json:"platform_name,omitempty"`
-	Request            map[string]interface{} `json:"request"`
-	Status             string                 `json:"status"`
-	Terminal           *FilesetTerminal       `json:"terminal,omitempty"`
-	TotalSize          *int64                 `json:"total_size,omitempty"`
+	ArchiveorgItemBundlePath *string                `json:"archiveorg_item_bundle_path,omitempty"`
+	ArchiveorgItemName       *string                `json:"archiveorg_item_name,omitempty"`
+	Cdx                      *FilesetCDX            `json:"cdx,omitempty"`
+	ErrorMessage             *string                `json:"error_message,omitempty"`
+	FileCount                *int64                 `json:"file_count,omitempty"`
+	FileMeta                 *FilesetFileMeta       `json:"file_meta,omitempty"`
+	FilesetBundle            *FilesetBundle         `json:"fileset_bundle,omitempty"`
+	FilesetFile              *FilesetFile           `json:"fileset_file,omitempty"`
+	Hit                      bool                   `json:"hit"`
+	HtmlBiblio               *FilesetHTMLBiblio     `json:"html_biblio,omitempty"`
+	IngestStrategy           *string                `json:"ingest_strategy,omitempty"`
+	Manifest                 *[]FilesetManifestFile `json:"manifest,omitempty"`
+	PlatformBaseUrl          *string                `json:"platform_base_url,omitempty"`
+	PlatformDomain           *string                `json:"platform_domain,omitempty"`
+	PlatformId               *string                `json:"platform_id,omitempty"`
+	PlatformName             *string                `json:"platform_name,omitempty"`
+	Request                  map[string]interface{} `json:"request"`
+	Status                   string                 `json:"status"`
+	Terminal                 *FilesetTerminal       `json:"terminal,omitempty"`
+	TotalSize                *int64                 `json:"total_size,omitempty"`
 }
 
 // FilesetRow defines model for FilesetRow.

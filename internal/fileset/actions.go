@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -51,6 +50,7 @@ const (
 	mdClaim      = "fileset_claim"          // a file's download claim (claimKey)
 	mdUnsized    = "fileset_unsized_budget" // bytes each file without a declared size may download
 	mdBundle     = "fileset_bundle"         // a file item that is the dataset's bundle
+	mdLanding    = "fileset_landing"        // the landing page's capture: its file_meta and CDX line
 )
 
 // The output kinds of the result step.
@@ -232,17 +232,34 @@ func (a landingAction) Run(ctx context.Context, t *action.Task, out action.Outpu
 		conclude(out, StatusNoCapture, fmt.Sprintf("fetch %s: %v", req.BaseURL, err))
 		return nil
 	}
-	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: a.s.cfg.Now().UTC().Format("20060102150405")}
-	out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
-	if ct := strings.ToLower(resp.Header.Get("Content-Type")); resp.StatusCode < 300 && (strings.Contains(ct, "html") || strings.Contains(ct, "xml")) {
-		if b := extractBiblio(resp.Body); b != nil {
-			out.SetMetadata(map[string]any{mdBiblio: asMap(b)})
-		}
-	}
-	drain(resp)
+	now := a.s.cfg.Now()
+	term := Terminal{URL: terminal, StatusCode: resp.StatusCode, DT: now.UTC().Format("20060102150405")}
 	if resp.StatusCode >= 400 {
+		drain(resp)
+		out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
 		conclude(out, StatusTerminalBadStatus, fmt.Sprintf("%s: status %d", terminal, resp.StatusCode))
 		return nil
+	}
+	// The page is captured as the web archive would: a WARC blob and its CDX line.
+	capture, body, err := a.s.captureLanding(ctx, t, out, resp, terminal, now)
+	resp.Body.Close()
+	if err != nil {
+		out.SetMetadata(map[string]any{mdTerminal: asMap(term)})
+		return concludeErr(out, err)
+	}
+	defer os.Remove(body)
+	term.SHA1 = capture.FileMeta.SHA1
+	out.SetMetadata(map[string]any{mdTerminal: asMap(term), mdLanding: asMap(capture)})
+	if resp.StatusCode < 300 && htmlish(capture.FileMeta.Mimetype) {
+		f, err := os.Open(body)
+		if err != nil {
+			return err
+		}
+		b := extractBiblio(f)
+		f.Close()
+		if b != nil {
+			out.SetMetadata(map[string]any{mdBiblio: asMap(b)})
+		}
 	}
 	out.Emit(EventLanding)
 	return nil
@@ -493,7 +510,7 @@ func (a strategyAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		err := out.CreateChild(ctx, action.Child{Name: f.Path, ContentType: f.Mimetype, Metadata: map[string]any{
 			mdRole: "file", mdFile: asMap(f), mdHost: u.Host, mdClaim: claimKey(t.Item, f), mdBundle: len(files) != len(item.Manifest),
 			// The parent's bulky findings stay with the parent; mdUnsized is the child's too.
-			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
+			mdRequest: nil, mdPlatform: nil, mdTerminal: nil, mdLanding: nil, mdBiblio: nil, mdExisting: nil, mdFilesStep: nil, mdGeneration: nil, mdMatch: nil,
 		}})
 		if err != nil {
 			return err
@@ -582,7 +599,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	got, err := a.s.download(ctx, mf, limit, partial, out.Heartbeat)
 	if err != nil {
 		if st, msg, ok := asStatus(err); ok {
-			_ = os.Remove(partial)
+			removePartial(partial)
 			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
 			return nil
 		}
@@ -594,7 +611,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 		// The dataset's bundle: its interior files are listed (and verified by the result step).
 		if oc.Interior, err = listBundle(partial, a.s.cfg.Limits.MaxManifest, a.s.cfg.Limits.MaxTotalSize); err != nil {
 			st, msg, _ := asStatus(err)
-			_ = os.Remove(partial)
+			removePartial(partial)
 			out.SetMetadata(map[string]any{mdFileResult: asMap(fileOutcome{Status: st, Error: capError(msg)})})
 			return nil
 		}
@@ -602,7 +619,7 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if webStrategy(t.Item) {
 		// Stored in "wayback": the capture's WARC is a child of its own, made first; its CDX
 		// line is written with the task.
-		cdx, err := a.storeWARC(ctx, t, out, partial, now, oc)
+		cdx, err := a.storeWARC(ctx, t, out, partial, now, oc, got.head)
 		if err != nil {
 			return err
 		}
@@ -620,27 +637,13 @@ func webStrategy(it action.Item) bool {
 
 // storeWARC writes the capture of the verified file at partial as a WARC (a warcinfo and a
 // response record) into the blob store, a child of the file item, and returns its CDX line.
-func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome) (*CDX, error) {
-	src, err := os.Open(partial)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
+func (a downloadAction) storeWARC(ctx context.Context, t *action.Task, out action.Output, partial string, at time.Time, oc fileOutcome, head []byte) (*CDX, error) {
 	tmp := partial + ".warc.gz"
 	defer os.Remove(tmp)
-	w, err := os.Create(tmp)
+	cdx, err := captureFile(partial, tmp, a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, head)
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
-	cdx, err := writeWARC(io.MultiWriter(w, h), a.s.cfg.PartialDir, oc.TerminalURL, at, oc.FileMeta, src)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("capture %s: %w", oc.TerminalURL, err)
-	}
-	cdx.WarcPath = hex.EncodeToString(h.Sum(nil))
 	oc.CDX = &cdx
 	f, err := os.Open(tmp)
 	if err != nil {
@@ -683,6 +686,16 @@ func (a downloadAction) record(out action.Output, oc fileOutcome) error {
 	return nil
 }
 
+// removePartial removes a download's partial file and the head of the response it came from.
+func removePartial(partial string) {
+	_ = os.Remove(partial)
+	_ = os.Remove(headPath(partial))
+}
+
+// headPath is where the download whose partial file is at partial keeps the HTTP head of the
+// response its bytes came from (their first byte's: a resumed transfer continues that response).
+func headPath(partial string) string { return partial + ".http" }
+
 // partialPath is where the download of a file item keeps its bytes until they are a blob.
 func (s *Fileset) partialPath(jobID, itemID int64) string {
 	return filepath.Join(s.cfg.PartialDir, "j"+strconv.FormatInt(jobID, 10)+"-i"+strconv.FormatInt(itemID, 10)+".partial")
@@ -717,6 +730,6 @@ func (a downloadAction) recordStored(ctx context.Context, t *action.Task, out ac
 		}
 		return a.storeFile(ctx, t, out, partial, oc)
 	}
-	_ = os.Remove(partial)
+	removePartial(partial)
 	return a.record(out, oc)
 }

@@ -37,6 +37,8 @@ type resultWrite struct {
 	Result  Result `json:"result"`
 	// CDX, instead, is a capture's line for the CDX index (a download's).
 	CDX *CDX `json:"cdx,omitempty"`
+	// Folder is the archive.org item an archiveorg-* strategy's result wrote.
+	Folder *ItemFolder `json:"folder,omitempty"`
 }
 
 // Apply implements [engine.Domain]: the results, put in the task's transaction
@@ -54,9 +56,17 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 			}
 			continue
 		}
-		if err := results.Put(ctx, PutParams{Result: p.Result, Updated: time.Unix(0, p.Updated), JobID: w.JobID, ItemID: w.ItemID}); err != nil {
+		if err := results.Put(ctx, PutParams{Result: p.Result, Updated: time.Unix(0, p.Updated), JobID: w.JobID, ItemID: w.ItemID,
+			Folder: p.Folder}); err != nil {
 			return fmt.Errorf("put fileset result %q: %w", w.Key, err)
 		}
 	}
 	return nil
+}
+
+// BlobReferenced implements [engine.BlobReferencer]: the blobs of the archive.org item folders
+// (their _meta.xml and _files.xml) and the captures' WARCs (a landing page's), which no item
+// references, are kept by the blob collector.
+func (Domain) BlobReferenced(ctx context.Context, x store.DomainSQL, sha256 string) (bool, error) {
+	return resultsOn(x).BlobReferenced(ctx, sha256)
 }

@@ -34,6 +34,9 @@ func (h *hashes) Write(p []byte) (int, error) {
 type downloaded struct {
 	meta        FileMeta
 	terminalURL string
+	// head is the status line and headers of the response the bytes came from (see
+	// [httpHead]); nil when they are not known (a partial file an older version left).
+	head []byte
 }
 
 // maxTransferRetries is how often one attempt resumes a transfer the network cut short.
@@ -131,6 +134,10 @@ func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, limit int64, pa
 				return nil, false, err
 			}
 		}
+		// The bytes are this response's from the first: its head is theirs.
+		if err := writeHead(path, httpHead(resp)); err != nil {
+			return nil, false, err
+		}
 	default:
 		return nil, false, failWith(StatusTerminalBadStatus, "GET %s: status %d", terminal, resp.StatusCode)
 	}
@@ -185,7 +192,20 @@ func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, limit int64, pa
 	if meta.Mimetype == "" {
 		meta.Mimetype = mimetypeOf(resp.Header.Get("Content-Type"), sniff)
 	}
-	return &downloaded{meta: meta, terminalURL: terminal}, resumed, nil
+	d := &downloaded{meta: meta, terminalURL: terminal}
+	if head, err := os.ReadFile(headPath(path)); err == nil {
+		d.head = head
+	}
+	return d, resumed, nil
+}
+
+// writeHead keeps a response's head beside the partial file at path, whole or not at all.
+func writeHead(path string, head []byte) error {
+	tmp := headPath(path) + ".tmp"
+	if err := os.WriteFile(tmp, head, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, headPath(path))
 }
 
 // rangeStart returns the first byte of a Content-Range ("bytes 100-199/200"), or -1.

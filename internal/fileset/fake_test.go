@@ -179,6 +179,8 @@ func (f *fakes) serveFile(w http.ResponseWriter, r *http.Request, key string) {
 		http.NotFound(w, r)
 		return
 	}
+	// A header of the server's own, which a capture's WARC records as received.
+	w.Header().Set("X-Fake-Server", "fileset-fake "+key)
 	switch ff.lie {
 	case "truncate":
 		w.Header().Set("Content-Length", strconv.Itoa(len(ff.body)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -47,10 +46,25 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		// Every file is done: the partial files its downloads kept (in this process's data
 		// dir) go.
 		for _, k := range kids {
-			_ = os.Remove(a.s.partialPath(t.JobID, k.id))
+			removePartial(a.s.partialPath(t.JobID, k.id))
 		}
 	}
 	res, fileRes := compose(t.Item, kids)
+	var folder *ItemFolder
+	if strings.HasPrefix(res.IngestStrategy, "archiveorg-") && res.Hit && res.Status != StatusSuccessExisting {
+		// The item folder: its files are the file items' blobs; its _meta.xml and _files.xml
+		// go into the blob store now, named by the result's row (no children: the request's
+		// children are done).
+		reads, err := engine.ReadsOf(ctx)
+		if err != nil {
+			return err
+		}
+		var item PlatformItem
+		decodeMD(t.Item.Metadata, mdPlatform, &item)
+		if folder, err = writeItemFolder(ctx, reads.Blobs(), &res, &item, a.s.cfg.Now()); err != nil {
+			return fmt.Errorf("write the archive.org item %s: %w", res.ArchiveorgItemName, err)
+		}
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -75,7 +89,7 @@ func (a resultAction) Run(ctx context.Context, t *action.Task, out action.Output
 		var req Request
 		_ = json.Unmarshal(res.Request, &req)
 		return out.Write(action.DomainWrite{Domain: DomainName, Key: req.IngestType + " " + req.BaseURL,
-			Payload: resultWrite{Updated: a.s.cfg.Now().UnixNano(), Result: res}})
+			Payload: resultWrite{Updated: a.s.cfg.Now().UnixNano(), Result: res, Folder: folder}})
 	}
 	return nil
 }
@@ -119,6 +133,10 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	var term Terminal
 	if decodeMD(md, mdTerminal, &term) {
 		res.Terminal = &term
+	}
+	var landing landingCapture
+	if decodeMD(md, mdLanding, &landing) {
+		res.FileMeta, res.CDX = &landing.FileMeta, &landing.CDX
 	}
 	var bib HTMLBiblio
 	if decodeMD(md, mdBiblio, &bib) {
@@ -272,6 +290,7 @@ func bundleStatus(res *Result, kids []fileChild) string {
 			name = name[:i]
 		}
 		b.ArchiveorgBundlePath = res.ArchiveorgItemName + "/" + safeName(name)
+		res.ArchiveorgItemBundlePath = b.ArchiveorgBundlePath
 	}
 	res.FilesetBundle = b
 	res.Manifest = append([]ManifestFile(nil), res.Manifest...)

@@ -40,6 +40,8 @@ func resultsOn(x store.DomainSQL) *ResultStore {
 type resultQueries struct {
 	put, putResult, get, list, listStatus string
 	putCDX, getCDX                        string
+	deleteItem, putItemFile, itemFiles    string
+	blobRef, putWARC                      string
 	dialect                               store.Dialect
 }
 
@@ -79,6 +81,15 @@ func resultStatements(d store.Dialect) *resultQueries {
 	warc_csize, warc_offset, warc_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		getCDX: store.Rebind(d, `SELECT url, sha1hex, datetime, surt, mimetype, status_code, sha1b32, warc_csize, warc_offset,
 	warc_path FROM fileset_cdx WHERE url = ? AND sha1hex = ? ORDER BY datetime DESC LIMIT 1`),
+		// An item folder is written whole: its earlier files' rows go first.
+		deleteItem: store.Rebind(d, `DELETE FROM fileset_archiveorg_item WHERE item_name = ?`),
+		putItemFile: store.Rebind(d, `INSERT INTO fileset_archiveorg_item (item_name, name, sha256, size, source, format)
+	VALUES (?, ?, ?, ?, ?, ?)`),
+		itemFiles: store.Rebind(d, `SELECT name, sha256, size, source, format FROM fileset_archiveorg_item WHERE item_name = ?
+	ORDER BY name`),
+		blobRef: store.Rebind(d, `SELECT 1 WHERE EXISTS (SELECT 1 FROM fileset_archiveorg_item WHERE sha256 = ?)
+	OR EXISTS (SELECT 1 FROM fileset_warc WHERE warc_path = ?)`),
+		putWARC:    store.Rebind(d, `INSERT INTO fileset_warc (warc_path) VALUES (?) ON CONFLICT DO NOTHING`),
 		get:        store.Rebind(d, columns+`WHERE p.ingest_type = ? AND p.base_url = ?`),
 		list:       store.Rebind(d, columns+after+` ORDER BY p.ingest_type, p.base_url LIMIT ?`),
 		listStatus: store.Rebind(d, columns+after+` AND p.status = ? ORDER BY p.ingest_type, p.base_url LIMIT ?`),
@@ -128,6 +139,8 @@ type PutParams struct {
 	Result        Result
 	Updated       time.Time // kept to the microsecond
 	JobID, ItemID int64
+	// Folder is the archive.org item an archiveorg-* strategy wrote, stored with its result.
+	Folder *ItemFolder
 }
 
 // Put stores a result under its request's (ingest_type, base_url), unless a result stored there
@@ -164,8 +177,63 @@ func (s *ResultStore) Put(ctx context.Context, p PutParams) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	_, err = s.x.Exec(ctx, s.q.putResult, req.IngestType, req.BaseURL, string(full), p.JobID, p.ItemID)
-	return err
+	if _, err = s.x.Exec(ctx, s.q.putResult, req.IngestType, req.BaseURL, string(full), p.JobID, p.ItemID); err != nil {
+		return err
+	}
+	if p.Folder != nil {
+		return s.putItem(ctx, *p.Folder)
+	}
+	return nil
+}
+
+// putItem stores an item folder's files, replacing the item's earlier ones.
+func (s *ResultStore) putItem(ctx context.Context, f ItemFolder) error {
+	if f.Name == "" {
+		return fmt.Errorf("archive.org item folder: no item name")
+	}
+	if _, err := s.x.Exec(ctx, s.q.deleteItem, f.Name); err != nil {
+		return fmt.Errorf("archive.org item %s: %w", f.Name, err)
+	}
+	for _, file := range f.Files {
+		if _, err := s.x.Exec(ctx, s.q.putItemFile, f.Name, file.Name, file.SHA256, file.Size, file.Source, nullable(file.Format)); err != nil {
+			return fmt.Errorf("archive.org item %s, file %s: %w", f.Name, file.Name, err)
+		}
+	}
+	return nil
+}
+
+// ItemFiles returns the files of the archive.org item folder name, by name; none when no
+// archiveorg-* strategy wrote it.
+func (s *ResultStore) ItemFiles(ctx context.Context, name string) ([]ItemFile, error) {
+	rows, err := s.x.Query(ctx, s.q.itemFiles, name)
+	if err != nil {
+		return nil, fmt.Errorf("read fileset_archiveorg_item: %w", err)
+	}
+	defer rows.Close()
+	var out []ItemFile
+	for rows.Next() {
+		var f ItemFile
+		var format *string
+		if err := rows.Scan(&f.Name, &f.SHA256, &f.Size, &f.Source, &format); err != nil {
+			return nil, err
+		}
+		if format != nil {
+			f.Format = *format
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// BlobReferenced reports whether an item folder names the blob or it is a capture's WARC.
+func (s *ResultStore) BlobReferenced(ctx context.Context, sha256 string) (bool, error) {
+	rows, err := s.x.Query(ctx, s.q.blobRef, sha256, sha256)
+	if err != nil {
+		return false, fmt.Errorf("read fileset_archiveorg_item and fileset_warc: %w", err)
+	}
+	defer rows.Close()
+	found := rows.Next()
+	return found, rows.Err()
 }
 
 func nullable(s string) any {
@@ -236,10 +304,14 @@ func (s *ResultStore) query(ctx context.Context, q string, args ...any) ([]Row, 
 	return out, rows.Err()
 }
 
-// PutCDX adds a capture's line to the CDX index.
+// PutCDX adds a capture's line to the CDX index (unless the index has a line of the same URL,
+// payload and second), and its WARC to the WARCs the blob collector keeps.
 func (s *ResultStore) PutCDX(ctx context.Context, c CDX) error {
-	_, err := s.x.Exec(ctx, s.q.putCDX, c.URL, c.SHA1Hex, c.Datetime, c.SURT, c.Mimetype, c.StatusCode, c.SHA1B32,
-		c.WarcCSize, c.WarcOffset, c.WarcPath)
+	if _, err := s.x.Exec(ctx, s.q.putCDX, c.URL, c.SHA1Hex, c.Datetime, c.SURT, c.Mimetype, c.StatusCode, c.SHA1B32,
+		c.WarcCSize, c.WarcOffset, c.WarcPath); err != nil {
+		return err
+	}
+	_, err := s.x.Exec(ctx, s.q.putWARC, c.WarcPath)
 	return err
 }
 

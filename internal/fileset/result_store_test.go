@@ -92,6 +92,48 @@ func TestResultStore(t *testing.T) {
 		if fmt.Sprint(keys(paged)) != want {
 			t.Errorf("successes by pages of 2: %v\nwant %s", keys(paged), want)
 		}
+
+		// Two captures of one URL and payload in one second: the index keeps the first line,
+		// and the blob collector both WARCs (a result names each); an item folder's blobs are
+		// kept too, and nothing else.
+		line := CDX{URL: "https://zenodo.org/record/1", SHA1Hex: strings.Repeat("1", 40), Datetime: "20261129020000",
+			SURT: "org,zenodo)/record/1", Mimetype: "text/html", StatusCode: 200, SHA1B32: "x", WarcCSize: 10, WarcOffset: 100,
+			WarcPath: strings.Repeat("a", 64)}
+		second := line
+		second.WarcPath, second.WarcOffset = strings.Repeat("b", 64), 200
+		for _, c := range []CDX{line, second, line} {
+			if err := rs.PutCDX(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := rs.CDX(ctx, line.URL, line.SHA1Hex); err != nil || *got != line {
+			t.Errorf("CDX: %+v, %v; want the first line %+v", got, err, line)
+		}
+		size := int64(7)
+		folder := &ItemFolder{Name: "zenodo.org-1", Files: []ItemFile{{Name: "a.csv", SHA256: strings.Repeat("c", 64), Size: 7, Source: "original"},
+			{Name: "zenodo.org-1_meta.xml", SHA256: strings.Repeat("d", 64), Size: 90, Source: "metadata", Format: "Metadata"}}}
+		r := result("dataset", "https://zenodo.org/record/folder", StatusSuccess)
+		r.IngestStrategy, r.ArchiveorgItemName = StrategyArchiveorgFileset, folder.Name
+		r.Manifest[0].Size = &size
+		if err := rs.Put(ctx, PutParams{Result: r, Updated: time.UnixMicro(400), Folder: folder}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			sha  string
+			want bool
+		}{{line.WarcPath, true}, {second.WarcPath, true}, {strings.Repeat("c", 64), true}, {strings.Repeat("d", 64), true}, {strings.Repeat("e", 64), false}} {
+			if ok, err := (Domain{}).BlobReferenced(ctx, db.DomainSQL(), c.sha); err != nil || ok != c.want {
+				t.Errorf("blob %s…: referenced %v, %v; want %v", c.sha[:4], ok, err, c.want)
+			}
+		}
+		// A later success for the item writes its folder whole: a file gone from it is gone.
+		folder.Files = folder.Files[1:]
+		if err := rs.Put(ctx, PutParams{Result: r, Updated: time.UnixMicro(500), Folder: folder}); err != nil {
+			t.Fatal(err)
+		}
+		if files, err := rs.ItemFiles(ctx, folder.Name); err != nil || len(files) != 1 || files[0] != folder.Files[0] {
+			t.Errorf("item files after a second folder: %+v, %v", files, err)
+		}
 	})
 }
 

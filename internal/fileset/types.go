@@ -68,16 +68,19 @@ type Terminal struct {
 
 // Result is the result of one request (Sandcrawler's fileset ingest result).
 type Result struct {
-	Hit             bool            `json:"hit"`
-	Status          string          `json:"status"`
-	Request         json.RawMessage `json:"request"`
-	Terminal        *Terminal       `json:"terminal,omitempty"`
-	ErrorMessage    string          `json:"error_message,omitempty"`
-	HTMLBiblio      *HTMLBiblio     `json:"html_biblio,omitempty"`
-	PlatformName    string          `json:"platform_name,omitempty"`
-	PlatformDomain  string          `json:"platform_domain,omitempty"`
-	PlatformID      string          `json:"platform_id,omitempty"`
-	PlatformBaseURL string          `json:"platform_base_url,omitempty"`
+	Hit      bool            `json:"hit"`
+	Status   string          `json:"status"`
+	Request  json.RawMessage `json:"request"`
+	Terminal *Terminal       `json:"terminal,omitempty"`
+	// FileMeta and CDX are the landing page's: its body, and its capture's CDX line.
+	FileMeta        *FileMeta   `json:"file_meta,omitempty"`
+	CDX             *CDX        `json:"cdx,omitempty"`
+	ErrorMessage    string      `json:"error_message,omitempty"`
+	HTMLBiblio      *HTMLBiblio `json:"html_biblio,omitempty"`
+	PlatformName    string      `json:"platform_name,omitempty"`
+	PlatformDomain  string      `json:"platform_domain,omitempty"`
+	PlatformID      string      `json:"platform_id,omitempty"`
+	PlatformBaseURL string      `json:"platform_base_url,omitempty"`
 	// ArchiveorgItemName is set only for the archiveorg-* strategies.
 	ArchiveorgItemName string `json:"archiveorg_item_name,omitempty"`
 	// Manifest is present once the platform's manifest was read, empty for empty-manifest
@@ -90,6 +93,9 @@ type Result struct {
 	FilesetFile *FilesetFile `json:"fileset_file,omitempty"`
 	// FilesetBundle is the bundle of a `*-fileset-bundled` strategy.
 	FilesetBundle *FilesetBundle `json:"fileset_bundle,omitempty"`
+	// ArchiveorgItemBundlePath is the bundle's path in the archive.org item
+	// (archiveorg-fileset-bundled), as ingest_fileset_platform's column of that name.
+	ArchiveorgItemBundlePath string `json:"archiveorg_item_bundle_path,omitempty"`
 }
 
 // MarshalJSON writes the result, with an empty manifest that was read as [] (Go's omitempty

@@ -1,11 +1,14 @@
 package fileset
 
 import (
+	"bytes"
 	"encoding/base32"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,11 +92,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // writeWARC writes the WARC file of one capture to w: a warcinfo record, then a response record
-// of the file — an HTTP response of status 200 with its Content-Type and Content-Length, and
+// of the file — head, the HTTP status line and headers the server sent (see [httpHead]), or,
+// when there is none, a status line of 200 with the file's Content-Type and Content-Length; then
 // body as its payload — each record a gzip member of its own (a .warc.gz). It returns the
 // response's CDX line, its WarcPath left for the caller (the blob's sha256, known once stored).
 // tmpDir holds the record's block while it is built, when it is larger than 1 MiB.
-func writeWARC(w io.Writer, tmpDir, targetURL string, at time.Time, meta FileMeta, body io.Reader) (CDX, error) {
+func writeWARC(w io.Writer, tmpDir, targetURL string, at time.Time, meta FileMeta, head []byte, body io.Reader) (CDX, error) {
 	cw := &countingWriter{w: w}
 	opts := []gowarc.WarcRecordOption{gowarc.WithBufferTmpDir(tmpDir), gowarc.WithBufferMaxMemBytes(1 << 20)}
 	date := at.UTC().Format(time.RFC3339)
@@ -125,8 +129,14 @@ func writeWARC(w io.Writer, tmpDir, targetURL string, at time.Time, meta FileMet
 	if mimetype == "" {
 		mimetype = "application/octet-stream"
 	}
+	status := 200
+	if head == nil {
+		head = []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", mimetype, meta.Size))
+	} else if code, ok := headStatus(head); ok {
+		status = code
+	}
 	resp := gowarc.NewRecordBuilder(gowarc.Response, opts...)
-	if _, err := resp.WriteString(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", mimetype, meta.Size)); err != nil {
+	if _, err := resp.Write(head); err != nil {
 		resp.Close()
 		return CDX{}, err
 	}
@@ -147,5 +157,49 @@ func writeWARC(w io.Writer, tmpDir, targetURL string, at time.Time, meta FileMet
 		return CDX{}, fmt.Errorf("write response record: %w", err)
 	}
 	return CDX{SURT: SURT(targetURL), Datetime: at.UTC().Format("20060102150405"), URL: targetURL, Mimetype: mimetype,
-		StatusCode: 200, SHA1B32: sha1B32(meta.SHA1), SHA1Hex: meta.SHA1, WarcCSize: cw.n - offset, WarcOffset: offset}, nil
+		StatusCode: status, SHA1B32: sha1B32(meta.SHA1), SHA1Hex: meta.SHA1, WarcCSize: cw.n - offset, WarcOffset: offset}, nil
+}
+
+// maxHeadBytes bounds the HTTP head a capture records: the headers past it are left out.
+const maxHeadBytes = 64 << 10
+
+// httpHead is a response's head as a WARC response record holds it: its status line and its
+// headers, each line CRLF-terminated, then an empty line. The headers are as the server sent
+// them, in name order (Go's client keeps their values, not their order), less those that
+// described a transfer no longer in the payload: Go's client removed Transfer-Encoding (the
+// payload is de-chunked) and, when it decompressed a body it asked gzip for, Content-Encoding
+// and Content-Length. At most maxHeadBytes.
+func httpHead(resp *http.Response) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s\r\n", resp.Proto, resp.Status)
+	if resp.Proto == "" {
+		b.Reset()
+		fmt.Fprintf(&b, "HTTP/1.1 %s\r\n", resp.Status)
+	}
+	names := make([]string, 0, len(resp.Header))
+	for k := range resp.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, v := range resp.Header[k] {
+			if b.Len()+len(k)+len(v)+6 > maxHeadBytes {
+				break
+			}
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
+	}
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// headStatus is the status code of a head's status line.
+func headStatus(head []byte) (int, bool) {
+	line, _, _ := bytes.Cut(head, []byte("\r\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/") {
+		return 0, false
+	}
+	code, err := strconv.Atoi(f[1])
+	return code, err == nil && code >= 100 && code <= 999
 }

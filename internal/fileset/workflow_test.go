@@ -1,8 +1,12 @@
 package fileset
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"reflect"
@@ -351,8 +355,9 @@ func TestStatuses(t *testing.T) {
 					t.Errorf("%s: %s has no CDX line: %v", c.name, m.Path, err)
 					continue
 				}
-				if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != *m.Size || cdx.SURT != SURT(m.TerminalURL) {
-					t.Errorf("%s: %s captured as %d bytes, %+v", c.name, m.Path, len(payload), cdx)
+				if hdr, payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != *m.Size || cdx.SURT != SURT(m.TerminalURL) ||
+					cdx.StatusCode != 200 || !strings.HasPrefix(hdr.Get("X-Fake-Server"), "fileset-fake ") {
+					t.Errorf("%s: %s captured as %d bytes with headers %v, %+v; want the server's", c.name, m.Path, len(payload), hdr, cdx)
 				}
 				captures++
 				if r.IngestStrategy == StrategyWebFile && (r.FilesetFile == nil || r.FilesetFile.CDX == nil || *r.FilesetFile.CDX != *cdx) {
@@ -362,6 +367,52 @@ func TestStatuses(t *testing.T) {
 		}
 		if captures < 8 {
 			t.Errorf("%d captures read back", captures)
+		}
+		// Each landing page that answered was captured: the result's file_meta and cdx are its
+		// body's and its WARC's (read back), terminal_sha1hex its sha1, the WARC kept by the
+		// CDX index for the blob collector.
+		landings := 0
+		for i, c := range cs {
+			r := results[i]
+			if r.Terminal == nil || r.Terminal.StatusCode >= 400 {
+				if r.FileMeta != nil || r.CDX != nil {
+					t.Errorf("%s: file_meta %+v, cdx %+v without a landing page", c.name, r.FileMeta, r.CDX)
+				}
+				continue
+			}
+			if r.FileMeta == nil || r.CDX == nil {
+				t.Errorf("%s: landing page %s answered %d: file_meta %+v, cdx %+v", c.name, r.Terminal.URL, r.Terminal.StatusCode, r.FileMeta, r.CDX)
+				continue
+			}
+			hdr, payload := readCapture(t, k.Blobs, *r.CDX)
+			sum := sha1.Sum(payload)
+			if int64(len(payload)) != r.FileMeta.Size || hex.EncodeToString(sum[:]) != r.FileMeta.SHA1 || r.CDX.URL != r.Terminal.URL ||
+				r.CDX.StatusCode != r.Terminal.StatusCode || r.Terminal.SHA1 != r.FileMeta.SHA1 || r.FileMeta.Mimetype != "text/html" ||
+				!strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+				t.Errorf("%s: landing capture of %d bytes (headers %v); result's terminal %+v, file_meta %+v, cdx %+v",
+					c.name, len(payload), hdr, r.Terminal, r.FileMeta, r.CDX)
+			}
+			if got, err := results2.CDX(t.Context(), r.CDX.URL, r.FileMeta.SHA1); err != nil || *got != *r.CDX {
+				t.Errorf("%s: the landing page's CDX line %+v, %v; result's %+v", c.name, got, err, r.CDX)
+			}
+			if ok, err := (Domain{}).BlobReferenced(t.Context(), k.Store.DomainSQL(), r.CDX.WarcPath); !ok || err != nil {
+				t.Errorf("%s: the landing page's WARC is not kept for the collector: %v", c.name, err)
+			}
+			landings++
+		}
+		if landings < len(cs)/2 {
+			t.Errorf("%d landing pages captured of %d requests", landings, len(cs))
+		}
+		// Each archiveorg-* success wrote its item folder.
+		folders := 0
+		for i, c := range cs {
+			if r := results[i]; strings.HasPrefix(r.Status, "success") && strings.HasPrefix(r.IngestStrategy, "archiveorg-") {
+				checkItemFolder(t, c.name, r, k, results2)
+				folders++
+			}
+		}
+		if folders < 2 {
+			t.Errorf("%d archive.org item folders checked", folders)
 		}
 		// Downloads left no partial files behind.
 		checkNoPartials(t, cfg.PartialDir)
@@ -465,7 +516,7 @@ func checkBundle(t *testing.T, c statusCase, r Result, f *fakes, k *enginetest.K
 	cdx, err := results.CDX(t.Context(), b.Terminal.URL, b.FileMeta.SHA1)
 	if err != nil || *cdx != *b.CDX {
 		t.Errorf("%s: the bundle's CDX line %+v, %v; result's %+v", c.name, cdx, err, b.CDX)
-	} else if payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != b.FileMeta.Size {
+	} else if _, payload := readCapture(t, k.Blobs, *cdx); int64(len(payload)) != b.FileMeta.Size {
 		t.Errorf("%s: bundle captured as %d bytes, downloaded %d", c.name, len(payload), b.FileMeta.Size)
 	}
 	if len(r.Manifest) != 21 || *r.FileCount != 21 {
@@ -482,5 +533,89 @@ func checkBundle(t *testing.T, c statusCase, r Result, f *fakes, k *enginetest.K
 		if m.Status != want || want == StatusSuccess && (len(m.SHA256) != 64 || m.TerminalURL != b.Terminal.URL) {
 			t.Errorf("%s: manifest file %+v, want %s", c.name, m, want)
 		}
+	}
+}
+
+// checkItemFolder checks an archiveorg-* success's item folder: its rows name the manifest's
+// files and ITEM_meta.xml and ITEM_files.xml, each in the blob store and kept by the blob
+// collector; _files.xml lists every file but itself with its size and digests, _meta.xml the
+// item's identifier and the platform's metadata.
+func checkItemFolder(t *testing.T, name string, r Result, k *enginetest.Kit, results *ResultStore) {
+	t.Helper()
+	item := r.ArchiveorgItemName
+	files, err := results.ItemFiles(t.Context(), item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]ItemFile{}
+	for _, f := range files {
+		byName[f.Name] = f
+		if ok, err := (Domain{}).BlobReferenced(t.Context(), k.Store.DomainSQL(), f.SHA256); !ok || err != nil {
+			t.Errorf("%s: blob of %s/%s not referenced for the collector: %v", name, item, f.Name, err)
+		}
+		if size, err := k.Blobs.Stat(t.Context(), f.SHA256); err != nil || size != f.Size {
+			t.Errorf("%s: blob of %s/%s: %d bytes, %v; want %d", name, item, f.Name, size, err, f.Size)
+		}
+	}
+	if len(files) != len(r.Manifest)+2 {
+		t.Errorf("%s: item %s has %d files for a manifest of %d: %+v", name, item, len(files), len(r.Manifest), files)
+	}
+	read := func(file string) []byte {
+		f, ok := byName[file]
+		if !ok {
+			t.Errorf("%s: item %s has no %s", name, item, file)
+			return nil
+		}
+		rc, err := k.Blobs.Open(t.Context(), f.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var listed struct {
+		Files []struct {
+			Name   string `xml:"name,attr"`
+			Source string `xml:"source,attr"`
+			Size   int64  `xml:"size"`
+			MD5    string `xml:"md5"`
+			SHA1   string `xml:"sha1"`
+			Format string `xml:"format"`
+		} `xml:"file"`
+	}
+	if err := xml.Unmarshal(read(item+"_files.xml"), &listed); err != nil {
+		t.Errorf("%s: %s_files.xml: %v", name, item, err)
+	}
+	want := map[string]ManifestFile{}
+	for _, m := range r.Manifest {
+		want[m.Path] = m
+	}
+	for _, f := range listed.Files {
+		if f.Name == item+"_meta.xml" {
+			if f.Source != "metadata" || f.Format != "Metadata" || f.Size != byName[f.Name].Size {
+				t.Errorf("%s: _files.xml lists %+v", name, f)
+			}
+			continue
+		}
+		m, ok := want[f.Name]
+		if !ok || f.Source != "original" || m.Size == nil || f.Size != *m.Size || f.MD5 != m.MD5 || f.SHA1 != m.SHA1 ||
+			byName[f.Name].SHA256 != m.SHA256 {
+			t.Errorf("%s: _files.xml lists %+v; manifest %+v", name, f, m)
+		}
+		delete(want, f.Name)
+	}
+	if len(want) > 0 || len(listed.Files) != len(r.Manifest)+1 {
+		t.Errorf("%s: _files.xml lists %d files, misses %v", name, len(listed.Files), want)
+	}
+	var meta struct {
+		Identifier string   `xml:"identifier"`
+		Collection []string `xml:"collection"`
+	}
+	if err := xml.Unmarshal(read(item+"_meta.xml"), &meta); err != nil || meta.Identifier != item || len(meta.Collection) == 0 {
+		t.Errorf("%s: %s_meta.xml: %+v, %v", name, item, meta, err)
 	}
 }
