@@ -107,6 +107,7 @@ func Run(ctx context.Context, c Cmd) error {
 		env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}
 	}
 	var cmd *exec.Cmd
+	guardGroup := 0 // the group an unsandboxed tool is started into, led by its guard (startGuard)
 	sandboxed := c.Sandbox != nil && sandbox.CurrentMode() == sandbox.On
 	if sandboxed {
 		spec := *c.Sandbox
@@ -131,6 +132,11 @@ func Run(ctx context.Context, c Cmd) error {
 		cmd.Env = env
 		cmd.ExtraFiles = c.ExtraFiles
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		var stopGuard func()
+		if guardGroup, stopGuard = startGuard(); guardGroup != 0 {
+			cmd.SysProcAttr.Pgid = guardGroup
+		}
+		defer stopGuard()
 	}
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
@@ -154,22 +160,23 @@ func Run(ctx context.Context, c Cmd) error {
 	// The group kill below is the last thing Run does to the tool; the record and the guard
 	// go after it (defers run last in, first out).
 	defer recordsFrom(ctx).add(cmd.Process.Pid, c.Path)()
-	if !sandboxed {
-		defer guard(cmd.Process.Pid)()
+	pgid := cmd.Process.Pid
+	if guardGroup != 0 {
+		pgid = guardGroup
 	}
 	done := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 			// Negative pid: the whole process group.
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case <-done:
 		}
 	}()
 	werr := cmd.Wait()
 	close(done)
 	// Reap any grandchildren left in the group.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	// Decide by the context, not by whether the killer goroutine got there first: Wait can
 	// return (the process died of our SIGKILL) before that goroutine closes killed.
 	if ctx.Err() != nil && werr != nil {
