@@ -124,13 +124,14 @@ func (r *Records) Reap(log *slog.Logger) (int, error) {
 }
 
 // leftovers returns the live processes of rec's process group that rec's tool left: the tool
-// itself if it runs (same start time), and the group's members. A group whose number now leads
-// another process is not rec's: while any member of rec's group lived, the kernel could not give
-// its number to a new process.
+// itself if it runs (same start time), and the group's members. The group's leader is the tool,
+// or the guard started just before it (startGuard); a process holding the group's number that
+// started after the tool leads another group: while any member of rec's group lived, the kernel
+// could not give its number to a new process.
 func leftovers(rec record, procs []procStat) []int {
 	var pids []int
 	for _, p := range procs {
-		if p.pid == rec.PGID && p.start != rec.Start && p.state != 'Z' {
+		if p.pid == rec.PGID && p.start > rec.Start && p.state != 'Z' {
 			return nil // the number was reused: rec's group is gone
 		}
 	}
