@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -50,11 +53,20 @@ type ingestResult struct {
 	// others ran inline, in the transactions that made them ready).
 	Tasks       int `json:"tasks"`
 	LeasedTasks int `json:"leased_tasks"`
+	// InputBytes is the files' bytes; DataDirBytes the disk the data dir takes after the job
+	// (allocated blocks, as du counts them, with the node closed so that SQLite's write-ahead
+	// logs are checkpointed), DataDirRatio the one over the other, and DataDirFiles the bytes
+	// of each file of more than 1 MB, by its path in the data dir.
+	InputBytes   int64            `json:"input_bytes"`
+	DataDirBytes int64            `json:"data_dir_bytes"`
+	DataDirRatio float64          `json:"data_dir_ratio"`
+	DataDirFiles map[string]int64 `json:"data_dir_files"`
 }
 
 func runIngest(ctx context.Context, e *env, args []string) error {
-	fs, verbose := newFlags(e, "ingest", "ingest [--files N] [--no-direct] [--database URL] [--keep]", args)
+	fs, verbose := newFlags(e, "ingest", "ingest [--files N] [--size BYTES] [--no-direct] [--database URL] [--keep]", args)
 	nfiles := fs.Int("files", 10000, "number of small text files in the zip")
+	size := fs.Int("size", 0, "bytes of each text file (0: 90 to 330 bytes, varying)")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	skipDirect := fs.Bool("no-direct", false, "skip the direct (engine-free) measurement")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the engine run to this file")
@@ -65,6 +77,9 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	}
 	if *nfiles <= 0 {
 		return usagef("--files must be positive")
+	}
+	if *size < 0 {
+		return usagef("--size must not be negative")
 	}
 	if *database != "" {
 		if _, err := postgresURL(*database); err != nil {
@@ -80,12 +95,15 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	entries := zipEntries(*nfiles)
+	entries := zipEntries(*nfiles, *size)
 	zipPath := filepath.Join(dir, "bench.zip")
 	if err := writeZip(zipPath, entries); err != nil {
 		return err
 	}
 	res := ingestResult{Files: *nfiles}
+	for _, en := range entries {
+		res.InputBytes += int64(len(en.data))
+	}
 	if !*skipDirect {
 		// First, in a process with nothing else in its heap: the direct loop must not pay for
 		// the engine's memory (its collections scan it) nor the engine for the loop's.
@@ -107,7 +125,12 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer n.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			n.Close()
+		}
+	}()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -154,6 +177,14 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	if res.Tasks, res.LeasedTasks, err = countTasks(ctx, n, final.ID); err != nil {
 		return err
 	}
+	closed = true
+	if err := n.Close(); err != nil {
+		return fmt.Errorf("close the node: %w", err)
+	}
+	if res.DataDirBytes, res.DataDirFiles, err = diskUsage(cfg.DataDir, 1<<20); err != nil {
+		return err
+	}
+	res.DataDirRatio = math.Round(float64(res.DataDirBytes)/float64(res.InputBytes)*100) / 100
 	res.DocumentsPerSec = float64(res.Documents) / res.Seconds
 	if !*skipDirect {
 		res.CPUOverheadPct = (res.CPUSeconds - res.DirectCPUSeconds) / res.DirectCPUSeconds * 100
@@ -213,17 +244,73 @@ type zipEntry struct {
 }
 
 // zipEntries returns n small, distinct text files (distinct, so the conversion cache does not
-// make the benchmark trivial).
-func zipEntries(n int) []zipEntry {
+// make the benchmark trivial) of size bytes each, or of 90 to 330 bytes when size is 0.
+func zipEntries(n, size int) []zipEntry {
 	out := make([]zipEntry, n)
 	for i := range out {
-		out[i] = zipEntry{
-			name: fmt.Sprintf("dir%02d/file-%06d.txt", i%50, i),
-			data: []byte(fmt.Sprintf("Bench document %d.\nThe quick brown fox jumps over the lazy dog %d times.\n%s\n",
-				i, i, strings.Repeat("lorem ipsum ", 5+i%20))),
+		head := fmt.Sprintf("Bench document %d.\nThe quick brown fox jumps over the lazy dog %d times.\n", i, i)
+		var data []byte
+		if size == 0 {
+			data = []byte(head + strings.Repeat("lorem ipsum ", 5+i%20) + "\n")
+		} else {
+			// Words of a small vocabulary in an order of their own per file, in lines of about
+			// 70 characters: prose-like text, which compresses as prose does.
+			data = append(make([]byte, 0, size+16), head...)
+			x, col := uint32(i)*2654435761+1, 0
+			for len(data) < size {
+				x ^= x << 13
+				x ^= x >> 17
+				x ^= x << 5
+				w := benchWords[x%uint32(len(benchWords))]
+				data = append(data, w...)
+				col += len(w) + 1
+				if col > 70 {
+					data, col = append(data, '\n'), 0
+				} else {
+					data = append(data, ' ')
+				}
+			}
+			data = append(data[:size-1], '\n')
 		}
+		out[i] = zipEntry{name: fmt.Sprintf("dir%02d/file-%06d.txt", i%50, i), data: data}
 	}
 	return out
+}
+
+// benchWords is the vocabulary of zipEntries' sized files.
+var benchWords = strings.Fields(`the of and to in is that for it as was with be by on not he this are or his from at
+which but have an they you were her she there been one all we their has would when if so no will more
+document report file page river water stone market letter north summer number system between during
+government against national public however different following important example general`)
+
+// diskUsage returns the bytes the files under dir take on disk (allocated blocks), and those of
+// each file of at least big bytes by its slash-separated path in dir.
+func diskUsage(dir string, big int64) (int64, map[string]int64, error) {
+	var total int64
+	files := map[string]int64{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n := fi.Size()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n = st.Blocks * 512
+		}
+		total += n
+		if !d.IsDir() && n >= big {
+			rel, _ := filepath.Rel(dir, p)
+			files[filepath.ToSlash(rel)] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("measure the data dir: %w", err)
+	}
+	return total, files, nil
 }
 
 func writeZip(path string, entries []zipEntry) error {

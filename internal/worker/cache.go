@@ -1,16 +1,20 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/deflate"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/record"
@@ -138,6 +142,10 @@ func (c *convCache) get(ctx context.Context, key string, out *output, replayErro
 		return false, err
 	}
 	var ef effects
+	if raw, err = unpackEntry(raw); err != nil {
+		c.land(key)
+		return false, nil // unreadable: run the action, as for an entry that does not decode
+	}
 	if err := metadata.Unmarshal(raw, &ef); err != nil {
 		c.land(key)
 		return false, nil
@@ -214,7 +222,38 @@ func (c *convCache) entry(out *output, runErr error) []byte {
 		c.log.Warn("cache result", "job_id", t.JobID, "item_id", t.ItemID, "task_id", t.ID, "action", t.Action, "attempt", t.Attempt, "error", err)
 		return nil
 	}
-	return raw
+	return packEntry(raw)
+}
+
+// deflatedEntry begins a cache entry kept deflated; the uvarint length of its JSON follows, then
+// the JSON deflated. An entry of plain JSON begins with '{', so both kinds read back.
+const deflatedEntry = "\x00z"
+
+// packEntry returns the entry to store for the JSON raw: deflated when that saves an eighth. A
+// text document's entry holds its whole text, which the item holds too; deflated, the copy
+// costs about half.
+func packEntry(raw []byte) []byte {
+	z, ok := deflate.Shrink(raw)
+	if !ok {
+		return raw
+	}
+	out := make([]byte, 0, len(deflatedEntry)+binary.MaxVarintLen64+len(z))
+	out = append(out, deflatedEntry...)
+	out = binary.AppendUvarint(out, uint64(len(raw)))
+	return append(out, z...)
+}
+
+// unpackEntry returns the JSON of a stored entry.
+func unpackEntry(stored []byte) ([]byte, error) {
+	rest, ok := bytes.CutPrefix(stored, []byte(deflatedEntry))
+	if !ok {
+		return stored, nil
+	}
+	size, n := binary.Uvarint(rest)
+	if n <= 0 || size > math.MaxInt32 {
+		return nil, errors.New("cache entry: bad length")
+	}
+	return deflate.Inflate(rest[n:], int64(size))
 }
 
 // prefetch is a task's cache entry as its lease's transaction read it.

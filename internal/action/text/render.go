@@ -104,12 +104,17 @@ func (r *Renderer) load() error {
 }
 
 // Render returns text as a PDF: monospace lines wrapped at the page width, tabs expanded,
-// as many A4 pages as needed (at least one). Characters no font covers are drawn as "?".
+// as many A4 pages as needed (at least one). Text whose every character is in WinAnsiEncoding
+// is set in the standard Courier font, not embedded; other text in the Renderer's fonts,
+// embedded as subsets. Characters no font covers are drawn as "?".
 func (r *Renderer) Render(text string) ([]byte, error) {
 	if err := r.load(); err != nil {
 		return nil, err
 	}
 	lines := r.layout(text)
+	if pdf, ok := renderWinAnsi(lines, r.charW); ok {
+		return pdf, nil
+	}
 	// Pick the font of every rune first, so only fonts in use are embedded.
 	used := make([]bool, len(r.faces))
 	cells := 0

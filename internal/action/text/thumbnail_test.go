@@ -23,8 +23,8 @@ func TestThumbnailInGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	bd := img.Bounds()
-	if bd.Dy() != 700 || bd.Dx() > 700 || bd.Dx() < 400 {
-		t.Fatalf("thumbnail is %v, want 700 px tall", bd)
+	if bd.Dy() != thumbHeight || bd.Dx() != thumbWidth || thumbWidth != 297 {
+		t.Fatalf("thumbnail is %v, want %d×%d (A4 at %d px tall)", bd, 297, thumbHeight, thumbHeight)
 	}
 	// Some pixels are ink: the text was drawn.
 	dark := 0
