@@ -289,11 +289,30 @@ func (s *smallDB) get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // packSmall returns what a row keeps of data: data deflated if that saves an eighth, else data.
+// A blob in a compressed format is kept as it is without trying.
 func packSmall(data []byte) []byte {
+	if compressed(data) {
+		return data
+	}
 	if z, ok := deflate.Shrink(data); ok {
 		return z
 	}
 	return data
+}
+
+// compressedMagic are the first bytes of formats whose bytes are compressed already: PNG,
+// JPEG, GIF, WebP and other RIFF, PDF (its streams), zip (and OOXML, ODF, EPUB), gzip, zstd, xz,
+// bzip2, 7z. Trying to deflate the PDF and the thumbnail of every document took most of the
+// time spent deflating, to save nothing.
+var compressedMagic = []string{"\x89PNG", "\xff\xd8\xff", "GIF8", "RIFF", "%PDF", "PK\x03\x04", "\x1f\x8b", "\x28\xb5\x2f\xfd", "\xfd7zXZ", "BZh", "7z\xbc\xaf"}
+
+func compressed(data []byte) bool {
+	for _, m := range compressedMagic {
+		if bytes.HasPrefix(data, []byte(m)) {
+			return true
+		}
+	}
+	return false
 }
 
 // unpackSmall returns the blob that a row of the given size keeps as stored.

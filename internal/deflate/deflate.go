@@ -61,6 +61,8 @@ type writer struct {
 }
 
 var writers = sync.Pool{New: func() any {
-	z, _ := flate.NewWriter(io.Discard, flate.DefaultCompression)
+	// The fastest level: the values are small and written on the path of every task that
+	// makes one; the default level took 12 % of a text ingest's CPU for 5 % fewer bytes.
+	z, _ := flate.NewWriter(io.Discard, flate.BestSpeed)
 	return &writer{z: z}
 }}
