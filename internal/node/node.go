@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/unpack"
 	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/dbclock"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -140,8 +141,11 @@ type Node struct {
 	DataDir     string
 	lock        *os.File
 	records     *subprocess.Records // engine processes' running converters
-	log         *slog.Logger
-	drain       time.Duration
+	// clock is the time of leases and deadlines: the database's, on a store shared over the
+	// network (nil: the local clock).
+	clock *dbclock.Clock
+	log   *slog.Logger
+	drain time.Duration
 
 	mu        sync.Mutex
 	listeners []Listener
@@ -352,6 +356,18 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	now := dbclock.LocalClock()
+	if src, ok := n.Store.(dbclock.Source); ok {
+		// Processes on several machines compare each other's leases: one clock for all of
+		// them, the database's (a worker's clock minutes off neither steals live leases nor
+		// keeps dead ones).
+		n.clock = dbclock.New(dbclock.Config{Source: src, Logger: cfg.Logger})
+		if err := n.clock.Sync(ctx); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("read the database's time: %w", err)
+		}
+		now = n.clock.Now
+	}
 	n.Blobs = cfg.Blobs
 	if n.Blobs == nil {
 		d, err := blob.OpenDir(filepath.Join(cfg.DataDir, BlobsDir), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
@@ -362,7 +378,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Blobs = d
 	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, Now: now,
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)
@@ -441,7 +457,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		if lease <= 0 {
 			lease = worker.DefaultLeaseDuration
 		}
-		n.Fleet = fleet.New(fleet.Config{Store: n.Store, Logger: cfg.Logger, ID: w.Owner(), Actions: cfg.Queues, InFlight: w.InFlight})
+		n.Fleet = fleet.New(fleet.Config{Store: n.Store, Logger: cfg.Logger, Now: now, ID: w.Owner(), Actions: cfg.Queues, InFlight: w.InFlight})
 		if err := n.Fleet.Register(ctx, n.Engine); err != nil {
 			n.Close()
 			return nil, err
@@ -469,6 +485,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 // Start starts the workers and the maintenance loop. Calling it again does nothing.
 func (n *Node) Start(ctx context.Context) {
+	if n.clock != nil {
+		n.clock.Start(ctx)
+	}
 	if n.Worker != nil {
 		ctx = subprocess.WithRecords(ctx, n.records)
 		n.Worker.Start(ctx)
@@ -577,6 +596,9 @@ func (n *Node) Close() error {
 	n.unlisten()
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()
+	}
+	if n.clock != nil {
+		n.clock.Stop()
 	}
 	var errs []error
 	if n.Store != nil {

@@ -56,7 +56,7 @@ func (n *Node) openTopics(ctx context.Context, cfg Config) error {
 			sinks[name] = s
 		}
 	}
-	t.outbox = outbox.New(outbox.Config{Store: n.Store, Logger: cfg.Logger, Sinks: sinks, MaxPending: cfg.Topics.MaxPending,
+	t.outbox = outbox.New(outbox.Config{Store: n.Store, Logger: cfg.Logger, Sinks: sinks, MaxPending: cfg.Topics.MaxPending, Now: n.Engine.Now,
 		MinBackoff: cfg.Topics.RelayBackoff, Exclusive: n.lock != nil})
 	if err := t.outbox.Register(ctx, n.Engine); err != nil {
 		closeSinks()

@@ -187,6 +187,16 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// DatabaseNow returns the database server's clock (clock_timestamp(), not the transaction's
+// start): the time every process sharing the database agrees on for leases (package dbclock).
+func (db *DB) DatabaseNow(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := db.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, mapErr(fmt.Errorf("read the database's time: %w", err))
+	}
+	return t.UTC(), nil
+}
+
 // Capabilities reports that many processes may share the database, that Wait listens, and that
 // writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
