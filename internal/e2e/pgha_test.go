@@ -248,3 +248,40 @@ func writable(ctx context.Context, url string) bool {
 	_, err = c.Exec(ctx, "SELECT txid_current()")
 	return err == nil
 }
+
+// child returns the pid of a process of node i's postgres whose command line holds kind
+// ("walsender": a primary's process that streams to a standby), 0 if there is none.
+func (h *pgHA) child(i int, kind string) int {
+	b, err := os.ReadFile(filepath.Join(h.dir, fmt.Sprintf("node%d", i+1), "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	var postmaster int
+	if _, err := fmt.Sscan(string(b), &postmaster); err != nil {
+		return 0
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		st, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …
+		_, rest, ok := strings.Cut(string(st), ") ")
+		var ppid int
+		if !ok || len(rest) < 2 {
+			continue
+		}
+		if _, err := fmt.Sscan(rest[2:], &ppid); err != nil || ppid != postmaster {
+			continue
+		}
+		dir := filepath.Dir(p)
+		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if strings.Contains(string(cmdline), kind) {
+			var pid int
+			fmt.Sscan(filepath.Base(dir), &pid)
+			return pid
+		}
+	}
+	return 0
+}

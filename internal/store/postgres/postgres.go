@@ -197,6 +197,36 @@ func (db *DB) DatabaseNow(ctx context.Context) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// WaitReplicated waits until every standby streaming from the database has flushed the WAL
+// written so far — every transaction committed before the call — or ctx ends. With asynchronous
+// replication a commit the primary acknowledged may be lost when a standby is promoted; what
+// WaitReplicated returned for survives a failover to any standby that was streaming. It returns
+// at once on a database without standbys, and when the role may not read pg_stat_replication's
+// positions (a superuser's, or pg_read_all_stats's): the guarantee then needs synchronous
+// replication (docs/scale-out.md). The outbox's relay calls it before it publishes.
+func (db *DB) WaitReplicated(ctx context.Context) error {
+	var lsn string
+	if err := db.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+		return mapErr(fmt.Errorf("read the write-ahead log position: %w", err))
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var behind int
+		if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE flush_lsn < $1::pg_lsn`, lsn).Scan(&behind); err != nil {
+			return mapErr(fmt.Errorf("read the standbys' positions: %w", err))
+		}
+		if behind == 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // Capabilities reports that many processes may share the database, that Wait listens, and that
 // writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
