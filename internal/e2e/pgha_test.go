@@ -175,7 +175,7 @@ func (h *pgHA) kill(i int) {
 
 // URL is the multi-host URL Sluice is given: both nodes, the one that accepts writes chosen.
 func (h *pgHA) URL() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/test?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/test?sslmode=disable&target_session_attrs=read-write&connect_timeout=10",
 		h.ports[0], h.ports[1])
 }
 

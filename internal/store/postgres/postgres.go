@@ -765,11 +765,19 @@ func mapErr(err error) error {
 // unavailable reports an error of reaching the database rather than of the statement: no
 // connection could be made, the connection broke, or the server is shutting down or starting.
 func unavailable(err error) bool {
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) {
 		return false // marked already, or the caller gave up
 	}
 	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	if errors.As(err, &ce) {
+		// Also when it wraps a deadline: the URL's connect_timeout ran out on every host (a
+		// dead primary whose standby is not yet promoted, or a server too slow to answer).
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return true
 	}
 	var pe *pgconn.PgError
