@@ -103,7 +103,9 @@ func TestPostgresFailover(t *testing.T) {
 		return n >= target, fmt.Sprintf("%d items ingested", n)
 	})
 	before := ingested()
-	ha.kill(0)
+	st0, _ := ha.states(ctx)
+	t.Logf("formation before the kill: %v", st0)
+	ha.kill(ha.primary())
 	killed := time.Now()
 
 	// Promotion: node2 accepts writes, and a write commits through the multi-host URL.

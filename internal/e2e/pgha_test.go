@@ -91,9 +91,11 @@ func startPGHA(t *testing.T, async bool) *pgHA {
 		conf := "\nfsync = off\ncheckpoint_timeout = 30s\n"
 		if d == "monitor" {
 			// Failures noticed in seconds, not pg_auto_failover's 20 s default.
-			conf += "pgautofailover.health_check_period = 1000\npgautofailover.health_check_timeout = 1000\n" +
-				"pgautofailover.health_check_max_retries = 1\npgautofailover.health_check_retry_delay = 500\n" +
-				"pgautofailover.node_considered_unhealthy_timeout = 3000\n"
+			// Not lower: on a test machine at load 80 a 1 s timeout and 3 s of silence failed
+			// over a primary that was only slow.
+			conf += "pgautofailover.health_check_period = 1000\npgautofailover.health_check_timeout = 2000\n" +
+				"pgautofailover.health_check_max_retries = 2\npgautofailover.health_check_retry_delay = 1000\n" +
+				"pgautofailover.node_considered_unhealthy_timeout = 5000\n"
 		}
 		f, err := os.OpenFile(filepath.Join(h.dir, d, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -284,4 +286,24 @@ func (h *pgHA) child(i int, kind string) int {
 		}
 	}
 	return 0
+}
+
+// primary returns the index of the node that accepts writes now (the monitor may have failed
+// over a slow primary already), failing the test if neither does.
+func (h *pgHA) primary() int {
+	h.t.Helper()
+	for i := range h.ports {
+		c, err := pgx.Connect(h.t.Context(), h.nodeURL(i))
+		if err != nil {
+			continue
+		}
+		var standby bool
+		err = c.QueryRow(h.t.Context(), "SELECT pg_is_in_recovery()").Scan(&standby)
+		c.Close(context.Background())
+		if err == nil && !standby {
+			return i
+		}
+	}
+	h.t.Fatalf("no node accepts writes\n%s", h.logs())
+	return -1
 }

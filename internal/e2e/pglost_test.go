@@ -49,7 +49,8 @@ func TestAsyncFailoverLostCommit(t *testing.T) {
 
 	// The primary stops sending (its WAL sender stopped, so that nothing is even in the
 	// socket's buffers), then acknowledges a commit the standby never sees.
-	wr := ha.child(0, "walsender")
+	primary := ha.primary()
+	wr := ha.child(primary, "walsender")
 	if wr == 0 {
 		t.Fatalf("the primary has no WAL sender\n%s", ha.logs())
 	}
@@ -67,7 +68,7 @@ func TestAsyncFailoverLostCommit(t *testing.T) {
 	}
 
 	// The primary dies, its stopped sender with it; the standby is promoted without the commit.
-	ha.kill(0)
+	ha.kill(primary)
 	killed := time.Now()
 	poll.Until(t, 3*time.Minute, "the standby promoted", func() (bool, string) {
 		s, err := ha.states(ctx)
