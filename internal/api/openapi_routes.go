@@ -74,13 +74,16 @@ var (
 	limitParam = query("limit", "integer", "Page size; defaults to 100, at most 1000.")
 )
 
-// routeDocs documents every route of [API.routes], the worker protocol's and /healthz, by
+// routeDocs documents every route of [API.routes], the worker protocol's, /healthz and /readyz, by
 // "METHOD /path".
 var routeDocs = map[string]routeDoc{
 	"GET /v1/openapi.json": {ID: "getOpenAPI", Responses: map[int]any{200: rawSchema{"type": "object"}}},
 	"GET /metrics": {ID: "getMetrics", Responses: map[int]any{200: media{Type: "text/plain",
 		Schema: textSchema, Doc: "Prometheus text format (OpenMetrics and protobuf by content negotiation)"}}},
 	"GET /healthz": {ID: "getHealth", Public: true, Responses: map[int]any{200: media{Type: "text/plain", Schema: textSchema}}},
+	"GET /readyz": {ID: "getReady", Public: true, Responses: map[int]any{
+		200: media{Type: "text/plain", Schema: textSchema, Doc: "ready"},
+		503: media{Type: "text/plain", Schema: textSchema, Doc: "What keeps the server from working now, one a line (a blob store outage: since when, failed calls, the last failure)"}}},
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
 		query("state", "string", "Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request)."),

@@ -71,15 +71,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader, Egress: n.Egress,
-		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics, Fileset: n.Fileset})
+		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.WriteMetrics, Problems: n.Problems, Metrics: cfg.Metrics, Fileset: n.Fileset})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
-	// The web UI at / beside the API's /v1/…, /metrics and /healthz, on the API's server (its
+	// The web UI at / beside the API's /v1/…, /metrics, /healthz and /readyz, on the API's server (its
 	// header and idle timeouts).
-	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler(), Logger: log})
+	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler(), Logger: log, Problems: n.Problems})
 	srv := a.Server()
 	srv.Handler = ui.Handler()
 	// On SIGTERM the remote workers may report their tasks through the drain: the HTTP server

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -589,4 +590,21 @@ func (n *Node) Close() error {
 		errs = append(errs, n.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Problems lists in plain words what keeps the node from doing its work now — an outage of its
+// blob store — for /readyz and the web UI's banner. It is empty while all is well.
+func (n *Node) Problems(context.Context) []string {
+	var out []string
+	if o, down := blob.OutageOf(n.Blobs); down {
+		out = append(out, o.String()+"; tasks wait and retry without spending their attempts")
+	}
+	return out
+}
+
+// WriteMetrics writes the metrics of the node's parts beside the API's own: the blob store's
+// health and the outbox's.
+func (n *Node) WriteMetrics(ctx context.Context, w io.Writer) error {
+	blob.WriteMetrics(w, n.Blobs)
+	return n.Outbox().WriteMetrics(ctx, w)
 }
