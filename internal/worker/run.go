@@ -278,6 +278,11 @@ func (w *Worker) execute(ctx context.Context, t *record.Task, it *record.Item, r
 	if err != nil && ctx.Err() != nil {
 		return errStopping
 	}
+	if err != nil && tmp != "" {
+		// Checked before the deferred removal frees the space: a tool that filled the temp
+		// dir failed for the disk, not for its input, whatever it said.
+		err = tempDirFull(tmp, err)
+	}
 	if key != "" && (err == nil || action.IsPermanent(err)) {
 		fin.cacheValue = w.cache.entry(out, err)
 	}
