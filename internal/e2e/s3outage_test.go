@@ -261,8 +261,32 @@ func TestS3Outage(t *testing.T) {
 	if d := outageFor - time.Since(start); d > 0 {
 		<-time.After(d) // the outage's length is the scenario, not a wait for a condition
 	}
+	completed := func() int {
+		counts, err := n.Store.TaskCounts(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, c := range counts {
+			if c.State == record.TaskComplete {
+				done += c.Tasks
+			}
+		}
+		return done
+	}
+	before := completed()
 	proxy.set(proxyDelay)
-	<-time.After(slowFor)
+	slow := time.Now()
+	// How long the work takes to resume once the store answers again, slowly (the cost of the
+	// outage beyond its length).
+	poll.Until(t, slowFor+time.Minute, "a task to complete after the outage", func() (bool, string) {
+		c := completed()
+		return c > before, fmt.Sprintf("%d tasks complete, %d before the outage ended", c, before)
+	})
+	resumed := time.Since(slow)
+	if d := slowFor - resumed; d > 0 {
+		<-time.After(d) // the slow phase's length is the scenario, not a wait for a condition
+	}
 	proxy.set(proxyUp)
 	back := time.Now()
 	poll.Until(t, 60*time.Second, "/readyz to be ready again", func() (bool, string) {
@@ -273,8 +297,8 @@ func TestS3Outage(t *testing.T) {
 		j, err := n.Store.JobGet(ctx, job.ID)
 		return err == nil && j.State != record.JobRunning
 	})
-	t.Logf("outage %v, slow %v: the job ended %v after the store was back; /readyz during the outage: %q; proxy dropped %d connections, delayed %d responses",
-		outageFor, slowFor, time.Since(back).Round(100*time.Millisecond), strings.TrimSpace(body), proxy.dropped.Load(), proxy.delayed.Load())
+	t.Logf("outage %v, slow %v: work resumed %v after the outage ended, the job ended %v after the store was back; /readyz during the outage: %q; proxy dropped %d connections, delayed %d responses",
+		outageFor, slowFor, resumed.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond), strings.TrimSpace(body), proxy.dropped.Load(), proxy.delayed.Load())
 	if proxy.delayed.Load() == 0 {
 		t.Errorf("no response was delayed: the slow phase tested nothing")
 	}
