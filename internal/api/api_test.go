@@ -487,8 +487,8 @@ func TestAuth(t *testing.T) {
 	b.json(t, "GET", "/v1/openapi.json", nil, 200, &doc)
 	for path, ops := range doc.Paths {
 		for method := range ops {
-			if path == "/healthz" {
-				continue
+			if path == "/healthz" || path == "/readyz" {
+				continue // probes: no token
 			}
 			p := strings.NewReplacer("{id}", "1", "{content}", "text", "{name}", "docs", "{action}", "Pdf", "{fragment}", "done").Replace(path)
 			if strings.HasPrefix(path, "/v1/workers/{action}/{id}") {
@@ -526,6 +526,9 @@ func TestAuth(t *testing.T) {
 	}
 	if code, _ := b.do(t, "GET", "/healthz", "", "", nil); code != 200 {
 		t.Errorf("healthz = %d", code)
+	}
+	if code, data := b.do(t, "GET", "/readyz", "", "", nil); code != 200 || string(data) != "ready\n" {
+		t.Errorf("readyz without a token = %d %q", code, data)
 	}
 	if code, _ := b.do(t, "GET", "/v1/nothing", "", "", nil); code != 401 {
 		t.Errorf("unknown path without token = %d", code)
