@@ -51,6 +51,13 @@ func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*record.Job,
 		return nil, false, fmt.Errorf("job options: %w", err)
 	}
 	j, err := e.store.JobInsert(ctx, store.JobInsertParams{Open: p.Open, Key: p.Key, WorkflowName: p.Workflow, WorkflowVersion: version, Metadata: md, Options: opts, Now: e.Now()})
+	if p.Key != "" && errors.Is(err, store.ErrConflict) {
+		// Another process created the job between the look-up and the insert (two watchers of
+		// one folder, two consumers of one message): it is this call's job too.
+		if j, gerr := e.store.JobGetByKey(ctx, p.Key); gerr == nil {
+			return j, false, nil
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
