@@ -57,6 +57,7 @@ func commands() []command {
 		{"fileset", "ingest datasets (Sandcrawler's fileset ingest): fileset URL… | --requests FILE.jsonl; fileset results", runFileset, nil},
 		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun, nil},
 		{"graph", "traverse a dependency graph (Go modules, Maven POMs) and print it: graph ROOT…", runGraph, nil},
+		{"watch", "make a job of each file dropped into a folder or an S3 prefix: watch DIR|s3://bucket/prefix --workflow W", runWatch, nil},
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume, nil},
 		{"job", "list, show, cancel or retry jobs", runJob, []string{"list", "show", "cancel", "retry"}},
 		{"event", "fire an external event on an item", runEvent, []string{"fire"}},

@@ -42,6 +42,7 @@ import (
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/watch"
 	"github.com/sluice-project/sluice/internal/subprocess"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -389,6 +390,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := watch.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	// Before the topics: a watching source's cursors are in the watchers' table.
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
