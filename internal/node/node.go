@@ -42,8 +42,8 @@ import (
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
-	"github.com/sluice-project/sluice/internal/watch"
 	"github.com/sluice-project/sluice/internal/subprocess"
+	"github.com/sluice-project/sluice/internal/watch"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )

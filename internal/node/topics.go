@@ -35,7 +35,7 @@ type topics struct {
 	consumers []*source.Consumer
 	// watchers are the sources that watch a folder or an S3 prefix (file://, s3://).
 	watchers []*watch.Watcher
-	webhooks  *source.Set
+	webhooks *source.Set
 	// fed are the workflows the sources create jobs of.
 	fed map[string]bool
 }
