@@ -526,6 +526,25 @@ type Progress struct {
 	Waiting        bool             `json:"waiting"`
 }
 
+// Queue defines model for Queue.
+type Queue struct {
+	Action             string  `json:"action"`
+	Backlog            int64   `json:"backlog"`
+	OldestAgeSeconds   float64 `json:"oldest_age_seconds"`
+	Queue              string  `json:"queue"`
+	RecommendedWorkers int64   `json:"recommended_workers"`
+	Running            int64   `json:"running"`
+	Throughput         int64   `json:"throughput"`
+}
+
+// QueueList defines model for QueueList.
+type QueueList struct {
+	DrainTargetSeconds float64 `json:"drain_target_seconds"`
+	Queues             []Queue `json:"queues"`
+	RecommendedWorkers int64   `json:"recommended_workers"`
+	WindowSeconds      float64 `json:"window_seconds"`
+}
+
 // SearchHit defines model for SearchHit.
 type SearchHit struct {
 	ContentType string                 `json:"content_type"`
@@ -1234,6 +1253,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListQueues The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+	//
+	// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+	ListQueues(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 	//
 	// Takes any type of body and a specified content type.
@@ -1908,6 +1932,21 @@ func (c *Client) GetObjectHistory(ctx context.Context, id string, reqEditors ...
 // Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListQueues The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+//
+// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+func (c *Client) ListQueues(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListQueuesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3942,6 +3981,33 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListQueuesRequest constructs an http.Request for the ListQueues method
+func NewListQueuesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/queues")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewUploadSheetRequestWithBody constructs an http.Request for the UploadSheet method, with any body, and a specified content type
 func NewUploadSheetRequestWithBody(server string, params *UploadSheetParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -5390,6 +5456,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
+
+	// ListQueuesWithResponse The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+	ListQueuesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error)
 
 	// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 	//
@@ -7030,6 +7103,54 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+type ListQueuesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueList
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListQueuesResponse) GetJSON200() *QueueList {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListQueuesResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListQueuesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListQueuesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListQueuesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListQueuesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type UploadSheetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8494,6 +8615,19 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
+// ListQueuesWithResponse The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+func (c *ClientWithResponses) ListQueuesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error) {
+	rsp, err := c.ListQueues(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListQueuesResponse(rsp)
+}
+
 // UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9905,6 +10039,39 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListQueuesResponse parses an HTTP response from a ListQueuesWithResponse call
+func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListQueuesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

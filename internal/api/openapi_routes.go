@@ -105,6 +105,7 @@ var routeDocs = map[string]routeDoc{
 	"POST /v1/jobs/{id}/retry":  {ID: "retryJob", Responses: map[int]any{200: &jobJSON{}}},
 	"GET /v1/jobs/{id}/progress": {ID: "followProgress", Responses: map[int]any{200: media{Type: "text/event-stream", Schema: textSchema,
 		Doc: "Server-sent events: `event: progress` with a Progress as data whenever it changes, and `event: end` with {\"state\"} when the job ends."}}},
+	"GET /v1/queues": {ID: "listQueues", Responses: map[int]any{200: queueList{}}},
 	"GET /v1/audit": {ID: "listAudit", Params: []param{query("job_id", "integer", "Only the entries of this job."), cursorParam, limitParam},
 		Responses: map[int]any{200: auditList{}}},
 	"GET /v1/jobs/{id}/history": {ID: "jobHistory", Params: []param{cursorParam,

@@ -41,6 +41,7 @@ func (a *API) routes() []route {
 		{"GET", "/v1/documents/search", RoleReader, "Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.searchDocuments, 200},
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
 		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)", a.listFilesets, 200},
+		{"GET", "/v1/queues", RoleReader, "The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers", a.listQueues, 200},
 		{"GET", "/v1/audit", RoleReader, "The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)", a.listAudit, 200},
 		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},

@@ -324,6 +324,10 @@ type Executor interface {
 	// TaskCounts counts the job's tasks by state, step, action and queue in one pass (see
 	// TaskStats), ordered by those.
 	TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error)
+	// QueueStats counts, per queue and action over every job, the ready tasks due by p.Now
+	// (with the oldest one's ready time), the running tasks, and the tasks completed since
+	// p.Since; in no order.
+	QueueStats(ctx context.Context, p QueueStatsParams) ([]QueueStat, error)
 
 	// ClaimTake claims p.Key for the running task p.TaskID unless another task holds it, and
 	// returns the claim as it stands: held by p.TaskID (it runs), held by another task (park it
@@ -460,6 +464,24 @@ type ItemInsertParams struct {
 	RangeLo       float64
 	RangeLen      float64
 	Now           time.Time
+}
+
+// QueueStatsParams asks [Executor.QueueStats] for the queues as of Now, with the tasks
+// completed since Since.
+type QueueStatsParams struct {
+	Now, Since time.Time
+}
+
+// QueueStat is one queue's tasks of one action.
+type QueueStat struct {
+	Queue, Action string
+	// Ready counts the ready tasks due now; OldestReady is when the longest waiting of them
+	// became ready (its creation, or the end of its retry backoff), zero when there is none.
+	Ready       int
+	OldestReady time.Time
+	Running     int
+	// Completed counts the tasks completed since [QueueStatsParams.Since].
+	Completed int
 }
 
 // ItemListParams lists a job's items in tree order.
