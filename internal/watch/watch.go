@@ -116,6 +116,9 @@ type Watcher struct {
 	// taken holds the job key of each file this watcher saw through, by path.
 	taken    map[string]string
 	lastFull time.Time
+	// again makes the next scan a full listing: the last full one left files waiting, which
+	// may sort before the cursor.
+	again bool
 
 	startOnce, stopOnce sync.Once
 	cancel              context.CancelFunc
@@ -207,7 +210,7 @@ type Result struct {
 // location that cannot be listed.
 func (w *Watcher) Scan(ctx context.Context) (Result, error) {
 	now := w.cfg.Now()
-	full := now.Sub(w.lastFull) >= w.cfg.Rescan
+	full := w.again || now.Sub(w.lastFull) >= w.cfg.Rescan
 	files, err := w.src.list(ctx, full)
 	if err != nil {
 		return Result{}, err
@@ -263,11 +266,15 @@ func (w *Watcher) Scan(ctx context.Context) (Result, error) {
 			delete(w.pending, p)
 		}
 	}
-	for p := range w.taken {
-		if !present[p] {
-			delete(w.taken, p)
+	// A listing after the cursor leaves the keys before it out: they are still there.
+	if _, partial := w.src.(*bucket); full || !partial {
+		for p := range w.taken {
+			if !present[p] {
+				delete(w.taken, p)
+			}
 		}
 	}
+	w.again = full && res.Waiting > 0
 	if cursor != "" {
 		if err := w.src.passed(ctx, cursor); err != nil {
 			w.log.Warn("watch: store the cursor", "location", w.cfg.Location, "error", err)
