@@ -517,13 +517,14 @@ type OutputList struct {
 
 // Progress defines model for Progress.
 type Progress struct {
-	ElapsedSeconds float64          `json:"elapsed_seconds"`
-	EtaSeconds     *float64         `json:"eta_seconds"`
-	Fraction       float64          `json:"fraction"`
-	Items          map[string]int64 `json:"items"`
-	State          string           `json:"state"`
-	Tasks          map[string]int64 `json:"tasks"`
-	Waiting        bool             `json:"waiting"`
+	ElapsedSeconds       float64          `json:"elapsed_seconds"`
+	EtaSeconds           *float64         `json:"eta_seconds"`
+	Fraction             float64          `json:"fraction"`
+	Items                map[string]int64 `json:"items"`
+	State                string           `json:"state"`
+	Tasks                map[string]int64 `json:"tasks"`
+	Waiting              bool             `json:"waiting"`
+	WaitingForDownstream bool             `json:"waiting_for_downstream"`
 }
 
 // SearchHit defines model for SearchHit.

@@ -81,6 +81,9 @@ type progressJSON struct {
 	// Waiting is true while an item of the running job waits for an external event or an
 	// approval: then the time left is unknown.
 	Waiting bool `json:"waiting"`
+	// WaitingForDownstream is true while a step of the running job that creates children
+	// waits for them to be processed: the job's backlog is at the server's --max-backlog.
+	WaitingForDownstream bool `json:"waiting_for_downstream"`
 }
 
 func toJob(j *record.Job) *jobJSON {
@@ -95,7 +98,7 @@ func toJob(j *record.Job) *jobJSON {
 
 func toProgress(p *engine.Progress) *progressJSON {
 	out := &progressJSON{State: p.State, Fraction: p.Fraction, Items: p.Items, Tasks: p.Tasks,
-		ElapsedSec: p.Elapsed.Seconds(), Waiting: p.Waiting}
+		ElapsedSec: p.Elapsed.Seconds(), Waiting: p.Waiting, WaitingForDownstream: p.Downstream}
 	if p.ETA > 0 {
 		eta := p.ETA.Seconds()
 		out.ETASec = &eta

@@ -233,7 +233,7 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 	if j.Error != "" && j.Error != string(j.State) {
 		fmt.Fprintf(e.stdout, " (%s)", j.Error)
 	}
-	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
+	fmt.Fprintf(e.stdout, "\nprogress %.1f%%%s, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, downstreamNote(p, ", "), p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
 	// Statuses a workflow records on its items (metadata "status", such as the graph's
 	// resolution-result) get a column of their own when there are any.
 	statuses := map[int64]string{}

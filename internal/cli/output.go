@@ -52,9 +52,12 @@ type jobJSON struct {
 	State           record.JobState `json:"state"`
 	Error           string          `json:"error"`
 	Progress        float64         `json:"progress"`
-	Metadata        json.RawMessage `json:"metadata"`
-	CreatedAt       time.Time       `json:"created_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
+	// WaitingForDownstream is set while a step of the job that creates children waits for
+	// them to be processed (the job's backlog is at --max-backlog).
+	WaitingForDownstream bool            `json:"waiting_for_downstream,omitempty"`
+	Metadata             json.RawMessage `json:"metadata"`
+	CreatedAt            time.Time       `json:"created_at"`
+	FinishedAt           *time.Time      `json:"finished_at"`
 }
 
 func newJobJSON(j *record.Job, p *engine.Progress) jobJSON {
@@ -64,7 +67,7 @@ func newJobJSON(j *record.Job, p *engine.Progress) jobJSON {
 		out.Metadata = json.RawMessage("{}")
 	}
 	if p != nil {
-		out.Progress = p.Fraction
+		out.Progress, out.WaitingForDownstream = p.Fraction, p.Downstream
 	}
 	if !j.FinishedAt.IsZero() {
 		t := j.FinishedAt.UTC()
