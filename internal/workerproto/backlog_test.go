@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,7 +99,12 @@ func TestBacklogBoundRemote(t *testing.T) {
 	poll.Until(t, 30*time.Minute, "the job to end", func() (bool, string) {
 		peak = max(peak, countUnprocessed(t, b.db, job.ID))
 		if samples++; samples%50 == 0 {
-			rss = append(rss, heapMB())
+			rss = append(rss, rssMB())
+		}
+		if n > 5000 && samples%5000 == 0 {
+			root := b.root(t, job)
+			t.Logf("%d of %d children made, %d unprocessed, RSS %.1f MB, heap in use %.1f MB", root.NChildren, n,
+				countUnprocessed(t, b.db, job.ID), rssMB(), heapMB())
 		}
 		j, err := b.e.Job(t.Context(), job.ID)
 		if err != nil {
@@ -109,7 +115,7 @@ func TestBacklogBoundRemote(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d children, bound %d: at most %d items unprocessed in %d samples; heap in use from %.1f to %.1f MB in %d samples",
+	t.Logf("%d children, bound %d: at most %d items unprocessed in %d samples; the process's RSS from %.1f to %.1f MB in %d samples",
 		n, bound, peak, samples, slices.Min(rss), slices.Max(rss), len(rss))
 	if peak > bound+1 {
 		t.Errorf("%d items unprocessed at a sample, want at most %d (the bound and the root)", peak, bound+1)
@@ -134,6 +140,22 @@ func countUnprocessed(t *testing.T, db store.Executor, jobID int64) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// rssMB is the process's resident set (the server, its worker and the test's worker are all
+// in it), in MB; 0 where /proc is not there.
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
 }
 
 // heapMB is the process's heap in use, in MB.
