@@ -51,7 +51,7 @@ type gate struct {
 	sem chan struct{}
 	// est estimates the backlog: the last count plus the children admitted since. inflight
 	// are the children admitted and not yet settled (committed, or given up), which a count
-	// does not see. Both are guarded by sem.
+	// does not see; est is -1 until the first count. Both are guarded by sem.
 	est, inflight int
 }
 
@@ -76,7 +76,9 @@ func (e *Engine) Backlog(task *record.Task, it *record.Item) *Backlog {
 	}
 	g := e.backlog.gates[key]
 	if g == nil {
-		g = &gate{sem: make(chan struct{}, 1)}
+		// Unknown (-1) until the first admission counts: a gate made afresh for each attempt
+		// (one fan at a time) would else admit a bound's worth of children unseen each time.
+		g = &gate{sem: make(chan struct{}, 1), est: -1}
 		e.backlog.gates[key] = g
 	}
 	g.users++
@@ -139,7 +141,7 @@ func (b *Backlog) try(ctx context.Context, bound, under int) (bool, error) {
 		return false, ctx.Err()
 	}
 	defer func() { <-g.sem }()
-	if g.est >= bound || under < bound {
+	if g.est < 0 || g.est >= bound || under < bound {
 		// Those in flight are taken before the count: one that commits meanwhile is counted
 		// twice, never missed.
 		inflight := g.inflight

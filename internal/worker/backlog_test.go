@@ -120,7 +120,7 @@ func TestBacklogBoundLocal(t *testing.T) {
 		}()
 		defer close(stop)
 		peak, samples := 0, 0
-		poll.Until(t, 2*time.Minute, "the job to end", func() (bool, string) {
+		poll.Until(t, 5*time.Minute, "the job to end", func() (bool, string) {
 			peak = max(peak, unprocessed(t, k.Store, job.ID))
 			samples++
 			j, err := k.Engine.Job(t.Context(), job.ID)
