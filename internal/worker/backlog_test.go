@@ -96,7 +96,7 @@ func TestBacklogBoundLocal(t *testing.T) {
 		job := k.StartJob(t, backlogWorkflow, engine.Root{Name: "archive", Metadata: map[string]any{"children": n}})
 
 		// Nothing drains yet: the fan waits at the bound.
-		poll.Until(t, 30*time.Second, "the fan to wait for downstream", func() (bool, string) {
+		poll.Until(t, 2*time.Minute, "the fan to wait for downstream", func() (bool, string) {
 			p, err := k.Engine.Progress(t.Context(), job.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -193,7 +193,7 @@ func TestBacklogNestedOneSlot(t *testing.T) {
 		job := k.StartJob(t, backlogWorkflow, engine.Root{Name: "archive",
 			Metadata: map[string]any{"children": subs, "grandchildren": leaves}})
 		peak := 0
-		poll.Until(t, 3*time.Minute, "the job to end", func() (bool, string) {
+		poll.Until(t, 6*time.Minute, "the job to end", func() (bool, string) {
 			peak = max(peak, unprocessed(t, k.Store, job.ID))
 			j, err := k.Engine.Job(t.Context(), job.ID)
 			if err != nil {

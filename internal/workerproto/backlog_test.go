@@ -68,7 +68,7 @@ func TestBacklogBoundRemote(t *testing.T) {
 		errc <- s.Close()
 	}()
 
-	poll.Until(t, 30*time.Second, "the POST to wait for downstream", func() (bool, string) {
+	poll.Until(t, 2*time.Minute, "the POST to wait for downstream", func() (bool, string) {
 		p, err := b.e.Progress(t.Context(), job.ID)
 		if err != nil {
 			t.Fatal(err)
