@@ -35,6 +35,7 @@ func (a *API) routes() []route {
 		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
 		{"GET", "/v1/jobs/{id}/history", RoleReader, "Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)", a.jobHistory, 200},
 		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id; pagination: cursor, limit)", a.listItems, 200},
+		{"GET", "/v1/jobs/{id}/waits", RoleReader, "What the running job waits on: the external events its open items need, and its blocked steps with what they need, counted (limit: open items read, default 1000)", a.jobWaits, 200},
 		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
 		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
 		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error"), 200},
@@ -42,7 +43,7 @@ func (a *API) routes() []route {
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
 		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)", a.listFilesets, 200},
 		{"GET", "/v1/audit", RoleReader, "The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)", a.listAudit, 200},
-		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
+		{"GET", "/v1/items/{id}", RoleReader, "One item, with every step of its workflow in order and the state of each on the item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
 		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows, 200},
@@ -419,6 +420,10 @@ type itemJSON struct {
 	SortKey       string           `json:"sort_key"`
 	CreatedAt     time.Time        `json:"created_at"`
 	ThumbnailType string           `json:"thumbnail_type,omitempty"`
+	// Steps are, in GET /v1/items/{id} only, every step its job's workflow declares, in order,
+	// with the state of each on the item: blocked (and what it needs), ready, running,
+	// complete, failed, skipped (and why).
+	Steps []stepJSON `json:"steps,omitempty"`
 }
 
 func toItem(it *record.Item) *itemJSON {
@@ -505,7 +510,13 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "item %d", id)
 	}
-	writeJSON(w, http.StatusOK, toItem(it))
+	out := toItem(it)
+	states, err := a.b.Engine().StepStatesOf(r.Context(), it.JobID, []*record.Item{it})
+	if err != nil {
+		return err
+	}
+	out.Steps = toSteps(states[it.ID])
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

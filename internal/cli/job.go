@@ -224,10 +224,17 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 	if asJSON {
 		return showJobJSON(ctx, e, n, j, p, items, waits)
 	}
-	// Steps waiting for an external event with a deadline, by item.
-	waiting := map[int64][]string{}
+	states, err := n.Engine.StepStatesOf(ctx, id, items)
+	if err != nil {
+		return err
+	}
+	// Steps waiting for an external event with a deadline wait until it, by item and step.
+	until := map[int64]map[string]time.Time{}
 	for _, w := range waits {
-		waiting[w.ItemID] = append(waiting[w.ItemID], fmt.Sprintf("%s:waiting(until %s)", w.Step, w.Due.UTC().Format(time.RFC3339)))
+		if until[w.ItemID] == nil {
+			until[w.ItemID] = map[string]time.Time{}
+		}
+		until[w.ItemID][w.Step] = w.Due
 	}
 	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
 	if j.Error != "" && j.Error != string(j.State) {
@@ -247,14 +254,12 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		}
 	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tTASKS"+col+"\tERROR")
+	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tSTEPS"+col+"\tERROR")
 	for _, it := range items {
-		tasks, _ := n.Store.TaskListByItem(ctx, it.ID)
 		var ts []string
-		for _, t := range tasks {
-			ts = append(ts, t.Step+":"+string(t.State))
+		for _, st := range states[it.ID] {
+			ts = append(ts, stepWords(st, until[it.ID][st.Step]))
 		}
-		ts = append(ts, waiting[it.ID]...)
 		st := ""
 		if col != "" {
 			st = "\t" + statuses[it.ID]
@@ -762,4 +767,21 @@ func stateCounts[S ~string](m map[S]int) string {
 		parts[i] = strconv.Itoa(m[st]) + " " + string(st)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stepWords is a step instance as `job show` prints it: step:state, with what a blocked step
+// still needs (and until when, for one with a deadline).
+func stepWords(st engine.StepState, until time.Time) string {
+	w := st.Step + ":" + string(st.State)
+	var more []string
+	if st.State == record.TaskBlocked && len(st.Needs) > 0 {
+		more = append(more, strings.Join(st.Needs, "+"))
+	}
+	if !until.IsZero() && st.State == record.TaskBlocked {
+		more = append(more, "until "+until.UTC().Format(time.RFC3339))
+	}
+	if len(more) > 0 {
+		w += "(" + strings.Join(more, ", ") + ")"
+	}
+	return w
 }
