@@ -342,10 +342,9 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if j.State != record.JobRunning {
 		return errf(CodeConflict, "job %d is %s, not running", id, j.State)
 	}
-	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
+	if err := a.b.Engine().Cancel(a.audited(r, "cancel", id, ""), id); err != nil {
 		return err
 	}
-	a.audit(r, "cancel", id, "")
 	j, err = a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return err
@@ -361,7 +360,7 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := a.b.Engine().Retry(r.Context(), id)
+	j, err := a.b.Engine().Retry(a.audited(r, "retry", id, ""), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(err, "job %d", id)
@@ -370,7 +369,6 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	a.audit(r, "retry", id, "")
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil
 }
@@ -846,7 +844,13 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 			return errf(CodeBadRequest, "value: %v", err)
 		}
 	}
-	f, err := a.b.Engine().Fire(r.Context(), p)
+	detail := fmt.Sprintf("%s to item %d", req.Event, req.ItemID)
+	if req.Key != "" {
+		detail = fmt.Sprintf("%s to %s=%v", req.Event, req.Key, req.Value)
+	} else if req.ItemID == 0 {
+		detail = req.Event + " with a body"
+	}
+	f, err := a.b.Engine().Fire(a.audited(r, "event", jobID, detail), p)
 	if nm, ok := errors.AsType[*engine.NoMatchError](err); ok {
 		return errf(CodeNotFound, "%s", nm.Error())
 	}
@@ -864,13 +868,6 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	detail := fmt.Sprintf("%s to item %d", req.Event, req.ItemID)
-	if req.Key != "" {
-		detail = fmt.Sprintf("%s to %s=%v", req.Event, req.Key, req.Value)
-	} else if req.ItemID == 0 {
-		detail = req.Event + " with a body"
-	}
-	a.audit(r, "event", jobID, fmt.Sprintf("%s (%d items)", detail, len(f.Items)))
 	out := eventResult{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
@@ -981,7 +978,7 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wf, warnings, err := a.b.Engine().ApplyWorkflow(r.Context(), src, "request")
+	wf, warnings, err := a.b.Engine().ApplyWorkflow(a.audited(r, "workflow", 0, "saved"), src, "request")
 	out, derr := diagnose(warnings, err)
 	if derr != nil {
 		return derr
@@ -991,7 +988,6 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}
-	a.audit(r, "workflow", 0, fmt.Sprintf("saved %s v%d", wf.Name, wf.Version))
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

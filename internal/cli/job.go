@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -154,7 +155,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := n.Engine.Cancel(ctx, id); err != nil {
+		if err := n.Engine.Cancel(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "cancel", JobID: id}), id); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "job %d canceled\n", id)
@@ -164,7 +165,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := n.Engine.Retry(ctx, id); err != nil {
+		if _, err := n.Engine.Retry(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "retry", JobID: id}), id); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "job %d retried: its failed and canceled tasks are ready again\n", id)
@@ -434,6 +435,16 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	}
 	defer n.Close()
 	p := engine.FireParams{Event: pos[0], Body: body}
+	// An event fired goes in the audit log, in the transaction that fires it.
+	fire := func(q engine.FireParams) (*engine.Fired, error) {
+		detail := fmt.Sprintf("%s to item %d", q.Event, q.ItemID)
+		if q.Key != "" {
+			detail = fmt.Sprintf("%s to %s=%s", q.Event, q.Key, q.Value)
+		} else if q.ItemID == 0 {
+			detail = q.Event + " with a body"
+		}
+		return n.Engine.Fire(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "event", JobID: q.JobID, Detail: detail}), q)
+	}
 	switch {
 	case *itemID > 0:
 		it, err := n.Store.ItemGet(ctx, *itemID)
@@ -463,13 +474,13 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 		if alt != nil {
 			q := p
 			q.Value = alt
-			f, err := n.Engine.Fire(ctx, q)
+			f, err := fire(q)
 			if _, none := errors.AsType[*engine.NoMatchError](err); err != nil && !none {
 				return err
 			}
 			if err == nil {
 				// Matched as typed: the string form fires too where it matches, and need not.
-				if g, err := n.Engine.Fire(ctx, p); err == nil {
+				if g, err := fire(p); err == nil {
 					f.Items, f.Fired = append(f.Items, g.Items...), f.Fired+g.Fired
 				} else if _, none := errors.AsType[*engine.NoMatchError](err); !none {
 					return err
@@ -482,7 +493,7 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("give --item ID, or --job ID with --key NAME=VALUE or --body FILE")
 	}
-	f, err := n.Engine.Fire(ctx, p)
+	f, err := fire(p)
 	if err != nil {
 		return err
 	}
@@ -604,7 +615,7 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			wf, warnings, err := n.Engine.ApplyWorkflow(ctx, src, p)
+			wf, warnings, err := n.Engine.ApplyWorkflow(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "workflow", Detail: "saved"}), src, p)
 			printDiagnostics(e, warnings)
 			if err != nil {
 				return err
