@@ -162,10 +162,21 @@ func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string)
 	if err != nil {
 		return nil, warnings, err
 	}
-	wf, err := e.store.WorkflowInsert(ctx, store.WorkflowInsertParams{
-		Name: def.Name, Digest: workflow.Digest(def), Definition: canon, Source: src, Now: e.Now(),
+	var wf *record.Workflow
+	err = e.inTxNoted(ctx, func(x store.Executor) (string, error) {
+		var err error
+		wf, err = x.WorkflowInsert(ctx, store.WorkflowInsertParams{
+			Name: def.Name, Digest: workflow.Digest(def), Definition: canon, Source: src, Now: e.Now(),
+		})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s v%d", wf.Name, wf.Version), nil
 	})
-	return wf, warnings, err
+	if err != nil {
+		return nil, warnings, err
+	}
+	return wf, warnings, nil
 }
 
 // workflowNotFoundError says how to fix a lookup of a workflow never applied, and wraps the
