@@ -116,6 +116,8 @@ var routeDocs = map[string]routeDoc{
 		cursorParam, limitParam,
 		query("errors", "boolean", "Only items with an error.")},
 		Responses: map[int]any{200: itemList{}}},
+	"GET /v1/jobs/{id}/waits": {ID: "jobWaits", Params: []param{query("limit", "integer", "Open items read; defaults to 1000, at most 10000.")},
+		Responses: map[int]any{200: waitsJSON{}}},
 	"POST /v1/jobs/{id}/events": {ID: "fireEvent", Body: jsonBody(eventRequest{}), Responses: map[int]any{202: eventResult{}}},
 	"GET /v1/jobs/{id}/documents": {ID: "listDocuments", Params: []param{cursorParam, limitParam},
 		Responses: map[int]any{200: outputList{}}},

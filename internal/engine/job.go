@@ -240,6 +240,10 @@ type Progress struct {
 	// approval, an outside system's answer): when it comes is not the engine's to know, so
 	// there is no ETA.
 	Waiting bool
+	// Downstream is set while a step of the running job that creates children waits for the
+	// items it made to be processed: the job's backlog is at [Config.MaxBacklog] (see
+	// [Backlog]). Its ETA still counts.
+	Downstream bool
 }
 
 // maxRunningFraction is the most a running job's Fraction shows: 1 means done, and a running
@@ -276,6 +280,9 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	case record.JobRunning:
 		p.Fraction = e.shown.raise(jobID, min(p.Fraction, maxRunningFraction))
 		if p.Waiting, err = e.waiting(ctx, job, p); err != nil {
+			return nil, err
+		}
+		if p.Downstream, err = e.waitingForDownstream(ctx, jobID); err != nil {
 			return nil, err
 		}
 	case record.JobComplete:

@@ -223,6 +223,11 @@ type Executor interface {
 	// ItemAddChild records n created children on their parent: n_children+n, share reduced by
 	// length (their lengths summed), never below zero.
 	ItemAddChild(ctx context.Context, p ItemAddChildParams) error
+	// ItemCountBacklog counts the job's items not yet processed (created or written) deeper
+	// than p.Depth, up to p.Limit: a count that stops at the bound costs what the bound does,
+	// however many items the job has. It is what a step that creates children waits on (see
+	// engine's backlog bound).
+	ItemCountBacklog(ctx context.Context, p ItemCountBacklogParams) (int, error)
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
 	ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error)
 	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*record.Item, error)
@@ -493,6 +498,14 @@ type ItemListParams struct {
 	Limit       int
 	WithText    bool
 	OnlyErrored bool
+}
+
+// ItemCountBacklogParams names the backlog [Executor.ItemCountBacklog] counts: the job's
+// unprocessed items of depth greater than Depth, at most Limit of them.
+type ItemCountBacklogParams struct {
+	JobID int64
+	Depth int
+	Limit int
 }
 
 // ItemAddChildParams counts N children created under a parent whose lengths sum to Length.
