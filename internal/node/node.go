@@ -44,6 +44,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/subprocess"
+	"github.com/sluice-project/sluice/internal/watch"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	// the engine's defaults.
 	MaxItemDepth int
 	MaxJobItems  int64
+	// MaxBacklog bounds a job's unprocessed items below a step that creates children (see
+	// engine.Config); zero means the engine's default.
+	MaxBacklog int
 	// OpenStore, when set, replaces the embedded SQLite store (Postgres).
 	OpenStore func(ctx context.Context) (store.Store, error)
 	// Blobs, when set, replaces the data dir's blob directory (S3).
@@ -363,7 +367,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Blobs = d
 	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, MaxBacklog: cfg.MaxBacklog,
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)
@@ -390,6 +394,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := watch.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	// Before the topics: a watching source's cursors are in the watchers' table.
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
