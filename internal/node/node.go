@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,6 +45,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/subprocess"
+	"github.com/sluice-project/sluice/internal/watch"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -64,6 +66,9 @@ type Config struct {
 	// the engine's defaults.
 	MaxItemDepth int
 	MaxJobItems  int64
+	// MaxBacklog bounds a job's unprocessed items below a step that creates children (see
+	// engine.Config); zero means the engine's default.
+	MaxBacklog int
 	// OpenStore, when set, replaces the embedded SQLite store (Postgres).
 	OpenStore func(ctx context.Context) (store.Store, error)
 	// Blobs, when set, replaces the data dir's blob directory (S3).
@@ -378,7 +383,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Blobs = d
 	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, Now: now,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, MaxBacklog: cfg.MaxBacklog, Now: now,
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)
@@ -405,6 +410,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := watch.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	// Before the topics: a watching source's cursors are in the watchers' table.
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
@@ -600,6 +610,16 @@ func (n *Node) Close() error {
 	if n.clock != nil {
 		n.clock.Stop()
 	}
+	if n.Catalog != nil {
+		// Actions that keep tools running (the office action's warm converters) end them.
+		for _, name := range n.Catalog.Names() {
+			if a, ok := n.Catalog.Lookup(name); ok {
+				if c, ok := a.(interface{ Close() }); ok {
+					c.Close()
+				}
+			}
+		}
+	}
 	var errs []error
 	if n.Store != nil {
 		errs = append(errs, n.Store.Close())
@@ -611,4 +631,21 @@ func (n *Node) Close() error {
 		errs = append(errs, n.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Problems lists in plain words what keeps the node from doing its work now — an outage of its
+// blob store — for /readyz and the web UI's banner. It is empty while all is well.
+func (n *Node) Problems(context.Context) []string {
+	var out []string
+	if o, down := blob.OutageOf(n.Blobs); down {
+		out = append(out, o.String()+"; tasks wait and retry without spending their attempts")
+	}
+	return out
+}
+
+// WriteMetrics writes the metrics of the node's parts beside the API's own: the blob store's
+// health and the outbox's.
+func (n *Node) WriteMetrics(ctx context.Context, w io.Writer) error {
+	blob.WriteMetrics(w, n.Blobs)
+	return n.Outbox().WriteMetrics(ctx, w)
 }
