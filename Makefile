@@ -1,4 +1,4 @@
-.PHONY: help test test-race lint bench bench-graph bench-fileset build ci fuzz crashloop
+.PHONY: help test test-race lint bench bench-graph bench-fileset build ci fuzz crashloop ha
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -37,3 +37,6 @@ crashloop: ## the corpus crash loop CI runs once (50 SIGKILLs during an ingest o
 
 ci: ## what CI runs
 	bash .ci/run
+
+ha: ## the PostgreSQL failover tests CI runs (pg_auto_failover on loopback; apt-get install postgresql-15-auto-failover)
+	SLUICE_TEST_REQUIRE_HA=1 go test -run '^(TestPostgresFailover|TestAsyncFailoverLostCommit|TestWorkerClockSkew)$$' -count 1 -timeout 30m -v ./internal/e2e

@@ -177,6 +177,13 @@ type EventResult struct {
 	Items []int64 `json:"items"`
 }
 
+// EventWait defines model for EventWait.
+type EventWait struct {
+	Event   string   `json:"event"`
+	Steps   []string `json:"steps"`
+	Waiting int64    `json:"waiting"`
+}
+
 // FileSet defines model for FileSet.
 type FileSet struct {
 	AccessionNumber     string                             `json:"accession_number"`
@@ -449,6 +456,7 @@ type Item struct {
 	Size          int64                  `json:"size"`
 	SortKey       string                 `json:"sort_key"`
 	State         string                 `json:"state"`
+	Steps         *[]Step                `json:"steps,omitempty"`
 	ThumbnailType *string                `json:"thumbnail_type,omitempty"`
 }
 
@@ -462,6 +470,18 @@ type ItemHistory struct {
 type ItemList struct {
 	Items      []Item  `json:"items"`
 	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// ItemWait defines model for ItemWait.
+type ItemWait struct {
+	Due      *time.Time `json:"due,omitempty"`
+	External bool       `json:"external"`
+	ItemId   int64      `json:"item_id"`
+	Keys     []string   `json:"keys"`
+	Name     string     `json:"name"`
+	Needs    []string   `json:"needs"`
+	Since    time.Time  `json:"since"`
+	Step     string     `json:"step"`
 }
 
 // Job defines model for Job.
@@ -517,13 +537,33 @@ type OutputList struct {
 
 // Progress defines model for Progress.
 type Progress struct {
-	ElapsedSeconds float64          `json:"elapsed_seconds"`
-	EtaSeconds     *float64         `json:"eta_seconds"`
-	Fraction       float64          `json:"fraction"`
-	Items          map[string]int64 `json:"items"`
-	State          string           `json:"state"`
-	Tasks          map[string]int64 `json:"tasks"`
-	Waiting        bool             `json:"waiting"`
+	ElapsedSeconds       float64          `json:"elapsed_seconds"`
+	EtaSeconds           *float64         `json:"eta_seconds"`
+	Fraction             float64          `json:"fraction"`
+	Items                map[string]int64 `json:"items"`
+	State                string           `json:"state"`
+	Tasks                map[string]int64 `json:"tasks"`
+	Waiting              bool             `json:"waiting"`
+	WaitingForDownstream bool             `json:"waiting_for_downstream"`
+}
+
+// Queue defines model for Queue.
+type Queue struct {
+	Action             string  `json:"action"`
+	Backlog            int64   `json:"backlog"`
+	OldestAgeSeconds   float64 `json:"oldest_age_seconds"`
+	Queue              string  `json:"queue"`
+	RecommendedWorkers int64   `json:"recommended_workers"`
+	Running            int64   `json:"running"`
+	Throughput         int64   `json:"throughput"`
+}
+
+// QueueList defines model for QueueList.
+type QueueList struct {
+	DrainTargetSeconds float64 `json:"drain_target_seconds"`
+	Queues             []Queue `json:"queues"`
+	RecommendedWorkers int64   `json:"recommended_workers"`
+	WindowSeconds      float64 `json:"window_seconds"`
 }
 
 // SearchHit defines model for SearchHit.
@@ -614,6 +654,30 @@ type SheetValidation struct {
 	Status     string       `json:"status"`
 }
 
+// Step defines model for Step.
+type Step struct {
+	Action      string     `json:"action"`
+	Attempts    int64      `json:"attempts"`
+	Error       *string    `json:"error,omitempty"`
+	External    *bool      `json:"external,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	MaxAttempts int64      `json:"max_attempts"`
+	Name        string     `json:"name"`
+	Needs       *[]string  `json:"needs,omitempty"`
+	Reason      *string    `json:"reason,omitempty"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	State       string     `json:"state"`
+	TaskId      *int64     `json:"task_id,omitempty"`
+}
+
+// StepWait defines model for StepWait.
+type StepWait struct {
+	External bool     `json:"external"`
+	Items    int64    `json:"items"`
+	Needs    []string `json:"needs"`
+	Step     string   `json:"step"`
+}
+
 // Superseded defines model for Superseded.
 type Superseded struct {
 	CreatedAt    time.Time              `json:"created_at"`
@@ -630,6 +694,17 @@ type TranscodedResult struct {
 	Sns    *string `json:"sns,omitempty"`
 	Source *string `json:"source,omitempty"`
 	Status *string `json:"status,omitempty"`
+}
+
+// Waits defines model for Waits.
+type Waits struct {
+	Events    []EventWait `json:"events"`
+	Items     []ItemWait  `json:"items"`
+	ItemsRead int64       `json:"items_read"`
+	JobId     int64       `json:"job_id"`
+	State     string      `json:"state"`
+	Steps     []StepWait  `json:"steps"`
+	Truncated bool        `json:"truncated"`
 }
 
 // Work defines model for Work.
@@ -830,6 +905,12 @@ type ListItemsParams struct {
 
 	// Errors Only items with an error.
 	Errors *bool `form:"errors,omitempty" json:"errors,omitempty"`
+}
+
+// JobWaitsParams defines parameters for JobWaits.
+type JobWaitsParams struct {
+	// Limit Open items read; defaults to 1000, at most 10000.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // UploadSheetParams defines parameters for UploadSheet.
@@ -1063,6 +1144,11 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetReady Readiness (no token needed)
+	//
+	// Corresponds with GET /readyz (the `GetReady` operationId).
+	GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAudit The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
 	//
 	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
@@ -1131,7 +1217,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/graphs/{id}/status (the `GetGraphStatus` operationId).
 	GetGraphStatus(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetItem One item
+	// GetItem One item, with every step of its workflow in order and the state of each on the item
 	//
 	// Corresponds with GET /v1/items/{id} (the `GetItem` operationId).
 	GetItem(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1219,6 +1305,11 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJob(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// JobWaits What the running job waits on: the external events its open items need, and its blocked steps with what they need, counted (limit: open items read, default 1000)
+	//
+	// Corresponds with GET /v1/jobs/{id}/waits (the `JobWaits` operationId).
+	JobWaits(ctx context.Context, id int64, params *JobWaitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetObject A work (accession number) or a file set (accession number or id) with its action states
 	//
 	// Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
@@ -1233,6 +1324,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListQueues The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+	//
+	// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+	ListQueues(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UploadSheetWithBody Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 	//
@@ -1437,6 +1533,21 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
+// GetReady Readiness (no token needed)
+//
+// Corresponds with GET /readyz (the `GetReady` operationId).
+func (c *Client) GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReadyRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListAudit The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
 //
 // Corresponds with GET /v1/audit (the `ListAudit` operationId).
@@ -1625,7 +1736,7 @@ func (c *Client) GetGraphStatus(ctx context.Context, id int64, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// GetItem One item
+// GetItem One item, with every step of its workflow in order and the state of each on the item
 //
 // Corresponds with GET /v1/items/{id} (the `GetItem` operationId).
 func (c *Client) GetItem(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1873,6 +1984,21 @@ func (c *Client) RetryJob(ctx context.Context, id int64, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
+// JobWaits What the running job waits on: the external events its open items need, and its blocked steps with what they need, counted (limit: open items read, default 1000)
+//
+// Corresponds with GET /v1/jobs/{id}/waits (the `JobWaits` operationId).
+func (c *Client) JobWaits(ctx context.Context, id int64, params *JobWaitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobWaitsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetObject A work (accession number) or a file set (accession number or id) with its action states
 //
 // Corresponds with GET /v1/objects/{id} (the `GetObject` operationId).
@@ -1908,6 +2034,21 @@ func (c *Client) GetObjectHistory(ctx context.Context, id string, reqEditors ...
 // Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListQueues The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+//
+// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+func (c *Client) ListQueues(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListQueuesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2407,6 +2548,33 @@ func NewGetMetricsRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/metrics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetReadyRequest constructs an http.Request for the GetReady method
+func NewGetReadyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/readyz")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3847,6 +4015,67 @@ func NewRetryJobRequest(server string, id int64) (*http.Request, error) {
 	return req, nil
 }
 
+// NewJobWaitsRequest constructs an http.Request for the JobWaits method
+func NewJobWaitsRequest(server string, id int64, params *JobWaitsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/waits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetObjectRequest constructs an http.Request for the GetObject method
 func NewGetObjectRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -3925,6 +4154,33 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/openapi.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListQueuesRequest constructs an http.Request for the ListQueues method
+func NewListQueuesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/queues")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5174,6 +5430,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsResponse, error)
 
+	// GetReadyWithResponse Readiness (no token needed)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /readyz (the `GetReady` operationId).
+	GetReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyResponse, error)
+
 	// ListAuditWithResponse The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5258,7 +5521,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/graphs/{id}/status (the `GetGraphStatus` operationId).
 	GetGraphStatusWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetGraphStatusResponse, error)
 
-	// GetItemWithResponse One item
+	// GetItemWithResponse One item, with every step of its workflow in order and the state of each on the item
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5370,6 +5633,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJobWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
 
+	// JobWaitsWithResponse What the running job waits on: the external events its open items need, and its blocked steps with what they need, counted (limit: open items read, default 1000)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/waits (the `JobWaits` operationId).
+	JobWaitsWithResponse(ctx context.Context, id int64, params *JobWaitsParams, reqEditors ...RequestEditorFn) (*JobWaitsResponse, error)
+
 	// GetObjectWithResponse A work (accession number) or a file set (accession number or id) with its action states
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5390,6 +5660,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
+
+	// ListQueuesWithResponse The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+	ListQueuesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error)
 
 	// UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
 	//
@@ -5664,6 +5941,47 @@ func (r GetMetricsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetMetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetReadyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetReadyResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReadyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReadyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReadyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReadyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6886,6 +7204,54 @@ func (r RetryJobResponse) ContentType() string {
 	return ""
 }
 
+type JobWaitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Waits
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r JobWaitsResponse) GetJSON200() *Waits {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r JobWaitsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r JobWaitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r JobWaitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r JobWaitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r JobWaitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetObjectResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7024,6 +7390,54 @@ func (r GetOpenAPIResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenAPIResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListQueuesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueList
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListQueuesResponse) GetJSON200() *QueueList {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListQueuesResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListQueuesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListQueuesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListQueuesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListQueuesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8091,6 +8505,19 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 	return ParseGetMetricsResponse(rsp)
 }
 
+// GetReadyWithResponse Readiness (no token needed)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /readyz (the `GetReady` operationId).
+func (c *ClientWithResponses) GetReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyResponse, error) {
+	rsp, err := c.GetReady(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReadyResponse(rsp)
+}
+
 // ListAuditWithResponse The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8247,7 +8674,7 @@ func (c *ClientWithResponses) GetGraphStatusWithResponse(ctx context.Context, id
 	return ParseGetGraphStatusResponse(rsp)
 }
 
-// GetItemWithResponse One item
+// GetItemWithResponse One item, with every step of its workflow in order and the state of each on the item
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8455,6 +8882,19 @@ func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id int64
 	return ParseRetryJobResponse(rsp)
 }
 
+// JobWaitsWithResponse What the running job waits on: the external events its open items need, and its blocked steps with what they need, counted (limit: open items read, default 1000)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/waits (the `JobWaits` operationId).
+func (c *ClientWithResponses) JobWaitsWithResponse(ctx context.Context, id int64, params *JobWaitsParams, reqEditors ...RequestEditorFn) (*JobWaitsResponse, error) {
+	rsp, err := c.JobWaits(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJobWaitsResponse(rsp)
+}
+
 // GetObjectWithResponse A work (accession number) or a file set (accession number or id) with its action states
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8492,6 +8932,19 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseGetOpenAPIResponse(rsp)
+}
+
+// ListQueuesWithResponse The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/queues (the `ListQueues` operationId).
+func (c *ClientWithResponses) ListQueuesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error) {
+	rsp, err := c.ListQueues(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListQueuesResponse(rsp)
 }
 
 // UploadSheetWithBodyWithResponse Upload an ingest sheet (text/csv body; query files_dir under a path root or s3://bucket/prefix, name, custom_actions)
@@ -8893,6 +9346,32 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	}
 
 	response := &GetMetricsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetReadyResponse parses an HTTP response from a GetReadyWithResponse call
+func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReadyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -9823,6 +10302,39 @@ func ParseRetryJobResponse(rsp *http.Response) (*RetryJobResponse, error) {
 	return response, nil
 }
 
+// ParseJobWaitsResponse parses an HTTP response from a JobWaitsWithResponse call
+func ParseJobWaitsResponse(rsp *http.Response) (*JobWaitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &JobWaitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Waits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetObjectResponse parses an HTTP response from a GetObjectWithResponse call
 func ParseGetObjectResponse(rsp *http.Response) (*GetObjectResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9905,6 +10417,39 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListQueuesResponse parses an HTTP response from a ListQueuesWithResponse call
+func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListQueuesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -1,9 +1,9 @@
 // Package api serves Sluice's HTTP API under /v1: jobs, items, documents and errors, workflows,
-// external events, progress as server-sent events, an OpenAPI 3.1 document, /healthz and
-// Prometheus /metrics. It mounts the remote worker protocol (package workerproto) at /v1/workers.
+// external events, progress as server-sent events, an OpenAPI 3.1 document, /healthz, /readyz
+// and Prometheus /metrics. It mounts the remote worker protocol (package workerproto) at /v1/workers.
 //
 // JSON bodies use snake_case; every error is {"code", "message"} with a code from one catalogue
-// ([Error]). Every endpoint but /healthz needs a bearer token (`Authorization: Bearer` or
+// ([Error]). Every endpoint but /healthz and /readyz needs a bearer token (`Authorization: Bearer` or
 // `?token=`): admin tokens may do everything, reader tokens only read, worker tokens only speak
 // the worker protocol.
 //
@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/egress"
@@ -57,6 +58,10 @@ type Config struct {
 	Leader func() bool
 	// Sources, when set, serves POST /v1/sources/{name} for admins (internal/source).
 	Sources http.Handler
+	// Problems, when set, lists in plain words what keeps this process from doing its work
+	// now ("blob store unreachable since …"): GET /readyz answers 503 with them, one a line,
+	// and 200 "ready" when there are none.
+	Problems func(ctx context.Context) []string
 	// MoreMetrics, when set, writes more metrics to /metrics (the outbox's).
 	MoreMetrics func(ctx context.Context, w io.Writer) error
 	// NoAuth disables authentication (tests of handlers only; never in production).
@@ -169,6 +174,20 @@ func New(cfg Config) *API {
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
+	})
+	a.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		var problems []string
+		if cfg.Problems != nil {
+			problems = cfg.Problems(r.Context())
+		}
+		if len(problems) == 0 {
+			_, _ = w.Write([]byte("ready\n"))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(strings.Join(problems, "\n") + "\n"))
 	})
 	if cfg.Workers != nil {
 		a.mux.Handle("/v1/workers/", a.metrics.instrument("worker", cfg.Workers.Handler()))

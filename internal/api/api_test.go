@@ -487,8 +487,8 @@ func TestAuth(t *testing.T) {
 	b.json(t, "GET", "/v1/openapi.json", nil, 200, &doc)
 	for path, ops := range doc.Paths {
 		for method := range ops {
-			if path == "/healthz" {
-				continue
+			if path == "/healthz" || path == "/readyz" {
+				continue // probes: no token
 			}
 			p := strings.NewReplacer("{id}", "1", "{content}", "text", "{name}", "docs", "{action}", "Pdf", "{fragment}", "done").Replace(path)
 			if strings.HasPrefix(path, "/v1/workers/{action}/{id}") {
@@ -526,6 +526,9 @@ func TestAuth(t *testing.T) {
 	}
 	if code, _ := b.do(t, "GET", "/healthz", "", "", nil); code != 200 {
 		t.Errorf("healthz = %d", code)
+	}
+	if code, data := b.do(t, "GET", "/readyz", "", "", nil); code != 200 || string(data) != "ready\n" {
+		t.Errorf("readyz without a token = %d %q", code, data)
 	}
 	if code, _ := b.do(t, "GET", "/v1/nothing", "", "", nil); code != 401 {
 		t.Errorf("unknown path without token = %d", code)
@@ -821,4 +824,69 @@ func TestAuditLog(t *testing.T) {
 		t.Errorf("the audit log a page at a time: %+v then %+v", first, second)
 	}
 	b.json(t, "GET", "/v1/audit?job_id=x", nil, 400, nil)
+}
+
+// TestAuditCommitsWithTheChange: an audit entry is written in the transaction of its change, on
+// both drivers. While the log cannot be written, a cancel, an event and a workflow saved are
+// refused and change nothing (no change without its entry); once it can, each commits with
+// exactly one entry.
+func TestAuditCommitsWithTheChange(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		b := setupOn(t, open)
+		inbox := filepath.Join(b.dir, "inbox")
+		os.MkdirAll(inbox, 0o700)
+		os.WriteFile(filepath.Join(inbox, "a.txt"), []byte("a"), 0o600)
+		b.json(t, "POST", "/v1/workflows", docsWorkflow, 201, nil)
+		var job struct {
+			ID int64 `json:"id"`
+		}
+		b.json(t, "POST", "/v1/jobs", map[string]any{"workflow": "docs", "paths": []string{filepath.Join(inbox, "a.txt")}}, 201, &job)
+		var items struct {
+			Items []struct {
+				ID int64 `json:"id"`
+			} `json:"items"`
+		}
+		poll.Until(t, 30*time.Second, "the file waiting for its approval", func() (bool, string) {
+			b.json(t, "GET", fmt.Sprintf("/v1/jobs/%d/items", job.ID), nil, 200, &items)
+			p, err := b.e.Progress(t.Context(), job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(items.Items) == 1 && p.Waiting, fmt.Sprint(p.Items, p.Tasks)
+		})
+		rename := func(from, to string) {
+			t.Helper()
+			x := b.db.DomainSQL()
+			if _, err := x.Exec(t.Context(), "ALTER TABLE "+from+" RENAME TO "+to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rename("audit_events", "audit_events_away")
+		b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", job.ID), nil, 500, nil)
+		b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/events", job.ID), map[string]any{"event": "approved", "item_id": items.Items[0].ID}, 500, nil)
+		b.json(t, "POST", "/v1/workflows", strings.Replace(docsWorkflow, "success: [documented]", "success: [documented, done]", 1), 500, nil)
+		if j := waitState(t, b, job.ID, "running"); j["state"] != "running" {
+			t.Fatalf("the job after a refused cancel: %v", j)
+		}
+		if p, err := b.e.Progress(t.Context(), job.ID); err != nil || !p.Waiting {
+			t.Errorf("the file after a refused approval: %v %v, want still waiting", p, err)
+		}
+		var wfs struct {
+			Workflows []struct{ Name string } `json:"workflows"`
+		}
+		if b.json(t, "GET", "/v1/workflows", nil, 200, &wfs); len(wfs.Workflows) != 1 {
+			t.Errorf("workflows after a refused save: %+v, want docs v1 alone", wfs.Workflows)
+		}
+		rename("audit_events_away", "audit_events")
+
+		b.json(t, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", job.ID), nil, 200, nil)
+		var all struct {
+			Entries []struct{ Action, Detail string } `json:"entries"`
+		}
+		b.json(t, "GET", "/v1/audit", nil, 200, &all)
+		if len(all.Entries) != 2 || all.Entries[0].Action != "cancel" || all.Entries[1].Action != "workflow" || all.Entries[1].Detail != "saved docs v1" {
+			t.Errorf("the audit log: %+v; want the workflow saved, then one cancel", all.Entries)
+		}
+	})
 }

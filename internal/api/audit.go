@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -9,18 +10,18 @@ import (
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
-// audit records a change of state the request made, naming its token ([Token.Who]). The change
-// is made by then: a failure to record it is logged, and the request still succeeds.
-func (a *API) audit(r *http.Request, action string, jobID int64, detail string) {
+// audited returns the request's context carrying its audit entry: the engine writes the entry
+// in the transaction of the change ([engine.WithChangeNote]), so a change is never made without
+// its entry (nor an entry written for a change that rolled back). The entry names the request's
+// token ([Token.Who]).
+func (a *API) audited(r *http.Request, action string, jobID int64, detail string) context.Context {
 	who := "anonymous" // NoAuth: tests of handlers only
 	if a.cfg.Tokens != nil {
 		if t, ok := a.cfg.Tokens.Lookup(workerproto.TokenFromRequest(r)); ok {
 			who = t.Who()
 		}
 	}
-	if err := audit.Record(r.Context(), a.rec, audit.Entry{Who: who, Action: action, JobID: jobID, Detail: detail}); err != nil {
-		a.log.Error("audit", "action", action, "job_id", jobID, "error", err)
-	}
+	return audit.Note(r.Context(), audit.Entry{Who: who, Action: action, JobID: jobID, Detail: detail})
 }
 
 // auditList is a page of GET /v1/audit.

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/scale"
 )
 
 // metrics is the API's side of /metrics: the process's collectors (package metric: HTTP
@@ -116,6 +118,9 @@ func (a *API) scrapeStore(r *http.Request) (*prometheus.Registry, error) {
 			retries.Add(float64(c.Retries))
 		}
 	}
+	if err := scrapeQueues(r, a.rec, reg); err != nil {
+		return nil, err
+	}
 	if a.cfg.Workers != nil {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_remote_tasks", Help: "Tasks handed out to remote workers."})
 		g.Set(float64(a.cfg.Workers.Sessions()))
@@ -130,4 +135,30 @@ func (a *API) scrapeStore(r *http.Request) (*prometheus.Registry, error) {
 		reg.MustRegister(g)
 	}
 	return reg, nil
+}
+
+// scrapeQueues registers the scaling signal of package scale (GET /v1/queues) on reg, per
+// queue and action: sluice_queue_backlog, sluice_queue_oldest_age_seconds, sluice_queue_running,
+// sluice_queue_throughput and sluice_queue_recommended_workers, the metric a Kubernetes
+// autoscaler scales on (docs/scale-out.md).
+func scrapeQueues(r *http.Request, rec Records, reg *prometheus.Registry) error {
+	qs, err := scale.Read(r.Context(), rec, time.Now().UTC())
+	if err != nil {
+		return err
+	}
+	labels := []string{"queue", "action"}
+	backlog := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_queue_backlog", Help: "Ready tasks due now, by queue and action."}, labels)
+	age := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_queue_oldest_age_seconds", Help: "How long the longest waiting ready task has waited."}, labels)
+	running := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_queue_running", Help: "Tasks running, by queue and action."}, labels)
+	through := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_queue_throughput", Help: "Tasks completed in the last minute, by queue and action."}, labels)
+	rec2 := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_queue_recommended_workers", Help: "Workers that would clear the backlog within a minute at the last minute's throughput (docs/scale-out.md)."}, labels)
+	reg.MustRegister(backlog, age, running, through, rec2)
+	for _, q := range qs {
+		backlog.WithLabelValues(q.Queue, q.Action).Set(float64(q.Backlog))
+		age.WithLabelValues(q.Queue, q.Action).Set(q.OldestAgeSeconds)
+		running.WithLabelValues(q.Queue, q.Action).Set(float64(q.Running))
+		through.WithLabelValues(q.Queue, q.Action).Set(float64(q.Throughput))
+		rec2.WithLabelValues(q.Queue, q.Action).Set(float64(q.RecommendedWorkers))
+	}
+	return nil
 }

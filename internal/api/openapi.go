@@ -116,6 +116,7 @@ func (a *API) openAPIDoc(workers bool) map[string]any {
 		add(r.Method, r.Path, r.Summary, "api", r.Status)
 	}
 	add("GET", "/healthz", "Liveness (no token needed)", "api", 200)
+	add("GET", "/readyz", "Readiness (no token needed)", "api", 200)
 	if workers {
 		for _, r := range workerRoutes {
 			add(r.Method, r.Path, r.Summary, "workers", 200)

@@ -74,13 +74,16 @@ var (
 	limitParam = query("limit", "integer", "Page size; defaults to 100, at most 1000.")
 )
 
-// routeDocs documents every route of [API.routes], the worker protocol's and /healthz, by
+// routeDocs documents every route of [API.routes], the worker protocol's, /healthz and /readyz, by
 // "METHOD /path".
 var routeDocs = map[string]routeDoc{
 	"GET /v1/openapi.json": {ID: "getOpenAPI", Responses: map[int]any{200: rawSchema{"type": "object"}}},
 	"GET /metrics": {ID: "getMetrics", Responses: map[int]any{200: media{Type: "text/plain",
 		Schema: textSchema, Doc: "Prometheus text format (OpenMetrics and protobuf by content negotiation)"}}},
 	"GET /healthz": {ID: "getHealth", Public: true, Responses: map[int]any{200: media{Type: "text/plain", Schema: textSchema}}},
+	"GET /readyz": {ID: "getReady", Public: true, Responses: map[int]any{
+		200: media{Type: "text/plain", Schema: textSchema, Doc: "ready"},
+		503: media{Type: "text/plain", Schema: textSchema, Doc: "What keeps the server from working now, one a line (a blob store outage: since when, failed calls, the last failure)"}}},
 
 	"GET /v1/jobs": {ID: "listJobs", Params: []param{
 		query("state", "string", "Only jobs in this state: running, complete, failed or canceled; another word is a 400 (bad_request)."),
@@ -105,6 +108,7 @@ var routeDocs = map[string]routeDoc{
 	"POST /v1/jobs/{id}/retry":  {ID: "retryJob", Responses: map[int]any{200: &jobJSON{}}},
 	"GET /v1/jobs/{id}/progress": {ID: "followProgress", Responses: map[int]any{200: media{Type: "text/event-stream", Schema: textSchema,
 		Doc: "Server-sent events: `event: progress` with a Progress as data whenever it changes, and `event: end` with {\"state\"} when the job ends."}}},
+	"GET /v1/queues": {ID: "listQueues", Responses: map[int]any{200: queueList{}}},
 	"GET /v1/audit": {ID: "listAudit", Params: []param{query("job_id", "integer", "Only the entries of this job."), cursorParam, limitParam},
 		Responses: map[int]any{200: auditList{}}},
 	"GET /v1/jobs/{id}/history": {ID: "jobHistory", Params: []param{cursorParam,
@@ -115,6 +119,8 @@ var routeDocs = map[string]routeDoc{
 		cursorParam, limitParam,
 		query("errors", "boolean", "Only items with an error.")},
 		Responses: map[int]any{200: itemList{}}},
+	"GET /v1/jobs/{id}/waits": {ID: "jobWaits", Params: []param{query("limit", "integer", "Open items read; defaults to 1000, at most 10000.")},
+		Responses: map[int]any{200: waitsJSON{}}},
 	"POST /v1/jobs/{id}/events": {ID: "fireEvent", Body: jsonBody(eventRequest{}), Responses: map[int]any{202: eventResult{}}},
 	"GET /v1/jobs/{id}/documents": {ID: "listDocuments", Params: []param{cursorParam, limitParam},
 		Responses: map[int]any{200: outputList{}}},

@@ -20,6 +20,8 @@ type Records interface {
 	OutputHistoryList(ctx context.Context, itemID int64) ([]*record.SupersededOutput, error)
 	WorkflowGet(ctx context.Context, name string, version int) (*record.Workflow, error)
 	WorkflowList(ctx context.Context) ([]*record.Workflow, error)
+	// QueueStats is what GET /v1/queues and /metrics read the queues from (package scale).
+	QueueStats(ctx context.Context, p store.QueueStatsParams) ([]store.QueueStat, error)
 	// DomainSQL is what the domains' typed stores read through (documents search, fleet).
 	DomainSQL() store.DomainSQL
 }

@@ -35,14 +35,16 @@ func (a *API) routes() []route {
 		{"GET", "/v1/jobs/{id}/progress", RoleReader, "The job's progress as server-sent events until it ends", a.progress, 200},
 		{"GET", "/v1/jobs/{id}/history", RoleReader, "Every attempt of the job's tasks: when each was queued, started and ended, its worker and error (pagination: cursor, limit — tasks per page)", a.jobHistory, 200},
 		{"GET", "/v1/jobs/{id}/items", RoleReader, "A level of the job's item tree (parent_id; pagination: cursor, limit)", a.listItems, 200},
+		{"GET", "/v1/jobs/{id}/waits", RoleReader, "What the running job waits on: the external events its open items need, and its blocked steps with what they need, counted (limit: open items read, default 1000)", a.jobWaits, 200},
 		{"POST", "/v1/jobs/{id}/events", RoleAdmin, "Fire an external event on an item, by item id or by a metadata key", a.fireEvent, 202},
 		{"GET", "/v1/jobs/{id}/documents", RoleReader, "The job's documents (outputs of kind document)", a.listOutputs("document"), 200},
 		{"GET", "/v1/jobs/{id}/errors", RoleReader, "The job's errors (outputs of kind error)", a.listOutputs("error"), 200},
 		{"GET", "/v1/documents/search", RoleReader, "Full-text search of documents, best first (q; filters: job_id, type, meta=KEY=VALUE repeated; pagination: cursor, limit)", a.searchDocuments, 200},
 		{"POST", "/v1/filesets", RoleAdmin, "Ingest datasets: a job of the fileset workflow with a root per request ({requests: [...], key})", a.createFilesets, 201},
 		{"GET", "/v1/filesets", RoleReader, "Stored fileset results by (ingest_type, base_url) (filters: status; pagination: cursor, limit)", a.listFilesets, 200},
+		{"GET", "/v1/queues", RoleReader, "The scaling signal: per queue and action, the backlog (ready tasks), the oldest one's age, the tasks running, the throughput (completed in the last minute) and the recommended number of workers", a.listQueues, 200},
 		{"GET", "/v1/audit", RoleReader, "The audit log, newest first: who canceled, retried, sent an event, approved or saved a workflow, and when (filter: job_id; pagination: cursor, limit)", a.listAudit, 200},
-		{"GET", "/v1/items/{id}", RoleReader, "One item", a.getItem, 200},
+		{"GET", "/v1/items/{id}", RoleReader, "One item, with every step of its workflow in order and the state of each on the item", a.getItem, 200},
 		{"GET", "/v1/items/{id}/attempts", RoleReader, "Every attempt of the item's tasks, and the outputs a later result superseded", a.itemAttempts, 200},
 		{"GET", "/v1/items/{id}/{content}", RoleReader, "Download an item's original, pdf, text or thumbnail", a.download, 200},
 		{"GET", "/v1/workflows", RoleReader, "List stored workflow versions", a.listWorkflows, 200},
@@ -81,6 +83,9 @@ type progressJSON struct {
 	// Waiting is true while an item of the running job waits for an external event or an
 	// approval: then the time left is unknown.
 	Waiting bool `json:"waiting"`
+	// WaitingForDownstream is true while a step of the running job that creates children
+	// waits for them to be processed: the job's backlog is at the server's --max-backlog.
+	WaitingForDownstream bool `json:"waiting_for_downstream"`
 }
 
 func toJob(j *record.Job) *jobJSON {
@@ -95,7 +100,7 @@ func toJob(j *record.Job) *jobJSON {
 
 func toProgress(p *engine.Progress) *progressJSON {
 	out := &progressJSON{State: p.State, Fraction: p.Fraction, Items: p.Items, Tasks: p.Tasks,
-		ElapsedSec: p.Elapsed.Seconds(), Waiting: p.Waiting}
+		ElapsedSec: p.Elapsed.Seconds(), Waiting: p.Waiting, WaitingForDownstream: p.Downstream}
 	if p.ETA > 0 {
 		eta := p.ETA.Seconds()
 		out.ETASec = &eta
@@ -341,10 +346,9 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if j.State != record.JobRunning {
 		return errf(CodeConflict, "job %d is %s, not running", id, j.State)
 	}
-	if err := a.b.Engine().Cancel(r.Context(), id); err != nil {
+	if err := a.b.Engine().Cancel(a.audited(r, "cancel", id, ""), id); err != nil {
 		return err
 	}
-	a.audit(r, "cancel", id, "")
 	j, err = a.rec.JobGet(r.Context(), id)
 	if err != nil {
 		return err
@@ -360,7 +364,7 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := a.b.Engine().Retry(r.Context(), id)
+	j, err := a.b.Engine().Retry(a.audited(r, "retry", id, ""), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(err, "job %d", id)
@@ -369,7 +373,6 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	a.audit(r, "retry", id, "")
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil
 }
@@ -419,6 +422,10 @@ type itemJSON struct {
 	SortKey       string           `json:"sort_key"`
 	CreatedAt     time.Time        `json:"created_at"`
 	ThumbnailType string           `json:"thumbnail_type,omitempty"`
+	// Steps are, in GET /v1/items/{id} only, every step its job's workflow declares, in order,
+	// with the state of each on the item: blocked (and what it needs), ready, running,
+	// complete, failed, skipped (and why).
+	Steps []stepJSON `json:"steps,omitempty"`
 }
 
 func toItem(it *record.Item) *itemJSON {
@@ -505,7 +512,13 @@ func (a *API) getItem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "item %d", id)
 	}
-	writeJSON(w, http.StatusOK, toItem(it))
+	out := toItem(it)
+	states, err := a.b.Engine().StepStatesOf(r.Context(), it.JobID, []*record.Item{it})
+	if err != nil {
+		return err
+	}
+	out.Steps = toSteps(states[it.ID])
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -835,7 +848,13 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 			return errf(CodeBadRequest, "value: %v", err)
 		}
 	}
-	f, err := a.b.Engine().Fire(r.Context(), p)
+	detail := fmt.Sprintf("%s to item %d", req.Event, req.ItemID)
+	if req.Key != "" {
+		detail = fmt.Sprintf("%s to %s=%v", req.Event, req.Key, req.Value)
+	} else if req.ItemID == 0 {
+		detail = req.Event + " with a body"
+	}
+	f, err := a.b.Engine().Fire(a.audited(r, "event", jobID, detail), p)
 	if nm, ok := errors.AsType[*engine.NoMatchError](err); ok {
 		return errf(CodeNotFound, "%s", nm.Error())
 	}
@@ -853,13 +872,6 @@ func (a *API) fireEvent(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	detail := fmt.Sprintf("%s to item %d", req.Event, req.ItemID)
-	if req.Key != "" {
-		detail = fmt.Sprintf("%s to %s=%v", req.Event, req.Key, req.Value)
-	} else if req.ItemID == 0 {
-		detail = req.Event + " with a body"
-	}
-	a.audit(r, "event", jobID, fmt.Sprintf("%s (%d items)", detail, len(f.Items)))
 	out := eventResult{Event: req.Event, Items: f.Items, Fired: f.Fired}
 	if out.Items == nil {
 		out.Items = []int64{}
@@ -970,7 +982,7 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wf, warnings, err := a.b.Engine().ApplyWorkflow(r.Context(), src, "request")
+	wf, warnings, err := a.b.Engine().ApplyWorkflow(a.audited(r, "workflow", 0, "saved"), src, "request")
 	out, derr := diagnose(warnings, err)
 	if derr != nil {
 		return derr
@@ -980,7 +992,6 @@ func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	out.Workflow = &workflowJSON{Name: wf.Name, Version: wf.Version, Digest: wf.Digest, CreatedAt: wf.CreatedAt}
-	a.audit(r, "workflow", 0, fmt.Sprintf("saved %s v%d", wf.Name, wf.Version))
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

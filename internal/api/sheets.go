@@ -211,13 +211,12 @@ func (a *API) approveSheet(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := a.b.Engine()
-	if err := objects.Approve(r.Context(), e, id); err != nil {
+	if err := objects.Approve(a.audited(r, "approve", 0, fmt.Sprintf("sheet %d", id)), e, id); err != nil {
 		if errors.Is(err, objects.ErrNotAwaitingApproval) {
 			return errf(CodeConflict, "%v", err)
 		}
 		return sheetNotFound(err, id)
 	}
-	a.audit(r, "approve", 0, fmt.Sprintf("sheet %d", id))
 	s, err := objects.Open(e).GetSheet(r.Context(), id)
 	if err != nil {
 		return err

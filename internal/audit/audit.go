@@ -1,6 +1,7 @@
 // Package audit keeps the log of who changed what: each change of state made through the API
-// (and so the web UI) — a job canceled or retried, an external event sent, a sheet approved, a
-// workflow saved — with the name of the token that made it and when. Rows are only ever added.
+// (and so the web UI) or the CLI — a job canceled or retried, an external event sent, a sheet
+// approved, a workflow saved — with the name of the token (or the local user) that made it and
+// when, written in the change's own transaction ([Note]). Rows are only ever added.
 // The log is a domain's table ([Register]) read and written through the store's DomainSQL.
 package audit
 
@@ -9,6 +10,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -74,6 +77,28 @@ func Record(ctx context.Context, db DB, e Entry) error {
 		return fmt.Errorf("record %s by %s in the audit log: %w", e.Action, e.Who, err)
 	}
 	return nil
+}
+
+// Note returns ctx carrying the entry of the change about to be made with it: the engine writes
+// the entry in the change's own transaction ([engine.WithChangeNote]), so a change is never made
+// without its entry, nor an entry written for a change that rolled back. What the engine knows
+// of the change and the caller did not (a workflow's new version) ends the entry's detail.
+func Note(ctx context.Context, e Entry) context.Context {
+	return engine.WithChangeNote(ctx, func(ctx context.Context, x store.Executor, what string) error {
+		if what != "" {
+			e.Detail = strings.TrimSpace(e.Detail + " " + what)
+		}
+		return Record(ctx, x, e)
+	})
+}
+
+// LocalUser names the person at this machine's terminal, for the changes made by the CLI on a
+// local database: "local user NAME" (the login name, or the user id when it has none).
+func LocalUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "local user " + u.Username
+	}
+	return fmt.Sprintf("local user %d", os.Getuid())
 }
 
 // ListParams selects entries, newest first.

@@ -152,11 +152,13 @@ type S3 struct {
 	bucket   string
 	prefix   string // "" or ends in "/"
 	spoolDir string
+	health   *health
 }
 
 var (
 	_ Store     = (*S3)(nil)
 	_ Presigner = (*S3)(nil)
+	_ Watched   = (*S3)(nil)
 )
 
 // NewS3 returns an S3 store for cfg after checking that the bucket is
@@ -175,14 +177,15 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
 	}
+	h := &health{}
 	opts := s3.Options{
 		Region:       cfg.Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
 		UsePathStyle: cfg.PathStyle,
-		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		HTTPClient: watchedClient{health: h, next: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.ResponseHeaderTimeout = cfg.RequestTimeout
 			tr.DialContext = stallDial(tr.DialContext, cfg.RequestTimeout)
-		}),
+		})},
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = cfg.MaxAttempts
 			o.MaxBackoff = 5 * time.Second
@@ -206,6 +209,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		bucket:   cfg.Bucket,
 		prefix:   strings.Trim(cfg.Prefix, "/"),
 		spoolDir: cfg.SpoolDir,
+		health:   h,
 	}
 	if s.prefix != "" {
 		s.prefix += "/"
@@ -219,6 +223,10 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	}
 	return s, nil
 }
+
+// Outage implements [Watched]: the outage under way, from the outcome of the store's latest
+// requests.
+func (s *S3) Outage() (Outage, bool) { return s.health.current() }
 
 func (s *S3) key(sum string) string { return s.prefix + blobPath(sum) }
 
@@ -250,14 +258,14 @@ func (s *S3) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 		if n <= s3MaxCopy {
 			refreshed, err := s.touch(ctx, key, start)
 			if err != nil {
-				return "", 0, fmt.Errorf("put blob %s: %w", sum, err)
+				return "", 0, fmt.Errorf("put blob %s: %w", sum, unavailable(err))
 			}
 			if refreshed {
 				return sum, n, nil
 			}
 		}
 	case err != nil && !isNotFound(err):
-		return "", 0, fmt.Errorf("put blob %s: head %s: %w", sum, key, err)
+		return "", 0, fmt.Errorf("put blob %s: head %s: %w", sum, key, unavailable(err))
 	}
 	// Absent, not refreshable in place, or of the wrong size (written by
 	// something other than this package): upload, replacing it.
@@ -267,7 +275,7 @@ func (s *S3) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 		err = s.putMultipart(ctx, f, key, n)
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("put blob %s: %w", sum, err)
+		return "", 0, fmt.Errorf("put blob %s: %w", sum, unavailable(err))
 	}
 	return sum, n, nil
 }
@@ -399,7 +407,7 @@ func (s *S3) Open(ctx context.Context, sum string) (io.ReadCloser, error) {
 	key := s.key(sum)
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
-		return nil, fmt.Errorf("open blob %s: %w", sum, s.mapErr(err))
+		return nil, fmt.Errorf("open blob %s: %w", sum, unavailable(s.mapErr(err)))
 	}
 	return out.Body, nil
 }
@@ -420,7 +428,7 @@ func (s *S3) head(ctx context.Context, sum string) (int64, time.Time, error) {
 	key := s.key(sum)
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("%s: %w", sum, s.mapErr(err))
+		return 0, time.Time{}, fmt.Errorf("%s: %w", sum, unavailable(s.mapErr(err)))
 	}
 	return aws.ToInt64(out.ContentLength), aws.ToTime(out.LastModified), nil
 }
@@ -437,7 +445,7 @@ func (s *S3) Delete(ctx context.Context, sum string) error {
 	}
 	key := s.key(sum)
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil && !isNotFound(err) {
-		return fmt.Errorf("delete blob %s: %w", sum, err)
+		return fmt.Errorf("delete blob %s: %w", sum, unavailable(err))
 	}
 	return nil
 }
@@ -452,7 +460,7 @@ func (s *S3) Walk(ctx context.Context, fn func(sum string, size int64, modTime t
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("walk blobs in s3://%s/%s: %w", s.bucket, s.prefix, err)
+			return fmt.Errorf("walk blobs in s3://%s/%s: %w", s.bucket, s.prefix, unavailable(err))
 		}
 		for _, obj := range page.Contents {
 			key := aws.ToString(obj.Key)

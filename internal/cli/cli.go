@@ -57,6 +57,7 @@ func commands() []command {
 		{"fileset", "ingest datasets (Sandcrawler's fileset ingest): fileset URL… | --requests FILE.jsonl; fileset results", runFileset, nil},
 		{"run", "run a workflow over files and follow the job: run WORKFLOW [FILES…]", runRun, nil},
 		{"graph", "traverse a dependency graph (Go modules, Maven POMs) and print it: graph ROOT…", runGraph, nil},
+		{"watch", "make a job of each file dropped into a folder or an S3 prefix: watch DIR|s3://bucket/prefix --workflow W", runWatch, nil},
 		{"resume", "resume the unfinished jobs of the data dir and wait for them", runResume, nil},
 		{"job", "list, show, cancel or retry jobs", runJob, []string{"list", "show", "cancel", "retry"}},
 		{"event", "fire an external event on an item", runEvent, []string{"fire"}},
@@ -165,7 +166,7 @@ const defaultDrain = 30 * time.Second
 // before the command and between a command and its subcommand too (`sluice --data D token
 // create`, `sluice token --data D create`).
 var globalFlags = map[string]bool{"data": true, "database": true, "blobs": true, "lease": true, "drain": true, "v": false,
-	"max-item-depth": true, "max-job-items": true, "config": true, "log-format": true}
+	"max-item-depth": true, "max-job-items": true, "max-backlog": true, "config": true, "log-format": true}
 
 // hoistGlobals moves global flags written before the command name, or between a command and its
 // subcommand, to just after the subcommand, where the command's own flag set parses them.
@@ -176,7 +177,7 @@ func hoistGlobals(args []string) ([]string, error) {
 			name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 			takes, ok := globalFlags[name]
 			if !ok {
-				return fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, --drain, -v, --log-format, --config, --max-item-depth, --max-job-items)", args[0])
+				return fmt.Errorf("unknown flag %s before the command (global flags: --data, --database, --blobs, --lease, --drain, -v, --log-format, --config, --max-item-depth, --max-job-items, --max-backlog)", args[0])
 			}
 			n := 1
 			if takes && !hasValue {
@@ -231,7 +232,7 @@ Global flags (before or after the command):
   --config FILE       configuration file (default: sluice.yaml in the data dir)
   --log-format F      text or json (default: text on a terminal, json otherwise; env SLUICE_LOG_FORMAT)
   -v                  log engine events, debug included
-  --lease D, --max-item-depth N, --max-job-items N
+  --lease D, --max-item-depth N, --max-job-items N, --max-backlog N
 
 Settings come from flags, then SLUICE_* variables, then the configuration file
 ('sluice config show' prints them, secrets masked).
@@ -258,7 +259,9 @@ type common struct {
 	// maxDepth and maxItems bound every job's item tree (engine.Config).
 	maxDepth int
 	maxItems int64
-	topics   *topicFlags
+	// maxBacklog bounds a job's unprocessed items below a step that creates children.
+	maxBacklog int
+	topics     *topicFlags
 	// config is the configuration file (--config); logFormat is text or json (--log-format).
 	config    string
 	logFormat string
@@ -342,6 +345,7 @@ func newFlags(e *env, name, usageLine string) (*flag.FlagSet, *common) {
 	fs.DurationVar(&c.drain, "drain", c.drain, "on SIGTERM or SIGINT, how long running tasks may finish before they are canceled and their leases released for another process")
 	fs.IntVar(&c.maxDepth, "max-item-depth", 0, withDefault("max-item-depth", "the deepest a job's item tree may grow; a child deeper fails its task with a named error"))
 	fs.Int64Var(&c.maxItems, "max-job-items", 0, withDefault("max-job-items", "how many items a job may make (per process); past it a child fails its task with a named error"))
+	fs.IntVar(&c.maxBacklog, "max-backlog", 0, withDefault("max-backlog", "how many of a job's items may wait unprocessed below a step that creates children; past it the step waits for them (-1: no bound)"))
 	fs.StringVar(&c.blobs, "blobs", os.Getenv("SLUICE_BLOBS"), "s3://bucket/prefix for blobs (endpoint, region and keys from AWS_* variables; default: the data dir)")
 	c.topics = addTopicFlags(fs)
 	fs.StringVar(&c.config, "config", os.Getenv("SLUICE_CONFIG"), "configuration file (default: sluice.yaml in the data dir, if there)")
@@ -488,7 +492,7 @@ func (c *common) nodeConfig(ctx context.Context, e *env) (node.Config, error) {
 	if c.drain <= 0 {
 		return node.Config{}, usagef("--drain must be positive, not %s", c.drain)
 	}
-	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, Drain: c.drain, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems,
+	cfg := node.Config{DataDir: c.data, Logger: c.logger(e), LeaseDuration: c.lease, Drain: c.drain, MaxItemDepth: c.maxDepth, MaxJobItems: c.maxItems, MaxBacklog: c.maxBacklog,
 		Fileset: c.fileset, OpenS3: openFilesS3}
 	pol, err := c.egress()
 	if err != nil {

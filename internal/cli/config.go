@@ -148,6 +148,7 @@ func zeroDefaults() map[string]string {
 		"lease":           worker.DefaultLeaseDuration.String(),
 		"max-item-depth":  strconv.Itoa(engine.DefaultMaxItemDepth),
 		"max-job-items":   strconv.Itoa(engine.DefaultMaxJobItems),
+		"max-backlog":     strconv.Itoa(engine.DefaultMaxBacklog),
 		"outbox-max":      strconv.Itoa(outbox.DefaultMaxPending),
 		"source-ack-wait": source.DefaultAckWait.String(),
 		"max-total-size":  byteSize(fl.MaxTotalSize).String(),

@@ -54,6 +54,8 @@ func helpTexts() map[string]helpText {
 			[]string{"sluice doctor", "sluice doctor --output json"}},
 		"run": {"Start a job of a workflow file or stored workflow over files and follow it to its end.",
 			[]string{"sluice run examples/mediathread.yaml lecture.mp4", "sluice run documents --meta '{\"source\":\"scanner\"}' a.pdf b.docx"}},
+		"watch": {"Watch a folder (a consume folder) or an S3 prefix (a drop bucket) and make a job of the workflow for each file once its size and time have settled: exactly one job per file, across restarts and several watchers. The jobs run in `sluice serve` or `sluice worker --database`.",
+			[]string{"sluice watch /srv/inbox --workflow documents --move-done", "sluice watch s3://media/drop --workflow mediathread-video --tag-done", "sluice watch ./scans --workflow documents --settle 0 --once"}},
 		"resume": {"Resume the data dir's unfinished jobs and wait for them.",
 			[]string{"sluice resume", "sluice --data /srv/sluice resume -v"}},
 		"job list": {"List jobs, newest first.",

@@ -177,9 +177,19 @@ func ingestLine(p *engine.Progress, totalBytes float64, c ingestProgress) string
 	case p.ETA > 0:
 		eta = ", ETA " + p.ETA.Round(time.Second).String()
 	}
+	eta += downstreamNote(p, ", ")
 	return fmt.Sprintf("%s %5.1f%%  %d/%s done, %s, %s/%s, %s%s", bar, p.Fraction*100,
 		c.InputsDone, plural(c.Inputs, "input"), plural(c.Documents, "document"),
 		formatBytes(p.Fraction*totalBytes), formatBytes(totalBytes), p.Elapsed.Round(100*time.Millisecond), eta)
+}
+
+// downstreamNote is "waiting for downstream" after sep while a step of the job waits for the
+// items it made to be processed (engine.Progress.Downstream), else "".
+func downstreamNote(p *engine.Progress, sep string) string {
+	if !p.Downstream {
+		return ""
+	}
+	return sep + "waiting for downstream"
 }
 
 func formatBytes(b float64) string {

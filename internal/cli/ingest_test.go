@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-project/sluice/internal/audit"
+	"github.com/sluice-project/sluice/internal/node"
 )
 
 // TestIngestProgressLine: the ingest line counts the inputs given and the documents made. It said
@@ -211,6 +214,16 @@ func TestRetryKeepsErrors(t *testing.T) {
 		t.Fatalf("ingest:\n%s", out)
 	}
 	sluice("job", "retry", "1")
+	// The retry is in the audit log, made by the local user, in the retry's transaction.
+	n, err := node.Open(t.Context(), node.Config{DataDir: data, Engine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := audit.List(t.Context(), n.Store, audit.ListParams{})
+	n.Close()
+	if err != nil || len(es) != 1 || es[0].Action != "retry" || es[0].JobID != 1 || es[0].Who != audit.LocalUser() {
+		t.Errorf("the audit log after `job retry 1`: %+v %v", es, err)
+	}
 	if out := sluice("resume"); !strings.Contains(out, "job 1 complete") || !strings.Contains(out, "0 documents, 2 errors") {
 		t.Errorf("resume after the retry:\n%s", out)
 	}

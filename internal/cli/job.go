@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/api"
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/fileset"
@@ -154,7 +155,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := n.Engine.Cancel(ctx, id); err != nil {
+		if err := n.Engine.Cancel(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "cancel", JobID: id}), id); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "job %d canceled\n", id)
@@ -164,7 +165,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := n.Engine.Retry(ctx, id); err != nil {
+		if _, err := n.Engine.Retry(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "retry", JobID: id}), id); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "job %d retried: its failed and canceled tasks are ready again\n", id)
@@ -224,16 +225,23 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 	if asJSON {
 		return showJobJSON(ctx, e, n, j, p, items, waits)
 	}
-	// Steps waiting for an external event with a deadline, by item.
-	waiting := map[int64][]string{}
+	states, err := n.Engine.StepStatesOf(ctx, id, items)
+	if err != nil {
+		return err
+	}
+	// Steps waiting for an external event with a deadline wait until it, by item and step.
+	until := map[int64]map[string]time.Time{}
 	for _, w := range waits {
-		waiting[w.ItemID] = append(waiting[w.ItemID], fmt.Sprintf("%s:waiting(until %s)", w.Step, w.Due.UTC().Format(time.RFC3339)))
+		if until[w.ItemID] == nil {
+			until[w.ItemID] = map[string]time.Time{}
+		}
+		until[w.ItemID][w.Step] = w.Due
 	}
 	fmt.Fprintf(e.stdout, "job %d: %s v%d, %s", j.ID, j.WorkflowName, j.WorkflowVersion, j.State)
 	if j.Error != "" && j.Error != string(j.State) {
 		fmt.Fprintf(e.stdout, " (%s)", j.Error)
 	}
-	fmt.Fprintf(e.stdout, "\nprogress %.1f%%, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
+	fmt.Fprintf(e.stdout, "\nprogress %.1f%%%s, elapsed %s; items: %s; tasks: %s\n\n", p.Fraction*100, downstreamNote(p, ", "), p.Elapsed.Round(time.Millisecond), stateCounts(p.Items), stateCounts(p.Tasks))
 	// Statuses a workflow records on its items (metadata "status", such as the graph's
 	// resolution-result) get a column of their own when there are any.
 	statuses := map[int64]string{}
@@ -247,14 +255,12 @@ func showJob(ctx context.Context, e *env, n *node.Node, id int64, asJSON bool) e
 		}
 	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tTASKS"+col+"\tERROR")
+	fmt.Fprintln(tw, "ITEM\tSTATE\tNAME\tSTEPS"+col+"\tERROR")
 	for _, it := range items {
-		tasks, _ := n.Store.TaskListByItem(ctx, it.ID)
 		var ts []string
-		for _, t := range tasks {
-			ts = append(ts, t.Step+":"+string(t.State))
+		for _, st := range states[it.ID] {
+			ts = append(ts, stepWords(st, until[it.ID][st.Step]))
 		}
-		ts = append(ts, waiting[it.ID]...)
 		st := ""
 		if col != "" {
 			st = "\t" + statuses[it.ID]
@@ -429,6 +435,16 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	}
 	defer n.Close()
 	p := engine.FireParams{Event: pos[0], Body: body}
+	// An event fired goes in the audit log, in the transaction that fires it.
+	fire := func(q engine.FireParams) (*engine.Fired, error) {
+		detail := fmt.Sprintf("%s to item %d", q.Event, q.ItemID)
+		if q.Key != "" {
+			detail = fmt.Sprintf("%s to %s=%s", q.Event, q.Key, q.Value)
+		} else if q.ItemID == 0 {
+			detail = q.Event + " with a body"
+		}
+		return n.Engine.Fire(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "event", JobID: q.JobID, Detail: detail}), q)
+	}
 	switch {
 	case *itemID > 0:
 		it, err := n.Store.ItemGet(ctx, *itemID)
@@ -458,13 +474,13 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 		if alt != nil {
 			q := p
 			q.Value = alt
-			f, err := n.Engine.Fire(ctx, q)
+			f, err := fire(q)
 			if _, none := errors.AsType[*engine.NoMatchError](err); err != nil && !none {
 				return err
 			}
 			if err == nil {
 				// Matched as typed: the string form fires too where it matches, and need not.
-				if g, err := n.Engine.Fire(ctx, p); err == nil {
+				if g, err := fire(p); err == nil {
 					f.Items, f.Fired = append(f.Items, g.Items...), f.Fired+g.Fired
 				} else if _, none := errors.AsType[*engine.NoMatchError](err); !none {
 					return err
@@ -477,7 +493,7 @@ func runEvent(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("give --item ID, or --job ID with --key NAME=VALUE or --body FILE")
 	}
-	f, err := n.Engine.Fire(ctx, p)
+	f, err := fire(p)
 	if err != nil {
 		return err
 	}
@@ -599,7 +615,7 @@ func runWorkflow(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			wf, warnings, err := n.Engine.ApplyWorkflow(ctx, src, p)
+			wf, warnings, err := n.Engine.ApplyWorkflow(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "workflow", Detail: "saved"}), src, p)
 			printDiagnostics(e, warnings)
 			if err != nil {
 				return err
@@ -762,4 +778,21 @@ func stateCounts[S ~string](m map[S]int) string {
 		parts[i] = strconv.Itoa(m[st]) + " " + string(st)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stepWords is a step instance as `job show` prints it: step:state, with what a blocked step
+// still needs (and until when, for one with a deadline).
+func stepWords(st engine.StepState, until time.Time) string {
+	w := st.Step + ":" + string(st.State)
+	var more []string
+	if st.State == record.TaskBlocked && len(st.Needs) > 0 {
+		more = append(more, strings.Join(st.Needs, "+"))
+	}
+	if !until.IsZero() && st.State == record.TaskBlocked {
+		more = append(more, "until "+until.UTC().Format(time.RFC3339))
+	}
+	if len(more) > 0 {
+		w += "(" + strings.Join(more, ", ") + ")"
+	}
+	return w
 }

@@ -36,7 +36,7 @@ func runMigrateCopy(ctx context.Context, e *env, args []string) error {
 	database := fs.String("database", "", "the target postgres:// URL: the same as --to")
 	fs.String("config", os.Getenv("SLUICE_CONFIG"), "configuration file (default: sluice.yaml in the data dir, if there)")
 	fs.Bool("v", false, "a global flag; a copy does not use it")
-	for _, name := range []string{"lease", "max-item-depth", "max-job-items", "log-format"} {
+	for _, name := range []string{"lease", "max-item-depth", "max-job-items", "max-backlog", "log-format"} {
 		fs.String(name, "", "a global flag; a copy does not use it")
 	}
 	fs.Usage = func() {

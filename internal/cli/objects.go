@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/node"
@@ -122,7 +123,7 @@ func runObjectsSheet(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "sheet %d deleted\n", id)
 		}
 		if pos[0] == "approve" {
-			if err := objects.Approve(ctx, n.Engine, id); err != nil {
+			if err := objects.Approve(audit.Note(ctx, audit.Entry{Who: audit.LocalUser(), Action: "approve", Detail: fmt.Sprintf("sheet %d", id)}), n.Engine, id); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stderr, "sheet %d approved\n", id)

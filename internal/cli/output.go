@@ -52,9 +52,12 @@ type jobJSON struct {
 	State           record.JobState `json:"state"`
 	Error           string          `json:"error"`
 	Progress        float64         `json:"progress"`
-	Metadata        json.RawMessage `json:"metadata"`
-	CreatedAt       time.Time       `json:"created_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
+	// WaitingForDownstream is set while a step of the job that creates children waits for
+	// them to be processed (the job's backlog is at --max-backlog).
+	WaitingForDownstream bool            `json:"waiting_for_downstream,omitempty"`
+	Metadata             json.RawMessage `json:"metadata"`
+	CreatedAt            time.Time       `json:"created_at"`
+	FinishedAt           *time.Time      `json:"finished_at"`
 }
 
 func newJobJSON(j *record.Job, p *engine.Progress) jobJSON {
@@ -64,7 +67,7 @@ func newJobJSON(j *record.Job, p *engine.Progress) jobJSON {
 		out.Metadata = json.RawMessage("{}")
 	}
 	if p != nil {
-		out.Progress = p.Fraction
+		out.Progress, out.WaitingForDownstream = p.Fraction, p.Downstream
 	}
 	if !j.FinishedAt.IsZero() {
 		t := j.FinishedAt.UTC()
@@ -82,6 +85,8 @@ type itemJSON struct {
 	State    record.ItemState `json:"state"`
 	Error    string           `json:"error"`
 	Tasks    []taskJSON       `json:"tasks"`
+	// Steps is every step of the workflow, in its order, with its state on the item.
+	Steps []stepJSON `json:"steps"`
 	// Attempts is every run of the item's tasks, kept across retries.
 	Attempts []attemptJSON `json:"attempts"`
 }
@@ -115,12 +120,16 @@ type jobShowJSON struct {
 
 func showJobJSON(ctx context.Context, e *env, n *node.Node, j *record.Job, p *engine.Progress, items []*record.Item, waits []store.Wait) error {
 	out := jobShowJSON{Job: newJobJSON(j, p), Items: []itemJSON{}}
+	states, err := n.Engine.StepStatesOf(ctx, j.ID, items)
+	if err != nil {
+		return err
+	}
 	for _, it := range items {
 		tasks, err := n.Store.TaskListByItem(ctx, it.ID)
 		if err != nil {
 			return err
 		}
-		ij := itemJSON{ID: it.ID, ParentID: it.ParentID, Depth: it.Depth, Name: it.Name, State: it.State, Error: it.Error, Tasks: []taskJSON{}, Attempts: []attemptJSON{}}
+		ij := itemJSON{ID: it.ID, ParentID: it.ParentID, Depth: it.Depth, Name: it.Name, State: it.State, Error: it.Error, Tasks: []taskJSON{}, Steps: []stepJSON{}, Attempts: []attemptJSON{}}
 		atts, err := n.Engine.ItemHistory(ctx, it.ID)
 		if err != nil {
 			return err
@@ -142,9 +151,35 @@ func showJobJSON(ctx context.Context, e *env, n *node.Node, j *record.Job, p *en
 				ij.Tasks = append(ij.Tasks, taskJSON{Step: w.Step, State: "waiting", Until: &due})
 			}
 		}
+		for _, st := range states[it.ID] {
+			sj := stepJSON{Step: st.Step, State: st.State, Needs: st.Needs, Reason: st.Reason, Attempts: st.Attempts, Error: st.Error}
+			if !st.StartedAt.IsZero() {
+				t := st.StartedAt.UTC()
+				sj.StartedAt = &t
+			}
+			if !st.FinishedAt.IsZero() {
+				t := st.FinishedAt.UTC()
+				sj.FinishedAt = &t
+			}
+			ij.Steps = append(ij.Steps, sj)
+		}
 		out.Items = append(out.Items, ij)
 	}
 	return writeJSON(e.stdout, out)
+}
+
+// stepJSON is a step instance of an item of `sluice job show --output json`: every step of the
+// workflow, with its state on the item (blocked with what it Needs, ready, running, complete,
+// failed, skipped with its Reason).
+type stepJSON struct {
+	Step       string           `json:"step"`
+	State      record.TaskState `json:"state"`
+	Needs      []string         `json:"needs,omitempty"`
+	Reason     string           `json:"reason,omitempty"`
+	Attempts   int              `json:"attempts"`
+	StartedAt  *time.Time       `json:"started_at,omitempty"`
+	FinishedAt *time.Time       `json:"finished_at,omitempty"`
+	Error      string           `json:"error,omitempty"`
 }
 
 // workflowJSON is a workflow of `sluice workflow list --output json`; built-in workflows have

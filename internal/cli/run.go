@@ -447,6 +447,7 @@ func progressLine(p *engine.Progress) string {
 	case p.ETA > 0:
 		eta = " ETA " + p.ETA.Round(time.Second).String()
 	}
+	eta += downstreamNote(p, ", ")
 	failed := ""
 	if f := p.Tasks[record.TaskFailed]; f > 0 {
 		failed = fmt.Sprintf(", %d failed tasks", f)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/metric"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/pathroot"
+	"github.com/sluice-project/sluice/internal/scale"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/web"
 	"github.com/sluice-project/sluice/internal/workerproto"
@@ -71,15 +73,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	wp := workerproto.New(workerproto.Config{Backend: backend, Auth: tokens.WorkerAuth(), Logger: log})
 	n.Fleet.ServeRemotes(wp.Clients)
 	a := api.New(api.Config{Backend: backend, Records: n.Store, Tokens: tokens, Workers: wp, Logger: log, PathRoots: pathRoots, OpenS3: openFilesS3, Leader: n.Maintenance.Leader, Egress: n.Egress,
-		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.Outbox().WriteMetrics, Metrics: cfg.Metrics, Fileset: n.Fileset})
+		Limits: limits.get(), Sources: n.Sources(), MoreMetrics: n.WriteMetrics, Problems: n.Problems, Metrics: cfg.Metrics, Fileset: n.Fileset})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// No ReadTimeout/WriteTimeout: task POSTs and progress streams may run for hours.
-	// The web UI at / beside the API's /v1/…, /metrics and /healthz, on the API's server (its
+	// The web UI at / beside the API's /v1/…, /metrics, /healthz and /readyz, on the API's server (its
 	// header and idle timeouts).
-	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler(), Logger: log})
+	ui := web.New(web.Config{Backend: backend, Records: n.Store, Tokens: tokens, API: a.Handler(), Logger: log, Problems: n.Problems})
 	srv := a.Server()
 	srv.Handler = ui.Handler()
 	// On SIGTERM the remote workers may report their tasks through the drain: the HTTP server
@@ -185,6 +187,7 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 	token := fs.String("token", "", "removed: use SLUICE_TOKEN or --token-file (a command-line token shows in ps)")
 	tokenFile := fs.String("token-file", "", "a file holding the worker token (default: the SLUICE_TOKEN variable)")
 	actions := fs.String("actions", "", "with --database: only run these actions (default: every action whose tools are here)")
+	autoscale := fs.String("autoscale", "", "with --database: MIN-MAX, run between MIN and MAX tasks at once per action, following the queues' recommended workers (GET /v1/queues; docs/scale-out.md)")
 	roots := fs.String("path-root", "", "with --database or a built-in action: the server's --path-root, which sheets' files_dir and graph sources must lie under when their tasks run here (default: any directory)")
 	c.addEgressFlags(fs)
 	c.addFilesetFlags(fs)
@@ -205,7 +208,14 @@ func runWorker(ctx context.Context, e *env, args []string) error {
 		rs = &r
 	}
 	if c.database != "" {
-		return runDBWorker(ctx, e, c, *actions, rs)
+		lo, hi, err := parseRange(*autoscale)
+		if err != nil {
+			return err
+		}
+		return runDBWorker(ctx, e, c, *actions, rs, lo, hi)
+	}
+	if *autoscale != "" {
+		return usagef("--autoscale is for a worker on a shared database (--database postgres://…)")
 	}
 	if *act == "" {
 		return usagef("need --action: the remote action to serve, with a command after -- (or none, to run the built-in action of that name)")
@@ -331,7 +341,21 @@ func runToken(ctx context.Context, e *env, args []string) error {
 // runDBWorker runs in-process workers against a shared PostgreSQL database (and blob store) until
 // interrupted: the scale-out worker. Several may run on several machines. Its actions open the
 // directories jobs name through roots (nil: any directory).
-func runDBWorker(ctx context.Context, e *env, c *common, actions string, roots *pathroot.Roots) error {
+// parseRange parses --autoscale MIN-MAX; "" is no autoscaling (0, 0).
+func parseRange(s string) (lo, hi int, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || lo < 1 || hi < lo {
+		return 0, 0, usagef("--autoscale %q: want MIN-MAX with 1 ≤ MIN ≤ MAX, such as 1-8", s)
+	}
+	return lo, hi, nil
+}
+
+func runDBWorker(ctx context.Context, e *env, c *common, actions string, roots *pathroot.Roots, lo, hi int) error {
 	cfg, err := c.nodeConfig(ctx, e)
 	if err != nil {
 		return err
@@ -349,6 +373,14 @@ func runDBWorker(ctx context.Context, e *env, c *common, actions string, roots *
 	defer n.Close()
 	n.Start(ctx)
 	fmt.Fprintf(e.stderr, "worker %s running (actions: %s)\n", n.Worker.Owner(), orAll(actions))
+	if hi > 0 {
+		a := scale.NewAutoscaler(scale.AutoscalerConfig{Reader: n.Store, Set: n.Worker.SetConcurrency, Min: lo, Max: hi,
+			Actions: cfg.Queues, Logger: cfg.Logger})
+		scaled := make(chan struct{})
+		go func() { defer close(scaled); a.Run(ctx) }()
+		defer func() { <-scaled }()
+		fmt.Fprintf(e.stderr, "autoscaling between %d and %d tasks at once per action\n", lo, hi)
+	}
 	<-ctx.Done()
 	n.Stop(n.Drain())
 	return nil

@@ -50,7 +50,7 @@ type topicFlags struct {
 func addTopicFlags(fs *flag.FlagSet) *topicFlags {
 	t := &topicFlags{sinks: namedURLs{}, sources: namedURLs{}}
 	fs.Var(t.sinks, "sink", "NAME=URL: a sink publish: rules name (nats://host:4222/PREFIX?stream=S, https://…, file:PATH); repeatable (env SLUICE_SINKS, space-separated)")
-	fs.Var(t.sources, "source", "NAME=URL: a source of jobs or events (nats://host:4222/SUBJECT?stream=S&workflow=W, webhook:?workflow=W); repeatable (env SLUICE_SOURCES)")
+	fs.Var(t.sources, "source", "NAME=URL: a source of jobs or events (nats://host:4222/SUBJECT?stream=S&workflow=W, webhook:?workflow=W, a watched folder file:///DIR?workflow=W or S3 prefix s3://bucket/prefix?workflow=W); repeatable (env SLUICE_SOURCES)")
 	fs.IntVar(&t.maxPending, "outbox-max", 0, withDefault("outbox-max", "undelivered messages per sink before new ones are dropped, with an alert"))
 	fs.DurationVar(&t.ackWait, "source-ack-wait", 0, withDefault("source-ack-wait", "how long JetStream waits for a source's acknowledgement before redelivering"))
 	return t

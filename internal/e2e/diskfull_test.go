@@ -15,6 +15,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/node"
+	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/store"
 )
 
 // fullWorkflow has the default attempts: a full disk must not spend them into item errors.
@@ -31,7 +36,12 @@ steps:
 // SLUICE_TEST_REQUIRE_TOOLS=1 (CI runs as root).
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return mountTmpfsAt(t, t.TempDir(), size)
+}
+
+// mountTmpfsAt is [mountTmpfs] at dir, which must exist.
+func mountTmpfsAt(t *testing.T, dir, size string) string {
+	t.Helper()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
 		msg := fmt.Sprintf("mount a tmpfs (needs root): %v", err)
 		if os.Getenv("SLUICE_TEST_REQUIRE_TOOLS") == "1" {
@@ -152,4 +162,98 @@ func exportJob(t *testing.T, data string) (index, errs []byte) {
 		t.Fatal(err)
 	}
 	return index, errs
+}
+
+// fillWorkflow's one step writes 3 MB into its temp dir (the tool's working directory), with
+// one attempt: an attempt spent on a full disk would be an item error.
+const fillWorkflow = `name: fill
+steps:
+  fill: {action: exec, needs: [start], attempts: 1, with: {command: [sh, -c, "head -c 3000000 /dev/zero > fill && wc -c < fill"], stdout: text}}
+`
+
+// TestWorkerTempDirFull runs a job whose tool writes 3 MB into the worker's temp dir, a 2 MiB
+// tmpfs. The tool fails with an exit status and "No space left on device" on its stderr, which
+// says nothing about the input: the attempt is given back with a message that names the full
+// temp dir, the task waits and runs again (no item error however often it happens), and once
+// the tmpfs is grown the job completes with every item.
+func TestWorkerTempDirFull(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	tmp := filepath.Join(data, "tmp") // the worker's temp dir (node.Open)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfsAt(t, tmp, "2m")
+	n, err := node.Open(ctx, node.Config{DataDir: data, Engine: true, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	n.Start(ctx)
+	defer n.Stop(10 * time.Second)
+	if _, _, err := n.Engine.ApplyWorkflow(ctx, []byte(fillWorkflow), "fill.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	inputs := filepath.Join(dir, "in")
+	if err := os.Mkdir(inputs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 3
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(inputs, fmt.Sprintf("f%d.txt", i)), []byte(fmt.Sprintln("input", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := jobOfFiles(t, n, "fill", inputs)
+	// Every task meets the full temp dir at least once, and waits with its attempt given back.
+	met := map[int64]string{}
+	poll.Until(t, time.Minute, "every task to meet the full temp dir", func() (bool, string) {
+		tasks, err := n.Store.TaskListByJob(ctx, store.TaskListParams{JobID: job.ID, Limit: 1000})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, tk := range tasks {
+			if tk.State == record.TaskFailed || tk.State == record.TaskComplete {
+				t.Fatalf("task %d %s on a full temp dir: %s", tk.ID, tk.State, tk.Error)
+			}
+			if strings.Contains(tk.Error, "temp dir is full") {
+				if tk.State == record.TaskReady && tk.Attempt != 0 {
+					t.Fatalf("task %d waits at attempt %d; want its attempt given back", tk.ID, tk.Attempt)
+				}
+				met[tk.ID] = tk.Error
+			}
+		}
+		return len(met) == files, fmt.Sprintf("%d of %d tasks", len(met), files)
+	})
+	for _, msg := range met {
+		if !strings.Contains(msg, "no space left on device") || !strings.Contains(msg, "free of 2.0 MiB") {
+			t.Errorf("the task's error does not say plainly that the temp dir is full: %q", msg)
+		}
+		t.Logf("a task's error on the full temp dir: %s", msg)
+		break
+	}
+	if err := syscall.Mount("tmpfs", tmp, "tmpfs", syscall.MS_REMOUNT, "size=16m"); err != nil {
+		t.Fatalf("grow the tmpfs: %v", err)
+	}
+	waitFor(t, time.Minute, "the job to end", func() bool {
+		j, err := n.Store.JobGet(ctx, job.ID)
+		return err == nil && j.State != record.JobRunning
+	})
+	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != record.JobComplete {
+		t.Fatalf("job %s: %s", j.State, j.Error)
+	}
+	its, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: job.ID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(its) != files {
+		t.Fatalf("%d items, want %d", len(its), files)
+	}
+	for _, it := range its {
+		if it.Error != "" || it.State != record.ItemIngested {
+			t.Errorf("item %q: %s %q", it.Name, it.State, it.Error)
+		}
+	}
 }

@@ -167,7 +167,15 @@ func export(t *testing.T, data string, parts string) *exported {
 
 // exportTo runs `sluice documents export` of data into out and reads what it wrote.
 func exportTo(ctx context.Context, data, out, parts string) (*exported, error) {
-	if b, err := runSluice(ctx, "documents", "export", "--data", data, "--out", out, "--parts", parts).CombinedOutput(); err != nil {
+	return exportEnv(ctx, nil, data, out, parts)
+}
+
+// exportEnv is exportTo with the environment env (nil: the test's), which may name a database
+// (SLUICE_DATABASE) and blob store.
+func exportEnv(ctx context.Context, env []string, data, out, parts string) (*exported, error) {
+	cmd := runSluice(ctx, "documents", "export", "--data", data, "--out", out, "--parts", parts)
+	cmd.Env = env
+	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("export: %v\n%s", err, b)
 	}
 	ex := &exported{texts: map[string]string{}}

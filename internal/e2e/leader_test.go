@@ -33,6 +33,22 @@ const (
 	reclaimedLog = `msg="reclaimed expired leases"`
 )
 
+// startProc starts bin with args and env in a process group of its own, its output captured,
+// SIGKILLed when the test ends.
+func startProc(t *testing.T, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Env = env
+	out := &poll.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	return &proc{name: name, cmd: cmd, out: out}
+}
+
 func (p *proc) leads() bool { return strings.Contains(p.out.String(), electedLog) }
 
 var ownerRE = regexp.MustCompile(`worker (\S+) running`)
@@ -62,16 +78,7 @@ func TestLeaderKilled(t *testing.T) {
 
 	ctx := t.Context()
 	start := func(name string, args ...string) *proc {
-		cmd := exec.CommandContext(ctx, binary, append(args, "--lease", "3s", "-v", "--log-format", "text")...)
-		cmd.Env = sh.env
-		out := &poll.Buffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-		return &proc{name: name, cmd: cmd, out: out}
+		return startProc(t, name, binary, sh.env, append(args, "--lease", "3s", "-v", "--log-format", "text")...)
 	}
 	dump := func(ps ...*proc) string {
 		var b strings.Builder

@@ -127,6 +127,27 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 	if j, _ := n.Store.JobGet(ctx, job.ID); j.State != record.JobRunning {
 		t.Fatalf("job %s before the external event", j.State)
 	}
+	// Every declared step shows its state, the unrun ones blocked with what they need; the job
+	// waits on the transcoder's event for two steps.
+	states, err := n.Engine.StepStates(ctx, it.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, st := range states {
+		shown = append(shown, st.Step+":"+string(st.State)+"("+strings.Join(st.Needs, "+")+")")
+	}
+	if got := strings.Join(shown, " "); got != "extract-metadata:complete() create-transcode:complete() pull-thumbnails:blocked(et-job-finished) "+
+		"copy-to-cunix:blocked(et-job-finished) submit:blocked(poster-created+uploaded-to-cunix) email-success:blocked(submitted) email-failure:blocked(failed)" {
+		t.Errorf("step states while waiting: %s", got)
+	}
+	waits, err := n.Engine.Waits(ctx, job.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(waits.Events) != 1 || waits.Events[0].Event != "et-job-finished" || waits.Events[0].Waiting != 2 || waits.ItemsRead != 1 || len(waits.Items) != 5 {
+		t.Errorf("waits: %+v", waits)
+	}
 	// An undeclared event is refused; the declared one fires once, a repeat is harmless.
 	if _, err := n.Engine.FireExternal(ctx, it.ID, "et-bogus"); err == nil {
 		t.Fatal("an undeclared external event was accepted")
@@ -160,6 +181,13 @@ func testMediathread(t *testing.T, open drivertest.Open) {
 	}
 	if len(ts) != 6 {
 		t.Errorf("%d tasks ran, want 6: %v", len(ts), ts)
+	}
+	states, err = n.Engine.StepStates(ctx, it.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := states[len(states)-1]; last.Step != "email-failure" || last.State != record.TaskSkipped || last.Reason != "not reached: failed never fired" {
+		t.Errorf("email-failure after the success path: %+v", last)
 	}
 }
 

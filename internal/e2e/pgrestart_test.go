@@ -33,21 +33,8 @@ func privatePostgres(t *testing.T) (url string, restart func()) {
 		}
 		t.Skipf("PostgreSQL server binaries: %v", err)
 	}
-	var cred *syscall.Credential
 	dir := t.TempDir()
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root needs the postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-			os.Chmod(d, 0o755)
-		}
-		os.Chown(dir, uid, gid)
-	}
+	cred := postgresUser(t, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +62,27 @@ func privatePostgres(t *testing.T) (url string, restart func()) {
 		func() {
 			run("pg_ctl", "-D", pg, "-o", opts, "-m", "fast", "-w", "-l", filepath.Join(dir, "log"), "restart")
 		}
+}
+
+// postgresUser returns, when the test runs as root (PostgreSQL refuses to), the credentials of
+// the postgres user to run the server binaries with, and gives that user dir (and a way to it);
+// nil otherwise.
+func postgresUser(t *testing.T, dir string) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("running as root needs the postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chown(dir, uid, gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // TestPostgresRestartMidJob restarts PostgreSQL while a job runs on it: the job completes, every

@@ -149,30 +149,7 @@ func TestS3Faults(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(inputs, "big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: "crash", Open: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, _ := filepath.Glob(filepath.Join(inputs, "*"))
-	var roots []engine.Root
-	for i, p := range names {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sha, size, err := n.Blobs.Put(ctx, f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("put %s through the faulty proxy: %v", p, err)
-		}
-		roots = append(roots, engine.Root{Ordinal: i, Name: filepath.Base(p), BlobSHA256: sha, Size: size})
-	}
-	if err := n.Engine.AddRoots(ctx, job, roots); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Engine.Seal(ctx, job.ID); err != nil {
-		t.Fatal(err)
-	}
+	job := jobOfFiles(t, n, "crash", inputs)
 	waitFor(t, 3*time.Minute, "the job to end", func() bool {
 		j, err := n.Store.JobGet(ctx, job.ID)
 		return err == nil && j.State != record.JobRunning
@@ -216,7 +193,46 @@ func TestS3Faults(t *testing.T) {
 	if len(outs) != zips*per+1 {
 		t.Errorf("%d outputs, want %d documents and big.bin's error", len(outs), zips*per)
 	}
-	// Nothing lost: every referenced blob is in the bucket, whole.
+	checkBlobs(t, direct, refs)
+	gcLeavesNoOrphans(t, n, faulty, direct, endpoint)
+}
+
+// jobOfFiles creates a sealed job of workflow whose roots are the files in dir, put in the
+// node's blob store.
+func jobOfFiles(t *testing.T, n *node.Node, workflow, dir string) *record.Job {
+	t.Helper()
+	ctx := t.Context()
+	job, _, err := n.Engine.CreateJob(ctx, engine.CreateJobParams{Workflow: workflow, Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*"))
+	var roots []engine.Root
+	for i, p := range names {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sha, size, err := n.Blobs.Put(ctx, f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("put %s: %v", p, err)
+		}
+		roots = append(roots, engine.Root{Ordinal: i, Name: filepath.Base(p), BlobSHA256: sha, Size: size})
+	}
+	if err := n.Engine.AddRoots(ctx, job, roots); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Engine.Seal(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// checkBlobs checks that every referenced blob is in the bucket, whole: nothing lost.
+func checkBlobs(t *testing.T, direct *blob.S3, refs map[string]bool) {
+	t.Helper()
+	ctx := t.Context()
 	for sha := range refs {
 		rc, err := direct.Open(ctx, sha)
 		if err != nil {
@@ -230,17 +246,24 @@ func TestS3Faults(t *testing.T) {
 			t.Errorf("blob %s reads back as %s (%v)", sha, got, err)
 		}
 	}
+}
+
+// gcLeavesNoOrphans puts an orphan through via, runs gc through via, and checks, asking the
+// server directly, that the bucket holds nothing unreferenced and no unfinished multipart upload.
+func gcLeavesNoOrphans(t *testing.T, n *node.Node, via, direct *blob.S3, endpoint string) {
+	t.Helper()
+	ctx := t.Context()
 	// A blob nothing references (as a Put whose job was deleted leaves): gc must find and delete
 	// it, or the check below would pass on a gc that deletes nothing.
-	orphan, _, err := faulty.Put(ctx, strings.NewReader(fmt.Sprintf("an orphan of seed %d", seed)))
+	orphan, _, err := via.Put(ctx, strings.NewReader(fmt.Sprintf("an orphan of %s at %d", t.Name(), time.Now().UnixNano())))
 	if err != nil {
-		t.Fatalf("put an orphan through the faulty proxy: %v", err)
+		t.Fatalf("put an orphan through the proxy: %v", err)
 	}
-	// gc through the faulty proxy, then nothing unreferenced is left in the bucket.
+	// gc through the proxy, then nothing unreferenced is left in the bucket.
 	referenced := func(sha string) (bool, error) { return n.Store.BlobIsReferenced(ctx, sha) }
-	deleted, _, err := blob.GC(ctx, faulty, referenced, 0, time.Now().Add(time.Minute))
+	deleted, _, err := blob.GC(ctx, via, referenced, 0, time.Now().Add(time.Minute))
 	if err != nil {
-		t.Fatalf("gc through the faulty proxy: %v", err)
+		t.Fatalf("gc through the proxy: %v", err)
 	}
 	if deleted < 1 {
 		t.Errorf("gc deleted nothing; the orphan %s was there to delete", orphan)

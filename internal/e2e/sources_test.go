@@ -164,17 +164,7 @@ func TestSourceKilledMidStream(t *testing.T) {
 	}
 	args[3] = freeAddr(t)
 	stop, out := serve(t, args...)
-	poll.Until(t, 60*time.Second, "every request acknowledged", func() (bool, string) {
-		c, err := js.Consumer(ctx, "REQ", "sluice-req")
-		if err != nil {
-			return false, err.Error()
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ci.NumPending == 0 && ci.NumAckPending == 0, fmt.Sprintf("%d pending, %d unacknowledged", ci.NumPending, ci.NumAckPending)
-	})
+	poll.Until(t, 60*time.Second, "every request acknowledged", allAcked(t, js, "REQ", "sluice-req"))
 	stop(true)
 	jobs, complete := sourceJobs(t, data, "req")
 	if len(jobs) != requests {

@@ -46,7 +46,8 @@ func (d *dedupConsumer) seen() (distinct, received int) {
 	return len(d.ids), d.received
 }
 
-func consumeDedup(t *testing.T, url, stream, subject string) *dedupConsumer {
+// consumeDedup creates the stream with replicas when it is missing.
+func consumeDedup(t *testing.T, url, stream, subject string, replicas int) *dedupConsumer {
 	t.Helper()
 	d := &dedupConsumer{ids: map[string]int{}}
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
@@ -66,7 +67,7 @@ func consumeDedup(t *testing.T, url, stream, subject string) *dedupConsumer {
 		var cons jetstream.Consumer
 		for ctx.Err() == nil {
 			cctx, c := context.WithTimeout(ctx, 2*time.Second)
-			if _, err := js.CreateStream(cctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Duplicates: 2 * time.Minute}); err != nil && err != jetstream.ErrStreamNameAlreadyInUse {
+			if _, err := js.CreateStream(cctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Duplicates: 2 * time.Minute, Replicas: replicas}); err != nil && err != jetstream.ErrStreamNameAlreadyInUse {
 				c()
 				continue
 			}
@@ -118,7 +119,7 @@ func TestTopicsKillAndCompare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dedup := consumeDedup(t, srv.URL, "KC", "kc.>")
+	dedup := consumeDedup(t, srv.URL, "KC", "kc.>", 1)
 	data := filepath.Join(dir, "data")
 	args := []string{"run", "--data", data, "--sink", "bus=" + srv.URL + "/kc?stream=KC", wf, inputs}
 	ctx := t.Context()
@@ -178,32 +179,12 @@ func TestTopicsKillAndCompare(t *testing.T) {
 		return msgs >= items, fmt.Sprint(msgs)
 	})
 	// Every stored message, read back by an ordered consumer: 2,000 distinct ids, none twice.
-	oc, err := js.OrderedConsumer(ctx, "KC", jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]bool{}
-	for len(stored) < int(msgs) {
-		batch, err := oc.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
+	stored := storedIDs(t, js, "KC", msgs, func(m jetstream.Msg) error {
+		if m.Headers().Get("status") != "ok" || m.Headers().Get("context") != "FileSet" {
+			return fmt.Errorf("headers %v", m.Headers())
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			id := m.Headers().Get(jetstream.MsgIDHeader)
-			if stored[id] {
-				t.Fatalf("the stream holds message %s twice", id)
-			}
-			if m.Headers().Get("status") != "ok" || m.Headers().Get("context") != "FileSet" {
-				t.Fatalf("message %s headers %v", id, m.Headers())
-			}
-			stored[id] = true
-		}
-		if n == 0 {
-			break
-		}
-	}
+		return nil
+	})
 	if msgs != items || len(stored) != items {
 		t.Fatalf("the stream holds %d messages with %d distinct ids; want exactly %d", msgs, len(stored), items)
 	}

@@ -14,10 +14,6 @@ import (
 type NewChild struct {
 	Task    *record.Task
 	Ordinal int
-	// KeepExisting keeps a child that exists at the same ordinal as it is, whatever this one
-	// holds, instead of failing the task as nondeterministic: the worker protocol's rule for a
-	// replay (an unmodified converter's output may differ between runs, a PDF's dates say).
-	KeepExisting bool
 	Child
 	// MaxText caps the child's text in characters, when set; see [textclean.Sanitize].
 	MaxText int
@@ -158,9 +154,6 @@ func (tt *tx) childParams(c *NewChild) (*record.Item, store.ItemInsertParams, er
 
 // existingChild checks a child that exists at the new one's ordinal against it.
 func existingChild(c *NewChild, parent, it *record.Item) error {
-	if c.KeepExisting {
-		return nil
-	}
 	return Replays(it, c, parent.Name)
 }
 

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
@@ -18,7 +20,9 @@ import (
 // (store.ErrFull), or an attempt that failed writing a file to a full disk (ENOSPC), gives its
 // attempt back and waits FullBackoff, however many times it happens: a full disk says nothing
 // about the input, and used to spend a one-attempt step into an item error at once (the commit
-// failure was taken as permanent). An ordinary commit failure still fails the task.
+// failure was taken as permanent). So does an attempt that failed because the blob store did
+// not answer (blob.ErrUnavailable, an S3 outage), waiting UnavailableBackoff. An ordinary
+// commit failure still fails the task.
 func TestFullDiskIsNotAnAttempt(t *testing.T) { onBothDrivers(t, fullDiskIsNotAnAttempt) }
 
 func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
@@ -40,10 +44,17 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 	fileFull := func(tk *record.Task, at time.Time) *engine.Result {
 		return &engine.Result{Task: tk, Owner: "dead", Started: at, Err: fmt.Errorf("write blob: %w", &os.PathError{Op: "write", Path: "/data/blobs/x", Err: syscall.ENOSPC})}
 	}
-	for i, full := range []func(*record.Task, time.Time) *engine.Result{dbFull, fileFull, dbFull} {
+	blobDown := func(tk *record.Task, at time.Time) *engine.Result {
+		return &engine.Result{Task: tk, Owner: "dead", Started: at, Err: fmt.Errorf("set output: put blob: %w: dial tcp 127.0.0.1:9: connect: connection refused", blob.ErrUnavailable)}
+	}
+	for i, full := range []func(*record.Task, time.Time) *engine.Result{dbFull, fileFull, blobDown, dbFull, blobDown} {
 		tk := lease()
 		before := e.Now()
 		res := full(tk, before)
+		backoff := engine.FullBackoff
+		if errors.Is(res.Err, blob.ErrUnavailable) {
+			backoff = engine.UnavailableBackoff
+		}
 		if err := e.Apply(ctx, []*engine.Result{res}); err != nil {
 			t.Fatal(err)
 		}
@@ -55,8 +66,8 @@ func fullDiskIsNotAnAttempt(t *testing.T, driver string) {
 		if got.State != record.TaskReady || got.Attempt != tk.Attempt-1 {
 			t.Fatalf("after full disk %d (%v): task %s at attempt %d, want ready with attempt %d given back", i, cause, got.State, got.Attempt, tk.Attempt-1)
 		}
-		if wait := got.RunAfter.Sub(before); wait < engine.FullBackoff-time.Second || wait > engine.FullBackoff+time.Minute {
-			t.Errorf("after full disk %d: runs again in %v, want about %v", i, wait, engine.FullBackoff)
+		if wait := got.RunAfter.Sub(before); wait < backoff-time.Second || wait > backoff+time.Minute {
+			t.Errorf("after full disk %d: runs again in %v, want about %v", i, wait, backoff)
 		}
 	}
 	tk := lease()

@@ -54,6 +54,10 @@ type Config struct {
 	// MaxJobItems bounds how many children a job may make in one process. Defaults to
 	// [DefaultMaxJobItems].
 	MaxJobItems int64
+	// MaxBacklog bounds a job's unprocessed items below a step that creates children: past it
+	// the step waits for them to be processed (see [Backlog]). Negative means no bound. Defaults
+	// to [DefaultMaxBacklog].
+	MaxBacklog int
 	// Owner names this process in the records of the attempts it runs itself (inline steps):
 	// the worker of each such attempt in an item's history. A node gives its worker the same
 	// name for its leases. Defaults to "<host>-<pid>-<random>".
@@ -77,6 +81,7 @@ type Engine struct {
 	// queries are the registered domains' read queries ([DomainReader]), by domain.
 	queries map[string]map[string]ReadQuery
 	counts  itemCounts
+	backlog backlogs
 	live    liveProgress
 	shown   shownFractions
 	// publisher records publications (see SetPublisher), guarded by mu.
@@ -95,6 +100,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.MaxItemDepth <= 0 {
 		cfg.MaxItemDepth = DefaultMaxItemDepth
+	}
+	if cfg.MaxBacklog == 0 {
+		cfg.MaxBacklog = DefaultMaxBacklog
 	}
 	if cfg.MaxJobItems <= 0 {
 		cfg.MaxJobItems = DefaultMaxJobItems
@@ -154,10 +162,21 @@ func (e *Engine) ApplyWorkflow(ctx context.Context, src []byte, filename string)
 	if err != nil {
 		return nil, warnings, err
 	}
-	wf, err := e.store.WorkflowInsert(ctx, store.WorkflowInsertParams{
-		Name: def.Name, Digest: workflow.Digest(def), Definition: canon, Source: src, Now: e.Now(),
+	var wf *record.Workflow
+	err = e.inTxNoted(ctx, func(x store.Executor) (string, error) {
+		var err error
+		wf, err = x.WorkflowInsert(ctx, store.WorkflowInsertParams{
+			Name: def.Name, Digest: workflow.Digest(def), Definition: canon, Source: src, Now: e.Now(),
+		})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s v%d", wf.Name, wf.Version), nil
 	})
-	return wf, warnings, err
+	if err != nil {
+		return nil, warnings, err
+	}
+	return wf, warnings, nil
 }
 
 // workflowNotFoundError says how to fix a lookup of a workflow never applied, and wraps the

@@ -51,6 +51,13 @@ func (e *Engine) CreateJob(ctx context.Context, p CreateJobParams) (*record.Job,
 		return nil, false, fmt.Errorf("job options: %w", err)
 	}
 	j, err := e.store.JobInsert(ctx, store.JobInsertParams{Open: p.Open, Key: p.Key, WorkflowName: p.Workflow, WorkflowVersion: version, Metadata: md, Options: opts, Now: e.Now()})
+	if p.Key != "" && errors.Is(err, store.ErrConflict) {
+		// Another process created the job between the look-up and the insert (two watchers of
+		// one folder, two consumers of one message): it is this call's job too.
+		if j, gerr := e.store.JobGetByKey(ctx, p.Key); gerr == nil {
+			return j, false, nil
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -233,6 +240,10 @@ type Progress struct {
 	// approval, an outside system's answer): when it comes is not the engine's to know, so
 	// there is no ETA.
 	Waiting bool
+	// Downstream is set while a step of the running job that creates children waits for the
+	// items it made to be processed: the job's backlog is at [Config.MaxBacklog] (see
+	// [Backlog]). Its ETA still counts.
+	Downstream bool
 }
 
 // maxRunningFraction is the most a running job's Fraction shows: 1 means done, and a running
@@ -269,6 +280,9 @@ func (e *Engine) Progress(ctx context.Context, jobID int64) (*Progress, error) {
 	case record.JobRunning:
 		p.Fraction = e.shown.raise(jobID, min(p.Fraction, maxRunningFraction))
 		if p.Waiting, err = e.waiting(ctx, job, p); err != nil {
+			return nil, err
+		}
+		if p.Downstream, err = e.waitingForDownstream(ctx, jobID); err != nil {
 			return nil, err
 		}
 	case record.JobComplete:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -57,6 +58,10 @@ func Backoff(attempt int) time.Duration {
 	jitter := 0.75 + rand.Float64()/2
 	return time.Duration(float64(d) * jitter)
 }
+
+// UnavailableBackoff is how long a task whose attempt failed because the blob store did not
+// answer ([blob.ErrUnavailable]) waits before it runs again; the attempt is not counted.
+const UnavailableBackoff = 5 * time.Second
 
 // FullBackoff is how long a task whose attempt failed for a full disk waits before it runs
 // again, its attempt given back: the disk is checked that often until there is space.
@@ -235,6 +240,13 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			// A full disk says nothing about the input: the attempt is given back, and the
 			// task waits for space instead of spending its attempts into an item error.
 			finish.State, finish.Error, finish.RunAfter, finish.Refund = record.TaskReady, msg, tt.now.Add(FullBackoff), true
+			break
+		}
+		if errors.Is(r.Err, blob.ErrUnavailable) && !r.TimedOut {
+			// Nor does a blob store that does not answer (an S3 outage): the attempt is given
+			// back and the task tries again after UnavailableBackoff, for as long as the outage
+			// lasts, instead of spending its attempts into an item error.
+			finish.State, finish.Error, finish.RunAfter, finish.Refund = record.TaskReady, msg, tt.now.Add(UnavailableBackoff), true
 			break
 		}
 		if r.TimedOut {

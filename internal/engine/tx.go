@@ -37,6 +37,7 @@ func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
 // Run runs fn in one store transaction with engine state, settles what fn touched, and fires
 // the in-memory notifications after commit. fn may be called again if the transaction is retried.
 func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
+	fn, committed := noted(ctx, fn)
 	var t *tx
 	err := e.store.InTx(ctx, func(x store.Executor) error {
 		t = e.newTx(ctx, x)
@@ -54,6 +55,7 @@ func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
 	if err != nil {
 		return err
 	}
+	committed()
 	t.notify(e)
 	return nil
 }

@@ -35,7 +35,12 @@ func (e *Engine) write(ctx context.Context, fn func(t *Tx) error) error {
 	w := e.writer
 	e.mu.RUnlock()
 	if w != nil {
-		return w.Do(ctx, fn)
+		fn, committed := noted(ctx, fn)
+		if err := w.Do(ctx, fn); err != nil {
+			return err
+		}
+		committed()
+		return nil
 	}
 	return e.Run(ctx, fn)
 }

@@ -24,11 +24,17 @@ import (
 var (
 	benchRequests = flag.Int("fileset.requests", 10000, "requests of BenchmarkFileset")
 	benchFileSize = flag.Int("fileset.filesize", 32<<10, "about the size of each file of BenchmarkFileset")
+	benchHosts    = flag.Int("fileset.hosts", 200, "loopback hosts BenchmarkFileset serves the files from")
+	benchDelay    = flag.Duration("fileset.hostdelay", 100*time.Millisecond, "BenchmarkFileset's --host-delay")
+	benchRuns     = flag.Int("fileset.runs", 2, "runs of BenchmarkFileset's command: the second's successes are success-existing")
 )
 
 // BenchmarkFileset runs `sluice fileset --requests` (the real binary) over the realistic mix
 // of TestMixTwice at 10,000 requests (-fileset.requests) against the fakes, then again (every
 // success becomes success-existing), and reports requests/s, MB/s and the process's peak RSS.
+// The files are served from -fileset.hosts loopback addresses (127.0.1.1, …) and the command
+// runs politely, with --host-delay -fileset.hostdelay: the benchmark fails if two downloads'
+// starts on one host came closer than that.
 // The baseline, measured in the same run, is a plain Go client doing the same HTTP work with
 // 16 goroutines and no engine: landing page, API, every file fetched and its md5 checked.
 //
@@ -50,6 +56,7 @@ func BenchmarkFileset(b *testing.B) {
 			}
 			for b.Loop() {
 				f := newFakes(b)
+				fh := f.spreadFiles(b, *benchHosts)
 				var lines []string
 				var reqs []Request
 				for i := range *benchRequests {
@@ -63,12 +70,13 @@ func BenchmarkFileset(b *testing.B) {
 					b.Fatal(err)
 				}
 				base := benchBaseline(b, f, reqs)
+				fh.reset() // the baseline is not polite
 				data := b.TempDir()
-				for run := 1; run <= 2; run++ {
+				for run := 1; run <= *benchRuns; run++ {
 					before := f.served
 					// The same command again: the first job has ended, so it is a new run.
 					args := append([]string{"fileset", "--data", data, "--requests", path, "--results", filepath.Join(data, fmt.Sprintf("r%d.jsonl", run)),
-						"--platform", "zenodo=" + baseOf(f.zenodo), "--egress-allow", "localhost", "--host-delay", "0"}, dbArgs...)
+						"--platform", "zenodo=" + baseOf(f.zenodo), "--egress-allow", "localhost,127.0.0.0/8", "--host-delay", benchDelay.String()}, dbArgs...)
 					start := time.Now()
 					out, err := runBench(bin, args)
 					if err != nil {
@@ -79,6 +87,11 @@ func BenchmarkFileset(b *testing.B) {
 					bytes := f.served - before
 					f.mu.Unlock()
 					rss := out.rss
+					gap, gets, hosts := fh.minGap()
+					b.Logf("run %d: %d file GETs so far on %d hosts, least gap between two on one host %s (--host-delay %s)", run, gets, hosts, gap, *benchDelay)
+					if gap >= 0 && gap < *benchDelay*9/10 {
+						b.Errorf("two downloads from one host started %s apart: want at least --host-delay %s", gap, *benchDelay)
+					}
 					b.Logf("run %d: %d requests in %s: %.0f requests/s, %.1f MB/s (%d MB), peak RSS %d MB, CPU %s; baseline %.0f requests/s, %.1f MB/s; %s",
 						run, len(reqs), took.Round(time.Millisecond), float64(len(reqs))/took.Seconds(), float64(bytes)/1e6/took.Seconds(),
 						bytes/1e6, rss>>20, out.cpu.Round(time.Millisecond), base.rps, base.mbps, strings.TrimSpace(lastLine(out.text)))

@@ -48,6 +48,8 @@ type fakes struct {
 	// Of "slow" files: bodies served to their end from byte 0, served to their end after a
 	// range, and range requests.
 	fromZero, completed, ranged map[string]int
+	// spread, when set, serves the files registered from then on from many hosts.
+	spread *fileHosts
 }
 
 func newFakes(t testing.TB) *fakes {
@@ -325,10 +327,14 @@ func (f *fakes) config(t testing.TB) Config {
 func (f *fakes) file(key string, body []byte, lie string) map[string]any {
 	f.mu.Lock()
 	f.files[key] = &fakeFile{body: body, lie: lie}
+	base := baseOf(f.web)
+	if f.spread != nil {
+		base = "http://" + f.spread.hostFor(key)
+	}
 	f.mu.Unlock()
 	sum := md5.Sum(body)
 	return map[string]any{"key": key, "size": len(body), "checksum": "md5:" + hex.EncodeToString(sum[:]),
-		"links": map[string]any{"self": baseOf(f.web) + "/f/" + key}}
+		"links": map[string]any{"self": base + "/f/" + key}}
 }
 
 // zenodoRecord registers a Zenodo record of files and returns its landing URL.

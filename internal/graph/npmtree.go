@@ -300,13 +300,17 @@ func (tr *npmTree) replace(t, cur *npmNode, ver string, dist int) (*npmNode, []*
 			requeue = append(requeue, d)
 		}
 	}
-	// What the old version depended on and the new one does not goes, with what only it needed
-	// (arborist prunes the replaced node's old dependency sets); a package that depended on it
-	// too resolves the name again when it is processed.
+	// What the old version depended on and the new one does not goes, with what only it needed,
+	// unless a package outside what goes still relies on it (arborist's replaceOldDep and
+	// pruneForReplacement: the old dependencies' sets gathered with the edges into each set's
+	// first node ignored, then gathered again counting every valid edge from outside but the
+	// new node's); a package that depended on what goes resolves the name again when it is
+	// processed.
 	has := map[string]bool{}
 	for _, e := range nn.edges {
 		has[e.Target] = true
 	}
+	gone := map[*npmNode]bool{}
 	for _, e := range cur.edges {
 		if has[e.Target] {
 			continue
@@ -316,11 +320,31 @@ func (tr *npmTree) replace(t, cur *npmNode, ver string, dist int) (*npmNode, []*
 			continue
 		}
 		for _, d := range tr.pruneSet(to) {
-			for dep := range tr.dependents(d) {
-				requeue = append(requeue, dep)
-			}
-			tr.remove(d)
+			gone[d] = true
 		}
+	}
+	for kept := true; kept; {
+		kept = false
+		for d := range gone {
+			for dep, spec := range tr.dependents(d) {
+				if dep != nn && !gone[dep] && tr.satisfies(d, spec) {
+					delete(gone, d)
+					kept = true
+					break
+				}
+			}
+		}
+	}
+	drop := make([]*npmNode, 0, len(gone))
+	for d := range gone {
+		drop = append(drop, d)
+	}
+	sort.Slice(drop, func(i, j int) bool { return drop[i].loc < drop[j].loc })
+	for _, d := range drop {
+		for dep := range tr.dependents(d) {
+			requeue = append(requeue, dep)
+		}
+		tr.remove(d)
 	}
 	sort.Slice(requeue, func(i, j int) bool { return requeue[i].loc < requeue[j].loc })
 	return nn, requeue

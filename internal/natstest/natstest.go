@@ -1,5 +1,6 @@
 // Package natstest runs the real NATS server (with JetStream) for tests: the shared one of the
-// machine ([Shared]), or a process of a test's own ([Start]) that the test may restart. Tests
+// machine ([Shared]), a process of a test's own ([Start]) that the test may restart, or a
+// cluster of them ([StartCluster]) whose nodes the test may kill and restart. Tests
 // skip without a server, unless SLUICE_TEST_REQUIRE_NATS=1 (CI), where that is a failure.
 package natstest
 
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,6 +61,8 @@ type Server struct {
 	dir  string
 	bin  string
 	tb   testing.TB
+	// args are the cluster's arguments of a node of [StartCluster]; none for [Start].
+	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 }
@@ -80,23 +84,85 @@ func Binary(tb testing.TB) string {
 // Start starts a server on a free port; it is killed when the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(tb)
 	s := &Server{URL: "nats://127.0.0.1:" + strconv.Itoa(port), port: port, dir: tb.TempDir(), bin: Binary(tb), tb: tb}
 	s.start()
 	tb.Cleanup(s.Kill)
 	return s
 }
 
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Cluster is a JetStream cluster of nats-server processes of a test's own, each on its own
+// client and route ports with its own store dir, every node routing to every other.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// URL returns the nodes' addresses as one URL, nats://HOST:PORT,HOST:PORT,HOST:PORT: the form
+// both nats.Connect and a Sluice sink's or source's URL take for a cluster.
+func (c *Cluster) URL() string {
+	hosts := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		hosts[i] = strings.TrimPrefix(n.URL, "nats://")
+	}
+	return "nats://" + strings.Join(hosts, ",")
+}
+
+// StartCluster starts a JetStream cluster of n nodes (3 for R3 streams) and waits until it has
+// a meta leader; the nodes are killed when the test ends. A node may be killed and restarted
+// ([Server.Kill], [Server.Restart]) on the same ports and store.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	bin := Binary(tb)
+	name := fmt.Sprintf("sluice-test-%d", os.Getpid())
+	routes := make([]string, n)
+	clusterPorts := make([]int, n)
+	for i := range n {
+		clusterPorts[i] = freePort(tb)
+		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(clusterPorts[i])
+	}
+	c := &Cluster{}
+	for i := range n {
+		port := freePort(tb)
+		s := &Server{URL: "nats://127.0.0.1:" + strconv.Itoa(port), port: port, dir: tb.TempDir(), bin: bin, tb: tb,
+			args: []string{"--server_name", fmt.Sprintf("n%d", i+1), "--cluster_name", name,
+				"--cluster", routes[i], "--routes", strings.Join(routes, ",")}}
+		tb.Cleanup(s.Kill)
+		c.Nodes = append(c.Nodes, s)
+	}
+	// The nodes start together: a node's JetStream answers only once the cluster has a meta
+	// leader, which needs a quorum of the nodes.
+	for _, s := range c.Nodes {
+		s.launch()
+	}
+	for _, s := range c.Nodes {
+		s.ready()
+	}
+	return c
+}
+
 func (s *Server) start() {
 	s.tb.Helper()
-	cmd := exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(s.dir, "js"))
+	s.launch()
+	s.ready()
+}
+
+// launch starts the process.
+func (s *Server) launch() {
+	s.tb.Helper()
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(s.dir, "js")}, s.args...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	log, err := os.Create(filepath.Join(s.dir, "server.log"))
+	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -107,8 +173,13 @@ func (s *Server) start() {
 	s.mu.Lock()
 	s.cmd = cmd
 	s.mu.Unlock()
-	// Ready once JetStream answers.
-	deadline := time.Now().Add(20 * time.Second)
+}
+
+// ready waits until the server's JetStream answers (for a cluster's node: until the cluster
+// has a meta leader and this node is part of it).
+func (s *Server) ready() {
+	s.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		nc, err := nats.Connect(s.URL, nats.Timeout(time.Second))
 		if err == nil {
@@ -123,7 +194,7 @@ func (s *Server) start() {
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
-			s.tb.Fatalf("nats-server on %s not ready in 20s: %v\n%s", s.URL, err, b)
+			s.tb.Fatalf("nats-server on %s not ready in 30s: %v\n%s", s.URL, err, b)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
 	}

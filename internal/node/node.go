@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/unpack"
 	"github.com/sluice-project/sluice/internal/audit"
 	"github.com/sluice-project/sluice/internal/blob"
+	"github.com/sluice-project/sluice/internal/dbclock"
 	"github.com/sluice-project/sluice/internal/docsearch"
 	"github.com/sluice-project/sluice/internal/egress"
 	"github.com/sluice-project/sluice/internal/engine"
@@ -43,6 +45,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
 	"github.com/sluice-project/sluice/internal/subprocess"
+	"github.com/sluice-project/sluice/internal/watch"
 	"github.com/sluice-project/sluice/internal/worker"
 	"github.com/sluice-project/sluice/internal/workerproto"
 )
@@ -63,6 +66,9 @@ type Config struct {
 	// the engine's defaults.
 	MaxItemDepth int
 	MaxJobItems  int64
+	// MaxBacklog bounds a job's unprocessed items below a step that creates children (see
+	// engine.Config); zero means the engine's default.
+	MaxBacklog int
 	// OpenStore, when set, replaces the embedded SQLite store (Postgres).
 	OpenStore func(ctx context.Context) (store.Store, error)
 	// Blobs, when set, replaces the data dir's blob directory (S3).
@@ -140,8 +146,11 @@ type Node struct {
 	DataDir     string
 	lock        *os.File
 	records     *subprocess.Records // engine processes' running converters
-	log         *slog.Logger
-	drain       time.Duration
+	// clock is the time of leases and deadlines: the database's, on a store shared over the
+	// network (nil: the local clock).
+	clock *dbclock.Clock
+	log   *slog.Logger
+	drain time.Duration
 
 	mu        sync.Mutex
 	listeners []Listener
@@ -352,6 +361,18 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	now := dbclock.LocalClock()
+	if src, ok := n.Store.(dbclock.Source); ok {
+		// Processes on several machines compare each other's leases: one clock for all of
+		// them, the database's (a worker's clock minutes off neither steals live leases nor
+		// keeps dead ones).
+		n.clock = dbclock.New(dbclock.Config{Source: src, Logger: cfg.Logger})
+		if err := n.clock.Sync(ctx); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("read the database's time: %w", err)
+		}
+		now = n.clock.Now
+	}
 	n.Blobs = cfg.Blobs
 	if n.Blobs == nil {
 		d, err := blob.OpenDir(filepath.Join(cfg.DataDir, BlobsDir), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
@@ -362,7 +383,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Blobs = d
 	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, MaxBacklog: cfg.MaxBacklog, Now: now,
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)
@@ -389,6 +410,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := watch.Register(ctx, n.Engine); err != nil {
+		n.Close()
+		return nil, err
+	}
+	// Before the topics: a watching source's cursors are in the watchers' table.
 	if err := n.openTopics(ctx, cfg); err != nil {
 		n.Close()
 		return nil, err
@@ -441,7 +467,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		if lease <= 0 {
 			lease = worker.DefaultLeaseDuration
 		}
-		n.Fleet = fleet.New(fleet.Config{Store: n.Store, Logger: cfg.Logger, ID: w.Owner(), Actions: cfg.Queues, InFlight: w.InFlight})
+		n.Fleet = fleet.New(fleet.Config{Store: n.Store, Logger: cfg.Logger, Now: now, ID: w.Owner(), Actions: cfg.Queues, InFlight: w.InFlight})
 		if err := n.Fleet.Register(ctx, n.Engine); err != nil {
 			n.Close()
 			return nil, err
@@ -469,6 +495,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 // Start starts the workers and the maintenance loop. Calling it again does nothing.
 func (n *Node) Start(ctx context.Context) {
+	if n.clock != nil {
+		n.clock.Start(ctx)
+	}
 	if n.Worker != nil {
 		ctx = subprocess.WithRecords(ctx, n.records)
 		n.Worker.Start(ctx)
@@ -578,6 +607,19 @@ func (n *Node) Close() error {
 	if n.Maintenance != nil {
 		n.Maintenance.Stop()
 	}
+	if n.clock != nil {
+		n.clock.Stop()
+	}
+	if n.Catalog != nil {
+		// Actions that keep tools running (the office action's warm converters) end them.
+		for _, name := range n.Catalog.Names() {
+			if a, ok := n.Catalog.Lookup(name); ok {
+				if c, ok := a.(interface{ Close() }); ok {
+					c.Close()
+				}
+			}
+		}
+	}
 	var errs []error
 	if n.Store != nil {
 		errs = append(errs, n.Store.Close())
@@ -589,4 +631,21 @@ func (n *Node) Close() error {
 		errs = append(errs, n.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Problems lists in plain words what keeps the node from doing its work now — an outage of its
+// blob store — for /readyz and the web UI's banner. It is empty while all is well.
+func (n *Node) Problems(context.Context) []string {
+	var out []string
+	if o, down := blob.OutageOf(n.Blobs); down {
+		out = append(out, o.String()+"; tasks wait and retry without spending their attempts")
+	}
+	return out
+}
+
+// WriteMetrics writes the metrics of the node's parts beside the API's own: the blob store's
+// health and the outbox's.
+func (n *Node) WriteMetrics(ctx context.Context, w io.Writer) error {
+	blob.WriteMetrics(w, n.Blobs)
+	return n.Outbox().WriteMetrics(ctx, w)
 }

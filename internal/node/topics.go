@@ -6,9 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/outbox"
 	"github.com/sluice-project/sluice/internal/sink"
 	"github.com/sluice-project/sluice/internal/source"
+	"github.com/sluice-project/sluice/internal/watch"
 )
 
 // Topics configures a node's outbox sinks and sources (docs/topics.md).
@@ -31,7 +33,9 @@ type Topics struct {
 type topics struct {
 	outbox    *outbox.Outbox
 	consumers []*source.Consumer
-	webhooks  *source.Set
+	// watchers are the sources that watch a folder or an S3 prefix (file://, s3://).
+	watchers []*watch.Watcher
+	webhooks *source.Set
 	// fed are the workflows the sources create jobs of.
 	fed map[string]bool
 }
@@ -56,7 +60,7 @@ func (n *Node) openTopics(ctx context.Context, cfg Config) error {
 			sinks[name] = s
 		}
 	}
-	t.outbox = outbox.New(outbox.Config{Store: n.Store, Logger: cfg.Logger, Sinks: sinks, MaxPending: cfg.Topics.MaxPending,
+	t.outbox = outbox.New(outbox.Config{Store: n.Store, Logger: cfg.Logger, Sinks: sinks, MaxPending: cfg.Topics.MaxPending, Now: n.Engine.Now,
 		MinBackoff: cfg.Topics.RelayBackoff, Exclusive: n.lock != nil})
 	if err := t.outbox.Register(ctx, n.Engine); err != nil {
 		closeSinks()
@@ -65,6 +69,17 @@ func (n *Node) openTopics(ctx context.Context, cfg Config) error {
 	h := &source.Handler{Engine: n.Engine, Records: n.Store, Blobs: n.Blobs, Logger: cfg.Logger}
 	t.webhooks = &source.Set{Handler: h, Specs: map[string]*source.Spec{}}
 	for _, name := range sortedKeys(cfg.Topics.Sources) {
+		if raw := cfg.Topics.Sources[name]; watch.IsURL(raw) {
+			w, err := n.openWatcher(ctx, cfg, name, raw)
+			if err != nil {
+				closeSinks()
+				return err
+			}
+			if w != nil {
+				t.watchers = append(t.watchers, w)
+			}
+			continue
+		}
 		spec, err := source.Parse(name, cfg.Topics.Sources[name])
 		if err != nil {
 			closeSinks()
@@ -82,6 +97,40 @@ func (n *Node) openTopics(ctx context.Context, cfg Config) error {
 	}
 	n.topics = t
 	return nil
+}
+
+// openWatcher makes the watcher of a file:// or s3:// source; only engine processes watch (nil
+// otherwise). Its workflow, when a built-in one not stored yet, is stored.
+func (n *Node) openWatcher(ctx context.Context, cfg Config, name, raw string) (*watch.Watcher, error) {
+	wc, err := watch.Parse(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Engine {
+		return nil, nil
+	}
+	if _, _, err := n.Engine.Definition(ctx, wc.Workflow, 0); err != nil {
+		if _, ok := builtin.Source(wc.Workflow); !ok {
+			return nil, fmt.Errorf("source %s: workflow %q: %w", name, wc.Workflow, err)
+		}
+		if err := builtin.Apply(ctx, n.Engine, wc.Workflow); err != nil {
+			return nil, err
+		}
+	}
+	wc.Engine, wc.Blobs, wc.Records, wc.DB, wc.Logger = n.Engine, n.Blobs, n.Store, n.Store, cfg.Logger
+	if watch.IsS3(wc.Location) {
+		if cfg.OpenS3 == nil {
+			return nil, fmt.Errorf("source %s: this process opens no S3 locations", name)
+		}
+		if wc.Bucket, err = cfg.OpenS3(ctx, wc.Location); err != nil {
+			return nil, fmt.Errorf("source %s: %w", name, err)
+		}
+	}
+	w, err := watch.New(wc)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", name, err)
+	}
+	return w, nil
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -107,6 +156,9 @@ func (n *Node) startTopics(ctx context.Context) {
 	for _, c := range n.topics.consumers {
 		c.Start(ctx)
 	}
+	for _, w := range n.topics.watchers {
+		w.Start(ctx)
+	}
 }
 
 // stopSources stops the sources: no new jobs or events.
@@ -116,6 +168,9 @@ func (n *Node) stopSources() {
 	}
 	for _, c := range n.topics.consumers {
 		c.Stop()
+	}
+	for _, w := range n.topics.watchers {
+		w.Stop()
 	}
 }
 

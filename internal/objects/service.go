@@ -103,8 +103,25 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 		return fmt.Errorf("open the sheet: %w", err)
 	}
 	defer rc.Close()
-	v, err := Validate(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3, Roots: s.Roots,
-		Existing: db.Existing})
+	// The rows are written a chunk at a time as they are checked, none held after its chunk.
+	const chunk = 1000
+	var rows []Row
+	chunks := 0
+	writeRows := func() error {
+		if len(rows) == 0 {
+			return nil
+		}
+		err := writeOp(out, fmt.Sprintf("rows.%d", chunks), write{Op: opRows, Rows: rows})
+		rows, chunks = nil, chunks+1
+		return err
+	}
+	v, err := ValidateEach(ctx, rc, Env{FilesDir: str(t.Item.Metadata, "files_dir"), OpenS3: s.openS3, Roots: s.Roots,
+		Existing: db.Existing}, func(r Row) error {
+		if rows = append(rows, r); len(rows) == chunk {
+			return writeRows()
+		}
+		return nil
+	})
 	if errors.Is(err, ErrNoS3) { // this process will never read the location: retrying is no use
 		return action.Permanent(err)
 	}
@@ -114,15 +131,12 @@ func (s *Service) validateSheet(ctx context.Context, t *action.Task, out action.
 	if err != nil {
 		return err
 	}
-	if err := writeOp(out, "sheet", write{Op: opSheet, Name: t.Item.Name, Status: v.Status, Checks: &v.Checks,
-		Errors: orEmpty(v.FileErrors), RowCount: len(v.Rows)}); err != nil {
+	if err := writeRows(); err != nil {
 		return err
 	}
-	const chunk = 1000
-	for i := 0; i < len(v.Rows); i += chunk {
-		if err := writeOp(out, fmt.Sprintf("rows.%d", i/chunk), write{Op: opRows, Rows: v.Rows[i:min(i+chunk, len(v.Rows))]}); err != nil {
-			return err
-		}
+	if err := writeOp(out, "sheet", write{Op: opSheet, Name: t.Item.Name, Status: v.Status, Checks: &v.Checks,
+		Errors: orEmpty(v.FileErrors), RowCount: v.RowCount}); err != nil {
+		return err
 	}
 	if v.Status == StatusValid {
 		out.Emit("sheet.valid")

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,8 @@ type Validation struct {
 	Checks     Checks
 	FileErrors []FieldError
 	Rows       []Row
+	// RowCount is the number of the sheet's rows checked (0 when the file fails).
+	RowCount int
 }
 
 // Env is what a validation checks a sheet against.
@@ -88,8 +91,26 @@ const (
 
 // Validate reads an ingest sheet and checks it all — the file, then every row — reporting every
 // bad row with each of its errors, not the first. It returns an error only when reading the
-// sheet or asking Env.Existing fails.
+// sheet or asking Env.Existing fails. It holds every row in Validation.Rows; [ValidateEach]
+// holds none.
 func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
+	var rows []Row
+	v, err := ValidateEach(ctx, r, env, func(row Row) error { rows = append(rows, row); return nil })
+	if v != nil {
+		v.Rows = rows
+	}
+	return v, err
+}
+
+// ValidateEach validates a sheet as [Validate] does but hands each row, checked, to each, in
+// order, and keeps none: Validation.Rows stays empty and Validation.RowCount counts them. Its
+// memory does not grow with the sheet's rows: the sheet is read once into a temporary file
+// (the rows' fields), the rules across rows — a file accession number's uniqueness, a work's
+// one work type — are decided by sorting hashes of the accession numbers in bounded runs, and
+// the rows are then checked and handed on a chunk at a time (one Env.Existing call a chunk).
+// Only the rows that break a rule across rows are remembered, with their row numbers. No row
+// is handed on when the file fails. An error from each stops the validation and is returned.
+func ValidateEach(ctx context.Context, r io.Reader, env Env, each func(Row) error) (*Validation, error) {
 	v := &Validation{Checks: Checks{File: CheckPending, Rows: CheckPending, Overall: CheckPending}}
 	fail := func(field, format string, args ...any) (*Validation, error) {
 		v.FileErrors = append(v.FileErrors, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -104,7 +125,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 	}
 	cr := csv.NewReader(br)
 	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = false
+	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if tooLarge() {
 		return fail("file", "the sheet is larger than %d MiB", maxSheetBytes>>20)
@@ -119,6 +140,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read sheet: %w", err)
 	}
+	header = slices.Clone(header)
 	if msgs := checkHeader(header); len(msgs) > 0 {
 		for _, m := range msgs {
 			v.FileErrors = append(v.FileErrors, FieldError{Field: "header", Message: m})
@@ -126,8 +148,22 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		v.Status, v.Checks.File, v.Checks.Overall = StatusFileFail, CheckFail, CheckFail
 		return v, nil
 	}
+	sp, err := newSpool()
+	if err != nil {
+		return nil, err
+	}
+	defer sp.Close()
+	ix := newSheetIndex()
+	defer ix.close()
+	col := func(rec []string, name string) string {
+		if i := slices.Index(header, name); i < len(rec) {
+			return rec[i]
+		}
+		return ""
+	}
 	// Rows are numbered as Meadow numbers them: the first after the header is row 1.
-	for n := 1; ; n++ {
+	n := 0
+	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -138,7 +174,7 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if n > maxSheetRows {
+		if n++; n > maxSheetRows {
 			return fail("file", "the sheet has more than %d rows", maxSheetRows)
 		}
 		if errors.As(err, &pe) {
@@ -147,10 +183,55 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read sheet: %w", err)
 		}
-		row := Row{Row: n, Fields: map[string]string{}}
-		for i, h := range header {
-			if i < len(rec) {
-				row.Fields[h] = rec[i]
+		sp.write(rec)
+		if err := ix.add(n, col(rec, "file_accession_number"), col(rec, "work_accession_number"), col(rec, "work_type")); err != nil {
+			return nil, err
+		}
+	}
+	if n == 0 {
+		return fail("file", "the sheet has no rows")
+	}
+	v.Checks.File = CheckPass
+	if err := ix.decide(); err != nil {
+		return nil, err
+	}
+	files, err := openIndex(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer files.close()
+	sr, err := sp.reader()
+	if err != nil {
+		return nil, err
+	}
+	v.Checks.Rows, v.Checks.Overall, v.Status = CheckPass, CheckPass, StatusValid
+	const chunk = 1000
+	rows := make([]Row, 0, chunk)
+	flush := func() error {
+		if err := ix.checkRows(ctx, header, files, env, rows); err != nil {
+			return err
+		}
+		for _, row := range rows {
+			if row.State == CheckFail {
+				v.Checks.Rows, v.Checks.Overall, v.Status = CheckFail, CheckFail, StatusRowFail
+			}
+			if err := each(row); err != nil {
+				return err
+			}
+		}
+		v.RowCount += len(rows)
+		rows = rows[:0]
+		return nil
+	}
+	for i := 1; i <= n; i++ {
+		rec, err := sr.next()
+		if err != nil {
+			return nil, fmt.Errorf("read the sheet's rows back: %w", noEOF(err))
+		}
+		row := Row{Row: i, Fields: make(map[string]string, len(header)+1)}
+		for j, h := range header {
+			if j < len(rec) {
+				row.Fields[h] = rec[j]
 			} else {
 				row.Fields[h] = ""
 			}
@@ -158,28 +239,14 @@ func Validate(ctx context.Context, r io.Reader, env Env) (*Validation, error) {
 		if len(rec) != len(header) {
 			row.Errors = append(row.Errors, FieldError{Field: "row", Message: fmt.Sprintf("row: has %d fields; the header has %d", len(rec), len(header))})
 		}
-		v.Rows = append(v.Rows, row)
-	}
-	if len(v.Rows) == 0 {
-		return fail("file", "the sheet has no rows")
-	}
-	v.Checks.File = CheckPass
-	files, err := openIndex(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	defer files.close()
-	if err := v.checkRows(ctx, header, files, env); err != nil {
-		return nil, err
-	}
-	v.Checks.Rows, v.Checks.Overall, v.Status = CheckPass, CheckPass, StatusValid
-	for i := range v.Rows {
-		if len(v.Rows[i].Errors) > 0 {
-			v.Rows[i].State = CheckFail
-			v.Checks.Rows, v.Checks.Overall, v.Status = CheckFail, CheckFail, StatusRowFail
-		} else {
-			v.Rows[i].State = CheckPass
+		if rows = append(rows, row); len(rows) == chunk {
+			if err := flush(); err != nil {
+				return nil, err
+			}
 		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -218,51 +285,116 @@ func checkHeader(header []string) []string {
 	return msgs
 }
 
-// sheetIndex is what checking a row needs of the whole sheet: the rows of each file accession
-// number, the work types of each work, and which accession numbers exist in the installation.
+// sheetIndex is what checking a row needs of the whole sheet, kept in a memory that does not
+// grow with the rows: the rows whose file accession number another row has too, the works
+// with more than one work type (both found by sorting 128-bit hashes of the accession numbers
+// in bounded runs: two different numbers share one with a chance under 2^-100), which of a
+// chunk's accession numbers exist in the installation, and a bounded cache of the files read.
 type sheetIndex struct {
-	dupes          map[string][]int
-	workTypes      map[string][]string
+	seeds          [2]maphash.Seed
+	accs, works    runSorter
+	dupOf          map[int]int // row → its group in dupRows
+	dupRows        [][]int
+	conflicting    map[[2]uint64]bool // works' hashes
 	existW, existF map[string]bool
 	mimes          map[string]string // by clean file name: each file is read once
 	vtt            map[string]string // by structure name: its message ("" when it is good)
 }
 
-// checkRows adds each row's errors: at most one per field, Meadow's first, in the order of the
-// sheet's columns, each as Meadow words it — "field: message" ([FieldError]).
-func (v *Validation) checkRows(ctx context.Context, header []string, files fileIndex, env Env) error {
-	ix := sheetIndex{dupes: map[string][]int{}, workTypes: map[string][]string{}, mimes: map[string]string{}, vtt: map[string]string{}}
-	var works, accs []string
-	for _, r := range v.Rows {
-		acc, work := r.Fields["file_accession_number"], r.Fields["work_accession_number"]
-		if len(ix.dupes[acc]) == 0 {
-			accs = append(accs, acc)
-		}
-		ix.dupes[acc] = append(ix.dupes[acc], r.Row)
-		wts, seen := ix.workTypes[work]
-		if !seen {
-			works = append(works, work)
-		}
-		if t := r.Fields["work_type"]; t != "" && !slices.Contains(wts, t) {
-			wts = append(wts, t)
-		}
-		ix.workTypes[work] = wts
+// cacheLen bounds sheetIndex's caches of files read: when one is full it is emptied.
+const cacheLen = 4096
+
+func newSheetIndex() *sheetIndex {
+	return &sheetIndex{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, dupOf: map[int]int{},
+		conflicting: map[[2]uint64]bool{}, mimes: map[string]string{}, vtt: map[string]string{}}
+}
+
+func (ix *sheetIndex) close() { _ = errors.Join(ix.accs.Close(), ix.works.Close()) }
+
+func (ix *sheetIndex) hash(s string) [2]uint64 {
+	return [2]uint64{maphash.String(ix.seeds[0], s), maphash.String(ix.seeds[1], s)}
+}
+
+// add records a row's file accession number, work and work type.
+func (ix *sheetIndex) add(row int, acc, work, workType string) error {
+	h := ix.hash(acc)
+	if err := ix.accs.add(entry{h[0], h[1], uint64(row)}); err != nil {
+		return err
 	}
+	if workType == "" {
+		return nil
+	}
+	w := ix.hash(work)
+	return ix.works.add(entry{w[0], w[1], maphash.String(ix.seeds[0], workType)})
+}
+
+// decide finds, once every row is added, the rows whose file accession number is duplicated
+// and the works with more than one work type.
+func (ix *sheetIndex) decide() error {
+	var group []int
+	var last entry
+	end := func() {
+		if len(group) > 1 {
+			for _, r := range group {
+				ix.dupOf[r] = len(ix.dupRows)
+			}
+			ix.dupRows = append(ix.dupRows, slices.Clone(group))
+		}
+		group = group[:0]
+	}
+	err := ix.accs.each(func(e entry) error {
+		if e.a != last.a || e.b != last.b {
+			end()
+		}
+		last = e
+		group = append(group, int(e.c))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	end()
+	first := true
+	return ix.works.each(func(e entry) error {
+		if !first && e.a == last.a && e.b == last.b && e.c != last.c {
+			ix.conflicting[[2]uint64{e.a, e.b}] = true
+		}
+		first, last = false, e
+		return nil
+	})
+}
+
+// checkRows adds each row's errors and state: at most one error per field, Meadow's first, in
+// the order of the sheet's columns, each as Meadow words it — "field: message" ([FieldError]).
+func (ix *sheetIndex) checkRows(ctx context.Context, header []string, files fileIndex, env Env, rows []Row) error {
+	ix.existW, ix.existF = nil, nil
 	if env.Existing != nil {
+		var works, accs []string
+		for _, r := range rows {
+			if w := r.Fields["work_accession_number"]; !slices.Contains(works, w) {
+				works = append(works, w)
+			}
+			accs = append(accs, r.Fields["file_accession_number"])
+		}
+		slices.Sort(accs)
 		var err error
-		if ix.existW, ix.existF, err = env.Existing(ctx, works, accs); err != nil {
+		if ix.existW, ix.existF, err = env.Existing(ctx, works, slices.Compact(accs)); err != nil {
 			return fmt.Errorf("look up accession numbers: %w", err)
 		}
 	}
-	for i := range v.Rows {
+	for i := range rows {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r := &v.Rows[i]
+		r := &rows[i]
 		for _, field := range header {
 			if msg := ix.check(ctx, files, r, field); msg != "" {
 				r.Errors = append(r.Errors, FieldError{Field: field, Message: field + ": " + msg})
 			}
+		}
+		r.State = CheckPass
+		if len(r.Errors) > 0 {
+			r.State = CheckFail
 		}
 	}
 	return nil
@@ -317,8 +449,8 @@ func (ix *sheetIndex) check(ctx context.Context, files fileIndex, r *Row, field 
 	switch field {
 	case "work_type":
 		work := r.Fields["work_accession_number"]
-		switch wts := ix.workTypes[work]; {
-		case len(wts) > 1:
+		switch {
+		case ix.conflicting[ix.hash(work)]:
 			return fmt.Sprintf("work %s has conflicting work_type values", work)
 		case !slices.Contains(WorkTypes, value):
 			return value + " is invalid"
@@ -328,9 +460,9 @@ func (ix *sheetIndex) check(ctx context.Context, files fileIndex, r *Row, field 
 			return value + " is invalid"
 		}
 	case "file_accession_number":
-		switch rows := ix.dupes[value]; {
-		case len(rows) > 1:
-			return fmt.Sprintf("%s is duplicated on rows %s", value, joinInts(rows))
+		switch g, dup := ix.dupOf[r.Row]; {
+		case dup:
+			return fmt.Sprintf("%s is duplicated on rows %s", value, joinInts(ix.dupRows[g]))
 		case ix.existF[value]:
 			return value + " already exists in system"
 		}
@@ -351,6 +483,9 @@ func (ix *sheetIndex) check(ctx context.Context, files fileIndex, r *Row, field 
 		mime, seen := ix.mimes[p]
 		if !seen {
 			mime = files.mime(ctx, p)
+			if len(ix.mimes) == cacheLen {
+				clear(ix.mimes)
+			}
 			ix.mimes[p] = mime
 		}
 		if mime == "" {
@@ -393,6 +528,9 @@ func (ix *sheetIndex) structure(ctx context.Context, files fileIndex, name, work
 				m = fmt.Sprintf("The following error occurred validating %s: %v", name, err)
 			case !ok:
 				m = name + " is not a valid WebVTT file"
+			}
+			if len(ix.vtt) == cacheLen {
+				clear(ix.vtt)
 			}
 			ix.vtt[p] = m
 		}

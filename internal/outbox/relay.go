@@ -49,6 +49,12 @@ func (o *Outbox) Stop() {
 	})
 }
 
+// replicator is the store's capability of waiting for its standbys (PostgreSQL's):
+// WaitReplicated returns once every streaming standby holds what was committed before the call.
+type replicator interface {
+	WaitReplicated(ctx context.Context) error
+}
+
 // row is one undelivered message.
 type row struct {
 	id  int64
@@ -84,6 +90,17 @@ func (o *Outbox) relay(ctx context.Context, name string, s sink.Sink, wake <-cha
 		if len(rows) == 0 {
 			o.wait(ctx, wake, o.cfg.PollInterval)
 			continue
+		}
+		if r, ok := o.db.(replicator); ok {
+			// Rows read from a primary may be lost with it if a standby that has not received
+			// them is promoted: publish only what the standbys hold.
+			if err := r.WaitReplicated(ctx); err != nil {
+				if ctx.Err() == nil {
+					o.log.Warn("outbox wait for the standbys", "sink", name, "error", err)
+				}
+				o.wait(ctx, wake, o.cfg.PollInterval)
+				continue
+			}
 		}
 		msgs := make([]sink.Message, len(rows))
 		for i, r := range rows {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +43,9 @@ type NATS struct {
 }
 
 // Connect connects to a NATS server (a nats:// URL without path) for as long as the process
-// runs: reconnecting for ever every 250ms, and starting even while the server is down.
+// runs: reconnecting for ever every 250ms, and starting even while the server is down. The URL
+// may name a cluster's nodes, nats://HOST:PORT,HOST:PORT,HOST:PORT: the connection starts on
+// any that answers and moves to another when its node dies (the nodes also announce each other).
 func Connect(u *url.URL, name string) (*nats.Conn, error) {
 	server := *u
 	server.Path, server.RawQuery, server.RawPath = "", "", ""
@@ -65,6 +68,11 @@ func openNATS(ctx context.Context, u *url.URL, o Options) (*NATS, error) {
 		nc.Close()
 		return nil, err
 	}
+	replicas, err := Replicas(u.Query())
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("sink %s: %w", redact.URL(u.String()), err)
+	}
 	s := &NATS{nc: nc, js: js, prefix: prefix, timeout: o.Timeout, streams: map[string]string{}}
 	if name := u.Query().Get("stream"); name != "" {
 		dup := 2 * time.Minute
@@ -78,13 +86,27 @@ func openNATS(ctx context.Context, u *url.URL, o Options) (*NATS, error) {
 		if prefix != "" {
 			subjects = []string{prefix + ".>"}
 		}
-		if err := EnsureStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: subjects, Duplicates: dup, Storage: jetstream.FileStorage}); err != nil {
+		if err := EnsureStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: subjects, Duplicates: dup, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
 			// The server may be down: the relay retries publishing, and a publish with no
 			// stream says so in the outbox's status.
 			o.Logger.Warn("nats stream not ensured", "stream", name, "error", err)
 		}
 	}
 	return s, nil
+}
+
+// Replicas reads a sink's or source's replicas= (the copies a stream it creates keeps across a
+// JetStream cluster's nodes, 1 to 5); it returns 1 without one.
+func Replicas(q url.Values) (int, error) {
+	v := q.Get("replicas")
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 5 {
+		return 0, fmt.Errorf("replicas=%s: a number from 1 to 5 (3 for a three-node cluster)", v)
+	}
+	return n, nil
 }
 
 // EnsureStream creates the stream when it does not exist; an existing one is left as it is.

@@ -60,9 +60,10 @@ type Options struct {
 
 // Open opens a sink from its URL:
 //
-//   - nats://HOST:PORT[/PREFIX][?stream=NAME&duplicates=2m] — JetStream. Subjects are
-//     PREFIX.SUBJECT. With stream, a stream of that name capturing PREFIX.> is created when
-//     missing, with the duplicates window (default 2m, JetStream's).
+//   - nats://HOST:PORT[,HOST:PORT…][/PREFIX][?stream=NAME&duplicates=2m&replicas=N] — JetStream,
+//     on one server or a cluster's nodes. Subjects are PREFIX.SUBJECT. With stream, a stream of
+//     that name capturing PREFIX.> is created when missing, with the duplicates window (default
+//     2m, JetStream's) and N replicas (default 1; 3 on a three-node cluster).
 //   - http://… or https://…[?secret=S | ?secret_file=F] — a webhook: one POST per message,
 //     signed with HMAC-SHA256 of the body under the secret (the query parameters are not sent).
 //   - file:PATH — appends one JSON line per message to PATH, fsynced before acknowledging.

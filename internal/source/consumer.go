@@ -115,7 +115,7 @@ func (c *Consumer) run(ctx context.Context) {
 // consumer ensures the stream and the durable consumer.
 func (c *Consumer) consumer(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
 	s := c.cfg.Spec
-	if err := sink.EnsureStream(ctx, js, jetstream.StreamConfig{Name: s.Stream, Subjects: []string{s.Subject}, Storage: jetstream.FileStorage}); err != nil {
+	if err := sink.EnsureStream(ctx, js, jetstream.StreamConfig{Name: s.Stream, Subjects: []string{s.Subject}, Storage: jetstream.FileStorage, Replicas: s.Replicas}); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/redact"
+	"github.com/sluice-project/sluice/internal/sink"
 
 	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/record"
@@ -33,7 +34,7 @@ import (
 
 // Spec is a source's configuration, parsed from its URL ([Parse]):
 //
-//	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W[&as=metadata|file][&filter.ATTR=V1,V2…][&headers=H1,H2…]
+//	nats://HOST:PORT[,HOST:PORT…]/SUBJECT?stream=S&durable=D&workflow=W[&replicas=N][&as=metadata|file][&filter.ATTR=V1,V2…][&headers=H1,H2…]
 //	nats://HOST:PORT/SUBJECT?stream=S&durable=D&workflow=W&event=E&key=K[&filter.…]
 //	webhook:?workflow=W[&as=…][&event=E&key=K][&secret=S][&filter.…][&headers=H1,H2…]
 type Spec struct {
@@ -41,8 +42,11 @@ type Spec struct {
 	// URL is the source's URL, with secrets redacted.
 	URL string
 	// Server and Subject, Stream and Durable: the JetStream consumer (nats:// sources).
+	// Server may name a cluster's nodes (nats://HOST:PORT,HOST:PORT,HOST:PORT); Replicas is the
+	// replicas of the stream when the source creates it (replicas=, default 1).
 	Server                   *url.URL
 	Subject, Stream, Durable string
+	Replicas                 int
 	// Workflow is the workflow of the jobs (or, with Event, of the jobs searched for the item).
 	Workflow string
 	// As is how a job gets the body: "metadata" (a JSON object merged into the root's
@@ -117,6 +121,9 @@ func Parse(name, raw string) (*Spec, error) {
 		}
 		if s.Durable == "" {
 			s.Durable = "sluice-" + name
+		}
+		if s.Replicas, err = sink.Replicas(q); err != nil {
+			return nil, fmt.Errorf("source %s: %w", name, err)
 		}
 		server := *u
 		server.Path, server.RawPath, server.RawQuery = "", "", ""

@@ -28,6 +28,13 @@ func TestParseAndFilter(t *testing.T) {
 	if s.Subject != "meadow.rows" || s.Durable != "sluice-rows" || s.Server.String() != "nats://127.0.0.1:4222" {
 		t.Fatalf("spec = %+v", s)
 	}
+	c, err := source.Parse("rows", "nats://10.0.0.1:4222,10.0.0.2:4222,10.0.0.3:4222/meadow.rows?stream=M&workflow=w&replicas=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Replicas != 3 || c.Server.Host != "10.0.0.1:4222,10.0.0.2:4222,10.0.0.3:4222" || s.Replicas != 1 {
+		t.Fatalf("cluster spec = %+v (server %s), single = %d replicas", c, c.Server, s.Replicas)
+	}
 	for _, tc := range []struct {
 		name  string
 		attrs map[string]string
@@ -41,7 +48,8 @@ func TestParseAndFilter(t *testing.T) {
 			t.Errorf("%s: accepts = %v", tc.name, got)
 		}
 	}
-	for _, bad := range []string{"nats://h/s?workflow=w", "webhook:?as=xml&workflow=w", "webhook:", "webhook:?workflow=w&key=k", "ftp://x?workflow=w"} {
+	for _, bad := range []string{"nats://h/s?workflow=w", "webhook:?as=xml&workflow=w", "webhook:", "webhook:?workflow=w&key=k", "ftp://x?workflow=w",
+		"nats://h:1,h:2,h:3/s?stream=S&workflow=w&replicas=7", "nats://h/s?stream=S&workflow=w&replicas=three"} {
 		if _, err := source.Parse("x", bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}

@@ -223,6 +223,11 @@ type Executor interface {
 	// ItemAddChild records n created children on their parent: n_children+n, share reduced by
 	// length (their lengths summed), never below zero.
 	ItemAddChild(ctx context.Context, p ItemAddChildParams) error
+	// ItemCountBacklog counts the job's items not yet processed (created or written) deeper
+	// than p.Depth, up to p.Limit: a count that stops at the bound costs what the bound does,
+	// however many items the job has. It is what a step that creates children waits on (see
+	// engine's backlog bound).
+	ItemCountBacklog(ctx context.Context, p ItemCountBacklogParams) (int, error)
 	// ItemHasChildInState reports whether the parent has a child in one of the states.
 	ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error)
 	ItemListChildren(ctx context.Context, parentID int64, step string) ([]*record.Item, error)
@@ -324,6 +329,10 @@ type Executor interface {
 	// TaskCounts counts the job's tasks by state, step, action and queue in one pass (see
 	// TaskStats), ordered by those.
 	TaskCounts(ctx context.Context, jobID int64) ([]record.TaskCount, error)
+	// QueueStats counts, per queue and action over every job, the ready tasks due by p.Now
+	// (with the oldest one's ready time), the running tasks, and the tasks completed since
+	// p.Since; in no order.
+	QueueStats(ctx context.Context, p QueueStatsParams) ([]QueueStat, error)
 
 	// ClaimTake claims p.Key for the running task p.TaskID unless another task holds it, and
 	// returns the claim as it stands: held by p.TaskID (it runs), held by another task (park it
@@ -462,6 +471,24 @@ type ItemInsertParams struct {
 	Now           time.Time
 }
 
+// QueueStatsParams asks [Executor.QueueStats] for the queues as of Now, with the tasks
+// completed since Since.
+type QueueStatsParams struct {
+	Now, Since time.Time
+}
+
+// QueueStat is one queue's tasks of one action.
+type QueueStat struct {
+	Queue, Action string
+	// Ready counts the ready tasks due now; OldestReady is when the longest waiting of them
+	// became ready (its creation, or the end of its retry backoff), zero when there is none.
+	Ready       int
+	OldestReady time.Time
+	Running     int
+	// Completed counts the tasks completed since [QueueStatsParams.Since].
+	Completed int
+}
+
 // ItemListParams lists a job's items in tree order.
 type ItemListParams struct {
 	JobID       int64
@@ -471,6 +498,14 @@ type ItemListParams struct {
 	Limit       int
 	WithText    bool
 	OnlyErrored bool
+}
+
+// ItemCountBacklogParams names the backlog [Executor.ItemCountBacklog] counts: the job's
+// unprocessed items of depth greater than Depth, at most Limit of them.
+type ItemCountBacklogParams struct {
+	JobID int64
+	Depth int
+	Limit int
 }
 
 // ItemAddChildParams counts N children created under a parent whose lengths sum to Length.

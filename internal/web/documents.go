@@ -219,7 +219,8 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 	if err != nil {
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
-	tasks, err := w.rec.TaskListByItem(ctx, id)
+	// Every step of the workflow with its state on the item, those that have not run included.
+	steps, err := w.b.Engine().StepStatesOf(ctx, it.JobID, []*record.Item{it})
 	if err != nil {
 		return err
 	}
@@ -268,10 +269,10 @@ func (w *Web) itemPage(rw http.ResponseWriter, r *http.Request, s *session) erro
 		Text     []snippetPart
 		Marks    int
 		Cut      bool
-		Tasks    []*record.Task
+		Steps    []engine.StepState
 		Attempts []engine.Attempt
 		Replaced []supersededError
-	}{it, pdfID, marked, 0, cut, tasks, attempts, replaced}
+	}{it, pdfID, marked, 0, cut, steps[it.ID], attempts, replaced}
 	for _, p := range marked {
 		if p.Mark {
 			data.Marks++

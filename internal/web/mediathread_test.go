@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,6 +87,26 @@ func TestBrowserMediathread(t *testing.T) {
 	t.Logf("correlation key: %s", key)
 	admin.screenshot("11-mediathread-waiting")
 	admin.checkA11y("job waiting on an event")
+
+	// The item page shows every step of the workflow with its state: the two that ran, the
+	// two waiting for the transcoder, and those waiting on other steps.
+	var jobID int64
+	if _, err := fmt.Sscanf(jobPath, "/jobs/%d", &jobID); err != nil {
+		t.Fatal(err)
+	}
+	its, err := b.n.Store.ItemList(t.Context(), store.ItemListParams{JobID: jobID})
+	if err != nil || len(its) != 1 {
+		t.Fatalf("items: %v %v", its, err)
+	}
+	admin.open(fmt.Sprintf("/items/%d", its[0].ID))
+	admin.waitJS(10*time.Second, "the item's steps", `document.querySelectorAll(".item-steps tr.step").length === 7`, `document.querySelector("main").innerText`)
+	if got := eval[string](admin, `[...document.querySelectorAll(".item-steps tr.step")].map((r) => r.dataset.step + ":" + r.querySelector(".state").textContent + ":" + r.dataset.needs).join(" ")`); got !=
+		"extract-metadata:complete: create-transcode:complete: pull-thumbnails:blocked:et-job-finished copy-to-cunix:blocked:et-job-finished "+
+			"submit:blocked:poster-created+uploaded-to-cunix email-success:blocked:submitted email-failure:blocked:failed" {
+		t.Errorf("the item page's steps: %s", got)
+	}
+	admin.screenshot("13-mediathread-item-steps")
+	admin.checkA11y("item steps while waiting")
 
 	// The operations page finds them too, with the key; and it shows the workers' health: a
 	// remote worker polling, and a process killed two minutes ago flagged stale.

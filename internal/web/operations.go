@@ -168,47 +168,30 @@ func ago(d time.Duration) string {
 	return humanDuration(d) + " ago"
 }
 
-// waitingSteps lists the steps of a running job's open items (up to 200) that wait on external
-// events not yet fired. Blocked tasks have no row: a step waits on an external event when the
-// item is still open, the step needs an external event not yet fired, and the step has not run.
+// waitingSteps lists the steps of a running job's open items (up to 200 items) that wait on
+// external events not yet fired: the job's blocked step instances ([engine.Engine.Waits]) that
+// need one.
 func (w *Web) waitingSteps(ctx context.Context, j *record.Job, now time.Time) ([]waitingTask, error) {
 	e := w.b.Engine()
 	def, _, err := e.Definition(ctx, j.WorkflowName, j.WorkflowVersion)
 	if err != nil || len(def.External) == 0 {
 		return nil, nil
 	}
-	open, err := w.rec.ItemList(ctx, store.ItemListParams{JobID: j.ID, States: []record.ItemState{record.ItemWritten}, Limit: 200})
+	jw, err := e.Waits(ctx, j.ID, 200)
 	if err != nil {
 		return nil, err
 	}
 	var waiting []waitingTask
-	for _, it := range open {
-		fired, err := w.rec.EventListByItem(ctx, it.ID)
-		if err != nil {
-			return nil, err
-		}
-		tasks, err := w.rec.TaskListByItem(ctx, it.ID)
-		if err != nil {
-			return nil, err
-		}
-		ran := map[string]bool{}
-		for _, t := range tasks {
-			ran[t.Step] = true
-		}
-		for _, step := range def.Steps {
-			if ran[step.Name] {
-				continue
+	for _, iw := range jw.Items {
+		var evs []string
+		for _, n := range iw.Needs {
+			if def.IsExternal(n) {
+				evs = append(evs, n)
 			}
-			var evs []string
-			for _, n := range step.Needs {
-				if def.IsExternal(n) && !slices.Contains(fired, n) {
-					evs = append(evs, n)
-				}
-			}
-			if len(evs) > 0 {
-				waiting = append(waiting, waitingTask{JobID: j.ID, ItemID: it.ID, Item: it.Name, Step: step.Name,
-					Events: evs, Waiting: since(now, it.CreatedAt), Keys: metadataKeys(it.Metadata)})
-			}
+		}
+		if len(evs) > 0 {
+			waiting = append(waiting, waitingTask{JobID: j.ID, ItemID: iw.ItemID, Item: iw.Name, Step: iw.Step,
+				Events: evs, Waiting: since(now, iw.Since), Keys: iw.Keys})
 		}
 	}
 	return waiting, nil

@@ -19,6 +19,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ type Config struct {
 	// for /ui/api/….
 	API    http.Handler
 	Logger *slog.Logger
+	// Problems, when set, lists what keeps the server from working now (the API's /readyz):
+	// every page shows them as a banner while they last.
+	Problems func(ctx context.Context) []string
 	// SecureCookies marks session cookies Secure even when the request did not arrive over TLS
 	// (behind a TLS-terminating proxy). Cookies of requests over TLS are always Secure.
 	SecureCookies bool
@@ -117,6 +121,7 @@ func (w *Web) Handler() http.Handler {
 	root.Handle("/v1/", w.cfg.API)
 	root.Handle("/metrics", w.cfg.API)
 	root.Handle("/healthz", w.cfg.API)
+	root.Handle("/readyz", w.cfg.API)
 	root.Handle("/", headers(w.mux))
 	return root
 }
@@ -237,6 +242,8 @@ type pageData struct {
 	Nav     string
 	Session *session
 	Data    any
+	// Problems are shown as a banner on every page: what keeps the server from working now.
+	Problems []string
 }
 
 // Admin reports whether the signed-in person may change things.
@@ -293,6 +300,9 @@ func (w *Web) parseTemplates() {
 // render writes a page in the layout; a fragment (name starting with "frag-") without it.
 func (w *Web) render(rw http.ResponseWriter, r *http.Request, status int, name string, s *session, d pageData) {
 	d.Session = s
+	if w.cfg.Problems != nil && s != nil {
+		d.Problems = w.cfg.Problems(r.Context())
+	}
 	t, ok := w.pages[name]
 	if !ok {
 		panic("web: no template " + name)

@@ -45,6 +45,9 @@ func (w *Worker) queues(ctx context.Context) []queueInfo {
 		out = append(out, queueInfo{name: name, limit: limit, brief: brief})
 	}
 	limitOf := func(act string) int {
+		if n := w.concurrency.Load(); n > 0 {
+			return int(n)
+		}
 		if n := w.cfg.Concurrency[act]; n > 0 {
 			return n
 		}

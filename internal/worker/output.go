@@ -56,6 +56,10 @@ type output struct {
 	advanced func()
 	// record, when set, collects the effects for the conversion cache.
 	record *effects
+	// backlog admits each new child against the job's backlog bound; pause is called as the
+	// attempt starts and ends waiting there (see engine.Backlog.Admit). Nil admits all.
+	backlog *engine.Backlog
+	pause   func(waiting bool) error
 }
 
 var _ action.Output = (*output)(nil)
@@ -124,18 +128,27 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		o.recordChild(nc)
 		return nil
 	}
+	// A new child waits here while the job's backlog is at its bound: the action blocks in
+	// this call (Overview's stall), and its children so far stay committed.
+	if o.backlog != nil {
+		if err := o.backlog.Admit(ctx, o.pause); err != nil {
+			return err
+		}
+	}
 	// The blobs are staged, not waited for: their durability is awaited by the goroutine that
 	// records the child, so an action that makes many small children shares each fsync among
 	// them. At most maxStaged children wait at once (memory: small blobs are held until durable).
 	select {
 	case o.unrecorded <- struct{}{}:
 	case <-ctx.Done():
+		o.settle()
 		return ctx.Err()
 	}
 	select {
 	case o.staged <- struct{}{}:
 	case <-ctx.Done():
 		<-o.unrecorded
+		o.settle()
 		return ctx.Err()
 	}
 	var waits []func() error
@@ -155,6 +168,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		if child.BlobSHA256, child.Size, err = put(c.Blob, c.Text == nil); err != nil {
 			<-o.staged
 			<-o.unrecorded
+			o.settle()
 			return fmt.Errorf("store child %q: %w", c.Name, err)
 		}
 	}
@@ -163,6 +177,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 		if child.ThumbnailSHA, _, err = put(c.Thumbnail, false); err != nil {
 			<-o.staged
 			<-o.unrecorded
+			o.settle()
 			return fmt.Errorf("store thumbnail of child %q: %w", c.Name, err)
 		}
 	}
@@ -172,6 +187,7 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	go func() {
 		defer o.pending.Done()
 		defer func() { <-o.unrecorded }()
+		defer o.settle() // committed (or after the action returned, queued with its result)
 		for _, wait := range waits {
 			if err := wait(); err != nil {
 				<-o.staged
@@ -311,6 +327,13 @@ const maxUnrecorded = 2048
 // maxGroup closes a group of children: a quarter of maxUnrecorded, so that the next group can
 // grow as large while one commits on each of Postgres's two lanes.
 const maxGroup = maxUnrecorded / 4
+
+// settle tells the backlog bound that an admitted child is committed, or will not be.
+func (o *output) settle() {
+	if o.backlog != nil {
+		o.backlog.Settled(1)
+	}
+}
 
 // fail records the first error of recording a child; the attempt then fails with it.
 func (o *output) fail(err error) {

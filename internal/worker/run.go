@@ -222,6 +222,22 @@ func (w *Worker) execute(ctx context.Context, t *record.Task, it *record.Item, r
 	}
 	out := &output{w: w, task: t, spec: spec, brief: policy.Brief, ctx: tctx, result: res, itemName: it.Name,
 		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
+	if !policy.Brief {
+		out.backlog = w.e.Backlog(t, it)
+		defer out.backlog.Close()
+		// While the attempt waits for its job's backlog to drain, it holds no slot (the tasks
+		// that drain it must run) and its timeout does not run: the wait is not the action's.
+		out.pause = func(waiting bool) error {
+			if waiting {
+				deadline.Stop()
+			} else if !expired.Load() {
+				deadline.Reset(timeout)
+			}
+			w.slots.wait(t.Queue, waiting)
+			w.kick()
+			return nil
+		}
+	}
 	if policy.IdleTimeout && !policy.Brief {
 		// The timeout starts again with each step of progress (see action.Policy.IdleTimeout).
 		out.advanced = func() {
@@ -277,6 +293,11 @@ func (w *Worker) execute(ctx context.Context, t *record.Task, it *record.Item, r
 	}
 	if err != nil && ctx.Err() != nil {
 		return errStopping
+	}
+	if err != nil && tmp != "" {
+		// Checked before the deferred removal frees the space: a tool that filled the temp
+		// dir failed for the disk, not for its input, whatever it said.
+		err = tempDirFull(tmp, err)
 	}
 	if key != "" && (err == nil || action.IsPermanent(err)) {
 		fin.cacheValue = w.cache.entry(out, err)

@@ -293,6 +293,24 @@ func (s *slots) done(queue string, id int64) {
 	s.mu.Unlock()
 }
 
+// wait gives back the slot of a running task of queue while it waits for its job's backlog to
+// drain (engine.Backlog), or takes it again (waiting false) when the task goes on. A waiting task
+// holds no slot, so that the tasks that drain the backlog run though its queue (or the one slot
+// of a worker) is full of waiting ones; one that goes on may take its queue past its limit for
+// a while, and the dispatcher leases none of the queue until it is back under.
+func (s *slots) wait(queue string, waiting bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	if waiting {
+		s.inflight[queue]--
+	} else {
+		s.inflight[queue]++
+	}
+}
+
 // cancel cancels the running tasks among ids.
 func (s *slots) cancel(ids []int64) {
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/blob"
@@ -75,6 +76,8 @@ type Worker struct {
 
 	// slots schedules: tasks running per queue, brief batches, idle queues (slots.go).
 	slots *slots
+	// concurrency, when positive, replaces every action's concurrency ([Worker.SetConcurrency]).
+	concurrency atomic.Int64
 	// leases are the leases renew extends (renew.go).
 	leases *leases
 	// cache is the conversion cache and its flights (cache.go).
@@ -294,3 +297,10 @@ func (w *Worker) Stop(ctx context.Context) {
 		w.stopTasks()
 	})
 }
+
+// SetConcurrency makes every action run up to n tasks at once in this worker (per queue, as
+// an action's own concurrency does), replacing [Config.Concurrency] and the actions' defaults;
+// 0 restores them. The worker applies it when it next reads its queues (every 5 s at most).
+// `sluice worker --autoscale` sets it from the scaling signal (package scale). It is safe for
+// concurrent use.
+func (w *Worker) SetConcurrency(n int) { w.concurrency.Store(int64(max(n, 0))) }

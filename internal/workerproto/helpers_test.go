@@ -28,13 +28,22 @@ import (
 )
 
 // route is an in-process action that sends roots to the remote step, so children (which also get
-// start) are not converted again.
-type route struct{}
+// start) are not converted again. With tokens, it takes one per child before it ends: the
+// downstream step the test paces.
+type route struct{ tokens chan struct{} }
 
 func (route) Spec() action.Spec { return action.Spec{Name: "route", Outcomes: []string{"root"}} }
-func (route) Run(_ context.Context, t *action.Task, out action.Output) error {
+func (r route) Run(ctx context.Context, t *action.Task, out action.Output) error {
 	if t.Item.ParentID == 0 {
 		out.Emit("root")
+		return nil
+	}
+	if r.tokens != nil {
+		select {
+		case <-r.tokens:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -57,6 +66,10 @@ type opts struct {
 	maxText int
 	// testDomain registers the test domain (package testdomain) before the worker starts.
 	testDomain bool
+	// maxBacklog is the engine's Config.MaxBacklog.
+	maxBacklog int
+	// tokens, when set, paces the route step of children (see route).
+	tokens chan struct{}
 }
 
 const workflowTmpl = `name: conv
@@ -86,10 +99,10 @@ func setup(t testing.TB, o opts) *bundle {
 		t.Fatal(err)
 	}
 	cat := &action.Catalog{}
-	cat.Register(route{}, workerproto.RemoteAction())
+	cat.Register(route{tokens: o.tokens}, workerproto.RemoteAction())
 	var w *worker.Worker
 	var srv *workerproto.Server
-	e := engine.New(engine.Config{Store: db, Catalog: cat,
+	e := engine.New(engine.Config{Store: db, Catalog: cat, MaxBacklog: o.maxBacklog,
 		OnReady:  func(qs []string) { w.Ready(qs); srv.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})

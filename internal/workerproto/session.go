@@ -52,6 +52,8 @@ const (
 var (
 	errTruncated = errors.New("request body ended early")
 	errCanceled  = errors.New("canceled")
+	// errChildFailed ends a wait of admit whose flush failed the task.
+	errChildFailed = errors.New("a child failed the task")
 )
 
 // pendingChild is the child being written: its header arrived, it is created in the database
@@ -106,12 +108,15 @@ type session struct {
 	effects    engine.Effects
 	writeN     int
 	writeBytes int
+	// backlog admits each new child against the job's backlog bound (engine.Backlog): the
+	// request that carries it is not read on while the job's backlog is at the bound.
+	backlog *engine.Backlog
 }
 
 func newSession(s *Server, name, owner string, task *record.Task, it *record.Item) *session {
 	now := time.Now()
 	return &session{srv: s, id: newID(), name: name, owner: owner, task: task, item: it, started: s.b.Engine().Now(),
-		lastActive: now, cancelCh: make(chan struct{}), writeN: -1}
+		lastActive: now, cancelCh: make(chan struct{}), writeN: -1, backlog: s.b.Engine().Backlog(task, it)}
 }
 
 // enter registers a request on the session; post asks for the exclusive fragment POST. ok is
@@ -270,6 +275,7 @@ func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 		err = ss.srv.b.Do(ctx, func(t *engine.Tx) error { return t.Apply(fail) })
 	}
 	ss.srv.b.Engine().ClearProgress(ss.task.ID)
+	ss.backlog.Close()
 	ss.srv.unbind(ss)
 	if err != nil {
 		ss.srv.log.Error("finish remote task", "action", ss.name, "task_id", ss.task.ID, "error", err)
@@ -289,7 +295,33 @@ func (ss *session) flush(ctx context.Context) error {
 	if errors.Is(err, engine.ErrNondeterministic) {
 		return ss.fail(ctx, err)
 	}
+	if err == nil {
+		ss.backlog.Settled(len(batch))
+	}
 	return err
+}
+
+// admit waits, before the child at ordinal ss.next is read, while the job's backlog is at its
+// bound (engine.Backlog): the request body is not read meanwhile, so the worker's POST stalls
+// in TCP (Overview's stall). The children closed so far are written first, so that they count
+// as committed and a kill meanwhile loses none. A replayed child (one the item had when the
+// task was handed out) adds nothing to the backlog and does not wait.
+func (ss *session) admit(ctx context.Context) error {
+	if ss.next < ss.item.NChildren {
+		return nil
+	}
+	return ss.backlog.Admit(ctx, func(waiting bool) error {
+		if !waiting {
+			return nil
+		}
+		if err := ss.flush(ctx); err != nil {
+			return err
+		}
+		if ss.state == stateEnd {
+			return errChildFailed
+		}
+		return nil
+	})
 }
 
 func (ss *session) logicError(format string, args ...any) error {
@@ -311,7 +343,7 @@ func (ss *session) closeChild(ctx context.Context, to float64) error {
 	}
 	nc := engine.ChildOf(ss.task, c.ordinal, engine.Child{Name: h.Filename, ContentType: h.ContentType, BlobSHA256: c.blobSHA, Size: c.size,
 		Metadata: h.Metadata, Options: opts, Text: c.text, ThumbnailSHA: c.thumbSHA, ThumbnailType: c.thumbType}, c.from, to)
-	nc.KeepExisting, nc.MaxText = true, ss.maxText()
+	nc.MaxText = ss.maxText()
 	ss.batch = append(ss.batch, nc)
 	if c.text != nil {
 		ss.batchText += len(*c.text)
@@ -397,6 +429,12 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 			if err := ss.closeChild(ctx, ss.progress); err != nil || ss.state == stateEnd {
 				return err
 			}
+		}
+		if err := ss.admit(ctx); err != nil {
+			if errors.Is(err, errChildFailed) {
+				return nil // the task failed on a child written before (fail ended it)
+			}
+			return err
 		}
 		ss.child = &pendingChild{hdr: h, ordinal: ss.next, from: ss.edge}
 		ss.next++

@@ -199,6 +199,20 @@ func (q *queries) ItemAddChild(ctx context.Context, p store.ItemAddChildParams) 
 	return nil
 }
 
+// qItemCountBacklog counts through open_items_job (003_open_items.up.sql), which holds only
+// items not yet ingested, reading each one's depth from items by its key; the LIMIT inside stops
+// the count at the bound.
+const qItemCountBacklog = `SELECT count(*) FROM (SELECT 1 FROM open_items o JOIN items i ON i.id = o.id
+	WHERE o.job_id = $1 AND o.state IN ('created', 'written') AND i.depth > $2 LIMIT $3) b`
+
+func (q *queries) ItemCountBacklog(ctx context.Context, p store.ItemCountBacklogParams) (int, error) {
+	var n int
+	if err := q.c.QueryRow(ctx, qItemCountBacklog, p.JobID, p.Depth, p.Limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("backlog of job %d: %w", p.JobID, mapErr(err))
+	}
+	return n, nil
+}
+
 func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error) {
 	query := qItemHasOpenChild
 	if slices.Contains(states, record.ItemIngested) {

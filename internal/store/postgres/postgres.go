@@ -187,6 +187,46 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// DatabaseNow returns the database server's clock (clock_timestamp(), not the transaction's
+// start): the time every process sharing the database agrees on for leases (package dbclock).
+func (db *DB) DatabaseNow(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := db.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, mapErr(fmt.Errorf("read the database's time: %w", err))
+	}
+	return t.UTC(), nil
+}
+
+// WaitReplicated waits until every standby streaming from the database has flushed the WAL
+// written so far — every transaction committed before the call — or ctx ends. With asynchronous
+// replication a commit the primary acknowledged may be lost when a standby is promoted; what
+// WaitReplicated returned for survives a failover to any standby that was streaming. It returns
+// at once on a database without standbys, and when the role may not read pg_stat_replication's
+// positions (a superuser's, or pg_read_all_stats's): the guarantee then needs synchronous
+// replication (docs/scale-out.md). The outbox's relay calls it before it publishes.
+func (db *DB) WaitReplicated(ctx context.Context) error {
+	var lsn string
+	if err := db.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+		return mapErr(fmt.Errorf("read the write-ahead log position: %w", err))
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var behind int
+		if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE flush_lsn < $1::pg_lsn`, lsn).Scan(&behind); err != nil {
+			return mapErr(fmt.Errorf("read the standbys' positions: %w", err))
+		}
+		if behind == 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // Capabilities reports that many processes may share the database, that Wait listens, and that
 // writes on separate pooled connections run concurrently.
 func (db *DB) Capabilities() store.Capabilities {
@@ -725,11 +765,19 @@ func mapErr(err error) error {
 // unavailable reports an error of reaching the database rather than of the statement: no
 // connection could be made, the connection broke, or the server is shutting down or starting.
 func unavailable(err error) bool {
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) {
 		return false // marked already, or the caller gave up
 	}
 	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	if errors.As(err, &ce) {
+		// Also when it wraps a deadline: the URL's connect_timeout ran out on every host (a
+		// dead primary whose standby is not yet promoted, or a server too slow to answer).
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return true
 	}
 	var pe *pgconn.PgError

@@ -380,3 +380,49 @@ func (q *queries) AttemptList(ctx context.Context, taskID int64) ([]*record.Atte
 	}
 	return out, nil
 }
+
+const qQueueStats = `SELECT queue, action, 'ready', count(*), min(GREATEST(created_at, run_after)) FROM tasks WHERE state = 'ready' AND run_after <= $1 GROUP BY queue, action
+	UNION ALL SELECT queue, action, 'running', count(*), 0 FROM tasks WHERE state = 'running' GROUP BY queue, action
+	UNION ALL SELECT queue, action, 'complete', count(*), 0 FROM tasks WHERE state = 'complete' AND finished_at >= $2 GROUP BY queue, action`
+
+// QueueStats reads three partial indexes: ready tasks (tasks_ready), running ones
+// (tasks_running) and those completed lately (tasks_finished, 020).
+func (q *queries) QueueStats(ctx context.Context, p store.QueueStatsParams) ([]store.QueueStat, error) {
+	rows, err := q.c.Query(ctx, qQueueStats, micros(p.Now), micros(p.Since))
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", mapErr(err))
+	}
+	defer rows.Close()
+	by := map[[2]string]*store.QueueStat{}
+	var order [][2]string
+	for rows.Next() {
+		var queue, act, state string
+		var n, oldest int64
+		if err := rows.Scan(&queue, &act, &state, &n, &oldest); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", mapErr(err))
+		}
+		k := [2]string{queue, act}
+		st := by[k]
+		if st == nil {
+			st = &store.QueueStat{Queue: queue, Action: act}
+			by[k] = st
+			order = append(order, k)
+		}
+		switch state {
+		case "ready":
+			st.Ready, st.OldestReady = int(n), fromMicros(oldest)
+		case "running":
+			st.Running = int(n)
+		default:
+			st.Completed = int(n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", mapErr(err))
+	}
+	out := make([]store.QueueStat, 0, len(order))
+	for _, k := range order {
+		out = append(out, *by[k])
+	}
+	return out, nil
+}

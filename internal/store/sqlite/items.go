@@ -230,6 +230,19 @@ func qItemHasChildState(n int) string {
 	return `SELECT EXISTS (SELECT 1 FROM items WHERE job_id = (SELECT p.job_id FROM items p WHERE p.id = ?1) AND parent_id = ?1 AND state IN (` + placeholders(n) + `))`
 }
 
+// qItemCountBacklog counts through items_job_open (migration 012), whose predicate it repeats
+// so that SQLite may use the partial index; the LIMIT inside stops the count at the bound.
+const qItemCountBacklog = `SELECT count(*) FROM (SELECT 1 FROM items WHERE job_id = ?1 AND state IN ('created', 'written')
+	AND state <> 'ingested' AND depth > ?2 LIMIT ?3)`
+
+func (q *queries) ItemCountBacklog(ctx context.Context, p store.ItemCountBacklogParams) (int, error) {
+	var n int
+	if err := q.rrow(ctx, qItemCountBacklog, p.JobID, p.Depth, p.Limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("backlog of job %d: %w", p.JobID, mapErr(err))
+	}
+	return n, nil
+}
+
 // ItemHasChildInState looks in items_parent_open, which has no ingested item (migration 012),
 // unless ingested is one of the states: then through items_key, with the parent's job.
 func (q *queries) ItemHasChildInState(ctx context.Context, parentID int64, states []record.ItemState) (bool, error) {

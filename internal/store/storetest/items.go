@@ -441,8 +441,29 @@ func testItemChildren(t *testing.T, b *bundle) {
 	if !has(record.ItemWritten) || has(record.ItemProcessed) || has(record.ItemIngested, record.ItemCreated) {
 		t.Error("ItemHasChildInState with all children written")
 	}
+	backlog := func(depth, limit int) int {
+		t.Helper()
+		return must(b.s.ItemCountBacklog(ctx, store.ItemCountBacklogParams{JobID: j.ID, Depth: depth, Limit: limit}))(t)
+	}
+	for _, tc := range []struct {
+		name         string
+		depth, limit int
+		want         int
+	}{
+		{"below the root", 0, 100, 4},
+		{"the root too", -1, 100, 5},
+		{"below the children", 1, 100, 1},
+		{"stopped at the limit", 0, 2, 2},
+	} {
+		if got := backlog(tc.depth, tc.limit); got != tc.want {
+			t.Errorf("ItemCountBacklog(%s) = %d, want %d", tc.name, got, tc.want)
+		}
+	}
 	for _, c := range []*record.Item{c0, c1, a0} {
 		b.move(c.ID, record.ItemWritten, record.ItemProcessed)
+	}
+	if got := backlog(0, 100); got != 1 {
+		t.Errorf("ItemCountBacklog with the children processed = %d, want 1 (the grandchild)", got)
 	}
 	if has(record.ItemCreated, record.ItemWritten) || !has(record.ItemWritten, record.ItemProcessed) {
 		t.Error("ItemHasChildInState with all children processed (the grandchild is not a child)")

@@ -36,7 +36,7 @@ function followProgress() {
       box.querySelector("progress").value = pct;
       box.querySelector(".pct").textContent = pct + " %";
       const eta = box.querySelector(".eta");
-      if (eta) eta.textContent = p.waiting ? " · time left unknown: waiting for an external event" : p.eta_seconds > 0 ? " · about " + humanDuration(p.eta_seconds) + " left" : "";
+      if (eta) eta.textContent = (p.waiting ? " · time left unknown: waiting for an external event" : p.eta_seconds > 0 ? " · about " + humanDuration(p.eta_seconds) + " left" : "") + (p.waiting_for_downstream ? " · waiting for downstream" : "");
       refreshSteps(scope);
       const counts = scope.querySelector("[data-counts]");
       if (counts && p.items) {
