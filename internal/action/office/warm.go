@@ -74,8 +74,6 @@ type pool struct {
 	starting bool
 	gen      int // counts closes: a spare started before one is not kept
 	jobs     int // how many jobs were given a converter
-	// idle, when set, replaces warmIdle (tests on a loaded machine).
-	idle time.Duration
 	// started counts the converters started, batches the calls made to them, warmDocs the
 	// documents they converted: figures for tests.
 	started, batches, warmDocs atomic.Int64
@@ -174,21 +172,17 @@ func (p *pool) prestart(ctx context.Context, lim converter.Limits, base string) 
 }
 
 func (p *pool) start(ctx context.Context, base string, lim converter.Limits) (*warm, error) {
-	idle := p.idle
-	if idle <= 0 {
-		idle = warmIdle
-	}
-	w, err := startWarm(ctx, base, lim, p, idle)
+	w, err := startWarm(ctx, base, lim)
 	if err == nil {
 		p.started.Add(1)
+		w.pool = p
 	}
 	return w, err
 }
 
 // warm is one warm converter. Its batches run one at a time, in its own goroutine.
 type warm struct {
-	pool    *pool         // for its figures
-	idleFor time.Duration // how long it waits for work before it retires
+	pool    *pool // for its figures; nil outside a pool
 	job     int64
 	dir     string // the sandbox's directory: profile/ and b<N>/ batches
 	owner   int    // the uid the sandbox runs as (its directory's owner)
@@ -247,7 +241,7 @@ done
 
 // startWarm starts a warm converter in a new directory under base. It returns at once; the
 // converter's first batch waits until LibreOffice is up.
-func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, idle time.Duration) (*warm, error) {
+func startWarm(ctx context.Context, base string, lim converter.Limits) (*warm, error) {
 	if lim.Timeout <= 0 {
 		lim.Timeout = converter.DefaultTimeout
 	}
@@ -299,7 +293,7 @@ func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	w := &warm{pool: p, idleFor: idle, dir: dir, lim: lim, proc: proc, stdin: inW, replies: bufio.NewScanner(outR),
+	w := &warm{dir: dir, lim: lim, proc: proc, stdin: inW, replies: bufio.NewScanner(outR),
 		ready: make(chan struct{}), reqs: make(chan *warmReq), quit: make(chan struct{}), gone: make(chan struct{}), owner: -1}
 	if st, err := os.Stat(dir); err == nil {
 		if s, ok := st.Sys().(*syscall.Stat_t); ok {
@@ -400,9 +394,7 @@ func (w *warm) run(replies *os.File) {
 		t.Stop()
 		w.proc.Stop()
 		replies.Close()
-		if err := os.RemoveAll(w.dir); err != nil {
-			w.note("remove its directory: %v", err)
-		}
+		os.RemoveAll(w.dir)
 		// Requests that raced the retirement go cold.
 		for {
 			select {
@@ -417,7 +409,7 @@ func (w *warm) run(replies *os.File) {
 	if !w.awaitReady() {
 		return
 	}
-	idle := time.NewTimer(w.idleFor)
+	idle := time.NewTimer(warmIdle)
 	defer idle.Stop()
 	for {
 		var batch []*warmReq
@@ -449,7 +441,7 @@ func (w *warm) run(replies *os.File) {
 			default:
 			}
 		}
-		idle.Reset(w.idleFor)
+		idle.Reset(warmIdle)
 	}
 }
 
