@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/postgres"
 	"github.com/sluice-project/sluice/internal/store/sqlite"
+	"github.com/sluice-project/sluice/internal/watch"
 )
 
 // Config configures [Copy].
@@ -146,6 +147,7 @@ func Copy(ctx context.Context, cfg Config) (*Summary, error) {
 			{fileset.DomainName, "ingest_fileset_platform", fileset.Domain{}.Migrations},
 			{fleet.DomainName, "fleet_members", fleet.Migrations}, // rows go stale and are forgotten
 			{audit.DomainName, "audit_events", audit.Migrations},
+			{watch.DomainName, "watch_cursors", watch.Migrations},
 		} {
 			if imp.HasTable(d.table) || !hasDomain(ctx, from, d.name) {
 				continue

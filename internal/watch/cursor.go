@@ -25,7 +25,11 @@ func Register(ctx context.Context, e *engine.Engine) error {
 // domain gives the cursors' table to the engine's domain registry; it takes no writes.
 type domain struct{}
 
-func (domain) Migrations(d store.Dialect) []store.DomainMigration {
+func (domain) Migrations(d store.Dialect) []store.DomainMigration { return Migrations(d) }
+
+// Migrations returns the cursors' table's migrations in the dialect (`sluice migrate copy`
+// creates it on the target).
+func Migrations(d store.Dialect) []store.DomainMigration {
 	return store.MustDomainMigrations(migrations, "migrations", d)
 }
 
