@@ -239,8 +239,16 @@ func TestFolderTwoWatchers(t *testing.T) {
 				}
 			})
 		}
+		// Without a settle time a file is taken as it is seen: each arrives whole (renamed into
+		// the folder), or a watcher could take it empty between its creation and its write —
+		// a version of its own, rightly another job.
+		staging := t.TempDir()
 		for i := range n {
-			write(t, filepath.Join(s.dir, fmt.Sprintf("f%03d.txt", i)), fmt.Sprintf("file %d", i))
+			name := fmt.Sprintf("f%03d.txt", i)
+			write(t, filepath.Join(staging, name), fmt.Sprintf("file %d", i))
+			if err := os.Rename(filepath.Join(staging, name), filepath.Join(s.dir, name)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		poll.Until(t, 60*time.Second, "a job for every file", func() (bool, string) {
 			roots, jobs := watchJobs(t, s.kit.Store)
