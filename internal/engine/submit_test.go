@@ -78,7 +78,7 @@ func TestSubmission(t *testing.T) {
 		if err := again.Seal(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if final := k.WaitJob(t, job.ID, 30*time.Second); final.State != record.JobComplete {
+		if final := k.WaitJob(t, job.ID, 2*time.Minute); final.State != record.JobComplete {
 			t.Fatalf("sealed job ended %s (%s), want complete", final.State, final.Error)
 		}
 		if got := rootCount(job.ID); got != n {

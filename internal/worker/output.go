@@ -187,16 +187,20 @@ func (o *output) CreateChild(ctx context.Context, c action.Child) error {
 	go func() {
 		defer o.pending.Done()
 		defer func() { <-o.unrecorded }()
-		defer o.settle() // committed (or after the action returned, queued with its result)
 		for _, wait := range waits {
 			if err := wait(); err != nil {
 				<-o.staged
+				o.settle()
 				o.fail(fmt.Errorf("store child %q: %w", c.Name, err))
 				return
 			}
 		}
 		<-o.staged // durable: its blobs are no longer held
-		o.fail(o.commitChild(ctx, nc))
+		withResult, err := o.commitChild(ctx, nc)
+		if !withResult {
+			o.settle() // committed, or will not be; one queued with the result settles when it commits
+		}
+		o.fail(err)
 	}()
 	return nil
 }
@@ -223,12 +227,12 @@ type childGroup struct {
 // slots), the other committed the children made meanwhile one transaction each, as each freed
 // one slot for the next — 40 to 75 groups of one child after each large one
 // (docs/performance.md).
-func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
+func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) (withResult bool, err error) {
 	o.mu.Lock()
 	if o.returned {
 		o.result.AddChild(nc)
 		o.mu.Unlock()
-		return nil
+		return true, nil
 	}
 	g := o.group
 	if g == nil {
@@ -248,7 +252,7 @@ func (o *output) commitChild(ctx context.Context, nc *engine.NewChild) error {
 		o.submitGroup(ctx, next)
 	}
 	<-g.done
-	return g.err
+	return false, g.err
 }
 
 // nextGroup returns the group to submit now, marked submitted, or nil: none while each lane

@@ -28,6 +28,9 @@ func (w *Worker) run(ctx context.Context, t *record.Task, it *record.Item, pf *p
 	var fin finishing
 	begin := time.Now()
 	err := w.execute(ctx, t, it, res, &fin, pf)
+	if errors.Is(err, errParked) || errors.Is(err, errStopping) {
+		fin.closeBacklog() // nothing of the attempt commits
+	}
 	if errors.Is(err, errParked) {
 		w.disown(t.ID) // parked in the claim's transaction: no lease, nothing to commit
 		return
@@ -58,13 +61,19 @@ func (w *Worker) run(ctx context.Context, t *record.Task, it *record.Item, pf *p
 		}
 	}
 	if fin.flight == "" {
-		if err := w.commit.submitAfter(context.WithoutCancel(ctx), apply, func(err error) { w.committed(ctx, res, err) }); err != nil {
+		if err := w.commit.submitAfter(context.WithoutCancel(ctx), apply, func(err error) {
+			fin.closeBacklog()
+			w.committed(ctx, res, err)
+		}); err != nil {
+			fin.closeBacklog()
 			w.committed(ctx, res, err)
 		}
 		return
 	}
 	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
-	w.committed(ctx, res, w.commit.doLazy(context.WithoutCancel(ctx), apply))
+	cerr := w.commit.doLazy(context.WithoutCancel(ctx), apply)
+	fin.closeBacklog()
+	w.committed(ctx, res, cerr)
 	w.cache.land(fin.flight)
 }
 
@@ -137,6 +146,17 @@ type finishing struct {
 	// cacheValue, when set, is the entry cached under it.
 	flight     string
 	cacheValue []byte
+	// backlog is the attempt's hold on its job's backlog bound, closed once the result has
+	// committed (or will not be): the children that went with the result count as in flight
+	// until then, else a count between the attempt's end and its commit would not see them.
+	backlog *engine.Backlog
+}
+
+// closeBacklog gives up the attempt's backlog hold, if it has one.
+func (fin *finishing) closeBacklog() {
+	if fin.backlog != nil {
+		fin.backlog.Close()
+	}
 }
 
 var errStopping = errors.New("worker stopping")
@@ -224,7 +244,7 @@ func (w *Worker) execute(ctx context.Context, t *record.Task, it *record.Item, r
 		staged: make(chan struct{}, maxStaged), unrecorded: make(chan struct{}, maxUnrecorded)}
 	if !policy.Brief {
 		out.backlog = w.e.Backlog(t, it)
-		defer out.backlog.Close()
+		fin.backlog = out.backlog
 		// While the attempt waits for its job's backlog to drain, it holds no slot (the tasks
 		// that drain it must run) and its timeout does not run: the wait is not the action's.
 		out.pause = func(waiting bool) error {
