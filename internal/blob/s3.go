@@ -83,6 +83,8 @@ type S3Config struct {
 	// 5xx, a throttle or a broken connection, retried with jittered backoff.
 	// Defaults to 8.
 	MaxAttempts int
+	// MaxBackoff bounds the jittered wait before each retry. Defaults to 5 s.
+	MaxBackoff time.Duration
 }
 
 // ParseURL splits a store URL of the form s3://bucket/prefix into the bucket
@@ -177,6 +179,9 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
 	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
 	h := &health{}
 	opts := s3.Options{
 		Region:       cfg.Region,
@@ -188,7 +193,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		})},
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = cfg.MaxAttempts
-			o.MaxBackoff = 5 * time.Second
+			o.MaxBackoff = cfg.MaxBackoff
 			// No client-side retry quota: a server failing one request in five would
 			// drain it and turn retryable errors into failures.
 			o.RateLimiter = ratelimit.None

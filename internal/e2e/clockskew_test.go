@@ -53,7 +53,7 @@ func TestWorkerClockSkew(t *testing.T) {
 			sh := newShared(t)
 			dir := t.TempDir()
 			var inputs []string
-			for i := range 40 {
+			for i := range 20 {
 				p := filepath.Join(dir, fmt.Sprintf("in-%03d.txt", i))
 				os.WriteFile(p, []byte(fmt.Sprint(i)), 0o644)
 				inputs = append(inputs, p)

@@ -105,7 +105,7 @@ func s3Error(w http.ResponseWriter, status int, code string) {
 }
 
 // TestS3Faults runs a job whose blobs live on a real S3 server (versitygw) behind a proxy that
-// fails one call in five: 500, 503, or no answer (the client's 1 s response timeout ends the
+// fails one call in five: 500, 503, or no answer (the client's 300 ms response timeout ends the
 // wait). Every call is retried: the job completes with every item and document, every blob the
 // database references is in the bucket with the bytes its name promises, and after gc the bucket
 // holds nothing unreferenced and no unfinished multipart upload.
@@ -120,17 +120,19 @@ func TestS3Faults(t *testing.T) {
 	proxy := startFaultProxy(t, endpoint, 0.2, seed)
 	open := func(at string, timeout time.Duration) *blob.S3 {
 		s, err := blob.NewS3(t.Context(), blob.S3Config{Bucket: "sluice", Prefix: "faults", Endpoint: at, Region: "us-east-1",
-			AccessKey: "sluicekey", SecretKey: "sluicesecret", PathStyle: true, RequestTimeout: timeout, SpoolDir: t.TempDir()})
+			AccessKey: "sluicekey", SecretKey: "sluicesecret", PathStyle: true, RequestTimeout: timeout, SpoolDir: t.TempDir(),
+			MaxBackoff: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	faulty, direct := open(proxy.srv.URL, time.Second), open(endpoint, 30*time.Second)
+	faulty, direct := open(proxy.srv.URL, 300*time.Millisecond), open(endpoint, 30*time.Second)
 
 	ctx := t.Context()
 	dir := t.TempDir()
-	n, err := node.Open(ctx, node.Config{DataDir: filepath.Join(dir, "data"), Engine: true, Blobs: faulty})
+	// A call that fails past the client's retries gives its attempt back for a short wait.
+	n, err := node.Open(ctx, node.Config{DataDir: filepath.Join(dir, "data"), Engine: true, Blobs: faulty, UnavailableBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,10 @@ type Config struct {
 	// the step waits for them to be processed (see [Backlog]). Negative means no bound. Defaults
 	// to [DefaultMaxBacklog].
 	MaxBacklog int
+	// UnavailableBackoff is how long a task whose attempt failed because the blob store did
+	// not answer waits before it runs again. Defaults to [UnavailableBackoff]; tests of
+	// outages shorten it.
+	UnavailableBackoff time.Duration
 	// Owner names this process in the records of the attempts it runs itself (inline steps):
 	// the worker of each such attempt in an item's history. A node gives its worker the same
 	// name for its leases. Defaults to "<host>-<pid>-<random>".
@@ -103,6 +107,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.MaxBacklog == 0 {
 		cfg.MaxBacklog = DefaultMaxBacklog
+	}
+	if cfg.UnavailableBackoff <= 0 {
+		cfg.UnavailableBackoff = UnavailableBackoff
 	}
 	if cfg.MaxJobItems <= 0 {
 		cfg.MaxJobItems = DefaultMaxJobItems

@@ -60,7 +60,8 @@ func Backoff(attempt int) time.Duration {
 }
 
 // UnavailableBackoff is how long a task whose attempt failed because the blob store did not
-// answer ([blob.ErrUnavailable]) waits before it runs again; the attempt is not counted.
+// answer ([blob.ErrUnavailable]) waits before it runs again, unless [Config.UnavailableBackoff]
+// says otherwise; the attempt is not counted.
 const UnavailableBackoff = 5 * time.Second
 
 // FullBackoff is how long a task whose attempt failed for a full disk waits before it runs
@@ -246,7 +247,7 @@ func (tt *tx) prepareFinish(r *Result) (pendingFinish, error) {
 			// Nor does a blob store that does not answer (an S3 outage): the attempt is given
 			// back and the task tries again after UnavailableBackoff, for as long as the outage
 			// lasts, instead of spending its attempts into an item error.
-			finish.State, finish.Error, finish.RunAfter, finish.Refund = record.TaskReady, msg, tt.now.Add(UnavailableBackoff), true
+			finish.State, finish.Error, finish.RunAfter, finish.Refund = record.TaskReady, msg, tt.now.Add(tt.e.cfg.UnavailableBackoff), true
 			break
 		}
 		if r.TimedOut {

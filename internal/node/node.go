@@ -69,6 +69,9 @@ type Config struct {
 	// MaxBacklog bounds a job's unprocessed items below a step that creates children (see
 	// engine.Config); zero means the engine's default.
 	MaxBacklog int
+	// UnavailableBackoff is the wait of a task whose blob store did not answer (see
+	// engine.Config); zero means the engine's default.
+	UnavailableBackoff time.Duration
 	// OpenStore, when set, replaces the embedded SQLite store (Postgres).
 	OpenStore func(ctx context.Context) (store.Store, error)
 	// Blobs, when set, replaces the data dir's blob directory (S3).
@@ -383,7 +386,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.Blobs = d
 	}
 	var w *worker.Worker
-	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, MaxBacklog: cfg.MaxBacklog, Now: now,
+	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, MaxBacklog: cfg.MaxBacklog, UnavailableBackoff: cfg.UnavailableBackoff, Now: now,
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)
