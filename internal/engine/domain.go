@@ -44,6 +44,9 @@ type DomainWrite struct {
 	// spilled, when set, makes this entry of [Effects.Writes] stand for the writes of a segment
 	// of a spill file; its other fields are empty. Only [Effects.AddWrite] makes one.
 	spilled *spillSegment
+	// spillDir is the engine's [Config.TempDir], set by [Engine.EncodeWrite]: where an Effects
+	// that holds the write makes its spill file.
+	spillDir string
 }
 
 // RegisterDomain registers a domain under name and applies its migrations not yet applied to
@@ -92,7 +95,7 @@ func (e *Engine) EncodeWrite(w action.DomainWrite) (DomainWrite, error) {
 	if err != nil {
 		return DomainWrite{}, fmt.Errorf("write %q to domain %q: %w", w.Key, w.Domain, err)
 	}
-	return DomainWrite{Domain: w.Domain, Key: w.Key, Payload: payload}, nil
+	return DomainWrite{Domain: w.Domain, Key: w.Key, Payload: payload, spillDir: e.cfg.TempDir}, nil
 }
 
 // applyWrites hands a completed task's writes to their domains, in order, a run of writes to one

@@ -21,7 +21,8 @@ const spillWritesOver = 1 << 20
 // writes to one domain come in several calls, in order, when they are more than this.
 const applyBatchBytes = 1 << 20
 
-// writeSpill is the temp file an Effects moves its domain writes to. The file is removed from
+// writeSpill is the temp file an Effects moves its domain writes to, in the engine's
+// [Config.TempDir]. The file is removed from
 // its directory as soon as it is made, so that nothing is left behind by a process that dies:
 // its space is given back when the file is closed, which the runtime does once no Effects (and
 // no copy of one) refers to it.
@@ -42,9 +43,13 @@ type spillSegment struct {
 	n        int
 }
 
-// newWriteSpill makes a spill file in the system's temp directory ($TMPDIR).
-func newWriteSpill() (*writeSpill, error) {
-	f, err := os.CreateTemp("", "sluice-writes-*")
+// newWriteSpill makes a spill file in dir, or, when that fails (or dir is empty), in the
+// system's temp directory ($TMPDIR).
+func newWriteSpill(dir string) (*writeSpill, error) {
+	f, err := os.CreateTemp(dir, "sluice-writes-*")
+	if err != nil && dir != "" {
+		f, err = os.CreateTemp("", "sluice-writes-*")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +120,7 @@ func (g *spillSegment) each(fn func(DomainWrite) error) error {
 // in memory from then on.
 func (ef *Effects) spillWrites() {
 	if ef.spill == nil {
-		s, err := newWriteSpill()
+		s, err := newWriteSpill(ef.Writes[ef.heldFrom].spillDir)
 		if err != nil {
 			ef.spill = &writeSpill{failed: true}
 			return

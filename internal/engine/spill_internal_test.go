@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -84,4 +86,28 @@ func TestEffectsSpillWrites(t *testing.T) {
 	if small.WritesSpilled() || len(small.Writes) != 100 {
 		t.Fatalf("50 KB of writes: spilled %v, %d held, want all 100 held", small.WritesSpilled(), len(small.Writes))
 	}
+}
+
+// TestWriteSpillFile: a spill file leaves nothing in its directory (it is unlinked at once), and
+// one whose directory is missing is made in the system's temp directory instead.
+func TestWriteSpillFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := newWriteSpill(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.f.Close()
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("the spill file's directory holds %v (%v), want nothing", left, err)
+	}
+	seg, err := s.append([]DomainWrite{{Domain: "d", Key: "k", Payload: json.RawMessage(`{}`)}})
+	if err != nil || seg.n != 1 || seg.off != 0 || seg.end != s.size {
+		t.Fatalf("append: segment %+v (%v), file size %d", seg, err, s.size)
+	}
+	gone, err := newWriteSpill(filepath.Join(dir, "gone"))
+	if err != nil {
+		t.Fatalf("a spill file whose directory is missing: %v, want one in $TMPDIR", err)
+	}
+	gone.f.Close()
 }
