@@ -116,8 +116,7 @@ func (t *tx) applyWrites(task *record.Task, ws []DomainWrite) error {
 		if err := d.Apply(t.ctx, t.x.DomainSQL(), run); err != nil {
 			return fmt.Errorf("task %d: domain %q: %w", task.ID, name, err)
 		}
-		clear(run)
-		run, size = run[:0], 0
+		run, size = nil, 0 // a new slice for the next batch: Apply may have kept this one
 		return nil
 	}
 	add := func(w DomainWrite) error {
