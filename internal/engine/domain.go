@@ -20,7 +20,8 @@ type Domain interface {
 	// Migrations returns the domain's schema migrations in the dialect, numbered from 1 with the
 	// same numbers in every dialect; [Engine.RegisterDomain] applies those not yet applied.
 	Migrations(d store.Dialect) []store.DomainMigration
-	// Apply makes the writes, in order, in the transaction of the task that made them. It must
+	// Apply makes the writes, in order, in the transaction of the task that made them; a task's
+	// many writes come in several calls, in order, in the same transaction. It must
 	// be keyed: a write whose (item, step, key) it has written before changes nothing (a task's
 	// result may be replayed), at the database level (a unique key and ON CONFLICT DO NOTHING).
 	// An error fails the task for good (see [FailedCommit]) unless it wraps store.ErrRetry.
@@ -39,6 +40,13 @@ type DomainWrite struct {
 	// TaskID is the task's id; 0 for an inline step (its row is inserted with its effects).
 	TaskID  int64
 	Attempt int
+
+	// spilled, when set, makes this entry of [Effects.Writes] stand for the writes of a segment
+	// of a spill file; its other fields are empty. Only [Effects.AddWrite] makes one.
+	spilled *spillSegment
+	// spillDir is the engine's [Config.TempDir], set by [Engine.EncodeWrite]: where an Effects
+	// that holds the write makes its spill file.
+	spillDir string
 }
 
 // RegisterDomain registers a domain under name and applies its migrations not yet applied to
@@ -87,33 +95,58 @@ func (e *Engine) EncodeWrite(w action.DomainWrite) (DomainWrite, error) {
 	if err != nil {
 		return DomainWrite{}, fmt.Errorf("write %q to domain %q: %w", w.Key, w.Domain, err)
 	}
-	return DomainWrite{Domain: w.Domain, Key: w.Key, Payload: payload}, nil
+	return DomainWrite{Domain: w.Domain, Key: w.Key, Payload: payload, spillDir: e.cfg.TempDir}, nil
 }
 
 // applyWrites hands a completed task's writes to their domains, in order, a run of writes to one
-// domain at a time.
+// domain at a time, and a long run in batches of about [applyBatchBytes]. Writes the task's
+// Effects moved to their spill file are read back from it here, a batch at a time.
 func (t *tx) applyWrites(task *record.Task, ws []DomainWrite) error {
-	for start := 0; start < len(ws); {
-		end := start + 1
-		for end < len(ws) && ws[end].Domain == ws[start].Domain {
-			end++
+	var run []DomainWrite
+	size := 0
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
 		}
-		name := ws[start].Domain
+		name := run[0].Domain
 		d, ok := t.e.domain(name)
 		if !ok {
 			return fmt.Errorf("task %d writes to domain %q: no such domain is registered", task.ID, name)
 		}
-		run := make([]DomainWrite, end-start)
-		for i, w := range ws[start:end] {
-			w.JobID, w.ItemID, w.Step, w.TaskID, w.Attempt = task.JobID, task.ItemID, task.Step, task.ID, task.Attempt
-			run[i] = w
-		}
 		if err := d.Apply(t.ctx, t.x.DomainSQL(), run); err != nil {
 			return fmt.Errorf("task %d: domain %q: %w", task.ID, name, err)
 		}
-		start = end
+		run, size = nil, 0 // a new slice for the next batch: Apply may have kept this one
+		return nil
 	}
-	return nil
+	add := func(w DomainWrite) error {
+		if len(run) > 0 && (run[0].Domain != w.Domain || size >= applyBatchBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		w.JobID, w.ItemID, w.Step, w.TaskID, w.Attempt = task.JobID, task.ItemID, task.Step, task.ID, task.Attempt
+		run = append(run, w)
+		size += len(w.Payload)
+		return nil
+	}
+	for _, w := range ws {
+		if w.spilled == nil {
+			if err := add(w); err != nil {
+				return err
+			}
+			continue
+		}
+		var applyErr error
+		err := w.spilled.each(func(w DomainWrite) error { applyErr = add(w); return applyErr })
+		if applyErr != nil {
+			return applyErr
+		}
+		if err != nil {
+			return fmt.Errorf("task %d: %w", task.ID, err)
+		}
+	}
+	return flush()
 }
 
 // OutputFollower is implemented by a domain whose rows follow the outputs tasks record (the

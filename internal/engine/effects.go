@@ -27,11 +27,18 @@ type Effects struct {
 	ContentType   string
 	Events        []string
 	Outputs       map[string]json.RawMessage
-	// Writes are the task's domain writes (see [Domain]), applied when it completes.
+	// Writes are the task's domain writes (see [Domain]), applied when it completes. Past a
+	// megabyte, [Effects.AddWrite] moves them to a temp file and keeps in their place an entry
+	// that stands for them (see [Effects.WritesSpilled]): whoever copies the writes of one
+	// Effects into another copies them with [Effects.AddWrite], entries as they are.
 	Writes []DomainWrite
 	// Children are recorded by [Tx.Apply], in the result's transaction: the children whose blobs
 	// became durable only after the action returned, so that they and the result commit together.
 	Children []*NewChild
+
+	spill    *writeSpill // the temp file writes move to; nil until they first do
+	held     int         // payload bytes of Writes[heldFrom:], the writes not in the file
+	heldFrom int
 }
 
 // SetText records the item's text; the first text recorded is kept.
@@ -74,8 +81,20 @@ func (ef *Effects) SetOutput(kind string, value json.RawMessage) error {
 // Emit records events to fire on the item.
 func (ef *Effects) Emit(events ...string) { ef.Events = append(ef.Events, events...) }
 
-// AddWrite records a domain write encoded by [Engine.EncodeWrite].
-func (ef *Effects) AddWrite(dw DomainWrite) { ef.Writes = append(ef.Writes, dw) }
+// AddWrite records a domain write encoded by [Engine.EncodeWrite], or an entry of another
+// Effects' Writes. Once the writes it holds in memory pass a megabyte it moves them to a temp
+// file, from which the task's transaction reads them back in order (or, when the file cannot be
+// written, keeps them in memory).
+func (ef *Effects) AddWrite(dw DomainWrite) {
+	ef.Writes = append(ef.Writes, dw)
+	if dw.spilled != nil {
+		ef.heldFrom, ef.held = len(ef.Writes), 0
+		return
+	}
+	if ef.held += len(dw.Payload) + len(dw.Key); ef.held > spillWritesOver {
+		ef.spillWrites()
+	}
+}
 
 // AddChild records a child to commit with the result (see [Effects.Children]).
 func (ef *Effects) AddChild(nc *NewChild) { ef.Children = append(ef.Children, nc) }

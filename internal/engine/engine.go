@@ -66,6 +66,10 @@ type Config struct {
 	// the worker of each such attempt in an item's history. A node gives its worker the same
 	// name for its leases. Defaults to "<host>-<pid>-<random>".
 	Owner string
+	// TempDir is where a task's domain writes past a megabyte wait for its commit, in a file of
+	// its own (see [Effects.AddWrite]); put it on a disk, not in memory (tmpfs). Defaults to the
+	// system's temp directory ($TMPDIR).
+	TempDir string
 }
 
 // Engine applies workflow semantics to the store. It is safe for concurrent use.

@@ -387,6 +387,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var w *worker.Worker
 	n.Engine = engine.New(engine.Config{Store: n.Store, Catalog: n.Catalog, Logger: cfg.Logger, Remote: cfg.Remote, MaxItemDepth: cfg.MaxItemDepth, MaxJobItems: cfg.MaxJobItems, MaxBacklog: cfg.MaxBacklog, UnavailableBackoff: cfg.UnavailableBackoff, Now: now,
+		TempDir: filepath.Join(cfg.DataDir, "tmp"), // made (emptied) below when this node runs a worker
 		OnReady: func(queues []string) {
 			if w != nil {
 				w.Ready(queues)

@@ -208,6 +208,9 @@ func (c *convCache) entry(out *output, runErr error) []byte {
 		return nil // a resumed attempt (action.Resume) saw only some of its children: nothing to cache
 	}
 	res := out.result
+	if res.WritesSpilled() {
+		return nil // writes past a megabyte, kept in a temp file: too large to cache
+	}
 	ef.Text, ef.ThumbnailSHA, ef.ThumbnailType, ef.ContentType = res.Text, res.ThumbnailSHA, res.ThumbnailType, res.ContentType
 	ef.Metadata, ef.Events, ef.Outputs = res.Metadata, res.Events, res.Outputs
 	for _, w := range res.Writes {
