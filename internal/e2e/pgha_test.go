@@ -33,9 +33,9 @@ type pgHA struct {
 	groups  map[string]*exec.Cmd
 }
 
-// haRequired reports whether the failover tests must run (SLUICE_TEST_REQUIRE_HA=1, as CI sets):
-// they build a three-node formation and ingest the whole corpus, minutes of work, so they are
-// skipped otherwise.
+// haRequired reports whether the failover tests must run (SLUICE_TEST_REQUIRE_HA=1, as `make ha`
+// sets): they build a three-node formation and ingest the whole corpus, minutes of work, so they
+// are skipped otherwise (and in CI, which has no minutes to spare).
 func haRequired(t *testing.T) {
 	t.Helper()
 	if os.Getenv("SLUICE_TEST_REQUIRE_HA") != "1" {
