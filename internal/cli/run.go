@@ -273,8 +273,17 @@ func jobKey(workflow string, inputs []input, md, opts map[string]any) string {
 
 // startJob creates the job (or finds the one a previous run of the same command created), stores
 // each input's blob and adds the roots. Each step is idempotent, so a kill at any point is
-// repaired by running the command again.
+// repaired by running the command again; a database restart or failover meanwhile is waited
+// for (see [engine.Submission]), and past that wait the error says to run the command again.
 func startJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*record.Job, error) {
+	job, err := submitJob(ctx, n, wf, inputs, md, opts)
+	if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+		return nil, fmt.Errorf("%w; the job's inputs are not all recorded: run the same command again to resume it", err)
+	}
+	return job, err
+}
+
+func submitJob(ctx context.Context, n *node.Node, wf string, inputs []input, md, opts map[string]any) (*record.Job, error) {
 	sub, err := n.Engine.Submit(ctx, engine.SubmitParams{Workflow: wf, Key: jobKey(wf, inputs, md, opts), Metadata: md, Options: opts})
 	if err != nil {
 		return nil, err

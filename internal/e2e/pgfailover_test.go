@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 // TestPostgresFailover ingests the whole public corpus on a pg_auto_failover formation (a
 // monitor, a primary and a synchronous standby, on loopback) through three `sluice worker`
 // processes and the `sluice ingest` that made the job, all given the multi-host URL
-// (target_session_attrs=read-write). Once the job is under way — at a random count of ingested
-// items — the primary's machine dies (its keeper and postgres SIGKILLed): the monitor promotes
-// the standby, every process reconnects, and the job completes with an export byte for byte
-// equal to the uninterrupted run's (TestCorpus's), every document once. It logs the seconds no
-// write could commit and the work run again (attempts lost with the primary).
+// (target_session_attrs=read-write). At a random moment — while the ingest records the job's
+// roots, or at a random count of ingested items — the primary's machine dies (its keeper and
+// postgres SIGKILLed): the monitor promotes the standby, every process reconnects (the ingest's
+// submission waits for the database and takes up where it stopped), and the job completes with
+// an export byte for byte equal to the uninterrupted run's (TestCorpus's), every document once,
+// in one job. It logs the seconds no write could commit and the work run again (attempts lost
+// with the primary).
 func TestPostgresFailover(t *testing.T) {
 	haRequired(t)
 	t.Parallel()
@@ -62,18 +65,31 @@ func TestPostgresFailover(t *testing.T) {
 		return s + ha.logs()
 	}
 
-	// The kill's moment: a random count of ingested items, between 2% and 60% of the corpus's
-	// 20,000-odd documents.
+	// The kill's moment, once the job exists: in one run of four while `sluice ingest` records
+	// the job's roots (it stores the inputs' blobs, then adds the roots and seals the job),
+	// otherwise at a random count of ingested items, between 2% and 60% of the corpus's
+	// 20,000-odd documents. SLUICE_TEST_HA_SEED=<seed> replays a run's choice.
 	seed := time.Now().UnixNano()
-	target := 400 + rand.New(rand.NewPCG(uint64(seed), 7)).IntN(11_600)
-	t.Logf("seed %d: the primary dies at %d ingested items", seed, target)
+	if s := os.Getenv("SLUICE_TEST_HA_SEED"); s != "" {
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_TEST_HA_SEED: %v", err)
+		}
+	}
+	r := rand.New(rand.NewPCG(uint64(seed), 7))
+	target := 400 + r.IntN(11_600)
+	submitting := r.IntN(4) == 0
+	if submitting {
+		t.Logf("seed %d: the primary dies as the job is created, while ingest records its roots", seed)
+	} else {
+		t.Logf("seed %d: the primary dies at %d ingested items", seed, target)
+	}
 	var obs *pgx.Conn // the observer's connection, made again after an error
 	defer func() {
 		if obs != nil {
 			obs.Close(context.Background())
 		}
 	}()
-	ingested := func() int {
+	count := func(q string) int {
 		if obs == nil {
 			c, err := pgx.Connect(ctx, url)
 			if err != nil {
@@ -82,13 +98,14 @@ func TestPostgresFailover(t *testing.T) {
 			obs = c
 		}
 		var n int
-		if err := obs.QueryRow(ctx, "SELECT count(*) FROM items WHERE state = 'ingested'").Scan(&n); err != nil {
+		if err := obs.QueryRow(ctx, q).Scan(&n); err != nil {
 			obs.Close(context.Background())
 			obs = nil
 			return -1
 		}
 		return n
 	}
+	ingested := func() int { return count("SELECT count(*) FROM items WHERE state = 'ingested'") }
 	var n int
 	var counted time.Time
 	poll.Until(t, 15*time.Minute, "the job under way", func() (bool, string) {
@@ -97,11 +114,19 @@ func TestPostgresFailover(t *testing.T) {
 			t.Fatalf("ingest ended before the failover (%v)\n%s", err, dump())
 		default:
 		}
+		if submitting {
+			jobs := count("SELECT count(*) FROM jobs")
+			return jobs > 0, "no job yet"
+		}
 		if time.Since(counted) > 200*time.Millisecond { // a count of the items is not free
 			n, counted = ingested(), time.Now()
 		}
 		return n >= target, fmt.Sprintf("%d items ingested", n)
 	})
+	if submitting {
+		roots := count("SELECT count(*) FROM items WHERE parent_id = 0")
+		t.Logf("the job's roots recorded at the kill: %d of %d", roots, len(files))
+	}
 	before := ingested()
 	st0, _ := ha.states(ctx)
 	t.Logf("formation before the kill: %v", st0)
@@ -133,10 +158,13 @@ func TestPostgresFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	var lost, tasks int
+	var lost, tasks, jobs int
 	if err := c.QueryRow(ctx, `SELECT (SELECT count(*) FROM attempts WHERE error LIKE '%worker lost%'),
-		(SELECT count(*) FROM tasks)`).Scan(&lost, &tasks); err != nil {
+		(SELECT count(*) FROM tasks), (SELECT count(*) FROM jobs)`).Scan(&lost, &tasks, &jobs); err != nil {
 		t.Fatal(err)
+	}
+	if jobs != 1 {
+		t.Errorf("%d jobs after the failover, want the ingest's one", jobs)
 	}
 	t.Logf("work run again: %d of %d tasks lost an attempt to the failover", lost, tasks)
 

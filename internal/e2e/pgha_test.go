@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,9 +19,9 @@ import (
 )
 
 // pgHA is a pg_auto_failover formation of the test's own on loopback: a monitor, a primary and a
-// standby, each a `pg_autoctl run` in a process group of its own (SIGKILLing the group is the
-// node's machine dying: its keeper and its postgres at once). The machine's shared cluster is
-// not touched.
+// standby, each a `pg_autoctl run` in a process group of its own (SIGKILLing its processes is
+// the node's machine dying: its keeper and its postgres at once, see killTree). The machine's
+// shared cluster is not touched.
 type pgHA struct {
 	t       *testing.T
 	dir     string
@@ -32,9 +33,9 @@ type pgHA struct {
 	groups  map[string]*exec.Cmd
 }
 
-// haRequired reports whether the failover tests must run (SLUICE_TEST_REQUIRE_HA=1, as CI sets):
-// they build a three-node formation and ingest the whole corpus, minutes of work, so they are
-// skipped otherwise.
+// haRequired reports whether the failover tests must run (SLUICE_TEST_REQUIRE_HA=1, as `make ha`
+// sets): they build a three-node formation and ingest the whole corpus, minutes of work, so they
+// are skipped otherwise (and in CI, which has no minutes to spare).
 func haRequired(t *testing.T) {
 	t.Helper()
 	if os.Getenv("SLUICE_TEST_REQUIRE_HA") != "1" {
@@ -69,17 +70,9 @@ func startPGHA(t *testing.T, async bool) *pgHA {
 	h.env = []string{"PATH=" + h.bin + ":/usr/bin:/bin", "HOME=" + h.dir, "XDG_CONFIG_HOME=" + filepath.Join(h.dir, "config"),
 		"XDG_DATA_HOME=" + filepath.Join(h.dir, "data"), "XDG_RUNTIME_DIR=" + filepath.Join(h.dir, "run"), "LANG=C.UTF-8"}
 	h.monitor, h.ports = freePort(t), [2]int{freePort(t), freePort(t)}
-	t.Cleanup(func() {
-		for _, c := range h.groups {
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			_ = c.Wait()
-		}
-		// A postgres a keeper restarted just before its group died is re-parented to init,
-		// out of the group: stop each cluster by its own pid file.
-		for _, d := range []string{"monitor", "node1", "node2"} {
-			h.run(filepath.Join(h.bin, "pg_ctl"), "-D", filepath.Join(h.dir, d), "-m", "immediate", "-w", "stop")
-		}
-	})
+	// The whole formation dies with the test: every process of its keepers' groups, of their
+	// postgres, and any left running in its directory (see killTree).
+	t.Cleanup(func() { h.killAll(h.dir) })
 	// Clusters made ahead, without syncs (a test machine's disks are slow and nothing here
 	// must outlive an OS crash): pg_autoctl takes an existing data directory as it is.
 	for _, d := range []string{"monitor", "node1"} {
@@ -157,22 +150,97 @@ func (h *pgHA) start(name string, args ...string) {
 	h.groups[name] = cmd
 }
 
-// kill SIGKILLs node i's keeper and postgres (the node's machine dies).
+// kill SIGKILLs node i's keeper and postgres, every process of them at once (the node's
+// machine dies).
 func (h *pgHA) kill(i int) {
 	h.t.Helper()
 	name := fmt.Sprintf("node%d", i+1)
-	// The postmaster first, by its pid file: the keeper may have restarted it outside the group.
-	if b, err := os.ReadFile(filepath.Join(h.dir, name, "postmaster.pid")); err == nil {
-		var pid int
-		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	h.killAll(filepath.Join(h.dir, name), name)
+}
+
+// killAll SIGKILLs, at once, the keepers named (all when none is) with everything they started,
+// and every process working in dir or below it, then reaps the keepers.
+func (h *pgHA) killAll(dir string, names ...string) {
+	if len(names) == 0 {
+		for n := range h.groups {
+			names = append(names, n)
 		}
 	}
-	if c := h.groups[name]; c != nil {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-		_ = c.Wait()
-		delete(h.groups, name)
+	var roots []int
+	for _, n := range names {
+		if c := h.groups[n]; c != nil {
+			roots = append(roots, c.Process.Pid)
+		}
 	}
+	killTree(roots, dir)
+	for _, n := range names {
+		if c := h.groups[n]; c != nil {
+			_ = c.Wait()
+			delete(h.groups, n)
+		}
+	}
+}
+
+// killTree SIGKILLs the processes roots, every process whose working directory is dir or
+// below it, and all their descendants, at once. A process group's kill is not enough for
+// PostgreSQL: each child of a postmaster is a session of its own (the postmaster signals them
+// by group), and some outlive a postmaster killed before them (the logger, pg_auto_failover's
+// health-check worker), re-parented to init. Each process found is stopped (SIGSTOP) before
+// its children are looked for, so none starts one unseen, and none notices the others die
+// before it is killed too.
+func killTree(roots []int, dir string) {
+	dir = filepath.Clean(dir)
+	in := func(pid int) bool {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		cwd = strings.TrimSuffix(cwd, " (deleted)")
+		return err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
+	}
+	stopped := map[int]bool{}
+	for first := true; ; first = false {
+		found := false
+		for pid, ppid := range procParents() {
+			if stopped[pid] || pid == os.Getpid() {
+				continue
+			}
+			if stopped[ppid] || slices.Contains(roots, pid) || first && in(pid) {
+				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				stopped[pid], found = true, true
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	for pid := range stopped {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// procParents returns the machine's processes, each with its parent's pid.
+func procParents() map[int]int {
+	out := map[int]int{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		st, err := os.ReadFile(p)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses, the last ")" ends it.
+		i := strings.LastIndex(string(st), ") ")
+		var pid, ppid int
+		var state string
+		if i < 0 {
+			continue
+		}
+		if _, err := fmt.Sscan(string(st[i+2:]), &state, &ppid); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscan(filepath.Base(filepath.Dir(p)), &pid); err != nil {
+			continue
+		}
+		out[pid] = ppid
+	}
+	return out
 }
 
 // URL is the multi-host URL Sluice is given: both nodes, the one that accepts writes chosen.
@@ -262,26 +330,12 @@ func (h *pgHA) child(i int, kind string) int {
 	if _, err := fmt.Sscan(string(b), &postmaster); err != nil {
 		return 0
 	}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		st, err := os.ReadFile(p)
-		if err != nil {
+	for pid, ppid := range procParents() {
+		if ppid != postmaster {
 			continue
 		}
-		// pid (comm) state ppid …
-		_, rest, ok := strings.Cut(string(st), ") ")
-		var ppid int
-		if !ok || len(rest) < 2 {
-			continue
-		}
-		if _, err := fmt.Sscan(rest[2:], &ppid); err != nil || ppid != postmaster {
-			continue
-		}
-		dir := filepath.Dir(p)
-		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if strings.Contains(string(cmdline), kind) {
-			var pid int
-			fmt.Sscan(filepath.Base(dir), &pid)
 			return pid
 		}
 	}

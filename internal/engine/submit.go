@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
@@ -34,6 +36,13 @@ const submitBatch = 500
 // killed while adding roots is finished by submitting again with the same key, which adds only
 // the roots not yet recorded and seals.
 //
+// For the same reason a step that fails because the database is unavailable
+// ([store.ErrUnavailable]: a restart, a failover, a network cut) is run again, with backoff, for
+// up to [SubmitUnavailableWait]; its commit may have gone through before the connection broke,
+// and running it again records nothing twice. A keyless [Engine.Submit] is not run again: a job
+// whose creation committed unseen would be created twice. Past the wait the step's error wraps
+// [store.ErrUnavailable], and submitting again with the same key takes the submission up.
+//
 // A Submission is not safe for concurrent use.
 type Submission struct {
 	e       *Engine
@@ -52,8 +61,19 @@ type Submission struct {
 // It returns the errors of [Engine.CreateJob] (one wrapping [store.ErrNotFound] for an unknown
 // workflow).
 func (e *Engine) Submit(ctx context.Context, p SubmitParams) (*Submission, error) {
-	job, created, err := e.CreateJob(ctx, CreateJobParams{Workflow: p.Workflow, Version: p.Version, Key: p.Key,
-		Metadata: p.Metadata, Options: p.Options, Open: true})
+	var job *record.Job
+	var created bool
+	create := func() (err error) {
+		job, created, err = e.CreateJob(ctx, CreateJobParams{Workflow: p.Workflow, Version: p.Version, Key: p.Key,
+			Metadata: p.Metadata, Options: p.Options, Open: true})
+		return err
+	}
+	var err error
+	if p.Key == "" {
+		err = create()
+	} else {
+		err = e.whileUnavailable(ctx, "create the job", create)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +110,11 @@ func (s *Submission) Has(ctx context.Context, ordinal int) (bool, error) {
 		return false, nil
 	}
 	if s.have == nil {
-		have, err := s.e.rootOrdinals(ctx, s.job.ID)
+		var have map[int]bool
+		err := s.e.whileUnavailable(ctx, fmt.Sprintf("read job %d's roots", s.job.ID), func() (err error) {
+			have, err = s.e.rootOrdinals(ctx, s.job.ID)
+			return err
+		})
 		if err != nil {
 			return false, err
 		}
@@ -134,7 +158,9 @@ func (s *Submission) Flush(ctx context.Context) error {
 	if len(s.batch) == 0 {
 		return nil
 	}
-	err := s.e.AddRoots(ctx, s.job, s.batch)
+	err := s.e.whileUnavailable(ctx, fmt.Sprintf("add roots to job %d", s.job.ID), func() error {
+		return s.e.AddRoots(ctx, s.job, s.batch)
+	})
 	clear(s.batch) // drop the roots' metadata: the buffer is reused
 	s.batch = s.batch[:0]
 	return err
@@ -149,11 +175,43 @@ func (s *Submission) Seal(ctx context.Context) error {
 	if err := s.Flush(ctx); err != nil {
 		return err
 	}
-	if err := s.e.Seal(ctx, s.job.ID); err != nil {
+	if err := s.e.whileUnavailable(ctx, fmt.Sprintf("seal job %d", s.job.ID), func() error {
+		return s.e.Seal(ctx, s.job.ID)
+	}); err != nil {
 		return err
 	}
 	s.open, s.sealed = false, true
 	return nil
+}
+
+// SubmitUnavailableWait is how long a [Submission]'s step waits for an unavailable database
+// before it fails: longer than a failover takes (a minute at most with pg_auto_failover's
+// defaults), as long as `sluice run` waits for its job.
+const SubmitUnavailableWait = 2 * time.Minute
+
+// whileUnavailable runs the idempotent step fn, and again while it fails with
+// [store.ErrUnavailable], with backoff (0.1 s doubling to 2 s), until it has failed so for
+// [SubmitUnavailableWait]. Each try may itself take a while: a connection attempt waits for the
+// URL's connect_timeout on every host.
+func (e *Engine) whileUnavailable(ctx context.Context, step string, fn func() error) error {
+	var since time.Time
+	for try := 0; ; try++ {
+		err := fn()
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		if since.IsZero() {
+			since = time.Now()
+		} else if away := time.Since(since); away >= SubmitUnavailableWait {
+			return fmt.Errorf("%s: the database has been unavailable for %s: %w", step, away.Round(time.Second), err)
+		}
+		e.log.Warn("database unavailable; the submission waits for it", "step", step, "try", try+1, "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(100*time.Millisecond<<min(try, 5), 2*time.Second)):
+		}
+	}
 }
 
 // rootOrdinals returns the ordinals of a job's roots.
