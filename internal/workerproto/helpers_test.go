@@ -94,7 +94,9 @@ func setup(t testing.TB, o opts) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
+	// Small blobs in small.db, as a node keeps them (node.go): the server stages a child's blob
+	// there and one commit makes many durable.
+	blobs, err := blob.OpenDir(filepath.Join(dir, "blobs"), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +127,7 @@ func setup(t testing.TB, o opts) *bundle {
 		defer c()
 		w.Stop(sctx)
 		cancel()
+		blobs.Close()
 		db.Close()
 	})
 	if _, _, err := e.ApplyWorkflow(t.Context(), fmt.Appendf(nil, workflowTmpl, o.attempts), "conv.yaml"); err != nil {
@@ -134,7 +137,7 @@ func setup(t testing.TB, o opts) *bundle {
 }
 
 // job creates a job with one root per content.
-func (b *bundle) job(t *testing.T, contents ...string) *record.Job {
+func (b *bundle) job(t testing.TB, contents ...string) *record.Job {
 	t.Helper()
 	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "conv"})
 	if err != nil {
@@ -157,7 +160,7 @@ func (b *bundle) job(t *testing.T, contents ...string) *record.Job {
 func (b *bundle) client() *workerproto.Client { return &workerproto.Client{Server: b.base} }
 
 // poll polls until it gets a task.
-func (b *bundle) poll(t *testing.T) *workerproto.TaskHandle {
+func (b *bundle) poll(t testing.TB) *workerproto.TaskHandle {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
