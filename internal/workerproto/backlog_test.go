@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
@@ -32,16 +33,24 @@ func backlogChildren(t *testing.T) int {
 
 // TestBacklogBoundRemote: a remote worker streams the children of an archive (5,000, 4 KiB each,
 // in one multipart POST) while the in-process step that processes each child is slower (it
-// takes a token per child, which the test hands out). The server stops reading the POST while the
-// job's backlog is at the bound: progress says "waiting for downstream", the worker's writes
+// takes a token per child, which the test hands out). The server stops reading the POST while
+// the job's backlog is at the bound: progress says "waiting for downstream", the worker's writes
 // block in TCP, and the job's unprocessed items, sampled all along, never pass the bound (the
-// root, whose task is the one waiting, is the slack). Every child is made once, in order.
+// root, whose task is the one waiting, is the slack). Every child is made once, in order. On
+// each store driver.
 func TestBacklogBoundRemote(t *testing.T) {
 	t.Parallel()
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		t.Parallel()
+		testBacklogBoundRemote(t, open)
+	})
+}
+
+func testBacklogBoundRemote(t *testing.T, open enginetest.Open) {
 	n := backlogChildren(t)
 	const bound = 200
 	tokens := make(chan struct{})
-	b := setup(t, opts{maxBacklog: bound, tokens: tokens, idle: time.Minute})
+	b := setup(t, opts{maxBacklog: bound, tokens: tokens, idle: time.Minute, open: open})
 	job := b.job(t, "archive")
 	th := b.poll(t)
 	var sent atomic.Int64

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/record"
@@ -51,7 +52,7 @@ func (r route) Run(ctx context.Context, t *action.Task, out action.Output) error
 type bundle struct {
 	e     *engine.Engine
 	w     *worker.Worker
-	db    *sqlite.DB
+	db    store.Store
 	blobs *blob.Dir
 	srv   *workerproto.Server
 	http  *httptest.Server
@@ -70,6 +71,8 @@ type opts struct {
 	maxBacklog int
 	// tokens, when set, paces the route step of children (see route).
 	tokens chan struct{}
+	// open, when set, opens the store (enginetest.ForEachDriver); else it is SQLite.
+	open enginetest.Open
 }
 
 const workflowTmpl = `name: conv
@@ -90,9 +93,16 @@ func setup(t testing.TB, o opts) *bundle {
 		o.longPoll = 5 * time.Second
 	}
 	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
-	if err != nil {
-		t.Fatal(err)
+	var db store.Store
+	if o.open != nil {
+		db = o.open(t) // closed when the test ends
+	} else {
+		sdb, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sdb.Close() })
+		db = sdb
 	}
 	// Small blobs in small.db, as a node keeps them (node.go): the server stages a child's blob
 	// there and one commit makes many durable.
@@ -128,7 +138,6 @@ func setup(t testing.TB, o opts) *bundle {
 		w.Stop(sctx)
 		cancel()
 		blobs.Close()
-		db.Close()
 	})
 	if _, _, err := e.ApplyWorkflow(t.Context(), fmt.Appendf(nil, workflowTmpl, o.attempts), "conv.yaml"); err != nil {
 		t.Fatal(err)

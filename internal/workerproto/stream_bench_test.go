@@ -5,14 +5,26 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
 // BenchmarkStreamChildren streams the children of an archive (2,000 per op, 4 KiB each, in one
 // multipart POST) and reports the children the server commits per second: the POST is answered
-// once they all are. The downstream step runs meanwhile, as it does in a real job.
+// once they all are. The downstream step runs meanwhile, as it does in a real job. On each store
+// driver.
 func BenchmarkStreamChildren(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { benchmarkStreamChildren(b, drivertest.OpenSQLite) })
+	b.Run("postgres", func(b *testing.B) {
+		drivertest.DatabaseURL(b)
+		benchmarkStreamChildren(b, drivertest.OpenPostgres)
+	})
+}
+
+func benchmarkStreamChildren(b *testing.B, open enginetest.Open) {
 	const n = 2000
-	bl := setup(b, opts{idle: time.Minute})
+	bl := setup(b, opts{idle: time.Minute, open: open})
 	payload := bytes.Repeat([]byte("x"), 4096)
 	var took time.Duration
 	for b.Loop() {
