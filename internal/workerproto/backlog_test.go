@@ -133,8 +133,8 @@ func testBacklogBoundRemote(t *testing.T, open enginetest.Open) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	t.Logf("%d children, bound %d: at most %d items unprocessed in %d samples; the process's RSS from %.1f to %.1f MB in %d samples; %d children in %s once downstream ran (%.0f/s)",
-		n, bound, peak, samples, slices.Min(rss), slices.Max(rss), len(rss), n-first, took.Round(time.Second), float64(n-first)/took.Seconds())
+	t.Logf("%d children, bound %d: at most %d items unprocessed in %d samples; the process's RSS from %.1f to %.1f MB in %d samples, %.1f MB at the end; %d children in %s once downstream ran (%.0f/s)",
+		n, bound, peak, samples, slices.Min(rss), slices.Max(rss), len(rss), rssMB(), n-first, took.Round(time.Second), float64(n-first)/took.Seconds())
 	if peak > bound+1 {
 		t.Errorf("%d items unprocessed at a sample, want at most %d (the bound and the root)", peak, bound+1)
 	}
