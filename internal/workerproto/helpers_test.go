@@ -73,6 +73,8 @@ type opts struct {
 	tokens chan struct{}
 	// open, when set, opens the store (enginetest.ForEachDriver); else it is SQLite.
 	open enginetest.Open
+	// serverBlobs, when set, wraps the blob store the server is given.
+	serverBlobs func(*blob.Dir) blob.Store
 }
 
 const workflowTmpl = `name: conv
@@ -118,7 +120,11 @@ func setup(t testing.TB, o opts) *bundle {
 		OnReady:  func(qs []string) { w.Ready(qs); srv.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
-	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
+	var sb blob.Store = blobs
+	if o.serverBlobs != nil {
+		sb = o.serverBlobs(blobs)
+	}
+	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, sb, w), IdleTimeout: o.idle,
 		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond, MaxText: o.maxText, Logger: testLogger(t)})
 	if o.testDomain {
 		if err := testdomain.Register(t.Context(), e); err != nil {
