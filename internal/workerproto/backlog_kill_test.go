@@ -207,7 +207,7 @@ func serverChild(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
+	blobs, err := blob.OpenDir(filepath.Join(dir, "blobs"), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/record"
@@ -51,7 +52,7 @@ func (r route) Run(ctx context.Context, t *action.Task, out action.Output) error
 type bundle struct {
 	e     *engine.Engine
 	w     *worker.Worker
-	db    *sqlite.DB
+	db    store.Store
 	blobs *blob.Dir
 	srv   *workerproto.Server
 	http  *httptest.Server
@@ -70,6 +71,10 @@ type opts struct {
 	maxBacklog int
 	// tokens, when set, paces the route step of children (see route).
 	tokens chan struct{}
+	// open, when set, opens the store (enginetest.ForEachDriver); else it is SQLite.
+	open enginetest.Open
+	// serverBlobs, when set, wraps the blob store the server is given.
+	serverBlobs func(*blob.Dir) blob.Store
 }
 
 const workflowTmpl = `name: conv
@@ -90,11 +95,20 @@ func setup(t testing.TB, o opts) *bundle {
 		o.longPoll = 5 * time.Second
 	}
 	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
-	if err != nil {
-		t.Fatal(err)
+	var db store.Store
+	if o.open != nil {
+		db = o.open(t) // closed when the test ends
+	} else {
+		sdb, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(dir, "sluice.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sdb.Close() })
+		db = sdb
 	}
-	blobs, err := blob.NewDir(filepath.Join(dir, "blobs"))
+	// Small blobs in small.db, as a node keeps them (node.go): the server stages a child's blob
+	// there and one commit makes many durable.
+	blobs, err := blob.OpenDir(filepath.Join(dir, "blobs"), blob.DirOptions{SmallMax: blob.DefaultSmallMax})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +120,11 @@ func setup(t testing.TB, o opts) *bundle {
 		OnReady:  func(qs []string) { w.Ready(qs); srv.Wake() },
 		OnCancel: func(ids []int64) { w.CancelTasks(ids); srv.CancelTasks(ids) }})
 	w = worker.New(worker.Config{Engine: e, Blobs: blobs, TempDir: dir, PollInterval: 50 * time.Millisecond})
-	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, blobs, w), IdleTimeout: o.idle,
+	var sb blob.Store = blobs
+	if o.serverBlobs != nil {
+		sb = o.serverBlobs(blobs)
+	}
+	srv = workerproto.New(workerproto.Config{Backend: workerproto.NewBackend(e, sb, w), IdleTimeout: o.idle,
 		LongPoll: o.longPoll, PollInterval: 50 * time.Millisecond, MaxText: o.maxText, Logger: testLogger(t)})
 	if o.testDomain {
 		if err := testdomain.Register(t.Context(), e); err != nil {
@@ -125,7 +143,7 @@ func setup(t testing.TB, o opts) *bundle {
 		defer c()
 		w.Stop(sctx)
 		cancel()
-		db.Close()
+		blobs.Close()
 	})
 	if _, _, err := e.ApplyWorkflow(t.Context(), fmt.Appendf(nil, workflowTmpl, o.attempts), "conv.yaml"); err != nil {
 		t.Fatal(err)
@@ -134,7 +152,7 @@ func setup(t testing.TB, o opts) *bundle {
 }
 
 // job creates a job with one root per content.
-func (b *bundle) job(t *testing.T, contents ...string) *record.Job {
+func (b *bundle) job(t testing.TB, contents ...string) *record.Job {
 	t.Helper()
 	job, _, err := b.e.CreateJob(t.Context(), engine.CreateJobParams{Workflow: "conv"})
 	if err != nil {
@@ -157,7 +175,7 @@ func (b *bundle) job(t *testing.T, contents ...string) *record.Job {
 func (b *bundle) client() *workerproto.Client { return &workerproto.Client{Server: b.base} }
 
 // poll polls until it gets a task.
-func (b *bundle) poll(t *testing.T) *workerproto.TaskHandle {
+func (b *bundle) poll(t testing.TB) *workerproto.TaskHandle {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

@@ -67,6 +67,8 @@ type pendingChild struct {
 	text      *string
 	thumbSHA  string
 	thumbType string
+	// waits wait for its blob and thumbnail to be durable (see session.stage).
+	waits []func() error
 }
 
 // session is one hand-out of a task: a protocol id bound to (task id, attempt).
@@ -102,6 +104,9 @@ type session struct {
 	edge      float64
 	batch     []*engine.NewChild
 	batchText int
+	// staged waits for the blobs of the children in batch to be durable: a child's row is
+	// written only after its blobs are (see durable).
+	staged []func() error
 	// effects holds the task's domain writes (N.write.json), committed with its result on done;
 	// writeN is the N of the last one (a write whose N is not above it is a replay), and
 	// writeBytes their size.
@@ -259,6 +264,10 @@ func (ss *session) fail(ctx context.Context, err error) error {
 // finalize writes the closed children and the task's result in one transaction.
 func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 	ctx = context.WithoutCancel(ctx)
+	if err := ss.durable(); err != nil && res.Err == nil {
+		// The closed children are dropped with their blobs; the attempt fails and is retried.
+		res = &engine.Result{Err: err}
+	}
 	res.Task, res.Owner, res.Started = ss.task, ss.owner, ss.started
 	res.Children = append(ss.batch, res.Children...)
 	ss.batch, ss.batchText = nil, 0
@@ -284,10 +293,14 @@ func (ss *session) finalize(ctx context.Context, res *engine.Result) error {
 	return nil
 }
 
-// flush writes the closed children.
+// flush writes the closed children, once their blobs are durable. A blob that could not be made
+// durable fails the task (it is retried), as it fails an attempt in process.
 func (ss *session) flush(ctx context.Context) error {
 	if len(ss.batch) == 0 {
 		return nil
+	}
+	if err := ss.durable(); err != nil {
+		return ss.fail(ctx, err)
 	}
 	batch := ss.batch
 	ss.batch, ss.batchText = nil, 0
@@ -299,6 +312,55 @@ func (ss *session) flush(ctx context.Context) error {
 		ss.backlog.Settled(len(batch))
 	}
 	return err
+}
+
+// stage stores a blob of the current child as Put does, but on a store that can stage it
+// ([blob.Stager]) returns before it is durable: the child's wait is kept, and the flush that
+// writes the child waits first. One commit of the blob store (one fsync) then serves many small
+// children of a flush, instead of one each, as for an in-process action's children
+// (worker/output.go): BenchmarkStreamChildren, docs/performance.md.
+func (ss *session) stage(ctx context.Context, c *pendingChild, r io.Reader, soon bool) (string, int64, error) {
+	blobs := ss.srv.b.Blobs()
+	st, ok := blobs.(blob.Stager)
+	if !ok {
+		return blobs.Put(ctx, r)
+	}
+	// The blob's wait outlives the request that carried it (a worker may POST each fragment on
+	// its own), so it is staged without the request's context; the request's end or the task's
+	// cancel still stops the reading of its body.
+	sha, n, wait, err := st.Stage(context.WithoutCancel(ctx), &ctxReader{ctx: ctx, r: r}, soon)
+	if err != nil {
+		return "", 0, err
+	}
+	c.waits = append(c.waits, wait)
+	return sha, n, nil
+}
+
+// ctxReader reads r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// durable waits until the blobs of the closed children are durable. When one is not, the
+// closed children are dropped (their rows cannot be written) and the error is returned.
+func (ss *session) durable() error {
+	staged := ss.staged
+	ss.staged = nil
+	for _, wait := range staged {
+		if err := wait(); err != nil {
+			ss.batch, ss.batchText = nil, 0
+			return fmt.Errorf("store the blobs of the children: %w", err)
+		}
+	}
+	return nil
 }
 
 // admit waits, before the child at ordinal ss.next is read, while the job's backlog is at its
@@ -345,6 +407,7 @@ func (ss *session) closeChild(ctx context.Context, to float64) error {
 		Metadata: h.Metadata, Options: opts, Text: c.text, ThumbnailSHA: c.thumbSHA, ThumbnailType: c.thumbType}, c.from, to)
 	nc.MaxText = ss.maxText()
 	ss.batch = append(ss.batch, nc)
+	ss.staged = append(ss.staged, c.waits...)
 	if c.text != nil {
 		ss.batchText += len(*c.text)
 	}
@@ -395,7 +458,6 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 		return nil
 	}
 	f := parseFragment(name)
-	blobs := ss.srv.b.Blobs()
 	switch f.kind {
 	case fragHeartbeat:
 		if _, err := io.Copy(io.Discard, body); err != nil {
@@ -461,7 +523,8 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 				}
 				return nil
 			}
-			sha, size, err := blobs.Put(ctx, body)
+			// Read back soon: the child is detected and converted by the next steps.
+			sha, size, err := ss.stage(ctx, c, body, true)
 			if err != nil {
 				return ss.bodyErr(ctx, tr, fmt.Errorf("store blob of child %d: %w", c.ordinal, err))
 			}
@@ -491,7 +554,7 @@ func (ss *session) apply(ctx context.Context, name string, body io.Reader) error
 				}
 				return nil
 			}
-			sha, _, err := blobs.Put(ctx, body)
+			sha, _, err := ss.stage(ctx, c, body, false)
 			if err != nil {
 				return ss.bodyErr(ctx, tr, fmt.Errorf("store thumbnail of child %d: %w", c.ordinal, err))
 			}
