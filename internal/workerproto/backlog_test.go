@@ -28,11 +28,11 @@ func backlogChildren(t *testing.T) int {
 		}
 		return n
 	}
-	return 5000
+	return 2000
 }
 
-// TestBacklogBoundRemote: a remote worker streams the children of an archive (5,000, 4 KiB each,
-// in one multipart POST) while the in-process step that processes each child is slower (it
+// TestBacklogBoundRemote: a remote worker streams the children of an archive (2,000, ten times
+// the bound, 4 KiB each, in one multipart POST) while the in-process step that processes each child is slower (it
 // takes a token per child, which the test hands out). The server stops reading the POST while
 // the job's backlog is at the bound: progress says "waiting for downstream", the worker's writes
 // block in TCP, and the job's unprocessed items, sampled all along, never pass the bound (the
