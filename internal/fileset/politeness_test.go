@@ -165,3 +165,61 @@ func TestHostDelay(t *testing.T) {
 		run(t, drivertest.SharedPostgres(t), 2)
 	})
 }
+
+// TestHostDelayLateCommits: two downloads from one host reach it at least the politeness delay
+// apart, by the host's own clock, even when the store grants a download's start in a
+// transaction that commits long after it began (enginetest.LateGrants: every other grant of a
+// host's start commits 1.5 delays late) while eight downloads of the host are ready at once.
+// The store dates each grant from its transaction's beginning: without the worker's own pacing
+// the late download and the next one, granted a delay later by the store's time but committed
+// at once, reached the host together.
+func TestHostDelayLateCommits(t *testing.T) {
+	t.Parallel()
+	const delay = 400 * time.Millisecond
+	// What may separate the start the worker paces from the request's arrival at the host: the
+	// action's own work before its GET, the connection and the server's goroutine. Without the
+	// pacing the gaps are a few milliseconds.
+	const slack = delay / 10
+	const files = 8
+	f := newFakes(t)
+	a := &arrivals{at: map[string][]time.Time{}}
+	host := a.server(t, f, "a")
+	var fs []map[string]any
+	for i := range files {
+		key := fmt.Sprintf("late/a%d.csv", i)
+		m := f.file(key, content(key, 2000), "")
+		m["links"] = map[string]any{"self": baseOf(host) + "/f/" + key}
+		fs = append(fs, m)
+	}
+	url := f.zenodoRecord(901, "open", fs...)
+	cfg := f.config(t)
+	cfg.HostDelay = delay
+	k, _ := startKit(t, enginetest.LateGrants(drivertest.OpenSQLite, delay*3/2), cfg)
+	src, err := WorkflowSource(delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := k.StartJob(t, string(src), engine.Root{Name: url, Metadata: map[string]any{"request": asMap(Request{IngestType: "dataset", BaseURL: url})}})
+	if j := k.WaitJob(t, job.ID, 2*time.Minute); j.State != record.JobComplete {
+		t.Fatalf("job %d %s: %s", j.ID, j.State, j.Error)
+	}
+	if r := jobResults(t, k, job.ID, 1)[0]; r.Status != StatusSuccess {
+		t.Fatalf("status %s (%s), want success", r.Status, r.ErrorMessage)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at := a.at["a"]
+	slices.SortFunc(at, time.Time.Compare)
+	if len(at) != files {
+		t.Fatalf("the host received %d requests, want %d", len(at), files)
+	}
+	var gaps []string
+	for i := 1; i < len(at); i++ {
+		gap := at[i].Sub(at[i-1])
+		gaps = append(gaps, gap.Round(time.Millisecond).String())
+		if gap < delay-slack {
+			t.Errorf("requests %d and %d reached the host %v apart, want at least the delay %v", i-1, i, gap, delay)
+		}
+	}
+	t.Logf("gaps %v", gaps)
+}
