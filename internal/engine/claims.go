@@ -173,8 +173,8 @@ func (tt *tx) releaseJobClaims(ctx context.Context, jobID int64) error {
 	return nil
 }
 
-// ErrParked ends a task's run without a result: [TakeKeys] parked it on another task's claim, in
-// the claim's transaction.
+// ErrParked ends a task's run without a result: [Engine.TakeKeys] parked it on another task's
+// claim, in the claim's transaction.
 var ErrParked = errors.New("parked on a claim")
 
 // limitRetry is how long a task refused by a limit's concurrency waits before it asks again
@@ -186,7 +186,12 @@ const limitRetry = 200 * time.Millisecond
 // server handing the task to a remote worker — calls it first. done is true when the action must
 // not run: err is [ErrParked] (the task was parked), a snooze (the limit refused it for now), or
 // nil with res filled with a done claim's result, which the task completes with.
-func TakeKeys(ctx context.Context, do func(ctx context.Context, fn func(t *Tx) error) error, wf string, step *workflow.Step,
+//
+// When the limit has a rate, TakeKeys returns once this process's previous start of the key is
+// at least the rate's interval past by the wall clock (see [pacer]): the store's grant alone
+// dates a start from its transaction's beginning, and a transaction that commits late would let
+// two starts through together. It returns ctx's error if ctx ends meanwhile.
+func (e *Engine) TakeKeys(ctx context.Context, do func(ctx context.Context, fn func(t *Tx) error) error, wf string, step *workflow.Step,
 	task *record.Task, it *record.Item, res *Result) (done bool, err error) {
 	if step.Claim != nil {
 		key, err := ClaimKey(wf, step, it)
@@ -228,6 +233,9 @@ func TakeKeys(ctx context.Context, do func(ctx context.Context, fn func(t *Tx) e
 				wait = time.Duration(float64(limitRetry) * (0.5 + rand.Float64()))
 			}
 			return true, action.Snooze(wait)
+		}
+		if err := e.pace.wait(ctx, key, step.Limit.Rate.Interval()); err != nil {
+			return false, err
 		}
 	}
 	return false, nil

@@ -89,6 +89,7 @@ type Engine struct {
 	// queries are the registered domains' read queries ([DomainReader]), by domain.
 	queries map[string]map[string]ReadQuery
 	counts  itemCounts
+	pace    pacer
 	backlog backlogs
 	live    liveProgress
 	shown   shownFractions

@@ -107,6 +107,47 @@ func TestLimitRate(t *testing.T) {
 	})
 }
 
+// TestLimitRateLateGrants: a rate's starts are the interval apart by the wall clock even when
+// every other grant commits long after its transaction began (enginetest.LateGrants), with
+// eight tasks of the key ready at once: the store dates a grant from its transaction's start,
+// and the worker paces what it runs.
+func TestLimitRateLateGrants(t *testing.T) {
+	enginetest.ForEachDriver(t, func(t *testing.T, open enginetest.Open) {
+		t.Parallel()
+		const interval = 300 * time.Millisecond
+		var mu sync.Mutex
+		var starts []time.Time
+		call := enginetest.Func("call", func(context.Context, *action.Task, action.Output) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return nil
+		})
+		k := enginetest.StartWith(t, enginetest.LateGrants(open, interval*3/2),
+			enginetest.Config{Worker: func(c *worker.Config) { c.Concurrency = map[string]int{"call": 8} }}, call)
+		roots := make([]engine.Root, 8)
+		for i := range roots {
+			roots[i] = engine.Root{Name: fmt.Sprint(i), Metadata: map[string]any{"host": "h"}}
+		}
+		job := k.StartJob(t, "name: late\nsteps:\n  call: {action: call, needs: [start], limit: {key: \"{{metadata.host}}\", rate: 1/300ms}}\n", roots...)
+		if j := k.WaitJob(t, job.ID, 60*time.Second); j.State != record.JobComplete {
+			t.Fatalf("job %s (%s)", j.State, j.Error)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		slices.SortFunc(starts, time.Time.Compare)
+		if len(starts) != len(roots) {
+			t.Fatalf("%d starts, want %d", len(starts), len(roots))
+		}
+		for i := 1; i < len(starts); i++ {
+			// The action runs a moment after the pacer lets it; the moment varies by little.
+			if gap := starts[i].Sub(starts[i-1]); gap < interval*9/10 {
+				t.Errorf("starts %d and %d %v apart, want at least %v", i-1, i, gap, interval)
+			}
+		}
+	})
+}
+
 // TestEventBody: an external event's body correlates through the step's path — into an SNS
 // envelope whose Message is JSON in a string — fires only on the item it names, and the
 // fields the step declares land in that item's metadata before its step runs.

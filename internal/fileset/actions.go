@@ -560,8 +560,15 @@ type downloadAction struct{ s *Fileset }
 
 func (a downloadAction) Spec() action.Spec {
 	return action.Spec{Name: "fileset-download", Doc: "download one manifest file, verify its size and hashes, store it as a child's blob",
+		Settings: downloadSettings.Settings(), Validate: downloadSettings.Validate,
 		Concurrency: 16, Timeout: 6 * 3600e9}
 }
+
+// downloadSettings are the download step's: the politeness delay, which the workflow's
+// per-host limit: rate carries too ([WorkflowSource]).
+var downloadSettings = settings.For[struct {
+	HostDelay time.Duration `with:"host_delay" doc:"the least time between a response's head from a host and this process's next download request to it; none: no delay"`
+}](nil, nil)
 
 // Policy runs the action without a temporary directory.
 func (a downloadAction) Policy() action.Policy { return action.Policy{NoTempDir: true} }
@@ -596,7 +603,11 @@ func (a downloadAction) Run(ctx context.Context, t *action.Task, out action.Outp
 	if n := intMetadata(t.Item.Metadata, mdUnsized); t.Item.Metadata[mdUnsized] != nil {
 		limit = min(limit, n)
 	}
-	got, err := a.s.download(ctx, mf, limit, partial, out.Heartbeat)
+	c, err := downloadSettings.Run(t.With)
+	if err != nil {
+		return err
+	}
+	got, err := a.s.download(ctx, mf, limit, partial, c.HostDelay, out.Heartbeat)
 	if err != nil {
 		if st, msg, ok := asStatus(err); ok {
 			removePartial(partial)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // hashes are the digests a download is verified with.
@@ -43,15 +44,16 @@ type downloaded struct {
 const maxTransferRetries = 3
 
 // download fetches mf into the partial file at path — at most its declared size, or limit
-// bytes when it declares none — — resuming what an earlier attempt left
-// there with an HTTP range when the server allows — and verifies it against the manifest. Its
+// bytes when it declares none — resuming what an earlier attempt left there with an HTTP range
+// when the server allows, each request polite by delay ([fetcher.getPolite]), and verifies it
+// against the manifest. Its
 // errors are a *statusError for a verdict on the file (mismatch-*, terminal-bad-status,
 // error-platform-download, …) or another error, transient, for trouble of our own (a full disk,
 // a canceled context): the partial file is kept for the next attempt.
-func (s *Fileset) download(ctx context.Context, mf ManifestFile, limit int64, path string, beat func()) (*downloaded, error) {
+func (s *Fileset) download(ctx context.Context, mf ManifestFile, limit int64, path string, delay time.Duration, beat func()) (*downloaded, error) {
 	fresh := false // whether the bytes in the file all came from this call
 	for try := 0; ; try++ {
-		d, resumed, err := s.transfer(ctx, mf, limit, path, beat)
+		d, resumed, err := s.transfer(ctx, mf, limit, path, delay, beat)
 		if err == nil {
 			return d, nil
 		}
@@ -78,7 +80,7 @@ func (s *Fileset) download(ctx context.Context, mf ManifestFile, limit int64, pa
 
 // transfer is one request of a download: it appends to the partial file (or restarts it when
 // the server does not honour the range) and verifies the whole once the body ends.
-func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, limit int64, path string, beat func()) (*downloaded, bool, error) {
+func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, limit int64, path string, delay time.Duration, beat func()) (*downloaded, bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
@@ -107,7 +109,7 @@ func (s *Fileset) transfer(ctx context.Context, mf ManifestFile, limit int64, pa
 	if have > 0 {
 		hdr.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
 	}
-	resp, terminal, err := s.fetch.get(ctx, mf.PlatformURL, hdr)
+	resp, terminal, err := s.fetch.getPolite(ctx, mf.PlatformURL, hdr, delay)
 	if err != nil {
 		return nil, false, err
 	}

@@ -35,7 +35,7 @@ func TestDownloadWrongRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := int64(len(body))
-	got, err := s.download(t.Context(), ManifestFile{Path: "f", Size: &size, MD5: md5hex(body), PlatformURL: srv.URL + "/f"}, s.cfg.MaxFileSize, partial, nil)
+	got, err := s.download(t.Context(), ManifestFile{Path: "f", Size: &size, MD5: md5hex(body), PlatformURL: srv.URL + "/f"}, s.cfg.MaxFileSize, partial, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestDownloadUnsizedLimit(t *testing.T) {
 	p, _ := egress.New([]string{"127.0.0.1"}, nil)
 	s := New(Config{Egress: p, PartialDir: t.TempDir()})
 	partial := filepath.Join(t.TempDir(), "f.partial")
-	_, err := s.download(t.Context(), ManifestFile{Path: "f", PlatformURL: srv.URL + "/f"}, 1000, partial, nil)
+	_, err := s.download(t.Context(), ManifestFile{Path: "f", PlatformURL: srv.URL + "/f"}, 1000, partial, 0, nil)
 	if st, msg, _ := asStatus(err); st != StatusBodyTooLarge || msg != "f: body over 1000 bytes" {
 		t.Fatalf("download: %v; want body-too-large", err)
 	}

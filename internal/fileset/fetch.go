@@ -40,6 +40,8 @@ type fetcher struct {
 	client       *http.Client
 	maxRedirects int
 	userAgent    string
+	// turns spaces the polite requests (getPolite) to each host.
+	turns hostTurns
 }
 
 func newFetcher(p *egress.Policy, maxRedirects int, timeout time.Duration) *fetcher {
@@ -60,6 +62,13 @@ func newFetcher(p *egress.Policy, maxRedirects int, timeout time.Duration) *fetc
 // any status) and its URL. Its errors are a *statusError for a URL or redirect it refuses
 // (skip-url-blocklist, bad-redirect, redirect-loop, redirects-exceeded), or the network's error.
 func (f *fetcher) get(ctx context.Context, rawURL string, hdr http.Header) (*http.Response, string, error) {
+	return f.getPolite(ctx, rawURL, hdr, 0)
+}
+
+// getPolite is get, each of whose requests (the first, and each redirect's) is sent only once
+// the polite request to its host before it has its response's head and delay has passed since
+// (see [hostTurns]); a delay of 0 or less is get's.
+func (f *fetcher) getPolite(ctx context.Context, rawURL string, hdr http.Header, delay time.Duration) (*http.Response, string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, rawURL, failWith(StatusSkipURLBlocklist, "not an http(s) URL: %q", rawURL)
@@ -75,7 +84,12 @@ func (f *fetcher) get(ctx context.Context, rawURL string, hdr http.Header) (*htt
 			req.Header[k] = v
 		}
 		req.Header.Set("User-Agent", f.userAgent)
+		release, err := f.turns.take(ctx, u.Host, delay)
+		if err != nil {
+			return nil, u.String(), err
+		}
 		resp, err := f.client.Do(req)
+		release()
 		if err != nil {
 			if egress.IsRefused(err) {
 				if hop > 0 {

@@ -18,8 +18,8 @@ import (
 )
 
 // TestWorkflowSource: the workflow a configuration runs has the download step's per-host rate
-// of its delay (none when negative, DefaultHostDelay when 0), and the publish: rules of the
-// sinks configured only.
+// and host_delay of its delay (none when negative, DefaultHostDelay when 0), and the publish:
+// rules of the sinks configured only.
 func TestWorkflowSource(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -39,6 +39,9 @@ func TestWorkflowSource(t *testing.T) {
 		dl := def.Step(downloadStep)
 		if got := dl.Limit.Rate.Interval(); got != c.interval || dl.Limit.Concurrency != 8 || dl.Limit.Key != "{{metadata.host}}" {
 			t.Errorf("delay %v: limit %+v (interval %v), want 8 per host %v apart", c.delay, dl.Limit, got, c.interval)
+		}
+		if got, ok := dl.With["host_delay"]; c.interval == 0 && ok || c.interval > 0 && got != c.interval.String() {
+			t.Errorf("delay %v: host_delay %v, want %v", c.delay, got, c.interval)
 		}
 		rules := map[string]int{}
 		for _, r := range append(slices.Clone(def.Publish), def.Step("result").Publish...) {
@@ -164,4 +167,78 @@ func TestHostDelay(t *testing.T) {
 		t.Parallel()
 		run(t, drivertest.SharedPostgres(t), 2)
 	})
+}
+
+// TestHostDelayLateCommits: two downloads from one host reach it at least the politeness delay
+// apart, by the host's own clock, with eight downloads of the host ready at once, when the
+// store grants a download's start in a transaction that commits long after it began
+// (enginetest.LateGrants: every other grant of the host's start commits 1.5 delays late), and
+// when a request reaches the host late (every other one arrives half a delay after it was
+// sent, as over a slow path). The store dates each grant from its transaction's beginning,
+// and a request arrives a moment after it starts: spacing the downloads' starts let the late
+// one and the next reach the host together.
+func TestHostDelayLateCommits(t *testing.T) {
+	t.Parallel()
+	const delay = 400 * time.Millisecond
+	const files = 8
+	f := newFakes(t)
+	var mu sync.Mutex
+	var at []time.Time
+	sent := 0
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent++
+		late := sent%2 == 1
+		mu.Unlock()
+		if late {
+			// The slow path this host stands for: the request arrives half a delay late.
+			select {
+			case <-time.After(delay / 2):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		f.serveFile(w, r, strings.TrimPrefix(r.URL.Path, "/f/"))
+	}))
+	t.Cleanup(host.Close)
+	var fs []map[string]any
+	for i := range files {
+		key := fmt.Sprintf("late/a%d.csv", i)
+		m := f.file(key, content(key, 2000), "")
+		m["links"] = map[string]any{"self": baseOf(host) + "/f/" + key}
+		fs = append(fs, m)
+	}
+	url := f.zenodoRecord(901, "open", fs...)
+	cfg := f.config(t)
+	cfg.HostDelay = delay
+	k, _ := startKit(t, enginetest.LateGrants(drivertest.OpenSQLite, delay*3/2), cfg)
+	src, err := WorkflowSource(delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := k.StartJob(t, string(src), engine.Root{Name: url, Metadata: map[string]any{"request": asMap(Request{IngestType: "dataset", BaseURL: url})}})
+	if j := k.WaitJob(t, job.ID, 2*time.Minute); j.State != record.JobComplete {
+		t.Fatalf("job %d %s: %s", j.ID, j.State, j.Error)
+	}
+	if r := jobResults(t, k, job.ID, 1)[0]; r.Status != StatusSuccess {
+		t.Fatalf("status %s (%s), want success", r.Status, r.ErrorMessage)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(at, time.Time.Compare)
+	if len(at) != files {
+		t.Fatalf("the host received %d requests, want %d", len(at), files)
+	}
+	var gaps []string
+	for i := 1; i < len(at); i++ {
+		gap := at[i].Sub(at[i-1])
+		gaps = append(gaps, gap.Round(time.Millisecond).String())
+		if gap < delay {
+			t.Errorf("requests %d and %d reached the host %v apart, want at least the delay %v", i-1, i, gap, delay)
+		}
+	}
+	t.Logf("gaps %v", gaps)
 }

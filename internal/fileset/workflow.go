@@ -29,10 +29,10 @@ const SandcrawlerSinkName = "sandcrawler"
 const downloadStep = "download"
 
 // Workflow returns the fileset workflow a job of this configuration runs: the built-in
-// workflow (internal/builtin/fileset.yaml) with the download step's per-host limit started
-// at most once per [Config.HostDelay] (no rate when it is negative), and with only the publish:
-// rules whose sink is one of [Config.Sinks]. The workflow is the built-in YAML when nothing
-// differs from it, else its canonical JSON.
+// workflow (internal/builtin/fileset.yaml) with the download step's per-host limit started at
+// most once per [Config.HostDelay] and its host_delay setting the same (neither when it is
+// negative), and with only the publish: rules whose sink is one of [Config.Sinks]. The
+// workflow is the built-in YAML when nothing differs from it, else its canonical JSON.
 func (s *Fileset) Workflow() ([]byte, error) { return WorkflowSource(s.cfg.HostDelay, s.cfg.Sinks...) }
 
 // WorkflowSource returns the fileset workflow with hostDelay (0: [DefaultHostDelay]; negative:
@@ -60,9 +60,14 @@ func WorkflowSource(hostDelay time.Duration, sinks ...string) ([]byte, error) {
 	keep := func(rules []workflow.PublishRule) []workflow.PublishRule {
 		return slices.DeleteFunc(rules, func(r workflow.PublishRule) bool { return !slices.Contains(sinks, r.Sink) })
 	}
+	with := ""
+	if hostDelay > 0 {
+		with = hostDelay.String()
+	}
+	got, _ := dl.With["host_delay"].(string)
 	all := len(def.Publish)
 	def.Publish = keep(def.Publish)
-	same := len(def.Publish) == all && dl.Limit.Rate == rate
+	same := len(def.Publish) == all && dl.Limit.Rate == rate && got == with
 	for _, st := range def.Steps {
 		n := len(st.Publish)
 		if st.Publish = keep(st.Publish); len(st.Publish) == 0 {
@@ -77,6 +82,17 @@ func WorkflowSource(hostDelay time.Duration, sinks ...string) ([]byte, error) {
 		return src, nil
 	}
 	dl.Limit.Rate = rate
+	if with != "" {
+		if dl.With == nil {
+			dl.With = map[string]any{}
+		}
+		dl.With["host_delay"] = with
+	} else {
+		delete(dl.With, "host_delay")
+		if len(dl.With) == 0 {
+			dl.With = nil
+		}
+	}
 	return workflow.Marshal(def)
 }
 

@@ -12,9 +12,9 @@ import (
 // claim's transaction.
 var errParked = engine.ErrParked
 
-// keyed applies the step's claim and limit before its action runs ([engine.TakeKeys]). done is
-// true when res is the task's whole result (a claim's result reused) or the task was parked
-// (errParked); err may be a snooze (a limit refused it).
+// keyed applies the step's claim and limit before its action runs ([engine.Engine.TakeKeys]).
+// done is true when res is the task's whole result (a claim's result reused) or the task was
+// parked (errParked); err may be a snooze (a limit refused it).
 func (w *Worker) keyed(ctx context.Context, t *record.Task, step *workflow.Step, it *record.Item, res *engine.Result) (done bool, err error) {
 	wfName := ""
 	if step.Claim != nil {
@@ -22,7 +22,7 @@ func (w *Worker) keyed(ctx context.Context, t *record.Task, step *workflow.Step,
 			return false, err
 		}
 	}
-	done, err = engine.TakeKeys(ctx, w.commit.do, wfName, step, t, it, res)
+	done, err = w.e.TakeKeys(ctx, w.commit.do, wfName, step, t, it, res)
 	if done && err == nil {
 		w.stats.count(t.Action, true)
 	}

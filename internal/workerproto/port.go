@@ -337,9 +337,9 @@ func (s *Server) stepOf(ctx context.Context, task *record.Task) (string, *workfl
 }
 
 // keyed applies the claim and the limit of the task's step before the task is handed out
-// ([engine.TakeKeys]), as an in-process worker does before it runs the action: a task parked on
-// another's claim, done with a finished claim's result, or snoozed by its limit is settled here
-// (done) and never handed out.
+// ([engine.Engine.TakeKeys]), as an in-process worker does before it runs the action: a task
+// parked on another's claim, done with a finished claim's result, or snoozed by its limit is
+// settled here (done) and never handed out.
 func (s *Server) keyed(ctx context.Context, task *record.Task, it *record.Item, owner string) (done bool, err error) {
 	wf, step, err := s.stepOf(ctx, task)
 	if err != nil || step.Claim == nil && step.Limit == nil {
@@ -347,7 +347,7 @@ func (s *Server) keyed(ctx context.Context, task *record.Task, it *record.Item, 
 	}
 	ctx = context.WithoutCancel(ctx)
 	res := &engine.Result{Task: task, Owner: owner, Started: s.b.Engine().Now()}
-	done, err = engine.TakeKeys(ctx, s.b.Do, wf, step, task, it, res)
+	done, err = s.b.Engine().TakeKeys(ctx, s.b.Do, wf, step, task, it, res)
 	switch {
 	case errors.Is(err, engine.ErrParked):
 		return true, nil
