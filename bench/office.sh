@@ -21,6 +21,8 @@ ROUNDS=${1:-3}
 COPIES=${2:-4}
 CORPUS=${CORPUS:-$(cd "$(dirname "$0")/../../shared/corpus/files" && pwd)}
 W=$(mktemp -d)
+# unoconv needs the python3 that has LibreOffice's uno module (Debian's), not another in PATH.
+UNOCONV=${UNOCONV:-"/usr/bin/python3 /usr/bin/unoconv"}
 # A port of its own for the listener: other listeners may run on the machine.
 PORT=$((20000 + RANDOM % 20000))
 LISTENER=""
@@ -63,12 +65,12 @@ for r in $(seq "$ROUNDS"); do
   read -r _ bw bc < <(timed batch soffice --headless --norestore "-env:UserInstallation=file://$W/profile" \
     --convert-to pdf --outdir "$W/batch" "$W"/docs/*)
   # The listener is started (and made warm by one conversion) before the timed calls.
-  unoconv --listener --port "$PORT" >"$W/listener.log" 2>&1 &
+  $UNOCONV --listener --port "$PORT" >"$W/listener.log" 2>&1 &
   LISTENER=$!
   mkdir -p "$W/uno"
-  for _ in $(seq 100); do unoconv --port "$PORT" -f pdf -o "$W/uno/warmup.pdf" "$W/docs/1-LibreOfficeWriter_odt_1.3.odt" 2>/dev/null && break; sleep 0.2; done
+  for _ in $(seq 100); do $UNOCONV --port "$PORT" -f pdf -o "$W/uno/warmup.pdf" "$W/docs/1-LibreOfficeWriter_odt_1.3.odt" 2>/dev/null && break; sleep 0.2; done
   lcpu0=$(listener_cpu)
-  read -r _ uw uc < <(timed unoconv sh -c 'for f in "$0"/docs/*; do unoconv --port "$1" -f pdf -o "$0/uno/" "$f" || exit 1; done' "$W" "$PORT")
+  read -r _ uw uc < <(timed unoconv sh -c 'for f in "$0"/docs/*; do $2 --port "$1" -f pdf -o "$0/uno/" "$f" || exit 1; done' "$W" "$PORT" "$UNOCONV")
   # The listener's LibreOffice does the converting: its CPU over the calls counts too.
   uc=$(echo "$uc + $(listener_cpu) - $lcpu0" | bc)
   kill "$LISTENER" 2>/dev/null || true

@@ -74,6 +74,8 @@ type pool struct {
 	starting bool
 	gen      int // counts closes: a spare started before one is not kept
 	jobs     int // how many jobs were given a converter
+	// idle, when set, replaces warmIdle (tests on a loaded machine).
+	idle time.Duration
 	// started counts the converters started, batches the calls made to them, warmDocs the
 	// documents they converted: figures for tests.
 	started, batches, warmDocs atomic.Int64
@@ -172,17 +174,21 @@ func (p *pool) prestart(ctx context.Context, lim converter.Limits, base string) 
 }
 
 func (p *pool) start(ctx context.Context, base string, lim converter.Limits) (*warm, error) {
-	w, err := startWarm(ctx, base, lim)
+	idle := p.idle
+	if idle <= 0 {
+		idle = warmIdle
+	}
+	w, err := startWarm(ctx, base, lim, p, idle)
 	if err == nil {
 		p.started.Add(1)
-		w.pool = p
 	}
 	return w, err
 }
 
 // warm is one warm converter. Its batches run one at a time, in its own goroutine.
 type warm struct {
-	pool    *pool // for its figures; nil outside a pool
+	pool    *pool         // for its figures
+	idleFor time.Duration // how long it waits for work before it retires
 	job     int64
 	dir     string // the sandbox's directory: profile/ and b<N>/ batches
 	owner   int    // the uid the sandbox runs as (its directory's owner)
@@ -241,7 +247,7 @@ done
 
 // startWarm starts a warm converter in a new directory under base. It returns at once; the
 // converter's first batch waits until LibreOffice is up.
-func startWarm(ctx context.Context, base string, lim converter.Limits) (*warm, error) {
+func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, idle time.Duration) (*warm, error) {
 	if lim.Timeout <= 0 {
 		lim.Timeout = converter.DefaultTimeout
 	}
@@ -293,7 +299,7 @@ func startWarm(ctx context.Context, base string, lim converter.Limits) (*warm, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	w := &warm{dir: dir, lim: lim, proc: proc, stdin: inW, replies: bufio.NewScanner(outR),
+	w := &warm{pool: p, idleFor: idle, dir: dir, lim: lim, proc: proc, stdin: inW, replies: bufio.NewScanner(outR),
 		ready: make(chan struct{}), reqs: make(chan *warmReq), quit: make(chan struct{}), gone: make(chan struct{}), owner: -1}
 	if st, err := os.Stat(dir); err == nil {
 		if s, ok := st.Sys().(*syscall.Stat_t); ok {
@@ -394,7 +400,9 @@ func (w *warm) run(replies *os.File) {
 		t.Stop()
 		w.proc.Stop()
 		replies.Close()
-		os.RemoveAll(w.dir)
+		if err := os.RemoveAll(w.dir); err != nil {
+			w.note("remove its directory: %v", err)
+		}
 		// Requests that raced the retirement go cold.
 		for {
 			select {
@@ -409,7 +417,7 @@ func (w *warm) run(replies *os.File) {
 	if !w.awaitReady() {
 		return
 	}
-	idle := time.NewTimer(warmIdle)
+	idle := time.NewTimer(w.idleFor)
 	defer idle.Stop()
 	for {
 		var batch []*warmReq
@@ -441,7 +449,7 @@ func (w *warm) run(replies *os.File) {
 			default:
 			}
 		}
-		idle.Reset(warmIdle)
+		idle.Reset(w.idleFor)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
@@ -102,6 +103,9 @@ func TestWarmIsolation(t *testing.T) {
 	t.Parallel()
 	convertertest.RequireTools(t, "soffice", "pdftotext", "bwrap")
 	a := New()
+	// Converters must not retire idle while the test looks at them (a loaded machine takes
+	// longer than warmIdle over a conversion).
+	a.pool.idle = time.Hour
 	t.Cleanup(a.Close)
 	base := t.TempDir()
 	doc := []string{"LibreOfficeWriter_odt_1.3.odt"}
@@ -125,6 +129,9 @@ func TestWarmIsolation(t *testing.T) {
 		}
 	}
 	// Tampering: a macro library appears in job 1's profile.
+	if w1.retired() {
+		t.Fatal("job 1's converter retired before the test planted its macro library")
+	}
 	evil := filepath.Join(w1.dir, "profile", "user", "basic", "Evil")
 	if err := os.MkdirAll(evil, 0o755); err != nil {
 		t.Fatal(err)
@@ -152,7 +159,11 @@ func TestWarmIsolation(t *testing.T) {
 		}
 		<-w.gone
 		if _, err := os.Stat(w.dir); !os.IsNotExist(err) {
-			t.Errorf("%s still exists after Close (%v)", w.dir, err)
+			why := ""
+			if p := a.pool.lastRetired.Load(); p != nil {
+				why = *p
+			}
+			t.Errorf("%s still exists after Close (%v; last early retirement: %q)", w.dir, err, why)
 		}
 		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(w.proc.Pid()))); err == nil {
 			t.Errorf("the sandbox of %s (pid %d) still runs after Close", w.dir, w.proc.Pid())
