@@ -167,12 +167,14 @@ func (p *Process) Stop() {
 }
 
 // start starts c: sandboxed or guarded, recorded, and killed as a group when ctx ends.
-func start(ctx context.Context, c Cmd) (p *Process, err error) {
+func start(ctx context.Context, c Cmd) (_ *Process, err error) {
 	path, err := exec.LookPath(c.Path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Path, ErrNotInstalled)
 	}
-	p = &Process{c: c, done: make(chan struct{})}
+	// p is not the named result: every failed return sets that to nil, and the cleanup below
+	// must still see what was started.
+	p := &Process{c: c, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			p.cleanup()
