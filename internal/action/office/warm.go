@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -234,13 +235,14 @@ type warmResult struct {
 // the start, shared by the batch.
 const warmScript = `set -u
 profile="$1"
+soffice="$2"
 printf 'sluice\n' >warmup.txt
-soffice --headless --norestore --nolockcheck "-env:UserInstallation=$profile" --convert-to pdf --outdir warmup warmup.txt </dev/null >office.log 2>&1 || exit 4
+"$soffice" --headless --norestore --nolockcheck "-env:UserInstallation=$profile" --convert-to pdf --outdir warmup warmup.txt </dev/null >office.log 2>&1 || exit 4
 rm -rf warmup warmup.txt
 echo ready
 while IFS= read -r b; do
   case "$b" in b[0-9]*) ;; *) exit 2 ;; esac
-  soffice --headless --norestore --nolockcheck "-env:UserInstallation=$profile" --convert-to pdf --outdir "$b/out" "$b"/in/* </dev/null >"$b/log" 2>&1
+  "$soffice" --headless --norestore --nolockcheck "-env:UserInstallation=$profile" --convert-to pdf --outdir "$b/out" "$b"/in/* </dev/null >"$b/log" 2>&1
   echo "$b $?"
 done
 `
@@ -253,6 +255,14 @@ func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, 
 	}
 	if lim.MemoryLimit == 0 {
 		lim.MemoryLimit = converter.DefaultMemoryLimit
+	}
+	// soffice is looked up as a cold run looks it up (in PATH), and shown to the sandbox.
+	soffice, err := exec.LookPath("soffice")
+	if err != nil {
+		return nil, fmt.Errorf("soffice: %w", subprocess.ErrNotInstalled)
+	}
+	if soffice, err = filepath.Abs(soffice); err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp(base, "sluice-office-")
 	if err != nil {
@@ -275,7 +285,8 @@ func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "HOME=" + dir, "TMPDIR=/tmp"}
+	// The environment of a cold run (converter.Runner): the same PATH finds the same soffice.
+	env := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "HOME=" + dir, "TMPDIR=" + dir}
 	profile := url.URL{Scheme: "file", Path: profileDir}
 	mem := lim.MemoryLimit
 	if mem < 0 {
@@ -285,9 +296,9 @@ func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, 
 	// per-document budget of a cold run would be far more than any honest job needs, so the
 	// budget of one cold run bounds it, and a converter that reaches it dies and is replaced.
 	cpu := int64(2*lim.Timeout/time.Second) + 1
-	c := subprocess.Cmd{Path: "/bin/sh", Args: []string{"-c", warmScript, "sluice-office", profile.String()},
+	c := subprocess.Cmd{Path: "/bin/sh", Args: []string{"-c", warmScript, "sluice-office", profile.String(), soffice},
 		Dir: dir, Env: env, Stdin: inR, Stdout: outW, MemoryLimit: mem,
-		Sandbox: &sandbox.Spec{CPU: cpu}}
+		Sandbox: &sandbox.Spec{CPU: cpu, Tools: []string{soffice}}}
 	// The converter outlives the task that asked for it: it keeps the task's values (the
 	// engine's records of running tools) but not its end.
 	proc, err := subprocess.Start(context.WithoutCancel(ctx), c)
