@@ -48,7 +48,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:     Name,
-		Version:  "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
+		Version:  "4", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised; 4: Type 1 font UniqueIDs per document
 		Doc:      "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
 		Settings: typed.Settings(),
 		Validate: typed.Validate,
