@@ -1,6 +1,6 @@
 #!/bin/bash
 # office.sh: issue #40's office benchmark in one command. The same ~40 office documents (the
-# corpus's office files, copied N times under distinct names), converted to PDF three ways in
+# corpus's office files, copied N times under distinct names and as distinct bytes), converted to PDF three ways in
 # each round, back to back, so that every ratio compares figures of the same minutes:
 #   sluice   `sluice ingest` of the documents (warm converters; it also extracts each PDF's
 #            text and makes a thumbnail, which the peers do not),
@@ -13,8 +13,11 @@
 # with each round: the machine may be shared.
 #
 # Usage: SLUICE=/path/to/sluice bench/office.sh [ROUNDS] [COPIES]   (defaults 3 and 4)
-# Needs soffice, unoconv (apt-get install unoconv), GNU time (/usr/bin/time) and the corpus at
-# ../shared/corpus/files (CORPUS= to change).
+# Needs soffice, unoconv, GNU time (/usr/bin/time) and the corpus at ../shared/corpus/files
+# (CORPUS= to change). unoconv: `apt-get install python3-uno`, then the unoconv script; Debian's
+# unoconv package would replace libreoffice-core-nogui with libreoffice-core, so take the script
+# from it instead (`apt-get download unoconv && dpkg-deb -x unoconv_*.deb DIR`) and name it with
+# UNOCONV="/usr/bin/python3 DIR/usr/bin/unoconv".
 set -euo pipefail
 SLUICE=${SLUICE:?a sluice binary (go build -o /tmp/sluice ./cmd/sluice)}
 ROUNDS=${1:-3}
@@ -31,14 +34,36 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
+# distinct FILE I: makes copy I of a document other bytes with the same content, as distinct
+# documents would be: Sluice converts a document once per content (its conversion cache), so
+# copies of the same bytes would be converted once by Sluice and COPIES times by the peers.
+# Zip formats get a zip comment, RTF trailing blank lines, OLE files (.doc, .xls, .ppt) I unused
+# 512-byte sectors at their end.
+distinct() {
+  [ "$2" = 1 ] && return
+  case "$1" in
+    *.docx | *.odt | *.xlsx | *.ods | *.pptx | *.odp)
+      /usr/bin/python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "a") as z: z.comment = b"copy " + sys.argv[2].encode()' "$1" "$2" ;;
+    *.rtf) for _ in $(seq "$2"); do echo >>"$1"; done ;;
+    *) head -c $((512 * $2)) /dev/zero >>"$1" ;;
+  esac
+}
 mkdir -p "$W/docs"
 for i in $(seq "$COPIES"); do
   for f in "$CORPUS"/*.{docx,doc,odt,rtf,xlsx,xls,ods,pptx,ppt,odp}; do
     case "$f" in *protected*) continue ;; esac
     b=$(basename "$f")
-    cp "$f" "$W/docs/$i-$b"
+    # The extension in the name too: testEXCEL.xls and .xlsx must not write one testEXCEL.pdf.
+    d="$W/docs/$i-${b%.*}-${b##*.}.${b##*.}"
+    cp "$f" "$d"
+    distinct "$d" "$i"
   done
 done
+if [ "$(sha256sum "$W"/docs/* | cut -d' ' -f1 | sort -u | wc -l)" != "$(ls "$W/docs" | wc -l)" ]; then
+  echo "the copies are not distinct" >&2
+  exit 1
+fi
 N=$(ls "$W/docs" | wc -l)
 echo "== $N office documents ($COPIES copies of the corpus's), $ROUNDS rounds; $(nproc) CPUs"
 # timed NAME CMD...: runs CMD, prints "NAME wall cpu" (seconds).
@@ -77,7 +102,8 @@ for r in $(seq "$ROUNDS"); do
   wait "$LISTENER" 2>/dev/null || true
   LISTENER=""
   pdfs=$(ls "$W/batch" | wc -l)
-  echo "   sluice  wall ${sw}s cpu ${sc}s"
+  docs=$(grep -o 'complete in [^:]*: [0-9]* documents, [0-9]* errors' "$W/sluice.log" || echo "no summary")
+  echo "   sluice  wall ${sw}s cpu ${sc}s ($docs)"
   echo "   batch   wall ${bw}s cpu ${bc}s ($pdfs pdfs)"
   echo "   unoconv wall ${uw}s cpu ${uc}s"
   echo "   ratios  sluice/batch wall $(ratio "$sw" "$bw") cpu $(ratio "$sc" "$bc");" \
