@@ -22,9 +22,12 @@ var (
 // NormalizePDF makes a PDF written by LibreOffice or Chromium depend on its input only: the
 // creation and modification dates become [FixedDate] and the document /ID becomes a hash of the
 // rest, so two conversions of one document, in two runs or after a crash, are the same bytes.
-// Every replacement keeps its length, so the cross-reference offsets stay right; b is changed in
-// place and returned.
+// LibreOffice's Type 1 fonts, whose UniqueIDs count the fonts a process has written, are
+// numbered per document and compressed again (see renumberType1), with the offsets that moves
+// corrected; every other replacement keeps its length, so the cross-reference offsets stay
+// right. b may be changed in place; the result is returned.
 func NormalizePDF(b []byte) []byte {
+	b = renumberType1(b)
 	for _, m := range pdfDate.FindAllSubmatchIndex(b, -1) {
 		copy(b[m[2]:m[3]], FixedDate[:m[3]-m[2]])
 	}

@@ -614,6 +614,16 @@ func (n *Node) Close() error {
 	if n.clock != nil {
 		n.clock.Stop()
 	}
+	if n.Catalog != nil {
+		// Actions that keep tools running (the office action's warm converters) end them.
+		for _, name := range n.Catalog.Names() {
+			if a, ok := n.Catalog.Lookup(name); ok {
+				if c, ok := a.(interface{ Close() }); ok {
+					c.Close()
+				}
+			}
+		}
+	}
 	var errs []error
 	if n.Store != nil {
 		errs = append(errs, n.Store.Close())

@@ -104,6 +104,9 @@ type Spec struct {
 	Env []string
 	// ExtraFiles are open files the tool inherits as descriptors 3, 4, …
 	ExtraFiles []*os.File
+	// Tools are more programs the tool runs (a script run by /bin/sh names its converter
+	// here), given as absolute paths; one outside /usr is bound read-only, as the tool is.
+	Tools []string
 }
 
 // Defaults of [Spec].
@@ -346,6 +349,12 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		parents(real)
 		a = append(a, "--ro-bind", real, real)
 		path = real
+	}
+	for _, t := range spec.Tools {
+		if real, err := filepath.EvalSymlinks(t); err == nil && !within("/usr", real) && !within(scratch, real) {
+			parents(real)
+			a = append(a, "--ro-bind", real, real)
+		}
 	}
 	a = append(a, "--chdir", scratch, "--clearenv")
 	for _, kv := range spec.Env {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/proctest"
+	"github.com/sluice-project/sluice/internal/sandbox"
 )
 
 // Run with SUBPROCESS_TEST_PARENT=1, the test binary plays a Sluice that runs an unsandboxed
@@ -28,7 +30,35 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "run returned:", err)
 		os.Exit(1)
 	}
+	if mode := os.Getenv("SUBPROCESS_TEST_WARM"); mode != "" {
+		warmParent(mode, os.Getenv("SUBPROCESS_TEST_TOKEN"))
+	}
 	os.Exit(m.Run())
+}
+
+// warmParent plays a Sluice holding a warm converter (SUBPROCESS_TEST_WARM=on or off, the
+// sandbox mode): it starts with [Start] a long-lived tool that has a child of its own, both
+// with token in their command lines, prints "started" and waits to be killed.
+func warmParent(mode, token string) {
+	m, err := sandbox.ParseMode(mode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sandbox.SetMode(m)
+	dir, err := os.MkdirTemp("", "subprocess-warm-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_, err = Start(context.Background(), Cmd{Path: "/bin/sh", Args: []string{"-c", "sleep 600 " + token + " & wait", "sh", token},
+		Dir: dir, Sandbox: &sandbox.Spec{}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start:", err)
+		os.Exit(1)
+	}
+	fmt.Println("started")
+	select {}
 }
 
 func TestParseProcStat(t *testing.T) {
@@ -200,5 +230,86 @@ func TestRunRecords(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Fatalf("records left after the run: %v", left)
+	}
+}
+
+// TestProcessDiesWithParent SIGKILLs a process holding a long-lived tool started with [Start]
+// (a warm converter), sandboxed and unsandboxed: the tool and its child must die with it, as a
+// run of [Run] does.
+func TestProcessDiesWithParent(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"on", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			if mode == "on" && !sandbox.Check().Available {
+				t.Skipf("sandbox unavailable: %s", sandbox.Check().Reason)
+			}
+			token := "9" + strconv.FormatInt(time.Now().UnixNano(), 10)[8:]
+			parent := exec.Command(self, "-test.run=^$")
+			parent.Env = append(os.Environ(), "SUBPROCESS_TEST_WARM="+mode, "SUBPROCESS_TEST_TOKEN="+token)
+			parent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			var stderr bytes.Buffer
+			parent.Stderr = &stderr
+			out, err := parent.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := parent.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = parent.Process.Kill()
+				_ = parent.Wait()
+				for _, p := range proctest.WithArg(token) {
+					_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+				}
+			})
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+				t.Fatalf("the parent said %q, %v (%s)", line, err, stderr.String())
+			}
+			poll.Until(t, 20*time.Second, "the tool's child to start", func() (bool, string) {
+				ps := proctest.WithArg("sleep 600 " + token)
+				return len(ps) > 0, fmt.Sprint(ps)
+			})
+			if err := parent.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = parent.Wait()
+			poll.Until(t, 20*time.Second, "the tool and its child to die with the killed parent", func() (bool, string) {
+				var live []string
+				for _, p := range proctest.WithArg(token) {
+					if p.Alive() {
+						live = append(live, p.String())
+					}
+				}
+				return len(live) == 0, strings.Join(live, "; ")
+			})
+		})
+	}
+}
+
+// TestProcessStop: Stop ends a long-lived tool and its group at once, Done closes, and Err
+// says it was killed.
+func TestProcessStop(t *testing.T) {
+	t.Parallel()
+	p, err := Start(t.Context(), Cmd{Path: "/bin/sh", Args: []string{"-c", "sleep 600 & wait"}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+		t.Fatalf("the tool ended by itself: %v", p.Err())
+	default:
+	}
+	p.Stop()
+	p.Stop() // idempotent
+	<-p.Done()
+	var ee *ExitError
+	if !errors.As(p.Err(), &ee) || ee.Signal != "killed" {
+		t.Fatalf("err %v, want killed", p.Err())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,21 +83,109 @@ var ErrNotInstalled = errors.New("not installed")
 // ended first. The whole process group is killed when the run ends early, and when this process
 // dies. Under a context from [WithRecords], the tool is recorded while it runs.
 func Run(ctx context.Context, c Cmd) error {
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	p, err := start(ctx, c)
+	if err != nil {
+		return err
+	}
+	werr := p.wait()
+	// Decide by the context, not by whether the killer goroutine got there first: Wait can
+	// return (the process died of our SIGKILL) before that goroutine closes killed.
+	if ctx.Err() != nil && werr != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Timeout > 0 {
+			return &ExitError{Path: c.Path, Code: -1, TimedOut: true, Stderr: p.errTail.String()}
+		}
+		return ctx.Err()
+	}
+	return p.exitError(werr)
+}
+
+// Process is a tool started by [Start] that keeps running until it exits, its context ends or
+// [Process.Stop] is called: a warm converter fed over its stdin. It is guarded like a run of
+// [Run] — its process group (or sandbox) is killed when this process dies, and it is recorded
+// under a context from [WithRecords] — for as long as it lives. Its methods are safe for
+// concurrent use.
+type Process struct {
+	c         Cmd
+	cmd       *exec.Cmd
+	sandboxed bool
+	errTail   *tailBuffer
+	pgid      int
+	undo      []func() // run last first once the process and its group are gone
+	done      chan struct{}
+	err       error // the exit, set before done closes
+	stopOnce  sync.Once
+}
+
+// Start starts c and returns without waiting for it; ctx bounds its whole life (c.Timeout is
+// ignored). It returns the errors [Run] returns for a tool that did not start. The caller must
+// call [Process.Stop] or wait on [Process.Done].
+func Start(ctx context.Context, c Cmd) (*Process, error) {
+	p, err := start(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		werr := p.wait()
+		if ctx.Err() != nil && werr != nil {
+			p.err = ctx.Err()
+		} else {
+			p.err = p.exitError(werr)
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid returns the process id of the started command (the sandbox's outermost process when
+// sandboxed).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process and its group are gone; [Process.Err] then says how it ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err returns how the process ended — nil, an [*ExitError] or a context error — once Done is
+// closed, and nil before.
+func (p *Process) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// Stop kills the process and its group (its whole sandbox) and waits until they are gone. It is
+// idempotent.
+func (p *Process) Stop() {
+	p.stopOnce.Do(func() { _ = syscall.Kill(-p.pgid, syscall.SIGKILL) })
+	<-p.done
+}
+
+// start starts c: sandboxed or guarded, recorded, and killed as a group when ctx ends.
+func start(ctx context.Context, c Cmd) (_ *Process, err error) {
 	path, err := exec.LookPath(c.Path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", c.Path, ErrNotInstalled)
+		return nil, fmt.Errorf("%s: %w", c.Path, ErrNotInstalled)
 	}
+	// p is not the named result: every failed return sets that to nil, and the cleanup below
+	// must still see what was started.
+	p := &Process{c: c, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			p.cleanup()
+		}
+	}()
 	tool, args := path, c.Args
 	if c.MemoryLimit > 0 && (c.Sandbox == nil || sandbox.CurrentMode() == sandbox.Off) {
 		if pl, err := exec.LookPath("prlimit"); err == nil {
 			args = append([]string{"--as=" + strconv.FormatInt(c.MemoryLimit, 10), "--", path}, args...)
 			path = pl
 		}
-	}
-	if c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
 	}
 	env := c.Env
 	if env == nil {
@@ -108,8 +197,8 @@ func Run(ctx context.Context, c Cmd) error {
 	}
 	var cmd *exec.Cmd
 	guardGroup := 0 // the group an unsandboxed tool is started into, led by its guard (startGuard)
-	sandboxed := c.Sandbox != nil && sandbox.CurrentMode() == sandbox.On
-	if sandboxed {
+	p.sandboxed = c.Sandbox != nil && sandbox.CurrentMode() == sandbox.On
+	if p.sandboxed {
 		spec := *c.Sandbox
 		spec.Scratch, spec.Env, spec.ExtraFiles = c.Dir, env, c.ExtraFiles
 		if spec.Memory == 0 {
@@ -122,10 +211,11 @@ func Run(ctx context.Context, c Cmd) error {
 		var cleanup func()
 		cmd, cleanup, err = sandbox.Command(tool, c.Args, spec)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer cleanup()
-		defer sandbox.Sanitize(c.Dir) //nolint:errcheck // best effort; what is left is regular files
+		p.undo = append(p.undo, cleanup, func() {
+			sandbox.Sanitize(c.Dir) //nolint:errcheck // best effort; what is left is regular files
+		})
 	} else {
 		cmd = exec.Command(path, args...)
 		cmd.Dir = c.Dir
@@ -136,66 +226,76 @@ func Run(ctx context.Context, c Cmd) error {
 		if guardGroup, stopGuard = startGuard(); guardGroup != 0 {
 			cmd.SysProcAttr.Pgid = guardGroup
 		}
-		defer stopGuard()
+		p.undo = append(p.undo, stopGuard)
 	}
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
-	var errTail *tailBuffer
 	if c.Stderr != nil {
 		cmd.Stderr = c.Stderr
 	} else {
-		errTail = &tailBuffer{max: 4096}
-		cmd.Stderr = errTail
+		p.errTail = &tailBuffer{max: 4096}
+		cmd.Stderr = p.errTail
 	}
 	// A grandchild left in the background can hold our stdout/stderr pipes open; without a
 	// WaitDelay, Wait would block until it exits. The group is killed after Wait anyway.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		var ue *sandbox.UnavailableError
-		if sandboxed && errors.As(sandbox.StartError(err), &ue) {
-			return ue
+		if p.sandboxed && errors.As(sandbox.StartError(err), &ue) {
+			return nil, ue
 		}
-		return fmt.Errorf("start %s: %w", c.Path, err)
+		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}
-	// The group kill below is the last thing Run does to the tool; the record and the guard
-	// go after it (defers run last in, first out).
-	defer recordsFrom(ctx).add(cmd.Process.Pid, c.Path)()
-	pgid := cmd.Process.Pid
+	p.cmd = cmd
+	// The group kill in wait is the last thing done to the tool; the record and the guard go
+	// after it.
+	p.undo = append(p.undo, recordsFrom(ctx).add(cmd.Process.Pid, c.Path))
+	p.pgid = cmd.Process.Pid
 	if guardGroup != 0 {
-		pgid = guardGroup
+		p.pgid = guardGroup
 	}
-	done := make(chan struct{})
+	exited := make(chan struct{})
+	p.undo = append(p.undo, func() { close(exited) })
 	go func() {
 		select {
 		case <-ctx.Done():
 			// Negative pid: the whole process group.
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		case <-done:
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		case <-exited:
 		}
 	}()
-	werr := cmd.Wait()
-	close(done)
+	return p, nil
+}
+
+// wait waits for the process, kills what is left of its group and undoes what start did.
+func (p *Process) wait() error {
+	werr := p.cmd.Wait()
 	// Reap any grandchildren left in the group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	// Decide by the context, not by whether the killer goroutine got there first: Wait can
-	// return (the process died of our SIGKILL) before that goroutine closes killed.
-	if ctx.Err() != nil && werr != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Timeout > 0 {
-			return &ExitError{Path: c.Path, Code: -1, TimedOut: true, Stderr: errTail.String()}
-		}
-		return ctx.Err()
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	p.cleanup()
+	return werr
+}
+
+func (p *Process) cleanup() {
+	for i := len(p.undo) - 1; i >= 0; i-- {
+		p.undo[i]()
 	}
+	p.undo = nil
+}
+
+// exitError turns the error of Wait into the one [Run] returns.
+func (p *Process) exitError(werr error) error {
 	if werr == nil {
 		return nil
 	}
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
-		out := &ExitError{Path: c.Path, Code: ee.ExitCode(), Stderr: errTail.String()}
-		if sandboxed && out.Code == 1 && strings.HasPrefix(out.Stderr, "bwrap: ") {
+		out := &ExitError{Path: p.c.Path, Code: ee.ExitCode(), Stderr: p.errTail.String()}
+		if p.sandboxed && out.Code == 1 && strings.HasPrefix(out.Stderr, "bwrap: ") {
 			// bwrap itself failed: the kernel refused a namespace or a mount.
 			return &sandbox.UnavailableError{Reason: strings.TrimSpace(strings.SplitN(out.Stderr, "\n", 2)[0])}
 		}
-		if sandboxed && out.Code > 128 && out.Code < 128+65 {
+		if p.sandboxed && out.Code > 128 && out.Code < 128+65 {
 			// bwrap reports its tool's death by signal N as exit status 128+N.
 			out.Code, out.Signal = -1, syscall.Signal(out.Code-128).String()
 		}
@@ -205,7 +305,7 @@ func Run(ctx context.Context, c Cmd) error {
 		}
 		return out
 	}
-	return fmt.Errorf("wait %s: %w", c.Path, werr)
+	return fmt.Errorf("wait %s: %w", p.c.Path, werr)
 }
 
 // Output runs c and returns its stdout, capped at max bytes (an error if exceeded).

@@ -15,6 +15,11 @@ func TestLinkedImages(t *testing.T) {
 	t.Parallel()
 	convertertest.RequireTools(t, "soffice", "pdftotext", "pdfimages", "bwrap")
 	c := convertertest.NewCanary(t)
+	// One action, one job: the documents share a warm converter, as they would in the engine,
+	// and none of them may fetch its image there either.
+	a := New()
+	t.Cleanup(a.Close)
+	base := t.TempDir()
 	docx := "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 	odt := "application/vnd.oasis.opendocument.text"
 	for _, tt := range []struct {
@@ -29,9 +34,9 @@ func TestLinkedImages(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			task := actiontest.NewTask(t, tt.name, tt.ct, tt.data, nil, nil)
+			task := sharedTask(t, base, 1, tt.name, tt.ct, tt.data)
 			rec := &actiontest.Recorder{}
-			if err := New().Run(t.Context(), task, rec); err != nil {
+			if err := a.Run(t.Context(), task, rec); err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			pdf := rec.Children[0].Data

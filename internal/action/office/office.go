@@ -8,6 +8,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -24,24 +25,37 @@ import (
 // Name is the action's name in workflows.
 const Name = "office"
 
-// Action is the "office" action. The zero value is ready to use and safe for concurrent use.
-type Action struct{}
+// Action is the "office" action. It converts with warm converters (see warm.go) and falls back
+// to a cold LibreOffice of its own for a document no warm converter could convert. The zero
+// value is ready to use and safe for concurrent use; it must not be copied after first use.
+type Action struct {
+	pool pool
+}
+
+// coldSlots bounds the cold conversions running at once: each starts its own LibreOffice
+// (about 2 s and 200 MB), and two use a 2-CPU machine fully without thrashing.
+var coldSlots = make(chan struct{}, 2)
 
 // New returns the "office" action.
 func New() *Action { return &Action{} }
+
+// Close retires the action's warm converters and waits until their sandboxes are gone. A later
+// Run starts new ones.
+func (a *Action) Close() { a.pool.close() }
 
 // Spec describes the action.
 func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:     Name,
-		Version:  "3", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised
+		Version:  "4", // 2: sandboxed, links never updated nor loaded; 3: dates and /ID normalised; 4: Type 1 font UniqueIDs per document
 		Doc:      "Convert an office document to PDF with headless LibreOffice; the PDF becomes one child routed on to pdf.",
 		Settings: typed.Settings(),
 		Validate: typed.Validate,
-		// Each conversion starts its own LibreOffice (about 2 s and 200 MB): two at a time use
-		// a 2-CPU machine fully without thrashing.
-		Concurrency:    2,
+		// Documents of a job wait together for their warm converter, which converts them in
+		// batches: the more of them wait, the fewer calls. Cold conversions are bounded apart
+		// (coldSlots).
+		Concurrency:    2 * warmMaxBatch,
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
 	}
@@ -75,6 +89,22 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if ext == "" {
 		return action.Permanentf("office conversion: no known office format for %q (%s)", t.Item.Name, t.Item.ContentType)
 	}
+	out.Progress(0.1)
+	if w := a.pool.get(ctx, t.JobID, cfg, tempBase(t.TempDir)); w != nil {
+		pdf, err := w.convert(ctx, src, ext, out.Heartbeat)
+		if err == nil {
+			return a.child(ctx, t, out, pdf)
+		}
+		if !errors.Is(err, errNoWarm) {
+			return err
+		}
+	}
+	select {
+	case coldSlots <- struct{}{}:
+		defer func() { <-coldSlots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	inDir, outDir := filepath.Join(t.TempDir, "lo-in"), filepath.Join(t.TempDir, "lo-out")
 	for _, d := range []string{inDir, outDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -90,15 +120,11 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	// A private profile per task: LibreOffice runs sharing one profile fail at random. It
 	// starts with the settings that keep a document from reaching out (see hardening).
 	profileDir := filepath.Join(t.TempDir, "lo-profile")
-	if err := os.MkdirAll(filepath.Join(profileDir, "user"), 0o700); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(profileDir, "user", "registrymodifications.xcu"), []byte(hardening), 0o600); err != nil {
+	if err := writeProfile(profileDir); err != nil {
 		return err
 	}
 	profile := url.URL{Scheme: "file", Path: profileDir}
 	r := &converter.Runner{Limits: cfg, Dir: t.TempDir, Heartbeat: out.Heartbeat}
-	out.Progress(0.1)
 	msg, err := r.Combined(ctx, "soffice", 64<<10, "--headless", "--norestore", "--nolockcheck",
 		"-env:UserInstallation="+profile.String(), "--convert-to", "pdf", "--outdir", outDir, in)
 	if err != nil {
@@ -116,6 +142,21 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		}
 		return action.Permanentf("office conversion: %s", text)
 	}
+	return a.child(ctx, t, out, pdf)
+}
+
+// tempBase returns the directory warm converters are made in: the one holding the task's
+// attempt dir (an engine's <data dir>/tmp, emptied when an engine opens the data dir), or ""
+// for the system's temporary directory.
+func tempBase(taskDir string) string {
+	if taskDir == "" {
+		return ""
+	}
+	return filepath.Dir(taskDir)
+}
+
+// child creates the child holding pdf.
+func (a *Action) child(ctx context.Context, t *action.Task, out action.Output, pdf []byte) error {
 	out.Progress(0.9)
 	return out.CreateChild(ctx, action.Child{
 		Name:        t.Item.Name,

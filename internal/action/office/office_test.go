@@ -14,6 +14,10 @@ import (
 func TestCorpus(t *testing.T) {
 	t.Parallel()
 	exp := convertertest.Expectations(t)
+	// One action, one job: the documents share a warm converter, as they would in the engine.
+	a := New()
+	t.Cleanup(a.Close)
+	base := t.TempDir()
 	files := []string{
 		"testWORD_various.docx", "testWORD_various.doc", "testEXCEL.xlsx", "testEXCEL.xls",
 		"testPPT_various.pptx", "testPPT.ppt", "LibreOfficeWriter_odt_1.3.odt",
@@ -28,9 +32,13 @@ func TestCorpus(t *testing.T) {
 			// a loaded machine, has crashed on start-up); a permanent error fails at once.
 			var rec *actiontest.Recorder
 			for attempt := 1; ; attempt++ {
-				task := actiontest.NewFileTask(t, convertertest.File(t, name), e.MIME, nil, nil)
+				data, err := os.ReadFile(convertertest.File(t, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				task := sharedTask(t, base, 1, name, e.MIME, data)
 				rec = &actiontest.Recorder{}
-				err := New().Run(t.Context(), task, rec)
+				err = a.Run(t.Context(), task, rec)
 				if err == nil {
 					break
 				}
@@ -61,7 +69,9 @@ func TestCorpus(t *testing.T) {
 func TestPasswordProtected(t *testing.T) {
 	t.Parallel()
 	task := actiontest.NewFileTask(t, convertertest.File(t, "testWORD_protected_passtika.docx"), "application/encrypted", nil, nil)
-	err := New().Run(t.Context(), task, &actiontest.Recorder{})
+	a := New()
+	t.Cleanup(a.Close)
+	err := a.Run(t.Context(), task, &actiontest.Recorder{})
 	if !action.IsPermanent(err) || err.Error() != "password-protected" {
 		t.Fatalf("err = %v, want permanent password-protected", err)
 	}
@@ -76,7 +86,9 @@ func TestCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := actiontest.NewTask(t, "broken.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", data, nil, nil)
-	err = New().Run(t.Context(), task, &actiontest.Recorder{})
+	a := New()
+	t.Cleanup(a.Close)
+	err = a.Run(t.Context(), task, &actiontest.Recorder{})
 	if !action.IsPermanent(err) || !strings.HasPrefix(err.Error(), "office conversion: ") {
 		t.Fatalf("err = %v, want a permanent office conversion error", err)
 	}
