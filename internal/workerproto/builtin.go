@@ -58,9 +58,12 @@ var ErrUnknownAction = errors.New("no such built-in action")
 // action reads beyond its task — the core's records of its job, its domain's rows, the blob
 // store — it reads from the server through the task's read port ([engine.Reads] over HTTP: the
 // task URL's /task, /core/…, /read/…, /blobs endpoints), and what it did (children, metadata,
-// events, outputs, domain writes) goes back in one result.json, which the server commits with the
-// task. Blobs the action stores (children's, thumbnails, preservation copies) are uploaded to the
-// server's blob store as it makes them.
+// events, outputs) goes back in one result.json, which the server commits with the task. Its
+// domain writes are sent as it makes them, a batch of about 256 KiB at a time, as N.write.json
+// fragments of a multipart POST: the server keeps them (past a megabyte, in a temp file) until
+// result.json commits them, in the same transaction, so that neither side holds a long run of
+// writes in memory. Blobs the action stores (children's, thumbnails, preservation copies) are
+// uploaded to the server's blob store as it makes them.
 //
 // RunBuiltin returns [ErrUnknownAction] (wrapped, naming the known ones) at once for an action
 // the catalog does not hold; otherwise it polls until ctx ends (returning nil) or the server
@@ -153,7 +156,7 @@ func (b *builtinRunner) run(ctx context.Context, th *TaskHandle) error {
 		}
 	}
 
-	out := &remoteOutput{port: port, resume: at.Item.NChildren, ordinal: 0}
+	out := &remoteOutput{port: port, ctx: tctx, resume: at.Item.NChildren, ordinal: 0}
 	beat := make(chan struct{})
 	beatDone := make(chan struct{})
 	go func() {
@@ -163,11 +166,17 @@ func (b *builtinRunner) run(ctx context.Context, th *TaskHandle) error {
 	err := action.Safe(func() error { return b.act.Run(engine.WithReads(tctx, port), task, out) })
 	close(beat)
 	<-beatDone
-	if errors.Is(context.Cause(tctx), ErrGone) || ctx.Err() != nil {
+	if errors.Is(context.Cause(tctx), ErrGone) || errors.Is(err, ErrGone) || ctx.Err() != nil {
 		return ErrGone
 	}
 	if err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("%s timed out after %s", b.act.Spec().Name, timeout)
+	}
+	if err == nil {
+		// The writes not sent yet go before the result, which commits them all.
+		if err := out.sendWrites(ctx); err != nil {
+			return err
+		}
 	}
 	res := out.result()
 	if err != nil {
@@ -177,6 +186,8 @@ func (b *builtinRunner) run(ctx context.Context, th *TaskHandle) error {
 	if merr != nil {
 		body, _ = json.Marshal(&ActionResult{Error: &ResultError{Message: "encode the result: " + merr.Error(), Permanent: true}})
 	}
+	out.send.Lock()
+	defer out.send.Unlock()
 	return th.Post(ctx, "result.json", bytes.NewReader(body))
 }
 
@@ -215,8 +226,11 @@ func (b *builtinRunner) heartbeat(ctx context.Context, th *TaskHandle, out *remo
 		case <-tick.C:
 		}
 		var err error
-		if p := out.fraction(); p != sent {
+		// The server takes one POST of a task at a time: while the output sends writes (which
+		// keep the task alive too), the progress waits for the next beat.
+		if p := out.fraction(); p != sent && out.send.TryLock() {
 			err = th.Post(ctx, "progress", strings.NewReader(fmt.Sprint(p)))
+			out.send.Unlock()
 			sent = p
 		} else {
 			err = th.Alive(ctx)
@@ -346,12 +360,24 @@ func (r remoteBlobs) Walk(context.Context, func(string, int64, time.Time) error)
 	return fmt.Errorf("walk the blobs: %w", errRemoteBlobs)
 }
 
+// writeBatchBytes is about how many bytes of domain writes a remote worker's output holds
+// before it sends them.
+const writeBatchBytes = 256 << 10
+
 // remoteOutput records what a built-in action run by a remote worker did, for its result.json:
 // what an in-process attempt records in its [engine.Effects]. Blobs are uploaded as they are
-// made. It is safe for concurrent use.
+// made; domain writes are sent in batches of about writeBatchBytes, as N.write.json fragments.
+// It is safe for concurrent use.
 type remoteOutput struct {
-	port   *remotePort
+	port *remotePort
+	// ctx is the task's context, for the writes Write sends ([action.Output.Write] takes none).
+	ctx    context.Context
 	resume int // children earlier attempts recorded
+
+	// send serializes the task's POSTs (writes, progress, the result): the server answers a
+	// second one open at once with 409. Batches of writes are taken and sent under it, so that
+	// they reach the server in the order of their numbers.
+	send sync.Mutex
 
 	mu        sync.Mutex
 	res       ActionResult
@@ -360,6 +386,13 @@ type remoteOutput struct {
 	lastP     float64
 	resumed   bool
 	wroteText bool
+	// writes are the encoded writes not sent yet, writesBytes their size; writeN is the N of
+	// the first of them. inResult is set once a write too large for an N.write.json came: it and
+	// the writes after it go in the result, after the ones sent.
+	writes      [][]byte
+	writesBytes int
+	writeN      int
+	inResult    bool
 }
 
 var (
@@ -499,8 +532,49 @@ func (o *remoteOutput) Write(w action.DomainWrite) error {
 	if err != nil {
 		return fmt.Errorf("write %q to domain %q: %w", w.Key, w.Domain, err)
 	}
+	dw := domainWrite{Domain: w.Domain, Key: w.Key, Payload: payload}
+	b, err := json.Marshal(dw)
+	if err != nil {
+		return fmt.Errorf("write %q to domain %q: %w", w.Key, w.Domain, err)
+	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.res.Writes = append(o.res.Writes, domainWrite{Domain: w.Domain, Key: w.Key, Payload: payload})
+	if o.inResult || len(b) > maxWriteBytes {
+		o.inResult = true
+		o.res.Writes = append(o.res.Writes, dw)
+		o.mu.Unlock()
+		return nil
+	}
+	o.writes = append(o.writes, b)
+	o.writesBytes += len(b)
+	full := o.writesBytes >= writeBatchBytes
+	o.mu.Unlock()
+	if full {
+		return o.sendWrites(o.ctx)
+	}
+	return nil
+}
+
+// sendWrites sends the writes not sent yet, as N.write.json parts of one multipart POST; the
+// server keeps them for the task's result. It returns [ErrGone] (wrapped) once the task was
+// canceled.
+func (o *remoteOutput) sendWrites(ctx context.Context) error {
+	o.send.Lock()
+	defer o.send.Unlock()
+	o.mu.Lock()
+	ws, first := o.writes, o.writeN
+	o.writes, o.writesBytes, o.writeN = nil, 0, o.writeN+len(ws)
+	o.mu.Unlock()
+	if len(ws) == 0 {
+		return nil
+	}
+	s := o.port.t.Stream(ctx)
+	for i, b := range ws {
+		if err := s.Part(fmt.Sprintf("%d.write.json", first+i), bytes.NewReader(b)); err != nil {
+			return fmt.Errorf("send domain writes %d-%d: %w", first, first+len(ws)-1, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("send domain writes %d-%d: %w", first, first+len(ws)-1, err)
+	}
 	return nil
 }

@@ -39,10 +39,11 @@ const (
 	maxHeaderBytes   = 16 << 20
 	maxProgressBytes = 4 << 10
 	maxErrorBytes    = 64 << 10
-	// maxWriteBytes bounds one N.write.json; maxWritesBytes all of a task's, which are held in
-	// memory until done.
+	// maxWriteBytes bounds one N.write.json, which is read into memory; maxWritesBytes all of
+	// a task's, which wait for done past a megabyte in a temp file (engine.Effects.AddWrite):
+	// it bounds the disk they take.
 	maxWriteBytes  = 1 << 20
-	maxWritesBytes = 64 << 20
+	maxWritesBytes = 1 << 30
 	// flushChildren and flushTextBytes bound the children kept in memory before they are
 	// written in one transaction.
 	flushChildren  = 256
@@ -623,7 +624,7 @@ func (ss *session) write(ctx context.Context, n int, b []byte) error {
 		var dw engine.DomainWrite
 		if dw, err = ss.srv.b.Engine().EncodeWrite(action.DomainWrite{Domain: w.Domain, Key: w.Key, Payload: w.Payload}); err == nil {
 			if ss.writeBytes += len(b); ss.writeBytes > maxWritesBytes {
-				err = fmt.Errorf("the task's writes exceed %d MiB", maxWritesBytes>>20)
+				err = fmt.Errorf("the task's writes exceed %d GiB", maxWritesBytes>>30)
 			} else {
 				ss.effects.AddWrite(dw)
 			}

@@ -1,14 +1,19 @@
 package workerproto_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/enginetest"
 	"github.com/sluice-project/sluice/internal/enginetest/testdomain"
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
 // TestRemoteDomainWrites: a remote worker's N.write.json fragments are committed with its task,
@@ -123,4 +128,85 @@ func TestRemoteDomainWriteErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// multipartCounter counts the multipart POSTs a remote worker sends.
+type multipartCounter struct{ n atomic.Int64 }
+
+func (c *multipartCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestRunBuiltinWrites: a built-in action run by a remote worker ([workerproto.RunBuiltin])
+// sends its domain writes while it runs, in batches (N.write.json parts of multipart POSTs), not
+// all in its result: after 2,000 writes of 250 bytes, at least one batch has gone. A write too
+// large for an N.write.json (over 1 MiB) goes in result.json with the writes after it, which
+// the server commits after the ones sent: every write is committed once, in the order made (the
+// first write of a key wins, so "dup" keeps the value written first).
+func TestRunBuiltinWrites(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{idle: 10 * time.Second, testDomain: true})
+	job := b.job(t, "input")
+	counter := &multipartCounter{}
+	pad := strings.Repeat("p", 220)
+	big := strings.Repeat("b", 3<<19) // 1.5 MiB
+	var sentEarly atomic.Int64
+	act := enginetest.Func("Pdf", func(ctx context.Context, task *action.Task, out action.Output) error {
+		w := func(key string, v any) error {
+			return out.Write(action.DomainWrite{Domain: testdomain.Name, Key: key, Payload: v})
+		}
+		for i := range 3000 {
+			if err := w(fmt.Sprintf("r%04d", i), map[string]string{"pad": pad}); err != nil {
+				return err
+			}
+			if i == 1999 {
+				sentEarly.Store(counter.n.Load())
+			}
+		}
+		for _, kv := range [][2]string{{"dup", "1"}, {"big", big}, {"dup", "2"}, {"after", "1"}} {
+			if err := w(kv[0], map[string]string{"v": kv[1]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	cat := &action.Catalog{}
+	cat.Register(act)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- workerproto.RunBuiltin(t.Context(), workerproto.BuiltinConfig{Action: "Pdf", Catalog: cat, Once: true,
+			TempDir: t.TempDir(), Client: &workerproto.Client{Server: b.base, HTTP: &http.Client{Transport: counter}}})
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if j := enginetest.WaitJob(t, b.e, job.ID, 30*time.Second); j.State != record.JobComplete {
+		t.Fatalf("job %s (%s)", j.State, j.Error)
+	}
+	if sentEarly.Load() == 0 {
+		t.Error("no batch of writes sent after 2,000 writes of 250 bytes: the worker holds them")
+	}
+	rows, err := testdomain.Rows(t.Context(), b.db, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.Key] = strings.ReplaceAll(r.Payload, " ", "")
+	}
+	if len(rows) != 3003 || len(got) != 3003 {
+		t.Fatalf("%d rows, %d keys; want 3,003", len(rows), len(got))
+	}
+	for i := range 3000 {
+		if k := fmt.Sprintf("r%04d", i); got[k] != `{"pad":"`+pad+`"}` {
+			t.Fatalf("row %s: %.40q", k, got[k])
+		}
+	}
+	if got["dup"] != `{"v":"1"}` || got["after"] != `{"v":"1"}` || got["big"] != `{"v":"`+big+`"}` {
+		t.Errorf("dup %s, after %s, big of %d bytes; want the first dup, after, and big whole", got["dup"], got["after"], len(got["big"]))
+	}
+	t.Logf("%d multipart POSTs, %d of them by the 2,000th write", counter.n.Load(), sentEarly.Load())
 }
