@@ -27,8 +27,8 @@ type Source interface {
 // Config configures a [Clock].
 type Config struct {
 	Source Source
-	// Local is the machine's clock. Defaults to time.Now (in builds with the sluicetestclock
-	// tag, shifted by SLUICE_TEST_CLOCK_OFFSET, for the tests of a skewed worker).
+	// Local is the machine's clock. Defaults to LocalClock (time.Now, or in a test's skewed
+	// build time.Now shifted).
 	Local  func() time.Time
 	Logger *slog.Logger
 	// Interval is how often the offset is measured again while the clock runs, so that a local

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,15 +16,17 @@ import (
 	"github.com/sluice-project/sluice/internal/poll"
 )
 
-// skewedBinary is the sluice binary built with the sluicetestclock tag: its machine clock is
-// shifted by SLUICE_TEST_CLOCK_OFFSET (package dbclock). Built once, by the first test asking.
-var skewedBinary = sync.OnceValues(func() (string, error) {
-	p := filepath.Join(packageTemp, "sluice-skewed")
-	if out, err := exec.Command("go", "build", "-tags", "sluicetestclock", "-o", p, "../../cmd/sluice").CombinedOutput(); err != nil {
+// skewedBinary returns a sluice binary whose machine clock is shifted by offset (package
+// dbclock's testOffset, set at link time: the packages come from the build cache, where a build
+// tag would compile every one of them again — minutes on a fresh CI machine).
+func skewedBinary(offset string) (string, error) {
+	p := filepath.Join(packageTemp, "sluice-skewed"+offset)
+	ld := "-X github.com/sluice-project/sluice/internal/dbclock.testOffset=" + offset
+	if out, err := exec.Command("go", "build", "-ldflags", ld, "-o", p, "../../cmd/sluice").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the skewed sluice: %v\n%s", err, out)
 	}
 	return p, nil
-})
+}
 
 // TestWorkerClockSkew runs a job on PostgreSQL + S3 whose tasks outlast their lease (renewed),
 // with the maintenance leader — the process that reaps expired leases — a `sluice worker` whose
@@ -46,7 +47,7 @@ func TestWorkerClockSkew(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			skewed, err := skewedBinary()
+			skewed, err := skewedBinary(tc.offset)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func TestWorkerClockSkew(t *testing.T) {
 			start := func(name, bin string, env []string, args ...string) *proc {
 				return startProc(t, name, bin, env, append(args, "--lease", "2s", "-v", "--log-format", "text")...)
 			}
-			leader := start("skewed worker", skewed, append(sh.env, "SLUICE_TEST_CLOCK_OFFSET="+tc.offset), "worker", "--data", filepath.Join(dir, "skewed"))
+			leader := start("skewed worker", skewed, sh.env, "worker", "--data", filepath.Join(dir, "skewed"))
 			waitFor(t, time.Minute, "the skewed worker to lead", leader.leads)
 			if !strings.Contains(leader.out.String(), "clock is off the database's") {
 				t.Fatalf("the skewed worker did not warn of its clock\n%s", lastLines(leader.out.String(), 20))
