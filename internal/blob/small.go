@@ -94,9 +94,12 @@ type smallPut struct {
 
 // smallSchema keeps the blobs in a rowid table with a unique key: its leaves hold whole rows,
 // where a WITHOUT ROWID table (session 2's layout, which older files keep; the statements suit
-// both) rebalances a tree of rows of kilobytes — 30 % more CPU per Put, measured.
+// both) rebalances a tree of rows of kilobytes — 30 % more CPU per Put, measured. The key is
+// the SHA-256's 32 bytes, not its 64 hex characters: the key is in the row and again in the
+// unique index, and a text document makes three blobs. Files written before keep the column
+// declared TEXT; [convertSmallKeys] turns their keys into bytes when they are opened.
 const smallSchema = `CREATE TABLE IF NOT EXISTS blobs (
-	sha256 TEXT NOT NULL UNIQUE,
+	sha256 BLOB NOT NULL UNIQUE, -- the SHA-256's 32 bytes
 	size INTEGER NOT NULL,
 	mtime INTEGER NOT NULL, -- unix microseconds, refreshed by every Put (GC's grace period)
 	data BLOB NOT NULL
@@ -122,6 +125,10 @@ func openSmall(path string, max int) (*smallDB, error) {
 	if _, err := w.Exec(smallSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := convertSmallKeys(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=cache_size(-500)")
 	if err != nil {
@@ -160,6 +167,62 @@ func createSmall(path string) error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	return nil
+}
+
+// convertSmallKeys rewrites the keys that a file written before keys were bytes holds as hex
+// text, a thousand rows a transaction: a run stopped part way leaves rows of both kinds, every
+// one whole, and the next open goes on. SQLite orders every text value before every blob, so
+// the rows left to convert are the first of the key's index, below the empty blob X”.
+func convertSmallKeys(w *sql.DB) error {
+	for {
+		n, err := convertSmallKeyBatch(w)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+}
+
+func convertSmallKeyBatch(w *sql.DB) (int, error) {
+	tx, err := w.Begin()
+	if err != nil {
+		return 0, fmt.Errorf("convert small blob keys: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query(`SELECT sha256 FROM blobs WHERE sha256 < X'' ORDER BY sha256 LIMIT 1000`)
+	if err != nil {
+		return 0, fmt.Errorf("convert small blob keys: %w", err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("convert small blob keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("convert small blob keys: %w", err)
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return 0, fmt.Errorf("convert small blob keys: a row's key is not a blob name: %w", err)
+		}
+		if _, err := tx.Exec(`UPDATE blobs SET sha256 = ? WHERE sha256 = ?`, keyBytes(k), k); err != nil {
+			return 0, fmt.Errorf("convert small blob key %s: %w", k, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("convert small blob keys: %w", err)
+	}
+	return len(keys), nil
+}
+
+// keyBytes returns the 32 bytes of a valid key, as small.db keeps it.
+func keyBytes(key string) []byte {
+	b, _ := hex.DecodeString(key)
+	return b
 }
 
 func (s *smallDB) close() error {
@@ -259,7 +322,7 @@ func (s *smallDB) write(batch []smallPut) error {
 	st := tx.Stmt(s.ins)
 	defer st.Close()
 	for _, p := range batch {
-		if _, err := st.Exec(p.key, len(p.data), p.stored, p.now.UnixMicro()); err != nil {
+		if _, err := st.Exec(keyBytes(p.key), len(p.data), p.stored, p.now.UnixMicro()); err != nil {
 			return fmt.Errorf("write small blob %s: %w", p.key, err)
 		}
 	}
@@ -278,7 +341,7 @@ func (s *smallDB) get(ctx context.Context, key string) ([]byte, error) {
 		return data, nil
 	}
 	var size int64
-	err := s.r.QueryRowContext(ctx, `SELECT size, data FROM blobs WHERE sha256 = ?`, key).Scan(&size, &data)
+	err := s.r.QueryRowContext(ctx, `SELECT size, data FROM blobs WHERE sha256 = ?`, keyBytes(key)).Scan(&size, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fs.ErrNotExist
 	}
@@ -330,7 +393,7 @@ func unpackSmall(key string, stored []byte, size int64) ([]byte, error) {
 // stat returns the blob's size and modification time, or an error wrapping fs.ErrNotExist.
 func (s *smallDB) stat(ctx context.Context, key string) (int64, time.Time, error) {
 	var size, mtime int64
-	err := s.r.QueryRowContext(ctx, `SELECT size, mtime FROM blobs WHERE sha256 = ?`, key).Scan(&size, &mtime)
+	err := s.r.QueryRowContext(ctx, `SELECT size, mtime FROM blobs WHERE sha256 = ?`, keyBytes(key)).Scan(&size, &mtime)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, time.Time{}, fs.ErrNotExist
 	}
@@ -339,20 +402,20 @@ func (s *smallDB) stat(ctx context.Context, key string) (int64, time.Time, error
 
 func (s *smallDB) delete(ctx context.Context, key string) error {
 	s.forget(key)
-	_, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE sha256 = ?`, key)
+	_, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE sha256 = ?`, keyBytes(key))
 	return err
 }
 
 // walk calls fn for every row, in pages so that fn may delete the row it is given.
 func (s *smallDB) walk(ctx context.Context, fn func(key string, size int64, modTime time.Time) error) error {
-	after := ""
+	after := []byte{}
 	for {
 		rows, err := s.r.QueryContext(ctx, `SELECT sha256, size, mtime FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT 1000`, after)
 		if err != nil {
 			return err
 		}
 		type row struct {
-			key         string
+			key         []byte
 			size, mtime int64
 		}
 		var page []row
@@ -369,7 +432,7 @@ func (s *smallDB) walk(ctx context.Context, fn func(key string, size int64, modT
 			return err
 		}
 		for _, r := range page {
-			if err := fn(r.key, r.size, time.UnixMicro(r.mtime)); err != nil {
+			if err := fn(hex.EncodeToString(r.key), r.size, time.UnixMicro(r.mtime)); err != nil {
 				return err
 			}
 		}

@@ -1,5 +1,5 @@
 // Package deflate compresses small values kept at rest — rows of the blob store's small.db,
-// entries of the conversion cache — with the standard library's DEFLATE, reusing compressors:
+// entries of the conversion cache, the text of items in SQLite — with the standard library's DEFLATE, reusing compressors:
 // making one costs about 0.6 MB, more than the values it is for.
 package deflate
 

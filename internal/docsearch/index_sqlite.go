@@ -2,10 +2,10 @@ package docsearch
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/deflate"
 	"github.com/sluice-project/sluice/internal/search"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -24,7 +24,7 @@ func (s sqliteIndex) Add(ctx context.Context, itemID int64) error {
 	}
 	var name, ctype, meta string
 	var jobID int64
-	var text sql.NullString
+	var text deflate.Text // items' text may be kept deflated on SQLite
 	var indexed, found bool
 	if rows.Next() {
 		found = true
@@ -133,13 +133,13 @@ func (s sqliteIndex) Search(ctx context.Context, p SearchParams) ([]*Match, erro
 	}
 	// The page's details in a second query: read with the ranking, every match's text would be
 	// carried through the sort.
-	args = []any{p.TextChars}
+	args = []any{p.TextChars > 0}
 	marks := make([]string, len(hits))
 	for i, h := range hits {
 		marks[i] = "?"
 		args = append(args, h.ItemID)
 	}
-	rows, err = s.x.Query(ctx, `SELECT i.id, i.job_id, i.name, i.content_type, i.metadata, o.value, COALESCE(substr(i.text, 1, ?), '')
+	rows, err = s.x.Query(ctx, `SELECT i.id, i.job_id, i.name, i.content_type, i.metadata, o.value, CASE WHEN ? THEN i.text END
 		FROM items i JOIN outputs o ON o.item_id = i.id AND o.kind = 'document' WHERE i.id IN (`+strings.Join(marks, ",")+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search documents: %w", err)
@@ -148,10 +148,12 @@ func (s sqliteIndex) Search(ctx context.Context, p SearchParams) ([]*Match, erro
 	for rows.Next() {
 		var id int64
 		var meta, value string
+		var text deflate.Text // kept deflated, perhaps: cut here, not by substr in SQL
 		var d Match
-		if err := rows.Scan(&id, &d.JobID, &d.Name, &d.ContentType, &meta, &value, &d.Text); err != nil {
+		if err := rows.Scan(&id, &d.JobID, &d.Name, &d.ContentType, &meta, &value, &text); err != nil {
 			return nil, fmt.Errorf("search documents: %w", err)
 		}
+		d.Text = firstChars(text.String, p.TextChars)
 		h := byID[id]
 		h.JobID, h.Name, h.ContentType, h.Metadata, h.Value, h.Text = d.JobID, d.Name, d.ContentType, []byte(meta), []byte(value), d.Text
 	}
@@ -200,4 +202,15 @@ func (s sqliteIndex) AddMissing(ctx context.Context, p AddMissingParams) (int, i
 
 func (s sqliteIndex) Count(ctx context.Context) (documents, indexed int64, err error) {
 	return count(ctx, s.x)
+}
+
+// firstChars returns the first n characters of s, as SQLite's substr(s, 1, n) counts them.
+func firstChars(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }

@@ -145,7 +145,9 @@ var (
 // white: a quarter of the 8-bit one's bytes (10 KB against 40 KB for a page of text), which at
 // thumbnail size still draws antialiased glyphs. It packs the rows itself: image/png reads a
 // paletted image of less than 8 bits pixel by pixel through ColorIndexAt, which took about a
-// third of a small text document's CPU. Like image/png for a paletted image, it filters no row.
+// third of a small text document's CPU. Like image/png for a paletted image, it filters no row
+// (the Up filter made a page of text a third larger). It deflates at the default level: 2.16 KB
+// for a page of 1 KB of text against 2.44 KB at the fastest, for about 0.2 ms more a document.
 func encodeThumb(img *image.Gray) ([]byte, error) {
 	w, h := img.Rect.Dx(), img.Rect.Dy()
 	rowLen := 1 + (2*w+7)/8
@@ -248,6 +250,6 @@ func (e *thumbEncoder) white(w int) []byte {
 }
 
 var thumbEncoders = sync.Pool{New: func() any {
-	z, _ := zlib.NewWriterLevel(io.Discard, zlib.BestSpeed)
+	z, _ := zlib.NewWriterLevel(io.Discard, zlib.DefaultCompression)
 	return &thumbEncoder{z: z}
 }}

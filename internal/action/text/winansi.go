@@ -119,6 +119,6 @@ type winAnsiEncoder struct {
 }
 
 var winAnsiEncoders = sync.Pool{New: func() any {
-	z, _ := zlib.NewWriterLevel(io.Discard, zlib.BestSpeed)
+	z, _ := zlib.NewWriterLevel(io.Discard, zlib.DefaultCompression)
 	return &winAnsiEncoder{z: z}
 }}

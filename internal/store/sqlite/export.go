@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/sluice-project/sluice/internal/deflate"
 )
 
 // ExportTable is one table being read by [DB.Export]: its name, its column names as the schema
@@ -13,16 +16,19 @@ import (
 //
 // Values are SQLite's storage classes as the driver returns them, untranslated: int64 (INTEGER
 // columns, which also hold booleans and microsecond times), float64 (REAL), string (TEXT, which
-// also holds JSON and the output and cache values), []byte (a BLOB) and nil (NULL).
+// also holds JSON and the output and cache values), []byte (a BLOB) and nil (NULL). The one
+// exception is the text of items, which the database may keep deflated (see
+// [deflate.PackText]): it is exported as the text, a string, as every other driver keeps it.
 type ExportTable struct {
 	Name    string
 	Columns []string
 
-	rows *sql.Rows
-	vals []any
-	ptrs []any
-	err  error
-	n    int64
+	rows    *sql.Rows
+	textCol int // the index of items' text column, or -1
+	vals    []any
+	ptrs    []any
+	err     error
+	n       int64
 }
 
 // Next advances to the next row; it returns false at the end or on an error (see Err).
@@ -36,6 +42,16 @@ func (t *ExportTable) Next() bool {
 	if err := t.rows.Scan(t.ptrs...); err != nil {
 		t.err = fmt.Errorf("read %s: %w", t.Name, err)
 		return false
+	}
+	if t.textCol >= 0 {
+		if b, ok := t.vals[t.textCol].([]byte); ok {
+			s, err := deflate.UnpackText(b)
+			if err != nil {
+				t.err = fmt.Errorf("read %s: row %d: %w", t.Name, t.n+1, err)
+				return false
+			}
+			t.vals[t.textCol] = s
+		}
 	}
 	t.n++
 	return true
@@ -117,7 +133,10 @@ func exportTable(ctx context.Context, tx *sql.Tx, name string, fn func(t *Export
 	if err != nil {
 		return fmt.Errorf("export %s: %w", name, err)
 	}
-	t := &ExportTable{Name: name, Columns: cols, rows: rows, vals: make([]any, len(cols)), ptrs: make([]any, len(cols))}
+	t := &ExportTable{Name: name, Columns: cols, rows: rows, textCol: -1, vals: make([]any, len(cols)), ptrs: make([]any, len(cols))}
+	if name == "items" {
+		t.textCol = slices.Index(cols, "text")
+	}
 	for i := range t.vals {
 		t.ptrs[i] = &t.vals[i]
 	}

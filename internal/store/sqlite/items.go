@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/deflate"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
 )
@@ -21,7 +22,7 @@ func scanItem(sc interface{ Scan(...any) error }, withText bool) (*record.Item, 
 	var it record.Item
 	var md, opts string
 	var created int64
-	var text sql.NullString
+	var text deflate.Text
 	dest := []any{&it.ID, &it.JobID, &it.ParentID, &it.RootID, &it.Step, &it.Ordinal, &it.Depth, &it.SortKey, &it.Name, &it.ContentType, &it.BlobSHA256, &it.Size, &md, &opts, &it.HasText, &it.ThumbnailSHA, &it.ThumbnailType, &it.State, &it.Error, &it.NChildren, &it.RangeLo, &it.RangeLen, &it.Share, &it.Colored, &created}
 	if withText {
 		dest = append(dest, &text)
@@ -36,7 +37,7 @@ func scanItem(sc interface{ Scan(...any) error }, withText bool) (*record.Item, 
 func (q *queries) ItemInsert(ctx context.Context, p store.ItemInsertParams) (*record.Item, bool, error) {
 	var text any
 	if p.Text != nil {
-		text = *p.Text
+		text = deflate.PackText(*p.Text)
 	}
 	var id int64
 	err := q.wrow(ctx, `INSERT INTO items (job_id, parent_id, root_id, step, ordinal, depth, sort_key, name, content_type, blob_sha256, size, metadata, options, text, thumbnail_sha256, thumbnail_type, state, range_lo, range_len, share, created_at)
@@ -177,7 +178,7 @@ func reopenFrom(to record.ItemState) (string, error) {
 
 func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) error {
 	if p.Text != nil {
-		if _, err := q.exec(ctx, `UPDATE items SET text = ? WHERE id = ? AND text IS NULL`, *p.Text, p.ID); err != nil {
+		if _, err := q.exec(ctx, `UPDATE items SET text = ? WHERE id = ? AND text IS NULL`, deflate.PackText(*p.Text), p.ID); err != nil {
 			return fmt.Errorf("set item %d text: %w", p.ID, err)
 		}
 	}
