@@ -38,5 +38,5 @@ crashloop: ## the corpus crash loop CI runs once (50 SIGKILLs during an ingest o
 ci: ## what CI runs
 	bash .ci/run
 
-ha: ## the PostgreSQL failover tests, minutes each and not in CI (pg_auto_failover on loopback; apt-get install postgresql-15-auto-failover)
+ha: ## the PostgreSQL failover tests, minutes each, required in CI (pg_auto_failover on loopback; apt-get install postgresql-15-auto-failover)
 	SLUICE_TEST_REQUIRE_HA=1 go test -run '^(TestPostgresFailover|TestAsyncFailoverLostCommit|TestWorkerClockSkew)$$' -count 1 -timeout 30m -v ./internal/e2e

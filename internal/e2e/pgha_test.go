@@ -34,8 +34,8 @@ type pgHA struct {
 }
 
 // haRequired reports whether the failover tests must run (SLUICE_TEST_REQUIRE_HA=1, as `make ha`
-// sets): they build a three-node formation and ingest the whole corpus, minutes of work, so they
-// are skipped otherwise (and in CI, which has no minutes to spare).
+// and CI set): they build a three-node formation and ingest the whole corpus, minutes of work, so
+// a plain `go test` skips them.
 func haRequired(t *testing.T) {
 	t.Helper()
 	if os.Getenv("SLUICE_TEST_REQUIRE_HA") != "1" {
