@@ -125,33 +125,40 @@ func TestValidationMemoryJob(t *testing.T) {
 		if s.Status != objects.StatusRowFail || s.RowCount != n {
 			t.Fatalf("%d rows: sheet %s with %d rows, want %s", n, s.Status, s.RowCount, objects.StatusRowFail)
 		}
-		rows, err := db.ListRows(t.Context(), id, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		failed := 0
-		for i, r := range rows {
-			if r.Row != i+1 {
-				t.Fatalf("%d rows: the %dth stored row is row %d", n, i+1, r.Row)
-			}
-			if r.State == objects.CheckFail {
-				failed++
-			}
-		}
-		// Every seventh row names a missing file; two rows in each thousand share an accession.
-		want := 0
-		for i := range n {
-			if i%7 == 3 || i%1000 >= 998 {
-				want++
-			}
-		}
-		if len(rows) != n || failed != want {
-			t.Fatalf("%d rows: %d stored, %d failed, want %d failed", n, len(rows), failed, want)
-		}
+		checkStoredRows(t, db, id, n)
 		t.Logf("%d rows: peak live heap %d KiB over the start", n, peaks[n]>>10)
 	}
 	if r := float64(peaks[50_000]) / float64(peaks[10_000]); r > 1.5 {
 		t.Errorf("peak heap %d KiB at 50,000 rows, %.2f times the %d KiB at 10,000: want flat (under 1.5 times)",
 			peaks[50_000]>>10, r, peaks[10_000]>>10)
+	}
+}
+
+// checkStoredRows checks that sheet id has its n rows stored in order, and that the rows that
+// fail are those the generated sheet makes fail: every seventh names a missing file, and two
+// rows in each thousand share an accession.
+func checkStoredRows(t *testing.T, db *objects.Store, id int64, n int) {
+	t.Helper()
+	rows, err := db.ListRows(t.Context(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for i, r := range rows {
+		if r.Row != i+1 {
+			t.Fatalf("%d rows: the %dth stored row is row %d", n, i+1, r.Row)
+		}
+		if r.State == objects.CheckFail {
+			failed++
+		}
+	}
+	want := 0
+	for i := range n {
+		if i%7 == 3 || i%1000 >= 998 {
+			want++
+		}
+	}
+	if len(rows) != n || failed != want {
+		t.Fatalf("%d rows: %d stored, %d failed, want %d failed", n, len(rows), failed, want)
 	}
 }

@@ -100,28 +100,7 @@ func TestRemoteValidationMemory(t *testing.T) {
 		if s.Status != objects.StatusRowFail || s.RowCount != n {
 			t.Fatalf("%d rows: sheet %s with %d rows (%v), want %s", n, s.Status, s.RowCount, s.Errors, objects.StatusRowFail)
 		}
-		rows, err := db.ListRows(t.Context(), id, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		failed := 0
-		for i, r := range rows {
-			if r.Row != i+1 {
-				t.Fatalf("%d rows: the %dth stored row is row %d", n, i+1, r.Row)
-			}
-			if r.State == objects.CheckFail {
-				failed++
-			}
-		}
-		want := 0
-		for i := range n {
-			if i%7 == 3 || i%1000 >= 998 {
-				want++
-			}
-		}
-		if len(rows) != n || failed != want {
-			t.Fatalf("%d rows: %d stored, %d failed, want %d failed", n, len(rows), failed, want)
-		}
+		checkStoredRows(t, db, id, n)
 		t.Logf("%d rows, %d writes of %d KiB: peak live heap %d KiB over the start", n, writes.Load(), bytes.Load()>>10, peaks[n]>>10)
 	}
 	if r.Ran("objects.validate-sheet") < 2 {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,14 +40,7 @@ const (
 // SLUICE_TEST_BACKLOG_KILL_CHILDREN sets it (100000 for the measured run in
 // docs/performance.md). Defaults to 1200.
 func killServerChildren(t *testing.T) int {
-	if v := os.Getenv("SLUICE_TEST_BACKLOG_KILL_CHILDREN"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 12 {
-			t.Fatalf("SLUICE_TEST_BACKLOG_KILL_CHILDREN=%q: want a number of at least 12", v)
-		}
-		return n
-	}
-	return 1200
+	return sizeFromEnv(t, "SLUICE_TEST_BACKLOG_KILL_CHILDREN", 1200, 12)
 }
 
 // TestBacklogRemoteServerKilled: a remote worker streams 1,200 children (see

@@ -21,14 +21,21 @@ import (
 // backlogChildren is how many children TestBacklogBoundRemote's worker streams:
 // SLUICE_TEST_BACKLOG_CHILDREN sets it (100000 for the measured run in docs/performance.md).
 func backlogChildren(t *testing.T) int {
-	if v := os.Getenv("SLUICE_TEST_BACKLOG_CHILDREN"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("SLUICE_TEST_BACKLOG_CHILDREN=%q: want a positive number", v)
-		}
-		return n
+	return sizeFromEnv(t, "SLUICE_TEST_BACKLOG_CHILDREN", 2000, 1)
+}
+
+// sizeFromEnv returns the number the environment variable name holds, at least least, or def
+// when it is not set: the size knob of a test whose default is sized for CI.
+func sizeFromEnv(t *testing.T, name string, def, least int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
 	}
-	return 2000
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		t.Fatalf("%s=%q: want a number of at least %d", name, v, least)
+	}
+	return n
 }
 
 // TestBacklogBoundRemote: a remote worker streams the children of an archive (2,000, ten times
