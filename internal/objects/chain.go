@@ -170,6 +170,31 @@ func flag(t *action.Task, k string, def bool) bool {
 // for the action is already ok or n/a is left alone unless forced; with overwrite false, a
 // result that already exists marks the action ok without work; otherwise the action is
 // started, works, and is ok — the ok (and the work's writes) committed with the task.
+// fileSetWait bounds how long a file set's chain waits for its file set's row.
+const fileSetWait = 2 * time.Minute
+
+// awaitFileSet snoozes the chain's task while its file set's row is not yet recorded. A work's
+// file set items are committed in groups while its create-file-sets action runs, before the
+// action's result records the file sets' rows, so a chain may start in between: its writes would
+// update a row not there yet (the file set's item id was lost that way, one run in four of
+// TestTranscoderEventForms). Past fileSetWait the row will not come (the work's action failed
+// after committing its items) and the task fails saying so.
+func (s *Service) awaitFileSet(ctx context.Context, c *call) error {
+	_, err := c.db.FileSet(ctx, c.id)
+	if !errors.Is(err, ErrNotFound) {
+		if err == nil {
+			s.unrecorded.Delete(c.t.Item.ID)
+		}
+		return err
+	}
+	first, _ := s.unrecorded.LoadOrStore(c.t.Item.ID, time.Now())
+	if time.Since(first.(time.Time)) > fileSetWait {
+		s.unrecorded.Delete(c.t.Item.ID)
+		return action.Permanentf("file set %s was never recorded: its work's create-file-sets step did not commit it", c.id)
+	}
+	return action.Snooze(100 * time.Millisecond)
+}
+
 func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Task, out action.Output) error {
 	return func(ctx context.Context, t *action.Task, out action.Output) error {
 		db, err := portOf(ctx)
@@ -179,6 +204,9 @@ func (s *Service) runChain(st chainStep) func(ctx context.Context, t *action.Tas
 		c := &call{s: s, db: db, blobs: db.blobs(), t: t, out: out, id: str(t.Item.Metadata, "file_set_id"), state: st.State}
 		if c.id == "" {
 			return action.Permanentf("item %d is not a file set (no file_set_id)", t.Item.ID)
+		}
+		if err := s.awaitFileSet(ctx, c); err != nil {
+			return err
 		}
 		cur, err := c.db.ActionOutcome(ctx, c.id, st.State)
 		if err != nil {

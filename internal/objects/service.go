@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -35,6 +36,9 @@ type Service struct {
 	Egress *egress.Policy
 
 	s3 s3Stores
+	// unrecorded holds, by item id, when a file set's chain first found its file set's row
+	// missing (see [Service.awaitFileSet]).
+	unrecorded sync.Map
 }
 
 // act is an action made of a spec and a function.
