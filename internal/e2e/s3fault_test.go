@@ -105,8 +105,9 @@ func s3Error(w http.ResponseWriter, status int, code string) {
 }
 
 // TestS3Faults runs a job whose blobs live on a real S3 server (versitygw) behind a proxy that
-// fails one call in five: 500, 503, or no answer (the client's 300 ms response timeout ends the
-// wait). Every call is retried: the job completes with every item and document, every blob the
+// fails one call in five: 500, 503, or no answer (the client's 1 s response timeout ends the
+// wait; shorter, an 8 MiB part's honest answer on a loaded machine looks like no answer, and
+// the eight attempts of the test's own put of a root failed once in CI). Every call is retried: the job completes with every item and document, every blob the
 // database references is in the bucket with the bytes its name promises, and after gc the bucket
 // holds nothing unreferenced and no unfinished multipart upload.
 func TestS3Faults(t *testing.T) {
@@ -121,13 +122,13 @@ func TestS3Faults(t *testing.T) {
 	open := func(at string, timeout time.Duration) *blob.S3 {
 		s, err := blob.NewS3(t.Context(), blob.S3Config{Bucket: "sluice", Prefix: "faults", Endpoint: at, Region: "us-east-1",
 			AccessKey: "sluicekey", SecretKey: "sluicesecret", PathStyle: true, RequestTimeout: timeout, SpoolDir: t.TempDir(),
-			MaxBackoff: 200 * time.Millisecond})
+			MaxBackoff: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	faulty, direct := open(proxy.srv.URL, 300*time.Millisecond), open(endpoint, 30*time.Second)
+	faulty, direct := open(proxy.srv.URL, time.Second), open(endpoint, 30*time.Second)
 
 	ctx := t.Context()
 	dir := t.TempDir()
