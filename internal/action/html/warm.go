@@ -95,6 +95,8 @@ type warm struct {
 	pool *pool
 	lim  converter.Limits // its start's: the time limit bounds the check after each document
 	dir  string           // the sandbox's directory
+	// idleFor is how long it waits for work before it retires.
+	idleFor time.Duration
 
 	ready chan struct{} // closed once Chromium answered, or could not be started
 	ch    *chrome       // set before ready closes; nil when Chromium could not be started
@@ -121,7 +123,7 @@ func startWarm(ctx context.Context, base, browser string, lim converter.Limits, 
 	if err != nil {
 		return nil, err
 	}
-	w := &warm{pool: p, lim: lim, dir: dir, ready: make(chan struct{}),
+	w := &warm{pool: p, lim: lim, dir: dir, idleFor: idle, ready: make(chan struct{}),
 		turn: make(chan struct{}, 1), quit: make(chan struct{}), gone: make(chan struct{})}
 	w.turn <- struct{}{}
 	w.idleT = time.AfterFunc(idle, func() {
@@ -145,8 +147,8 @@ func startWarm(ctx context.Context, base, browser string, lim converter.Limits, 
 	return w, nil
 }
 
-// render prints doc in w within limit, as [chrome.render] does. It returns errNoWarm when the document must
-// be rendered cold: w was retired, or the render failed, which retires w.
+// render prints doc in w within limit, as [chrome.render] does. It returns errNoWarm when the
+// document must be rendered cold: w was retired, or the render failed, which retires w.
 func (w *warm) render(ctx context.Context, doc string, limit time.Duration, heartbeat func()) (pdf []byte, blocked int, err error) {
 	w.mu.Lock()
 	if w.done {
@@ -160,18 +162,36 @@ func (w *warm) render(ctx context.Context, doc string, limit time.Duration, hear
 		w.pending--
 		w.mu.Unlock()
 	}()
-	select {
-	case <-w.turn:
-	case <-w.quit:
-		return nil, 0, errNoWarm
-	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+	// Waiting for the converter (another document of the job being rendered, Chromium
+	// starting) can take a render's time limit: the task's lease is kept meanwhile.
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for got := false; !got; {
+		select {
+		case <-w.turn:
+			got = true
+		case <-w.quit:
+			return nil, 0, errNoWarm
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-tick.C:
+			if heartbeat != nil {
+				heartbeat()
+			}
+		}
 	}
 	defer func() { w.turn <- struct{}{} }()
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+	for ready := false; !ready; {
+		select {
+		case <-w.ready:
+			ready = true
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-tick.C:
+			if heartbeat != nil {
+				heartbeat()
+			}
+		}
 	}
 	if w.Retired() {
 		return nil, 0, errNoWarm
@@ -196,6 +216,9 @@ func (w *warm) render(ctx context.Context, doc string, limit time.Duration, hear
 	}
 	if w.docs >= w.pool.maxDocsOr() {
 		w.Retire()
+	} else {
+		// Idle from now on.
+		w.idleT.Reset(w.idleFor)
 	}
 	if w.pool != nil {
 		w.pool.warmDocs.Add(1)
