@@ -59,9 +59,6 @@ type chrome struct {
 	resR   *os.File // the responses pipe, our end
 	stderr *tailWriter
 	tmp    string // the short directory made for an unsandboxed Chromium, removed by close
-	// targets are the targets Chromium had once started (its first page): after a document,
-	// any other is a page or worker the document left behind.
-	targets map[string]bool
 }
 
 // openChrome starts Chromium with r's limits in r.Dir and waits until it answers, at most r's
@@ -132,9 +129,7 @@ func launch(ctx context.Context, r *converter.Runner, browser string, noSandbox 
 		lim.Timeout = converter.DefaultTimeout
 	}
 	err = ch.guard(ctx, lim.Timeout, nil, func() error {
-		var err error
-		ch.targets, err = ch.cdp.targets()
-		return err
+		return ch.cdp.call("", "Browser.getVersion", nil, nil)
 	})
 	if err != nil {
 		ch.close()
@@ -160,15 +155,17 @@ func (ch *chrome) render(ctx context.Context, doc string, limit time.Duration, h
 	return pdf, ch.cdp.blocked, err
 }
 
-// leftover returns what a document left in Chromium once its browser context was disposed of —
-// a page, a worker, a browser context — or "" when it left nothing: a sign that the document
-// got further than printing lets it.
+// leftover returns what the last document left in Chromium once its browser context was
+// disposed of — a page or a worker of that context, or a browser context at all (each document
+// makes its own and disposes of it) — or "" when it left nothing: a sign that the document got
+// further than printing lets it. Chromium's own pages in its default context (its first page,
+// its user-interface pages, made when it sees fit) are not the document's and do not count.
 func (ch *chrome) leftover(ctx context.Context, limit time.Duration) string {
-	var now map[string]bool
+	var targets []targetInfo
 	var contexts []string
 	err := ch.guard(ctx, limit, nil, func() error {
 		var err error
-		if now, err = ch.cdp.targets(); err != nil {
+		if targets, err = ch.cdp.targets(); err != nil {
 			return err
 		}
 		var res struct {
@@ -181,9 +178,9 @@ func (ch *chrome) leftover(ctx context.Context, limit time.Duration) string {
 	if err != nil {
 		return err.Error()
 	}
-	for id := range now {
-		if !ch.targets[id] {
-			return "a target left behind: " + id
+	for _, t := range targets {
+		if t.Context == ch.cdp.context {
+			return fmt.Sprintf("a %s outlived its browser context: %s", t.Type, t.URL)
 		}
 	}
 	if len(contexts) > 0 {
@@ -310,6 +307,8 @@ type cdp struct {
 	session string
 	loaded  bool
 	blocked int
+	// context is the browser context of the last document printed.
+	context string
 	// scripts leaves JavaScript on: only tests set it, to show what a document could leave
 	// behind if it ran code.
 	scripts bool
@@ -418,21 +417,20 @@ func (c *cdp) read() (*cdpMsg, error) {
 	return &m, nil
 }
 
-// targets lists the ids of Chromium's targets (pages, workers).
-func (c *cdp) targets() (map[string]bool, error) {
+// targetInfo is what Target.getTargets says of a page or worker.
+type targetInfo struct {
+	Type    string `json:"type"`
+	URL     string `json:"url"`
+	Context string `json:"browserContextId"`
+}
+
+// targets lists Chromium's targets (pages, workers).
+func (c *cdp) targets() ([]targetInfo, error) {
 	var res struct {
-		Infos []struct {
-			ID string `json:"targetId"`
-		} `json:"targetInfos"`
+		Infos []targetInfo `json:"targetInfos"`
 	}
-	if err := c.call("", "Target.getTargets", nil, &res); err != nil {
-		return nil, err
-	}
-	ids := map[string]bool{}
-	for _, t := range res.Infos {
-		ids[t.ID] = true
-	}
-	return ids, nil
+	err := c.call("", "Target.getTargets", nil, &res)
+	return res.Infos, err
 }
 
 // print prints doc in a new browser context (Chromium's incognito profile: cookies, storage and
@@ -445,6 +443,7 @@ func (c *cdp) print(doc string) ([]byte, error) {
 	if err := c.call("", "Target.createBrowserContext", nil, &bc); err != nil {
 		return nil, err
 	}
+	c.context = bc.ID
 	pdf, err := c.printIn(bc.ID, doc)
 	if derr := c.call("", "Target.disposeBrowserContext", map[string]any{"browserContextId": bc.ID}, nil); err == nil && derr != nil {
 		return nil, derr

@@ -218,11 +218,17 @@ func TestWarmIsolation(t *testing.T) {
 		t.Fatalf("a probe retired its converter: %v", *a.pool.lastRetired.Load())
 	}
 
-	// Tampering: a page appears in job 1's Chromium beside the documents' contexts, as if a
-	// document had escaped its own. The next render finds it: the converter is retired, and the
+	// Tampering: a browser context with a page outlives its document in job 1's Chromium, as
+	// if a document had kept one. The next render finds it: the converter is retired, and the
 	// document rendered cold.
 	<-w1.turn
-	err := w1.ch.cdp.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, nil)
+	var kept struct {
+		ID string `json:"browserContextId"`
+	}
+	err := w1.ch.cdp.call("", "Target.createBrowserContext", nil, &kept)
+	if err == nil {
+		err = w1.ch.cdp.call("", "Target.createTarget", map[string]any{"url": "about:blank", "browserContextId": kept.ID}, nil)
+	}
 	w1.turn <- struct{}{}
 	if err != nil {
 		t.Fatal(err)
