@@ -27,7 +27,7 @@ const maxPDF = 512 << 20
 const loadWait = 10 * time.Second
 
 // render prints the document to PDF with a headless Chromium of its own (a cold run): started
-// for it, in the converter sandbox, and killed once it is printed. See [chrome] for how.
+// for it, in the converter sandbox, and ended once it is printed. See [chrome] for how.
 func render(ctx context.Context, r *converter.Runner, browser, doc string) (pdf []byte, blocked int, err error) {
 	lim := r.Limits
 	if lim.Timeout <= 0 {
