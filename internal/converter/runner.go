@@ -132,9 +132,6 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 	ctx, span := tracing.Converter(ctx, filepath.Base(tool))
 	defer func() { tracing.End(span, err) }()
 	lim := r.Limits.withDefaults()
-	env := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
-		// tesseract's OpenMP threads oversubscribe the CPUs when workers run in parallel.
-		"OMP_THREAD_LIMIT=1"}
 	dir := r.Dir
 	if dir == "" {
 		// Every tool runs in a scratch dir of its own: the sandbox shows it nothing else.
@@ -145,13 +142,8 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	env = append(env, "HOME="+dir, "TMPDIR="+dir)
-	env = append(env, r.Env...)
-	c := subprocess.Cmd{Path: tool, Args: args, Dir: dir, Env: env, Stdout: stdout, Stderr: stderr, Timeout: lim.Timeout, ExtraFiles: files,
-		Sandbox: &sandbox.Spec{}}
-	if lim.MemoryLimit > 0 {
-		c.MemoryLimit = lim.MemoryLimit
-	}
+	c := r.command(tool, args, dir, lim)
+	c.Stdout, c.Stderr, c.Timeout, c.ExtraFiles = stdout, stderr, lim.Timeout, files
 	if r.Heartbeat != nil {
 		done := make(chan struct{})
 		stopped := make(chan struct{})
@@ -174,6 +166,35 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 	if err == nil {
 		return nil
 	}
+	if err := startError(tool, err); err != nil {
+		return err
+	}
+	var ee *subprocess.ExitError
+	if errors.As(err, &ee) && ee.TimedOut {
+		return action.Permanentf("%s timed out after %s", tool, lim.Timeout)
+	}
+	return err
+}
+
+// command returns the command that runs tool in dir: the minimal environment plus r.Env, the
+// converter sandbox, lim's memory limit.
+func (r *Runner) command(tool string, args []string, dir string, lim Limits) subprocess.Cmd {
+	env := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+		// tesseract's OpenMP threads oversubscribe the CPUs when workers run in parallel.
+		"OMP_THREAD_LIMIT=1"}
+	env = append(env, "HOME="+dir, "TMPDIR="+dir)
+	env = append(env, r.Env...)
+	c := subprocess.Cmd{Path: tool, Args: args, Dir: dir, Env: env, Sandbox: &sandbox.Spec{}}
+	if lim.MemoryLimit > 0 {
+		c.MemoryLimit = lim.MemoryLimit
+	}
+	return c
+}
+
+// startError turns an error that kept tool from starting into the one a run returns: a
+// [NotInstalledError], or a permanent error naming why the sandbox is unavailable. It returns
+// nil for other errors.
+func startError(tool string, err error) error {
 	if errors.Is(err, subprocess.ErrNotInstalled) {
 		return NotInstalledError(tool)
 	}
@@ -181,11 +202,32 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 	if errors.As(err, &ue) {
 		return action.Permanentf("%s: %v", tool, ue)
 	}
-	var ee *subprocess.ExitError
-	if errors.As(err, &ee) && ee.TimedOut {
-		return action.Permanentf("%s timed out after %s", tool, lim.Timeout)
+	return nil
+}
+
+// Start starts tool as [Runner.RunFiles] runs it — the same environment, sandbox and memory
+// limit, files inherited as descriptors 3, 4, … — and returns without waiting: a converter kept
+// running for several documents. Its stderr goes to stderr. Nothing but ctx bounds its time;
+// the caller bounds each use and must call [subprocess.Process.Stop]. Its CPU time is bounded
+// as one run's: a converter that uses up a run's budget dies. r.Dir is required; Heartbeat is
+// not called. It returns the errors Run returns for a tool that did not start.
+func (r *Runner) Start(ctx context.Context, tool string, args []string, files []*os.File, stderr io.Writer) (*subprocess.Process, error) {
+	if r.Dir == "" {
+		return nil, fmt.Errorf("start %s: the runner has no directory", tool)
 	}
-	return err
+	lim := r.Limits.withDefaults()
+	c := r.command(tool, args, r.Dir, lim)
+	c.Stderr, c.ExtraFiles = stderr, files
+	// CPU seconds over all threads: twice the time limit, as subprocess gives a run.
+	c.Sandbox.CPU = int64(2*lim.Timeout/time.Second) + 1
+	p, err := subprocess.Start(ctx, c)
+	if err != nil {
+		if serr := startError(tool, err); serr != nil {
+			return nil, serr
+		}
+		return nil, err
+	}
+	return p, nil
 }
 
 // Output runs tool and returns its stdout, at most max bytes.

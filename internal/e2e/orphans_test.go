@@ -20,27 +20,37 @@ import (
 // TestConvertersDieWithSluice SIGKILLs `sluice ingest` while a converter runs, sandboxed and
 // unsandboxed, and checks that nothing of the converter runs on: no process that was under
 // Sluice, and no process naming the data dir (a converter's task dir is in its arguments). The
-// converter is a fake soffice that forks a child and waits, as LibreOffice's oosplash does with
+// converter is a fake that forks a child and waits, as LibreOffice's oosplash does with
 // soffice.bin: unsandboxed, the parent-death signal killed only the fake, and its child ran on
-// under pid 1 (issue #16), as soffice.bin kept converting.
+// under pid 1 (issue #16), as soffice.bin kept converting. The fake stands for soffice (an
+// office document, converted by a warm converter) and for chromium (an HTML document, rendered
+// by a warm converter too).
 func TestConvertersDieWithSluice(t *testing.T) {
-	doc, err := filepath.Abs(filepath.Join(corpusDir, "files", "LibreOfficeWriter_odt_1.3.odt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(doc); err != nil {
-		t.Fatalf("the shared corpus is missing: %v", err)
-	}
 	bin := t.TempDir()
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	fake := "#!/bin/sh\n# a converter whose child outlives it unless its group is killed\nsleep 600 &\nwait\n"
-	if err := os.WriteFile(filepath.Join(bin, "soffice"), []byte(fake), 0o755); err != nil {
-		t.Fatal(err)
+	for _, tool := range []string{"soffice", "chromium"} {
+		if err := os.WriteFile(filepath.Join(bin, tool), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, mode := range []string{"on", "off"} {
-		t.Run("sandbox="+mode, func(t *testing.T) {
+	for _, tt := range []struct{ tool, doc, mode string }{
+		{"soffice", "LibreOfficeWriter_odt_1.3.odt", "on"},
+		{"soffice", "LibreOfficeWriter_odt_1.3.odt", "off"},
+		{"chromium", "testHTML_utf8.html", "on"},
+		{"chromium", "testHTML_utf8.html", "off"},
+	} {
+		doc, err := filepath.Abs(filepath.Join(corpusDir, "files", tt.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(doc); err != nil {
+			t.Fatalf("the shared corpus is missing: %v", err)
+		}
+		mode := tt.mode
+		t.Run(tt.tool+"/sandbox="+mode, func(t *testing.T) {
 			data := t.TempDir()
 			cmd := runSluice(t.Context(), "ingest", "--data", data, doc)
 			cmd.Env = append(os.Environ(), "SLUICE_SANDBOX="+mode, "PATH="+bin+":"+os.Getenv("PATH"))

@@ -15,11 +15,14 @@ func TestHostileHTML(t *testing.T) {
 	t.Parallel()
 	convertertest.RequireTools(t, "chromium", "pdftoppm", "pdftotext", "pdfimages", "bwrap")
 	c := convertertest.NewCanary(t)
+	// One action: the documents go through one warm converter, one after the other.
+	a := New(nil)
+	t.Cleanup(a.Close)
 	for name, doc := range c.HostileHTML() {
 		t.Run(name, func(t *testing.T) {
 			task := actiontest.NewTask(t, name, "text/html", []byte(doc), nil, nil)
 			rec := &actiontest.Recorder{}
-			if err := New(nil).Run(t.Context(), task, rec); err != nil {
+			if err := a.Run(t.Context(), task, rec); err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			ch := rec.Children[0]
@@ -48,7 +51,9 @@ func TestHostileHTMLRequestsCounted(t *testing.T) {
 	doc := `<html><body><p>x</p><img src="` + c.URL + `/a.png"><img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="></body></html>`
 	task := actiontest.NewTask(t, "img.html", "text/html", []byte(doc), nil, nil)
 	rec := &actiontest.Recorder{}
-	if err := New(nil).Run(t.Context(), task, rec); err != nil {
+	a := New(nil)
+	t.Cleanup(a.Close)
+	if err := a.Run(t.Context(), task, rec); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if n, _ := rec.Children[0].Metadata["blocked_requests"].(int); n < 1 {

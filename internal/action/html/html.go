@@ -9,8 +9,10 @@ package html
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -28,10 +30,13 @@ import (
 // Name is the action's name in workflows.
 const Name = "html"
 
-// Action is the "html" action. Create it with [New]; it is safe for concurrent use.
+// Action is the "html" action. Create it with [New]; it is safe for concurrent use. It renders
+// with warm converters (see warm.go) and falls back to a cold Chromium of its own for a document
+// no warm converter could render.
 type Action struct {
 	text    *text.Action
 	browser string // the Chromium binary; tests point it at a missing one
+	pool    pool
 }
 
 // New returns the "html" action. r renders the fallback PDF when Chromium is missing; share the
@@ -39,6 +44,10 @@ type Action struct {
 func New(r *text.Renderer) *Action {
 	return &Action{text: text.New(r), browser: "chromium"}
 }
+
+// Close retires the action's warm converters and waits until their sandboxes are gone. A later
+// Run starts new ones.
+func (a *Action) Close() { a.pool.Close() }
 
 // config is the action's settings.
 type config struct {
@@ -106,7 +115,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		md["renderer"] = "text"
 		return a.fallback(ctx, r, t, out, body, md)
 	}
-	pdf, blocked, err := render(ctx, r, a.browser, Inert(root))
+	pdf, blocked, err := a.render(ctx, t, r, Inert(root))
 	if blocked > 0 {
 		md["blocked_requests"] = blocked
 	}
@@ -135,6 +144,28 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		md["thumbnail_skipped"] = err.Error()
 	}
 	return out.CreateChild(ctx, c)
+}
+
+// render prints doc to PDF with the job's warm converter, or with a cold Chromium when no warm
+// converter could.
+func (a *Action) render(ctx context.Context, t *action.Task, r *converter.Runner, doc string) ([]byte, int, error) {
+	if w := a.pool.get(ctx, t.JobID, a.browser, r.Limits, tempBase(t.TempDir)); w != nil {
+		pdf, blocked, err := w.render(ctx, doc, r.Limits.Timeout, r.Heartbeat)
+		if !errors.Is(err, errNoWarm) {
+			return pdf, blocked, err
+		}
+	}
+	return render(ctx, r, a.browser, doc)
+}
+
+// tempBase returns the directory warm converters are made in: the one holding the task's
+// attempt dir (an engine's <data dir>/tmp, emptied when an engine opens the data dir), or ""
+// for the system's temporary directory.
+func tempBase(taskDir string) string {
+	if taskDir == "" {
+		return ""
+	}
+	return filepath.Dir(taskDir)
 }
 
 // skipThumbnail reports whether a thumbnail failure leaves the document without a thumbnail

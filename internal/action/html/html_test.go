@@ -19,6 +19,7 @@ func TestCorpus(t *testing.T) {
 	t.Parallel()
 	exp := convertertest.Expectations(t)
 	a := New(&text.Renderer{})
+	t.Cleanup(a.Close)
 	for _, tt := range []struct{ file, charset string }{
 		{"testHTML_utf8.html", "utf-8"},
 		{"testHTML_charset_utf16le.html", "utf-16le"},
@@ -96,7 +97,9 @@ func TestNoNetwork(t *testing.T) {
 <link rel="stylesheet" href="http://93.184.216.34/x.css"></body></html>`
 	task := actiontest.NewTask(t, "net.html", "text/html", []byte(doc), nil, nil)
 	rec := &actiontest.Recorder{}
-	if err := New(nil).Run(t.Context(), task, rec); err != nil {
+	a := New(nil)
+	t.Cleanup(a.Close)
+	if err := a.Run(t.Context(), task, rec); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	c := rec.Children[0]
@@ -110,6 +113,7 @@ func TestFallbackWithoutChromium(t *testing.T) {
 	t.Parallel()
 	convertertest.RequireTools(t, "pdftoppm")
 	a := New(nil)
+	t.Cleanup(a.Close)
 	a.browser = "sluice-no-such-chromium"
 	task := actiontest.NewFileTask(t, convertertest.File(t, "testHTML_utf8.html"), "text/html", nil, nil)
 	rec := &actiontest.Recorder{}

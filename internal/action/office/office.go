@@ -41,7 +41,7 @@ func New() *Action { return &Action{} }
 
 // Close retires the action's warm converters and waits until their sandboxes are gone. A later
 // Run starts new ones.
-func (a *Action) Close() { a.pool.close() }
+func (a *Action) Close() { a.pool.Close() }
 
 // Spec describes the action.
 func (a *Action) Spec() action.Spec {

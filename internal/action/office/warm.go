@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/sandbox"
 	"github.com/sluice-project/sluice/internal/subprocess"
+	"github.com/sluice-project/sluice/internal/warmpool"
 )
 
 // A warm converter is one converter sandbox, kept running with a LibreOffice profile made ahead
@@ -63,18 +64,10 @@ const (
 // batch did not give it a PDF (the cold run then says why, in its own words).
 var errNoWarm = errors.New("office: no warm conversion")
 
-// pool holds the warm converters of one [Action]: at most one per job, at most warmMax, plus
-// (once it has served two jobs) one spare started ahead of demand, handed to the next job that
-// needs one. It is safe for
-// concurrent use.
+// pool holds the warm converters of one [Action] (see [warmpool.Pool]): at most one per job, at
+// most warmMax, plus a spare started ahead of demand. It is safe for concurrent use.
 type pool struct {
-	mu    sync.Mutex
-	byJob map[int64]*warm
-	spare *warm
-	// starting says a spare is being started.
-	starting bool
-	gen      int // counts closes: a spare started before one is not kept
-	jobs     int // how many jobs were given a converter
+	warmpool.Pool[*warm]
 	// idle, when set, replaces warmIdle (tests on a loaded machine).
 	idle time.Duration
 	// started counts the converters started, batches the calls made to them, warmDocs the
@@ -89,89 +82,11 @@ type pool struct {
 // it opens; "" means the system's temporary directory). It returns nil when none can be had
 // now: warmMax converters are busy with other jobs.
 func (p *pool) get(ctx context.Context, job int64, lim converter.Limits, base string) *warm {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.byJob == nil {
-		p.byJob = map[int64]*warm{}
-	}
-	if w := p.byJob[job]; w != nil && !w.retired() {
-		return w
-	}
-	delete(p.byJob, job)
-	if len(p.byJob) >= warmMax && !p.evictIdle() {
+	w, ok := p.Get(job, warmMax, func() (*warm, error) { return p.start(ctx, base, lim) })
+	if !ok {
 		return nil
 	}
-	w := p.spare
-	p.spare = nil
-	if w == nil || w.retired() {
-		var err error
-		if w, err = p.start(ctx, base, lim); err != nil {
-			return nil
-		}
-	}
-	w.job = job
-	p.byJob[job] = w
-	// A process that has served several jobs will likely see more: keep one converter ready
-	// ahead of the next, so that its first document does not wait for LibreOffice to start.
-	if p.jobs++; p.jobs > 1 {
-		p.prestart(ctx, lim, base)
-	}
 	return w
-}
-
-// close retires every converter and waits until their sandboxes are gone. Later calls of get
-// start new ones.
-func (p *pool) close() {
-	p.mu.Lock()
-	ws := make([]*warm, 0, len(p.byJob)+1)
-	for _, w := range p.byJob {
-		ws = append(ws, w)
-	}
-	if p.spare != nil {
-		ws = append(ws, p.spare)
-	}
-	p.byJob, p.spare = nil, nil
-	p.gen++
-	p.mu.Unlock()
-	for _, w := range ws {
-		w.retire()
-		<-w.gone
-	}
-}
-
-// evictIdle retires the converter of another job that has nothing queued nor running, and
-// reports whether it found one. p.mu is held.
-func (p *pool) evictIdle() bool {
-	for job, w := range p.byJob {
-		if w.idle() {
-			w.retire()
-			delete(p.byJob, job)
-			return true
-		}
-	}
-	return false
-}
-
-// prestart starts the spare converter in the background, ahead of the next job. p.mu is held.
-func (p *pool) prestart(ctx context.Context, lim converter.Limits, base string) {
-	if p.spare != nil || p.starting {
-		return
-	}
-	p.starting = true
-	gen := p.gen
-	go func() {
-		w, err := p.start(ctx, base, lim)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.starting = false
-		switch {
-		case err != nil:
-		case p.gen != gen:
-			w.retire()
-		default:
-			p.spare = w
-		}
-	}()
 }
 
 func (p *pool) start(ctx context.Context, base string, lim converter.Limits) (*warm, error) {
@@ -190,9 +105,8 @@ func (p *pool) start(ctx context.Context, base string, lim converter.Limits) (*w
 type warm struct {
 	pool    *pool         // for its figures
 	idleFor time.Duration // how long it waits for work before it retires
-	job     int64
-	dir     string // the sandbox's directory: profile/ and b<N>/ batches
-	owner   int    // the uid the sandbox runs as (its directory's owner)
+	dir     string        // the sandbox's directory: profile/ and b<N>/ batches
+	owner   int           // the uid the sandbox runs as (its directory's owner)
 	lim     converter.Limits
 	proc    *subprocess.Process
 	stdin   *os.File
@@ -372,21 +286,24 @@ func (w *warm) finish(n int) {
 	w.mu.Unlock()
 }
 
-func (w *warm) idle() bool {
+func (w *warm) Idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.pending == 0 || w.done
 }
 
-func (w *warm) retired() bool {
+// Gone is closed once w's sandbox is gone and its directory removed.
+func (w *warm) Gone() <-chan struct{} { return w.gone }
+
+func (w *warm) Retired() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.done
 }
 
-// retire ends w: its sandbox is killed and its directory removed once its current batch (if any)
+// Retire ends w: its sandbox is killed and its directory removed once its current batch (if any)
 // has returned. It is idempotent and does not wait.
-func (w *warm) retire() {
+func (w *warm) Retire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.done {
@@ -399,7 +316,7 @@ func (w *warm) retire() {
 func (w *warm) run(replies *os.File) {
 	defer close(w.gone)
 	defer func() {
-		w.retire()
+		w.Retire()
 		// Closing stdin ends the script (it is fed nothing more), which it does at once between
 		// batches; after a grace period the sandbox is killed.
 		w.stdin.Close()
@@ -546,7 +463,7 @@ func (w *warm) runBatch(batch []*warmReq) bool {
 	}
 	os.RemoveAll(bdir)
 	if !healthy {
-		w.retire()
+		w.Retire()
 	}
 	w.docs += len(batch)
 	converted := 0

@@ -125,9 +125,8 @@ func TestWarmIsolation(t *testing.T) {
 	doc := []string{"LibreOfficeWriter_odt_1.3.odt"}
 	_, _ = convertAll(t, a, base, 1, doc)
 	_, _ = convertAll(t, a, base, 2, doc)
-	a.pool.mu.Lock()
-	w1, w2 := a.pool.byJob[1], a.pool.byJob[2]
-	a.pool.mu.Unlock()
+	w1, _ := a.pool.Job(1)
+	w2, _ := a.pool.Job(2)
 	if w1 == nil || w2 == nil || w1 == w2 || w1.dir == w2.dir || w1.proc.Pid() == w2.proc.Pid() {
 		t.Fatalf("jobs 1 and 2 share a converter or have none: %+v %+v", w1, w2)
 	}
@@ -143,7 +142,7 @@ func TestWarmIsolation(t *testing.T) {
 		}
 	}
 	// Tampering: a macro library appears in job 1's profile.
-	if w1.retired() {
+	if w1.Retired() {
 		t.Fatal("job 1's converter retired before the test planted its macro library")
 	}
 	evil := filepath.Join(w1.dir, "profile", "user", "basic", "Evil")
@@ -156,13 +155,11 @@ func TestWarmIsolation(t *testing.T) {
 	// The batch that follows finds the change: its document is converted cold, the converter
 	// retired, and the job's next document gets a new one.
 	convertAll(t, a, base, 1, doc)
-	if !w1.retired() {
+	if !w1.Retired() {
 		t.Errorf("the converter whose profile gained a macro library was not retired")
 	}
 	convertAll(t, a, base, 1, doc)
-	a.pool.mu.Lock()
-	w3 := a.pool.byJob[1]
-	a.pool.mu.Unlock()
+	w3, _ := a.pool.Job(1)
 	if w3 == nil || w3 == w1 {
 		t.Errorf("job 1 did not get a new converter after its first was retired")
 	}

@@ -1,0 +1,132 @@
+// Package warmpool keeps warm converters — converter sandboxes kept running for the documents of
+// one job (LibreOffice, Chromium) — by job: at most one per job, never shared across jobs, a
+// bounded number at once, and, once a process has served two jobs, one spare started ahead of
+// demand so that the next job's first document does not wait for a start.
+package warmpool
+
+import (
+	"sync"
+)
+
+// Converter is a warm converter as a [Pool] keeps it.
+type Converter interface {
+	// Retire ends the converter without waiting for it; it is idempotent.
+	Retire()
+	// Retired reports whether Retire was called (or the converter retired itself).
+	Retired() bool
+	// Idle reports whether the converter has no work queued nor running.
+	Idle() bool
+	// Gone is closed once the converter's sandbox is gone and its directory removed.
+	Gone() <-chan struct{}
+}
+
+// Pool holds the warm converters of one action. The zero value holds none and is ready to use;
+// it is safe for concurrent use and must not be copied after first use.
+type Pool[C Converter] struct {
+	mu       sync.Mutex
+	byJob    map[int64]C
+	spare    C
+	hasSpare bool
+	starting bool // a spare is being started
+	gen      int  // counts closes: a spare started before one is not kept
+	jobs     int  // how many converters were given to jobs
+}
+
+// Get returns the converter of job, starting one with start (or taking the spare) when it has
+// none or its own was retired. It reports false when none can be had now: max converters serve
+// other jobs and none of them is idle, or start failed. Once the pool has given converters twice, it starts
+// a spare with start in the background, ahead of the next job.
+func (p *Pool[C]) Get(job int64, max int, start func() (C, error)) (C, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byJob == nil {
+		p.byJob = map[int64]C{}
+	}
+	if c, ok := p.byJob[job]; ok && !c.Retired() {
+		return c, true
+	}
+	delete(p.byJob, job)
+	var zero C
+	if len(p.byJob) >= max && !p.evictIdle() {
+		return zero, false
+	}
+	c, ok := p.spare, p.hasSpare
+	p.spare, p.hasSpare = zero, false
+	if !ok || c.Retired() {
+		var err error
+		if c, err = start(); err != nil {
+			return zero, false
+		}
+	}
+	p.byJob[job] = c
+	// A process that has served several jobs will likely see more: keep one converter ready
+	// ahead of the next, so that its first document does not wait for the converter to start.
+	if p.jobs++; p.jobs > 1 {
+		p.prestart(start)
+	}
+	return c, true
+}
+
+// Job returns the converter job holds, retired or not.
+func (p *Pool[C]) Job(job int64) (C, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.byJob[job]
+	return c, ok
+}
+
+// Close retires every converter and waits until they are gone. Later calls of Get start new
+// ones.
+func (p *Pool[C]) Close() {
+	p.mu.Lock()
+	cs := make([]C, 0, len(p.byJob)+1)
+	for _, c := range p.byJob {
+		cs = append(cs, c)
+	}
+	if p.hasSpare {
+		cs = append(cs, p.spare)
+	}
+	var zero C
+	p.byJob, p.spare, p.hasSpare = nil, zero, false
+	p.gen++
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Retire()
+		<-c.Gone()
+	}
+}
+
+// evictIdle retires the converter of another job that has nothing queued nor running, and
+// reports whether it found one. p.mu is held.
+func (p *Pool[C]) evictIdle() bool {
+	for job, c := range p.byJob {
+		if c.Idle() {
+			c.Retire()
+			delete(p.byJob, job)
+			return true
+		}
+	}
+	return false
+}
+
+// prestart starts the spare converter in the background. p.mu is held.
+func (p *Pool[C]) prestart(start func() (C, error)) {
+	if p.hasSpare || p.starting {
+		return
+	}
+	p.starting = true
+	gen := p.gen
+	go func() {
+		c, err := start()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.starting = false
+		switch {
+		case err != nil:
+		case p.gen != gen:
+			c.Retire()
+		default:
+			p.spare, p.hasSpare = c, true
+		}
+	}()
+}
