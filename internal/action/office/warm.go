@@ -642,8 +642,8 @@ func convertingDoc(line string, n int) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	_, base, ok := strings.Cut(filepath.Base(src), "doc-")
-	if !ok || filepath.Dir(src) == "." || filepath.Base(filepath.Dir(src)) != "in" {
+	base, ok := strings.CutPrefix(filepath.Base(src), "doc-")
+	if !ok || filepath.Base(filepath.Dir(src)) != "in" {
 		return 0, false
 	}
 	i, err := strconv.Atoi(strings.TrimSuffix(base, filepath.Ext(base)))

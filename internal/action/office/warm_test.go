@@ -184,3 +184,89 @@ func TestWarmIsolation(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmBatchWithCorrupt converts, as one job, a document LibreOffice cannot load between two
+// it can: those two are converted warm, the third falls back to a cold run, which fails it with
+// a permanent error, and the converter is retired.
+func TestWarmBatchWithCorrupt(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "soffice", "pdftotext", "bwrap")
+	a := New()
+	t.Cleanup(a.Close)
+	base := t.TempDir()
+	broken, err := os.ReadFile(convertertest.File(t, "test-zip-of-zip.zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docx := "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+	names := []string{"testWORD_various.docx", "broken.docx", "testRTFVarious.rtf"}
+	errs := make([]error, len(names))
+	children := make([]int, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		data := broken
+		if name != "broken.docx" {
+			if data, err = os.ReadFile(convertertest.File(t, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		task := sharedTask(t, base, 3, name, docx, data)
+		if name == "testRTFVarious.rtf" {
+			task.Item.ContentType = "application/rtf"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := &actiontest.Recorder{}
+			errs[i] = a.Run(t.Context(), task, rec)
+			children[i] = len(rec.Children)
+		}()
+	}
+	wg.Wait()
+	for i, name := range names {
+		switch {
+		case name == "broken.docx":
+			if !action.IsPermanent(errs[i]) || !strings.HasPrefix(errs[i].Error(), "office conversion: ") {
+				t.Errorf("%s: err = %v, want a permanent office conversion error", name, errs[i])
+			}
+		case errs[i] != nil || children[i] != 1:
+			t.Errorf("%s: err = %v, %d children, want one child", name, errs[i], children[i])
+		}
+	}
+	if docs := a.pool.warmDocs.Load(); docs != 2 {
+		t.Errorf("%d documents converted warm, want 2", docs)
+	}
+	why := a.pool.lastRetired.Load()
+	if why == nil || !strings.Contains(*why, "no pdf for document") {
+		t.Errorf("the converter's last early retirement = %v, want one for a document without its pdf", why)
+	}
+}
+
+func TestConvertingDoc(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, line string
+		want       int
+		ok         bool
+	}{
+		{name: "convert", line: "convert /w/b1/in/doc-12.docx -> /w/b1/out/doc-12.pdf using filter : writer_pdf_Export", want: 12, ok: true},
+		{name: "first", line: "convert /w/b1/in/doc-0.xls -> /w/b1/out/doc-0.pdf using filter : calc_pdf_Export", want: 0, ok: true},
+		{name: "past the batch", line: "convert /w/b1/in/doc-3.docx -> /w/b1/out/doc-3.pdf using filter : x", ok: false},
+		{name: "negative", line: "convert /w/b1/in/doc--1.docx -> /w/b1/out/doc--1.pdf using filter : x", ok: false},
+		{name: "not in in", line: "convert /w/b1/out/doc-1.docx -> /w/b1/out/doc-1.pdf using filter : x", ok: false},
+		{name: "other name", line: "convert /w/b1/in/x-1.docx -> /w/b1/out/x-1.pdf using filter : x", ok: false},
+		{name: "name ending in doc-", line: "convert /w/b1/in/adoc-1.docx -> /w/b1/out/adoc-1.pdf using filter : x", ok: false},
+		{name: "no arrow", line: "convert /w/b1/in/doc-1.docx", ok: false},
+		{name: "warning", line: "Warning: failed to launch javaldx - java may not function correctly", ok: false},
+		{name: "error", line: "Error: source file could not be loaded", ok: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := convertingDoc(tt.line, 3+10*tt.want)
+			if ok != tt.ok || (ok && got != tt.want) {
+				t.Errorf("convertingDoc(%q) = %d, %v; want %d, %v", tt.line, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
