@@ -545,21 +545,18 @@ func (w *warm) runBatch(batch []*warmReq) bool {
 	}
 	defer root.Close()
 	b.root = root
-	healthy := b.call()
-	if err := sandbox.Sanitize(bdir); err != nil {
-		healthy = false
-	}
-	if !healthy {
-		w.note("batch %s failed: %v: %s", name, w.proc.Err(), strings.Join(b.tail, "\n"))
-	}
+	called := b.call()
+	sanitized := sandbox.Sanitize(bdir) == nil
 	b.check()
 	for i := range batch {
 		if !b.answered[i] && b.staged(i) {
 			b.deliver(i)
 		}
 	}
-	if b.answerRest() {
-		healthy = false
+	healthy := !b.answerRest() && called && sanitized
+	if !called {
+		// Last, so that it is the note kept.
+		w.note("batch %s failed: %s", name, b.failure())
 	}
 	if !healthy {
 		w.retire()
@@ -585,6 +582,16 @@ type warmBatch struct {
 	trusted   bool
 	converted int
 	tail      []string // LibreOffice's last lines of output, for a note
+	// slow says the call was ended for making no progress within the time limit.
+	slow bool
+}
+
+// failure says why the call failed, for a note.
+func (b *warmBatch) failure() string {
+	if b.slow {
+		return fmt.Sprintf("no progress within %s", b.w.lim.Timeout)
+	}
+	return fmt.Sprintf("%v: %s", b.w.proc.Err(), strings.Join(b.tail, "\n"))
 }
 
 func (b *warmBatch) staged(i int) bool { return !b.unstaged[i] }
@@ -625,7 +632,7 @@ func (b *warmBatch) call() bool {
 			t.Reset(w.lim.Timeout)
 		case <-t.C:
 			// Too slow: kill the sandbox; its output ends with it.
-			w.note("batch %s: no progress within %s", b.name, w.lim.Timeout)
+			b.slow = true
 			w.proc.Stop()
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 )
 
@@ -185,6 +186,27 @@ func TestWarmIsolation(t *testing.T) {
 	}
 }
 
+// runAll runs tasks through a at once; the wait it returns waits for them and returns each
+// one's error and number of children.
+func runAll(t *testing.T, a *Action, tasks []*action.Task) (wait func() ([]error, []int)) {
+	t.Helper()
+	errs, children := make([]error, len(tasks)), make([]int, len(tasks))
+	var wg sync.WaitGroup
+	for i, task := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := &actiontest.Recorder{}
+			errs[i] = a.Run(t.Context(), task, rec)
+			children[i] = len(rec.Children)
+		}()
+	}
+	return func() ([]error, []int) {
+		wg.Wait()
+		return errs, children
+	}
+}
+
 // TestWarmBatchWithCorrupt converts, as one job, a document LibreOffice cannot load between two
 // it can: those two are converted warm, the third falls back to a cold run, which fails it with
 // a permanent error, and the converter is retired.
@@ -200,9 +222,7 @@ func TestWarmBatchWithCorrupt(t *testing.T) {
 	}
 	docx := "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 	names := []string{"testWORD_various.docx", "broken.docx", "testRTFVarious.rtf"}
-	errs := make([]error, len(names))
-	children := make([]int, len(names))
-	var wg sync.WaitGroup
+	tasks := make([]*action.Task, len(names))
 	for i, name := range names {
 		data := broken
 		if name != "broken.docx" {
@@ -210,19 +230,12 @@ func TestWarmBatchWithCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		task := sharedTask(t, base, 3, name, docx, data)
+		tasks[i] = sharedTask(t, base, 3, name, docx, data)
 		if name == "testRTFVarious.rtf" {
-			task.Item.ContentType = "application/rtf"
+			tasks[i].Item.ContentType = "application/rtf"
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec := &actiontest.Recorder{}
-			errs[i] = a.Run(t.Context(), task, rec)
-			children[i] = len(rec.Children)
-		}()
 	}
-	wg.Wait()
+	errs, children := runAll(t, a, tasks)()
 	for i, name := range names {
 		switch {
 		case name == "broken.docx":
@@ -268,5 +281,98 @@ func TestConvertingDoc(t *testing.T) {
 				t.Errorf("convertingDoc(%q) = %d, %v; want %d, %v", tt.line, got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// fakeSoffice converts by writing a small PDF per file and says so as LibreOffice does, before
+// it writes it. In a batch (files named doc-<i>), it takes 12 s over a file holding "slow" and
+// hangs on one holding "hang". Making a warm converter's profile (converting warmup.txt), it
+// waits until the file "go" is in its directory.
+const fakeSoffice = `#!/bin/sh
+case "$*" in
+*warmup.txt*)
+  i=0
+  while [ ! -e go ] && [ $i -lt 3000 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done ;;
+esac
+out=.
+for a in "$@"; do
+  if [ "$prev" = --outdir ]; then out=$a; fi
+  prev=$a
+done
+mkdir -p "$out"
+for f in "$@"; do
+  case "$f" in -* | "$out") continue ;; esac
+  n=${f##*/}
+  n=${n%.*}
+  echo "convert $f -> $out/$n.pdf using filter : fake"
+  case "$n" in
+  doc-*)
+    if grep -q slow "$f"; then sleep 12; fi
+    if grep -q hang "$f"; then exec sleep 100000; fi ;;
+  esac
+  printf '%%PDF-1.4\n%%%%EOF\n' >"$out/$n.pdf"
+done
+`
+
+// TestWarmDocumentTimeLimit: the time limit (20 s here) applies to each document of a batch,
+// not to the batch. A LibreOffice (a fake) that takes 12 s over each of two documents, then hangs
+// on a third, converts the first two warm and is killed once it has said nothing for the time
+// limit; the third document is converted cold.
+func TestWarmDocumentTimeLimit(t *testing.T) {
+	convertertest.RequireTools(t, "bwrap")
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "soffice"), []byte(fakeSoffice), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	a := New()
+	a.pool.idle = time.Hour
+	t.Cleanup(a.Close)
+	base := t.TempDir()
+	odt := "application/vnd.oasis.opendocument.text"
+	contents := []string{"slow 1", "slow 2", "hang"}
+	// One batch: the converter is made ready once the three documents wait for it.
+	w := a.pool.get(t.Context(), 4, converter.Limits{Timeout: 20 * time.Second}, base)
+	if w == nil {
+		t.Fatal("no warm converter")
+	}
+	tasks := make([]*action.Task, len(contents))
+	for i, content := range contents {
+		tasks[i] = sharedTask(t, base, 4, strconv.Itoa(i)+".odt", odt, []byte(content))
+		tasks[i].With = map[string]any{"timeout": "20s"}
+	}
+	wait := runAll(t, a, tasks)
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		w.mu.Lock()
+		pending := w.pending
+		w.mu.Unlock()
+		if pending == len(contents) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d documents wait for the converter after 2 minutes", pending, len(contents))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errs, children := wait()
+	if b := a.pool.batches.Load(); b != 1 {
+		t.Errorf("%d batches, want the three documents in one", b)
+	}
+	for i, content := range contents {
+		if errs[i] != nil || children[i] != 1 {
+			t.Errorf("%q: err = %v, %d children, want one child", content, errs[i], children[i])
+		}
+	}
+	if docs := a.pool.warmDocs.Load(); docs != 2 {
+		t.Errorf("%d documents converted warm, want 2", docs)
+	}
+	if why := a.pool.lastRetired.Load(); why == nil || !strings.Contains(*why, "no progress within 20s") {
+		t.Errorf("the converter's last early retirement = %v, want one for no progress", why)
 	}
 }
