@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,8 +188,8 @@ func TestWarmIsolation(t *testing.T) {
 }
 
 // runAll runs tasks through a at once; the wait it returns waits for them and returns each
-// one's error and number of children.
-func runAll(t *testing.T, a *Action, tasks []*action.Task) (wait func() ([]error, []int)) {
+// one's error and number of children. done, when not nil, is called as each task ends.
+func runAll(t *testing.T, a *Action, tasks []*action.Task, done func(i int)) (wait func() ([]error, []int)) {
 	t.Helper()
 	errs, children := make([]error, len(tasks)), make([]int, len(tasks))
 	var wg sync.WaitGroup
@@ -199,6 +200,9 @@ func runAll(t *testing.T, a *Action, tasks []*action.Task) (wait func() ([]error
 			rec := &actiontest.Recorder{}
 			errs[i] = a.Run(t.Context(), task, rec)
 			children[i] = len(rec.Children)
+			if done != nil {
+				done(i)
+			}
 		}()
 	}
 	return func() ([]error, []int) {
@@ -235,7 +239,7 @@ func TestWarmBatchWithCorrupt(t *testing.T) {
 			tasks[i].Item.ContentType = "application/rtf"
 		}
 	}
-	errs, children := runAll(t, a, tasks)()
+	errs, children := runAll(t, a, tasks, nil)()
 	for i, name := range names {
 		switch {
 		case name == "broken.docx":
@@ -353,7 +357,18 @@ func TestWarmDocumentTimeLimit(t *testing.T) {
 		tasks[i] = sharedTask(t, base, 4, strconv.Itoa(i)+".odt", odt, []byte(content))
 		tasks[i].With = map[string]any{"timeout": "20s"}
 	}
-	wait := runAll(t, a, tasks)
+	// A document's PDF is handed on while the batch goes on: the first two documents' tasks end
+	// while LibreOffice still runs (it hangs on the third until killed).
+	var early atomic.Int64
+	wait := runAll(t, a, tasks, func(i int) {
+		select {
+		case <-w.proc.Done():
+		default:
+			if i < 2 {
+				early.Add(1)
+			}
+		}
+	})
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		w.mu.Lock()
 		pending := w.pending
@@ -380,6 +395,9 @@ func TestWarmDocumentTimeLimit(t *testing.T) {
 	}
 	if docs := a.pool.warmDocs.Load(); docs != 2 {
 		t.Errorf("%d documents converted warm, want 2", docs)
+	}
+	if n := early.Load(); n != 2 {
+		t.Errorf("%d of the first two documents' tasks ended while LibreOffice ran, want 2", n)
 	}
 	if why := lastRetired(a); !strings.Contains(why, "no progress within 20s") {
 		t.Errorf("the converter's last early retirement = %q, want one for no progress", why)
