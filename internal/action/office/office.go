@@ -176,6 +176,11 @@ func readPDF(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readPDFFile(f)
+}
+
+// readPDFFile reads the PDF LibreOffice wrote from f.
+func readPDFFile(f *os.File) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(f, maxPDF+1))
 	if err != nil {
 		return nil, err

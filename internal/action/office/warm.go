@@ -28,17 +28,20 @@ import (
 // of its first document, and fed the documents of one job, several per LibreOffice call (see
 // warmScript). A cold conversion pays per document for the sandbox, a new profile (LibreOffice's
 // slow first start) and a start; a warm converter pays for the sandbox and the profile once per
-// job and for a start once per batch.
+// job and for a start once per batch. A batch hands each document its PDF as soon as LibreOffice
+// has moved on to the next one, so that the documents' next steps run while the batch goes on.
 //
 // Isolation. The documents of one job share a warm converter; documents of different jobs never
 // do: each job gets its own converter, sandbox and freshly made profile, and a converter given to
 // a job is never given to another. A converter is retired — its whole sandbox killed, its
 // directory removed — after [warmMaxDocs] documents, after a batch that did not give every
-// document its PDF (a crash, a document LibreOffice could not load), after a batch that ran past
-// its time limit, after [warmIdle] without work, and when its profile shows a change that
-// conversions do not make (see checkProfile). The sandbox is the cold one's: no network, and a
-// filesystem that shows only the converter's own directory (its profile and the batches staged
-// in it); a document in it can reach nothing a cold run could not.
+// document its PDF (a crash, a document LibreOffice could not load), after a batch in which
+// LibreOffice spent longer than the time limit of one run on one document, after [warmIdle]
+// without work, and when its profile shows a change that conversions do not make (see
+// checkProfile); a document's PDF is handed on only once the profile was found unchanged after
+// LibreOffice converted it. The sandbox is the cold one's: no network, and a filesystem that
+// shows only the converter's own directory (its profile and the batches staged in it); a
+// document in it can reach nothing a cold run could not.
 //
 // Within a job a document could in principle influence how a later document of the same job
 // converts (through the profile they share, or a batch's process). The job is the trust domain:
@@ -48,8 +51,11 @@ import (
 const (
 	// warmMaxDocs is how many documents a converter converts before it is retired.
 	warmMaxDocs = 100
-	// warmMaxBatch is the most documents handed to LibreOffice in one call.
-	warmMaxBatch = 16
+	// warmMaxBatch is the most documents handed to LibreOffice in one call. Each call starts
+	// LibreOffice (about 0.8 s of a 2-CPU machine); 64 documents convert in a few seconds, so the
+	// start is a small share of a full batch. The time limit applies per document (see
+	// runBatch), not to the batch.
+	warmMaxBatch = 64
 	// warmIdle is how long a converter waits for work before it is retired.
 	warmIdle = 20 * time.Second
 	// warmGrace is how long a retired converter is given to end its batch script before its
@@ -110,7 +116,7 @@ type warm struct {
 	lim     converter.Limits
 	proc    *subprocess.Process
 	stdin   *os.File
-	replies *bufio.Scanner
+	lines   chan string   // the script's output, line by line (see read)
 	ready   chan struct{} // closed once LibreOffice answers (or the converter failed)
 	reqs    chan *warmReq
 	quit    chan struct{}
@@ -138,8 +144,10 @@ type warmResult struct {
 
 // warmScript runs in the sandbox: it makes the converter's profile by converting a one-line text
 // file (a first start in a new profile is the slow one: it fills the profile and restarts
-// itself; --terminate_after_init ends before it has), says "ready", then for each batch directory read from stdin converts the
-// files in <batch>/in into <batch>/out with one LibreOffice call, and answers "<batch> <exit
+// itself; --terminate_after_init ends before it has), says "ready", then for each batch directory
+// read from stdin converts the files in <batch>/in into <batch>/out with one LibreOffice call,
+// passes on LibreOffice's output as "<batch>: <line>" (it says "convert <file> -> …" as it
+// begins to store a document, once the previous one is stored), and answers "<batch> <exit
 // status>". Stdin closed, it ends.
 //
 // A LibreOffice kept running between batches (a headless one fed by later calls through its
@@ -156,8 +164,11 @@ rm -rf warmup warmup.txt
 echo ready
 while IFS= read -r b; do
   case "$b" in b[0-9]*) ;; *) exit 2 ;; esac
-  "$soffice" --headless --norestore --nolockcheck "-env:UserInstallation=$profile" --convert-to pdf --outdir "$b/out" "$b"/in/* </dev/null >"$b/log" 2>&1
-  echo "$b $?"
+  { "$soffice" --headless --norestore --nolockcheck "-env:UserInstallation=$profile" --convert-to pdf --outdir "$b/out" "$b"/in/* </dev/null 2>&1
+    echo "$?" >"$b/status"; } | while IFS= read -r line; do printf '%s: %s\n' "$b" "$line"; done
+  status=9
+  read -r status <"$b/status"
+  echo "$b $status"
 done
 `
 
@@ -224,15 +235,30 @@ func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	w := &warm{pool: p, idleFor: idle, dir: dir, lim: lim, proc: proc, stdin: inW, replies: bufio.NewScanner(outR),
+	w := &warm{pool: p, idleFor: idle, dir: dir, lim: lim, proc: proc, stdin: inW, lines: make(chan string, 16),
 		ready: make(chan struct{}), reqs: make(chan *warmReq), quit: make(chan struct{}), gone: make(chan struct{}), owner: -1}
 	if st, err := os.Stat(dir); err == nil {
 		if s, ok := st.Sys().(*syscall.Stat_t); ok {
 			w.owner = int(s.Uid)
 		}
 	}
+	go w.read(outR)
 	go w.run(outR)
 	return w, nil
+}
+
+// read passes the script's output to w.lines, one line at a time, and closes it at the output's
+// end (the sandbox gone) or once w is gone.
+func (w *warm) read(out *os.File) {
+	defer close(w.lines)
+	s := bufio.NewScanner(out)
+	for s.Scan() {
+		select {
+		case w.lines <- s.Text():
+		case <-w.gone:
+			return
+		}
+	}
 }
 
 // writeProfile makes a profile directory holding only the hardening settings.
@@ -383,12 +409,11 @@ func (w *warm) run(replies *os.File) {
 
 // awaitReady waits for the script's "ready" and snapshots the profile LibreOffice made.
 func (w *warm) awaitReady() bool {
-	got := make(chan bool, 1)
-	go func() { got <- w.replies.Scan() && w.replies.Text() == "ready" }()
 	t := time.NewTimer(w.lim.Timeout)
 	defer t.Stop()
 	select {
-	case ok := <-got:
+	case line := <-w.lines:
+		ok := line == "ready"
 		if ok {
 			w.profile, ok = profileFiles(filepath.Join(w.dir, "profile"))
 		}
@@ -417,92 +442,228 @@ func (w *warm) note(format string, args ...any) {
 
 // runBatch converts batch in one LibreOffice call, answers each request, and reports whether the
 // converter may serve another batch.
+//
+// A document's PDF is complete once LibreOffice says it converts the next one (it says so as it
+// begins to store a document, the previous one stored): that document is answered then, after a
+// look at the profile, while the batch goes on. The rest are answered when the call has ended.
+// LibreOffice is given the time limit of one run per document: a batch whose LibreOffice says
+// nothing new for that long is killed.
 func (w *warm) runBatch(batch []*warmReq) bool {
 	w.batches++
 	name := "b" + strconv.Itoa(w.batches)
 	bdir := filepath.Join(w.dir, name)
-	fail := func(rs []*warmReq) {
-		for _, r := range rs {
-			r.reply <- warmResult{err: errNoWarm}
-		}
-	}
-	staged, err := w.stage(bdir, batch)
+	defer os.RemoveAll(bdir)
+	b := &warmBatch{w: w, name: name, reqs: batch, answered: make([]bool, len(batch)), trusted: true}
+	root, err := w.stage(bdir, b)
 	if err != nil {
 		w.note("stage a batch: %v", err)
-		fail(batch)
+		b.answerRest()
 		return false
 	}
-	healthy := w.call(name)
-	if err := sandbox.Sanitize(bdir); err != nil {
-		healthy = false
-	}
-	// A profile changed behind LibreOffice's back discredits the whole batch: its documents go
-	// cold, and the converter is retired before they do.
-	trusted, change := w.checkProfile()
-	if !healthy {
-		log, _ := os.ReadFile(filepath.Join(bdir, "log"))
-		w.note("batch %s failed: %v: %s", name, w.proc.Err(), bytes.TrimSpace(log))
-	}
-	if !trusted {
-		w.note("batch %s: the profile changed: %s", name, change)
-	}
-	pdfs := make([][]byte, len(batch))
+	defer root.Close()
+	b.root = root
+	called := b.call()
+	sanitized := sandbox.Sanitize(bdir) == nil
+	b.check()
 	for i := range batch {
-		if !staged[i] || !trusted {
-			healthy = false
-			continue
+		if !b.answered[i] && b.staged(i) {
+			b.deliver(i)
 		}
-		pdf, err := readPDF(filepath.Join(bdir, "out", "doc-"+strconv.Itoa(i)+".pdf"))
-		if err != nil {
-			// LibreOffice could not load it, or crashed on it: the cold run says which.
-			w.note("batch %s: no pdf for document %d: %v", name, i, err)
-			healthy = false
-			continue
-		}
-		pdfs[i] = pdf
 	}
-	os.RemoveAll(bdir)
+	healthy := !b.answerRest() && called && sanitized
+	if !called {
+		// Last, so that it is the note kept.
+		w.note("batch %s failed: %s", name, b.failure())
+	}
 	if !healthy {
 		w.Retire()
 	}
 	w.docs += len(batch)
-	converted := 0
-	for i, r := range batch {
-		if pdfs[i] == nil {
-			r.reply <- warmResult{err: errNoWarm}
-			continue
-		}
-		converted++
-		r.reply <- warmResult{pdf: pdfs[i]}
-	}
 	if w.pool != nil {
 		w.pool.batches.Add(1)
-		w.pool.warmDocs.Add(int64(converted))
+		w.pool.warmDocs.Add(int64(b.converted))
 	}
 	return healthy
 }
 
+// warmBatch is the state of one batch of a warm converter.
+type warmBatch struct {
+	w    *warm
+	name string // its directory's name, b<N>
+	reqs []*warmReq
+	root *os.Root // its directory
+	// unstaged marks the documents that could not be staged.
+	unstaged map[int]bool
+	answered []bool
+	// trusted says the profile was as conversions leave it when last looked at.
+	trusted   bool
+	converted int
+	tail      []string // LibreOffice's last lines of output, for a note
+	// slow says the call was ended for making no progress within the time limit.
+	slow bool
+}
+
+// failure says why the call failed, for a note.
+func (b *warmBatch) failure() string {
+	if b.slow {
+		return fmt.Sprintf("no progress within %s", b.w.lim.Timeout)
+	}
+	return fmt.Sprintf("%v: %s", b.w.proc.Err(), strings.Join(b.tail, "\n"))
+}
+
+func (b *warmBatch) staged(i int) bool { return !b.unstaged[i] }
+
+// call hands the batch to the script and follows LibreOffice through it, answering each
+// document it has done with. It reports whether the call succeeded.
+func (b *warmBatch) call() bool {
+	w := b.w
+	if _, err := fmt.Fprintln(w.stdin, b.name); err != nil {
+		return false
+	}
+	t := time.NewTimer(w.lim.Timeout)
+	defer t.Stop()
+	converting := -1
+	for {
+		select {
+		case line, ok := <-w.lines:
+			if !ok {
+				return false
+			}
+			out, ok := strings.CutPrefix(line, b.name+": ")
+			if !ok {
+				return line == b.name+" 0"
+			}
+			if b.tail = append(b.tail, out); len(b.tail) > 10 {
+				b.tail = b.tail[1:]
+			}
+			i, ok := convertingDoc(out, len(b.reqs))
+			if !ok {
+				continue
+			}
+			if converting >= 0 && converting != i && !b.answered[converting] {
+				if b.check() {
+					b.deliver(converting)
+				}
+			}
+			converting = i
+			t.Reset(w.lim.Timeout)
+		case <-t.C:
+			// Too slow: kill the sandbox; its output ends with it.
+			b.slow = true
+			w.proc.Stop()
+			return false
+		}
+	}
+}
+
+// convertingDoc reads LibreOffice's "convert <dir>/in/doc-<i><ext> -> …" and returns i.
+func convertingDoc(line string, n int) (int, bool) {
+	rest, ok := strings.CutPrefix(line, "convert ")
+	if !ok {
+		return 0, false
+	}
+	src, _, ok := strings.Cut(rest, " -> ")
+	if !ok {
+		return 0, false
+	}
+	base, ok := strings.CutPrefix(filepath.Base(src), "doc-")
+	if !ok || filepath.Base(filepath.Dir(src)) != "in" {
+		return 0, false
+	}
+	i, err := strconv.Atoi(strings.TrimSuffix(base, filepath.Ext(base)))
+	if err != nil || i < 0 || i >= n {
+		return 0, false
+	}
+	return i, true
+}
+
+// check looks at the profile (see checkProfile) unless it was found changed before, and
+// reports whether it is as conversions leave it.
+func (b *warmBatch) check() bool {
+	if b.trusted {
+		var change string
+		if b.trusted, change = b.w.checkProfile(); !b.trusted {
+			b.w.note("batch %s: the profile changed: %s", b.name, change)
+		}
+	}
+	return b.trusted
+}
+
+// deliver answers document i with its PDF if LibreOffice wrote one and the profile is trusted.
+// The PDF is opened within the batch's directory, not following a link out of it, and only if
+// it is a regular file: LibreOffice may still run, and the directory is its to change.
+func (b *warmBatch) deliver(i int) {
+	if !b.trusted {
+		return
+	}
+	f, err := b.root.OpenFile(filepath.Join("out", "doc-"+strconv.Itoa(i)+".pdf"), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		// LibreOffice could not load it, or crashed on it: the cold run says which.
+		b.w.note("batch %s: no pdf for document %d: %v", b.name, i, err)
+		return
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		b.w.note("batch %s: the pdf of document %d is not a file", b.name, i)
+		return
+	}
+	pdf, err := readPDFFile(f)
+	if err != nil {
+		b.w.note("batch %s: read the pdf of document %d: %v", b.name, i, err)
+		return
+	}
+	b.answered[i] = true
+	b.converted++
+	b.reqs[i].reply <- warmResult{pdf: pdf}
+}
+
+// answerRest sends every request not yet answered to a cold conversion and reports whether
+// there were any.
+func (b *warmBatch) answerRest() bool {
+	left := false
+	for i, r := range b.reqs {
+		if !b.answered[i] {
+			b.answered[i] = true
+			left = true
+			r.reply <- warmResult{err: errNoWarm}
+		}
+	}
+	return left
+}
+
 // stage copies the batch's documents into bdir/in as doc-<i><ext> (fixed names keep odd ones
 // away from LibreOffice's command line and apart from each other) and makes bdir/out, all owned by
-// the sandbox's user. It reports which documents it staged.
-func (w *warm) stage(bdir string, batch []*warmReq) ([]bool, error) {
+// the sandbox's user. It marks the documents it could not stage and returns bdir, opened.
+func (w *warm) stage(bdir string, b *warmBatch) (*os.Root, error) {
+	if err := os.Mkdir(bdir, 0o700); err != nil {
+		return nil, err
+	}
+	// Opened before the sandbox's user owns it: what the batch reads later is within it.
+	root, err := os.OpenRoot(bdir)
+	if err != nil {
+		return nil, err
+	}
 	in, out := filepath.Join(bdir, "in"), filepath.Join(bdir, "out")
-	for _, d := range []string{bdir, in, out} {
+	for _, d := range []string{in, out} {
 		if err := os.Mkdir(d, 0o700); err != nil {
+			root.Close()
 			return nil, err
 		}
+	}
+	for _, d := range []string{bdir, in, out} {
 		if err := w.chown(d); err != nil {
+			root.Close()
 			return nil, err
 		}
 	}
-	staged := make([]bool, len(batch))
-	for i, r := range batch {
+	b.unstaged = map[int]bool{}
+	for i, r := range b.reqs {
 		dst := filepath.Join(in, "doc-"+strconv.Itoa(i)+r.ext)
-		if converter.CopyFile(r.src, dst) == nil && w.chown(dst) == nil {
-			staged[i] = true
+		if converter.CopyFile(r.src, dst) != nil || w.chown(dst) != nil {
+			b.unstaged[i] = true
 		}
 	}
-	return staged, nil
+	return root, nil
 }
 
 func (w *warm) chown(p string) error {
@@ -510,34 +671,6 @@ func (w *warm) chown(p string) error {
 		return nil
 	}
 	return os.Lchown(p, w.owner, w.owner)
-}
-
-// call hands batch directory name to the script and waits for its answer, at most the time limit
-// of one run. It reports whether the call succeeded and the converter still lives.
-func (w *warm) call(name string) bool {
-	if _, err := fmt.Fprintln(w.stdin, name); err != nil {
-		return false
-	}
-	got := make(chan string, 1)
-	go func() {
-		if w.replies.Scan() {
-			got <- w.replies.Text()
-		} else {
-			got <- ""
-		}
-	}()
-	t := time.NewTimer(w.lim.Timeout)
-	defer t.Stop()
-	select {
-	case line := <-got:
-		return line == name+" 0"
-	case <-t.C:
-		// Too slow: kill the sandbox; the scanner's goroutine ends with the pipe.
-		w.proc.Stop()
-		return false
-	case <-w.proc.Done():
-		return false
-	}
 }
 
 // profileFiles lists the files of a profile directory (paths relative to it).

@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 )
 
@@ -180,4 +182,229 @@ func TestWarmIsolation(t *testing.T) {
 			t.Errorf("the sandbox of %s (pid %d) still runs after Close", w.dir, w.proc.Pid())
 		}
 	}
+}
+
+// runAll runs tasks through a at once; the wait it returns waits for them and returns each
+// one's error and number of children. done, when not nil, is called as each task ends.
+func runAll(t *testing.T, a *Action, tasks []*action.Task, done func(i int)) (wait func() ([]error, []int)) {
+	t.Helper()
+	errs, children := make([]error, len(tasks)), make([]int, len(tasks))
+	var wg sync.WaitGroup
+	for i, task := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := &actiontest.Recorder{}
+			errs[i] = a.Run(t.Context(), task, rec)
+			children[i] = len(rec.Children)
+			if done != nil {
+				done(i)
+			}
+		}()
+	}
+	return func() ([]error, []int) {
+		wg.Wait()
+		return errs, children
+	}
+}
+
+// TestWarmBatchWithCorrupt converts, as one job, a document LibreOffice cannot load between two
+// it can: those two are converted warm, the third falls back to a cold run, which fails it with
+// a permanent error, and the converter is retired.
+func TestWarmBatchWithCorrupt(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "soffice", "pdftotext", "bwrap")
+	a := New()
+	t.Cleanup(a.Close)
+	base := t.TempDir()
+	broken, err := os.ReadFile(convertertest.File(t, "test-zip-of-zip.zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docx := "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+	names := []string{"testWORD_various.docx", "broken.docx", "testRTFVarious.rtf"}
+	tasks := make([]*action.Task, len(names))
+	for i, name := range names {
+		data := broken
+		if name != "broken.docx" {
+			if data, err = os.ReadFile(convertertest.File(t, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tasks[i] = sharedTask(t, base, 3, name, docx, data)
+		if name == "testRTFVarious.rtf" {
+			tasks[i].Item.ContentType = "application/rtf"
+		}
+	}
+	errs, children := runAll(t, a, tasks, nil)()
+	for i, name := range names {
+		switch {
+		case name == "broken.docx":
+			if !action.IsPermanent(errs[i]) || !strings.HasPrefix(errs[i].Error(), "office conversion: ") {
+				t.Errorf("%s: err = %v, want a permanent office conversion error", name, errs[i])
+			}
+		case errs[i] != nil || children[i] != 1:
+			t.Errorf("%s: err = %v, %d children, want one child", name, errs[i], children[i])
+		}
+	}
+	if docs := a.pool.warmDocs.Load(); docs != 2 {
+		t.Errorf("%d documents converted warm, want 2", docs)
+	}
+	if why := lastRetired(a); !strings.Contains(why, "no pdf for document") {
+		t.Errorf("the converter's last early retirement = %q, want one for a document without its pdf", why)
+	}
+}
+
+func TestConvertingDoc(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, line string
+		want       int
+		ok         bool
+	}{
+		{name: "convert", line: "convert /w/b1/in/doc-12.docx -> /w/b1/out/doc-12.pdf using filter : writer_pdf_Export", want: 12, ok: true},
+		{name: "first", line: "convert /w/b1/in/doc-0.xls -> /w/b1/out/doc-0.pdf using filter : calc_pdf_Export", want: 0, ok: true},
+		{name: "past the batch", line: "convert /w/b1/in/doc-3.docx -> /w/b1/out/doc-3.pdf using filter : x", ok: false},
+		{name: "negative", line: "convert /w/b1/in/doc--1.docx -> /w/b1/out/doc--1.pdf using filter : x", ok: false},
+		{name: "not in in", line: "convert /w/b1/out/doc-1.docx -> /w/b1/out/doc-1.pdf using filter : x", ok: false},
+		{name: "other name", line: "convert /w/b1/in/x-1.docx -> /w/b1/out/x-1.pdf using filter : x", ok: false},
+		{name: "name ending in doc-", line: "convert /w/b1/in/adoc-1.docx -> /w/b1/out/adoc-1.pdf using filter : x", ok: false},
+		{name: "no arrow", line: "convert /w/b1/in/doc-1.docx", ok: false},
+		{name: "warning", line: "Warning: failed to launch javaldx - java may not function correctly", ok: false},
+		{name: "error", line: "Error: source file could not be loaded", ok: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := convertingDoc(tt.line, 3+10*tt.want)
+			if ok != tt.ok || (ok && got != tt.want) {
+				t.Errorf("convertingDoc(%q) = %d, %v; want %d, %v", tt.line, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// fakeSoffice converts by writing a small PDF per file and says so as LibreOffice does, before
+// it writes it. In a batch (files named doc-<i>), it takes 12 s over a file holding "slow" and
+// hangs on one holding "hang", after the others. Making a warm converter's profile (converting
+// warmup.txt), it waits until the file "go" is in its directory.
+const fakeSoffice = `#!/bin/sh
+case "$*" in
+*warmup.txt*)
+  i=0
+  while [ ! -e go ] && [ $i -lt 3000 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done ;;
+esac
+out=.
+for a in "$@"; do
+  if [ "$prev" = --outdir ]; then out=$a; fi
+  prev=$a
+done
+mkdir -p "$out"
+convert() {
+  n=${1##*/}
+  n=${n%.*}
+  echo "convert $1 -> $out/$n.pdf using filter : fake"
+  case "$n" in
+  doc-*)
+    if grep -q slow "$1"; then sleep 12; fi
+    if grep -q hang "$1"; then exec sleep 100000; fi ;;
+  esac
+  printf '%%PDF-1.4\n%%%%EOF\n' >"$out/$n.pdf"
+}
+for pass in rest hang; do
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    if grep -q hang "$f"; then
+      if [ $pass = hang ]; then convert "$f"; fi
+    elif [ $pass = rest ]; then
+      convert "$f"
+    fi
+  done
+done
+exit 0
+`
+
+// TestWarmDocumentTimeLimit: the time limit (20 s here) applies to each document of a batch,
+// not to the batch. A LibreOffice (a fake) that takes 12 s over each of two documents, then hangs
+// on a third, converts the first two warm and is killed once it has said nothing for the time
+// limit; the third document is converted cold.
+func TestWarmDocumentTimeLimit(t *testing.T) {
+	convertertest.RequireTools(t, "bwrap")
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "soffice"), []byte(fakeSoffice), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	a := New()
+	a.pool.idle = time.Hour
+	t.Cleanup(a.Close)
+	base := t.TempDir()
+	odt := "application/vnd.oasis.opendocument.text"
+	contents := []string{"slow 1", "slow 2", "hang"}
+	// One batch: the converter is made ready once the three documents wait for it.
+	w := a.pool.get(t.Context(), 4, converter.Limits{Timeout: 20 * time.Second}, base)
+	if w == nil {
+		t.Fatal("no warm converter")
+	}
+	tasks := make([]*action.Task, len(contents))
+	for i, content := range contents {
+		tasks[i] = sharedTask(t, base, 4, strconv.Itoa(i)+".odt", odt, []byte(content))
+		tasks[i].With = map[string]any{"timeout": "20s"}
+	}
+	// A document's PDF is handed on while the batch goes on: the first two documents' tasks end
+	// while LibreOffice still runs (it hangs on the third until killed).
+	var early atomic.Int64
+	wait := runAll(t, a, tasks, func(i int) {
+		select {
+		case <-w.proc.Done():
+		default:
+			if i < 2 {
+				early.Add(1)
+			}
+		}
+	})
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		w.mu.Lock()
+		pending := w.pending
+		w.mu.Unlock()
+		if pending == len(contents) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d documents wait for the converter after 2 minutes", pending, len(contents))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errs, children := wait()
+	if b := a.pool.batches.Load(); b != 1 {
+		t.Errorf("%d batches, want the three documents in one", b)
+	}
+	for i, content := range contents {
+		if errs[i] != nil || children[i] != 1 {
+			t.Errorf("%q: err = %v, %d children, want one child", content, errs[i], children[i])
+		}
+	}
+	if docs := a.pool.warmDocs.Load(); docs != 2 {
+		t.Errorf("%d documents converted warm, want 2", docs)
+	}
+	if n := early.Load(); n != 2 {
+		t.Errorf("%d of the first two documents' tasks ended while LibreOffice ran, want 2", n)
+	}
+	if why := lastRetired(a); !strings.Contains(why, "no progress within 20s") {
+		t.Errorf("the converter's last early retirement = %q, want one for no progress", why)
+	}
+}
+
+// lastRetired says why a's last converter retired early went, or "".
+func lastRetired(a *Action) string {
+	if why := a.pool.lastRetired.Load(); why != nil {
+		return *why
+	}
+	return ""
 }
