@@ -1,0 +1,109 @@
+#!/bin/bash
+# convert.sh: issue #40's conversion benchmarks in one command. It runs, one after the other and
+# with the same ROUNDS,
+#   bench/office.sh   office documents: sluice ingest against a soffice batch and unoconv,
+#   bench/ocr.sh      scanned PDFs: sluice ingest --ocr against OCRmyPDF and pdftoppm + tesseract,
+#   bench/html.sh     HTML: sluice ingest against chromium --print-to-pdf (when the script exists),
+#   sluice-bench ingest --files 2000 --size 1024, ROUNDS times: the engine's overhead over the
+#                     same conversions done directly,
+# keeps each one's full output in OUT (default: a new temporary directory, printed) and ends with
+# one table: each comparison's same-round ratios (lowest–highest over the rounds; below 1 means
+# Sluice took less), the word error rates, and the engine's overhead. Every script prints the load
+# average with each round: the machine may be shared, and a ratio is only as good as its round.
+#
+# Usage: SLUICE=/path/to/sluice SLUICE_BENCH=/path/to/sluice-bench bench/convert.sh [ROUNDS]   (default 3)
+# Each script's own needs apply (see its head); UNOCONV, CORPUS and the others pass through.
+set -uo pipefail
+SLUICE=${SLUICE:?a sluice binary (go build -o /tmp/sluice ./cmd/sluice)}
+SLUICE_BENCH=${SLUICE_BENCH:?a sluice-bench binary (go build -o /tmp/sluice-bench ./cmd/sluice-bench)}
+export SLUICE
+ROUNDS=${1:-3}
+DIR=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+echo "== convert.sh: $ROUNDS rounds, outputs in $OUT; start $(date -u '+%Y-%m-%d %H:%M:%S') UTC load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
+
+# run NAME CMD...: runs CMD with its output shown and kept in OUT/NAME.log; a failure is
+# reported and the others still run.
+run() {
+  local name=$1; shift
+  echo "== $name"
+  "$@" 2>&1 | tee "$OUT/$name.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || echo "== $name failed (exit ${PIPESTATUS[0]}); its rows below are what it printed"
+}
+run office "$DIR/office.sh" "$ROUNDS"
+run ocr "$DIR/ocr.sh" "$ROUNDS"
+if [ -x "$DIR/html.sh" ] || [ -f "$DIR/html.sh" ]; then
+  run html bash "$DIR/html.sh" "$ROUNDS"
+else
+  echo "== html: no bench/html.sh, skipped"
+fi
+ingest() {
+  for r in $(seq "$ROUNDS"); do
+    echo "== round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
+    "$SLUICE_BENCH" ingest --files 2000 --size 1024 || return 1
+  done
+}
+run ingest ingest
+
+# The table. Each script prints one "ratios" row per round: "ratios A/B wall X cpu Y; A/C wall X
+# cpu Y"; ocr.sh a "word error rate W" on each tool's row; sluice-bench one JSON object per round.
+echo
+echo "== summary ($ROUNDS rounds; end $(date -u +%H:%M:%S) UTC load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo
+echo "| benchmark | Sluice against | wall ratio | CPU ratio | rounds |"
+echo "|---|---|---|---|---|"
+for name in office ocr html; do
+  [ -f "$OUT/$name.log" ] || continue
+  awk -v bench="$name" '
+    /^ *ratios/ {
+      sub(/^ *ratios */, "")
+      n = split($0, parts, ";")
+      for (i = 1; i <= n; i++) {
+        split(parts[i], f, " ")  # sluice/PEER wall X cpu Y
+        k = f[1]
+        if (!(k in rounds)) { order[++m] = k; wmin[k] = wmax[k] = f[3]; cmin[k] = cmax[k] = f[5] }
+        rounds[k]++
+        if (f[3] + 0 < wmin[k] + 0) wmin[k] = f[3]; if (f[3] + 0 > wmax[k] + 0) wmax[k] = f[3]
+        if (f[5] + 0 < cmin[k] + 0) cmin[k] = f[5]; if (f[5] + 0 > cmax[k] + 0) cmax[k] = f[5]
+      }
+    }
+    function span(a, b) { return (a == b) ? sprintf("%.2f", a) : sprintf("%.2f–%.2f", a, b) }
+    END {
+      for (j = 1; j <= m; j++) {
+        k = order[j]; peer = k; sub(/^[^\/]*\//, "", peer)
+        printf "| %s | %s | %s | %s | %d |\n", bench, peer, span(wmin[k], wmax[k]), span(cmin[k], cmax[k]), rounds[k]
+      }
+    }' "$OUT/$name.log"
+done
+if [ -f "$OUT/ocr.log" ]; then
+  echo
+  echo "| OCR text: word error rate | lowest–highest over the rounds |"
+  echo "|---|---|"
+  awk '/word error rate/ {
+      tool = $1; w = $(NF - 1)
+      if (!(tool in lo)) { order[++m] = tool; lo[tool] = hi[tool] = w }
+      if (w + 0 < lo[tool] + 0) lo[tool] = w; if (w + 0 > hi[tool] + 0) hi[tool] = w
+      if ($NF != "found") missed[tool]++
+    }
+    END {
+      for (j = 1; j <= m; j++) {
+        t = order[j]
+        note = (t in missed) ? sprintf(" (testOCR.pdf phrase missed in %d rounds)", missed[t]) : ""
+        printf "| %s | %s%s |\n", t, (lo[t] == hi[t]) ? lo[t] : lo[t] "–" hi[t], note
+      }
+    }' "$OUT/ocr.log"
+fi
+if [ -f "$OUT/ingest.log" ]; then
+  echo
+  echo "| engine overhead over direct conversions (sluice-bench ingest, 2,000 × 1 KB) | wall | CPU | rounds |"
+  echo "|---|---|---|---|"
+  /usr/bin/python3 - "$OUT/ingest.log" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+if rows:
+    w = sorted(r["engine_overhead_pct"] for r in rows)
+    c = sorted(r["cpu_overhead_pct"] for r in rows)
+    print("| sluice-bench ingest | %.1f–%.1f %% | %.1f–%.1f %% | %d |" % (w[0], w[-1], c[0], c[-1], len(rows)))
+EOF
+fi
