@@ -12,11 +12,14 @@
 # average with each round: the machine may be shared, and a ratio is only as good as its round.
 #
 # Usage: SLUICE=/path/to/sluice SLUICE_BENCH=/path/to/sluice-bench bench/convert.sh [ROUNDS]   (default 3)
+# SUMMARY_ONLY=1 OUT=DIR: print the table of an earlier run's logs in DIR, running nothing.
 # Each script's own needs apply (see its head); UNOCONV, CORPUS and the others pass through.
 set -uo pipefail
-SLUICE=${SLUICE:?a sluice binary (go build -o /tmp/sluice ./cmd/sluice)}
-SLUICE_BENCH=${SLUICE_BENCH:?a sluice-bench binary (go build -o /tmp/sluice-bench ./cmd/sluice-bench)}
-export SLUICE
+if [ -z "${SUMMARY_ONLY:-}" ]; then
+  SLUICE=${SLUICE:?a sluice binary (go build -o /tmp/sluice ./cmd/sluice)}
+  SLUICE_BENCH=${SLUICE_BENCH:?a sluice-bench binary (go build -o /tmp/sluice-bench ./cmd/sluice-bench)}
+  export SLUICE
+fi
 ROUNDS=${1:-3}
 DIR=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$(mktemp -d)}
@@ -31,20 +34,22 @@ run() {
   "$@" 2>&1 | tee "$OUT/$name.log"
   [ "${PIPESTATUS[0]}" = 0 ] || echo "== $name failed (exit ${PIPESTATUS[0]}); its rows below are what it printed"
 }
-run office "$DIR/office.sh" "$ROUNDS"
-run ocr "$DIR/ocr.sh" "$ROUNDS"
-if [ -x "$DIR/html.sh" ] || [ -f "$DIR/html.sh" ]; then
-  run html bash "$DIR/html.sh" "$ROUNDS"
-else
-  echo "== html: no bench/html.sh, skipped"
-fi
 ingest() {
   for r in $(seq "$ROUNDS"); do
     echo "== round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
     "$SLUICE_BENCH" ingest --files 2000 --size 1024 || return 1
   done
 }
-run ingest ingest
+if [ -z "${SUMMARY_ONLY:-}" ]; then
+  run office "$DIR/office.sh" "$ROUNDS"
+  run ocr "$DIR/ocr.sh" "$ROUNDS"
+  if [ -f "$DIR/html.sh" ]; then
+    run html bash "$DIR/html.sh" "$ROUNDS"
+  else
+    echo "== html: no bench/html.sh, skipped"
+  fi
+  run ingest ingest
+fi
 
 # The table. Each script prints one "ratios" row per round: "ratios A/B wall X cpu Y; A/C wall X
 # cpu Y"; ocr.sh a "word error rate W" on each tool's row; sluice-bench one JSON object per round.
