@@ -83,19 +83,22 @@ for name in office ocr html; do
 done
 if [ -f "$OUT/ocr.log" ]; then
   echo
-  echo "| OCR text: word error rate | lowest–highest over the rounds |"
-  echo "|---|---|"
+  echo "| OCR text | word error rate | bag-of-words error rate | testOCR.pdf's phrase |"
+  echo "|---|---|---|---|"
   awk '/word error rate/ {
-      tool = $1; w = $(NF - 1)
-      if (!(tool in lo)) { order[++m] = tool; lo[tool] = hi[tool] = w }
-      if (w + 0 < lo[tool] + 0) lo[tool] = w; if (w + 0 > hi[tool] + 0) hi[tool] = w
-      if ($NF != "found") missed[tool]++
+      tool = $1
+      for (i = 1; i < NF; i++) { if ($i == "rate" && $(i - 1) == "error") w = $(i + 1); if ($i == "bag-of-words") b = $(i + 1) }
+      if (!(tool in wlo)) { order[++m] = tool; wlo[tool] = whi[tool] = w; blo[tool] = bhi[tool] = b }
+      if (w + 0 < wlo[tool] + 0) wlo[tool] = w; if (w + 0 > whi[tool] + 0) whi[tool] = w
+      if (b + 0 < blo[tool] + 0) blo[tool] = b; if (b + 0 > bhi[tool] + 0) bhi[tool] = b
+      rounds[tool]++
+      if ($NF == "found") found[tool]++
     }
+    function span(a, b) { return (a == b) ? a : a "–" b }
     END {
       for (j = 1; j <= m; j++) {
         t = order[j]
-        note = (t in missed) ? sprintf(" (testOCR.pdf phrase missed in %d rounds)", missed[t]) : ""
-        printf "| %s | %s%s |\n", t, (lo[t] == hi[t]) ? lo[t] : lo[t] "–" hi[t], note
+        printf "| %s | %s | %s | found in %d of %d rounds |\n", t, span(wlo[t], whi[t]), span(blo[t], bhi[t]), found[t], rounds[t]
       }
     }' "$OUT/ocr.log"
 fi

@@ -23,7 +23,10 @@
 # Text quality: the word error rate of each tool's text against the expected text — word-level
 # edit distance (substitutions, insertions, deletions) over the expected words, words being runs
 # of letters and digits, lowercased — summed over the files (total edits / total expected words).
-# For testOCR.pdf: whether the phrase expected.json names was found.
+# The edit distance counts a block read in another order (a caption, the second column) as
+# errors, so the bag-of-words error rate is printed too: the words the two texts do not have in
+# common, as multisets (max(expected, got) − common), over the expected words; it is blind to
+# order. For testOCR.pdf: whether the phrase expected.json names was found ("phrase found").
 #
 # Usage: SLUICE=/path/to/sluice bench/ocr.sh [ROUNDS]   (default 3)
 # Needs ocrmypdf, tesseract (eng), pdftoppm, pdftotext, soffice, GNU time (/usr/bin/time) and
@@ -83,9 +86,11 @@ PAGES=0
 for f in "$W"/scans/*.pdf; do PAGES=$((PAGES + $(pdfinfo "$f" | awk '/^Pages:/ {print $2}'))); done
 
 # wer DIR: the word error rate of DIR/NAME.txt against expected/NAME.txt over the scans that
-# have expected text, and whether DIR/testOCR.txt has the phrase: "WER found|missing".
+# have expected text, its bag-of-words error rate, and whether DIR/testOCR.txt has the phrase:
+# "WER bag-of-words B phrase found|missing".
 cat >"$W/wer.py" <<'EOF'
 import os, re, sys
+from collections import Counter
 got_dir, exp_dir, phrase = sys.argv[1], sys.argv[2], sys.argv[3]
 def words(s):
     return re.findall(r"[^\W_]+", s.lower())
@@ -103,13 +108,18 @@ def read(p):
             return f.read()
     except FileNotFoundError:
         return ""
-total = errs = 0
+def bag(ref, hyp):
+    rc, hc = Counter(ref), Counter(hyp)
+    return max(len(ref), len(hyp)) - sum((rc & hc).values())
+total = errs = bagerrs = 0
 for name in sorted(os.listdir(exp_dir)):
     ref = words(read(os.path.join(exp_dir, name)))
+    hyp = words(read(os.path.join(got_dir, name)))
     total += len(ref)
-    errs += edits(ref, words(read(os.path.join(got_dir, name))))
+    errs += edits(ref, hyp)
+    bagerrs += bag(ref, hyp)
 found = " ".join(words(phrase)) in " ".join(words(read(os.path.join(got_dir, "testOCR.txt"))))
-print("%.3f %s" % (errs / total, "found" if found else "missing"))
+print("%.3f bag-of-words %.3f phrase %s" % (errs / total, bagerrs / total, "found" if found else "missing"))
 EOF
 wer() { "$PY" "$W/wer.py" "$1" "$W/expected" "$PHRASE"; }
 
