@@ -109,9 +109,11 @@ if [ -f "$OUT/ingest.log" ]; then
   /usr/bin/python3 - "$OUT/ingest.log" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def span(key):
+    v = sorted(r[key] for r in rows if key in r)
+    return "%.1f–%.1f %%" % (v[0], v[-1]) if v else "–"
 if rows:
-    w = sorted(r["engine_overhead_pct"] for r in rows)
-    c = sorted(r["cpu_overhead_pct"] for r in rows)
-    print("| sluice-bench ingest | %.1f–%.1f %% | %.1f–%.1f %% | %d |" % (w[0], w[-1], c[0], c[-1], len(rows)))
+    print("| to the job's end (job_overhead_pct, job_cpu_overhead_pct) | %s | %s | %d |" % (span("job_overhead_pct"), span("job_cpu_overhead_pct"), len(rows)))
+    print("| to the command's return (engine_overhead_pct, cpu_overhead_pct) | %s | %s | %d |" % (span("engine_overhead_pct"), span("cpu_overhead_pct"), len(rows)))
 EOF
 fi
