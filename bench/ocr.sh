@@ -52,7 +52,9 @@ import io, random, sys, zlib
 import img2pdf
 from PIL import Image, ImageChops
 out, pages = sys.argv[1], sys.argv[2:]
-rnd = random.Random(zlib.crc32(out.encode()))  # the same scan for the same name, run after run
+# The same turn for the same name, run after run; the noise is PIL's own (unseeded), so the
+# scans, and the error rates, may differ a little between runs of the script, not between rounds.
+rnd = random.Random(zlib.crc32(out.encode()))
 jpegs = []
 for p in pages:
     im = Image.open(p).convert("L")
