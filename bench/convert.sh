@@ -111,7 +111,9 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 def span(key):
     v = sorted(r[key] for r in rows if key in r)
-    return "%.1f–%.1f %%" % (v[0], v[-1]) if v else "–"
+    if not v:
+        return "–"
+    return "%.1f %%" % v[0] if len(v) == 1 else "%.1f to %.1f %%" % (v[0], v[-1])
 if rows:
     print("| to the job's end (job_overhead_pct, job_cpu_overhead_pct) | %s | %s | %d |" % (span("job_overhead_pct"), span("job_cpu_overhead_pct"), len(rows)))
     print("| to the command's return (engine_overhead_pct, cpu_overhead_pct) | %s | %s | %d |" % (span("engine_overhead_pct"), span("cpu_overhead_pct"), len(rows)))
