@@ -11,12 +11,12 @@
 # and the ratios are after/before, after/chromium and before/chromium per round. The load
 # average is printed with each round: the machine may be shared.
 #
-# Usage: SLUICE=/path/to/sluice BEFORE=/path/to/other/sluice bench/html.sh [ROUNDS] [COPIES]
-# (defaults 3 and 20). Needs chromium, GNU time (/usr/bin/time) and the corpus at
+# Usage: SLUICE=/path/to/sluice [BEFORE=/path/to/other/sluice] bench/html.sh [ROUNDS] [COPIES]
+# (defaults 3 and 20). Without BEFORE, only sluice and chromium run (bench/convert.sh's way). Needs chromium, GNU time (/usr/bin/time) and the corpus at
 # ../shared/corpus/files (CORPUS= to change).
 set -euo pipefail
 SLUICE=${SLUICE:?a sluice binary (go build -o /tmp/sluice ./cmd/sluice)}
-BEFORE=${BEFORE:?a sluice binary to compare with}
+BEFORE=${BEFORE:-}
 ROUNDS=${1:-3}
 COPIES=${2:-20}
 CORPUS=${CORPUS:-$(cd "$(dirname "$0")/../../shared/corpus/files" && pwd)}
@@ -59,7 +59,9 @@ for r in $(seq "$ROUNDS"); do
   echo "== round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
   rm -rf "$W/before-data" "$W/after-data" "$W/peer"
   mkdir -p "$W/peer"
-  read -r _ bw bc < <(timed before "$BEFORE" ingest --data "$W/before-data" "$W"/docs/*)
+  if [ -n "$BEFORE" ]; then
+    read -r _ bw bc < <(timed before "$BEFORE" ingest --data "$W/before-data" "$W"/docs/*)
+  fi
   read -r _ aw ac < <(timed after "$SLUICE" ingest --data "$W/after-data" "$W"/docs/*)
   read -r _ pw pc < <(timed chromium sh -c 'for f in "$0"/docs/*; do
       b=$(basename "$f" .html)
@@ -67,6 +69,12 @@ for r in $(seq "$ROUNDS"); do
         --print-to-pdf="$0/peer/$b.pdf" "$f" 2>/dev/null || exit 1
     done' "$W")
   pdfs=$(ls "$W/peer" | wc -l)
+  if [ -z "$BEFORE" ]; then
+    echo "   sluice   wall ${aw}s cpu ${ac}s ($(summary after))"
+    echo "   chromium wall ${pw}s cpu ${pc}s ($pdfs pdfs)"
+    echo "   ratios   sluice/chromium wall $(ratio "$aw" "$pw") cpu $(ratio "$ac" "$pc")"
+    continue
+  fi
   echo "   before   wall ${bw}s cpu ${bc}s ($(summary before))"
   echo "   after    wall ${aw}s cpu ${ac}s ($(summary after))"
   echo "   chromium wall ${pw}s cpu ${pc}s ($pdfs pdfs)"
