@@ -2,6 +2,7 @@ package workerproto_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/poll"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
+	"github.com/sluice-project/sluice/internal/workerproto"
 )
 
 // backlogChildren is how many children TestBacklogBoundRemote's worker streams:
@@ -188,4 +190,57 @@ func heapMB() float64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return float64(m.HeapInuse) / (1 << 20)
+}
+
+// TestCancelWhileWaitingForDownstream: a multipart POST that waits at the backlog bound when its
+// job is canceled is let finish and answered 404, like any canceled POST. The wait's count ran on
+// the request's context, which the cancel ends: its error was answered 500, which cut the POST
+// (TestCancel's "open multipart let finish" failed so in CI, the parts after the cancel arriving
+// while the first child waited for its admission).
+func TestCancelWhileWaitingForDownstream(t *testing.T) {
+	t.Parallel()
+	const bound = 2
+	// No token is ever given: downstream never runs, and the POST waits at the bound.
+	b := setup(t, opts{maxBacklog: bound, tokens: make(chan struct{}), idle: time.Minute})
+	job := b.job(t, "archive")
+	th := b.poll(t)
+	s := th.Stream(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		for i := range 20 {
+			if err := s.Part(fmt.Sprintf("%d.json", i), str(childJSON(fmt.Sprintf("c%02d", i)))); err != nil {
+				errc <- fmt.Errorf("part %d.json: %w", i, err)
+				return
+			}
+			if err := s.Part(fmt.Sprintf("%d.blob", i), str(fmt.Sprintf("child %d", i))); err != nil {
+				errc <- fmt.Errorf("part %d.blob: %w", i, err)
+				return
+			}
+		}
+		// The worker goes on writing, unaware of the cancel: more than any buffer holds.
+		for i := range 2000 {
+			if err := s.Part("heartbeat", strings.NewReader(strings.Repeat("h", 1024))); err != nil {
+				errc <- fmt.Errorf("heartbeat %d: %w", i, err)
+				return
+			}
+		}
+		if err := s.Part("done", nil); err != nil {
+			errc <- fmt.Errorf("done: %w", err)
+			return
+		}
+		errc <- s.Close()
+	}()
+	poll.Until(t, 2*time.Minute, "the POST to wait for downstream", func() (bool, string) {
+		p, err := b.e.Progress(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Downstream, fmt.Sprintf("%+v", p)
+	})
+	if err := b.e.Cancel(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, workerproto.ErrGone) {
+		t.Fatalf("the POST waiting at the bound when its job was canceled: %v, want it let finish and answered 404", err)
+	}
 }

@@ -896,8 +896,27 @@ func (ss *session) watchCancel(parent context.Context) (context.Context, func())
 	return ctx, func() { close(done); cancel() }
 }
 
+// canceledCause returns errCanceled for an error that the task's cancel caused: once the task
+// is canceled, the request's context is (watchCancel), and a step that was using it — the
+// backlog gate's count, a flush — fails with the context's error. That is the cancel, not a
+// failure of the server's (a 500 cut the POST that the cancel lets finish). A truncated body
+// stays truncated.
+func (ss *session) canceledCause(err error) error {
+	if err == nil || errors.Is(err, errCanceled) || errors.Is(err, errTruncated) {
+		return err
+	}
+	ss.mu.Lock()
+	canceled := ss.canceled
+	ss.mu.Unlock()
+	if !canceled {
+		return err
+	}
+	return errCanceled
+}
+
 // answer writes the outcome of a fragment POST.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, ss *session, err error) {
+	err = ss.canceledCause(err)
 	switch {
 	case err == nil && !ss.checkCanceledAfter(r.Context()):
 		w.WriteHeader(http.StatusAccepted)
@@ -973,6 +992,7 @@ func (s *Server) handleMultipart(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	err = ss.canceledCause(err)
 	if errors.Is(err, errCanceled) || (err == nil && ss.checkCanceledAfter(ctx)) {
 		// The task ends canceled now, but the worker's POST is let finish: an unmodified
 		// converter pipes its output into the request, and a request cut off would break its
