@@ -86,13 +86,7 @@ func testBacklogBoundRemote(t *testing.T, open enginetest.Open) {
 		errc <- s.Close()
 	}()
 
-	poll.Until(t, 2*time.Minute, "the POST to wait for downstream", func() (bool, string) {
-		p, err := b.e.Progress(t.Context(), job.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p.Downstream, fmt.Sprintf("%+v", p)
-	})
+	b.waitDownstream(t, job)
 	if got := countUnprocessed(t, b.db, job.ID); got > bound+1 {
 		t.Fatalf("%d items unprocessed while the POST waits, want at most %d", got, bound+1)
 	}
@@ -230,6 +224,18 @@ func TestCancelWhileWaitingForDownstream(t *testing.T) {
 		}
 		errc <- s.Close()
 	}()
+	b.waitDownstream(t, job)
+	if err := b.e.Cancel(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, workerproto.ErrGone) {
+		t.Fatalf("the POST waiting at the bound when its job was canceled: %v, want it let finish and answered 404", err)
+	}
+}
+
+// waitDownstream waits until job's open POST waits at the backlog bound for downstream work.
+func (b *bundle) waitDownstream(t *testing.T, job *record.Job) {
+	t.Helper()
 	poll.Until(t, 2*time.Minute, "the POST to wait for downstream", func() (bool, string) {
 		p, err := b.e.Progress(t.Context(), job.ID)
 		if err != nil {
@@ -237,10 +243,4 @@ func TestCancelWhileWaitingForDownstream(t *testing.T) {
 		}
 		return p.Downstream, fmt.Sprintf("%+v", p)
 	})
-	if err := b.e.Cancel(t.Context(), job.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; !errors.Is(err, workerproto.ErrGone) {
-		t.Fatalf("the POST waiting at the bound when its job was canceled: %v, want it let finish and answered 404", err)
-	}
 }
