@@ -2,6 +2,7 @@ package office
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/actiontest"
 	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
+	"github.com/sluice-project/sluice/internal/poll"
 )
 
 // sharedTask returns a task for the document at path of job job whose attempt dir lies in base,
@@ -366,18 +368,12 @@ func TestWarmDocumentTimeLimit(t *testing.T) {
 			}
 		}
 	})
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	poll.Until(t, 2*time.Minute, "the documents to wait for the converter", func() (bool, string) {
 		w.mu.Lock()
 		pending := w.pending
 		w.mu.Unlock()
-		if pending == len(contents) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d documents wait for the converter after 2 minutes", pending, len(contents))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return pending == len(contents), fmt.Sprintf("%d of %d documents wait", pending, len(contents))
+	})
 	if err := os.WriteFile(filepath.Join(w.dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
