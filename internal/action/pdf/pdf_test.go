@@ -1,11 +1,13 @@
 package pdf
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 )
 
@@ -139,4 +141,39 @@ func TestSortedFilesOrder(t *testing.T) {
 func pad4(n int) string {
 	s := "000" + itoa(n)
 	return s[len(s)-4:]
+}
+
+func TestScanResolutions(t *testing.T) {
+	t.Parallel()
+	list := `page   num  type   width height color comp bpc  enc interp  object ID x-ppi y-ppi size ratio
+--------------------------------------------------------------------------------------------
+   1     0 image    1700  2200  gray    1   8  jpeg   no         7  0   200   200  554K  15%
+   1     1 smask     100   100  gray    1   8  image  no         8  0   600   600  1K    1%
+   2     2 image     934   261  index   1   8  image  yes        9  0    93    93 33.7K  14%
+   2     3 image     900   900  rgb     3   8  jpeg   no        10  0   240   180  100K  4%
+`
+	got := scanResolutions(list)
+	if len(got) != 2 || got[1] != 200 || got[2] != 180 {
+		t.Errorf("scanResolutions = %v, want map[1:200 2:180] (masks skipped, the smaller ppi, the finest image)", got)
+	}
+}
+
+// TestOCRResolutions reads the resolutions through the sandboxed pdfimages: testJournalParser.pdf
+// has figures of 200 to 248 dpi on some pages and none on pages 1, 6, 9 and 10.
+func TestOCRResolutions(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "pdfinfo", "pdftoppm")
+	r := &converter.Runner{Dir: t.TempDir()}
+	path, err := r.Stage(convertertest.File(t, "testJournalParser.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := PageCount(t.Context(), r, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ocrResolutions(t.Context(), r, path, n)
+	if want := []int{300, 239, 248, 200, 200, 300, 200, 200, 300, 300}; !slices.Equal(got, want) {
+		t.Errorf("ocrResolutions = %v, want %v", got, want)
+	}
 }
