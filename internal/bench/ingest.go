@@ -2,6 +2,7 @@ package bench
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -90,6 +91,9 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	if *size < 0 {
 		return usagef("--size must not be negative")
 	}
+	if *nfiles > zipFiles && !*skipDirect {
+		return usagef("--files above %d needs --no-direct (the direct loop reads one zip)", zipFiles)
+	}
 	if *database != "" {
 		if _, err := postgresURL(*database); err != nil {
 			return err
@@ -104,20 +108,16 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	entries := zipEntries(*nfiles, *size)
-	zipPath := filepath.Join(dir, "bench.zip")
-	if err := writeZip(zipPath, entries); err != nil {
+	zipPaths, inputBytes, err := writeZips(dir, *nfiles, *size)
+	if err != nil {
 		return err
 	}
-	res := ingestResult{Files: *nfiles}
-	for _, en := range entries {
-		res.InputBytes += int64(len(en.data))
-	}
+	res := ingestResult{Files: *nfiles, InputBytes: inputBytes}
 	if !*skipDirect {
 		// First, in a process with nothing else in its heap: the direct loop must not pay for
 		// the engine's memory (its collections scan it) nor the engine for the loop's.
 		cpu0 := cpuTime()
-		d, conc, err := directConvert(ctx, filepath.Join(dir, "direct"), zipPath, *nfiles)
+		d, conc, err := directConvert(ctx, filepath.Join(dir, "direct"), zipPaths[0], *nfiles)
 		if err != nil {
 			return fmt.Errorf("direct conversions: %w", err)
 		}
@@ -166,7 +166,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	start, cpu0 := time.Now(), cpuTime()
-	final, err := cli.IngestFiles(ctx, n, []string{zipPath}, map[string]any{"ocr": false, "split_by_page": false})
+	final, err := cli.IngestFiles(ctx, n, zipPaths, map[string]any{"ocr": false, "split_by_page": false})
 	if err != nil {
 		return err
 	}
@@ -271,43 +271,57 @@ func countOutputs(ctx context.Context, s store.Store, jobID int64, kind string) 
 	}
 }
 
-type zipEntry struct {
-	name string
-	data []byte
+// zipFiles is the most files one bench zip holds: the unpack action's default max_entries. More
+// files are written to more zips, ingested as one job.
+const zipFiles = 100_000
+
+// writeZips writes n small, distinct text files into zips of at most zipFiles each under dir,
+// made one at a time (a million files are a gigabyte: none is kept), and returns the zips' paths
+// and the files' bytes.
+func writeZips(dir string, n, size int) ([]string, int64, error) {
+	var paths []string
+	var total int64
+	for first := 0; first < n; first += zipFiles {
+		path := filepath.Join(dir, "bench.zip")
+		if n > zipFiles {
+			path = filepath.Join(dir, fmt.Sprintf("bench-%02d.zip", first/zipFiles))
+		}
+		nb, err := writeZip(path, first, min(n, first+zipFiles), size)
+		if err != nil {
+			return nil, 0, err
+		}
+		paths, total = append(paths, path), total+nb
+	}
+	return paths, total, nil
 }
 
-// zipEntries returns n small, distinct text files (distinct, so the conversion cache does not
-// make the benchmark trivial) of size bytes each, or of 90 to 330 bytes when size is 0.
-func zipEntries(n, size int) []zipEntry {
-	out := make([]zipEntry, n)
-	for i := range out {
-		head := fmt.Sprintf("Bench document %d.\nThe quick brown fox jumps over the lazy dog %d times.\n", i, i)
-		var data []byte
-		if size == 0 {
-			data = []byte(head + strings.Repeat("lorem ipsum ", 5+i%20) + "\n")
-		} else {
-			// Words of a small vocabulary in an order of their own per file, in lines of about
-			// 70 characters: prose-like text, which compresses as prose does.
-			data = append(make([]byte, 0, size+16), head...)
-			x, col := uint32(i)*2654435761+1, 0
-			for len(data) < size {
-				x ^= x << 13
-				x ^= x >> 17
-				x ^= x << 5
-				w := benchWords[x%uint32(len(benchWords))]
-				data = append(data, w...)
-				col += len(w) + 1
-				if col > 70 {
-					data, col = append(data, '\n'), 0
-				} else {
-					data = append(data, ' ')
-				}
+// zipEntry returns file i of the bench, small and distinct (distinct, so the conversion cache
+// does not make the benchmark trivial): size bytes, or 90 to 330 bytes when size is 0.
+func zipEntry(i, size int) (name string, data []byte) {
+	head := fmt.Sprintf("Bench document %d.\nThe quick brown fox jumps over the lazy dog %d times.\n", i, i)
+	if size == 0 {
+		data = []byte(head + strings.Repeat("lorem ipsum ", 5+i%20) + "\n")
+	} else {
+		// Words of a small vocabulary in an order of their own per file, in lines of about
+		// 70 characters: prose-like text, which compresses as prose does.
+		data = append(make([]byte, 0, size+16), head...)
+		x, col := uint32(i)*2654435761+1, 0
+		for len(data) < size {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			w := benchWords[x%uint32(len(benchWords))]
+			data = append(data, w...)
+			col += len(w) + 1
+			if col > 70 {
+				data, col = append(data, '\n'), 0
+			} else {
+				data = append(data, ' ')
 			}
-			data = append(data[:size-1], '\n')
 		}
-		out[i] = zipEntry{name: fmt.Sprintf("dir%02d/file-%06d.txt", i%50, i), data: data}
+		data = append(data[:size-1], '\n')
 	}
-	return out
+	return fmt.Sprintf("dir%02d/file-%06d.txt", i%50, i), data
 }
 
 // benchWords is the vocabulary of zipEntries' sized files.
@@ -346,28 +360,34 @@ func diskUsage(dir string, big int64) (int64, map[string]int64, error) {
 	return total, files, nil
 }
 
-func writeZip(path string, entries []zipEntry) error {
+// writeZip writes files first to end-1 of the bench into a zip at path and returns their bytes.
+func writeZip(path string, first, end, size int) (int64, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	zw := zip.NewWriter(f)
-	for _, en := range entries {
-		w, err := zw.Create(en.name)
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	zw := zip.NewWriter(bw)
+	var total int64
+	for i := first; i < end; i++ {
+		name, data := zipEntry(i, size)
+		w, err := zw.Create(name)
 		if err != nil {
-			f.Close()
-			return err
+			return 0, err
 		}
-		if _, err := w.Write(en.data); err != nil {
-			f.Close()
-			return err
+		if _, err := w.Write(data); err != nil {
+			return 0, err
 		}
+		total += int64(len(data))
 	}
 	if err := zw.Close(); err != nil {
-		f.Close()
-		return err
+		return 0, err
 	}
-	return f.Close()
+	if err := bw.Flush(); err != nil {
+		return 0, err
+	}
+	return total, f.Close()
 }
 
 // directConvert runs the same conversions as the documents workflow does on the bench zip —
