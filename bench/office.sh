@@ -93,7 +93,17 @@ for r in $(seq "$ROUNDS"); do
   $UNOCONV --listener --port "$PORT" >"$W/listener.log" 2>&1 &
   LISTENER=$!
   mkdir -p "$W/uno"
-  for _ in $(seq 100); do $UNOCONV --port "$PORT" -f pdf -o "$W/uno/warmup.pdf" "$W/docs/1-LibreOfficeWriter_odt_1.3.odt" 2>/dev/null && break; sleep 0.2; done
+  # Its first start makes a profile (tens of seconds on a fresh machine): wait up to 2 minutes
+  # for the first conversion, then convert one document of each other kind, so that Calc and
+  # Impress are loaded too, as in a listener that has served for a while.
+  warm=""
+  for _ in $(seq 600); do $UNOCONV --port "$PORT" -f pdf -o "$W/uno/warmup.pdf" "$W/docs/1-LibreOfficeWriter_odt_1.3.odt" 2>/dev/null && { warm=1; break; }; sleep 0.2; done
+  [ -n "$warm" ] || { echo "the unoconv listener did not convert a document in 2 minutes: $W/listener.log" >&2; exit 1; }
+  for ext in docx xlsx pptx ods odp; do
+    f=$(ls "$W"/docs/*."$ext" 2>/dev/null | head -1)
+    if [ -n "$f" ]; then $UNOCONV --port "$PORT" -f pdf -o "$W/uno/warmup-$ext.pdf" "$f" >/dev/null 2>&1 || true; fi
+  done
+  rm -f "$W"/uno/warmup*.pdf
   lcpu0=$(listener_cpu)
   read -r _ uw uc < <(timed unoconv sh -c 'for f in "$0"/docs/*; do $2 --port "$1" -f pdf -o "$0/uno/" "$f" || exit 1; done' "$W" "$PORT" "$UNOCONV")
   # The listener's LibreOffice does the converting: its CPU over the calls counts too.
