@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -211,25 +213,120 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 	if !opts.OCR {
 		return doc, nil
 	}
-	lang := converter.TesseractLang(opts.Lang)
-	var dpi []int
+	var pages []int // the pages to OCR: those without text
 	for i := range doc.Pages {
-		if strings.TrimSpace(doc.Pages[i].Text) != "" {
-			continue
-		}
-		if dpi == nil {
-			dpi = ocrResolutions(ctx, r, path, n)
-		}
-		text, err := ocrPage(ctx, r, path, i+1, dpi[i], lang)
-		if err != nil {
-			return nil, err
-		}
-		doc.Pages[i] = Page{Text: strings.TrimRight(text, " \t\n"), FromOCR: true}
-		if opts.Progress != nil {
-			opts.Progress(0.2 + 0.8*float64(i+1)/float64(n))
+		if strings.TrimSpace(doc.Pages[i].Text) == "" {
+			pages = append(pages, i)
 		}
 	}
+	if len(pages) == 0 {
+		return doc, nil
+	}
+	dpi := ocrResolutions(ctx, r, path, n)
+	lang := converter.TesseractLang(opts.Lang)
+	// Each worker runs its tools in a directory of its own, with a copy of the PDF: a run hands
+	// its directory, and all under it, to a user of its own for its time (see sandbox), so two
+	// runs at once cannot share one. A single worker uses r's.
+	workers := min(len(pages), cap(ocrSlots))
+	runners := make([]*converter.Runner, workers)
+	inputs := make([]string, workers)
+	if workers == 1 {
+		runners[0], inputs[0] = r, path
+	}
+	texts, err := ocrPages(ctx, pages, workers, func(ctx context.Context, w, i int) (string, error) {
+		if runners[w] == nil { // only worker w reads or writes runners[w]
+			dir := filepath.Join(r.Dir, "ocr-"+strconv.Itoa(w))
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return "", err
+			}
+			rw := &converter.Runner{Limits: r.Limits, Dir: dir, Env: r.Env, Heartbeat: r.Heartbeat}
+			in, err := rw.Stage(path)
+			if err != nil {
+				return "", err
+			}
+			runners[w], inputs[w] = rw, in
+		}
+		return ocrPage(ctx, runners[w], inputs[w], i+1, dpi[i], lang)
+	}, func(done int) {
+		if opts.Progress != nil {
+			opts.Progress(0.2 + 0.8*float64(done)/float64(len(pages)))
+		}
+	})
+	if workers > 1 {
+		for w := range workers {
+			os.RemoveAll(filepath.Join(r.Dir, "ocr-"+strconv.Itoa(w)))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range pages {
+		doc.Pages[i] = Page{Text: strings.TrimRight(texts[k], " \t\n"), FromOCR: true}
+	}
 	return doc, nil
+}
+
+// ocrSlots bounds the pages being OCRed at once in the whole process by its CPUs: the pages of one
+// long scan use every CPU, as OCRmyPDF's --jobs does, and documents OCRed side by side share them
+// (tesseract runs single-threaded, see converter.Runner).
+var ocrSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
+
+// ocrPages runs ocr on each of pages with workers workers (numbered from 0), each page holding
+// one of ocrSlots while it runs, and returns their texts in the order of pages. The first error
+// ends the others and is returned. progress is called, one call at a time, with the number of
+// pages done so far, which only grows.
+func ocrPages(ctx context.Context, pages []int, workers int, ocr func(ctx context.Context, worker, page int) (string, error), progress func(done int)) ([]string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	texts := make([]string, len(pages))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		next int // the index in pages of the next page to take
+		done int
+	)
+	take := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next == len(pages) || ctx.Err() != nil {
+			return 0, false
+		}
+		next++
+		return next - 1, true
+	}
+	for w := range max(1, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k, ok := take()
+				if !ok {
+					return
+				}
+				select {
+				case ocrSlots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				text, err := ocr(ctx, w, pages[k])
+				<-ocrSlots
+				if err != nil {
+					cancel(err)
+					return
+				}
+				texts[k] = text
+				mu.Lock()
+				done++
+				progress(done)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return texts, nil
 }
 
 // OCR renders a page at the resolution of the scan on it, as OCRmyPDF does: rendering a 200 dpi
@@ -288,11 +385,11 @@ func scanResolutions(list string) map[int]int {
 	return res
 }
 
-// ocrPage renders one page at dpi in grey and OCRs it. The page is written as a PGM, not a PNG:
+// ocrPage renders one page at dpi in grey and OCRs it; pages of a document may be OCRed at once. The page is written as a PGM, not a PNG:
 // compressing a 300 dpi page to PNG took pdftoppm 2 s of CPU and tesseract longer to read back
 // (2.7 s against 2.2 s), for a file that lives a moment in the task's temp dir.
 func ocrPage(ctx context.Context, r *converter.Runner, path string, page, dpi int, lang string) (string, error) {
-	prefix := filepath.Join(r.Dir, "ocr-page")
+	prefix := filepath.Join(r.Dir, "ocr-page-"+strconv.Itoa(page))
 	p := strconv.Itoa(page)
 	if err := r.Run(ctx, "pdftoppm", []string{"-r", strconv.Itoa(dpi), "-gray", "-f", p, "-l", p, "-singlefile", path, prefix}, nil); err != nil {
 		return "", pdfFailure(fmt.Sprintf("render page %d for ocr", page), err)
