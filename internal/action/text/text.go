@@ -41,7 +41,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:           Name,
-		Version:        "6", // 2: thumbnail glyphs blended in Go (rounding may differ by one level); 3: a 2-bit thumbnail; 4: its PNG packed by us (one IDAT chunk); 5: Latin text set in Courier, not embedded, and a 420 px thumbnail; 6: the thumbnail and the Courier PDF deflated at the default level, not the fastest
+		Version:        "7", // 2: thumbnail glyphs blended in Go (rounding may differ by one level); 3: a 2-bit thumbnail; 4: its PNG packed by us (one IDAT chunk); 5: Latin text set in Courier, not embedded, and a 420 px thumbnail; 6: the thumbnail and the Courier PDF deflated at the default level, not the fastest; 7: thumbnail glyphs from a cache, placed to a quarter of a pixel
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),
 		Validate:       converter.ValidateSettings,

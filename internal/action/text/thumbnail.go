@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/opentype"
@@ -106,22 +107,21 @@ var (
 	}()
 )
 
-// drawGlyph draws rune r at dot in ink over img. A glyph mask of the usual kind (*image.Alpha)
-// is blended here, byte by byte: image/draw has no fast path for a gray destination, and its
-// general one (per pixel, through color interfaces) took most of a text document's CPU.
+// drawGlyph draws rune r at dot in ink over img, dot rounded to a quarter of a pixel, from the
+// glyph cache. A glyph mask of the usual kind (*image.Alpha) is blended here, byte by byte:
+// image/draw has no fast path for a gray destination, and its general one (per pixel, through
+// color interfaces) took most of a text document's CPU.
 func drawGlyph(img *image.Gray, face font.Face, dot fixed.Point26_6, r rune) {
-	dr, mask, mp, _, ok := face.Glyph(dot, r)
-	if !ok {
+	// A quarter of a pixel is 16 in 26.6 fixed point.
+	dot.X, dot.Y = (dot.X+8)&^15, (dot.Y+8)&^15
+	g := cachedGlyph(face, glyphKey{r: r, x: uint8(dot.X & 63), y: uint8(dot.Y & 63)})
+	if g.mask == nil {
 		return
 	}
-	a, isAlpha := mask.(*image.Alpha)
-	if !isAlpha {
-		draw.DrawMask(img, dr, image.NewUniform(color.Gray{Y: ink}), image.Point{}, mask, mp, draw.Over)
-		return
-	}
+	dr := g.mask.Rect.Add(g.off).Add(image.Pt(dot.X.Floor(), dot.Y.Floor()))
 	clip := dr.Intersect(img.Bounds())
 	for y := clip.Min.Y; y < clip.Max.Y; y++ {
-		mrow := a.Pix[a.PixOffset(mp.X+clip.Min.X-dr.Min.X, mp.Y+y-dr.Min.Y):]
+		mrow := g.mask.Pix[g.mask.PixOffset(clip.Min.X-dr.Min.X, y-dr.Min.Y):]
 		drow := img.Pix[img.PixOffset(clip.Min.X, y):]
 		for x := 0; x < clip.Dx(); x++ {
 			m := uint32(mrow[x])
@@ -132,6 +132,49 @@ func drawGlyph(img *image.Gray, face font.Face, dot fixed.Point26_6, r rune) {
 			drow[x] = uint8((uint32(drow[x])*(255-m) + ink*m + 127) / 255)
 		}
 	}
+}
+
+// The glyph cache. A page of text draws a thousand glyphs of a few dozen runes, and
+// rasterising each one (opentype's Face.Glyph) was half of a text document's CPU. Glyphs are
+// drawn at a quarter of a pixel's precision, so a rune has at most 16 masks; every face of the
+// thumbnails has the same font and size, so the masks are shared by all. The cache stops
+// growing at glyphCacheMax masks (a text of many scripts draws the rest uncached).
+type glyphKey struct {
+	r    rune
+	x, y uint8 // the dot's fraction of a pixel, in 64ths (multiples of 16)
+}
+
+type glyphMask struct {
+	off  image.Point  // where the mask's origin goes, from the dot's whole pixel
+	mask *image.Alpha // nil: the rune draws nothing
+}
+
+const glyphCacheMax = 16384
+
+var (
+	glyphCache  sync.Map // glyphKey → glyphMask
+	glyphCached atomic.Int32
+)
+
+// cachedGlyph returns the mask of k's rune drawn at k's fraction of a pixel.
+func cachedGlyph(face font.Face, k glyphKey) glyphMask {
+	if g, ok := glyphCache.Load(k); ok {
+		return g.(glyphMask)
+	}
+	var g glyphMask
+	dr, mask, mp, _, ok := face.Glyph(fixed.Point26_6{X: fixed.Int26_6(k.x), Y: fixed.Int26_6(k.y)}, k.r)
+	if ok && !dr.Empty() {
+		// A copy: the face reuses its mask for the next glyph.
+		a := image.NewAlpha(image.Rect(0, 0, dr.Dx(), dr.Dy()))
+		draw.Draw(a, a.Rect, mask, mp, draw.Src)
+		g = glyphMask{off: dr.Min, mask: a}
+	}
+	if glyphCached.Load() < glyphCacheMax {
+		if _, loaded := glyphCache.LoadOrStore(k, g); !loaded {
+			glyphCached.Add(1)
+		}
+	}
+	return g
 }
 
 // thumbCanvases recycles thumbnail canvases (350 KB each): allocating one per document made the

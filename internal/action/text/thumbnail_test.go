@@ -6,6 +6,9 @@ import (
 	"image/png"
 	"strings"
 	"testing"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/math/fixed"
 )
 
 func TestThumbnailInGo(t *testing.T) {
@@ -95,6 +98,69 @@ func TestEncodeThumbMatchesImagePNG(t *testing.T) {
 		for i := range ap.Palette {
 			if ap.Palette[i] != bp.Palette[i] {
 				t.Errorf("width %d: palette %d = %v, want %v", w, i, ap.Palette[i], bp.Palette[i])
+			}
+		}
+	}
+}
+
+// BenchmarkThumbnailPage: a thumbnail of 1 KB of prose in lines of about 70 characters, the
+// size of sluice-bench ingest --size 1024's files.
+func BenchmarkThumbnailPage(b *testing.B) {
+	r := &Renderer{}
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog, said the report.\n", 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Thumbnail(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestGlyphCache: a glyph drawn from the cache has the pixels of the same glyph rasterised where
+// it is drawn (a mask made at a fraction of a pixel, moved by whole pixels), for every quarter
+// pixel and several runes, and a second document draws the same as the first.
+func TestGlyphCache(t *testing.T) {
+	t.Parallel()
+	r := &Renderer{}
+	if err := r.load(); err != nil {
+		t.Skip("no fonts: ", err)
+	}
+	text := "Quick brown fox, 0123456789 — éàç ß {}[]|\\@#\n"
+	first, err := r.Thumbnail(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.Thumbnail(text)
+	if err != nil || !bytes.Equal(first, second) {
+		t.Fatalf("the second thumbnail of the same text differs (err %v)", err)
+	}
+	face, _ := r.thumb.faces.Get().(font.Face)
+	if face == nil {
+		t.Fatal("no pooled face after a thumbnail")
+	}
+	defer r.thumb.faces.Put(face)
+	for _, c := range "Qgj@|é0" {
+		for q := range 16 {
+			dot := fixed.Point26_6{X: fixed.I(20) + fixed.Int26_6(q%4*16), Y: fixed.I(30) + fixed.Int26_6(q/4*16)}
+			got := image.NewGray(image.Rect(0, 0, 60, 60))
+			want := image.NewGray(got.Rect)
+			for i := range got.Pix {
+				got.Pix[i], want.Pix[i] = 0xff, 0xff
+			}
+			drawGlyph(got, face, dot, c)
+			dr, mask, mp, _, ok := face.Glyph(dot, c)
+			if !ok {
+				t.Fatalf("%q: no glyph", c)
+			}
+			a := mask.(*image.Alpha)
+			for y := dr.Min.Y; y < dr.Max.Y; y++ {
+				for x := dr.Min.X; x < dr.Max.X; x++ {
+					m := uint32(a.AlphaAt(mp.X+x-dr.Min.X, mp.Y+y-dr.Min.Y).A)
+					want.Pix[want.PixOffset(x, y)] = uint8((0xff*(255-m) + ink*m + 127) / 255)
+				}
+			}
+			if !bytes.Equal(got.Pix, want.Pix) {
+				t.Errorf("%q at %v: the cached glyph's pixels differ from the glyph rasterised there", c, dot)
 			}
 		}
 	}
