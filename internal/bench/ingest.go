@@ -39,6 +39,12 @@ type ingestResult struct {
 	Seconds         float64 `json:"seconds"`
 	DocumentsPerSec float64 `json:"documents_per_sec"`
 	PeakRSSMB       float64 `json:"peak_rss_mb"`
+	// GoHeapPeakMB and SQLiteHeapPeakMB are the highest of the engine run's Go heap (its
+	// objects) and of the memory SQLite's C allocator holds (0 unless built with -tags
+	// memory.counters), sampled each second: the two parts of PeakRSSMB that can grow with
+	// the job.
+	GoHeapPeakMB     float64 `json:"go_heap_peak_mb"`
+	SQLiteHeapPeakMB float64 `json:"sqlite_heap_peak_mb"`
 	// DirectSeconds is the time of the same conversions without the engine; DirectIncludes says
 	// exactly what that covers.
 	DirectSeconds     float64 `json:"direct_seconds"`
@@ -165,6 +171,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
+	peaks := startMemoryPeaks()
 	start, cpu0 := time.Now(), cpuTime()
 	final, err := cli.IngestFiles(ctx, n, zipPaths, map[string]any{"ocr": false, "split_by_page": false})
 	if err != nil {
@@ -196,6 +203,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	res.PeakRSSMB = peakRSSMB()
+	res.GoHeapPeakMB, res.SQLiteHeapPeakMB = peaks.end()
 	if final.State != record.JobComplete {
 		return fmt.Errorf("bench job ended %s: %s", final.State, final.Error)
 	}
