@@ -5,9 +5,9 @@ package deflate
 
 import (
 	"bytes"
-	"compress/flate"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/flate"
 	"io"
 	"sync"
 )

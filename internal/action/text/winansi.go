@@ -2,8 +2,8 @@ package text
 
 import (
 	"bytes"
-	"compress/zlib"
 	"fmt"
+	"github.com/klauspost/compress/zlib"
 	"io"
 	"strconv"
 	"sync"
