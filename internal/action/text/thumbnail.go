@@ -29,10 +29,11 @@ const thumbHeight = 420
 // thumbFonts holds the parsed monospace font for thumbnails and a pool of faces (a face is not
 // safe for concurrent use; parsing is done once).
 type thumbFonts struct {
-	once  sync.Once
-	err   error
-	font  *opentype.Font
-	faces sync.Pool
+	once   sync.Once
+	err    error
+	font   *opentype.Font
+	faces  sync.Pool
+	glyphs glyphCache
 }
 
 // Thumbnail draws page 1 of the text's layout as a PNG in Go — the same lines, columns and
@@ -86,7 +87,7 @@ func (r *Renderer) Thumbnail(text string) ([]byte, error) {
 				continue
 			}
 			dot := fixed.Point26_6{X: fixed.Int26_6((margin + float64(c.col)*r.charW) * scale * 64), Y: fixed.Int26_6(y * 64)}
-			drawGlyph(img, face, dot, c.r)
+			tf.glyphs.draw(img, face, dot, c.r)
 		}
 	}
 	return encodeThumb(img)
@@ -107,14 +108,14 @@ var (
 	}()
 )
 
-// drawGlyph draws rune r at dot in ink over img, dot rounded to a quarter of a pixel, from the
-// glyph cache. A glyph mask of the usual kind (*image.Alpha) is blended here, byte by byte:
+// draw draws rune r at dot in ink over img, dot rounded to a quarter of a pixel, from the
+// cache (face must be of the cache's font and size). A glyph mask of the usual kind (*image.Alpha) is blended here, byte by byte:
 // image/draw has no fast path for a gray destination, and its general one (per pixel, through
 // color interfaces) took most of a text document's CPU.
-func drawGlyph(img *image.Gray, face font.Face, dot fixed.Point26_6, r rune) {
+func (c *glyphCache) draw(img *image.Gray, face font.Face, dot fixed.Point26_6, r rune) {
 	// A quarter of a pixel is 16 in 26.6 fixed point.
 	dot.X, dot.Y = (dot.X+8)&^15, (dot.Y+8)&^15
-	g := cachedGlyph(face, glyphKey{r: r, x: uint8(dot.X & 63), y: uint8(dot.Y & 63)})
+	g := c.glyph(face, glyphKey{r: r, x: uint8(dot.X & 63), y: uint8(dot.Y & 63)})
 	if g.mask == nil {
 		return
 	}
@@ -136,9 +137,9 @@ func drawGlyph(img *image.Gray, face font.Face, dot fixed.Point26_6, r rune) {
 
 // The glyph cache. A page of text draws a thousand glyphs of a few dozen runes, and
 // rasterising each one (opentype's Face.Glyph) was half of a text document's CPU. Glyphs are
-// drawn at a quarter of a pixel's precision, so a rune has at most 16 masks; every face of the
-// thumbnails has the same font and size, so the masks are shared by all. The cache stops
-// growing at glyphCacheMax masks (a text of many scripts draws the rest uncached).
+// drawn at a quarter of a pixel's precision, so a rune has at most 16 masks; a renderer's faces
+// all have its font at one size, so its masks are shared by all of them. The cache stops growing
+// at glyphCacheMax masks (a text of many scripts draws the rest uncached).
 type glyphKey struct {
 	r    rune
 	x, y uint8 // the dot's fraction of a pixel, in 64ths (multiples of 16)
@@ -151,14 +152,16 @@ type glyphMask struct {
 
 const glyphCacheMax = 16384
 
-var (
-	glyphCache  sync.Map // glyphKey → glyphMask
-	glyphCached atomic.Int32
-)
+// glyphCache holds one renderer's glyph masks; the zero value is ready and safe for concurrent
+// use.
+type glyphCache struct {
+	masks sync.Map // glyphKey → glyphMask
+	n     atomic.Int32
+}
 
-// cachedGlyph returns the mask of k's rune drawn at k's fraction of a pixel.
-func cachedGlyph(face font.Face, k glyphKey) glyphMask {
-	if g, ok := glyphCache.Load(k); ok {
+// glyph returns the mask of k's rune drawn at k's fraction of a pixel.
+func (c *glyphCache) glyph(face font.Face, k glyphKey) glyphMask {
+	if g, ok := c.masks.Load(k); ok {
 		return g.(glyphMask)
 	}
 	var g glyphMask
@@ -169,9 +172,9 @@ func cachedGlyph(face font.Face, k glyphKey) glyphMask {
 		draw.Draw(a, a.Rect, mask, mp, draw.Src)
 		g = glyphMask{off: dr.Min, mask: a}
 	}
-	if glyphCached.Load() < glyphCacheMax {
-		if _, loaded := glyphCache.LoadOrStore(k, g); !loaded {
-			glyphCached.Add(1)
+	if c.n.Load() < glyphCacheMax {
+		if _, loaded := c.masks.LoadOrStore(k, g); !loaded {
+			c.n.Add(1)
 		}
 	}
 	return g

@@ -147,7 +147,7 @@ func TestGlyphCache(t *testing.T) {
 			for i := range got.Pix {
 				got.Pix[i], want.Pix[i] = 0xff, 0xff
 			}
-			drawGlyph(got, face, dot, c)
+			r.thumb.glyphs.draw(got, face, dot, c)
 			dr, mask, mp, _, ok := face.Glyph(dot, c)
 			if !ok {
 				t.Fatalf("%q: no glyph", c)
