@@ -16,11 +16,11 @@ import (
 // The second is counted only in a build with the tag memory.counters (modernc.org/memory's);
 // it is 0 otherwise.
 type memoryPeaks struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	go_  uint64
-	sql  int64
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	goHeap  uint64
+	sqlHeap int64
 }
 
 func startMemoryPeaks() *memoryPeaks {
@@ -34,8 +34,8 @@ func startMemoryPeaks() *memoryPeaks {
 			metrics.Read(sample)
 			used := int64(libc.MemStat().Bytes)
 			m.mu.Lock()
-			m.go_ = max(m.go_, sample[0].Value.Uint64())
-			m.sql = max(m.sql, used)
+			m.goHeap = max(m.goHeap, sample[0].Value.Uint64())
+			m.sqlHeap = max(m.sqlHeap, used)
 			m.mu.Unlock()
 			select {
 			case <-t.C:
@@ -53,5 +53,5 @@ func (m *memoryPeaks) end() (goHeapMB, sqliteHeapMB float64) {
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return math.Round(float64(m.go_)/(1<<20)*10) / 10, math.Round(float64(m.sql)/(1<<20)*10) / 10
+	return math.Round(float64(m.goHeap)/(1<<20)*10) / 10, math.Round(float64(m.sqlHeap)/(1<<20)*10) / 10
 }

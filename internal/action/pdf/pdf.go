@@ -294,7 +294,7 @@ func ocrPages(ctx context.Context, pages []int, workers int, ocr func(ctx contex
 		next++
 		return next - 1, true
 	}
-	for w := range max(1, workers) {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
