@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-project/sluice/internal/cli"
 	"github.com/sluice-project/sluice/internal/node"
 	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/sqliteuri"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -45,6 +46,10 @@ type ingestResult struct {
 	// the job.
 	GoHeapPeakMB     float64 `json:"go_heap_peak_mb"`
 	SQLiteHeapPeakMB float64 `json:"sqlite_heap_peak_mb"`
+	// SQLiteUsedPeakMB is the most SQLite itself counted as held (its memory statistics, which
+	// sqliteuri.MemoryBudget keeps near the budget); SQLiteHeapPeakMB adds what its allocator
+	// keeps around that.
+	SQLiteUsedPeakMB float64 `json:"sqlite_used_peak_mb"`
 	// DirectSeconds is the time of the same conversions without the engine; DirectIncludes says
 	// exactly what that covers.
 	DirectSeconds     float64 `json:"direct_seconds"`
@@ -204,6 +209,8 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	}
 	res.PeakRSSMB = peakRSSMB()
 	res.GoHeapPeakMB, res.SQLiteHeapPeakMB = peaks.end()
+	_, sqlitePeak := sqliteuri.MemoryUsed()
+	res.SQLiteUsedPeakMB = math.Round(float64(sqlitePeak)/(1<<20)*10) / 10
 	if final.State != record.JobComplete {
 		return fmt.Errorf("bench job ended %s: %s", final.State, final.Error)
 	}

@@ -70,3 +70,40 @@ func TestFileOpensThatFile(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryBudget reads a database of 64 MB through a connection whose cache_size would hold
+// all of it: SQLite's memory must stay near MemoryBudget (its page cache reuses pages), not
+// grow with what was read.
+func TestMemoryBudget(t *testing.T) {
+	q := url.Values{}
+	q.Add("_pragma", "cache_size(-131072)") // 128 MiB
+	q.Add("_pragma", "synchronous(OFF)")
+	db, err := sql.Open("sqlite", File(filepath.Join(t.TempDir(), "big.db"), q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE TABLE t (b BLOB);
+		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 16384)
+		INSERT INTO t SELECT randomblob(4000) FROM n`); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	if err := db.QueryRow(`SELECT sum(length(b)) FROM t`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	if total != 16384*4000 {
+		t.Fatalf("read %d bytes, want %d", total, 16384*4000)
+	}
+	now, peak := MemoryUsed()
+	if now <= 0 || peak < now {
+		t.Fatalf("MemoryUsed() = %d, %d: SQLite's memory statistics are off", now, peak)
+	}
+	// The budget is soft: a statement's own allocations may pass it a little.
+	if limit := int64(MemoryBudget) * 5 / 4; peak > limit {
+		t.Fatalf("SQLite held %.1f MB at most, over the budget of %.1f MB (+25 %%): its page cache grew with the data",
+			float64(peak)/(1<<20), float64(MemoryBudget)/(1<<20))
+	}
+	t.Logf("SQLite memory: %.1f MB now, %.1f MB at most", float64(now)/(1<<20), float64(peak)/(1<<20))
+}
