@@ -148,10 +148,19 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 
 // render prints doc to PDF with the job's warm converter, or with a cold Chromium when no warm
 // converter could.
+// A document a converter could not take (errRetryWarm) is offered to the job's next one, at
+// most warmTries times in all.
 func (a *Action) render(ctx context.Context, t *action.Task, r *converter.Runner, doc string) ([]byte, int, error) {
-	if w := a.pool.get(ctx, t.JobID, a.browser, r.Limits, tempBase(t.TempDir)); w != nil {
+	for try := 1; try <= warmTries; try++ {
+		w := a.pool.get(ctx, t.JobID, a.browser, r.Limits, tempBase(t.TempDir))
+		if w == nil {
+			break
+		}
 		pdf, blocked, err := w.render(ctx, doc, r.Limits.Timeout, r.Heartbeat)
-		if !errors.Is(err, errNoWarm) {
+		if errors.Is(err, errNoWarm) {
+			break
+		}
+		if !errors.Is(err, errRetryWarm) {
 			return pdf, blocked, err
 		}
 	}

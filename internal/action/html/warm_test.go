@@ -2,11 +2,13 @@ package html
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -289,15 +291,21 @@ func TestWarmIsolation(t *testing.T) {
 	}
 }
 
-// TestWarmRetiresAfterMaxDocs: a converter is retired once it has rendered its quota, and the
-// job's next document gets a new one.
-func TestWarmRetiresAfterMaxDocs(t *testing.T) {
-	t.Parallel()
+// twoDocAction returns an action whose warm converters retire after two documents, and a
+// directory for attempt dirs.
+func twoDocAction(t *testing.T) (*Action, string) {
 	convertertest.RequireTools(t, "chromium", "pdftoppm", "bwrap")
 	a := New(nil)
 	a.pool.idle, a.pool.maxDocs = time.Hour, 2
 	t.Cleanup(a.Close)
-	base := t.TempDir()
+	return a, t.TempDir()
+}
+
+// TestWarmRetiresAfterMaxDocs: a converter is retired once it has rendered its quota, and the
+// job's next document gets a new one.
+func TestWarmRetiresAfterMaxDocs(t *testing.T) {
+	t.Parallel()
+	a, base := twoDocAction(t)
 	page := []byte(`<html><body><p>plain page</p></body></html>`)
 	runHTML(t, a, base, 1, "a.html", page, nil)
 	w, _ := a.pool.Job(1)
@@ -308,5 +316,35 @@ func TestWarmRetiresAfterMaxDocs(t *testing.T) {
 	runHTML(t, a, base, 1, "c.html", page, nil)
 	if next, _ := a.pool.Job(1); next == nil || next == w {
 		t.Errorf("the job kept its retired converter")
+	}
+}
+
+// TestWarmRetiredHandsOn: the documents waiting for a converter's turn when it retires, having
+// rendered its quota, go to the job's next converter, not to cold renders (they did, before:
+// every warmMaxDocs documents of a big job, as many as were waiting rendered cold).
+func TestWarmRetiredHandsOn(t *testing.T) {
+	t.Parallel()
+	a, base := twoDocAction(t)
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			page := []byte(`<html><body><p>page ` + strconv.Itoa(i) + `</p></body></html>`)
+			rec := &actiontest.Recorder{}
+			errs[i] = a.Run(t.Context(), warmTask(t, base, 1, strconv.Itoa(i)+".html", page, nil), rec)
+			if errs[i] == nil && len(rec.Children) != 1 {
+				errs[i] = fmt.Errorf("%d children, want 1", len(rec.Children))
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("document %d: %v", i, err)
+		}
+	}
+	if docs := a.pool.warmDocs.Load(); docs != n {
+		t.Errorf("%d documents rendered warm, want all %d (%d converters started)", docs, n, a.pool.started.Load())
 	}
 }

@@ -66,6 +66,25 @@ var typed = settings.For(func() converter.Limits {
 	return converter.Limits{Timeout: converter.DefaultTimeout, MemoryLimit: converter.DefaultMemoryLimit}
 }, nil)
 
+// convertWarm converts the document at src on the job's warm converter, offering it to the next
+// one (see errRetryWarm) at most warmTries times in all. errNoWarm says it must be converted
+// cold.
+func (a *Action) convertWarm(ctx context.Context, t *action.Task, cfg converter.Limits, src, ext string, heartbeat func()) ([]byte, error) {
+	for try := 1; ; try++ {
+		w := a.pool.get(ctx, t.JobID, cfg, tempBase(t.TempDir))
+		if w == nil {
+			return nil, errNoWarm
+		}
+		pdf, err := w.convert(ctx, src, ext, heartbeat)
+		if !errors.Is(err, errRetryWarm) {
+			return pdf, err
+		}
+		if try == warmTries {
+			return nil, errNoWarm
+		}
+	}
+}
+
 // Policy caches the action's effects by its input (the conversion cache).
 func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
@@ -90,14 +109,12 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return action.Permanentf("office conversion: no known office format for %q (%s)", t.Item.Name, t.Item.ContentType)
 	}
 	out.Progress(0.1)
-	if w := a.pool.get(ctx, t.JobID, cfg, tempBase(t.TempDir)); w != nil {
-		pdf, err := w.convert(ctx, src, ext, out.Heartbeat)
-		if err == nil {
-			return a.child(ctx, t, out, pdf)
-		}
-		if !errors.Is(err, errNoWarm) {
-			return err
-		}
+	pdf, err := a.convertWarm(ctx, t, cfg, src, ext, out.Heartbeat)
+	if err == nil {
+		return a.child(ctx, t, out, pdf)
+	}
+	if !errors.Is(err, errNoWarm) {
+		return err
 	}
 	select {
 	case coldSlots <- struct{}{}:
@@ -131,7 +148,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return converter.Failure("office conversion", err)
 	}
 	pdfPath := filepath.Join(outDir, "document.pdf")
-	pdf, err := readPDF(pdfPath)
+	pdf, err = readPDF(pdfPath)
 	if err != nil {
 		text := converter.CleanMessage(string(msg))
 		if strings.Contains(text, "could not be loaded") {

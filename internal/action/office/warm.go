@@ -54,7 +54,8 @@ const (
 	// warmMaxBatch is the most documents handed to LibreOffice in one call. Each call starts
 	// LibreOffice (about 0.8 s of a 2-CPU machine); 64 documents convert in a few seconds, so the
 	// start is a small share of a full batch. The time limit applies per document (see
-	// runBatch), not to the batch.
+	// runBatch), not to the batch. At most 100: docName numbers a batch's documents in two
+	// digits.
 	warmMaxBatch = 64
 	// warmIdle is how long a converter waits for work before it is retired.
 	warmIdle = 20 * time.Second
@@ -64,18 +65,30 @@ const (
 	// warmMax is how many converters serve jobs at once; a job that finds them all busy
 	// converts cold.
 	warmMax = 2
+	// warmTries is how many warm converters a document is offered to (see errRetryWarm) before
+	// it is converted cold.
+	warmTries = 3
 )
 
 // errNoWarm says a document must be converted cold: no warm converter could take it, or its
 // batch did not give it a PDF (the cold run then says why, in its own words).
 var errNoWarm = errors.New("office: no warm conversion")
 
+// errRetryWarm says a document never reached LibreOffice in the converter it was handed to: the
+// converter retired first (it had converted warmMaxDocs, or its batch failed), or LibreOffice
+// failed in the batch before it opened the document. Another warm converter may take it; before,
+// every document waiting when a converter retired every warmMaxDocs converted cold, at ten times
+// the cost.
+var errRetryWarm = errors.New("office: offer to another warm converter")
+
 // pool holds the warm converters of one [Action] (see [warmpool.Pool]): at most one per job, at
 // most warmMax, plus a spare started ahead of demand. It is safe for concurrent use.
 type pool struct {
 	warmpool.Pool[*warm]
-	// idle, when set, replaces warmIdle (tests on a loaded machine).
-	idle time.Duration
+	// idle, when set, replaces warmIdle (tests on a loaded machine); maxDocs and maxBatch
+	// replace warmMaxDocs and warmMaxBatch.
+	idle              time.Duration
+	maxDocs, maxBatch int
 	// started counts the converters started, batches the calls made to them, warmDocs the
 	// documents they converted: figures for tests.
 	started, batches, warmDocs atomic.Int64
@@ -93,6 +106,18 @@ func (p *pool) get(ctx context.Context, job int64, lim converter.Limits, base st
 		return nil
 	}
 	return w
+}
+
+// limits returns the most documents a converter converts and the most in one batch.
+func (p *pool) limits() (docs, batch int) {
+	docs, batch = warmMaxDocs, warmMaxBatch
+	if p != nil && p.maxDocs > 0 {
+		docs = p.maxDocs
+	}
+	if p != nil && p.maxBatch > 0 {
+		batch = min(p.maxBatch, warmMaxBatch)
+	}
+	return docs, batch
 }
 
 func (p *pool) start(ctx context.Context, base string, lim converter.Limits) (*warm, error) {
@@ -125,6 +150,7 @@ type warm struct {
 	mu      sync.Mutex
 	pending int // requests queued or in a batch
 	done    bool
+	served  bool // LibreOffice started in it (see refused)
 	// profile is what the profile held once LibreOffice had made it (see checkProfile).
 	profile map[string]bool
 	docs    int
@@ -270,12 +296,13 @@ func writeProfile(dir string) error {
 }
 
 // convert converts the document at src (of extension ext) in w's next batch. It returns
-// errNoWarm when the document must be converted cold.
+// errRetryWarm when another warm converter may convert it, errNoWarm when it must be converted
+// cold.
 func (w *warm) convert(ctx context.Context, src, ext string, heartbeat func()) ([]byte, error) {
 	w.mu.Lock()
 	if w.done {
 		w.mu.Unlock()
-		return nil, errNoWarm
+		return nil, w.refused()
 	}
 	w.pending++
 	w.mu.Unlock()
@@ -286,7 +313,7 @@ func (w *warm) convert(ctx context.Context, src, ext string, heartbeat func()) (
 	case w.reqs <- r:
 	case <-w.quit:
 		w.finish(1)
-		return nil, errNoWarm
+		return nil, w.refused()
 	case <-ctx.Done():
 		w.finish(1)
 		return nil, ctx.Err()
@@ -304,6 +331,18 @@ func (w *warm) convert(ctx context.Context, src, ext string, heartbeat func()) (
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// refused is the answer to a request w did not take: errRetryWarm once LibreOffice has started
+// in it (it retired after warmMaxDocs, or a batch failed), errNoWarm when it never started — a
+// LibreOffice that does not start in one converter will not in the next.
+func (w *warm) refused() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.served {
+		return errRetryWarm
+	}
+	return errNoWarm
 }
 
 func (w *warm) finish(n int) {
@@ -357,12 +396,12 @@ func (w *warm) run(replies *os.File) {
 		if err := os.RemoveAll(w.dir); err != nil {
 			w.note("remove its directory: %v", err)
 		}
-		// Requests that raced the retirement go cold.
+		// Requests that raced the retirement go to another converter (or cold).
 		for {
 			select {
 			case r := <-w.reqs:
 				w.finish(1)
-				r.reply <- warmResult{err: errNoWarm}
+				r.reply <- warmResult{err: w.refused()}
 			default:
 				return
 			}
@@ -371,6 +410,10 @@ func (w *warm) run(replies *os.File) {
 	if !w.awaitReady() {
 		return
 	}
+	w.mu.Lock()
+	w.served = true
+	w.mu.Unlock()
+	maxDocs, maxBatch := w.pool.limits()
 	idle := time.NewTimer(w.idleFor)
 	defer idle.Stop()
 	for {
@@ -384,7 +427,7 @@ func (w *warm) run(replies *os.File) {
 			return
 		}
 	more:
-		for len(batch) < warmMaxBatch {
+		for len(batch) < maxBatch {
 			select {
 			case r := <-w.reqs:
 				batch = append(batch, r)
@@ -394,7 +437,7 @@ func (w *warm) run(replies *os.File) {
 		}
 		ok := w.runBatch(batch)
 		w.finish(len(batch))
-		if !ok || w.docs >= warmMaxDocs {
+		if !ok || w.docs >= maxDocs {
 			return
 		}
 		if !idle.Stop() {
@@ -448,16 +491,24 @@ func (w *warm) note(format string, args ...any) {
 // look at the profile, while the batch goes on. The rest are answered when the call has ended.
 // LibreOffice is given the time limit of one run per document: a batch whose LibreOffice says
 // nothing new for that long is killed.
+//
+// When LibreOffice fails in a batch (it crashed, or was killed), the document it was storing
+// and the next, which it may have been loading, are converted cold: the cold run says what is
+// wrong with them. It converts a batch's documents in the order of their names, so the ones
+// after those two it never opened, and they are offered to another warm converter.
 func (w *warm) runBatch(batch []*warmReq) bool {
 	w.batches++
+	if w.pool != nil {
+		w.pool.batches.Add(1)
+	}
 	name := "b" + strconv.Itoa(w.batches)
 	bdir := filepath.Join(w.dir, name)
 	defer os.RemoveAll(bdir)
-	b := &warmBatch{w: w, name: name, reqs: batch, answered: make([]bool, len(batch)), trusted: true}
+	b := &warmBatch{w: w, name: name, reqs: batch, answered: make([]bool, len(batch)), trusted: true, last: -1}
 	root, err := w.stage(bdir, b)
 	if err != nil {
 		w.note("stage a batch: %v", err)
-		b.answerRest()
+		b.answerRest(0)
 		return false
 	}
 	defer root.Close()
@@ -470,7 +521,11 @@ func (w *warm) runBatch(batch []*warmReq) bool {
 			b.deliver(i)
 		}
 	}
-	healthy := !b.answerRest() && called && sanitized
+	unopened := len(batch)
+	if !called {
+		unopened = b.last + 2
+	}
+	healthy := !b.answerRest(unopened) && called && sanitized
 	if !called {
 		// Last, so that it is the note kept.
 		w.note("batch %s failed: %s", name, b.failure())
@@ -479,10 +534,6 @@ func (w *warm) runBatch(batch []*warmReq) bool {
 		w.Retire()
 	}
 	w.docs += len(batch)
-	if w.pool != nil {
-		w.pool.batches.Add(1)
-		w.pool.warmDocs.Add(int64(b.converted))
-	}
 	return healthy
 }
 
@@ -496,11 +547,12 @@ type warmBatch struct {
 	unstaged map[int]bool
 	answered []bool
 	// trusted says the profile was as conversions leave it when last looked at.
-	trusted   bool
-	converted int
-	tail      []string // LibreOffice's last lines of output, for a note
+	trusted bool
+	tail    []string // LibreOffice's last lines of output, for a note
 	// slow says the call was ended for making no progress within the time limit.
 	slow bool
+	// last is the document LibreOffice said it converts last, -1 before the first.
+	last int
 }
 
 // failure says why the call failed, for a note.
@@ -545,7 +597,7 @@ func (b *warmBatch) call() bool {
 					b.deliver(converting)
 				}
 			}
-			converting = i
+			converting, b.last = i, i
 			t.Reset(w.lim.Timeout)
 		case <-t.C:
 			// Too slow: kill the sandbox; its output ends with it.
@@ -555,6 +607,10 @@ func (b *warmBatch) call() bool {
 		}
 	}
 }
+
+// docName is the name of a batch's document i, without its extension: doc-<i>, i in two digits,
+// so that the names sort (LibreOffice's order, the shell's glob) as the documents do.
+func docName(i int) string { return fmt.Sprintf("doc-%02d", i) }
 
 // convertingDoc reads LibreOffice's "convert <dir>/in/doc-<i><ext> -> …" and returns i.
 func convertingDoc(line string, n int) (int, bool) {
@@ -596,7 +652,7 @@ func (b *warmBatch) deliver(i int) {
 	if !b.trusted {
 		return
 	}
-	f, err := b.root.OpenFile(filepath.Join("out", "doc-"+strconv.Itoa(i)+".pdf"), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, err := b.root.OpenFile(filepath.Join("out", docName(i)+".pdf"), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		// LibreOffice could not load it, or crashed on it: the cold run says which.
 		b.w.note("batch %s: no pdf for document %d: %v", b.name, i, err)
@@ -613,19 +669,26 @@ func (b *warmBatch) deliver(i int) {
 		return
 	}
 	b.answered[i] = true
-	b.converted++
+	if b.w.pool != nil { // counted before the answer: a test that has it sees the count
+		b.w.pool.warmDocs.Add(1)
+	}
 	b.reqs[i].reply <- warmResult{pdf: pdf}
 }
 
-// answerRest sends every request not yet answered to a cold conversion and reports whether
-// there were any.
-func (b *warmBatch) answerRest() bool {
+// answerRest sends every request not yet answered to a cold conversion, those from unopened on
+// (documents LibreOffice never opened) to another warm converter, and reports whether there
+// were any.
+func (b *warmBatch) answerRest(unopened int) bool {
 	left := false
 	for i, r := range b.reqs {
 		if !b.answered[i] {
 			b.answered[i] = true
 			left = true
-			r.reply <- warmResult{err: errNoWarm}
+			err := errNoWarm
+			if i >= unopened {
+				err = errRetryWarm
+			}
+			r.reply <- warmResult{err: err}
 		}
 	}
 	return left
@@ -658,7 +721,7 @@ func (w *warm) stage(bdir string, b *warmBatch) (*os.Root, error) {
 	}
 	b.unstaged = map[int]bool{}
 	for i, r := range b.reqs {
-		dst := filepath.Join(in, "doc-"+strconv.Itoa(i)+r.ext)
+		dst := filepath.Join(in, docName(i)+r.ext)
 		if converter.CopyFile(r.src, dst) != nil || w.chown(dst) != nil {
 			b.unstaged[i] = true
 		}

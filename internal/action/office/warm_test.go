@@ -286,12 +286,15 @@ func TestConvertingDoc(t *testing.T) {
 	}
 }
 
-// fakeSoffice converts by writing a small PDF per file and says so as LibreOffice does, before
-// it writes it. In a batch (files named doc-<i>), it takes 12 s over a file holding "slow" and
-// hangs on one holding "hang", after the others. Making a warm converter's profile (converting
-// warmup.txt), it waits until the file "go" is in its directory.
-const fakeSoffice = `#!/bin/sh
-case "$*" in
+// fakeSoffice returns a LibreOffice (a shell script) that converts by writing a small PDF per
+// file and says so as LibreOffice does, before it writes it. In a batch (files named doc-<i>),
+// it takes 12 s over a file holding "slow", hangs on one holding "hang", after the others, and
+// dies (kill -9) as it opens one holding "crash". Gated, when it makes a warm converter's
+// profile (converting warmup.txt) it waits until the file "go" is in its directory.
+func fakeSoffice(gated bool) string {
+	gate := ""
+	if gated {
+		gate = `case "$*" in
 *warmup.txt*)
   i=0
   while [ ! -e go ] && [ $i -lt 3000 ]; do
@@ -299,7 +302,12 @@ case "$*" in
     i=$((i + 1))
   done ;;
 esac
-out=.
+`
+	}
+	return "#!/bin/sh\n" + gate + fakeSofficeConvert
+}
+
+const fakeSofficeConvert = `out=.
 for a in "$@"; do
   if [ "$prev" = --outdir ]; then out=$a; fi
   prev=$a
@@ -308,6 +316,9 @@ mkdir -p "$out"
 convert() {
   n=${1##*/}
   n=${n%.*}
+  case "$n" in
+  doc-*) if grep -q crash "$1"; then kill -9 $$; fi ;;
+  esac
   echo "convert $1 -> $out/$n.pdf using filter : fake"
   case "$n" in
   doc-*)
@@ -334,12 +345,7 @@ exit 0
 // on a third, converts the first two warm and is killed once it has said nothing for the time
 // limit; the third document is converted cold.
 func TestWarmDocumentTimeLimit(t *testing.T) {
-	convertertest.RequireTools(t, "bwrap")
-	bin := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bin, "soffice"), []byte(fakeSoffice), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	useFakeSoffice(t, true)
 	a := New()
 	a.pool.idle = time.Hour
 	t.Cleanup(a.Close)
@@ -403,4 +409,65 @@ func lastRetired(a *Action) string {
 		return *why
 	}
 	return ""
+}
+
+// useFakeSoffice puts fakeSoffice(gated) first in PATH.
+func useFakeSoffice(t *testing.T, gated bool) {
+	convertertest.RequireTools(t, "bwrap")
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "soffice"), []byte(fakeSoffice(gated)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+}
+
+// convertFakes converts, as job 5, one .odt document per content, and checks that each gave
+// its PDF.
+func convertFakes(t *testing.T, a *Action, contents []string) {
+	t.Helper()
+	base := t.TempDir()
+	tasks := make([]*action.Task, len(contents))
+	for i, content := range contents {
+		tasks[i] = sharedTask(t, base, 5, strconv.Itoa(i)+".odt", "application/vnd.oasis.opendocument.text", []byte(content))
+	}
+	errs, children := runAll(t, a, tasks, nil)()
+	for i, content := range contents {
+		if errs[i] != nil || children[i] != 1 {
+			t.Errorf("%q: err = %v, %d children, want one child", content, errs[i], children[i])
+		}
+	}
+}
+
+// TestWarmRetiredHandsOn: the documents waiting for a converter when it retires, having
+// converted its quota, go to the next converter, not to cold runs (they did, before: every
+// warmMaxDocs documents of a big job, as many as were waiting converted cold).
+func TestWarmRetiredHandsOn(t *testing.T) {
+	useFakeSoffice(t, false)
+	a := New()
+	a.pool.idle, a.pool.maxDocs, a.pool.maxBatch = time.Hour, 2, 2
+	t.Cleanup(a.Close)
+	convertFakes(t, a, []string{"1", "2", "3", "4", "5", "6"})
+	if docs := a.pool.warmDocs.Load(); docs != 6 {
+		t.Errorf("%d documents converted warm, want all 6 (%d converters, %d batches; %q)", docs, a.pool.started.Load(), a.pool.batches.Load(), lastRetired(a))
+	}
+	if n := a.pool.started.Load(); n < 3 {
+		t.Errorf("%d converters started, want at least 3 (2 documents each)", n)
+	}
+}
+
+// TestWarmCrashHandsOn: when LibreOffice dies opening a document, that document is converted
+// cold (where a real LibreOffice would say what is wrong with it), and the documents of its
+// batch that LibreOffice had not opened go to the next warm converter.
+func TestWarmCrashHandsOn(t *testing.T) {
+	useFakeSoffice(t, false)
+	a := New()
+	a.pool.idle = time.Hour
+	t.Cleanup(a.Close)
+	convertFakes(t, a, []string{"1", "2", "crash", "4", "5", "6", "7"})
+	if docs := a.pool.warmDocs.Load(); docs != 6 {
+		t.Errorf("%d documents converted warm, want all 6 but the one LibreOffice died on", docs)
+	}
+	if why := lastRetired(a); !strings.Contains(why, "failed") {
+		t.Errorf("the converter's last early retirement = %q, want a failed batch", why)
+	}
 }
