@@ -17,7 +17,9 @@
 # (CORPUS= to change). unoconv: `apt-get install python3-uno`, then the unoconv script; Debian's
 # unoconv package would replace libreoffice-core-nogui with libreoffice-core, so take the script
 # from it instead (`apt-get download unoconv && dpkg-deb -x unoconv_*.deb DIR`) and name it with
-# UNOCONV="/usr/bin/python3 DIR/usr/bin/unoconv".
+# UNOCONV="/usr/bin/python3 DIR/usr/bin/unoconv"; UNOCONV=skip leaves unoconv out (it takes
+# 1.4 s a document: minutes for a few hundred). SLUICE_BASE, when set, is a second sluice binary
+# timed the same way right after SLUICE (a build before a change).
 set -euo pipefail
 SLUICE=${SLUICE:?a sluice binary (go build -o /tmp/sluice ./cmd/sluice)}
 ROUNDS=${1:-3}
@@ -95,8 +97,20 @@ for r in $(seq "$ROUNDS"); do
   echo "== round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
   rm -rf "$W/data" "$W/batch" "$W/uno" "$W/profile"
   read -r _ sw sc < <(timed sluice "$SLUICE" ingest --data "$W/data" "$W"/docs/*)
+  if [ -n "${SLUICE_BASE:-}" ]; then
+    rm -rf "$W/data"
+    read -r _ xw xc < <(timed sluice-base "$SLUICE_BASE" ingest --data "$W/data" "$W"/docs/*)
+    docs=$(grep -o 'complete in [^:]*: [0-9]* documents, [0-9]* errors' "$W/sluice-base.log" || echo "no summary")
+    echo "   base    wall ${xw}s cpu ${xc}s ($docs); sluice/base wall $(ratio "$sw" "$xw") cpu $(ratio "$sc" "$xc")"
+  fi
   read -r _ bw bc < <(timed batch soffice --headless --norestore "-env:UserInstallation=file://$W/profile" \
     --convert-to pdf --outdir "$W/batch" "$W"/docs/*)
+  if [ "$UNOCONV" = skip ]; then
+    echo "   sluice  wall ${sw}s cpu ${sc}s ($(grep -o 'complete in [^:]*: [0-9]* documents, [0-9]* errors' "$W/sluice.log" || echo "no summary"))"
+    echo "   batch   wall ${bw}s cpu ${bc}s ($(ls "$W/batch" | wc -l) pdfs)"
+    echo "   ratios  sluice/batch wall $(ratio "$sw" "$bw") cpu $(ratio "$sc" "$bc")"
+    continue
+  fi
   # The listener is started (and made warm by one conversion) before the timed calls.
   $UNOCONV --listener --port "$PORT" >"$W/listener.log" 2>&1 &
   LISTENER=$!
