@@ -109,6 +109,15 @@ func (p *Pool[C]) evictIdle() bool {
 	return false
 }
 
+// Prestart starts a spare in the background, unless there is one or one is being started: for a
+// converter about to retire (it has its quota of documents), so that its job's next documents
+// find their next converter up rather than wait for its start.
+func (p *Pool[C]) Prestart(start func() (C, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prestart(start)
+}
+
 // prestart starts the spare converter in the background. p.mu is held.
 func (p *Pool[C]) prestart(start func() (C, error)) {
 	if p.hasSpare || p.starting {

@@ -118,3 +118,36 @@ func TestPool(t *testing.T) {
 		t.Errorf("Get reported a converter when start failed")
 	}
 }
+
+// TestPrestart: Prestart starts a spare even before the pool has served two jobs, only one at a
+// time, and the job whose converter retired takes it.
+func TestPrestart(t *testing.T) {
+	t.Parallel()
+	var p Pool[*fake]
+	var mu sync.Mutex
+	made := 0
+	start := func() (*fake, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		made++
+		return &fake{id: made, gone: make(chan struct{})}, nil
+	}
+	c1, _ := p.Get(1, 2, start)
+	p.Prestart(start)
+	p.Prestart(start)
+	poll.Until(t, time.Minute, "a spare", func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.hasSpare && !p.starting, ""
+	})
+	mu.Lock()
+	if made != 2 {
+		t.Errorf("%d converters made, want job 1's and one spare", made)
+	}
+	mu.Unlock()
+	c1.Retire()
+	if c, _ := p.Get(1, 2, start); c == nil || c.id != 2 {
+		t.Errorf("job 1 got %v after its converter retired, want the spare (2)", c)
+	}
+	p.Close()
+}

@@ -114,6 +114,9 @@ type warm struct {
 	turn chan struct{}
 	quit chan struct{} // closed by retire
 	gone chan struct{} // closed once the sandbox is gone and the directory removed
+	// next starts a converter like w (nil without a pool): w's successor, started as w renders
+	// its last document.
+	next func() (*warm, error)
 
 	mu      sync.Mutex
 	done    bool
@@ -135,6 +138,9 @@ func startWarm(ctx context.Context, base, browser string, lim converter.Limits, 
 	w := &warm{pool: p, lim: lim, dir: dir, idleFor: idle, ready: make(chan struct{}),
 		turn: make(chan struct{}, 1), quit: make(chan struct{}), gone: make(chan struct{})}
 	w.turn <- struct{}{}
+	if p != nil {
+		w.next = func() (*warm, error) { return p.start(ctx, base, browser, lim) }
+	}
 	w.idleT = time.AfterFunc(idle, func() {
 		if w.Idle() {
 			w.Retire()
@@ -208,6 +214,10 @@ func (w *warm) render(ctx context.Context, doc string, limit time.Duration, hear
 	}
 	if limit <= 0 {
 		limit = converter.DefaultTimeout
+	}
+	if w.next != nil && w.docs+1 >= w.pool.maxDocsOr() {
+		// Its last document: its successor starts now and is up when the job's next comes.
+		w.pool.Prestart(w.next)
 	}
 	pdf, blocked, err = w.ch.render(ctx, doc, limit, heartbeat)
 	w.docs++

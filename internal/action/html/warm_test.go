@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/actiontest"
 	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
+	"github.com/sluice-project/sluice/internal/poll"
 )
 
 // warmTask returns a task of job for an HTML document whose attempt dir lies in base, as an
@@ -347,4 +348,18 @@ func TestWarmRetiredHandsOn(t *testing.T) {
 	if docs := a.pool.warmDocs.Load(); docs != n {
 		t.Errorf("%d documents rendered warm, want all %d (%d converters started)", docs, n, a.pool.started.Load())
 	}
+}
+
+// TestWarmSuccessorStarted: a converter rendering its last document starts its successor, so
+// that the job's next document does not wait for Chromium to start.
+func TestWarmSuccessorStarted(t *testing.T) {
+	t.Parallel()
+	a, base := twoDocAction(t)
+	page := []byte(`<html><body><p>plain page</p></body></html>`)
+	runHTML(t, a, base, 1, "a.html", page, nil)
+	runHTML(t, a, base, 1, "b.html", page, nil)
+	poll.Until(t, time.Minute, "the successor to start", func() (bool, string) {
+		n := a.pool.started.Load()
+		return n == 2, fmt.Sprintf("%d converters started", n)
+	})
 }

@@ -146,6 +146,9 @@ type warm struct {
 	reqs    chan *warmReq
 	quit    chan struct{}
 	gone    chan struct{} // closed once the sandbox is gone and the directory removed
+	// next starts a converter like w (nil without a pool): w's successor, started during w's
+	// last batch.
+	next func() (*warm, error)
 
 	mu      sync.Mutex
 	pending int // requests queued or in a batch
@@ -267,6 +270,9 @@ func startWarm(ctx context.Context, base string, lim converter.Limits, p *pool, 
 		if s, ok := st.Sys().(*syscall.Stat_t); ok {
 			w.owner = int(s.Uid)
 		}
+	}
+	if p != nil {
+		w.next = func() (*warm, error) { return p.start(ctx, base, lim) }
 	}
 	go w.read(outR)
 	go w.run(outR)
@@ -434,6 +440,11 @@ func (w *warm) run(replies *os.File) {
 			default:
 				break more
 			}
+		}
+		if w.next != nil && w.docs+len(batch) >= maxDocs {
+			// Its last batch: its successor starts now (LibreOffice makes its profile, a few
+			// seconds) and is up when the job's next documents come.
+			w.pool.Prestart(w.next)
 		}
 		ok := w.runBatch(batch)
 		w.finish(len(batch))

@@ -471,3 +471,19 @@ func TestWarmCrashHandsOn(t *testing.T) {
 		t.Errorf("the converter's last early retirement = %q, want a failed batch", why)
 	}
 }
+
+// TestWarmSuccessorStarted: a converter's last batch starts its successor, so that the job's next
+// documents do not wait for LibreOffice to make a profile (warmpool.TestPrestart: the job takes
+// it); before, a process that had served one job started a converter only when a document asked
+// for one.
+func TestWarmSuccessorStarted(t *testing.T) {
+	useFakeSoffice(t, false)
+	a := New()
+	a.pool.idle, a.pool.maxDocs = time.Hour, 1
+	t.Cleanup(a.Close)
+	convertFakes(t, a, []string{"1"})
+	poll.Until(t, time.Minute, "the successor to start", func() (bool, string) {
+		n := a.pool.started.Load()
+		return n == 2, fmt.Sprintf("%d converters started", n)
+	})
+}
