@@ -68,7 +68,10 @@ if [ "$(sha256sum "$W"/docs/* | cut -d' ' -f1 | sort -u | wc -l)" != "$(ls "$W/d
 fi
 N=$(ls "$W/docs" | wc -l)
 # The document that warms LibreOffice's profile and unoconv's listener (not timed).
-FIRST=$(ls "$W"/docs/*.odt "$W"/docs/* 2>/dev/null | head -1)
+# (An array, not `ls | head -1`: with a few hundred files ls dies of SIGPIPE, and pipefail ends the
+# script.)
+first=("$W"/docs/*.odt "$W"/docs/*)
+FIRST=${first[0]}
 echo "== $N office documents ($COPIES copies of the corpus's), $ROUNDS rounds; $(nproc) CPUs"
 # timed NAME CMD...: runs CMD, prints "NAME wall cpu" (seconds).
 timed() {
@@ -131,8 +134,9 @@ for r in $(seq "$ROUNDS"); do
   done
   [ -n "$warm" ] || { echo "the unoconv listener did not convert a document in 2 minutes:" >&2; tail -3 "$W/warmup.err" "$W/listener.log" >&2; exit 1; }
   for ext in docx xlsx pptx ods odp; do
-    f=$(ls "$W"/docs/*."$ext" 2>/dev/null | head -1)
-    if [ -n "$f" ]; then $UNOCONV --port "$PORT" -f pdf -o "$W/uno/warmup-$ext.pdf" "$f" >/dev/null 2>&1 || true; fi
+    fs=("$W"/docs/*."$ext")
+    f=${fs[0]}
+    if [ -f "$f" ]; then $UNOCONV --port "$PORT" -f pdf -o "$W/uno/warmup-$ext.pdf" "$f" >/dev/null 2>&1 || true; fi
   done
   rm -f "$W"/uno/warmup*.pdf
   lcpu0=$(listener_cpu)
