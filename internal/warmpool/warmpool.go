@@ -5,8 +5,36 @@
 package warmpool
 
 import (
+	"errors"
 	"sync"
 )
+
+// ErrRetry is a converter's answer for a document it never began: it retired first (its quota
+// of documents done, or another document's failure ended it). The job's next converter may take
+// the document (see Offer).
+var ErrRetry = errors.New("warmpool: offer to another converter")
+
+// Tries is how many converters Offer hands one document to.
+const Tries = 3
+
+// Offer hands a document to the converter get returns (false: none can be had), and to the
+// job's next one while do answers ErrRetry, Tries converters at most. It returns ErrRetry when no
+// converter took the document: the caller converts it cold. Before, a document a retiring
+// converter never began was converted cold at once, at many times a warm conversion's cost.
+func Offer[C, R any](get func() (C, bool), do func(C) (R, error)) (R, error) {
+	var zero R
+	for range Tries {
+		c, ok := get()
+		if !ok {
+			break
+		}
+		r, err := do(c)
+		if !errors.Is(err, ErrRetry) {
+			return r, err
+		}
+	}
+	return zero, ErrRetry
+}
 
 // Converter is a warm converter as a [Pool] keeps it.
 type Converter interface {

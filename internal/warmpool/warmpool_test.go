@@ -151,3 +151,41 @@ func TestPrestart(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestOffer: a document goes to the next converter while one answers ErrRetry, Tries at most;
+// any other answer ends the offer; no converter to be had means cold.
+func TestOffer(t *testing.T) {
+	t.Parallel()
+	other := errors.New("render failed")
+	for _, tc := range []struct {
+		name    string
+		answers []error // converter i's answer; nil converts
+		none    bool    // get finds no converter
+		want    error
+		tried   int
+	}{
+		{name: "first", answers: []error{nil}, tried: 1},
+		{name: "third", answers: []error{ErrRetry, ErrRetry, nil}, tried: 3},
+		{name: "all refuse", answers: []error{ErrRetry, ErrRetry, ErrRetry, nil}, want: ErrRetry, tried: Tries},
+		{name: "other error", answers: []error{ErrRetry, other}, want: other, tried: 2},
+		{name: "none", none: true, want: ErrRetry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tried := 0
+			got, err := Offer(func() (int, bool) { return tried, !tc.none }, func(i int) (string, error) {
+				tried++
+				if err := tc.answers[i]; err != nil {
+					return "", err
+				}
+				return "pdf", nil
+			})
+			if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) || tried != tc.tried {
+				t.Fatalf("Offer = %q, %v after %d converters; want error %v after %d", got, err, tried, tc.want, tc.tried)
+			}
+			if err == nil && got != "pdf" {
+				t.Fatalf("Offer = %q, want the converter's answer", got)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/text"
 	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/textclean"
+	"github.com/sluice-project/sluice/internal/warmpool"
 )
 
 // Name is the action's name in workflows.
@@ -148,21 +149,18 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 
 // render prints doc to PDF with the job's warm converter, or with a cold Chromium when no warm
 // converter could.
-// A document a converter could not take (errRetryWarm) is offered to the job's next one, at
-// most warmTries times in all.
+// A document a converter retired before rendering goes to the job's next (warmpool.Offer).
 func (a *Action) render(ctx context.Context, t *action.Task, r *converter.Runner, doc string) ([]byte, int, error) {
-	for try := 1; try <= warmTries; try++ {
+	blocked := 0
+	pdf, err := warmpool.Offer(func() (*warm, bool) {
 		w := a.pool.get(ctx, t.JobID, a.browser, r.Limits, tempBase(t.TempDir))
-		if w == nil {
-			break
-		}
-		pdf, blocked, err := w.render(ctx, doc, r.Limits.Timeout, r.Heartbeat)
-		if errors.Is(err, errNoWarm) {
-			break
-		}
-		if !errors.Is(err, errRetryWarm) {
-			return pdf, blocked, err
-		}
+		return w, w != nil
+	}, func(w *warm) (pdf []byte, err error) {
+		pdf, blocked, err = w.render(ctx, doc, r.Limits.Timeout, r.Heartbeat)
+		return pdf, err
+	})
+	if !errors.Is(err, errNoWarm) && !errors.Is(err, warmpool.ErrRetry) {
+		return pdf, blocked, err
 	}
 	return render(ctx, r, a.browser, doc)
 }

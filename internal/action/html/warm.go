@@ -38,20 +38,11 @@ const (
 	// warmMax is how many converters serve jobs at once; a job that finds them all busy
 	// renders cold.
 	warmMax = 2
-	// warmTries is how many warm converters a document is offered to (see errRetryWarm) before
-	// it is rendered cold.
-	warmTries = 3
 )
 
 // errNoWarm says a document must be rendered cold: no warm converter could take it, or its
 // render failed (the cold run then says why, in its own words).
 var errNoWarm = errors.New("html: no warm render")
-
-// errRetryWarm says a document never reached the Chromium of the converter it was handed to:
-// the converter retired while the document waited for its turn (it had rendered warmMaxDocs, or
-// another document's render failed). Another warm converter may take it; before, every
-// document waiting then rendered cold.
-var errRetryWarm = errors.New("html: offer to another warm converter")
 
 // pool holds the warm converters of one [Action] (see [warmpool.Pool]): at most one per job, at
 // most warmMax, plus a spare started ahead of demand. It is safe for concurrent use.
@@ -164,7 +155,8 @@ func startWarm(ctx context.Context, base, browser string, lim converter.Limits, 
 
 // render prints doc in w within limit, as [chrome.render] does. It returns errNoWarm when the
 // document must be rendered cold: its render failed, which retires w, or Chromium could not be
-// started; errRetryWarm when w retired before the document's turn.
+// started; warmpool.ErrRetry when w retired before the document's turn (it had rendered
+// warmMaxDocs, or another document's render failed).
 func (w *warm) render(ctx context.Context, doc string, limit time.Duration, heartbeat func()) (pdf []byte, blocked int, err error) {
 	w.mu.Lock()
 	if w.done {
@@ -246,14 +238,14 @@ func (w *warm) render(ctx context.Context, doc string, limit time.Duration, hear
 	return pdf, blocked, nil
 }
 
-// refused is the answer to a document w did not render: errRetryWarm once Chromium has
+// refused is the answer to a document w did not render: warmpool.ErrRetry once Chromium has
 // started in it, errNoWarm when it has not (or could not) — a Chromium that does not start in
 // one converter will not in the next.
 func (w *warm) refused() error {
 	select {
 	case <-w.ready:
 		if w.ch != nil {
-			return errRetryWarm
+			return warmpool.ErrRetry
 		}
 	default:
 	}

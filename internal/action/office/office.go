@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/warmpool"
 )
 
 // Name is the action's name in workflows.
@@ -66,25 +67,6 @@ var typed = settings.For(func() converter.Limits {
 	return converter.Limits{Timeout: converter.DefaultTimeout, MemoryLimit: converter.DefaultMemoryLimit}
 }, nil)
 
-// convertWarm converts the document at src on the job's warm converter, offering it to the next
-// one (see errRetryWarm) at most warmTries times in all. errNoWarm says it must be converted
-// cold.
-func (a *Action) convertWarm(ctx context.Context, t *action.Task, cfg converter.Limits, src, ext string, heartbeat func()) ([]byte, error) {
-	for try := 1; ; try++ {
-		w := a.pool.get(ctx, t.JobID, cfg, tempBase(t.TempDir))
-		if w == nil {
-			return nil, errNoWarm
-		}
-		pdf, err := w.convert(ctx, src, ext, heartbeat)
-		if !errors.Is(err, errRetryWarm) {
-			return pdf, err
-		}
-		if try == warmTries {
-			return nil, errNoWarm
-		}
-	}
-}
-
 // Policy caches the action's effects by its input (the conversion cache).
 func (a *Action) Policy() action.Policy { return action.Policy{Cacheable: true} }
 
@@ -109,11 +91,15 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return action.Permanentf("office conversion: no known office format for %q (%s)", t.Item.Name, t.Item.ContentType)
 	}
 	out.Progress(0.1)
-	pdf, err := a.convertWarm(ctx, t, cfg, src, ext, out.Heartbeat)
+	// The job's warm converter, or its next if that one retires before it takes the document.
+	pdf, err := warmpool.Offer(func() (*warm, bool) {
+		w := a.pool.get(ctx, t.JobID, cfg, tempBase(t.TempDir))
+		return w, w != nil
+	}, func(w *warm) ([]byte, error) { return w.convert(ctx, src, ext, out.Heartbeat) })
 	if err == nil {
 		return a.child(ctx, t, out, pdf)
 	}
-	if !errors.Is(err, errNoWarm) {
+	if !errors.Is(err, errNoWarm) && !errors.Is(err, warmpool.ErrRetry) {
 		return err
 	}
 	select {

@@ -65,21 +65,11 @@ const (
 	// warmMax is how many converters serve jobs at once; a job that finds them all busy
 	// converts cold.
 	warmMax = 2
-	// warmTries is how many warm converters a document is offered to (see errRetryWarm) before
-	// it is converted cold.
-	warmTries = 3
 )
 
 // errNoWarm says a document must be converted cold: no warm converter could take it, or its
 // batch did not give it a PDF (the cold run then says why, in its own words).
 var errNoWarm = errors.New("office: no warm conversion")
-
-// errRetryWarm says a document never reached LibreOffice in the converter it was handed to: the
-// converter retired first (it had converted warmMaxDocs, or its batch failed), or LibreOffice
-// failed in the batch before it opened the document. Another warm converter may take it; before,
-// every document waiting when a converter retired every warmMaxDocs converted cold, at ten times
-// the cost.
-var errRetryWarm = errors.New("office: offer to another warm converter")
 
 // pool holds the warm converters of one [Action] (see [warmpool.Pool]): at most one per job, at
 // most warmMax, plus a spare started ahead of demand. It is safe for concurrent use.
@@ -302,8 +292,8 @@ func writeProfile(dir string) error {
 }
 
 // convert converts the document at src (of extension ext) in w's next batch. It returns
-// errRetryWarm when another warm converter may convert it, errNoWarm when it must be converted
-// cold.
+// warmpool.ErrRetry when it never reached LibreOffice here (w retired first, or LibreOffice
+// failed in the batch before it opened the document), errNoWarm when it must be converted cold.
 func (w *warm) convert(ctx context.Context, src, ext string, heartbeat func()) ([]byte, error) {
 	w.mu.Lock()
 	if w.done {
@@ -339,14 +329,14 @@ func (w *warm) convert(ctx context.Context, src, ext string, heartbeat func()) (
 	}
 }
 
-// refused is the answer to a request w did not take: errRetryWarm once LibreOffice has started
+// refused is the answer to a request w did not take: warmpool.ErrRetry once LibreOffice has started
 // in it (it retired after warmMaxDocs, or a batch failed), errNoWarm when it never started — a
 // LibreOffice that does not start in one converter will not in the next.
 func (w *warm) refused() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.served {
-		return errRetryWarm
+		return warmpool.ErrRetry
 	}
 	return errNoWarm
 }
@@ -697,7 +687,7 @@ func (b *warmBatch) answerRest(unopened int) bool {
 			left = true
 			err := errNoWarm
 			if i >= unopened {
-				err = errRetryWarm
+				err = warmpool.ErrRetry
 			}
 			r.reply <- warmResult{err: err}
 		}
