@@ -19,10 +19,14 @@ import (
 // 100,000 (about 148 MB at a million), with the same cache_size everywhere. Counted in bytes,
 // the pool stops where the budget says.
 //
-// 32 MiB holds the task store writer's 8 MB cache (16 MB in the allocator's slots), the
-// readers' and the blob store's, and the statements, schemas and search-index merges of a
-// busy node (highest seen at 20,000 files: 26 MB).
-const MemoryBudget = 32 << 20
+// 24 MiB holds the task store writer's 8 MB cache (16 MB in the allocator's slots), the
+// readers' and the blob store's; the statements, schemas and search-index merges of a busy node
+// (highest seen at 20,000 files: 26 MB) may take it past the budget, which only makes the caches
+// give pages back. At 32 MiB an ingest of 1 KB files reached the budget only after 20,000 files,
+// and RSS grew with it (166 MB at 20,000 files, 182 MB at 100,000); at 24 MiB the budget is
+// reached early and RSS stays (166 / 169 MB) at the same documents a second. 16 MiB saved 10 MB
+// more and cost 7 % of them (docs/performance.md, session 23).
+const MemoryBudget = 24 << 20
 
 // The budget needs SQLite's memory statistics, which the driver builds off
 // (SQLITE_DEFAULT_MEMSTATUS=0) and which can only be turned on before SQLite initializes, that
