@@ -63,9 +63,11 @@ func TestJobSteps(t *testing.T) {
 	}
 	before := regexp.MustCompile(`diagram\.svg\?counts=[0-9a-f]+`).FindString(frag)
 	addRoot(t, b, open, "late.txt", "Added late.")
-	poll.Until(t, 60*time.Second, "late.txt detected", func() (bool, string) {
+	// Detected: the file and the PDF made of it. Waiting for the file alone raced the PDF's
+	// detection, which may come before the next look.
+	poll.Until(t, 60*time.Second, "late.txt and its PDF detected", func() (bool, string) {
 		frag = mustGet(t, c, "/jobs/"+itoa(open.ID)+"/steps")
-		return counts(row(frag, "detect")) == "0 0 1 0", frag
+		return counts(row(frag, "detect")) == "0 0 2 0", frag
 	})
 	if after := regexp.MustCompile(`diagram\.svg\?counts=[0-9a-f]+`).FindString(frag); after == before || after == "" {
 		t.Errorf("the diagram's address did not change with the counts: %s, then %s", before, after)
