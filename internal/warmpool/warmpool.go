@@ -58,6 +58,34 @@ type Pool[C Converter] struct {
 	starting bool // a spare is being started
 	gen      int  // counts closes: a spare started before one is not kept
 	jobs     int  // how many converters were given to jobs
+	// live counts, per generation, the converters started and not yet gone (retired ones
+	// still ending included) and the spares being started: what Close waits for.
+	live map[int]int
+	gone *sync.Cond // signalled when a live count drops
+}
+
+// track counts c live in generation gen until it is gone. p.mu is held.
+func (p *Pool[C]) track(c C, gen int) {
+	p.liveAdd(gen, 1)
+	go func() {
+		<-c.Gone()
+		p.mu.Lock()
+		p.liveAdd(gen, -1)
+		p.mu.Unlock()
+	}()
+}
+
+// liveAdd adds n to generation gen's live count. p.mu is held.
+func (p *Pool[C]) liveAdd(gen, n int) {
+	if p.live == nil {
+		p.live, p.gone = map[int]int{}, sync.NewCond(&p.mu)
+	}
+	if p.live[gen] += n; p.live[gen] == 0 {
+		delete(p.live, gen)
+	}
+	if n < 0 {
+		p.gone.Broadcast()
+	}
 }
 
 // Get returns the converter of job, starting one with start (or taking the spare) when it has
@@ -85,6 +113,7 @@ func (p *Pool[C]) Get(job int64, max int, start func() (C, error)) (C, bool) {
 		if c, err = start(); err != nil {
 			return zero, false
 		}
+		p.track(c, p.gen)
 	}
 	p.byJob[job] = c
 	// A process that has served several jobs will likely see more: keep one converter ready
@@ -103,8 +132,9 @@ func (p *Pool[C]) Job(job int64) (C, bool) {
 	return c, ok
 }
 
-// Close retires every converter and waits until they are gone. Later calls of Get start new
-// ones.
+// Close retires every converter and waits until they are gone, with those retired before
+// (still ending) and a spare being started. Later calls of Get start new ones; Close does not
+// wait for those.
 func (p *Pool[C]) Close() {
 	p.mu.Lock()
 	cs := make([]C, 0, len(p.byJob)+1)
@@ -116,11 +146,25 @@ func (p *Pool[C]) Close() {
 	}
 	var zero C
 	p.byJob, p.spare, p.hasSpare = nil, zero, false
+	closed := p.gen
 	p.gen++
 	p.mu.Unlock()
 	for _, c := range cs {
 		c.Retire()
-		<-c.Gone()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		n := 0
+		for gen, k := range p.live {
+			if gen <= closed {
+				n += k
+			}
+		}
+		if n == 0 {
+			return
+		}
+		p.gone.Wait()
 	}
 }
 
@@ -153,11 +197,16 @@ func (p *Pool[C]) prestart(start func() (C, error)) {
 	}
 	p.starting = true
 	gen := p.gen
+	p.liveAdd(gen, 1) // the start, counted until its converter is
 	go func() {
 		c, err := start()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.starting = false
+		if err == nil {
+			p.track(c, gen)
+		}
+		p.liveAdd(gen, -1)
 		switch {
 		case err != nil:
 		case p.gen != gen:

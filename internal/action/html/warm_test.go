@@ -106,8 +106,8 @@ func TestWarmSameBytes(t *testing.T) {
 	}
 	a := New(nil)
 	a.pool.idle = time.Hour
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	for round := range 2 {
 		for _, name := range names {
 			c := runHTML(t, a, base, 1, name, docs[name], nil)
@@ -163,8 +163,8 @@ func TestWarmIsolation(t *testing.T) {
 	a := New(nil)
 	// Converters must not retire idle while the test looks at them.
 	a.pool.idle = time.Hour
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	page := []byte(`<html><body><p>plain page</p></body></html>`)
 	runHTML(t, a, base, 1, "a.html", page, nil)
 	runHTML(t, a, base, 2, "b.html", page, nil)
@@ -298,8 +298,9 @@ func twoDocAction(t *testing.T) (*Action, string) {
 	convertertest.RequireTools(t, "chromium", "pdftoppm", "bwrap")
 	a := New(nil)
 	a.pool.idle, a.pool.maxDocs = time.Hour, 2
-	t.Cleanup(a.Close)
-	return a, t.TempDir()
+	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
+	return a, base
 }
 
 // TestWarmRetiresAfterMaxDocs: a converter is retired once it has rendered its quota, and the

@@ -18,8 +18,8 @@ func TestLinkedImages(t *testing.T) {
 	// One action, one job: the documents share a warm converter, as they would in the engine,
 	// and none of them may fetch its image there either.
 	a := New()
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	docx := "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 	odt := "application/vnd.oasis.opendocument.text"
 	for _, tt := range []struct {

@@ -16,8 +16,8 @@ func TestCorpus(t *testing.T) {
 	exp := convertertest.Expectations(t)
 	// One action, one job: the documents share a warm converter, as they would in the engine.
 	a := New()
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	files := []string{
 		"testWORD_various.docx", "testWORD_various.doc", "testEXCEL.xlsx", "testEXCEL.xls",
 		"testPPT_various.pptx", "testPPT.ppt", "LibreOfficeWriter_odt_1.3.odt",

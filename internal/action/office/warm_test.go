@@ -81,8 +81,8 @@ func TestWarmBatches(t *testing.T) {
 	t.Parallel()
 	convertertest.RequireTools(t, "soffice", "pdftotext", "bwrap")
 	a := New()
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	texts, pdfs := convertAll(t, a, base, 7, warmDocs)
 	exp := convertertest.Expectations(t)
 	for i, name := range warmDocs {
@@ -124,8 +124,8 @@ func TestWarmIsolation(t *testing.T) {
 	// Converters must not retire idle while the test looks at them (a loaded machine takes
 	// longer than warmIdle over a conversion).
 	a.pool.idle = time.Hour
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	doc := []string{"LibreOfficeWriter_odt_1.3.odt"}
 	_, _ = convertAll(t, a, base, 1, doc)
 	_, _ = convertAll(t, a, base, 2, doc)
@@ -217,8 +217,8 @@ func TestWarmBatchWithCorrupt(t *testing.T) {
 	t.Parallel()
 	convertertest.RequireTools(t, "soffice", "pdftotext", "bwrap")
 	a := New()
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	broken, err := os.ReadFile(convertertest.File(t, "test-zip-of-zip.zip"))
 	if err != nil {
 		t.Fatal(err)
@@ -348,8 +348,8 @@ func TestWarmDocumentTimeLimit(t *testing.T) {
 	useFakeSoffice(t, true)
 	a := New()
 	a.pool.idle = time.Hour
-	t.Cleanup(a.Close)
 	base := t.TempDir()
+	t.Cleanup(a.Close) // before the directory's removal: cleanups run last first
 	odt := "application/vnd.oasis.opendocument.text"
 	contents := []string{"slow 1", "slow 2", "hang"}
 	// One batch: the converter is made ready once the three documents wait for it.
