@@ -148,7 +148,7 @@ func newCell(t *testing.T, o op, p path) *cell {
 func (c *cell) start(t *testing.T) {
 	t.Helper()
 	// Not t.Context(): it ends before the cleanups run, and the node must stop in order.
-	r, err := startNode(context.Background(), c.at, c.path, c.b, 5*time.Second)
+	r, err := startNode(context.Background(), c.at, c.path, c.b, 5*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,15 +272,21 @@ type running struct {
 // startNode opens and starts a node on w with the path's actions, as `sluice serve` does:
 // workers in process, the worker protocol served over HTTP, and for the remote path four remote
 // workers polling it. Its stop function stops it as serve does on SIGTERM: no new leases,
-// running tasks given drain to finish, then canceled and released.
-func startNode(ctx context.Context, w where, p path, b *behaviour, drain time.Duration) (*running, error) {
+// running tasks given drain to finish, then canceled and released. killable says another
+// process is to take the node's tasks after it is killed (testSignal's children).
+func startNode(ctx context.Context, w where, p path, b *behaviour, drain time.Duration, killable bool) (*running, error) {
 	cfg := node.Config{DataDir: w.Data, Engine: true, Actions: p.actions(b), PollInterval: 20 * time.Millisecond,
 		GCInterval: time.Hour, Drain: drain}
 	if w.Driver == "postgres" {
 		desc := w.Store
 		cfg.OpenStore = func(ctx context.Context) (store.Store, error) { return enginetest.OpenChildStore(ctx, desc) }
-		// No lock proves the last process dead: its tasks come back when their leases expire.
-		cfg.LeaseDuration = 2 * time.Second
+		if killable {
+			// No lock proves a killed process dead: its tasks come back when their leases expire.
+			// Only a node to be killed has them short: a node that lives keeps the default, as a
+			// lease of 2 s expired under CI's load (renewals every 0.7 s, none committed in time)
+			// and an op's one attempt became two, the first "worker lost".
+			cfg.LeaseDuration = 2 * time.Second
+		}
 	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {

@@ -247,7 +247,7 @@ func runChild(spec string) int {
 }
 
 func childRun(ctx context.Context, s childSpec, b *behaviour, lines chan<- string) error {
-	r, err := startNode(context.Background(), s.At, s.Path, b, grace)
+	r, err := startNode(context.Background(), s.At, s.Path, b, grace, true)
 	if err != nil {
 		return err
 	}
