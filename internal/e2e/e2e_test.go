@@ -71,6 +71,27 @@ func takeSnapshot(t *testing.T, data string) snapshot {
 	}
 	for _, j := range jobs {
 		s.Jobs = append(s.Jobs, j.WorkflowName+":"+string(j.State)+":"+j.Error)
+		// The job's outputs, read once: a page of them per item sorted the job's outputs each
+		// time (26 s of the test's 37).
+		outputs := map[int64][]string{}
+		for afterItem := int64(0); ; {
+			outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: j.ID, AfterItem: afterItem, Limit: 100_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range outs {
+				outputs[o.ItemID] = append(outputs[o.ItemID], o.Kind+":"+string(o.Value))
+			}
+			if len(outs) < 100_000 {
+				break
+			}
+			// A page ends after an item: a full one could have cut that item's outputs.
+			afterItem = outs[len(outs)-1].ItemID
+			if cut := outputs[afterItem]; len(cut) > 0 {
+				delete(outputs, afterItem)
+				afterItem--
+			}
+		}
 		after := ""
 		for {
 			items, err := n.Store.ItemList(ctx, store.ItemListParams{JobID: j.ID, AfterSort: after, Limit: 2000, WithText: true})
@@ -93,16 +114,7 @@ func takeSnapshot(t *testing.T, data string) snapshot {
 					s.Tasks[tk.State]++
 				}
 				sort.Strings(ts)
-				outs, err := n.Store.OutputList(ctx, store.OutputListParams{JobID: j.ID, AfterItem: it.ID - 1, Limit: 10})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var os []string
-				for _, o := range outs {
-					if o.ItemID == it.ID {
-						os = append(os, o.Kind+":"+string(o.Value))
-					}
-				}
+				os := outputs[it.ID]
 				key := fmt.Sprintf("%s#%d", it.Name, it.Ordinal)
 				if _, dup := s.Items[key]; dup {
 					t.Errorf("duplicate item %s", key)
@@ -159,6 +171,18 @@ func runSluice(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// crashLoopWorkflow is crashWorkflow with the command run for one text entry in ten (the others'
+// hash step is skipped, and recorded so): 5,000 runs of sha256sum were four fifths of the job's
+// time (a clean run 14.9 s, 2.9 s with none), and 500 still put many kills inside a command.
+const crashLoopWorkflow = `name: crash
+steps:
+  detect:  {action: detect, needs: [start], attempts: 100}
+  unpack:  {action: unpack, needs: [detected.archive], attempts: 100}
+  hash:    {action: exec, needs: [detected.text], when: 'name.endsWith("0.txt")', attempts: 100, with: {command: [sha256sum], stdout: text}}
+  collect: {action: ingest, needs: [children.done], attempts: 100}
+  note:    {action: noop, needs: [start], attempts: 100}
+`
+
 // TestCrashLoop runs a 5,050-item fan-out job through the real binary, SIGKILLs it at 20 random
 // moments, restarts it each time with the same command, and compares the end state with an
 // uninterrupted run's.
@@ -168,7 +192,7 @@ func TestCrashLoop(t *testing.T) {
 	}
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "crash.yaml")
-	if err := os.WriteFile(wf, []byte(crashWorkflow), 0o644); err != nil {
+	if err := os.WriteFile(wf, []byte(crashLoopWorkflow), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	inputs := filepath.Join(dir, "inputs")
@@ -240,8 +264,10 @@ func TestCrashLoop(t *testing.T) {
 	if diffs > 0 {
 		t.Errorf("%d items differ", diffs)
 	}
-	if got.Tasks[record.TaskComplete] != want.Tasks[record.TaskComplete] || len(got.Tasks) != 1 {
-		t.Errorf("tasks: clean %v, crashed %v (every task must be complete exactly once)", want.Tasks, got.Tasks)
+	// Every task complete exactly once, or skipped (the hash step of nine entries in ten).
+	if got.Tasks[record.TaskComplete] != want.Tasks[record.TaskComplete] || got.Tasks[record.TaskSkipped] != want.Tasks[record.TaskSkipped] ||
+		len(got.Tasks) != 2 || want.Tasks[record.TaskSkipped] != 4550 {
+		t.Errorf("tasks: clean %v, crashed %v (every task must be complete exactly once, or skipped: 4,550)", want.Tasks, got.Tasks)
 	}
 	// The search index holds exactly the documents, across the kills.
 	n, err := node.Open(ctx, node.Config{DataDir: crashed})
