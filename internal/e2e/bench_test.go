@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -14,7 +15,8 @@ func TestBenchIngest(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bench, "../../cmd/sluice-bench").CombinedOutput(); err != nil {
 		t.Fatalf("build sluice-bench: %v\n%s", err, out)
 	}
-	out, err := exec.CommandContext(t.Context(), bench, "ingest", "--files", "200").Output()
+	const n = 50
+	out, err := exec.CommandContext(t.Context(), bench, "ingest", "--files", strconv.Itoa(n)).Output()
 	if err != nil {
 		t.Fatalf("bench ingest: %v\n%s", err, out)
 	}
@@ -31,14 +33,14 @@ func TestBenchIngest(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("bench ingest output %q: %v", out, err)
 	}
-	if r.Files != 200 || r.Documents != 200 || r.Errors != 0 {
-		t.Errorf("files %d, documents %d, errors %d; want 200, 200, 0", r.Files, r.Documents, r.Errors)
+	if r.Files != n || r.Documents != n || r.Errors != 0 {
+		t.Errorf("files %d, documents %d, errors %d; want %d, %d, 0", r.Files, r.Documents, r.Errors, n, n)
 	}
 	// Per entry: detect runs inline (unpack recorded its type), text is leased, and the PDF
 	// child's detect, final and ingest and the entry's ingest run inline. Plus the zip's detect
 	// (it has no type yet), unpack and ingest.
-	if r.LeasedTasks != 202 || r.Tasks != 6*200+3 {
-		t.Errorf("tasks %d, leased %d; want %d and 202 (one leased task per entry, and the zip's detect and unpack)", r.Tasks, r.LeasedTasks, 6*200+3)
+	if r.LeasedTasks != n+2 || r.Tasks != 6*n+3 {
+		t.Errorf("tasks %d, leased %d; want %d and %d (one leased task per entry, and the zip's detect and unpack)", r.Tasks, r.LeasedTasks, 6*n+3, n+2)
 	}
 	if r.Seconds <= 0 || r.DirectSeconds <= 0 || r.CPUSeconds <= 0 || r.DirectCPUSeconds <= 0 || r.PeakRSSMB <= 0 {
 		t.Errorf("missing measurements: %s", out)
