@@ -44,9 +44,15 @@ type gateKey struct {
 	depth int
 }
 
-// gate is the admission state of the steps of one job at one depth, in this process.
+// gate is the admission state of the steps of one job at one depth, in this process. It
+// outlives the attempts that use it by [gateIdle]: a step that makes one child (a text
+// document's PDF) holds the bound for one admission, and a gate made afresh for it counted the
+// backlog each time — one statement per document, a tenth of an ingest's CPU on SQLite. Kept,
+// its estimate (the last count plus the children admitted since, here by any attempt) stays an
+// upper bound of what this process added, and a count comes only when it reaches the bound.
 type gate struct {
 	users int
+	idle  time.Time // when users fell to 0
 	// sem is held by the admission that reads the estimate, and counts when it must.
 	sem chan struct{}
 	// est estimates the backlog: the last count plus the children admitted since. inflight
@@ -76,6 +82,7 @@ func (e *Engine) Backlog(task *record.Task, it *record.Item) *Backlog {
 	}
 	g := e.backlog.gates[key]
 	if g == nil {
+		e.backlog.prune(time.Now())
 		// Unknown (-1) until the first admission counts: a gate made afresh for each attempt
 		// (one fan at a time) would else admit a bound's worth of children unseen each time.
 		g = &gate{sem: make(chan struct{}, 1), est: -1}
@@ -187,7 +194,20 @@ func (b *Backlog) Close() {
 	bl.mu.Lock()
 	defer bl.mu.Unlock()
 	if b.g.users--; b.g.users == 0 {
-		delete(bl.gates, b.key)
+		b.g.idle = time.Now()
+	}
+}
+
+// gateIdle is how long a gate no attempt uses is kept (see [gate]).
+const gateIdle = 10 * time.Second
+
+// prune forgets the gates no attempt has used for [gateIdle]. Called with bl.mu held, as a new
+// gate is made: the map holds the keys of the jobs at work in the last seconds.
+func (bl *backlogs) prune(now time.Time) {
+	for k, g := range bl.gates {
+		if g.users == 0 && now.Sub(g.idle) > gateIdle {
+			delete(bl.gates, k)
+		}
 	}
 }
 
