@@ -17,8 +17,35 @@ type domainSQL struct{ q *queries }
 
 func (d domainSQL) Dialect() store.Dialect { return store.DialectSQLite }
 
+// maxDomainStmts bounds the domains' statements kept prepared. A domain's SQL is a few constant
+// texts, run once or more per item (the search index's insert per document: parsing it each time
+// was a fifth of its cost); one that builds its text per call (an IN list of any length) must
+// not grow the cache without end: past the bound, new texts run unprepared.
+const maxDomainStmts = 256
+
+// cached reports whether query may run through the store's prepared statements.
+func (d domainSQL) cached(query string) bool {
+	db := d.q.db
+	if _, ok := db.domainSeen.Load(query); ok {
+		return true
+	}
+	if db.domainN.Load() >= maxDomainStmts {
+		return false
+	}
+	if _, loaded := db.domainSeen.LoadOrStore(query, true); !loaded {
+		db.domainN.Add(1)
+	}
+	return true
+}
+
 func (d domainSQL) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := d.q.w.ExecContext(ctx, query, args...)
+	var res sql.Result
+	var err error
+	if d.cached(query) {
+		res, err = d.q.exec(ctx, query, args...)
+	} else {
+		res, err = d.q.w.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return 0, mapErr(err)
 	}
@@ -26,11 +53,23 @@ func (d domainSQL) Exec(ctx context.Context, query string, args ...any) (int64, 
 }
 
 func (d domainSQL) Query(ctx context.Context, query string, args ...any) (store.DomainRows, error) {
-	db := d.q.r
-	if d.q.tx != nil {
-		db = d.q.w
+	var rows *sql.Rows
+	var err error
+	switch {
+	case !d.cached(query):
+		db := d.q.r
+		if d.q.tx != nil {
+			db = d.q.w
+		}
+		rows, err = db.QueryContext(ctx, query, args...)
+	case d.q.tx != nil:
+		rows, err = d.q.wquery(ctx, query, args...)
+	default:
+		var st *sql.Stmt
+		if st, err = d.q.rprepared(ctx, query); err == nil {
+			rows, err = st.QueryContext(ctx, args...)
+		}
 	}
-	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(err)
 	}

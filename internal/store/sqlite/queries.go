@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/record"
@@ -30,12 +31,27 @@ type queries struct {
 	tx *sql.Tx
 	// brief is the brief batch the transaction holds (brief.go), or nil.
 	brief *briefBatch
+	// txStmts holds the statements bound to the transaction, one per query: the transaction
+	// keeps every statement bound to it until it ends, and a domain that writes 100,000 rows in
+	// one made as many.
+	txMu    sync.Mutex
+	txStmts map[string]*sql.Stmt
 }
 
 // prepared returns a statement prepared once on the writer connection, bound to the transaction
 // when there is one. The engine's hot path runs the same few statements thousands of times a
 // second; preparing each once saves most of database/sql's per-call cost.
 func (q *queries) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if q.tx != nil {
+		q.txMu.Lock()
+		defer q.txMu.Unlock()
+		if st := q.txStmts[query]; st != nil {
+			return st, nil
+		}
+		if q.txStmts == nil {
+			q.txStmts = map[string]*sql.Stmt{}
+		}
+	}
 	v, ok := q.db.stmts.Load(query)
 	if !ok && q.tx != nil {
 		// The transaction holds the only writer connection: preparing on the pool would wait
@@ -45,6 +61,7 @@ func (q *queries) prepared(ctx context.Context, query string) (*sql.Stmt, error)
 		if err != nil {
 			return nil, fmt.Errorf("prepare: %w", err)
 		}
+		q.txStmts[query] = st
 		return st, nil
 	}
 	if !ok {
@@ -56,7 +73,8 @@ func (q *queries) prepared(ctx context.Context, query string) (*sql.Stmt, error)
 	}
 	st := v.(*sql.Stmt)
 	if q.tx != nil {
-		return q.tx.StmtContext(ctx, st), nil
+		st = q.tx.StmtContext(ctx, st)
+		q.txStmts[query] = st
 	}
 	return st, nil
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -45,9 +46,13 @@ type DB struct {
 	stmts   sync.Map // query → *sql.Stmt prepared on w
 	rstmts  sync.Map // query → *sql.Stmt prepared on r
 	pending sync.Map // queries first seen inside a transaction, to prepare on w after it
-	ckpt    *sql.DB  // the background checkpointer's connection
-	stop    chan struct{}
-	done    sync.WaitGroup
+	// domainSeen holds the domains' statements kept prepared (see domainSQL.stmt), at most
+	// maxDomainStmts of them; domainN counts them.
+	domainSeen sync.Map
+	domainN    atomic.Int64
+	ckpt       *sql.DB // the background checkpointer's connection
+	stop       chan struct{}
+	done       sync.WaitGroup
 	*queries
 }
 
