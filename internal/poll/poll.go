@@ -16,21 +16,12 @@ const Interval = 10 * time.Millisecond
 // whether it is done and a description of the state it saw, used in the failure message.
 func Until(t testing.TB, d time.Duration, what string, cond func() (done bool, state string)) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(Interval)
-	defer tick.Stop()
-	for {
-		done, state := cond()
-		if done {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s; last seen: %s", d, what, state)
-		case <-tick.C:
-		}
-	}
+	var state string
+	UntilDone(t, d, what, func() bool {
+		var done bool
+		done, state = cond()
+		return done
+	}, func() string { return state })
 }
 
 // UntilDone is [Until] for a condition whose description is costly: state is called only when

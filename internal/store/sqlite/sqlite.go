@@ -46,7 +46,7 @@ type DB struct {
 	stmts   sync.Map // query → *sql.Stmt prepared on w
 	rstmts  sync.Map // query → *sql.Stmt prepared on r
 	pending sync.Map // queries first seen inside a transaction, to prepare on w after it
-	// domainSeen holds the domains' statements kept prepared (see domainSQL.stmt), at most
+	// domainSeen holds the domains' statements kept prepared (see domainSQL.cached), at most
 	// maxDomainStmts of them; domainN counts them.
 	domainSeen sync.Map
 	domainN    atomic.Int64
