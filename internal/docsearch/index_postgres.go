@@ -187,13 +187,13 @@ func (s postgresIndex) add(ctx context.Context, docs []indexDoc) error {
 			}
 		}
 	}
-	if _, err := s.x.Exec(ctx, qIndexInsert, ids, tsvs, lossy); err != nil {
+	// Nothing reads what these return: in a transaction they go out with its next statement.
+	what := fmt.Sprintf("index %d documents", len(docs))
+	if err := s.x.ExecLater(ctx, what, qIndexInsert, ids, tsvs, lossy); err != nil {
 		return err
 	}
 	if len(cids) > 0 {
-		if _, err := s.x.Exec(ctx, qChunksInsert, cids, cnos, ctsvs); err != nil {
-			return err
-		}
+		return s.x.ExecLater(ctx, what, qChunksInsert, cids, cnos, ctsvs)
 	}
 	return nil
 }

@@ -67,6 +67,11 @@ type DomainSQL interface {
 	Dialect() Dialect
 	// Exec runs a statement and returns how many rows it changed.
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	// ExecLater runs a write whose result is only its error, which what names. In a transaction
+	// on PostgreSQL it goes out with the transaction's next statement or its commit (one round
+	// trip for both), and its error is returned there; its arguments must not change after the
+	// call.
+	ExecLater(ctx context.Context, what, query string, args ...any) error
 	// Query runs a query; the rows must be closed.
 	Query(ctx context.Context, query string, args ...any) (DomainRows, error)
 }

@@ -26,6 +26,10 @@ func (d domainSQL) Exec(ctx context.Context, query string, args ...any) (int64, 
 	return tag.RowsAffected(), nil
 }
 
+func (d domainSQL) ExecLater(ctx context.Context, what, query string, args ...any) error {
+	return d.q.execLater(ctx, what, query, args...)
+}
+
 func (d domainSQL) Query(ctx context.Context, query string, args ...any) (store.DomainRows, error) {
 	rows, err := d.q.c.Query(ctx, query, args...)
 	if err != nil {

@@ -185,18 +185,17 @@ func (q *queries) ItemUpdate(ctx context.Context, p store.ItemUpdateParams) erro
 	if len(p.Metadata) > 0 {
 		md = string(p.Metadata)
 	}
-	if _, err := q.c.Exec(ctx, qItemUpdate, p.ID, p.Text, p.ThumbnailSHA, p.ThumbnailType, md, p.ContentType, p.Error, p.AddColored, p.ReplaceError); err != nil {
-		return fmt.Errorf("update item %d: %w", p.ID, mapErr(err))
+	var text *string // a copy: the write goes out after this returns
+	if p.Text != nil {
+		t := *p.Text
+		text = &t
 	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("update item %d", p.ID), qItemUpdate, p.ID, text, p.ThumbnailSHA, p.ThumbnailType, md, p.ContentType, p.Error, p.AddColored, p.ReplaceError)
 }
 
 func (q *queries) ItemAddChild(ctx context.Context, p store.ItemAddChildParams) error {
 	parentID, n, length := p.ParentID, p.N, p.Length
-	if _, err := q.c.Exec(ctx, qItemAddChild, length, parentID, n); err != nil {
-		return fmt.Errorf("count child of %d: %w", parentID, mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("count child of %d", parentID), qItemAddChild, length, parentID, n)
 }
 
 // qItemCountBacklog counts through open_items_job (003_open_items.up.sql), which holds only

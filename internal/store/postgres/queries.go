@@ -118,6 +118,10 @@ func jsonOr(b []byte) string {
 	return string(b)
 }
 
+// later is a byte argument of an execLater write: a copy, since the write goes out after its
+// caller returns and may reuse the slice.
+func later(b []byte) []byte { return append([]byte{}, b...) }
+
 func nonNil(b []byte) []byte {
 	if b == nil {
 		return []byte{}
@@ -569,10 +573,7 @@ func (q *queries) OutputHistoryList(ctx context.Context, itemID int64) ([]*recor
 }
 
 func (q *queries) OutputPut(ctx context.Context, p store.OutputPutParams) error {
-	if _, err := q.c.Exec(ctx, qOutputPut, p.ItemID, p.JobID, p.Kind, nonNil(p.Value), micros(p.Now)); err != nil {
-		return fmt.Errorf("put output %q of item %d: %w", p.Kind, p.ItemID, mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, fmt.Sprintf("put output %q of item %d", p.Kind, p.ItemID), qOutputPut, p.ItemID, p.JobID, p.Kind, later(p.Value), micros(p.Now))
 }
 
 func (q *queries) OutputList(ctx context.Context, p store.OutputListParams) ([]*record.Output, error) {
@@ -626,10 +627,7 @@ func (q *queries) CacheGet(ctx context.Context, key string) ([]byte, error) {
 
 func (q *queries) CachePut(ctx context.Context, p store.CachePutParams) error {
 	key, value, now := p.Key, p.Value, p.Now
-	if _, err := q.c.Exec(ctx, qCachePut, key, nonNil(value), micros(now)); err != nil {
-		return fmt.Errorf("put cache entry: %w", mapErr(err))
-	}
-	return nil
+	return q.execLater(ctx, "put cache entry", qCachePut, key, later(value), micros(now))
 }
 
 func (q *queries) CacheDelete(ctx context.Context, key string) error {

@@ -19,14 +19,8 @@ import (
 func TestExecLater(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := open(t)
-	now := time.Now()
-	ids := readyTasks(t, db, 1, now)
-	tk, err := db.TaskGet(ctx, ids[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.InTx(ctx, func(x store.Executor) error {
+	db, tk, now := oneReadyTask(t)
+	err := db.InTx(ctx, func(x store.Executor) error {
 		if err := x.EventInsertMany(ctx, []store.EventInsertParams{{ItemID: tk.ItemID, Name: "e1", Now: now}}); err != nil {
 			return err
 		}
@@ -96,6 +90,18 @@ func TestExecLater(t *testing.T) {
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("events after the failed transactions = %v, %v; want the 2 committed", evs, err)
 	}
+}
+
+// oneReadyTask opens a DB with one ready task, and returns the task and when it was made.
+func oneReadyTask(t *testing.T) (*postgres.DB, *record.Task, time.Time) {
+	t.Helper()
+	db := open(t)
+	now := time.Now()
+	tk, err := db.TaskGet(t.Context(), readyTasks(t, db, 1, now)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tk, now
 }
 
 // twoDBs opens two DBs on one schema (cleanup drops it twice: harmless) with a job and an item,
@@ -238,5 +244,78 @@ func TestNotifyAfterCommit(t *testing.T) {
 	}
 	if qs, all := wait(); all || !slices.Equal(qs, []string{"committed"}) {
 		t.Errorf("heard %v (all %v), want only [committed]", qs, all)
+	}
+}
+
+// TestLaterWrites checks the per-document writes that go out with a transaction's next statement
+// (an output, a cache entry, an item's update and child count, a domain's write): the reads
+// after them in the transaction see them, a caller's buffer reused after the call does not change
+// what is written, and a failing one fails the statement it went out with, naming it.
+func TestLaterWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, tk, now := oneReadyTask(t)
+	if _, err := db.DomainSQL().Exec(ctx, `CREATE TABLE later_domain (v text)`); err != nil {
+		t.Fatal(err)
+	}
+	text := "the text"
+	err := db.InTx(ctx, func(x store.Executor) error {
+		value := []byte(`{"a":1}`)
+		if err := x.OutputPut(ctx, store.OutputPutParams{ItemID: tk.ItemID, JobID: tk.JobID, Kind: "document", Value: value, Now: now}); err != nil {
+			return err
+		}
+		cached := []byte("cached")
+		if err := x.CachePut(ctx, store.CachePutParams{Key: "k", Value: cached, Now: now}); err != nil {
+			return err
+		}
+		copy(value, `{"b":2}`) // the caller's buffers, reused
+		copy(cached, "zapped")
+		if err := x.ItemUpdate(ctx, store.ItemUpdateParams{ID: tk.ItemID, Text: &text}); err != nil {
+			return err
+		}
+		text = "changed after the call"
+		if err := x.ItemAddChild(ctx, store.ItemAddChildParams{ParentID: tk.ItemID, N: 2}); err != nil {
+			return err
+		}
+		if err := x.DomainSQL().ExecLater(ctx, "domain row", `INSERT INTO later_domain (v) VALUES ($1)`, "d"); err != nil {
+			return err
+		}
+		outs, err := x.OutputList(ctx, store.OutputListParams{JobID: tk.JobID})
+		if err != nil || len(outs) != 1 || string(outs[0].Value) != `{"a":1}` {
+			t.Errorf("outputs read in the transaction = %v, %v; want the one put, as put", outs, err)
+		}
+		v, err := x.CacheGet(ctx, "k")
+		if err != nil || string(v) != "cached" {
+			t.Errorf("cache entry read in the transaction = %q, %v; want %q", v, err, "cached")
+		}
+		it, err := x.ItemGet(ctx, tk.ItemID)
+		if err != nil || it.Text != "the text" || it.NChildren != 2 {
+			t.Errorf("item read in the transaction = %+v, %v; want its text and 2 children", it, err)
+		}
+		rows, err := x.DomainSQL().Query(ctx, `SELECT count(*) FROM later_domain`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var n int
+		if !rows.Next() || rows.Scan(&n) != nil || n != 1 {
+			t.Errorf("domain rows read in the transaction = %d, want 1", n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Postgres refuses a NUL byte in text: the bad output fails the next statement, by name.
+	err = db.InTx(ctx, func(x store.Executor) error {
+		if err := x.OutputPut(ctx, store.OutputPutParams{ItemID: tk.ItemID, JobID: tk.JobID, Kind: "bad\x00kind", Value: []byte(`{}`), Now: now}); err != nil {
+			t.Errorf("OutputPut returned %v before it was sent", err)
+			return err
+		}
+		_, err := x.JobGet(ctx, tk.JobID)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), `put output "bad`) {
+		t.Errorf("a failing output = %v, want its error named at the next statement", err)
 	}
 }

@@ -52,6 +52,14 @@ func (d domainSQL) Exec(ctx context.Context, query string, args ...any) (int64, 
 	return res.RowsAffected()
 }
 
+// ExecLater is Exec: SQLite's statements cost no round trip.
+func (d domainSQL) ExecLater(ctx context.Context, what, query string, args ...any) error {
+	if _, err := d.Exec(ctx, query, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 func (d domainSQL) Query(ctx context.Context, query string, args ...any) (store.DomainRows, error) {
 	var rows *sql.Rows
 	var err error
