@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/store"
@@ -109,6 +110,29 @@ func (tt *tx) parentOf(id int64) (*record.Item, error) {
 	}
 	tt.peeked[id] = it
 	return it, nil
+}
+
+// peekParents reads, in one statement, the parents among ids that parentOf would read one by
+// one (neither locked nor peeked in this transaction).
+func (tt *tx) peekParents(ids []int64) error {
+	var want []int64
+	for _, id := range ids {
+		if tt.items[id] == nil && tt.peeked[id] == nil {
+			want = append(want, id)
+		}
+	}
+	if len(want) < 2 {
+		return nil // parentOf reads it as cheaply
+	}
+	slices.Sort(want)
+	its, err := tt.x.ItemGetMany(tt.ctx, slices.Compact(want))
+	if err != nil {
+		return err
+	}
+	for _, it := range its {
+		tt.peeked[it.ID] = it
+	}
+	return nil
 }
 
 // childParams returns the child's parent (see parentOf) and the child's row to insert, the

@@ -118,7 +118,7 @@ func (w *Worker) runBrief(ctx context.Context, queue string, limit int) (int, er
 			if err != nil && ctx.Err() == nil {
 				w.log.Debug("task attempt failed", "job_id", tk.JobID, "item_id", tk.ItemID, "task_id", tk.ID, "action", tk.Action, "attempt", tk.Attempt, "error", err)
 			}
-			if err := w.applyResult(ctx, res, &fin)(t); err != nil {
+			if err := w.applyResult(ctx, res, &fin).apply(t); err != nil {
 				return err
 			}
 			results = append(results, res)

@@ -19,9 +19,11 @@ import (
 // non-nil, is called with it instead, on the committer's goroutine (it must not wait for the
 // committer).
 type op struct {
-	fn    func(t *engine.Tx) error
-	done  chan error
-	after func(error)
+	fn func(t *engine.Tx) error
+	// result, when set, is the task's result fn commits (fn is its apply): see applyOps.
+	result *resultOp
+	done   chan error
+	after  func(error)
 	// lazy marks an op nothing waits on urgently (a task's result, a child): it may wait for
 	// the committer's linger. A lease, a renewal or an API write is committed at once.
 	lazy bool
@@ -117,6 +119,16 @@ func (c *committer) submitLazy(ctx context.Context, fn func(t *engine.Tx) error,
 // failed alone (see op.after).
 func (c *committer) submitAfter(ctx context.Context, fn func(t *engine.Tx) error, after func(error)) error {
 	return c.enqueue(ctx, op{fn: fn, after: after, lazy: true})
+}
+
+// submitResult is submitAfter for a task's result.
+func (c *committer) submitResult(ctx context.Context, r *resultOp, after func(error)) error {
+	return c.enqueue(ctx, op{fn: r.apply, result: r, after: after, lazy: true})
+}
+
+// doLazyResult is doLazy for a task's result.
+func (c *committer) doLazyResult(ctx context.Context, r *resultOp) error {
+	return c.await(ctx, op{fn: r.apply, result: r, lazy: true})
 }
 
 // doLazy is do for an op that may wait for the linger.
@@ -342,14 +354,7 @@ func (c *committer) run(ctx context.Context, batch []op) (err error) {
 	ctx, span := traceCommit(ctx, batch)
 	defer func() { tracing.End(span, err) }()
 	for try := 0; ; try++ {
-		err = c.e.Run(ctx, func(t *engine.Tx) error {
-			for _, o := range batch {
-				if err := o.fn(t); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err = c.e.Run(ctx, func(t *engine.Tx) error { return applyOps(t, batch) })
 		if err == nil || !errors.Is(err, store.ErrRetry) {
 			break
 		}
@@ -373,6 +378,41 @@ func (c *committer) run(ctx context.Context, batch []op) (err error) {
 		c.log.Debug("commit aborted by the database; again", "ops", len(batch), "try", try+1, "error", err)
 	}
 	return err
+}
+
+// applyOps runs the batch's ops in order, except that the results of result ops that follow
+// one another are applied together, once the last of them is reached (engine.Tx.ApplyAll: their
+// children recorded in one statement, not one or two per result); what each writes ahead of
+// its result (a cache entry) is written as it is reached.
+func applyOps(t *engine.Tx, batch []op) error {
+	var rs []*engine.Result
+	for i, o := range batch {
+		r := o.result
+		if r == nil {
+			if err := o.fn(t); err != nil {
+				return err
+			}
+			continue
+		}
+		if !r.skipped() {
+			if r.before != nil {
+				if err := r.before(t); err != nil {
+					return err
+				}
+			}
+			rs = append(rs, r.res)
+		}
+		if i+1 < len(batch) && batch[i+1].result != nil {
+			continue // the next one is a result too
+		}
+		if len(rs) > 0 {
+			if err := t.ApplyAll(rs); err != nil {
+				return err
+			}
+			rs = rs[:0]
+		}
+	}
+	return nil
 }
 
 // maxRetries bounds how many times a batch the database aborted is run again before its ops are

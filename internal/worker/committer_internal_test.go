@@ -3,14 +3,19 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/poll"
+	"github.com/sluice-project/sluice/internal/record"
+	"github.com/sluice-project/sluice/internal/store"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
 )
 
@@ -128,4 +133,71 @@ func TestCommitterStopNeverStrands(t *testing.T) {
 		t.Errorf("%d ops committed, want 1 (the one queued before the stop)", n)
 	}
 	c.stop() // idempotent
+}
+
+// nothing is an action that does nothing, for tests that commit results by hand.
+type nothing struct{}
+
+func (nothing) Spec() action.Spec                                      { return action.Spec{Name: "noop"} }
+func (nothing) Policy() action.Policy                                  { return action.Policy{} }
+func (nothing) Run(context.Context, *action.Task, action.Output) error { return nil }
+
+// TestApplyOps checks how a lane applies its batch (applyOps): other ops run where they stand,
+// the results of adjacent result ops are applied together after their cache writes, and a
+// result skipped at commit time (its lease released while it waited) writes nothing — also
+// when it ends a run of results, whose others are still applied.
+func TestApplyOps(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := drivertest.OpenSQLite(t)
+	cat := &action.Catalog{}
+	cat.Register(nothing{})
+	e := engine.New(engine.Config{Store: db, Catalog: cat})
+	if _, _, err := e.ApplyWorkflow(ctx, []byte("name: one\nsteps:\n  b: {action: noop, needs: [start]}\n"), "one.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := e.CreateJob(ctx, engine.CreateJobParams{Workflow: "one", Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []engine.Root
+	for i := range 4 {
+		roots = append(roots, engine.Root{Ordinal: i, Name: fmt.Sprint("r", i)})
+	}
+	if err := e.AddRoots(ctx, job, roots); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []*record.Task
+	err = db.InTx(ctx, func(x store.Executor) error {
+		now := e.Now()
+		tasks, err = x.TaskGetAvailable(ctx, store.TaskGetAvailableParams{Queues: []string{"noop"}, Max: []int{10}, Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
+		return err
+	})
+	if err != nil || len(tasks) != 4 {
+		t.Fatalf("leased %d tasks, %v; want 4", len(tasks), err)
+	}
+	var order []string
+	note := func(s string) func(*engine.Tx) error {
+		return func(*engine.Tx) error { order = append(order, s); return nil }
+	}
+	result := func(i int, skip bool) op {
+		r := &resultOp{res: &engine.Result{Task: tasks[i], Owner: "w", Started: tasks[i].StartedAt}, before: note(fmt.Sprint("cache ", i))}
+		if skip {
+			r.skip = func() bool { return true }
+		}
+		return op{fn: r.apply, result: r}
+	}
+	batch := []op{{fn: note("a")}, result(0, false), result(1, true), {fn: note("b")}, result(2, false), result(3, true)}
+	if err := e.Run(ctx, func(t *engine.Tx) error { return applyOps(t, batch) }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a", "cache 0", "b", "cache 2"}; !slices.Equal(order, want) {
+		t.Errorf("ran %q, want %q", order, want)
+	}
+	for i, want := range []record.TaskState{record.TaskComplete, record.TaskRunning, record.TaskComplete, record.TaskRunning} {
+		tk, err := db.TaskGet(ctx, tasks[i].ID)
+		if err != nil || tk.State != want {
+			t.Errorf("task %d: %v, %v; want %s", i, tk.State, err, want)
+		}
+	}
 }

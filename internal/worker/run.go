@@ -52,16 +52,11 @@ func (w *Worker) run(ctx context.Context, t *record.Task, it *record.Item, pf *p
 	}
 	apply := w.applyResult(ctx, res, &fin)
 	if w.running.isDraining() {
-		abandoned := apply
-		apply = func(tx *engine.Tx) error {
-			if w.running.isAbandoned(t.ID) {
-				return nil // its lease was released: another process may run it by now
-			}
-			return abandoned(tx)
-		}
+		// Its lease may be released (abandoned) before it commits: another process may run it by now.
+		apply.skip = func() bool { return w.running.isAbandoned(t.ID) }
 	}
 	if fin.flight == "" {
-		if err := w.commit.submitAfter(context.WithoutCancel(ctx), apply, func(err error) {
+		if err := w.commit.submitResult(context.WithoutCancel(ctx), apply, func(err error) {
 			fin.closeBacklog()
 			w.committed(ctx, res, err)
 		}); err != nil {
@@ -71,7 +66,7 @@ func (w *Worker) run(ctx context.Context, t *record.Task, it *record.Item, pf *p
 		return
 	}
 	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
-	cerr := w.commit.doLazy(context.WithoutCancel(ctx), apply)
+	cerr := w.commit.doLazyResult(context.WithoutCancel(ctx), apply)
 	fin.closeBacklog()
 	w.committed(ctx, res, cerr)
 	w.cache.land(fin.flight)
@@ -129,15 +124,41 @@ func setErr(res *engine.Result, err error) {
 
 // applyResult returns the op that commits a task's result: its cache entry, when it made one,
 // ahead of it in the same transaction.
-func (w *Worker) applyResult(ctx context.Context, res *engine.Result, fin *finishing) func(tx *engine.Tx) error {
-	return func(tx *engine.Tx) error {
-		if fin.cacheValue != nil {
-			if err := tx.Executor().CachePut(context.WithoutCancel(ctx), store.CachePutParams{Key: fin.flight, Value: fin.cacheValue, Now: tx.Now()}); err != nil {
-				return err
-			}
+func (w *Worker) applyResult(ctx context.Context, res *engine.Result, fin *finishing) *resultOp {
+	r := &resultOp{res: res}
+	if fin.cacheValue != nil {
+		r.before = func(tx *engine.Tx) error {
+			return tx.Executor().CachePut(context.WithoutCancel(ctx), store.CachePutParams{Key: fin.flight, Value: fin.cacheValue, Now: tx.Now()})
 		}
-		return tx.Apply(res)
 	}
+	return r
+}
+
+// resultOp is the op that commits a task's result. The committer applies the results of the
+// result ops that follow one another in its batch together (engine.Tx.ApplyAll).
+type resultOp struct {
+	res *engine.Result
+	// before, if set, writes ahead of the result in its transaction (its cache entry).
+	before func(tx *engine.Tx) error
+	// skip, if set, tells at commit time that the result must not be applied: its lease was
+	// released (abandoned) while it waited.
+	skip func() bool
+}
+
+// skipped reports whether the result is not to be applied (see skip).
+func (r *resultOp) skipped() bool { return r.skip != nil && r.skip() }
+
+// apply commits the result alone in tx.
+func (r *resultOp) apply(tx *engine.Tx) error {
+	if r.skipped() {
+		return nil
+	}
+	if r.before != nil {
+		if err := r.before(tx); err != nil {
+			return err
+		}
+	}
+	return tx.Apply(r.res)
 }
 
 // finishing is what a task's result commits with, filled in by execute.
