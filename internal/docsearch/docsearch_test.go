@@ -47,7 +47,7 @@ func addDocs(t *testing.T, st store.Store, n int) {
 			if err := x.OutputPut(ctx, o); err != nil {
 				return err
 			}
-			if err := (docsearch.Domain{}).OutputRecorded(ctx, x.DomainSQL(), o); err != nil {
+			if err := (docsearch.Domain{}).OutputsRecorded(ctx, x.DomainSQL(), []store.OutputPutParams{o}); err != nil {
 				return err
 			}
 		}

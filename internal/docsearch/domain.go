@@ -46,11 +46,14 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 	return nil
 }
 
-// OutputRecorded implements [engine.OutputFollower]: an output of kind [store.OutputDocument]
-// is added to the index, unless the index has it.
-func (Domain) OutputRecorded(ctx context.Context, x store.DomainSQL, o store.OutputPutParams) error {
-	if o.Kind != store.OutputDocument {
-		return nil
+// OutputsRecorded implements [engine.OutputFollower]: the items of the outputs of kind
+// [store.OutputDocument] are added to the index, unless the index has them.
+func (Domain) OutputsRecorded(ctx context.Context, x store.DomainSQL, os []store.OutputPutParams) error {
+	var ids []int64
+	for _, o := range os {
+		if o.Kind == store.OutputDocument {
+			ids = append(ids, o.ItemID)
+		}
 	}
-	return NewIndex(x).Add(ctx, o.ItemID)
+	return NewIndex(x).Add(ctx, ids...)
 }

@@ -18,10 +18,10 @@ const RankWindow = 2000
 // [store.DomainSQL] it was made with (see [NewIndex]); its conformance suite runs on every
 // driver. An Index is as safe for concurrent use as its DomainSQL.
 type Index interface {
-	// Add indexes the document of the item, in the transaction of the DomainSQL, unless the
-	// index has it: replaying a document's output changes nothing. The item's row is read as
-	// it is in the transaction, so text set there is indexed.
-	Add(ctx context.Context, itemID int64) error
+	// Add indexes the documents of the items, in the transaction of the DomainSQL, unless the
+	// index has them: replaying a document's output changes nothing. The items' rows are read
+	// as they are in the transaction, so text set there is indexed.
+	Add(ctx context.Context, itemIDs ...int64) error
 	// Search returns the documents that match a query and the filters of p, best first (by
 	// rank, then item id). Ranking reads every candidate's index entry, so when more than
 	// p.RankWindow documents match, only the most recent of them (by item id) are ranked and

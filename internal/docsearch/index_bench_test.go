@@ -100,7 +100,7 @@ func insertDocs(b *testing.B, s store.Store, j *record.Job, kind string, texts [
 				if err := x.OutputPut(ctx, p); err != nil {
 					return err
 				}
-				if err := (docsearch.Domain{}).OutputRecorded(ctx, x.DomainSQL(), p); err != nil {
+				if err := (docsearch.Domain{}).OutputsRecorded(ctx, x.DomainSQL(), []store.OutputPutParams{p}); err != nil {
 					return err
 				}
 			}

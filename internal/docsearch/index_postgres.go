@@ -155,9 +155,10 @@ const (
 		ON CONFLICT (item_id) DO UPDATE SET tsv = EXCLUDED.tsv, lossy = EXCLUDED.lossy`
 	qChunksInsert = `INSERT INTO search_chunks (item_id, chunk, tsv) SELECT * FROM unnest($1::bigint[], $2::integer[], $3::tsvector[])
 		ON CONFLICT (item_id, chunk) DO UPDATE SET tsv = EXCLUDED.tsv`
-	// qPostgresDoc reads what a document's entry is made from, and whether the index has it.
-	qPostgresDoc = `SELECT i.name, COALESCE(i.text, ''), i.job_id, i.content_type, i.metadata,
-		EXISTS (SELECT 1 FROM search_index s WHERE s.item_id = i.id) FROM items i WHERE i.id = $1`
+	// qPostgresDocs reads what documents' entries are made from, and whether the index has
+	// them; the ids go through ARRAY(…) so that the items are found by their primary key.
+	qPostgresDocs = `SELECT i.id, i.name, COALESCE(i.text, ''), i.job_id, i.content_type, i.metadata,
+		EXISTS (SELECT 1 FROM search_index s WHERE s.item_id = i.id) FROM items i WHERE i.id = ANY (ARRAY(SELECT unnest($1::bigint[])))`
 )
 
 // indexDoc is what a document's index rows are made from: its item's columns.
@@ -198,29 +199,46 @@ func (s postgresIndex) add(ctx context.Context, docs []indexDoc) error {
 	return nil
 }
 
-func (s postgresIndex) Add(ctx context.Context, itemID int64) error {
-	rows, err := s.x.Query(ctx, qPostgresDoc, itemID)
-	if err != nil {
-		return fmt.Errorf("index document %d: %w", itemID, err)
+func (s postgresIndex) Add(ctx context.Context, itemIDs ...int64) error {
+	ids := slices.Clone(itemIDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return nil
 	}
-	d := indexDoc{id: itemID}
-	var indexed, found bool
-	if rows.Next() {
-		found = true
-		err = rows.Scan(&d.name, &d.text, &d.jobID, &d.contentType, &d.metadata, &indexed)
+	what := fmt.Sprintf("index document %d", ids[0])
+	if len(ids) > 1 {
+		what = fmt.Sprintf("index %d documents", len(ids))
+	}
+	rows, err := s.x.Query(ctx, qPostgresDocs, ids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var docs []indexDoc
+	found := 0
+	for rows.Next() {
+		var d indexDoc
+		var indexed bool
+		if err = rows.Scan(&d.id, &d.name, &d.text, &d.jobID, &d.contentType, &d.metadata, &indexed); err != nil {
+			break
+		}
+		found++
+		if !indexed {
+			docs = append(docs, d)
+		}
 	}
 	rows.Close()
 	if err == nil {
 		err = rows.Err()
 	}
-	if err == nil && !found {
+	if err == nil && found < len(ids) {
 		err = store.ErrNotFound
 	}
-	if err == nil && !indexed {
-		err = s.add(ctx, []indexDoc{d})
+	if err == nil && len(docs) > 0 {
+		err = s.add(ctx, docs)
 	}
 	if err != nil {
-		return fmt.Errorf("index document %d: %w", itemID, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -17,7 +17,16 @@ type sqliteIndex struct{ x store.DomainSQL }
 const qSQLiteDoc = `SELECT name, text, job_id, content_type, metadata, EXISTS (SELECT 1 FROM search_index WHERE rowid = items.id)
 	FROM items WHERE id = ?`
 
-func (s sqliteIndex) Add(ctx context.Context, itemID int64) error {
+func (s sqliteIndex) Add(ctx context.Context, itemIDs ...int64) error {
+	for _, id := range itemIDs { // SQLite's statements cost no round trip
+		if err := s.add(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s sqliteIndex) add(ctx context.Context, itemID int64) error {
 	rows, err := s.x.Query(ctx, qSQLiteDoc, itemID)
 	if err != nil {
 		return fmt.Errorf("index document %d: %w", itemID, err)

@@ -45,7 +45,7 @@ func testIndex(t *testing.T, st store.Store) {
 		if err := x.OutputPut(ctx, p); err != nil {
 			return err
 		}
-		return docsearch.Domain{}.OutputRecorded(ctx, x.DomainSQL(), p)
+		return docsearch.Domain{}.OutputsRecorded(ctx, x.DomainSQL(), []store.OutputPutParams{p})
 	}
 	putNow := func(p store.OutputPutParams) error {
 		return st.InTx(ctx, func(x store.Executor) error { return put(x, p) })
@@ -300,4 +300,60 @@ func jsonEqual(got []byte, want string) bool {
 		return false
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// TestIndexMany checks, on every driver, the documents of a transaction followed in one call,
+// as the engine hands them over at its end: each document output's item is indexed once (an
+// item named twice, or indexed before, changes nothing), other outputs are not, and an item
+// that does not exist fails the call.
+func TestIndexMany(t *testing.T) {
+	t.Parallel()
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		ctx := t.Context()
+		st := open(t)
+		if _, err := st.MigrateDomain(ctx, docsearch.DomainName, docsearch.Migrations(st.DomainSQL().Dialect())); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		j := must(st.JobInsert(ctx, store.JobInsertParams{Key: "j", WorkflowName: "wf", WorkflowVersion: 1, Now: now}))(t)
+		var outs []store.OutputPutParams
+		for i, text := range []string{"alpha", "bravo", "charlie"} {
+			it, _, err := st.ItemInsert(ctx, store.ItemInsertParams{JobID: j.ID, Ordinal: i, SortKey: fmt.Sprint(i), Name: text + ".txt", Text: &text, Now: now})
+			mustOK(t, err)
+			kind := store.OutputDocument
+			if text == "charlie" {
+				kind = "other"
+			}
+			outs = append(outs, store.OutputPutParams{ItemID: it.ID, JobID: j.ID, Kind: kind, Value: []byte(`{}`), Now: now})
+		}
+		// follow records outputs and has the domain follow them, as a transaction's end does.
+		follow := func(os []store.OutputPutParams) error {
+			return st.InTx(ctx, func(x store.Executor) error {
+				for _, o := range os {
+					if err := x.OutputPut(ctx, o); err != nil {
+						return err
+					}
+				}
+				return docsearch.Domain{}.OutputsRecorded(ctx, x.DomainSQL(), os)
+			})
+		}
+		mustOK(t, follow(outs[:1]))                            // alpha, indexed ahead
+		mustOK(t, follow(append(slices.Clone(outs), outs[1]))) // alpha again, bravo twice, charlie not a document
+		ix := docsearch.NewIndex(st.DomainSQL())
+		for word, want := range map[string]int{"alpha": 1, "bravo": 1, "charlie": 0} {
+			q, err := search.Parse(word)
+			mustOK(t, err)
+			if hits := must(ix.Search(ctx, docsearch.SearchParams{Query: q}))(t); len(hits) != want {
+				t.Errorf("%s: %d hits, want %d", word, len(hits), want)
+			}
+		}
+		missing := store.OutputPutParams{ItemID: outs[2].ItemID + 1000, JobID: j.ID, Kind: store.OutputDocument, Now: now}
+		err := st.InTx(ctx, func(x store.Executor) error {
+			return docsearch.Domain{}.OutputsRecorded(ctx, x.DomainSQL(), []store.OutputPutParams{outs[0], missing})
+		})
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("following the document of a missing item: %v, want ErrNotFound", err)
+		}
+	})
 }

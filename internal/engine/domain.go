@@ -150,16 +150,23 @@ func (t *tx) applyWrites(task *record.Task, ws []DomainWrite) error {
 }
 
 // OutputFollower is implemented by a domain whose rows follow the outputs tasks record (the
-// search index follows the documents). OutputRecorded is called for each output of a completed
-// task, after the output and the item's update, in the same transaction, replays included: it
-// must change nothing for an output it has followed before. Its error is the commit's, as the
-// output's own write's would be.
+// search index follows the documents). OutputsRecorded is called once at the end of each
+// transaction that recorded outputs, with all of them in the order they were recorded (after
+// every result and inline step of the transaction, so the items' rows are as it leaves them),
+// replays included: it must change nothing for an output it has followed before. Its error is
+// the commit's, as the outputs' own writes' would be.
 type OutputFollower interface {
-	OutputRecorded(ctx context.Context, x store.DomainSQL, o store.OutputPutParams) error
+	OutputsRecorded(ctx context.Context, x store.DomainSQL, os []store.OutputPutParams) error
 }
 
-// followOutput hands a recorded output to the registered domains that follow outputs.
-func (t *tx) followOutput(o store.OutputPutParams) error {
+// followOutputs hands the outputs recorded in the transaction to the registered domains that
+// follow outputs, in one call each.
+func (t *tx) followOutputs() error {
+	if len(t.recorded) == 0 {
+		return nil
+	}
+	os := t.recorded
+	t.recorded = nil
 	t.e.mu.RLock()
 	var names []string
 	for name, d := range t.e.domains {
@@ -171,8 +178,8 @@ func (t *tx) followOutput(o store.OutputPutParams) error {
 	slices.Sort(names) // one order on every run
 	for _, name := range names {
 		d, _ := t.e.domain(name)
-		if err := d.(OutputFollower).OutputRecorded(t.ctx, t.x.DomainSQL(), o); err != nil {
-			return fmt.Errorf("output %q of item %d: domain %q: %w", o.Kind, o.ItemID, name, err)
+		if err := d.(OutputFollower).OutputsRecorded(t.ctx, t.x.DomainSQL(), os); err != nil {
+			return fmt.Errorf("%d outputs: domain %q: %w", len(os), name, err)
 		}
 	}
 	return nil

@@ -376,15 +376,13 @@ func (tt *tx) applyEffects(p pendingFinish) error {
 		}
 	}
 	if finish.State == record.TaskComplete {
-		// After the item's update: a document's index entry holds the item's text as it now is.
+		// Followed at the end of the transaction (followOutputs), after the item's update.
 		for kind, v := range r.Outputs {
 			o := store.OutputPutParams{ItemID: it.ID, JobID: it.JobID, Kind: kind, Value: v, Now: tt.now}
 			if err := tt.x.OutputPut(tt.ctx, o); err != nil {
 				return err
 			}
-			if err := tt.followOutput(o); err != nil {
-				return err
-			}
+			tt.recorded = append(tt.recorded, o)
 		}
 		if len(r.Writes) > 0 {
 			if err := tt.applyWrites(task, r.Writes); err != nil {

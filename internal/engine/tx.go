@@ -28,6 +28,9 @@ type tx struct {
 	results []*Result // queued by Tx.Apply, applied together in finish
 	// pubs are the publications queued for the publisher, handed to it before the commit.
 	pubs []Publication
+	// recorded are the outputs recorded in this transaction, handed to the domains that follow
+	// outputs at its end (followOutputs).
+	recorded []store.OutputPutParams
 }
 
 func (e *Engine) newTx(ctx context.Context, x store.Executor) *tx {
@@ -61,8 +64,9 @@ func (e *Engine) Run(ctx context.Context, fn func(t *Tx) error) error {
 }
 
 // finish applies the queued results, settles the dirty items deepest first (so a batch of
-// children settles before their parent, once), writes the progress colored in memory, then
-// ends the jobs that have nothing left open.
+// children settles before their parent, once), writes the progress colored in memory, ends
+// the jobs that have nothing left open, and hands the outputs recorded to the domains that
+// follow them.
 func (t *tx) finish() error {
 	if err := t.applyResults(); err != nil {
 		return err
@@ -73,7 +77,10 @@ func (t *tx) finish() error {
 	if err := t.writeColors(); err != nil {
 		return err
 	}
-	return t.closeJobs()
+	if err := t.closeJobs(); err != nil {
+		return err
+	}
+	return t.followOutputs()
 }
 
 // Tx is the engine's view of one transaction, handed to [Engine.Run] callbacks.
