@@ -104,10 +104,11 @@ func (t *Tx) ApplyAll(rs []*Result) error {
 	for _, r := range rs {
 		for _, c := range r.Children {
 			id := c.Task.ItemID
-			if o, ok := owner[id]; ok && o != r {
+			o, seen := owner[id]
+			if seen && o != r {
 				return t.applyEach(rs)
 			}
-			if _, ok := owner[id]; !ok {
+			if !seen {
 				owner[id] = r
 				parents = append(parents, id)
 			}
