@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -59,5 +60,49 @@ func TestJobOpenBelowFloor(t *testing.T) {
 	}
 	if !open(2) {
 		t.Fatal("job 2 with open items reported closed")
+	}
+}
+
+// TestJobOpenFromStopsAtFirst: the check from a floor reads open_items up to the job's first
+// open item, not the whole window after the floor: with the job's item right at the floor it
+// reads one row.
+func TestJobOpenFromStopsAtFirst(t *testing.T) {
+	t.Parallel()
+	db := openTestSchema(t)
+	ctx := t.Context()
+	if _, err := db.pool.Exec(ctx, `INSERT INTO open_items (id, job_id, parent_id, state) SELECT g, 1, 0, 'written' FROM generate_series(1, 3000) g`); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := db.pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+qJobOpenFrom, int64(1), int64(500)).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		NodeType string `json:"Node Type"`
+		Relation string `json:"Relation Name"`
+		Rows     int    `json:"Actual Rows"`
+		Plans    []node `json:"Plans"`
+	}
+	var plans []struct{ Plan node }
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN: %v\n%s", err, out)
+	}
+	read := -1
+	var walk func(n node)
+	walk = func(n node) {
+		if n.Relation == "open_items" {
+			read = n.Rows
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(plans[0].Plan)
+	if read != 1 {
+		t.Fatalf("the check from the floor read %d rows of open_items, want 1:\n%s", read, out)
+	}
+	ok, err := db.JobHasOpenItems(ctx, 1)
+	if err != nil || !ok {
+		t.Fatalf("JobHasOpenItems = %v, %v; want open", ok, err)
 	}
 }

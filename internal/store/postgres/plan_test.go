@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -229,4 +230,21 @@ func (e *explained) take() []string {
 	got := e.notices
 	e.notices = nil
 	return got
+}
+
+// TestPickPlannedOnce: task_pick keeps its plan for the connection (migration 022) — its pins
+// leave the plan no choice to make per call, and planning each call was most of a one-task
+// lease. TestLeasePlanAtScale checks that plan at a large backlog.
+func TestPickPlannedOnce(t *testing.T) {
+	t.Parallel()
+	db := openTestSchema(t)
+	var config []string
+	if err := db.pool.QueryRow(t.Context(), `SELECT proconfig FROM pg_proc WHERE oid = 'task_pick'::regproc`).Scan(&config); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"plan_cache_mode=force_generic_plan", "enable_sort=off", "enable_seqscan=off"} {
+		if !slices.Contains(config, want) {
+			t.Errorf("task_pick's settings are %q, want %s among them", config, want)
+		}
+	}
 }
