@@ -320,12 +320,11 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request) {
 
 // stepOf returns the workflow name of the task's job and the task's step.
 func (s *Server) stepOf(ctx context.Context, task *record.Task) (string, *workflow.Step, error) {
-	e := s.b.Engine()
-	job, err := e.TaskJob(ctx, task.JobID)
+	job, err := s.jobFacts(ctx, task.JobID)
 	if err != nil {
 		return "", nil, err
 	}
-	def, _, err := e.Definition(ctx, job.WorkflowName, job.WorkflowVersion)
+	def, _, err := s.b.Engine().Definition(ctx, job.workflow, job.version)
 	if err != nil {
 		return "", nil, err
 	}
@@ -333,7 +332,7 @@ func (s *Server) stepOf(ctx context.Context, task *record.Task) (string, *workfl
 	if st == nil {
 		return "", nil, fmt.Errorf("step %q not in workflow %q", task.Step, def.Name)
 	}
-	return job.WorkflowName, st, nil
+	return job.workflow, st, nil
 }
 
 // keyed applies the claim and the limit of the task's step before the task is handed out

@@ -123,6 +123,9 @@ type Server struct {
 	sha1mu sync.Mutex
 	sha1s  map[string]string // blob sha256 → sha1, bounded
 
+	jobsMu sync.Mutex
+	jobs   map[int64]jobFacts // by job id, bounded (see Server.jobFacts)
+
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -160,7 +163,7 @@ func New(cfg Config) *Server {
 	}
 	return &Server{cfg: cfg, b: cfg.Backend, log: cfg.Logger, instance: randomHex(6),
 		sessions: map[string]*session{}, byTask: map[int64]*session{}, clients: map[string]*clientState{}, wakeCh: make(chan struct{}),
-		sha1s: map[string]string{}}
+		sha1s: map[string]string{}, jobs: map[int64]jobFacts{}}
 }
 
 // Start starts the idle reaper and the lease renewer. Stop stops them.
@@ -468,7 +471,11 @@ func (s *Server) leaseOne(ctx context.Context, name, owner, client string) (ss *
 		return nil, done, err
 	}
 	ss = newSession(s, name, owner, task, it)
-	ss.trace.start(ctx, e, task)
+	var created time.Time
+	if f, err := s.jobFacts(ctx, task.JobID); err == nil {
+		created = f.created
+	}
+	ss.trace.start(ctx, task, created)
 	ss.client = client
 	s.mu.Lock()
 	if s.draining {

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/tracing"
 )
@@ -25,12 +24,8 @@ type sessionTrace struct {
 	once sync.Once
 }
 
-// start starts the span of the attempt of task, in its job's trace.
-func (st *sessionTrace) start(ctx context.Context, e *engine.Engine, task *record.Task) {
-	var created time.Time
-	if j, err := e.TaskJob(ctx, task.JobID); err == nil {
-		created = j.CreatedAt
-	}
+// start starts the span of the attempt of task, in the trace of its job, created then.
+func (st *sessionTrace) start(ctx context.Context, task *record.Task, created time.Time) {
 	ctx, st.span = tracing.Attempt(context.WithoutCancel(ctx), task, created)
 	st.span.SetAttributes(attribute.Bool("remote", true))
 	st.tp = tracing.Traceparent(ctx)
