@@ -28,6 +28,30 @@ func (e *Engine) TaskItem(ctx context.Context, task *record.Task) (*record.Item,
 	return e.store.ItemGet(ctx, task.ItemID)
 }
 
+// TaskItems returns the items tasks run on, as committed: items[i] is tasks[i]'s, in one
+// statement. A missing item is an error wrapping [store.ErrNotFound].
+func (e *Engine) TaskItems(ctx context.Context, tasks []*record.Task) ([]*record.Item, error) {
+	ids := make([]int64, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ItemID
+	}
+	got, err := e.store.ItemGetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]*record.Item, len(got))
+	for _, it := range got {
+		byID[it.ID] = it
+	}
+	items := make([]*record.Item, len(tasks))
+	for i, t := range tasks {
+		if items[i] = byID[t.ItemID]; items[i] == nil {
+			return nil, store.NotFound(fmt.Errorf("get item %d of task %d", t.ItemID, t.ID), "item", t.ItemID)
+		}
+	}
+	return items, nil
+}
+
 // TaskJob returns the job of a task, by its id, as committed: its workflow, creation time (which
 // identifies its trace) and state (whether the task's attempt still counts).
 func (e *Engine) TaskJob(ctx context.Context, jobID int64) (*record.Job, error) {

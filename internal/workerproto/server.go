@@ -123,6 +123,8 @@ type Server struct {
 	sha1mu sync.Mutex
 	sha1s  map[string]string // blob sha256 → sha1, bounded
 
+	leases leaseRounds
+
 	jobsMu sync.Mutex
 	jobs   map[int64]jobFacts // by job id, bounded (see Server.jobFacts)
 
@@ -444,21 +446,11 @@ func (s *Server) lease(ctx context.Context, name, owner, client string) (*sessio
 
 // leaseOne leases one task; settled is true when keyed settled it without handing it out.
 func (s *Server) leaseOne(ctx context.Context, name, owner, client string) (ss *session, settled bool, err error) {
-	e := s.b.Engine()
-	var got []*record.Task
-	// The lease commits even if the poll is abandoned meanwhile; the caller then releases it.
-	err = s.b.Do(context.WithoutCancel(ctx), func(t *engine.Tx) error {
-		now := t.Now()
-		var err error
-		got, err = t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: queue.Remote(name).String(), Limit: 1, Owner: owner,
-			Now: now, LeaseUntil: now.Add(s.cfg.LeaseDuration)})
-		return err
-	})
-	if err != nil || len(got) == 0 {
+	// The lease commits even if the poll is abandoned meanwhile; the task is then released.
+	task, it, err := s.leases.take(ctx, name, owner, s.leaseRound)
+	if task == nil {
 		return nil, false, err
 	}
-	task := got[0]
-	it, err := e.TaskItem(ctx, task)
 	if err != nil {
 		ss := &session{srv: s, task: task}
 		s.release(ss)
@@ -489,6 +481,24 @@ func (s *Server) leaseOne(ctx context.Context, name, owner, client string) (ss *
 	s.mu.Unlock()
 	s.log.Debug("remote task handed out", "action", name, "task_id", task.ID, "item_id", it.ID, "attempt", task.Attempt, "id", ss.id)
 	return ss, false, nil
+}
+
+// leaseRound leases up to n tasks of the action name as owner, in one transaction of the
+// process's writer, and reads their items (see leaseRounds).
+func (s *Server) leaseRound(ctx context.Context, name, owner string, n int) ([]*record.Task, []*record.Item, error) {
+	var got []*record.Task
+	err := s.b.Do(ctx, func(t *engine.Tx) error {
+		now := t.Now()
+		var err error
+		got, err = t.Executor().TaskLease(ctx, store.TaskLeaseParams{Queue: queue.Remote(name).String(), Limit: n, Owner: owner,
+			Now: now, LeaseUntil: now.Add(s.cfg.LeaseDuration)})
+		return err
+	})
+	if err != nil || len(got) == 0 {
+		return nil, nil, err
+	}
+	items, err := s.b.Engine().TaskItems(ctx, got)
+	return got, items, err
 }
 
 // release gives a leased task back without spending its attempt.
