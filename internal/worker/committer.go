@@ -126,11 +126,6 @@ func (c *committer) submitResult(ctx context.Context, r *resultOp, after func(er
 	return c.enqueue(ctx, op{fn: r.apply, result: r, after: after, lazy: true})
 }
 
-// doLazyResult is doLazy for a task's result.
-func (c *committer) doLazyResult(ctx context.Context, r *resultOp) error {
-	return c.await(ctx, op{fn: r.apply, result: r, lazy: true})
-}
-
 // doLazy is do for an op that may wait for the linger.
 func (c *committer) doLazy(ctx context.Context, fn func(t *engine.Tx) error) error {
 	return c.await(ctx, op{fn: fn, lazy: true})

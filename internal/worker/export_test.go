@@ -27,3 +27,10 @@ func SetAbandonAfter(t interface{ Cleanup(func()) }, d time.Duration) {
 	abandonAfter = d
 	t.Cleanup(func() { abandonAfter = old })
 }
+
+// InFlightIn returns how many slots of queue w's tasks hold.
+func InFlightIn(w *Worker, queue string) int {
+	w.slots.mu.Lock()
+	defer w.slots.mu.Unlock()
+	return w.slots.inflight[queue]
+}

@@ -55,21 +55,19 @@ func (w *Worker) run(ctx context.Context, t *record.Task, it *record.Item, pf *p
 		// Its lease may be released (abandoned) before it commits: another process may run it by now.
 		apply.skip = func() bool { return w.running.isAbandoned(t.ID) }
 	}
-	if fin.flight == "" {
-		if err := w.commit.submitResult(context.WithoutCancel(ctx), apply, func(err error) {
-			fin.closeBacklog()
-			w.committed(ctx, res, err)
-		}); err != nil {
-			fin.closeBacklog()
-			w.committed(ctx, res, err)
+	// The result commits after the task's slot is free: the slot is the action's, and what is
+	// left is the commit's. Waiters for the same conversion read the cache once the flight
+	// lands: it lands after the commit.
+	ended := func(err error) {
+		fin.closeBacklog()
+		w.committed(ctx, res, err)
+		if fin.flight != "" {
+			w.cache.land(fin.flight)
 		}
-		return
 	}
-	// Waiters for the same conversion read the cache once the flight lands: land after the commit.
-	cerr := w.commit.doLazyResult(context.WithoutCancel(ctx), apply)
-	fin.closeBacklog()
-	w.committed(ctx, res, cerr)
-	w.cache.land(fin.flight)
+	if err := w.commit.submitResult(context.WithoutCancel(ctx), apply, ended); err != nil {
+		ended(err)
+	}
 }
 
 // committed ends the worker's part in a result whose transaction ended with err. A result that
