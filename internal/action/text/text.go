@@ -45,7 +45,7 @@ func (a *Action) Spec() action.Spec {
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),
 		Validate:       converter.ValidateSettings,
-		Concurrency:    32, // pure Go: more tasks than cores, so that the waits on blob and commit fsyncs overlap with rendering
+		Concurrency:    32, // pure Go: more tasks than cores, so that the waits on the blobs' fsyncs overlap with rendering (a result commits after its slot is free)
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
 	}
