@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -25,6 +26,12 @@ const Name = "text"
 // one [Renderer] (and so one parse of the fonts) across all its tasks.
 type Action struct {
 	renderer *Renderer
+	// renders holds a token per task reading and rendering its file. The action's slots
+	// (Spec.Concurrency) are many because a task spends most of its time waiting — for its
+	// lease, for its blobs' group commit — not rendering; rendering is bounded to twice the
+	// cores apart, so that many slots neither crowd the cores nor hold many large files in
+	// memory at once.
+	renders chan struct{}
 }
 
 // New returns the "text" action, rendering with the fonts of r (nil means a new [Renderer]
@@ -33,7 +40,7 @@ func New(r *Renderer) *Action {
 	if r == nil {
 		r = &Renderer{}
 	}
-	return &Action{renderer: r}
+	return &Action{renderer: r, renders: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 
 // Spec describes the action.
@@ -45,7 +52,7 @@ func (a *Action) Spec() action.Spec {
 		Doc:            "Decode a text file's charset, keep its text and render it as a paged monospace PDF with a thumbnail; one final child.",
 		Settings:       converter.Settings(),
 		Validate:       converter.ValidateSettings,
-		Concurrency:    32, // pure Go: more tasks than cores, so that the waits on the blobs' fsyncs overlap with rendering (a result commits after its slot is free)
+		Concurrency:    128, // slots wait (their lease, their blobs' fsync); the rendering is bounded to twice the cores apart (Action.renders)
 		Timeout:        10 * time.Minute,
 		ProgressWeight: &w,
 	}
@@ -61,16 +68,33 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if err != nil {
 		return err
 	}
+	child, err := a.render(ctx, t, out, cfg)
+	if err != nil {
+		return err
+	}
+	// Outside the render's token: storing the child may wait for the blob store's queue.
+	return out.CreateChild(ctx, child)
+}
+
+// render reads the task's file and renders it as its child, holding one of the action's render
+// tokens meanwhile.
+func (a *Action) render(ctx context.Context, t *action.Task, out action.Output, cfg converter.Config) (action.Child, error) {
+	select {
+	case a.renders <- struct{}{}:
+	case <-ctx.Done():
+		return action.Child{}, ctx.Err()
+	}
+	defer func() { <-a.renders }()
 	rc, err := t.OpenBlob(ctx)
 	if err != nil {
-		return fmt.Errorf("open text blob: %w", err)
+		return action.Child{}, fmt.Errorf("open text blob: %w", err)
 	}
 	// No encoding needs more than 4 bytes per character: read no more than the cap can keep.
 	limit := int64(cfg.MaxTextChars)*4 + 4
 	raw, err := io.ReadAll(io.LimitReader(rc, limit+1))
 	rc.Close()
 	if err != nil {
-		return fmt.Errorf("read text blob: %w", err)
+		return action.Child{}, fmt.Errorf("read text blob: %w", err)
 	}
 	md := map[string]any{}
 	if int64(len(raw)) > limit {
@@ -81,11 +105,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	text := textclean.Sanitize(decoded, cfg.MaxTextChars)
 	md["charset"] = charset
 	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
-	child, err := a.Child(ctx, r, t.Item.Name, text, md)
-	if err != nil {
-		return err
-	}
-	return out.CreateChild(ctx, child)
+	return a.Child(ctx, r, t.Item.Name, text, md)
 }
 
 // Child renders text (already decoded and sanitised) as the final child named name: a PDF, the

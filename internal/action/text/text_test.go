@@ -2,13 +2,18 @@ package text
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 )
@@ -144,5 +149,64 @@ func BenchmarkRenderSmall(b *testing.B) {
 		if _, err := r.Render(text); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRendersBounded checks that the action renders no more files at once than its render
+// tokens, however many of its tasks run: a task past the bound waits for a token before it
+// reads its file, and a task canceled while it waits returns without reading it.
+func TestRendersBounded(t *testing.T) {
+	t.Parallel()
+	a := New(nil)
+	a.renders = make(chan struct{}, 2)
+	var opened atomic.Int32
+	entered := make(chan struct{}, 3)
+	release := make(chan struct{})
+	task := func(name string) *action.Task {
+		tk := actiontest.NewTask(t, name, "text/plain", []byte("some text of "+name), nil, nil)
+		tk.OpenBlob = func(ctx context.Context) (io.ReadCloser, error) {
+			opened.Add(1)
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return io.NopCloser(strings.NewReader("some text of " + name)), nil
+		}
+		return tk
+	}
+	type ran struct {
+		rec *actiontest.Recorder
+		err error
+	}
+	done := make(chan ran, 2)
+	for _, name := range []string{"a.txt", "b.txt"} {
+		go func() {
+			rec := &actiontest.Recorder{}
+			done <- ran{rec, a.Run(t.Context(), task(name), rec)}
+		}()
+	}
+	<-entered
+	<-entered // both tokens held, each by a task reading its file
+	ctx, cancel := context.WithCancel(t.Context())
+	third := make(chan error, 1)
+	go func() { third <- a.Run(ctx, task("c.txt"), &actiontest.Recorder{}) }()
+	cancel()
+	if err := <-third; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the third task, canceled while the tokens were held: err = %v, want context.Canceled", err)
+	}
+	if n := opened.Load(); n != 2 {
+		t.Fatalf("%d tasks read their files with 2 render tokens, want 2", n)
+	}
+	close(release)
+	for range 2 {
+		r := <-done
+		if r.err != nil || len(r.rec.Children) != 1 {
+			t.Fatalf("a task holding a token: err %v, %d children", r.err, len(r.rec.Children))
+		}
+	}
+	if len(a.renders) != 0 {
+		t.Fatalf("%d render tokens still held after every task returned", len(a.renders))
 	}
 }
