@@ -3,6 +3,7 @@ package text
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func (r *Renderer) Render(text string) ([]byte, error) {
 	if err := r.load(); err != nil {
 		return nil, err
 	}
-	lines := r.layout(text)
+	lines := r.layout(text, 0)
 	if pdf, ok := renderWinAnsi(lines, r.charW); ok {
 		return pdf, nil
 	}
@@ -156,33 +157,41 @@ func (r *Renderer) Render(text string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// cell is one character placed on a line: its rune, column and font.
+// cell is one character placed on a line: its rune, column and font. Eight bytes: a large
+// file is laid out as millions of them.
 type cell struct {
 	r    rune
-	col  int
-	face int
+	col  uint16 // < Renderer.cols
+	face uint8  // an index of Renderer.faces
 }
 
-// layout splits text into display lines of at most r.cols columns.
-func (r *Renderer) layout(text string) [][]cell {
+// layout splits text into display lines of at most r.cols columns, the first maxLines of them
+// when maxLines > 0 (a thumbnail draws one page). The lines are slices of one array of cells,
+// sized by the text's length: no character makes more than one cell.
+func (r *Renderer) layout(text string, maxLines int) [][]cell {
 	var lines [][]cell
-	var cur []cell
-	col := 0
-	flush := func() {
-		lines = append(lines, cur)
-		cur, col = nil, 0
+	cells := make([]cell, 0, min(len(text), layoutCap(maxLines, r.cols)))
+	start, col := 0, 0
+	flush := func() bool {
+		lines = append(lines, cells[start:len(cells):len(cells)])
+		start, col = len(cells), 0
+		return maxLines > 0 && len(lines) >= maxLines
 	}
 	for i, s := 0, text; i < len(s); {
 		ch, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 		switch {
 		case ch == '\n':
-			flush()
+			if flush() {
+				return lines
+			}
 			continue
 		case ch == '\t':
 			n := tabWidth - col%tabWidth
 			if col+n > r.cols {
-				flush()
+				if flush() {
+					return lines
+				}
 			} else {
 				col += n
 			}
@@ -195,21 +204,31 @@ func (r *Renderer) layout(text string) [][]cell {
 			w = 2
 		}
 		if col+w > r.cols {
-			flush()
+			if flush() {
+				return lines
+			}
 		}
 		f := r.faceFor(ch)
 		if f < 0 {
 			ch, f = '?', 0
 		}
 		if ch != ' ' {
-			cur = append(cur, cell{r: ch, col: col, face: f})
+			cells = append(cells, cell{r: ch, col: uint16(col), face: uint8(f)})
 		}
 		col += w
 	}
-	if len(cur) > 0 || len(lines) == 0 {
-		lines = append(lines, cur)
+	if len(cells) > start || len(lines) == 0 {
+		lines = append(lines, cells[start:])
 	}
 	return lines
+}
+
+// layoutCap bounds the cells of maxLines lines of cols columns (no bound when maxLines is 0).
+func layoutCap(maxLines, cols int) int {
+	if maxLines <= 0 {
+		return math.MaxInt
+	}
+	return maxLines * cols
 }
 
 func (r *Renderer) faceFor(ch rune) int {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,5 +211,43 @@ func TestRendersBounded(t *testing.T) {
 	}
 	if len(a.renders) != 0 {
 		t.Fatalf("%d render tokens still held after every task returned", len(a.renders))
+	}
+}
+
+// TestLayoutFirstLines checks that a layout cut at maxLines is the whole layout's first lines,
+// and that a thumbnail of a large text lays out no more than its page: it allocated 120 MB for
+// 2 MB of text when it laid out all of it. Not parallel: it reads the process's allocations.
+func TestLayoutFirstLines(t *testing.T) {
+	r := &Renderer{}
+	if err := r.load(); err != nil {
+		t.Skip(err)
+	}
+	var sb strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&sb, "line %d\twith a tab, then words enough to wrap past the page's width at least once: %s\n", i, strings.Repeat("mot ", i%40))
+	}
+	text := sb.String()
+	all := r.layout(text, 0)
+	if len(all) <= 2*linesPerPage {
+		t.Fatalf("%d lines: the text must fill more than two pages", len(all))
+	}
+	first := r.layout(text, linesPerPage)
+	if len(first) != linesPerPage {
+		t.Fatalf("layout cut at %d lines made %d", linesPerPage, len(first))
+	}
+	for i := range first {
+		if !slices.Equal(first[i], all[i]) {
+			t.Fatalf("line %d differs: %v, the whole layout's %v", i, first[i], all[i])
+		}
+	}
+	big := strings.Repeat(text, 2<<20/len(text)+1)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	if _, err := r.Thumbnail(big); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&m1)
+	if n := m1.TotalAlloc - m0.TotalAlloc; n > 4<<20 {
+		t.Errorf("the thumbnail of %d MB of text allocated %d MB, want at most 4", len(big)>>20, n>>20)
 	}
 }

@@ -79,7 +79,7 @@ func (r *Renderer) Thumbnail(text string) ([]byte, error) {
 	for n := 1; n < len(img.Pix); n *= 2 {
 		copy(img.Pix[n:], img.Pix[:n])
 	}
-	lines := r.layout(text)
+	lines := r.layout(text, linesPerPage)
 	for j := 0; j < min(len(lines), linesPerPage); j++ {
 		y := (margin + float64(j)*lineHeight + fontSize) * scale
 		for _, c := range lines[j] {

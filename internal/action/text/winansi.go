@@ -62,7 +62,7 @@ func renderWinAnsi(lines [][]cell, charW float64) ([]byte, bool) {
 		for j := p * linesPerPage; j < min(len(lines), (p+1)*linesPerPage); j++ {
 			line = line[:0]
 			for _, c := range lines[j] {
-				for len(line) < c.col {
+				for len(line) < int(c.col) {
 					line = append(line, ' ')
 				}
 				b, _ := winAnsiByte(c.r)
