@@ -223,6 +223,12 @@ var etcFiles = []string{
 	"/etc/mime.types", "/etc/magic", "/etc/localtime", "/etc/gtk-3.0",
 }
 
+// cacheDirs are the system's caches a converter may read: fontconfig's, which describes the fonts
+// under /usr the sandbox shows anyway. Without it every run in a new HOME (a cold conversion, a
+// warm converter's start, each Chromium and poppler run) scans all the fonts again and writes a
+// cache of its own: 110 MB of fonts read, and 224 KB written, per run on Debian with the CJK fonts.
+var cacheDirs = []string{"/var/cache/fontconfig"}
+
 // Command returns the command that runs path with args inside the sandbox described by spec, and
 // a cleanup to call once it has finished. The caller sets its stdio and starts it; the command is
 // the leader of a new process group and the init of a new pid namespace, so killing it — or
@@ -340,6 +346,12 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		for i := len(ds) - 1; i >= 0; i-- {
 			made[ds[i]] = true
 			a = append(a, "--perms", "0755", "--dir", ds[i])
+		}
+	}
+	for _, d := range cacheDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			parents(d)
+			a = append(a, "--ro-bind", d, d)
 		}
 	}
 	parents(scratch)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -258,5 +260,47 @@ func TestUnavailable(t *testing.T) {
 	defer sandbox.SetMode(old)
 	if err := subprocess.Run(context.Background(), subprocess.Cmd{Path: "/bin/true", Dir: t.TempDir(), Sandbox: &sandbox.Spec{}}); err != nil {
 		t.Fatalf("with the sandbox off: %v", err)
+	}
+}
+
+// TestFontCache runs fontconfig's fc-list in the sandbox with a new HOME, as every conversion
+// runs: it finds the fonts through the system's cache, read-only, and builds no cache of its own
+// (without the cache each run scanned all the fonts under /usr again).
+func TestFontCache(t *testing.T) {
+	requireSandbox(t)
+	fcList, err := exec.LookPath("fc-list")
+	if err != nil {
+		if os.Getenv("SLUICE_TEST_REQUIRE_TOOLS") == "1" {
+			t.Fatal("fc-list (fontconfig) is not installed")
+		}
+		t.Skip("fc-list (fontconfig) is not installed")
+	}
+	if m, _ := filepath.Glob("/var/cache/fontconfig/*.cache-*"); len(m) == 0 {
+		t.Fatal("/var/cache/fontconfig holds no cache: run fc-cache")
+	}
+	scratch := t.TempDir()
+	var out strings.Builder
+	c := subprocess.Cmd{Path: fcList, Dir: scratch, Stdout: &out, Timeout: time.Minute,
+		Env: []string{"PATH=/usr/bin", "HOME=" + scratch}, Sandbox: &sandbox.Spec{}}
+	if err := subprocess.Run(t.Context(), c); err != nil {
+		t.Fatalf("fc-list: %v", err)
+	}
+	if strings.Count(out.String(), "\n") == 0 {
+		t.Fatalf("fc-list in the sandbox found no fonts")
+	}
+	var own []string
+	filepath.WalkDir(scratch, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			own = append(own, p)
+		}
+		return nil
+	})
+	if len(own) > 0 {
+		t.Errorf("fc-list built a font cache of its own in its HOME: %v", own)
+	}
+	c = subprocess.Cmd{Path: "/bin/sh", Args: []string{"-c", "touch /var/cache/fontconfig/x"}, Dir: scratch,
+		Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"}, Sandbox: &sandbox.Spec{}}
+	if err := subprocess.Run(t.Context(), c); err == nil {
+		t.Errorf("a tool in the sandbox wrote into the system's font cache")
 	}
 }
