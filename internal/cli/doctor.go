@@ -18,12 +18,20 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 	}
 	st := converter.Doctor(ctx)
 	sb := sandbox.Check()
+	var fonts converter.FontStatus
+	if sb.Available || sb.Mode == sandbox.Off {
+		fonts = converter.Fonts(ctx)
+	} else {
+		fonts.Reason = "not listed: the sandbox is unavailable"
+	}
 	if out.json() {
 		return writeJSON(e.stdout, struct {
 			Tools   []converter.ToolStatus `json:"tools"`
 			Sandbox sandbox.Status         `json:"sandbox"`
-		}{st, sb})
+			Fonts   converter.FontStatus   `json:"fonts"`
+		}{st, sb, fonts})
 	}
+	defer printFonts(e, fonts)
 	defer printSandbox(e, sb)
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tINSTALLED\tVERSION\tPACKAGE\tWITHOUT IT")
@@ -84,6 +92,19 @@ func printSandbox(e *env, st sandbox.Status) {
 	default:
 		fmt.Fprintf(e.stdout, "\nSandbox: UNAVAILABLE: %s.\nEvery conversion by an external tool fails with this reason until it is fixed "+
 			"(or SLUICE_SANDBOX=off runs converters unsandboxed, for trusted documents only).\n", st.Reason)
+	}
+}
+
+// printFonts says how many fonts converters see, and whether they find them through the
+// system's cache.
+func printFonts(e *env, st converter.FontStatus) {
+	switch {
+	case st.Fonts > 0 && st.Cached:
+		fmt.Fprintf(e.stdout, "\nFonts: %d, found through the system's font cache.\n", st.Fonts)
+	case st.Fonts > 0:
+		fmt.Fprintf(e.stdout, "\nFonts: %d, but %s.\n", st.Fonts, st.Reason)
+	default:
+		fmt.Fprintf(e.stdout, "\nFonts: %s.\n", st.Reason)
 	}
 }
 

@@ -156,8 +156,9 @@ func TestOutputJSONGolden(t *testing.T) {
 			Installed bool   `json:"installed"`
 		} `json:"tools"`
 		Sandbox map[string]any `json:"sandbox"`
+		Fonts   map[string]any `json:"fonts"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Tools) == 0 || doc.Tools[0].Name == "" || doc.Sandbox == nil {
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Tools) == 0 || doc.Tools[0].Name == "" || doc.Sandbox == nil || doc.Fonts == nil {
 		t.Errorf("doctor --output json: exit %d, %v: %q", code, err, out)
 	}
 	if code, _, errs := run(t, "--data", data, "job", "list", "--output", "yaml"); code != ExitUsage || !strings.Contains(errs, "table or json") {
