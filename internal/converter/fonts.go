@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -52,9 +53,10 @@ func fonts(ctx context.Context, conf []byte) FontStatus {
 		return FontStatus{Reason: Failure("listing the fonts (fc-list)", err).Error()}
 	}
 	st := FontStatus{Fonts: bytes.Count(out, []byte("\n")), Cached: true}
-	// A cache fontconfig built for itself lands under the HOME it was given.
+	// A cache fontconfig built for itself lands under the HOME it was given, named like
+	// "<hash>-le64.cache-<version>".
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && filepath.Ext(p) != ".conf" {
+		if err == nil && !d.IsDir() && strings.Contains(d.Name(), ".cache-") {
 			st.Cached = false
 		}
 		return nil

@@ -349,10 +349,8 @@ func Command(path string, args []string, spec Spec) (*exec.Cmd, func(), error) {
 		}
 	}
 	for _, d := range cacheDirs {
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			parents(d)
-			a = append(a, "--ro-bind", d, d)
-		}
+		parents(d)
+		a = append(a, "--ro-bind-try", d, d)
 	}
 	parents(scratch)
 	a = append(a, "--bind", scratch, scratch)
