@@ -233,12 +233,18 @@ func (r *Runner) Start(ctx context.Context, tool string, args []string, files []
 // Output runs tool and returns its stdout, at most max bytes.
 func (r *Runner) Output(ctx context.Context, tool string, max int64, args ...string) ([]byte, error) {
 	var buf bytes.Buffer
-	lw := &subprocess.LimitWriter{W: &buf, N: max}
+	err := r.OutputTo(ctx, &buf, tool, max, args...)
+	return buf.Bytes(), err
+}
+
+// OutputTo is [Runner.Output] writing into buf, which a caller may reuse.
+func (r *Runner) OutputTo(ctx context.Context, buf *bytes.Buffer, tool string, max int64, args ...string) error {
+	lw := &subprocess.LimitWriter{W: buf, N: max}
 	err := r.Run(ctx, tool, args, lw)
 	if lw.Over {
-		return buf.Bytes(), action.Permanentf("%s: output larger than %d bytes", tool, max)
+		return action.Permanentf("%s: output larger than %d bytes", tool, max)
 	}
-	return buf.Bytes(), err
+	return err
 }
 
 // Failure turns an error from [Runner.Run] into the error an action returns. Errors that are

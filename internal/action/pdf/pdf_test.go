@@ -1,6 +1,8 @@
 package pdf
 
 import (
+	"bytes"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -117,6 +119,37 @@ func TestSplitByPage(t *testing.T) {
 		all = append(all, *c.Text)
 	}
 	convertertest.CheckPhrases(t, strings.Join(all, "\n"), convertertest.Expectations(t)[name].Phrases)
+}
+
+// TestPageThumbnails: rendered a few pages a run, each page's thumbnail is the one rendered
+// alone, in page order.
+func TestPageThumbnails(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "pdftoppm")
+	r := &converter.Runner{Dir: t.TempDir()}
+	path, err := r.Stage(convertertest.File(t, "testJournalParser.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	thumbs, err := pageThumbnails(t.Context(), r, path, 10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(thumbs) != 10 {
+		t.Fatalf("%d thumbnails for 10 pages", len(thumbs))
+	}
+	for i, th := range thumbs {
+		want, err := r.PDFThumbnail(t.Context(), path, i+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(th, want) {
+			t.Errorf("page %d: the thumbnail differs from the page's rendered alone", i+1)
+		}
+	}
+	if entries, _ := os.ReadDir(r.Dir); len(entries) != 1 {
+		t.Errorf("the runner's dir holds %d entries after, want the staged PDF alone", len(entries))
+	}
 }
 
 func TestCanceled(t *testing.T) {

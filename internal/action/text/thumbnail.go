@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"github.com/klauspost/compress/zlib"
-	"hash/crc32"
 	"image"
 	"image/color"
 	"image/draw"
@@ -18,6 +17,8 @@ import (
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/opentype"
 	"golang.org/x/image/math/fixed"
+
+	"github.com/sluice-project/sluice/internal/pngenc"
 )
 
 // thumbHeight is the thumbnail's longest side: the height the web UI's document grid shows a
@@ -238,30 +239,16 @@ func encodeThumb(img *image.Gray) ([]byte, error) {
 	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
 	binary.BigEndian.PutUint32(ihdr[4:], uint32(h))
 	ihdr[8], ihdr[9] = 2, 3 // bit depth 2, colour type 3 (paletted); compression, filter, interlace 0
-	writeChunk(&out, "IHDR", ihdr[:])
+	pngenc.WriteChunk(&out, "IHDR", ihdr[:])
 	var plte []byte
 	for _, c := range thumbPalette {
 		g := c.(color.Gray).Y
 		plte = append(plte, g, g, g)
 	}
-	writeChunk(&out, "PLTE", plte)
-	writeChunk(&out, "IDAT", e.idat.Bytes())
-	writeChunk(&out, "IEND", nil)
+	pngenc.WriteChunk(&out, "PLTE", plte)
+	pngenc.WriteChunk(&out, "IDAT", e.idat.Bytes())
+	pngenc.WriteChunk(&out, "IEND", nil)
 	return out.Bytes(), nil
-}
-
-// writeChunk appends one PNG chunk: length, type, data, CRC of type and data.
-func writeChunk(out *bytes.Buffer, typ string, data []byte) {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(data)))
-	out.Write(n[:])
-	out.WriteString(typ)
-	out.Write(data)
-	crc := crc32.NewIEEE()
-	crc.Write([]byte(typ))
-	crc.Write(data)
-	binary.BigEndian.PutUint32(n[:], crc.Sum32())
-	out.Write(n[:])
 }
 
 // thumbEncoder is encodeThumb's reusable state: the packed rows, the compressor and its output.
