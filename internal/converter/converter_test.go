@@ -178,3 +178,51 @@ func TestFailureCrashIsTransient(t *testing.T) {
 		t.Errorf("the crash trace is not in the log:\n%s", logs.String())
 	}
 }
+
+// TestRunSteps: the steps run in order in one sandboxed run, each whatever the previous one's
+// exit; each keeps its stdout (bounded), its exit status and its stderr, a death by a signal is
+// one; nothing of theirs stays in the runner's dir; a missing tool fails the run before any step.
+func TestRunSteps(t *testing.T) {
+	t.Parallel()
+	r := &Runner{Dir: t.TempDir()}
+	res, err := r.RunSteps(t.Context(), "steps", []Step{
+		{Tool: "sh", Args: []string{"-c", "echo first >order; echo bad input >&2; exit 3"}},
+		{Tool: "sh", Args: []string{"-c", "cat order; echo second >>order"}, MaxStdout: 100},
+		{Tool: "sh", Args: []string{"-c", "head -c 101 /dev/zero"}, MaxStdout: 100},
+		{Tool: "sh", Args: []string{"-c", "kill -SEGV $$"}},
+		{Tool: "sh", Args: []string{"-c", `printf '%s|%s\n' "$0" "it's $1"`, "a b"}, MaxStdout: 100},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ee *subprocess.ExitError
+	if !errors.As(res[0].Err, &ee) || ee.Code != 3 || strings.TrimSpace(ee.Stderr) != "bad input" || ee.Path != "sh" {
+		t.Errorf("step 0: %v (%+v), want exit status 3 with its stderr", res[0].Err, ee)
+	}
+	if res[1].Err != nil || string(res[1].Stdout) != "first\n" {
+		t.Errorf("step 1: %q, %v; want the first step's output", res[1].Stdout, res[1].Err)
+	}
+	if !action.IsPermanent(res[2].Err) || !strings.Contains(res[2].Err.Error(), "output larger than 100 bytes") {
+		t.Errorf("step 2: %v, want output larger than 100 bytes", res[2].Err)
+	}
+	if !errors.As(res[3].Err, &ee) || ee.Signal != "segmentation fault" {
+		t.Errorf("step 3: %v, want killed by SIGSEGV", res[3].Err)
+	}
+	if got := string(res[4].Stdout); res[4].Err != nil || got != "a b|it's \n" {
+		t.Errorf("step 4 printed %q, %v", got, res[4].Err)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.Dir, "order")); err != nil || string(b) != "first\nsecond\n" {
+		t.Errorf("order: %q, %v", b, err)
+	}
+	entries, _ := os.ReadDir(r.Dir)
+	if len(entries) != 1 {
+		t.Errorf("%d entries left in the runner's dir, want the steps' own file alone", len(entries))
+	}
+	_, err = r.RunSteps(t.Context(), "steps", []Step{{Tool: "sh", Args: []string{"-c", "touch ran"}}, {Tool: "sluice-no-such-tool"}})
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "sluice-no-such-tool is not installed") {
+		t.Errorf("missing tool: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "ran")); err == nil {
+		t.Error("a step ran though a tool of the run is missing")
+	}
+}

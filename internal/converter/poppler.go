@@ -3,8 +3,6 @@ package converter
 import (
 	"bytes"
 	"context"
-	"io"
-	"os"
 	"strconv"
 	"sync"
 
@@ -20,15 +18,22 @@ const ThumbnailSize = 700
 // [ThumbnailSize] pixels a side, so a bounded read), which [pngenc] encodes — 8-bit gray for a
 // gray page — at a tenth of the CPU libpng took for it inside pdftoppm.
 func (r *Runner) PDFThumbnail(ctx context.Context, pdfPath string, page int) ([]byte, error) {
-	p := strconv.Itoa(page)
-	args := []string{"-f", p, "-l", p, "-scale-to", strconv.Itoa(ThumbnailSize), "-singlefile", pdfPath}
+	s := ThumbnailStep(pdfPath, page)
 	buf := pnmBuffers.Get().(*bytes.Buffer)
 	defer pnmBuffers.Put(buf)
 	buf.Reset()
-	if err := r.OutputTo(ctx, buf, "pdftoppm", thumbnailPNMMax, args...); err != nil {
+	if err := r.OutputTo(ctx, buf, s.Tool, s.MaxStdout, s.Args...); err != nil {
 		return nil, Failure("render pdf thumbnail", err)
 	}
 	return EncodeThumbnail(buf.Bytes())
+}
+
+// ThumbnailStep is the step of [Runner.RunSteps] that renders page (1-based) of the PDF at
+// pdfPath for a thumbnail, as [Runner.PDFThumbnail] does: its stdout is for [EncodeThumbnail].
+func ThumbnailStep(pdfPath string, page int) Step {
+	p := strconv.Itoa(page)
+	return Step{Tool: "pdftoppm", Args: []string{"-f", p, "-l", p, "-scale-to", strconv.Itoa(ThumbnailSize), "-singlefile", pdfPath},
+		MaxStdout: thumbnailPNMMax}
 }
 
 // EncodeThumbnail encodes the raw image pdftoppm wrote for a thumbnail (no option but
@@ -44,19 +49,7 @@ func EncodeThumbnail(raw []byte) ([]byte, error) {
 // ReadThumbnailFile reads a raw image pdftoppm wrote for a thumbnail, refusing one larger than a
 // thumbnail's can be.
 func ReadThumbnailFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, thumbnailPNMMax+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > thumbnailPNMMax {
-		return nil, action.Permanentf("render pdf thumbnail: pdftoppm wrote an image larger than %d pixels a side", ThumbnailSize)
-	}
-	return b, nil
+	return readAtMost(path, "pdftoppm", thumbnailPNMMax)
 }
 
 // thumbnailPNMMax bounds what pdftoppm may write for one thumbnail: an RGB image of

@@ -129,7 +129,17 @@ func (r *Runner) run(ctx context.Context, tool string, args []string, stdout, st
 }
 
 func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdout, stderr io.Writer, files []*os.File) (err error) {
-	ctx, span := tracing.Converter(ctx, filepath.Base(tool))
+	return r.runSandboxed(ctx, tool, tool, args, stdout, stderr, files, nil)
+}
+
+// runTools runs tool (a shell) with args, and the programs it runs, tools, bound into its
+// sandbox; name stands for it in its errors.
+func (r *Runner) runTools(ctx context.Context, name, tool string, args, tools []string) error {
+	return r.runSandboxed(ctx, name, tool, args, nil, nil, nil, tools)
+}
+
+func (r *Runner) runSandboxed(ctx context.Context, name, tool string, args []string, stdout, stderr io.Writer, files []*os.File, tools []string) (err error) {
+	ctx, span := tracing.Converter(ctx, filepath.Base(name))
 	defer func() { tracing.End(span, err) }()
 	lim := r.Limits.withDefaults()
 	dir := r.Dir
@@ -144,6 +154,7 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 	}
 	c := r.command(tool, args, dir, lim)
 	c.Stdout, c.Stderr, c.Timeout, c.ExtraFiles = stdout, stderr, lim.Timeout, files
+	c.Sandbox.Tools = tools
 	if r.Heartbeat != nil {
 		done := make(chan struct{})
 		stopped := make(chan struct{})
@@ -171,7 +182,10 @@ func (r *Runner) runFiles(ctx context.Context, tool string, args []string, stdou
 	}
 	var ee *subprocess.ExitError
 	if errors.As(err, &ee) && ee.TimedOut {
-		return action.Permanentf("%s timed out after %s", tool, lim.Timeout)
+		return action.Permanentf("%s timed out after %s", name, lim.Timeout)
+	}
+	if ee != nil && tools != nil {
+		ee.Path = name
 	}
 	return err
 }

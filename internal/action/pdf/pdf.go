@@ -69,9 +69,11 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if path, err = r.Stage(path); err != nil {
 		return err
 	}
+	split := converter.BoolOption(t.Item.Options, "split_by_page")
 	doc, err := Read(ctx, r, path, Options{
-		OCR:  converter.BoolOption(t.Item.Options, "ocr"),
-		Lang: converter.StringOption(t.Item.Options, "lang"),
+		OCR:       converter.BoolOption(t.Item.Options, "ocr"),
+		Lang:      converter.StringOption(t.Item.Options, "lang"),
+		Thumbnail: !split,
 		Progress: func(f float64) {
 			out.Progress(0.8 * f)
 		},
@@ -79,7 +81,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if err != nil {
 		return err
 	}
-	if converter.BoolOption(t.Item.Options, "split_by_page") && doc.PageCount > 0 {
+	if split && doc.PageCount > 0 {
 		return a.split(ctx, r, t, out, path, doc, cfg.MaxTextChars)
 	}
 	texts := make([]string, len(doc.Pages))
@@ -89,14 +91,9 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if err := out.SetText(ctx, textclean.Sanitize(strings.Join(texts, PageSeparator), cfg.MaxTextChars)); err != nil {
 		return err
 	}
-	if doc.PageCount > 0 {
-		// A page that poppler cannot render leaves the document without a thumbnail, not unread.
-		if png, err := r.PDFThumbnail(ctx, path, 1); err == nil {
-			if err := out.SetThumbnail(ctx, bytes.NewReader(png), "image/png"); err != nil {
-				return err
-			}
-		} else if ctx.Err() != nil {
-			return ctx.Err()
+	if doc.Thumbnail != nil {
+		if err := out.SetThumbnail(ctx, bytes.NewReader(doc.Thumbnail), "image/png"); err != nil {
+			return err
 		}
 	}
 	out.SetMetadata(converter.AddedMetadata(t.Item, map[string]any{
@@ -153,6 +150,9 @@ func (a *Action) split(ctx context.Context, r *converter.Runner, t *action.Task,
 type Document struct {
 	PageCount int
 	Pages     []Page // one per page, in order
+	// Thumbnail is page 1's PNG thumbnail, when [Options.Thumbnail] asked for it and poppler
+	// could render the page.
+	Thumbnail []byte
 }
 
 // Page is one page's text.
@@ -179,12 +179,31 @@ type Options struct {
 	Lang string
 	// Progress, when set, receives the fraction of pages done.
 	Progress func(float64)
+	// Thumbnail renders page 1 for [Document.Thumbnail], in the run that reads the PDF.
+	Thumbnail bool
 }
 
-// Read reads the page count (pdfinfo) and the text of each page (pdftotext) of the PDF at path,
-// OCRing text-less pages when opts.OCR is set.
+// Read reads the page count (pdfinfo) and the text of each page (pdftotext) of the PDF at path —
+// and with opts.Thumbnail renders page 1 for a thumbnail, all in one sandboxed run — OCRing
+// text-less pages when opts.OCR is set.
 func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (*Document, error) {
-	n, err := PageCount(ctx, r, path)
+	txtPath := filepath.Join(r.Dir, "pdftotext.txt")
+	defer os.Remove(txtPath)
+	steps := []converter.Step{
+		{Tool: "pdfinfo", Args: []string{"-enc", "UTF-8", path}, MaxStdout: pdfinfoMax},
+		{Tool: "pdftotext", Args: []string{"-enc", "UTF-8", "-eol", "unix", path, txtPath}},
+	}
+	if opts.Thumbnail {
+		steps = append(steps, converter.ThumbnailStep(path, 1))
+	}
+	res, err := r.RunSteps(ctx, "poppler", steps)
+	if err != nil {
+		return nil, pdfFailure("read pdf", err)
+	}
+	if res[0].Err != nil {
+		return nil, pdfFailure("read pdf", res[0].Err)
+	}
+	n, err := pageCount(res[0].Stdout)
 	if err != nil {
 		return nil, err
 	}
@@ -192,15 +211,17 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 	if n == 0 {
 		return doc, nil
 	}
-	txtPath := filepath.Join(r.Dir, "pdftotext.txt")
-	if err := r.Run(ctx, "pdftotext", []string{"-enc", "UTF-8", "-eol", "unix", path, txtPath}, nil); err != nil {
-		return nil, pdfFailure("extract pdf text", err)
+	if res[1].Err != nil {
+		return nil, pdfFailure("extract pdf text", res[1].Err)
+	}
+	// A page that poppler cannot render leaves the document without a thumbnail, not unread.
+	if opts.Thumbnail && res[2].Err == nil {
+		doc.Thumbnail, _ = converter.EncodeThumbnail(res[2].Stdout)
 	}
 	b, err := os.ReadFile(txtPath)
 	if err != nil {
 		return nil, fmt.Errorf("read pdftotext output: %w", err)
 	}
-	os.Remove(txtPath)
 	// pdftotext ends every page with a form feed.
 	for i, p := range strings.Split(string(b), "\f") {
 		if i < n {
@@ -401,10 +422,18 @@ func ocrPage(ctx context.Context, r *converter.Runner, path string, page, dpi in
 // PageCount returns the number of pages of the PDF at path (pdfinfo). It returns the permanent
 // error "password-protected" for a PDF that needs a password to open.
 func PageCount(ctx context.Context, r *converter.Runner, path string) (int, error) {
-	info, err := r.Output(ctx, "pdfinfo", 4<<20, "-enc", "UTF-8", path)
+	info, err := r.Output(ctx, "pdfinfo", pdfinfoMax, "-enc", "UTF-8", path)
 	if err != nil {
 		return 0, pdfFailure("read pdf", err)
 	}
+	return pageCount(info)
+}
+
+// pdfinfoMax bounds what pdfinfo may print.
+const pdfinfoMax = 4 << 20
+
+// pageCount reads the page count from pdfinfo's output.
+func pageCount(info []byte) (int, error) {
 	for _, line := range strings.Split(string(info), "\n") {
 		if v, ok := strings.CutPrefix(line, "Pages:"); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
