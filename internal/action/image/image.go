@@ -89,11 +89,9 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	ct := strings.ToLower(t.Item.ContentType)
 	useVips := converter.Installed("vips") && converter.Installed("vipsheader")
 	md := map[string]any{}
-	useThumb := useVips && converter.Installed("vipsthumbnail")
 	var pages []page
-	var thumb []byte
 	if useVips {
-		pages, thumb, err = vipsPages(ctx, r, src, ct, useThumb)
+		pages, err = vipsPages(ctx, r, src, ct)
 	} else {
 		md["degraded"] = true
 		pages, err = goPages(src, ct, t.TempDir)
@@ -108,14 +106,9 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	}
 	out.Progress(0.4)
 
-	thumbType := "image/png"
-	if isPhoto(ct) {
-		thumbType = "image/jpeg"
-	}
-	if thumb == nil {
-		if thumb, thumbType, err = thumbnail(ctx, r, src, ct, pages[0], useThumb); err != nil {
-			return err
-		}
+	thumb, thumbType, err := thumbnail(ctx, r, src, ct, pages[0], useVips && converter.Installed("vipsthumbnail"))
+	if err != nil {
+		return err
 	}
 	out.Progress(0.5)
 
@@ -164,29 +157,25 @@ func isPhoto(ct string) bool {
 }
 
 // vipsPages converts every page of the image to an embeddable file with libvips. JPEGs are
-// embedded as they are; a JPEG's size is read, and with withThumb its thumbnail made (returned,
-// else nil), in one sandboxed run.
-func vipsPages(ctx context.Context, r *converter.Runner, src, ct string, withThumb bool) ([]page, []byte, error) {
+// embedded as they are.
+func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page, error) {
 	n := 1
 	if ct == "image/tiff" {
 		b, err := r.Output(ctx, "vipsheader", 1<<10, "-f", "n-pages", src)
 		if err != nil {
-			return nil, nil, imageFailure(ct, err)
+			return nil, imageFailure(ct, err)
 		}
 		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 1 {
 			n = min(v, maxPages)
 		}
 	}
-	var thumb []byte
 	if ct == "image/jpeg" {
-		var w, h int
-		var err error
-		w, h, thumb, err = jpegSizeThumb(ctx, r, src, withThumb)
+		w, h, err := vipsSize(ctx, r, src)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if cmyk, _ := isCMYKJPEG(src); !cmyk {
-			return []page{{path: src, width: w, height: h}}, thumb, nil
+			return []page{{path: src, width: w, height: h}}, nil
 		}
 	}
 	pages := make([]page, 0, n)
@@ -199,64 +188,39 @@ func vipsPages(ctx context.Context, r *converter.Runner, src, ct string, withThu
 		// colourspace normalises CMYK, 16-bit, LAB and palette images to 8-bit sRGB, which every
 		// PDF reader and tesseract understand.
 		if err := r.Run(ctx, "vips", []string{"colourspace", in, dst, "srgb"}, nil); err != nil {
-			return nil, nil, imageFailure(ct, err)
+			return nil, imageFailure(ct, err)
 		}
 		cfg, err := decodeConfig(dst)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read converted page %d: %w", i+1, err)
+			return nil, fmt.Errorf("read converted page %d: %w", i+1, err)
 		}
 		pages = append(pages, page{path: dst, width: cfg.Width, height: cfg.Height})
 	}
-	return pages, thumb, nil
+	return pages, nil
 }
 
-// jpegSizeThumb reads the size of the JPEG at src and, with withThumb, makes its thumbnail, in one
-// sandboxed run: a sandbox's start (about 9 ms of CPU) where each took one.
-func jpegSizeThumb(ctx context.Context, r *converter.Runner, src string, withThumb bool) (w, h int, thumb []byte, err error) {
-	steps := []converter.Step{
-		{Tool: "vipsheader", Args: []string{"-f", "width", src}, MaxStdout: 1 << 10},
-		{Tool: "vipsheader", Args: []string{"-f", "height", src}, MaxStdout: 1 << 10},
+// vipsSize returns the size of the JPEG at src. Go's decoder reads it from the JPEG's header in
+// microseconds (a memory-safe parser, as isCMYKJPEG's); each vipsheader run took 40 ms of CPU,
+// most of it libvips loading its modules, two of a small JPEG's three tool runs. A header Go
+// does not read (arithmetic coding, say) is left to vipsheader.
+func vipsSize(ctx context.Context, r *converter.Runner, src string) (int, int, error) {
+	if cfg, err := decodeConfig(src); err == nil && cfg.Width > 0 && cfg.Height > 0 {
+		return cfg.Width, cfg.Height, nil
 	}
-	var dst string
-	if withThumb {
-		var s converter.Step
-		s, dst = thumbnailStep(r, src, "image/jpeg")
-		steps = append(steps, s)
-		defer os.Remove(dst)
-	}
-	res, err := r.RunSteps(ctx, "libvips", steps)
+	b, err := r.Output(ctx, "vipsheader", 1<<10, "-f", "width", src)
 	if err != nil {
-		return 0, 0, nil, imageFailure("image/jpeg", err)
+		return 0, 0, imageFailure("image/jpeg", err)
 	}
-	for _, s := range res {
-		if s.Err != nil {
-			return 0, 0, nil, imageFailure("image/jpeg", s.Err)
-		}
+	w, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	b, err = r.Output(ctx, "vipsheader", 1<<10, "-f", "height", src)
+	if err != nil {
+		return 0, 0, imageFailure("image/jpeg", err)
 	}
-	w, _ = strconv.Atoi(strings.TrimSpace(string(res[0].Stdout)))
-	h, _ = strconv.Atoi(strings.TrimSpace(string(res[1].Stdout)))
+	h, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if w <= 0 || h <= 0 {
-		return 0, 0, nil, action.Permanentf("read image: bad size %dx%d", w, h)
+		return 0, 0, action.Permanentf("read image: bad size %dx%d", w, h)
 	}
-	if withThumb {
-		if thumb, err = os.ReadFile(dst); err != nil {
-			return 0, 0, nil, err
-		}
-	}
-	return w, h, thumb, nil
-}
-
-// thumbnailStep is the vipsthumbnail run that writes the thumbnail of the image at src, of type
-// ct, to the file it returns: a JPEG for a photograph, else a PNG.
-func thumbnailStep(r *converter.Runner, src, ct string) (converter.Step, string) {
-	dst := filepath.Join(r.Dir, "thumb.png")
-	spec := dst
-	if isPhoto(ct) {
-		dst = filepath.Join(r.Dir, "thumb.jpg")
-		spec = dst + "[Q=80,strip]"
-	}
-	size := fmt.Sprintf("%dx%d>", converter.ThumbnailSize, converter.ThumbnailSize)
-	return converter.Step{Tool: "vipsthumbnail", Args: []string{src, "--size", size, "-o", spec}}, dst
+	return w, h, nil
 }
 
 // isCMYKJPEG reports whether a JPEG is neither greyscale nor YCbCr; PDF viewers invert Adobe CMYK JPEGs
@@ -356,8 +320,14 @@ func pageSize(w, h int) (float64, float64) {
 func thumbnail(ctx context.Context, r *converter.Runner, src, ct string, first page, useVips bool) ([]byte, string, error) {
 	photo := isPhoto(ct)
 	if useVips {
-		s, dst := thumbnailStep(r, src, ct)
-		if err := r.Run(ctx, s.Tool, s.Args, nil); err != nil {
+		dst := filepath.Join(r.Dir, "thumb.png")
+		spec := dst
+		if photo {
+			dst = filepath.Join(r.Dir, "thumb.jpg")
+			spec = dst + "[Q=80,strip]"
+		}
+		size := fmt.Sprintf("%dx%d>", converter.ThumbnailSize, converter.ThumbnailSize)
+		if err := r.Run(ctx, "vipsthumbnail", []string{src, "--size", size, "-o", spec}, nil); err != nil {
 			return nil, "", imageFailure(ct, err)
 		}
 		b, err := os.ReadFile(dst)
