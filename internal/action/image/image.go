@@ -9,12 +9,14 @@ package image
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,6 +169,11 @@ func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page
 		}
 		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 1 {
 			n = min(v, maxPages)
+		}
+	}
+	if ct == "image/png" {
+		if w, h, ok := plainPNG(src); ok {
+			return []page{{path: src, width: w, height: h}}, nil
 		}
 	}
 	if ct == "image/jpeg" {
@@ -396,3 +403,44 @@ func decodeConfig(path string) (image.Config, error) {
 	}
 	return cfg, nil
 }
+
+// plainPNG reports whether the file at path is a PNG a PDF embeds as it is — 8-bit gray or RGB,
+// not interlaced, no transparency — and its size. Such a PNG needs no `vips colourspace` (a
+// libvips start, about 40 ms of CPU, and a re-encoding of every pixel): gopdf copies its
+// compressed rows into the PDF. It reads the chunk headers up to the first IDAT, at most
+// plainPNGChunks of them.
+func plainPNG(path string) (w, h int, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	var head [33]byte // signature, IHDR's length and type, its 13 bytes, its CRC
+	if _, err := io.ReadFull(f, head[:]); err != nil || string(head[:8]) != "\x89PNG\r\n\x1a\n" || string(head[12:16]) != "IHDR" {
+		return 0, 0, false
+	}
+	w, h = int(binary.BigEndian.Uint32(head[16:20])), int(binary.BigEndian.Uint32(head[20:24]))
+	depth, colorType, interlace := head[24], head[25], head[28]
+	if w <= 0 || h <= 0 || w > 1<<24 || h > 1<<24 || depth != 8 || (colorType != 0 && colorType != 2) || interlace != 0 {
+		return 0, 0, false
+	}
+	for range plainPNGChunks {
+		var c [8]byte
+		if _, err := io.ReadFull(f, c[:]); err != nil {
+			return 0, 0, false
+		}
+		switch string(c[4:]) {
+		case "IDAT":
+			return w, h, true
+		case "tRNS", "PLTE", "IEND":
+			return 0, 0, false
+		}
+		if _, err := f.Seek(int64(binary.BigEndian.Uint32(c[:4]))+4, io.SeekCurrent); err != nil {
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+// plainPNGChunks bounds the chunks plainPNG reads before the first IDAT.
+const plainPNGChunks = 64

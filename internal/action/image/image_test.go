@@ -1,8 +1,10 @@
 package image
 
 import (
+	"bytes"
 	"image"
 	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,5 +166,100 @@ func TestShrink(t *testing.T) {
 	}
 	if shrink(img, 3000) != image.Image(img) {
 		t.Error("small image was scaled")
+	}
+}
+
+// TestPlainPNG: an 8-bit gray or RGB PNG, not interlaced and without transparency, goes into the
+// PDF as it is — its pixels come back out of the PDF unchanged (pdfimages) — and every other
+// kind still goes through libvips.
+func TestPlainPNG(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rgb := image.NewRGBA(image.Rect(0, 0, 37, 23))
+	gray := image.NewGray(rgb.Rect)
+	nrgba := image.NewNRGBA(rgb.Rect)
+	for y := range 23 {
+		for x := range 37 {
+			rgb.Set(x, y, color.RGBA{uint8(x * 7), uint8(y * 11), uint8(x + y), 0xff})
+			gray.Set(x, y, color.Gray{uint8(x * y)})
+			nrgba.Set(x, y, color.NRGBA{uint8(x), 0, 0, uint8(y * 10)})
+		}
+	}
+	write := func(name string, img image.Image) string {
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, img); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rgbPath, grayPath := write("rgb.png", rgb), write("gray.png", gray)
+	// The same RGB PNG with a tRNS chunk (a colour key) before its IDAT, and marked interlaced.
+	b, _ := os.ReadFile(rgbPath)
+	trns := append(append(append([]byte(nil), b[:33]...), 0, 0, 0, 6, 't', 'R', 'N', 'S', 0, 1, 0, 2, 0, 3, 0, 0, 0, 0), b[33:]...)
+	laced := append([]byte(nil), b...)
+	laced[28] = 1
+	for name, want := range map[string]bool{
+		rgbPath: true, grayPath: true, write("alpha.png", nrgba): false,
+		write("16bit.png", image.NewGray16(rgb.Rect)):                                              false,
+		write("palette.png", image.NewPaletted(rgb.Rect, color.Palette{color.Black, color.White})): false,
+	} {
+		if w, h, ok := plainPNG(name); ok != want || ok && (w != 37 || h != 23) {
+			t.Errorf("%s: plainPNG = %d, %d, %v; want %v", filepath.Base(name), w, h, ok, want)
+		}
+	}
+	for name, data := range map[string][]byte{"trns.png": trns, "interlaced.png": laced, "short.png": b[:40], "not.png": []byte("GIF89a")} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := plainPNG(p); ok {
+			t.Errorf("%s: plainPNG = true", name)
+		}
+	}
+
+	convertertest.RequireTools(t, "vips", "vipsheader", "vipsthumbnail", "pdfimages")
+	for _, tc := range []struct {
+		path string
+		img  image.Image
+	}{{rgbPath, rgb}, {grayPath, gray}} {
+		task := actiontest.NewFileTask(t, tc.path, "image/png", nil, nil)
+		rec := &actiontest.Recorder{}
+		if err := New().Run(t.Context(), task, rec); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		c := checkChild(t, rec, task.Item.Name)
+		pdf := filepath.Join(t.TempDir(), "x.pdf")
+		if err := os.WriteFile(pdf, c.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(filepath.Dir(pdf), "img")
+		if msg, err := exec.Command("pdfimages", "-png", pdf, out).CombinedOutput(); err != nil {
+			t.Fatalf("pdfimages: %v: %s", err, msg)
+		}
+		f, err := os.Open(out + "-000.png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Bounds() != tc.img.Bounds() {
+			t.Fatalf("%s: the PDF's image is %v", filepath.Base(tc.path), got.Bounds())
+		}
+		for y := range 23 {
+			for x := range 37 {
+				r1, g1, b1, _ := got.At(x, y).RGBA()
+				r2, g2, b2, _ := tc.img.At(x, y).RGBA()
+				if r1>>8 != r2>>8 || g1>>8 != g2>>8 || b1>>8 != b2>>8 {
+					t.Fatalf("%s: pixel (%d, %d) of the PDF's image differs", filepath.Base(tc.path), x, y)
+				}
+			}
+		}
 	}
 }
