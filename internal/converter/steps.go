@@ -74,7 +74,7 @@ func (r *Runner) RunSteps(ctx context.Context, name string, steps []Step) ([]Ste
 	}
 	res := make([]StepResult, len(steps))
 	for i, s := range steps {
-		rc, err := os.ReadFile(r.stepFile(i, "rc"))
+		rc, err := readAtMost(r.stepFile(i, "rc"), s.Tool, 16)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: no exit status: %w", s.Tool, err)
 		}
@@ -108,19 +108,24 @@ func quote(s string) string {
 }
 
 // readAtMost reads the file at path, refusing one of more than max bytes with the permanent error
-// Output gives.
+// Output gives. It reads into one buffer of the file's size (a thumbnail's raw image is 1.5 MB:
+// growing a buffer to it left twice that to collect).
 func readAtMost(path, tool string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > max {
+	if fi.Size() > max {
 		return nil, action.Permanentf("%s: output larger than %d bytes", tool, max)
+	}
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
