@@ -7,7 +7,9 @@
 package image
 
 import (
+	"bufio"
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -417,18 +419,22 @@ func decodeConfig(path string) (image.Config, error) {
 }
 
 // plainPNG reports whether the file at path is a PNG a PDF embeds as it is — 8-bit gray or RGB,
-// not interlaced, no transparency — and its size. Such a PNG needs no `vips colourspace` (a
-// libvips start, about 40 ms of CPU, and a re-encoding of every pixel): gopdf copies its
-// compressed rows into the PDF. It reads the chunk headers up to the first IDAT, at most
-// plainPNGChunks of them.
+// not interlaced, no transparency, its compressed rows whole — and its size. Such a PNG needs no
+// `vips colourspace` (a libvips start, about 40 ms of CPU, and a re-encoding of every pixel):
+// gopdf copies its compressed rows into the PDF. So that a damaged PNG never becomes a PDF with a
+// broken image (libvips reads what it can and re-encodes that), the rows are inflated and
+// counted first: one filter byte each, none unknown, exactly the image's height of them. It reads
+// at most plainPNGChunks chunk headers before the first IDAT, and takes no image of more than
+// plainPNGMax bytes of rows.
 func plainPNG(path string) (w, h int, ok bool) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, false
 	}
 	defer f.Close()
+	br := bufio.NewReader(f)
 	var head [33]byte // signature, IHDR's length and type, its 13 bytes, its CRC
-	if _, err := io.ReadFull(f, head[:]); err != nil || string(head[:8]) != "\x89PNG\r\n\x1a\n" || string(head[12:16]) != "IHDR" {
+	if _, err := io.ReadFull(br, head[:]); err != nil || string(head[:8]) != "\x89PNG\r\n\x1a\n" || string(head[12:16]) != "IHDR" {
 		return 0, 0, false
 	}
 	w, h = int(binary.BigEndian.Uint32(head[16:20])), int(binary.BigEndian.Uint32(head[20:24]))
@@ -436,23 +442,82 @@ func plainPNG(path string) (w, h int, ok bool) {
 	if w <= 0 || h <= 0 || w > 1<<24 || h > 1<<24 || depth != 8 || (colorType != 0 && colorType != 2) || interlace != 0 {
 		return 0, 0, false
 	}
+	stride := w
+	if colorType == 2 {
+		stride = 3 * w
+	}
+	if int64(stride+1)*int64(h) > plainPNGMax {
+		return 0, 0, false
+	}
 	for range plainPNGChunks {
 		var c [8]byte
-		if _, err := io.ReadFull(f, c[:]); err != nil {
+		if _, err := io.ReadFull(br, c[:]); err != nil {
 			return 0, 0, false
 		}
+		n := binary.BigEndian.Uint32(c[:4])
 		switch string(c[4:]) {
 		case "IDAT":
+			if !wholeRows(&idatReader{r: br, left: n}, stride, h) {
+				return 0, 0, false
+			}
 			return w, h, true
 		case "tRNS", "PLTE", "IEND":
 			return 0, 0, false
 		}
-		if _, err := f.Seek(int64(binary.BigEndian.Uint32(c[:4]))+4, io.SeekCurrent); err != nil {
+		if _, err := br.Discard(int(n) + 4); err != nil {
 			return 0, 0, false
 		}
 	}
 	return 0, 0, false
 }
 
-// plainPNGChunks bounds the chunks plainPNG reads before the first IDAT.
-const plainPNGChunks = 64
+// wholeRows reports whether r's zlib stream inflates to exactly h rows of a filter byte (0–4)
+// and stride bytes.
+func wholeRows(r io.Reader, stride, h int) bool {
+	z, err := zlib.NewReader(r)
+	if err != nil {
+		return false
+	}
+	defer z.Close()
+	row := make([]byte, stride+1)
+	for range h {
+		if _, err := io.ReadFull(z, row); err != nil || row[0] > 4 {
+			return false
+		}
+	}
+	n, err := z.Read(row[:1])
+	return n == 0 && err == io.EOF
+}
+
+// idatReader reads the data of consecutive IDAT chunks, its first chunk's header read already
+// (left bytes of data to go): the zlib stream a PNG's rows are in.
+type idatReader struct {
+	r    *bufio.Reader
+	left uint32
+}
+
+func (d *idatReader) Read(p []byte) (int, error) {
+	for d.left == 0 {
+		var c [12]byte // the chunk's CRC, then the next chunk's length and type
+		if _, err := io.ReadFull(d.r, c[:]); err != nil {
+			return 0, io.ErrUnexpectedEOF
+		}
+		if string(c[8:]) != "IDAT" {
+			return 0, io.EOF
+		}
+		d.left = binary.BigEndian.Uint32(c[4:8])
+	}
+	n, err := d.r.Read(p[:min(len(p), int(min(d.left, 1<<30)))])
+	d.left -= uint32(n)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// plainPNGChunks bounds the chunks plainPNG reads before the first IDAT; plainPNGMax the bytes
+// of rows it inflates (a 64-megapixel RGB image): a larger image goes through libvips.
+const (
+	plainPNGChunks = 64
+	plainPNGMax    = 3*64<<20 + 64<<20
+)

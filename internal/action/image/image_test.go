@@ -2,6 +2,8 @@ package image
 
 import (
 	"bytes"
+	"compress/zlib"
+	"encoding/binary"
 	"image"
 	"image/color"
 	"image/png"
@@ -14,6 +16,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
+	"github.com/sluice-project/sluice/internal/pngenc"
 )
 
 func TestCorpus(t *testing.T) {
@@ -211,7 +214,22 @@ func TestPlainPNG(t *testing.T) {
 			t.Errorf("%s: plainPNG = %d, %d, %v; want %v", filepath.Base(name), w, h, ok, want)
 		}
 	}
-	for name, data := range map[string][]byte{"trns.png": trns, "interlaced.png": laced, "short.png": b[:40], "not.png": []byte("GIF89a")} {
+	// Damaged rows: a PNG cut inside its IDAT, one with a byte of its IDAT changed, and ones made
+	// whole but with a row's filter byte unknown, a row short, a row more than its height.
+	cut := b[:len(b)-40]
+	flipped := append([]byte(nil), b...)
+	flipped[len(b)-30] ^= 0xff
+	rows := func(n, stride int, filter byte) []byte {
+		var raw bytes.Buffer
+		for i := range n {
+			raw.WriteByte(filter * byte(i%2))
+			raw.Write(bytes.Repeat([]byte{byte(i)}, stride))
+		}
+		return makePNG(t, 37, 23, 2, raw.Bytes())
+	}
+	for name, data := range map[string][]byte{"trns.png": trns, "interlaced.png": laced, "short.png": b[:40], "not.png": []byte("GIF89a"),
+		"empty.png": nil, "cut.png": cut, "flipped.png": flipped, "filter7.png": rows(23, 37*3, 7),
+		"shortrow.png": rows(23, 37*3-1, 1), "extrarow.png": rows(24, 37*3, 1)} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -219,6 +237,14 @@ func TestPlainPNG(t *testing.T) {
 		if _, _, ok := plainPNG(p); ok {
 			t.Errorf("%s: plainPNG = true", name)
 		}
+	}
+
+	made := filepath.Join(dir, "whole.png")
+	if err := os.WriteFile(made, rows(23, 37*3, 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := plainPNG(made); !ok {
+		t.Error("a whole PNG made of rows with known filters is not a plain PNG")
 	}
 
 	convertertest.RequireTools(t, "vips", "vipsheader", "vipsthumbnail", "pdfimages")
@@ -262,4 +288,26 @@ func TestPlainPNG(t *testing.T) {
 			}
 		}
 	}
+}
+
+// makePNG returns a PNG of w×h pixels of colour type ct (8 bits a sample) whose IDAT holds raw,
+// the rows with their filter bytes, deflated.
+func makePNG(t *testing.T, w, h int, ct byte, raw []byte) []byte {
+	t.Helper()
+	var idat bytes.Buffer
+	z := zlib.NewWriter(&idat)
+	z.Write(raw)
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	out.WriteString("\x89PNG\r\n\x1a\n")
+	var ihdr [13]byte
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
+	binary.BigEndian.PutUint32(ihdr[4:], uint32(h))
+	ihdr[8], ihdr[9] = 8, ct
+	pngenc.WriteChunk(&out, "IHDR", ihdr[:])
+	pngenc.WriteChunk(&out, "IDAT", idat.Bytes())
+	pngenc.WriteChunk(&out, "IEND", nil)
+	return out.Bytes()
 }
