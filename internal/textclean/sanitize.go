@@ -22,16 +22,23 @@ const DefaultMaxChars = 1_000_000
 //
 // A maxChars of zero or less means [DefaultMaxChars]. Sanitize is safe for concurrent use.
 func Sanitize(s string, maxChars int) string {
+	t, _ := SanitizeCut(s, maxChars)
+	return t
+}
+
+// SanitizeCut is [Sanitize] that also reports whether the cap cut characters off s: what a
+// document's "truncated" metadata says.
+func SanitizeCut(s string, maxChars int) (string, bool) {
 	if maxChars <= 0 {
 		maxChars = DefaultMaxChars
 	}
 	if clean(s) && (len(s) <= maxChars || utf8.RuneCountInString(s) <= maxChars) {
-		return s
+		return s, false
 	}
 	var b strings.Builder
 	b.Grow(min(len(s), maxChars*utf8.UTFMax))
-	n := 0
-	for i := 0; i < len(s) && n < maxChars; {
+	n, i := 0, 0
+	for i < len(s) && n < maxChars {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 		switch {
@@ -52,7 +59,7 @@ func Sanitize(s string, maxChars int) string {
 		b.WriteRune(r)
 		n++
 	}
-	return b.String()
+	return b.String(), i < len(s)
 }
 
 // clean reports whether s needs no change other than, possibly, the length cap.

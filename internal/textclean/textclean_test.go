@@ -44,6 +44,28 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
+// TestSanitizeCut: whether the cap cut characters off, for the "truncated" metadata.
+func TestSanitizeCut(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+		cut  bool
+	}{
+		{"abc", 3, "abc", false},
+		{"abcd", 3, "abc", true},
+		{"日本語", 3, "日本語", false},
+		{"日本語!", 3, "日本語", true},
+		{"a\r\nb", 3, "a\nb", false}, // four bytes, three characters
+		{"a\r\nb\x00", 3, "a\nb", true},
+	} {
+		if got, cut := SanitizeCut(tt.in, tt.max); got != tt.want || cut != tt.cut {
+			t.Errorf("SanitizeCut(%q, %d) = %q, %v; want %q, %v", tt.in, tt.max, got, cut, tt.want, tt.cut)
+		}
+	}
+}
+
 func TestSanitizeDefaultCap(t *testing.T) {
 	t.Parallel()
 	s := strings.Repeat("é", DefaultMaxChars+10)

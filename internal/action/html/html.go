@@ -105,7 +105,10 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if err != nil {
 		return action.Permanent(err)
 	}
-	body := textclean.Sanitize(Text(root), cfg.MaxTextChars)
+	body, cut := textclean.SanitizeCut(Text(root), cfg.MaxTextChars)
+	if cut {
+		md["truncated"] = true
+	}
 	out.Progress(0.2)
 
 	// Chromium reserves terabytes of address space: an rlimit kills it.

@@ -146,3 +146,27 @@ func TestThumbnailFailureRetried(t *testing.T) {
 		t.Errorf("%v: retried, want skipped", permanent)
 	}
 }
+
+// TestTruncated: an HTML page with more text than max_text_chars keeps the cap's worth and says
+// so in its metadata, though its bytes were within the bound read.
+func TestTruncated(t *testing.T) {
+	t.Parallel()
+	convertertest.RequireTools(t, "pdftoppm")
+	a := New(nil)
+	t.Cleanup(a.Close)
+	a.browser = "sluice-no-such-chromium"
+	page := []byte("<html><body><p>" + strings.Repeat("word ", 60) + "</p></body></html>")
+	for _, tc := range []struct {
+		max       int
+		truncated bool
+	}{{100, true}, {1000, false}} {
+		rec := &actiontest.Recorder{}
+		if err := a.Run(t.Context(), actiontest.NewTask(t, "long.html", "text/html", page, map[string]any{"max_text_chars": tc.max}, nil), rec); err != nil {
+			t.Fatal(err)
+		}
+		c := rec.Children[0]
+		if _, ok := c.Metadata["truncated"]; ok != tc.truncated || (tc.truncated && len([]rune(*c.Text)) != tc.max) {
+			t.Errorf("max_text_chars %d: %d characters, metadata %v; want truncated %v", tc.max, len([]rune(*c.Text)), c.Metadata, tc.truncated)
+		}
+	}
+}

@@ -5,9 +5,11 @@
 package pdf
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/converter"
@@ -70,6 +73,13 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		return err
 	}
 	split := converter.BoolOption(t.Item.Options, "split_by_page")
+	// The text kept: the cap's worth for the document, or for each page when each page becomes
+	// a document of its own (and 64 of those in all).
+	textBytes := TextBytes(cfg.MaxTextChars)
+	pageBytes := textBytes
+	if split {
+		textBytes *= splitTextPages
+	}
 	doc, err := Read(ctx, r, path, Options{
 		OCR:       converter.BoolOption(t.Item.Options, "ocr"),
 		Lang:      converter.StringOption(t.Item.Options, "lang"),
@@ -77,6 +87,8 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 		Progress: func(f float64) {
 			out.Progress(0.8 * f)
 		},
+		PageBytes: pageBytes,
+		TextBytes: textBytes,
 	})
 	if err != nil {
 		return err
@@ -88,7 +100,8 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	for i, p := range doc.Pages {
 		texts[i] = p.Text
 	}
-	if err := out.SetText(ctx, textclean.Sanitize(strings.Join(texts, PageSeparator), cfg.MaxTextChars)); err != nil {
+	text, cut := textclean.SanitizeCut(strings.Join(texts, PageSeparator), cfg.MaxTextChars)
+	if err := out.SetText(ctx, text); err != nil {
 		return err
 	}
 	if doc.Thumbnail != nil {
@@ -96,10 +109,11 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 			return err
 		}
 	}
-	out.SetMetadata(converter.AddedMetadata(t.Item, map[string]any{
-		"page_count":  doc.PageCount,
-		"is_from_ocr": doc.FromOCR(),
-	}))
+	md := map[string]any{"page_count": doc.PageCount, "is_from_ocr": doc.FromOCR()}
+	if cut || doc.Cut() {
+		md["truncated"] = true
+	}
+	out.SetMetadata(converter.AddedMetadata(t.Item, md))
 	out.Progress(1)
 	return nil
 }
@@ -120,7 +134,11 @@ func (a *Action) split(ctx context.Context, r *converter.Runner, t *action.Task,
 	}
 	for i, pf := range pageFiles {
 		n := i + 1
-		text := textclean.Sanitize(doc.Pages[i].Text, maxChars)
+		text, cut := textclean.SanitizeCut(doc.Pages[i].Text, maxChars)
+		md := map[string]any{"page_number": n, "is_from_ocr": doc.Pages[i].FromOCR}
+		if cut || doc.Pages[i].Cut {
+			md["truncated"] = true
+		}
 		f, err := os.Open(pf)
 		if err != nil {
 			return fmt.Errorf("open page %d: %w", n, err)
@@ -128,7 +146,7 @@ func (a *Action) split(ctx context.Context, r *converter.Runner, t *action.Task,
 		c := action.Child{
 			Name:        fmt.Sprintf("%s/page-%04d.pdf", t.Item.Name, n),
 			ContentType: "application/pdf",
-			Metadata:    map[string]any{"page_number": n, "is_from_ocr": doc.Pages[i].FromOCR},
+			Metadata:    md,
 			Blob:        f,
 			Text:        &text,
 		}
@@ -159,6 +177,19 @@ type Document struct {
 type Page struct {
 	Text    string // as the tool produced it, not sanitised
 	FromOCR bool
+	// Cut says that pdftotext's text of the page was longer than the bounds let [Read] keep:
+	// Text is its beginning (or nothing), and the page is not OCRed for having no text.
+	Cut bool
+}
+
+// Cut reports whether any page's text was cut at [Options]' bounds.
+func (d *Document) Cut() bool {
+	for _, p := range d.Pages {
+		if p.Cut {
+			return true
+		}
+	}
+	return false
 }
 
 // FromOCR reports whether any page's text came from OCR.
@@ -181,7 +212,28 @@ type Options struct {
 	Progress func(float64)
 	// Thumbnail renders page 1 for [Document.Thumbnail], in the run that reads the PDF.
 	Thumbnail bool
+	// PageBytes and TextBytes bound the bytes of pdftotext's output kept for one page and for
+	// the whole document (0: [DefaultTextBytes] each). A page whose text was not kept whole is
+	// marked [Page.Cut]; once the whole document's bound is reached the output is read no further.
+	PageBytes, TextBytes int
 }
+
+// DefaultTextBytes is the bytes of text [Read] keeps when [Options] set no bound: the text of the
+// default cap of characters (textclean.DefaultMaxChars) at 4 bytes each, the most UTF-8 takes.
+const DefaultTextBytes = textclean.DefaultMaxChars * utf8.UTFMax
+
+// TextBytes is the bound on the bytes of pdftotext's output kept for a document (or a page, when
+// the PDF is split) whose text is capped at maxChars characters.
+func TextBytes(maxChars int) int {
+	if maxChars <= 0 {
+		maxChars = textclean.DefaultMaxChars
+	}
+	return maxChars*utf8.UTFMax + utf8.UTFMax
+}
+
+// splitTextPages is how many pages' bounds a split PDF keeps in all: 64 pages of a million
+// characters, or tens of thousands of real ones.
+const splitTextPages = 64
 
 // Read reads the page count (pdfinfo) and the text of each page (pdftotext) of the PDF at path —
 // and with opts.Thumbnail renders page 1 for a thumbnail, all in one sandboxed run — OCRing
@@ -218,15 +270,21 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 	if opts.Thumbnail && res[2].Err == nil {
 		doc.Thumbnail, _ = converter.EncodeThumbnail(res[2].Stdout)
 	}
-	b, err := os.ReadFile(txtPath)
+	f, err := os.Open(txtPath)
 	if err != nil {
 		return nil, fmt.Errorf("read pdftotext output: %w", err)
 	}
-	// pdftotext ends every page with a form feed.
-	for i, p := range strings.Split(string(b), "\f") {
-		if i < n {
-			doc.Pages[i].Text = strings.TrimRight(p, " \t\n")
-		}
+	pageMax, textMax := opts.PageBytes, opts.TextBytes
+	if pageMax <= 0 {
+		pageMax = DefaultTextBytes
+	}
+	if textMax <= 0 {
+		textMax = DefaultTextBytes
+	}
+	err = readPages(f, doc.Pages, pageMax, textMax)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read pdftotext output: %w", err)
 	}
 	if opts.Progress != nil {
 		opts.Progress(0.2)
@@ -236,7 +294,7 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 	}
 	var pages []int // the pages to OCR: those without text
 	for i := range doc.Pages {
-		if strings.TrimSpace(doc.Pages[i].Text) == "" {
+		if !doc.Pages[i].Cut && strings.TrimSpace(doc.Pages[i].Text) == "" {
 			pages = append(pages, i)
 		}
 	}
@@ -285,6 +343,77 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 		doc.Pages[i] = Page{Text: strings.TrimRight(texts[k], " \t\n"), FromOCR: true}
 	}
 	return doc, nil
+}
+
+// readPages reads pdftotext's output — each page's text ended by a form feed — into pages, keeping
+// at most pageMax bytes of a page and textMax bytes in all, each cut between UTF-8 characters,
+// with trailing blanks trimmed. A page kept in part is marked Cut. It never holds more than it
+// keeps and a buffer: a page's text past pageMax is read and dropped, and once textMax is reached,
+// or twice textMax has been read, it stops reading and marks every page not yet read whole Cut —
+// a PDF whose compressed content streams expand to gigabytes of text costs what it keeps.
+func readPages(rd io.Reader, pages []Page, pageMax, textMax int) error {
+	br := bufio.NewReaderSize(rd, 64<<10)
+	var (
+		buf        []byte // the current page's kept text
+		i          int    // the current page
+		kept, read int
+		cut        bool // the current page's text is not all in buf
+	)
+	end := func() {
+		if i < len(pages) {
+			pages[i].Text = strings.TrimRight(string(buf), " \t\n")
+			pages[i].Cut = cut
+		}
+		i, buf, cut = i+1, buf[:0], false
+	}
+	for i < len(pages) {
+		if kept >= textMax || read >= 2*textMax {
+			if _, err := br.Peek(1); err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+			// More text than the bounds: this page and the rest are cut here, unread.
+			for cut = true; i < len(pages); {
+				end()
+				cut = true
+			}
+			return nil
+		}
+		chunk, err := br.ReadSlice('\f')
+		read += len(chunk)
+		data, ff := chunk, false
+		if err == nil { // the chunk ends with the page's form feed
+			data, ff = chunk[:len(chunk)-1], true
+		}
+		if cut { // the page's text past its cut is dropped
+			data = nil
+		} else if room := min(pageMax-len(buf), textMax-kept); len(data) > room {
+			k := max(room, 0)
+			for k > 0 && !utf8.RuneStart(data[k]) {
+				k--
+			}
+			data, cut = data[:k], true
+		}
+		buf = append(buf, data...)
+		kept += len(data)
+		switch {
+		case ff:
+			end()
+		case err == bufio.ErrBufferFull:
+		case err == io.EOF:
+			if len(buf) > 0 || cut {
+				end()
+			}
+			return nil
+		default:
+			return err
+		}
+	}
+	if len(buf) > 0 || cut {
+		end()
+	}
+	return nil
 }
 
 // ocrSlots bounds the pages being OCRed at once in the whole process by its CPUs: the pages of one

@@ -3,6 +3,7 @@ package text
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/text/encoding/htmlindex"
 
@@ -46,5 +47,32 @@ func TestLegacyCJKDocument(t *testing.T) {
 				t.Errorf("charset %v, text %q; want %s, %q", md["charset"], text, charset, sentence)
 			}
 		})
+	}
+}
+
+// TestTruncated: a text longer than max_text_chars keeps the cap's worth and says so in its
+// metadata — whether the bytes read stopped it or the characters counted did; one within the
+// cap has no truncated key.
+func TestTruncated(t *testing.T) {
+	t.Parallel()
+	a := New(nil)
+	for _, tc := range []struct {
+		name, text string
+		truncated  bool
+	}{
+		{"within the bound of bytes", strings.Repeat("word ", 60), true}, // 300 bytes: under 4×100+4
+		{"beyond the bound of bytes", strings.Repeat("word ", 1000), true},
+		{"within the cap", strings.Repeat("word ", 20), false},
+	} {
+		rec := &actiontest.Recorder{}
+		tk := actiontest.NewTask(t, "long.txt", "text/plain", []byte(tc.text), map[string]any{"max_text_chars": 100}, nil)
+		if err := a.Run(t.Context(), tk, rec); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		c := rec.Children[0]
+		n := utf8.RuneCountInString(*c.Text)
+		if _, ok := c.Metadata["truncated"]; ok != tc.truncated || (tc.truncated && n != 100) {
+			t.Errorf("%s: %d characters, metadata %v; want truncated %v", tc.name, n, c.Metadata, tc.truncated)
+		}
 	}
 }

@@ -102,7 +102,10 @@ func (a *Action) render(ctx context.Context, t *action.Task, out action.Output, 
 		md["truncated"] = true
 	}
 	decoded, charset := textclean.Decode(raw)
-	text := textclean.Sanitize(decoded, cfg.MaxTextChars)
+	text, cut := textclean.SanitizeCut(decoded, cfg.MaxTextChars)
+	if cut {
+		md["truncated"] = true
+	}
 	md["charset"] = charset
 	r := &converter.Runner{Limits: cfg.Limits, Dir: t.TempDir, Heartbeat: out.Heartbeat}
 	return a.Child(ctx, r, t.Item.Name, text, md)
