@@ -1,6 +1,7 @@
 package email
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"html"
@@ -101,11 +102,11 @@ func addHeaders(bodies map[string]*body, dir string, hs []header) error {
 		insert = int64(afterBodyTag(prefix[:n]))
 		head = []byte(htmlHeaders(hs))
 	case "rtf":
-		rest, err := io.ReadAll(b.file)
+		at, err := rtfInsertAt(b.file)
 		if err != nil {
 			return fmt.Errorf("read body: %w", err)
 		}
-		insert = int64(rtfInsertAt(rest))
+		insert = at
 		head = []byte(rtfHeaders(hs))
 	}
 	return spliceBody(b, dir, insert, head)
@@ -246,26 +247,52 @@ func rtfEscape(s string) string {
 }
 
 // rtfInsertAt returns where the document's text begins: the first \pard at the outer group's
-// level, after the font and colour tables; else just before the final "}".
-func rtfInsertAt(b []byte) int {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
+// level, after the font and colour tables; else just before the final "}". It reads r once, a
+// buffer at a time: the body stays on disk however large it is.
+func rtfInsertAt(r io.Reader) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		pos, lastClose int64 // the offset of the byte read next; of the last "}", escaped or not
+		depth          int
+	)
+	lastClose = -1
+	for {
+		c, err := br.ReadByte()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return 0, err
+		}
+		switch c {
 		case '\\':
-			if depth == 1 && bytes.HasPrefix(b[i:], []byte(`\pard`)) && (i+5 == len(b) || !isLetter(b[i+5])) {
-				return i
+			if depth == 1 {
+				if p, _ := br.Peek(5); bytes.HasPrefix(p, []byte("pard")) && (len(p) == 4 || !isLetter(p[4])) {
+					return pos, nil
+				}
 			}
-			i++ // an escaped character or the first letter of a control word
+			// An escaped character or the first letter of a control word.
+			switch c, err := br.ReadByte(); {
+			case err == io.EOF:
+			case err != nil:
+				return 0, err
+			default:
+				pos++
+				if c == '}' {
+					lastClose = pos
+				}
+			}
 		case '{':
 			depth++
 		case '}':
 			depth--
+			lastClose = pos
 		}
+		pos++
 	}
-	if i := bytes.LastIndexByte(b, '}'); i > 0 {
-		return i
+	if lastClose > 0 {
+		return lastClose, nil
 	}
-	return len(b)
+	return pos, nil
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
