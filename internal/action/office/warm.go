@@ -751,6 +751,10 @@ func profileFiles(dir string) (map[string]bool, bool) {
 	return files, err == nil
 }
 
+// maxRegistry bounds the profile's registrymodifications.xcu that [warm.checkProfile] reads: the
+// hardening settings and what LibreOffice records over thousands of conversions take tens of KB.
+const maxRegistry = 4 << 20
+
 // checkProfile reports whether the profile still looks as conversions leave it: every hardening
 // setting still in registrymodifications.xcu, and no file that was not there once the profile
 // was made where code is kept ([holdsCode]). A document that managed to change the profile —
@@ -758,7 +762,15 @@ func profileFiles(dir string) (map[string]bool, bool) {
 // it was found after is discarded and the converter retired.
 func (w *warm) checkProfile() (bool, string) {
 	dir := filepath.Join(w.dir, "profile")
-	reg, err := os.ReadFile(filepath.Join(dir, "user", "registrymodifications.xcu"))
+	// The converter writes this file, so a document may have made it any size (up to the
+	// sandbox's 4 GiB file limit): one larger than conversions leave it fails the check unread.
+	regPath := filepath.Join(dir, "user", "registrymodifications.xcu")
+	if fi, err := os.Stat(regPath); err != nil {
+		return false, err.Error()
+	} else if fi.Size() > maxRegistry {
+		return false, fmt.Sprintf("registrymodifications.xcu has grown to %d bytes (more than %d)", fi.Size(), maxRegistry)
+	}
+	reg, err := os.ReadFile(regPath)
 	if err != nil {
 		return false, err.Error()
 	}

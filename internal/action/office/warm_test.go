@@ -487,3 +487,36 @@ func TestWarmSuccessorStarted(t *testing.T) {
 		return n == 2, fmt.Sprintf("%d converters started", n)
 	})
 }
+
+// TestCheckProfileRegistryBound: a registrymodifications.xcu a document has grown past
+// maxRegistry fails the profile check unread (the converter writes it, up to the sandbox's 4 GiB
+// file limit); one holding the hardening settings passes, one missing a setting fails.
+func TestCheckProfileRegistryBound(t *testing.T) {
+	t.Parallel()
+	w := &warm{dir: t.TempDir(), profile: map[string]bool{}}
+	user := filepath.Join(w.dir, "profile", "user")
+	if err := os.MkdirAll(user, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(user, "registrymodifications.xcu")
+	write := func(s string) {
+		if err := os.WriteFile(reg, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(hardening)
+	if ok, why := w.checkProfile(); !ok {
+		t.Fatalf("the hardened registry fails the check: %s", why)
+	}
+	write(strings.Replace(hardening, "<item ", "<!-- removed -->", 1))
+	if ok, _ := w.checkProfile(); ok {
+		t.Error("a registry missing a hardening setting passes the check")
+	}
+	write(hardening)
+	if err := os.Truncate(reg, maxRegistry+1); err != nil { // sparse: no disk, but its size
+		t.Fatal(err)
+	}
+	if ok, why := w.checkProfile(); ok || !strings.Contains(why, "has grown to") {
+		t.Errorf("a registry of %d bytes: check %v (%q), want it failed unread", maxRegistry+1, ok, why)
+	}
+}
