@@ -16,8 +16,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-project/sluice/internal/action/actiontest"
+	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/converter/convertertest"
 )
 
@@ -145,6 +147,31 @@ func TestOCRScan(t *testing.T) {
 			t.Errorf("page %d's %q at %d in the OCR text, want after %d:\n%s", p+1, w, i, at, text)
 		}
 		at = i
+	}
+
+	// Within bounds: the text kept in page order, a page past the whole bound keeping nothing
+	// and not counted as OCRed, however the pages' OCR finished.
+	for _, b := range []struct{ page, text int }{{100, 150}, {100, 100}} {
+		r := &converter.Runner{Dir: t.TempDir()}
+		in, err := r.Stage(scan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := Read(t.Context(), r, in, Options{OCR: true, PageBytes: b.page, TextBytes: b.text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for i, p := range doc.Pages {
+			total += len(p.Text)
+			if len(p.Text) > b.page || !p.Cut || p.FromOCR != (p.Text != "") || !utf8.ValidString(p.Text) {
+				t.Errorf("bounds %v: page %d kept %d bytes, cut %v, from OCR %v", b, i+1, len(p.Text), p.Cut, p.FromOCR)
+			}
+		}
+		// Cut between characters, after trailing blanks were trimmed: a few bytes short at most.
+		if total > b.text || total < b.text-8 || doc.Pages[2].Text != "" {
+			t.Errorf("bounds %v: kept %d bytes in all (page 3: %d), want about %d and none of page 3", b, total, len(doc.Pages[2].Text), b.text)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -312,6 +313,9 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 	if workers == 1 {
 		runners[0], inputs[0] = r, path
 	}
+	var ocrKept atomic.Int64
+	// By page: its OCR text was longer than pageMax; it was left unread for the bound.
+	ocrCut, unread := make([]bool, n), make([]bool, n)
 	texts, err := ocrPages(ctx, pages, workers, func(ctx context.Context, w, i int) (string, error) {
 		if runners[w] == nil { // only worker w reads or writes runners[w]
 			dir := filepath.Join(r.Dir, "ocr-"+strconv.Itoa(w))
@@ -325,7 +329,21 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 			}
 			runners[w], inputs[w] = rw, in
 		}
-		return ocrPage(ctx, runners[w], inputs[w], i+1, dpi[i], lang)
+		// Once the pages OCRed have as much text as the document may keep, the pages after
+		// them can keep none: they are left unread. (The pages taken are a prefix of pages, so
+		// those OCRed before the bound was seen are all that the bound lets in, whatever the
+		// order they finished in.)
+		if ocrKept.Load() >= int64(textMax) {
+			unread[i] = true
+			return "", nil
+		}
+		text, err := ocrPage(ctx, runners[w], inputs[w], i+1, dpi[i], lang)
+		text = strings.TrimRight(text, " \t\n")
+		if len(text) > pageMax {
+			text, ocrCut[i] = cutUTF8(text, pageMax), true
+		}
+		ocrKept.Add(int64(len(text)))
+		return text, err
 	}, func(done int) {
 		if opts.Progress != nil {
 			opts.Progress(0.2 + 0.8*float64(done)/float64(len(pages)))
@@ -340,7 +358,20 @@ func Read(ctx context.Context, r *converter.Runner, path string, opts Options) (
 		return nil, err
 	}
 	for k, i := range pages {
-		doc.Pages[i] = Page{Text: strings.TrimRight(texts[k], " \t\n"), FromOCR: true}
+		doc.Pages[i] = Page{Text: texts[k], FromOCR: !unread[i], Cut: ocrCut[i] || unread[i]}
+	}
+	// The whole text within textMax, in page order: a page past the bound keeps nothing and is
+	// not counted as OCRed, whether or not it was read before the bound was seen.
+	kept := 0
+	for i := range doc.Pages {
+		p := &doc.Pages[i]
+		if room := textMax - kept; len(p.Text) > room {
+			p.Text, p.Cut = cutUTF8(p.Text, room), true
+			if p.Text == "" {
+				p.FromOCR = false
+			}
+		}
+		kept += len(p.Text)
 	}
 	return doc, nil
 }
@@ -414,6 +445,18 @@ func readPages(rd io.Reader, pages []Page, pageMax, textMax int) error {
 		end()
 	}
 	return nil
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that ends between UTF-8 characters.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n = max(n, 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // ocrSlots bounds the pages being OCRed at once in the whole process by its CPUs: the pages of one
