@@ -226,7 +226,7 @@ func (h *Handler) Handle(ctx context.Context, s *Spec, m Message) (Outcome, erro
 		root.BlobSHA256, root.Size = sha, size
 	} else {
 		var obj map[string]any
-		if json.Unmarshal(m.Body, &obj) == nil && obj != nil {
+		if metadata.Unmarshal(m.Body, &obj) == nil && obj != nil { // numbers as written: a 20-digit id stays one
 			for k, v := range obj {
 				if _, taken := md[k]; !taken {
 					md[k] = v

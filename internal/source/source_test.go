@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/basic"
 	"github.com/sluice-project/sluice/internal/engine"
 	"github.com/sluice-project/sluice/internal/enginetest"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/record"
 	"github.com/sluice-project/sluice/internal/sink"
 	"github.com/sluice-project/sluice/internal/source"
@@ -89,11 +90,12 @@ func TestWebhookSource(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, string(b)
 		}
-		code, body := post("m1", "ok", `{"n": 1}`, "")
+		first := `{"n": 1, "big": 12345678901234567890, "price": 1.50}`
+		code, body := post("m1", "ok", first, "")
 		if code != 200 || !strings.Contains(body, `"created":true`) {
 			t.Fatalf("first post: %d %s", code, body)
 		}
-		code, body = post("m1", "ok", `{"n": 1}`, "")
+		code, body = post("m1", "ok", first, "")
 		if code != 200 || strings.Contains(body, `"created":true`) || !strings.Contains(body, `"job_id":1`) {
 			t.Fatalf("repeated post: %d %s", code, body)
 		}
@@ -114,6 +116,15 @@ func TestWebhookSource(t *testing.T) {
 		}
 		if j := k.WaitJob(t, jobs[0].ID, 10*time.Second); j.State != record.JobComplete {
 			t.Fatalf("job %s", j.State)
+		}
+		// The body's fields are the root's metadata as written: a 20-digit id and 1.50 unchanged.
+		items, err := k.Store.ItemList(t.Context(), store.ItemListParams{JobID: jobs[0].ID, Limit: 10})
+		if err != nil || len(items) == 0 {
+			t.Fatalf("items: %d, %v", len(items), err)
+		}
+		md, err := metadata.Decode(items[0].Metadata)
+		if err != nil || md["big"] != json.Number("12345678901234567890") || md["price"] != json.Number("1.50") {
+			t.Errorf("root metadata %s (%v): want big 12345678901234567890 and price 1.50 as posted", items[0].Metadata, err)
 		}
 	})
 }
