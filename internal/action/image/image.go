@@ -106,7 +106,7 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	out.Progress(0.3)
 	pdfPath := filepath.Join(t.TempDir, "image.pdf")
 	if err := writePDF(pdfPath, pages); err != nil {
-		return action.Permanentf("make pdf of image: %v", err)
+		return err
 	}
 	out.Progress(0.4)
 
@@ -200,6 +200,7 @@ func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page
 		}
 	}
 	pages := make([]page, 0, n)
+	var total int64
 	for i := 0; i < n; i++ {
 		in := src
 		if n > 1 {
@@ -214,6 +215,15 @@ func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page
 		cfg, err := decodeConfig(dst)
 		if err != nil {
 			return nil, fmt.Errorf("read converted page %d: %w", i+1, err)
+		}
+		// Stop at the page that takes the PDF past its bound, not after converting them all.
+		fi, err := os.Stat(dst)
+		if err != nil {
+			return nil, err
+		}
+		total += fi.Size()
+		if err := checkPDFImages(total, i+1, n); err != nil {
+			return nil, err
 		}
 		pages = append(pages, page{path: dst, width: cfg.Width, height: cfg.Height})
 	}
@@ -309,11 +319,23 @@ func goPages(src, ct, dir string) ([]page, error) {
 	return []page{{path: dst, width: b.Dx(), height: b.Dy()}}, nil
 }
 
-// writePDF writes one page per image, each page the size of its image at 96 dpi.
+// writePDF writes one page per image, each page the size of its image at 96 dpi. gopdf holds
+// every image in memory until the PDF is written, about twice (its copy of the file, and the
+// stream it writes), so the page files may come to at most maxPDFImages bytes. Errors of the
+// images are permanent; errors writing the file are not.
 func writePDF(path string, pages []page) error {
 	var pdf gopdf.GoPdf
 	pdf.Start(gopdf.Config{PageSize: *gopdf.PageSizeA4})
-	for _, p := range pages {
+	var total int64
+	for i, p := range pages {
+		fi, err := os.Stat(p.path)
+		if err != nil {
+			return err
+		}
+		total += fi.Size()
+		if err := checkPDFImages(total, i+1, len(pages)); err != nil {
+			return err
+		}
 		w, h := pageSize(p.width, p.height)
 		rect := &gopdf.Rect{W: w, H: h}
 		pdf.AddPageWithOption(gopdf.PageOption{PageSize: rect})
@@ -322,10 +344,43 @@ func writePDF(path string, pages []page) error {
 			return err
 		}
 		if err := pdf.ImageByHolder(holder, 0, 0, rect); err != nil {
-			return err
+			return action.Permanentf("make pdf of image: page %d (%d×%d pixels) is not a JPEG or PNG a PDF can hold", i+1, p.width, p.height)
 		}
 	}
-	return pdf.WritePdf(path)
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write pdf of image: %w", err)
+	}
+	// WriteTo streams the PDF (WritePdf builds it in memory first, and exits the process with
+	// log.Fatalf when that fails) but drops the errors of its writes: a bufio.Writer keeps the
+	// first, and Flush returns it.
+	bw := bufio.NewWriterSize(f, 256<<10)
+	if _, err = pdf.WriteTo(bw); err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write pdf of image: %w", err)
+	}
+	return nil
+}
+
+// maxPDFImages bounds the bytes of the image files one PDF holds. gopdf keeps them in memory,
+// about twice over, until the PDF is written.
+const maxPDFImages = 256 << 20
+
+// checkPDFImages refuses an image whose first n of pages page files come to total bytes, when
+// that is more than maxPDFImages.
+func checkPDFImages(total int64, n, pages int) error {
+	if total <= maxPDFImages {
+		return nil
+	}
+	if pages == 1 {
+		return action.Permanentf("make pdf of image: the image is more than the %d MiB one PDF may hold", maxPDFImages>>20)
+	}
+	return action.Permanentf("make pdf of image: its first %d of %d pages come to more than the %d MiB one PDF may hold", n, pages, maxPDFImages>>20)
 }
 
 // pageSize maps pixels to points at 96 dpi, shrunk to fit PDF's 14,400-point page limit.

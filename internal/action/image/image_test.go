@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -310,4 +311,40 @@ func makePNG(t *testing.T, w, h int, ct byte, raw []byte) []byte {
 	pngenc.WriteChunk(&out, "IDAT", idat.Bytes())
 	pngenc.WriteChunk(&out, "IEND", nil)
 	return out.Bytes()
+}
+
+// TestWritePDFErrors: a PDF that cannot be written is an error to retry (gopdf drops the errors
+// of its writes), and pages past maxPDFImages are refused by their size before any is read.
+func TestWritePDFErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.png")
+	if err := writePNG(small, image.NewGray(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	pages := []page{{path: small, width: 8, height: 8}}
+	if err := writePDF(filepath.Join(dir, "ok.pdf"), pages); err != nil {
+		t.Fatalf("small page: %v", err)
+	}
+	if runtime.GOOS == "linux" {
+		err := writePDF("/dev/full", pages)
+		if err == nil || action.IsPermanent(err) {
+			t.Errorf("writing to a full disk: err = %v, want an error to retry", err)
+		}
+	}
+
+	// A page file of maxPDFImages bytes after an 8×8 one: sparse, and never read.
+	huge := filepath.Join(dir, "huge.png")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, maxPDFImages); err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, page{path: huge, width: 8, height: 8}, page{path: small, width: 8, height: 8})
+	err := writePDF(filepath.Join(dir, "big.pdf"), pages)
+	if !action.IsPermanent(err) || !strings.Contains(err.Error(), "first 2 of 3 pages") {
+		t.Fatalf("pages past the bound: err = %v", err)
+	}
+	t.Logf("error: %v", err)
 }
