@@ -172,8 +172,8 @@ func isPhoto(ct string) bool {
 	return false
 }
 
-// vipsPages converts every page of the image to an embeddable file with libvips. JPEGs are
-// embedded as they are.
+// vipsPages converts every page of the image to an embeddable file with libvips. Most JPEGs
+// and plain PNGs are embedded as they are (jpegPage, plainPNG).
 func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page, error) {
 	n := 1
 	if ct == "image/tiff" {
@@ -191,12 +191,12 @@ func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page
 		}
 	}
 	if ct == "image/jpeg" {
-		w, h, err := vipsSize(ctx, r, src)
+		p, ok, err := jpegPage(src, r.Dir)
 		if err != nil {
 			return nil, err
 		}
-		if cmyk, _ := isCMYKJPEG(src); !cmyk {
-			return []page{{path: src, width: w, height: h}}, nil
+		if ok {
+			return []page{p}, nil
 		}
 	}
 	pages := make([]page, 0, n)
@@ -230,43 +230,145 @@ func vipsPages(ctx context.Context, r *converter.Runner, src, ct string) ([]page
 	return pages, nil
 }
 
-// vipsSize returns the size of the JPEG at src. Go's decoder reads it from the JPEG's header in
-// microseconds (a memory-safe parser, as isCMYKJPEG's); each vipsheader run took 40 ms of CPU,
-// most of it libvips loading its modules, two of a small JPEG's three tool runs. A header Go
-// does not read (arithmetic coding, say) is left to vipsheader.
-func vipsSize(ctx context.Context, r *converter.Runner, src string) (int, int, error) {
-	if cfg, err := decodeConfig(src); err == nil && cfg.Width > 0 && cfg.Height > 0 {
-		return cfg.Width, cfg.Height, nil
-	}
-	b, err := r.Output(ctx, "vipsheader", 1<<10, "-f", "width", src)
+// jpegPage returns the JPEG at src as a page to embed as it is, or false when libvips must
+// re-encode it: when Go does not read its header (gopdf reads it with Go's decoder), when it is
+// neither greyscale nor YCbCr (PDF viewers invert Adobe CMYK JPEGs embedded as they are), or
+// when it is larger than its pixels justify even cut at its end. A JPEG followed by other data
+// beyond that is cut at its EOI marker into a file in dir: the PDF, and gopdf's memory, get the
+// image and not what follows it.
+func jpegPage(src, dir string) (page, bool, error) {
+	f, err := os.Open(src)
 	if err != nil {
-		return 0, 0, imageFailure("image/jpeg", err)
-	}
-	w, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	b, err = r.Output(ctx, "vipsheader", 1<<10, "-f", "height", src)
-	if err != nil {
-		return 0, 0, imageFailure("image/jpeg", err)
-	}
-	h, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if w <= 0 || h <= 0 {
-		return 0, 0, action.Permanentf("read image: bad size %dx%d", w, h)
-	}
-	return w, h, nil
-}
-
-// isCMYKJPEG reports whether a JPEG is neither greyscale nor YCbCr; PDF viewers invert Adobe CMYK JPEGs
-// embedded as they are, so those are converted.
-func isCMYKJPEG(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
+		return page{}, false, err
 	}
 	defer f.Close()
-	cfg, err := jpeg.DecodeConfig(f)
+	cfg, err := jpeg.DecodeConfig(bufio.NewReader(f))
 	if err != nil {
-		return false, err
+		return page{}, false, nil
 	}
-	return cfg.ColorModel != nil && cfg.ColorModel != color.GrayModel && cfg.ColorModel != color.YCbCrModel, nil
+	samples := 3
+	switch cfg.ColorModel {
+	case color.GrayModel:
+		samples = 1
+	case color.YCbCrModel:
+	default:
+		return page{}, false, nil
+	}
+	p := page{path: src, width: cfg.Width, height: cfg.Height}
+	fi, err := f.Stat()
+	if err != nil {
+		return page{}, false, err
+	}
+	if justified(fi.Size(), p.width, p.height, samples) {
+		return p, true, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return page{}, false, err
+	}
+	n, ok := jpegEnd(bufio.NewReaderSize(f, 64<<10))
+	if !ok || !justified(n, p.width, p.height, samples) {
+		return page{}, false, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return page{}, false, err
+	}
+	p.path = filepath.Join(dir, "page-00001.jpg")
+	out, err := os.Create(p.path)
+	if err != nil {
+		return page{}, false, err
+	}
+	if _, err := io.CopyN(out, f, n); err != nil {
+		out.Close()
+		return page{}, false, err
+	}
+	return p, true, out.Close()
+}
+
+// justified reports whether an image file of size bytes embedded in a PDF as it is is no
+// larger than its w×h pixels of samples bytes each justify: twice their raw size, and 1 MiB
+// for metadata (EXIF, ICC profiles). gopdf holds the whole file in memory, and the PDF gets it.
+func justified(size int64, w, h, samples int) bool {
+	return size <= 2*int64(w)*int64(h)*int64(samples)+1<<20
+}
+
+// jpegEnd returns the length of the JPEG at the start of r, up to and with its EOI marker. It
+// walks the marker segments and skips each scan's entropy-coded data, which ends at the first
+// 0xFF not followed by 0x00 (a stuffed 0xFF) or a restart marker. It reports false when r ends,
+// or breaks that syntax, before EOI.
+func jpegEnd(r *bufio.Reader) (int64, bool) {
+	var n int64
+	next := func() (byte, bool) {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, false
+		}
+		n++
+		return b, true
+	}
+	if a, _ := next(); a != 0xFF {
+		return 0, false
+	}
+	if b, _ := next(); b != 0xD8 {
+		return 0, false
+	}
+	marker := false // the 0xFF of the next marker is read already
+	for {
+		if !marker {
+			if b, ok := next(); !ok || b != 0xFF {
+				return 0, false
+			}
+		}
+		marker = false
+		m, ok := next()
+		for ok && m == 0xFF { // fill bytes
+			m, ok = next()
+		}
+		switch {
+		case !ok || m == 0x00 || m == 0xD8:
+			return 0, false
+		case m == 0xD9:
+			return n, true
+		case m == 0x01 || m >= 0xD0 && m <= 0xD7: // TEM and RSTn have no length
+			continue
+		}
+		hi, ok1 := next()
+		lo, ok2 := next()
+		length := int(hi)<<8 | int(lo)
+		if !ok1 || !ok2 || length < 2 {
+			return 0, false
+		}
+		d, err := r.Discard(length - 2)
+		n += int64(d)
+		if err != nil {
+			return 0, false
+		}
+		if m != 0xDA { // not SOS
+			continue
+		}
+		for {
+			s, err := r.ReadSlice(0xFF)
+			n += int64(len(s))
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				return 0, false
+			}
+			c, err := r.Peek(1)
+			if err != nil {
+				return 0, false
+			}
+			if c[0] == 0x00 || c[0] >= 0xD0 && c[0] <= 0xD7 {
+				next()
+				continue
+			}
+			if c[0] == 0xFF { // a fill byte; the next ReadSlice returns the 0xFF after it
+				continue
+			}
+			marker = true
+			break
+		}
+	}
 }
 
 // imageFailure explains a libvips failure; a missing HEIC decoder gets its own message.
@@ -282,7 +384,7 @@ func imageFailure(ct string, err error) error {
 }
 
 // goPages is the pure-Go fallback: it decodes the image (first page only) and writes it as a
-// PNG, or uses a JPEG as it is.
+// PNG, or uses a JPEG as it is (jpegPage).
 func goPages(src, ct, dir string) ([]page, error) {
 	if strings.HasPrefix(ct, "image/hei") || ct == "image/avif" {
 		return nil, converter.NotInstalledError("vips")
@@ -293,15 +395,12 @@ func goPages(src, ct, dir string) ([]page, error) {
 	}
 	defer f.Close()
 	if ct == "image/jpeg" {
-		cfg, err := jpeg.DecodeConfig(f)
+		p, ok, err := jpegPage(src, dir)
 		if err != nil {
-			return nil, action.Permanentf("read image: %v", err)
-		}
-		if cfg.ColorModel == color.YCbCrModel || cfg.ColorModel == color.GrayModel {
-			return []page{{path: src, width: cfg.Width, height: cfg.Height}}, nil
-		}
-		if _, err := f.Seek(0, 0); err != nil {
 			return nil, err
+		}
+		if ok {
+			return []page{p}, nil
 		}
 	}
 	img, _, err := image.Decode(f)
@@ -480,7 +579,8 @@ func decodeConfig(path string) (image.Config, error) {
 // broken image (libvips reads what it can and re-encodes that), the rows are inflated and
 // counted first: one filter byte each, none unknown, exactly the image's height of them. It reads
 // at most plainPNGChunks chunk headers before the first IDAT, and takes no image of more than
-// plainPNGMax bytes of rows.
+// plainPNGMax bytes of rows, nor a file larger than its pixels justify (see justified): libvips
+// re-encodes a PNG carrying large chunks or data after its end.
 func plainPNG(path string) (w, h int, ok bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -502,6 +602,9 @@ func plainPNG(path string) (w, h int, ok bool) {
 		stride = 3 * w
 	}
 	if int64(stride+1)*int64(h) > plainPNGMax {
+		return 0, 0, false
+	}
+	if fi, err := f.Stat(); err != nil || !justified(fi.Size(), w, h, stride/w) {
 		return 0, 0, false
 	}
 	for range plainPNGChunks {

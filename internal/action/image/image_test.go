@@ -1,11 +1,13 @@
 package image
 
 import (
+	"bufio"
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"os"
 	"os/exec"
@@ -228,9 +230,11 @@ func TestPlainPNG(t *testing.T) {
 		}
 		return makePNG(t, 37, 23, 2, raw.Bytes())
 	}
+	// A plain PNG followed by more bytes than its pixels justify goes through libvips.
+	padded := append(append([]byte(nil), b...), make([]byte, 2<<20)...)
 	for name, data := range map[string][]byte{"trns.png": trns, "interlaced.png": laced, "short.png": b[:40], "not.png": []byte("GIF89a"),
 		"empty.png": nil, "cut.png": cut, "flipped.png": flipped, "filter7.png": rows(23, 37*3, 7),
-		"shortrow.png": rows(23, 37*3-1, 1), "extrarow.png": rows(24, 37*3, 1)} {
+		"shortrow.png": rows(23, 37*3-1, 1), "extrarow.png": rows(24, 37*3, 1), "padded.png": padded} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -347,4 +351,207 @@ func TestWritePDFErrors(t *testing.T) {
 		t.Fatalf("pages past the bound: err = %v", err)
 	}
 	t.Logf("error: %v", err)
+}
+
+// paddedJPEG writes a 64×64 JPEG followed by pad zero bytes (a sparse file: the test holds none
+// of them) and returns its path.
+func paddedJPEG(t *testing.T, dir string, pad int64) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 64, 64))
+	for y := range 64 {
+		for x := range 64 {
+			img.Set(x, y, color.RGBA{uint8(x * 4), uint8(y * 4), 0x80, 0xff})
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "padded.jpg")
+	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, int64(buf.Len())+pad); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// allocated returns the bytes the Go heap allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestPaddedJPEG: a 64×64 JPEG followed by 64 MiB of padding — embedded as it is, the whole file
+// would be read into memory several times and copied into the PDF — makes a PDF of the JPEG
+// alone, with and without libvips, allocating a small part of the padding. Not parallel, so that
+// the heap's allocation count is this test's alone.
+func TestPaddedJPEG(t *testing.T) {
+	const pad = 64 << 20
+	check := func(t *testing.T, pdf []byte, alloc uint64) {
+		t.Helper()
+		t.Logf("allocated %d KiB, pdf of %d bytes", alloc>>10, len(pdf))
+		if alloc > pad/4 {
+			t.Errorf("allocated %d MiB for a 64×64 JPEG with %d MiB of padding", alloc>>20, pad>>20)
+		}
+		if len(pdf) > 64<<10 {
+			t.Errorf("the PDF of a 64×64 JPEG has %d bytes", len(pdf))
+		}
+		if n := pdfPages(t, pdf); n != 1 {
+			t.Errorf("pdf has %d pages, want 1", n)
+		}
+	}
+	t.Run("go", func(t *testing.T) {
+		dir := t.TempDir()
+		src := paddedJPEG(t, dir, pad)
+		out := filepath.Join(dir, "x.pdf")
+		var err error
+		alloc := allocated(func() {
+			var pages []page
+			if pages, err = goPages(src, "image/jpeg", dir); err == nil {
+				err = writePDF(out, pages)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pdf, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, pdf, alloc)
+	})
+	t.Run("vips", func(t *testing.T) {
+		convertertest.RequireTools(t, "vips", "vipsheader", "vipsthumbnail", "pdfinfo")
+		dir := t.TempDir()
+		b, err := os.ReadFile(paddedJPEG(t, dir, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := actiontest.NewTask(t, "padded.jpg", "image/jpeg", b, nil, nil)
+		blob, err := task.BlobPath(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(blob, int64(len(b))+pad); err != nil {
+			t.Fatal(err)
+		}
+		rec := &actiontest.Recorder{}
+		alloc := allocated(func() { err = New().Run(t.Context(), task, rec) })
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		c := checkChild(t, rec, "padded.jpg")
+		check(t, c.Data, alloc)
+		if c.Metadata["width"] != 64 || c.Metadata["height"] != 64 {
+			t.Errorf("size %v×%v, want 64×64", c.Metadata["width"], c.Metadata["height"])
+		}
+	})
+}
+
+// TestJPEGEnd: jpegEnd finds the end of baseline JPEGs (colour and grey, with stuffed 0xFF bytes
+// in their scans), of progressive ones (many scans, tables between them) and of ones with restart
+// markers, whatever follows; a JPEG cut before its EOI has no end.
+func TestJPEGEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	noise := image.NewRGBA(image.Rect(0, 0, 97, 61))
+	for i := range noise.Pix {
+		noise.Pix[i] = byte(i * 7919 >> 3)
+	}
+	var rgb, gray bytes.Buffer
+	if err := jpeg.Encode(&rgb, noise, &jpeg.Options{Quality: 95}); err != nil {
+		t.Fatal(err)
+	}
+	g := image.NewGray(noise.Rect)
+	copy(g.Pix, noise.Pix)
+	if err := jpeg.Encode(&gray, g, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(rgb.Bytes(), []byte{0xFF, 0x00}) {
+		t.Fatal("the test JPEG has no stuffed 0xFF byte")
+	}
+	check := func(name string, b []byte) {
+		t.Helper()
+		for _, tail := range [][]byte{nil, []byte("\xff\xd8\xff\xe0 more"), bytes.Repeat([]byte{0xFF}, 100), make([]byte, 1<<20)} {
+			data := append(append([]byte(nil), b...), tail...)
+			if n, ok := jpegEnd(bufio.NewReaderSize(bytes.NewReader(data), 16)); !ok || n != int64(len(b)) {
+				t.Errorf("%s with %d bytes after it: jpegEnd = %d, %v; want %d", name, len(tail), n, ok, len(b))
+			}
+		}
+		for _, cut := range []int{len(b) - 1, len(b) / 2, 2, 0} {
+			if n, ok := jpegEnd(bufio.NewReader(bytes.NewReader(b[:cut]))); ok {
+				t.Errorf("%s cut to %d bytes: jpegEnd = %d, true", name, cut, n)
+			}
+		}
+	}
+	check("baseline", rgb.Bytes())
+	check("grey", gray.Bytes())
+
+	convertertest.RequireTools(t, "vips")
+	src := filepath.Join(dir, "noise.jpg")
+	if err := os.WriteFile(src, rgb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]string{"progressive": "[interlace]", "restart markers": "[restart-interval=1]"} {
+		dst := filepath.Join(dir, "out.jpg")
+		if out, err := exec.Command("vips", "copy", src, dst+opts).CombinedOutput(); err != nil {
+			t.Fatalf("vips: %v: %s", err, out)
+		}
+		b, err := os.ReadFile(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(name, b)
+	}
+}
+
+// TestJPEGPage: a JPEG goes into the PDF as it is when its size is justified by its pixels, cut
+// at its end when what follows it is not, and through re-encoding when the JPEG itself is not
+// (here 2 MiB of comment segments in a 64×64 image).
+func TestJPEGPage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plain := paddedJPEG(t, dir, 0)
+	b, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok, err := jpegPage(plain, dir); err != nil || !ok || p.path != plain || p.width != 64 || p.height != 64 {
+		t.Errorf("plain JPEG: jpegPage = %+v, %v, %v", p, ok, err)
+	}
+
+	padded := filepath.Join(dir, "tail.jpg")
+	if err := os.WriteFile(padded, append(append([]byte(nil), b...), make([]byte, 3<<20)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, ok, err := jpegPage(padded, dir)
+	if err != nil || !ok || p.path == padded {
+		t.Fatalf("padded JPEG: jpegPage = %+v, %v, %v", p, ok, err)
+	}
+	if cut, err := os.ReadFile(p.path); err != nil || !bytes.Equal(cut, b) {
+		t.Errorf("padded JPEG cut to %d bytes (%v), want the %d of the JPEG", len(cut), err, len(b))
+	}
+
+	var com bytes.Buffer
+	com.Write(b[:2]) // SOI
+	for range 40 {
+		com.Write([]byte{0xFF, 0xFE, 0xFF, 0xFF})
+		com.Write(make([]byte, 0xFFFD))
+	}
+	com.Write(b[2:])
+	commented := filepath.Join(dir, "commented.jpg")
+	if err := os.WriteFile(commented, com.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jpeg.Decode(bytes.NewReader(com.Bytes())); err != nil {
+		t.Fatalf("the commented JPEG does not decode: %v", err)
+	}
+	if p, ok, err := jpegPage(commented, dir); err != nil || ok {
+		t.Errorf("JPEG with 2.5 MiB of comments: jpegPage = %+v, %v, %v; want re-encoding", p, ok, err)
+	}
 }
