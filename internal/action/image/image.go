@@ -394,6 +394,18 @@ func goPages(src, ct, dir string) ([]page, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// Decoding allocates the pixels a header claims (a few bytes can claim gigapixels), and the
+	// copy below as many again: refuse what is more than maxPixels first.
+	cfg, _, err := image.DecodeConfig(bufio.NewReader(f))
+	if err != nil {
+		return nil, unreadable(ct)
+	}
+	if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+		return nil, action.Permanentf("read image: %d×%d pixels is more than the %d megapixels read without libvips (not installed)", cfg.Width, cfg.Height, maxPixels>>20)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
 	if ct == "image/jpeg" {
 		p, ok, err := jpegPage(src, dir)
 		if err != nil {
@@ -403,9 +415,9 @@ func goPages(src, ct, dir string) ([]page, error) {
 			return []page{p}, nil
 		}
 	}
-	img, _, err := image.Decode(f)
+	img, _, err := image.Decode(bufio.NewReader(f))
 	if err != nil {
-		return nil, action.Permanentf("read image: %v", err)
+		return nil, unreadable(ct)
 	}
 	// Re-encode as 8-bit RGBA: gopdf embeds only 8-bit PNGs, and decoders return many layouts.
 	rgba := image.NewNRGBA(img.Bounds())
@@ -416,6 +428,11 @@ func goPages(src, ct, dir string) ([]page, error) {
 	}
 	b := img.Bounds()
 	return []page{{path: dst, width: b.Dx(), height: b.Dy()}}, nil
+}
+
+// unreadable is the error for an image the pure-Go fallback does not decode.
+func unreadable(ct string) error {
+	return action.Permanentf("read image: this %s file is damaged, or of a kind only libvips reads (not installed)", ct)
 }
 
 // writePDF writes one page per image, each page the size of its image at 96 dpi. gopdf holds
@@ -516,9 +533,9 @@ func thumbnail(ctx context.Context, r *converter.Runner, src, ct string, first p
 		return nil, "", err
 	}
 	defer f.Close()
-	img, _, err := image.Decode(f)
+	img, _, err := image.Decode(bufio.NewReader(f))
 	if err != nil {
-		return nil, "", action.Permanentf("read image: %v", err)
+		return nil, "", unreadable(ct)
 	}
 	img = shrink(img, converter.ThumbnailSize)
 	var buf bytes.Buffer
@@ -673,9 +690,14 @@ func (d *idatReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// maxPixels bounds the pixels of an image the pure-Go fallback decodes: 64 megapixels, as many
+// as plainPNG inflates. Go's decoders allocate the whole image, and the fallback's 8-bit RGBA
+// copy of it as much again: 512 MiB for an 8-bit RGBA image of this size, 768 MiB for a 16-bit one.
+const maxPixels = 64 << 20
+
 // plainPNGChunks bounds the chunks plainPNG reads before the first IDAT; plainPNGMax the bytes
-// of rows it inflates (a 64-megapixel RGB image): a larger image goes through libvips.
+// of rows it inflates (a maxPixels RGB image): a larger image goes through libvips.
 const (
 	plainPNGChunks = 64
-	plainPNGMax    = 3*64<<20 + 64<<20
+	plainPNGMax    = 4 * maxPixels
 )

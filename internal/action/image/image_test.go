@@ -555,3 +555,44 @@ func TestJPEGPage(t *testing.T) {
 		t.Errorf("JPEG with 2.5 MiB of comments: jpegPage = %+v, %v, %v; want re-encoding", p, ok, err)
 	}
 }
+
+// TestGoFallbackPixels: without libvips, a PNG or JPEG whose header claims 30000×30000 pixels
+// (3.6 GB as RGBA) gets a plain error naming its size, before anything that size is allocated.
+// Not parallel, so that the heap's allocation count is this test's alone.
+func TestGoFallbackPixels(t *testing.T) {
+	var jpg bytes.Buffer
+	if err := jpeg.Encode(&jpg, image.NewGray(image.Rect(0, 0, 16, 16)), nil); err != nil {
+		t.Fatal(err)
+	}
+	big := jpg.Bytes()
+	sof := bytes.Index(big, []byte{0xFF, 0xC0})
+	if sof < 0 {
+		t.Fatal("no SOF0 in the test JPEG")
+	}
+	binary.BigEndian.PutUint16(big[sof+5:], 30000) // height, then width
+	binary.BigEndian.PutUint16(big[sof+7:], 30000)
+	for _, tc := range []struct {
+		name, ct string
+		data     []byte
+	}{
+		{"big.png", "image/png", makePNG(t, 30000, 30000, 2, make([]byte, 1<<20))},
+		{"big.jpg", "image/jpeg", big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(src, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			alloc := allocated(func() { _, err = goPages(src, tc.ct, dir) })
+			if !action.IsPermanent(err) || !strings.Contains(err.Error(), "30000×30000 pixels") {
+				t.Fatalf("err = %v, want a permanent error naming the size", err)
+			}
+			if alloc > 16<<20 {
+				t.Errorf("allocated %d MiB", alloc>>20)
+			}
+			t.Logf("error: %v; allocated %d KiB", err, alloc>>10)
+		})
+	}
+}
