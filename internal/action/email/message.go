@@ -17,6 +17,7 @@ import (
 	// go-message, which then converts text parts and encoded headers to UTF-8.
 	_ "github.com/emersion/go-message/charset"
 	"github.com/emersion/go-message/mail"
+	"github.com/emersion/go-message/textproto"
 	"golang.org/x/text/encoding/charmap"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -70,26 +71,114 @@ const (
 	maxDepth = 32
 	// defaultMaxParts is Config.MaxParts' default.
 	defaultMaxParts = 10_000
+	// maxPartHeader bounds the header of each part in a multipart: 1 MiB, as go-message bounds
+	// the message's own header.
+	maxPartHeader = 1 << 20
 )
 
-// errTooDeep and errTooManyParts end the walk of a message over a bound.
+// errTooDeep, errTooManyParts and errPartHeader end the walk of a message over a bound.
 var (
 	errTooDeep      = fmt.Errorf("MIME parts nested more than %d levels deep", maxDepth)
 	errTooManyParts = errors.New("too many MIME parts")
+	errPartHeader   = errors.New("MIME part header too large")
 )
 
+// multipart reads the parts of one multipart entity, as message.Entity.MultipartReader does,
+// but with each part's header bounded by maxPartHeader.
+//
+// go-message bounds only the message's top header. Its textproto.MultipartReader reads each
+// part's header with textproto.ReadHeader, which leaves the bound to its caller, and go-message
+// has no option for one: a part header of 300 MB took 1.7 GB. So the parts are read here with
+// go-message's textproto.MultipartReader over a budgetReader, which limits what one NextPart
+// reads to maxPartHeader bytes. NextPart would also skip what is left of the previous part;
+// next drains that first, outside the budget, so that NextPart reads only the boundary line,
+// the header and, buffered, at most 4 KiB of the body after it: the bound is the header's, give
+// or take 4 KiB. A bound on line length instead would refuse long body lines (quoted-printable
+// and 8bit bodies have them) and would not stop a header of many short fields. The preamble
+// before the first boundary is read by the first NextPart, so it counts toward the first part's
+// header; real preambles are a line or two.
+type multipart struct {
+	mr   *textproto.MultipartReader
+	in   *budgetReader
+	part *textproto.Part // the part returned last, drained before the next is read
+}
+
+// newMultipart returns a reader of e's parts, or nil when e is not a multipart.
+func newMultipart(e *message.Entity) *multipart {
+	// The same test as message.Entity.MultipartReader's: message.New parsed the same header
+	// with the same function. A multipart's body is not decoded, so e.Body is its raw bytes.
+	mediaType, params, _ := e.Header.ContentType()
+	if !strings.HasPrefix(mediaType, "multipart/") {
+		return nil
+	}
+	in := &budgetReader{r: e.Body, left: -1}
+	return &multipart{mr: textproto.NewMultipartReader(in, params["boundary"]), in: in}
+}
+
+// next returns the next part, or io.EOF after the last; errPartHeader when its header is over
+// maxPartHeader. Like message.MultipartReader, a part of an unknown charset is returned with an
+// error that message.IsUnknownCharset recognises.
+func (m *multipart) next() (*message.Entity, error) {
+	if m.part != nil {
+		if _, err := io.Copy(io.Discard, m.part); err != nil {
+			return nil, err
+		}
+		m.part = nil
+	}
+	m.in.left = maxPartHeader
+	p, err := m.mr.NextPart()
+	m.in.left = -1
+	if m.in.over {
+		// Whatever NextPart made of it: the reader stopped in or just after the header.
+		return nil, errPartHeader
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.part = p
+	return message.New(message.Header{Header: p.Header}, p)
+}
+
+// budgetReader reads r. While left is not negative, it reads at most left more bytes, then
+// fails with errPartHeader, and from then on always (as textproto reads past a first error).
+type budgetReader struct {
+	r    io.Reader
+	left int64 // bytes that may still be read; negative means no bound
+	over bool  // the budget ran out
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.over {
+		return 0, errPartHeader
+	}
+	if b.left < 0 {
+		return b.r.Read(p)
+	}
+	if b.left == 0 {
+		b.over = true
+		return 0, errPartHeader
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
 // partWalker yields a message's leaf parts in order, depth first, as mail.Reader does, within
-// the bounds: at most maxDepth nested multiparts and maxParts parts, checking ctx between parts.
+// the bounds: at most maxDepth nested multiparts, maxParts parts and part headers of
+// maxPartHeader, checking ctx between parts.
 type partWalker struct {
 	top      *message.Entity
-	readers  []message.MultipartReader // the open multiparts, outermost first
+	readers  []*multipart // the open multiparts, outermost first
 	parts    int
 	maxParts int
 }
 
 func newPartWalker(e *message.Entity, maxParts int) *partWalker {
 	w := &partWalker{maxParts: maxParts}
-	if mr := e.MultipartReader(); mr != nil {
+	if mr := newMultipart(e); mr != nil {
 		w.readers = append(w.readers, mr)
 	} else {
 		w.top = e // a message of one part: its body
@@ -110,7 +199,7 @@ func (w *partWalker) next(ctx context.Context) (*message.Entity, error) {
 			return nil, err
 		}
 		mr := w.readers[len(w.readers)-1]
-		p, err := mr.NextPart()
+		p, err := mr.next()
 		if errors.Is(err, io.EOF) {
 			w.readers = w.readers[:len(w.readers)-1]
 			continue
@@ -121,7 +210,7 @@ func (w *partWalker) next(ctx context.Context) (*message.Entity, error) {
 		if w.parts++; w.parts > w.maxParts {
 			return nil, errTooManyParts
 		}
-		if pmr := p.MultipartReader(); pmr != nil {
+		if pmr := newMultipart(p); pmr != nil {
 			if len(w.readers) >= maxDepth {
 				return nil, errTooDeep
 			}
@@ -251,6 +340,8 @@ func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.
 		return action.Permanentf("message has %s (the limit); the parts before them were kept", errTooDeep)
 	case errors.Is(broken, errTooManyParts):
 		return action.Permanentf("message has more than %d MIME parts (the limit); the parts before them were kept", maxParts)
+	case errors.Is(broken, errPartHeader):
+		return action.Permanentf("message has a MIME part whose header is larger than %d MiB (the limit); the parts before it were kept", maxPartHeader>>20)
 	case broken != nil:
 		return action.Permanentf("corrupt message: %s", oneLine(broken.Error()))
 	}
