@@ -105,7 +105,7 @@ func TestEmailPartHeaderBound(t *testing.T) {
 			if body := rec.Children[1].Data; !bytes.HasSuffix(body, []byte("hello")) {
 				t.Fatalf("body = %q, want the text part before the big header", body)
 			}
-			if limit := int64(len(before)+len(tc.open)) + 2*maxPartHeader; read.n > limit {
+			if limit := int64(len(before)+len(tc.open)) + 2*maxHeader; read.n > limit {
 				t.Fatalf("read %d bytes of the message, want at most %d", read.n, limit)
 			}
 			// Unbounded, go-message held the whole header several times over (440 MiB to 1 GiB
@@ -143,5 +143,30 @@ func TestEmailPartHeaderWithinBound(t *testing.T) {
 	}
 	if string(rec.Children[0].Data) != "padded" || string(rec.Children[1].Data) != line || string(rec.Children[2].Data) != "last" {
 		t.Fatalf("attachments' contents differ")
+	}
+}
+
+// TestEmailTopHeaderBound: a message whose own header is 64 MiB gets a permanent error in plain
+// words naming the bound (not go-message's text), having read no more than about the bound.
+func TestEmailTopHeaderBound(t *testing.T) {
+	t.Parallel()
+	const headerSize = 64 << 20
+	task, read := streamTask(t, "top.eml", headerSize, func() []io.Reader {
+		return []io.Reader{
+			strings.NewReader("Subject: big\r\nX-Long: "),
+			io.LimitReader(&repeat{pattern: []byte("aaaaaaaaaaaaaaaa")}, headerSize),
+			strings.NewReader("\r\n\r\nbody\r\n"),
+		}
+	})
+	rec := &actiontest.Recorder{}
+	err := New(Config{}).Run(t.Context(), task, rec)
+	if want := "message's header is larger than 1 MiB (the limit)"; !action.IsPermanent(err) || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if len(rec.Children) != 0 {
+		t.Fatalf("children = %q, want none", childNames(rec))
+	}
+	if read.n > 2*maxHeader {
+		t.Fatalf("read %d bytes of the message, want at most %d", read.n, 2*maxHeader)
 	}
 }

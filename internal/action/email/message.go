@@ -71,26 +71,27 @@ const (
 	maxDepth = 32
 	// defaultMaxParts is Config.MaxParts' default.
 	defaultMaxParts = 10_000
-	// maxPartHeader bounds the header of each part in a multipart: 1 MiB, as go-message bounds
-	// the message's own header.
-	maxPartHeader = 1 << 20
+	// maxHeader bounds the message's header and that of each part in a multipart: 1 MiB,
+	// go-message's default for the message's header.
+	maxHeader = 1 << 20
 )
 
-// errTooDeep, errTooManyParts and errPartHeader end the walk of a message over a bound.
+// errTooDeep, errTooManyParts and errHeaderTooLarge end the walk of a message over a bound.
 var (
-	errTooDeep      = fmt.Errorf("MIME parts nested more than %d levels deep", maxDepth)
-	errTooManyParts = errors.New("too many MIME parts")
-	errPartHeader   = errors.New("MIME part header too large")
+	errTooDeep        = fmt.Errorf("MIME parts nested more than %d levels deep", maxDepth)
+	errTooManyParts   = errors.New("too many MIME parts")
+	errHeaderTooLarge = errors.New("MIME header too large")
 )
 
 // multipart reads the parts of one multipart entity, as message.Entity.MultipartReader does,
-// but with each part's header bounded by maxPartHeader.
+// but with each part's header bounded by maxHeader.
 //
-// go-message bounds only the message's top header. Its textproto.MultipartReader reads each
+// go-message bounds only the message's header (unpackMessage bounds that one itself, with the
+// same budgetReader, for an error in plain words). Its textproto.MultipartReader reads each
 // part's header with textproto.ReadHeader, which leaves the bound to its caller, and go-message
 // has no option for one: a part header of 300 MB took 1.7 GB. So the parts are read here with
 // go-message's textproto.MultipartReader over a budgetReader, which limits what one NextPart
-// reads to maxPartHeader bytes. NextPart would also skip what is left of the previous part;
+// reads to maxHeader bytes. NextPart would also skip what is left of the previous part;
 // next drains that first, outside the budget, so that NextPart reads only the boundary line,
 // the header and, buffered, at most 4 KiB of the body after it: the bound is the header's, give
 // or take 4 KiB. A bound on line length instead would refuse long body lines (quoted-printable
@@ -115,8 +116,8 @@ func newMultipart(e *message.Entity) *multipart {
 	return &multipart{mr: textproto.NewMultipartReader(in, params["boundary"]), in: in}
 }
 
-// next returns the next part, or io.EOF after the last; errPartHeader when its header is over
-// maxPartHeader. Like message.MultipartReader, a part of an unknown charset is returned with an
+// next returns the next part, or io.EOF after the last; errHeaderTooLarge when its header is
+// over maxHeader. Like message.MultipartReader, a part of an unknown charset is returned with an
 // error that message.IsUnknownCharset recognises.
 func (m *multipart) next() (*message.Entity, error) {
 	if m.part != nil {
@@ -125,12 +126,12 @@ func (m *multipart) next() (*message.Entity, error) {
 		}
 		m.part = nil
 	}
-	m.in.left = maxPartHeader
+	m.in.left = maxHeader
 	p, err := m.mr.NextPart()
 	m.in.left = -1
 	if m.in.over {
 		// Whatever NextPart made of it: the reader stopped in or just after the header.
-		return nil, errPartHeader
+		return nil, errHeaderTooLarge
 	}
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func (m *multipart) next() (*message.Entity, error) {
 }
 
 // budgetReader reads r. While left is not negative, it reads at most left more bytes, then
-// fails with errPartHeader, and from then on always (as textproto reads past a first error).
+// fails with errHeaderTooLarge, and from then on always (as textproto reads past a first error).
 type budgetReader struct {
 	r    io.Reader
 	left int64 // bytes that may still be read; negative means no bound
@@ -149,14 +150,14 @@ type budgetReader struct {
 
 func (b *budgetReader) Read(p []byte) (int, error) {
 	if b.over {
-		return 0, errPartHeader
+		return 0, errHeaderTooLarge
 	}
 	if b.left < 0 {
 		return b.r.Read(p)
 	}
 	if b.left == 0 {
 		b.over = true
-		return 0, errPartHeader
+		return 0, errHeaderTooLarge
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
@@ -168,7 +169,7 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 
 // partWalker yields a message's leaf parts in order, depth first, as mail.Reader does, within
 // the bounds: at most maxDepth nested multiparts, maxParts parts and part headers of
-// maxPartHeader, checking ctx between parts.
+// maxHeader, checking ctx between parts.
 type partWalker struct {
 	top      *message.Entity
 	readers  []*multipart // the open multiparts, outermost first
@@ -226,7 +227,14 @@ func (w *partWalker) next(ctx context.Context) (*message.Entity, error) {
 // then the body. maxParts bounds the message's parts.
 func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.Reader, maxParts int) error {
 	cr := &countingReader{r: r}
-	e, err := message.Read(cr)
+	// The header is bounded here, as the parts' are, rather than by go-message's own
+	// MaxHeaderBytes, whose error is its internal text.
+	in := &budgetReader{r: cr, left: maxHeader}
+	e, err := message.ReadWithOptions(in, &message.ReadOptions{MaxHeaderBytes: -1})
+	in.left = -1
+	if in.over {
+		return action.Permanentf("message's header is larger than %d MiB (the limit)", maxHeader>>20)
+	}
 	if err != nil && !message.IsUnknownCharset(err) {
 		return action.Permanentf("corrupt message: %s", oneLine(err.Error()))
 	}
@@ -340,8 +348,8 @@ func unpackMessage(ctx context.Context, t *action.Task, out action.Output, r io.
 		return action.Permanentf("message has %s (the limit); the parts before them were kept", errTooDeep)
 	case errors.Is(broken, errTooManyParts):
 		return action.Permanentf("message has more than %d MIME parts (the limit); the parts before them were kept", maxParts)
-	case errors.Is(broken, errPartHeader):
-		return action.Permanentf("message has a MIME part whose header is larger than %d MiB (the limit); the parts before it were kept", maxPartHeader>>20)
+	case errors.Is(broken, errHeaderTooLarge):
+		return action.Permanentf("message has a MIME part whose header is larger than %d MiB (the limit); the parts before it were kept", maxHeader>>20)
 	case broken != nil:
 		return action.Permanentf("corrupt message: %s", oneLine(broken.Error()))
 	}
