@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	_ "image/gif" // decoders for the pure-Go fallback
 
@@ -120,16 +121,36 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	ocr := converter.BoolOption(t.Item.Options, "ocr")
 	if ocr {
 		lang := converter.TesseractLang(converter.StringOption(t.Item.Options, "lang"))
+		// The text kept is what max_text_chars can hold (4 bytes a character at most): the pages
+		// after it are not OCRed, and tesseract's output (up to 64 MiB a page) is not kept past it.
+		limit := cfg.MaxTextChars*utf8.UTFMax + utf8.UTFMax
 		var texts []string
+		kept, cut := 0, false
 		for i, p := range pages {
+			if kept >= limit {
+				cut = true
+				break
+			}
 			s, err := r.OCR(ctx, p.path, lang)
 			if err != nil {
 				return err
 			}
-			texts = append(texts, strings.TrimRight(s, " \t\n"))
+			s = strings.TrimRight(s, " \t\n")
+			if n := limit - kept; len(s) > n {
+				for n > 0 && !utf8.RuneStart(s[n]) { // cut between characters
+					n--
+				}
+				s, cut = s[:n], true
+			}
+			kept += len(s)
+			texts = append(texts, s)
 			out.Progress(0.5 + 0.45*float64(i+1)/float64(len(pages)))
 		}
-		text = textclean.Sanitize(strings.Join(texts, "\n\n"), cfg.MaxTextChars)
+		var capped bool
+		text, capped = textclean.SanitizeCut(strings.Join(texts, "\n\n"), cfg.MaxTextChars)
+		if cut || capped {
+			md["truncated"] = true
+		}
 	}
 	md["is_from_ocr"] = ocr
 	md["page_count"] = len(pages)

@@ -9,12 +9,14 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/actiontest"
@@ -117,6 +119,19 @@ func TestOCR(t *testing.T) {
 	convertertest.CheckPhrases(t, *c.Text, convertertest.Expectations(t)["testOCR.pdf"].OCRPhrases)
 	if c.Metadata["is_from_ocr"] != true {
 		t.Errorf("is_from_ocr = %v", c.Metadata["is_from_ocr"])
+	}
+	if _, ok := c.Metadata["truncated"]; ok {
+		t.Errorf("the whole text kept, but metadata %v", c.Metadata)
+	}
+	// Capped: the cap's worth of the OCR text, and the metadata says so.
+	task = actiontest.NewFileTask(t, prefix+".png", "image/png", map[string]any{"max_text_chars": 10}, map[string]any{"ocr": true})
+	rec = &actiontest.Recorder{}
+	if err := New().Run(t.Context(), task, rec); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	capped := checkChild(t, rec, "scan.png")
+	if n := utf8.RuneCountInString(*capped.Text); n != 10 || !strings.HasPrefix(*c.Text, *capped.Text) || capped.Metadata["truncated"] != true {
+		t.Errorf("max_text_chars 10: %q (%d characters), metadata %v; want the text's first 10, truncated", *capped.Text, n, capped.Metadata)
 	}
 }
 
@@ -595,4 +610,29 @@ func TestGoFallbackPixels(t *testing.T) {
 			t.Logf("error: %v; allocated %d KiB", err, alloc>>10)
 		})
 	}
+}
+
+// FuzzJPEGEnd: jpegEnd on any bytes ends, and an end it reports lies within the input and is
+// the end of an EOI marker; bytes after it never move it.
+func FuzzJPEGEnd(f *testing.F) {
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, image.NewGray(image.Rect(0, 0, 16, 16)), nil); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	f.Add([]byte("\xff\xd8\xff\xd9"))
+	f.Add([]byte("\xff\xd8\xff\xda\x00\x02\xff\x00\xff\xd0\xff\xd9trailing"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, ok := jpegEnd(bufio.NewReader(bytes.NewReader(data)))
+		if !ok {
+			return
+		}
+		if n < 4 || n > int64(len(data)) || data[n-2] != 0xFF || data[n-1] != 0xD9 {
+			t.Fatalf("end %d of %d bytes is not after an EOI marker", n, len(data))
+		}
+		m, ok := jpegEnd(bufio.NewReader(io.MultiReader(bytes.NewReader(data[:n]), strings.NewReader("\xff\xd9more"))))
+		if !ok || m != n {
+			t.Fatalf("with bytes after its end: %d, %v; want %d", m, ok, n)
+		}
+	})
 }
