@@ -25,31 +25,31 @@ func ActionItem(it *record.Item) action.Item {
 	return ai
 }
 
-// jsonObject decodes a stored JSON object of options, never nil; numbers are float64. Most
-// items have none ("{}"), and the items of one job share their options: a flat object is
-// decoded once (a few hundred at most are kept) and each caller gets its own copy.
-func jsonObject(raw []byte) map[string]any { return cachedObject(raw, false) }
+// jsonObject decodes stored options, never nil, numbers as json.Number ([metadata.Decode]):
+// options are the user's data as much as metadata is, and an action passes them on (to a
+// service, a template, a child), so a 20-digit option must come out as it went in.
+func jsonObject(raw []byte) map[string]any { return cachedObject(raw) }
 
 // metadataObject decodes stored metadata, never nil, numbers as json.Number ([metadata.Decode]):
 // what an action reads, publishes or passes on comes out as the user gave it.
-func metadataObject(raw []byte) map[string]any { return cachedObject(raw, true) }
+func metadataObject(raw []byte) map[string]any { return cachedObject(raw) }
 
-func cachedObject(raw []byte, exact bool) map[string]any {
+// cachedObject decodes a stored JSON object. Most items have no options ("{}"), and the items
+// of one job share their options: a flat object is decoded once (a few hundred at most are
+// kept) and each caller gets its own copy.
+func cachedObject(raw []byte) map[string]any {
 	if len(raw) == 0 || string(raw) == "{}" {
 		return map[string]any{}
 	}
 	if len(raw) > 256 {
-		return decodeObject(raw, exact)
+		return decodeObject(raw)
 	}
 	key := string(raw)
-	if exact {
-		key = "\x00" + key // not JSON: the two decodings never share an entry
-	}
 	objects.Lock()
 	m, ok := objects.m[key]
 	objects.Unlock()
 	if !ok {
-		m = decodeObject(raw, exact)
+		m = decodeObject(raw)
 		for _, v := range m {
 			switch v.(type) {
 			case map[string]any, []any:
@@ -72,16 +72,9 @@ var objects = struct {
 	m map[string]map[string]any
 }{m: map[string]map[string]any{}}
 
-func decodeObject(raw []byte, exact bool) map[string]any {
-	if exact {
-		m, err := metadata.Decode(raw)
-		if err != nil {
-			return map[string]any{}
-		}
-		return m
-	}
-	var m map[string]any
-	if json.Unmarshal(raw, &m) != nil || m == nil {
+func decodeObject(raw []byte) map[string]any {
+	m, err := metadata.Decode(raw)
+	if err != nil {
 		return map[string]any{}
 	}
 	return m

@@ -55,6 +55,42 @@ func TestChildMetadataWins(t *testing.T) {
 	})
 }
 
+// TestOptionsExact: an action reads its item's options as the user gave them, as it reads
+// metadata — numbers as json.Number — so that a 20-digit option and 1.50 passed on (to a
+// service, a template, a child) come out unchanged, not rounded through float64.
+func TestOptionsExact(t *testing.T) {
+	drivertest.ForEach(t, func(t *testing.T, open drivertest.Open) {
+		t.Parallel()
+		seen := make(chan []byte, 1)
+		h := newHarness(t, open, func(h *harness) []action.Action {
+			return []action.Action{h.act("look", nil, func(ctx context.Context, t *action.Task, out action.Output) error {
+				b, err := json.Marshal(t.Item.Options)
+				if err != nil {
+					return err
+				}
+				if t.Item.Options["big"] != json.Number("12345678901234567890") {
+					b = fmt.Appendf(b, " (big is a %T)", t.Item.Options["big"])
+				}
+				select {
+				case seen <- b:
+				default:
+				}
+				return nil
+			})}
+		})
+		h.startWorker()
+		job := h.start("name: wf\nsteps:\n  look: {action: look, needs: [start]}\n", nil,
+			engine.Root{Name: "r", Options: map[string]any{"big": json.Number("12345678901234567890"), "price": json.Number("1.50")}})
+		if j := h.wait(job.ID); j.State != record.JobComplete {
+			t.Fatalf("job %s (%s), want complete", j.State, j.Error)
+		}
+		const want = `{"big":12345678901234567890,"price":1.50}`
+		if got := string(<-seen); got != want {
+			t.Errorf("the action read options %s, want %s", got, want)
+		}
+	})
+}
+
 // validate is an inline action that emits sheet.valid on a root and nothing on other items.
 func validate() action.Action {
 	return &fn{spec: action.Spec{Name: "validate", Outcomes: []string{"sheet.valid"}}, policy: action.Policy{Inline: action.InlineAlways},
