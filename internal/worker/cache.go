@@ -93,8 +93,9 @@ func cacheKey(spec action.Spec, step *workflow.Step, it *record.Item) string {
 		v = "1"
 	}
 	with, _ := json.Marshal(step.With) // encoding/json sorts map keys: canonical
+	// Numbers as written: two 20-digit options that round to the same float64 are two conversions.
 	var opts map[string]any
-	_ = json.Unmarshal(it.Options, &opts)
+	_ = metadata.Unmarshal(it.Options, &opts)
 	optb, _ := json.Marshal(opts)
 	for _, part := range [][]byte{[]byte(spec.Name), []byte(v), with, optb, []byte(it.BlobSHA256), []byte(it.ContentType)} {
 		h.Write(part)
