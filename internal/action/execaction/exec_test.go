@@ -3,6 +3,7 @@ package execaction
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -207,7 +208,7 @@ func TestStdoutJSON(t *testing.T) {
 		{name: "full", stdout: `{"events": ["has-text"], "metadata": {"title": "T"}, "text": "hello"}`,
 			wantEvents: []string{"has-text", "converted"}, wantTitle: "T"},
 		{name: "with mapped exit", stdout: `{"metadata": {"title": 3}}`, exit: 3,
-			wantEvents: []string{"skipped-no-text"}, wantTitle: 3.0},
+			wantEvents: []string{"skipped-no-text"}, wantTitle: json.Number("3")},
 		{name: "error", stdout: `{"error": "password protected"}`, wantPermanent: "password protected"},
 		{name: "undeclared event", stdout: `{"events": ["surprise"]}`, wantPermanent: `stdout names event "surprise"`},
 	}
@@ -246,7 +247,7 @@ func TestStdoutJSONChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rec.Children) != 2 || rec.Children[0].Name != "1.txt" || string(rec.Children[0].Data) != "page one" ||
-		rec.Children[1].Name != "note" || string(rec.Children[1].Data) != "hi" || rec.Children[1].Metadata["n"] != 2.0 {
+		rec.Children[1].Name != "note" || string(rec.Children[1].Data) != "hi" || rec.Children[1].Metadata["n"] != json.Number("2") {
 		t.Fatalf("children = %+v; want 1.txt (page one) and note (hi, n=2)", rec.Children)
 	}
 

@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // Result is the JSON result object.
@@ -112,7 +112,8 @@ func Parse(body []byte, what string) (*Result, error) {
 	if trimmed[0] != '{' {
 		return nil, action.Permanentf("%s is not a JSON object: %s", what, Snippet(trimmed, 200))
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	// Numbers in metadata and options stay as written (json.Number): a 20-digit id is not rounded.
+	dec := metadata.Decoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	var r Result
 	if err := dec.Decode(&r); err != nil {

@@ -3,6 +3,7 @@ package result_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +34,10 @@ func TestApply(t *testing.T) {
 		wantText      string
 	}{
 		{name: "full", body: `{"events": ["has-text"], "metadata": {"pages": 3, "title": "T"}, "text": "hello"}`,
-			wantEvents: []string{"has-text"}, wantMetadata: map[string]any{"pages": 3.0, "title": "T"}, wantText: "hello"},
+			wantEvents: []string{"has-text"}, wantMetadata: map[string]any{"pages": json.Number("3"), "title": "T"}, wantText: "hello"},
+		// Numbers as written: a 20-digit id is not rounded through float64, 1.50 not shortened.
+		{name: "numbers as written", body: `{"metadata": {"id": 12345678901234567890, "price": 1.50}}`,
+			wantMetadata: map[string]any{"id": json.Number("12345678901234567890"), "price": json.Number("1.50")}},
 		{name: "empty object", body: "{}\n"},
 		{name: "invalid UTF-8 text is repaired", body: "{\"text\": \"a\xffb\"}", wantText: "a\uFFFDb"},
 		{name: "error", body: `{"error": "password protected", "events": ["has-text"]}`, wantPermanent: "password protected"},
@@ -97,7 +101,7 @@ func TestChildren(t *testing.T) {
 	sum := sha256.Sum256([]byte("stored"))
 	sha := hex.EncodeToString(sum[:])
 	body := `{"children": [
-		{"name": "a.txt", "content_type": "text/plain", "content": "inline text", "metadata": {"page": 1}, "options": {"ocr": true}},
+		{"name": "a.txt", "content_type": "text/plain", "content": "inline text", "metadata": {"page": 1}, "options": {"ocr": true, "id": 12345678901234567890}},
 		{"name": "b.bin", "content_base64": "AAEC/w=="},
 		{"name": "c.txt", "path": "out/page-1.txt"},
 		{"name": "d", "sha256": "` + sha + `"},
@@ -126,8 +130,8 @@ func TestChildren(t *testing.T) {
 			t.Errorf("child %d = {%q %q %q sha %q}; want %+v", i, c.Name, c.ContentType, c.Data, c.BlobSHA256, w)
 		}
 	}
-	if c := rec.Children[0]; c.Metadata["page"] != 1.0 || c.Options["ocr"] != true {
-		t.Errorf("child a.txt: metadata %v, options %v; want page 1 and ocr", c.Metadata, c.Options)
+	if c := rec.Children[0]; c.Metadata["page"] != json.Number("1") || c.Options["ocr"] != true || c.Options["id"] != json.Number("12345678901234567890") {
+		t.Errorf("child a.txt: metadata %v, options %v; want page 1, ocr and id 12345678901234567890 as written", c.Metadata, c.Options)
 	}
 	if rec.Text == nil || *rec.Text != "parent" {
 		t.Errorf("text = %v; want the parent's text set too", rec.Text)
