@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/remote"
 )
 
@@ -116,7 +117,8 @@ func parseHeader(b []byte) (*header, error) {
 		if string(v) == "null" {
 			return nil, fmt.Errorf("child JSON: field %q is null", f.key)
 		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
+		// metadata.Unmarshal: the child's metadata keeps its numbers as written.
+		if err := metadata.Unmarshal(v, f.dst); err != nil {
 			return nil, fmt.Errorf("child JSON: field %q: %v", f.key, err)
 		}
 	}

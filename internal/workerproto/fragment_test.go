@@ -1,6 +1,7 @@
 package workerproto
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -91,4 +92,18 @@ func FuzzFragments(f *testing.F) {
 			t.Fatalf("write %+v accepted from %q", w, payload)
 		}
 	})
+}
+
+// TestParseHeaderMetadata: a child's metadata keeps its numbers as written — a 20-digit id and
+// 1.50 — as every decode of metadata does.
+func TestParseHeaderMetadata(t *testing.T) {
+	t.Parallel()
+	h, err := parseHeader([]byte(`{"filename":"a.txt","contentType":"text/plain","languageCode":"en",` +
+		`"metadata":{"id":12345678901234567890,"price":1.50},"wantOcr":false,"wantSplitByPage":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(h.Metadata); string(got) != `{"id":12345678901234567890,"price":1.50}` {
+		t.Errorf("child metadata %s, want id 12345678901234567890 and price 1.50 as written", got)
+	}
 }

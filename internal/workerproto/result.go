@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/blob"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // maxResultBytes bounds a result.json payload, which is read into memory whole; maxResultChildren
@@ -104,7 +105,7 @@ func (ss *session) applyResult(ctx context.Context, b []byte) error {
 
 func (ss *session) decodeResult(ctx context.Context, b []byte) (*engine.Result, error) {
 	var ar ActionResult
-	if err := json.Unmarshal(b, &ar); err != nil {
+	if err := metadata.Unmarshal(b, &ar); err != nil { // metadata and children's as written
 		return nil, err
 	}
 	if len(ar.Children) > maxResultChildren {
