@@ -27,6 +27,11 @@ func (r *run) unpackStream(f *os.File, contentType string) error {
 	case sevenZipEncryptedHeaders:
 		r.fatal = errors.New("password-protected")
 		return nil
+	case sevenZipPlain:
+		if err := checkSevenZipHeader(f, r.size, r.lim.MaxEntries); err != nil {
+			r.fatal = err
+			return nil
+		}
 	}
 	cf := &countingFile{f: f}
 	// Identify by content only: matching by name is order-dependent in the library (it walks a

@@ -12,8 +12,9 @@
 // Limits, each overridable by the step's settings (`with:`):
 //   - max_depth (16): an archive at nesting depth d creates children at d+1; d+1 > max_depth is
 //     the permanent error "archive nested too deep: depth 17 > 16".
-//   - max_entries (100,000): entries of one archive, counted before extraction for zip and while
-//     reading for the other formats.
+//   - max_entries (100,000): entries of one archive, counted before extraction for zip and 7z
+//     (whose header's counts are checked before the 7z library reads them: see
+//     checkSevenZipHeader) and while reading for the other formats.
 //   - max_ratio (1000): compression ratio of one entry; entries that expand to less than 1 MiB
 //     are never judged by ratio. For zip it is the entry's (declared, then measured) size over
 //     its compressed size; tar, 7z and rar do not record per-entry compressed sizes (and solid

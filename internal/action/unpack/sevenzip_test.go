@@ -1,0 +1,127 @@
+package unpack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ulikunitz/xz/lzma"
+
+	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/action/actiontest"
+)
+
+// szNumber encodes v as a 7z NUMBER in its longest form (0xff and eight bytes).
+func szNumber(v uint64) []byte {
+	return binary.LittleEndian.AppendUint64([]byte{0xff}, v)
+}
+
+// sevenZipFile returns a 7z archive of no packed data whose header is hdr.
+func sevenZipFile(hdr []byte) []byte {
+	return sevenZipWith(nil, hdr)
+}
+
+// sevenZipWith returns a 7z archive of packed data followed by the header hdr, with valid
+// checksums, so that only the header's contents are wrong.
+func sevenZipWith(packed, hdr []byte) []byte {
+	sh := make([]byte, 32, 32+len(packed)+len(hdr))
+	copy(sh, "7z\xbc\xaf\x27\x1c\x00\x04")
+	binary.LittleEndian.PutUint64(sh[12:], uint64(len(packed)))
+	binary.LittleEndian.PutUint64(sh[20:], uint64(len(hdr)))
+	binary.LittleEndian.PutUint32(sh[28:], crc32.ChecksumIEEE(hdr))
+	binary.LittleEndian.PutUint32(sh[8:], crc32.ChecksumIEEE(sh[12:32]))
+	return append(append(sh, packed...), hdr...)
+}
+
+// sevenZipDeclaring returns the 45-byte archive whose header declares files entries and says
+// nothing else about them: kHeader, kFilesInfo, the count, and two kEnds.
+func sevenZipDeclaring(files uint64) []byte {
+	return sevenZipFile(append(append([]byte{szHeader, szFilesInfo}, szNumber(files)...), szEnd, szEnd))
+}
+
+// sevenZipEncoded returns an archive whose header is hdr compressed with LZMA, behind an encoded
+// header naming the packed stream, its coder and unpackSize (the declared size of hdr).
+func sevenZipEncoded(t *testing.T, hdr []byte, unpackSize uint64) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := lzma.WriterConfig{Size: int64(len(hdr))}.NewWriter(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(hdr)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	props, packed := b.Bytes()[:5], b.Bytes()[13:] // the .lzma header: properties, dictionary, size
+	enc := []byte{szEncodedHeader, szPackInfo, 0x00, 0x01, szSize}
+	enc = append(enc, szNumber(uint64(len(packed)))...)
+	enc = append(enc, szEnd, szUnpackInfo, szFolder, 0x01, 0x00)
+	enc = append(enc, 0x01, 0x23, 0x03, 0x01, 0x01, 0x05) // one coder: LZMA, 5 bytes of properties
+	enc = append(enc, props...)
+	enc = append(enc, szCodersUnpackSize)
+	enc = append(enc, szNumber(unpackSize)...)
+	enc = append(enc, szEnd, szEnd)
+	return sevenZipWith(packed, enc)
+}
+
+// TestUnpackSevenZipHeaderCounts: a 7z whose header declares more than the archive can hold is
+// refused, in words, before the 7z library allocates for the count (for 10^9 files that is a
+// fatal "out of memory" that would end this test binary, not a panic).
+func TestUnpackSevenZipHeaderCounts(t *testing.T) {
+	t.Parallel()
+	hugePack := []byte{szHeader, szMainStreamsInfo, szPackInfo, 0x00}
+	hugePack = append(append(hugePack, szNumber(1e9)...), szSize, 0x00, szEnd, szEnd, szEnd)
+	billion := append(append([]byte{szHeader, szFilesInfo}, szNumber(1e9)...), szEnd, szEnd)
+	tests := []struct {
+		name    string
+		data    []byte
+		wantErr string
+	}{
+		{name: "bomb.7z", data: sevenZipDeclaring(1e9), wantErr: "archive has 1000000000 entries, more than 100000"},
+		{name: "million.7z", data: sevenZipDeclaring(1e6), wantErr: "archive has 1000000 entries, more than 100000"},
+		// Fewer than max_entries, but no 13-byte header describes 200 files: 7-Zip needs a byte
+		// per file with data and a bit per empty one.
+		{name: "crowded.7z", data: sevenZipDeclaring(200), wantErr: "corrupt archive: its 7z header declares 200 entries in 13 bytes"},
+		{name: "packs.7z", data: sevenZipFile(hugePack), wantErr: "corrupt archive: its 7z header declares 1000000000 pack streams in 18 bytes"},
+		// The same bomb, compressed as 7-Zip compresses every header.
+		{name: "encoded.7z", data: sevenZipEncoded(t, billion, uint64(len(billion))), wantErr: "archive has 1000000000 entries, more than 100000"},
+		{name: "large-header.7z", data: sevenZipEncoded(t, billion, 1<<40),
+			wantErr: "corrupt archive: its 7z header unpacks to 1099511627776 bytes, more than 67108864"},
+	}
+	for _, tt := range tests {
+		rec := &actiontest.Recorder{}
+		err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, tt.name, "", tt.data, nil, nil), rec)
+		if !action.IsPermanent(err) || err.Error() != tt.wantErr {
+			t.Errorf("%s: err = %v, want permanent %q", tt.name, err, tt.wantErr)
+		}
+		if len(rec.Children) != 0 {
+			t.Errorf("%s: children %q", tt.name, childNames(rec))
+		}
+	}
+}
+
+// TestUnpackSevenZipCountsOfRealArchive: a real archive passes the header walk and unpacks, and
+// the walk reads its real counts: with max_entries below them it is refused before any entry.
+func TestUnpackSevenZipCountsOfRealArchive(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(corpusDir(t), "test-documents.7z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &actiontest.Recorder{}
+	if err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, "test-documents.7z", "", data, nil, nil), rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Children) == 0 {
+		t.Fatal("no children")
+	}
+	rec = &actiontest.Recorder{}
+	err = New(Config{}).Run(t.Context(), actiontest.NewTask(t, "test-documents.7z", "", data, map[string]any{"max_entries": 3}, nil), rec)
+	if !action.IsPermanent(err) || !strings.HasPrefix(err.Error(), "archive has more than 3 entries (its 7z header declares ") || len(rec.Children) != 0 {
+		t.Fatalf("err = %v, children %d", err, len(rec.Children))
+	}
+}
