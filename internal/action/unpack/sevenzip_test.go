@@ -70,7 +70,8 @@ func sevenZipEncoded(t *testing.T, hdr []byte, unpackSize uint64) []byte {
 
 // TestUnpackSevenZipHeaderCounts: a 7z whose header declares more than the archive can hold is
 // refused, in words, before the 7z library allocates for the count (for 10^9 files that is a
-// fatal "out of memory" that would end this test binary, not a panic).
+// fatal "out of memory" that would end this test binary, not a panic), and a header the library
+// cannot make sense of is a corrupt archive, not a crash.
 func TestUnpackSevenZipHeaderCounts(t *testing.T) {
 	t.Parallel()
 	hugePack := []byte{szHeader, szMainStreamsInfo, szPackInfo, 0x00}
@@ -87,6 +88,9 @@ func TestUnpackSevenZipHeaderCounts(t *testing.T) {
 		// per file with data and a bit per empty one.
 		{name: "crowded.7z", data: sevenZipDeclaring(200), wantErr: "corrupt archive: its 7z header declares 200 entries in 13 bytes"},
 		{name: "packs.7z", data: sevenZipFile(hugePack), wantErr: "corrupt archive: its 7z header declares 1000000000 pack streams in 18 bytes"},
+		// Few enough to pass: the library lists 5 files with no data streams and then
+		// dereferences the streams they do not have.
+		{name: "five.7z", data: sevenZipDeclaring(5), wantErr: "corrupt archive: its headers contradict themselves (the archive reader gave up)"},
 		// The same bomb, compressed as 7-Zip compresses every header.
 		{name: "encoded.7z", data: sevenZipEncoded(t, billion, uint64(len(billion))), wantErr: "archive has 1000000000 entries, more than 100000"},
 		{name: "large-header.7z", data: sevenZipEncoded(t, billion, 1<<40),
@@ -123,5 +127,24 @@ func TestUnpackSevenZipCountsOfRealArchive(t *testing.T) {
 	err = New(Config{}).Run(t.Context(), actiontest.NewTask(t, "test-documents.7z", "", data, map[string]any{"max_entries": 3}, nil), rec)
 	if !action.IsPermanent(err) || !strings.HasPrefix(err.Error(), "archive has more than 3 entries (its 7z header declares ") || len(rec.Children) != 0 {
 		t.Fatalf("err = %v, children %d", err, len(rec.Children))
+	}
+}
+
+// TestArchiveLibraryPanicked: only a panic raised in an archive library is the archive's fault;
+// one raised in Sluice's own code reaches action.Safe as a panic.
+func TestArchiveLibraryPanicked(t *testing.T) {
+	t.Parallel()
+	var lib bool
+	func() {
+		defer func() {
+			if recover() != nil {
+				lib = archiveLibraryPanicked()
+			}
+		}()
+		var p *int
+		_ = *p
+	}()
+	if lib {
+		t.Fatal("a nil dereference in this package counted as the archive library's")
 	}
 }

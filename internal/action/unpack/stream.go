@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 
 	"github.com/mholt/archives"
@@ -19,7 +20,16 @@ import (
 
 // unpackStream unpacks the formats of github.com/mholt/archives other than zip: tar, 7z, rar,
 // compressed tars and single compressed files.
-func (r *run) unpackStream(f *os.File, contentType string) error {
+func (r *run) unpackStream(f *os.File, contentType string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if !archiveLibraryPanicked() {
+				panic(v) // Sluice's own bug: action.Safe records it with its stack
+			}
+			r.fatal = errors.New("corrupt archive: its headers contradict themselves (the archive reader gave up)")
+			err = nil
+		}
+	}()
 	switch sevenZipState(f) {
 	case sevenZipEmpty:
 		r.reportProgress(r.size)
@@ -111,6 +121,38 @@ func (r *run) unpackStream(f *os.File, contentType string) error {
 		r.reportProgress(r.size)
 	}
 	return nil
+}
+
+// archiveLibraries are the packages that parse an archive's structure. They trust what its
+// headers declare: bodgit/sevenzip dereferences the streams of files a header lists without
+// any, and indexes sizes by counts it never compared.
+var archiveLibraries = []string{"github.com/bodgit/", "github.com/mholt/archives", "github.com/nwaples/rardecode"}
+
+// archiveLibraryPanicked reports whether the panic being recovered (it must be called from the
+// deferred function that recovers) was raised in one of archiveLibraries: the archive's fault,
+// refused like any other corrupt archive. The frames below the deferred call are still those of
+// the panic; the first outside the runtime is where it was raised.
+func archiveLibraryPanicked() bool {
+	pc := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(1, pc)])
+	panicking := false
+	for {
+		fr, more := frames.Next()
+		switch {
+		case fr.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && !strings.HasPrefix(fr.Function, "runtime."):
+			for _, p := range archiveLibraries {
+				if strings.HasPrefix(fr.Function, p) {
+					return true
+				}
+			}
+			return false
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 type sevenZip int
