@@ -62,6 +62,10 @@ func (r *run) unpackZip(f *os.File) error {
 		}
 	}
 	if each == nil {
+		if err := checkZipDirWhole(f, r.size, r.lim.MaxEntries); err != nil {
+			r.fatal = err
+			return nil
+		}
 		zr, err := zip.NewReader(f, r.size)
 		if err != nil {
 			r.fatal = fmt.Errorf("corrupt archive: %s", cleanError(err))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 
@@ -54,37 +55,18 @@ type zipEndRecord struct {
 // zipEnd reads the end-of-central-directory record (or its zip64 form) as zip.NewReader does:
 // the last one in the file's final 65 KiB whose comment fits.
 func zipEnd(f *os.File, size int64) (zipEndRecord, bool) {
-	const eocdLen = 22
-	n := min(size, 65*1024)
-	if n < eocdLen {
+	e, loc, ok := zipEnd32(f, size)
+	if !ok {
 		return zipEndRecord{}, false
 	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, size-n); err != nil && err != io.EOF {
-		return zipEndRecord{}, false
-	}
-	i := -1
-	for j := len(buf) - eocdLen; j >= 0; j-- {
-		if bytes.Equal(buf[j:j+4], []byte("PK\x05\x06")) {
-			if int(binary.LittleEndian.Uint16(buf[j+20:]))+eocdLen+j <= len(buf) {
-				i = j
-			}
-			break
-		}
-	}
-	if i < 0 {
-		return zipEndRecord{}, false
-	}
-	e := zipEndRecord{at: size - n + int64(i), records: uint64(binary.LittleEndian.Uint16(buf[i+10:])),
-		size: uint64(binary.LittleEndian.Uint32(buf[i+12:])), offset: uint64(binary.LittleEndian.Uint32(buf[i+16:]))}
 	if e.records != 0xffff && e.size != 0xffff && e.offset != 0xffffffff {
 		return e, true
 	}
 	// zip64: the locator sits just before the record and points at the zip64 record.
-	if i < 20 || !bytes.Equal(buf[i-20:i-16], []byte("PK\x06\x07")) {
+	if !bytes.Equal(loc[:4], []byte("PK\x06\x07")) {
 		return zipEndRecord{}, false
 	}
-	off := int64(binary.LittleEndian.Uint64(buf[i-20+8:]))
+	off := int64(binary.LittleEndian.Uint64(loc[8:]))
 	var rec [56]byte
 	if off < 0 || off > size-56 {
 		return zipEndRecord{}, false
@@ -100,6 +82,102 @@ func zipEnd(f *os.File, size int64) (zipEndRecord, bool) {
 		return zipEndRecord{}, false
 	}
 	return e, true
+}
+
+// zipEnd32 reads the end-of-central-directory record's own fields, and the 20 bytes before it
+// (where a zip64 locator would be; zeros if the file has none).
+func zipEnd32(f *os.File, size int64) (e zipEndRecord, loc [20]byte, ok bool) {
+	const eocdLen = 22
+	n := min(size, 65*1024)
+	if n < eocdLen {
+		return e, loc, false
+	}
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, size-n); err != nil && err != io.EOF {
+		return e, loc, false
+	}
+	i := -1
+	for j := len(buf) - eocdLen; j >= 0; j-- {
+		if bytes.Equal(buf[j:j+4], []byte("PK\x05\x06")) {
+			if int(binary.LittleEndian.Uint16(buf[j+20:]))+eocdLen+j <= len(buf) {
+				i = j
+			}
+			break
+		}
+	}
+	if i < 0 {
+		return e, loc, false
+	}
+	e = zipEndRecord{at: size - n + int64(i), records: uint64(binary.LittleEndian.Uint16(buf[i+10:])),
+		size: uint64(binary.LittleEndian.Uint32(buf[i+12:])), offset: uint64(binary.LittleEndian.Uint32(buf[i+16:]))}
+	if i >= 20 {
+		copy(loc[:], buf[i-20:i])
+	}
+	return e, loc, true
+}
+
+// zipWholeDirMax bounds the central directory zip.NewReader may read whole (a variable for the
+// tests). The library keeps every record it reads, about 3.7 times the directory's bytes for
+// records of short names, and reads records for as long as they follow one another, whatever
+// the end record declares (it compares the declared count only modulo 65,536). A real archive of
+// 100,000 entries, max_entries' default, has a directory of about 20 MB (a 46-byte record, a
+// 100-byte path and 36 bytes of zip64 and time fields each): 64 MiB leaves it three times that.
+var zipWholeDirMax int64 = 64 << 20
+
+// checkZipDirWhole refuses, in words, a directory that zip.NewReader would read whole if it has
+// more than maxEntries records or more than zipWholeDirMax bytes of them. It counts the records
+// without keeping them, from each place the library may start reading: where the end record
+// says the directory ends less its size, and, when that leaves data before the archive, the
+// offset as written (readDirectoryEnd); from the zip64 end record's values and from the plain
+// one's, as the library uses the latter when the zip64 locator does not suit it.
+func checkZipDirWhole(f *os.File, size int64, maxEntries int) error {
+	var starts []int64
+	add := func(e zipEndRecord) {
+		if e.size > uint64(e.at) {
+			return
+		}
+		s := e.at - int64(e.size)
+		starts = append(starts, s)
+		if e.offset < uint64(s) {
+			starts = append(starts, int64(e.offset))
+		}
+	}
+	if e, _, ok := zipEnd32(f, size); ok {
+		add(e)
+	}
+	if e, ok := zipEnd(f, size); ok {
+		add(e)
+	}
+	for _, s := range starts {
+		n, bytes := zipCountRecords(f, s, maxEntries+1, zipWholeDirMax)
+		if n > maxEntries {
+			return fmt.Errorf("archive has more than %d entries", maxEntries)
+		}
+		if bytes > zipWholeDirMax {
+			return fmt.Errorf("archive's central directory (its list of entries) is larger than %d bytes", zipWholeDirMax)
+		}
+	}
+	return nil
+}
+
+// zipCountRecords counts the directory records that follow one another from start, as the
+// library's loop reads them, stopping once there are maxN or more than maxBytes of them.
+func zipCountRecords(f *os.File, start int64, maxN int, maxBytes int64) (n int, size int64) {
+	br := bufio.NewReaderSize(io.NewSectionReader(f, start, 1<<62), 64*1024)
+	var hdr [46]byte
+	for n < maxN && size <= maxBytes {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil || !bytes.Equal(hdr[:4], []byte("PK\x01\x02")) {
+			break
+		}
+		rest := int64(binary.LittleEndian.Uint16(hdr[28:])) + int64(binary.LittleEndian.Uint16(hdr[30:])) +
+			int64(binary.LittleEndian.Uint16(hdr[32:]))
+		if m, err := br.Discard(int(rest)); int64(m) != rest || err != nil {
+			break
+		}
+		n++
+		size += 46 + rest
+	}
+	return n, size
 }
 
 // each calls fn with the entries of the directory a page at a time, in directory order, and

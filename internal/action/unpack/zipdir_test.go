@@ -2,6 +2,8 @@ package unpack
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,4 +156,81 @@ func FuzzZipDirPages(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stubZip returns a zip of records directory records after other data, its offsets
+// counting from its own start, with an end record declaring declared records: every record is
+// the same one-byte stored entry "a", so the records cost 47 bytes each.
+func stubZip(records int, declared uint16) []byte {
+	le := binary.LittleEndian
+	// The stub starts as a zip does, so that unpack reads the file as a zip.
+	b := []byte("PK\x03\x04" + strings.Repeat(" data before the archive", 8))
+	stub := len(b)
+	b = append(b, "PK\x03\x04"...)
+	b = le.AppendUint16(b, 10)                              // needed
+	b = append(b, make([]byte, 8)...)                       // flags, method (stored), time, date
+	b = le.AppendUint32(b, crc32.ChecksumIEEE([]byte("x"))) // checksum
+	b = le.AppendUint32(b, 1)                               // compressed size
+	b = le.AppendUint32(b, 1)                               // size
+	b = le.AppendUint16(b, 1)                               // name
+	b = le.AppendUint16(b, 0)                               // extra
+	b = append(b, "ax"...)
+	dir := len(b) - stub
+	var rec []byte
+	rec = append(rec, "PK\x01\x02"...)
+	rec = le.AppendUint16(rec, 20)
+	rec = le.AppendUint16(rec, 10)
+	rec = append(rec, make([]byte, 8)...)
+	rec = le.AppendUint32(rec, crc32.ChecksumIEEE([]byte("x")))
+	rec = le.AppendUint32(rec, 1)
+	rec = le.AppendUint32(rec, 1)
+	rec = le.AppendUint16(rec, 1)         // name
+	rec = append(rec, make([]byte, 8)...) // extra, comment, disk, internal attributes
+	rec = le.AppendUint32(rec, 0o644<<16) // external attributes
+	rec = le.AppendUint32(rec, 0)         // the local header's offset
+	rec = append(rec, 'a')
+	b = append(b, bytes.Repeat(rec, records)...)
+	b = append(b, "PK\x05\x06"...)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, declared)
+	b = le.AppendUint16(b, declared)
+	b = le.AppendUint32(b, uint32(records*len(rec)))
+	b = le.AppendUint32(b, uint32(dir))
+	b = le.AppendUint16(b, 0)
+	return b
+}
+
+// TestZipWholeDirectoryBounded: a directory the pages do not read is read whole by the library,
+// which keeps every record and compares the declared count only modulo 65,536. One of 65,541
+// records declaring 5 (under max_entries 10) is refused before the library reads it, with no
+// entry unpacked; one within the limits still unpacks; and one of more bytes than
+// zipWholeDirMax is refused too.
+func TestZipWholeDirectoryBounded(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		data     []byte
+		with     map[string]any
+		children int
+		wantErr  string
+	}{
+		{name: "stub.zip", data: stubZip(65536+5, 5), with: map[string]any{"max_entries": 10}, wantErr: "archive has more than 10 entries"},
+		{name: "small.zip", data: stubZip(5, 5), with: map[string]any{"max_entries": 10}, children: 5},
+		// 47 bytes a record: 3,000 of them are 141,000 bytes, over the test's bound.
+		{name: "wide.zip", data: stubZip(3000, 3000), wantErr: "archive's central directory (its list of entries) is larger than 100000 bytes"},
+	}
+	for _, tt := range tests {
+		if _, ok := openZipDir(writeTemp(t, tt.data), int64(len(tt.data))); ok {
+			t.Fatalf("%s: read by pages, want whole", tt.name)
+		}
+		rec := &actiontest.Recorder{}
+		err := New(Config{}).Run(t.Context(), actiontest.NewTask(t, tt.name, "", tt.data, tt.with, nil), rec)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (!action.IsPermanent(err) || err.Error() != tt.wantErr) {
+			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.wantErr)
+		}
+		if len(rec.Children) != tt.children {
+			t.Errorf("%s: %d children, want %d", tt.name, len(rec.Children), tt.children)
+		}
+	}
 }
