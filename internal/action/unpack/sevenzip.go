@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"compress/bzip2"
-	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/ulikunitz/xz/lzma"
 )
 
@@ -26,8 +26,8 @@ import (
 // the header of every archive it writes, and a header holds each entry's name in UTF-16, three
 // times, attributes, size and checksum: about 130 bytes for an entry with a 40-character path and
 // 560 for one with 260. 100,000 entries (max_entries' default) of long paths fit in 64 MiB. The
-// header is read as a stream, so the bound limits the time spent decompressing it, and with it
-// the counts the walk accepts (each element takes at least a byte).
+// header is unpacked as a stream (twice: its bytes are counted first, and bound the counts), so
+// the bound limits the time spent, not memory.
 const sevenZipHeaderMax = 64 << 20
 
 // sevenZipMaxCoderStreams is 7-Zip's own limit on the coders of a folder and on their streams
@@ -65,11 +65,14 @@ func checkSevenZipHeader(f *os.File, size int64, maxEntries int) error {
 		return nil
 	}
 	off, n := binary.LittleEndian.Uint64(sh[12:]), binary.LittleEndian.Uint64(sh[20:])
-	if off > uint64(size) || n > uint64(size)-off || 32+off+n > uint64(size) {
-		return nil
+	if off >= uint64(size) || 32+off >= uint64(size) {
+		return nil // the library reads no header
 	}
+	// The library reads a header cut short by the end of the file as far as it goes, allocating
+	// as it reads: only what is there holds anything.
+	n = min(n, uint64(size)-32-off)
 	w := &szWalk{maxEntries: uint64(maxEntries)}
-	r := w.reader(io.NewSectionReader(f, int64(32+off), int64(n)), int64(n))
+	r := newSzReader(io.NewSectionReader(f, int64(32+off), int64(n)), int64(n))
 	id, err := r.byte()
 	if err != nil {
 		return nil
@@ -106,7 +109,7 @@ type szReader struct {
 	left int64
 }
 
-func (w *szWalk) reader(r io.Reader, size int64) *szReader {
+func newSzReader(r io.Reader, size int64) *szReader {
 	return &szReader{br: bufio.NewReader(io.LimitReader(r, size)), size: size, left: size}
 }
 
@@ -226,22 +229,32 @@ func (w *szWalk) encodedHeader(f *os.File, r *szReader) error {
 	if w.coders != 1 {
 		return errors.New("unsupported archive: its 7z header is compressed with a chain of methods Sluice does not read")
 	}
-	packed := io.NewSectionReader(f, int64(min(32+w.packPos, 1<<62)), int64(min(w.packSize, 1<<62)))
-	dec, err := w.decoder(packed)
+	open := func() (io.Reader, error) {
+		return w.decoder(io.NewSectionReader(f, int64(min(32+w.packPos, 1<<62)), int64(min(w.packSize, 1<<62))))
+	}
+	dec, err := open()
 	if err != nil {
 		return err
 	}
-	inner := w.reader(dec, int64(w.unpack))
+	// The library reads the unpacked header up to its declared size, allocating for each count
+	// as it meets it: the bytes that are really there (fewer, when the stream ends or fails
+	// first) are counted first, and bound the counts.
+	n, _ := io.Copy(io.Discard, io.LimitReader(dec, int64(w.unpack)))
+	if dec, err = open(); err != nil {
+		return err
+	}
+	inner := newSzReader(dec, n)
 	if err := inner.expect(szHeader); err != nil {
 		return err
 	}
 	return w.header(inner)
 }
 
-// decoder returns the unpacked stream of the encoded header's one coder. Its dictionary is no
-// larger than the header: the declared one may be 4 GiB.
+// decoder returns the unpacked stream of the encoded header's one coder, decoded as the library
+// decodes it (the same packages). Its dictionary is the declared one up to sevenZipHeaderMax,
+// which is as large as a header may be: the declared one may be 4 GiB.
 func (w *szWalk) decoder(packed io.Reader) (io.Reader, error) {
-	dict := uint32(max(min(w.unpack, 1<<31), lzma.MinDictCap))
+	dict := uint32(sevenZipHeaderMax)
 	switch {
 	case bytes.Equal(w.method, []byte{0x00}): // copy
 		return packed, nil
@@ -256,7 +269,10 @@ func (w *szWalk) decoder(packed io.Reader) (io.Reader, error) {
 			return nil, errSevenZipSyntax
 		}
 		return d, nil
-	case bytes.Equal(w.method, []byte{0x21}) && len(w.props) == 1: // LZMA2
+	case bytes.Equal(w.method, []byte{0x21}) && len(w.props) == 1 && w.props[0] <= 40: // LZMA2
+		if p := w.props[0]; p < 40 {
+			dict = min(dict, (2|uint32(p)&1)<<(p/2+11))
+		}
 		d, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(packed)
 		if err != nil {
 			return nil, errSevenZipSyntax

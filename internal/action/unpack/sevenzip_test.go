@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/bodgit/sevenzip"
 	"github.com/ulikunitz/xz/lzma"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -43,12 +45,18 @@ func sevenZipDeclaring(files uint64) []byte {
 	return sevenZipFile(append(append([]byte{szHeader, szFilesInfo}, szNumber(files)...), szEnd, szEnd))
 }
 
-// sevenZipEncoded returns an archive whose header is hdr compressed with LZMA, behind an encoded
-// header naming the packed stream, its coder and unpackSize (the declared size of hdr).
-func sevenZipEncoded(t *testing.T, hdr []byte, unpackSize uint64) []byte {
+// sevenZipEncoded returns an archive whose header is hdr compressed with LZMA (or LZMA2), behind
+// an encoded header naming the packed stream, its coder and unpackSize (the declared size of hdr).
+func sevenZipEncoded(t testing.TB, lzma2 bool, hdr []byte, unpackSize uint64) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	w, err := lzma.WriterConfig{Size: int64(len(hdr))}.NewWriter(&b)
+	var w io.WriteCloser
+	var err error
+	if lzma2 {
+		w, err = lzma.Writer2Config{}.NewWriter2(&b)
+	} else {
+		w, err = lzma.WriterConfig{Size: int64(len(hdr))}.NewWriter(&b)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +64,17 @@ func sevenZipEncoded(t *testing.T, hdr []byte, unpackSize uint64) []byte {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	props, packed := b.Bytes()[:5], b.Bytes()[13:] // the .lzma header: properties, dictionary, size
+	coder := []byte{0x21, 0x21, 0x01, 0x16} // LZMA2, a byte of properties: a 4 MiB dictionary
+	packed := b.Bytes()
+	if !lzma2 {
+		// The .lzma header: the properties byte, the dictionary size, the size.
+		coder = append([]byte{0x23, 0x03, 0x01, 0x01, 0x05}, packed[:5]...)
+		packed = packed[13:]
+	}
 	enc := []byte{szEncodedHeader, szPackInfo, 0x00, 0x01, szSize}
 	enc = append(enc, szNumber(uint64(len(packed)))...)
-	enc = append(enc, szEnd, szUnpackInfo, szFolder, 0x01, 0x00)
-	enc = append(enc, 0x01, 0x23, 0x03, 0x01, 0x01, 0x05) // one coder: LZMA, 5 bytes of properties
-	enc = append(enc, props...)
+	enc = append(enc, szEnd, szUnpackInfo, szFolder, 0x01, 0x00, 0x01) // one folder of one coder
+	enc = append(enc, coder...)
 	enc = append(enc, szCodersUnpackSize)
 	enc = append(enc, szNumber(unpackSize)...)
 	enc = append(enc, szEnd, szEnd)
@@ -77,6 +90,8 @@ func TestUnpackSevenZipHeaderCounts(t *testing.T) {
 	hugePack := []byte{szHeader, szMainStreamsInfo, szPackInfo, 0x00}
 	hugePack = append(append(hugePack, szNumber(1e9)...), szSize, 0x00, szEnd, szEnd, szEnd)
 	billion := append(append([]byte{szHeader, szFilesInfo}, szNumber(1e9)...), szEnd, szEnd)
+	thousandPacks := []byte{szHeader, szMainStreamsInfo, szPackInfo, 0x00}
+	thousandPacks = append(append(thousandPacks, szNumber(1000)...), szSize, 0x00, szEnd, szEnd, szEnd)
 	tests := []struct {
 		name    string
 		data    []byte
@@ -87,13 +102,18 @@ func TestUnpackSevenZipHeaderCounts(t *testing.T) {
 		// Fewer than max_entries, but no 13-byte header describes 200 files: 7-Zip needs a byte
 		// per file with data and a bit per empty one.
 		{name: "crowded.7z", data: sevenZipDeclaring(200), wantErr: "corrupt archive: its 7z header declares 200 entries in 13 bytes"},
+		// The header runs past the end of the file: the library reads what there is of it.
+		{name: "cut.7z", data: sevenZipDeclaring(1e9)[:44], wantErr: "archive has 1000000000 entries, more than 100000"},
 		{name: "packs.7z", data: sevenZipFile(hugePack), wantErr: "corrupt archive: its 7z header declares 1000000000 pack streams in 18 bytes"},
 		// Few enough to pass: the library lists 5 files with no data streams and then
 		// dereferences the streams they do not have.
 		{name: "five.7z", data: sevenZipDeclaring(5), wantErr: "corrupt archive: its headers contradict themselves (the archive reader gave up)"},
 		// The same bomb, compressed as 7-Zip compresses every header.
-		{name: "encoded.7z", data: sevenZipEncoded(t, billion, uint64(len(billion))), wantErr: "archive has 1000000000 entries, more than 100000"},
-		{name: "large-header.7z", data: sevenZipEncoded(t, billion, 1<<40),
+		{name: "encoded.7z", data: sevenZipEncoded(t, false, billion, uint64(len(billion))), wantErr: "archive has 1000000000 entries, more than 100000"},
+		// A header that claims 1 MiB but unpacks to 18 bytes cannot hold 1,000 pack streams.
+		{name: "overstated.7z", data: sevenZipEncoded(t, true, thousandPacks, 1<<20),
+			wantErr: "corrupt archive: its 7z header declares 1000 pack streams in 18 bytes"},
+		{name: "large-header.7z", data: sevenZipEncoded(t, false, billion, 1<<40),
 			wantErr: "corrupt archive: its 7z header unpacks to 1099511627776 bytes, more than 67108864"},
 	}
 	for _, tt := range tests {
@@ -147,4 +167,44 @@ func TestArchiveLibraryPanicked(t *testing.T) {
 	if lib {
 		t.Fatal("a nil dereference in this package counted as the archive library's")
 	}
+}
+
+// FuzzSevenZipHeader: for any archive the header walk lets through, the 7z library opens it
+// without a fatal allocation (which would end the fuzzer's process) and lists no more files than
+// max_entries; a panic of the library's is the recovered kind.
+func FuzzSevenZipHeader(f *testing.F) {
+	const maxEntries = 1000
+	f.Add(sevenZipDeclaring(5))
+	f.Add(sevenZipDeclaring(1e9))
+	billion := append(append([]byte{szHeader, szFilesInfo}, szNumber(1e9)...), szEnd, szEnd)
+	f.Add(sevenZipEncoded(f, false, billion, uint64(len(billion))))
+	corpus := filepath.Join("..", "..", "..", "..", "shared", "corpus", "files", "test-documents.7z")
+	for _, p := range []string{"testdata/empty.7z", "testdata/enc.7z", "testdata/enc-headers.7z", corpus} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "a.7z")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fh, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fh.Close()
+		if checkSevenZipHeader(fh, int64(len(data)), maxEntries) != nil {
+			return
+		}
+		defer func() {
+			if v := recover(); v != nil && !archiveLibraryPanicked() {
+				panic(v)
+			}
+		}()
+		zr, err := sevenzip.NewReader(fh, int64(len(data)))
+		if err == nil && len(zr.File) > maxEntries {
+			t.Fatalf("%d files, more than %d", len(zr.File), maxEntries)
+		}
+	})
 }
