@@ -113,6 +113,10 @@ func TestUnpackSevenZipHeaderCounts(t *testing.T) {
 		// A header that claims 1 MiB but unpacks to 18 bytes cannot hold 1,000 pack streams.
 		{name: "overstated.7z", data: sevenZipEncoded(t, true, thousandPacks, 1<<20),
 			wantErr: "corrupt archive: its 7z header declares 1000 pack streams in 18 bytes"},
+		// PPMd: a method whose counts the walk cannot check, so the archive is refused.
+		{name: "ppmd-header.7z", data: bytes.Replace(sevenZipEncoded(t, false, billion, uint64(len(billion))),
+			[]byte{0x23, 0x03, 0x01, 0x01}, []byte{0x23, 0x03, 0x04, 0x01}, 1),
+			wantErr: "unsupported archive: its 7z header is compressed with a method Sluice does not read"},
 		{name: "large-header.7z", data: sevenZipEncoded(t, false, billion, 1<<40),
 			wantErr: "corrupt archive: its 7z header unpacks to 1099511627776 bytes, more than 67108864"},
 	}
