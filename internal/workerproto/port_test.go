@@ -110,7 +110,9 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 func TestResultErrors(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, payload, want string }{
-		{"not JSON", `{`, "step error: result.json: unexpected EOF"},
+		{"not JSON", `{`, "step error: result.json: not valid JSON: it ends before its value does"},
+		{"not JSON at all", `{"children": x}`, "step error: result.json: not valid JSON at byte 14"},
+		{"a field of the wrong kind", `{"children": "x"}`, `step error: result.json: field "children" holds a JSON string, which it cannot`},
 		{"a child's blob not stored", `{"children":[{"name":"x","ordinal":0,"sha256":"` + strings.Repeat("ab", 32) + `"}]}`,
 			"step error: result.json: child 0: blob " + strings.Repeat("ab", 32) + " is not in the blob store"},
 		{"a write to no domain", `{"writes":[{"domain":"nope","key":"k"}]}`,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sluice-project/sluice/internal/action"
@@ -106,7 +107,7 @@ func (ss *session) applyResult(ctx context.Context, b []byte) error {
 func (ss *session) decodeResult(ctx context.Context, b []byte) (*engine.Result, error) {
 	var ar ActionResult
 	if err := metadata.Unmarshal(b, &ar); err != nil { // metadata and children's as written
-		return nil, err
+		return nil, jsonProblem(err)
 	}
 	if len(ar.Children) > maxResultChildren {
 		return nil, fmt.Errorf("%d children (at most %d)", len(ar.Children), maxResultChildren)
@@ -185,4 +186,20 @@ func (ss *session) decodeResult(ctx context.Context, b []byte) (*engine.Result, 
 		ef.AddWrite(dw)
 	}
 	return res, nil
+}
+
+// jsonProblem says what is wrong with a JSON payload in words for the worker's author, not the
+// decoder's.
+func jsonProblem(err error) error {
+	var syntax *json.SyntaxError
+	var kind *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return errors.New("not valid JSON: it ends before its value does")
+	case errors.As(err, &syntax):
+		return fmt.Errorf("not valid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &kind):
+		return fmt.Errorf("field %q holds a JSON %s, which it cannot", kind.Field, kind.Value)
+	}
+	return err
 }
