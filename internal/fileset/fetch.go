@@ -42,9 +42,11 @@ type fetcher struct {
 	userAgent    string
 	// turns spaces the polite requests (getPolite) to each host.
 	turns hostTurns
+	// api bounds the platform API documents apiGet decodes.
+	api apiBounds
 }
 
-func newFetcher(p *egress.Policy, maxRedirects int, timeout time.Duration) *fetcher {
+func newFetcher(p *egress.Policy, maxRedirects int, timeout time.Duration, api apiBounds) *fetcher {
 	tr := p.Transport()
 	// Downloads of a dataset's files go to one host in parallel: keep their connections.
 	tr.MaxIdleConnsPerHost = 64
@@ -55,6 +57,7 @@ func newFetcher(p *egress.Policy, maxRedirects int, timeout time.Duration) *fetc
 		}},
 		maxRedirects: maxRedirects,
 		userAgent:    "sluice-fileset/1",
+		api:          api,
 	}
 }
 

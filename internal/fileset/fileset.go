@@ -88,7 +88,7 @@ func New(cfg Config) *Fileset {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Fileset{cfg: cfg, fetch: newFetcher(cfg.Egress, cfg.MaxRedirects, cfg.Timeout)}
+	return &Fileset{cfg: cfg, fetch: newFetcher(cfg.Egress, cfg.MaxRedirects, cfg.Timeout, apiBoundsFor(cfg.Limits.MaxManifest))}
 }
 
 // Actions returns the workflow's actions: fileset-existing, fileset-landing, fileset-platform,

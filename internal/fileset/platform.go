@@ -1,12 +1,14 @@
 package fileset
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -164,9 +166,86 @@ func (p Platforms) platform(name string) (platform, bool) {
 // maxAPIBody bounds a platform API response.
 const maxAPIBody = 64 << 20
 
+// maxQuoted bounds how much of an error answer's body an error quotes.
+const maxQuoted = 512
+
+// apiBounds bounds what a platform API document may hold before it is decoded: a decoded value
+// costs tens to hundreds of times its bytes (a 64 MiB list of {} decoded into a Dataverse version
+// held 14.5 GB), so the body's size alone does not bound the decode. A file of a listing is at
+// most about 40 values (a Dataverse file with its dataFile and checksum; archive.org's are 6 to
+// 15, with several derivatives an original), so a listing of maxManifest files fits ten times over
+// in one list and, with the dataset's own metadata, in the document.
+type apiBounds struct {
+	list   int // members of one array or object
+	values int // values in the document, containers included
+}
+
+func apiBoundsFor(maxManifest int) apiBounds {
+	return apiBounds{list: 10 * maxManifest, values: 100 * maxManifest}
+}
+
+// check reads body's first JSON value token by token, holding nothing it reads, and returns a
+// platform-error naming the bound a list or the document breaks. A body that is not JSON passes:
+// decoding it reports that.
+func (b apiBounds) check(rawURL string, body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		obj, wantKey bool
+		n            int
+	}
+	var stack []frame
+	values := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if d, ok := tok.(json.Delim); ok && (d == ']' || d == '}') {
+			if stack = stack[:len(stack)-1]; len(stack) == 0 {
+				return nil
+			}
+			continue
+		}
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			if top.obj && top.wantKey {
+				top.wantKey = false
+				continue
+			}
+			top.wantKey = top.obj
+			if top.n++; top.n > b.list {
+				return failWith(StatusPlatformError, "GET %s: the answer has a list of over %d entries, more than a dataset's listing needs; refused before reading it", rawURL, b.list)
+			}
+		}
+		if values++; values > b.values {
+			return failWith(StatusPlatformError, "GET %s: the answer holds over %d values, more than a dataset's listing needs; refused before reading it", rawURL, b.values)
+		}
+		switch tok {
+		case json.Delim('['):
+			stack = append(stack, frame{})
+		case json.Delim('{'):
+			stack = append(stack, frame{obj: true, wantKey: true})
+		default:
+			if len(stack) == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// quoted is the start of an error answer's body, for an error message: at most maxQuoted bytes,
+// quoted, with how much was left out.
+func quoted(body []byte) string {
+	if len(body) <= maxQuoted {
+		return strconv.Quote(string(body))
+	}
+	return fmt.Sprintf("%q (%d more bytes)", body[:maxQuoted], len(body)-maxQuoted)
+}
+
 // apiGet fetches a platform API document. A network failure is platform-error; 404 is
 // platform-404; statuses in pass are returned for the caller to map; other non-2xx are
-// platform-http-error.
+// platform-http-error. A document over maxAPIBody bytes, or over the fetcher's apiBounds, is
+// platform-error, refused before it is decoded.
 func apiGet(ctx context.Context, f *fetcher, rawURL string, into any, pass ...int) (int, error) {
 	resp, _, err := f.get(ctx, rawURL, http.Header{"Accept": {"application/json"}})
 	if err != nil {
@@ -187,11 +266,14 @@ func apiGet(ctx context.Context, f *fetcher, rawURL string, into any, pass ...in
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return 0, failWith(StatusPlatform404, "GET %s: status 404: %s", rawURL, body)
+		return 0, failWith(StatusPlatform404, "GET %s: status 404: %s", rawURL, quoted(body))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return 0, failWith(StatusPlatformHTTPError, "GET %s: status %d: %s", rawURL, resp.StatusCode, body)
+		return 0, failWith(StatusPlatformHTTPError, "GET %s: status %d: %s", rawURL, resp.StatusCode, quoted(body))
 	case len(body) > maxAPIBody:
 		return 0, failWith(StatusPlatformError, "GET %s: response over %d bytes", rawURL, maxAPIBody)
+	}
+	if err := f.api.check(rawURL, body); err != nil {
+		return 0, err
 	}
 	if err := json.Unmarshal(body, into); err != nil {
 		return 0, failWith(StatusPlatformError, "GET %s: decode: %v", rawURL, err)
