@@ -9,21 +9,48 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"os"
 	"path"
 	"strings"
+
+	"github.com/sluice-project/sluice/internal/zipend"
 )
 
 // listBundle reads a dataset's bundle, the zip at zipPath, and returns its interior files with
 // their sizes and digests: at most maxEntries files (directories aside), maxBytes decompressed in
 // all (a zip bomb ends there), each path safe ([SafePath]). Its errors are a status error:
-// platform-error for an archive that is not a zip or names an unsafe path, body-too-large past
-// the bounds.
+// platform-error for an archive that is not a zip, whose directory is not where its end says,
+// or that names an unsafe path; body-too-large past the bounds.
+//
+// The directory's end is read first, and a directory that declares more entries, or more bytes
+// than maxEntries could take, is refused before archive/zip reads it: that reads every record
+// into memory (3.7 times the directory's bytes), and past the count and length the end declares,
+// from where it says the directory starts up to the first bytes that are not a record.
 func listBundle(zipPath string, maxEntries int, maxBytes int64) ([]ManifestFile, error) {
-	zr, err := zip.OpenReader(zipPath)
+	f, err := os.Open(zipPath)
+	if err != nil {
+		return nil, failWith(StatusPlatformError, "open the bundle: %v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, failWith(StatusPlatformError, "open the bundle: %v", err)
+	}
+	end, ok := zipend.Read(f, fi.Size())
+	switch maxDir := uint64(maxEntries)*bundleHeaderBytes + 64<<10; {
+	case !ok:
+		return nil, failWith(StatusPlatformError, "the bundle is not a zip archive: it has no end of directory that can be read")
+	case end.Records > uint64(maxEntries):
+		return nil, failWith(StatusBodyTooLarge, "the bundle lists %d entries, over %d", end.Records, maxEntries)
+	case end.Base() != 0:
+		return nil, failWith(StatusPlatformError, "the bundle's directory is not where the end of the archive says it is")
+	case end.Size > maxDir:
+		return nil, failWith(StatusBodyTooLarge, "the bundle's directory is %d bytes, over the %d bytes that %d entries could need", end.Size, maxDir, maxEntries)
+	}
+	zr, err := zip.NewReader(f, fi.Size())
 	if err != nil {
 		return nil, failWith(StatusPlatformError, "the bundle is not a zip archive: %v", err)
 	}
-	defer zr.Close()
 	if len(zr.File) > maxEntries {
 		return nil, failWith(StatusBodyTooLarge, "the bundle lists %d entries, over %d", len(zr.File), maxEntries)
 	}

@@ -106,8 +106,12 @@ func manifestSizes(m []ManifestFile) (total, largest int64, overflow bool, err e
 	return total, largest, overflow, nil
 }
 
+// bundleHeaderBytes is the room a bundle's file has for its headers in the archive, a local
+// header and a directory record: their fixed 76 bytes, the name twice, extra fields and a comment.
+const bundleHeaderBytes = 1 << 10
+
 // bundleBudget is what a dataset's bundle may download: its files' declared sizes, with room
-// for the archive's headers (a KiB per file and 64 KiB), within maxTotal.
+// for the archive's headers (bundleHeaderBytes per file and 64 KiB), within maxTotal.
 func bundleBudget(m []ManifestFile, maxTotal int64) int64 {
 	for _, f := range m {
 		if f.Size == nil {
@@ -115,7 +119,7 @@ func bundleBudget(m []ManifestFile, maxTotal int64) int64 {
 		}
 	}
 	total, _, _, _ := manifestSizes(m)
-	return min(maxTotal, total+int64(len(m))<<10+64<<10)
+	return min(maxTotal, total+int64(len(m))*bundleHeaderBytes+64<<10)
 }
 
 // unsizedBudget is what each file of the manifest without a declared size may download: an
