@@ -1,7 +1,6 @@
 package fileset
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-project/sluice/internal/jsonsize"
 )
 
 // Platforms says where each platform's landing pages and API are, by platform name. A platform
@@ -184,53 +185,12 @@ func apiBoundsFor(maxManifest int) apiBounds {
 	return apiBounds{list: 10 * maxManifest, values: 100 * maxManifest}
 }
 
-// check reads body's first JSON value token by token, holding nothing it reads, and returns a
-// platform-error naming the bound a list or the document breaks. A body that is not JSON passes:
-// decoding it reports that.
+// check returns a platform-error naming the bound body breaks ([jsonsize.Check]), if any.
 func (b apiBounds) check(rawURL string, body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		obj, wantKey bool
-		n            int
+	if err := jsonsize.Check(body, b.list, b.values); err != nil {
+		return failWith(StatusPlatformError, "GET %s: the answer has %v, more than a dataset's listing needs; refused before reading it", rawURL, err)
 	}
-	var stack []frame
-	values := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		if d, ok := tok.(json.Delim); ok && (d == ']' || d == '}') {
-			if stack = stack[:len(stack)-1]; len(stack) == 0 {
-				return nil
-			}
-			continue
-		}
-		if n := len(stack); n > 0 {
-			top := &stack[n-1]
-			if top.obj && top.wantKey {
-				top.wantKey = false
-				continue
-			}
-			top.wantKey = top.obj
-			if top.n++; top.n > b.list {
-				return failWith(StatusPlatformError, "GET %s: the answer has a list of over %d entries, more than a dataset's listing needs; refused before reading it", rawURL, b.list)
-			}
-		}
-		if values++; values > b.values {
-			return failWith(StatusPlatformError, "GET %s: the answer holds over %d values, more than a dataset's listing needs; refused before reading it", rawURL, b.values)
-		}
-		switch tok {
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		case json.Delim('{'):
-			stack = append(stack, frame{obj: true, wantKey: true})
-		default:
-			if len(stack) == 0 {
-				return nil
-			}
-		}
-	}
+	return nil
 }
 
 // quoted is the start of an error answer's body, for an error message: at most maxQuoted bytes,

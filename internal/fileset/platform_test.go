@@ -46,7 +46,7 @@ func TestAPIGetBounds(t *testing.T) {
 		{name: "at the bounds", path: "/at-bounds", decoded: 50},
 		{name: "one list too long", path: "/long-list", status: StatusPlatformError, msg: "the answer has a list of over 50 entries"},
 		{name: "an object of too many members", path: "/many-keys", status: StatusPlatformError, msg: "the answer has a list of over 50 entries"},
-		{name: "too many values in short lists", path: "/spread", status: StatusPlatformError, msg: "the answer holds over 500 values"},
+		{name: "too many values in short lists", path: "/spread", status: StatusPlatformError, msg: "the answer has over 500 values"},
 		{name: "not JSON", path: "/not-json", status: StatusPlatformError, msg: "decode: invalid character"},
 		{name: "long error answer", path: "/long-error", status: StatusPlatform404, msg: `"xxxx`},
 	} {
