@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -71,11 +72,16 @@ func (a *API) readSheet(w http.ResponseWriter, r *http.Request) ([]byte, string,
 	if err != nil {
 		return nil, "", err
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.Limits.MaxUploadBytes))
+	// A sheet over objects.MaxSheetBytes is a file error however it is read: it is not read past
+	// that, whatever --max-upload-bytes allows.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, min(a.cfg.Limits.MaxUploadBytes, objects.MaxSheetBytes)))
 	if err != nil {
 		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
+		switch {
+		case errors.As(err, &mb) && mb.Limit < objects.MaxSheetBytes:
 			return nil, "", errf(CodeTooLarge, "the sheet is larger than %d bytes (--max-upload-bytes)", mb.Limit)
+		case errors.As(err, &mb):
+			return nil, "", errf(CodeTooLarge, "the sheet is larger than %s, the most a sheet may be", formatBytes(mb.Limit))
 		}
 		return nil, "", err
 	}
@@ -100,7 +106,7 @@ func (a *API) uploadSheet(w http.ResponseWriter, r *http.Request) error {
 	if err := builtin.Apply(r.Context(), e, objects.Name); err != nil {
 		return err
 	}
-	id, err := objects.Upload(r.Context(), e, a.b.Blobs(), objects.UploadParams{Name: name, CSV: strings.NewReader(string(body)),
+	id, err := objects.Upload(r.Context(), e, a.b.Blobs(), objects.UploadParams{Name: name, CSV: bytes.NewReader(body),
 		FilesDir: dir, CustomActions: custom, Key: r.Header.Get("Idempotency-Key")})
 	if err != nil {
 		return err
@@ -119,7 +125,7 @@ func (a *API) validateSheet(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	db := objects.Open(a.b.Engine())
-	v, err := objects.Validate(r.Context(), strings.NewReader(string(body)), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Roots: &a.roots, Existing: db.Existing})
+	v, err := objects.Validate(r.Context(), bytes.NewReader(body), objects.Env{FilesDir: dir, OpenS3: a.cfg.OpenS3, Roots: &a.roots, Existing: db.Existing})
 	if err != nil {
 		return a.locationError("files_dir", err) // swapped for a link out since the check above
 	}

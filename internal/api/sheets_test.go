@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -229,4 +230,46 @@ func wantEmpty(t *testing.T, code int, data []byte, keys ...string) {
 			t.Errorf("%s is %#v, want []: %s", k, m[k], data)
 		}
 	}
+}
+
+// TestSheetLimits: a sheet is read to objects.MaxSheetBytes and no further, whatever
+// --max-upload-bytes allows (10 GiB by default): one byte more is a 413 that says so, on
+// /v1/sheets/validate (open to readers) and on /v1/sheets, with no sheet stored; under a lower
+// --max-upload-bytes, that flag's limit applies and is named.
+func TestSheetLimits(t *testing.T) {
+	t.Parallel()
+	b := setupFull(t, drivertest.OpenSQLite, nil, &objects.Service{})
+	small := setupFull(t, drivertest.OpenSQLite, func(c *api.Config) { c.Limits.MaxUploadBytes = 100 }, &objects.Service{})
+	for _, c := range []struct {
+		name, path string
+		b          *bundle
+		token      string
+		size       int64
+		msg        string
+	}{
+		{"validate over the sheet limit", "/v1/sheets/validate", b, b.reader, objects.MaxSheetBytes + 1, "the sheet is larger than 64 MiB, the most a sheet may be"},
+		{"upload over the sheet limit", "/v1/sheets", b, b.admin, objects.MaxSheetBytes + 1, "the sheet is larger than 64 MiB, the most a sheet may be"},
+		{"validate over --max-upload-bytes", "/v1/sheets/validate", small, small.reader, 101, "the sheet is larger than 100 bytes (--max-upload-bytes)"},
+	} {
+		files := filepath.Join(c.b.dir, "inbox")
+		if err := os.MkdirAll(files, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		code, data := c.b.do(t, "POST", c.path+"?files_dir="+url.QueryEscape(files), c.token, "text/csv", io.LimitReader(letters{}, c.size))
+		if e := apiError(t, data); code != http.StatusRequestEntityTooLarge || e.Code != "too_large" || e.Message != c.msg {
+			t.Errorf("%s: %d %+v; want 413 too_large: %s", c.name, code, e, c.msg)
+		}
+	}
+	b.noJobs(t)
+	small.noJobs(t)
+}
+
+// letters is an endless body of the letter a.
+type letters struct{}
+
+func (letters) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
 }

@@ -83,11 +83,12 @@ func (v *Validation) Works() []PlannedWork {
 	return out
 }
 
-// The bounds of a sheet, an untrusted upload: over one, it is a file error.
-const (
-	maxSheetBytes = 64 << 20
-	maxSheetRows  = 100_000
-)
+// MaxSheetBytes bounds a sheet, an untrusted upload: over it, it is a file error ([Validate]),
+// and the API refuses it unread past this many bytes.
+const MaxSheetBytes = 64 << 20
+
+// maxSheetRows bounds a sheet's rows: over it, it is a file error.
+const maxSheetRows = 100_000
 
 // Validate reads an ingest sheet and checks it all — the file, then every row — reporting every
 // bad row with each of its errors, not the first. It returns an error only when reading the
@@ -117,7 +118,7 @@ func ValidateEach(ctx context.Context, r io.Reader, env Env, each func(Row) erro
 		v.Status, v.Checks.File, v.Checks.Overall = StatusFileFail, CheckFail, CheckFail
 		return v, nil
 	}
-	lr := &io.LimitedReader{R: r, N: maxSheetBytes + 1}
+	lr := &io.LimitedReader{R: r, N: MaxSheetBytes + 1}
 	tooLarge := func() bool { return lr.N <= 0 }
 	br := bufio.NewReader(lr)
 	if b, _ := br.Peek(3); string(b) == "\xef\xbb\xbf" {
@@ -128,7 +129,7 @@ func ValidateEach(ctx context.Context, r io.Reader, env Env, each func(Row) erro
 	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if tooLarge() {
-		return fail("file", "the sheet is larger than %d MiB", maxSheetBytes>>20)
+		return fail("file", "the sheet is larger than %d MiB", MaxSheetBytes>>20)
 	}
 	if errors.Is(err, io.EOF) {
 		return fail("file", "the sheet is empty")
@@ -169,7 +170,7 @@ func ValidateEach(ctx context.Context, r io.Reader, env Env, each func(Row) erro
 		}
 		rec, err := cr.Read()
 		if tooLarge() {
-			return fail("file", "the sheet is larger than %d MiB", maxSheetBytes>>20)
+			return fail("file", "the sheet is larger than %d MiB", MaxSheetBytes>>20)
 		}
 		if errors.Is(err, io.EOF) {
 			break
