@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/api"
 	"github.com/sluice-project/sluice/internal/store/drivertest"
+	"github.com/sluice-project/sluice/internal/workflow"
 )
 
 // upload builds a multipart job creation of the docs workflow with one file per content.
@@ -246,4 +247,36 @@ func TestUnauthenticatedBodyUnread(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Errorf("status %d, want 401", resp.StatusCode)
 	}
+}
+
+// TestJSONBodyBounds: bodies are read only as far as their parsers accept. A workflow over
+// workflow.MaxSourceBytes is a 413, to /v1/workflows/validate (a reader's) and to
+// /v1/workflows, not read up to 4 MiB and refused by the parser; the requests JSON of
+// /v1/filesets is refused with a 413 naming --max-roots when it holds more values than that many
+// requests could need (with MaxRoots 3: 300), spread over the list or hidden in one request, and
+// no job is made.
+func TestJSONBodyBounds(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, drivertest.OpenSQLite, func(c *api.Config) { c.Limits.MaxRoots = 3 })
+	big := "name: docs\n#" + strings.Repeat("x", workflow.MaxSourceBytes) + "\n"
+	for _, c := range []struct {
+		name, path, token, body string
+		limit, msg              string
+	}{
+		{"validate a workflow over 1 MiB", "/v1/workflows/validate", b.reader, big, "", "a workflow may be at most 1 MiB"},
+		{"apply a workflow over 1 MiB", "/v1/workflows", b.admin, big, "", "a workflow may be at most 1 MiB"},
+		{"a list of 301 requests", "/v1/filesets", b.admin, `{"requests":[` + strings.Repeat(`0,`, 300) + `0]}`, "max-roots",
+			"the requests JSON holds over 300 values, more than 3 requests (a job's most roots) could need; raise it with sluice serve --max-roots"},
+		{"one request of 301 values", "/v1/filesets", b.admin, `{"requests":[{"base_url":"http://127.0.0.1:1/record/5","edit_extra":[` + strings.Repeat(`0,`, 300) + `0]}]}`, "max-roots",
+			"the requests JSON holds over 300 values, more than 3 requests (a job's most roots) could need; raise it with sluice serve --max-roots"},
+	} {
+		code, data := b.do(t, "POST", c.path, c.token, "application/json", strings.NewReader(c.body))
+		if e := apiError(t, data); code != 413 || e.Code != "too_large" || e.Limit != c.limit || e.Message != c.msg {
+			t.Errorf("%s: %d %+v; want 413 too_large: %s", c.name, code, e, c.msg)
+		}
+	}
+	b.noJobs(t)
+	// At the bound: three requests and a key, 300 values in all.
+	three := `{"base_url":"http://127.0.0.1:1/record/5","edit_extra":[` + strings.Repeat(`0,`, 95) + `0]}`
+	b.json(t, "POST", "/v1/filesets", `{"key":"k","requests":[`+three+`,`+three+`,`+three+`]}`, 201, nil)
 }

@@ -952,7 +952,7 @@ func diagnose(warnings []workflow.Diagnostic, err error) (*diagnosticsJSON, erro
 }
 
 func (a *API) validateWorkflow(w http.ResponseWriter, r *http.Request) error {
-	src, err := readCapped(r.Body, 4<<20, "a workflow")
+	src, err := readCapped(r.Body, workflow.MaxSourceBytes, "a workflow")
 	if err != nil {
 		return err
 	}
@@ -978,7 +978,7 @@ type invalidWorkflowJSON struct {
 }
 
 func (a *API) applyWorkflow(w http.ResponseWriter, r *http.Request) error {
-	src, err := readCapped(r.Body, 4<<20, "a workflow")
+	src, err := readCapped(r.Body, workflow.MaxSourceBytes, "a workflow")
 	if err != nil {
 		return err
 	}
