@@ -10,11 +10,11 @@ import (
 // recursion grow with the depth — while a page nested to the limit parses and its text is read.
 func TestParseDepth(t *testing.T) {
 	t.Parallel()
-	_, err := parse(strings.Repeat("<div>", 100_000) + "x")
+	_, _, err := parse(strings.Repeat("<div>", 100_000) + "x")
 	if err == nil || err.Error() != "the HTML nests elements more than 512 levels deep (the limit)" {
 		t.Errorf("100,000 nested divs: %v, want the depth limit named", err)
 	}
-	root, err := parse("<html><body>" + strings.Repeat("<div>", MaxDepth-3) + "deep")
+	root, _, err := parse("<html><body>" + strings.Repeat("<div>", MaxDepth-3) + "deep")
 	if err != nil {
 		t.Fatalf("nested to the limit: %v", err)
 	}

@@ -88,22 +88,25 @@ func (a *Action) Run(ctx context.Context, t *action.Task, out action.Output) err
 	if err != nil {
 		return fmt.Errorf("open html blob: %w", err)
 	}
-	limit := int64(64 << 20)
-	raw, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	raw, err := io.ReadAll(io.LimitReader(rc, MaxBytes+1))
 	rc.Close()
 	if err != nil {
 		return fmt.Errorf("read html blob: %w", err)
 	}
 	md := map[string]any{}
-	if int64(len(raw)) > limit {
-		raw = raw[:limit]
+	if len(raw) > MaxBytes {
+		raw = raw[:MaxBytes]
 		md["truncated"] = true
 	}
 	doc, charset := Decode(raw)
 	md["charset"] = charset
-	root, err := parse(doc)
+	// The text and the PDF are both made from root: cut, they are cut alike.
+	root, cut, err := parse(doc)
 	if err != nil {
 		return action.Permanent(err)
+	}
+	if cut {
+		md["truncated"] = true
 	}
 	body, cut := textclean.SanitizeCut(Text(root), cfg.MaxTextChars)
 	if cut {
@@ -192,21 +195,27 @@ func (a *Action) fallback(ctx context.Context, r *converter.Runner, t *action.Ta
 	return out.CreateChild(ctx, c)
 }
 
+// MaxBytes is how much of a document is read; the rest is left out, and the child's metadata
+// says truncated: true.
+const MaxBytes = 64 << 20
+
 // MaxDepth is how deeply the HTML parser (golang.org/x/net/html) lets elements nest: past it,
 // it stops with an error. It keeps the parser's work per tag (it looks through the open elements
 // for a scope) and the recursive text walk and rendering bounded.
 const MaxDepth = 512
 
-// parse parses doc, in plain words when it cannot.
-func parse(doc string) (*html.Node, error) {
-	root, err := html.Parse(strings.NewReader(doc))
+// parse parses doc, cut where its tree could pass [MaxNodes] nodes (and reports whether it
+// was), in plain words when it cannot.
+func parse(doc string) (root *html.Node, cut bool, err error) {
+	doc, cut = limitNodes(doc, MaxNodes, MaxBytes)
+	root, err = html.Parse(strings.NewReader(doc))
 	if err != nil {
 		if strings.Contains(err.Error(), "open stack of elements exceeds") {
-			return nil, fmt.Errorf("the HTML nests elements more than %d levels deep (the limit)", MaxDepth)
+			return nil, false, fmt.Errorf("the HTML nests elements more than %d levels deep (the limit)", MaxDepth)
 		}
-		return nil, fmt.Errorf("the HTML cannot be parsed: %v", err)
+		return nil, false, fmt.Errorf("the HTML cannot be parsed: %v", err)
 	}
-	return root, nil
+	return root, cut, nil
 }
 
 // Inert returns the parsed document as HTML with what could act on its own removed: scripts,

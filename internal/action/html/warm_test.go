@@ -53,7 +53,7 @@ func runHTML(t *testing.T, a *Action, base string, job int64, name string, data 
 func coldPDF(t *testing.T, data []byte) []byte {
 	t.Helper()
 	doc, _ := Decode(data)
-	root, err := parse(doc)
+	root, _, err := parse(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
