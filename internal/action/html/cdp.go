@@ -337,11 +337,18 @@ func (c *cdp) send(session, method string, params any) error {
 	if session != "" {
 		m["sessionId"] = session
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
+	// One buffer, written as it is: the document (Page.setDocumentContent) can be tens of
+	// megabytes, which json.Marshal would hold twice more, its "<" and ">" escaped to six
+	// bytes each.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
 		return err
 	}
-	_, err = c.w.Write(append(b, 0))
+	msg := b.Bytes()
+	msg[len(msg)-1] = 0 // the newline Encode ends with: a message ends with a NUL
+	_, err := c.w.Write(msg)
 	return err
 }
 
