@@ -64,7 +64,7 @@ func (a *Action) Spec() action.Spec {
 	w := 0.75
 	return action.Spec{
 		Name:    Name,
-		Version: "8", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised; 5: a transient thumbnail failure is retried, not kept as thumbnail_skipped; 6: the text fallback's thumbnail and PDF deflated at the default level; 7: its thumbnail glyphs from a cache, placed to a quarter of a pixel; 8: thumbnails encoded by Sluice (gray pages as 8-bit gray)
+		Version: "9", // 2: Chromium no longer crashes under a deep data dir (socket path length); 3: the text fallback's thumbnail glyphs; 4: sandboxed, over DevTools, no file:// and no requests, dates normalised; 5: a transient thumbnail failure is retried, not kept as thumbnail_skipped; 6: the text fallback's thumbnail and PDF deflated at the default level; 7: its thumbnail glyphs from a cache, placed to a quarter of a pixel; 8: thumbnails encoded by Sluice (gray pages as 8-bit gray); 9: the parse cut at MaxNodes, and after an <svg> or <math> a tag in raw text escaped and a <noscript>'s inside dropped
 		Doc: "Take an HTML document's text from the DOM and render it to PDF with headless Chromium " +
 			"(a monospace text PDF without it); one final child.",
 		Settings:       typed.Settings(),
