@@ -33,37 +33,18 @@ func (e End) Base() int64 { return e.At - int64(e.Size) - int64(e.Offset) }
 // saturated. ok is false when there is none, or a saturated record without a readable zip64
 // one.
 func Read(r io.ReaderAt, size int64) (e End, ok bool) {
-	const eocdLen = 22
-	n := min(size, 65*1024)
-	if n < eocdLen {
+	e, loc, ok := plain(r, size)
+	if !ok {
 		return End{}, false
 	}
-	buf := make([]byte, n)
-	if _, err := r.ReadAt(buf, size-n); err != nil && err != io.EOF {
-		return End{}, false
-	}
-	i := -1
-	for j := len(buf) - eocdLen; j >= 0; j-- {
-		if bytes.Equal(buf[j:j+4], []byte("PK\x05\x06")) {
-			if int(binary.LittleEndian.Uint16(buf[j+20:]))+eocdLen+j <= len(buf) {
-				i = j
-			}
-			break
-		}
-	}
-	if i < 0 {
-		return End{}, false
-	}
-	e = End{At: size - n + int64(i), Records: uint64(binary.LittleEndian.Uint16(buf[i+10:])),
-		Size: uint64(binary.LittleEndian.Uint32(buf[i+12:])), Offset: uint64(binary.LittleEndian.Uint32(buf[i+16:]))}
 	if e.Records != 0xffff && e.Size != 0xffff && e.Offset != 0xffffffff {
 		return e, true
 	}
 	// zip64: the locator sits just before the record and points at the zip64 record.
-	if i < 20 || !bytes.Equal(buf[i-20:i-16], []byte("PK\x06\x07")) {
+	if !bytes.Equal(loc[:4], []byte("PK\x06\x07")) {
 		return End{}, false
 	}
-	off := int64(binary.LittleEndian.Uint64(buf[i-20+8:]))
+	off := int64(binary.LittleEndian.Uint64(loc[8:]))
 	var rec [56]byte
 	if off < 0 || off > size-56 {
 		return End{}, false
@@ -79,4 +60,43 @@ func Read(r io.ReaderAt, size int64) (e End, ok bool) {
 		return End{}, false
 	}
 	return e, true
+}
+
+// Plain reads the end-of-central-directory record's own fields, saturated or not, without its
+// zip64 form: what zip.NewReader falls back to when the zip64 locator does not suit it.
+func Plain(r io.ReaderAt, size int64) (End, bool) {
+	e, _, ok := plain(r, size)
+	return e, ok
+}
+
+// plain is [Plain], with the 20 bytes before the record (where a zip64 locator would be; zeros
+// if the archive has none).
+func plain(r io.ReaderAt, size int64) (e End, loc [20]byte, ok bool) {
+	const eocdLen = 22
+	n := min(size, 65*1024)
+	if n < eocdLen {
+		return e, loc, false
+	}
+	buf := make([]byte, n)
+	if _, err := r.ReadAt(buf, size-n); err != nil && err != io.EOF {
+		return e, loc, false
+	}
+	i := -1
+	for j := len(buf) - eocdLen; j >= 0; j-- {
+		if bytes.Equal(buf[j:j+4], []byte("PK\x05\x06")) {
+			if int(binary.LittleEndian.Uint16(buf[j+20:]))+eocdLen+j <= len(buf) {
+				i = j
+			}
+			break
+		}
+	}
+	if i < 0 {
+		return e, loc, false
+	}
+	e = End{At: size - n + int64(i), Records: uint64(binary.LittleEndian.Uint16(buf[i+10:])),
+		Size: uint64(binary.LittleEndian.Uint32(buf[i+12:])), Offset: uint64(binary.LittleEndian.Uint32(buf[i+16:]))}
+	if i >= 20 {
+		copy(loc[:], buf[i-20:i])
+	}
+	return e, loc, true
 }

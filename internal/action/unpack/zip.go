@@ -19,6 +19,7 @@ import (
 	_ "github.com/mholt/archives"
 
 	"github.com/sluice-project/sluice/internal/action"
+	"github.com/sluice-project/sluice/internal/zipend"
 )
 
 func isZip(head []byte) bool {
@@ -222,8 +223,8 @@ func zipLinkTarget(zf *zip.File) string {
 // zipEntryCount reads the entry count from the end-of-central-directory record (or its zip64
 // form) without reading the directory.
 func zipEntryCount(f *os.File, size int64) (uint64, bool) {
-	e, ok := zipEnd(f, size)
-	return e.records, ok
+	e, ok := zipend.Read(f, size)
+	return e.Records, ok
 }
 
 func fileCRC(f *os.File) (uint32, error) {

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/klauspost/compress/zip"
+
+	"github.com/sluice-project/sluice/internal/zipend"
 )
 
 // zipPage is how many central-directory records a zip is read with at once (a variable for the
@@ -31,89 +33,20 @@ type zipDir struct {
 // one whose end record it cannot read plainly, or whose offsets are relative to data before the
 // archive (a self-extracting stub); zip.NewReader reads those whole.
 func openZipDir(f *os.File, size int64) (d *zipDir, ok bool) {
-	end, ok := zipEnd(f, size)
+	end, ok := zipend.Read(f, size)
 	if !ok {
 		return nil, false
 	}
 	// As the library reads it (readDirectoryEnd): the distance between where the directory
 	// ends and where it says it starts is data before the archive, unless a record is at the
 	// offset as written.
-	if base := end.at - int64(end.size) - int64(end.offset); base != 0 {
+	if end.Base() != 0 {
 		return nil, false
 	}
-	if int64(end.offset) >= size {
+	if int64(end.Offset) >= size {
 		return nil, false
 	}
-	return &zipDir{f: f, start: int64(end.offset), records: end.records}, true
-}
-
-type zipEndRecord struct {
-	at                    int64 // where the end record (or its zip64 form) starts
-	records, size, offset uint64
-}
-
-// zipEnd reads the end-of-central-directory record (or its zip64 form) as zip.NewReader does:
-// the last one in the file's final 65 KiB whose comment fits.
-func zipEnd(f *os.File, size int64) (zipEndRecord, bool) {
-	e, loc, ok := zipEnd32(f, size)
-	if !ok {
-		return zipEndRecord{}, false
-	}
-	if e.records != 0xffff && e.size != 0xffff && e.offset != 0xffffffff {
-		return e, true
-	}
-	// zip64: the locator sits just before the record and points at the zip64 record.
-	if !bytes.Equal(loc[:4], []byte("PK\x06\x07")) {
-		return zipEndRecord{}, false
-	}
-	off := int64(binary.LittleEndian.Uint64(loc[8:]))
-	var rec [56]byte
-	if off < 0 || off > size-56 {
-		return zipEndRecord{}, false
-	}
-	if _, err := f.ReadAt(rec[:], off); err != nil || !bytes.Equal(rec[:4], []byte("PK\x06\x06")) {
-		return zipEndRecord{}, false
-	}
-	e.at = off
-	e.records = binary.LittleEndian.Uint64(rec[32:])
-	e.size = binary.LittleEndian.Uint64(rec[40:])
-	e.offset = binary.LittleEndian.Uint64(rec[48:])
-	if e.size > 1<<62 || e.offset > 1<<62 {
-		return zipEndRecord{}, false
-	}
-	return e, true
-}
-
-// zipEnd32 reads the end-of-central-directory record's own fields, and the 20 bytes before it
-// (where a zip64 locator would be; zeros if the file has none).
-func zipEnd32(f *os.File, size int64) (e zipEndRecord, loc [20]byte, ok bool) {
-	const eocdLen = 22
-	n := min(size, 65*1024)
-	if n < eocdLen {
-		return e, loc, false
-	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, size-n); err != nil && err != io.EOF {
-		return e, loc, false
-	}
-	i := -1
-	for j := len(buf) - eocdLen; j >= 0; j-- {
-		if bytes.Equal(buf[j:j+4], []byte("PK\x05\x06")) {
-			if int(binary.LittleEndian.Uint16(buf[j+20:]))+eocdLen+j <= len(buf) {
-				i = j
-			}
-			break
-		}
-	}
-	if i < 0 {
-		return e, loc, false
-	}
-	e = zipEndRecord{at: size - n + int64(i), records: uint64(binary.LittleEndian.Uint16(buf[i+10:])),
-		size: uint64(binary.LittleEndian.Uint32(buf[i+12:])), offset: uint64(binary.LittleEndian.Uint32(buf[i+16:]))}
-	if i >= 20 {
-		copy(loc[:], buf[i-20:i])
-	}
-	return e, loc, true
+	return &zipDir{f: f, start: int64(end.Offset), records: end.Records}, true
 }
 
 // zipWholeDirMax bounds the central directory zip.NewReader may read whole (a variable for the
@@ -132,20 +65,20 @@ var zipWholeDirMax int64 = 64 << 20
 // one's, as the library uses the latter when the zip64 locator does not suit it.
 func checkZipDirWhole(f *os.File, size int64, maxEntries int) error {
 	var starts []int64
-	add := func(e zipEndRecord) {
-		if e.size > uint64(e.at) {
+	add := func(e zipend.End) {
+		if e.Size > uint64(e.At) {
 			return
 		}
-		s := e.at - int64(e.size)
+		s := e.At - int64(e.Size)
 		starts = append(starts, s)
-		if e.offset < uint64(s) {
-			starts = append(starts, int64(e.offset))
+		if e.Offset < uint64(s) {
+			starts = append(starts, int64(e.Offset))
 		}
 	}
-	if e, _, ok := zipEnd32(f, size); ok {
+	if e, ok := zipend.Plain(f, size); ok {
 		add(e)
 	}
-	if e, ok := zipEnd(f, size); ok {
+	if e, ok := zipend.Read(f, size); ok {
 		add(e)
 	}
 	for _, s := range starts {
