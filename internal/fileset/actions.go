@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -77,14 +78,14 @@ func decodeMD(md map[string]any, key string, into any) bool {
 	if err != nil {
 		return false
 	}
-	return json.Unmarshal(b, into) == nil
+	return metadata.Unmarshal(b, into) == nil
 }
 
-// asMap turns a value into JSON-shaped metadata.
+// asMap turns a value into JSON-shaped metadata, its numbers as written ([metadata.Unmarshal]).
 func asMap(v any) any {
 	b, _ := json.Marshal(v)
 	var m any
-	_ = json.Unmarshal(b, &m)
+	_ = metadata.Unmarshal(b, &m)
 	return m
 }
 
@@ -728,7 +729,7 @@ func (a downloadAction) recordStored(ctx context.Context, t *action.Task, out ac
 		return fmt.Errorf("item %d: its stored file is not listed", t.Item.ID)
 	}
 	var md map[string]any
-	if err := json.Unmarshal(kids[0].Metadata, &md); err != nil {
+	if err := metadata.Unmarshal(kids[0].Metadata, &md); err != nil {
 		return err
 	}
 	var oc fileOutcome

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"slices"
@@ -129,6 +130,8 @@ func metaText(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:
 		return v, true
+	case json.Number:
+		return v.String(), true
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64), true
 	case bool:

@@ -1,6 +1,7 @@
 package fileset
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"io"
 	"strings"
@@ -13,7 +14,7 @@ import (
 // TestItemFolderBundle writes the item folder of an archiveorg-fileset-bundled success: the
 // bundle under its path in the item, then ITEM_meta.xml and ITEM_files.xml, whose metadata
 // keeps what a platform gave that XML can hold — no key that is not an XML name, no value that
-// is not text, a number or a boolean, a long value cut, control characters replaced — with
+// is not text, a number (as written) or a boolean, a long value cut, control characters replaced — with
 // Sandcrawler's defaults under it.
 func TestItemFolderBundle(t *testing.T) {
 	t.Parallel()
@@ -26,7 +27,7 @@ func TestItemFolderBundle(t *testing.T) {
 		FilesetBundle: &FilesetBundle{ArchiveorgBundlePath: "zenodo.org-130/files-archive", FileMeta: FileMeta{Size: 1234,
 			MD5: strings.Repeat("a", 32), SHA1: strings.Repeat("b", 40), SHA256: strings.Repeat("c", 64), Mimetype: "application/zip"}}}
 	item := &PlatformItem{ArchiveorgItemMeta: map[string]any{"title": "The platform's title", "bad key": "x", "1st": "x",
-		"nested": map[string]any{"a": "b"}, "year": float64(2021), "subject": []any{"a", "b\x01c", 7.5},
+		"nested": map[string]any{"a": "b"}, "year": float64(2021), "big": json.Number("12345678901234567890"), "subject": []any{"a", "b\x01c", 7.5},
 		"description": strings.Repeat("é", maxMetaValue)}}
 	now := time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC)
 	folder, err := writeItemFolder(t.Context(), blobs, res, item, now)
@@ -72,7 +73,7 @@ func TestItemFolderBundle(t *testing.T) {
 		got = append(got, f.XMLName.Local+"="+v)
 	}
 	// The description is cut at 64 KiB, on a rune boundary (32,768 two-byte runes).
-	want := "identifier=zenodo.org-130 collection=datasets creator=Ada creator=Grace date=2021-03-04 " +
+	want := "identifier=zenodo.org-130 big=12345678901234567890 collection=datasets creator=Ada creator=Grace date=2021-03-04 " +
 		"description=éé…" + strings.Repeat("?", 65) + " mediatype=data source=https://zenodo.org/record/130 subject=a subject=b\uFFFDc subject=7.5 " +
 		"title=The platform's title year=2021"
 	if strings.Join(got, " ") != want {

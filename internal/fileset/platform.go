@@ -2,7 +2,6 @@ package fileset
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluice-project/sluice/internal/jsonsize"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // Platforms says where each platform's landing pages and API are, by platform name. A platform
@@ -235,7 +235,7 @@ func apiGet(ctx context.Context, f *fetcher, rawURL string, into any, pass ...in
 	if err := f.api.check(rawURL, body); err != nil {
 		return 0, err
 	}
-	if err := json.Unmarshal(body, into); err != nil {
+	if err := metadata.Unmarshal(body, into); err != nil {
 		return 0, failWith(StatusPlatformError, "GET %s: decode: %v", rawURL, err)
 	}
 	return resp.StatusCode, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/pathroot"
 )
 
@@ -18,7 +19,7 @@ const WorkflowName = "fileset"
 // ingest_type other than dataset.
 func ParseRequest(line []byte) (engine.Root, error) {
 	var obj map[string]any
-	if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
+	if err := metadata.Unmarshal(line, &obj); err != nil || obj == nil {
 		if err == nil {
 			err = errors.New("null")
 		}

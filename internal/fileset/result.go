@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 type resultAction struct{ s *Fileset }
@@ -105,7 +106,7 @@ func fileChildren(ctx context.Context, reads Reads, parent int64, step string) (
 	for _, it := range items {
 		c := fileChild{id: it.ID, ordinal: it.Ordinal, err: it.Error}
 		var md map[string]any
-		if json.Unmarshal(it.Metadata, &md) == nil {
+		if metadata.Unmarshal(it.Metadata, &md) == nil {
 			var oc fileOutcome
 			if decodeMD(md, mdFileResult, &oc) {
 				c.outcome = &oc
@@ -192,7 +193,7 @@ func compose(it action.Item, kids []fileChild) (Result, *FileResult) {
 	// Sandcrawler's file-ingest result: its request is the dataset's, of ingest_type
 	// dataset-file (the request's type and "-file").
 	var fileReq map[string]any
-	_ = json.Unmarshal(reqJSON, &fileReq)
+	_ = metadata.Unmarshal(reqJSON, &fileReq)
 	if fileReq == nil {
 		fileReq = map[string]any{}
 	}
