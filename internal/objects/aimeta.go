@@ -2,7 +2,6 @@ package objects
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluice-project/sluice/internal/action/settings"
 	"github.com/sluice-project/sluice/internal/converter"
 	"github.com/sluice-project/sluice/internal/egress"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // aiConfig is the GenerateAIMetadata step's settings: the command or the HTTP service that
@@ -78,7 +78,7 @@ func (s *Service) generateAIMetadata(ctx context.Context, c *call) error {
 		return err
 	}
 	var md map[string]any
-	if err := json.Unmarshal(out, &md); err != nil || md == nil {
+	if err := metadata.Unmarshal(out, &md); err != nil || md == nil {
 		return action.Permanentf("generate ai metadata: the %s returned no JSON object (%d bytes)", from, len(out))
 	}
 	keys := make([]string, 0, len(md))

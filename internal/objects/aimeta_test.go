@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,7 +29,7 @@ import (
 // its file set — whose object becomes the file set's ai_metadata; an HTTP service on loopback
 // the egress policy allows, which receives the image's bytes and MIME type; and that service
 // under the default policy, which refuses loopback: the file set fails, saying so, without a
-// request reaching it.
+// request reaching it. The object's numbers are the file set's as written (a 20-digit id, 1.50).
 func TestGenerateAIMetadata(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -36,11 +38,12 @@ func TestGenerateAIMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	size := json.Number(strconv.FormatInt(fi.Size(), 10))
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		b, _ := io.ReadAll(r.Body)
-		fmt.Fprintf(w, `{"subjects": ["Rivers"], "bytes": %d, "type": %q, "file_set": %q}`, len(b), r.Header.Get("Content-Type"), r.Header.Get("X-Sluice-File-Set-Id"))
+		fmt.Fprintf(w, `{"subjects": ["Rivers"], "bytes": %d, "type": %q, "file_set": %q, "id": 12345678901234567890, "score": 1.50}`, len(b), r.Header.Get("Content-Type"), r.Header.Get("X-Sluice-File-Set-Id"))
 	}))
 	defer srv.Close()
 	loopback, err := egress.New([]string{"127.0.0.1"}, nil)
@@ -69,9 +72,10 @@ func TestGenerateAIMetadata(t *testing.T) {
 	}{
 		{"not configured", src, nil, objects.StateComplete, "skipped: not configured", nil, 0},
 		{"command", withStep(command), nil, objects.StateComplete, "from the command sh: bytes, file_set",
-			map[string]any{"bytes": float64(fi.Size()), "file_set": id}, 0},
+			map[string]any{"bytes": size, "file_set": id}, 0},
 		{"service", withStep(fmt.Sprintf("{url: %q}", srv.URL)), loopback, objects.StateComplete, "from the service " + srv.URL,
-			map[string]any{"bytes": float64(fi.Size()), "type": "image/png", "file_set": id, "subjects": []any{"Rivers"}}, 1},
+			map[string]any{"bytes": size, "type": "image/png", "file_set": id, "subjects": []any{"Rivers"},
+				"id": json.Number("12345678901234567890"), "score": json.Number("1.50")}, 1},
 		{"service refused", withStep(fmt.Sprintf("{url: %q}", srv.URL)), nil, objects.StateError, "refused", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,8 +115,8 @@ func TestGenerateAIMetadata(t *testing.T) {
 			if tc.want == nil {
 				want = []byte("null")
 			}
-			if string(got) != string(want) {
-				t.Errorf("ai_metadata %s, want %s", got, want)
+			if string(got) != string(want) || tc.want != nil && !reflect.DeepEqual(f.Core["ai_metadata"], any(tc.want)) {
+				t.Errorf("ai_metadata %s (%#v), want %s", got, f.Core["ai_metadata"], want)
 			}
 			if requests.Load() != tc.requests {
 				t.Errorf("%d requests reached the service, want %d", requests.Load(), tc.requests)

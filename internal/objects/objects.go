@@ -15,10 +15,10 @@ package objects
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -97,7 +97,7 @@ func (Domain) Apply(ctx context.Context, x store.DomainSQL, ws []engine.DomainWr
 	db := NewStore(x)
 	for _, dw := range ws {
 		var w write
-		if err := json.Unmarshal(dw.Payload, &w); err != nil {
+		if err := metadata.Unmarshal(dw.Payload, &w); err != nil {
 			return fmt.Errorf("write %q: %w", dw.Key, err)
 		}
 		if err := db.apply(ctx, dw.JobID, &w); err != nil {

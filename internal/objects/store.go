@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/store"
 )
 
@@ -194,7 +195,7 @@ func (s *Store) fileSets(ctx context.Context, q store.DomainQuery, args ...any) 
 		}
 		f.UpdatedAt = nanos(at)
 		out = append(out, f)
-		return json.Unmarshal([]byte(core), &f.Core)
+		return metadata.Unmarshal([]byte(core), &f.Core)
 	}, args...)
 	return out, err
 }

@@ -2,13 +2,13 @@ package objects
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/sluice-project/sluice/internal/action"
 	"github.com/sluice-project/sluice/internal/converter"
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // runner returns a converter runner for the call's task (sandboxed, in its temp dir) and the
@@ -38,7 +38,7 @@ func exif(ctx context.Context, c *call) error {
 		return converter.Failure("extract exif metadata", err)
 	}
 	var all []map[string]any
-	if err := json.Unmarshal(b, &all); err != nil || len(all) == 0 {
+	if err := metadata.Unmarshal(b, &all); err != nil || len(all) == 0 {
 		return action.Permanentf("extract exif metadata: exiftool printed no metadata")
 	}
 	md := all[0]
@@ -58,7 +58,7 @@ func mediaMetadata(ctx context.Context, c *call) error {
 		return converter.Failure("extract media metadata", err)
 	}
 	var info map[string]any
-	if err := json.Unmarshal(b, &info); err != nil {
+	if err := metadata.Unmarshal(b, &info); err != nil {
 		return action.Permanentf("extract media metadata: ffprobe printed no JSON: %v", err)
 	}
 	if f, ok := info["format"].(map[string]any); ok {
