@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/sluice-project/sluice/internal/metadata"
 )
 
 // maxEventBytes bounds a transcoder's event, an untrusted body: an SNS envelope with its
@@ -126,7 +128,9 @@ func parseBareEvent(body []byte) (*TranscoderEvent, error) {
 		ErrorCode      any            `json:"errorCode"`
 		MessageDetails string         `json:"messageDetails"`
 	}
-	if err := json.Unmarshal(body, &ev); err != nil {
+	// metadata.Unmarshal: userMetadata, errorCode and the report go into the stored body with
+	// their numbers as the transcoder wrote them.
+	if err := metadata.Unmarshal(body, &ev); err != nil {
 		return nil, errors.New("the event is not a JSON object of a transcoder's")
 	}
 	switch {
@@ -163,7 +167,7 @@ func parseBareEvent(body []byte) (*TranscoderEvent, error) {
 			detail["errorCode"], detail["errorMessage"] = ev.ErrorCode, ev.MessageDetails
 		}
 		var report any
-		_ = json.Unmarshal(body, &report)
+		_ = metadata.Unmarshal(body, &report)
 		out, err := json.Marshal(map[string]any{"detail-type": "Elastic Transcoder Job State Change", "source": "aws.elastictranscoder",
 			"detail": detail, "report": report})
 		return &TranscoderEvent{Source: "elastictranscoder", Status: status, Body: out}, err

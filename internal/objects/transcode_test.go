@@ -176,3 +176,45 @@ func TestParseTranscoderEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticTranscoderNumbersExact: an Elastic Transcoder notification's userMetadata,
+// errorCode and report keep their numbers as written in the event's body — a 20-digit id and
+// 1.50 — bare or inside an SNS Notification.
+func TestElasticTranscoderNumbersExact(t *testing.T) {
+	t.Parallel()
+	const report = `{"state":"ERROR","version":"2012-09-25","jobId":"j1","pipelineId":"p1","outputKeyPrefix":"streaming/f/",` +
+		`"userMetadata":{"file_set_id":"f","big":12345678901234567890,"price":1.50},"errorCode":12345678901234567890,"messageDetails":"bad input"}`
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"bare", []byte(report)},
+		{"sns", snsNotification([]byte(report))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev, err := objects.ParseTranscoderEvent(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Detail struct {
+					UserMetadata json.RawMessage `json:"userMetadata"`
+					ErrorCode    json.RawMessage `json:"errorCode"`
+				} `json:"detail"`
+				Report struct {
+					UserMetadata json.RawMessage `json:"userMetadata"`
+					ErrorCode    json.RawMessage `json:"errorCode"`
+				} `json:"report"`
+			}
+			if err := json.Unmarshal(ev.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			const md, code = `{"big":12345678901234567890,"file_set_id":"f","price":1.50}`, `12345678901234567890`
+			if string(body.Detail.UserMetadata) != md || string(body.Report.UserMetadata) != md ||
+				string(body.Detail.ErrorCode) != code || string(body.Report.ErrorCode) != code {
+				t.Errorf("event body %s\nwant userMetadata %s and errorCode %s in detail and report", ev.Body, md, code)
+			}
+		})
+	}
+}
