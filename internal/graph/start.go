@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-project/sluice/internal/builtin"
 	"github.com/sluice-project/sluice/internal/engine"
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/record"
 )
 
@@ -70,7 +71,7 @@ func Start(ctx context.Context, e *engine.Engine, r Request, resume bool) (*reco
 	}
 	var md map[string]any
 	b, _ := json.Marshal(r)
-	_ = json.Unmarshal(b, &md)
+	_ = metadata.Unmarshal(b, &md)
 	if err := sub.Add(ctx, engine.Root{Name: "request", Metadata: map[string]any{keyRequest: md}}); err != nil {
 		return nil, err
 	}
