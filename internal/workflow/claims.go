@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/when"
 )
 
@@ -422,8 +422,8 @@ func PathValue(body any, path string) (v any, ok bool) {
 	v = body
 	for _, seg := range strings.Split(path, ".") {
 		if s, isStr := v.(string); isStr {
-			var inner any
-			if json.Unmarshal([]byte(s), &inner) != nil {
+			var inner any // numbers as written: a 20-digit key matches as it was sent
+			if metadata.Unmarshal([]byte(s), &inner) != nil {
 				return nil, false
 			}
 			v = inner

@@ -1,11 +1,13 @@
 package workflow_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-project/sluice/internal/metadata"
 	"github.com/sluice-project/sluice/internal/workflow"
 )
 
@@ -77,5 +79,21 @@ steps:
 				t.Errorf("error %v; want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPathValueNumbers: a correlation path through a string holding JSON (an SNS envelope's
+// Message) reaches a 20-digit id and 1.50 as they were sent, not rounded through float64, so
+// that they match an item's metadata as written.
+func TestPathValueNumbers(t *testing.T) {
+	t.Parallel()
+	body, err := metadata.Decode([]byte(`{"Type":"Notification","Message":"{\"order\":{\"id\":12345678901234567890,\"price\":1.50}}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]json.Number{"Message.order.id": "12345678901234567890", "Message.order.price": "1.50"} {
+		if v, ok := workflow.PathValue(body, path); !ok || v != want {
+			t.Errorf("PathValue(%s) = %v (%T), %v; want %s", path, v, v, ok, want)
+		}
 	}
 }
