@@ -292,19 +292,44 @@ const (
 
 // LockDataDir takes the data dir's lock (an exclusive flock on <dir>/lock), which every engine
 // process on the embedded store holds while it runs, and returns it; closing the file releases
-// it, as does the process's exit. It fails with an error wrapping [ErrLocked] at once, without
-// waiting, when another process holds it.
+// it, as does the process's exit. It fails with an error wrapping [ErrLocked] when another
+// process holds it for [lockWait].
+//
+// The wait is for a process that is dying: the lock goes only once every process holding its
+// file is gone, and a process killed (kill -9) while it was starting a converter leaves, for
+// the moments the kernel takes to end it too, a child between fork and exec with a copy of the
+// lock's descriptor. A restart right after the kill (a supervisor's, a crash test's) found the
+// dir "in use by another sluice process".
 func LockDataDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		if lockBusy != nil {
+			lockBusy()
+		}
+		time.Sleep(lockPoll)
 	}
-	return f, nil
 }
+
+// lockWait is how long [LockDataDir] waits for a lock held by another process; lockPoll how
+// often it tries again meanwhile.
+// lockBusy, when set (by tests), is called each time the lock was found held.
+var (
+	lockWait = 2 * time.Second
+	lockPoll = 10 * time.Millisecond
+	lockBusy func()
+)
 
 // Open opens the installation. With cfg.Engine it also takes the lock, reclaims orphaned tasks
 // and creates (but does not start) the worker.
