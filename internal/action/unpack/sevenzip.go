@@ -355,18 +355,7 @@ func (w *szWalk) packInfo(r *szReader) error {
 			return err
 		}
 	}
-	if id == szCRC {
-		if err := w.digests(r, streams); err != nil {
-			return err
-		}
-		if id, err = r.byte(); err != nil {
-			return err
-		}
-	}
-	if id != szEnd {
-		return errSevenZipSyntax
-	}
-	return nil
+	return w.digestsThenEnd(r, id, streams)
 }
 
 // unpackInfo walks the folders and their unpacked sizes.
@@ -413,18 +402,7 @@ func (w *szWalk) unpackInfo(r *szReader) error {
 	if err != nil {
 		return err
 	}
-	if id == szCRC {
-		if err := w.digests(r, folders); err != nil {
-			return err
-		}
-		if id, err = r.byte(); err != nil {
-			return err
-		}
-	}
-	if id != szEnd {
-		return errSevenZipSyntax
-	}
-	return nil
+	return w.digestsThenEnd(r, id, folders)
 }
 
 // folder walks one folder's coders and returns its count of output streams. The library makes
@@ -542,10 +520,17 @@ func (w *szWalk) subStreamsInfo(r *szReader) error {
 			return err
 		}
 	}
+	return w.digestsThenEnd(r, id, streams)
+}
+
+// digestsThenEnd ends a section whose property id was just read: n checksums when id announces
+// them, then the section's end.
+func (w *szWalk) digestsThenEnd(r *szReader, id byte, n uint64) error {
 	if id == szCRC {
-		if err := w.digests(r, streams); err != nil {
+		if err := w.digests(r, n); err != nil {
 			return err
 		}
+		var err error
 		if id, err = r.byte(); err != nil {
 			return err
 		}
