@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 
@@ -60,10 +61,15 @@ var errSevenZipSyntax = errors.New("7z header syntax")
 // to more than sevenZipHeaderMax. It returns nil for a header it cannot read: the library's own
 // error then says why.
 func checkSevenZipHeader(f *os.File, size int64, maxEntries int) error {
+	base, ok := sevenZipStart(f)
+	if !ok {
+		return nil // the library finds no archive
+	}
 	var sh [32]byte
-	if _, err := f.ReadAt(sh[:], 0); err != nil {
+	if _, err := f.ReadAt(sh[:], base); err != nil {
 		return nil
 	}
+	size -= base // from here on, offsets are the archive's own, as the library's are
 	off, n := binary.LittleEndian.Uint64(sh[12:]), binary.LittleEndian.Uint64(sh[20:])
 	if off >= uint64(size) || 32+off >= uint64(size) {
 		return nil // the library reads no header
@@ -71,8 +77,8 @@ func checkSevenZipHeader(f *os.File, size int64, maxEntries int) error {
 	// The library reads a header cut short by the end of the file as far as it goes, allocating
 	// as it reads: only what is there holds anything.
 	n = min(n, uint64(size)-32-off)
-	w := &szWalk{maxEntries: uint64(maxEntries)}
-	r := newSzReader(io.NewSectionReader(f, int64(32+off), int64(n)), int64(n))
+	w := &szWalk{maxEntries: uint64(maxEntries), base: base}
+	r := newSzReader(io.NewSectionReader(f, base+int64(32+off), int64(n)), int64(n))
 	id, err := r.byte()
 	if err != nil {
 		return nil
@@ -89,9 +95,47 @@ func checkSevenZipHeader(f *os.File, size int64, maxEntries int) error {
 	return err
 }
 
+// sevenZipStart returns where the library finds the 7z archive in f, as bodgit/sevenzip's
+// NewReader does: the signature at the start, or else the first of those in the first 1 MiB (a
+// self-extracting stub before it) whose start header's checksum is right. (A fuzzer found the
+// archive behind 8 bytes of stub that the walk, reading only at 0, let through to a fatal
+// allocation.)
+func sevenZipStart(f *os.File) (int64, bool) {
+	sig := []byte{'7', 'z', 0xbc, 0xaf, 0x27, 0x1c}
+	const chunk, limit = 4096, 1 << 20
+	buf := make([]byte, chunk+len(sig))
+	for at := int64(0); at < limit; at += chunk {
+		n, err := f.ReadAt(buf, at)
+		for i := 0; ; {
+			k := bytes.Index(buf[i:n], sig)
+			if k < 0 {
+				break
+			}
+			if off := at + int64(i+k); off == 0 || sevenZipStartValid(f, off) {
+				return off, true
+			}
+			i += k + 1
+		}
+		if err != nil {
+			break
+		}
+	}
+	return 0, false
+}
+
+// sevenZipStartValid reports whether the start header at off has the checksum it declares.
+func sevenZipStartValid(f *os.File, off int64) bool {
+	var sh [32]byte
+	if _, err := f.ReadAt(sh[:], off); err != nil {
+		return false
+	}
+	return crc32.ChecksumIEEE(sh[12:32]) == binary.LittleEndian.Uint32(sh[8:])
+}
+
 // szWalk is one walk of a header.
 type szWalk struct {
 	maxEntries uint64
+	base       int64 // where the archive starts in its file
 	// Of the last streams info walked, what decoding an encoded header needs.
 	folders  uint64
 	packPos  uint64
@@ -230,7 +274,7 @@ func (w *szWalk) encodedHeader(f *os.File, r *szReader) error {
 		return errors.New("unsupported archive: its 7z header is compressed with a chain of methods Sluice does not read")
 	}
 	open := func() (io.Reader, error) {
-		return w.decoder(io.NewSectionReader(f, int64(min(32+w.packPos, 1<<62)), int64(min(w.packSize, 1<<62))))
+		return w.decoder(io.NewSectionReader(f, w.base+int64(min(32+w.packPos, 1<<62)), int64(min(w.packSize, 1<<62))))
 	}
 	dec, err := open()
 	if err != nil {
